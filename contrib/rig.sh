@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# rig.sh boots a private, real systemd user manager on a machine whose PID 1 is
+# not systemd (CI, the developers' VMs), and runs one command inside it as an
+# unprivileged test user: the real case mosaic is built for.
+#
+#   contrib/rig.sh [--user NAME] run [--src DIR] -- COMMAND [ARG...]
+#
+# What it starts, all inside a private mount namespace so the host is untouched:
+# a tmpfs /run with /run/systemd/system (systemd --user refuses without it),
+# systemd-journald as root with per-user journals on tmpfs, a session
+# dbus-daemon and `systemd --user` as the test user, in a delegated cgroup at
+# user.slice/user-UID.slice/user@UID.service in both hierarchies (so journald
+# attributes entries to _SYSTEMD_USER_UNIT as on a real machine). With --src the
+# tree is copied into the test user's home and COMMAND runs there (the user
+# cannot read a checkout under /root). Everything is stopped by PID at the end,
+# and COMMAND's exit status is the script's.
+#
+# Needs root, bubblewrap, dbus-daemon and systemd's binaries (Debian 12:
+# packages bubblewrap, dbus, systemd). Two rigs can run at once with two users.
+set -euo pipefail
+
+rig_user=mosaic-rig
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--user) rig_user=$2; shift 2 ;;
+	--inner) shift; break ;;
+	*) break ;;
+	esac
+done
+
+die() { echo "rig: $*" >&2; exit 1; }
+
+if [ "${1:-}" = "run" ]; then
+	shift
+	src=""
+	while [ $# -gt 0 ]; do
+		case "$1" in
+		--src) src=$2; shift 2 ;;
+		--) shift; break ;;
+		*) die "unknown option $1 (usage: rig.sh [--user NAME] run [--src DIR] -- COMMAND...)" ;;
+		esac
+	done
+	[ $# -gt 0 ] || die "no command given (usage: rig.sh [--user NAME] run [--src DIR] -- COMMAND...)"
+	[ "$(id -u)" = 0 ] || die "must run as root (it creates a test user and a mount namespace)"
+	for b in bwrap dbus-daemon unshare setpriv /lib/systemd/systemd /lib/systemd/systemd-journald; do
+		command -v "$b" >/dev/null || die "$b is missing (apt-get install bubblewrap dbus systemd util-linux)"
+	done
+	if ! id -u "$rig_user" >/dev/null 2>&1; then
+		useradd --create-home --shell /bin/bash --user-group "$rig_user"
+	fi
+	getent group systemd-journal >/dev/null || groupadd --system systemd-journal
+	usermod -a -G systemd-journal "$rig_user"
+	export RIG_SRC=$src
+	exec unshare --mount --propagation private -- "$0" --user "$rig_user" --inner "$@"
+fi
+
+# --- inside the private mount namespace, as root ---
+uid=$(id -u "$rig_user")
+gid=$(id -g "$rig_user")
+home=$(getent passwd "$rig_user" | cut -d: -f6)
+runtime=/run/user/$uid
+pids=()
+cg_v1=/sys/fs/cgroup/systemd/user.slice/user-$uid.slice/user@$uid.service
+cg_v2=/sys/fs/cgroup/unified/user.slice/user-$uid.slice/user@$uid.service
+[ -d /sys/fs/cgroup/unified ] || cg_v2=/sys/fs/cgroup/user.slice/user-$uid.slice/user@$uid.service
+[ -d /sys/fs/cgroup/systemd ] || cg_v1=""
+
+cleanup() {
+	local rc=$?
+	# The manager first (it stops the sessions it runs), then the rest.
+	for ((i=${#pids[@]}-1; i>=0; i--)); do kill -TERM "${pids[$i]}" 2>/dev/null || true; done
+	for _ in $(seq 50); do
+		local alive=0
+		for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+		[ $alive = 0 ] && break
+		sleep 0.1
+	done
+	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+	for cg in "$cg_v1" "$cg_v2"; do
+		[ -n "$cg" ] && [ -d "$cg" ] || continue
+		# Out of the delegated tree ourselves, then anything the manager left behind, then the tree bottom-up.
+		echo $$ >"${cg%%/user.slice/*}/cgroup.procs" 2>/dev/null || true
+		find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+		sleep 0.1
+		find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+	done
+	exit $rc
+}
+trap cleanup EXIT INT TERM
+
+mount -t tmpfs -o mode=0755 tmpfs /run
+ln -s /dev/shm /run/shm
+# PID 1 would make these early on: the manager refuses to run without
+# /run/systemd/system, and every mount namespace of a unit is built under
+# /run/systemd/unit-root (without it units die with 226/NAMESPACE).
+mkdir -p /run/systemd/system /run/log/journal "$runtime" /run/lock
+mkdir -m 0555 /run/systemd/unit-root
+chmod 1777 /run/lock
+chown "$uid:$gid" "$runtime"; chmod 0700 "$runtime"
+mkdir -p /var/log/journal
+mount -t tmpfs -o mode=2755 tmpfs /var/log/journal
+mount -t tmpfs -o mode=2755 tmpfs /run/log/journal
+chgrp systemd-journal /var/log/journal /run/log/journal
+chmod 2755 /var/log/journal /run/log/journal
+
+/lib/systemd/systemd-journald >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do [ -S /run/systemd/journal/stdout ] && break; sleep 0.05; done
+[ -S /run/systemd/journal/stdout ] || die "systemd-journald did not come up"
+journalctl --flush >/dev/null 2>&1 || true
+
+for cg in "$cg_v1" "$cg_v2"; do
+	[ -n "$cg" ] || continue
+	mkdir -p "$cg"
+	chown -R "$uid:$gid" "$cg"
+	echo $$ >"$cg/cgroup.procs"
+done
+
+as_user=(setpriv --reuid="$uid" --regid="$gid" --init-groups --reset-env --)
+user_env=(env HOME="$home" USER="$rig_user" LOGNAME="$rig_user" SHELL=/bin/bash
+	PATH="/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"
+	XDG_RUNTIME_DIR="$runtime" DBUS_SESSION_BUS_ADDRESS="unix:path=$runtime/bus" LANG=C.UTF-8)
+
+"${as_user[@]}" "${user_env[@]}" dbus-daemon --session --nofork --nopidfile \
+	--address="unix:path=$runtime/bus" >/dev/null 2>&1 &
+pids+=($!)
+"${as_user[@]}" "${user_env[@]}" /lib/systemd/systemd --user >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 200); do [ -S "$runtime/systemd/private" ] && [ -S "$runtime/bus" ] && break; sleep 0.05; done
+[ -S "$runtime/systemd/private" ] || die "systemd --user did not come up (is $cg_v1 writable?)"
+"${as_user[@]}" "${user_env[@]}" systemctl --user is-system-running --wait >/dev/null 2>&1 || true
+
+workdir=$home
+if [ -n "${RIG_SRC:-}" ]; then
+	workdir=$home/src
+	rm -rf "$workdir"; mkdir -p "$workdir"
+	tar -C "$RIG_SRC" --exclude=./.git -cf - . | tar -C "$workdir" -xf -
+	chown -R "$uid:$gid" "$workdir"
+fi
+mkdir -p "$home/tmp"; chown "$uid:$gid" "$home/tmp"
+
+# The command, as the test user, with only what a login would give it (plus
+# Go's settings and CI's marker, so the tests know they must not skip).
+set +e
+(cd "$workdir" && "${as_user[@]}" "${user_env[@]}" TMPDIR="$home/tmp" MOSAIC_RIG=1 \
+	${CI:+CI="$CI"} ${GOPROXY:+GOPROXY="$GOPROXY"} ${GOFLAGS:+GOFLAGS="$GOFLAGS"} \
+	${TERM:+TERM="$TERM"} "$@")
+rc=$?
+set -e
+exit $rc
