@@ -1,0 +1,148 @@
+// Package sandbox builds mosaic's inner confinement layer: the bubblewrap
+// command line that runs inside a session's systemd unit (every bind with the
+// reason it exists), the probe that proves bwrap can build that sandbox on this
+// host before anything is started, and the init that runs as PID 1 inside it.
+//
+// systemd's unit properties are the outer layer; they can fail open (systemd
+// silently drops PrivateTmp, ProtectSystem and same-path binds when it cannot
+// build a mount namespace), bwrap cannot: it either builds the sandbox or exits.
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// InitPath is where the mosaic binary appears inside the sandbox. It is bound
+// read-only at a fixed path so the init's location never depends on where the
+// user installed mosaic (often under the home, which the session cannot see).
+const InitPath = "/run/mosaic/init"
+
+// Mount kinds, as bwrap spells the option without its dashes.
+const (
+	KindRO      = "ro-bind"
+	KindRW      = "bind"
+	KindDev     = "dev"
+	KindProc    = "proc"
+	KindSymlink = "symlink"
+	KindTmpfs   = "tmpfs"
+)
+
+// Bind is one mount of the sandbox's filesystem, in the order bwrap makes it.
+type Bind struct {
+	Kind   string `json:"kind"`
+	Src    string `json:"src,omitempty"`
+	Dst    string `json:"dst"`
+	Reason string `json:"reason"`
+}
+
+// Options are the paths one session's sandbox is made of. All paths are
+// absolute and already resolved (no symlinks), as bwrap binds what it is given.
+type Options struct {
+	Workspace   string   // read-write at its own path; the working directory
+	Home        string   // the path HOME has inside (the user's home path)
+	SessionHome string   // the session's own home on disk, mounted at Home
+	SessionTmp  string   // the session's own /tmp on disk
+	MosaicBin   string   // this binary, bound at InitPath
+	ExtraRO     []string // --ro PATH
+	ExtraRW     []string // --rw PATH
+}
+
+// systemDirs are the host directories every program needs, read-only. /etc
+// holds the resolver, certificates and passwd that tools expect; nothing in it
+// is readable by the user that the user could not already read.
+var systemDirs = []struct{ path, reason string }{
+	{"/usr", "system programs and libraries, read-only"},
+	{"/etc", "system configuration (resolver, CA certificates, passwd), read-only"},
+}
+
+// mergedUsrLinks are the top-level directories that merged-/usr systems make
+// symlinks into /usr; on older layouts they are real directories.
+var mergedUsrLinks = []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// Binds returns the sandbox's mounts in order, each with its reason. lstat
+// inspects the host (os.Lstat in production, a table in tests) to tell a
+// merged-/usr symlink from a real directory.
+func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(string) (string, error)) []Bind {
+	b := systemBinds(lstat, readlink)
+	b = append(b,
+		Bind{Kind: KindRO, Src: o.MosaicBin, Dst: InitPath, Reason: "mosaic's init, PID 1 of the session, read-only"},
+		Bind{Kind: KindRW, Src: o.SessionHome, Dst: o.Home, Reason: "the session's own HOME: the user's real home (~/.ssh, ~/.aws, agents' state) is never mounted"},
+		Bind{Kind: KindRW, Src: o.SessionTmp, Dst: "/tmp", Reason: "the session's own /tmp, on disk under its state directory: private, not the host's"},
+		Bind{Kind: KindRW, Src: o.Workspace, Dst: o.Workspace, Reason: "the workspace, read-write at its own path"},
+	)
+	for _, p := range o.ExtraRO {
+		b = append(b, Bind{Kind: KindRO, Src: p, Dst: p, Reason: "asked for with --ro"})
+	}
+	for _, p := range o.ExtraRW {
+		b = append(b, Bind{Kind: KindRW, Src: p, Dst: p, Reason: "asked for with --rw"})
+	}
+	return b
+}
+
+// systemBinds are the mounts every sandbox has, whatever the session: the
+// system directories read-only and a private /dev and /proc.
+func systemBinds(lstat func(string) (os.FileInfo, error), readlink func(string) (string, error)) []Bind {
+	var b []Bind
+	for _, d := range systemDirs {
+		b = append(b, Bind{Kind: KindRO, Src: d.path, Dst: d.path, Reason: d.reason})
+	}
+	for _, p := range mergedUsrLinks {
+		fi, err := lstat(p)
+		if err != nil {
+			continue
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if target, err := readlink(p); err == nil {
+				b = append(b, Bind{Kind: KindSymlink, Src: target, Dst: p, Reason: "merged-/usr link, as on the host"})
+			}
+		} else if fi.IsDir() {
+			b = append(b, Bind{Kind: KindRO, Src: p, Dst: p, Reason: "system directory outside /usr on this host, read-only"})
+		}
+	}
+	b = append(b,
+		Bind{Kind: KindDev, Dst: "/dev", Reason: "a private /dev with only the basic nodes (null, zero, random, tty, pts): no host devices, no host /dev/shm"},
+		Bind{Kind: KindProc, Dst: "/proc", Reason: "a /proc of the session's own PID namespace: no host process is visible"},
+	)
+	return b
+}
+
+// HostBinds is Binds against the real host.
+func HostBinds(o Options) []Bind { return Binds(o, os.Lstat, os.Readlink) }
+
+// namespaceArgs are the isolation flags the session and the probe share, so
+// that the probe fails exactly when a session would.
+var namespaceArgs = []string{
+	"--unshare-user", // a user namespace of its own, with no capabilities outside it
+	"--unshare-pid",  // no host process visible or signalable
+	"--unshare-ipc",  // no host SysV IPC or POSIX message queues (systemd's PrivateIPC fails in a 252 user manager)
+	"--die-with-parent",
+	"--new-session", // no TIOCSTI injection into the caller's terminal
+	"--cap-drop", "ALL",
+	"--as-pid-1", // mosaic's init is PID 1: it reaps, forwards signals and reports the exit status
+}
+
+// Argv is bwrap's command line (without the bwrap path itself) for the binds,
+// with the working directory and the command to run as PID 1.
+func Argv(binds []Bind, workdir string, command []string) []string {
+	args := append([]string{}, namespaceArgs...)
+	for _, b := range binds {
+		switch b.Kind {
+		case KindDev, KindProc, KindTmpfs:
+			args = append(args, "--"+b.Kind, b.Dst)
+		default:
+			args = append(args, "--"+b.Kind, b.Src, b.Dst)
+		}
+	}
+	args = append(args, "--chdir", workdir, "--")
+	return append(args, command...)
+}
+
+// Within reports whether path is dir or lies below it (both cleaned, absolute).
+func Within(path, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
+}

@@ -1,0 +1,56 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// ExecBwrap replaces the calling process (the unit's main process) with bwrap,
+// after two things bwrap cannot do itself:
+//
+//   - SIGTERM is set to ignored. bwrap's monitor process does not handle it,
+//     so systemd's SIGTERM would kill bwrap at once and --die-with-parent
+//     would SIGKILL the session before the command could shut down. Ignored,
+//     the monitor lives on while the init (which systemd signals too, as it
+//     does every process of the unit) forwards the signal and waits for the
+//     command; the init installs its own handler, so the command starts
+//     with the default disposition.
+//   - systemd's notification socket (bound into the unit, never into the
+//     sandbox) is connected here and handed down as a descriptor, so that the
+//     init can report READY=1 from inside without the socket's path.
+//
+// It returns only on failure.
+func ExecBwrap(argv []string) error {
+	if len(argv) == 0 {
+		return fmt.Errorf("usage: exec-bwrap BWRAP [ARG...]")
+	}
+	signal.Ignore(unix.SIGTERM)
+	env := os.Environ()
+	if sock := os.Getenv("NOTIFY_SOCKET"); sock != "" {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM, 0) // inherited on purpose: no CLOEXEC
+		if err == nil {
+			if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err == nil {
+				env = append(withoutEnv(env, "NOTIFY_SOCKET"), NotifyFDEnv+"="+strconv.Itoa(fd))
+			} else {
+				unix.Close(fd)
+			}
+		}
+	}
+	err := unix.Exec(argv[0], argv, env)
+	return fmt.Errorf("cannot run %s: %v", argv[0], err)
+}
+
+func withoutEnv(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if len(kv) > len(name) && kv[:len(name)+1] == name+"=" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}

@@ -1,0 +1,223 @@
+package sandbox
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// NotifyFDEnv carries the number of the descriptor, connected to systemd's
+// notification socket, on which the init reports READY=1 once the sandbox
+// checked out and the command runs. The socket's path is never visible inside
+// the sandbox and the descriptor is closed before the command starts.
+const NotifyFDEnv = "MOSAIC_NOTIFY_FD"
+
+// ExitSandboxRefused is the init's exit status when the sandbox it was promised
+// is not there; the command never ran.
+const ExitSandboxRefused = 125
+
+// passEnv are the variables the init passes from the unit's environment to the
+// command; everything else the user manager holds (desktop sessions import
+// SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS, DISPLAY and tokens into it) is
+// dropped. Variables matching passEnvPrefixes pass too.
+var passEnv = []string{"PATH", "LANG", "LANGUAGE", "TERM", "COLORTERM", "NO_COLOR", "TZ", "USER", "LOGNAME"}
+
+var passEnvPrefixes = []string{"LC_"}
+
+// DefaultPath is the command's PATH when the unit has none.
+const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// InitArgv is the argument list of mosaic's init (after the mosaic binary's
+// argv[0]) for one session.
+func InitArgv(session, home string, pass, command []string) []string {
+	argv := []string{"init", "--session", session, "--home", home}
+	for _, p := range pass {
+		argv = append(argv, "--pass", p)
+	}
+	return append(append(argv, "--"), command...)
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// Init is mosaic's init, PID 1 inside the sandbox. It checks the sandbox,
+// starts the command with an allow-listed environment, reports readiness to
+// systemd, forwards termination signals, reaps every orphan, and returns the
+// command's exit status (128+n for a death by signal n).
+func Init(args []string) int {
+	fs := flag.NewFlagSet("init", flag.ContinueOnError)
+	session := fs.String("session", "", "session name")
+	home := fs.String("home", "", "HOME inside the sandbox")
+	var pass stringList
+	fs.Var(&pass, "pass", "extra variable to pass to the command")
+	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "mosaic init: usage: init --session NAME --home DIR [--pass VAR]... -- COMMAND [ARG...]")
+		return ExitSandboxRefused
+	}
+	notify := notifyFD()
+	if err := checkSandbox(); err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
+		notifyStatus(notify, "STATUS=sandbox check failed: "+err.Error())
+		return ExitSandboxRefused
+	}
+	env := CommandEnv(os.Environ(), *session, *home, pass)
+	command := fs.Args()
+	path, err := lookPath(command[0], env)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic init: %v\n", err)
+		return 127
+	}
+
+	// Subscribe before the child exists so that neither a SIGCHLD nor a
+	// SIGTERM sent in the first microseconds is lost.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+
+	proc, err := os.StartProcess(path, command, &os.ProcAttr{
+		Env:   env,
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic init: cannot start %s: %v\n", command[0], err)
+		return 127
+	}
+	notifyStatus(notify, "READY=1")
+	if notify >= 0 {
+		unix.Close(notify)
+	}
+	return supervise(proc.Pid, sigs)
+}
+
+// supervise forwards signals to pid and reaps children until pid exits.
+func supervise(pid int, sigs chan os.Signal) int {
+	for sig := range sigs {
+		if sig != unix.SIGCHLD {
+			_ = unix.Kill(pid, sig.(unix.Signal))
+			continue
+		}
+		for {
+			var ws unix.WaitStatus
+			got, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if got <= 0 || err != nil {
+				break
+			}
+			if got == pid {
+				return ExitCode(ws)
+			}
+		}
+	}
+	return ExitSandboxRefused // unreachable: sigs is never closed
+}
+
+// ExitCode maps a wait status to a shell-style exit code: the status, or
+// 128+n for a death by signal n.
+func ExitCode(ws unix.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+// CommandEnv is the command's environment: the allow-listed variables and the
+// ones named with --pass from environ, then HOME, TMPDIR and MOSAIC_SESSION.
+func CommandEnv(environ []string, session, home string, pass []string) []string {
+	allowed := make(map[string]bool, len(passEnv)+len(pass))
+	for _, n := range passEnv {
+		allowed[n] = true
+	}
+	for _, n := range pass {
+		allowed[n] = true
+	}
+	var env []string
+	hasPath := false
+	for _, kv := range environ {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || !(allowed[name] || hasAnyPrefix(name, passEnvPrefixes)) {
+			continue
+		}
+		hasPath = hasPath || name == "PATH"
+		env = append(env, kv)
+	}
+	if !hasPath {
+		env = append(env, "PATH="+DefaultPath)
+	}
+	return append(env, "HOME="+home, "TMPDIR=/tmp", "MOSAIC_SESSION="+session)
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// lookPath resolves name against the command's own PATH, not the init's.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := DefaultPath
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range strings.Split(path, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		p := dir + "/" + name
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: command not found in the session's PATH (%s)", name, path)
+}
+
+// checkSandbox verifies, from inside, the promises that bwrap and the unit
+// made and that a silently failed-open namespace would break.
+func checkSandbox() error {
+	if os.Getpid() != 1 {
+		return fmt.Errorf("not PID 1 of a private PID namespace (pid %d)", os.Getpid())
+	}
+	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	if err != nil || nnp != 1 {
+		return errors.New("no_new_privs is not set")
+	}
+	if _, err := os.Stat("/sys/fs/cgroup"); err == nil {
+		return errors.New("/sys/fs/cgroup is visible")
+	}
+	if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" {
+		if _, err := os.Stat(rt); err == nil {
+			return fmt.Errorf("the user's runtime directory %s is visible", rt)
+		}
+	}
+	return nil
+}
+
+func notifyFD() int {
+	v := os.Getenv(NotifyFDEnv)
+	os.Unsetenv(NotifyFDEnv)
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return -1
+	}
+	unix.CloseOnExec(fd)
+	return fd
+}
+
+func notifyStatus(fd int, msg string) {
+	if fd >= 0 {
+		_, _ = unix.Write(fd, []byte(msg))
+	}
+}

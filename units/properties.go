@@ -1,0 +1,143 @@
+package units
+
+import (
+	"path/filepath"
+	"strings"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+
+	"mosaic/sandbox"
+)
+
+// DefaultStopTimeout is how long a session gets between SIGTERM and SIGKILL.
+const DefaultStopTimeout = 10 * time.Second
+
+// startTimeout bounds the time from fork to the init's READY=1.
+const startTimeout = 30 * time.Second
+
+// exitSIGTERM is how bwrap reports a command that died of SIGTERM (128+15).
+// systemd counts a SIGTERM death as a clean stop; listing 143 keeps a stopped
+// session "inactive" instead of "failed", since bwrap turns the signal into
+// an exit status.
+const exitSIGTERM = 143
+
+// D-Bus shapes of systemd's sandboxing properties, which go-systemd has no
+// helpers for (signatures from systemd's dbus-execute.c).
+type (
+	tmpfsEntry struct{ Path, Options string } // TemporaryFileSystem a(ss)
+	bindEntry  struct {                       // Bind(ReadOnly)Paths a(ssbt)
+		Src, Dst     string
+		IgnoreENOENT bool
+		Flags        uint64
+	}
+	execEx struct { // ExecStartEx a(sasas)
+		Path  string
+		Argv  []string
+		Flags []string
+	}
+	exitStatusSet struct{ Status, Signals []int32 } // SuccessExitStatus (aiai)
+)
+
+func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value: dbus.MakeVariant(v)} }
+
+// ExecArgv is the unit's command line: mosaic's exec shim, which becomes
+// bwrap, which runs mosaic's init, which runs the command. pass names the
+// variables the init lets through besides its allowlist.
+func ExecArgv(s Spec, pass []string) []string {
+	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(s.Name, s.Home, pass, s.Command)...)
+	argv := []string{s.MosaicBin, "exec-bwrap", s.BwrapBin}
+	return append(argv, sandbox.Argv(s.Binds(), s.Workspace, initArgv)...)
+}
+
+// Properties are the transient service's properties for spec s on a manager
+// with features f.
+func Properties(s Spec, f Features) []sd.Property {
+	stop := s.StopTimeout
+	if stop <= 0 {
+		stop = DefaultStopTimeout
+	}
+	argv := ExecArgv(s, nil)
+	props := []sd.Property{
+		prop("Description", Description(s.Name, s.Command)),
+		prop("Slice", Slice),
+		// no-env-expand: systemd would otherwise expand $VAR and ${VAR} in
+		// the arguments, changing the user's command (and, with credentials
+		// in the environment, putting a secret in bwrap's argv).
+		prop("ExecStartEx", []execEx{{Path: argv[0], Argv: argv, Flags: []string{"no-env-expand"}}}),
+		// notify: the job finishes when the init inside the sandbox has
+		// checked it and started the command, not merely when fork succeeded.
+		prop("Type", "notify"),
+		prop("NotifyAccess", "all"),
+		prop("WorkingDirectory", s.Workspace),
+		// A 252 user manager needs PrivateUsers for any mount namespacing.
+		prop("PrivateUsers", true),
+		prop("PrivateTmp", true),
+		prop("ProtectSystem", "strict"),
+		// Without ":ro", so that the binds below can be made under them.
+		prop("TemporaryFileSystem", []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}),
+		prop("BindPaths", bindsOf(append([]string{s.Workspace, s.StateDir}, s.ExtraRW...))),
+		// The shim and bwrap may live under the hidden home; the notification
+		// socket is the one file of the runtime dir the unit needs (the shim
+		// connects it; the sandbox never sees it).
+		prop("BindReadOnlyPaths", bindsOf(append(
+			[]string{s.MosaicBin, s.BwrapBin, filepath.Join(s.RuntimeDir, "systemd", "notify")},
+			s.ExtraRO...))),
+		prop("NoNewPrivileges", true),
+		prop("KillMode", "control-group"),
+		prop("TimeoutStopUSec", usec(stop)),
+		prop("TimeoutStartUSec", usec(startTimeout)),
+		prop("SuccessExitStatus", exitStatusSet{Status: []int32{exitSIGTERM}, Signals: []int32{}}),
+		prop("SyslogIdentifier", UnitPrefix+s.Name),
+		prop("LogExtraFields", [][]byte{[]byte("MOSAIC_SESSION=" + s.Name)}),
+	}
+	if len(s.Env) > 0 {
+		props = append(props, prop("Environment", s.Env))
+	}
+	if f.PrivatePIDs {
+		props = append(props, prop("PrivatePIDs", "yes"))
+	}
+	if l := s.Limits; l.MemoryMax > 0 {
+		props = append(props, prop("MemoryMax", l.MemoryMax))
+	}
+	if l := s.Limits; l.TasksMax > 0 {
+		props = append(props, prop("TasksMax", l.TasksMax))
+	}
+	if l := s.Limits; l.CPUQuota > 0 {
+		// 100% of one CPU is one second of CPU time per second.
+		props = append(props, prop("CPUQuotaPerSecUSec", l.CPUQuota*10000))
+	}
+	if l := s.Limits; l.RuntimeMax > 0 {
+		props = append(props, prop("RuntimeMaxUSec", usec(l.RuntimeMax)))
+	}
+	if s.Stdio != nil {
+		props = append(props,
+			prop("StandardInputFileDescriptor", dbus.UnixFD(s.Stdio[0])),
+			prop("StandardOutputFileDescriptor", dbus.UnixFD(s.Stdio[1])),
+			prop("StandardErrorFileDescriptor", dbus.UnixFD(s.Stdio[2])),
+			prop("CollectMode", "inactive-or-failed"),
+		)
+	}
+	return props
+}
+
+// Description is the unit's Description: the marker prefix, the name and the
+// command, shortened.
+func Description(name string, command []string) string {
+	d := DescriptionPrefix + name + ": " + strings.Join(command, " ")
+	if len(d) > 200 {
+		d = d[:197] + "..."
+	}
+	return d
+}
+
+func bindsOf(paths []string) []bindEntry {
+	b := make([]bindEntry, 0, len(paths))
+	for _, p := range paths {
+		b = append(b, bindEntry{Src: p, Dst: p})
+	}
+	return b
+}
+
+func usec(d time.Duration) uint64 { return uint64(d / time.Microsecond) }

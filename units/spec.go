@@ -1,0 +1,165 @@
+// Package units turns a session spec into what systemd needs to run it: the
+// unit name and the []dbus.Property of a transient service, gated by the user
+// manager's version so that no property it does not know is ever sent (an
+// unknown property fails the whole StartTransientUnit call). It is pure: it
+// reads nothing from the host and talks to no one.
+package units
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"mosaic/sandbox"
+)
+
+// Slice is the slice every session runs in, so that all sessions can be
+// limited together: systemctl --user set-property mosaic.slice MemoryMax=8G.
+const Slice = "mosaic.slice"
+
+// UnitPrefix and UnitSuffix frame a session's name in its unit name.
+const (
+	UnitPrefix = "mosaic-"
+	UnitSuffix = ".service"
+)
+
+// DescriptionPrefix starts the Description of every unit mosaic makes; it is
+// how mosaic tells its own sessions from other units named mosaic-*.
+const DescriptionPrefix = "mosaic session "
+
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// ValidateName checks a session name: 1 to 63 characters of lowercase letters,
+// digits and '-', starting with a letter or digit. "bus" and names ending in
+// "-egress" are kept for mosaic's own units.
+func ValidateName(name string) error {
+	if !namePattern.MatchString(name) {
+		return BadInput("bad-name", "session name %q is invalid: use 1 to 63 lowercase letters, digits or '-', starting with a letter or digit", name)
+	}
+	if name == "bus" || strings.HasSuffix(name, "-egress") {
+		return BadInput("bad-name", "session name %q is reserved for mosaic's own units: choose another --name", name)
+	}
+	return nil
+}
+
+// UnitName is the systemd unit of session name.
+func UnitName(name string) string { return UnitPrefix + name + UnitSuffix }
+
+// SessionName returns the session name of a unit name, or "" when the unit is
+// not named like a session.
+func SessionName(unit string) string {
+	name, ok := strings.CutPrefix(unit, UnitPrefix)
+	if !ok {
+		return ""
+	}
+	name, ok = strings.CutSuffix(name, UnitSuffix)
+	if !ok || ValidateName(name) != nil {
+		return ""
+	}
+	return name
+}
+
+// GenerateName makes a session name from the command's base name and a random
+// suffix, e.g. "claude-3fa9c2".
+func GenerateName(command []string) string {
+	base := "session"
+	if len(command) > 0 {
+		b := strings.Map(func(r rune) rune {
+			switch {
+			case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+				return r
+			case r >= 'A' && r <= 'Z':
+				return r + ('a' - 'A')
+			}
+			return '-'
+		}, filepath.Base(command[0]))
+		b = strings.Trim(b, "-")
+		if len(b) > 40 {
+			b = b[:40]
+		}
+		if b != "" {
+			base = b
+		}
+	}
+	var r [3]byte
+	_, _ = rand.Read(r[:])
+	return base + "-" + hex.EncodeToString(r[:])
+}
+
+// Spec is one session, with every path already checked and resolved.
+type Spec struct {
+	Name       string
+	Command    []string
+	Workspace  string   // the workspace's real path
+	GivenAs    string   // the workspace as the user gave it, when that was a symlink
+	Home       string   // the user's home: hidden, and HOME's path inside
+	RuntimeDir string   // $XDG_RUNTIME_DIR: hidden
+	StateDir   string   // the session's own state: home/ and tmp/ below it
+	MosaicBin  string   // the mosaic binary, for the exec shim and the init
+	BwrapBin   string   // the bwrap binary
+	ExtraRO    []string // --ro paths, resolved
+	ExtraRW    []string // --rw paths, resolved
+	Env        []string // non-secret KEY=VALUE for the unit (TERM, LANG, ...)
+	Limits     Limits
+	// StopTimeout is how long systemd waits after SIGTERM before SIGKILL.
+	StopTimeout time.Duration
+	// Stdio, when set, hands these descriptors to the unit as its stdin,
+	// stdout and stderr (mosaic run), and the unit is collected once it ended
+	// even when it failed: a finished run leaves nothing behind.
+	Stdio *[3]int
+}
+
+// Limits are the resource limits asked for; zero means none.
+type Limits struct {
+	MemoryMax  uint64        // bytes
+	TasksMax   uint64        // processes and threads
+	CPUQuota   uint64        // percent of one CPU
+	RuntimeMax time.Duration // wall-clock time before systemd stops the session
+}
+
+// SessionHome is the directory mounted as the session's HOME.
+func (s Spec) SessionHome() string { return filepath.Join(s.StateDir, "home") }
+
+// SessionTmp is the directory mounted as the session's /tmp.
+func (s Spec) SessionTmp() string { return filepath.Join(s.StateDir, "tmp") }
+
+// Binds are the sandbox's mounts for this session, with reasons.
+func (s Spec) Binds() []sandbox.Bind {
+	return sandbox.HostBinds(sandbox.Options{
+		Workspace:   s.Workspace,
+		Home:        s.Home,
+		SessionHome: s.SessionHome(),
+		SessionTmp:  s.SessionTmp(),
+		MosaicBin:   s.MosaicBin,
+		ExtraRO:     s.ExtraRO,
+		ExtraRW:     s.ExtraRW,
+	})
+}
+
+// Features are what the user manager supports, read from its Version once per
+// connection.
+type Features struct {
+	Version     int
+	PrivatePIDs bool // PrivatePIDs=, from 257
+}
+
+// FeaturesFor returns the features of systemd version v.
+func FeaturesFor(v int) Features {
+	return Features{Version: v, PrivatePIDs: v >= 257}
+}
+
+// ParseVersion reads the leading number of systemd's Version property
+// ("252.38-1~deb12u1" is 252).
+func ParseVersion(s string) int {
+	s = strings.Trim(s, `"`)
+	end := 0
+	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+		end++
+	}
+	v, _ := strconv.Atoi(s[:end])
+	return v
+}
