@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"mosaic/manager"
+)
+
+func listCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:         "list",
+		Usage:        "list the sessions systemd has",
+		Flags:        []cli.Flag{jsonFlag},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			ctx := context.Background()
+			m, err := manager.Connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			list, err := m.List(ctx)
+			if err != nil {
+				return err
+			}
+			if list == nil {
+				list = []manager.Session{}
+			}
+			out.result(list, func(w io.Writer) {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tSTATE\tSUB\tPID\tSINCE\tMEMORY")
+				for _, s := range list {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.State, s.SubState, pid(s.MainPID), since(s.Since), bytes(s.MemoryBytes))
+				}
+				tw.Flush()
+			})
+			return nil
+		},
+	}
+}
+
+func statusCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:         "status",
+		Usage:        "show one session: state, result, processes, resources, workspace and the sandbox's binds",
+		ArgsUsage:    "NAME",
+		Flags:        []cli.Flag{jsonFlag},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			name, err := oneName(c)
+			if err != nil {
+				return err
+			}
+			ctx := context.Background()
+			m, err := manager.Connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			s, err := m.Status(ctx, name)
+			if err != nil {
+				return err
+			}
+			out.result(s, func(w io.Writer) { printStatus(w, s) })
+			return nil
+		},
+	}
+}
+
+func printStatus(w io.Writer, s manager.Session) {
+	fmt.Fprintf(w, "session:   %s (%s)\n", s.Name, s.Unit)
+	fmt.Fprintf(w, "state:     %s (%s)", s.State, s.SubState)
+	if s.Result != "" && s.Result != "success" {
+		fmt.Fprintf(w, ", result %s", s.Result)
+	}
+	if e := s.Ended(); e != "" && !s.Running() {
+		fmt.Fprintf(w, ", %s", e)
+	}
+	fmt.Fprintln(w)
+	if s.Since != nil {
+		fmt.Fprintf(w, "since:     %s\n", since(s.Since))
+	}
+	if len(s.Command) > 0 {
+		fmt.Fprintf(w, "command:   %s\n", strings.Join(s.Command, " "))
+	}
+	if s.MainPID != 0 || len(s.PIDs) > 0 {
+		fmt.Fprintf(w, "pids:      main %s, all %v\n", pid(s.MainPID), s.PIDs)
+	}
+	fmt.Fprintf(w, "resources: memory %s, tasks %s, cpu %s\n", bytes(s.MemoryBytes), count(s.Tasks), cpu(s.CPUNSec))
+	if s.Workspace != "" {
+		fmt.Fprintf(w, "workspace: %s", s.Workspace)
+		if s.WorkspaceGivenAs != "" {
+			fmt.Fprintf(w, " (given as %s, a symlink: the real path is bound)", s.WorkspaceGivenAs)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(s.Binds) > 0 {
+		fmt.Fprintln(w, "sandbox:")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, b := range s.Binds {
+			src := b.Src
+			if src == "" || src == b.Dst {
+				src = "-"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", b.Kind, b.Dst, src, b.Reason)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "inspect:   systemctl --user status %s; journalctl --user -u %s\n", s.Unit, s.Unit)
+}
+
+func pid(p uint32) string {
+	if p == 0 {
+		return "-"
+	}
+	return fmt.Sprint(p)
+}
+
+func since(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func bytes(n *uint64) string {
+	if n == nil {
+		return "-"
+	}
+	const unit = 1024
+	v, suffix := float64(*n), ""
+	for _, s := range []string{"K", "M", "G", "T"} {
+		if v < unit {
+			break
+		}
+		v, suffix = v/unit, s
+	}
+	if suffix == "" {
+		return fmt.Sprintf("%dB", *n)
+	}
+	return fmt.Sprintf("%.1f%s", v, suffix)
+}
+
+func count(n *uint64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprint(*n)
+}
+
+func cpu(ns *uint64) string {
+	if ns == nil {
+		return "-"
+	}
+	return time.Duration(*ns).Round(time.Millisecond).String()
+}

@@ -1,0 +1,238 @@
+package manager
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"mosaic/credentials"
+	"mosaic/sandbox"
+	"mosaic/units"
+)
+
+// Request is a session as the caller asks for it, before any check.
+type Request struct {
+	Name        string   // empty: mosaic makes one
+	Workspace   string   // empty: the current directory
+	ExtraRO     []string // --ro
+	ExtraRW     []string // --rw
+	Command     []string
+	Env         []string // non-secret KEY=VALUE for the unit
+	Limits      units.Limits
+	StopTimeout time.Duration
+}
+
+// Paths are the user's directories a session is placed among.
+type Paths struct {
+	Home       string // the user's home, resolved
+	RuntimeDir string // $XDG_RUNTIME_DIR, resolved
+	StateRoot  string // $XDG_STATE_HOME/mosaic, where sessions keep their state
+}
+
+// UserPaths reads the user's paths from the environment.
+func UserPaths() (Paths, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return Paths{}, units.Failed("no-home", "cannot tell your home directory: %v (set HOME)", err)
+	}
+	rt, err := RuntimeDir()
+	if err != nil {
+		return Paths{}, err
+	}
+	state := os.Getenv("XDG_STATE_HOME")
+	if state == "" || !filepath.IsAbs(state) {
+		state = filepath.Join(home, ".local", "state")
+	}
+	p := Paths{Home: resolve(home), RuntimeDir: resolve(rt), StateRoot: filepath.Join(resolve(state), "mosaic")}
+	return p, nil
+}
+
+// resolve returns path with its symlinks resolved where it exists.
+func resolve(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		return r
+	}
+	return filepath.Clean(path)
+}
+
+// SessionDir is the state directory of session name.
+func (p Paths) SessionDir(name string) string {
+	return filepath.Join(p.StateRoot, "sessions", name)
+}
+
+// Prepare checks a request and resolves it into a spec. Every error it
+// returns is bad input (exit 2); it changes nothing on disk.
+func Prepare(req Request, p Paths, mosaicBin, bwrapBin string) (units.Spec, error) {
+	if len(req.Command) == 0 || req.Command[0] == "" {
+		return units.Spec{}, units.BadInput("no-command", "no command given: put it after --, e.g. mosaic start --workspace . -- claude")
+	}
+	name := req.Name
+	if name == "" {
+		name = units.GenerateName(req.Command)
+	}
+	if err := units.ValidateName(name); err != nil {
+		return units.Spec{}, err
+	}
+	ws := req.Workspace
+	if ws == "" {
+		ws = "."
+	}
+	real, givenAs, err := checkWorkspace(ws, p)
+	if err != nil {
+		return units.Spec{}, err
+	}
+	ro, err := checkExtra("ro", req.ExtraRO, p)
+	if err != nil {
+		return units.Spec{}, err
+	}
+	rw, err := checkExtra("rw", req.ExtraRW, p)
+	if err != nil {
+		return units.Spec{}, err
+	}
+	for _, kv := range req.Env {
+		if strings.ContainsAny(kv, "\n\x00") || !strings.Contains(kv, "=") {
+			return units.Spec{}, units.BadInput("bad-env", "environment entry %q cannot be passed to a unit", kv)
+		}
+	}
+	return units.Spec{
+		Name:        name,
+		Command:     req.Command,
+		Workspace:   real,
+		GivenAs:     givenAs,
+		Home:        p.Home,
+		RuntimeDir:  p.RuntimeDir,
+		StateDir:    p.SessionDir(name),
+		MosaicBin:   mosaicBin,
+		BwrapBin:    bwrapBin,
+		ExtraRO:     ro,
+		ExtraRW:     rw,
+		Env:         req.Env,
+		Limits:      req.Limits,
+		StopTimeout: req.StopTimeout,
+	}, nil
+}
+
+// checkWorkspace resolves the workspace and refuses the ones that would
+// expose what a session must not see.
+func checkWorkspace(ws string, p Paths) (real, givenAs string, err error) {
+	abs, err := filepath.Abs(ws)
+	if err != nil {
+		return "", "", units.BadInput("bad-workspace", "workspace %q: %v", ws, err)
+	}
+	real, err = filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", "", units.BadInput("bad-workspace", "workspace %s does not exist: create it or pass an existing directory with --workspace", abs)
+	}
+	fi, err := os.Stat(real)
+	if err != nil || !fi.IsDir() {
+		return "", "", units.BadInput("bad-workspace", "workspace %s is not a directory: pass a directory with --workspace", abs)
+	}
+	switch {
+	case real == "/":
+		return "", "", units.BadInput("bad-workspace", "workspace / would expose the whole system read-write: pass a project directory with --workspace")
+	case sandbox.Within(p.Home, real):
+		return "", "", units.BadInput("bad-workspace", "workspace %s contains your home directory (~/.ssh, ~/.aws, every checkout): pass a project directory inside it with --workspace", real)
+	case sandbox.Within(p.RuntimeDir, real) || sandbox.Within(real, p.RuntimeDir):
+		return "", "", units.BadInput("bad-workspace", "workspace %s overlaps the runtime directory %s, which holds the user bus and systemd's socket: pass a project directory", real, p.RuntimeDir)
+	case sandbox.Within(real, p.StateRoot) || sandbox.Within(p.StateRoot, real):
+		return "", "", units.BadInput("bad-workspace", "workspace %s overlaps mosaic's session state %s (other sessions' homes): pass a project directory", real, p.StateRoot)
+	}
+	if real != abs {
+		givenAs = abs
+	}
+	return real, givenAs, nil
+}
+
+// checkExtra resolves --ro/--rw paths and refuses the ones that would undo the
+// sandbox.
+func checkExtra(flag string, paths []string, p Paths) ([]string, error) {
+	var out []string
+	for _, path := range paths {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, units.BadInput("bad-bind", "--%s %q: %v", flag, path, err)
+		}
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return nil, units.BadInput("bad-bind", "--%s %s does not exist: create it or drop the flag", flag, abs)
+		}
+		switch {
+		case real == "/":
+			return nil, units.BadInput("bad-bind", "--%s / would expose the whole system: name the directory the session needs", flag)
+		case sandbox.Within(p.Home, real):
+			return nil, units.BadInput("bad-bind", "--%s %s contains your home directory: name the directory the session needs inside it", flag, real)
+		case sandbox.Within(p.RuntimeDir, real) || sandbox.Within(real, p.RuntimeDir):
+			return nil, units.BadInput("bad-bind", "--%s %s overlaps the runtime directory %s (the user bus and systemd's socket would let the session start unconfined units)", flag, real, p.RuntimeDir)
+		case sandbox.Within(real, p.StateRoot) || sandbox.Within(p.StateRoot, real):
+			return nil, units.BadInput("bad-bind", "--%s %s overlaps mosaic's session state %s (other sessions' homes)", flag, real, p.StateRoot)
+		}
+		out = append(out, real)
+	}
+	return out, nil
+}
+
+// record is what mosaic keeps about a session beside its state: what systemd
+// does not know (the binds' reasons, the workspace as given). systemd stays
+// the source of truth for whether and how a session runs.
+type record struct {
+	Name      string         `json:"name"`
+	Command   []string       `json:"command"`
+	Workspace string         `json:"workspace"`
+	GivenAs   string         `json:"workspace_given_as,omitempty"`
+	Binds     []sandbox.Bind `json:"binds"`
+	Started   time.Time      `json:"started"`
+}
+
+const recordFile = "session.json"
+
+// prepareState makes the session's state directory: home/ kept across runs of
+// the same name (an agent's login and settings), tmp/ emptied each time. It
+// returns a function that undoes what it created, for a start that fails.
+func prepareState(s units.Spec) (undo func(), err error) {
+	_, statErr := os.Stat(s.StateDir)
+	fresh := os.IsNotExist(statErr)
+	undo = func() {
+		if fresh {
+			os.RemoveAll(s.StateDir)
+		}
+	}
+	fail := func(err error) (func(), error) {
+		undo()
+		return nil, units.Failed("state-dir", "cannot prepare the session's state directory %s: %v (check the permissions of %s)", s.StateDir, err, filepath.Dir(s.StateDir))
+	}
+	if err := os.MkdirAll(filepath.Dir(s.StateDir), 0o700); err != nil {
+		return fail(err)
+	}
+	if err := os.RemoveAll(s.SessionTmp()); err != nil {
+		return fail(err)
+	}
+	for _, d := range []string{s.StateDir, s.SessionHome(), s.SessionTmp()} {
+		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
+			return fail(err)
+		}
+	}
+	rec := record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(), Started: time.Now()}
+	if err := writeJSONAtomic(filepath.Join(s.StateDir, recordFile), rec); err != nil {
+		return fail(err)
+	}
+	return undo, nil
+}
+
+func readRecord(dir string) (record, bool) {
+	var r record
+	b, err := os.ReadFile(filepath.Join(dir, recordFile))
+	if err != nil || json.Unmarshal(b, &r) != nil {
+		return r, false
+	}
+	return r, true
+}
+
+func writeJSONAtomic(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return credentials.WriteFileAtomic(path, append(b, '\n'))
+}

@@ -1,0 +1,193 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mosaic/sandbox"
+	"mosaic/units"
+)
+
+// Session is what mosaic reports about one session; systemd is the source
+// of every field but the last four, which come from the session's record.
+type Session struct {
+	Name        string     `json:"name"`
+	Unit        string     `json:"unit"`
+	State       string     `json:"state"`
+	SubState    string     `json:"sub_state"`
+	Result      string     `json:"result,omitempty"`
+	MainPID     uint32     `json:"main_pid,omitempty"`
+	ExitStatus  *int       `json:"exit_status,omitempty"`
+	Signal      string     `json:"signal,omitempty"`
+	Since       *time.Time `json:"since,omitempty"`
+	MemoryBytes *uint64    `json:"memory_bytes,omitempty"`
+	Tasks       *uint64    `json:"tasks,omitempty"`
+	CPUNSec     *uint64    `json:"cpu_nsec,omitempty"`
+	PIDs        []uint32   `json:"pids,omitempty"`
+
+	Command          []string       `json:"command,omitempty"`
+	Workspace        string         `json:"workspace,omitempty"`
+	WorkspaceGivenAs string         `json:"workspace_given_as,omitempty"`
+	Binds            []sandbox.Bind `json:"binds,omitempty"`
+}
+
+// Running reports whether the session's unit is up or on its way up.
+func (s Session) Running() bool {
+	return s.State == "active" || s.State == "activating" || s.State == "reloading"
+}
+
+// Ended describes how the main process ended: "exit status N" or "killed by
+// SIGNAME"; "" while it runs.
+func (s Session) Ended() string {
+	switch {
+	case s.Signal != "":
+		return "killed by " + s.Signal
+	case s.ExitStatus != nil:
+		return fmt.Sprintf("exit status %d", *s.ExitStatus)
+	}
+	return ""
+}
+
+// ExitCode is the shell-style exit code of an ended session: the status, or
+// 128+n for a death by signal n.
+func (s Session) ExitCode() int {
+	if s.ExitStatus != nil {
+		return *s.ExitStatus
+	}
+	return 1
+}
+
+// errNoSession is the refusal for a name no mosaic session has.
+func errNoSession(name string) error {
+	return units.Refused("no-such-session", "there is no mosaic session named %s: see `mosaic list`", name)
+}
+
+// Status reports one session, running or ended while systemd still has it.
+func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
+	if err := units.ValidateName(name); err != nil {
+		return Session{}, err
+	}
+	unit := units.UnitName(name)
+	cctx, cancel := bounded(ctx)
+	defer cancel()
+	up, err := m.conn.GetUnitPropertiesContext(cctx, unit)
+	if err != nil {
+		return Session{}, bug("GetUnitProperties "+unit, err)
+	}
+	if up["LoadState"] == "not-found" || !isSession(up["Description"]) {
+		return Session{}, errNoSession(name)
+	}
+	sp, err := m.conn.GetUnitTypePropertiesContext(cctx, unit, "Service")
+	if err != nil {
+		return Session{}, bug("GetUnitTypeProperties "+unit, err)
+	}
+	s := sessionOf(name, up, sp)
+	if s.Running() {
+		s.PIDs = m.pids(cctx, unit)
+	}
+	if rec, ok := readRecord(mustPaths().SessionDir(name)); ok {
+		s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds = rec.Command, rec.Workspace, rec.GivenAs, rec.Binds
+	}
+	return s, nil
+}
+
+// List reports every mosaic session systemd knows, sorted by name. It reads
+// systemd only: no state file is consulted to decide what exists.
+func (m *Manager) List(ctx context.Context) ([]Session, error) {
+	cctx, cancel := bounded(ctx)
+	defer cancel()
+	st, err := m.conn.ListUnitsByPatternsContext(cctx, nil, []string{units.UnitPrefix + "*" + units.UnitSuffix})
+	if err != nil {
+		return nil, bug("ListUnitsByPatterns", err)
+	}
+	var out []Session
+	for _, u := range st {
+		name := units.SessionName(u.Name)
+		if name == "" || !isSession(u.Description) || u.LoadState == "not-found" {
+			continue
+		}
+		sp, err := m.conn.GetUnitTypePropertiesContext(cctx, u.Name, "Service")
+		if err != nil {
+			continue // gone between the list and the read
+		}
+		s := sessionOf(name, map[string]any{"ActiveState": u.ActiveState, "SubState": u.SubState}, sp)
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func isSession(description any) bool {
+	d, _ := description.(string)
+	return strings.HasPrefix(d, units.DescriptionPrefix)
+}
+
+// sessionOf builds a Session from the unit's Unit and Service properties.
+func sessionOf(name string, up, sp map[string]any) Session {
+	s := Session{Name: name, Unit: units.UnitName(name)}
+	s.State, _ = up["ActiveState"].(string)
+	s.SubState, _ = up["SubState"].(string)
+	s.Result, _ = sp["Result"].(string)
+	s.MainPID, _ = sp["MainPID"].(uint32)
+	if ts, _ := sp["ExecMainStartTimestamp"].(uint64); ts > 0 {
+		t := time.UnixMicro(int64(ts))
+		s.Since = &t
+	}
+	code, _ := sp["ExecMainCode"].(int32)
+	status, _ := sp["ExecMainStatus"].(int32)
+	if exited, _ := sp["ExecMainExitTimestamp"].(uint64); exited > 0 || code != 0 {
+		switch code {
+		case 1: // CLD_EXITED
+			st := int(status)
+			s.ExitStatus = &st
+		case 2, 3: // CLD_KILLED, CLD_DUMPED
+			st := 128 + int(status)
+			s.ExitStatus = &st
+			s.Signal = unix.SignalName(unix.Signal(status))
+		}
+	}
+	s.MemoryBytes = counter(sp["MemoryCurrent"])
+	s.Tasks = counter(sp["TasksCurrent"])
+	s.CPUNSec = counter(sp["CPUUsageNSec"])
+	return s
+}
+
+// counter returns a cgroup counter, or nil where systemd reports it as
+// unavailable (the maximum uint64).
+func counter(v any) *uint64 {
+	n, ok := v.(uint64)
+	if !ok || n == math.MaxUint64 {
+		return nil
+	}
+	return &n
+}
+
+// pids lists the processes in the unit's cgroup (GetUnitProcesses).
+func (m *Manager) pids(ctx context.Context, unit string) []uint32 {
+	var procs []struct {
+		Cgroup  string
+		PID     uint32
+		Cmdline string
+	}
+	if err := m.call(ctx, "org.freedesktop.systemd1.Manager.GetUnitProcesses", unit).Store(&procs); err != nil {
+		return nil
+	}
+	out := make([]uint32, 0, len(procs))
+	for _, p := range procs {
+		out = append(out, p.PID)
+	}
+	return out
+}
+
+// mustPaths is UserPaths for readers that can do without it (a missing
+// record only means fewer details).
+func mustPaths() Paths {
+	p, _ := UserPaths()
+	return p
+}

@@ -1,0 +1,128 @@
+package manager
+
+import (
+	"context"
+	"os"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
+
+	"mosaic/units"
+)
+
+// Run runs the session in the foreground, like systemd-run --wait --pipe: the
+// caller's stdin, stdout and stderr (stdio) become the unit's, Run waits for
+// the end and returns the ended session; its ExitCode is the command's.
+// A signal on interrupt stops the session, and Run still waits for its end.
+// The unit is collected when it ends, even when it failed (its result is read
+// from systemd's last announcement): a finished run leaves no unit behind.
+// keepState keeps the session's home for a later run of the same name.
+func (m *Manager) Run(ctx context.Context, spec units.Spec, stdio [3]int, interrupt <-chan os.Signal, keepState bool) (Session, error) {
+	unit := units.UnitName(spec.Name)
+	if err := m.claimName(ctx, unit); err != nil {
+		return Session{}, err
+	}
+	undo, err := prepareState(spec)
+	if err != nil {
+		return Session{}, err
+	}
+	defer func() {
+		if !keepState {
+			os.RemoveAll(spec.StateDir)
+		}
+	}()
+	spec.Stdio = &stdio
+	w := m.watch(unit)
+	defer w.close()
+	result, err := m.startUnit(ctx, unit, units.Properties(spec, m.features))
+	if err != nil {
+		undo()
+		return Session{}, err
+	}
+	defer m.forget(context.Background(), unit)
+	stopping := false
+	for !w.ended() {
+		select {
+		case <-w.changed:
+		case <-interrupt:
+			if !stopping {
+				stopping = true
+				cctx, cancel := bounded(ctx)
+				_, _ = m.conn.StopUnitContext(cctx, unit, "replace", nil)
+				cancel()
+			}
+		case <-ctx.Done():
+			return Session{}, units.Failed("interrupted", "stopped waiting for session %s, which may still run: see `mosaic status %s`", spec.Name, spec.Name)
+		}
+	}
+	p := w.snapshot()
+	s := sessionOf(spec.Name, p, p)
+	if result != "done" && s.ExitStatus == nil {
+		return s, units.Failed("start-failed", "session %s did not start: %s", spec.Name, startFailure(result, s))
+	}
+	return s, nil
+}
+
+// Stop stops a session: SIGTERM to every process of it (systemd's StopUnit),
+// then SIGKILL to all of them once timeout has passed, and waits until the
+// unit is down, so that its cgroup is empty when Stop returns. The ended
+// unit is then cleared from systemd. progress, when not nil, is told what is
+// being waited for.
+func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, progress func(string)) (Session, error) {
+	s, err := m.Status(ctx, name)
+	if err != nil {
+		return Session{}, err
+	}
+	unit := s.Unit
+	defer m.forget(context.Background(), unit)
+	if !s.Running() && s.State != "deactivating" {
+		return s, nil
+	}
+	w := m.watch(unit)
+	defer w.close()
+	done := make(chan string, 1)
+	cctx, cancel := bounded(ctx)
+	_, err = m.conn.StopUnitContext(cctx, unit, "replace", done)
+	cancel()
+	if err != nil {
+		return Session{}, bug("StopUnit "+unit, err)
+	}
+	if progress != nil {
+		progress("SIGTERM sent; SIGKILL in " + timeout.String())
+	}
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		if progress != nil {
+			progress("still running after " + timeout.String() + ": SIGKILL sent")
+		}
+		kctx, cancel := bounded(ctx)
+		_ = m.conn.KillUnitWithTarget(kctx, unit, sd.All, int32(unix.SIGKILL))
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(callTimeout):
+			return Session{}, units.Failed("stop-timeout", "session %s did not stop even after SIGKILL: check `systemctl --user status %s`", name, unit)
+		}
+	}
+	// The job's end and the unit's last announcement travel separately.
+	deadline := time.After(callTimeout)
+	for !w.ended() {
+		select {
+		case <-w.changed:
+		case <-deadline:
+			return Session{}, units.Failed("stop-timeout", "session %s stopped but systemd did not announce its end: check `systemctl --user status %s`", name, unit)
+		}
+	}
+	p := w.snapshot()
+	end := sessionOf(name, p, p)
+	end.Command, end.Workspace, end.WorkspaceGivenAs, end.Binds = s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds
+	return end, nil
+}
+
+// unitPath is the D-Bus object of unit.
+func unitPath(unit string) dbus.ObjectPath {
+	return dbus.ObjectPath("/org/freedesktop/systemd1/unit/" + sd.PathBusEscape(unit))
+}

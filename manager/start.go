@@ -1,0 +1,161 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+
+	"mosaic/sandbox"
+	"mosaic/units"
+)
+
+// Launch is everything a start or a run needs that is not the spec itself.
+// The probe runs while the connection is made, so its cost hides behind it.
+func Launch(ctx context.Context, req Request) (*Manager, units.Spec, error) {
+	paths, err := UserPaths()
+	if err != nil {
+		return nil, units.Spec{}, err
+	}
+	bwrap, bwrapErr := sandbox.FindBwrap()
+	self, _ := os.Executable()
+	self = resolve(self)
+	// Bad input first: it must be reported whatever the state of the host.
+	spec, err := Prepare(req, paths, self, bwrap)
+	if err != nil {
+		return nil, units.Spec{}, err
+	}
+	if bwrapErr != nil {
+		return nil, units.Spec{}, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v", bwrapErr)
+	}
+	probe := make(chan error, 1)
+	go func() { probe <- sandbox.Probe(ctx, bwrap) }()
+	m, err := Connect(ctx)
+	perr := <-probe
+	if err != nil {
+		return nil, units.Spec{}, err
+	}
+	if perr != nil {
+		m.Close()
+		return nil, units.Spec{}, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v (run `mosaic doctor` for the host's namespace settings)", perr)
+	}
+	spec.MosaicBin = m.MosaicBin
+	return m, spec, nil
+}
+
+// Start starts the session as a transient service and returns once systemd's
+// start job is done, which for a session means the init inside the sandbox
+// has checked it and started the command (Type=notify). When it is not, the
+// unit is cleared and the error says why, with the unit's first log lines.
+func (m *Manager) Start(ctx context.Context, spec units.Spec) (Session, error) {
+	unit := units.UnitName(spec.Name)
+	if err := m.claimName(ctx, unit); err != nil {
+		return Session{}, err
+	}
+	undo, err := prepareState(spec)
+	if err != nil {
+		return Session{}, err
+	}
+	started := time.Now()
+	result, err := m.startUnit(ctx, unit, units.Properties(spec, m.features))
+	if err != nil {
+		undo()
+		return Session{}, err
+	}
+	if result != "done" {
+		s, _ := m.Status(ctx, spec.Name)
+		reason := startFailure(result, s)
+		if lines := journalLines(unit, started); lines != "" {
+			reason += "; its log says: " + lines
+		}
+		m.forget(ctx, unit)
+		undo()
+		return Session{}, units.Failed("start-failed", "session %s did not start: %s", spec.Name, reason)
+	}
+	return m.Status(ctx, spec.Name)
+}
+
+// claimName makes sure unit is free: a running session of that name is a
+// refusal; an ended one that systemd still remembers as failed is cleared.
+func (m *Manager) claimName(ctx context.Context, unit string) error {
+	cctx, cancel := bounded(ctx)
+	defer cancel()
+	st, err := m.conn.ListUnitsByNamesContext(cctx, []string{unit})
+	if err != nil {
+		return bug("ListUnitsByNames", err)
+	}
+	if len(st) == 0 || st[0].LoadState == "not-found" {
+		return nil
+	}
+	switch st[0].ActiveState {
+	case "inactive", "failed":
+		m.forget(ctx, unit)
+		return nil
+	}
+	return units.Refused("session-exists", "a session named %s is already %s: pick another --name, or stop it first with `mosaic stop %s`", units.SessionName(unit), st[0].ActiveState, units.SessionName(unit))
+}
+
+// startUnit calls StartTransientUnit and waits for the job's result.
+func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Property) (string, error) {
+	ch := make(chan string, 1)
+	cctx, cancel := bounded(ctx)
+	_, err := m.conn.StartTransientUnitContext(cctx, unit, "fail", props, ch)
+	cancel()
+	if err != nil {
+		if dbusErrorName(err) == errUnitExists {
+			return "", units.Refused("session-exists", "a session named %s already exists: pick another --name", units.SessionName(unit))
+		}
+		return "", bug("StartTransientUnit", err)
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		return "", units.Failed("interrupted", "interrupted while %s was starting; it may still start: check `mosaic status %s`", unit, units.SessionName(unit))
+	}
+}
+
+// forget clears what systemd still holds of an ended unit.
+func (m *Manager) forget(ctx context.Context, unit string) {
+	cctx, cancel := bounded(ctx)
+	defer cancel()
+	_ = m.conn.ResetFailedUnitContext(cctx, unit)
+}
+
+func startFailure(jobResult string, s Session) string {
+	var b strings.Builder
+	b.WriteString("start job " + jobResult)
+	if s.Result != "" && s.Result != "success" {
+		b.WriteString(", unit result " + s.Result)
+	}
+	if s.ExitStatus != nil {
+		b.WriteString(", " + s.Ended())
+		if *s.ExitStatus == sandbox.ExitSandboxRefused {
+			b.WriteString(" (the sandbox check refused to run the command)")
+		}
+	}
+	return b.String()
+}
+
+// journalLines returns the first lines a unit logged since t, joined with
+// " | ". It asks journalctl, the one reader of the journal that needs no cgo
+// (go-systemd's sdjournal links libsystemd through cgo, and mosaic is a
+// static binary bound into every sandbox). journald may still be writing the
+// lines of a unit that has just died, so it retries briefly.
+func journalLines(unit string, since time.Time) string {
+	for i := 0; i < 10; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		out, _ := exec.CommandContext(ctx, "journalctl", "--user", "-u", unit, "-o", "cat", "--no-pager",
+			"--since", fmt.Sprintf("@%d", since.Unix()-1), "-n", "5").Output()
+		cancel()
+		if s := strings.TrimSpace(string(out)); s != "" && !strings.HasPrefix(s, "-- No entries") {
+			return strings.ReplaceAll(s, "\n", " | ")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return ""
+}

@@ -1,0 +1,91 @@
+package manager
+
+import (
+	"github.com/godbus/dbus/v5"
+)
+
+// A unitWatch collects what systemd announces about one unit through
+// PropertiesChanged: on the private socket systemd sends every unit's
+// changes to every client, and always sends a unit's last changes before it
+// removes (collects) the unit. A watch therefore learns how a unit ended even
+// when the unit is gone by the time anyone could ask, without pinning it
+// (AddRef needs a bus name, which a direct connection does not have).
+type unitWatch struct {
+	m       *Manager
+	path    dbus.ObjectPath
+	props   map[string]any // Unit and Service properties merged; guarded by m.mu
+	changed chan struct{}
+}
+
+// watch starts collecting unit's announced properties. Call it before the
+// operation whose effect it should see; stop it with close.
+func (m *Manager) watch(unit string) *unitWatch {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.signals == nil {
+		m.signals = make(chan *dbus.Signal, 1024)
+		m.bus.Signal(m.signals)
+		go m.dispatch()
+	}
+	w := &unitWatch{m: m, path: unitPath(unit), props: map[string]any{}, changed: make(chan struct{}, 1)}
+	m.watchers[w.path] = append(m.watchers[w.path], w)
+	return w
+}
+
+func (w *unitWatch) close() {
+	m := w.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	list := m.watchers[w.path]
+	for i, x := range list {
+		if x == w {
+			m.watchers[w.path] = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(m.watchers[w.path]) == 0 {
+		delete(m.watchers, w.path)
+	}
+}
+
+// snapshot returns a copy of the properties announced so far.
+func (w *unitWatch) snapshot() map[string]any {
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	c := make(map[string]any, len(w.props))
+	for k, v := range w.props {
+		c[k] = v
+	}
+	return c
+}
+
+// ended reports whether the unit was announced inactive or failed.
+func (w *unitWatch) ended() bool {
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	s := w.props["ActiveState"]
+	return s == "inactive" || s == "failed"
+}
+
+func (m *Manager) dispatch() {
+	for sig := range m.signals {
+		if sig.Name != "org.freedesktop.DBus.Properties.PropertiesChanged" || len(sig.Body) < 2 {
+			continue
+		}
+		changed, ok := sig.Body[1].(map[string]dbus.Variant)
+		if !ok {
+			continue
+		}
+		m.mu.Lock()
+		for _, w := range m.watchers[sig.Path] {
+			for k, v := range changed {
+				w.props[k] = v.Value()
+			}
+			select {
+			case w.changed <- struct{}{}:
+			default:
+			}
+		}
+		m.mu.Unlock()
+	}
+}
