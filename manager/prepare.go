@@ -187,6 +187,11 @@ type record struct {
 
 const recordFile = "session.json"
 
+// describe fills in what the record knows of s.
+func (r record) describe(s *Session) {
+	s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds = r.Command, r.Workspace, r.GivenAs, r.Binds
+}
+
 // prepareState makes the session's state directory: home/ kept across runs of
 // the same name (an agent's login and settings), tmp/ emptied each time. It
 // returns a function that undoes what it created, for a start that fails.

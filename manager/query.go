@@ -80,7 +80,17 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	if err != nil {
 		return Session{}, bug("GetUnitProperties "+unit, err)
 	}
-	if up["LoadState"] == "not-found" || !isSession(up["Description"]) {
+	if up["LoadState"] == "not-found" {
+		// systemd collects a unit that ended cleanly; the session's record
+		// still says what it was.
+		if rec, ok := readRecord(mustPaths().SessionDir(name)); ok {
+			s := Session{Name: name, Unit: unit, State: "inactive", SubState: "dead"}
+			rec.describe(&s)
+			return s, nil
+		}
+		return Session{}, errNoSession(name)
+	}
+	if !isSession(up["Description"]) {
 		return Session{}, errNoSession(name)
 	}
 	sp, err := m.conn.GetUnitTypePropertiesContext(cctx, unit, "Service")
@@ -92,7 +102,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 		s.PIDs = m.pids(cctx, unit)
 	}
 	if rec, ok := readRecord(mustPaths().SessionDir(name)); ok {
-		s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds = rec.Command, rec.Workspace, rec.GivenAs, rec.Binds
+		rec.describe(&s)
 	}
 	return s, nil
 }

@@ -118,7 +118,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	}
 	p := w.snapshot()
 	end := sessionOf(name, p, p)
-	end.Command, end.Workspace, end.WorkspaceGivenAs, end.Binds = s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds
+	end.Command, end.Workspace, end.WorkspaceGivenAs, end.Binds = s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds // what the record said
 	return end, nil
 }
 

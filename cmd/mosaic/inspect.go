@@ -37,7 +37,7 @@ func listCommand(out *output) *cli.Command {
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NAME\tSTATE\tSUB\tPID\tSINCE\tMEMORY")
 				for _, s := range list {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.State, s.SubState, pid(s.MainPID), since(s.Since), bytes(s.MemoryBytes))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.State, s.SubState, pid(s.MainPID), since(s.Since), humanBytes(s.MemoryBytes))
 				}
 				tw.Flush()
 			})
@@ -93,7 +93,7 @@ func printStatus(w io.Writer, s manager.Session) {
 	if s.MainPID != 0 || len(s.PIDs) > 0 {
 		fmt.Fprintf(w, "pids:      main %s, all %v\n", pid(s.MainPID), s.PIDs)
 	}
-	fmt.Fprintf(w, "resources: memory %s, tasks %s, cpu %s\n", bytes(s.MemoryBytes), count(s.Tasks), cpu(s.CPUNSec))
+	fmt.Fprintf(w, "resources: memory %s, tasks %s, cpu %s\n", humanBytes(s.MemoryBytes), count(s.Tasks), cpu(s.CPUNSec))
 	if s.Workspace != "" {
 		fmt.Fprintf(w, "workspace: %s", s.Workspace)
 		if s.WorkspaceGivenAs != "" {
@@ -130,7 +130,7 @@ func since(t *time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05")
 }
 
-func bytes(n *uint64) string {
+func humanBytes(n *uint64) string {
 	if n == nil {
 		return "-"
 	}

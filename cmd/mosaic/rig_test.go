@@ -1,0 +1,199 @@
+package main
+
+// The tests in this package run the real mosaic binary against a real
+// systemd user manager, D-Bus, journald and bwrap: the user's own on a
+// desktop, the one contrib/rig.sh boots elsewhere (make test does that).
+// Without them they skip, naming what is missing; under CI they fail.
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	mosaicBin  string // the binary under test, built by TestMain
+	rigMissing string // why the real components are not there, or ""
+)
+
+func TestMain(m *testing.M) {
+	rigMissing = missingComponents()
+	if rigMissing == "" {
+		dir, err := os.MkdirTemp(homeDir(), ".mosaic-test-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		mosaicBin = filepath.Join(dir, "mosaic")
+		build := exec.Command("go", "build", "-o", mosaicBin, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building mosaic: %v\n%s", err, out)
+			os.Exit(1)
+		}
+		code := m.Run()
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+func homeDir() string {
+	h, _ := os.UserHomeDir()
+	return h
+}
+
+func missingComponents() string {
+	rt := os.Getenv("XDG_RUNTIME_DIR")
+	if rt == "" {
+		return "XDG_RUNTIME_DIR is not set (no systemd user manager)"
+	}
+	if _, err := os.Stat(filepath.Join(rt, "systemd", "private")); err != nil {
+		return "no systemd user manager socket at " + filepath.Join(rt, "systemd", "private")
+	}
+	for _, b := range []string{"bwrap", "journalctl", "systemctl", "go"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return b + " is not on PATH"
+		}
+	}
+	return ""
+}
+
+// needRig skips a test that needs the real components when they are missing,
+// and fails it under CI, where they must be there.
+func needRig(t *testing.T) {
+	t.Helper()
+	if rigMissing == "" {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("CI must run the real tests, but %s: run them through `make test` (contrib/rig.sh)", rigMissing)
+	}
+	t.Skipf("needs a real systemd user manager, D-Bus, journald and bwrap: %s (run `make test`, which boots contrib/rig.sh)", rigMissing)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// mosaic runs the binary under test with extra environment and stdin.
+func mosaicWith(t *testing.T, env []string, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(mosaicBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running mosaic %v: %v", args, err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func mosaic(t *testing.T, args ...string) result {
+	t.Helper()
+	return mosaicWith(t, nil, "", args...)
+}
+
+// mustMosaic runs mosaic and fails the test unless it exits 0.
+func mustMosaic(t *testing.T, args ...string) result {
+	t.Helper()
+	r := mosaic(t, args...)
+	if r.code != 0 {
+		t.Fatalf("mosaic %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// jsonError reads the {"error": {...}} document of a failed --json call.
+func jsonError(t *testing.T, r result) (code, message string) {
+	t.Helper()
+	var doc struct {
+		Error struct{ Code, Message string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+		t.Fatalf("stdout is not a JSON error document: %v\n%s\nstderr: %s", err, r.stdout, r.stderr)
+	}
+	return doc.Error.Code, doc.Error.Message
+}
+
+func randomHex() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// sessionName returns a fresh session name, and stops the session (if any)
+// when the test ends.
+func sessionName(t *testing.T) string {
+	name := "t-" + randomHex()
+	t.Cleanup(func() {
+		exec.Command(mosaicBin, "stop", "--timeout", "2s", name).Run()
+		os.RemoveAll(filepath.Join(stateRoot(), "sessions", name))
+	})
+	return name
+}
+
+// workspace makes a directory under the real home, where users keep their
+// projects (the home is the one place a session must not otherwise see).
+func workspace(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(homeDir(), "mosaic-test-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func stateRoot() string {
+	if s := os.Getenv("XDG_STATE_HOME"); s != "" {
+		return filepath.Join(s, "mosaic")
+	}
+	return filepath.Join(homeDir(), ".local", "state", "mosaic")
+}
+
+// systemctl runs systemctl --user and returns its trimmed output.
+func systemctl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, _ := exec.Command("systemctl", append([]string{"--user"}, args...)...).CombinedOutput()
+	return strings.TrimSpace(string(out))
+}
+
+// unitProperty reads one property of a unit through systemctl, as an
+// operator would.
+func unitProperty(t *testing.T, unit, prop string) string {
+	t.Helper()
+	return systemctl(t, "show", "-P", prop, unit)
+}
+
+// mosaicUnits lists the units named mosaic-*.service that systemd has.
+func mosaicUnits(t *testing.T) string {
+	t.Helper()
+	return systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-*.service")
+}
+
+// eventually polls cond for up to d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,166 @@
+package sandbox
+
+import (
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+type fakeInfo struct {
+	name string
+	mode fs.FileMode
+}
+
+func (f fakeInfo) Name() string       { return f.name }
+func (f fakeInfo) Size() int64        { return 0 }
+func (f fakeInfo) Mode() fs.FileMode  { return f.mode }
+func (f fakeInfo) ModTime() time.Time { return time.Time{} }
+func (f fakeInfo) IsDir() bool        { return f.mode.IsDir() }
+func (f fakeInfo) Sys() any           { return nil }
+
+// host is a fake host: merged /bin and /lib, a real /lib64 directory, no /sbin.
+func host() (func(string) (os.FileInfo, error), func(string) (string, error)) {
+	entries := map[string]fs.FileMode{"/bin": fs.ModeSymlink, "/lib": fs.ModeSymlink, "/lib64": fs.ModeDir}
+	lstat := func(p string) (os.FileInfo, error) {
+		if m, ok := entries[p]; ok {
+			return fakeInfo{p, m}, nil
+		}
+		return nil, os.ErrNotExist
+	}
+	readlink := func(p string) (string, error) { return "usr" + p, nil }
+	return lstat, readlink
+}
+
+var opts = Options{
+	Workspace:   "/home/u/proj",
+	Home:        "/home/u",
+	SessionHome: "/home/u/.local/state/mosaic/sessions/s/home",
+	SessionTmp:  "/home/u/.local/state/mosaic/sessions/s/tmp",
+	MosaicBin:   "/home/u/go/bin/mosaic",
+	ExtraRO:     []string{"/opt/ro"},
+	ExtraRW:     []string{"/srv/rw"},
+}
+
+// TestEveryBindHasAReason walks the list: a mount without a reason is a mount
+// nobody can defend.
+func TestEveryBindHasAReason(t *testing.T) {
+	lstat, readlink := host()
+	for _, b := range Binds(opts, lstat, readlink) {
+		if strings.TrimSpace(b.Reason) == "" {
+			t.Errorf("bind %+v has no reason", b)
+		}
+		if b.Dst == "" || !strings.HasPrefix(b.Dst, "/") {
+			t.Errorf("bind %+v has no absolute destination", b)
+		}
+	}
+}
+
+func TestBinds(t *testing.T) {
+	lstat, readlink := host()
+	var got []string
+	for _, b := range Binds(opts, lstat, readlink) {
+		got = append(got, b.Kind+" "+b.Src+" "+b.Dst)
+	}
+	want := []string{
+		"ro-bind /usr /usr",
+		"ro-bind /etc /etc",
+		"symlink usr/bin /bin",
+		"symlink usr/lib /lib",
+		"ro-bind /lib64 /lib64",
+		"dev  /dev",
+		"proc  /proc",
+		"ro-bind /home/u/go/bin/mosaic " + InitPath,
+		"bind /home/u/.local/state/mosaic/sessions/s/home /home/u",
+		"bind /home/u/.local/state/mosaic/sessions/s/tmp /tmp",
+		"bind /home/u/proj /home/u/proj",
+		"ro-bind /opt/ro /opt/ro",
+		"bind /srv/rw /srv/rw",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("binds:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Nothing of the host but the listed paths: no /sys, /run, real home or runtime dir.
+	for _, g := range got {
+		for _, bad := range []string{"/sys", "/run/user", " /run "} {
+			if strings.Contains(g, bad) {
+				t.Errorf("bind %q exposes %s", g, bad)
+			}
+		}
+	}
+}
+
+func TestArgv(t *testing.T) {
+	lstat, readlink := host()
+	argv := Argv(Binds(opts, lstat, readlink), opts.Workspace, []string{InitPath, "init", "--", "cmd"})
+	s := strings.Join(argv, " ")
+	for _, flag := range []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", "--cap-drop ALL", "--as-pid-1"} {
+		if !strings.Contains(s, flag) {
+			t.Errorf("argv lacks %s: %s", flag, s)
+		}
+	}
+	for _, flag := range []string{"--share-net", "--bind / ", "--dev-bind"} {
+		if strings.Contains(s, flag) {
+			t.Errorf("argv has %s: %s", flag, s)
+		}
+	}
+	if !strings.HasSuffix(s, "--chdir /home/u/proj -- "+InitPath+" init -- cmd") {
+		t.Errorf("argv ends wrong: %s", s)
+	}
+	if !strings.Contains(s, "--dev /dev --proc /proc") {
+		t.Errorf("argv lacks the private /dev and /proc: %s", s)
+	}
+}
+
+func TestCommandEnv(t *testing.T) {
+	environ := []string{
+		"PATH=/usr/bin", "TERM=xterm", "LANG=C.UTF-8", "LC_ALL=C", "USER=u",
+		"SSH_AUTH_SOCK=/run/user/1000/ssh", "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus",
+		"DISPLAY=:0", "GITHUB_TOKEN=ghp_x", "XDG_RUNTIME_DIR=/run/user/1000", "HOME=/home/real",
+		"NOTIFY_SOCKET=/run/user/1000/systemd/notify", "ANTHROPIC_API_KEY=sk", "MOSAIC_NOTIFY_FD=3",
+	}
+	got := CommandEnv(environ, "s1", "/home/u", []string{"ANTHROPIC_API_KEY"})
+	want := []string{"PATH=/usr/bin", "TERM=xterm", "LANG=C.UTF-8", "LC_ALL=C", "USER=u", "ANTHROPIC_API_KEY=sk",
+		"HOME=/home/u", "TMPDIR=/tmp", "MOSAIC_SESSION=s1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("CommandEnv =\n%q\nwant\n%q", got, want)
+	}
+	if got := CommandEnv(nil, "s", "/h", nil); got[0] != "PATH="+DefaultPath {
+		t.Errorf("without PATH: %q", got)
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	// Wait statuses as the kernel encodes them: exit code in bits 8-15, a
+	// terminating signal in bits 0-6.
+	for ws, want := range map[unix.WaitStatus]int{0: 0, 7 << 8: 7, 255 << 8: 255, 9: 137, 15: 143} {
+		if got := ExitCode(ws); got != want {
+			t.Errorf("ExitCode(%#x) = %d, want %d", uint32(ws), got, want)
+		}
+	}
+}
+
+func TestWithin(t *testing.T) {
+	for _, tc := range []struct {
+		path, dir string
+		want      bool
+	}{
+		{"/home/u", "/home/u", true}, {"/home/u/x", "/home/u", true}, {"/home/uu", "/home/u", false},
+		{"/home", "/home/u", false}, {"/anything", "/", true},
+	} {
+		if got := Within(tc.path, tc.dir); got != tc.want {
+			t.Errorf("Within(%q, %q) = %v", tc.path, tc.dir, got)
+		}
+	}
+}
+
+func TestInitArgv(t *testing.T) {
+	got := strings.Join(InitArgv("s", "/h", []string{"A", "B"}, []string{"cmd", "--pass", "x"}), " ")
+	if got != "init --session s --home /h --pass A --pass B -- cmd --pass x" {
+		t.Errorf("InitArgv = %q", got)
+	}
+}

@@ -1,0 +1,250 @@
+package units
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+)
+
+func TestValidateName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"a", true},
+		{"claude-1", true},
+		{"0abc", true},
+		{strings.Repeat("a", 63), true},
+		{strings.Repeat("a", 64), false},
+		{"", false},
+		{"Upper", false},
+		{"a/b", false},
+		{"a.b", false},
+		{"a%b", false},
+		{"a b", false},
+		{"-lead", false},
+		{"under_score", false},
+		{"bus", false},
+		{"x-egress", false},
+	} {
+		err := ValidateName(tc.name)
+		if (err == nil) != tc.ok {
+			t.Errorf("ValidateName(%q) = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+		if err != nil {
+			if e, ok := err.(*Error); !ok || e.Exit != ExitBadInput || e.Code != "bad-name" {
+				t.Errorf("ValidateName(%q) error %#v, want bad-name with exit 2", tc.name, err)
+			}
+		}
+	}
+}
+
+func TestSessionName(t *testing.T) {
+	for unit, want := range map[string]string{
+		"mosaic-abc.service":      "abc",
+		"mosaic-bus.service":      "",
+		"mosaic-a-egress.service": "",
+		"mosaic-abc.scope":        "",
+		"other-abc.service":       "",
+		"mosaic-Bad.service":      "",
+		UnitName("claude-3fa9c2"): "claude-3fa9c2",
+	} {
+		if got := SessionName(unit); got != want {
+			t.Errorf("SessionName(%q) = %q, want %q", unit, got, want)
+		}
+	}
+}
+
+func TestGenerateName(t *testing.T) {
+	for _, cmd := range [][]string{nil, {"/usr/bin/Claude"}, {"..."}, {strings.Repeat("x", 100)}, {"a_b.c"}} {
+		n := GenerateName(cmd)
+		if err := ValidateName(n); err != nil {
+			t.Errorf("GenerateName(%q) = %q, not a valid name: %v", cmd, n, err)
+		}
+	}
+	if n := GenerateName([]string{"/usr/bin/Claude"}); !strings.HasPrefix(n, "claude-") {
+		t.Errorf("GenerateName(claude) = %q, want the command's base name first", n)
+	}
+	if GenerateName([]string{"x"}) == GenerateName([]string{"x"}) {
+		t.Error("two generated names are equal")
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	for s, want := range map[string]int{"252.38-1~deb12u1": 252, `"257"`: 257, "258~rc1": 258, "": 0, "x": 0} {
+		if got := ParseVersion(s); got != want {
+			t.Errorf("ParseVersion(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+func TestParseLimits(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{{"1024", 1024, true}, {"2K", 2048, true}, {"512M", 512 << 20, true}, {"4G", 4 << 30, true}, {"1t", 1 << 40, true}, {"0", 0, false}, {"-1", 0, false}, {"1.5G", 0, false}, {"G", 0, false}, {"99999999999T", 0, false}} {
+		got, err := ParseSize("memory-max", tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+	if v, err := ParsePercent("cpu-quota", "150%"); err != nil || v != 150 {
+		t.Errorf("ParsePercent(150%%) = %d, %v", v, err)
+	}
+	for _, bad := range []string{"150", "0%", "x%", ""} {
+		if _, err := ParsePercent("cpu-quota", bad); err == nil {
+			t.Errorf("ParsePercent(%q) accepted", bad)
+		}
+	}
+	if d, err := ParseDuration("runtime-max", "90s"); err != nil || d != 90*time.Second {
+		t.Errorf("ParseDuration(90s) = %v, %v", d, err)
+	}
+	for _, bad := range []string{"0s", "-1s", "10", "soon"} {
+		if _, err := ParseDuration("runtime-max", bad); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", bad)
+		}
+	}
+	if _, err := ParseCount("tasks-max", "0"); err == nil {
+		t.Error("ParseCount(0) accepted")
+	}
+}
+
+func testSpec() Spec {
+	return Spec{
+		Name:       "s1",
+		Command:    []string{"sh", "-c", "echo $HOME ${SECRET}"},
+		Workspace:  "/home/u/proj",
+		Home:       "/home/u",
+		RuntimeDir: "/run/user/1000",
+		StateDir:   "/home/u/.local/state/mosaic/sessions/s1",
+		MosaicBin:  "/home/u/go/bin/mosaic",
+		BwrapBin:   "/usr/bin/bwrap",
+		ExtraRO:    []string{"/opt/data"},
+		ExtraRW:    []string{"/srv/cache"},
+	}
+}
+
+func props(ps []sd.Property) map[string]sd.Property {
+	m := map[string]sd.Property{}
+	for _, p := range ps {
+		if _, dup := m[p.Name]; dup {
+			panic("duplicate property " + p.Name)
+		}
+		m[p.Name] = p
+	}
+	return m
+}
+
+// TestPropertySignatures pins every property to the D-Bus type systemd
+// expects: a wrong one (an int where systemd wants a uint64) fails the whole
+// StartTransientUnit call.
+func TestPropertySignatures(t *testing.T) {
+	s := testSpec()
+	s.Limits = Limits{MemoryMax: 1 << 30, TasksMax: 64, CPUQuota: 50, RuntimeMax: time.Minute}
+	s.Env = []string{"TERM=xterm"}
+	s.Stdio = &[3]int{0, 1, 2}
+	got := props(Properties(s, FeaturesFor(257)))
+	want := map[string]string{
+		"Description": "s", "Slice": "s", "ExecStartEx": "a(sasas)", "Type": "s", "NotifyAccess": "s",
+		"WorkingDirectory": "s", "PrivateUsers": "b", "PrivateTmp": "b", "ProtectSystem": "s",
+		"TemporaryFileSystem": "a(ss)", "BindPaths": "a(ssbt)", "BindReadOnlyPaths": "a(ssbt)",
+		"NoNewPrivileges": "b", "KillMode": "s", "TimeoutStopUSec": "t", "TimeoutStartUSec": "t",
+		"SuccessExitStatus": "(aiai)", "SyslogIdentifier": "s", "LogExtraFields": "aay", "Environment": "as",
+		"PrivatePIDs": "s", "MemoryMax": "t", "TasksMax": "t", "CPUQuotaPerSecUSec": "t", "RuntimeMaxUSec": "t",
+		"StandardInputFileDescriptor": "h", "StandardOutputFileDescriptor": "h", "StandardErrorFileDescriptor": "h",
+		"CollectMode": "s",
+	}
+	for name, sig := range want {
+		p, ok := got[name]
+		if !ok {
+			t.Errorf("property %s missing", name)
+			continue
+		}
+		if g := p.Value.Signature().String(); g != sig {
+			t.Errorf("property %s has signature %s, want %s", name, g, sig)
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("unexpected property %s", name)
+		}
+	}
+	if v := got["CPUQuotaPerSecUSec"].Value.Value().(uint64); v != 500000 {
+		t.Errorf("CPUQuotaPerSecUSec = %d, want 500000 for 50%%", v)
+	}
+}
+
+func TestPropertiesGating(t *testing.T) {
+	s := testSpec()
+	p := props(Properties(s, FeaturesFor(252)))
+	for _, absent := range []string{"PrivatePIDs", "MemoryMax", "TasksMax", "CPUQuotaPerSecUSec", "RuntimeMaxUSec",
+		"StandardInputFileDescriptor", "CollectMode", "Environment"} {
+		if _, ok := p[absent]; ok {
+			t.Errorf("%s sent to a 252 manager without being asked for", absent)
+		}
+	}
+	if _, ok := props(Properties(s, FeaturesFor(257)))["PrivatePIDs"]; !ok {
+		t.Error("PrivatePIDs not sent to a 257 manager")
+	}
+	if v := p["TimeoutStopUSec"].Value.Value().(uint64); v != uint64(DefaultStopTimeout/time.Microsecond) {
+		t.Errorf("TimeoutStopUSec = %d, want the default", v)
+	}
+}
+
+func TestPropertiesConfinement(t *testing.T) {
+	s := testSpec()
+	p := props(Properties(s, FeaturesFor(252)))
+	tmpfs := p["TemporaryFileSystem"].Value.Value().([]tmpfsEntry)
+	if len(tmpfs) != 2 || tmpfs[0].Path != s.Home || tmpfs[1].Path != s.RuntimeDir {
+		t.Errorf("TemporaryFileSystem = %v, want the home and the runtime dir", tmpfs)
+	}
+	rw := p["BindPaths"].Value.Value().([]bindEntry)
+	if len(rw) != 3 || rw[0].Src != s.Workspace || rw[1].Src != s.StateDir || rw[2].Src != "/srv/cache" {
+		t.Errorf("BindPaths = %v, want workspace, state dir, --rw", rw)
+	}
+	ro := p["BindReadOnlyPaths"].Value.Value().([]bindEntry)
+	var roPaths []string
+	for _, b := range ro {
+		roPaths = append(roPaths, b.Src)
+		if b.IgnoreENOENT || b.Flags != 0 || b.Src != b.Dst {
+			t.Errorf("read-only bind %v: want same-path, no ignore, no flags", b)
+		}
+	}
+	if strings.Join(roPaths, " ") != "/home/u/go/bin/mosaic /usr/bin/bwrap /run/user/1000/systemd/notify /opt/data" {
+		t.Errorf("BindReadOnlyPaths = %v", roPaths)
+	}
+	for _, b := range []string{"PrivateUsers", "PrivateTmp", "NoNewPrivileges"} {
+		if p[b].Value.Value() != true {
+			t.Errorf("%s is not true", b)
+		}
+	}
+	if p["ProtectSystem"].Value.Value() != "strict" || p["Slice"].Value.Value() != Slice {
+		t.Error("ProtectSystem or Slice wrong")
+	}
+	exec := p["ExecStartEx"].Value.Value().([]execEx)
+	if len(exec) != 1 || strings.Join(exec[0].Flags, ",") != "no-env-expand" {
+		t.Fatalf("ExecStartEx = %v, want one command with no-env-expand", exec)
+	}
+	argv := exec[0].Argv
+	if argv[0] != s.MosaicBin || argv[1] != "exec-bwrap" || argv[2] != s.BwrapBin {
+		t.Errorf("ExecStart starts %v, want the shim then bwrap", argv[:3])
+	}
+	tail := strings.Join(argv[len(argv)-9:], " ")
+	if tail != "init --session s1 --home /home/u -- sh -c echo $HOME ${SECRET}" {
+		t.Errorf("ExecStart ends %q", tail)
+	}
+	lef := p["LogExtraFields"].Value.Value().([][]byte)
+	if len(lef) != 1 || string(lef[0]) != "MOSAIC_SESSION=s1" {
+		t.Errorf("LogExtraFields = %q", lef)
+	}
+}
+
+func TestDescription(t *testing.T) {
+	d := Description("a", []string{strings.Repeat("x", 500)})
+	if len(d) != 200 || !strings.HasPrefix(d, DescriptionPrefix+"a: ") {
+		t.Errorf("Description = %q (%d)", d, len(d))
+	}
+}
