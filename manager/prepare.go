@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"mosaic/credentials"
 	"mosaic/sandbox"
 	"mosaic/units"
 )
@@ -98,6 +97,7 @@ func Prepare(req Request, p Paths, mosaicBin, bwrapBin string) (units.Spec, erro
 	}
 	return units.Spec{
 		Name:        name,
+		NameGiven:   req.Name != "",
 		Command:     req.Command,
 		Workspace:   real,
 		GivenAs:     givenAs,
@@ -234,10 +234,17 @@ func readRecord(dir string) (record, bool) {
 	return r, true
 }
 
+// writeJSONAtomic writes v to path through a temporary file and a rename, so
+// that a reader sees a whole record or none. A record holds no secret and is
+// rewritten at each start, so it is not fsynced (that is for credentials).
 func writeJSONAtomic(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return credentials.WriteFileAtomic(path, append(b, '\n'))
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

@@ -18,18 +18,21 @@ import (
 // A signal on interrupt stops the session, and Run still waits for its end.
 // The unit is collected when it ends, even when it failed (its result is read
 // from systemd's last announcement): a finished run leaves no unit behind.
-// keepState keeps the session's home for a later run of the same name.
-func (m *Manager) Run(ctx context.Context, spec units.Spec, stdio [3]int, interrupt <-chan os.Signal, keepState bool) (Session, error) {
+// A session named by the caller keeps its home for a later run of the same
+// name; one mosaic named leaves nothing.
+func (m *Manager) Run(ctx context.Context, spec units.Spec, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
 	unit := units.UnitName(spec.Name)
-	if err := m.claimName(ctx, unit); err != nil {
+	if err := m.claimName(ctx, spec); err != nil {
 		return Session{}, err
 	}
+	mark(ctx, "claim name")
 	undo, err := prepareState(spec)
 	if err != nil {
 		return Session{}, err
 	}
+	mark(ctx, "state directory")
 	defer func() {
-		if !keepState {
+		if !spec.NameGiven {
 			os.RemoveAll(spec.StateDir)
 		}
 	}()
@@ -41,6 +44,7 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, stdio [3]int, interr
 		undo()
 		return Session{}, err
 	}
+	mark(ctx, "start job done (READY)")
 	defer m.forget(context.Background(), unit)
 	stopping := false
 	for !w.ended() {
@@ -57,6 +61,7 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, stdio [3]int, interr
 			return Session{}, units.Failed("interrupted", "stopped waiting for session %s, which may still run: see `mosaic status %s`", spec.Name, spec.Name)
 		}
 	}
+	mark(ctx, "end announced")
 	p := w.snapshot()
 	s := sessionOf(spec.Name, p, p)
 	if result != "done" && s.ExitStatus == nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -29,13 +30,16 @@ func Launch(ctx context.Context, req Request) (*Manager, units.Spec, error) {
 	if err != nil {
 		return nil, units.Spec{}, err
 	}
+	mark(ctx, "check request")
 	if bwrapErr != nil {
 		return nil, units.Spec{}, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v", bwrapErr)
 	}
 	probe := make(chan error, 1)
-	go func() { probe <- sandbox.Probe(ctx, bwrap) }()
+	go func() { probe <- sandbox.ProbeCached(ctx, bwrap, filepath.Join(paths.RuntimeDir, "mosaic")) }()
 	m, err := Connect(ctx)
+	mark(ctx, "connect, read version")
 	perr := <-probe
+	mark(ctx, "bwrap probe (overlap)")
 	if err != nil {
 		return nil, units.Spec{}, err
 	}
@@ -53,7 +57,7 @@ func Launch(ctx context.Context, req Request) (*Manager, units.Spec, error) {
 // unit is cleared and the error says why, with the unit's first log lines.
 func (m *Manager) Start(ctx context.Context, spec units.Spec) (Session, error) {
 	unit := units.UnitName(spec.Name)
-	if err := m.claimName(ctx, unit); err != nil {
+	if err := m.claimName(ctx, spec); err != nil {
 		return Session{}, err
 	}
 	undo, err := prepareState(spec)
@@ -79,9 +83,15 @@ func (m *Manager) Start(ctx context.Context, spec units.Spec) (Session, error) {
 	return m.Status(ctx, spec.Name)
 }
 
-// claimName makes sure unit is free: a running session of that name is a
-// refusal; an ended one that systemd still remembers as failed is cleared.
-func (m *Manager) claimName(ctx context.Context, unit string) error {
+// claimName makes sure the session's unit is free: a running session of that
+// name is a refusal; an ended one that systemd still remembers as failed is
+// cleared. A name mosaic made up is free (StartTransientUnit would still
+// refuse a clash).
+func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
+	if !spec.NameGiven {
+		return nil
+	}
+	unit := units.UnitName(spec.Name)
 	cctx, cancel := bounded(ctx)
 	defer cancel()
 	st, err := m.conn.ListUnitsByNamesContext(cctx, []string{unit})

@@ -61,6 +61,48 @@ func Probe(ctx context.Context, bwrap string) error {
 	return nil
 }
 
+// ProbeCached is Probe, remembered in cacheDir (the user's runtime
+// directory, emptied at logout and reboot) for as long as bwrap and the
+// kernel settings that decide whether it works stay the same. A stale "works"
+// cannot fail open: a session whose bwrap fails never runs its command.
+func ProbeCached(ctx context.Context, bwrap, cacheDir string) error {
+	key := probeKey(bwrap)
+	path := filepath.Join(cacheDir, "probe-ok")
+	if b, err := os.ReadFile(path); err == nil && string(b) == key {
+		return nil
+	}
+	if err := Probe(ctx, bwrap); err != nil {
+		os.Remove(path)
+		return err
+	}
+	if os.MkdirAll(cacheDir, 0o700) == nil {
+		tmp := path + ".tmp"
+		if os.WriteFile(tmp, []byte(key), 0o600) == nil {
+			os.Rename(tmp, path)
+		}
+	}
+	return nil
+}
+
+// probeKey names what the probe's answer depends on: the bwrap binary, the
+// boot, and the sysctls that allow or forbid unprivileged user namespaces.
+func probeKey(bwrap string) string {
+	var b strings.Builder
+	if fi, err := os.Stat(bwrap); err == nil {
+		fmt.Fprintf(&b, "%s %d %d\n", bwrap, fi.Size(), fi.ModTime().UnixNano())
+	}
+	for _, f := range []string{
+		"/proc/sys/kernel/random/boot_id",
+		"/proc/sys/user/max_user_namespaces",
+		"/proc/sys/kernel/unprivileged_userns_clone",
+		"/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+	} {
+		v, _ := os.ReadFile(f)
+		fmt.Fprintf(&b, "%s=%s\n", filepath.Base(f), strings.TrimSpace(string(v)))
+	}
+	return b.String()
+}
+
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		return s[:i]

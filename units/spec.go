@@ -93,6 +93,7 @@ func GenerateName(command []string) string {
 // Spec is one session, with every path already checked and resolved.
 type Spec struct {
 	Name       string
+	NameGiven  bool // false when mosaic made the name up (and so it is free)
 	Command    []string
 	Workspace  string   // the workspace's real path
 	GivenAs    string   // the workspace as the user gave it, when that was a symlink

@@ -365,3 +365,41 @@ func TestStartFailureSaysWhy(t *testing.T) {
 		t.Error("failed start left its state directory")
 	}
 }
+
+// TestRunInterrupt: Ctrl-C (SIGINT to mosaic run) stops the session; the
+// command gets SIGTERM through systemd and its init, shuts down, and run
+// exits with the command's own status.
+func TestRunInterrupt(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	ws := workspace(t)
+	cmd := exec.Command(mosaicBin, "run", "--workspace", ws, "--", "sh", "-c",
+		`trap 'echo graceful > "$PWD/term"; exit 5' TERM; touch "$PWD/ready"; while :; do sleep 0.05; done`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the command to run", func() bool {
+		_, err := os.Stat(filepath.Join(ws, "ready"))
+		return err == nil
+	})
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 5 {
+		t.Errorf("run after Ctrl-C: %v, want exit 5 (the command's own status)", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "term")); string(b) != "graceful\n" {
+		t.Error("the command did not get SIGTERM to shut down")
+	}
+}
+
+// TestInitReapsOrphans: the init is PID 1 of the session and reaps the
+// orphans the command leaves; none stays a zombie.
+func TestInitReapsOrphans(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	r := mosaic(t, "run", "--workspace", workspace(t), "--", "sh", "-c",
+		`for i in 1 2 3; do (sleep 0.01 &) ; done; sleep 0.3; grep -l '^State:.*Z' /proc/[0-9]*/status | wc -l; cat /proc/1/cmdline | tr '\0' ' '`)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "0\n/run/mosaic/init init ") {
+		t.Errorf("exit %d, stdout %q: want no zombies and mosaic's init as PID 1", r.code, r.stdout)
+	}
+}

@@ -138,7 +138,7 @@ func runCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			ctx := context.Background()
+			ctx := traced(context.Background())
 			m, spec, err := manager.Launch(ctx, req)
 			if err != nil {
 				return err
@@ -147,7 +147,7 @@ func runCommand(out *output) *cli.Command {
 			sigs := make(chan os.Signal, 1)
 			signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
 			defer signal.Stop(sigs)
-			s, err := m.Run(ctx, spec, [3]int{0, 1, 2}, sigs, req.Name != "")
+			s, err := m.Run(ctx, spec, [3]int{0, 1, 2}, sigs)
 			if err != nil {
 				return err
 			}
@@ -203,6 +203,14 @@ func stopCommand(out *output) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// traced turns on MOSAIC_TRACE=1's step timings on stderr.
+func traced(ctx context.Context) context.Context {
+	if os.Getenv("MOSAIC_TRACE") == "1" {
+		return manager.WithTrace(ctx, os.Stderr)
+	}
+	return ctx
 }
 
 // oneName reads the single NAME argument.
