@@ -2,11 +2,14 @@ package manager
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"mosaic/credentials"
 	"mosaic/sandbox"
 	"mosaic/units"
 )
@@ -21,6 +24,9 @@ type Request struct {
 	Env         []string // non-secret KEY=VALUE for the unit
 	Limits      units.Limits
 	StopTimeout time.Duration
+	Profile     string   // empty: picked from the command
+	Credentials []string // --credential VAR, from the launching environment
+	EnvFiles    []string // --env-file PATH
 }
 
 // Paths are the user's directories a session is placed among.
@@ -61,18 +67,45 @@ func (p Paths) SessionDir(name string) string {
 	return filepath.Join(p.StateRoot, "sessions", name)
 }
 
-// Prepare checks a request and resolves it into a spec. Every error it
-// returns is bad input (exit 2); it changes nothing on disk.
-func Prepare(req Request, p Paths, mosaicBin, bwrapBin string) (units.Spec, error) {
+// Prepare checks a request and resolves it into a spec and the session's
+// secrets, which are kept out of the spec. Its errors are bad input (exit 2)
+// or, for credentials, refusals (exit 3); it changes nothing on disk.
+func Prepare(req Request, p Paths, mosaicBin, bwrapBin string) (units.Spec, []credentials.Var, error) {
+	spec, grant, err := prepare(req, p, mosaicBin, bwrapBin)
+	if err != nil {
+		var ce *credentials.Error
+		if errors.As(err, &ce) {
+			if ce.BadInput {
+				return units.Spec{}, nil, units.BadInput(ce.Code, "%s", ce.Message)
+			}
+			return units.Spec{}, nil, units.Refused(ce.Code, "%s", ce.Message)
+		}
+		return units.Spec{}, nil, err
+	}
+	return spec, grant.Secrets, nil
+}
+
+func prepare(req Request, p Paths, mosaicBin, bwrapBin string) (units.Spec, credentials.Grant, error) {
+	var none credentials.Grant
+	grant, err := credentials.Resolve(credentials.Request{
+		Profile: req.Profile, Credentials: req.Credentials, EnvFiles: req.EnvFiles,
+		ProfileDir: credentials.ProfileDir(p.Home), Command: req.Command,
+	})
+	if err != nil {
+		return units.Spec{}, none, err
+	}
+	if len(req.Command) == 0 && grant.Profile.Binary != "" {
+		req.Command = []string{grant.Profile.Binary}
+	}
 	if len(req.Command) == 0 || req.Command[0] == "" {
-		return units.Spec{}, units.BadInput("no-command", "no command given: put it after --, e.g. mosaic start --workspace . -- claude")
+		return units.Spec{}, none, units.BadInput("no-command", "no command given: put it after --, e.g. mosaic start --workspace . -- claude")
 	}
 	name := req.Name
 	if name == "" {
 		name = units.GenerateName(req.Command)
 	}
 	if err := units.ValidateName(name); err != nil {
-		return units.Spec{}, err
+		return units.Spec{}, none, err
 	}
 	ws := req.Workspace
 	if ws == "" {
@@ -80,25 +113,32 @@ func Prepare(req Request, p Paths, mosaicBin, bwrapBin string) (units.Spec, erro
 	}
 	real, givenAs, err := checkWorkspace(ws, p)
 	if err != nil {
-		return units.Spec{}, err
+		return units.Spec{}, none, err
 	}
-	ro, err := checkExtra("ro", req.ExtraRO, p)
+	command, binary := resolveCommand(req.Command, real)
+	ro, err := checkExtra("ro", append(append([]string{}, req.ExtraRO...), grant.Profile.ReadOnly...), p)
 	if err != nil {
-		return units.Spec{}, err
+		return units.Spec{}, none, err
 	}
 	rw, err := checkExtra("rw", req.ExtraRW, p)
 	if err != nil {
-		return units.Spec{}, err
+		return units.Spec{}, none, err
 	}
 	for _, kv := range req.Env {
 		if strings.ContainsAny(kv, "\n\x00") || !strings.Contains(kv, "=") {
-			return units.Spec{}, units.BadInput("bad-env", "environment entry %q cannot be passed to a unit", kv)
+			return units.Spec{}, none, units.BadInput("bad-env", "environment entry %q cannot be passed to a unit", kv)
 		}
 	}
-	return units.Spec{
+	var pass []string
+	for _, kv := range grant.PassEnv {
+		n, _, _ := strings.Cut(kv, "=")
+		pass = append(pass, n)
+	}
+	spec := units.Spec{
 		Name:        name,
 		NameGiven:   req.Name != "",
-		Command:     req.Command,
+		Command:     command,
+		Binary:      binary,
 		Workspace:   real,
 		GivenAs:     givenAs,
 		Home:        p.Home,
@@ -108,10 +148,49 @@ func Prepare(req Request, p Paths, mosaicBin, bwrapBin string) (units.Spec, erro
 		BwrapBin:    bwrapBin,
 		ExtraRO:     ro,
 		ExtraRW:     rw,
-		Env:         req.Env,
+		Env:         append(append([]string{}, req.Env...), grant.PassEnv...),
+		Pass:        pass,
+		Credentials: grant.Names(),
+		Profile:     grant.Profile.Name,
 		Limits:      req.Limits,
 		StopTimeout: req.StopTimeout,
-	}, nil
+	}
+	if len(grant.Secrets) > 0 {
+		spec.CredentialFile = credentials.SessionFile(p.RuntimeDir, name)
+	}
+	return spec, grant, nil
+}
+
+// systemDirs are where a command is found inside every sandbox.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64"}
+
+// resolveCommand finds the command's binary on the caller's PATH. One that
+// lives outside the system directories (a per-user install such as
+// ~/.local/bin/claude) would not be found inside, so its real file is bound
+// read-only and run by that path; binary is that file, or "".
+func resolveCommand(command []string, workspace string) (resolved []string, binary string) {
+	name := command[0]
+	path := name
+	if !strings.Contains(name, "/") {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			return command, "" // the init says it is not found, from inside
+		}
+		path = p
+	} else if !filepath.IsAbs(name) {
+		return command, "" // relative to the workspace, which is bound
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return command, ""
+	}
+	for _, d := range append(systemDirs, workspace) {
+		if sandbox.Within(real, d) {
+			return command, ""
+		}
+	}
+	out := append([]string{real}, command[1:]...)
+	return out, real
 }
 
 // checkWorkspace resolves the workspace and refuses the ones that would
@@ -145,6 +224,10 @@ func checkWorkspace(ws string, p Paths) (real, givenAs string, err error) {
 	return real, givenAs, nil
 }
 
+// agentState are the agents' own state in the user's home: sign-ins,
+// tokens, history. They never reach a session, whose HOME is its own.
+var agentState = []string{".claude", ".claude.json", ".codex", ".pi", ".config/opencode", ".local/share/opencode"}
+
 // checkExtra resolves --ro/--rw paths and refuses the ones that would undo the
 // sandbox.
 func checkExtra(flag string, paths []string, p Paths) ([]string, error) {
@@ -168,6 +251,11 @@ func checkExtra(flag string, paths []string, p Paths) ([]string, error) {
 		case sandbox.Within(real, p.StateRoot) || sandbox.Within(p.StateRoot, real):
 			return nil, units.BadInput("bad-bind", "--%s %s overlaps mosaic's session state %s (other sessions' homes)", flag, real, p.StateRoot)
 		}
+		for _, state := range agentState {
+			if s := filepath.Join(p.Home, state); sandbox.Within(real, s) || sandbox.Within(s, real) {
+				return nil, units.BadInput("bad-bind", "--%s %s would show the host's %s (an agent's sign-ins and history) to the session: a session keeps its own under its HOME", flag, real, s)
+			}
+		}
 		out = append(out, real)
 	}
 	return out, nil
@@ -177,12 +265,14 @@ func checkExtra(flag string, paths []string, p Paths) ([]string, error) {
 // does not know (the binds' reasons, the workspace as given). systemd stays
 // the source of truth for whether and how a session runs.
 type record struct {
-	Name      string         `json:"name"`
-	Command   []string       `json:"command"`
-	Workspace string         `json:"workspace"`
-	GivenAs   string         `json:"workspace_given_as,omitempty"`
-	Binds     []sandbox.Bind `json:"binds"`
-	Started   time.Time      `json:"started"`
+	Name        string         `json:"name"`
+	Command     []string       `json:"command"`
+	Workspace   string         `json:"workspace"`
+	GivenAs     string         `json:"workspace_given_as,omitempty"`
+	Binds       []sandbox.Bind `json:"binds"`
+	Started     time.Time      `json:"started"`
+	Profile     string         `json:"profile,omitempty"`
+	Credentials []string       `json:"credentials,omitempty"` // names only
 }
 
 const recordFile = "session.json"
@@ -190,6 +280,7 @@ const recordFile = "session.json"
 // describe fills in what the record knows of s.
 func (r record) describe(s *Session) {
 	s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds = r.Command, r.Workspace, r.GivenAs, r.Binds
+	s.Profile, s.Credentials = r.Profile, r.Credentials
 }
 
 // prepareState makes the session's state directory: home/ kept across runs of
@@ -218,7 +309,8 @@ func prepareState(s units.Spec) (undo func(), err error) {
 			return fail(err)
 		}
 	}
-	rec := record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(), Started: time.Now()}
+	rec := record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
+		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials}
 	if err := writeJSONAtomic(filepath.Join(s.StateDir, recordFile), rec); err != nil {
 		return fail(err)
 	}

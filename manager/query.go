@@ -35,6 +35,8 @@ type Session struct {
 	Workspace        string         `json:"workspace,omitempty"`
 	WorkspaceGivenAs string         `json:"workspace_given_as,omitempty"`
 	Binds            []sandbox.Bind `json:"binds,omitempty"`
+	Profile          string         `json:"profile,omitempty"`
+	Credentials      []string       `json:"credentials,omitempty"` // names; values never leave the env file
 }
 
 // Running reports whether the session's unit is up or on its way up.

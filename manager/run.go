@@ -9,6 +9,7 @@ import (
 	"github.com/godbus/dbus/v5"
 	"golang.org/x/sys/unix"
 
+	"mosaic/credentials"
 	"mosaic/units"
 )
 
@@ -20,31 +21,17 @@ import (
 // from systemd's last announcement): a finished run leaves no unit behind.
 // A session named by the caller keeps its home for a later run of the same
 // name; one mosaic named leaves nothing.
-func (m *Manager) Run(ctx context.Context, spec units.Spec, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
-	unit := units.UnitName(spec.Name)
-	if err := m.claimName(ctx, spec); err != nil {
-		return Session{}, err
-	}
-	mark(ctx, "claim name")
-	undo, err := prepareState(spec)
-	if err != nil {
-		return Session{}, err
-	}
-	mark(ctx, "state directory")
-	defer func() {
-		if !spec.NameGiven {
-			os.RemoveAll(spec.StateDir)
-		}
-	}()
+func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
 	spec.Stdio = &stdio
-	w := m.watch(unit)
-	defer w.close()
-	result, err := m.startUnit(ctx, unit, units.Properties(spec, m.features))
+	l, err := m.launch(ctx, spec, secrets, true)
+	if !spec.NameGiven {
+		defer os.RemoveAll(spec.StateDir)
+	}
 	if err != nil {
-		undo()
 		return Session{}, err
 	}
-	mark(ctx, "start job done (READY)")
+	w, unit, result := l.watch, l.unit, l.result
+	defer w.close()
 	defer m.forget(context.Background(), unit)
 	stopping := false
 	for !w.ended() {

@@ -11,28 +11,30 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
+	"mosaic/credentials"
 	"mosaic/sandbox"
 	"mosaic/units"
 )
 
 // Launch is everything a start or a run needs that is not the spec itself.
 // The probe runs while the connection is made, so its cost hides behind it.
-func Launch(ctx context.Context, req Request) (*Manager, units.Spec, error) {
+// The secrets are returned apart from the spec, which never holds a value.
+func Launch(ctx context.Context, req Request) (*Manager, units.Spec, []credentials.Var, error) {
 	paths, err := UserPaths()
 	if err != nil {
-		return nil, units.Spec{}, err
+		return nil, units.Spec{}, nil, err
 	}
 	bwrap, bwrapErr := sandbox.FindBwrap()
 	self, _ := os.Executable()
 	self = resolve(self)
 	// Bad input first: it must be reported whatever the state of the host.
-	spec, err := Prepare(req, paths, self, bwrap)
+	spec, secrets, err := Prepare(req, paths, self, bwrap)
 	if err != nil {
-		return nil, units.Spec{}, err
+		return nil, units.Spec{}, nil, err
 	}
 	mark(ctx, "check request")
 	if bwrapErr != nil {
-		return nil, units.Spec{}, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v", bwrapErr)
+		return nil, units.Spec{}, nil, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v", bwrapErr)
 	}
 	probe := make(chan error, 1)
 	go func() { probe <- sandbox.ProbeCached(ctx, bwrap, filepath.Join(paths.RuntimeDir, "mosaic")) }()
@@ -41,46 +43,82 @@ func Launch(ctx context.Context, req Request) (*Manager, units.Spec, error) {
 	perr := <-probe
 	mark(ctx, "bwrap probe (overlap)")
 	if err != nil {
-		return nil, units.Spec{}, err
+		return nil, units.Spec{}, nil, err
 	}
 	if perr != nil {
 		m.Close()
-		return nil, units.Spec{}, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v (run `mosaic doctor` for the host's namespace settings)", perr)
+		return nil, units.Spec{}, nil, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v (run `mosaic doctor` for the host's namespace settings)", perr)
 	}
 	spec.MosaicBin = m.MosaicBin
-	return m, spec, nil
+	return m, spec, secrets, nil
 }
 
 // Start starts the session as a transient service and returns once systemd's
 // start job is done, which for a session means the init inside the sandbox
 // has checked it and started the command (Type=notify). When it is not, the
 // unit is cleared and the error says why, with the unit's first log lines.
-func (m *Manager) Start(ctx context.Context, spec units.Spec) (Session, error) {
-	unit := units.UnitName(spec.Name)
-	if err := m.claimName(ctx, spec); err != nil {
-		return Session{}, err
-	}
-	undo, err := prepareState(spec)
+func (m *Manager) Start(ctx context.Context, spec units.Spec, secrets []credentials.Var) (Session, error) {
+	l, err := m.launch(ctx, spec, secrets, false)
 	if err != nil {
 		return Session{}, err
 	}
-	started := time.Now()
-	result, err := m.startUnit(ctx, unit, units.Properties(spec, m.features))
-	if err != nil {
-		undo()
-		return Session{}, err
-	}
-	if result != "done" {
+	if l.result != "done" {
 		s, _ := m.Status(ctx, spec.Name)
-		reason := startFailure(result, s)
-		if lines := journalLines(unit, started); lines != "" {
+		reason := startFailure(l.result, s)
+		if lines := journalLines(l.unit, l.began); lines != "" {
 			reason += "; its log says: " + lines
 		}
-		m.forget(ctx, unit)
-		undo()
+		m.forget(ctx, l.unit)
+		l.undo()
 		return Session{}, units.Failed("start-failed", "session %s did not start: %s", spec.Name, reason)
 	}
 	return m.Status(ctx, spec.Name)
+}
+
+// launched is a unit whose start job has finished, one way or the other.
+type launched struct {
+	unit   string
+	result string     // the start job's result: "done" when the session runs
+	began  time.Time  // when the start was asked for
+	watch  *unitWatch // when asked for: what systemd announced since before the start
+	undo   func()     // removes what the start made on disk, for a failure
+}
+
+// launch claims the name, prepares the state directory and the credential
+// file, starts the unit and waits for the start job. The credential file is
+// removed as soon as the job is over: systemd read it before the command ran.
+func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credentials.Var, watch bool) (launched, error) {
+	l := launched{unit: units.UnitName(spec.Name), began: time.Now()}
+	if err := m.claimName(ctx, spec); err != nil {
+		return l, err
+	}
+	mark(ctx, "claim name")
+	undo, err := prepareState(spec)
+	if err != nil {
+		return l, err
+	}
+	l.undo = undo
+	if spec.CredentialFile != "" {
+		if err := credentials.WriteSessionFile(spec.CredentialFile, secrets); err != nil {
+			undo()
+			return l, units.Failed("credential-file", "cannot write the session's credential file: %v", err)
+		}
+		defer credentials.RemoveSessionFile(spec.CredentialFile)
+	}
+	mark(ctx, "state directory, credentials")
+	if watch {
+		l.watch = m.watch(l.unit)
+	}
+	l.result, err = m.startUnit(ctx, l.unit, units.Properties(spec, m.features))
+	if err != nil {
+		if l.watch != nil {
+			l.watch.close()
+		}
+		undo()
+		return l, err
+	}
+	mark(ctx, "start job done (READY)")
+	return l, nil
 }
 
 // claimName makes sure the session's unit is free: a running session of that

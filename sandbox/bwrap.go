@@ -45,6 +45,7 @@ type Options struct {
 	SessionHome string   // the session's own home on disk, mounted at Home
 	SessionTmp  string   // the session's own /tmp on disk
 	MosaicBin   string   // this binary, bound at InitPath
+	Binary      string   // the command's binary when outside the system dirs, bound read-only
 	ExtraRO     []string // --ro PATH
 	ExtraRW     []string // --rw PATH
 }
@@ -72,8 +73,11 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 		Bind{Kind: KindRW, Src: o.SessionTmp, Dst: "/tmp", Reason: "the session's own /tmp, on disk under its state directory: private, not the host's"},
 		Bind{Kind: KindRW, Src: o.Workspace, Dst: o.Workspace, Reason: "the workspace, read-write at its own path"},
 	)
+	if o.Binary != "" {
+		b = append(b, Bind{Kind: KindRO, Src: o.Binary, Dst: o.Binary, Reason: "the command's binary, found on your PATH outside the system directories, read-only"})
+	}
 	for _, p := range o.ExtraRO {
-		b = append(b, Bind{Kind: KindRO, Src: p, Dst: p, Reason: "asked for with --ro"})
+		b = append(b, Bind{Kind: KindRO, Src: p, Dst: p, Reason: "asked for with --ro, or by the profile"})
 	}
 	for _, p := range o.ExtraRW {
 		b = append(b, Bind{Kind: KindRW, Src: p, Dst: p, Reason: "asked for with --rw"})

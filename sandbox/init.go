@@ -34,11 +34,15 @@ var passEnvPrefixes = []string{"LC_"}
 const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
 
 // InitArgv is the argument list of mosaic's init (after the mosaic binary's
-// argv[0]) for one session.
-func InitArgv(session, home string, pass, command []string) []string {
+// argv[0]) for one session: pass are variables to let through when set,
+// credentials are variables that must have arrived (names only).
+func InitArgv(session, home string, pass, credentials, command []string) []string {
 	argv := []string{"init", "--session", session, "--home", home}
 	for _, p := range pass {
 		argv = append(argv, "--pass", p)
+	}
+	for _, c := range credentials {
+		argv = append(argv, "--credential", c)
 	}
 	return append(append(argv, "--"), command...)
 }
@@ -56,13 +60,22 @@ func Init(args []string) int {
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")
-	var pass stringList
+	var pass, creds stringList
 	fs.Var(&pass, "pass", "extra variable to pass to the command")
+	fs.Var(&creds, "credential", "credential that must have arrived, passed to the command")
 	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "mosaic init: usage: init --session NAME --home DIR [--pass VAR]... -- COMMAND [ARG...]")
+		fmt.Fprintln(os.Stderr, "mosaic init: usage: init --session NAME --home DIR [--pass VAR]... [--credential VAR]... -- COMMAND [ARG...]")
 		return ExitSandboxRefused
 	}
 	notify := notifyFD()
+	for _, c := range creds {
+		if _, ok := os.LookupEnv(c); !ok {
+			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: credential %s did not arrive (its environment file was gone before the session started)\n", c)
+			notifyStatus(notify, "STATUS=credential "+c+" did not arrive")
+			return ExitSandboxRefused
+		}
+	}
+	pass = append(pass, creds...)
 	if err := checkSandbox(); err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 		notifyStatus(notify, "STATUS=sandbox check failed: "+err.Error())

@@ -159,8 +159,8 @@ func TestWithin(t *testing.T) {
 }
 
 func TestInitArgv(t *testing.T) {
-	got := strings.Join(InitArgv("s", "/h", []string{"A", "B"}, []string{"cmd", "--pass", "x"}), " ")
-	if got != "init --session s --home /h --pass A --pass B -- cmd --pass x" {
+	got := strings.Join(InitArgv("s", "/h", []string{"A", "B"}, []string{"K"}, []string{"cmd", "--pass", "x"}), " ")
+	if got != "init --session s --home /h --pass A --pass B --credential K -- cmd --pass x" {
 		t.Errorf("InitArgv = %q", got)
 	}
 }

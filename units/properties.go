@@ -38,16 +38,24 @@ type (
 		Flags []string
 	}
 	exitStatusSet struct{ Status, Signals []int32 } // SuccessExitStatus (aiai)
+	envFile       struct {                          // EnvironmentFiles a(sb)
+		Path          string
+		IgnoreMissing bool
+	}
 )
 
 func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value: dbus.MakeVariant(v)} }
 
 // ExecArgv is the unit's command line: mosaic's exec shim, which becomes
-// bwrap, which runs mosaic's init, which runs the command. pass names the
-// variables the init lets through besides its allowlist.
-func ExecArgv(s Spec, pass []string) []string {
-	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(s.Name, s.Home, pass, s.Command)...)
-	argv := []string{s.MosaicBin, "exec-bwrap", s.BwrapBin}
+// bwrap, which runs mosaic's init, which runs the command. It holds
+// credentials' names, never their values.
+func ExecArgv(s Spec) []string {
+	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(s.Name, s.Home, s.Pass, s.Credentials, s.Command)...)
+	argv := []string{s.MosaicBin, "exec-bwrap"}
+	if s.CredentialFile != "" {
+		argv = append(argv, "--drop", s.CredentialFile)
+	}
+	argv = append(argv, s.BwrapBin)
 	return append(argv, sandbox.Argv(s.Binds(), s.Workspace, initArgv)...)
 }
 
@@ -58,7 +66,7 @@ func Properties(s Spec, f Features) []sd.Property {
 	if stop <= 0 {
 		stop = DefaultStopTimeout
 	}
-	argv := ExecArgv(s, nil)
+	argv := ExecArgv(s)
 	props := []sd.Property{
 		prop("Description", Description(s.Name, s.Command)),
 		prop("Slice", Slice),
@@ -77,13 +85,11 @@ func Properties(s Spec, f Features) []sd.Property {
 		prop("ProtectSystem", "strict"),
 		// Without ":ro", so that the binds below can be made under them.
 		prop("TemporaryFileSystem", []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}),
-		prop("BindPaths", bindsOf(append([]string{s.Workspace, s.StateDir}, s.ExtraRW...))),
+		prop("BindPaths", readWriteBinds(s)),
 		// The shim and bwrap may live under the hidden home; the notification
 		// socket is the one file of the runtime dir the unit needs (the shim
 		// connects it; the sandbox never sees it).
-		prop("BindReadOnlyPaths", bindsOf(append(
-			[]string{s.MosaicBin, s.BwrapBin, filepath.Join(s.RuntimeDir, "systemd", "notify")},
-			s.ExtraRO...))),
+		prop("BindReadOnlyPaths", bindsOf(readOnlyPaths(s))),
 		prop("NoNewPrivileges", true),
 		prop("KillMode", "control-group"),
 		prop("TimeoutStopUSec", usec(stop)),
@@ -94,6 +100,21 @@ func Properties(s Spec, f Features) []sd.Property {
 	}
 	if len(s.Env) > 0 {
 		props = append(props, prop("Environment", s.Env))
+	}
+	if s.CredentialFile != "" {
+		props = append(props,
+			// Missing is allowed because mosaic deletes the file as soon as
+			// the session is READY (systemd read it before the exec), and
+			// systemd loads it again for ExecStopPost; the init refuses to
+			// run the command when a promised credential did not arrive.
+			prop("EnvironmentFiles", []envFile{{s.CredentialFile, true}}),
+			// The exec shim deletes the file once systemd has read it; this
+			// is the net for a unit that died before the shim ran. (A
+			// "privileged" command would escape the namespaces, but a 252
+			// user manager cannot run one: 226/NAMESPACE.)
+			prop("ExecStopPostEx", []execEx{{Path: s.MosaicBin, Argv: []string{s.MosaicBin, "drop-credentials", s.CredentialFile},
+				Flags: []string{"ignore-failure"}}}),
+		)
 	}
 	if f.PrivatePIDs {
 		props = append(props, prop("PrivatePIDs", "yes"))
@@ -130,6 +151,29 @@ func Description(name string, command []string) string {
 		d = d[:197] + "..."
 	}
 	return d
+}
+
+// readWriteBinds are the unit's writable binds: the workspace, the session's
+// state, --rw paths, and the session's own credential directory (gone once
+// the session started, hence allowed to be missing) so that the shim and
+// ExecStopPost can delete the file.
+func readWriteBinds(s Spec) []bindEntry {
+	b := bindsOf(append([]string{s.Workspace, s.StateDir}, s.ExtraRW...))
+	if s.CredentialFile != "" {
+		d := filepath.Dir(s.CredentialFile)
+		b = append(b, bindEntry{Src: d, Dst: d, IgnoreENOENT: true})
+	}
+	return b
+}
+
+// readOnlyPaths are the unit's read-only binds: what the exec shim, bwrap and
+// the sandbox's own read-only binds need from under the hidden directories.
+func readOnlyPaths(s Spec) []string {
+	ro := []string{s.MosaicBin, s.BwrapBin, filepath.Join(s.RuntimeDir, "systemd", "notify")}
+	if s.Binary != "" {
+		ro = append(ro, s.Binary)
+	}
+	return append(ro, s.ExtraRO...)
 }
 
 func bindsOf(paths []string) []bindEntry {

@@ -95,6 +95,7 @@ type Spec struct {
 	Name       string
 	NameGiven  bool // false when mosaic made the name up (and so it is free)
 	Command    []string
+	Binary     string   // the command's binary, bound read-only when it lives outside the system dirs
 	Workspace  string   // the workspace's real path
 	GivenAs    string   // the workspace as the user gave it, when that was a symlink
 	Home       string   // the user's home: hidden, and HOME's path inside
@@ -104,8 +105,15 @@ type Spec struct {
 	BwrapBin   string   // the bwrap binary
 	ExtraRO    []string // --ro paths, resolved
 	ExtraRW    []string // --rw paths, resolved
-	Env        []string // non-secret KEY=VALUE for the unit (TERM, LANG, ...)
-	Limits     Limits
+	Env        []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
+	Pass       []string // names the init passes besides its allowlist (a profile's variables)
+	// Credentials are the names of the secrets in CredentialFile, which
+	// systemd reads (EnvironmentFiles=) and the init requires and passes on.
+	// The values are never in the spec.
+	Credentials    []string
+	CredentialFile string
+	Profile        string
+	Limits         Limits
 	// StopTimeout is how long systemd waits after SIGTERM before SIGKILL.
 	StopTimeout time.Duration
 	// Stdio, when set, hands these descriptors to the unit as its stdin,
@@ -136,6 +144,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		SessionHome: s.SessionHome(),
 		SessionTmp:  s.SessionTmp(),
 		MosaicBin:   s.MosaicBin,
+		Binary:      s.Binary,
 		ExtraRO:     s.ExtraRO,
 		ExtraRW:     s.ExtraRW,
 	})

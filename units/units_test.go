@@ -146,6 +146,8 @@ func TestPropertySignatures(t *testing.T) {
 	s.Limits = Limits{MemoryMax: 1 << 30, TasksMax: 64, CPUQuota: 50, RuntimeMax: time.Minute}
 	s.Env = []string{"TERM=xterm"}
 	s.Stdio = &[3]int{0, 1, 2}
+	s.Credentials = []string{"ANTHROPIC_API_KEY"}
+	s.CredentialFile = "/run/user/1000/mosaic/credentials/s1/env"
 	got := props(Properties(s, FeaturesFor(257)))
 	want := map[string]string{
 		"Description": "s", "Slice": "s", "ExecStartEx": "a(sasas)", "Type": "s", "NotifyAccess": "s",
@@ -155,7 +157,7 @@ func TestPropertySignatures(t *testing.T) {
 		"SuccessExitStatus": "(aiai)", "SyslogIdentifier": "s", "LogExtraFields": "aay", "Environment": "as",
 		"PrivatePIDs": "s", "MemoryMax": "t", "TasksMax": "t", "CPUQuotaPerSecUSec": "t", "RuntimeMaxUSec": "t",
 		"StandardInputFileDescriptor": "h", "StandardOutputFileDescriptor": "h", "StandardErrorFileDescriptor": "h",
-		"CollectMode": "s",
+		"CollectMode": "s", "EnvironmentFiles": "a(sb)", "ExecStopPostEx": "a(sasas)",
 	}
 	for name, sig := range want {
 		p, ok := got[name]
@@ -246,5 +248,30 @@ func TestDescription(t *testing.T) {
 	d := Description("a", []string{strings.Repeat("x", 500)})
 	if len(d) != 200 || !strings.HasPrefix(d, DescriptionPrefix+"a: ") {
 		t.Errorf("Description = %q (%d)", d, len(d))
+	}
+}
+
+func TestCredentialsInTheUnit(t *testing.T) {
+	s := testSpec()
+	s.Credentials = []string{"ANTHROPIC_API_KEY"}
+	s.CredentialFile = "/run/user/1000/mosaic/credentials/s1/env"
+	p := props(Properties(s, FeaturesFor(252)))
+	ef := p["EnvironmentFiles"].Value.Value().([]envFile)
+	if len(ef) != 1 || ef[0].Path != s.CredentialFile || !ef[0].IgnoreMissing {
+		t.Errorf("EnvironmentFiles = %v", ef)
+	}
+	argv := strings.Join(p["ExecStartEx"].Value.Value().([]execEx)[0].Argv, " ")
+	if !strings.Contains(argv, "exec-bwrap --drop "+s.CredentialFile+" /usr/bin/bwrap") || !strings.Contains(argv, "--credential ANTHROPIC_API_KEY --") {
+		t.Errorf("ExecStart %q: want the shim to drop the file and the init to require the credential", argv)
+	}
+	rw := p["BindPaths"].Value.Value().([]bindEntry)
+	last := rw[len(rw)-1]
+	if last.Src != "/run/user/1000/mosaic/credentials/s1" || !last.IgnoreENOENT {
+		t.Errorf("the credential directory is not bound (allowed missing): %v", rw)
+	}
+	for _, b := range ExecArgv(s) {
+		if strings.Contains(b, "credentials/s1") && !strings.HasSuffix(b, "/env") {
+			t.Errorf("argv names the credential directory in %q", b)
+		}
 	}
 }

@@ -18,10 +18,11 @@ import (
 // (the script's own included) contains it.
 const escapeScript = `
 ssh=$1 aws=$2 other_ws=$3 other_state=$4 rt=$5 shm=$6 sysv=$7 outside=$8 ws=$9; shift 9
-host_tmp=$1 mark1=$2 mark2=$3
+host_tmp=$1 mark1=$2 mark2=$3 claude=$4
 c() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n allowed"; else echo "$n denied"; fi; }
 c ssh-key cat "$ssh"
 c aws-credentials cat "$aws"
+c claude-state cat "$claude"
 c other-workspace cat "$other_ws/b-secret"
 c other-state cat "$other_state/home/b-home-secret"
 c user-bus test -e "$rt/bus"
@@ -42,7 +43,7 @@ c host-tmp test -e "$host_tmp"
 
 // wantEscape is what every check must answer in a sound sandbox.
 var wantEscape = map[string]string{
-	"ssh-key": "denied", "aws-credentials": "denied", "other-workspace": "denied", "other-state": "denied",
+	"ssh-key": "denied", "aws-credentials": "denied", "claude-state": "denied", "other-workspace": "denied", "other-state": "denied",
 	"user-bus": "denied", "systemd-private": "denied", "systemd-run": "denied", "host-process": "denied",
 	"host-shm": "denied", "host-sysv": "denied", "write-outside": "denied", "write-usr": "denied",
 	"host-cgroup": "denied", "env-leak": "denied",
@@ -71,6 +72,7 @@ func TestEscapeTable(t *testing.T) {
 	sshDir := filepath.Join(home, ".ssh")
 	ssh := mustWrite(filepath.Join(sshDir, "id_mosaic_test_"+id), "PRIVATE KEY stand-in")
 	aws := mustWrite(filepath.Join(home, ".aws", "credentials_mosaic_test_"+id), "aws stand-in")
+	claude := mustWrite(filepath.Join(home, ".claude", "credentials_mosaic_test_"+id), "claude sign-in stand-in")
 
 	// Another session, with its own workspace and a file in its own home.
 	otherWS := workspace(t)
@@ -112,7 +114,7 @@ func TestEscapeTable(t *testing.T) {
 		_, err := os.Stat(filepath.Join(otherState, "home", "b-home-secret"))
 		return err == nil
 	})
-	for _, p := range []string{ssh, aws, filepath.Join(otherWS, "b-secret"), filepath.Join(rt, "bus"),
+	for _, p := range []string{ssh, aws, claude, filepath.Join(otherWS, "b-secret"), filepath.Join(rt, "bus"),
 		filepath.Join(rt, "systemd", "private"), filepath.Join("/dev/shm", shm), hostTmp, "/sys/fs/cgroup"} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("stand-in %s missing on the host: %v", p, err)
@@ -142,7 +144,7 @@ func TestEscapeTable(t *testing.T) {
 		argv := append([]string{"run", "--workspace", ws}, extra...)
 		argv = append(argv, "--", "sh", "-c", escapeScript, "sh")
 		argv = append(argv, args...)
-		argv = append(argv, ws, hostTmp, marker[:10], marker[10:])
+		argv = append(argv, ws, hostTmp, marker[:10], marker[10:], claude)
 		r := mosaic(t, argv...)
 		if r.code != 0 {
 			t.Fatalf("escape checks: exit %d\n%s%s", r.code, r.stdout, r.stderr)

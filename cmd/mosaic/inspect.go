@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"mosaic/credentials"
 	"mosaic/manager"
+	"mosaic/units"
 )
 
 func listCommand(out *output) *cli.Command {
@@ -94,6 +98,13 @@ func printStatus(w io.Writer, s manager.Session) {
 		fmt.Fprintf(w, "pids:      main %s, all %v\n", pid(s.MainPID), s.PIDs)
 	}
 	fmt.Fprintf(w, "resources: memory %s, tasks %s, cpu %s\n", humanBytes(s.MemoryBytes), count(s.Tasks), cpu(s.CPUNSec))
+	if s.Profile != "" {
+		creds := "none"
+		if len(s.Credentials) > 0 {
+			creds = strings.Join(s.Credentials, ", ") + " (through an environment file, deleted once the session started)"
+		}
+		fmt.Fprintf(w, "profile:   %s; credentials: %s\n", s.Profile, creds)
+	}
 	if s.Workspace != "" {
 		fmt.Fprintf(w, "workspace: %s", s.Workspace)
 		if s.WorkspaceGivenAs != "" {
@@ -160,4 +171,48 @@ func cpu(ns *uint64) string {
 		return "-"
 	}
 	return time.Duration(*ns).Round(time.Millisecond).String()
+}
+
+func profilesCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:         "profiles",
+		Usage:        "list the agent profiles: built-in ones and yours in ~/.config/mosaic/profiles/NAME.conf",
+		Flags:        []cli.Flag{jsonFlag},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return units.Failed("no-home", "cannot tell your home directory: %v (set HOME)", err)
+			}
+			list, err := credentials.Profiles(credentials.ProfileDir(home))
+			if err != nil {
+				var ce *credentials.Error
+				if errors.As(err, &ce) {
+					return units.BadInput(ce.Code, "%s", ce.Message)
+				}
+				return err
+			}
+			out.result(list, func(w io.Writer) {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tBINARY\tCREDENTIALS (one set of)\tSOURCE")
+				for _, p := range list {
+					sets := make([]string, len(p.CredentialSets))
+					for i, s := range p.CredentialSets {
+						sets[i] = strings.Join(s, "+")
+					}
+					cred := strings.Join(sets, " | ")
+					if cred == "" {
+						cred = "-"
+					}
+					bin := p.Binary
+					if bin == "" {
+						bin = "-"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, bin, cred, p.Source)
+				}
+				tw.Flush()
+			})
+			return nil
+		},
+	}
 }

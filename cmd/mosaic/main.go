@@ -2,8 +2,9 @@
 // transient systemd user services started over D-Bus, confined by systemd's
 // sandboxing properties and by a bubblewrap layer inside them.
 //
-// The same binary is also the session's exec shim (exec-bwrap) and its init
-// (init), which the user never calls.
+// The same binary is also the session's exec shim (exec-bwrap), its init
+// (init) and its credential cleanup (drop-credentials), which the user never
+// calls.
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"mosaic/credentials"
 	"mosaic/sandbox"
 	"mosaic/units"
 )
@@ -28,8 +30,24 @@ func main() {
 		switch os.Args[1] {
 		case "init":
 			os.Exit(sandbox.Init(os.Args[2:]))
+		case "drop-credentials": // the unit's ExecStopPost
+			for _, path := range os.Args[2:] {
+				if err := credentials.RemoveSessionFile(path); err != nil {
+					fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
+				}
+			}
+			os.Exit(0)
 		case "exec-bwrap":
-			err := sandbox.ExecBwrap(os.Args[2:])
+			args := os.Args[2:]
+			if len(args) > 1 && args[0] == "--drop" {
+				// systemd has read the credential file into our
+				// environment: it has no reason to exist any more.
+				if err := credentials.RemoveSessionFile(args[1]); err != nil {
+					fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
+				}
+				args = args[2:]
+			}
+			err := sandbox.ExecBwrap(args)
 			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
 			os.Exit(sandbox.ExitSandboxRefused)
 		}
@@ -50,7 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ExitErrHandler:            func(*cli.Context, error) {},
 		OnUsageError:              usageError,
 		Commands: []*cli.Command{
-			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out),
+			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), profilesCommand(out),
 		},
 		CommandNotFound: func(c *cli.Context, name string) {
 			out.code = out.fail(units.BadInput("usage", "unknown command %q: see `mosaic --help`", name))

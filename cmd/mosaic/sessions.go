@@ -29,6 +29,9 @@ func sessionFlags() []cli.Flag {
 		&cli.StringFlag{Name: "tasks-max", Usage: "limit on processes and threads (TasksMax=)"},
 		&cli.StringFlag{Name: "cpu-quota", Usage: "CPU time as a percentage of one CPU, e.g. 200% (CPUQuota=)"},
 		&cli.StringFlag{Name: "runtime-max", Usage: "stop the session after this long, e.g. 2h (RuntimeMaxSec=)"},
+		&cli.StringFlag{Name: "profile", Usage: "the agent harness: claude-code, codex, pi, opencode, generic, or one of yours (default: from the command's name)"},
+		&cli.StringSliceFlag{Name: "credential", Usage: "pass `VAR` from this environment to the session, through a 0600 file systemd reads (repeatable)"},
+		&cli.StringSliceFlag{Name: "env-file", Usage: "pass every NAME=VALUE of `FILE` (yours, mode 0600 or 0400) to the session (repeatable)"},
 		&cli.StringFlag{Name: "stop-timeout", Usage: "time between SIGTERM and SIGKILL when the session is stopped", Value: units.DefaultStopTimeout.String()},
 		jsonFlag,
 	}
@@ -37,12 +40,15 @@ func sessionFlags() []cli.Flag {
 // requestFrom reads a session request from the flags and arguments.
 func requestFrom(c *cli.Context) (manager.Request, error) {
 	req := manager.Request{
-		Name:      c.String("name"),
-		Workspace: c.String("workspace"),
-		ExtraRO:   c.StringSlice("ro"),
-		ExtraRW:   c.StringSlice("rw"),
-		Command:   c.Args().Slice(),
-		Env:       callerEnv(os.Environ()),
+		Name:        c.String("name"),
+		Workspace:   c.String("workspace"),
+		ExtraRO:     c.StringSlice("ro"),
+		ExtraRW:     c.StringSlice("rw"),
+		Command:     c.Args().Slice(),
+		Env:         callerEnv(os.Environ()),
+		Profile:     c.String("profile"),
+		Credentials: c.StringSlice("credential"),
+		EnvFiles:    c.StringSlice("env-file"),
 	}
 	if c.IsSet("name") && req.Name == "" {
 		return req, units.BadInput("bad-name", "--name is empty: give a name or leave the flag out")
@@ -104,12 +110,12 @@ func startCommand(out *output) *cli.Command {
 				return err
 			}
 			ctx := context.Background()
-			m, spec, err := manager.Launch(ctx, req)
+			m, spec, secrets, err := manager.Launch(ctx, req)
 			if err != nil {
 				return err
 			}
 			defer m.Close()
-			s, err := m.Start(ctx, spec)
+			s, err := m.Start(ctx, spec, secrets)
 			if err != nil {
 				return err
 			}
@@ -139,7 +145,7 @@ func runCommand(out *output) *cli.Command {
 				return err
 			}
 			ctx := traced(context.Background())
-			m, spec, err := manager.Launch(ctx, req)
+			m, spec, secrets, err := manager.Launch(ctx, req)
 			if err != nil {
 				return err
 			}
@@ -147,7 +153,7 @@ func runCommand(out *output) *cli.Command {
 			sigs := make(chan os.Signal, 1)
 			signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
 			defer signal.Stop(sigs)
-			s, err := m.Run(ctx, spec, [3]int{0, 1, 2}, sigs)
+			s, err := m.Run(ctx, spec, secrets, [3]int{0, 1, 2}, sigs)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+func credentialDir() string {
+	return filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "credentials")
+}
+
+// TestCredentialRoundTrip: values reach the command byte for byte through
+// systemd's EnvironmentFile parser (the session prints what it got).
+func TestCredentialRoundTrip(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	ws := workspace(t)
+	for _, v := range []string{
+		`plain`, `a "double" and 'single'`, `back\slash \\ \"`, `$HOME ${USER} $(id) ` + "`id`", `# not a comment`,
+		`   runs   of   spaces   `, `é ü 日本 🔑`, `a=b=c;|&<>`, `ends with \`, ``,
+	} {
+		r := mosaicWith(t, []string{"TEST_SECRET=" + v}, "", "run", "--workspace", ws, "--credential", "TEST_SECRET", "--", "printenv", "TEST_SECRET")
+		if r.code != 0 || r.stdout != v+"\n" {
+			t.Errorf("value %q arrived as %q (exit %d, %s)", v, strings.TrimSuffix(r.stdout, "\n"), r.code, r.stderr)
+		}
+	}
+}
+
+// TestSessionEnvironmentIsExact: the command gets the allowlist, its
+// credentials and its profile's variables, and nothing else of the caller's
+// or the user manager's environment.
+func TestSessionEnvironmentIsExact(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	r := mosaicWith(t, []string{"ANTHROPIC_API_KEY=k1", "ANTHROPIC_MODEL=m1", "OPENAI_API_KEY=not-for-claude", "GITHUB_TOKEN=no",
+		"SSH_AUTH_SOCK=/tmp/agent", "TERM=xterm-test", "LANG=C.UTF-8"}, "",
+		"run", "--workspace", workspace(t), "--profile", "claude-code", "--", "sh", "-c", "env | cut -d= -f1 | sort | tr '\\n' ' '; echo; echo $ANTHROPIC_API_KEY $ANTHROPIC_MODEL $TERM")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(r.stdout, "\n")
+	got := strings.Fields(lines[0])
+	want := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "HOME", "LANG", "LOGNAME", "MOSAIC_SESSION", "PATH", "PWD", "TERM", "TMPDIR", "USER"}
+	sort.Strings(want)
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("session environment %v, want exactly %v", got, want)
+	}
+	if lines[1] != "k1 m1 xterm-test" {
+		t.Errorf("values %q", lines[1])
+	}
+}
+
+// TestNoSecretLeaks: while a session with a credential runs, the secret is in
+// no unit property, no process's command line, no journal line and none of
+// mosaic's output; its environment file is gone once the session started.
+func TestNoSecretLeaks(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	secret := "leak-canary-" + randomHex() + "-" + randomHex()
+	name := sessionName(t)
+	ws := workspace(t)
+	envFile := filepath.Join(ws, "creds.env")
+	os.WriteFile(envFile, []byte("FILE_SECRET="+secret+"-file\n"), 0o600)
+	env := []string{"OPENAI_API_KEY=" + secret}
+	start := mosaicWith(t, env, "", "start", "--json", "--name", name, "--workspace", ws, "--profile", "codex", "--env-file", envFile,
+		"--", "sh", "-c", `test -n "$OPENAI_API_KEY" && test -n "$FILE_SECRET" && echo has-credentials; sleep 300`)
+	if start.code != 0 {
+		t.Fatalf("start: exit %d %s %s", start.code, start.stdout, start.stderr)
+	}
+	unit := "mosaic-" + name + ".service"
+	eventually(t, 5*time.Second, "the session to see its credentials", func() bool {
+		out, _ := exec.Command("journalctl", "--user", "-u", unit, "-o", "cat", "--no-pager").Output()
+		return strings.Contains(string(out), "has-credentials")
+	})
+	var outputs []string
+	outputs = append(outputs, start.stdout, start.stderr)
+	for _, args := range [][]string{{"status", name}, {"status", "--json", name}, {"list", "--json"}} {
+		r := mosaicWith(t, env, "", args...)
+		outputs = append(outputs, r.stdout, r.stderr)
+	}
+	show, _ := exec.Command("systemctl", "--user", "show", "--all", unit).Output()
+	status, _ := exec.Command("systemctl", "--user", "status", "--no-pager", "--full", unit).Output()
+	journal, _ := exec.Command("journalctl", "--user", "-u", unit, "-o", "verbose", "--no-pager").Output()
+	outputs = append(outputs, string(show), string(status), string(journal))
+	if !strings.Contains(string(show), "EnvironmentFiles=") || !strings.Contains(string(show), "ExecStart=") {
+		t.Fatalf("systemctl show lacks the properties it must show:\n%.500s", show)
+	}
+	for i, o := range outputs {
+		if strings.Contains(o, secret) {
+			t.Errorf("output %d contains the secret:\n%s", i, o)
+		}
+	}
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	checked := 0
+	for _, c := range cmdlines {
+		b, err := os.ReadFile(c)
+		if err != nil {
+			continue
+		}
+		checked++
+		if strings.Contains(string(b), secret) {
+			t.Errorf("%s holds the secret: %q", c, b)
+		}
+	}
+	if checked < 5 {
+		t.Errorf("read only %d command lines", checked)
+	}
+	entries, _ := os.ReadDir(credentialDir())
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), name) {
+			t.Errorf("the credential file %s outlived the start", e.Name())
+		}
+	}
+	if fi, err := os.Stat(credentialDir()); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("credential directory: %v, %v; want mode 0700", fi, err)
+	}
+	mustMosaic(t, "stop", name)
+	journal, _ = exec.Command("journalctl", "--user", "-u", unit, "-o", "verbose", "--no-pager").Output()
+	if strings.Contains(string(journal), secret) {
+		t.Error("the journal holds the secret after stop")
+	}
+}
+
+// TestCredentialFileCleanedUpBySystemd: when no mosaic is left to delete a
+// session's credential file, the unit's own ExecStopPost does, outside the
+// sandbox, at the latest when the session ends.
+func TestCredentialFileCleanedUpBySystemd(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	r := mosaicWith(t, []string{"TOK=v"}, "", "start", "--name", name, "--workspace", workspace(t), "--credential", "TOK", "--", "sleep", "300")
+	if r.code != 0 {
+		t.Fatalf("start: %s", r.stderr)
+	}
+	// As if mosaic had died between the start and READY: the file is there.
+	leftover := filepath.Join(credentialDir(), name, "env")
+	os.MkdirAll(filepath.Dir(leftover), 0o700)
+	if err := os.WriteFile(leftover, []byte("TOK=\"v\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("systemctl", "--user", "stop", "mosaic-"+name+".service").CombinedOutput(); err != nil {
+		t.Fatalf("systemctl stop: %v %s", err, out)
+	}
+	if _, err := os.Stat(leftover); err == nil {
+		t.Error("the credential file outlived the session")
+	}
+}
+
+// TestCredentialRefusals: each refusal has its exit code and code, and
+// leaves no unit, no state and no credential file behind.
+func TestCredentialRefusals(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	insecure := filepath.Join(ws, "loose.env")
+	os.WriteFile(insecure, []byte("K=v\n"), 0o600)
+	os.Chmod(insecure, 0o644)
+	for _, tc := range []struct {
+		label string
+		env   []string
+		args  []string
+		exit  int
+		code  string
+	}{
+		{"newline in a value", []string{"TOK=a\nb"}, []string{"--credential", "TOK"}, 2, "credential-invalid"},
+		{"bad name", nil, []string{"--credential", "NOT-A-NAME"}, 2, "credential-invalid"},
+		{"unset", nil, []string{"--credential", "UNSET_TOKEN_XYZ"}, 3, "no-session-credential"},
+		{"file others can read", nil, []string{"--env-file", insecure}, 3, "credential-file-insecure"},
+		{"claude without a credential", []string{"CLAUDE_CODE_OAUTH_TOKEN=", "ANTHROPIC_API_KEY=", "ANTHROPIC_AUTH_TOKEN="}, []string{"--profile", "claude-code"}, 3, "no-session-credential"},
+		{"unknown profile", nil, []string{"--profile", "no-such-profile"}, 2, "unknown-profile"},
+		{"agent state bind", nil, []string{"--ro", filepath.Join(homeDir(), ".claude")}, 2, "bad-bind"},
+	} {
+		t.Run(tc.label, func(t *testing.T) {
+			os.MkdirAll(filepath.Join(homeDir(), ".claude"), 0o700)
+			name := sessionName(t)
+			args := append([]string{"start", "--json", "--name", name, "--workspace", ws}, tc.args...)
+			r := mosaicWith(t, tc.env, "", append(args, "--", "true")...)
+			if r.code != tc.exit {
+				t.Fatalf("exit %d, want %d: %s %s", r.code, tc.exit, r.stdout, r.stderr)
+			}
+			if code, _ := jsonError(t, r); code != tc.code {
+				t.Errorf("code %q, want %q", code, tc.code)
+			}
+			if u := mosaicUnits(t); strings.Contains(u, name) {
+				t.Errorf("a unit was left: %s", u)
+			}
+			if _, err := os.Stat(filepath.Join(stateRoot(), "sessions", name)); err == nil {
+				t.Error("a state directory was left")
+			}
+			if _, err := os.Stat(filepath.Join(credentialDir(), name)); err == nil {
+				t.Error("a credential file was left")
+			}
+		})
+	}
+}
+
+// TestUserProfileAndPerUserBinary: a profile of the user's names the agent's
+// binary, installed per user outside /usr; the session runs it (its real file
+// bound read-only) with the profile's credential and variable.
+func TestUserProfileAndPerUserBinary(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	id := randomHex()
+	binDir := workspace(t)
+	agent := "myagent-" + id
+	os.WriteFile(filepath.Join(binDir, agent+"-1.0"), []byte("#!/bin/sh\necho \"agent:$MY_KEY:$MY_MODEL:$0\"\n"), 0o700)
+	os.Symlink(agent+"-1.0", filepath.Join(binDir, agent)) // as installers do
+	profiles := filepath.Join(homeDir(), ".config", "mosaic", "profiles")
+	os.MkdirAll(profiles, 0o700)
+	conf := filepath.Join(profiles, agent+".conf")
+	os.WriteFile(conf, []byte("[Profile]\nDescription=test agent\nBinary="+agent+"\nCredentialSet=MY_KEY\nPassEnvironment=MY_MODEL\n"), 0o600)
+	t.Cleanup(func() { os.Remove(conf) })
+
+	list := decode[[]struct{ Name, Binary, Source string }](t, mustMosaic(t, "profiles", "--json").stdout)
+	found := false
+	for _, p := range list {
+		found = found || (p.Name == agent && p.Binary == agent && p.Source == conf)
+	}
+	if !found {
+		t.Fatalf("mosaic profiles does not list %s: %+v", agent, list)
+	}
+	env := []string{"PATH=" + binDir + ":" + os.Getenv("PATH"), "MY_KEY=k-" + id, "MY_MODEL=m1"}
+	r := mosaicWith(t, env, "", "run", "--json", "--workspace", workspace(t), "--profile", agent)
+	real := filepath.Join(binDir, agent+"-1.0")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "agent:k-"+id+":m1:"+real+"\n") {
+		t.Errorf("per-user agent: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// The profile is also picked from the command's name.
+	r = mosaicWith(t, env[:1], "", "run", "--workspace", workspace(t), "--", agent)
+	if r.code != 3 || !strings.Contains(r.stderr, "MY_KEY") {
+		t.Errorf("without MY_KEY: exit %d, %q; want the profile's refusal naming MY_KEY", r.code, r.stderr)
+	}
+}

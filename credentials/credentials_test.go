@@ -1,0 +1,313 @@
+package credentials
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// decodeDoubleQuoted parses one NAME="VALUE" line the way systemd's
+// environment-file parser (src/basic/env-file.c) does inside double quotes:
+// a backslash before one of \ " ` $ yields that character, before a newline
+// continues the line, and before anything else is kept with the character.
+func decodeDoubleQuoted(line string) (name, value string, err error) {
+	name, rest, ok := strings.Cut(line, "=")
+	if !ok || !strings.HasPrefix(rest, `"`) {
+		return "", "", fmt.Errorf("not NAME=\"...\": %q", line)
+	}
+	var b strings.Builder
+	esc := false
+	for i, r := range rest[1:] {
+		switch {
+		case esc:
+			esc = false
+			if !strings.ContainsRune("\\\"`$", r) {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(r)
+		case r == '\\':
+			esc = true
+		case r == '"':
+			if i != len(rest)-2 {
+				return "", "", fmt.Errorf("text after the closing quote in %q", line)
+			}
+			return name, b.String(), nil
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return "", "", fmt.Errorf("no closing quote in %q", line)
+}
+
+func roundTrip(t *testing.T, value string) {
+	t.Helper()
+	out := string(Encode([]Var{{"K", value}}))
+	if !strings.HasSuffix(out, "\n") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("Encode(%q) = %q: want one line", value, out)
+	}
+	name, got, err := decodeDoubleQuoted(strings.TrimSuffix(out, "\n"))
+	if err != nil || name != "K" || got != value {
+		t.Fatalf("round trip of %q: got %q, %v (encoded %q)", value, got, err, out)
+	}
+}
+
+var tricky = []string{
+	``, `plain`, `a b`, `  lead and trail  `, `runs    of   spaces`, `"double"`, `'single'`, `back\slash`, `\\`, `\"`,
+	`$HOME`, `${HOME}`, "`cmd`", `#not a comment`, `a=b=c`, `é ü 日本 🔑`, `;|&<>(){}*?!~`, `\n literal`, `ends with \`,
+}
+
+func TestEncodeRoundTrip(t *testing.T) {
+	for _, v := range tricky {
+		if err := ValidateValue("K", v, "test"); err != nil {
+			t.Errorf("ValidateValue(%q) = %v", v, err)
+		}
+		roundTrip(t, v)
+	}
+}
+
+func FuzzEncode(f *testing.F) {
+	for _, v := range tricky {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if ValidateValue("K", v, "fuzz") != nil {
+			return
+		}
+		roundTrip(t, v)
+	})
+}
+
+func TestValidateValueRefuses(t *testing.T) {
+	for _, v := range []string{"a\nb", "a\x00b", "tab\there", "\x1b[31m", "del\x7f", string([]byte{0xff, 0xfe}), strings.Repeat("x", maxValue+1)} {
+		err := ValidateValue("K", v, "test")
+		var e *Error
+		if !errors.As(err, &e) || e.Code != "credential-invalid" || !e.BadInput {
+			t.Errorf("ValidateValue(%q) = %v, want credential-invalid", v, err)
+		}
+		if err != nil && utf8.ValidString(v) && len(v) > 3 && strings.Contains(err.Error(), v) {
+			t.Errorf("the message shows the value: %v", err)
+		}
+	}
+}
+
+func TestValidateName(t *testing.T) {
+	for name, ok := range map[string]bool{"A": true, "_x1": true, "ANTHROPIC_API_KEY": true, "1A": false, "A-B": false, "": false,
+		"A B": false, "HOME": false, "PATH": false, "MOSAIC_X": false, "TMPDIR": false} {
+		if err := ValidateName(name); (err == nil) != ok {
+			t.Errorf("ValidateName(%q) = %v, want ok=%v", name, err, ok)
+		}
+	}
+}
+
+func TestVarNeverPrintsItsValue(t *testing.T) {
+	v := Var{"K", "s3cret"}
+	for _, s := range []string{fmt.Sprint(v), fmt.Sprintf("%v %+v %#v %s", v, v, v, v), fmt.Sprint([]Var{v})} {
+		if strings.Contains(s, "s3cret") {
+			t.Errorf("printed %q", s)
+		}
+	}
+}
+
+func writeFile(t *testing.T, name, content string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestReadEnvFile(t *testing.T) {
+	p := writeFile(t, "a.env", "# comment\n\nA=1\nexport B=two words\nC=\"quoted # x\"\nD='single'\nE=\n", 0o600)
+	vars, err := ReadEnvFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, len(vars))
+	for i, v := range vars {
+		got[i] = v.Name + "=" + v.Value
+	}
+	want := []string{"A=1", "B=two words", "C=quoted # x", "D=single", "E="}
+	if !slices.Equal(got, want) {
+		t.Errorf("ReadEnvFile = %q, want %q", got, want)
+	}
+	if _, err := ReadEnvFile(writeFile(t, "ro.env", "A=1\n", 0o400)); err != nil {
+		t.Errorf("mode 0400 refused: %v", err)
+	}
+	for mode, code := range map[os.FileMode]string{0o644: "credential-file-insecure", 0o640: "credential-file-insecure", 0o604: "credential-file-insecure"} {
+		_, err := ReadEnvFile(writeFile(t, "x.env", "A=1\n", mode))
+		var e *Error
+		if !errors.As(err, &e) || e.Code != code || e.BadInput {
+			t.Errorf("mode %o: %v, want refusal %s", mode, err, code)
+		}
+	}
+	for _, bad := range []string{"no equals\n", "1A=x\n", "HOME=x\n", "A=x\ty\n"} {
+		_, err := ReadEnvFile(writeFile(t, "bad.env", bad, 0o600))
+		var e *Error
+		if !errors.As(err, &e) || e.Code != "credential-invalid" {
+			t.Errorf("%q: %v, want credential-invalid", bad, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "x\ty") {
+			t.Errorf("the message shows the value: %v", err)
+		}
+	}
+	if _, err := ReadEnvFile(filepath.Join(t.TempDir(), "none")); err == nil {
+		t.Error("a missing file was read")
+	}
+}
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestResolve(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, "s.env", "ANTHROPIC_API_KEY=from-file\nEXTRA=e\n", 0o600)
+	for _, tc := range []struct {
+		label string
+		req   Request
+		env   map[string]string
+		names []string
+		code  string
+	}{
+		{"claude from env, first set wins", Request{Profile: "claude-code"},
+			map[string]string{"CLAUDE_CODE_OAUTH_TOKEN": "t", "ANTHROPIC_API_KEY": "k"}, []string{"CLAUDE_CODE_OAUTH_TOKEN"}, ""},
+		{"claude picked from the command", Request{Command: []string{"/usr/local/bin/claude"}},
+			map[string]string{"ANTHROPIC_API_KEY": "k"}, []string{"ANTHROPIC_API_KEY"}, ""},
+		{"all of a set", Request{Profile: "claude-code"},
+			map[string]string{"ANTHROPIC_AUTH_TOKEN": "t", "ANTHROPIC_BASE_URL": "u"}, []string{"ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"}, ""},
+		{"half a set is none", Request{Profile: "claude-code"},
+			map[string]string{"ANTHROPIC_AUTH_TOKEN": "t"}, nil, "no-session-credential"},
+		{"env file before environment", Request{Profile: "claude-code", EnvFiles: []string{file}},
+			map[string]string{"ANTHROPIC_API_KEY": "from-env"}, []string{"ANTHROPIC_API_KEY", "EXTRA"}, ""},
+		{"codex", Request{Profile: "codex"}, map[string]string{"CODEX_API_KEY": "c"}, []string{"CODEX_API_KEY"}, ""},
+		{"generic needs nothing", Request{Command: []string{"sh"}}, map[string]string{"ANTHROPIC_API_KEY": "k"}, nil, ""},
+		{"--credential", Request{Credentials: []string{"TOK"}, Command: []string{"sh"}}, map[string]string{"TOK": "v"}, []string{"TOK"}, ""},
+		{"--credential unset", Request{Credentials: []string{"TOK"}, Command: []string{"sh"}}, nil, nil, "no-session-credential"},
+		{"--credential with newline", Request{Credentials: []string{"TOK"}, Command: []string{"sh"}}, map[string]string{"TOK": "a\nb"}, nil, "credential-invalid"},
+		{"--credential bad name", Request{Credentials: []string{"A-B"}, Command: []string{"sh"}}, nil, nil, "credential-invalid"},
+		{"unknown profile", Request{Profile: "nope"}, nil, nil, "unknown-profile"},
+	} {
+		t.Run(tc.label, func(t *testing.T) {
+			tc.req.ProfileDir = dir
+			tc.req.LookupEnv = env(tc.env)
+			g, err := Resolve(tc.req)
+			if tc.code != "" {
+				var e *Error
+				if !errors.As(err, &e) || e.Code != tc.code {
+					t.Fatalf("Resolve = %v, want %s", err, tc.code)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(g.Names(), tc.names) {
+				t.Errorf("names %v, want %v", g.Names(), tc.names)
+			}
+		})
+	}
+	g, _ := Resolve(Request{Profile: "claude-code", EnvFiles: []string{file}, ProfileDir: dir, LookupEnv: env(map[string]string{"ANTHROPIC_API_KEY": "from-env", "ANTHROPIC_MODEL": "m"})})
+	if g.Secrets[0].Value != "from-file" || !slices.Equal(g.PassEnv, []string{"ANTHROPIC_MODEL=m"}) {
+		t.Errorf("grant %v pass %v: want the file's value and the model passed", g.Secrets, g.PassEnv)
+	}
+	_, err := Resolve(Request{Profile: "claude-code", EnvFiles: []string{file + ".none"}, ProfileDir: dir, LookupEnv: env(nil)})
+	if err == nil {
+		t.Error("a missing --env-file was accepted")
+	}
+	_, err = Resolve(Request{Profile: "claude-code", ProfileDir: dir, LookupEnv: env(nil)})
+	for _, want := range []string{"CLAUDE_CODE_OAUTH_TOKEN | ANTHROPIC_API_KEY | ANTHROPIC_AUTH_TOKEN+ANTHROPIC_BASE_URL", "your environment", "--profile generic"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %v lacks %q", err, want)
+		}
+	}
+}
+
+func TestUserProfiles(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "myagent.conf"), []byte("[Profile]\nDescription=Mine\nBinary=myagent\nCredentialSet=MY_KEY\nCredentialSet=MY_TOKEN MY_URL\nPassEnvironment=MY_MODEL\nReadOnlyPaths=/opt/myagent\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "codex.conf"), []byte("[Profile]\nBinary=codex\nCredentialSet=ONLY_THIS\n"), 0o600)
+	all, err := Profiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]Profile{}
+	for _, p := range all {
+		byName[p.Name] = p
+	}
+	mine := byName["myagent"]
+	if mine.Binary != "myagent" || len(mine.CredentialSets) != 2 || mine.CredentialSets[1][1] != "MY_URL" || mine.ReadOnly[0] != "/opt/myagent" || mine.PassEnv[0] != "MY_MODEL" {
+		t.Errorf("myagent = %+v", mine)
+	}
+	if c := byName["codex"]; c.CredentialSets[0][0] != "ONLY_THIS" || !strings.HasSuffix(c.Source, "codex.conf") {
+		t.Errorf("user codex did not replace the built-in: %+v", c)
+	}
+	if _, ok := byName["claude-code"]; !ok {
+		t.Error("built-ins missing beside user profiles")
+	}
+	g, err := Resolve(Request{Command: []string{"myagent"}, ProfileDir: dir, LookupEnv: env(map[string]string{"MY_KEY": "k"})})
+	if err != nil || g.Profile.Name != "myagent" {
+		t.Errorf("profile from the command: %v %v", g.Profile.Name, err)
+	}
+	for name, content := range map[string]string{
+		"bad1.conf": "[Profile]\nCredentialSet=not-a-name\n",
+		"bad2.conf": "[Other]\nBinary=x\n",
+		"bad3.conf": "[Profile]\nUnknown=x\n",
+		"bad4.conf": "[Profile]\nReadOnlyPaths=relative\n",
+		"Bad5.conf": "[Profile]\n",
+	} {
+		d := t.TempDir()
+		os.WriteFile(filepath.Join(d, name), []byte(content), 0o600)
+		_, err := Profiles(d)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != "bad-profile" || !strings.Contains(e.Message, name) {
+			t.Errorf("%s: %v, want bad-profile naming the file", name, err)
+		}
+	}
+}
+
+func TestSessionFile(t *testing.T) {
+	rt := t.TempDir()
+	p := SessionFile(rt, "s1")
+	if err := WriteSessionFile(p, []Var{{"A", "x y"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Dir(p), filepath.Dir(filepath.Dir(p)), filepath.Dir(filepath.Dir(filepath.Dir(p)))} {
+		if fi, _ := os.Stat(d); fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s mode %v, want 0700", d, fi.Mode().Perm())
+		}
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+		t.Errorf("file mode %v, want 0600", fi.Mode().Perm())
+	}
+	if b, _ := os.ReadFile(p); string(b) != "A=\"x y\"\n" {
+		t.Errorf("content %q", b)
+	}
+	os.Chmod(filepath.Dir(p), 0o755)
+	if err := WriteSessionFile(p, nil); err == nil {
+		t.Error("wrote into a directory others can enter")
+	}
+	if err := RemoveSessionFile(p); err != nil {
+		t.Errorf("RemoveSessionFile: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(p)); err == nil {
+		t.Error("file or its directory still there")
+	}
+	if err := RemoveSessionFile(p); err != nil {
+		t.Errorf("removing it twice: %v", err)
+	}
+	for _, bad := range []string{"/etc/passwd", filepath.Join(rt, "env"), filepath.Join(rt, "mosaic", "credentials", "s", "..", "env"),
+		"relative/mosaic/credentials/s/env", filepath.Join(rt, "mosaic", "credentials", "s", "other")} {
+		if err := RemoveSessionFile(bad); err == nil {
+			t.Errorf("RemoveSessionFile(%q) accepted", bad)
+		}
+	}
+}

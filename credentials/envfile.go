@@ -1,0 +1,159 @@
+package credentials
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+)
+
+// Var is one credential: a variable name and its secret value. Its String
+// never shows the value, so that a stray %v cannot print a secret.
+type Var struct {
+	Name  string
+	Value string
+}
+
+func (v Var) String() string { return v.Name + "=<redacted>" }
+
+// GoString keeps %#v from printing the value too.
+func (v Var) GoString() string { return v.String() }
+
+// Error is a credential problem with a stable code; BadInput tells a mistake
+// in the caller's input (exit 2) from a refusal (exit 3). Messages name
+// variables and files, never values.
+type Error struct {
+	Code     string
+	Message  string
+	BadInput bool
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func badInput(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), BadInput: true}
+}
+
+func refused(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// reserved are the variables mosaic's init sets or systemd uses itself; a
+// credential of that name would be overwritten or would break the session.
+var reserved = map[string]bool{"HOME": true, "TMPDIR": true, "PATH": true, "USER": true, "LOGNAME": true, "NOTIFY_SOCKET": true}
+
+// maxValue bounds one value; systemd reads an environment file line by line
+// and refuses lines over 1 MiB, and no credential is anywhere near this.
+const maxValue = 64 << 10
+
+// ValidateName checks a credential's name.
+func ValidateName(name string) error {
+	if !namePattern.MatchString(name) {
+		return badInput("credential-invalid", "credential name %q is invalid: use letters, digits and _, not starting with a digit", name)
+	}
+	if reserved[name] || strings.HasPrefix(name, "MOSAIC_") {
+		return badInput("credential-invalid", "credential name %s is set by mosaic itself: pass the secret under another name", name)
+	}
+	return nil
+}
+
+// ValidateValue checks that systemd's EnvironmentFile parser can carry value
+// byte for byte: it drops assignments that are not UTF-8 or hold a control
+// character (a newline, a NUL, a tab, an escape), silently. where says where
+// the value came from, for the message; the value itself is never shown.
+func ValidateValue(name, value, where string) error {
+	switch {
+	case !utf8.ValidString(value):
+		return badInput("credential-invalid", "credential %s (%s) is not valid UTF-8, which systemd cannot pass to a session", name, where)
+	case len(value) > maxValue:
+		return badInput("credential-invalid", "credential %s (%s) is longer than %d bytes", name, where, maxValue)
+	}
+	for _, r := range value {
+		if r < 0x20 || r == 0x7f {
+			return badInput("credential-invalid", "credential %s (%s) contains a control character (newline, NUL, tab, ...), which an environment file cannot represent", name, where)
+		}
+	}
+	return nil
+}
+
+// Encode writes vars in systemd's EnvironmentFile syntax. Every value is
+// double-quoted, and the four characters systemd unescapes inside double
+// quotes (\ " ` $) are escaped, so that quotes, backslashes, '#', runs of
+// spaces and non-ASCII arrive unchanged. The vars must have been validated.
+func Encode(vars []Var) []byte {
+	var b bytes.Buffer
+	for _, v := range vars {
+		b.WriteString(v.Name)
+		b.WriteString(`="`)
+		for _, r := range v.Value {
+			if strings.ContainsRune("\\\"`$", r) {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(r)
+		}
+		b.WriteString("\"\n")
+	}
+	return b.Bytes()
+}
+
+// ReadEnvFile reads KEY=VALUE lines from a file the user keeps credentials
+// in. The file must belong to the user and be readable by nobody else (mode
+// 0600 or 0400): a secret in a file others can read is already leaked. Blank
+// lines and lines starting with # are skipped; "export " before a name and
+// one pair of quotes around a value are accepted, as in .env files.
+func ReadEnvFile(path string) ([]Var, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, badInput("credential-file-missing", "--env-file %s: %v", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, badInput("credential-file-missing", "--env-file %s: %v", path, err)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if !fi.Mode().IsRegular() {
+		return nil, refused("credential-file-insecure", "--env-file %s is not a regular file", path)
+	}
+	if st == nil || int(st.Uid) != os.Getuid() {
+		return nil, refused("credential-file-insecure", "--env-file %s does not belong to you: keep credentials in a file you own, mode 0600", path)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o600 && perm != 0o400 {
+		return nil, refused("credential-file-insecure", "--env-file %s has mode %04o, so others may read it: run chmod 600 %s", path, perm, path)
+	}
+	var vars []Var
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		line = strings.TrimPrefix(line, "export ")
+		name, value, ok := strings.Cut(line, "=")
+		name = strings.TrimSpace(name)
+		if !ok {
+			return nil, badInput("credential-invalid", "--env-file %s line %d is not NAME=VALUE", path, n)
+		}
+		if err := ValidateName(name); err != nil {
+			return nil, badInput("credential-invalid", "--env-file %s line %d: %v", path, n, err)
+		}
+		if len(value) >= 2 && (value[0] == '"' || value[0] == '\'') && value[len(value)-1] == value[0] {
+			value = value[1 : len(value)-1]
+		}
+		if err := ValidateValue(name, value, fmt.Sprintf("%s line %d", path, n)); err != nil {
+			return nil, err
+		}
+		vars = append(vars, Var{name, value})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, badInput("credential-invalid", "--env-file %s: %v", path, err)
+	}
+	return vars, nil
+}

@@ -1,0 +1,166 @@
+package credentials
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Request is what the caller asked for: a profile (empty: picked from the
+// command), variables named with --credential, and --env-file files.
+type Request struct {
+	Profile     string
+	Credentials []string
+	EnvFiles    []string
+	ProfileDir  string   // ~/.config/mosaic/profiles
+	Command     []string // to pick the profile when none is named
+	// LookupEnv reads the launching environment; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+}
+
+// Grant is what a session gets: the credentials (secret, for its
+// environment file only) and the profile's non-secret variables.
+type Grant struct {
+	Profile Profile
+	Secrets []Var    // every credential, in a stable order
+	PassEnv []string // NAME=VALUE of the profile's non-secret variables that are set
+	Set     []string // the credential set that was used, if the profile has any
+}
+
+// Names are the credentials' names, which may appear anywhere (unlike values).
+func (g Grant) Names() []string {
+	n := make([]string, len(g.Secrets))
+	for i, v := range g.Secrets {
+		n[i] = v.Name
+	}
+	return n
+}
+
+// Resolve finds the session's credentials: every variable of every
+// --env-file, every --credential VAR from the launching environment, and
+// the first complete credential set of the profile, looked up in the
+// --env-files first, then in the launching environment. Nothing is read but
+// what is named.
+func Resolve(req Request) (Grant, error) {
+	lookup := req.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	var p Profile
+	var err error
+	if req.Profile != "" {
+		p, err = FindProfile(req.ProfileDir, req.Profile)
+	} else {
+		p, err = ProfileFor(req.ProfileDir, req.Command)
+	}
+	if err != nil {
+		return Grant{}, err
+	}
+	g := Grant{Profile: p}
+	have := map[string]int{} // name -> index in g.Secrets
+	add := func(v Var) {
+		if i, ok := have[v.Name]; ok {
+			g.Secrets[i] = v
+			return
+		}
+		have[v.Name] = len(g.Secrets)
+		g.Secrets = append(g.Secrets, v)
+	}
+	fromFiles := map[string]string{}
+	for _, f := range req.EnvFiles {
+		vars, err := ReadEnvFile(f)
+		if err != nil {
+			return Grant{}, err
+		}
+		for _, v := range vars {
+			fromFiles[v.Name] = v.Value
+			add(v)
+		}
+	}
+	for _, name := range req.Credentials {
+		if err := ValidateName(name); err != nil {
+			return Grant{}, err
+		}
+		value, ok := lookup(name)
+		if !ok {
+			return Grant{}, refused("no-session-credential", "--credential %s: %s is not set in your environment: export it, or put it in a 0600 file passed with --env-file", name, name)
+		}
+		if err := ValidateValue(name, value, "from your environment"); err != nil {
+			return Grant{}, err
+		}
+		add(Var{name, value})
+	}
+	if len(p.CredentialSets) > 0 {
+		set, vars, err := firstCompleteSet(p, fromFiles, lookup)
+		if err != nil {
+			return Grant{}, err
+		}
+		if set == nil {
+			return Grant{}, refused("no-session-credential", "profile %s needs one of these credential sets: %s; none is complete in %s. Set one, or use --profile %s to sign in inside the session",
+				p.Name, describeSets(p.CredentialSets), where(req.EnvFiles), Generic)
+		}
+		g.Set = set
+		for _, v := range vars {
+			add(v)
+		}
+	}
+	for _, name := range p.PassEnv {
+		if _, secret := have[name]; secret {
+			continue
+		}
+		if v, ok := lookup(name); ok && ValidateValue(name, v, "") == nil {
+			g.PassEnv = append(g.PassEnv, name+"="+v)
+		}
+	}
+	return g, nil
+}
+
+func firstCompleteSet(p Profile, fromFiles map[string]string, lookup func(string) (string, bool)) ([]string, []Var, error) {
+	for _, set := range p.CredentialSets {
+		var vars []Var
+		for _, name := range set {
+			v, ok := fromFiles[name]
+			where := "from --env-file"
+			if !ok {
+				v, ok = lookup(name)
+				where = "from your environment"
+			}
+			if !ok || v == "" {
+				vars = nil
+				break
+			}
+			if err := ValidateValue(name, v, where); err != nil {
+				return nil, nil, err
+			}
+			vars = append(vars, Var{name, v})
+		}
+		if vars != nil {
+			return set, vars, nil
+		}
+	}
+	return nil, nil, nil
+}
+
+func describeSets(sets [][]string) string {
+	s := make([]string, len(sets))
+	for i, set := range sets {
+		s[i] = strings.Join(set, "+")
+	}
+	return strings.Join(s, " | ")
+}
+
+func where(files []string) string {
+	if len(files) == 0 {
+		return "your environment"
+	}
+	return "--env-file " + strings.Join(files, ", ") + " and your environment"
+}
+
+// ProfileDir is where the user's profiles live: $XDG_CONFIG_HOME/mosaic/profiles.
+func ProfileDir(home string) string {
+	cfg := os.Getenv("XDG_CONFIG_HOME")
+	if cfg == "" || !filepath.IsAbs(cfg) {
+		cfg = filepath.Join(home, ".config")
+	}
+	return filepath.Join(cfg, "mosaic", "profiles")
+}
