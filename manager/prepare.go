@@ -87,6 +87,30 @@ func Prepare(req Request, p Paths, mosaicBin, bwrapBin string) (units.Spec, []cr
 
 func prepare(req Request, p Paths, mosaicBin, bwrapBin string) (units.Spec, credentials.Grant, error) {
 	var none credentials.Grant
+	// The caller's own words first: they are wrong whatever the host holds.
+	if req.Name != "" {
+		if err := units.ValidateName(req.Name); err != nil {
+			return units.Spec{}, none, err
+		}
+	}
+	ws := req.Workspace
+	if ws == "" {
+		ws = "."
+	}
+	real, givenAs, err := checkWorkspace(ws, p)
+	if err != nil {
+		return units.Spec{}, none, err
+	}
+	rw, err := checkExtra("rw", req.ExtraRW, p)
+	if err != nil {
+		return units.Spec{}, none, err
+	}
+	for _, kv := range req.Env {
+		if strings.ContainsAny(kv, "\n\x00") || !strings.Contains(kv, "=") {
+			return units.Spec{}, none, units.BadInput("bad-env", "environment entry %q cannot be passed to a unit", kv)
+		}
+	}
+	// Then the credentials, whose profile may also name the command.
 	grant, err := credentials.Resolve(credentials.Request{
 		Profile: req.Profile, Credentials: req.Credentials, EnvFiles: req.EnvFiles,
 		ProfileDir: credentials.ProfileDir(p.Home), Command: req.Command,
@@ -100,35 +124,15 @@ func prepare(req Request, p Paths, mosaicBin, bwrapBin string) (units.Spec, cred
 	if len(req.Command) == 0 || req.Command[0] == "" {
 		return units.Spec{}, none, units.BadInput("no-command", "no command given: put it after --, e.g. mosaic start --workspace . -- claude")
 	}
-	name := req.Name
-	if name == "" {
-		name = units.GenerateName(req.Command)
-	}
-	if err := units.ValidateName(name); err != nil {
-		return units.Spec{}, none, err
-	}
-	ws := req.Workspace
-	if ws == "" {
-		ws = "."
-	}
-	real, givenAs, err := checkWorkspace(ws, p)
-	if err != nil {
-		return units.Spec{}, none, err
-	}
-	command, binary := resolveCommand(req.Command, real)
 	ro, err := checkExtra("ro", append(append([]string{}, req.ExtraRO...), grant.Profile.ReadOnly...), p)
 	if err != nil {
 		return units.Spec{}, none, err
 	}
-	rw, err := checkExtra("rw", req.ExtraRW, p)
-	if err != nil {
-		return units.Spec{}, none, err
+	name := req.Name
+	if name == "" {
+		name = units.GenerateName(req.Command)
 	}
-	for _, kv := range req.Env {
-		if strings.ContainsAny(kv, "\n\x00") || !strings.Contains(kv, "=") {
-			return units.Spec{}, none, units.BadInput("bad-env", "environment entry %q cannot be passed to a unit", kv)
-		}
-	}
+	command, binary := resolveCommand(req.Command, real)
 	var pass []string
 	for _, kv := range grant.PassEnv {
 		n, _, _ := strings.Cut(kv, "=")
@@ -184,7 +188,10 @@ func resolveCommand(command []string, workspace string) (resolved []string, bina
 	if err != nil {
 		return command, ""
 	}
-	for _, d := range append(systemDirs, workspace) {
+	if sandbox.Within(real, workspace) {
+		return command, ""
+	}
+	for _, d := range systemDirs {
 		if sandbox.Within(real, d) {
 			return command, ""
 		}
