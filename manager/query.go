@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"mosaic/sandbox"
 	"mosaic/units"
 )
@@ -25,7 +23,8 @@ type Session struct {
 	MainPID     uint32     `json:"main_pid,omitempty"`
 	ExitStatus  *int       `json:"exit_status,omitempty"`
 	Signal      string     `json:"signal,omitempty"`
-	Since       *time.Time `json:"since,omitempty"`
+	Since       *time.Time `json:"since,omitempty"` // when the command started
+	Ended       *time.Time `json:"ended,omitempty"`
 	MemoryBytes *uint64    `json:"memory_bytes,omitempty"`
 	Tasks       *uint64    `json:"tasks,omitempty"`
 	CPUNSec     *uint64    `json:"cpu_nsec,omitempty"`
@@ -44,9 +43,9 @@ func (s Session) Running() bool {
 	return s.State == "active" || s.State == "activating" || s.State == "reloading"
 }
 
-// Ended describes how the main process ended: "exit status N" or "killed by
+// How describes how the main process ended: "exit status N" or "killed by
 // SIGNAME"; "" while it runs.
-func (s Session) Ended() string {
+func (s Session) How() string {
 	switch {
 	case s.Signal != "":
 		return "killed by " + s.Signal
@@ -83,11 +82,9 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 		return Session{}, bug("GetUnitProperties "+unit, err)
 	}
 	if up["LoadState"] == "not-found" {
-		// systemd collects a unit that ended cleanly; the session's record
-		// still says what it was.
-		if rec, ok := readRecord(mustPaths().SessionDir(name)); ok {
-			s := Session{Name: name, Unit: unit, State: "inactive", SubState: "dead"}
-			rec.describe(&s)
+		// systemd collects a unit that ended cleanly; the session's records
+		// still say what it was and how it ended.
+		if s, ok := fromRecords(name, mustPaths().SessionDir(name)); ok {
 			return s, nil
 		}
 		return Session{}, errNoSession(name)
@@ -153,16 +150,11 @@ func sessionOf(name string, up, sp map[string]any) Session {
 	}
 	code, _ := sp["ExecMainCode"].(int32)
 	status, _ := sp["ExecMainStatus"].(int32)
-	if exited, _ := sp["ExecMainExitTimestamp"].(uint64); exited > 0 || code != 0 {
-		switch code {
-		case 1: // CLD_EXITED
-			st := int(status)
-			s.ExitStatus = &st
-		case 2, 3: // CLD_KILLED, CLD_DUMPED
-			st := 128 + int(status)
-			s.ExitStatus = &st
-			s.Signal = unix.SignalName(unix.Signal(status))
-		}
+	kinds := map[int32]string{1: "exited", 2: "killed", 3: "dumped"} // CLD_* codes
+	s.ExitStatus, s.Signal = exitOf(kinds[code], int(status))
+	if ts, _ := sp["ExecMainExitTimestamp"].(uint64); ts > 0 && s.ExitStatus != nil {
+		t := time.UnixMicro(int64(ts))
+		s.Ended = &t
 	}
 	s.MemoryBytes = counter(sp["MemoryCurrent"])
 	s.Tasks = counter(sp["TasksCurrent"])

@@ -118,3 +118,23 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 func unitPath(unit string) dbus.ObjectPath {
 	return dbus.ObjectPath("/org/freedesktop/systemd1/unit/" + sd.PathBusEscape(unit))
 }
+
+// WaitEnded returns once the session is no longer running (at once when it
+// is not), or when ctx is done.
+func (m *Manager) WaitEnded(ctx context.Context, name string) error {
+	unit := units.UnitName(name)
+	w := m.watch(unit)
+	defer w.close()
+	s, err := m.Status(ctx, name)
+	if err != nil || !(s.Running() || s.State == "deactivating") {
+		return err
+	}
+	for !w.ended() {
+		select {
+		case <-w.changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

@@ -181,7 +181,7 @@ func startFailure(jobResult string, s Session) string {
 		b.WriteString(", unit result " + s.Result)
 	}
 	if s.ExitStatus != nil {
-		b.WriteString(", " + s.Ended())
+		b.WriteString(", " + s.How())
 		if *s.ExitStatus == sandbox.ExitSandboxRefused {
 			b.WriteString(" (the sandbox check refused to run the command)")
 		}

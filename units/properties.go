@@ -96,26 +96,33 @@ func Properties(s Spec, f Features) []sd.Property {
 		prop("TimeoutStartUSec", usec(startTimeout)),
 		prop("SuccessExitStatus", exitStatusSet{Status: []int32{exitSIGTERM}, Signals: []int32{}}),
 		prop("SyslogIdentifier", UnitPrefix+s.Name),
+		// journald reads LogExtraFields only for the system manager's units
+		// (systemd 252); set for when a user manager's are read too.
+		// `mosaic logs` matches the SyslogIdentifier.
 		prop("LogExtraFields", [][]byte{[]byte("MOSAIC_SESSION=" + s.Name)}),
 	}
 	if len(s.Env) > 0 {
 		props = append(props, prop("Environment", s.Env))
 	}
 	if s.CredentialFile != "" {
-		props = append(props,
-			// Missing is allowed because mosaic deletes the file as soon as
-			// the session is READY (systemd read it before the exec), and
-			// systemd loads it again for ExecStopPost; the init refuses to
-			// run the command when a promised credential did not arrive.
-			prop("EnvironmentFiles", []envFile{{s.CredentialFile, true}}),
-			// The exec shim deletes the file once systemd has read it; this
-			// is the net for a unit that died before the shim ran. (A
-			// "privileged" command would escape the namespaces, but a 252
-			// user manager cannot run one: 226/NAMESPACE.)
-			prop("ExecStopPostEx", []execEx{{Path: s.MosaicBin, Argv: []string{s.MosaicBin, "drop-credentials", s.CredentialFile},
-				Flags: []string{"ignore-failure"}}}),
-		)
+		// Missing is allowed because the exec shim deletes the file as soon
+		// as systemd has read it, and systemd loads it again for
+		// ExecStopPost; the init refuses to run the command when a promised
+		// credential did not arrive.
+		props = append(props, prop("EnvironmentFiles", []envFile{{s.CredentialFile, true}}))
 	}
+	// When the session ends, whoever is or is not watching, the unit itself
+	// records how (systemd passes SERVICE_RESULT, EXIT_CODE, EXIT_STATUS)
+	// and deletes a credential file that is still there (a unit that died
+	// before its exec shim ran). It runs inside the unit's namespaces, where
+	// the state and credential directories are bound: a "privileged"
+	// ExecStopPost would escape them, but a 252 user manager cannot run one
+	// (226/NAMESPACE).
+	post := []string{s.MosaicBin, "session-ended", "--state", s.StateDir}
+	if s.CredentialFile != "" {
+		post = append(post, "--drop", s.CredentialFile)
+	}
+	props = append(props, prop("ExecStopPostEx", []execEx{{Path: s.MosaicBin, Argv: post, Flags: []string{"ignore-failure"}}}))
 	if f.PrivatePIDs {
 		props = append(props, prop("PrivatePIDs", "yes"))
 	}

@@ -20,8 +20,8 @@ import (
 func listCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:         "list",
-		Usage:        "list the sessions systemd has",
-		Flags:        []cli.Flag{jsonFlag},
+		Usage:        "list the sessions systemd has; with --all also the ended ones kept until `mosaic rm` or `mosaic gc`",
+		Flags:        []cli.Flag{&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list ended sessions"}, jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			ctx := context.Background()
@@ -31,6 +31,9 @@ func listCommand(out *output) *cli.Command {
 			}
 			defer m.Close()
 			list, err := m.List(ctx)
+			if c.Bool("all") {
+				list, err = m.ListAll(ctx)
+			}
 			if err != nil {
 				return err
 			}
@@ -39,9 +42,13 @@ func listCommand(out *output) *cli.Command {
 			}
 			out.result(list, func(w io.Writer) {
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tSTATE\tSUB\tPID\tSINCE\tMEMORY")
+				fmt.Fprintln(tw, "NAME\tSTATE\tSUB\tPID\tSINCE\tMEMORY\tENDED")
 				for _, s := range list {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.State, s.SubState, pid(s.MainPID), since(s.Since), humanBytes(s.MemoryBytes))
+					ended := "-"
+					if !s.Running() && s.How() != "" {
+						ended = s.How()
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.State, s.SubState, pid(s.MainPID), since(s.Since), humanBytes(s.MemoryBytes), ended)
 				}
 				tw.Flush()
 			})
@@ -84,12 +91,15 @@ func printStatus(w io.Writer, s manager.Session) {
 	if s.Result != "" && s.Result != "success" {
 		fmt.Fprintf(w, ", result %s", s.Result)
 	}
-	if e := s.Ended(); e != "" && !s.Running() {
+	if e := s.How(); e != "" && !s.Running() {
 		fmt.Fprintf(w, ", %s", e)
 	}
 	fmt.Fprintln(w)
 	if s.Since != nil {
-		fmt.Fprintf(w, "since:     %s\n", since(s.Since))
+		fmt.Fprintf(w, "started:   %s\n", since(s.Since))
+	}
+	if s.Ended != nil {
+		fmt.Fprintf(w, "ended:     %s\n", since(s.Ended))
 	}
 	if len(s.Command) > 0 {
 		fmt.Fprintf(w, "command:   %s\n", strings.Join(s.Command, " "))
@@ -211,6 +221,61 @@ func profilesCommand(out *output) *cli.Command {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, bin, cred, p.Source)
 				}
 				tw.Flush()
+			})
+			return nil
+		},
+	}
+}
+
+func rmCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:         "rm",
+		Usage:        "forget an ended session: its record, its home and /tmp, and its failed unit",
+		ArgsUsage:    "NAME",
+		Flags:        []cli.Flag{jsonFlag},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			name, err := oneName(c)
+			if err != nil {
+				return err
+			}
+			ctx := context.Background()
+			m, err := manager.Connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			if err := m.Remove(ctx, name); err != nil {
+				return err
+			}
+			out.result(map[string]any{"removed": []string{name}}, func(w io.Writer) { fmt.Fprintf(w, "removed session %s\n", name) })
+			return nil
+		},
+	}
+}
+
+func gcCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:         "gc",
+		Usage:        "forget every ended session, as mosaic rm does",
+		Flags:        []cli.Flag{jsonFlag},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			ctx := context.Background()
+			m, err := manager.Connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			removed, err := m.GC(ctx)
+			if err != nil {
+				return err
+			}
+			if removed == nil {
+				removed = []string{}
+			}
+			out.result(map[string]any{"removed": removed}, func(w io.Writer) {
+				fmt.Fprintf(w, "removed %d ended sessions\n", len(removed))
 			})
 			return nil
 		},

@@ -3,8 +3,7 @@
 // sandboxing properties and by a bubblewrap layer inside them.
 //
 // The same binary is also the session's exec shim (exec-bwrap), its init
-// (init) and its credential cleanup (drop-credentials), which the user never
-// calls.
+// (init) and its ExecStopPost (session-ended), which the user never calls.
 package main
 
 import (
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/credentials"
+	"mosaic/manager"
 	"mosaic/sandbox"
 	"mosaic/units"
 )
@@ -30,12 +30,8 @@ func main() {
 		switch os.Args[1] {
 		case "init":
 			os.Exit(sandbox.Init(os.Args[2:]))
-		case "drop-credentials": // the unit's ExecStopPost
-			for _, path := range os.Args[2:] {
-				if err := credentials.RemoveSessionFile(path); err != nil {
-					fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
-				}
-			}
+		case "session-ended": // the unit's ExecStopPost
+			sessionEnded(os.Args[2:])
 			os.Exit(0)
 		case "exec-bwrap":
 			args := os.Args[2:]
@@ -55,6 +51,25 @@ func main() {
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 
+// sessionEnded records how a session ended and deletes its credential file
+// if it is still there: `session-ended --state DIR [--drop FILE]`, run by
+// systemd as the unit's ExecStopPost. It never fails the unit.
+func sessionEnded(args []string) {
+	for len(args) >= 2 {
+		var err error
+		switch args[0] {
+		case "--state":
+			err = manager.RecordEnd(args[1], os.Getenv)
+		case "--drop":
+			err = credentials.RemoveSessionFile(args[1])
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
+		}
+		args = args[2:]
+	}
+}
+
 // run runs the CLI and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	out := &output{json: wantsJSON(args[1:]), stdout: stdout, stderr: stderr}
@@ -68,7 +83,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ExitErrHandler:            func(*cli.Context, error) {},
 		OnUsageError:              usageError,
 		Commands: []*cli.Command{
-			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), profilesCommand(out),
+			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), logsCommand(out), rmCommand(out), gcCommand(out), profilesCommand(out),
 		},
 		CommandNotFound: func(c *cli.Context, name string) {
 			out.code = out.fail(units.BadInput("usage", "unknown command %q: see `mosaic --help`", name))

@@ -200,7 +200,7 @@ func stopCommand(out *output) *cli.Command {
 				return err
 			}
 			out.result(s, func(w io.Writer) {
-				how := s.Ended()
+				how := s.How()
 				if how == "" {
 					how = s.State
 				}

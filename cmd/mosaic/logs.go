@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"mosaic/manager"
+	"mosaic/units"
+)
+
+// logFormats are the journalctl output modes logs passes on.
+var logFormats = map[string]bool{"cat": true, "short": true, "short-iso": true, "short-precise": true, "json": true, "json-pretty": true, "verbose": true}
+
+// followPoll is how often logs -f reads new lines, and flushGrace how long
+// it still reads after the session ended, for lines journald is writing.
+const (
+	followPoll = 200 * time.Millisecond
+	flushGrace = 300 * time.Millisecond
+)
+
+func logsCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:      "logs",
+		Usage:     "show a session's output (stdout and stderr) from the journal, also after it ended",
+		ArgsUsage: "NAME",
+		Description: "Reads the user's journal for the session's identifier: journalctl --user -t mosaic-NAME shows the same\n" +
+			"lines, and so does journalctl --user -u mosaic-NAME.service, but for the last lines of a command that exits\n" +
+			"at once, which journald may store before it knows their unit.",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new lines; return when the session ends"},
+			&cli.IntFlag{Name: "lines", Aliases: []string{"n"}, Usage: "only the last `N` lines", Value: -1},
+			&cli.StringFlag{Name: "since", Usage: "only lines since `TIME`, as journalctl takes it (e.g. \"10 min ago\", \"2026-11-29 12:00\")"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "cat, short, short-iso, short-precise, json, json-pretty or verbose", Value: "cat"},
+			&cli.BoolFlag{Name: "json", Usage: "the same as -o json: one JSON object per line, as journalctl writes them"},
+		},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			name, err := oneName(c)
+			if err != nil {
+				return err
+			}
+			format := c.String("output")
+			if c.Bool("json") {
+				format = "json"
+			}
+			if !logFormats[format] {
+				return units.BadInput("usage", "-o %s is not an output format of mosaic logs: use cat, short, short-iso, short-precise, json, json-pretty or verbose", format)
+			}
+			began := time.Now()
+			ctx := context.Background()
+			m, err := manager.Connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			s, err := m.Status(ctx, name)
+			if err != nil {
+				return err
+			}
+			// journalctl, not go-systemd's sdjournal: sdjournal links
+			// libsystemd through cgo, and mosaic is one static binary that
+			// is also bound into every sandbox as its init. The match is
+			// SYSLOG_IDENTIFIER (the unit's SyslogIdentifier, in every
+			// stream's header), not MOSAIC_SESSION, which journald does not
+			// apply to a user manager's units, nor the unit, which it can
+			// miss for the last lines of a command that exits at once.
+			base := []string{"--user", "-t", units.UnitPrefix + name, "--no-pager", "-q", "-o", format}
+			first := append([]string{}, base...)
+			if n := c.Int("lines"); n > 0 || (n == 0 && !c.Bool("follow")) {
+				first = append(first, "-n", strconv.Itoa(n))
+			} else if n == 0 {
+				first = append(first, "--since", fmt.Sprintf("@%d.%06d", began.Unix(), began.Nanosecond()/1000))
+			}
+			if v := c.String("since"); v != "" {
+				first = append(first, "--since", v)
+			}
+			if !c.Bool("follow") || !(s.Running() || s.State == "deactivating") {
+				return journalctl(first)
+			}
+			return follow(ctx, m, name, first, base)
+		},
+	}
+}
+
+// follow prints the session's lines as they come and returns once it has
+// ended and its last lines are in. It reads through a cursor file rather
+// than journalctl -f, which would have to be killed at a guessed moment and
+// could lose the last lines.
+func follow(ctx context.Context, m *manager.Manager, name string, first, base []string) error {
+	dir, err := os.MkdirTemp("", "mosaic-logs-")
+	if err != nil {
+		return units.Failed("logs", "cannot make a cursor file: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	cursor := "--cursor-file=" + filepath.Join(dir, "cursor")
+	ended := make(chan error, 1)
+	go func() { ended <- m.WaitEnded(ctx, name) }()
+	args := first
+	for {
+		if err := journalctl(append(args, cursor)); err != nil {
+			return err
+		}
+		if _, err := os.Stat(filepath.Join(dir, "cursor")); err == nil {
+			args = base // from now on the cursor says where to go on
+		}
+		select {
+		case <-ended:
+			time.Sleep(flushGrace)
+			return journalctl(append(args, cursor))
+		case <-time.After(followPoll):
+		}
+	}
+}
+
+// journalctl runs journalctl with args onto stdout.
+func journalctl(args []string) error {
+	cmd := exec.Command("journalctl", args...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = os.Stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			return units.Failed("no-journal", "cannot run journalctl: %v (install systemd's journalctl)", err)
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return units.BadInput("usage", "journalctl refused: %s", oneLine(msg))
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestEndRecords: however a session ends, status still says how (result,
+// exit status or the signal given back from bwrap's 128+n), when it started
+// and ended; list --all shows it until rm or gc.
+func TestEndRecords(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	ws := workspace(t)
+	type end struct {
+		start  []string
+		act    func(name string)
+		result string
+		exit   int
+		signal string
+	}
+	stop := func(name string) { mustMosaic(t, "stop", name) }
+	kill := func(name string) {
+		exec.Command("systemctl", "--user", "kill", "-s", "KILL", "mosaic-"+name+".service").Run()
+	}
+	cases := map[string]end{
+		"exit code":    {[]string{"sh", "-c", "exit 3"}, nil, "exit-code", 3, ""},
+		"signal":       {[]string{"sh", "-c", "kill -KILL $$"}, nil, "exit-code", 137, "SIGKILL"},
+		"success":      {[]string{"true"}, nil, "success", 0, ""},
+		"timeout":      {[]string{"--runtime-max", "1s", "--", "sleep", "300"}, nil, "timeout", 143, "SIGTERM"},
+		"stop":         {[]string{"sleep", "300"}, stop, "success", 143, "SIGTERM"},
+		"systemd kill": {[]string{"sleep", "300"}, kill, "signal", 137, "SIGKILL"},
+	}
+	for label, tc := range cases {
+		t.Run(label, func(t *testing.T) {
+			t.Parallel()
+			name := sessionName(t)
+			args := []string{"start", "--name", name, "--workspace", ws}
+			if tc.start[0] != "--runtime-max" {
+				args = append(args, "--")
+			}
+			r := mosaic(t, append(args, tc.start...)...)
+			if r.code != 0 && !strings.Contains(r.stdout+r.stderr, "did not start") {
+				t.Fatalf("start: exit %d %s", r.code, r.stderr)
+			}
+			if tc.act != nil {
+				tc.act(name)
+			}
+			var s struct {
+				State, Result, Signal string
+				ExitStatus            *int `json:"exit_status"`
+				Since, Ended          *time.Time
+			}
+			eventually(t, 10*time.Second, "the session to end", func() bool {
+				json.Unmarshal([]byte(mosaic(t, "status", "--json", name).stdout), &s)
+				return s.ExitStatus != nil && s.State != "active" && s.State != "deactivating"
+			})
+			if s.Result != tc.result || *s.ExitStatus != tc.exit || s.Signal != tc.signal {
+				t.Errorf("ended with result %q, exit %d, signal %q; want %q, %d, %q", s.Result, *s.ExitStatus, s.Signal, tc.result, tc.exit, tc.signal)
+			}
+			if s.Since == nil || s.Ended == nil || s.Ended.Before(*s.Since) {
+				t.Errorf("start %v, end %v", s.Since, s.Ended)
+			}
+			if !strings.Contains(mustMosaic(t, "list", "--all").stdout, name) {
+				t.Error("list --all does not show the ended session")
+			}
+			mustMosaic(t, "rm", name)
+			if strings.Contains(mustMosaic(t, "list", "--all").stdout, name) {
+				t.Error("list --all still shows the session after rm")
+			}
+			if r := mosaic(t, "status", "--json", name); r.code != 3 {
+				t.Errorf("status after rm: exit %d, want 3 (no-such-session)", r.code)
+			}
+		})
+	}
+}
+
+func TestRmAndGC(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	ws := workspace(t)
+	running, ended := sessionName(t), sessionName(t)
+	mustMosaic(t, "start", "--name", running, "--workspace", ws, "--", "sleep", "300")
+	mustMosaic(t, "start", "--name", ended, "--workspace", ws, "--", "true")
+	r := mosaic(t, "rm", "--json", running)
+	if code, _ := jsonError(t, r); r.code != 3 || code != "session-running" {
+		t.Errorf("rm of a running session: exit %d code %q, want 3 session-running", r.code, code)
+	}
+	eventually(t, 5*time.Second, "the short session to end", func() bool {
+		return strings.Contains(mosaic(t, "status", ended).stdout, "inactive")
+	})
+	out := mustMosaic(t, "gc", "--json").stdout
+	if !strings.Contains(out, ended) || strings.Contains(out, running) {
+		t.Errorf("gc removed %s; want the ended session and not the running one", out)
+	}
+	if got := unitProperty(t, "mosaic-"+running+".service", "ActiveState"); got != "active" {
+		t.Errorf("gc touched the running session: %s", got)
+	}
+	if r := mosaic(t, "rm", "t-never-was"); r.code != 3 {
+		t.Errorf("rm of an unknown session: exit %d, want 3", r.code)
+	}
+}
+
+// TestLogs: a session's output from the journal, while it runs, after its
+// unit was collected, the last N lines, JSON, and -f returning at the end.
+func TestLogs(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	ws := workspace(t)
+	name := sessionName(t)
+	mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "sh", "-c", `echo first; echo err-line >&2; sleep 1; echo last`)
+	began := time.Now()
+	r := mustMosaic(t, "logs", "-f", name)
+	if took := time.Since(began); took > 6*time.Second {
+		t.Errorf("logs -f took %v after a 1 s session", took)
+	}
+	if r.stdout != "first\nerr-line\nlast\n" {
+		t.Errorf("logs -f printed %q", r.stdout)
+	}
+	// The unit was collected (it ended cleanly); the journal still has it.
+	if got := unitProperty(t, "mosaic-"+name+".service", "LoadState"); got != "not-found" {
+		t.Logf("unit still loaded: %s", got)
+	}
+	if r := mustMosaic(t, "logs", name); r.stdout != "first\nerr-line\nlast\n" {
+		t.Errorf("logs after the end printed %q", r.stdout)
+	}
+	if r := mustMosaic(t, "logs", "-n", "1", name); r.stdout != "last\n" {
+		t.Errorf("logs -n 1 printed %q", r.stdout)
+	}
+	lines := strings.Split(strings.TrimSpace(mustMosaic(t, "logs", "-o", "json", name).stdout), "\n")
+	var entry map[string]any
+	if len(lines) != 3 || json.Unmarshal([]byte(lines[0]), &entry) != nil || entry["MESSAGE"] != "first" || entry["SYSLOG_IDENTIFIER"] != "mosaic-"+name {
+		t.Errorf("logs -o json: %q", lines)
+	}
+	out, _ := exec.Command("journalctl", "--user", "-u", "mosaic-"+name+".service", "-o", "cat", "--no-pager").Output()
+	if !strings.Contains(string(out), "first\nerr-line\n") {
+		t.Errorf("journalctl --user -u shows %q", out)
+	}
+	if r := mosaic(t, "logs", "--since", "not a time", name); r.code != 2 {
+		t.Errorf("logs --since garbage: exit %d, want 2", r.code)
+	}
+	if r := mosaic(t, "logs", "t-never-was"); r.code != 3 {
+		t.Errorf("logs of an unknown session: exit %d, want 3", r.code)
+	}
+}
