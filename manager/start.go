@@ -50,6 +50,7 @@ func Launch(ctx context.Context, req Request) (*Manager, units.Spec, []credentia
 		return nil, units.Spec{}, nil, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v (run `mosaic doctor` for the host's namespace settings)", perr)
 	}
 	spec.MosaicBin = m.MosaicBin
+	spec.Promise = sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs).Encode()
 	return m, spec, secrets, nil
 }
 

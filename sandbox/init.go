@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -68,6 +67,8 @@ func Init(args []string) int {
 		return ExitSandboxRefused
 	}
 	notify := notifyFD()
+	promise, promiseErr := DecodePromise(os.Getenv(PromiseEnv))
+	os.Unsetenv(PromiseEnv)
 	for _, c := range creds {
 		if _, ok := os.LookupEnv(c); !ok {
 			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: credential %s did not arrive (its environment file was gone before the session started)\n", c)
@@ -76,7 +77,11 @@ func Init(args []string) int {
 		}
 	}
 	pass = append(pass, creds...)
-	if err := checkSandbox(); err != nil {
+	err := promiseErr
+	if err == nil {
+		err = CheckSandbox(promise)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 		notifyStatus(notify, "STATUS=sandbox check failed: "+err.Error())
 		return ExitSandboxRefused
@@ -195,27 +200,6 @@ func lookPath(name string, env []string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s: command not found in the session's PATH (%s)", name, path)
-}
-
-// checkSandbox verifies, from inside, the promises that bwrap and the unit
-// made and that a silently failed-open namespace would break.
-func checkSandbox() error {
-	if os.Getpid() != 1 {
-		return fmt.Errorf("not PID 1 of a private PID namespace (pid %d)", os.Getpid())
-	}
-	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
-	if err != nil || nnp != 1 {
-		return errors.New("no_new_privs is not set")
-	}
-	if _, err := os.Stat("/sys/fs/cgroup"); err == nil {
-		return errors.New("/sys/fs/cgroup is visible")
-	}
-	if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" {
-		if _, err := os.Stat(rt); err == nil {
-			return fmt.Errorf("the user's runtime directory %s is visible", rt)
-		}
-	}
-	return nil
 }
 
 func notifyFD() int {

@@ -164,3 +164,29 @@ func TestInitArgv(t *testing.T) {
 		t.Errorf("InitArgv = %q", got)
 	}
 }
+
+// TestGuardAgainstTheOutside: a layer that is the same as its outside (the
+// promise read here, checked here) fails each check, with the reason.
+func TestGuardAgainstTheOutside(t *testing.T) {
+	home, _ := os.UserHomeDir()
+	p := HostPromise(home, t.TempDir(), false)
+	if err := CheckUnit(p); err == nil || !strings.Contains(err.Error(), "user namespace") {
+		t.Errorf("CheckUnit in the same namespaces: %v", err)
+	}
+	if err := CheckSandbox(p); err == nil || !strings.Contains(err.Error(), "PID 1") {
+		t.Errorf("CheckSandbox outside any sandbox: %v", err)
+	}
+	// Namespaces that differ, but the real home still there.
+	other := p
+	other.NS = map[string]string{"user": "user:[1]", "mnt": "mnt:[1]", "pid": "pid:[1]"}
+	if err := CheckUnit(other); err == nil || !strings.Contains(err.Error(), "real home") {
+		t.Errorf("CheckUnit with the real home visible: %v", err)
+	}
+	q, err := DecodePromise(p.Encode())
+	if err != nil || q.HomeID != p.HomeID || q.NS["mnt"] != p.NS["mnt"] {
+		t.Errorf("promise round trip: %+v, %v", q, err)
+	}
+	if _, err := DecodePromise("not json"); err == nil {
+		t.Error("a broken promise decoded")
+	}
+}

@@ -51,7 +51,7 @@ func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value
 // credentials' names, never their values.
 func ExecArgv(s Spec) []string {
 	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(s.Name, s.Home, s.Pass, s.Credentials, s.Command)...)
-	argv := []string{s.MosaicBin, "exec-bwrap"}
+	argv := []string{s.MosaicBin, "exec-bwrap", "--promise", s.Promise}
 	if s.CredentialFile != "" {
 		argv = append(argv, "--drop", s.CredentialFile)
 	}

@@ -102,6 +102,7 @@ type Spec struct {
 	RuntimeDir string   // $XDG_RUNTIME_DIR: hidden
 	StateDir   string   // the session's own state: home/ and tmp/ below it
 	MosaicBin  string   // the mosaic binary, for the exec shim and the init
+	Promise    string   // the encoded sandbox.Promise the shim and the init check
 	BwrapBin   string   // the bwrap binary
 	ExtraRO    []string // --ro paths, resolved
 	ExtraRW    []string // --rw paths, resolved

@@ -122,6 +122,7 @@ func testSpec() Spec {
 		StateDir:   "/home/u/.local/state/mosaic/sessions/s1",
 		MosaicBin:  "/home/u/go/bin/mosaic",
 		BwrapBin:   "/usr/bin/bwrap",
+		Promise:    `{"ns":{"mnt":"mnt:[1]"}}`,
 		ExtraRO:    []string{"/opt/data"},
 		ExtraRW:    []string{"/srv/cache"},
 	}
@@ -231,8 +232,8 @@ func TestPropertiesConfinement(t *testing.T) {
 		t.Fatalf("ExecStartEx = %v, want one command with no-env-expand", exec)
 	}
 	argv := exec[0].Argv
-	if argv[0] != s.MosaicBin || argv[1] != "exec-bwrap" || argv[2] != s.BwrapBin {
-		t.Errorf("ExecStart starts %v, want the shim then bwrap", argv[:3])
+	if argv[0] != s.MosaicBin || argv[1] != "exec-bwrap" || argv[2] != "--promise" || argv[3] != s.Promise || argv[4] != s.BwrapBin {
+		t.Errorf("ExecStart starts %v, want the shim with the promise, then bwrap", argv[:5])
 	}
 	tail := strings.Join(argv[len(argv)-9:], " ")
 	if tail != "init --session s1 --home /home/u -- sh -c echo $HOME ${SECRET}" {
@@ -261,7 +262,7 @@ func TestCredentialsInTheUnit(t *testing.T) {
 		t.Errorf("EnvironmentFiles = %v", ef)
 	}
 	argv := strings.Join(p["ExecStartEx"].Value.Value().([]execEx)[0].Argv, " ")
-	if !strings.Contains(argv, "exec-bwrap --drop "+s.CredentialFile+" /usr/bin/bwrap") || !strings.Contains(argv, "--credential ANTHROPIC_API_KEY --") {
+	if !strings.Contains(argv, "--drop "+s.CredentialFile+" /usr/bin/bwrap") || !strings.Contains(argv, "--credential ANTHROPIC_API_KEY --") {
 		t.Errorf("ExecStart %q: want the shim to drop the file and the init to require the credential", argv)
 	}
 	rw := p["BindPaths"].Value.Value().([]bindEntry)

@@ -35,6 +35,13 @@ func main() {
 			os.Exit(0)
 		case "exec-bwrap":
 			args := os.Args[2:]
+			if len(args) > 1 && args[0] == "--promise" {
+				if err := checkUnit(args[1]); err != nil {
+					fmt.Fprintf(os.Stderr, "mosaic: refusing to build the sandbox: %v\n", err)
+					os.Exit(sandbox.ExitSandboxRefused)
+				}
+				args = args[2:]
+			}
 			if len(args) > 1 && args[0] == "--drop" {
 				// systemd has read the credential file into our
 				// environment: it has no reason to exist any more.
@@ -49,6 +56,19 @@ func main() {
 		}
 	}
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// checkUnit checks the unit's layer against the promise read on the host,
+// and hands the init the promise it must check in turn.
+func checkUnit(encoded string) error {
+	p, err := sandbox.DecodePromise(encoded)
+	if err != nil {
+		return err
+	}
+	if err := sandbox.CheckUnit(p); err != nil {
+		return err
+	}
+	return os.Setenv(sandbox.PromiseEnv, p.Inner().Encode())
 }
 
 // sessionEnded records how a session ended and deletes its credential file

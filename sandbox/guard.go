@@ -1,0 +1,141 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// The fail-open guard. systemd silently runs a unit without PrivateTmp,
+// ProtectSystem, ProtectHome and same-path binds when it cannot build a mount
+// namespace, and a broken or replaced bwrap could run the command with no
+// sandbox at all. So each layer is checked from inside before the command
+// runs, against facts read outside it: the exec shim checks systemd's layer
+// against the host, the init checks bwrap's layer against the unit's.
+
+// Promise is what a session's layers must differ in from the outside they
+// were made in. mosaic fills it from the host when it starts a session; the
+// exec shim replaces the namespaces with the unit's before bwrap runs.
+type Promise struct {
+	NS         map[string]string `json:"ns"`      // "user", "mnt", "pid" -> the outside's namespace (readlink /proc/self/ns/X)
+	Home       string            `json:"home"`    // the user's home path
+	HomeID     string            `json:"home_id"` // its device:inode outside
+	TmpID      string            `json:"tmp_id"`  // /tmp's device:inode outside
+	RuntimeDir string            `json:"runtime"` // $XDG_RUNTIME_DIR
+	PIDs       bool              `json:"pids"`    // the unit has a PID namespace of its own (PrivatePIDs)
+}
+
+// PromiseEnv carries the promise from the exec shim to the init.
+const PromiseEnv = "MOSAIC_PROMISE"
+
+// HostPromise reads the facts of the host (the caller of mosaic start).
+func HostPromise(home, runtimeDir string, privatePIDs bool) Promise {
+	return Promise{NS: namespaces(), Home: home, HomeID: fileID(home), TmpID: fileID("/tmp"), RuntimeDir: runtimeDir, PIDs: privatePIDs}
+}
+
+// Encode is the promise as one argument.
+func (p Promise) Encode() string {
+	b, _ := json.Marshal(p)
+	return string(b)
+}
+
+// DecodePromise reads an encoded promise.
+func DecodePromise(s string) (Promise, error) {
+	var p Promise
+	if err := json.Unmarshal([]byte(s), &p); err != nil || p.NS == nil {
+		return p, fmt.Errorf("unreadable sandbox promise %q", s)
+	}
+	return p, nil
+}
+
+func namespaces() map[string]string {
+	ns := map[string]string{}
+	for _, n := range []string{"user", "mnt", "pid"} {
+		if v, err := os.Readlink("/proc/self/ns/" + n); err == nil {
+			ns[n] = v
+		}
+	}
+	return ns
+}
+
+// fileID is a path's device:inode, or "" where it does not exist.
+func fileID(path string) string {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+}
+
+func noNewPrivs() bool {
+	v, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	return err == nil && v == 1
+}
+
+// CheckUnit checks, in the exec shim, the layer systemd promised: new user
+// and mount namespaces (and a PID namespace where PrivatePIDs was sent), the
+// home and the runtime dir hidden, a private /tmp, no_new_privs.
+func CheckUnit(p Promise) error {
+	here := namespaces()
+	kinds := []string{"user", "mnt"}
+	if p.PIDs {
+		kinds = append(kinds, "pid")
+	}
+	for _, k := range kinds {
+		if here[k] == "" || here[k] == p.NS[k] {
+			return fmt.Errorf("systemd did not give the unit a %s namespace of its own (%s)", k, here[k])
+		}
+	}
+	if id := fileID(p.Home); id != "" && id == p.HomeID {
+		return fmt.Errorf("the real home %s is visible in the unit (TemporaryFileSystem failed open)", p.Home)
+	}
+	if id := fileID("/tmp"); id != "" && id == p.TmpID {
+		return errors.New("the host's /tmp is visible in the unit (PrivateTmp failed open)")
+	}
+	if _, err := os.Stat(filepath.Join(p.RuntimeDir, "bus")); err == nil {
+		return fmt.Errorf("the user bus in %s is reachable from the unit", p.RuntimeDir)
+	}
+	if !noNewPrivs() {
+		return errors.New("no_new_privs is not set in the unit (NoNewPrivileges failed open)")
+	}
+	return nil
+}
+
+// Inner is the promise the init checks: the unit's namespaces replace the
+// host's, since bwrap's must differ from the unit's.
+func (p Promise) Inner() Promise {
+	p.NS = namespaces()
+	return p
+}
+
+// CheckSandbox checks, in the init, the layer bwrap promised: new user,
+// mount and PID namespaces (PID 1 of the latter), the real home and the
+// runtime dir absent, no cgroup tree, no_new_privs.
+func CheckSandbox(p Promise) error {
+	if os.Getpid() != 1 {
+		return fmt.Errorf("not PID 1 of a PID namespace of its own (pid %d)", os.Getpid())
+	}
+	here := namespaces()
+	for _, k := range []string{"user", "mnt", "pid"} {
+		if here[k] == "" || here[k] == p.NS[k] {
+			return fmt.Errorf("bwrap did not make a %s namespace of its own (%s)", k, here[k])
+		}
+	}
+	if id := fileID(p.Home); id != "" && id == p.HomeID {
+		return fmt.Errorf("the real home %s is visible in the sandbox", p.Home)
+	}
+	if _, err := os.Stat(p.RuntimeDir); p.RuntimeDir != "" && err == nil {
+		return fmt.Errorf("the runtime directory %s is visible in the sandbox", p.RuntimeDir)
+	}
+	if _, err := os.Stat("/sys/fs/cgroup"); err == nil {
+		return errors.New("/sys/fs/cgroup is visible in the sandbox")
+	}
+	if !noNewPrivs() {
+		return errors.New("no_new_privs is not set in the sandbox")
+	}
+	return nil
+}
