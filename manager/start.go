@@ -49,9 +49,15 @@ func Launch(ctx context.Context, req Request) (*Manager, units.Spec, []credentia
 		m.Close()
 		return nil, units.Spec{}, nil, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v (run `mosaic doctor` for the host's namespace settings)", perr)
 	}
+	m.complete(&spec, paths)
+	return m, spec, secrets, nil
+}
+
+// complete fills in what only a connected manager knows: the mosaic binary
+// the unit runs, and the host's facts the sandbox is checked against.
+func (m *Manager) complete(spec *units.Spec, paths Paths) {
 	spec.MosaicBin = m.MosaicBin
 	spec.Promise = sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs).Encode()
-	return m, spec, secrets, nil
 }
 
 // Start starts the session as a transient service and returns once systemd's

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"mosaic/manager"
+	"mosaic/units"
+)
+
+func doctorCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:  "doctor",
+		Usage: "check that this host can run confined sessions, and with --probe that a real one is confined",
+		Description: "One line per check, with what to do when it is not ok. Exits 1 when a session could not be started\n" +
+			"(or, with --probe, when the probe session could do what it must not, or not what it must).",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "probe", Usage: "start a throwaway session against stand-ins and report each check allowed or denied"},
+			jsonFlag,
+		},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			ctx := context.Background()
+			prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "mosaic doctor")
+			prog.set("checking the host")
+			checks, m := manager.Doctor(ctx)
+			if m != nil {
+				defer m.Close()
+			}
+			healthy := manager.Healthy(checks)
+			var answers []manager.ProbeAnswer
+			var probeErr error
+			if c.Bool("probe") && healthy {
+				prog.set("running the probe session")
+				answers, probeErr = m.ProbeSandbox(ctx)
+			}
+			prog.done()
+			probeOK := probeErr == nil
+			for _, a := range answers {
+				probeOK = probeOK && a.OK
+			}
+			report := map[string]any{"ok": healthy && probeOK, "checks": checks}
+			if c.Bool("probe") {
+				p := map[string]any{"answers": answers, "network": "host: the session shares your network namespace (not confined)"}
+				if probeErr != nil {
+					p["error"] = probeErr.Error()
+				} else if !healthy {
+					p["error"] = "not run: the checks above failed"
+				}
+				report["probe"] = p
+			}
+			out.result(report, func(w io.Writer) { printDoctor(w, checks, c.Bool("probe"), healthy, answers, probeErr) })
+			switch {
+			case !healthy:
+				out.code = units.ExitFailure
+			case !probeOK:
+				out.code = units.ExitFailure
+			}
+			return nil
+		},
+	}
+}
+
+func printDoctor(w io.Writer, checks []manager.Check, probe, healthy bool, answers []manager.ProbeAnswer, probeErr error) {
+	marks := map[string]string{"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
+	for _, c := range checks {
+		fmt.Fprintf(w, "%s %-18s %s\n", marks[c.Status], c.Name, c.Detail)
+		if c.Fix != "" {
+			fmt.Fprintf(w, "     %-18s fix: %s\n", "", c.Fix)
+		}
+	}
+	if !probe {
+		return
+	}
+	fmt.Fprintln(w, "\nprobe session:")
+	switch {
+	case !healthy:
+		fmt.Fprintln(w, "  not run: fix the failed checks above first")
+		return
+	case probeErr != nil:
+		fmt.Fprintf(w, "  FAIL %v\n", probeErr)
+		return
+	}
+	for _, a := range answers {
+		mark := "ok  "
+		if !a.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  %s %-16s %-8s (must be %s): %s\n", mark, a.Name, a.Got, a.Want, a.What)
+	}
+	fmt.Fprintln(w, "  warn network          host: the session shares your network namespace (not confined)")
+}

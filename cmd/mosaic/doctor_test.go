@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+type doctorDoc struct {
+	OK     bool
+	Checks []struct{ Name, Status, Detail, Fix string }
+	Probe  struct {
+		Answers []struct {
+			Name, Want, Got string
+			OK              bool
+		}
+		Network, Error string
+	}
+}
+
+func doctor(t *testing.T, env []string, args ...string) (doctorDoc, int) {
+	t.Helper()
+	r := mosaicWith(t, env, "", append([]string{"doctor", "--json"}, args...)...)
+	var d doctorDoc
+	if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
+		t.Fatalf("doctor --json: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	return d, r.code
+}
+
+func status(d doctorDoc, name string) string {
+	for _, c := range d.Checks {
+		if c.Name == name {
+			return c.Status
+		}
+	}
+	return "missing"
+}
+
+func TestDoctor(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	d, code := doctor(t, nil)
+	if code != 0 || !d.OK {
+		t.Fatalf("doctor on a healthy rig: exit %d, %+v", code, d)
+	}
+	for _, name := range []string{"user-manager", "systemd-version", "user-namespaces", "bwrap", "journal"} {
+		if s := status(d, name); s != "ok" {
+			t.Errorf("check %s: %s, want ok", name, s)
+		}
+	}
+	for _, name := range []string{"lingering", "cgroup-controllers"} {
+		if s := status(d, name); s == "missing" {
+			t.Errorf("check %s missing", name)
+		}
+	}
+	d, code = doctor(t, []string{"MOSAIC_BWRAP=/nonexistent/bwrap"})
+	if code != 1 || d.OK || status(d, "bwrap") != "fail" {
+		t.Errorf("doctor without bwrap: exit %d, bwrap %s; want exit 1 and bwrap fail", code, status(d, "bwrap"))
+	}
+	for _, c := range d.Checks {
+		if c.Status != "ok" && c.Fix == "" && c.Name != "cgroup-controllers" {
+			t.Errorf("check %s is %s without a fix", c.Name, c.Status)
+		}
+	}
+}
+
+func TestDoctorProbe(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	d, code := doctor(t, nil, "--probe")
+	if code != 0 || !d.OK || len(d.Probe.Answers) != 14 || d.Probe.Network == "" {
+		t.Fatalf("doctor --probe on a healthy rig: exit %d, %+v", code, d.Probe)
+	}
+	for _, a := range d.Probe.Answers {
+		if !a.OK {
+			t.Errorf("probe %s: %s, want %s", a.Name, a.Got, a.Want)
+		}
+	}
+	// A bwrap that also binds the host's /dev/shm: the probe must fail
+	// exactly that check, and doctor must say so in its exit code.
+	leaky := filepath.Join(workspace(t), "bwrap")
+	os.WriteFile(leaky, []byte(`#!/bin/sh
+for a in "$@"; do
+	shift
+	[ "$a" = "--chdir" ] && set -- "$@" --bind /dev/shm /dev/shm
+	set -- "$@" "$a"
+done
+exec /usr/bin/bwrap "$@"
+`), 0o700)
+	d, code = doctor(t, []string{"MOSAIC_BWRAP=" + leaky}, "--probe")
+	var failed []string
+	for _, a := range d.Probe.Answers {
+		if !a.OK {
+			failed = append(failed, a.Name)
+		}
+	}
+	if code != 1 || d.OK || len(failed) != 1 || failed[0] != "host-shm" {
+		t.Errorf("probe through a leaky bwrap: exit %d, failed %v (%s); want exit 1 and exactly host-shm", code, failed, d.Probe.Error)
+	}
+}

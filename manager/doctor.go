@@ -1,0 +1,208 @@
+package manager
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+
+	"github.com/godbus/dbus/v5"
+
+	"mosaic/sandbox"
+	"mosaic/units"
+)
+
+// Check is one line of `mosaic doctor`: what was looked at, what was found
+// and, when it is not ok, what to do.
+type Check struct {
+	Name   string `json:"name"`
+	Status string `json:"status"` // ok, warn (sessions start, something is missing), fail (no session can start)
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+func ok(name, detail string) Check { return Check{Name: name, Status: "ok", Detail: detail} }
+func warn(name, detail, fix string) Check {
+	return Check{Name: name, Status: "warn", Detail: detail, Fix: fix}
+}
+func fail(name, detail, fix string) Check {
+	return Check{Name: name, Status: "fail", Detail: detail, Fix: fix}
+}
+
+// Doctor checks what a session needs from this host and returns one Check
+// per thing, and the manager when one could be reached (for --probe).
+func Doctor(ctx context.Context) ([]Check, *Manager) {
+	var checks []Check
+	m, err := Connect(ctx)
+	if err != nil {
+		checks = append(checks, fail("user-manager", err.Error(),
+			"log in through a systemd user session (XDG_RUNTIME_DIR and DBUS_SESSION_BUS_ADDRESS are set there), or `systemctl --user status` to see why the manager is down"))
+	} else {
+		checks = append(checks, ok("user-manager", fmt.Sprintf("systemd %d at %s/systemd/private (DBUS_SESSION_BUS_ADDRESS=%s)",
+			m.features.Version, os.Getenv("XDG_RUNTIME_DIR"), os.Getenv("DBUS_SESSION_BUS_ADDRESS"))))
+		checks = append(checks, versionCheck(m.features), m.controllersCheck(ctx))
+	}
+	checks = append(checks, lingerCheck(), usernsCheck())
+	bwrap, err := sandbox.FindBwrap()
+	if err != nil {
+		checks = append(checks, fail("bwrap", err.Error(), "apt-get install bubblewrap (or dnf install bubblewrap), or set MOSAIC_BWRAP"))
+	} else if err := sandbox.Probe(ctx, bwrap); err != nil {
+		checks = append(checks, fail("bwrap", err.Error(), "see the user-namespaces check; in a container, allow unprivileged user namespaces (or run mosaic on the host)"))
+	} else {
+		checks = append(checks, ok("bwrap", bwrap+" builds the session's namespaces (user, PID, IPC, mount)"))
+	}
+	checks = append(checks, journalCheck())
+	return checks, m
+}
+
+// Healthy reports whether no check failed: a session can be started.
+func Healthy(checks []Check) bool {
+	for _, c := range checks {
+		if c.Status == "fail" {
+			return false
+		}
+	}
+	return true
+}
+
+func versionCheck(f units.Features) Check {
+	yes := map[bool]string{true: "yes", false: "no"}
+	return ok("systemd-version", fmt.Sprintf("%d: PrivatePIDs %s (257+; bwrap's PID namespace is used either way), PrivateUsers implied %s (254+; mosaic sets it)",
+		f.Version, yes[f.PrivatePIDs], yes[f.Version >= 254]))
+}
+
+// controllersCheck reads which cgroup controllers the user manager was
+// delegated, so which limits will be enforced.
+func (m *Manager) controllersCheck(ctx context.Context) Check {
+	var v dbus.Variant
+	if err := m.call(ctx, "org.freedesktop.DBus.Properties.Get", "org.freedesktop.systemd1.Manager", "ControlGroup").Store(&v); err != nil {
+		return warn("cgroup-controllers", "cannot read the manager's control group: "+err.Error(), "")
+	}
+	cg, _ := v.Value().(string)
+	mount := cgroup2Mount()
+	b, err := os.ReadFile(filepath.Join(mount, cg, "cgroup.controllers"))
+	if mount == "" || err != nil {
+		return warn("cgroup-controllers", "no cgroup v2 controllers for the user manager ("+cg+"): --memory-max, --tasks-max and --cpu-quota are set but not enforced",
+			"boot with the unified cgroup hierarchy (systemd.unified_cgroup_hierarchy=1) and delegate controllers to user@.service")
+	}
+	have := strings.Fields(string(b))
+	var missing []string
+	for _, c := range []string{"memory", "pids", "cpu"} {
+		if !contains(have, c) {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return warn("cgroup-controllers", fmt.Sprintf("the user manager has %v; without %v the matching limits are set but not enforced", have, missing),
+			"delegate them: a drop-in for user@.service with Delegate=memory pids cpu, then systemctl daemon-reload")
+	}
+	return ok("cgroup-controllers", fmt.Sprintf("%v: --memory-max, --tasks-max and --cpu-quota are enforced", have))
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// cgroup2Mount is where the cgroup v2 hierarchy is mounted, or "".
+func cgroup2Mount() string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		for i, x := range fields {
+			if x == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" {
+				return fields[4]
+			}
+		}
+	}
+	return ""
+}
+
+func lingerCheck() Check {
+	u, err := user.Current()
+	if err != nil {
+		return warn("lingering", "cannot tell who you are: "+err.Error(), "")
+	}
+	if _, err := os.Stat(filepath.Join("/var/lib/systemd/linger", u.Username)); err == nil {
+		return ok("lingering", "enabled: sessions outlive your logout")
+	}
+	return warn("lingering", "not enabled: your sessions stop when you log out",
+		"loginctl enable-linger "+u.Username+" (for sessions that must keep running)")
+}
+
+func readSysctl(path string) (string, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(string(b)), true
+}
+
+// usernsCheck reads the settings that allow or forbid unprivileged user
+// namespaces, which bwrap needs.
+func usernsCheck() Check {
+	const name = "user-namespaces"
+	if v, set := readSysctl("/proc/sys/user/max_user_namespaces"); set && v == "0" {
+		return fail(name, "user.max_user_namespaces is 0", "sysctl -w user.max_user_namespaces=15000 (and in /etc/sysctl.d/ to keep it)")
+	}
+	if v, set := readSysctl("/proc/sys/kernel/unprivileged_userns_clone"); set && v == "0" {
+		return fail(name, "kernel.unprivileged_userns_clone is 0", "sysctl -w kernel.unprivileged_userns_clone=1 (and in /etc/sysctl.d/ to keep it)")
+	}
+	if v, set := readSysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); set && v == "1" {
+		if p := bwrapAppArmorProfile(); p != "" {
+			return ok(name, "kernel.apparmor_restrict_unprivileged_userns is 1, and "+p+" lets bwrap make them")
+		}
+		return fail(name, "kernel.apparmor_restrict_unprivileged_userns is 1 (Ubuntu 24.04+) and no AppArmor profile lets bwrap create user namespaces",
+			"install a profile for /usr/bin/bwrap with the userns rule (Ubuntu ships /usr/share/apparmor/extra-profiles/bwrap-userns-restrict: copy it to /etc/apparmor.d/ and apparmor_parser -r it)")
+	}
+	max, _ := readSysctl("/proc/sys/user/max_user_namespaces")
+	return ok(name, "allowed (user.max_user_namespaces="+max+")")
+}
+
+// bwrapAppArmorProfile returns an AppArmor profile file that grants bwrap
+// user namespaces, or "".
+func bwrapAppArmorProfile() string {
+	files, _ := filepath.Glob("/etc/apparmor.d/*")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.Contains(string(b), "bwrap") && strings.Contains(string(b), "userns") {
+			return f
+		}
+	}
+	return ""
+}
+
+// journalCheck asks journalctl whether the user can read a journal of their
+// own (per-user journals need a persistent or volatile journal and uid 1000+).
+func journalCheck() Check {
+	out, err := exec.Command("journalctl", "--user", "-n", "1", "--no-pager", "-o", "cat").CombinedOutput()
+	s := strings.TrimSpace(string(out))
+	switch {
+	case err != nil && strings.Contains(s, "No journal files"):
+		return warn("journal", "journalctl --user finds no journal: mosaic logs will show nothing",
+			"make journald keep per-user journals (Storage=persistent or auto with /var/log/journal), or join the systemd-journal group")
+	case err != nil:
+		return warn("journal", "journalctl --user failed: "+firstLineOf(s), "install systemd's journalctl and check `journalctl --user`")
+	}
+	return ok("journal", "journalctl --user reads your journal: mosaic logs works")
+}
+
+func firstLineOf(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
