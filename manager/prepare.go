@@ -70,8 +70,9 @@ func (p Paths) SessionDir(name string) string {
 // Prepare checks a request and resolves it into a spec and the session's
 // secrets, which are kept out of the spec. Its errors are bad input (exit 2)
 // or, for credentials, refusals (exit 3); it changes nothing on disk.
-func Prepare(req Request, p Paths, mosaicBin, bwrapBin string) (units.Spec, []credentials.Var, error) {
-	spec, grant, err := prepare(req, p, mosaicBin, bwrapBin)
+// The mosaic binary is filled in once connected (Manager.complete).
+func Prepare(req Request, p Paths, bwrapBin string) (units.Spec, []credentials.Var, error) {
+	spec, grant, err := prepare(req, p, bwrapBin)
 	if err != nil {
 		var ce *credentials.Error
 		if errors.As(err, &ce) {
@@ -85,7 +86,7 @@ func Prepare(req Request, p Paths, mosaicBin, bwrapBin string) (units.Spec, []cr
 	return spec, grant.Secrets, nil
 }
 
-func prepare(req Request, p Paths, mosaicBin, bwrapBin string) (units.Spec, credentials.Grant, error) {
+func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Grant, error) {
 	var none credentials.Grant
 	// The caller's own words first: they are wrong whatever the host holds.
 	if req.Name != "" {
@@ -148,7 +149,6 @@ func prepare(req Request, p Paths, mosaicBin, bwrapBin string) (units.Spec, cred
 		Home:        p.Home,
 		RuntimeDir:  p.RuntimeDir,
 		StateDir:    p.SessionDir(name),
-		MosaicBin:   mosaicBin,
 		BwrapBin:    bwrapBin,
 		ExtraRO:     ro,
 		ExtraRW:     rw,

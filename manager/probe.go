@@ -118,7 +118,7 @@ func (m *Manager) ProbeSandbox(ctx context.Context) ([]ProbeAnswer, error) {
 	req := Request{Workspace: work, Command: []string{"sh", "-c", probeScript, "sh",
 		filepath.Join(secretDir, "secret"), otherWS, otherState, paths.RuntimeDir, hostTmp, shm,
 		strconv.Itoa(os.Getpid()), secretDir, work}}
-	spec, secrets, err := Prepare(req, paths, m.MosaicBin, bwrap)
+	spec, secrets, err := Prepare(req, paths, bwrap)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -25,10 +24,8 @@ func Launch(ctx context.Context, req Request) (*Manager, units.Spec, []credentia
 		return nil, units.Spec{}, nil, err
 	}
 	bwrap, bwrapErr := sandbox.FindBwrap()
-	self, _ := os.Executable()
-	self = resolve(self)
 	// Bad input first: it must be reported whatever the state of the host.
-	spec, secrets, err := Prepare(req, paths, self, bwrap)
+	spec, secrets, err := Prepare(req, paths, bwrap)
 	if err != nil {
 		return nil, units.Spec{}, nil, err
 	}
@@ -199,12 +196,13 @@ func startFailure(jobResult string, s Session) string {
 // journalLines returns the first lines a unit logged since t, joined with
 // " | ". It asks journalctl, the one reader of the journal that needs no cgo
 // (go-systemd's sdjournal links libsystemd through cgo, and mosaic is a
-// static binary bound into every sandbox). journald may still be writing the
-// lines of a unit that has just died, so it retries briefly.
+// static binary bound into every sandbox), by the unit's SyslogIdentifier:
+// journald may store the last lines of a process that died at once without
+// their unit. journald may also still be writing them, so it retries briefly.
 func journalLines(unit string, since time.Time) string {
 	for i := 0; i < 10; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		out, _ := exec.CommandContext(ctx, "journalctl", "--user", "-u", unit, "-o", "cat", "--no-pager",
+		out, _ := exec.CommandContext(ctx, "journalctl", "--user", "-t", strings.TrimSuffix(unit, units.UnitSuffix), "-o", "cat", "--no-pager",
 			"--since", fmt.Sprintf("@%d", since.Unix()-1), "-n", "5").Output()
 		cancel()
 		if s := strings.TrimSpace(string(out)); s != "" && !strings.HasPrefix(s, "-- No entries") {
