@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"mosaic/sandbox"
 )
 
 // ProbeAnswer is one check of `mosaic doctor --probe`: what a session could
@@ -69,10 +67,6 @@ func (m *Manager) ProbeSandbox(ctx context.Context) ([]ProbeAnswer, error) {
 	if err != nil {
 		return nil, err
 	}
-	bwrap, err := sandbox.FindBwrap()
-	if err != nil {
-		return nil, err
-	}
 	var r [4]byte
 	_, _ = rand.Read(r[:])
 	id := hex.EncodeToString(r[:])
@@ -118,11 +112,10 @@ func (m *Manager) ProbeSandbox(ctx context.Context) ([]ProbeAnswer, error) {
 	req := Request{Workspace: work, Command: []string{"sh", "-c", probeScript, "sh",
 		filepath.Join(secretDir, "secret"), otherWS, otherState, paths.RuntimeDir, hostTmp, shm,
 		strconv.Itoa(os.Getpid()), secretDir, work}}
-	spec, secrets, err := Prepare(req, paths, bwrap)
+	spec, secrets, err := m.Spec(req)
 	if err != nil {
 		return nil, err
 	}
-	m.complete(&spec, paths)
 	s, err := m.Run(ctx, spec, secrets, [3]int{int(null.Fd()), int(out.Fd()), int(out.Fd())}, nil)
 	if err != nil {
 		return nil, err

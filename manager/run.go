@@ -76,7 +76,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	defer w.close()
 	done := make(chan string, 1)
 	cctx, cancel := bounded(ctx)
-	_, err = m.conn.StopUnitContext(cctx, unit, "replace", done)
+	_, err = m.conn.StopUnitContext(cctx, unit, "replace", done) // w subscribed
 	cancel()
 	if err != nil {
 		return Session{}, bug("StopUnit "+unit, err)

@@ -50,6 +50,25 @@ func Launch(ctx context.Context, req Request) (*Manager, units.Spec, []credentia
 	return m, spec, secrets, nil
 }
 
+// Spec checks a request and resolves it into a spec for this manager, as
+// Launch does, for a caller that starts several sessions on one connection.
+func (m *Manager) Spec(req Request) (units.Spec, []credentials.Var, error) {
+	paths, err := UserPaths()
+	if err != nil {
+		return units.Spec{}, nil, err
+	}
+	bwrap, err := sandbox.FindBwrap()
+	if err != nil {
+		return units.Spec{}, nil, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v", err)
+	}
+	spec, secrets, err := Prepare(req, paths, bwrap)
+	if err != nil {
+		return units.Spec{}, nil, err
+	}
+	m.complete(&spec, paths)
+	return spec, secrets, nil
+}
+
 // complete fills in what only a connected manager knows: the mosaic binary
 // the unit runs, and the host's facts the sandbox is checked against.
 func (m *Manager) complete(spec *units.Spec, paths Paths) {
@@ -76,7 +95,9 @@ func (m *Manager) Start(ctx context.Context, spec units.Spec, secrets []credenti
 		l.undo()
 		return Session{}, units.Failed("start-failed", "session %s did not start: %s", spec.Name, reason)
 	}
-	return m.Status(ctx, spec.Name)
+	s, err := m.Status(ctx, spec.Name)
+	mark(ctx, "status")
+	return s, err
 }
 
 // launched is a unit whose start job has finished, one way or the other.
@@ -153,6 +174,7 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 
 // startUnit calls StartTransientUnit and waits for the job's result.
 func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Property) (string, error) {
+	m.subscribe(ctx)
 	ch := make(chan string, 1)
 	cctx, cancel := bounded(ctx)
 	_, err := m.conn.StartTransientUnitContext(cctx, unit, "fail", props, ch)

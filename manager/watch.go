@@ -1,13 +1,15 @@
 package manager
 
 import (
+	"context"
+
 	"github.com/godbus/dbus/v5"
 )
 
 // A unitWatch collects what systemd announces about one unit through
-// PropertiesChanged: on the private socket systemd sends every unit's
-// changes to every client, and always sends a unit's last changes before it
-// removes (collects) the unit. A watch therefore learns how a unit ended even
+// PropertiesChanged (on the bus, through a match rule for the unit's path):
+// systemd always sends a unit's last changes before it removes (collects)
+// the unit. A watch therefore learns how a unit ended even
 // when the unit is gone by the time anyone could ask, without pinning it
 // (AddRef needs a bus name, which a direct connection does not have).
 type unitWatch struct {
@@ -20,6 +22,11 @@ type unitWatch struct {
 // watch starts collecting unit's announced properties. Call it before the
 // operation whose effect it should see; stop it with close.
 func (m *Manager) watch(unit string) *unitWatch {
+	m.subscribe(context.Background())
+	path := unitPath(unit)
+	if m.viaBus {
+		_ = m.bus.AddMatchSignal(propertiesChanged(path)...)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.signals == nil {
@@ -27,13 +34,16 @@ func (m *Manager) watch(unit string) *unitWatch {
 		m.bus.Signal(m.signals)
 		go m.dispatch()
 	}
-	w := &unitWatch{m: m, path: unitPath(unit), props: map[string]any{}, changed: make(chan struct{}, 1)}
+	w := &unitWatch{m: m, path: path, props: map[string]any{}, changed: make(chan struct{}, 1)}
 	m.watchers[w.path] = append(m.watchers[w.path], w)
 	return w
 }
 
 func (w *unitWatch) close() {
 	m := w.m
+	if m.viaBus {
+		_ = m.bus.RemoveMatchSignal(propertiesChanged(w.path)...)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	list := m.watchers[w.path]
@@ -46,6 +56,12 @@ func (w *unitWatch) close() {
 	if len(m.watchers[w.path]) == 0 {
 		delete(m.watchers, w.path)
 	}
+}
+
+// propertiesChanged is the match rule for one unit's announcements.
+func propertiesChanged(path dbus.ObjectPath) []dbus.MatchOption {
+	return []dbus.MatchOption{dbus.WithMatchObjectPath(path),
+		dbus.WithMatchInterface("org.freedesktop.DBus.Properties"), dbus.WithMatchMember("PropertiesChanged")}
 }
 
 // snapshot returns a copy of the properties announced so far.

@@ -403,3 +403,22 @@ func TestInitReapsOrphans(t *testing.T) {
 		t.Errorf("exit %d, stdout %q: want no zombies and mosaic's init as PID 1", r.code, r.stdout)
 	}
 }
+
+// TestPrivateSocketFallback: without a reachable user bus, mosaic talks to
+// the manager's private socket, where it must work just as well.
+func TestPrivateSocketFallback(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	env := []string{"DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent/bus"}
+	ws := workspace(t)
+	if r := mosaicWith(t, env, "in\n", "run", "--workspace", ws, "--", "sh", "-c", "cat; exit 4"); r.code != 4 || r.stdout != "in\n" {
+		t.Errorf("run over the private socket: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	name := sessionName(t)
+	if r := mosaicWith(t, env, "", "start", "--name", name, "--workspace", ws, "--", "sleep", "300"); r.code != 0 {
+		t.Fatalf("start over the private socket: %s", r.stderr)
+	}
+	if r := mosaicWith(t, env, "", "stop", "--json", name); r.code != 0 || !strings.Contains(r.stdout, `"inactive"`) {
+		t.Errorf("stop over the private socket: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+}

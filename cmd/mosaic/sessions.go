@@ -109,7 +109,7 @@ func startCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			ctx := context.Background()
+			ctx := traced(context.Background())
 			m, spec, secrets, err := manager.Launch(ctx, req)
 			if err != nil {
 				return err

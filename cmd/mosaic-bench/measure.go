@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Stat is one measured figure: a command run N times, in milliseconds.
+type Stat struct {
+	Name    string  `json:"name"`
+	Command string  `json:"command"`
+	N       int     `json:"n"`
+	MeanMs  float64 `json:"mean_ms"`
+	StdMs   float64 `json:"stddev_ms"`
+	MinMs   float64 `json:"min_ms"`
+	MaxMs   float64 `json:"max_ms"`
+	Note    string  `json:"note,omitempty"`
+}
+
+// Ratio compares two figures of the same run against a target.
+type Ratio struct {
+	What   string  `json:"what"`
+	Value  float64 `json:"value"`
+	Target string  `json:"target"`
+	Met    bool    `json:"met"`
+}
+
+// Report is everything one run measured.
+type Report struct {
+	Machine     map[string]string  `json:"machine"`
+	Date        time.Time          `json:"date"`
+	OneShot     []Stat             `json:"one_shot"`
+	Start       []Stat             `json:"start_latency"`
+	Concurrency []Stat             `json:"concurrency"`
+	Footprint   map[string]float64 `json:"footprint_mib"`
+	Breakdown   []Stat             `json:"run_breakdown"`
+	Ratios      []Ratio            `json:"ratios"`
+	Notes       []string           `json:"notes,omitempty"`
+}
+
+// measure runs f n times after one warm-up and summarises the durations.
+func measure(name, command string, n int, f func() error) (Stat, error) {
+	if err := f(); err != nil {
+		return Stat{Name: name, Command: command}, err
+	}
+	ds := make([]float64, 0, n)
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		if err := f(); err != nil {
+			return Stat{Name: name, Command: command}, err
+		}
+		ds = append(ds, ms(time.Since(t)))
+	}
+	return summarise(name, command, ds), nil
+}
+
+func summarise(name, command string, ds []float64) Stat {
+	s := Stat{Name: name, Command: command, N: len(ds)}
+	if len(ds) == 0 {
+		return s
+	}
+	sort.Float64s(ds)
+	sum := 0.0
+	for _, d := range ds {
+		sum += d
+	}
+	s.MeanMs = sum / float64(len(ds))
+	for _, d := range ds {
+		s.StdMs += (d - s.MeanMs) * (d - s.MeanMs)
+	}
+	s.StdMs = math.Sqrt(s.StdMs / float64(len(ds)))
+	s.MinMs, s.MaxMs = ds[0], ds[len(ds)-1]
+	return s
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// runCmd runs argv quietly and returns its error with stderr.
+func runCmd(argv []string, env ...string) error {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+func output(argv ...string) string {
+	out, _ := exec.Command(argv[0], argv[1:]...).Output()
+	return strings.TrimSpace(string(out))
+}
+
+func machine() map[string]string {
+	m := map[string]string{"cpus": fmt.Sprint(runtime.NumCPU()), "kernel": output("uname", "-r"),
+		"systemd": output("systemctl", "--user", "show", "-P", "Version"), "bwrap": output("bwrap", "--version")}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				m["cpu"] = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		m["memory"] = strings.Join(strings.Fields(strings.SplitN(string(b), "\n", 2)[0])[1:], " ")
+	}
+	return m
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "mosaic-bench: "+format+"\n", args...)
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// render writes the Markdown report of a run's JSON.
+func render(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("usage: mosaic-bench render FILE.json")
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		return err
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s: %v", args[0], err)
+	}
+	writeReport(os.Stdout, &r, args[0])
+	return nil
+}
+
+func writeReport(w io.Writer, r *Report, jsonFile string) {
+	fmt.Fprintf(w, "# mosaic benchmarks\n\nWritten by `make bench` on %s (UTC); every figure below comes from that one run, side by side. The same figures: `%s`.\n\n", r.Date.Format("2006-01-02 15:04"), jsonFile)
+	var keys []string
+	for k := range r.Machine {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintln(w, "| machine | |\n|---|---|")
+	for _, k := range keys {
+		fmt.Fprintf(w, "| %s | %s |\n", k, r.Machine[k])
+	}
+	fmt.Fprintln(w, "\n## Targets\n\n| what | value | target | met |\n|---|---|---|---|")
+	for _, x := range r.Ratios {
+		met := "yes"
+		if !x.Met {
+			met = "**no**"
+		}
+		fmt.Fprintf(w, "| %s | %.2f | %s | %s |\n", x.What, x.Value, x.Target, met)
+	}
+	table(w, "One-shot: a confined `/usr/bin/true`, start to exit", r.OneShot)
+	table(w, "Start latency: until the command runs", r.Start)
+	table(w, "Concurrency", r.Concurrency)
+	if len(r.Footprint) > 0 {
+		fmt.Fprintf(w, "\n## Footprint\n\nMemory an idle session costs beyond its command (bwrap's monitor and mosaic's init), over %.0f sessions: **%.2f MiB PSS** (%.2f MiB RSS).\n",
+			r.Footprint["sessions"], r.Footprint["pss_per_session"], r.Footprint["rss_per_session"])
+	}
+	table(w, "Where the time of `mosaic run -- /usr/bin/true` goes (MOSAIC_TRACE=1)", r.Breakdown)
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(w, "\n## Notes")
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "- %s\n", n)
+		}
+	}
+}
+
+func table(w io.Writer, title string, stats []Stat) {
+	if len(stats) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n## %s\n\n| what | n | mean ms | ± sd | min | max | command |\n|---|---|---|---|---|---|---|\n", title)
+	for _, s := range stats {
+		fmt.Fprintf(w, "| %s | %d | %.2f | %.2f | %.2f | %.2f | %s |\n", s.Name, s.N, s.MeanMs, s.StdMs, s.MinMs, s.MaxMs, strings.ReplaceAll(s.Command, "|", "\\|"))
+	}
+}
