@@ -3,10 +3,11 @@
 #   make demo    a confined demo session (inside contrib/rig.sh where no user manager is reachable)
 #   make test    every test, against a real systemd user manager, D-Bus, journald and bwrap
 #   make build   bin/mosaic, a static binary
+#   make bench   mosaic side by side with systemd-run, bwrap and srt: docs/BENCHMARKS.md and docs/benchmarks.json
 
 GO ?= go
 
-.PHONY: build test demo vet clean
+.PHONY: build test demo vet bench clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/mosaic ./cmd/mosaic
@@ -20,6 +21,13 @@ test: vet
 
 demo: build
 	contrib/with-user-manager.sh contrib/demo.sh
+
+bench: build
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/mosaic-bench ./cmd/mosaic-bench
+	mkdir -p docs
+	contrib/with-user-manager.sh contrib/bench.sh > docs/benchmarks.json.tmp
+	mv docs/benchmarks.json.tmp docs/benchmarks.json
+	bin/mosaic-bench render docs/benchmarks.json > docs/BENCHMARKS.md
 
 clean:
 	rm -rf bin

@@ -2,11 +2,15 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
 	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
 
 	"mosaic/sandbox"
 	"mosaic/units"
@@ -77,9 +81,13 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	unit := units.UnitName(name)
 	cctx, cancel := bounded(ctx)
 	defer cancel()
-	up, err := m.conn.GetUnitPropertiesContext(cctx, unit)
-	if err != nil {
-		return Session{}, bug("GetUnitProperties "+unit, err)
+	// Only what status shows, each a Get, sent at once: a GetAll of a
+	// service is some 250 properties.
+	unitProps := m.properties(cctx, unitPath(unit), "org.freedesktop.systemd1.Unit", []string{"LoadState", "Description", "ActiveState", "SubState"})
+	serviceProps := m.properties(cctx, unitPath(unit), "org.freedesktop.systemd1.Service", listProperties)
+	up, sp := unitProps(), serviceProps()
+	if len(up) == 0 {
+		return Session{}, bug("reading "+unit, errors.New("systemd answered no property"))
 	}
 	if up["LoadState"] == "not-found" {
 		// systemd collects a unit that ended cleanly; the session's records
@@ -91,10 +99,6 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	}
 	if !isSession(up["Description"]) {
 		return Session{}, errNoSession(name)
-	}
-	sp, err := m.conn.GetUnitTypePropertiesContext(cctx, unit, "Service")
-	if err != nil {
-		return Session{}, bug("GetUnitTypeProperties "+unit, err)
 	}
 	s := sessionOf(name, up, sp)
 	if s.Running() {
@@ -115,22 +119,59 @@ func (m *Manager) List(ctx context.Context) ([]Session, error) {
 	if err != nil {
 		return nil, bug("ListUnitsByPatterns", err)
 	}
-	var out []Session
+	// Only the properties a list shows, each a Get (a GetAll of a service
+	// is some 250 properties), for every session at once on the one
+	// connection, then collected: systemd answers them in a row.
+	type pending struct {
+		name    string
+		u       sd.UnitStatus
+		collect func() map[string]any
+	}
+	var all []pending
 	for _, u := range st {
 		name := units.SessionName(u.Name)
 		if name == "" || !isSession(u.Description) || u.LoadState == "not-found" {
 			continue
 		}
-		sp, err := m.conn.GetUnitTypePropertiesContext(cctx, u.Name, "Service")
-		if err != nil {
-			continue // gone between the list and the read
+		all = append(all, pending{name, u, m.properties(cctx, u.Path, "org.freedesktop.systemd1.Service", listProperties)})
+	}
+	var out []Session
+	for _, p := range all {
+		sp := p.collect()
+		if len(sp) == 0 {
+			continue // gone between the list and the reads
 		}
-		s := sessionOf(name, map[string]any{"ActiveState": u.ActiveState, "SubState": u.SubState}, sp)
-		out = append(out, s)
+		out = append(out, sessionOf(p.name, map[string]any{"ActiveState": p.u.ActiveState, "SubState": p.u.SubState}, sp))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
+
+// properties asks for the named properties of one interface of a unit
+// object, every request sent at once, and returns the function that collects
+// the answers: several of them in flight share the round trips.
+func (m *Manager) properties(ctx context.Context, path dbus.ObjectPath, iface string, names []string) func() map[string]any {
+	obj := m.bus.Object("org.freedesktop.systemd1", path)
+	calls := make([]*dbus.Call, len(names))
+	for i, n := range names {
+		calls[i] = obj.GoWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0, make(chan *dbus.Call, 1), iface, n)
+	}
+	return func() map[string]any {
+		out := make(map[string]any, len(names))
+		for i, c := range calls {
+			<-c.Done
+			var v dbus.Variant
+			if c.Store(&v) == nil {
+				out[names[i]] = v.Value()
+			}
+		}
+		return out
+	}
+}
+
+// listProperties are the Service properties sessionOf reads.
+var listProperties = []string{"Result", "MainPID", "ExecMainStartTimestamp", "ExecMainExitTimestamp", "ExecMainCode", "ExecMainStatus",
+	"MemoryCurrent", "TasksCurrent", "CPUUsageNSec"}
 
 func isSession(description any) bool {
 	d, _ := description.(string)

@@ -276,3 +276,31 @@ func TestCredentialsInTheUnit(t *testing.T) {
 		}
 	}
 }
+
+func TestEndRecordOnlyWhereKept(t *testing.T) {
+	for _, tc := range []struct {
+		label string
+		run   bool
+		named bool
+		cred  bool
+		want  bool
+	}{
+		{"start", false, false, false, true},
+		{"unnamed run", true, false, false, false},
+		{"named run", true, true, false, true},
+		{"unnamed run with a credential", true, false, true, true},
+	} {
+		s := testSpec()
+		s.NameGiven = tc.named
+		if tc.run {
+			s.Stdio = &[3]int{0, 1, 2}
+		}
+		if tc.cred {
+			s.CredentialFile = "/run/user/1000/mosaic/credentials/s1/env"
+		}
+		_, got := props(Properties(s, FeaturesFor(252)))["ExecStopPostEx"]
+		if got != tc.want {
+			t.Errorf("%s: ExecStopPostEx present %v, want %v", tc.label, got, tc.want)
+		}
+	}
+}
