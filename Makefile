@@ -24,6 +24,7 @@ demo: build
 
 bench: build
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/mosaic-bench ./cmd/mosaic-bench
+	contrib/bench-peers.sh
 	mkdir -p docs
 	contrib/with-user-manager.sh contrib/bench.sh > docs/benchmarks.json.tmp
 	mv docs/benchmarks.json.tmp docs/benchmarks.json

@@ -122,7 +122,11 @@ func (b *bench) oneShot(r *Report, srt string) error {
 		}{"srt (sandbox-runtime)", []string{srt, "true"}})
 	}
 	for _, c := range cases {
-		s, err := measure(c.name, shortCommand(c.argv), b.n, func() error { return runCmd(c.argv) })
+		shown := strings.NewReplacer(b.mosaic, "mosaic", b.ws, "$WS", srt+" ", "srt ").Replace(shortCommand(c.argv))
+		if srt == "" {
+			shown = strings.NewReplacer(b.mosaic, "mosaic", b.ws, "$WS").Replace(shortCommand(c.argv))
+		}
+		s, err := measure(c.name, shown, b.n, func() error { return runCmd(c.argv) })
 		if err != nil {
 			if c.name == "srt (sandbox-runtime)" {
 				r.Notes = append(r.Notes, "srt could not run here: "+firstLine(err.Error()))
@@ -136,30 +140,31 @@ func (b *bench) oneShot(r *Report, srt string) error {
 }
 
 // startLatency: from the command until the session runs (start returns).
+// The sessions are stopped after each series, outside the timing.
 func (b *bench) startLatency(r *Report) error {
 	progress("start latency: %d starts each", b.n)
-	i := 0
+	var started []string
 	s, err := measure("mosaic start", "mosaic start --name NAME -- sleep 600", b.n, func() error {
-		i++
-		name := fmt.Sprintf("bench-start-%d", i)
-		defer stopQuietly(b.mosaic, name)
+		name := fmt.Sprintf("bench-start-%d", len(started))
+		started = append(started, name)
 		return runCmd([]string{b.mosaic, "start", "--name", name, "--workspace", b.ws, "--", "sleep", "600"})
 	})
+	_ = parallel(len(started), func(i int) error { stopQuietly(b.mosaic, started[i]); return nil })
 	if err != nil {
 		return err
 	}
 	r.Start = append(r.Start, s)
-	j := 0
+	var srUnits []string
 	s, err = measure("systemd-run, same properties and bwrap argv", "systemd-run --user -p … (returns at READY)", b.n, func() error {
-		j++
-		name := fmt.Sprintf("bench-sr-start-%d", j)
+		name := fmt.Sprintf("bench-sr-start-%d", len(srUnits))
 		argv, err := b.equivalent(name, []string{"sleep", "600"}, false)
 		if err != nil {
 			return err
 		}
-		defer exec.Command("systemctl", "--user", "stop", units.UnitName(name)+"-sr").Run()
+		srUnits = append(srUnits, units.UnitName(name)+"-sr")
 		return runCmd(argv)
 	})
+	_ = runCmd(append([]string{"systemctl", "--user", "stop"}, srUnits...))
 	if err != nil {
 		return err
 	}
@@ -383,8 +388,8 @@ func ratios(r *Report) []Ratio {
 
 func shortCommand(argv []string) string {
 	s := strings.Join(argv, " ")
-	if len(s) > 120 {
-		s = s[:117] + "..."
+	if len(s) > 160 {
+		s = s[:157] + "..."
 	}
 	return s
 }
