@@ -24,35 +24,31 @@ func listCommand(out *output) *cli.Command {
 		Flags:        []cli.Flag{&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list ended sessions"}, jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			ctx := context.Background()
-			m, err := manager.Connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			list, err := m.List(ctx)
-			if c.Bool("all") {
-				list, err = m.ListAll(ctx)
-			}
-			if err != nil {
-				return err
-			}
-			if list == nil {
-				list = []manager.Session{}
-			}
-			out.result(list, func(w io.Writer) {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tSTATE\tSUB\tPID\tSINCE\tMEMORY\tENDED")
-				for _, s := range list {
-					ended := "-"
-					if !s.Running() && s.How() != "" {
-						ended = s.How()
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.State, s.SubState, pid(s.MainPID), since(s.Since), humanBytes(s.MemoryBytes), ended)
+			return connected(func(ctx context.Context, m *manager.Manager) error {
+				list, err := m.List(ctx)
+				if c.Bool("all") {
+					list, err = m.ListAll(ctx)
 				}
-				tw.Flush()
+				if err != nil {
+					return err
+				}
+				if list == nil {
+					list = []manager.Session{}
+				}
+				out.result(list, func(w io.Writer) {
+					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "NAME\tSTATE\tSUB\tPID\tSINCE\tMEMORY\tENDED")
+					for _, s := range list {
+						ended := "-"
+						if !s.Running() && s.How() != "" {
+							ended = s.How()
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.State, s.SubState, pid(s.MainPID), since(s.Since), humanBytes(s.MemoryBytes), ended)
+					}
+					tw.Flush()
+				})
+				return nil
 			})
-			return nil
 		},
 	}
 }
@@ -69,18 +65,14 @@ func statusCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			ctx := context.Background()
-			m, err := manager.Connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			s, err := m.Status(ctx, name)
-			if err != nil {
-				return err
-			}
-			out.result(s, func(w io.Writer) { printStatus(w, s) })
-			return nil
+			return connected(func(ctx context.Context, m *manager.Manager) error {
+				s, err := m.Status(ctx, name)
+				if err != nil {
+					return err
+				}
+				out.result(s, func(w io.Writer) { printStatus(w, s) })
+				return nil
+			})
 		},
 	}
 }
@@ -239,17 +231,13 @@ func rmCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			ctx := context.Background()
-			m, err := manager.Connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			if err := m.Remove(ctx, name); err != nil {
-				return err
-			}
-			out.result(map[string]any{"removed": []string{name}}, func(w io.Writer) { fmt.Fprintf(w, "removed session %s\n", name) })
-			return nil
+			return connected(func(ctx context.Context, m *manager.Manager) error {
+				if err := m.Remove(ctx, name); err != nil {
+					return err
+				}
+				out.result(map[string]any{"removed": []string{name}}, func(w io.Writer) { fmt.Fprintf(w, "removed session %s\n", name) })
+				return nil
+			})
 		},
 	}
 }
@@ -261,23 +249,19 @@ func gcCommand(out *output) *cli.Command {
 		Flags:        []cli.Flag{jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			ctx := context.Background()
-			m, err := manager.Connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			removed, err := m.GC(ctx)
-			if err != nil {
-				return err
-			}
-			if removed == nil {
-				removed = []string{}
-			}
-			out.result(map[string]any{"removed": removed}, func(w io.Writer) {
-				fmt.Fprintf(w, "removed %d ended sessions\n", len(removed))
+			return connected(func(ctx context.Context, m *manager.Manager) error {
+				removed, err := m.GC(ctx)
+				if err != nil {
+					return err
+				}
+				if removed == nil {
+					removed = []string{}
+				}
+				out.result(map[string]any{"removed": removed}, func(w io.Writer) {
+					fmt.Fprintf(w, "removed %d ended sessions\n", len(removed))
+				})
+				return nil
 			})
-			return nil
 		},
 	}
 }

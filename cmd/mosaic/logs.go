@@ -56,37 +56,33 @@ func logsCommand(out *output) *cli.Command {
 				return units.BadInput("usage", "-o %s is not an output format of mosaic logs: use cat, short, short-iso, short-precise, json, json-pretty or verbose", format)
 			}
 			began := time.Now()
-			ctx := context.Background()
-			m, err := manager.Connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			s, err := m.Status(ctx, name)
-			if err != nil {
-				return err
-			}
-			// journalctl, not go-systemd's sdjournal: sdjournal links
-			// libsystemd through cgo, and mosaic is one static binary that
-			// is also bound into every sandbox as its init. The match is
-			// SYSLOG_IDENTIFIER (the unit's SyslogIdentifier, in every
-			// stream's header), not MOSAIC_SESSION, which journald does not
-			// apply to a user manager's units, nor the unit, which it can
-			// miss for the last lines of a command that exits at once.
-			base := []string{"--user", "-t", units.UnitPrefix + name, "--no-pager", "-q", "-o", format}
-			first := append([]string{}, base...)
-			if n := c.Int("lines"); n > 0 || (n == 0 && !c.Bool("follow")) {
-				first = append(first, "-n", strconv.Itoa(n))
-			} else if n == 0 {
-				first = append(first, "--since", fmt.Sprintf("@%d.%06d", began.Unix(), began.Nanosecond()/1000))
-			}
-			if v := c.String("since"); v != "" {
-				first = append(first, "--since", v)
-			}
-			if !c.Bool("follow") || !(s.Running() || s.State == "deactivating") {
-				return journalctl(first)
-			}
-			return follow(ctx, m, name, first, base)
+			return connected(func(ctx context.Context, m *manager.Manager) error {
+				s, err := m.Status(ctx, name)
+				if err != nil {
+					return err
+				}
+				// journalctl, not go-systemd's sdjournal: sdjournal links
+				// libsystemd through cgo, and mosaic is one static binary that
+				// is also bound into every sandbox as its init. The match is
+				// SYSLOG_IDENTIFIER (the unit's SyslogIdentifier, in every
+				// stream's header), not MOSAIC_SESSION, which journald does not
+				// apply to a user manager's units, nor the unit, which it can
+				// miss for the last lines of a command that exits at once.
+				base := []string{"--user", "-t", units.UnitPrefix + name, "--no-pager", "-q", "-o", format}
+				first := append([]string{}, base...)
+				if n := c.Int("lines"); n > 0 || (n == 0 && !c.Bool("follow")) {
+					first = append(first, "-n", strconv.Itoa(n))
+				} else if n == 0 {
+					first = append(first, "--since", fmt.Sprintf("@%d.%06d", began.Unix(), began.Nanosecond()/1000))
+				}
+				if v := c.String("since"); v != "" {
+					first = append(first, "--since", v)
+				}
+				if !c.Bool("follow") || !(s.Running() || s.State == "deactivating") {
+					return journalctl(first)
+				}
+				return follow(ctx, m, name, first, base)
+			})
 		},
 	}
 }

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,6 +120,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 // value) into bad input, exit 2.
 func usageError(c *cli.Context, err error, _ bool) error {
 	return units.BadInput("usage", "%v: see `mosaic %s --help`", err, c.Command.Name)
+}
+
+// connected runs f with a connection to the user manager, closed after.
+func connected(f func(ctx context.Context, m *manager.Manager) error) error {
+	ctx := context.Background()
+	m, err := manager.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	return f(ctx, m)
 }
 
 // wantsJSON reports whether --json is among the options (before any --), so

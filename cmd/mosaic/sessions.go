@@ -187,26 +187,22 @@ func stopCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			ctx := context.Background()
-			m, err := manager.Connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "stopping "+name)
-			s, err := m.Stop(ctx, name, timeout, prog.set)
-			prog.done()
-			if err != nil {
-				return err
-			}
-			out.result(s, func(w io.Writer) {
-				how := s.How()
-				if how == "" {
-					how = s.State
+			return connected(func(ctx context.Context, m *manager.Manager) error {
+				prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "stopping "+name)
+				s, err := m.Stop(ctx, name, timeout, prog.set)
+				prog.done()
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(w, "stopped session %s (%s)\n", s.Name, how)
+				out.result(s, func(w io.Writer) {
+					how := s.How()
+					if how == "" {
+						how = s.State
+					}
+					fmt.Fprintf(w, "stopped session %s (%s)\n", s.Name, how)
+				})
+				return nil
 			})
-			return nil
 		},
 	}
 }
