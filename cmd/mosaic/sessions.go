@@ -122,7 +122,7 @@ func startCommand(out *output) *cli.Command {
 			out.result(s, func(w io.Writer) {
 				fmt.Fprintf(w, "started session %s (main pid %d)\n", s.Name, s.MainPID)
 				fmt.Fprintf(w, "  status: mosaic status %s   or   systemctl --user status %s\n", s.Name, s.Unit)
-				fmt.Fprintf(w, "  output: journalctl --user -u %s\n", s.Unit)
+				fmt.Fprintf(w, "  output: mosaic logs %s   or   journalctl --user -t mosaic-%s\n", s.Name, s.Name)
 				fmt.Fprintf(w, "  stop:   mosaic stop %s\n", s.Name)
 			})
 			return nil
