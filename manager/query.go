@@ -42,9 +42,10 @@ type Session struct {
 	Credentials      []string       `json:"credentials,omitempty"` // names; values never leave the env file
 }
 
-// Running reports whether the session's unit is up or on its way up.
+// Running reports whether the session's unit is up, on its way up, or on
+// its way down (its processes are still there).
 func (s Session) Running() bool {
-	return s.State == "active" || s.State == "activating" || s.State == "reloading"
+	return s.State == "active" || s.State == "activating" || s.State == "reloading" || s.State == "deactivating"
 }
 
 // How describes how the main process ended: "exit status N" or "killed by

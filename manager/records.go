@@ -146,7 +146,7 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if s.Running() || s.State == "deactivating" {
+	if s.Running() {
 		return units.Refused("session-running", "session %s is %s: stop it first with `mosaic stop %s`", name, s.State, name)
 	}
 	m.forget(ctx, s.Unit)
@@ -164,7 +164,7 @@ func (m *Manager) GC(ctx context.Context) ([]string, error) {
 	}
 	var removed []string
 	for _, s := range all {
-		if s.Running() || s.State == "deactivating" {
+		if s.Running() {
 			continue
 		}
 		if err := m.Remove(ctx, s.Name); err != nil {

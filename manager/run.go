@@ -69,7 +69,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	}
 	unit := s.Unit
 	defer m.forget(context.Background(), unit)
-	if !s.Running() && s.State != "deactivating" {
+	if !s.Running() {
 		return s, nil
 	}
 	w := m.watch(unit)
@@ -110,7 +110,9 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	}
 	p := w.snapshot()
 	end := sessionOf(name, p, p)
-	end.Command, end.Workspace, end.WorkspaceGivenAs, end.Binds = s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds // what the record said
+	if rec, ok := readRecord(mustPaths().SessionDir(name)); ok {
+		rec.describe(&end)
+	}
 	return end, nil
 }
 
@@ -126,7 +128,7 @@ func (m *Manager) WaitEnded(ctx context.Context, name string) error {
 	w := m.watch(unit)
 	defer w.close()
 	s, err := m.Status(ctx, name)
-	if err != nil || !(s.Running() || s.State == "deactivating") {
+	if err != nil || !s.Running() {
 		return err
 	}
 	for !w.ended() {

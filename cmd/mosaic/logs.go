@@ -78,7 +78,7 @@ func logsCommand(out *output) *cli.Command {
 				if v := c.String("since"); v != "" {
 					first = append(first, "--since", v)
 				}
-				if !c.Bool("follow") || !(s.Running() || s.State == "deactivating") {
+				if !c.Bool("follow") || !s.Running() {
 					return journalctl(first)
 				}
 				return follow(ctx, m, name, first, base)
