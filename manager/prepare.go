@@ -27,6 +27,8 @@ type Request struct {
 	Profile     string   // empty: picked from the command
 	Credentials []string // --credential VAR, from the launching environment
 	EnvFiles    []string // --env-file PATH
+	Scope       bool     // a scope mosaic starts itself, not a service
+	TTY         bool     // stdio is a pseudo-terminal mosaic made for the session
 }
 
 // Paths are the user's directories a session is placed among.
@@ -158,8 +160,12 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		Profile:     grant.Profile.Name,
 		Limits:      req.Limits,
 		StopTimeout: req.StopTimeout,
+		Scope:       req.Scope,
+		TTY:         req.TTY,
 	}
-	if len(grant.Secrets) > 0 {
+	// A scope's secrets go from mosaic to its exec shim in the environment
+	// of the exec, never through a file.
+	if len(grant.Secrets) > 0 && !req.Scope {
 		spec.CredentialFile = credentials.SessionFile(p.RuntimeDir, name)
 	}
 	return spec, grant, nil
@@ -280,6 +286,7 @@ type record struct {
 	Started     time.Time      `json:"started"`
 	Profile     string         `json:"profile,omitempty"`
 	Credentials []string       `json:"credentials,omitempty"` // names only
+	Kind        string         `json:"kind,omitempty"`        // service (or empty) or scope
 }
 
 const recordFile = "session.json"
@@ -288,6 +295,14 @@ const recordFile = "session.json"
 func (r record) describe(s *Session) {
 	s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds = r.Command, r.Workspace, r.GivenAs, r.Binds
 	s.Profile, s.Credentials = r.Profile, r.Credentials
+	s.Kind = r.kind()
+}
+
+func (r record) kind() string {
+	if r.Kind == "" {
+		return units.KindService
+	}
+	return r.Kind
 }
 
 // prepareState makes the session's state directory: home/ kept across runs of
@@ -317,7 +332,7 @@ func prepareState(s units.Spec) (undo func(), err error) {
 		}
 	}
 	rec := record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
-		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials}
+		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind()}
 	if err := writeJSONAtomic(filepath.Join(s.StateDir, recordFile), rec); err != nil {
 		return fail(err)
 	}

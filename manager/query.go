@@ -21,6 +21,7 @@ import (
 type Session struct {
 	Name        string     `json:"name"`
 	Unit        string     `json:"unit"`
+	Kind        string     `json:"kind"` // service, or scope (bwrap's sandbox alone, started by mosaic run --scope)
 	State       string     `json:"state"`
 	SubState    string     `json:"sub_state"`
 	Result      string     `json:"result,omitempty"`
@@ -33,6 +34,11 @@ type Session struct {
 	Tasks       *uint64    `json:"tasks,omitempty"`
 	CPUNSec     *uint64    `json:"cpu_nsec,omitempty"`
 	PIDs        []uint32   `json:"pids,omitempty"`
+	// StoppedBy, for a session mosaic run watched end, says why it was
+	// stopped rather than ending by itself: "signal" (mosaic run was
+	// interrupted), "outside" (mosaic stop, systemctl --user stop),
+	// "runtime-max".
+	StoppedBy string `json:"stopped_by,omitempty"`
 
 	Command          []string       `json:"command,omitempty"`
 	Workspace        string         `json:"workspace,omitempty"`
@@ -79,16 +85,22 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	if err := units.ValidateName(name); err != nil {
 		return Session{}, err
 	}
-	unit := units.UnitName(name)
 	cctx, cancel := bounded(ctx)
 	defer cancel()
 	// Only what status shows, each a Get, sent at once: a GetAll of a
-	// service is some 250 properties.
-	unitProps := m.properties(cctx, unitPath(unit), "org.freedesktop.systemd1.Unit", []string{"LoadState", "Description", "ActiveState", "SubState"})
+	// service is some 250 properties. A session is a service or a scope.
+	unitNames := []string{"LoadState", "Description", "ActiveState", "SubState", "ActiveEnterTimestamp"}
+	unit, kind := units.UnitName(name), units.KindService
+	unitProps := m.properties(cctx, unitPath(unit), "org.freedesktop.systemd1.Unit", unitNames)
+	scopeProps := m.properties(cctx, unitPath(units.ScopeName(name)), "org.freedesktop.systemd1.Unit", unitNames)
 	serviceProps := m.properties(cctx, unitPath(unit), "org.freedesktop.systemd1.Service", listProperties)
 	up, sp := unitProps(), serviceProps()
 	if len(up) == 0 {
 		return Session{}, bug("reading "+unit, errors.New("systemd answered no property"))
+	}
+	if scope := scopeProps(); up["LoadState"] == "not-found" && scope["LoadState"] != "not-found" && len(scope) > 0 {
+		unit, kind, up = units.ScopeName(name), units.KindScope, scope
+		sp = m.properties(cctx, unitPath(unit), "org.freedesktop.systemd1.Scope", scopeProperties)()
 	}
 	if up["LoadState"] == "not-found" {
 		// systemd collects a unit that ended cleanly; the session's records
@@ -101,7 +113,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	if !isSession(up["Description"]) {
 		return Session{}, errNoSession(name)
 	}
-	s := sessionOf(name, up, sp)
+	s := sessionOf(name, kind, up, sp)
 	if s.Running() {
 		s.PIDs = m.pids(cctx, unit)
 	}
@@ -116,7 +128,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 func (m *Manager) List(ctx context.Context) ([]Session, error) {
 	cctx, cancel := bounded(ctx)
 	defer cancel()
-	st, err := m.conn.ListUnitsByPatternsContext(cctx, nil, []string{units.UnitPrefix + "*" + units.UnitSuffix})
+	st, err := m.conn.ListUnitsByPatternsContext(cctx, nil, []string{units.UnitPrefix + "*" + units.UnitSuffix, units.UnitPrefix + "*" + units.ScopeSuffix})
 	if err != nil {
 		return nil, bug("ListUnitsByPatterns", err)
 	}
@@ -124,17 +136,21 @@ func (m *Manager) List(ctx context.Context) ([]Session, error) {
 	// is some 250 properties), for every session at once on the one
 	// connection, then collected: systemd answers them in a row.
 	type pending struct {
-		name    string
-		u       sd.UnitStatus
-		collect func() map[string]any
+		name, kind string
+		u          sd.UnitStatus
+		collect    func() map[string]any
 	}
 	var all []pending
 	for _, u := range st {
-		name := units.SessionName(u.Name)
+		name, kind := units.SessionName(u.Name)
 		if name == "" || !isSession(u.Description) || u.LoadState == "not-found" {
 			continue
 		}
-		all = append(all, pending{name, u, m.properties(cctx, u.Path, "org.freedesktop.systemd1.Service", listProperties)})
+		iface, props := "org.freedesktop.systemd1.Service", listProperties
+		if kind == units.KindScope {
+			iface, props = "org.freedesktop.systemd1.Scope", scopeProperties
+		}
+		all = append(all, pending{name, kind, u, m.properties(cctx, u.Path, iface, props)})
 	}
 	var out []Session
 	for _, p := range all {
@@ -142,7 +158,7 @@ func (m *Manager) List(ctx context.Context) ([]Session, error) {
 		if len(sp) == 0 {
 			continue // gone between the list and the reads
 		}
-		out = append(out, sessionOf(p.name, map[string]any{"ActiveState": p.u.ActiveState, "SubState": p.u.SubState}, sp))
+		out = append(out, sessionOf(p.name, p.kind, map[string]any{"ActiveState": p.u.ActiveState, "SubState": p.u.SubState}, sp))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -174,19 +190,28 @@ func (m *Manager) properties(ctx context.Context, path dbus.ObjectPath, iface st
 var listProperties = []string{"Result", "MainPID", "ExecMainStartTimestamp", "ExecMainExitTimestamp", "ExecMainCode", "ExecMainStatus",
 	"MemoryCurrent", "TasksCurrent", "CPUUsageNSec"}
 
+// scopeProperties are the Scope properties sessionOf reads: a scope has no
+// main process; mosaic run, its parent, records how it ended.
+var scopeProperties = []string{"Result", "MemoryCurrent", "TasksCurrent", "CPUUsageNSec"}
+
 func isSession(description any) bool {
 	d, _ := description.(string)
 	return strings.HasPrefix(d, units.DescriptionPrefix)
 }
 
-// sessionOf builds a Session from the unit's Unit and Service properties.
-func sessionOf(name string, up, sp map[string]any) Session {
-	s := Session{Name: name, Unit: units.UnitName(name)}
+// sessionOf builds a Session from the unit's Unit and Service (or Scope)
+// properties.
+func sessionOf(name, kind string, up, sp map[string]any) Session {
+	s := Session{Name: name, Unit: units.UnitOf(name, kind), Kind: kind}
 	s.State, _ = up["ActiveState"].(string)
 	s.SubState, _ = up["SubState"].(string)
 	s.Result, _ = sp["Result"].(string)
 	s.MainPID, _ = sp["MainPID"].(uint32)
-	if ts, _ := sp["ExecMainStartTimestamp"].(uint64); ts > 0 {
+	start, _ := sp["ExecMainStartTimestamp"].(uint64)
+	if kind == units.KindScope {
+		start, _ = up["ActiveEnterTimestamp"].(uint64)
+	}
+	if ts := start; ts > 0 {
 		t := time.UnixMicro(int64(ts))
 		s.Since = &t
 	}

@@ -81,7 +81,7 @@ func fromRecords(name, dir string) (Session, bool) {
 	if !ok {
 		return Session{}, false
 	}
-	s := Session{Name: name, Unit: units.UnitName(name), State: "inactive", SubState: "dead"}
+	s := Session{Name: name, Unit: units.UnitOf(name, rec.kind()), State: "inactive", SubState: "dead"}
 	rec.describe(&s)
 	if !rec.Started.IsZero() {
 		t := rec.Started

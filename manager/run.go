@@ -50,11 +50,26 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 	}
 	mark(ctx, "end announced")
 	p := w.snapshot()
-	s := sessionOf(spec.Name, p, p)
+	s := sessionOf(spec.Name, units.KindService, p, p)
+	s.StoppedBy = stoppedBy(w, stopping, s.Result)
 	if result != "done" && s.ExitStatus == nil {
 		return s, units.Failed("start-failed", "session %s did not start: %s", spec.Name, startFailure(result, s))
 	}
 	return s, nil
+}
+
+// stoppedBy tells why a watched session was stopped, or "" when its command
+// ended by itself.
+func stoppedBy(w *unitWatch, byUs bool, result string) string {
+	switch {
+	case byUs:
+		return "signal"
+	case !w.wasStopped():
+		return ""
+	case result == "timeout":
+		return "runtime-max"
+	}
+	return "outside"
 }
 
 // Stop stops a session: SIGTERM to every process of it (systemd's StopUnit),
@@ -109,7 +124,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 		}
 	}
 	p := w.snapshot()
-	end := sessionOf(name, p, p)
+	end := sessionOf(name, s.Kind, p, p)
 	if rec, ok := readRecord(mustPaths().SessionDir(name)); ok {
 		rec.describe(&end)
 	}
@@ -124,11 +139,14 @@ func unitPath(unit string) dbus.ObjectPath {
 // WaitEnded returns once the session is no longer running (at once when it
 // is not), or when ctx is done.
 func (m *Manager) WaitEnded(ctx context.Context, name string) error {
-	unit := units.UnitName(name)
-	w := m.watch(unit)
-	defer w.close()
 	s, err := m.Status(ctx, name)
 	if err != nil || !s.Running() {
+		return err
+	}
+	w := m.watch(s.Unit)
+	defer w.close()
+	// Again, now that no announcement can be missed.
+	if s, err = m.Status(ctx, name); err != nil || !s.Running() {
 		return err
 	}
 	for !w.ended() {

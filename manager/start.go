@@ -73,7 +73,11 @@ func (m *Manager) Spec(req Request) (units.Spec, []credentials.Var, error) {
 // the unit runs, and the host's facts the sandbox is checked against.
 func (m *Manager) complete(spec *units.Spec, paths Paths) {
 	spec.MosaicBin = m.MosaicBin
-	spec.Promise = sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs).Encode()
+	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs && !spec.Scope)
+	if spec.Scope {
+		p.Scope = "/" + units.Slice + "/" + spec.Unit()
+	}
+	spec.Promise = p.Encode()
 }
 
 // Start starts the session as a transient service and returns once systemd's
@@ -113,7 +117,7 @@ type launched struct {
 // file, starts the unit and waits for the start job. The credential file is
 // removed as soon as the job is over: systemd read it before the command ran.
 func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credentials.Var, watch bool) (launched, error) {
-	l := launched{unit: units.UnitName(spec.Name), began: time.Now()}
+	l := launched{unit: spec.Unit(), began: time.Now()}
 	if err := m.claimName(ctx, spec); err != nil {
 		return l, err
 	}
@@ -146,30 +150,30 @@ func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credent
 	return l, nil
 }
 
-// claimName makes sure the session's unit is free: a running session of that
-// name is a refusal; an ended one that systemd still remembers as failed is
-// cleared. A name mosaic made up is free (StartTransientUnit would still
-// refuse a clash).
+// claimName makes sure the session's name is free, as a service and as a
+// scope: a running session of that name is a refusal; an ended one that
+// systemd still remembers as failed is cleared. A name mosaic made up is
+// free (StartTransientUnit would still refuse a clash).
 func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 	if !spec.NameGiven {
 		return nil
 	}
-	unit := units.UnitName(spec.Name)
 	cctx, cancel := bounded(ctx)
 	defer cancel()
-	st, err := m.conn.ListUnitsByNamesContext(cctx, []string{unit})
+	st, err := m.conn.ListUnitsByNamesContext(cctx, []string{units.UnitName(spec.Name), units.ScopeName(spec.Name)})
 	if err != nil {
 		return bug("ListUnitsByNames", err)
 	}
-	if len(st) == 0 || st[0].LoadState == "not-found" {
-		return nil
+	for _, u := range st {
+		switch {
+		case u.LoadState == "not-found":
+		case u.ActiveState == "inactive" || u.ActiveState == "failed":
+			m.forget(ctx, u.Name)
+		default:
+			return units.Refused("session-exists", "a session named %s is already %s: pick another --name, or stop it first with `mosaic stop %s`", spec.Name, u.ActiveState, spec.Name)
+		}
 	}
-	switch st[0].ActiveState {
-	case "inactive", "failed":
-		m.forget(ctx, unit)
-		return nil
-	}
-	return units.Refused("session-exists", "a session named %s is already %s: pick another --name, or stop it first with `mosaic stop %s`", units.SessionName(unit), st[0].ActiveState, units.SessionName(unit))
+	return nil
 }
 
 // startUnit calls StartTransientUnit and waits for the job's result.
@@ -181,7 +185,8 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 	cancel()
 	if err != nil {
 		if dbusErrorName(err) == errUnitExists {
-			return "", units.Refused("session-exists", "a session named %s already exists: pick another --name", units.SessionName(unit))
+			name, _ := units.SessionName(unit)
+			return "", units.Refused("session-exists", "a session named %s already exists: pick another --name", name)
 		}
 		return "", bug("StartTransientUnit", err)
 	}
@@ -189,7 +194,8 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 	case r := <-ch:
 		return r, nil
 	case <-ctx.Done():
-		return "", units.Failed("interrupted", "interrupted while %s was starting; it may still start: check `mosaic status %s`", unit, units.SessionName(unit))
+		name, _ := units.SessionName(unit)
+		return "", units.Failed("interrupted", "interrupted while %s was starting; it may still start: check `mosaic status %s`", unit, name)
 	}
 }
 

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"strings"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -16,6 +17,7 @@ type unitWatch struct {
 	m       *Manager
 	path    dbus.ObjectPath
 	props   map[string]any // Unit and Service properties merged; guarded by m.mu
+	stopped bool           // systemd was seen stopping the unit (SubState stop-sig*); guarded by m.mu
 	changed chan struct{}
 }
 
@@ -75,6 +77,15 @@ func (w *unitWatch) snapshot() map[string]any {
 	return c
 }
 
+// wasStopped reports whether systemd was seen stopping the unit (a stop job:
+// mosaic stop, systemctl --user stop, RuntimeMaxSec), as opposed to its
+// command ending by itself.
+func (w *unitWatch) wasStopped() bool {
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	return w.stopped
+}
+
 // ended reports whether the unit was announced inactive or failed.
 func (w *unitWatch) ended() bool {
 	w.m.mu.Lock()
@@ -96,6 +107,9 @@ func (m *Manager) dispatch() {
 		for _, w := range m.watchers[sig.Path] {
 			for k, v := range changed {
 				w.props[k] = v.Value()
+				if sub, _ := v.Value().(string); k == "SubState" && strings.HasPrefix(sub, "stop-sig") {
+					w.stopped = true
+				}
 			}
 			select {
 			case w.changed <- struct{}{}:

@@ -128,9 +128,10 @@ var namespaceArgs = []string{
 }
 
 // Argv is bwrap's command line (without the bwrap path itself) for the binds,
-// with the working directory and the command to run as PID 1.
-func Argv(binds []Bind, workdir string, command []string) []string {
-	args := append([]string{}, namespaceArgs...)
+// with the working directory and the command to run as PID 1; extra are
+// options of bwrap's own (--info-fd N).
+func Argv(binds []Bind, workdir string, command []string, extra ...string) []string {
+	args := append(append([]string{}, namespaceArgs...), extra...)
 	for _, b := range binds {
 		switch b.Kind {
 		case KindDev, KindProc, KindTmpfs:

@@ -9,6 +9,30 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The descriptors a scope's exec shim is started with (see units.ExecArgv).
+const (
+	ScopeInfoFD = 3 // bwrap's --info-fd: {"child-pid": N}, the init's PID
+	ScopeGoFD   = 4 // one byte once the shim is in its scope; EOF means give up
+)
+
+// WaitForGo blocks until one byte arrives on fd, then closes it. EOF (mosaic
+// could not make the scope, or died) is an error: nothing may run outside
+// the scope.
+func WaitForGo(fd int) error {
+	var b [1]byte
+	for {
+		n, err := unix.Read(fd, b[:])
+		if err == unix.EINTR {
+			continue
+		}
+		unix.Close(fd)
+		if n == 1 {
+			return nil
+		}
+		return fmt.Errorf("mosaic did not place the session in its scope (%v)", err)
+	}
+}
+
 // ExecBwrap replaces the calling process (the unit's main process) with bwrap,
 // after two things bwrap cannot do itself:
 //
@@ -29,6 +53,7 @@ func ExecBwrap(argv []string) error {
 		return fmt.Errorf("usage: exec-bwrap BWRAP [ARG...]")
 	}
 	signal.Ignore(unix.SIGTERM)
+	releaseTerminal()
 	env := os.Environ()
 	if sock := os.Getenv("NOTIFY_SOCKET"); sock != "" {
 		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM, 0) // inherited on purpose: no CLOEXEC
@@ -42,6 +67,22 @@ func ExecBwrap(argv []string) error {
 	}
 	err := unix.Exec(argv[0], argv, env)
 	return fmt.Errorf("cannot run %s: %v", argv[0], err)
+}
+
+// releaseTerminal gives up stdin's terminal when it is this process's
+// controlling terminal. systemd starts a service's main process as a session
+// leader, and one that holds a terminal on stdin acquires it: the session's
+// init could then not make it the command's controlling terminal. The
+// sandbox never shares a controlling terminal with a layer above it.
+func releaseTerminal() {
+	if _, err := unix.IoctlGetInt(0, unix.TIOCGSID); err != nil {
+		return // not our controlling terminal (or none)
+	}
+	// A session leader letting go sends SIGHUP to its foreground group,
+	// which may be this process.
+	signal.Ignore(unix.SIGHUP)
+	_ = unix.IoctlSetInt(0, unix.TIOCNOTTY, 0)
+	signal.Reset(unix.SIGHUP)
 }
 
 func withoutEnv(env []string, name string) []string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,6 +28,10 @@ type Promise struct {
 	TmpID      string            `json:"tmp_id"`  // /tmp's device:inode outside
 	RuntimeDir string            `json:"runtime"` // $XDG_RUNTIME_DIR
 	PIDs       bool              `json:"pids"`    // the unit has a PID namespace of its own (PrivatePIDs)
+	// Scope, for a session that is a scope, is the end of the cgroup path
+	// the exec shim must be in ("/mosaic.slice/mosaic-NAME.scope"): a scope
+	// has no unit layer to check, only the cgroup systemd moved it into.
+	Scope string `json:"scope,omitempty"`
 }
 
 // PromiseEnv carries the promise from the exec shim to the init.
@@ -79,7 +84,12 @@ func noNewPrivs() bool {
 // CheckUnit checks, in the exec shim, the layer systemd promised: new user
 // and mount namespaces (and a PID namespace where PrivatePIDs was sent), the
 // home and the runtime dir hidden, a private /tmp, no_new_privs.
+//
+// For a scope it checks instead that systemd placed the shim in the scope.
 func CheckUnit(p Promise) error {
+	if p.Scope != "" {
+		return checkCgroup(p.Scope)
+	}
 	here := namespaces()
 	kinds := []string{"user", "mnt"}
 	if p.PIDs {
@@ -103,6 +113,22 @@ func CheckUnit(p Promise) error {
 		return errors.New("no_new_privs is not set in the unit (NoNewPrivileges failed open)")
 	}
 	return nil
+}
+
+// checkCgroup checks that this process is in a cgroup whose path ends with
+// suffix, in the unified hierarchy or systemd's named one.
+func checkCgroup(suffix string) error {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && (parts[1] == "" || parts[1] == "name=systemd") && strings.HasSuffix(parts[2], suffix) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the session is not in its scope %s (cgroups: %s)", strings.TrimPrefix(suffix, "/"), strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", " "))
 }
 
 // Inner is the promise the init checks: the unit's namespaces replace the

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,9 +35,13 @@ const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
 
 // InitArgv is the argument list of mosaic's init (after the mosaic binary's
 // argv[0]) for one session: pass are variables to let through when set,
-// credentials are variables that must have arrived (names only).
-func InitArgv(session, home string, pass, credentials, command []string) []string {
+// credentials are variables that must have arrived (names only); tty says
+// that stdin is a pseudo-terminal mosaic made for the session.
+func InitArgv(session, home string, tty bool, pass, credentials, command []string) []string {
 	argv := []string{"init", "--session", session, "--home", home}
+	if tty {
+		argv = append(argv, "--tty")
+	}
 	for _, p := range pass {
 		argv = append(argv, "--pass", p)
 	}
@@ -59,6 +64,7 @@ func Init(args []string) int {
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")
+	tty := fs.Bool("tty", false, "stdin is the session's own pseudo-terminal: make it the command's controlling terminal")
 	var pass, creds stringList
 	fs.Var(&pass, "pass", "extra variable to pass to the command")
 	fs.Var(&creds, "credential", "credential that must have arrived, passed to the command")
@@ -67,6 +73,7 @@ func Init(args []string) int {
 		return ExitSandboxRefused
 	}
 	notify := notifyFD()
+	closeInherited()
 	promise, promiseErr := DecodePromise(os.Getenv(PromiseEnv))
 	os.Unsetenv(PromiseEnv)
 	for _, c := range creds {
@@ -97,12 +104,16 @@ func Init(args []string) int {
 	// Subscribe before the child exists so that neither a SIGCHLD nor a
 	// SIGTERM sent in the first microseconds is lost.
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH)
 
-	proc, err := os.StartProcess(path, command, &os.ProcAttr{
-		Env:   env,
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
-	})
+	attr := &os.ProcAttr{Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}}
+	if *tty {
+		// The command leads a session of its own whose controlling terminal
+		// is the PTY, in the foreground: Ctrl-C, Ctrl-Z and Ctrl-\ reach it
+		// from the line discipline, and job control works inside.
+		attr.Sys = &unix.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
+	proc, err := os.StartProcess(path, command, attr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: cannot start %s: %v\n", command[0], err)
 		return 127
@@ -111,7 +122,51 @@ func Init(args []string) int {
 	if notify >= 0 {
 		unix.Close(notify)
 	}
+	if *tty {
+		go endOnHangup(proc.Pid)
+	}
 	return supervise(proc.Pid, sigs)
+}
+
+// hangupGrace is how long a command may take to end after its terminal hung
+// up (mosaic, holding the other side, is gone) before the session is killed.
+const hangupGrace = 3 * time.Second
+
+// endOnHangup waits until the PTY on stdin hangs up, which happens when the
+// mosaic holding its other side is gone: the session would have no terminal.
+// The kernel sends SIGHUP to the command's session; one that ignores it is
+// killed after hangupGrace (the init's exit ends the PID namespace).
+func endOnHangup(pid int) {
+	fds := []unix.PollFd{{Fd: 0, Events: 0}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || fds[0].Revents&(unix.POLLHUP|unix.POLLNVAL|unix.POLLERR) != 0 {
+			break
+		}
+	}
+	_ = unix.Kill(-pid, unix.SIGHUP)
+	time.Sleep(hangupGrace)
+	fmt.Fprintln(os.Stderr, "mosaic init: the session's terminal hung up and the command did not end: killing it")
+	_ = unix.Kill(-1, unix.SIGKILL)
+	_ = unix.Kill(pid, unix.SIGKILL)
+}
+
+// closeInherited marks every inherited descriptor above stderr close-on-exec:
+// the command gets stdin, stdout and stderr and nothing else of the layers
+// above it (bwrap's --info-fd, a descriptor systemd or a caller leaked).
+func closeInherited() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
 }
 
 // supervise forwards signals to pid and reaps children until pid exits.

@@ -159,7 +159,7 @@ func TestWithin(t *testing.T) {
 }
 
 func TestInitArgv(t *testing.T) {
-	got := strings.Join(InitArgv("s", "/h", []string{"A", "B"}, []string{"K"}, []string{"cmd", "--pass", "x"}), " ")
+	got := strings.Join(InitArgv("s", "/h", false, []string{"A", "B"}, []string{"K"}, []string{"cmd", "--pass", "x"}), " ")
 	if got != "init --session s --home /h --pass A --pass B --credential K -- cmd --pass x" {
 		t.Errorf("InitArgv = %q", got)
 	}
@@ -188,5 +188,28 @@ func TestGuardAgainstTheOutside(t *testing.T) {
 	}
 	if _, err := DecodePromise("not json"); err == nil {
 		t.Error("a broken promise decoded")
+	}
+}
+
+// TestCheckCgroup: the scope promise holds only in the promised cgroup.
+func TestCheckCgroup(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Skip("no /proc/self/cgroup")
+	}
+	var own string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if parts := strings.SplitN(line, ":", 3); len(parts) == 3 && (parts[1] == "" || parts[1] == "name=systemd") {
+			own = parts[2]
+		}
+	}
+	if own == "" || own == "/" {
+		t.Skip("this process is in the root cgroup")
+	}
+	if err := CheckUnit(Promise{Scope: own}); err != nil {
+		t.Errorf("own cgroup %s refused: %v", own, err)
+	}
+	if err := CheckUnit(Promise{Scope: "/mosaic.slice/mosaic-elsewhere.scope"}); err == nil {
+		t.Error("a cgroup this process is not in was accepted")
 	}
 }

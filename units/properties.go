@@ -2,6 +2,7 @@ package units
 
 import (
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,14 +50,25 @@ func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value
 // ExecArgv is the unit's command line: mosaic's exec shim, which becomes
 // bwrap, which runs mosaic's init, which runs the command. It holds
 // credentials' names, never their values.
+//
+// A scope's shim (which mosaic starts itself) waits for the word on
+// sandbox.ScopeGoFD, sent once systemd has put it into the scope, so that
+// nothing of the session starts outside it; bwrap then reports the init's
+// PID on sandbox.ScopeInfoFD, to which mosaic forwards signals.
 func ExecArgv(s Spec) []string {
-	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(s.Name, s.Home, s.Pass, s.Credentials, s.Command)...)
-	argv := []string{s.MosaicBin, "exec-bwrap", "--promise", s.Promise}
+	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(s.Name, s.Home, s.TTY, s.Pass, s.Credentials, s.Command)...)
+	argv := []string{s.MosaicBin, "exec-bwrap"}
+	var info []string
+	if s.Scope {
+		argv = append(argv, "--wait-fd", strconv.Itoa(sandbox.ScopeGoFD))
+		info = []string{"--info-fd", strconv.Itoa(sandbox.ScopeInfoFD)}
+	}
+	argv = append(argv, "--promise", s.Promise)
 	if s.CredentialFile != "" {
 		argv = append(argv, "--drop", s.CredentialFile)
 	}
 	argv = append(argv, s.BwrapBin)
-	return append(argv, sandbox.Argv(s.Binds(), s.Workspace, initArgv)...)
+	return append(argv, sandbox.Argv(s.Binds(), s.Workspace, initArgv, info...)...)
 }
 
 // Properties are the transient service's properties for spec s on a manager
@@ -132,19 +144,7 @@ func Properties(s Spec, f Features) []sd.Property {
 	if f.PrivatePIDs {
 		props = append(props, prop("PrivatePIDs", "yes"))
 	}
-	if l := s.Limits; l.MemoryMax > 0 {
-		props = append(props, prop("MemoryMax", l.MemoryMax))
-	}
-	if l := s.Limits; l.TasksMax > 0 {
-		props = append(props, prop("TasksMax", l.TasksMax))
-	}
-	if l := s.Limits; l.CPUQuota > 0 {
-		// 100% of one CPU is one second of CPU time per second.
-		props = append(props, prop("CPUQuotaPerSecUSec", l.CPUQuota*10000))
-	}
-	if l := s.Limits; l.RuntimeMax > 0 {
-		props = append(props, prop("RuntimeMaxUSec", usec(l.RuntimeMax)))
-	}
+	props = append(props, limitProperties(s.Limits)...)
 	if s.Stdio != nil {
 		props = append(props,
 			prop("StandardInputFileDescriptor", dbus.UnixFD(s.Stdio[0])),
@@ -154,6 +154,45 @@ func Properties(s Spec, f Features) []sd.Property {
 		)
 	}
 	return props
+}
+
+// limitProperties are the resource limits asked for, which a service and a
+// scope take alike.
+func limitProperties(l Limits) []sd.Property {
+	var props []sd.Property
+	if l.MemoryMax > 0 {
+		props = append(props, prop("MemoryMax", l.MemoryMax))
+	}
+	if l.TasksMax > 0 {
+		props = append(props, prop("TasksMax", l.TasksMax))
+	}
+	if l.CPUQuota > 0 {
+		// 100% of one CPU is one second of CPU time per second.
+		props = append(props, prop("CPUQuotaPerSecUSec", l.CPUQuota*10000))
+	}
+	if l.RuntimeMax > 0 {
+		props = append(props, prop("RuntimeMaxUSec", usec(l.RuntimeMax)))
+	}
+	return props
+}
+
+// ScopeProperties are the transient scope's properties for spec s, whose
+// exec shim mosaic started as pid. systemd takes no sandboxing property on a
+// scope: it only gives the session its cgroup (limits, accounting, `systemctl
+// --user` inspection, stop); bwrap's layer and the init are the sandbox.
+func ScopeProperties(s Spec, pid uint32) []sd.Property {
+	stop := s.StopTimeout
+	if stop <= 0 {
+		stop = DefaultStopTimeout
+	}
+	props := []sd.Property{
+		prop("Description", Description(s.Name, s.Command)),
+		prop("Slice", Slice),
+		prop("PIDs", []uint32{pid}),
+		prop("TimeoutStopUSec", usec(stop)),
+		prop("CollectMode", "inactive-or-failed"),
+	}
+	return append(props, limitProperties(s.Limits)...)
 }
 
 // Description is the unit's Description: the marker prefix, the name and the

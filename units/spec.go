@@ -21,10 +21,18 @@ import (
 // limited together: systemctl --user set-property mosaic.slice MemoryMax=8G.
 const Slice = "mosaic.slice"
 
-// UnitPrefix and UnitSuffix frame a session's name in its unit name.
+// UnitPrefix and UnitSuffix frame a session's name in its unit name: a
+// service, or a scope (ScopeSuffix) for a session mosaic started itself.
 const (
-	UnitPrefix = "mosaic-"
-	UnitSuffix = ".service"
+	UnitPrefix  = "mosaic-"
+	UnitSuffix  = ".service"
+	ScopeSuffix = ".scope"
+)
+
+// The kinds of session, as `mosaic status` shows them.
+const (
+	KindService = "service" // a transient service: systemd's sandbox around bwrap's
+	KindScope   = "scope"   // a transient scope around a bwrap mosaic started: bwrap's sandbox alone
 )
 
 // DescriptionPrefix starts the Description of every unit mosaic makes; it is
@@ -46,21 +54,34 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// UnitName is the systemd unit of session name.
+// UnitName is the systemd unit of session name when it is a service.
 func UnitName(name string) string { return UnitPrefix + name + UnitSuffix }
 
-// SessionName returns the session name of a unit name, or "" when the unit is
-// not named like a session.
-func SessionName(unit string) string {
+// ScopeName is the systemd unit of session name when it is a scope.
+func ScopeName(name string) string { return UnitPrefix + name + ScopeSuffix }
+
+// UnitOf is the unit of a session of the given kind.
+func UnitOf(name, kind string) string {
+	if kind == KindScope {
+		return ScopeName(name)
+	}
+	return UnitName(name)
+}
+
+// SessionName returns the session name and kind of a unit name, or "" when
+// the unit is not named like a session.
+func SessionName(unit string) (name, kind string) {
 	name, ok := strings.CutPrefix(unit, UnitPrefix)
 	if !ok {
-		return ""
+		return "", ""
 	}
-	name, ok = strings.CutSuffix(name, UnitSuffix)
-	if !ok || ValidateName(name) != nil {
-		return ""
+	if n, ok := strings.CutSuffix(name, UnitSuffix); ok && ValidateName(n) == nil {
+		return n, KindService
 	}
-	return name
+	if n, ok := strings.CutSuffix(name, ScopeSuffix); ok && ValidateName(n) == nil {
+		return n, KindScope
+	}
+	return "", ""
 }
 
 // GenerateName makes a session name from the command's base name and a random
@@ -121,7 +142,25 @@ type Spec struct {
 	// stdout and stderr (mosaic run), and the unit is collected once it ended
 	// even when it failed: a finished run leaves nothing behind.
 	Stdio *[3]int
+	// TTY says the session's stdin, stdout and stderr are a pseudo-terminal
+	// mosaic made for it, which the init makes the command's controlling
+	// terminal.
+	TTY bool
+	// Scope makes the session a scope: mosaic starts the exec shim itself
+	// and systemd only adopts it (no unit sandbox; bwrap's is the whole).
+	Scope bool
 }
+
+// Kind is the session's kind: KindService or KindScope.
+func (s Spec) Kind() string {
+	if s.Scope {
+		return KindScope
+	}
+	return KindService
+}
+
+// Unit is the session's unit name.
+func (s Spec) Unit() string { return UnitOf(s.Name, s.Kind()) }
 
 // Limits are the resource limits asked for; zero means none.
 type Limits struct {

@@ -43,16 +43,18 @@ func TestValidateName(t *testing.T) {
 
 func TestSessionName(t *testing.T) {
 	for unit, want := range map[string]string{
-		"mosaic-abc.service":      "abc",
-		"mosaic-bus.service":      "",
-		"mosaic-a-egress.service": "",
-		"mosaic-abc.scope":        "",
-		"other-abc.service":       "",
-		"mosaic-Bad.service":      "",
-		UnitName("claude-3fa9c2"): "claude-3fa9c2",
+		"mosaic-abc.service":       "abc service",
+		"mosaic-bus.service":       " ",
+		"mosaic-a-egress.service":  " ",
+		"mosaic-abc.scope":         "abc scope",
+		"mosaic-abc.socket":        " ",
+		"other-abc.service":        " ",
+		"mosaic-Bad.service":       " ",
+		UnitName("claude-3fa9c2"):  "claude-3fa9c2 service",
+		ScopeName("claude-3fa9c2"): "claude-3fa9c2 scope",
 	} {
-		if got := SessionName(unit); got != want {
-			t.Errorf("SessionName(%q) = %q, want %q", unit, got, want)
+		if name, kind := SessionName(unit); name+" "+kind != want {
+			t.Errorf("SessionName(%q) = %q %q, want %q", unit, name, kind, want)
 		}
 	}
 }
@@ -302,5 +304,51 @@ func TestEndRecordOnlyWhereKept(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%s: ExecStopPostEx present %v, want %v", tc.label, got, tc.want)
 		}
+	}
+}
+
+// TestScopeProperties: a scope gets its cgroup and limits and no property
+// a scope does not take (systemd refuses the whole call for one).
+func TestScopeProperties(t *testing.T) {
+	s := testSpec()
+	s.Scope = true
+	s.Limits = Limits{MemoryMax: 1 << 30, TasksMax: 64, CPUQuota: 50, RuntimeMax: time.Minute}
+	got := props(ScopeProperties(s, 4242))
+	want := map[string]string{"Description": "s", "Slice": "s", "PIDs": "au", "TimeoutStopUSec": "t", "CollectMode": "s",
+		"MemoryMax": "t", "TasksMax": "t", "CPUQuotaPerSecUSec": "t", "RuntimeMaxUSec": "t"}
+	for name, sig := range want {
+		if p, ok := got[name]; !ok || p.Value.Signature().String() != sig {
+			t.Errorf("property %s missing or not %s", name, sig)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("scope properties %v, want exactly %v", got, want)
+	}
+	if pids := got["PIDs"].Value.Value().([]uint32); len(pids) != 1 || pids[0] != 4242 {
+		t.Errorf("PIDs = %v", pids)
+	}
+	if s.Unit() != "mosaic-s1.scope" || s.Kind() != KindScope {
+		t.Errorf("unit %s kind %s", s.Unit(), s.Kind())
+	}
+}
+
+// TestScopeExecArgv: a scope's shim waits to be in its scope before it
+// checks the promise (which is the scope's cgroup), and bwrap reports the
+// init's PID; a service's shim does neither.
+func TestScopeExecArgv(t *testing.T) {
+	s := testSpec()
+	s.TTY = true
+	svc := strings.Join(ExecArgv(s), " ")
+	s.Scope = true
+	scope := strings.Join(ExecArgv(s), " ")
+	if strings.Contains(svc, "--wait-fd") || strings.Contains(svc, "--info-fd") {
+		t.Errorf("service argv waits or reports: %s", svc)
+	}
+	if !strings.Contains(svc, " init --session s1 --home /home/u --tty ") {
+		t.Errorf("the init is not told of its terminal: %s", svc)
+	}
+	w, p, i := strings.Index(scope, "--wait-fd 4"), strings.Index(scope, "--promise"), strings.Index(scope, "--info-fd 3")
+	if w < 0 || p < 0 || i < 0 || !(w < p && p < i) {
+		t.Errorf("scope argv order wrong (wait %d, promise %d, info %d): %s", w, p, i, scope)
 	}
 }

@@ -164,27 +164,33 @@ func TestEscapeTable(t *testing.T) {
 		return got
 	}
 
-	t.Run("sound", func(t *testing.T) {
-		got := check(t)
-		for name, want := range wantEscape {
-			if got[name] != want {
-				t.Errorf("%s: %s, want %s", name, got[name], want)
+	for _, kind := range [][]string{nil, {"--scope"}} {
+		name := "service"
+		if kind != nil {
+			name = "scope"
+		}
+		t.Run("sound-"+name, func(t *testing.T) {
+			got := check(t, kind...)
+			for name, want := range wantEscape {
+				if got[name] != want {
+					t.Errorf("%s: %s, want %s", name, got[name], want)
+				}
 			}
-		}
-		if len(got) != len(wantEscape) {
-			t.Errorf("ran %d checks, want %d: %v", len(got), len(wantEscape), got)
-		}
-	})
-	t.Run("broken", func(t *testing.T) {
-		got := check(t, "--ro", sshDir)
-		var differ []string
-		for name, want := range wantEscape {
-			if got[name] != want {
-				differ = append(differ, name)
+			if len(got) != len(wantEscape) {
+				t.Errorf("ran %d checks, want %d: %v", len(got), len(wantEscape), got)
 			}
-		}
-		if strings.Join(differ, ",") != "ssh-key" {
-			t.Errorf("a sandbox exposing %s failed checks %v, want exactly [ssh-key]", sshDir, differ)
-		}
-	})
+		})
+		t.Run("broken-"+name, func(t *testing.T) {
+			got := check(t, append([]string{"--ro", sshDir}, kind...)...)
+			var differ []string
+			for name, want := range wantEscape {
+				if got[name] != want {
+					differ = append(differ, name)
+				}
+			}
+			if strings.Join(differ, ",") != "ssh-key" {
+				t.Errorf("a sandbox exposing %s failed checks %v, want exactly [ssh-key]", sshDir, differ)
+			}
+		})
+	}
 }

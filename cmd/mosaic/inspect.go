@@ -37,13 +37,13 @@ func listCommand(out *output) *cli.Command {
 				}
 				out.result(list, func(w io.Writer) {
 					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "NAME\tSTATE\tSUB\tPID\tSINCE\tMEMORY\tENDED")
+					fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tSUB\tPID\tSINCE\tMEMORY\tENDED")
 					for _, s := range list {
 						ended := "-"
 						if !s.Running() && s.How() != "" {
 							ended = s.How()
 						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.State, s.SubState, pid(s.MainPID), since(s.Since), humanBytes(s.MemoryBytes), ended)
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), since(s.Since), humanBytes(s.MemoryBytes), ended)
 					}
 					tw.Flush()
 				})
@@ -79,6 +79,11 @@ func statusCommand(out *output) *cli.Command {
 
 func printStatus(w io.Writer, s manager.Session) {
 	fmt.Fprintf(w, "session:   %s (%s)\n", s.Name, s.Unit)
+	if s.Kind == units.KindScope {
+		fmt.Fprintln(w, "kind:      scope: bwrap's sandbox alone, started by mosaic run --scope on its terminal (no unit sandbox, no journal)")
+	} else {
+		fmt.Fprintln(w, "kind:      service: systemd's unit sandbox around bwrap's")
+	}
 	fmt.Fprintf(w, "state:     %s (%s)", s.State, s.SubState)
 	if s.Result != "" && s.Result != "success" {
 		fmt.Fprintf(w, ", result %s", s.Result)
@@ -104,6 +109,9 @@ func printStatus(w io.Writer, s manager.Session) {
 		creds := "none"
 		if len(s.Credentials) > 0 {
 			creds = strings.Join(s.Credentials, ", ") + " (through an environment file, deleted once the session started)"
+			if s.Kind == units.KindScope {
+				creds = strings.Join(s.Credentials, ", ") + " (through the environment of mosaic's exec)"
+			}
 		}
 		fmt.Fprintf(w, "profile:   %s; credentials: %s\n", s.Profile, creds)
 	}
@@ -125,6 +133,10 @@ func printStatus(w io.Writer, s manager.Session) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", b.Kind, b.Dst, src, b.Reason)
 		}
 		tw.Flush()
+	}
+	if s.Kind == units.KindScope {
+		fmt.Fprintf(w, "inspect:   systemctl --user status %s\n", s.Unit)
+		return
 	}
 	fmt.Fprintf(w, "inspect:   systemctl --user status %s; journalctl --user -u %s\n", s.Unit, s.Unit)
 }

@@ -61,6 +61,9 @@ func logsCommand(out *output) *cli.Command {
 				if err != nil {
 					return err
 				}
+				if s.Kind == units.KindScope {
+					return units.Refused("no-logs", "session %s is a scope: its output went to the terminal mosaic run --scope ran on, not to the journal", name)
+				}
 				// journalctl, not go-systemd's sdjournal: sdjournal links
 				// libsystemd through cgo, and mosaic is one static binary that
 				// is also bound into every sandbox as its init. The match is

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -35,33 +36,52 @@ func main() {
 			sessionEnded(os.Args[2:])
 			os.Exit(0)
 		case "exec-bwrap":
-			args := os.Args[2:]
-			if len(args) > 1 && args[0] == "--promise" {
-				if err := checkUnit(args[1]); err != nil {
-					fmt.Fprintf(os.Stderr, "mosaic: refusing to build the sandbox: %v\n", err)
-					os.Exit(sandbox.ExitSandboxRefused)
-				}
-				args = args[2:]
-			}
-			if len(args) > 1 && args[0] == "--drop" {
-				// systemd has read the credential file into our
-				// environment: it has no reason to exist any more.
-				if err := credentials.RemoveSessionFile(args[1]); err != nil {
-					fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
-				}
-				args = args[2:]
-			}
-			err := sandbox.ExecBwrap(args)
-			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
+			err := execBwrap(os.Args[2:])
+			fmt.Fprintf(os.Stderr, "mosaic: refusing to build the sandbox: %v\n", err)
 			os.Exit(sandbox.ExitSandboxRefused)
 		}
 	}
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 
-// checkUnit checks the unit's layer against the promise read on the host,
-// and hands the init the promise it must check in turn.
-func checkUnit(encoded string) error {
+// execBwrap is the exec shim: `exec-bwrap [--promise JSON] [--drop FILE]
+// [--wait-fd N] BWRAP [ARG...]`. It checks the outer layer against the
+// promise, deletes the credential file systemd has read into its
+// environment, waits to be placed in its scope, and becomes bwrap. It
+// returns only on failure.
+func execBwrap(args []string) error {
+	for len(args) > 1 {
+		switch args[0] {
+		case "--promise":
+			if err := checkOuter(args[1]); err != nil {
+				return err
+			}
+		case "--drop":
+			// systemd has read the credential file into our environment:
+			// it has no reason to exist any more.
+			if err := credentials.RemoveSessionFile(args[1]); err != nil {
+				fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
+			}
+		case "--wait-fd":
+			fd, err := strconv.Atoi(args[1])
+			if err != nil {
+				return fmt.Errorf("bad --wait-fd %q", args[1])
+			}
+			if err := sandbox.WaitForGo(fd); err != nil {
+				return err
+			}
+		default:
+			return sandbox.ExecBwrap(args)
+		}
+		args = args[2:]
+	}
+	return sandbox.ExecBwrap(args)
+}
+
+// checkOuter checks the outer layer (the unit's, or the scope's cgroup)
+// against the promise read on the host, and hands the init the promise it
+// must check in turn.
+func checkOuter(encoded string) error {
 	p, err := sandbox.DecodePromise(encoded)
 	if err != nil {
 		return err

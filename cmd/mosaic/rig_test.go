@@ -180,10 +180,11 @@ func unitProperty(t *testing.T, unit, prop string) string {
 	return systemctl(t, "show", "-P", prop, unit)
 }
 
-// mosaicUnits lists the units named mosaic-*.service that systemd has.
+// mosaicUnits lists the units named mosaic-*.service or mosaic-*.scope
+// that systemd has.
 func mosaicUnits(t *testing.T) string {
 	t.Helper()
-	return systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-*.service")
+	return systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-*.service", "mosaic-*.scope")
 }
 
 // eventually polls cond for up to d.

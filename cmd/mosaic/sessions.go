@@ -131,18 +131,30 @@ func startCommand(out *output) *cli.Command {
 }
 
 func runCommand(out *output) *cli.Command {
+	flags := append(sessionFlags(),
+		&cli.BoolFlag{Name: "pty", Usage: "give the session a pseudo-terminal of its own, relayed to this one in raw mode (default: when stdin and stdout are terminals, without --scope)"},
+		&cli.BoolFlag{Name: "scope", Usage: "start the sandbox from mosaic, in a transient scope (mosaic-NAME.scope), with this terminal inherited directly: bwrap's sandbox alone, no unit sandbox"},
+	)
 	return &cli.Command{
 		Name:  "run",
-		Usage: "run a confined session in the foreground with this terminal's stdin, stdout and stderr; exit with its exit code",
-		Description: "Like systemd-run --user --wait --pipe. Ctrl-C (SIGINT), SIGTERM and SIGHUP stop the session.\n" +
-			"Without --name the session's home is removed when it ends; with --name it is kept for the next run.",
+		Usage: "run a confined session in the foreground on this terminal; exit with its exit code",
+		Description: "On a terminal the session gets a pseudo-terminal of its own (--pty): keys, colors and window size work\n" +
+			"as in the terminal itself, and the terminal is restored at the end. Otherwise it is like\n" +
+			"systemd-run --user --wait --pipe: SIGINT, SIGTERM and SIGHUP to mosaic stop the session.\n" +
+			"With --scope, mosaic starts the sandbox itself and forwards SIGINT, SIGQUIT, SIGTERM, SIGHUP and\n" +
+			"SIGWINCH to it. Without --name the session's home is removed when it ends; with --name it is kept.",
 		ArgsUsage:    "-- COMMAND [ARG...]",
-		Flags:        sessionFlags(),
+		Flags:        flags,
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			req, err := requestFrom(c)
 			if err != nil {
 				return err
+			}
+			req.Scope = c.Bool("scope")
+			req.TTY = isTerminal(os.Stdin) && isTerminal(os.Stdout) && !req.Scope
+			if c.IsSet("pty") {
+				req.TTY = c.Bool("pty")
 			}
 			ctx := traced(context.Background())
 			m, spec, secrets, err := manager.Launch(ctx, req)
@@ -150,20 +162,59 @@ func runCommand(out *output) *cli.Command {
 				return err
 			}
 			defer m.Close()
-			sigs := make(chan os.Signal, 1)
-			signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+			stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
+			var term *terminal
+			if req.TTY {
+				if term, err = openTerminal(os.Stdin, os.Stdout); err != nil {
+					return units.Failed("pty", "cannot give the session a pseudo-terminal: %v (run with --pty=false)", err)
+				}
+				defer term.restore()
+				stdio = [3]*os.File{term.slave, term.slave, term.slave}
+			}
+			forward := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP}
+			if req.Scope {
+				forward = append(forward, unix.SIGQUIT)
+				if term == nil {
+					forward = append(forward, unix.SIGWINCH)
+				}
+			}
+			sigs := make(chan os.Signal, 4)
+			signal.Notify(sigs, forward...)
 			defer signal.Stop(sigs)
-			s, err := m.Run(ctx, spec, secrets, [3]int{0, 1, 2}, sigs)
+			var s manager.Session
+			if req.Scope {
+				s, err = m.RunScope(ctx, spec, secrets, stdio, sigs)
+			} else {
+				s, err = m.Run(ctx, spec, secrets, [3]int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}, sigs)
+			}
+			if term != nil {
+				term.finish()
+			}
 			if err != nil {
 				return err
 			}
 			out.code = s.ExitCode()
 			if out.json {
 				out.result(s, nil)
+			} else if why := stoppedReason(s); why != "" {
+				fmt.Fprintln(out.stderr, why)
 			}
 			return nil
 		},
 	}
+}
+
+// stoppedReason is the one line mosaic run prints when the session did not
+// end by itself.
+func stoppedReason(s manager.Session) string {
+	how := s.How()
+	switch s.StoppedBy {
+	case "outside":
+		return fmt.Sprintf("mosaic: session %s was stopped from outside (mosaic stop or systemctl --user stop): %s", s.Name, how)
+	case "runtime-max":
+		return fmt.Sprintf("mosaic: session %s reached its --runtime-max and was stopped: %s", s.Name, how)
+	}
+	return ""
 }
 
 func stopCommand(out *output) *cli.Command {

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A terminal is the pseudo-terminal `mosaic run --pty` gives a session: the
+// session gets the slave side as its stdin, stdout and stderr and never
+// touches the user's real terminal; mosaic relays the master side to it, in
+// raw mode, so that every key (Ctrl-C, Ctrl-Z, Ctrl-\ included) reaches the
+// session's line discipline and through it the foreground process.
+type terminal struct {
+	master, slave *os.File
+	in, out       *os.File
+	saved         *unix.Termios // the user's terminal modes, restored at the end; nil when in is not a terminal
+	winch         chan os.Signal
+	drained       chan struct{} // the master side's output is all copied
+}
+
+// openTerminal allocates a pseudo-terminal for a session run from in and
+// out, gives it the modes and window size of in when that is a terminal,
+// puts in into raw mode and starts relaying.
+func openTerminal(in, out *os.File) (*terminal, error) {
+	master, slave, err := openPTY()
+	if err != nil {
+		return nil, err
+	}
+	t := &terminal{master: master, slave: slave, in: in, out: out, drained: make(chan struct{})}
+	if saved, err := unix.IoctlGetTermios(int(in.Fd()), unix.TCGETS); err == nil {
+		t.saved = saved
+		_ = unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, saved)
+		t.resize()
+		raw := *saved
+		makeRaw(&raw)
+		if err := unix.IoctlSetTermios(int(in.Fd()), unix.TCSETS, &raw); err != nil {
+			master.Close()
+			slave.Close()
+			return nil, err
+		}
+		t.winch = make(chan os.Signal, 1)
+		signal.Notify(t.winch, unix.SIGWINCH)
+		go func() {
+			for range t.winch {
+				t.resize()
+			}
+		}()
+	}
+	go func() { _, _ = io.Copy(master, in) }()
+	go func() {
+		_, _ = io.Copy(out, master) // ends with EIO once no one holds the slave side
+		close(t.drained)
+	}()
+	return t, nil
+}
+
+// openPTY returns a new pseudo-terminal's master and slave sides, neither of
+// them the controlling terminal of mosaic.
+func openPTY() (master, slave *os.File, err error) {
+	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
+		unix.Close(m)
+		return nil, nil, err
+	}
+	s, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
+	if errno != 0 { // before Linux 4.13: by its path
+		n, err := unix.IoctlGetInt(m, unix.TIOCGPTN)
+		if err != nil {
+			unix.Close(m)
+			return nil, nil, err
+		}
+		fd, err := unix.Open("/dev/pts/"+strconv.Itoa(n), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			unix.Close(m)
+			return nil, nil, err
+		}
+		s = uintptr(fd)
+	}
+	return os.NewFile(uintptr(m), "/dev/ptmx"), os.NewFile(s, "pty"), nil
+}
+
+// resize gives the session's terminal the size of the user's; the kernel
+// sends SIGWINCH to the session's foreground process.
+func (t *terminal) resize() {
+	if ws, err := unix.IoctlGetWinsize(int(t.in.Fd()), unix.TIOCGWINSZ); err == nil {
+		_ = unix.IoctlSetWinsize(int(t.master.Fd()), unix.TIOCSWINSZ, ws)
+	}
+}
+
+// finish is called once the session ended: it drops mosaic's own slave
+// side, copies what the session wrote last, and restores the user's
+// terminal.
+func (t *terminal) finish() {
+	t.slave.Close()
+	select {
+	case <-t.drained:
+	case <-time.After(time.Second): // a process outside the session still holds it
+	}
+	t.restore()
+}
+
+// restore puts the user's terminal back as it was.
+func (t *terminal) restore() {
+	if t.winch != nil {
+		signal.Stop(t.winch)
+	}
+	if t.saved != nil {
+		_ = unix.IoctlSetTermios(int(t.in.Fd()), unix.TCSETS, t.saved)
+	}
+}
+
+// makeRaw is cfmakeraw(3): no line editing, no echo, no signals from keys,
+// no output processing, 8-bit characters, reads return each byte.
+func makeRaw(t *unix.Termios) {
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	t.Cflag &^= unix.CSIZE | unix.PARENB
+	t.Cflag |= unix.CS8
+	t.Cc[unix.VMIN] = 1
+	t.Cc[unix.VTIME] = 0
+}

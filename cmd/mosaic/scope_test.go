@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a bytes.Buffer a test can read while a process writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestScopeSession runs a named session as a scope: it is a scope in
+// mosaic.slice that systemctl lists, mosaic status and list say so, mosaic
+// stop ends it, run returns 143 with a reason, and nothing is left of it in
+// systemd while its record keeps how it ended.
+func TestScopeSession(t *testing.T) {
+	needRig(t)
+	name := sessionName(t)
+	unit := "mosaic-" + name + ".scope"
+	var stdout, stderr lockedBuffer
+	cmd := exec.Command(mosaicBin, "run", "--scope", "--name", name, "--workspace", workspace(t), "--memory-max", "512M",
+		"--", "sh", "-c", "cat /proc/self/cgroup; echo ready; exec sleep 300")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan int, 1)
+	go func() {
+		cmd.Wait()
+		exited <- cmd.ProcessState.ExitCode()
+	}()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	eventually(t, 15*time.Second, "the scope session to run", func() bool { return strings.Contains(stdout.String(), "ready") })
+
+	if l := systemctl(t, "list-units", "--type=scope", "--plain", "--no-legend"); !strings.Contains(l, unit) {
+		t.Errorf("systemctl --user list-units --type=scope lacks %s:\n%s", unit, l)
+	}
+	if s := unitProperty(t, unit, "Slice"); s != "mosaic.slice" {
+		t.Errorf("%s is in slice %q, want mosaic.slice", unit, s)
+	}
+	if m := unitProperty(t, unit, "MemoryMax"); m != "536870912" {
+		t.Errorf("%s MemoryMax=%s, want 536870912", unit, m)
+	}
+	st := mustMosaic(t, "status", "--json", name).stdout
+	for _, want := range []string{`"kind": "scope"`, `"state": "active"`, `"unit": "` + unit + `"`} {
+		if !strings.Contains(st, want) {
+			t.Errorf("status lacks %s:\n%s", want, st)
+		}
+	}
+	if l := mustMosaic(t, "list").stdout; !strings.Contains(l, name) || !strings.Contains(l, "scope") {
+		t.Errorf("list does not show the scope session:\n%s", l)
+	}
+
+	mustMosaic(t, "stop", name)
+	select {
+	case code := <-exited:
+		if code != 143 {
+			t.Errorf("run exited %d, want 143\nstderr: %s", code, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("mosaic run --scope did not return after mosaic stop")
+	}
+	if !strings.Contains(stderr.String(), "was stopped from outside") {
+		t.Errorf("run gave no reason: %q", stderr.String())
+	}
+	if l := systemctl(t, "list-units", "--all", "--plain", "--no-legend", unit); strings.Contains(l, unit) {
+		t.Errorf("the scope is still there after run returned:\n%s", l)
+	}
+	if st := mustMosaic(t, "status", "--json", name).stdout; !strings.Contains(st, `"exit_status": 143`) || !strings.Contains(st, `"kind": "scope"`) {
+		t.Errorf("status after the end does not say how the scope ended:\n%s", st)
+	}
+}
+
+// TestScopeRun: an unnamed scope run passes a credential through the
+// exec's environment (never a command line: every process on the host is
+// checked while it runs), returns the command's exit code, and leaves no
+// unit and no state behind.
+func TestScopeRun(t *testing.T) {
+	needRig(t)
+	secret := "scope-secret-" + randomHex()
+	var stdout, stderr lockedBuffer
+	cmd := exec.Command(mosaicBin, "run", "--scope", "--workspace", workspace(t), "--credential", "TEST_TOKEN", "--",
+		"sh", "-c", `echo "token=$TEST_TOKEN"; echo ready; sleep 1; exit 9`)
+	cmd.Env = append(os.Environ(), "TEST_TOKEN="+secret)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	eventually(t, 15*time.Second, "the scope session to run", func() bool { return strings.Contains(stdout.String(), "ready") })
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(secret)) {
+			t.Errorf("%s holds the secret: %q", p, b)
+		}
+	}
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 9 {
+		t.Fatalf("exit %d, want 9\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "token="+secret) {
+		t.Errorf("the credential did not arrive: %s", stdout.String())
+	}
+	if strings.Contains(stderr.String(), secret) {
+		t.Errorf("the secret leaked on stderr: %s", stderr.String())
+	}
+	if l := systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-*.scope"); l != "" {
+		t.Errorf("scopes left behind:\n%s", l)
+	}
+	entries, _ := os.ReadDir(filepath.Join(stateRoot(), "sessions"))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "sh-") {
+			t.Errorf("an unnamed scope run left its state: %s", e.Name())
+		}
+	}
+}
+
+// TestScopeTerminal: a scope session inherits the user's terminal directly;
+// Ctrl-C there reaches the command (through mosaic and the init).
+func TestScopeTerminal(t *testing.T) {
+	needRig(t)
+	r := startOnPTY(t, 24, 80, "run", "--scope", "--workspace", workspace(t), "--", "sh", "-c", `test -t 0 && echo on-terminal; echo ready; exec sleep 300`)
+	r.waitFor("ready")
+	if !strings.Contains(r.output(), "on-terminal") {
+		t.Errorf("the scope session is not on the terminal:\n%s", r.output())
+	}
+	r.typeKeys("\x03")
+	if code := r.wait(); code != 130 {
+		t.Errorf("Ctrl-C: exit %d, want 130\n%s", code, r.output())
+	}
+	if after := termios(t, r.slave); after != r.before {
+		t.Errorf("the terminal's modes changed")
+	}
+}
