@@ -135,10 +135,11 @@ wait:
 	}
 	mark(ctx, "session ended")
 	// bwrap is gone, and with it the sandbox; systemd sees the cgroup empty
-	// and ends the scope. Wait for that, so that the name is free again
-	// when mosaic run returns.
+	// and ends the scope (some 5 ms later). For a session named by the
+	// caller, wait for that, so that the name is free again when mosaic run
+	// returns; a name mosaic made up is never asked for again.
 	deadline := time.After(callTimeout)
-	for !w.ended() {
+	for spec.NameGiven && !w.ended() {
 		select {
 		case <-w.changed:
 		case <-deadline:
@@ -148,8 +149,12 @@ wait:
 			deadline = nil
 		}
 	}
+	mark(ctx, "scope ended")
 	p := w.snapshot()
 	s := sessionOf(spec.Name, units.KindScope, p, p)
+	if !w.ended() { // every process of it is gone; systemd has yet to notice
+		s.State, s.SubState = "inactive", "dead"
+	}
 	kind, status := "exited", cmd.ProcessState.ExitCode()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		kind, status = "killed", int(ws.Signal())

@@ -125,7 +125,7 @@ func Init(args []string) int {
 	if *tty {
 		go endOnHangup(proc.Pid)
 	}
-	return supervise(proc.Pid, sigs)
+	return supervise(proc.Pid, *tty, sigs)
 }
 
 // hangupGrace is how long a command may take to end after its terminal hung
@@ -170,7 +170,11 @@ func closeInherited() {
 }
 
 // supervise forwards signals to pid and reaps children until pid exits.
-func supervise(pid int, sigs chan os.Signal) int {
+// A command stopped by SIGTSTP (Ctrl-Z) is resumed at once: the session has
+// no shell to resume it, so a program without a handler of its own would
+// otherwise hang its session. Its own handler has run by then. group says
+// the command leads its own process group (the PTY's foreground group).
+func supervise(pid int, group bool, sigs chan os.Signal) int {
 	for sig := range sigs {
 		if sig != unix.SIGCHLD {
 			_ = unix.Kill(pid, sig.(unix.Signal))
@@ -178,9 +182,19 @@ func supervise(pid int, sigs chan os.Signal) int {
 		}
 		for {
 			var ws unix.WaitStatus
-			got, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			got, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WUNTRACED, nil)
 			if got <= 0 || err != nil {
 				break
+			}
+			if got == pid && ws.Stopped() {
+				if ws.StopSignal() == unix.SIGTSTP {
+					target := pid
+					if group {
+						target = -pid
+					}
+					_ = unix.Kill(target, unix.SIGCONT)
+				}
+				continue
 			}
 			if got == pid {
 				return ExitCode(ws)

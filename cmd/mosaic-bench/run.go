@@ -114,6 +114,8 @@ func (b *bench) oneShot(r *Report, srt string) error {
 		{"systemd-run --user --wait --pipe", []string{"systemd-run", "--user", "--quiet", "--wait", "--pipe", "/usr/bin/true"}},
 		{"systemd-run, same properties and bwrap argv", eq},
 		{"mosaic run", []string{b.mosaic, "run", "--workspace", b.ws, "--", "/usr/bin/true"}},
+		{"systemd-run --user --scope + bwrap", append([]string{"systemd-run", "--user", "--quiet", "--scope", "--slice", units.Slice}, bwrapArgv...)},
+		{"mosaic run --scope", []string{b.mosaic, "run", "--scope", "--workspace", b.ws, "--", "/usr/bin/true"}},
 	}
 	if srt != "" {
 		cases = append(cases, struct {
@@ -366,8 +368,18 @@ func ratios(r *Report) []Ratio {
 	if mosaic > 0 && sr > 0 {
 		out = append(out, Ratio{"one-shot: mosaic run / systemd-run equivalent", mosaic / sr, "≤ 1.0 (stretch 0.8)", mosaic/sr <= 1.0})
 	}
+	scope, srScope := get(r.OneShot, "mosaic run --scope"), get(r.OneShot, "systemd-run --user --scope + bwrap")
+	if scope > 0 && srScope > 0 {
+		out = append(out, Ratio{"one-shot: mosaic run --scope / systemd-run --scope + bwrap", scope / srScope, "≤ 1.0", scope/srScope <= 1.0})
+	}
+	if scope > 0 && mosaic > 0 {
+		out = append(out, Ratio{"one-shot: mosaic run --scope / mosaic run (service)", scope / mosaic, "—", true})
+	}
 	if srt := get(r.OneShot, "srt (sandbox-runtime)"); srt > 0 && mosaic > 0 {
 		out = append(out, Ratio{"one-shot: srt / mosaic run", srt / mosaic, "≥ 10", srt/mosaic >= 10})
+		if scope > 0 {
+			out = append(out, Ratio{"one-shot: srt / mosaic run --scope", srt / scope, "≥ 10", srt/scope >= 10})
+		}
 	}
 	if st, sr := get(r.Start, "mosaic start"), get(r.Start, "systemd-run, same properties and bwrap argv"); st > 0 && sr > 0 {
 		out = append(out, Ratio{"start: mosaic start / systemd-run equivalent", st / sr, "≤ 1.0", st/sr <= 1.0})

@@ -157,7 +157,8 @@ func TestPTYRun(t *testing.T) {
 }
 
 // TestPTYKeys sends Ctrl-C and Ctrl-\ as keys: they reach the command in the
-// session (which dies of SIGINT, SIGQUIT), not mosaic.
+// session (which dies of SIGINT, SIGQUIT), not mosaic. Ctrl-Z reaches it too,
+// and the session's init resumes it (there is no shell inside to do so).
 func TestPTYKeys(t *testing.T) {
 	needRig(t)
 	for _, tc := range []struct {
@@ -170,6 +171,18 @@ func TestPTYKeys(t *testing.T) {
 		if code := r.wait(); code != tc.want {
 			t.Errorf("key %q: exit %d, want %d; terminal:\n%s", tc.key, code, tc.want, r.output())
 		}
+	}
+	r := startOnPTY(t, 24, 80, "run", "--workspace", workspace(t), "--", "sh", "-c",
+		`trap 'echo got-tstp' TSTP; echo ready; sleep 0.5; echo still-running; exec sleep 300`)
+	r.waitFor("ready")
+	r.typeKeys("\x1a")
+	r.waitFor("still-running")
+	r.typeKeys("\x03")
+	if code := r.wait(); code != 130 {
+		t.Errorf("Ctrl-Z then Ctrl-C: exit %d, want 130; terminal:\n%s", code, r.output())
+	}
+	if !strings.Contains(r.output(), "got-tstp") {
+		t.Errorf("Ctrl-Z did not reach the command's handler:\n%s", r.output())
 	}
 }
 

@@ -124,9 +124,9 @@ func TestScopeRun(t *testing.T) {
 	if strings.Contains(stderr.String(), secret) {
 		t.Errorf("the secret leaked on stderr: %s", stderr.String())
 	}
-	if l := systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-*.scope"); l != "" {
-		t.Errorf("scopes left behind:\n%s", l)
-	}
+	eventually(t, 5*time.Second, "systemd to collect the ended scope", func() bool {
+		return systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-*.scope") == ""
+	})
 	entries, _ := os.ReadDir(filepath.Join(stateRoot(), "sessions"))
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), "sh-") {
