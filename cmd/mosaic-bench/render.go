@@ -40,7 +40,10 @@ func writeReport(w io.Writer, r *Report, jsonFile string) {
 	fmt.Fprintln(w, "\n## Targets\n\n| what | value | target | met |\n|---|---|---|---|")
 	for _, x := range r.Ratios {
 		met := "yes"
-		if !x.Met {
+		switch {
+		case x.Target == "—":
+			met = "—" // a comparison, not a target
+		case !x.Met:
 			met = "**no**"
 		}
 		fmt.Fprintf(w, "| %s | %.2f | %s | %s |\n", x.What, x.Value, x.Target, met)
