@@ -44,6 +44,7 @@ type Manager struct {
 	mu         sync.Mutex
 	watchers   map[dbus.ObjectPath][]*unitWatch
 	signals    chan *dbus.Signal
+	onSession  func(unit, iface string, changed map[string]any) // WatchSessions
 }
 
 type address struct {

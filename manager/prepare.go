@@ -29,6 +29,7 @@ type Request struct {
 	EnvFiles    []string // --env-file PATH
 	Scope       bool     // a scope mosaic starts itself, not a service
 	TTY         bool     // stdio is a pseudo-terminal mosaic made for the session
+	MayLaunch   bool     // the session may ask the bus to launch others
 }
 
 // Paths are the user's directories a session is placed among.
@@ -162,6 +163,12 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		StopTimeout: req.StopTimeout,
 		Scope:       req.Scope,
 		TTY:         req.TTY,
+		MayLaunch:   req.MayLaunch,
+		BusDir:      BusDir(p.RuntimeDir),
+	}
+	if req.MayLaunch {
+		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
+		spec.Pass = append(spec.Pass, sandbox.BusEnv)
 	}
 	// A scope's secrets go from mosaic to its exec shim in the environment
 	// of the exec, never through a file.
@@ -287,6 +294,7 @@ type record struct {
 	Profile     string         `json:"profile,omitempty"`
 	Credentials []string       `json:"credentials,omitempty"` // names only
 	Kind        string         `json:"kind,omitempty"`        // service (or empty) or scope
+	MayLaunch   bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
 }
 
 const recordFile = "session.json"
@@ -296,6 +304,7 @@ func (r record) describe(s *Session) {
 	s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds = r.Command, r.Workspace, r.GivenAs, r.Binds
 	s.Profile, s.Credentials = r.Profile, r.Credentials
 	s.Kind = r.kind()
+	s.MayLaunch = r.MayLaunch
 }
 
 func (r record) kind() string {
@@ -331,8 +340,13 @@ func prepareState(s units.Spec) (undo func(), err error) {
 			return fail(err)
 		}
 	}
+	if s.MayLaunch { // bound into the session whether the bus runs yet or not
+		if err := os.MkdirAll(s.BusDir, 0o700); err != nil {
+			return fail(err)
+		}
+	}
 	rec := record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
-		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind()}
+		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch}
 	if err := writeJSONAtomic(filepath.Join(s.StateDir, recordFile), rec); err != nil {
 		return fail(err)
 	}

@@ -46,6 +46,7 @@ type Session struct {
 	Binds            []sandbox.Bind `json:"binds,omitempty"`
 	Profile          string         `json:"profile,omitempty"`
 	Credentials      []string       `json:"credentials,omitempty"` // names; values never leave the env file
+	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch
 }
 
 // Running reports whether the session's unit is up, on its way up, or on

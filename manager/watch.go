@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/godbus/dbus/v5"
@@ -31,11 +32,7 @@ func (m *Manager) watch(unit string) *unitWatch {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.signals == nil {
-		m.signals = make(chan *dbus.Signal, 1024)
-		m.bus.Signal(m.signals)
-		go m.dispatch()
-	}
+	m.startDispatch()
 	w := &unitWatch{m: m, path: path, props: map[string]any{}, changed: make(chan struct{}, 1)}
 	m.watchers[w.path] = append(m.watchers[w.path], w)
 	return w
@@ -94,6 +91,54 @@ func (w *unitWatch) ended() bool {
 	return s == "inactive" || s == "failed"
 }
 
+// startDispatch starts, once, the goroutine that hands systemd's signals to
+// the watches; m.mu is held.
+func (m *Manager) startDispatch() {
+	if m.signals == nil {
+		m.signals = make(chan *dbus.Signal, 1024)
+		m.bus.Signal(m.signals)
+		go m.dispatch()
+	}
+}
+
+// sessionPathPrefix starts the D-Bus object path of every unit named
+// mosaic-* ("-" is escaped as _2d).
+const sessionPathPrefix = "/org/freedesktop/systemd1/unit/mosaic_2d"
+
+// WatchSessions calls fn with every property change systemd announces for
+// a unit named mosaic-* (iface is the interface whose properties changed),
+// however the unit was started: the bus's view of every session. fn runs on
+// the one goroutine that reads signals, in the order systemd sent them.
+func (m *Manager) WatchSessions(fn func(unit, iface string, changed map[string]any)) {
+	m.subscribe(context.Background())
+	if m.viaBus {
+		_ = m.bus.AddMatchSignal(dbus.WithMatchSender("org.freedesktop.systemd1"),
+			dbus.WithMatchInterface("org.freedesktop.DBus.Properties"), dbus.WithMatchMember("PropertiesChanged"))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.onSession = fn
+	m.startDispatch()
+}
+
+// unitOfPath is the unit name of a unit's object path (systemd escapes every
+// byte outside [A-Za-z0-9] as _XX).
+func unitOfPath(path dbus.ObjectPath) string {
+	s := strings.TrimPrefix(string(path), "/org/freedesktop/systemd1/unit/")
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '_' && i+2 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
 func (m *Manager) dispatch() {
 	for sig := range m.signals {
 		if sig.Name != "org.freedesktop.DBus.Properties.PropertiesChanged" || len(sig.Body) < 2 {
@@ -104,6 +149,16 @@ func (m *Manager) dispatch() {
 			continue
 		}
 		m.mu.Lock()
+		if fn := m.onSession; fn != nil && strings.HasPrefix(string(sig.Path), sessionPathPrefix) {
+			iface, _ := sig.Body[0].(string)
+			values := make(map[string]any, len(changed))
+			for k, v := range changed {
+				values[k] = v.Value()
+			}
+			m.mu.Unlock()
+			fn(unitOfPath(sig.Path), iface, values)
+			m.mu.Lock()
+		}
 		for _, w := range m.watchers[sig.Path] {
 			for k, v := range changed {
 				w.props[k] = v.Value()

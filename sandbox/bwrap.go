@@ -19,6 +19,17 @@ import (
 // user installed mosaic (often under the home, which the session cannot see).
 const InitPath = "/run/mosaic/init"
 
+// Inside a session started with --may-launch, the bus's directory appears at
+// BusDirInside, its socket at BusSocketInside (also in $MOSAIC_BUS), and the
+// mosaic binary at BinInside (on the command's PATH) for `mosaic bus`.
+const (
+	BusDirInside    = "/run/mosaic/bus"
+	BusSocketName   = "bus.sock"
+	BusSocketInside = BusDirInside + "/" + BusSocketName
+	BinInside       = "/run/mosaic/bin/mosaic"
+	BusEnv          = "MOSAIC_BUS"
+)
+
 // Mount kinds, as bwrap spells the option without its dashes.
 const (
 	KindRO      = "ro-bind"
@@ -48,6 +59,7 @@ type Options struct {
 	Binary      string   // the command's binary when outside the system dirs, bound read-only
 	ExtraRO     []string // --ro PATH
 	ExtraRW     []string // --rw PATH
+	BusDir      string   // the bus's socket directory, for a session that may launch others; "" for none
 }
 
 // systemDirs are the host directories every program needs, read-only. /etc
@@ -73,6 +85,12 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 		Bind{Kind: KindRW, Src: o.SessionTmp, Dst: "/tmp", Reason: "the session's own /tmp, on disk under its state directory: private, not the host's"},
 		Bind{Kind: KindRW, Src: o.Workspace, Dst: o.Workspace, Reason: "the workspace, read-write at its own path"},
 	)
+	if o.BusDir != "" {
+		b = append(b,
+			Bind{Kind: KindRO, Src: o.BusDir, Dst: BusDirInside, Reason: "the mosaic bus's socket (--may-launch): this session may ask it to launch others, under its policy"},
+			Bind{Kind: KindRO, Src: o.MosaicBin, Dst: BinInside, Reason: "mosaic itself, for `mosaic bus launch` (--may-launch), read-only"},
+		)
+	}
 	if o.Binary != "" {
 		b = append(b, Bind{Kind: KindRO, Src: o.Binary, Dst: o.Binary, Reason: "the command's binary, found on your PATH outside the system directories, read-only"})
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -235,6 +236,13 @@ func CommandEnv(environ []string, session, home string, pass []string) []string 
 	}
 	if !hasPath {
 		env = append(env, "PATH="+DefaultPath)
+	}
+	if allowed[BusEnv] { // --may-launch: mosaic is on the PATH
+		for i, kv := range env {
+			if strings.HasPrefix(kv, "PATH=") {
+				env[i] = kv + ":" + filepath.Dir(BinInside)
+			}
+		}
 	}
 	return append(env, "HOME="+home, "TMPDIR=/tmp", "MOSAIC_SESSION="+session)
 }

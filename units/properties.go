@@ -225,6 +225,9 @@ func readOnlyPaths(s Spec) []string {
 	if s.Binary != "" {
 		ro = append(ro, s.Binary)
 	}
+	if d := s.busDir(); d != "" {
+		ro = append(ro, d)
+	}
 	return append(ro, s.ExtraRO...)
 }
 

@@ -146,6 +146,10 @@ type Spec struct {
 	// mosaic made for it, which the init makes the command's controlling
 	// terminal.
 	TTY bool
+	// MayLaunch binds the bus's socket directory (BusDir) into the session,
+	// which may then ask the bus to launch others.
+	MayLaunch bool
+	BusDir    string
 	// Scope makes the session a scope: mosaic starts the exec shim itself
 	// and systemd only adopts it (no unit sandbox; bwrap's is the whole).
 	Scope bool
@@ -187,7 +191,15 @@ func (s Spec) Binds() []sandbox.Bind {
 		Binary:      s.Binary,
 		ExtraRO:     s.ExtraRO,
 		ExtraRW:     s.ExtraRW,
+		BusDir:      s.busDir(),
 	})
+}
+
+func (s Spec) busDir() string {
+	if s.MayLaunch {
+		return s.BusDir
+	}
+	return ""
 }
 
 // Features are what the user manager supports, read from its Version once per

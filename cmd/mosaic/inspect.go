@@ -35,22 +35,25 @@ func listCommand(out *output) *cli.Command {
 				if list == nil {
 					list = []manager.Session{}
 				}
-				out.result(list, func(w io.Writer) {
-					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tSUB\tPID\tSINCE\tMEMORY\tENDED")
-					for _, s := range list {
-						ended := "-"
-						if !s.Running() && s.How() != "" {
-							ended = s.How()
-						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), since(s.Since), humanBytes(s.MemoryBytes), ended)
-					}
-					tw.Flush()
-				})
+				out.result(list, func(w io.Writer) { printList(w, list) })
 				return nil
 			})
 		},
 	}
+}
+
+// printList prints sessions as a table.
+func printList(w io.Writer, list []manager.Session) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tSUB\tPID\tSINCE\tMEMORY\tENDED")
+	for _, s := range list {
+		ended := "-"
+		if !s.Running() && s.How() != "" {
+			ended = s.How()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), since(s.Since), humanBytes(s.MemoryBytes), ended)
+	}
+	tw.Flush()
 }
 
 func statusCommand(out *output) *cli.Command {

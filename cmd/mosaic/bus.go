@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"mosaic/manager"
+	"mosaic/sandbox"
+	"mosaic/units"
+)
+
+func busCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:  "bus",
+		Usage: "the mosaic bus: serve it (mosaic-bus.service), or ask it to launch, stop, list or show sessions",
+		Description: "A session started with --may-launch reaches the bus at $MOSAIC_BUS and may launch sessions under\n" +
+			"the policy in ~/.config/mosaic/bus.conf; outside any session every verb is allowed.\n" +
+			"Install the bus with contrib/install-bus-unit.sh.",
+		Subcommands: []*cli.Command{busServeCommand(), busLaunchCommand(out), busStopCommand(out), busListCommand(out), busStatusCommand(out)},
+	}
+}
+
+func busServeCommand() *cli.Command {
+	return &cli.Command{
+		Name:         "serve",
+		Usage:        "run the bus in the foreground (what mosaic-bus.service runs); READY=1 once it listens",
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
+			defer stop()
+			return manager.Serve(ctx, func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) })
+		},
+	}
+}
+
+func busLaunchCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:      "launch",
+		Usage:     "ask the bus to start a session (from a --may-launch session: under the bus's policy)",
+		ArgsUsage: "-- COMMAND [ARG...]",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "name", Usage: "session name (default: from the command)"},
+			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the session's workspace (default: the current directory)"},
+			&cli.StringFlag{Name: "profile", Usage: "the agent profile; its credentials come from the bus's environment"},
+			&cli.StringSliceFlag{Name: "ro", Usage: "also show `PATH` read-only (not from a session)"},
+			&cli.StringSliceFlag{Name: "rw", Usage: "also show `PATH` read-write (not from a session)"},
+			&cli.StringFlag{Name: "memory-max", Usage: "memory limit, e.g. 4G"},
+			&cli.StringFlag{Name: "tasks-max", Usage: "limit on processes and threads"},
+			&cli.StringFlag{Name: "cpu-quota", Usage: "CPU time as a percentage of one CPU, e.g. 200%"},
+			&cli.StringFlag{Name: "runtime-max", Usage: "stop the session after this long, e.g. 2h"},
+			&cli.StringFlag{Name: "stop-timeout", Usage: "time between SIGTERM and SIGKILL when stopped"},
+			&cli.BoolFlag{Name: "may-launch", Usage: "the launched session may launch others (not from a session)"},
+			jsonFlag,
+		},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			ws := c.String("workspace")
+			if ws == "" {
+				ws = "."
+			}
+			ws, err := filepath.Abs(ws)
+			if err != nil {
+				return units.BadInput("bad-workspace", "cannot tell the workspace's path: %v", err)
+			}
+			req := manager.BusRequest{Verb: "launch", Name: c.String("name"), Workspace: ws, Profile: c.String("profile"),
+				Command: c.Args().Slice(), RO: c.StringSlice("ro"), RW: c.StringSlice("rw"),
+				MemoryMax: c.String("memory-max"), TasksMax: c.String("tasks-max"), CPUQuota: c.String("cpu-quota"),
+				RuntimeMax: c.String("runtime-max"), StopTimeout: c.String("stop-timeout"), MayLaunch: c.Bool("may-launch")}
+			var s manager.Session
+			if err := askBus(req, &s); err != nil {
+				return err
+			}
+			out.result(s, func(w io.Writer) {
+				fmt.Fprintf(w, "launched session %s (main pid %d) through the bus\n", s.Name, s.MainPID)
+			})
+			return nil
+		},
+	}
+}
+
+func busStopCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:      "stop",
+		Usage:     "ask the bus to stop a session (from a session: one it launched)",
+		ArgsUsage: "NAME",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "timeout", Usage: "time between SIGTERM and SIGKILL", Value: units.DefaultStopTimeout.String()},
+			jsonFlag,
+		},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			name, err := oneName(c)
+			if err != nil {
+				return err
+			}
+			var s manager.Session
+			if err := askBus(manager.BusRequest{Verb: "stop", Name: name, Timeout: c.String("timeout")}, &s); err != nil {
+				return err
+			}
+			out.result(s, func(w io.Writer) { fmt.Fprintf(w, "stopped session %s (%s)\n", s.Name, s.How()) })
+			return nil
+		},
+	}
+}
+
+func busListCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:         "list",
+		Usage:        "ask the bus for the running sessions (from a session: the ones it launched)",
+		Flags:        []cli.Flag{jsonFlag},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			list := []manager.Session{}
+			if err := askBus(manager.BusRequest{Verb: "list"}, &list); err != nil {
+				return err
+			}
+			out.result(list, func(w io.Writer) { printList(w, list) })
+			return nil
+		},
+	}
+}
+
+func busStatusCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:         "status",
+		Usage:        "ask the bus about one session (from a session: one it launched)",
+		ArgsUsage:    "NAME",
+		Flags:        []cli.Flag{jsonFlag},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			name, err := oneName(c)
+			if err != nil {
+				return err
+			}
+			var s manager.Session
+			if err := askBus(manager.BusRequest{Verb: "status", Name: name}, &s); err != nil {
+				return err
+			}
+			out.result(s, func(w io.Writer) { printStatus(w, s) })
+			return nil
+		},
+	}
+}
+
+// busSocket is where to reach the bus: $MOSAIC_BUS inside a session, else
+// the user's socket in the runtime directory.
+func busSocket() (string, error) {
+	if p := os.Getenv(sandbox.BusEnv); p != "" {
+		return p, nil
+	}
+	rt, err := manager.RuntimeDir()
+	if err != nil {
+		return "", err
+	}
+	return manager.BusSocket(rt), nil
+}
+
+// askBus sends one request and decodes the result into v.
+func askBus(req manager.BusRequest, v any) error {
+	path, err := busSocket()
+	if err != nil {
+		return err
+	}
+	conn, err := net.DialTimeout("unix", path, 5*time.Second)
+	if err != nil {
+		return units.Refused("no-bus", "cannot reach the mosaic bus at %s (%v): install and start it with contrib/install-bus-unit.sh, or see `systemctl --user status mosaic-bus`", path, err)
+	}
+	defer conn.Close()
+	line, _ := json.Marshal(req)
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		return units.Failed("bus-error", "cannot send to the mosaic bus: %v", err)
+	}
+	answer, err := bufio.NewReader(conn).ReadBytes('\n')
+	if err != nil {
+		return units.Failed("bus-error", "the mosaic bus did not answer: %v (see `journalctl --user -u mosaic-bus`)", err)
+	}
+	var a manager.BusAnswer
+	if err := json.Unmarshal(answer, &a); err != nil {
+		return units.Failed("bus-error", "the mosaic bus answered something that is not JSON: %v", err)
+	}
+	if !a.OK {
+		if a.Error == nil {
+			return units.Failed("bus-error", "the mosaic bus refused without saying why")
+		}
+		exit := a.Error.Exit
+		if exit == 0 {
+			exit = units.ExitRefused
+		}
+		return &units.Error{Code: a.Error.Code, Message: a.Error.Message, Exit: exit}
+	}
+	return json.Unmarshal(a.Result, v)
+}

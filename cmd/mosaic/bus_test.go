@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The bus tests install mosaic-bus.service into the user manager they run
+// against, so they run only in contrib/rig.sh's throwaway user (make test),
+// never against a desktop user's own manager.
+func needBusRig(t *testing.T) {
+	t.Helper()
+	needRig(t)
+	if os.Getenv("MOSAIC_RIG") == "1" {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("CI must run the bus tests inside contrib/rig.sh (make test)")
+	}
+	t.Skip("installs mosaic-bus.service into the user manager: runs only inside contrib/rig.sh (make test)")
+}
+
+func repoRoot() string {
+	wd, _ := os.Getwd()
+	return filepath.Join(wd, "..", "..")
+}
+
+func installScript(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(repoRoot(), "contrib", "install-bus-unit.sh"), args...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func configDir() string { return filepath.Join(homeDir(), ".config") }
+
+func busUnitFile() string { return filepath.Join(configDir(), "systemd", "user", "mosaic-bus.service") }
+
+func launchLog() string { return filepath.Join(stateRoot(), "launches.jsonl") }
+
+type logEvent struct {
+	Event, Session, By, Code, Result string
+	ExitStatus                       *int `json:"exit_status"`
+	Recovered                        bool
+}
+
+func launchEvents(t *testing.T) []logEvent {
+	t.Helper()
+	f, err := os.Open(launchLog())
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []logEvent
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e logEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("launch log line %q: %v", sc.Text(), err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func hasEvent(t *testing.T, match func(logEvent) bool) bool {
+	for _, e := range launchEvents(t) {
+		if match(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestBusInstallScript: the script renders, refuses a bad binary path
+// without writing anything, installs and starts the bus (active means READY
+// for a Type=notify unit), changes nothing when run again, and uninstalls.
+func TestBusInstallScript(t *testing.T) {
+	needBusRig(t)
+	installScript(t, "--uninstall")
+	t.Cleanup(func() { installScript(t, "--uninstall") })
+
+	r := installScript(t, "--print", "--mosaic", mosaicBin)
+	if r.code != 0 || !strings.Contains(r.stdout, "ExecStart="+mosaicBin+" bus serve") || !strings.Contains(r.stdout, "Type=notify") {
+		t.Fatalf("--print: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	dir := t.TempDir()
+	spaced := filepath.Join(dir, "my mosaic")
+	percent := filepath.Join(dir, "mosaic%h")
+	plain := filepath.Join(dir, "mosaic-not-exec")
+	for _, p := range []string{spaced, percent, plain} {
+		os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
+	}
+	os.Chmod(plain, 0o644)
+	for _, bad := range []string{"bin/mosaic", spaced, percent, plain, filepath.Join(dir, "missing")} {
+		r := installScript(t, "--mosaic", bad)
+		if r.code != 1 || r.stderr == "" {
+			t.Errorf("--mosaic %q: exit %d, want 1 with a reason\n%s", bad, r.code, r.stderr)
+		}
+		if _, err := os.Stat(busUnitFile()); err == nil {
+			t.Fatalf("--mosaic %q wrote %s", bad, busUnitFile())
+		}
+	}
+
+	if r := installScript(t, "--mosaic", mosaicBin); r.code != 0 {
+		t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if s := unitProperty(t, "mosaic-bus.service", "ActiveState") + "/" + unitProperty(t, "mosaic-bus.service", "SubState"); s != "active/running" {
+		t.Fatalf("the bus is %s, want active/running (READY)", s)
+	}
+	if e := unitProperty(t, "mosaic-bus.service", "UnitFileState"); e != "enabled" {
+		t.Errorf("the bus is %s, want enabled", e)
+	}
+	st, _ := os.Stat(filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "bus.sock"))
+	if st == nil || st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o600 {
+		t.Errorf("bus.sock is %v, want a 0600 socket", st)
+	}
+	pid := unitProperty(t, "mosaic-bus.service", "MainPID")
+	before, _ := os.Stat(busUnitFile())
+	if r := installScript(t, "--mosaic", mosaicBin); r.code != 0 || !strings.Contains(r.stdout, "up to date") {
+		t.Errorf("second install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	after, _ := os.Stat(busUnitFile())
+	if !after.ModTime().Equal(before.ModTime()) || unitProperty(t, "mosaic-bus.service", "MainPID") != pid {
+		t.Error("running the script twice changed the unit file or restarted the bus")
+	}
+
+	if r := installScript(t, "--uninstall"); r.code != 0 {
+		t.Fatalf("uninstall: exit %d\n%s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(busUnitFile()); err == nil {
+		t.Error("the unit file is still there after --uninstall")
+	}
+	if s := unitProperty(t, "mosaic-bus.service", "ActiveState"); s == "active" {
+		t.Error("the bus still runs after --uninstall")
+	}
+}
+
+// TestBus drives the bus as a PM agent would: a --may-launch session
+// launches another through the socket, the policy refuses what it forbids
+// with stable codes, the launched session has the credential from the bus's
+// EnvironmentFile and the asking one does not, a session without
+// --may-launch cannot reach the socket, and every launch, refusal and end
+// is in the log, also across a kill -9 of the bus and a stop.
+func TestBus(t *testing.T) {
+	needBusRig(t)
+	root := workspace(t)
+	outside := workspace(t)
+	child := filepath.Join(root, "child")
+	os.MkdirAll(child, 0o700)
+	id := randomHex()
+	secret := "bus-secret-" + id
+	profile := "bustest" + id[:4]
+
+	writeFile := func(path, content string) {
+		t.Helper()
+		os.MkdirAll(filepath.Dir(path), 0o700)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(path) })
+	}
+	writeFile(filepath.Join(configDir(), "mosaic", "profiles", profile+".conf"), "[Profile]\nCredentialSet=BUS_TEST_TOKEN\n")
+	writeFile(filepath.Join(configDir(), "mosaic", "bus.conf"), "[Launch]\nProfile="+profile+" 1\nWorkspaceRoot="+root+"\n")
+	writeFile(filepath.Join(configDir(), "mosaic", "secrets", "session.env"), "BUS_TEST_TOKEN="+secret+"\n")
+	if r := installScript(t, "--mosaic", mosaicBin); r.code != 0 {
+		t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	t.Cleanup(func() { installScript(t, "--uninstall") })
+	systemctl(t, "restart", "mosaic-bus.service") // read the env file of this test
+
+	// The PM: a --may-launch session that asks for launches from inside.
+	name1, name2 := sessionName(t), sessionName(t)
+	pm := sessionName(t)
+	script := `
+	  launch() { mosaic bus launch --json "$@" >/tmp/out; echo "rc=$? $(tr -d '\n' </tmp/out)"; }
+	  echo "pm-token=${BUS_TEST_TOKEN:-none}"
+	  launch --name ` + name1 + ` -w ` + child + ` --profile ` + profile + ` -- sh -c 'echo "child-token=$BUS_TEST_TOKEN"; exec sleep 300'
+	  launch --name ` + name2 + ` -w ` + child + ` --profile ` + profile + ` -- sleep 300
+	  launch --name x-` + id + ` -w ` + outside + ` --profile ` + profile + ` -- sleep 1
+	  launch --name y-` + id + ` -w ` + child + ` --profile generic -- sleep 1
+	  launch --name z-` + id + ` -w ` + child + ` --profile ` + profile + ` --ro /etc/hostname -- sleep 1
+	  mosaic bus list --json | tr -d '\n'; echo
+	`
+	r := mosaic(t, "run", "--name", pm, "--may-launch", "--workspace", root, "--", "sh", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("pm session: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 7 {
+		t.Fatalf("pm session printed %d lines, want 7:\n%s", len(lines), r.stdout)
+	}
+	if lines[0] != "pm-token=none" {
+		t.Errorf("the asking session sees the bus's credential: %s", lines[0])
+	}
+	if !strings.HasPrefix(lines[1], "rc=0 ") || !strings.Contains(lines[1], `"name": "`+name1+`"`) {
+		t.Errorf("launch from a session: %s", lines[1])
+	}
+	for i, code := range map[int]string{2: "capacity-full", 3: "workspace-not-allowed", 4: "profile-not-allowed", 5: "bind-not-allowed"} {
+		if !strings.HasPrefix(lines[i], "rc=3 ") || !strings.Contains(lines[i], `"code":"`+code+`"`) {
+			t.Errorf("line %d: want a %s refusal (exit 3), got %s", i, code, lines[i])
+		}
+	}
+	if !strings.Contains(lines[6], `"name": "`+name1+`"`) {
+		t.Errorf("the PM's bus list lacks the session it launched: %s", lines[6])
+	}
+	eventually(t, 10*time.Second, "the launched session's output", func() bool {
+		return strings.Contains(mosaic(t, "logs", name1).stdout, "child-token="+secret)
+	})
+	for _, want := range []func(logEvent) bool{
+		func(e logEvent) bool { return e.Event == "launch" && e.Session == name1 && e.By == "session "+pm },
+		func(e logEvent) bool { return e.Event == "refused" && e.Session == name2 && e.Code == "capacity-full" },
+		func(e logEvent) bool { return e.Event == "refused" && e.Code == "workspace-not-allowed" },
+		func(e logEvent) bool { return e.Event == "refused" && e.Code == "profile-not-allowed" },
+		func(e logEvent) bool { return e.Event == "refused" && e.Code == "bind-not-allowed" },
+	} {
+		if !hasEvent(t, want) {
+			t.Errorf("an event is missing from the launch log:\n%v", launchEvents(t))
+		}
+	}
+	eventually(t, 10*time.Second, "the PM's end in the log", func() bool {
+		return hasEvent(t, func(e logEvent) bool { return e.Event == "end" && e.Session == pm })
+	})
+	if st, err := os.Stat(launchLog()); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("launch log: %v %v, want mode 0600", st, err)
+	}
+
+	t.Run("no-socket-without-may-launch", func(t *testing.T) {
+		sock := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "bus.sock")
+		if _, err := os.Stat(sock); err != nil {
+			t.Fatalf("stand-in: %s missing on the host: %v", sock, err)
+		}
+		r := mosaic(t, "run", "--workspace", root, "--", "sh", "-c",
+			`test -e /run/mosaic/bus/bus.sock && echo reached; test -e "$1" && echo reached; echo "bus=${MOSAIC_BUS:-none}"`, "sh", sock)
+		if r.code != 0 || strings.Contains(r.stdout, "reached") || !strings.Contains(r.stdout, "bus=none") {
+			t.Errorf("a session without --may-launch reaches the bus: exit %d %s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("kill-9", func(t *testing.T) {
+		keep := sessionName(t)
+		mustMosaic(t, "start", "--name", keep, "--workspace", root, "--", "sleep", "300")
+		pid := unitProperty(t, "mosaic-bus.service", "MainPID")
+		systemctl(t, "kill", "--signal=SIGKILL", "mosaic-bus.service")
+		mustMosaic(t, "stop", name1) // while the bus is down (RestartSec=1s), or just back
+		eventually(t, 15*time.Second, "systemd to restart the bus", func() bool {
+			p := unitProperty(t, "mosaic-bus.service", "MainPID")
+			return p != pid && p != "0" && unitProperty(t, "mosaic-bus.service", "ActiveState") == "active"
+		})
+		if n := unitProperty(t, "mosaic-bus.service", "NRestarts"); n == "0" {
+			t.Error("systemd did not count a restart")
+		}
+		if st := mustMosaic(t, "status", "--json", keep).stdout; !strings.Contains(st, `"state": "active"`) {
+			t.Errorf("a session did not survive the bus's kill -9: %s", st)
+		}
+		if l := mustMosaic(t, "bus", "list").stdout; !strings.Contains(l, keep) {
+			t.Errorf("the restarted bus does not list the running session %s:\n%s", keep, l)
+		}
+		mustMosaic(t, "stop", keep)
+		eventually(t, 10*time.Second, "the restarted bus to log the end of "+keep, func() bool {
+			return hasEvent(t, func(e logEvent) bool { return e.Event == "end" && e.Session == keep && e.ExitStatus != nil })
+		})
+		eventually(t, 10*time.Second, "the end of "+name1+" in the log", func() bool {
+			return hasEvent(t, func(e logEvent) bool { return e.Event == "end" && e.Session == name1 })
+		})
+	})
+
+	t.Run("end-while-down", func(t *testing.T) {
+		other := sessionName(t)
+		var s struct{ Name string }
+		r := mustMosaic(t, "bus", "launch", "--json", "--name", other, "-w", child, "--", "sleep", "300")
+		json.Unmarshal([]byte(r.stdout), &s)
+		if s.Name != other {
+			t.Fatalf("launch by the user: %s", r.stdout)
+		}
+		systemctl(t, "stop", "mosaic-bus.service")
+		if st := mustMosaic(t, "status", "--json", other).stdout; !strings.Contains(st, `"state": "active"`) {
+			t.Fatalf("stopping the bus stopped a session: %s", st)
+		}
+		mustMosaic(t, "stop", other)
+		systemctl(t, "start", "mosaic-bus.service")
+		if !hasEvent(t, func(e logEvent) bool {
+			return e.Event == "end" && e.Session == other && e.Recovered && e.ExitStatus != nil && *e.ExitStatus == 143
+		}) {
+			t.Errorf("no recovered end for %s:\n%v", other, launchEvents(t))
+		}
+	})
+
+	t.Run("unreadable-log", func(t *testing.T) {
+		systemctl(t, "stop", "mosaic-bus.service")
+		before, _ := os.ReadFile(launchLog())
+		f, _ := os.OpenFile(launchLog(), os.O_APPEND|os.O_WRONLY, 0o600)
+		f.WriteString("not json\n")
+		f.Close()
+		systemctl(t, "start", "mosaic-bus.service")
+		eventually(t, 10*time.Second, "the bus to give up", func() bool {
+			return unitProperty(t, "mosaic-bus.service", "ActiveState") == "failed"
+		})
+		if b, _ := os.ReadFile(launchLog()); string(b) != string(before)+"not json\n" {
+			t.Error("the bus changed a log it could not read")
+		}
+		if j, _ := exec.Command("journalctl", "--user", "-u", "mosaic-bus.service", "-n", "20", "--no-pager").Output(); !strings.Contains(string(j), "move it aside") {
+			t.Errorf("the journal does not say what to do:\n%s", j)
+		}
+		os.WriteFile(launchLog(), before, 0o600)
+		systemctl(t, "reset-failed", "mosaic-bus.service")
+		systemctl(t, "start", "mosaic-bus.service")
+		if s := unitProperty(t, "mosaic-bus.service", "ActiveState"); s != "active" {
+			t.Errorf("the bus did not come back with a readable log: %s", s)
+		}
+	})
+}

@@ -1,0 +1,541 @@
+package manager
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mosaic/credentials"
+	"mosaic/sandbox"
+	"mosaic/units"
+)
+
+// The bus is mosaic's one long-lived process (mosaic-bus.service): it lets a
+// session started with --may-launch launch others under the policy, answers
+// the user's own stop/list/status, records every launch, refusal and end in
+// the launch log, and after a restart adopts the sessions that kept running
+// (they are units, not its children) and records the ends it missed.
+//
+// It listens on $XDG_RUNTIME_DIR/mosaic/bus.sock and, for sessions, on
+// $XDG_RUNTIME_DIR/mosaic/bus/bus.sock: that directory is what a
+// --may-launch session has bound, so a restarted bus (a new socket) is still
+// reachable from sessions that started before it. Requests and answers are
+// JSON lines (BusRequest, BusAnswer). The caller is identified by the
+// kernel: SO_PEERCRED's PID, then systemd's GetUnitByPID.
+
+// BusSocket is the bus's socket for the user.
+func BusSocket(rt string) string { return filepath.Join(rt, "mosaic", "bus.sock") }
+
+// BusDir is the directory bound into --may-launch sessions; it holds the
+// bus's second socket, sandbox.BusSocketName.
+func BusDir(rt string) string { return filepath.Join(rt, "mosaic", "bus") }
+
+// BusRequest is one request line.
+type BusRequest struct {
+	Verb      string   `json:"verb"` // launch, stop, list, status
+	Name      string   `json:"name,omitempty"`
+	Workspace string   `json:"workspace,omitempty"`
+	Profile   string   `json:"profile,omitempty"`
+	Command   []string `json:"command,omitempty"`
+	RO        []string `json:"ro,omitempty"`
+	RW        []string `json:"rw,omitempty"`
+	MemoryMax string   `json:"memory_max,omitempty"`
+	TasksMax  string   `json:"tasks_max,omitempty"`
+	CPUQuota  string   `json:"cpu_quota,omitempty"`
+	// RuntimeMax, StopTimeout and Timeout (for stop) are durations: "2h", "10s".
+	RuntimeMax  string `json:"runtime_max,omitempty"`
+	StopTimeout string `json:"stop_timeout,omitempty"`
+	Timeout     string `json:"timeout,omitempty"`
+	MayLaunch   bool   `json:"may_launch,omitempty"`
+}
+
+// BusAnswer is one answer line.
+type BusAnswer struct {
+	OK     bool            `json:"ok"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *BusError       `json:"error,omitempty"`
+}
+
+// BusError is a refused or failed request; Exit is the exit code mosaic's
+// own command would have for it (2 bad input, 3 refusal, 1 failure).
+type BusError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Exit    int    `json:"exit,omitempty"`
+}
+
+// bus is the running bus's state.
+type bus struct {
+	m     *Manager
+	log   *LaunchLog
+	paths Paths
+
+	launchMu sync.Mutex // one launch at a time: capacity is checked, then used
+
+	mu         sync.Mutex
+	running    map[string]bool           // session units seen up
+	props      map[string]map[string]any // their announced properties, merged
+	launchedBy map[string]string         // session -> the session that launched it
+}
+
+// Serve runs the bus until ctx is done. ready is called once it listens.
+// Its errors carry their exit codes: bad input (a policy or launch log it
+// cannot read) is 2, another bus already serving is 3.
+func Serve(ctx context.Context, ready func()) error {
+	paths, err := UserPaths()
+	if err != nil {
+		return err
+	}
+	policy, err := ReadPolicy(PolicyFile(paths.Home))
+	if err != nil {
+		return err
+	}
+	log, events, err := OpenLaunchLog(LaunchLogPath(paths))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	m, err := Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	b := &bus{m: m, log: log, paths: paths,
+		running: map[string]bool{}, props: map[string]map[string]any{}, launchedBy: map[string]string{}}
+	for _, e := range events {
+		if e.Event == "launch" && strings.HasPrefix(e.By, "session ") {
+			b.launchedBy[e.Session] = strings.TrimPrefix(e.By, "session ")
+		}
+	}
+	// Watch before listing, so that no end falls between the two.
+	m.WatchSessions(b.observe)
+	if err := b.adopt(ctx, events); err != nil {
+		return err
+	}
+	listeners, err := listen(paths.RuntimeDir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	fmt.Fprintf(os.Stderr, "mosaic bus: listening on %s; policy %s (profiles: %s); launch log %s\n",
+		BusSocket(paths.RuntimeDir), policy.sourceName(), strings.Join(policy.Profiles(), ", "), log.path)
+	ready()
+	var wg sync.WaitGroup
+	for _, l := range listeners {
+		wg.Add(1)
+		go func(l *net.UnixListener) {
+			defer wg.Done()
+			for {
+				c, err := l.AcceptUnix()
+				if err != nil {
+					return
+				}
+				go b.serveConn(ctx, c)
+			}
+		}(l)
+	}
+	<-ctx.Done()
+	for _, l := range listeners {
+		l.Close() // also unlinks the socket file
+	}
+	wg.Wait()
+	return nil
+}
+
+// listen makes both sockets, 0600. A socket another bus answers on is a
+// refusal; a stale one (a bus that died) is replaced.
+func listen(rt string) ([]*net.UnixListener, error) {
+	var out []*net.UnixListener
+	fail := func(err error) ([]*net.UnixListener, error) {
+		for _, l := range out {
+			l.Close()
+		}
+		return nil, err
+	}
+	for _, path := range []string{BusSocket(rt), filepath.Join(BusDir(rt), sandbox.BusSocketName)} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return fail(units.Failed("bus-socket", "cannot make %s: %v", filepath.Dir(path), err))
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return fail(units.Refused("bus-running", "another mosaic bus already answers on %s: see `systemctl --user status mosaic-bus`", path))
+		}
+		os.Remove(path)
+		old := unix.Umask(0o177)
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		unix.Umask(old)
+		if err != nil {
+			return fail(units.Failed("bus-socket", "cannot listen on %s: %v", path, err))
+		}
+		_ = os.Chmod(path, 0o600)
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// adopt takes over the sessions that run now, and records an end for every
+// session the log shows as launched that ended while no bus was watching.
+func (b *bus) adopt(ctx context.Context, events []LogEvent) error {
+	list, err := b.m.List(ctx)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	for _, s := range list {
+		if s.Running() {
+			b.running[s.Unit] = true
+		}
+	}
+	b.mu.Unlock()
+	adopted := 0
+	for name, launch := range openLaunches(events) {
+		s, err := b.m.Status(ctx, name)
+		if err == nil && s.Running() {
+			adopted++
+			continue
+		}
+		end := LogEvent{Event: "end", Session: name, Profile: launch.Profile, Result: "unknown", Recovered: true}
+		if err == nil {
+			if s.Result != "" {
+				end.Result = s.Result
+			}
+			end.ExitStatus, end.Signal = s.ExitStatus, s.Signal
+		}
+		if err := b.log.Append(end); err != nil {
+			return units.Failed("launch-log", "%v", err)
+		}
+		fmt.Fprintf(os.Stderr, "mosaic bus: session %s ended while no bus was watching (%s)\n", name, end.Result)
+	}
+	fmt.Fprintf(os.Stderr, "mosaic bus: adopted %d running sessions (%d launched through the bus)\n", len(list), adopted)
+	return nil
+}
+
+// observe follows every session unit's announcements and logs each end.
+func (b *bus) observe(unit, iface string, changed map[string]any) {
+	name, kind := units.SessionName(unit)
+	if name == "" {
+		return
+	}
+	b.mu.Lock()
+	p := b.props[unit]
+	if p == nil {
+		p = map[string]any{}
+		b.props[unit] = p
+	}
+	for k, v := range changed {
+		p[k] = v
+	}
+	state, _ := p["ActiveState"].(string)
+	up := state == "active" || state == "activating" || state == "reloading" || state == "deactivating"
+	ended := b.running[unit] && (state == "inactive" || state == "failed")
+	if up {
+		b.running[unit] = true
+	}
+	var s Session
+	if ended {
+		s = sessionOf(name, kind, p, p)
+		delete(b.running, unit)
+		delete(b.props, unit)
+	}
+	if !up && !ended && iface == "org.freedesktop.systemd1.Unit" && (state == "inactive" || state == "failed") {
+		delete(b.props, unit) // a unit that came and went unseen: nothing to keep
+	}
+	b.mu.Unlock()
+	if !ended {
+		return
+	}
+	end := LogEvent{Event: "end", Session: name, Result: s.Result, ExitStatus: s.ExitStatus, Signal: s.Signal}
+	if rec, ok := readRecord(b.paths.SessionDir(name)); ok {
+		end.Profile = rec.Profile
+	}
+	if end.ExitStatus == nil { // a scope, or a unit collected too soon: its own record
+		if e, ok := readEnd(b.paths.SessionDir(name)); ok {
+			if s, ok := fromRecords(name, b.paths.SessionDir(name)); ok && e.Ended.After(time.Now().Add(-time.Minute)) {
+				end.Result, end.ExitStatus, end.Signal = s.Result, s.ExitStatus, s.Signal
+			}
+		}
+	}
+	if end.Result == "" {
+		end.Result = "success"
+	}
+	if err := b.log.Append(end); err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic bus: %v\n", err)
+	}
+}
+
+// caller is who is on the other end of a connection.
+type caller struct {
+	session   string // "" for the user outside any session
+	mayLaunch bool
+	workspace string
+	err       error // the caller cannot be served at all
+}
+
+func (c caller) String() string {
+	if c.session == "" {
+		return "user"
+	}
+	return "session " + c.session
+}
+
+// identify asks the kernel who connected (SO_PEERCRED) and systemd which
+// unit that process is in (GetUnitByPID).
+func (b *bus) identify(ctx context.Context, conn *net.UnixConn) caller {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return caller{err: err}
+	}
+	var cred *unix.Ucred
+	var credErr error
+	_ = raw.Control(func(fd uintptr) { cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	if credErr != nil {
+		return caller{err: credErr}
+	}
+	if int(cred.Uid) != os.Getuid() {
+		return caller{err: units.Refused("not-permitted", "the mosaic bus serves only its own user")}
+	}
+	cctx, cancel := bounded(ctx)
+	defer cancel()
+	unit, err := b.m.conn.GetUnitNameByPID(cctx, uint32(cred.Pid))
+	if err != nil {
+		return caller{} // in no unit at all: the user's own process
+	}
+	name, _ := units.SessionName(unit)
+	if name == "" {
+		return caller{}
+	}
+	c := caller{session: name}
+	if rec, ok := readRecord(b.paths.SessionDir(name)); ok {
+		c.mayLaunch, c.workspace = rec.MayLaunch, rec.Workspace
+	}
+	return c
+}
+
+// serveConn answers one connection's requests, one line each.
+func (b *bus) serveConn(ctx context.Context, conn *net.UnixConn) {
+	defer conn.Close()
+	who := b.identify(ctx, conn)
+	r := bufio.NewReaderSize(conn, 64*1024)
+	enc := json.NewEncoder(conn)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(strings.TrimSpace(string(line))) > 0 {
+			_ = enc.Encode(b.answer(ctx, who, line))
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				fmt.Fprintf(os.Stderr, "mosaic bus: reading from %s: %v\n", who, err)
+			}
+			return
+		}
+	}
+}
+
+// answer handles one request and records a refusal.
+func (b *bus) answer(ctx context.Context, who caller, line []byte) BusAnswer {
+	var req BusRequest
+	result, err := any(nil), who.err
+	if err == nil {
+		if jerr := json.Unmarshal(line, &req); jerr != nil {
+			err = units.BadInput("bad-request", "the request is not a JSON object on one line: %v", jerr)
+		} else {
+			result, err = b.handle(ctx, who, req)
+		}
+	}
+	if err != nil {
+		code, msg, exit := "failed", err.Error(), units.ExitFailure
+		var ue *units.Error
+		if errors.As(err, &ue) {
+			code, msg, exit = ue.Code, ue.Message, ue.Exit
+		}
+		_ = b.log.Append(LogEvent{Event: "refused", Verb: req.Verb, By: who.String(), Session: req.Name, Profile: req.Profile,
+			Workspace: req.Workspace, Command: req.Command, Code: code, Message: msg})
+		return BusAnswer{Error: &BusError{Code: code, Message: msg, Exit: exit}}
+	}
+	raw, _ := json.Marshal(result)
+	return BusAnswer{OK: true, Result: raw}
+}
+
+func (b *bus) handle(ctx context.Context, who caller, req BusRequest) (any, error) {
+	if who.session != "" && req.Verb != "launch" && req.Verb != "list" {
+		if err := b.mayControl(who, req.Name); err != nil {
+			return nil, err
+		}
+	}
+	switch req.Verb {
+	case "launch":
+		return b.launch(ctx, who, req)
+	case "stop":
+		timeout := units.DefaultStopTimeout
+		if req.Timeout != "" {
+			var err error
+			if timeout, err = units.ParseDuration("timeout", req.Timeout); err != nil {
+				return nil, err
+			}
+		}
+		return b.m.Stop(ctx, req.Name, timeout, nil)
+	case "status":
+		return b.m.Status(ctx, req.Name)
+	case "list":
+		list, err := b.m.List(ctx)
+		if err != nil || who.session == "" {
+			return list, err
+		}
+		mine := []Session{}
+		b.mu.Lock()
+		for _, s := range list {
+			if b.launchedBy[s.Name] == who.session {
+				mine = append(mine, s)
+			}
+		}
+		b.mu.Unlock()
+		return mine, nil
+	}
+	return nil, units.BadInput("bad-request", "unknown verb %q: use launch, stop, list or status", req.Verb)
+}
+
+// mayControl lets a session stop or inspect only the sessions it launched.
+func (b *bus) mayControl(who caller, name string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.launchedBy[name] != who.session {
+		return units.Refused("not-permitted", "session %s may stop or inspect only the sessions it launched, and %s is not one", who.session, name)
+	}
+	return nil
+}
+
+// launch starts a session for the caller; one from a session is held to
+// the policy first.
+func (b *bus) launch(ctx context.Context, who caller, req BusRequest) (any, error) {
+	r, err := requestOf(req)
+	if err != nil {
+		return nil, err
+	}
+	b.launchMu.Lock()
+	defer b.launchMu.Unlock()
+	if who.session != "" {
+		if !who.mayLaunch {
+			return nil, units.Refused("not-permitted", "session %s was not started with --may-launch", who.session)
+		}
+		if len(r.Command) == 0 && r.Profile == "" {
+			return nil, units.BadInput("no-command", "no command given: name one, or a profile whose binary to run")
+		}
+		profile, err := credentials.ProfileFor(credentials.ProfileDir(b.paths.Home), r.Command)
+		if r.Profile != "" {
+			profile, err = credentials.FindProfile(credentials.ProfileDir(b.paths.Home), r.Profile)
+		}
+		if err != nil {
+			var ce *credentials.Error
+			if errors.As(err, &ce) {
+				return nil, units.BadInput(ce.Code, "%s", ce.Message)
+			}
+			return nil, err
+		}
+		// Read at each launch: the operator's edits apply without a restart.
+		policy, err := ReadPolicy(PolicyFile(b.paths.Home))
+		if err != nil {
+			return nil, err
+		}
+		running, err := b.runningByProfile(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := policy.checkLaunch(r, profile.Name, who.workspace, running); err != nil {
+			return nil, err
+		}
+		r.Profile = profile.Name
+	}
+	spec, secrets, err := b.m.Spec(r)
+	if err != nil {
+		return nil, err
+	}
+	s, err := b.m.Start(ctx, spec, secrets)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	if who.session != "" {
+		b.launchedBy[s.Name] = who.session
+	}
+	b.mu.Unlock()
+	if err := b.log.Append(LogEvent{Event: "launch", Session: s.Name, By: who.String(), Profile: spec.Profile,
+		Workspace: spec.Workspace, Command: spec.Command}); err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic bus: %v\n", err)
+	}
+	return s, nil
+}
+
+// runningByProfile counts, for each profile, the running sessions that
+// sessions launched through the bus: what the policy's capacity limits.
+func (b *bus) runningByProfile(ctx context.Context) (map[string]int, error) {
+	list, err := b.m.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n := map[string]int{}
+	for _, s := range list {
+		b.mu.Lock()
+		launched := b.launchedBy[s.Name] != ""
+		b.mu.Unlock()
+		if !s.Running() || !launched {
+			continue
+		}
+		if rec, ok := readRecord(b.paths.SessionDir(s.Name)); ok {
+			n[rec.Profile]++
+		}
+	}
+	return n, nil
+}
+
+// requestOf turns a launch request into a session request, checking its
+// limits as mosaic start checks its flags.
+func requestOf(req BusRequest) (Request, error) {
+	r := Request{Name: req.Name, Workspace: req.Workspace, Profile: req.Profile, Command: req.Command,
+		ExtraRO: req.RO, ExtraRW: req.RW, MayLaunch: req.MayLaunch}
+	if r.Workspace != "" && !filepath.IsAbs(r.Workspace) {
+		return r, units.BadInput("bad-workspace", "workspace %q must be an absolute path: the bus does not know the caller's directory", r.Workspace)
+	}
+	var err error
+	if req.MemoryMax != "" {
+		if r.Limits.MemoryMax, err = units.ParseSize("memory-max", req.MemoryMax); err != nil {
+			return r, err
+		}
+	}
+	if req.TasksMax != "" {
+		if r.Limits.TasksMax, err = units.ParseCount("tasks-max", req.TasksMax); err != nil {
+			return r, err
+		}
+	}
+	if req.CPUQuota != "" {
+		if r.Limits.CPUQuota, err = units.ParsePercent("cpu-quota", req.CPUQuota); err != nil {
+			return r, err
+		}
+	}
+	if req.RuntimeMax != "" {
+		if r.Limits.RuntimeMax, err = units.ParseDuration("runtime-max", req.RuntimeMax); err != nil {
+			return r, err
+		}
+	}
+	r.StopTimeout = units.DefaultStopTimeout
+	if req.StopTimeout != "" {
+		if r.StopTimeout, err = units.ParseDuration("stop-timeout", req.StopTimeout); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}

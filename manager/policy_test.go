@@ -1,0 +1,80 @@
+package manager
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"mosaic/units"
+)
+
+func TestReadPolicy(t *testing.T) {
+	dir := t.TempDir()
+	write := func(content string) string {
+		p := filepath.Join(dir, "bus.conf")
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p, err := ReadPolicy(filepath.Join(dir, "missing.conf"))
+	if err != nil || len(p.Capacity) != 0 {
+		t.Fatalf("a missing policy: %v %v, want the empty policy", p, err)
+	}
+	p, err = ReadPolicy(write("[Launch]\nProfile=claude-code 2\nProfile=generic 4\nWorkspaceRoot=" + dir + "\n"))
+	if err != nil || p.Capacity["claude-code"] != 2 || p.Capacity["generic"] != 4 || p.WorkspaceRoot == "" {
+		t.Fatalf("policy %+v, %v", p, err)
+	}
+	for _, bad := range []string{"[Other]\nProfile=x 1\n", "[Launch]\nProfile=x\n", "[Launch]\nProfile=x 0\n",
+		"[Launch]\nProfile=x two\n", "[Launch]\nWorkspaceRoot=relative\n", "[Launch]\nColour=blue\n"} {
+		_, err := ReadPolicy(write(bad))
+		var ue *units.Error
+		if e, ok := err.(*units.Error); ok {
+			ue = e
+		}
+		if ue == nil || ue.Code != "bad-policy" || ue.Exit != units.ExitBadInput {
+			t.Errorf("policy %q: %v, want bad-policy (exit 2)", bad, err)
+		}
+	}
+}
+
+// TestCheckLaunch: what the request asks for is refused before capacity,
+// and each refusal has its code.
+func TestCheckLaunch(t *testing.T) {
+	p := Policy{Capacity: map[string]int{"generic": 1}, WorkspaceRoot: "/home/u/src"}
+	ok := Request{Workspace: "/home/u/src/a"}
+	full := map[string]int{"generic": 1}
+	for _, tc := range []struct {
+		req     Request
+		profile string
+		running map[string]int
+		code    string
+	}{
+		{ok, "generic", nil, ""},
+		{ok, "claude-code", nil, "profile-not-allowed"},
+		{ok, "generic", full, "capacity-full"},
+		{Request{Workspace: "/home/u/other"}, "generic", full, "workspace-not-allowed"},
+		{Request{Workspace: "/home/u/src-evil"}, "generic", nil, "workspace-not-allowed"},
+		{Request{Workspace: "a"}, "generic", nil, "workspace-not-allowed"},
+		{Request{Workspace: "/home/u/src/a", ExtraRO: []string{"/etc"}}, "generic", full, "bind-not-allowed"},
+		{Request{Workspace: "/home/u/src/a", Credentials: []string{"X"}}, "generic", nil, "bind-not-allowed"},
+		{Request{Workspace: "/home/u/src/a", MayLaunch: true}, "generic", nil, "not-permitted"},
+	} {
+		err := p.checkLaunch(tc.req, tc.profile, "/home/u/pm", tc.running)
+		code := ""
+		if e, ok := err.(*units.Error); ok {
+			code = e.Code
+		}
+		if code != tc.code {
+			t.Errorf("%+v %s: %v, want %q", tc.req, tc.profile, err, tc.code)
+		}
+	}
+	// Without a WorkspaceRoot, the launching session's own workspace.
+	p.WorkspaceRoot = ""
+	if err := p.checkLaunch(Request{Workspace: "/home/u/pm/sub"}, "generic", "/home/u/pm", nil); err != nil {
+		t.Errorf("a workspace under the launcher's: %v", err)
+	}
+	if err := p.checkLaunch(Request{Workspace: "/home/u/src/a"}, "generic", "/home/u/pm", nil); err == nil {
+		t.Error("a workspace outside the launcher's was allowed")
+	}
+}
