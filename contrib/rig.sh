@@ -15,8 +15,17 @@
 # cannot read a checkout under /root). Everything is stopped by PID at the end,
 # and COMMAND's exit status is the script's.
 #
+# The test network: where ip and socat are installed, a network namespace of
+# the rig's own holds two test hosts (N.2 and N.3 of a documentation range
+# N.0/24 the host does not use, never routed anywhere) answering on port
+# 443, reached over a veth pair (N.1 on this side, removed at the end); this
+# mount namespace's /etc/hosts names them testhost.mosaic.test and
+# otherhost.mosaic.test, and private.mosaic.test as 10.255.255.1.
+# MOSAIC_TESTNET=N tells the tests. No test traffic goes anywhere else.
+#
 # Needs root, bubblewrap, dbus-daemon and systemd's binaries (Debian 12:
-# packages bubblewrap, dbus, systemd). Two rigs can run at once with two users.
+# packages bubblewrap, dbus, systemd; iproute2 and socat for the test
+# network). Two rigs can run at once with two users.
 set -euo pipefail
 
 rig_user=mosaic-rig
@@ -76,6 +85,10 @@ cleanup() {
 		sleep 0.1
 	done
 	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+	if [ -n "${testnet:-}" ]; then
+		ip netns del "$testnet" 2>/dev/null || true
+		ip link del "$veth" 2>/dev/null || true
+	fi
 	for cg in "$cg_v1" "$cg_v2"; do
 		[ -n "$cg" ] && [ -d "$cg" ] || continue
 		# Out of the delegated tree ourselves, then anything the manager left behind, then the tree bottom-up.
@@ -102,6 +115,35 @@ mount -t tmpfs -o mode=2755 tmpfs /var/log/journal
 mount -t tmpfs -o mode=2755 tmpfs /run/log/journal
 chgrp systemd-journal /var/log/journal /run/log/journal
 chmod 2755 /var/log/journal /run/log/journal
+
+testnet="" veth="" net=""
+if command -v ip >/dev/null && command -v socat >/dev/null; then
+	# A documentation range the host does not use itself (some hosts do).
+	for n in 198.51.100 203.0.113 192.0.2; do
+		if ! ip -4 addr show | grep -q " $n\." && ! ip -4 route show | grep -q "^$n\."; then net=$n; break; fi
+	done
+fi
+if [ -n "$net" ]; then
+	testnet=mosaic-testnet-$$ veth=mtn$$
+	ip netns add "$testnet"
+	ip link add "$veth" type veth peer name "${veth}p"
+	ip link set "${veth}p" netns "$testnet"
+	ip addr add "$net.1/24" dev "$veth"
+	ip link set "$veth" up
+	ip -n "$testnet" addr add "$net.2/24" dev "${veth}p"
+	ip -n "$testnet" addr add "$net.3/24" dev "${veth}p"
+	ip -n "$testnet" link set "${veth}p" up
+	ip -n "$testnet" link set lo up
+	ip netns exec "$testnet" socat TCP-LISTEN:443,bind="$net.2",fork,reuseaddr SYSTEM:'echo hello from testhost' >/dev/null 2>&1 &
+	pids+=($!)
+	ip netns exec "$testnet" socat TCP-LISTEN:443,bind="$net.3",fork,reuseaddr SYSTEM:'echo hello from otherhost' >/dev/null 2>&1 &
+	pids+=($!)
+	cp /etc/hosts /run/rig-hosts
+	printf '%s testhost.mosaic.test\n%s otherhost.mosaic.test\n10.255.255.1 private.mosaic.test\n' "$net.2" "$net.3" >>/run/rig-hosts
+	mount --bind /run/rig-hosts /etc/hosts
+else
+	echo "rig: no test network (needs ip and socat: apt-get install iproute2 socat, and a free documentation range)" >&2
+fi
 
 /lib/systemd/systemd-journald >/dev/null 2>&1 &
 pids+=($!)
@@ -144,7 +186,7 @@ mkdir -p "$home/tmp"; chown "$uid:$gid" "$home/tmp"
 set +e
 (cd "$workdir" && "${as_user[@]}" "${user_env[@]}" TMPDIR="$home/tmp" MOSAIC_RIG=1 \
 	${CI:+CI="$CI"} ${GOPROXY:+GOPROXY="$GOPROXY"} ${GOFLAGS:+GOFLAGS="$GOFLAGS"} ${GOTOOLCHAIN:+GOTOOLCHAIN="$GOTOOLCHAIN"} \
-	${TERM:+TERM="$TERM"} "$@")
+	${TERM:+TERM="$TERM"} ${net:+MOSAIC_TESTNET="$net"} "$@")
 rc=$?
 set -e
 exit $rc

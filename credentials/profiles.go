@@ -21,7 +21,20 @@ type Profile struct {
 	CredentialSets [][]string `json:"credential_sets"`
 	PassEnv        []string   `json:"pass_environment,omitempty"`
 	ReadOnly       []string   `json:"read_only_paths,omitempty"`
+	// Network is the session's network unless --network says otherwise:
+	// none, allow (to AllowHosts, through the egress proxy) or host.
+	Network    string   `json:"network"`
+	AllowHosts []string `json:"allow_hosts,omitempty"`
 }
+
+// The hosts each provider's API is reached at, for the built-in profiles'
+// allowlists.
+var (
+	claudeHosts   = []string{"api.anthropic.com", "console.anthropic.com", "claude.ai", "statsig.anthropic.com", "sentry.io"}
+	codexHosts    = []string{"api.openai.com", "auth.openai.com", "chatgpt.com"}
+	providerHosts = []string{"api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com", "api.groq.com",
+		"api.cerebras.ai", "api.x.ai", "openrouter.ai", "api.z.ai", "api.mistral.ai"}
+)
 
 // Generic is the profile of a command that needs no credential.
 const Generic = "generic"
@@ -41,23 +54,29 @@ var builtins = []Profile{
 		Name: "claude-code", Description: "Anthropic's Claude Code", Binary: "claude",
 		CredentialSets: [][]string{{"CLAUDE_CODE_OAUTH_TOKEN"}, {"ANTHROPIC_API_KEY"}, {"ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"}},
 		PassEnv:        []string{"ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL", "CLAUDE_CODE_MAX_OUTPUT_TOKENS", "DISABLE_AUTOUPDATER"},
+		// The API, and sign-in, telemetry and error reports.
+		Network: "allow", AllowHosts: claudeHosts,
 	},
 	{
 		Name: "codex", Description: "OpenAI's Codex CLI", Binary: "codex",
 		CredentialSets: providerSets("OPENAI_API_KEY", "CODEX_API_KEY"),
 		PassEnv:        []string{"OPENAI_BASE_URL", "CODEX_HOME"},
+		// The API, and ChatGPT sign-in.
+		Network: "allow", AllowHosts: codexHosts,
 	},
 	{
 		Name: "pi", Description: "the pi coding agent", Binary: "pi",
 		CredentialSets: providerSets("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GROQ_API_KEY",
 			"CEREBRAS_API_KEY", "XAI_API_KEY", "OPENROUTER_API_KEY", "ZAI_API_KEY", "MISTRAL_API_KEY"),
+		Network: "allow", AllowHosts: providerHosts,
 	},
 	{
 		Name: "opencode", Description: "the opencode agent", Binary: "opencode",
 		CredentialSets: providerSets("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY",
 			"GOOGLE_GENERATIVE_AI_API_KEY", "OPENROUTER_API_KEY", "GROQ_API_KEY", "XAI_API_KEY", "MISTRAL_API_KEY"),
+		Network: "allow", AllowHosts: append([]string{"models.dev"}, providerHosts...),
 	},
-	{Name: Generic, Description: "any command; no credential"},
+	{Name: Generic, Description: "any command; no credential", Network: "none"},
 }
 
 // Profiles returns the built-in profiles with the user's from dir
@@ -128,7 +147,10 @@ func ProfileFor(dir string, command []string) (Profile, error) {
 //	CredentialSet=MY_TOKEN MY_BASE_URL
 //	PassEnvironment=MY_MODEL
 //	ReadOnlyPaths=/opt/myagent
+//	Network=allow
+//	AllowHost=api.example.com api.example.com:8443
 //
+// Without Network= a user profile's sessions have no network (none).
 // Each CredentialSet line is one alternative; its variables are all needed.
 func readProfile(path string) (Profile, error) {
 	name := strings.TrimSuffix(filepath.Base(path), ".conf")
@@ -147,7 +169,7 @@ func readProfile(path string) (Profile, error) {
 	if err != nil {
 		return bad("%v (it is read as a systemd unit file)", err)
 	}
-	p := Profile{Name: name, Source: path}
+	p := Profile{Name: name, Source: path, Network: "none"}
 	for _, o := range opts {
 		if o.Section != "Profile" {
 			return bad("unknown section [%s]: use [Profile]", o.Section)
@@ -181,8 +203,15 @@ func readProfile(path string) (Profile, error) {
 				}
 			}
 			p.ReadOnly = append(p.ReadOnly, fields...)
+		case "Network":
+			if o.Value != "none" && o.Value != "allow" && o.Value != "host" {
+				return bad("Network=%s: use none, allow or host", o.Value)
+			}
+			p.Network = o.Value
+		case "AllowHost":
+			p.AllowHosts = append(p.AllowHosts, fields...)
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost)", o.Name)
 		}
 	}
 	return p, nil

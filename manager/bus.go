@@ -58,6 +58,10 @@ type BusRequest struct {
 	StopTimeout string `json:"stop_timeout,omitempty"`
 	Timeout     string `json:"timeout,omitempty"`
 	MayLaunch   bool   `json:"may_launch,omitempty"`
+	// Network and AllowHosts as in mosaic start (not from a session: a
+	// launched session has its profile's network).
+	Network    string   `json:"network,omitempty"`
+	AllowHosts []string `json:"allow_hosts,omitempty"`
 }
 
 // BusAnswer is one answer line.
@@ -506,7 +510,7 @@ func (b *bus) runningByProfile(ctx context.Context) (map[string]int, error) {
 // limits as mosaic start checks its flags.
 func requestOf(req BusRequest) (Request, error) {
 	r := Request{Name: req.Name, Workspace: req.Workspace, Profile: req.Profile, Command: req.Command,
-		ExtraRO: req.RO, ExtraRW: req.RW, MayLaunch: req.MayLaunch}
+		ExtraRO: req.RO, ExtraRW: req.RW, MayLaunch: req.MayLaunch, Network: req.Network, AllowHosts: req.AllowHosts}
 	if r.Workspace != "" && !filepath.IsAbs(r.Workspace) {
 		return r, units.BadInput("bad-workspace", "workspace %q must be an absolute path: the bus does not know the caller's directory", r.Workspace)
 	}

@@ -112,8 +112,8 @@ func (p Policy) checkLaunch(req Request, profile, fromWorkspace string, running 
 		}
 		return units.Refused("profile-not-allowed", "the bus policy does not let sessions launch profile %s: allowed are %s", profile, allowed)
 	}
-	if len(req.ExtraRO) > 0 || len(req.ExtraRW) > 0 || len(req.EnvFiles) > 0 || len(req.Credentials) > 0 {
-		return units.Refused("bind-not-allowed", "a session cannot give the session it launches extra paths or credentials: only the profile's")
+	if len(req.ExtraRO) > 0 || len(req.ExtraRW) > 0 || len(req.EnvFiles) > 0 || len(req.Credentials) > 0 || req.Network != "" || len(req.AllowHosts) > 0 {
+		return units.Refused("bind-not-allowed", "a session cannot give the session it launches extra paths, credentials or network: only the profile's")
 	}
 	if req.MayLaunch {
 		return units.Refused("not-permitted", "a session cannot launch a session that may launch others")

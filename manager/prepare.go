@@ -30,6 +30,8 @@ type Request struct {
 	Scope       bool     // a scope mosaic starts itself, not a service
 	TTY         bool     // stdio is a pseudo-terminal mosaic made for the session
 	MayLaunch   bool     // the session may ask the bus to launch others
+	Network     string   // none, allow or host; empty: the profile's
+	AllowHosts  []string // --allow-host, added to the profile's list
 }
 
 // Paths are the user's directories a session is placed among.
@@ -132,6 +134,10 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err != nil {
 		return units.Spec{}, none, err
 	}
+	network, allow, err := networkOf(req, grant.Profile)
+	if err != nil {
+		return units.Spec{}, none, err
+	}
 	name := req.Name
 	if name == "" {
 		name = units.GenerateName(req.Command)
@@ -165,6 +171,9 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		TTY:         req.TTY,
 		MayLaunch:   req.MayLaunch,
 		BusDir:      BusDir(p.RuntimeDir),
+		Network:     network,
+		Allow:       allow,
+		EgressDir:   filepath.Join(p.RuntimeDir, "mosaic", "egress", name),
 	}
 	if req.MayLaunch {
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
@@ -176,6 +185,46 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		spec.CredentialFile = credentials.SessionFile(p.RuntimeDir, name)
 	}
 	return spec, grant, nil
+}
+
+// networkOf decides the session's network: --network, else the profile's
+// (--allow-host alone turns none into allow); the allowlist is the
+// profile's plus --allow-host, checked and normalized.
+func networkOf(req Request, profile credentials.Profile) (string, []string, error) {
+	network := req.Network
+	if network != "" && !sandbox.ValidNetwork(network) {
+		return "", nil, units.BadInput("bad-network", "--network %s: use none (loopback only), allow (through the egress proxy to --allow-host names) or host (not confined)", network)
+	}
+	if network == "" {
+		network = profile.Network
+		if network == "" {
+			network = sandbox.NetworkNone
+		}
+		if network == sandbox.NetworkNone && len(req.AllowHosts) > 0 {
+			network = sandbox.NetworkAllow
+		}
+	}
+	if network != sandbox.NetworkAllow {
+		if len(req.AllowHosts) > 0 {
+			return "", nil, units.BadInput("bad-allow-host", "--allow-host needs --network allow, not %s", network)
+		}
+		return network, nil, nil
+	}
+	var entries []string
+	for _, h := range profile.AllowHosts {
+		if _, err := sandbox.ParseAllow([]string{h}); err != nil {
+			return "", nil, units.BadInput("bad-profile", "profile %s: AllowHost %v", profile.Name, err)
+		}
+		entries = append(entries, h)
+	}
+	for _, h := range req.AllowHosts {
+		if _, err := sandbox.ParseAllow([]string{h}); err != nil {
+			return "", nil, units.BadInput("bad-allow-host", "--allow-host %v", err)
+		}
+		entries = append(entries, h)
+	}
+	a, _ := sandbox.ParseAllow(entries)
+	return network, a.Strings(), nil
 }
 
 // systemDirs are where a command is found inside every sandbox.
@@ -295,6 +344,8 @@ type record struct {
 	Credentials []string       `json:"credentials,omitempty"` // names only
 	Kind        string         `json:"kind,omitempty"`        // service (or empty) or scope
 	MayLaunch   bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
+	Network     string         `json:"network,omitempty"`
+	AllowHosts  []string       `json:"allow_hosts,omitempty"`
 }
 
 const recordFile = "session.json"
@@ -305,6 +356,10 @@ func (r record) describe(s *Session) {
 	s.Profile, s.Credentials = r.Profile, r.Credentials
 	s.Kind = r.kind()
 	s.MayLaunch = r.MayLaunch
+	s.Network, s.AllowHosts = r.Network, r.AllowHosts
+	if s.Network == "" {
+		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
+	}
 }
 
 func (r record) kind() string {
@@ -345,8 +400,14 @@ func prepareState(s units.Spec) (undo func(), err error) {
 			return fail(err)
 		}
 	}
+	if s.Network == sandbox.NetworkAllow { // the egress proxy's socket goes here
+		if err := os.MkdirAll(s.EgressDir, 0o700); err != nil {
+			return fail(err)
+		}
+	}
 	rec := record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
-		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch}
+		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
+		Network: s.Network, AllowHosts: s.Allow}
 	if err := writeJSONAtomic(filepath.Join(s.StateDir, recordFile), rec); err != nil {
 		return fail(err)
 	}

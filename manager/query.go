@@ -47,6 +47,8 @@ type Session struct {
 	Profile          string         `json:"profile,omitempty"`
 	Credentials      []string       `json:"credentials,omitempty"` // names; values never leave the env file
 	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch
+	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
+	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
 }
 
 // Running reports whether the session's unit is up, on its way up, or on

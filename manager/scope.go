@@ -87,7 +87,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	w := m.watch(unit)
 	defer w.close()
 	defer m.forget(context.Background(), unit)
-	result, err := m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(cmd.Process.Pid)))
+	result, err := m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(cmd.Process.Pid)), units.AuxUnits(spec))
 	if err == nil && result != "done" {
 		err = units.Failed("start-failed", "session %s did not start: systemd's start job for %s ended %s", spec.Name, unit, result)
 	}

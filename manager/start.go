@@ -77,6 +77,7 @@ func (m *Manager) complete(spec *units.Spec, paths Paths) {
 	if spec.Scope {
 		p.Scope = "/" + units.Slice + "/" + spec.Unit()
 	}
+	p.Net = spec.OwnNetwork()
 	spec.Promise = p.Encode()
 }
 
@@ -94,6 +95,11 @@ func (m *Manager) Start(ctx context.Context, spec units.Spec, secrets []credenti
 		reason := startFailure(l.result, s)
 		if lines := journalLines(l.unit, l.began); lines != "" {
 			reason += "; its log says: " + lines
+		}
+		if spec.Network == sandbox.NetworkAllow {
+			if lines := journalLines(spec.EgressUnit(), l.began); lines != "" {
+				reason += "; its egress proxy's log says: " + lines
+			}
 		}
 		m.forget(ctx, l.unit)
 		l.undo()
@@ -138,7 +144,7 @@ func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credent
 	if watch {
 		l.watch = m.watch(l.unit)
 	}
-	l.result, err = m.startUnit(ctx, l.unit, units.Properties(spec, m.features))
+	l.result, err = m.startUnit(ctx, l.unit, units.Properties(spec, m.features), units.AuxUnits(spec))
 	if err != nil {
 		if l.watch != nil {
 			l.watch.close()
@@ -160,7 +166,7 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 	}
 	cctx, cancel := bounded(ctx)
 	defer cancel()
-	st, err := m.conn.ListUnitsByNamesContext(cctx, []string{units.UnitName(spec.Name), units.ScopeName(spec.Name)})
+	st, err := m.conn.ListUnitsByNamesContext(cctx, []string{units.UnitName(spec.Name), units.ScopeName(spec.Name), units.EgressUnitName(spec.Name)})
 	if err != nil {
 		return bug("ListUnitsByNames", err)
 	}
@@ -169,6 +175,8 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 		case u.LoadState == "not-found":
 		case u.ActiveState == "inactive" || u.ActiveState == "failed":
 			m.forget(ctx, u.Name)
+		case u.Name == units.EgressUnitName(spec.Name):
+			// A proxy still stopping after its session: it is gone in a moment.
 		default:
 			return units.Refused("session-exists", "a session named %s is already %s: pick another --name, or stop it first with `mosaic stop %s`", spec.Name, u.ActiveState, spec.Name)
 		}
@@ -177,11 +185,14 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 }
 
 // startUnit calls StartTransientUnit and waits for the job's result.
-func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Property) (string, error) {
+func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Property, aux []sd.PropertyCollection) (string, error) {
 	m.subscribe(ctx)
 	ch := make(chan string, 1)
 	cctx, cancel := bounded(ctx)
-	_, err := m.conn.StartTransientUnitContext(cctx, unit, "fail", props, ch)
+	if aux == nil {
+		aux = []sd.PropertyCollection{}
+	}
+	_, err := m.conn.StartTransientUnitAux(cctx, unit, "fail", props, aux, ch)
 	cancel()
 	if err != nil {
 		if dbusErrorName(err) == errUnitExists {

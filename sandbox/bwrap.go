@@ -60,6 +60,7 @@ type Options struct {
 	ExtraRO     []string // --ro PATH
 	ExtraRW     []string // --rw PATH
 	BusDir      string   // the bus's socket directory, for a session that may launch others; "" for none
+	EgressDir   string   // the egress proxy's socket directory (network allow); "" for none
 }
 
 // systemDirs are the host directories every program needs, read-only. /etc
@@ -85,6 +86,9 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 		Bind{Kind: KindRW, Src: o.SessionTmp, Dst: "/tmp", Reason: "the session's own /tmp, on disk under its state directory: private, not the host's"},
 		Bind{Kind: KindRW, Src: o.Workspace, Dst: o.Workspace, Reason: "the workspace, read-write at its own path"},
 	)
+	if o.EgressDir != "" {
+		b = append(b, Bind{Kind: KindRO, Src: o.EgressDir, Dst: EgressDirInside, Reason: "the egress proxy's socket (network allow): the only way out of the session's network namespace, to allowed hosts"})
+	}
 	if o.BusDir != "" {
 		b = append(b,
 			Bind{Kind: KindRO, Src: o.BusDir, Dst: BusDirInside, Reason: "the mosaic bus's socket (--may-launch): this session may ask it to launch others, under its policy"},

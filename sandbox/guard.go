@@ -32,6 +32,9 @@ type Promise struct {
 	// the exec shim must be in ("/mosaic.slice/mosaic-NAME.scope"): a scope
 	// has no unit layer to check, only the cgroup systemd moved it into.
 	Scope string `json:"scope,omitempty"`
+	// Net says the session has a network namespace of its own (network
+	// none or allow): the unit's (PrivateNetwork) and bwrap's.
+	Net bool `json:"net,omitempty"`
 }
 
 // PromiseEnv carries the promise from the exec shim to the init.
@@ -59,7 +62,7 @@ func DecodePromise(s string) (Promise, error) {
 
 func namespaces() map[string]string {
 	ns := map[string]string{}
-	for _, n := range []string{"user", "mnt", "pid"} {
+	for _, n := range []string{"user", "mnt", "pid", "net"} {
 		if v, err := os.Readlink("/proc/self/ns/" + n); err == nil {
 			ns[n] = v
 		}
@@ -94,6 +97,9 @@ func CheckUnit(p Promise) error {
 	kinds := []string{"user", "mnt"}
 	if p.PIDs {
 		kinds = append(kinds, "pid")
+	}
+	if p.Net {
+		kinds = append(kinds, "net")
 	}
 	for _, k := range kinds {
 		if here[k] == "" || here[k] == p.NS[k] {
@@ -146,7 +152,11 @@ func CheckSandbox(p Promise) error {
 		return fmt.Errorf("not PID 1 of a PID namespace of its own (pid %d)", os.Getpid())
 	}
 	here := namespaces()
-	for _, k := range []string{"user", "mnt", "pid"} {
+	kinds := []string{"user", "mnt", "pid"}
+	if p.Net {
+		kinds = append(kinds, "net")
+	}
+	for _, k := range kinds {
 		if here[k] == "" || here[k] == p.NS[k] {
 			return fmt.Errorf("bwrap did not make a %s namespace of its own (%s)", k, here[k])
 		}

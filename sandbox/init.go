@@ -3,6 +3,7 @@ package sandbox
 import (
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,15 +35,26 @@ var passEnvPrefixes = []string{"LC_"}
 // DefaultPath is the command's PATH when the unit has none.
 const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
 
+// InitOptions are what the init is told on its command line.
+type InitOptions struct {
+	Session, Home string
+	TTY           bool     // stdin is a pseudo-terminal mosaic made for the session
+	Egress        bool     // network allow: relay 127.0.0.1:ProxyPort to the egress proxy
+	Pass          []string // variables to let through when set
+	Credentials   []string // variables that must have arrived (names only)
+}
+
 // InitArgv is the argument list of mosaic's init (after the mosaic binary's
-// argv[0]) for one session: pass are variables to let through when set,
-// credentials are variables that must have arrived (names only); tty says
-// that stdin is a pseudo-terminal mosaic made for the session.
-func InitArgv(session, home string, tty bool, pass, credentials, command []string) []string {
-	argv := []string{"init", "--session", session, "--home", home}
-	if tty {
+// argv[0]) for one session's command.
+func InitArgv(o InitOptions, command []string) []string {
+	argv := []string{"init", "--session", o.Session, "--home", o.Home}
+	if o.TTY {
 		argv = append(argv, "--tty")
 	}
+	if o.Egress {
+		argv = append(argv, "--egress")
+	}
+	pass, credentials := o.Pass, o.Credentials
 	for _, p := range pass {
 		argv = append(argv, "--pass", p)
 	}
@@ -66,6 +78,7 @@ func Init(args []string) int {
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")
 	tty := fs.Bool("tty", false, "stdin is the session's own pseudo-terminal: make it the command's controlling terminal")
+	egress := fs.Bool("egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
 	var pass, creds stringList
 	fs.Var(&pass, "pass", "extra variable to pass to the command")
 	fs.Var(&creds, "credential", "credential that must have arrived, passed to the command")
@@ -95,6 +108,16 @@ func Init(args []string) int {
 		return ExitSandboxRefused
 	}
 	env := CommandEnv(os.Environ(), *session, *home, pass)
+	if *egress {
+		// Listening before READY=1: the command can use the proxy at once.
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ProxyPort))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: cannot listen for the egress relay: %v\n", err)
+			return ExitSandboxRefused
+		}
+		go Relay(l, EgressSocketInside)
+		env = append(env, ProxyEnv()...)
+	}
 	command := fs.Args()
 	path, err := lookPath(command[0], env)
 	if err != nil {

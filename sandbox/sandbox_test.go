@@ -159,7 +159,7 @@ func TestWithin(t *testing.T) {
 }
 
 func TestInitArgv(t *testing.T) {
-	got := strings.Join(InitArgv("s", "/h", false, []string{"A", "B"}, []string{"K"}, []string{"cmd", "--pass", "x"}), " ")
+	got := strings.Join(InitArgv(InitOptions{Session: "s", Home: "/h", Pass: []string{"A", "B"}, Credentials: []string{"K"}}, []string{"cmd", "--pass", "x"}), " ")
 	if got != "init --session s --home /h --pass A --pass B --credential K -- cmd --pass x" {
 		t.Errorf("InitArgv = %q", got)
 	}

@@ -56,19 +56,23 @@ func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value
 // nothing of the session starts outside it; bwrap then reports the init's
 // PID on sandbox.ScopeInfoFD, to which mosaic forwards signals.
 func ExecArgv(s Spec) []string {
-	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(s.Name, s.Home, s.TTY, s.Pass, s.Credentials, s.Command)...)
+	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY,
+		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials}, s.Command)...)
 	argv := []string{s.MosaicBin, "exec-bwrap"}
-	var info []string
+	var extra []string
 	if s.Scope {
 		argv = append(argv, "--wait-fd", strconv.Itoa(sandbox.ScopeGoFD))
-		info = []string{"--info-fd", strconv.Itoa(sandbox.ScopeInfoFD)}
+		extra = []string{"--info-fd", strconv.Itoa(sandbox.ScopeInfoFD)}
+	}
+	if s.OwnNetwork() {
+		extra = append(extra, "--unshare-net") // only loopback: no route, no host abstract socket
 	}
 	argv = append(argv, "--promise", s.Promise)
 	if s.CredentialFile != "" {
 		argv = append(argv, "--drop", s.CredentialFile)
 	}
 	argv = append(argv, s.BwrapBin)
-	return append(argv, sandbox.Argv(s.Binds(), s.Workspace, initArgv, info...)...)
+	return append(argv, sandbox.Argv(s.Binds(), s.Workspace, initArgv, extra...)...)
 }
 
 // Properties are the transient service's properties for spec s on a manager
@@ -144,6 +148,10 @@ func Properties(s Spec, f Features) []sd.Property {
 	if f.PrivatePIDs {
 		props = append(props, prop("PrivatePIDs", "yes"))
 	}
+	if s.OwnNetwork() {
+		props = append(props, prop("PrivateNetwork", true))
+	}
+	props = append(props, egressDependency(s)...)
 	props = append(props, limitProperties(s.Limits)...)
 	if s.Stdio != nil {
 		props = append(props,
@@ -192,7 +200,56 @@ func ScopeProperties(s Spec, pid uint32) []sd.Property {
 		prop("TimeoutStopUSec", usec(stop)),
 		prop("CollectMode", "inactive-or-failed"),
 	}
+	props = append(props, egressDependency(s)...)
 	return append(props, limitProperties(s.Limits)...)
+}
+
+// egressDependency makes a session with network allow need its egress
+// proxy, started first (After=): the session does not start without it.
+func egressDependency(s Spec) []sd.Property {
+	if s.Network != sandbox.NetworkAllow {
+		return nil
+	}
+	return []sd.Property{prop("Requires", []string{s.EgressUnit()}), prop("After", []string{s.EgressUnit()})}
+}
+
+// AuxUnits are the units started with the session in the same call: its
+// egress proxy, for network allow.
+func AuxUnits(s Spec) []sd.PropertyCollection {
+	if s.Network != sandbox.NetworkAllow {
+		return nil
+	}
+	return []sd.PropertyCollection{{Name: s.EgressUnit(), Properties: EgressProperties(s)}}
+}
+
+// EgressProperties are the properties of the session's egress proxy: the
+// mosaic binary in proxy mode, in the host's network (it is the way out),
+// confined otherwise (no home, no runtime dir but its own socket's
+// directory), stopped by systemd once the session no longer needs it
+// (StopWhenUnneeded), however the session ended.
+func EgressProperties(s Spec) []sd.Property {
+	argv := []string{s.MosaicBin, "egress", "--session", s.Name, "--socket", filepath.Join(s.EgressDir, sandbox.EgressSocketName)}
+	for _, a := range s.Allow {
+		argv = append(argv, "--allow", a)
+	}
+	return []sd.Property{
+		prop("Description", "mosaic egress proxy of session "+s.Name),
+		prop("Slice", Slice),
+		prop("ExecStartEx", []execEx{{Path: argv[0], Argv: argv, Flags: []string{"no-env-expand"}}}),
+		prop("Type", "notify"),
+		prop("NotifyAccess", "main"),
+		prop("PrivateUsers", true),
+		prop("PrivateTmp", true),
+		prop("ProtectSystem", "strict"),
+		prop("TemporaryFileSystem", []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}),
+		prop("BindPaths", bindsOf([]string{s.EgressDir})),
+		prop("BindReadOnlyPaths", bindsOf([]string{s.MosaicBin, filepath.Join(s.RuntimeDir, "systemd", "notify")})),
+		prop("NoNewPrivileges", true),
+		prop("StopWhenUnneeded", true),
+		prop("CollectMode", "inactive-or-failed"),
+		prop("TimeoutStopUSec", usec(5*time.Second)),
+		prop("SyslogIdentifier", strings.TrimSuffix(s.EgressUnit(), UnitSuffix)),
+	}
 }
 
 // Description is the unit's Description: the marker prefix, the name and the
@@ -226,6 +283,9 @@ func readOnlyPaths(s Spec) []string {
 		ro = append(ro, s.Binary)
 	}
 	if d := s.busDir(); d != "" {
+		ro = append(ro, d)
+	}
+	if d := s.egressDir(); d != "" {
 		ro = append(ro, d)
 	}
 	return append(ro, s.ExtraRO...)

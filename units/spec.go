@@ -150,6 +150,13 @@ type Spec struct {
 	// which may then ask the bus to launch others.
 	MayLaunch bool
 	BusDir    string
+	// Network is the session's network: sandbox.NetworkNone, NetworkAllow
+	// (through its egress proxy, to Allow) or NetworkHost.
+	Network string
+	// Allow is the egress allowlist ("host:port", or an address a name may
+	// resolve to); EgressDir holds the proxy's socket.
+	Allow     []string
+	EgressDir string
 	// Scope makes the session a scope: mosaic starts the exec shim itself
 	// and systemd only adopts it (no unit sandbox; bwrap's is the whole).
 	Scope bool
@@ -192,8 +199,25 @@ func (s Spec) Binds() []sandbox.Bind {
 		ExtraRO:     s.ExtraRO,
 		ExtraRW:     s.ExtraRW,
 		BusDir:      s.busDir(),
+		EgressDir:   s.egressDir(),
 	})
 }
+
+func (s Spec) egressDir() string {
+	if s.Network == sandbox.NetworkAllow {
+		return s.EgressDir
+	}
+	return ""
+}
+
+// OwnNetwork reports whether the session has a network namespace of its own.
+func (s Spec) OwnNetwork() bool { return s.Network != sandbox.NetworkHost }
+
+// EgressUnit is the unit of the session's egress proxy.
+func (s Spec) EgressUnit() string { return EgressUnitName(s.Name) }
+
+// EgressUnitName is the egress proxy unit of session name.
+func EgressUnitName(name string) string { return UnitPrefix + name + "-egress" + UnitSuffix }
 
 func (s Spec) busDir() string {
 	if s.MayLaunch {

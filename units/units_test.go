@@ -160,7 +160,7 @@ func TestPropertySignatures(t *testing.T) {
 		"SuccessExitStatus": "(aiai)", "SyslogIdentifier": "s", "LogExtraFields": "aay", "Environment": "as",
 		"PrivatePIDs": "s", "MemoryMax": "t", "TasksMax": "t", "CPUQuotaPerSecUSec": "t", "RuntimeMaxUSec": "t",
 		"StandardInputFileDescriptor": "h", "StandardOutputFileDescriptor": "h", "StandardErrorFileDescriptor": "h",
-		"CollectMode": "s", "EnvironmentFiles": "a(sb)", "ExecStopPostEx": "a(sasas)",
+		"CollectMode": "s", "EnvironmentFiles": "a(sb)", "ExecStopPostEx": "a(sasas)", "PrivateNetwork": "b",
 	}
 	for name, sig := range want {
 		p, ok := got[name]
@@ -350,5 +350,52 @@ func TestScopeExecArgv(t *testing.T) {
 	w, p, i := strings.Index(scope, "--wait-fd 4"), strings.Index(scope, "--promise"), strings.Index(scope, "--info-fd 3")
 	if w < 0 || p < 0 || i < 0 || !(w < p && p < i) {
 		t.Errorf("scope argv order wrong (wait %d, promise %d, info %d): %s", w, p, i, scope)
+	}
+}
+
+// TestNetworkProperties: none gives the unit and bwrap a network namespace
+// of their own; allow adds the egress proxy as a required, earlier unit with
+// the socket directory bound; host gives neither.
+func TestNetworkProperties(t *testing.T) {
+	s := testSpec()
+	s.MosaicBin = "/usr/bin/mosaic"
+	s.EgressDir = "/run/user/1000/mosaic/egress/s1"
+	for _, tc := range []struct {
+		network          string
+		privateNet, deps bool
+	}{{"none", true, false}, {"allow", true, true}, {"host", false, false}} {
+		s.Network = tc.network
+		s.Allow = []string{"api.example.com:443"}
+		p := props(Properties(s, FeaturesFor(252)))
+		_, pn := p["PrivateNetwork"]
+		_, req := p["Requires"]
+		argv := strings.Join(ExecArgv(s), " ")
+		if pn != tc.privateNet || req != tc.deps || strings.Contains(argv, "--unshare-net") != tc.privateNet {
+			t.Errorf("%s: PrivateNetwork %v, Requires %v, argv %s", tc.network, pn, req, argv)
+		}
+		if strings.Contains(argv, "--egress") != tc.deps || strings.Contains(argv, s.EgressDir) != tc.deps {
+			t.Errorf("%s: init or egress bind wrong: %s", tc.network, argv)
+		}
+		aux := AuxUnits(s)
+		if (len(aux) == 1) != tc.deps {
+			t.Errorf("%s: aux units %v", tc.network, aux)
+		}
+		if tc.deps {
+			if aux[0].Name != "mosaic-s1-egress.service" {
+				t.Errorf("egress unit %s", aux[0].Name)
+			}
+			e := props(aux[0].Properties)
+			for _, name := range []string{"PrivateUsers", "ProtectSystem", "TemporaryFileSystem", "StopWhenUnneeded", "NoNewPrivileges"} {
+				if _, ok := e[name]; !ok {
+					t.Errorf("the egress unit lacks %s", name)
+				}
+			}
+			if _, ok := e["PrivateNetwork"]; ok {
+				t.Error("the egress unit has no network of the host: it is the way out")
+			}
+			if d := e["Description"].Value.Value().(string); strings.HasPrefix(d, DescriptionPrefix) {
+				t.Errorf("the egress unit would be listed as a session: %s", d)
+			}
+		}
 	}
 }

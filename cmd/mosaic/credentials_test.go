@@ -45,7 +45,9 @@ func TestSessionEnvironmentIsExact(t *testing.T) {
 	}
 	lines := strings.Split(r.stdout, "\n")
 	got := strings.Fields(lines[0])
-	want := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "HOME", "LANG", "LOGNAME", "MOSAIC_SESSION", "PATH", "PWD", "TERM", "TMPDIR", "USER"}
+	// claude-code's network is allow: the init points the command at its relay.
+	want := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "HOME", "LANG", "LOGNAME", "MOSAIC_SESSION", "PATH", "PWD", "TERM", "TMPDIR", "USER",
+		"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy"}
 	sort.Strings(want)
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("session environment %v, want exactly %v", got, want)

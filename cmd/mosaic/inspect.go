@@ -118,6 +118,14 @@ func printStatus(w io.Writer, s manager.Session) {
 		}
 		fmt.Fprintf(w, "profile:   %s; credentials: %s\n", s.Profile, creds)
 	}
+	switch s.Network {
+	case "none":
+		fmt.Fprintln(w, "network:   none: loopback only (no route out, no host loopback service, no host abstract socket)")
+	case "allow":
+		fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) to %s\n", units.EgressUnitName(s.Name), strings.Join(s.AllowHosts, ", "))
+	case "host":
+		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network, its loopback services and abstract sockets)")
+	}
 	if s.Workspace != "" {
 		fmt.Fprintf(w, "workspace: %s", s.Workspace)
 		if s.WorkspaceGivenAs != "" {

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
@@ -35,6 +36,10 @@ func main() {
 		case "session-ended": // the unit's ExecStopPost
 			sessionEnded(os.Args[2:])
 			os.Exit(0)
+		case "egress": // a session's egress proxy unit
+			err := sandbox.ServeEgressMain(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) })
+			fmt.Fprintf(os.Stderr, "mosaic egress: %v\n", err)
+			os.Exit(1)
 		case "exec-bwrap":
 			err := execBwrap(os.Args[2:])
 			fmt.Fprintf(os.Stderr, "mosaic: refusing to build the sandbox: %v\n", err)

@@ -33,6 +33,8 @@ func sessionFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "credential", Usage: "pass `VAR` from this environment to the session, through a 0600 file systemd reads (repeatable)"},
 		&cli.StringSliceFlag{Name: "env-file", Usage: "pass every NAME=VALUE of `FILE` (yours, mode 0600 or 0400) to the session (repeatable)"},
 		&cli.StringFlag{Name: "stop-timeout", Usage: "time between SIGTERM and SIGKILL when the session is stopped", Value: units.DefaultStopTimeout.String()},
+		&cli.StringFlag{Name: "network", Usage: "none (loopback only), allow (only to --allow-host names, through an egress proxy) or host (not confined) (default: the profile's; generic: none)"},
+		&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also let the session reach `HOST[:PORT]` (port 443 unless given; repeatable)"},
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
 		jsonFlag,
 	}
@@ -51,6 +53,8 @@ func requestFrom(c *cli.Context) (manager.Request, error) {
 		Credentials: c.StringSlice("credential"),
 		EnvFiles:    c.StringSlice("env-file"),
 		MayLaunch:   c.Bool("may-launch"),
+		Network:     c.String("network"),
+		AllowHosts:  c.StringSlice("allow-host"),
 	}
 	if c.IsSet("name") && req.Name == "" {
 		return req, units.BadInput("bad-name", "--name is empty: give a name or leave the flag out")

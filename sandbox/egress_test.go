@@ -1,0 +1,122 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestNormalizeHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"api.anthropic.com": "api.anthropic.com:443", "Example.COM:8443": "example.com:8443", "example.com.": "example.com:443",
+		"1.2.3.4": "", "[::1]:443": "", "bad_name": "", "a..b": "", "-a.com": "", "example.com:0": "", "example.com:99999": "",
+		"example.123": "", "": "",
+	} {
+		got, err := NormalizeHost(in)
+		if (err != nil) != (want == "") || got != want {
+			t.Errorf("NormalizeHost(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	a, err := ParseAllow([]string{"example.com", "10.0.0.5", "192.168.0.0/16", "[::1]"})
+	if err != nil || !a.Hosts["example.com:443"] || len(a.Addrs) != 3 {
+		t.Fatalf("ParseAllow: %+v %v", a, err)
+	}
+}
+
+// egressTest runs an Egress on a local socket with a fake resolver, and a
+// loopback "internet" server that says hello.
+func egressTest(t *testing.T, allow []string, names map[string]string) (dial func() net.Conn, serverPort string) {
+	t.Helper()
+	srv, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	go func() {
+		for {
+			c, err := srv.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "hello from the test host\n")
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(srv.Addr().String())
+	for i, a := range allow {
+		allow[i] = strings.ReplaceAll(a, "PORT", port)
+	}
+	al, err := ParseAllow(allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	e := &Egress{Session: "s1", Allow: al, Log: &log, Lookup: func(_ context.Context, h string) ([]netip.Addr, error) {
+		if ip, ok := names[h]; ok {
+			return []netip.Addr{netip.MustParseAddr(ip)}, nil
+		}
+		return nil, &net.DNSError{Err: "no such host", Name: h, IsNotFound: true}
+	}}
+	l, err := net.Listen("unix", t.TempDir()+"/proxy.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go e.Serve(l)
+	return func() net.Conn {
+		c, err := net.Dial("unix", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}, port
+}
+
+func connect(t *testing.T, c net.Conn, target string) (status, rest string) {
+	t.Helper()
+	io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+	b, _ := io.ReadAll(bufio.NewReader(c))
+	s := string(b)
+	line, rest, _ := strings.Cut(s, "\r\n")
+	return line, rest
+}
+
+// TestEgress: an allowed name reaches its host; a name off the list, an IP
+// literal, a name resolving to a loopback address that the list does not
+// name, and plain HTTP are refused with 403.
+func TestEgress(t *testing.T) {
+	dial, port := egressTest(t, []string{"allowed.test:PORT", "private.test:PORT", "127.0.0.1"},
+		map[string]string{"allowed.test": "127.0.0.1", "private.test": "10.1.2.3", "other.test": "127.0.0.1"})
+	// allowed.test resolves to loopback, which the list names explicitly.
+	st, rest := connect(t, dial(), "allowed.test:"+port)
+	if !strings.Contains(st, " 200 ") || !strings.Contains(rest, "hello from the test host") {
+		t.Errorf("allowed: %q %q", st, rest)
+	}
+	for target, why := range map[string]string{
+		"other.test:" + port:   "not on the session's allowlist",
+		"allowed.test:1":       "not on the session's allowlist",
+		"127.0.0.1:" + port:    "is an IP address",
+		"private.test:" + port: "a private address",
+		"missing.test:443":     "not on the session's allowlist",
+	} {
+		st, rest := connect(t, dial(), target)
+		if !strings.Contains(st, " 403 ") || !strings.Contains(rest, why) {
+			t.Errorf("%s: %q %q, want 403 saying %q", target, st, rest, why)
+		}
+	}
+	c := dial()
+	io.WriteString(c, "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+	b, _ := io.ReadAll(c)
+	if !strings.Contains(string(b), " 403 ") || !strings.Contains(string(b), "plain HTTP") {
+		t.Errorf("plain HTTP: %q", b)
+	}
+	// Without the explicit address, a name resolving to loopback is refused.
+	dial2, port2 := egressTest(t, []string{"allowed.test:PORT"}, map[string]string{"allowed.test": "127.0.0.1"})
+	if st, rest := connect(t, dial2(), "allowed.test:"+port2); !strings.Contains(st, " 403 ") || !strings.Contains(rest, "loopback") {
+		t.Errorf("rebinding to loopback: %q %q", st, rest)
+	}
+}
