@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// needTestNet returns the rig's test network prefix (N of N.2, N.3), whose
+// hosts are the only ones the network tests talk to besides loopback.
+func needTestNet(t *testing.T) string {
+	t.Helper()
+	needRig(t)
+	n := os.Getenv("MOSAIC_TESTNET")
+	if n != "" {
+		return n
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("CI must run the network tests: contrib/rig.sh makes the test network when ip and socat are installed")
+	}
+	t.Skip("needs contrib/rig.sh's test network (apt-get install iproute2 socat; make test)")
+	return ""
+}
+
+// serve answers every connection on l with a line.
+func serve(l net.Listener, line string) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		c.Write([]byte(line + "\n"))
+		c.Close()
+	}
+}
+
+func readLine(t *testing.T, network, addr string) string {
+	t.Helper()
+	c, err := net.DialTimeout(network, addr, 3*time.Second)
+	if err != nil {
+		return "unreachable: " + err.Error()
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	s, _ := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(s)
+}
+
+// netScript answers, from inside a session, whether it reached a test host
+// directly, a loopback service of the host, and an abstract socket of the
+// host.
+const netScript = `
+host=$1 port=$2 abstract=$3
+c() { n=$1 want=$2; shift 2; if timeout 5 "$@" 2>/dev/null | grep -q "$want"; then echo "$n allowed"; else echo "$n denied"; fi; }
+c route "hello from testhost" bash -c "exec 3<>/dev/tcp/$host/443 && cat <&3"
+c host-loopback loopback-hello bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && cat <&3"
+c host-abstract abstract-hello socat -u ABSTRACT-CONNECT:$abstract -
+`
+
+// TestNetworkNone: a session with network none reaches no host, no
+// loopback service of the host and no abstract socket of the host, each
+// first shown reachable from the host; a session with network host (the
+// deliberately unconfined one) reaches exactly those three.
+func TestNetworkNone(t *testing.T) {
+	n := needTestNet(t)
+	testhost := n + ".2"
+	lo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lo.Close()
+	go serve(lo, "loopback-hello")
+	abstract := "mosaic-test-" + randomHex()
+	ab, err := net.Listen("unix", "@"+abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ab.Close()
+	go serve(ab, "abstract-hello")
+	_, port, _ := net.SplitHostPort(lo.Addr().String())
+	for addr, want := range map[string]string{testhost + ":443": "hello from testhost", lo.Addr().String(): "loopback-hello"} {
+		if got := readLine(t, "tcp", addr); got != want {
+			t.Fatalf("stand-in %s from the host: %q", addr, got)
+		}
+	}
+	if got := readLine(t, "unix", "@"+abstract); got != "abstract-hello" {
+		t.Fatalf("stand-in abstract socket from the host: %q", got)
+	}
+	if _, err := exec.LookPath("socat"); err != nil {
+		t.Fatal("socat missing on the host")
+	}
+
+	check := func(t *testing.T, args ...string) map[string]string {
+		argv := append([]string{"run", "--workspace", workspace(t)}, args...)
+		argv = append(argv, "--", "sh", "-c", netScript, "sh", testhost, port, abstract)
+		r := mosaic(t, argv...)
+		if r.code != 0 {
+			t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		got := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if k, v, ok := strings.Cut(line, " "); ok {
+				got[k] = v
+			}
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"none", []string{"--network", "none"}, "denied"},
+		{"generic-default", nil, "denied"},
+		{"none-scope", []string{"--network", "none", "--scope"}, "denied"},
+		{"allow", []string{"--network", "allow", "--allow-host", "testhost.mosaic.test"}, "denied"},
+		{"host-broken", []string{"--network", "host"}, "allowed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := check(t, tc.args...)
+			for _, k := range []string{"route", "host-loopback", "host-abstract"} {
+				if got[k] != tc.want {
+					t.Errorf("%s: %q, want %s (all: %v)", k, got[k], tc.want, got)
+				}
+			}
+		})
+	}
+}
+
+// connectScript asks the relay for a tunnel to each argument and prints the
+// status line and the first line through it.
+const connectScript = `
+for target in "$@"; do
+  exec 3<>/dev/tcp/127.0.0.1/3128
+  printf 'CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n' "$target" "$target" >&3
+  out=$(timeout 5 cat <&3 | tr -d '\r' | grep -v '^$' | tr '\n' '|')
+  exec 3<&-
+  echo "$target $out"
+done
+echo "proxy=$HTTPS_PROXY"
+`
+
+// TestNetworkAllow: through the egress proxy the allowed test host answers;
+// another host, an IP literal and an allowed name resolving to a private
+// address are refused with 403 and a journal line naming the session and
+// the host; the egress unit runs while the session does, and goes when it
+// is stopped or killed.
+func TestNetworkAllow(t *testing.T) {
+	n := needTestNet(t)
+	name := sessionName(t)
+	egress := "mosaic-" + name + "-egress.service"
+	ip := n + ".2:443"
+	r := mosaic(t, "run", "--name", name, "--workspace", workspace(t), "--network", "allow",
+		"--allow-host", "testhost.mosaic.test", "--allow-host", "private.mosaic.test", "--",
+		"bash", "-c", connectScript, "bash", "testhost.mosaic.test:443", "otherhost.mosaic.test:443", ip, "private.mosaic.test:443")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	want := map[string]string{
+		"testhost.mosaic.test:443":  "HTTP/1.1 200 Connection established|hello from testhost|",
+		"otherhost.mosaic.test:443": "403 Forbidden",
+		ip:                          "403 Forbidden",
+		"private.mosaic.test:443":   "403 Forbidden",
+	}
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		target, out, _ := strings.Cut(line, " ")
+		if w, ok := want[target]; ok {
+			if !strings.Contains(out, w) {
+				t.Errorf("CONNECT %s: %q, want %q", target, out, w)
+			}
+			delete(want, target)
+		}
+	}
+	if len(want) > 0 || !strings.Contains(r.stdout, "proxy=http://127.0.0.1:3128") {
+		t.Errorf("missing answers %v:\n%s", want, r.stdout)
+	}
+	var journal string
+	eventually(t, 10*time.Second, "the egress proxy's refusals in the journal", func() bool {
+		out, _ := exec.Command("journalctl", "--user", "-t", "mosaic-"+name+"-egress", "--no-pager", "-o", "cat").Output()
+		journal = string(out)
+		return strings.Count(journal, "refused CONNECT") >= 3
+	})
+	for _, want := range []string{
+		"session " + name + ": refused CONNECT otherhost.mosaic.test:443",
+		"session " + name + ": refused CONNECT " + ip + ": " + n + ".2 is an IP address",
+		"session " + name + ": refused CONNECT private.mosaic.test:443: private.mosaic.test resolves to 10.255.255.1, a private address",
+		"session " + name + ": tunnel to testhost.mosaic.test:443",
+	} {
+		if !strings.Contains(journal, want) {
+			t.Errorf("journal lacks %q:\n%s", want, journal)
+		}
+	}
+	eventually(t, 10*time.Second, "the egress unit to go with its run", func() bool {
+		return unitProperty(t, egress, "ActiveState") != "active"
+	})
+
+	t.Run("lifetime", func(t *testing.T) {
+		for _, kill := range []bool{false, true} {
+			name := sessionName(t)
+			egress := "mosaic-" + name + "-egress.service"
+			mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--allow-host", "testhost.mosaic.test", "--", "sleep", "300")
+			if s := unitProperty(t, egress, "ActiveState"); s != "active" {
+				t.Fatalf("the egress unit is %s while its session runs", s)
+			}
+			st := mustMosaic(t, "status", "--json", name).stdout
+			if !strings.Contains(st, `"network": "allow"`) || !strings.Contains(st, "testhost.mosaic.test:443") {
+				t.Errorf("status does not show the network: %s", st)
+			}
+			if kill {
+				systemctl(t, "kill", "--signal=SIGKILL", "mosaic-"+name+".service")
+			} else {
+				mustMosaic(t, "stop", name)
+			}
+			eventually(t, 10*time.Second, "the egress unit to stop with its session (kill "+strconv.FormatBool(kill)+")", func() bool {
+				s := unitProperty(t, egress, "ActiveState")
+				return s == "inactive" || s == "failed" || s == ""
+			})
+		}
+	})
+}
+
+// TestNetworkBadInput: a bad mode or host is bad input and starts nothing.
+func TestNetworkBadInput(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	for _, args := range [][]string{
+		{"--network", "wifi"},
+		{"--allow-host", "bad_name"},
+		{"--allow-host", "example.com:70000"},
+		{"--network", "none", "--allow-host", "example.com"},
+		{"--network", "host", "--allow-host", "example.com"},
+	} {
+		argv := append([]string{"run", "--json", "--workspace", ws}, args...)
+		r := mosaic(t, append(argv, "--", "true")...)
+		code, _ := jsonError(t, r)
+		if r.code != 2 || (code != "bad-network" && code != "bad-allow-host") {
+			t.Errorf("%v: exit %d code %s", args, r.code, code)
+		}
+	}
+	if u := mosaicUnits(t); strings.Contains(u, "egress") {
+		t.Errorf("units left behind: %s", u)
+	}
+}
