@@ -5,10 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"mosaic/sandbox"
 )
 
 // ProbeAnswer is one check of `mosaic doctor --probe`: what a session could
@@ -24,7 +27,8 @@ type ProbeAnswer struct {
 // probeScript runs inside the throwaway session; each line answers one
 // check. Its arguments are the stand-ins' paths.
 const probeScript = `
-secret=$1 other_ws=$2 other_state=$3 rt=$4 host_tmp=$5 shm=$6 host_pid=$7 outside=$8 ws=$9
+secret=$1 other_ws=$2 other_state=$3 rt=$4 host_tmp=$5 shm=$6 host_pid=$7 outside=$8 ws=$9; shift 9
+port=$1
 c() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n allowed"; else echo "$n denied"; fi; }
 c home-secret cat "$secret"
 c other-workspace cat "$other_ws/file"
@@ -40,6 +44,7 @@ c write-system touch /usr/mosaic-probe
 c cgroup-tree test -e /sys/fs/cgroup
 c workspace-write touch "$ws/written"
 c tmp-write touch /tmp/written
+c host-loopback timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port"
 `
 
 var probeChecks = []struct{ name, what, want string }{
@@ -57,6 +62,7 @@ var probeChecks = []struct{ name, what, want string }{
 	{"cgroup-tree", "the cgroup tree", "denied"},
 	{"workspace-write", "writing the workspace", "allowed"},
 	{"tmp-write", "writing its own /tmp", "allowed"},
+	{"host-loopback", "a service on the host's 127.0.0.1 (its network namespace, with the host's abstract sockets)", "denied"},
 }
 
 // ProbeSandbox starts a throwaway session against a fixture of stand-ins
@@ -109,9 +115,24 @@ func (m *Manager) ProbeSandbox(ctx context.Context) ([]ProbeAnswer, error) {
 	}
 	defer null.Close()
 
-	req := Request{Workspace: work, Command: []string{"sh", "-c", probeScript, "sh",
+	lo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the probe's loopback stand-in: %v", err)
+	}
+	defer lo.Close()
+	go func() {
+		for {
+			c, err := lo.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(lo.Addr().String())
+	req := Request{Workspace: work, Network: sandbox.NetworkNone, Command: []string{"sh", "-c", probeScript, "sh",
 		filepath.Join(secretDir, "secret"), otherWS, otherState, paths.RuntimeDir, hostTmp, shm,
-		strconv.Itoa(os.Getpid()), secretDir, work}}
+		strconv.Itoa(os.Getpid()), secretDir, work, port}}
 	spec, secrets, err := m.Spec(req)
 	if err != nil {
 		return nil, err

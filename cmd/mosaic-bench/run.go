@@ -86,6 +86,9 @@ func (b *bench) equivalent(name string, command []string, wait bool) ([]string, 
 		"BindReadOnlyPaths=" + filepath.Join(spec.RuntimeDir, "systemd", "notify"),
 		"NoNewPrivileges=yes", "KillMode=control-group", "Type=notify", "NotifyAccess=all",
 		"Slice=" + units.Slice, "WorkingDirectory=" + spec.Workspace, "SyslogIdentifier=" + units.UnitPrefix + name}
+	if spec.OwnNetwork() {
+		p = append(p, "PrivateNetwork=yes")
+	}
 	argv := []string{"systemd-run", "--user", "--quiet", "--collect", "--unit", units.UnitName(name) + "-sr"}
 	if wait {
 		argv = append(argv, "--wait", "--pipe")

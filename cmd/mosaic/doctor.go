@@ -45,7 +45,7 @@ func doctorCommand(out *output) *cli.Command {
 			}
 			report := map[string]any{"ok": healthy && probeOK, "checks": checks}
 			if c.Bool("probe") {
-				p := map[string]any{"answers": answers, "network": "host: the session shares your network namespace (not confined)"}
+				p := map[string]any{"answers": answers, "network": networkNote}
 				if probeErr != nil {
 					p["error"] = probeErr.Error()
 				} else if !healthy {
@@ -92,5 +92,8 @@ func printDoctor(w io.Writer, checks []manager.Check, probe, healthy bool, answe
 		}
 		fmt.Fprintf(w, "  %s %-16s %-8s (must be %s): %s\n", mark, a.Name, a.Got, a.Want, a.What)
 	}
-	fmt.Fprintln(w, "  warn network          host: the session shares your network namespace (not confined)")
+	fmt.Fprintln(w, "  note network          "+networkNote)
 }
+
+// networkNote is what the probe says of the network modes it did not try.
+const networkNote = "the probe ran with --network none (generic's default); a session with --network host shares your network namespace and is NOT confined there (mosaic status says which a session has)"

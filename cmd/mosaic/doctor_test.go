@@ -70,7 +70,7 @@ func TestDoctorProbe(t *testing.T) {
 	needRig(t)
 	t.Parallel()
 	d, code := doctor(t, nil, "--probe")
-	if code != 0 || !d.OK || len(d.Probe.Answers) != 14 || d.Probe.Network == "" {
+	if code != 0 || !d.OK || len(d.Probe.Answers) != 15 || d.Probe.Network == "" {
 		t.Fatalf("doctor --probe on a healthy rig: exit %d, %+v", code, d.Probe)
 	}
 	for _, a := range d.Probe.Answers {
