@@ -50,14 +50,12 @@ type BusRequest struct {
 	Command   []string `json:"command,omitempty"`
 	RO        []string `json:"ro,omitempty"`
 	RW        []string `json:"rw,omitempty"`
-	MemoryMax string   `json:"memory_max,omitempty"`
-	TasksMax  string   `json:"tasks_max,omitempty"`
-	CPUQuota  string   `json:"cpu_quota,omitempty"`
-	// RuntimeMax, StopTimeout and Timeout (for stop) are durations: "2h", "10s".
-	RuntimeMax  string `json:"runtime_max,omitempty"`
-	StopTimeout string `json:"stop_timeout,omitempty"`
-	Timeout     string `json:"timeout,omitempty"`
-	MayLaunch   bool   `json:"may_launch,omitempty"`
+	// Limits, StopTimeout and Timeout (for stop) as mosaic start's flags
+	// take them: "4G", "64", "200%", "2h", "10s".
+	Limits      units.LimitStrings `json:"limits"`
+	StopTimeout string             `json:"stop_timeout,omitempty"`
+	Timeout     string             `json:"timeout,omitempty"`
+	MayLaunch   bool               `json:"may_launch,omitempty"`
 	// Network and AllowHosts as in mosaic start (not from a session: a
 	// launched session has its profile's network).
 	Network    string   `json:"network,omitempty"`
@@ -515,25 +513,8 @@ func requestOf(req BusRequest) (Request, error) {
 		return r, units.BadInput("bad-workspace", "workspace %q must be an absolute path: the bus does not know the caller's directory", r.Workspace)
 	}
 	var err error
-	if req.MemoryMax != "" {
-		if r.Limits.MemoryMax, err = units.ParseSize("memory-max", req.MemoryMax); err != nil {
-			return r, err
-		}
-	}
-	if req.TasksMax != "" {
-		if r.Limits.TasksMax, err = units.ParseCount("tasks-max", req.TasksMax); err != nil {
-			return r, err
-		}
-	}
-	if req.CPUQuota != "" {
-		if r.Limits.CPUQuota, err = units.ParsePercent("cpu-quota", req.CPUQuota); err != nil {
-			return r, err
-		}
-	}
-	if req.RuntimeMax != "" {
-		if r.Limits.RuntimeMax, err = units.ParseDuration("runtime-max", req.RuntimeMax); err != nil {
-			return r, err
-		}
+	if r.Limits, err = req.Limits.Parse(); err != nil {
+		return r, err
 	}
 	r.StopTimeout = units.DefaultStopTimeout
 	if req.StopTimeout != "" {

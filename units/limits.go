@@ -60,3 +60,39 @@ func ParseDuration(flag, s string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// LimitStrings are the limits as a user writes them ("" for none): the
+// flags of mosaic start and the fields of a bus launch.
+type LimitStrings struct {
+	MemoryMax  string `json:"memory_max,omitempty"`
+	TasksMax   string `json:"tasks_max,omitempty"`
+	CPUQuota   string `json:"cpu_quota,omitempty"`
+	RuntimeMax string `json:"runtime_max,omitempty"`
+}
+
+// Parse reads every limit given, naming the flag of the first that is wrong.
+func (l LimitStrings) Parse() (Limits, error) {
+	var out Limits
+	var err error
+	if l.MemoryMax != "" {
+		if out.MemoryMax, err = ParseSize("memory-max", l.MemoryMax); err != nil {
+			return out, err
+		}
+	}
+	if l.TasksMax != "" {
+		if out.TasksMax, err = ParseCount("tasks-max", l.TasksMax); err != nil {
+			return out, err
+		}
+	}
+	if l.CPUQuota != "" {
+		if out.CPUQuota, err = ParsePercent("cpu-quota", l.CPUQuota); err != nil {
+			return out, err
+		}
+	}
+	if l.RuntimeMax != "" {
+		if out.RuntimeMax, err = ParseDuration("runtime-max", l.RuntimeMax); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}

@@ -50,20 +50,17 @@ func busLaunchCommand(out *output) *cli.Command {
 		Name:      "launch",
 		Usage:     "ask the bus to start a session (from a --may-launch session: under the bus's policy)",
 		ArgsUsage: "-- COMMAND [ARG...]",
-		Flags: []cli.Flag{
+		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "name", Usage: "session name (default: from the command)"},
 			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the session's workspace (default: the current directory)"},
 			&cli.StringFlag{Name: "profile", Usage: "the agent profile; its credentials come from the bus's environment"},
 			&cli.StringSliceFlag{Name: "ro", Usage: "also show `PATH` read-only (not from a session)"},
 			&cli.StringSliceFlag{Name: "rw", Usage: "also show `PATH` read-write (not from a session)"},
-			&cli.StringFlag{Name: "memory-max", Usage: "memory limit, e.g. 4G"},
-			&cli.StringFlag{Name: "tasks-max", Usage: "limit on processes and threads"},
-			&cli.StringFlag{Name: "cpu-quota", Usage: "CPU time as a percentage of one CPU, e.g. 200%"},
-			&cli.StringFlag{Name: "runtime-max", Usage: "stop the session after this long, e.g. 2h"},
+			&cli.StringFlag{Name: "network", Usage: "none, allow or host (not from a session; default: the profile's)"},
+			&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also `HOST[:PORT]` (not from a session)"},
 			&cli.StringFlag{Name: "stop-timeout", Usage: "time between SIGTERM and SIGKILL when stopped"},
 			&cli.BoolFlag{Name: "may-launch", Usage: "the launched session may launch others (not from a session)"},
-			jsonFlag,
-		},
+		}, limitFlags()...), jsonFlag),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			ws := c.String("workspace")
@@ -75,9 +72,9 @@ func busLaunchCommand(out *output) *cli.Command {
 				return units.BadInput("bad-workspace", "cannot tell the workspace's path: %v", err)
 			}
 			req := manager.BusRequest{Verb: "launch", Name: c.String("name"), Workspace: ws, Profile: c.String("profile"),
-				Command: c.Args().Slice(), RO: c.StringSlice("ro"), RW: c.StringSlice("rw"),
-				MemoryMax: c.String("memory-max"), TasksMax: c.String("tasks-max"), CPUQuota: c.String("cpu-quota"),
-				RuntimeMax: c.String("runtime-max"), StopTimeout: c.String("stop-timeout"), MayLaunch: c.Bool("may-launch")}
+				Command: c.Args().Slice(), RO: c.StringSlice("ro"), RW: c.StringSlice("rw"), Limits: limitsFrom(c),
+				StopTimeout: c.String("stop-timeout"), MayLaunch: c.Bool("may-launch"),
+				Network: c.String("network"), AllowHosts: c.StringSlice("allow-host")}
 			var s manager.Session
 			if err := askBus(req, &s); err != nil {
 				return err

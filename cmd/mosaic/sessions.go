@@ -20,15 +20,12 @@ var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print one JSON document (erro
 
 // sessionFlags are the flags that describe a session, shared by start and run.
 func sessionFlags() []cli.Flag {
-	return []cli.Flag{
+	return append(append([]cli.Flag{
 		&cli.StringFlag{Name: "name", Usage: "session name: 1-63 of a-z 0-9 -, unit mosaic-NAME.service (default: from the command)"},
 		&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the directory the session may change (default: the current directory)"},
 		&cli.StringSliceFlag{Name: "ro", Usage: "also show `PATH` read-only (repeatable)"},
 		&cli.StringSliceFlag{Name: "rw", Usage: "also show `PATH` read-write (repeatable)"},
-		&cli.StringFlag{Name: "memory-max", Usage: "memory limit, e.g. 4G (systemd MemoryMax=)"},
-		&cli.StringFlag{Name: "tasks-max", Usage: "limit on processes and threads (TasksMax=)"},
-		&cli.StringFlag{Name: "cpu-quota", Usage: "CPU time as a percentage of one CPU, e.g. 200% (CPUQuota=)"},
-		&cli.StringFlag{Name: "runtime-max", Usage: "stop the session after this long, e.g. 2h (RuntimeMaxSec=)"},
+	}, limitFlags()...),
 		&cli.StringFlag{Name: "profile", Usage: "the agent harness: claude-code, codex, pi, opencode, generic, or one of yours (default: from the command's name)"},
 		&cli.StringSliceFlag{Name: "credential", Usage: "pass `VAR` from this environment to the session, through a 0600 file systemd reads (repeatable)"},
 		&cli.StringSliceFlag{Name: "env-file", Usage: "pass every NAME=VALUE of `FILE` (yours, mode 0600 or 0400) to the session (repeatable)"},
@@ -37,7 +34,7 @@ func sessionFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also let the session reach `HOST[:PORT]` (port 443 unless given; repeatable)"},
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
 		jsonFlag,
-	}
+	)
 }
 
 // requestFrom reads a session request from the flags and arguments.
@@ -60,30 +57,28 @@ func requestFrom(c *cli.Context) (manager.Request, error) {
 		return req, units.BadInput("bad-name", "--name is empty: give a name or leave the flag out")
 	}
 	var err error
-	if v := c.String("memory-max"); v != "" {
-		if req.Limits.MemoryMax, err = units.ParseSize("memory-max", v); err != nil {
-			return req, err
-		}
-	}
-	if v := c.String("tasks-max"); v != "" {
-		if req.Limits.TasksMax, err = units.ParseCount("tasks-max", v); err != nil {
-			return req, err
-		}
-	}
-	if v := c.String("cpu-quota"); v != "" {
-		if req.Limits.CPUQuota, err = units.ParsePercent("cpu-quota", v); err != nil {
-			return req, err
-		}
-	}
-	if v := c.String("runtime-max"); v != "" {
-		if req.Limits.RuntimeMax, err = units.ParseDuration("runtime-max", v); err != nil {
-			return req, err
-		}
+	if req.Limits, err = limitsFrom(c).Parse(); err != nil {
+		return req, err
 	}
 	if req.StopTimeout, err = units.ParseDuration("stop-timeout", c.String("stop-timeout")); err != nil {
 		return req, err
 	}
 	return req, nil
+}
+
+// limitFlags are the resource limits a session can be given.
+func limitFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "memory-max", Usage: "memory limit, e.g. 4G (systemd MemoryMax=)"},
+		&cli.StringFlag{Name: "tasks-max", Usage: "limit on processes and threads (TasksMax=)"},
+		&cli.StringFlag{Name: "cpu-quota", Usage: "CPU time as a percentage of one CPU, e.g. 200% (CPUQuota=)"},
+		&cli.StringFlag{Name: "runtime-max", Usage: "stop the session after this long, e.g. 2h (RuntimeMaxSec=)"},
+	}
+}
+
+func limitsFrom(c *cli.Context) units.LimitStrings {
+	return units.LimitStrings{MemoryMax: c.String("memory-max"), TasksMax: c.String("tasks-max"),
+		CPUQuota: c.String("cpu-quota"), RuntimeMax: c.String("runtime-max")}
 }
 
 // callerEnv picks the non-secret variables a session inherits from the
