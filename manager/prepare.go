@@ -67,6 +67,11 @@ func resolve(path string) string {
 	return filepath.Clean(path)
 }
 
+// EgressDir is where the egress proxy of session name puts its socket.
+func (p Paths) EgressDir(name string) string {
+	return filepath.Join(p.RuntimeDir, "mosaic", "egress", name)
+}
+
 // SessionDir is the state directory of session name.
 func (p Paths) SessionDir(name string) string {
 	return filepath.Join(p.StateRoot, "sessions", name)
@@ -173,7 +178,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		BusDir:      BusDir(p.RuntimeDir),
 		Network:     network,
 		Allow:       allow,
-		EgressDir:   filepath.Join(p.RuntimeDir, "mosaic", "egress", name),
+		EgressDir:   p.EgressDir(name),
 	}
 	if req.MayLaunch {
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)

@@ -150,7 +150,9 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 		return units.Refused("session-running", "session %s is %s: stop it first with `mosaic stop %s`", name, s.State, name)
 	}
 	m.forget(ctx, s.Unit)
-	if err := os.RemoveAll(mustPaths().SessionDir(name)); err != nil {
+	p := mustPaths()
+	os.RemoveAll(p.EgressDir(name)) // its proxy's socket directory
+	if err := os.RemoveAll(p.SessionDir(name)); err != nil {
 		return units.Failed("state-dir", "cannot remove the state of session %s: %v", name, err)
 	}
 	return nil

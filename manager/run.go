@@ -26,6 +26,7 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 	l, err := m.launch(ctx, spec, secrets, true)
 	if !spec.NameGiven {
 		defer os.RemoveAll(spec.StateDir)
+		defer os.RemoveAll(spec.EgressDir)
 	}
 	if err != nil {
 		return Session{}, err

@@ -45,6 +45,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	}
 	if !spec.NameGiven {
 		defer os.RemoveAll(spec.StateDir)
+		defer os.RemoveAll(spec.EgressDir)
 	}
 	mark(ctx, "claim name, state directory")
 
