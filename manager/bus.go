@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -311,9 +312,20 @@ func (b *bus) identify(ctx context.Context, conn *net.UnixConn) caller {
 	if int(cred.Uid) != os.Getuid() {
 		return caller{err: units.Refused("not-permitted", "the mosaic bus serves only its own user")}
 	}
+	// The PID is the connecting process's; it may have handed the socket on
+	// and exited, and its PID be reused. So the process must still be the
+	// same one (its start time) after systemd has said which unit it is in.
+	gone := caller{err: units.Refused("not-permitted", "the process that connected to the bus is gone: connect from the process that asks")}
+	started, ok := procStart(int(cred.Pid))
+	if !ok {
+		return gone
+	}
 	cctx, cancel := bounded(ctx)
 	defer cancel()
 	unit, err := b.m.conn.GetUnitNameByPID(cctx, uint32(cred.Pid))
+	if again, ok := procStart(int(cred.Pid)); !ok || again != started {
+		return gone
+	}
 	if err != nil {
 		return caller{} // in no unit at all: the user's own process
 	}
@@ -326,6 +338,24 @@ func (b *bus) identify(ctx context.Context, conn *net.UnixConn) caller {
 		c.mayLaunch, c.workspace = rec.MayLaunch, rec.Workspace
 	}
 	return c
+}
+
+// procStart is a process's start time (field 22 of /proc/PID/stat).
+func procStart(pid int) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", false
+	}
+	// The command name (field 2) may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return "", false
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 {
+		return "", false
+	}
+	return fields[19], true
 }
 
 // serveConn answers one connection's requests, one line each.

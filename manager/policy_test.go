@@ -78,3 +78,14 @@ func TestCheckLaunch(t *testing.T) {
 		t.Error("a workspace outside the launcher's was allowed")
 	}
 }
+
+func TestProcStart(t *testing.T) {
+	a, ok := procStart(os.Getpid())
+	b, ok2 := procStart(os.Getpid())
+	if !ok || !ok2 || a != b || a == "" {
+		t.Fatalf("procStart of this process: %q %v, %q %v", a, ok, b, ok2)
+	}
+	if _, ok := procStart(1 << 30); ok {
+		t.Error("procStart of a process that does not exist")
+	}
+}

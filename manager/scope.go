@@ -156,12 +156,12 @@ wait:
 	if !w.ended() { // every process of it is gone; systemd has yet to notice
 		s.State, s.SubState = "inactive", "dead"
 	}
+	if cmd.ProcessState == nil {
+		return s, bug("waiting for the session", waitErr)
+	}
 	kind, status := "exited", cmd.ProcessState.ExitCode()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		kind, status = "killed", int(ws.Signal())
-	}
-	if waitErr != nil && cmd.ProcessState == nil {
-		return s, bug("waiting for the session", waitErr)
 	}
 	s.ExitStatus, s.Signal = exitOf(kind, status)
 	now := time.Now()
