@@ -33,17 +33,7 @@ func repoRoot() string {
 
 func installScript(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(repoRoot(), "contrib", "install-bus-unit.sh"), args...)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{out.String(), errb.String(), code}
+	return runResult(t, exec.Command(filepath.Join(repoRoot(), "contrib", "install-bus-unit.sh"), args...))
 }
 
 func configDir() string { return filepath.Join(homeDir(), ".config") }

@@ -91,6 +91,12 @@ func mosaicWith(t *testing.T, env []string, stdin string, args ...string) result
 	cmd := exec.Command(mosaicBin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
+	return runResult(t, cmd)
+}
+
+// runResult runs cmd and returns its output and exit code.
+func runResult(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -98,7 +104,7 @@ func mosaicWith(t *testing.T, env []string, stdin string, args ...string) result
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("running mosaic %v: %v", args, err)
+		t.Fatalf("running %v: %v", cmd.Args, err)
 	}
 	return result{out.String(), errb.String(), code}
 }
