@@ -93,18 +93,12 @@ func CheckUnit(p Promise) error {
 	if p.Scope != "" {
 		return checkCgroup(p.Scope)
 	}
-	here := namespaces()
 	kinds := []string{"user", "mnt"}
 	if p.PIDs {
 		kinds = append(kinds, "pid")
 	}
-	if p.Net {
-		kinds = append(kinds, "net")
-	}
-	for _, k := range kinds {
-		if here[k] == "" || here[k] == p.NS[k] {
-			return fmt.Errorf("systemd did not give the unit a %s namespace of its own (%s)", k, here[k])
-		}
+	if k, here := p.sharedNamespace(kinds...); k != "" {
+		return fmt.Errorf("systemd did not give the unit a %s namespace of its own (%s)", k, here)
 	}
 	if id := fileID(p.Home); id != "" && id == p.HomeID {
 		return fmt.Errorf("the real home %s is visible in the unit (TemporaryFileSystem failed open)", p.Home)
@@ -119,6 +113,23 @@ func CheckUnit(p Promise) error {
 		return errors.New("no_new_privs is not set in the unit (NoNewPrivileges failed open)")
 	}
 	return nil
+}
+
+// sharedNamespace returns the first of kinds (and "net" where the promise
+// has a network namespace of its own) that this process does not have a
+// namespace of its own in, against the outside's, with its namespace here;
+// "" when every one is its own.
+func (p Promise) sharedNamespace(kinds ...string) (kind, here string) {
+	if p.Net {
+		kinds = append(kinds, "net")
+	}
+	ns := namespaces()
+	for _, k := range kinds {
+		if ns[k] == "" || ns[k] == p.NS[k] {
+			return k, ns[k]
+		}
+	}
+	return "", ""
 }
 
 // checkCgroup checks that this process is in a cgroup whose path ends with
@@ -151,15 +162,8 @@ func CheckSandbox(p Promise) error {
 	if os.Getpid() != 1 {
 		return fmt.Errorf("not PID 1 of a PID namespace of its own (pid %d)", os.Getpid())
 	}
-	here := namespaces()
-	kinds := []string{"user", "mnt", "pid"}
-	if p.Net {
-		kinds = append(kinds, "net")
-	}
-	for _, k := range kinds {
-		if here[k] == "" || here[k] == p.NS[k] {
-			return fmt.Errorf("bwrap did not make a %s namespace of its own (%s)", k, here[k])
-		}
+	if k, here := p.sharedNamespace("user", "mnt", "pid"); k != "" {
+		return fmt.Errorf("bwrap did not make a %s namespace of its own (%s)", k, here)
 	}
 	if id := fileID(p.Home); id != "" && id == p.HomeID {
 		return fmt.Errorf("the real home %s is visible in the sandbox", p.Home)
