@@ -118,9 +118,18 @@ chmod 2755 /var/log/journal /run/log/journal
 
 testnet="" veth="" net=""
 if command -v ip >/dev/null && command -v socat >/dev/null; then
-	# A documentation range the host does not use itself (some hosts do).
-	for n in 198.51.100 203.0.113 192.0.2; do
-		if ! ip -4 addr show | grep -q " $n\." && ! ip -4 route show | grep -q "^$n\."; then net=$n; break; fi
+	# A documentation or benchmarking range (never routed on the internet)
+	# that this machine does not use: no address of its own, no route that
+	# covers it (the default route aside), no name in /etc/hosts (here the
+	# package mirrors may be named there), and no other rig's veth.
+	for n in 198.51.100 203.0.113 192.0.2 $(seq -f '198.18.%g' 0 31); do
+		if ip -4 addr show | grep -q " ${n//./\\.}\." ||
+			ip -4 route show | grep -v '^default' | grep -q "^${n//./\\.}\." ||
+			grep -q "^[[:space:]]*${n//./\\.}\." /etc/hosts; then
+			continue
+		fi
+		net=$n
+		break
 	done
 fi
 if [ -n "$net" ]; then

@@ -20,4 +20,5 @@ fi
 if command -v go >/dev/null; then
 	export GOPROXY="${GOPROXY:-$(go env GOPROXY)}" GOFLAGS="${GOFLAGS:-$(go env GOFLAGS)}" GOTOOLCHAIN="${GOTOOLCHAIN:-$(go env GOTOOLCHAIN)}"
 fi
-exec "$here/contrib/rig.sh" run --src "$here" -- "$@"
+# MOSAIC_RIG_USER picks the rig's test user, so that two rigs can run at once.
+exec "$here/contrib/rig.sh" --user "${MOSAIC_RIG_USER:-mosaic-rig}" run --src "$here" -- "$@"
