@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"mosaic/units/errcode"
 )
 
 // decodeDoubleQuoted parses one NAME="VALUE" line the way systemd's
@@ -85,8 +87,8 @@ func FuzzEncode(f *testing.F) {
 func TestValidateValueRefuses(t *testing.T) {
 	for _, v := range []string{"a\nb", "a\x00b", "tab\there", "\x1b[31m", "del\x7f", string([]byte{0xff, 0xfe}), strings.Repeat("x", maxValue+1)} {
 		err := ValidateValue("K", v, "test")
-		var e *Error
-		if !errors.As(err, &e) || e.Code != "credential-invalid" || !e.BadInput {
+		var e *errcode.Error
+		if !errors.As(err, &e) || e.Code != "credential-invalid" || e.Exit != errcode.ExitBadInput {
 			t.Errorf("ValidateValue(%q) = %v, want credential-invalid", v, err)
 		}
 		if err != nil && utf8.ValidString(v) && len(v) > 3 && strings.Contains(err.Error(), v) {
@@ -144,14 +146,14 @@ func TestReadEnvFile(t *testing.T) {
 	}
 	for mode, code := range map[os.FileMode]string{0o644: "credential-file-insecure", 0o640: "credential-file-insecure", 0o604: "credential-file-insecure"} {
 		_, err := ReadEnvFile(writeFile(t, "x.env", "A=1\n", mode))
-		var e *Error
-		if !errors.As(err, &e) || e.Code != code || e.BadInput {
+		var e *errcode.Error
+		if !errors.As(err, &e) || e.Code != code || e.Exit == errcode.ExitBadInput {
 			t.Errorf("mode %o: %v, want refusal %s", mode, err, code)
 		}
 	}
 	for _, bad := range []string{"no equals\n", "1A=x\n", "HOME=x\n", "A=x\ty\n"} {
 		_, err := ReadEnvFile(writeFile(t, "bad.env", bad, 0o600))
-		var e *Error
+		var e *errcode.Error
 		if !errors.As(err, &e) || e.Code != "credential-invalid" {
 			t.Errorf("%q: %v, want credential-invalid", bad, err)
 		}
@@ -201,7 +203,7 @@ func TestResolve(t *testing.T) {
 			tc.req.LookupEnv = env(tc.env)
 			g, err := Resolve(tc.req)
 			if tc.code != "" {
-				var e *Error
+				var e *errcode.Error
 				if !errors.As(err, &e) || e.Code != tc.code {
 					t.Fatalf("Resolve = %v, want %s", err, tc.code)
 				}
@@ -267,7 +269,7 @@ func TestUserProfiles(t *testing.T) {
 		d := t.TempDir()
 		os.WriteFile(filepath.Join(d, name), []byte(content), 0o600)
 		_, err := Profiles(d)
-		var e *Error
+		var e *errcode.Error
 		if !errors.As(err, &e) || e.Code != "bad-profile" || !strings.Contains(e.Message, name) {
 			t.Errorf("%s: %v, want bad-profile naming the file", name, err)
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"unicode/utf8"
+
+	"mosaic/units/errcode"
 )
 
 // Var is one credential: a variable name and its secret value. Its String
@@ -23,25 +25,6 @@ func (v Var) String() string { return v.Name + "=<redacted>" }
 // GoString keeps %#v from printing the value too.
 func (v Var) GoString() string { return v.String() }
 
-// Error is a credential problem with a stable code; BadInput tells a mistake
-// in the caller's input (exit 2) from a refusal (exit 3). Messages name
-// variables and files, never values.
-type Error struct {
-	Code     string
-	Message  string
-	BadInput bool
-}
-
-func (e *Error) Error() string { return e.Message }
-
-func badInput(code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...), BadInput: true}
-}
-
-func refused(code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
 var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // reserved are the variables mosaic's init sets or systemd uses itself; a
@@ -55,10 +38,10 @@ const maxValue = 64 << 10
 // ValidateName checks a credential's name.
 func ValidateName(name string) error {
 	if !namePattern.MatchString(name) {
-		return badInput("credential-invalid", "credential name %q is invalid: use letters, digits and _, not starting with a digit", name)
+		return errcode.CredentialInvalid.New("credential name %q is invalid: use letters, digits and _, not starting with a digit", name)
 	}
 	if reserved[name] || strings.HasPrefix(name, "MOSAIC_") {
-		return badInput("credential-invalid", "credential name %s is set by mosaic itself: pass the secret under another name", name)
+		return errcode.CredentialInvalid.New("credential name %s is set by mosaic itself: pass the secret under another name", name)
 	}
 	return nil
 }
@@ -70,13 +53,13 @@ func ValidateName(name string) error {
 func ValidateValue(name, value, where string) error {
 	switch {
 	case !utf8.ValidString(value):
-		return badInput("credential-invalid", "credential %s (%s) is not valid UTF-8, which systemd cannot pass to a session", name, where)
+		return errcode.CredentialInvalid.New("credential %s (%s) is not valid UTF-8, which systemd cannot pass to a session", name, where)
 	case len(value) > maxValue:
-		return badInput("credential-invalid", "credential %s (%s) is longer than %d bytes", name, where, maxValue)
+		return errcode.CredentialInvalid.New("credential %s (%s) is longer than %d bytes", name, where, maxValue)
 	}
 	for _, r := range value {
 		if r < 0x20 || r == 0x7f {
-			return badInput("credential-invalid", "credential %s (%s) contains a control character (newline, NUL, tab, ...), which an environment file cannot represent", name, where)
+			return errcode.CredentialInvalid.New("credential %s (%s) contains a control character (newline, NUL, tab, ...), which an environment file cannot represent", name, where)
 		}
 	}
 	return nil
@@ -110,22 +93,22 @@ func Encode(vars []Var) []byte {
 func ReadEnvFile(path string) ([]Var, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, badInput("credential-file-missing", "--env-file %s: %v", path, err)
+		return nil, errcode.CredentialFileMissing.New("--env-file %s: %v", path, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, badInput("credential-file-missing", "--env-file %s: %v", path, err)
+		return nil, errcode.CredentialFileMissing.New("--env-file %s: %v", path, err)
 	}
 	st, _ := fi.Sys().(*syscall.Stat_t)
 	if !fi.Mode().IsRegular() {
-		return nil, refused("credential-file-insecure", "--env-file %s is not a regular file", path)
+		return nil, errcode.CredentialFileInsecure.New("--env-file %s is not a regular file", path)
 	}
 	if st == nil || int(st.Uid) != os.Getuid() {
-		return nil, refused("credential-file-insecure", "--env-file %s does not belong to you: keep credentials in a file you own, mode 0600", path)
+		return nil, errcode.CredentialFileInsecure.New("--env-file %s does not belong to you: keep credentials in a file you own, mode 0600", path)
 	}
 	if perm := fi.Mode().Perm(); perm != 0o600 && perm != 0o400 {
-		return nil, refused("credential-file-insecure", "--env-file %s has mode %04o, so others may read it: run chmod 600 %s", path, perm, path)
+		return nil, errcode.CredentialFileInsecure.New("--env-file %s has mode %04o, so others may read it: run chmod 600 %s", path, perm, path)
 	}
 	var vars []Var
 	sc := bufio.NewScanner(f)
@@ -139,10 +122,10 @@ func ReadEnvFile(path string) ([]Var, error) {
 		name, value, ok := strings.Cut(line, "=")
 		name = strings.TrimSpace(name)
 		if !ok {
-			return nil, badInput("credential-invalid", "--env-file %s line %d is not NAME=VALUE", path, n)
+			return nil, errcode.CredentialInvalid.New("--env-file %s line %d is not NAME=VALUE", path, n)
 		}
 		if err := ValidateName(name); err != nil {
-			return nil, badInput("credential-invalid", "--env-file %s line %d: %v", path, n, err)
+			return nil, errcode.CredentialInvalid.New("--env-file %s line %d: %v", path, n, err)
 		}
 		if len(value) >= 2 && (value[0] == '"' || value[0] == '\'') && value[len(value)-1] == value[0] {
 			value = value[1 : len(value)-1]
@@ -153,7 +136,7 @@ func ReadEnvFile(path string) ([]Var, error) {
 		vars = append(vars, Var{name, value})
 	}
 	if err := sc.Err(); err != nil {
-		return nil, badInput("credential-invalid", "--env-file %s: %v", path, err)
+		return nil, errcode.CredentialInvalid.New("--env-file %s: %v", path, err)
 	}
 	return vars, nil
 }

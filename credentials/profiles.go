@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"mosaic/units/errcode"
+
 	"github.com/coreos/go-systemd/v22/unit"
 )
 
@@ -117,7 +119,7 @@ func FindProfile(dir, name string) (Profile, error) {
 		}
 		names = append(names, p.Name)
 	}
-	return Profile{}, badInput("unknown-profile", "there is no profile %q: use one of %s (see `mosaic profiles`)", name, strings.Join(names, ", "))
+	return Profile{}, errcode.UnknownProfile.New("there is no profile %q: use one of %s (see `mosaic profiles`)", name, strings.Join(names, ", "))
 }
 
 // ProfileFor picks the profile of a command when none was named: the
@@ -155,7 +157,7 @@ func ProfileFor(dir string, command []string) (Profile, error) {
 func readProfile(path string) (Profile, error) {
 	name := strings.TrimSuffix(filepath.Base(path), ".conf")
 	bad := func(format string, args ...any) (Profile, error) {
-		return Profile{}, badInput("bad-profile", "profile %s: %s", path, fmt.Sprintf(format, args...))
+		return Profile{}, errcode.BadProfile.New("profile %s: %s", path, fmt.Sprintf(format, args...))
 	}
 	if err := validProfileName(name); err != nil {
 		return bad("%v", err)

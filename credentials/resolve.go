@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"mosaic/units/errcode"
 )
 
 // Request is what the caller asked for: a profile (empty: picked from the
@@ -83,7 +85,7 @@ func Resolve(req Request) (Grant, error) {
 		}
 		value, ok := lookup(name)
 		if !ok {
-			return Grant{}, refused("no-session-credential", "--credential %s: %s is not set in your environment: export it, or put it in a 0600 file passed with --env-file", name, name)
+			return Grant{}, errcode.NoSessionCredential.New("--credential %s: %s is not set in your environment: export it, or put it in a 0600 file passed with --env-file", name, name)
 		}
 		if err := ValidateValue(name, value, "from your environment"); err != nil {
 			return Grant{}, err
@@ -96,7 +98,7 @@ func Resolve(req Request) (Grant, error) {
 			return Grant{}, err
 		}
 		if set == nil {
-			return Grant{}, refused("no-session-credential", "profile %s needs one of these credential sets: %s; none is complete in %s. Set one, or use --profile %s to sign in inside the session",
+			return Grant{}, errcode.NoSessionCredential.New("profile %s needs one of these credential sets: %s; none is complete in %s. Set one, or use --profile %s to sign in inside the session",
 				p.Name, describeSets(p.CredentialSets), where(req.EnvFiles), Generic)
 		}
 		g.Set = set

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"mosaic/units/errcode"
+
 	"golang.org/x/sys/unix"
 
 	"mosaic/credentials"
@@ -172,18 +174,18 @@ func listen(rt string) ([]*net.UnixListener, error) {
 	}
 	for _, path := range []string{BusSocket(rt), filepath.Join(BusDir(rt), sandbox.BusSocketName)} {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return fail(units.Failed("bus-socket", "cannot make %s: %v", filepath.Dir(path), err))
+			return fail(errcode.BusSocket.New("cannot make %s: %v", filepath.Dir(path), err))
 		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			c.Close()
-			return fail(units.Refused("bus-running", "another mosaic bus already answers on %s: see `systemctl --user status mosaic-bus`", path))
+			return fail(errcode.BusRunning.New("another mosaic bus already answers on %s: see `systemctl --user status mosaic-bus`", path))
 		}
 		os.Remove(path)
 		old := unix.Umask(0o177)
 		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 		unix.Umask(old)
 		if err != nil {
-			return fail(units.Failed("bus-socket", "cannot listen on %s: %v", path, err))
+			return fail(errcode.BusSocket.New("cannot listen on %s: %v", path, err))
 		}
 		_ = os.Chmod(path, 0o600)
 		out = append(out, l)
@@ -220,7 +222,7 @@ func (b *bus) adopt(ctx context.Context, events []LogEvent) error {
 			end.ExitStatus, end.Signal = s.ExitStatus, s.Signal
 		}
 		if err := b.log.Append(end); err != nil {
-			return units.Failed("launch-log", "%v", err)
+			return errcode.LaunchLog.New("%v", err)
 		}
 		fmt.Fprintf(os.Stderr, "mosaic bus: session %s ended while no bus was watching (%s)\n", name, end.Result)
 	}
@@ -310,12 +312,12 @@ func (b *bus) identify(ctx context.Context, conn *net.UnixConn) caller {
 		return caller{err: credErr}
 	}
 	if int(cred.Uid) != os.Getuid() {
-		return caller{err: units.Refused("not-permitted", "the mosaic bus serves only its own user")}
+		return caller{err: errcode.NotPermitted.New("the mosaic bus serves only its own user")}
 	}
 	// The PID is the connecting process's; it may have handed the socket on
 	// and exited, and its PID be reused. So the process must still be the
 	// same one (its start time) after systemd has said which unit it is in.
-	gone := caller{err: units.Refused("not-permitted", "the process that connected to the bus is gone: connect from the process that asks")}
+	gone := caller{err: errcode.NotPermitted.New("the process that connected to the bus is gone: connect from the process that asks")}
 	started, ok := procStart(int(cred.Pid))
 	if !ok {
 		return gone
@@ -384,17 +386,14 @@ func (b *bus) answer(ctx context.Context, who caller, line []byte) BusAnswer {
 	result, err := any(nil), who.err
 	if err == nil {
 		if jerr := json.Unmarshal(line, &req); jerr != nil {
-			err = units.BadInput("bad-request", "the request is not a JSON object on one line: %v", jerr)
+			err = errcode.BadRequest.New("the request is not a JSON object on one line: %v", jerr)
 		} else {
 			result, err = b.handle(ctx, who, req)
 		}
 	}
 	if err != nil {
-		code, msg, exit := "failed", err.Error(), units.ExitFailure
-		var ue *units.Error
-		if errors.As(err, &ue) {
-			code, msg, exit = ue.Code, ue.Message, ue.Exit
-		}
+		e := errcode.Of(err)
+		code, msg, exit := e.Code, e.Message, e.Exit
 		_ = b.log.Append(LogEvent{Event: "refused", Verb: req.Verb, By: who.String(), Session: req.Name, Profile: req.Profile,
 			Workspace: req.Workspace, Command: req.Command, Code: code, Message: msg})
 		return BusAnswer{Error: &BusError{Code: code, Message: msg, Exit: exit}}
@@ -438,7 +437,7 @@ func (b *bus) handle(ctx context.Context, who caller, req BusRequest) (any, erro
 		b.mu.Unlock()
 		return mine, nil
 	}
-	return nil, units.BadInput("bad-request", "unknown verb %q: use launch, stop, list or status", req.Verb)
+	return nil, errcode.BadRequest.New("unknown verb %q: use launch, stop, list or status", req.Verb)
 }
 
 // mayControl lets a session stop or inspect only the sessions it launched.
@@ -446,7 +445,7 @@ func (b *bus) mayControl(who caller, name string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.launchedBy[name] != who.session {
-		return units.Refused("not-permitted", "session %s may stop or inspect only the sessions it launched, and %s is not one", who.session, name)
+		return errcode.NotPermitted.New("session %s may stop or inspect only the sessions it launched, and %s is not one", who.session, name)
 	}
 	return nil
 }
@@ -462,20 +461,16 @@ func (b *bus) launch(ctx context.Context, who caller, req BusRequest) (any, erro
 	defer b.launchMu.Unlock()
 	if who.session != "" {
 		if !who.mayLaunch {
-			return nil, units.Refused("not-permitted", "session %s was not started with --may-launch", who.session)
+			return nil, errcode.NotPermitted.New("session %s was not started with --may-launch", who.session)
 		}
 		if len(r.Command) == 0 && r.Profile == "" {
-			return nil, units.BadInput("no-command", "no command given: name one, or a profile whose binary to run")
+			return nil, errcode.NoCommand.New("no command given: name one, or a profile whose binary to run")
 		}
 		profile, err := credentials.ProfileFor(credentials.ProfileDir(b.paths.Home), r.Command)
 		if r.Profile != "" {
 			profile, err = credentials.FindProfile(credentials.ProfileDir(b.paths.Home), r.Profile)
 		}
 		if err != nil {
-			var ce *credentials.Error
-			if errors.As(err, &ce) {
-				return nil, units.BadInput(ce.Code, "%s", ce.Message)
-			}
 			return nil, err
 		}
 		// Read at each launch: the operator's edits apply without a restart.
@@ -540,7 +535,7 @@ func requestOf(req BusRequest) (Request, error) {
 	r := Request{Name: req.Name, Workspace: req.Workspace, Profile: req.Profile, Command: req.Command,
 		ExtraRO: req.RO, ExtraRW: req.RW, MayLaunch: req.MayLaunch, Network: req.Network, AllowHosts: req.AllowHosts}
 	if r.Workspace != "" && !filepath.IsAbs(r.Workspace) {
-		return r, units.BadInput("bad-workspace", "workspace %q must be an absolute path: the bus does not know the caller's directory", r.Workspace)
+		return r, errcode.BadWorkspace.New("workspace %q must be an absolute path: the bus does not know the caller's directory", r.Workspace)
 	}
 	var err error
 	if r.Limits, err = req.Limits.Parse(); err != nil {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"mosaic/units"
+	"mosaic/units/errcode"
 )
 
 // LogEvent is one line of the bus's launch log.
@@ -51,11 +51,11 @@ func LaunchLogPath(p Paths) string { return filepath.Join(p.StateRoot, "launches
 // rewritten): the message says to move it aside.
 func OpenLaunchLog(path string) (*LaunchLog, []LogEvent, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, nil, units.Failed("state-dir", "cannot make %s: %v", filepath.Dir(path), err)
+		return nil, nil, errcode.StateDir.New("cannot make %s: %v", filepath.Dir(path), err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, nil, units.Failed("launch-log", "cannot open the launch log %s: %v", path, err)
+		return nil, nil, errcode.LaunchLog.New("cannot open the launch log %s: %v", path, err)
 	}
 	var events []LogEvent
 	sc := bufio.NewScanner(f)
@@ -67,13 +67,13 @@ func OpenLaunchLog(path string) (*LaunchLog, []LogEvent, error) {
 		var e LogEvent
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Event == "" {
 			f.Close()
-			return nil, nil, units.BadInput("bad-launch-log", "the launch log %s cannot be read at line %d (%s): move it aside (mv %s %s.bad) and start the bus again", path, n, lineError(err), path, path)
+			return nil, nil, errcode.BadLaunchLog.New("the launch log %s cannot be read at line %d (%s): move it aside (mv %s %s.bad) and start the bus again", path, n, lineError(err), path, path)
 		}
 		events = append(events, e)
 	}
 	if err := sc.Err(); err != nil {
 		f.Close()
-		return nil, nil, units.BadInput("bad-launch-log", "the launch log %s cannot be read (%v): move it aside and start the bus again", path, err)
+		return nil, nil, errcode.BadLaunchLog.New("the launch log %s cannot be read (%v): move it aside and start the bus again", path, err)
 	}
 	_ = f.Chmod(0o600)
 	return &LaunchLog{path: path, f: f}, events, nil

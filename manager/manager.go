@@ -12,12 +12,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -95,7 +100,7 @@ func (m *Manager) subscribe(ctx context.Context) {
 func RuntimeDir() (string, error) {
 	rt := os.Getenv("XDG_RUNTIME_DIR")
 	if rt == "" || !filepath.IsAbs(rt) {
-		return "", units.Refused("no-user-manager", "XDG_RUNTIME_DIR is not set, so there is no systemd user manager to reach: log in through a systemd user session (or, on a machine without systemd as PID 1, use contrib/rig.sh)")
+		return "", errcode.NoUserManager.New("XDG_RUNTIME_DIR is not set, so there is no systemd user manager to reach: log in through a systemd user session (or, on a machine without systemd as PID 1, use contrib/rig.sh)")
 	}
 	return rt, nil
 }
@@ -135,19 +140,19 @@ func Connect(ctx context.Context) (*Manager, error) {
 		tried = append(tried, fmt.Sprintf("%s: %v", a.addr, err))
 	}
 	if err != nil {
-		return nil, units.Refused("no-user-manager", "cannot reach the systemd user manager (%s): check `systemctl --user status`; on a machine without systemd as PID 1, use contrib/rig.sh", strings.Join(tried, "; "))
+		return nil, errcode.NoUserManager.New("cannot reach the systemd user manager (%s): check `systemctl --user status`; on a machine without systemd as PID 1, use contrib/rig.sh", strings.Join(tried, "; "))
 	}
 	m := &Manager{conn: conn, bus: bus, viaBus: viaBus, watchers: map[dbus.ObjectPath][]*unitWatch{}}
 	var v dbus.Variant
 	if err := m.call(ctx, "org.freedesktop.DBus.Properties.Get", "org.freedesktop.systemd1.Manager", "Version").Store(&v); err != nil {
 		conn.Close()
-		return nil, units.Failed("no-user-manager", "cannot read the user manager's version: %v", err)
+		return nil, errcode.NoUserManager.New("cannot read the user manager's version: %v", err)
 	}
 	s, _ := v.Value().(string)
 	m.features = units.FeaturesFor(units.ParseVersion(s))
 	if m.features.Version < 252 {
 		conn.Close()
-		return nil, units.Refused("systemd-too-old", "systemd %q is older than 252, the oldest mosaic supports: upgrade systemd", s)
+		return nil, errcode.SystemdTooOld.New("systemd %q is older than 252, the oldest mosaic supports: upgrade systemd", s)
 	}
 	if exe, err := os.Executable(); err == nil {
 		m.MosaicBin, _ = filepath.EvalSymlinks(exe)
@@ -192,7 +197,17 @@ const (
 	errNoSuchUnit = "org.freedesktop.systemd1.NoSuchUnit"
 )
 
-// bug wraps an error that should not happen with a systemd this version.
+// bug classifies an error of a call to systemd: a missed deadline, a closed
+// connection and a unit that is gone each get a code of their own, and only
+// what is left is called a bug.
 func bug(what string, err error) error {
-	return units.Failed("systemd-error", "%s: %v (this is a bug in mosaic or an unexpected systemd; please report it with `mosaic doctor` output)", what, err)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return errcode.SystemdTimeout.New("%s: systemd did not answer within %s: check `systemctl --user status` (a stopped dbus-daemon or a wedged manager)", what, callTimeout)
+	case errors.Is(err, dbus.ErrClosed) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+		return errcode.SystemdGone.New("%s: the connection to systemd closed: check `systemctl --user status`, then try again", what)
+	case dbusErrorName(err) == errNoSuchUnit:
+		return errcode.NoSuchSession.New("%s: systemd no longer has that unit (the session ended meanwhile): see `mosaic list --all`", what)
+	}
+	return errcode.SystemdError.New("%s: %v (this is a bug in mosaic or an unexpected systemd; please report it with `mosaic doctor` output)", what, err)
 }

@@ -8,10 +8,11 @@ import (
 	"strconv"
 	"strings"
 
+	"mosaic/units/errcode"
+
 	"github.com/coreos/go-systemd/v22/unit"
 
 	"mosaic/sandbox"
-	"mosaic/units"
 )
 
 // Policy is what the bus lets a session launch, from ~/.config/mosaic/bus.conf
@@ -51,7 +52,7 @@ func ReadPolicy(path string) (Policy, error) {
 		return p, nil
 	}
 	bad := func(format string, args ...any) (Policy, error) {
-		return Policy{}, units.BadInput("bad-policy", "bus policy %s: %s", path, fmt.Sprintf(format, args...))
+		return Policy{}, errcode.BadPolicy.New("bus policy %s: %s", path, fmt.Sprintf(format, args...))
 	}
 	if err != nil {
 		return bad("%v", err)
@@ -110,13 +111,13 @@ func (p Policy) checkLaunch(req Request, profile, fromWorkspace string, running 
 		if allowed == "" {
 			allowed = "none (no Profile= in " + p.sourceName() + ")"
 		}
-		return units.Refused("profile-not-allowed", "the bus policy does not let sessions launch profile %s: allowed are %s", profile, allowed)
+		return errcode.ProfileNotAllowed.New("the bus policy does not let sessions launch profile %s: allowed are %s", profile, allowed)
 	}
 	if len(req.ExtraRO) > 0 || len(req.ExtraRW) > 0 || len(req.EnvFiles) > 0 || len(req.Credentials) > 0 || req.Network != "" || len(req.AllowHosts) > 0 {
-		return units.Refused("bind-not-allowed", "a session cannot give the session it launches extra paths, credentials or network: only the profile's")
+		return errcode.BindNotAllowed.New("a session cannot give the session it launches extra paths, credentials or network: only the profile's")
 	}
 	if req.MayLaunch {
-		return units.Refused("not-permitted", "a session cannot launch a session that may launch others")
+		return errcode.NotPermitted.New("a session cannot launch a session that may launch others")
 	}
 	root := p.WorkspaceRoot
 	if root == "" {
@@ -124,13 +125,13 @@ func (p Policy) checkLaunch(req Request, profile, fromWorkspace string, running 
 	}
 	ws := req.Workspace
 	if ws == "" || !filepath.IsAbs(ws) {
-		return units.Refused("workspace-not-allowed", "a launch from a session must name its workspace as an absolute path under %s", root)
+		return errcode.WorkspaceNotAllowed.New("a launch from a session must name its workspace as an absolute path under %s", root)
 	}
 	if root == "" || !sandbox.Within(resolve(ws), root) {
-		return units.Refused("workspace-not-allowed", "workspace %s is not under %s, where the bus policy lets sessions launch", ws, root)
+		return errcode.WorkspaceNotAllowed.New("workspace %s is not under %s, where the bus policy lets sessions launch", ws, root)
 	}
 	if running[profile] >= max {
-		return units.Refused("capacity-full", "%d of %d sessions of profile %s launched by sessions already run: wait for one to end, or raise Profile=%s in %s", running[profile], max, profile, profile, p.sourceName())
+		return errcode.CapacityFull.New("%d of %d sessions of profile %s launched by sessions already run: wait for one to end, or raise Profile=%s in %s", running[profile], max, profile, profile, p.sourceName())
 	}
 	return nil
 }

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"mosaic/units"
+	"mosaic/units/errcode"
 )
 
 func TestReadPolicy(t *testing.T) {
@@ -28,11 +28,11 @@ func TestReadPolicy(t *testing.T) {
 	for _, bad := range []string{"[Other]\nProfile=x 1\n", "[Launch]\nProfile=x\n", "[Launch]\nProfile=x 0\n",
 		"[Launch]\nProfile=x two\n", "[Launch]\nWorkspaceRoot=relative\n", "[Launch]\nColour=blue\n"} {
 		_, err := ReadPolicy(write(bad))
-		var ue *units.Error
-		if e, ok := err.(*units.Error); ok {
+		var ue *errcode.Error
+		if e, ok := err.(*errcode.Error); ok {
 			ue = e
 		}
-		if ue == nil || ue.Code != "bad-policy" || ue.Exit != units.ExitBadInput {
+		if ue == nil || ue.Code != "bad-policy" || ue.Exit != errcode.ExitBadInput {
 			t.Errorf("policy %q: %v, want bad-policy (exit 2)", bad, err)
 		}
 	}
@@ -62,7 +62,7 @@ func TestCheckLaunch(t *testing.T) {
 	} {
 		err := p.checkLaunch(tc.req, tc.profile, "/home/u/pm", tc.running)
 		code := ""
-		if e, ok := err.(*units.Error); ok {
+		if e, ok := err.(*errcode.Error); ok {
 			code = e.Code
 		}
 		if code != tc.code {

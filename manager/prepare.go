@@ -2,12 +2,13 @@ package manager
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"mosaic/units/errcode"
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
@@ -45,7 +46,7 @@ type Paths struct {
 func UserPaths() (Paths, error) {
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return Paths{}, units.Failed("no-home", "cannot tell your home directory: %v (set HOME)", err)
+		return Paths{}, errcode.NoHome.New("cannot tell your home directory: %v (set HOME)", err)
 	}
 	rt, err := RuntimeDir()
 	if err != nil {
@@ -84,13 +85,6 @@ func (p Paths) SessionDir(name string) string {
 func Prepare(req Request, p Paths, bwrapBin string) (units.Spec, []credentials.Var, error) {
 	spec, grant, err := prepare(req, p, bwrapBin)
 	if err != nil {
-		var ce *credentials.Error
-		if errors.As(err, &ce) {
-			if ce.BadInput {
-				return units.Spec{}, nil, units.BadInput(ce.Code, "%s", ce.Message)
-			}
-			return units.Spec{}, nil, units.Refused(ce.Code, "%s", ce.Message)
-		}
 		return units.Spec{}, nil, err
 	}
 	return spec, grant.Secrets, nil
@@ -118,7 +112,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	}
 	for _, kv := range req.Env {
 		if strings.ContainsAny(kv, "\n\x00") || !strings.Contains(kv, "=") {
-			return units.Spec{}, none, units.BadInput("bad-env", "environment entry %q cannot be passed to a unit", kv)
+			return units.Spec{}, none, errcode.BadEnv.New("environment entry %q cannot be passed to a unit", kv)
 		}
 	}
 	// Then the credentials, whose profile may also name the command.
@@ -133,7 +127,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		req.Command = []string{grant.Profile.Binary}
 	}
 	if len(req.Command) == 0 || req.Command[0] == "" {
-		return units.Spec{}, none, units.BadInput("no-command", "no command given: put it after --, e.g. mosaic start --workspace . -- claude")
+		return units.Spec{}, none, errcode.NoCommand.New("no command given: put it after --, e.g. mosaic start --workspace . -- claude")
 	}
 	ro, err := checkExtra("ro", append(append([]string{}, req.ExtraRO...), grant.Profile.ReadOnly...), p)
 	if err != nil {
@@ -198,7 +192,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 func networkOf(req Request, profile credentials.Profile) (string, []string, error) {
 	network := req.Network
 	if network != "" && !sandbox.ValidNetwork(network) {
-		return "", nil, units.BadInput("bad-network", "--network %s: use none (loopback only), allow (through the egress proxy to --allow-host names) or host (not confined)", network)
+		return "", nil, errcode.BadNetwork.New("--network %s: use none (loopback only), allow (through the egress proxy to --allow-host names) or host (not confined)", network)
 	}
 	if network == "" {
 		network = profile.Network
@@ -211,20 +205,20 @@ func networkOf(req Request, profile credentials.Profile) (string, []string, erro
 	}
 	if network != sandbox.NetworkAllow {
 		if len(req.AllowHosts) > 0 {
-			return "", nil, units.BadInput("bad-allow-host", "--allow-host needs --network allow, not %s", network)
+			return "", nil, errcode.BadAllowHost.New("--allow-host needs --network allow, not %s", network)
 		}
 		return network, nil, nil
 	}
 	var entries []string
 	for _, h := range profile.AllowHosts {
 		if _, err := sandbox.ParseAllow([]string{h}); err != nil {
-			return "", nil, units.BadInput("bad-profile", "profile %s: AllowHost %v", profile.Name, err)
+			return "", nil, errcode.BadProfile.New("profile %s: AllowHost %v", profile.Name, err)
 		}
 		entries = append(entries, h)
 	}
 	for _, h := range req.AllowHosts {
 		if _, err := sandbox.ParseAllow([]string{h}); err != nil {
-			return "", nil, units.BadInput("bad-allow-host", "--allow-host %v", err)
+			return "", nil, errcode.BadAllowHost.New("--allow-host %v", err)
 		}
 		entries = append(entries, h)
 	}
@@ -272,25 +266,25 @@ func resolveCommand(command []string, workspace string) (resolved []string, bina
 func checkWorkspace(ws string, p Paths) (real, givenAs string, err error) {
 	abs, err := filepath.Abs(ws)
 	if err != nil {
-		return "", "", units.BadInput("bad-workspace", "workspace %q: %v", ws, err)
+		return "", "", errcode.BadWorkspace.New("workspace %q: %v", ws, err)
 	}
 	real, err = filepath.EvalSymlinks(abs)
 	if err != nil {
-		return "", "", units.BadInput("bad-workspace", "workspace %s does not exist: create it or pass an existing directory with --workspace", abs)
+		return "", "", errcode.BadWorkspace.New("workspace %s does not exist: create it or pass an existing directory with --workspace", abs)
 	}
 	fi, err := os.Stat(real)
 	if err != nil || !fi.IsDir() {
-		return "", "", units.BadInput("bad-workspace", "workspace %s is not a directory: pass a directory with --workspace", abs)
+		return "", "", errcode.BadWorkspace.New("workspace %s is not a directory: pass a directory with --workspace", abs)
 	}
 	switch {
 	case real == "/":
-		return "", "", units.BadInput("bad-workspace", "workspace / would expose the whole system read-write: pass a project directory with --workspace")
+		return "", "", errcode.BadWorkspace.New("workspace / would expose the whole system read-write: pass a project directory with --workspace")
 	case sandbox.Within(p.Home, real):
-		return "", "", units.BadInput("bad-workspace", "workspace %s contains your home directory (~/.ssh, ~/.aws, every checkout): pass a project directory inside it with --workspace", real)
+		return "", "", errcode.BadWorkspace.New("workspace %s contains your home directory (~/.ssh, ~/.aws, every checkout): pass a project directory inside it with --workspace", real)
 	case sandbox.Within(p.RuntimeDir, real) || sandbox.Within(real, p.RuntimeDir):
-		return "", "", units.BadInput("bad-workspace", "workspace %s overlaps the runtime directory %s, which holds the user bus and systemd's socket: pass a project directory", real, p.RuntimeDir)
+		return "", "", errcode.BadWorkspace.New("workspace %s overlaps the runtime directory %s, which holds the user bus and systemd's socket: pass a project directory", real, p.RuntimeDir)
 	case sandbox.Within(real, p.StateRoot) || sandbox.Within(p.StateRoot, real):
-		return "", "", units.BadInput("bad-workspace", "workspace %s overlaps mosaic's session state %s (other sessions' homes): pass a project directory", real, p.StateRoot)
+		return "", "", errcode.BadWorkspace.New("workspace %s overlaps mosaic's session state %s (other sessions' homes): pass a project directory", real, p.StateRoot)
 	}
 	if real != abs {
 		givenAs = abs
@@ -309,25 +303,25 @@ func checkExtra(flag string, paths []string, p Paths) ([]string, error) {
 	for _, path := range paths {
 		abs, err := filepath.Abs(path)
 		if err != nil {
-			return nil, units.BadInput("bad-bind", "--%s %q: %v", flag, path, err)
+			return nil, errcode.BadBind.New("--%s %q: %v", flag, path, err)
 		}
 		real, err := filepath.EvalSymlinks(abs)
 		if err != nil {
-			return nil, units.BadInput("bad-bind", "--%s %s does not exist: create it or drop the flag", flag, abs)
+			return nil, errcode.BadBind.New("--%s %s does not exist: create it or drop the flag", flag, abs)
 		}
 		switch {
 		case real == "/":
-			return nil, units.BadInput("bad-bind", "--%s / would expose the whole system: name the directory the session needs", flag)
+			return nil, errcode.BadBind.New("--%s / would expose the whole system: name the directory the session needs", flag)
 		case sandbox.Within(p.Home, real):
-			return nil, units.BadInput("bad-bind", "--%s %s contains your home directory: name the directory the session needs inside it", flag, real)
+			return nil, errcode.BadBind.New("--%s %s contains your home directory: name the directory the session needs inside it", flag, real)
 		case sandbox.Within(p.RuntimeDir, real) || sandbox.Within(real, p.RuntimeDir):
-			return nil, units.BadInput("bad-bind", "--%s %s overlaps the runtime directory %s (the user bus and systemd's socket would let the session start unconfined units)", flag, real, p.RuntimeDir)
+			return nil, errcode.BadBind.New("--%s %s overlaps the runtime directory %s (the user bus and systemd's socket would let the session start unconfined units)", flag, real, p.RuntimeDir)
 		case sandbox.Within(real, p.StateRoot) || sandbox.Within(p.StateRoot, real):
-			return nil, units.BadInput("bad-bind", "--%s %s overlaps mosaic's session state %s (other sessions' homes)", flag, real, p.StateRoot)
+			return nil, errcode.BadBind.New("--%s %s overlaps mosaic's session state %s (other sessions' homes)", flag, real, p.StateRoot)
 		}
 		for _, state := range agentState {
 			if s := filepath.Join(p.Home, state); sandbox.Within(real, s) || sandbox.Within(s, real) {
-				return nil, units.BadInput("bad-bind", "--%s %s would show the host's %s (an agent's sign-ins and history) to the session: a session keeps its own under its HOME", flag, real, s)
+				return nil, errcode.BadBind.New("--%s %s would show the host's %s (an agent's sign-ins and history) to the session: a session keeps its own under its HOME", flag, real, s)
 			}
 		}
 		out = append(out, real)
@@ -387,7 +381,7 @@ func prepareState(s units.Spec) (undo func(), err error) {
 	}
 	fail := func(err error) (func(), error) {
 		undo()
-		return nil, units.Failed("state-dir", "cannot prepare the session's state directory %s: %v (check the permissions of %s)", s.StateDir, err, filepath.Dir(s.StateDir))
+		return nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %v (check the permissions of %s)", s.StateDir, err, filepath.Dir(s.StateDir))
 	}
 	if err := os.MkdirAll(filepath.Dir(s.StateDir), 0o700); err != nil {
 		return fail(err)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/units/errcode"
+
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 
@@ -80,7 +82,7 @@ func (s Session) ExitCode() int {
 
 // errNoSession is the refusal for a name no mosaic session has.
 func errNoSession(name string) error {
-	return units.Refused("no-such-session", "there is no mosaic session named %s: see `mosaic list`", name)
+	return errcode.NoSuchSession.New("there is no mosaic session named %s: see `mosaic list`", name)
 }
 
 // Status reports one session, running or ended while systemd still has it.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/units/errcode"
+
 	"golang.org/x/sys/unix"
 
 	"mosaic/units"
@@ -147,13 +149,13 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 		return err
 	}
 	if s.Running() {
-		return units.Refused("session-running", "session %s is %s: stop it first with `mosaic stop %s`", name, s.State, name)
+		return errcode.SessionRunning.New("session %s is %s: stop it first with `mosaic stop %s`", name, s.State, name)
 	}
 	m.forget(ctx, s.Unit)
 	p := mustPaths()
 	os.RemoveAll(p.EgressDir(name)) // its proxy's socket directory
 	if err := os.RemoveAll(p.SessionDir(name)); err != nil {
-		return units.Failed("state-dir", "cannot remove the state of session %s: %v", name, err)
+		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, err)
 	}
 	return nil
 }

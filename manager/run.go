@@ -5,6 +5,8 @@ import (
 	"os"
 	"time"
 
+	"mosaic/units/errcode"
+
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 	"golang.org/x/sys/unix"
@@ -46,7 +48,7 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 				cancel()
 			}
 		case <-ctx.Done():
-			return Session{}, units.Failed("interrupted", "stopped waiting for session %s, which may still run: see `mosaic status %s`", spec.Name, spec.Name)
+			return Session{}, errcode.Interrupted.New("stopped waiting for session %s, which may still run: see `mosaic status %s`", spec.Name, spec.Name)
 		}
 	}
 	mark(ctx, "end announced")
@@ -54,7 +56,7 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 	s := sessionOf(spec.Name, units.KindService, p, p)
 	s.StoppedBy = stoppedBy(w, stopping, s.Result)
 	if result != "done" && s.ExitStatus == nil {
-		return s, units.Failed("start-failed", "session %s did not start: %s", spec.Name, startFailure(result, s))
+		return s, errcode.StartFailed.New("session %s did not start: %s", spec.Name, startFailure(result, s))
 	}
 	return s, nil
 }
@@ -112,7 +114,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 		select {
 		case <-done:
 		case <-time.After(callTimeout):
-			return Session{}, units.Failed("stop-timeout", "session %s did not stop even after SIGKILL: check `systemctl --user status %s`", name, unit)
+			return Session{}, errcode.StopTimeout.New("session %s did not stop even after SIGKILL: check `systemctl --user status %s`", name, unit)
 		}
 	}
 	// The job's end and the unit's last announcement travel separately.
@@ -121,7 +123,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 		select {
 		case <-w.changed:
 		case <-deadline:
-			return Session{}, units.Failed("stop-timeout", "session %s stopped but systemd did not announce its end: check `systemctl --user status %s`", name, unit)
+			return Session{}, errcode.StopTimeout.New("session %s stopped but systemd did not announce its end: check `systemctl --user status %s`", name, unit)
 		}
 	}
 	p := w.snapshot()

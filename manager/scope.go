@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"mosaic/units/errcode"
+
 	"golang.org/x/sys/unix"
 
 	"mosaic/credentials"
@@ -80,7 +82,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	goR.Close()
 	if err != nil {
 		undo()
-		return Session{}, units.Failed("start-failed", "cannot start the session's exec shim %s: %v", argv[0], err)
+		return Session{}, errcode.StartFailed.New("cannot start the session's exec shim %s: %v", argv[0], err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -90,7 +92,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	defer m.forget(context.Background(), unit)
 	result, err := m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(cmd.Process.Pid)), units.AuxUnits(spec))
 	if err == nil && result != "done" {
-		err = units.Failed("start-failed", "session %s did not start: systemd's start job for %s ended %s", spec.Name, unit, result)
+		err = errcode.StartFailed.New("session %s did not start: systemd's start job for %s ended %s", spec.Name, unit, result)
 	}
 	if err != nil {
 		goW.Close() // the shim gives up: nothing ran
@@ -102,7 +104,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	if _, err := goW.Write([]byte{1}); err != nil {
 		<-exited
 		undo()
-		return Session{}, units.Failed("start-failed", "session %s did not start: its exec shim died before it could run", spec.Name)
+		return Session{}, errcode.StartFailed.New("session %s did not start: its exec shim died before it could run", spec.Name)
 	}
 	goW.Close()
 

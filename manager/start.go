@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/units/errcode"
+
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
 	"mosaic/credentials"
@@ -31,7 +33,7 @@ func Launch(ctx context.Context, req Request) (*Manager, units.Spec, []credentia
 	}
 	mark(ctx, "check request")
 	if bwrapErr != nil {
-		return nil, units.Spec{}, nil, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v", bwrapErr)
+		return nil, units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", bwrapErr)
 	}
 	probe := make(chan error, 1)
 	go func() { probe <- sandbox.ProbeCached(ctx, bwrap, filepath.Join(paths.RuntimeDir, "mosaic")) }()
@@ -44,7 +46,7 @@ func Launch(ctx context.Context, req Request) (*Manager, units.Spec, []credentia
 	}
 	if perr != nil {
 		m.Close()
-		return nil, units.Spec{}, nil, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v (run `mosaic doctor` for the host's namespace settings)", perr)
+		return nil, units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v (run `mosaic doctor` for the host's namespace settings)", perr)
 	}
 	m.complete(&spec, paths)
 	return m, spec, secrets, nil
@@ -59,7 +61,7 @@ func (m *Manager) Spec(req Request) (units.Spec, []credentials.Var, error) {
 	}
 	bwrap, err := sandbox.FindBwrap()
 	if err != nil {
-		return units.Spec{}, nil, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v", err)
+		return units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", err)
 	}
 	spec, secrets, err := Prepare(req, paths, bwrap)
 	if err != nil {
@@ -103,7 +105,7 @@ func (m *Manager) Start(ctx context.Context, spec units.Spec, secrets []credenti
 		}
 		m.forget(ctx, l.unit)
 		l.undo()
-		return Session{}, units.Failed("start-failed", "session %s did not start: %s", spec.Name, reason)
+		return Session{}, errcode.StartFailed.New("session %s did not start: %s", spec.Name, reason)
 	}
 	s, err := m.Status(ctx, spec.Name)
 	mark(ctx, "status")
@@ -136,7 +138,7 @@ func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credent
 	if spec.CredentialFile != "" {
 		if err := credentials.WriteSessionFile(spec.CredentialFile, secrets); err != nil {
 			undo()
-			return l, units.Failed("credential-file", "cannot write the session's credential file: %v", err)
+			return l, errcode.CredentialFile.New("cannot write the session's credential file: %v", err)
 		}
 		defer credentials.RemoveSessionFile(spec.CredentialFile)
 	}
@@ -178,7 +180,7 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 		case u.Name == units.EgressUnitName(spec.Name):
 			// A proxy still stopping after its session: it is gone in a moment.
 		default:
-			return units.Refused("session-exists", "a session named %s is already %s: pick another --name, or stop it first with `mosaic stop %s`", spec.Name, u.ActiveState, spec.Name)
+			return errcode.SessionExists.New("a session named %s is already %s: pick another --name, or stop it first with `mosaic stop %s`", spec.Name, u.ActiveState, spec.Name)
 		}
 	}
 	return nil
@@ -197,7 +199,7 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 	if err != nil {
 		if dbusErrorName(err) == errUnitExists {
 			name, _ := units.SessionName(unit)
-			return "", units.Refused("session-exists", "a session named %s already exists: pick another --name", name)
+			return "", errcode.SessionExists.New("a session named %s already exists: pick another --name", name)
 		}
 		return "", bug("StartTransientUnit", err)
 	}
@@ -206,7 +208,7 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 		return r, nil
 	case <-ctx.Done():
 		name, _ := units.SessionName(unit)
-		return "", units.Failed("interrupted", "interrupted while %s was starting; it may still start: check `mosaic status %s`", unit, name)
+		return "", errcode.Interrupted.New("interrupted while %s was starting; it may still start: check `mosaic status %s`", unit, name)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"mosaic/units/errcode"
 )
 
 // ParseSize reads a byte size as systemd writes it: a number with an optional
@@ -28,7 +30,7 @@ func ParseSize(flag, s string) (uint64, error) {
 	}
 	v, err := strconv.ParseUint(t, 10, 64)
 	if err != nil || v == 0 || v > (1<<63)/mult {
-		return 0, BadInput("bad-limit", "--%s %q is not a size: use a positive number of bytes with an optional K, M, G or T suffix, e.g. 2G", flag, s)
+		return 0, errcode.BadLimit.New("--%s %q is not a size: use a positive number of bytes with an optional K, M, G or T suffix, e.g. 2G", flag, s)
 	}
 	return v * mult, nil
 }
@@ -37,7 +39,7 @@ func ParseSize(flag, s string) (uint64, error) {
 func ParseCount(flag, s string) (uint64, error) {
 	v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 	if err != nil || v == 0 {
-		return 0, BadInput("bad-limit", "--%s %q is not a positive whole number", flag, s)
+		return 0, errcode.BadLimit.New("--%s %q is not a positive whole number", flag, s)
 	}
 	return v, nil
 }
@@ -47,7 +49,7 @@ func ParsePercent(flag, s string) (uint64, error) {
 	t, ok := strings.CutSuffix(strings.TrimSpace(s), "%")
 	v, err := strconv.ParseUint(t, 10, 64)
 	if !ok || err != nil || v == 0 || v > 100000 {
-		return 0, BadInput("bad-limit", "--%s %q is not a CPU quota: use a percentage of one CPU, e.g. 50%% or 200%%", flag, s)
+		return 0, errcode.BadLimit.New("--%s %q is not a CPU quota: use a percentage of one CPU, e.g. 50%% or 200%%", flag, s)
 	}
 	return v, nil
 }
@@ -56,7 +58,7 @@ func ParsePercent(flag, s string) (uint64, error) {
 func ParseDuration(flag, s string) (time.Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil || d <= 0 {
-		return 0, BadInput("bad-duration", "--%s %q is not a duration: use e.g. 90s, 30m or 2h", flag, s)
+		return 0, errcode.BadDuration.New("--%s %q is not a duration: use e.g. 90s, 30m or 2h", flag, s)
 	}
 	return d, nil
 }

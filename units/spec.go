@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/units/errcode"
+
 	"mosaic/sandbox"
 )
 
@@ -46,10 +48,10 @@ var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 // "-egress" are kept for mosaic's own units.
 func ValidateName(name string) error {
 	if !namePattern.MatchString(name) {
-		return BadInput("bad-name", "session name %q is invalid: use 1 to 63 lowercase letters, digits or '-', starting with a letter or digit", name)
+		return errcode.BadName.New("session name %q is invalid: use 1 to 63 lowercase letters, digits or '-', starting with a letter or digit", name)
 	}
 	if name == "bus" || strings.HasSuffix(name, "-egress") {
-		return BadInput("bad-name", "session name %q is reserved for mosaic's own units: choose another --name", name)
+		return errcode.BadName.New("session name %q is reserved for mosaic's own units: choose another --name", name)
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"mosaic/units/errcode"
+
 	sd "github.com/coreos/go-systemd/v22/dbus"
 )
 
@@ -34,7 +36,7 @@ func TestValidateName(t *testing.T) {
 			t.Errorf("ValidateName(%q) = %v, want ok=%v", tc.name, err, tc.ok)
 		}
 		if err != nil {
-			if e, ok := err.(*Error); !ok || e.Exit != ExitBadInput || e.Code != "bad-name" {
+			if e, ok := err.(*errcode.Error); !ok || e.Exit != errcode.ExitBadInput || e.Code != "bad-name" {
 				t.Errorf("ValidateName(%q) error %#v, want bad-name with exit 2", tc.name, err)
 			}
 		}

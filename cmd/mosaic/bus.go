@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"mosaic/units/errcode"
+
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -69,7 +71,7 @@ func busLaunchCommand(out *output) *cli.Command {
 			}
 			ws, err := filepath.Abs(ws)
 			if err != nil {
-				return units.BadInput("bad-workspace", "cannot tell the workspace's path: %v", err)
+				return errcode.BadWorkspace.New("cannot tell the workspace's path: %v", err)
 			}
 			req := manager.BusRequest{Verb: "launch", Name: c.String("name"), Workspace: ws, Profile: c.String("profile"),
 				Command: c.Args().Slice(), RO: c.StringSlice("ro"), RW: c.StringSlice("rw"), Limits: limitsFrom(c),
@@ -172,30 +174,30 @@ func askBus(req manager.BusRequest, v any) error {
 	}
 	conn, err := net.DialTimeout("unix", path, 5*time.Second)
 	if err != nil {
-		return units.Refused("no-bus", "cannot reach the mosaic bus at %s (%v): install and start it with contrib/install-bus-unit.sh, or see `systemctl --user status mosaic-bus`", path, err)
+		return errcode.NoBus.New("cannot reach the mosaic bus at %s (%v): install and start it with contrib/install-bus-unit.sh, or see `systemctl --user status mosaic-bus`", path, err)
 	}
 	defer conn.Close()
 	line, _ := json.Marshal(req)
 	if _, err := conn.Write(append(line, '\n')); err != nil {
-		return units.Failed("bus-error", "cannot send to the mosaic bus: %v", err)
+		return errcode.BusError.New("cannot send to the mosaic bus: %v", err)
 	}
 	answer, err := bufio.NewReader(conn).ReadBytes('\n')
 	if err != nil {
-		return units.Failed("bus-error", "the mosaic bus did not answer: %v (see `journalctl --user -u mosaic-bus`)", err)
+		return errcode.BusError.New("the mosaic bus did not answer: %v (see `journalctl --user -u mosaic-bus`)", err)
 	}
 	var a manager.BusAnswer
 	if err := json.Unmarshal(answer, &a); err != nil {
-		return units.Failed("bus-error", "the mosaic bus answered something that is not JSON: %v", err)
+		return errcode.BusError.New("the mosaic bus answered something that is not JSON: %v", err)
 	}
 	if !a.OK {
 		if a.Error == nil {
-			return units.Failed("bus-error", "the mosaic bus refused without saying why")
+			return errcode.BusError.New("the mosaic bus refused without saying why")
 		}
 		exit := a.Error.Exit
 		if exit == 0 {
-			exit = units.ExitRefused
+			exit = errcode.ExitRefused
 		}
-		return &units.Error{Code: a.Error.Code, Message: a.Error.Message, Exit: exit}
+		return &errcode.Error{Code: a.Error.Code, Message: a.Error.Message, Exit: exit}
 	}
 	return json.Unmarshal(a.Result, v)
 }

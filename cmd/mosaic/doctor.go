@@ -6,10 +6,11 @@ import (
 	"io"
 	"os"
 
+	"mosaic/units/errcode"
+
 	"github.com/urfave/cli/v2"
 
 	"mosaic/manager"
-	"mosaic/units"
 )
 
 func doctorCommand(out *output) *cli.Command {
@@ -56,9 +57,9 @@ func doctorCommand(out *output) *cli.Command {
 			out.result(report, func(w io.Writer) { printDoctor(w, checks, c.Bool("probe"), healthy, answers, probeErr) })
 			switch {
 			case !healthy:
-				out.code = units.ExitFailure
+				out.code = errcode.ExitFailure
 			case !probeOK:
-				out.code = units.ExitFailure
+				out.code = errcode.ExitFailure
 			}
 			return nil
 		},

@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"mosaic/units/errcode"
 
 	"github.com/urfave/cli/v2"
 
@@ -207,14 +208,10 @@ func profilesCommand(out *output) *cli.Command {
 		Action: func(c *cli.Context) error {
 			home, err := os.UserHomeDir()
 			if err != nil {
-				return units.Failed("no-home", "cannot tell your home directory: %v (set HOME)", err)
+				return errcode.NoHome.New("cannot tell your home directory: %v (set HOME)", err)
 			}
 			list, err := credentials.Profiles(credentials.ProfileDir(home))
 			if err != nil {
-				var ce *credentials.Error
-				if errors.As(err, &ce) {
-					return units.BadInput(ce.Code, "%s", ce.Message)
-				}
 				return err
 			}
 			out.result(list, func(w io.Writer) {

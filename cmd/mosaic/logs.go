@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/units/errcode"
+
 	"github.com/urfave/cli/v2"
 
 	"mosaic/manager"
@@ -53,7 +55,7 @@ func logsCommand(out *output) *cli.Command {
 				format = "json"
 			}
 			if !logFormats[format] {
-				return units.BadInput("usage", "-o %s is not an output format of mosaic logs: use cat, short, short-iso, short-precise, json, json-pretty or verbose", format)
+				return errcode.Usage.New("-o %s is not an output format of mosaic logs: use cat, short, short-iso, short-precise, json, json-pretty or verbose", format)
 			}
 			began := time.Now()
 			return connected(func(ctx context.Context, m *manager.Manager) error {
@@ -62,7 +64,7 @@ func logsCommand(out *output) *cli.Command {
 					return err
 				}
 				if s.Kind == units.KindScope {
-					return units.Refused("no-logs", "session %s is a scope: its output went to the terminal mosaic run --scope ran on, not to the journal", name)
+					return errcode.NoLogs.New("session %s is a scope: its output went to the terminal mosaic run --scope ran on, not to the journal", name)
 				}
 				// journalctl, not go-systemd's sdjournal: sdjournal links
 				// libsystemd through cgo, and mosaic is one static binary that
@@ -97,7 +99,7 @@ func logsCommand(out *output) *cli.Command {
 func follow(ctx context.Context, m *manager.Manager, name string, first, base []string) error {
 	dir, err := os.MkdirTemp("", "mosaic-logs-")
 	if err != nil {
-		return units.Failed("logs", "cannot make a cursor file: %v", err)
+		return errcode.StateDir.New("cannot make a cursor file: %v", err)
 	}
 	defer os.RemoveAll(dir)
 	cursor := "--cursor-file=" + filepath.Join(dir, "cursor")
@@ -127,13 +129,13 @@ func journalctl(args []string) error {
 	cmd.Stdout, cmd.Stderr = os.Stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		if _, ok := err.(*exec.ExitError); !ok {
-			return units.Failed("no-journal", "cannot run journalctl: %v (install systemd's journalctl)", err)
+			return errcode.NoJournal.New("cannot run journalctl: %v (install systemd's journalctl)", err)
 		}
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
 			msg = err.Error()
 		}
-		return units.BadInput("usage", "journalctl refused: %s", oneLine(msg))
+		return errcode.Usage.New("journalctl refused: %s", oneLine(msg))
 	}
 	return nil
 }

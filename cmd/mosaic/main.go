@@ -9,12 +9,13 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+
+	"mosaic/units/errcode"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
@@ -23,7 +24,6 @@ import (
 	"mosaic/credentials"
 	"mosaic/manager"
 	"mosaic/sandbox"
-	"mosaic/units"
 )
 
 func main() {
@@ -132,7 +132,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), logsCommand(out), rmCommand(out), gcCommand(out), profilesCommand(out), doctorCommand(out), busCommand(out),
 		},
 		CommandNotFound: func(c *cli.Context, name string) {
-			out.code = out.fail(units.BadInput("usage", "unknown command %q: see `mosaic --help`", name))
+			out.code = out.fail(errcode.Usage.New("unknown command %q: see `mosaic --help`", name))
 		},
 	}
 	if err := app.Run(args); err != nil {
@@ -144,7 +144,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // usageError turns the CLI library's parse errors (unknown flag, missing
 // value) into bad input, exit 2.
 func usageError(c *cli.Context, err error, _ bool) error {
-	return units.BadInput("usage", "%v: see `mosaic %s --help`", err, c.Command.Name)
+	return errcode.Usage.New("%v: see `mosaic %s --help`", err, c.Command.Name)
 }
 
 // connected runs f with a connection to the user manager, closed after.
@@ -192,10 +192,7 @@ func (o *output) result(v any, text func(io.Writer)) {
 
 // fail reports err and returns its exit code.
 func (o *output) fail(err error) int {
-	var e *units.Error
-	if !errors.As(err, &e) {
-		e = units.Failed("error", "%s", err.Error())
-	}
+	e := errcode.Of(err)
 	if o.json {
 		_ = json.NewEncoder(o.stdout).Encode(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
 	} else {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/units/errcode"
+
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
@@ -54,7 +56,7 @@ func requestFrom(c *cli.Context) (manager.Request, error) {
 		AllowHosts:  c.StringSlice("allow-host"),
 	}
 	if c.IsSet("name") && req.Name == "" {
-		return req, units.BadInput("bad-name", "--name is empty: give a name or leave the flag out")
+		return req, errcode.BadName.New("--name is empty: give a name or leave the flag out")
 	}
 	var err error
 	if req.Limits, err = limitsFrom(c).Parse(); err != nil {
@@ -167,7 +169,7 @@ func runCommand(out *output) *cli.Command {
 			var term *terminal
 			if req.TTY {
 				if term, err = openTerminal(os.Stdin, os.Stdout); err != nil {
-					return units.Failed("pty", "cannot give the session a pseudo-terminal: %v (run with --pty=false)", err)
+					return errcode.PTY.New("cannot give the session a pseudo-terminal: %v (run with --pty=false)", err)
 				}
 				defer term.restore()
 				stdio = [3]*os.File{term.slave, term.slave, term.slave}
@@ -270,7 +272,7 @@ func traced(ctx context.Context) context.Context {
 // oneName reads the single NAME argument.
 func oneName(c *cli.Context) (string, error) {
 	if c.NArg() != 1 {
-		return "", units.BadInput("usage", "mosaic %s takes exactly one session NAME: see `mosaic list`", c.Command.Name)
+		return "", errcode.Usage.New("mosaic %s takes exactly one session NAME: see `mosaic list`", c.Command.Name)
 	}
 	name := c.Args().First()
 	return name, units.ValidateName(name)
