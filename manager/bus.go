@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"mosaic/manager/records"
+	"mosaic/manager/request"
 	"mosaic/units/errcode"
 
 	"golang.org/x/sys/unix"
@@ -36,13 +38,6 @@ import (
 // reachable from sessions that started before it. Requests and answers are
 // JSON lines (BusRequest, BusAnswer). The caller is identified by the
 // kernel: SO_PEERCRED's PID, then systemd's GetUnitByPID.
-
-// BusSocket is the bus's socket for the user.
-func BusSocket(rt string) string { return filepath.Join(rt, "mosaic", "bus.sock") }
-
-// BusDir is the directory bound into --may-launch sessions; it holds the
-// bus's second socket, sandbox.BusSocketName.
-func BusDir(rt string) string { return filepath.Join(rt, "mosaic", "bus") }
 
 // BusRequest is one request line.
 type BusRequest struct {
@@ -84,7 +79,7 @@ type BusError struct {
 type bus struct {
 	m     *Manager
 	log   *LaunchLog
-	paths Paths
+	paths request.Paths
 
 	launchMu sync.Mutex // one launch at a time: capacity is checked, then used
 
@@ -98,7 +93,7 @@ type bus struct {
 // Its errors carry their exit codes: bad input (a policy or launch log it
 // cannot read) is 2, another bus already serving is 3.
 func Serve(ctx context.Context, ready func()) error {
-	paths, err := UserPaths()
+	paths, err := request.UserPaths()
 	if err != nil {
 		return err
 	}
@@ -128,7 +123,7 @@ func Serve(ctx context.Context, ready func()) error {
 	if err := b.adopt(ctx, events); err != nil {
 		return err
 	}
-	listeners, err := listen(paths.RuntimeDir)
+	listeners, err := listen(paths)
 	if err != nil {
 		return err
 	}
@@ -138,7 +133,7 @@ func Serve(ctx context.Context, ready func()) error {
 		}
 	}()
 	fmt.Fprintf(os.Stderr, "mosaic bus: listening on %s; policy %s (profiles: %s); launch log %s\n",
-		BusSocket(paths.RuntimeDir), policy.sourceName(), strings.Join(policy.Profiles(), ", "), log.path)
+		paths.BusSocket(), policy.sourceName(), strings.Join(policy.Profiles(), ", "), log.path)
 	ready()
 	var wg sync.WaitGroup
 	for _, l := range listeners {
@@ -164,7 +159,7 @@ func Serve(ctx context.Context, ready func()) error {
 
 // listen makes both sockets, 0600. A socket another bus answers on is a
 // refusal; a stale one (a bus that died) is replaced.
-func listen(rt string) ([]*net.UnixListener, error) {
+func listen(p request.Paths) ([]*net.UnixListener, error) {
 	var out []*net.UnixListener
 	fail := func(err error) ([]*net.UnixListener, error) {
 		for _, l := range out {
@@ -172,7 +167,7 @@ func listen(rt string) ([]*net.UnixListener, error) {
 		}
 		return nil, err
 	}
-	for _, path := range []string{BusSocket(rt), filepath.Join(BusDir(rt), sandbox.BusSocketName)} {
+	for _, path := range []string{p.BusSocket(), filepath.Join(p.BusDir(), sandbox.BusSocketName)} {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return fail(errcode.BusSocket.New("cannot make %s: %v", filepath.Dir(path), err))
 		}
@@ -265,12 +260,12 @@ func (b *bus) observe(unit, iface string, changed map[string]any) {
 		return
 	}
 	end := LogEvent{Event: "end", Session: name, Result: s.Result, ExitStatus: s.ExitStatus, Signal: s.Signal}
-	if rec, ok := readRecord(b.paths.SessionDir(name)); ok {
+	if rec, ok := records.Read(b.paths.SessionDir(name)); ok {
 		end.Profile = rec.Profile
 	}
 	if end.ExitStatus == nil { // a scope, or a unit collected too soon: its own record
-		if e, ok := readEnd(b.paths.SessionDir(name)); ok {
-			if s, ok := fromRecords(name, b.paths.SessionDir(name)); ok && e.Ended.After(time.Now().Add(-time.Minute)) {
+		if e, ok := records.ReadEnd(b.paths.SessionDir(name)); ok {
+			if s, ok := FromRecords(name, b.paths.SessionDir(name)); ok && e.Ended.After(time.Now().Add(-time.Minute)) {
 				end.Result, end.ExitStatus, end.Signal = s.Result, s.ExitStatus, s.Signal
 			}
 		}
@@ -336,7 +331,7 @@ func (b *bus) identify(ctx context.Context, conn *net.UnixConn) caller {
 		return caller{}
 	}
 	c := caller{session: name}
-	if rec, ok := readRecord(b.paths.SessionDir(name)); ok {
+	if rec, ok := records.Read(b.paths.SessionDir(name)); ok {
 		c.mayLaunch, c.workspace = rec.MayLaunch, rec.Workspace
 	}
 	return c
@@ -522,7 +517,7 @@ func (b *bus) runningByProfile(ctx context.Context) (map[string]int, error) {
 		if !s.Running() || !launched {
 			continue
 		}
-		if rec, ok := readRecord(b.paths.SessionDir(s.Name)); ok {
+		if rec, ok := records.Read(b.paths.SessionDir(s.Name)); ok {
 			n[rec.Profile]++
 		}
 	}
@@ -531,8 +526,8 @@ func (b *bus) runningByProfile(ctx context.Context) (map[string]int, error) {
 
 // requestOf turns a launch request into a session request, checking its
 // limits as mosaic start checks its flags.
-func requestOf(req BusRequest) (Request, error) {
-	r := Request{Name: req.Name, Workspace: req.Workspace, Profile: req.Profile, Command: req.Command,
+func requestOf(req BusRequest) (request.Request, error) {
+	r := request.Request{Name: req.Name, Workspace: req.Workspace, Profile: req.Profile, Command: req.Command,
 		ExtraRO: req.RO, ExtraRW: req.RW, MayLaunch: req.MayLaunch, Network: req.Network, AllowHosts: req.AllowHosts}
 	if r.Workspace != "" && !filepath.IsAbs(r.Workspace) {
 		return r, errcode.BadWorkspace.New("workspace %q must be an absolute path: the bus does not know the caller's directory", r.Workspace)

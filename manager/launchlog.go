@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"mosaic/manager/request"
 	"mosaic/units/errcode"
 )
 
@@ -44,7 +45,7 @@ type LaunchLog struct {
 }
 
 // LaunchLogPath is where the log lives.
-func LaunchLogPath(p Paths) string { return filepath.Join(p.StateRoot, "launches.jsonl") }
+func LaunchLogPath(p request.Paths) string { return filepath.Join(p.StateRoot, "launches.jsonl") }
 
 // OpenLaunchLog opens the log for appending and reads what it holds. A line
 // that is not an event is a refusal to go on (the file is never truncated or

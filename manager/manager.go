@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"mosaic/manager/request"
 	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -96,15 +97,6 @@ func (m *Manager) subscribe(ctx context.Context) {
 	}
 }
 
-// RuntimeDir returns $XDG_RUNTIME_DIR, or a refusal saying how to get one.
-func RuntimeDir() (string, error) {
-	rt := os.Getenv("XDG_RUNTIME_DIR")
-	if rt == "" || !filepath.IsAbs(rt) {
-		return "", errcode.NoUserManager.New("XDG_RUNTIME_DIR is not set, so there is no systemd user manager to reach: log in through a systemd user session (or, on a machine without systemd as PID 1, use contrib/rig.sh)")
-	}
-	return rt, nil
-}
-
 // Connect opens the connection and reads the manager's version once.
 //
 // It goes through the user bus (dbus-daemon) where there is one, as
@@ -116,7 +108,7 @@ func RuntimeDir() (string, error) {
 // emits each signal once and dbus-daemon delivers it only to the clients
 // whose match rules ask for it.
 func Connect(ctx context.Context) (*Manager, error) {
-	rt, err := RuntimeDir()
+	rt, err := request.RuntimeDir()
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"mosaic/manager/request"
 	"mosaic/units/errcode"
 
 	"github.com/coreos/go-systemd/v22/unit"
@@ -82,7 +83,7 @@ func ReadPolicy(path string) (Policy, error) {
 			if !filepath.IsAbs(o.Value) {
 				return bad("WorkspaceRoot=%s is not an absolute path", o.Value)
 			}
-			p.WorkspaceRoot = resolve(o.Value)
+			p.WorkspaceRoot = request.Resolve(o.Value)
 		default:
 			return bad("unknown setting %s= (known: Profile, WorkspaceRoot)", o.Name)
 		}
@@ -103,7 +104,7 @@ func (p Policy) Profiles() []string {
 // checkLaunch applies the policy to a launch asked for by a session whose
 // workspace is fromWorkspace; running counts, per profile, the running
 // sessions that sessions launched.
-func (p Policy) checkLaunch(req Request, profile, fromWorkspace string, running map[string]int) error {
+func (p Policy) checkLaunch(req request.Request, profile, fromWorkspace string, running map[string]int) error {
 	// What the request asks for first, then whether there is room.
 	max, ok := p.Capacity[profile]
 	if !ok {
@@ -127,7 +128,7 @@ func (p Policy) checkLaunch(req Request, profile, fromWorkspace string, running 
 	if ws == "" || !filepath.IsAbs(ws) {
 		return errcode.WorkspaceNotAllowed.New("a launch from a session must name its workspace as an absolute path under %s", root)
 	}
-	if root == "" || !sandbox.Within(resolve(ws), root) {
+	if root == "" || !sandbox.Within(request.Resolve(ws), root) {
 		return errcode.WorkspaceNotAllowed.New("workspace %s is not under %s, where the bus policy lets sessions launch", ws, root)
 	}
 	if running[profile] >= max {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"mosaic/manager/request"
 	"mosaic/units/errcode"
 )
 
@@ -42,10 +43,10 @@ func TestReadPolicy(t *testing.T) {
 // and each refusal has its code.
 func TestCheckLaunch(t *testing.T) {
 	p := Policy{Capacity: map[string]int{"generic": 1}, WorkspaceRoot: "/home/u/src"}
-	ok := Request{Workspace: "/home/u/src/a"}
+	ok := request.Request{Workspace: "/home/u/src/a"}
 	full := map[string]int{"generic": 1}
 	for _, tc := range []struct {
-		req     Request
+		req     request.Request
 		profile string
 		running map[string]int
 		code    string
@@ -53,12 +54,12 @@ func TestCheckLaunch(t *testing.T) {
 		{ok, "generic", nil, ""},
 		{ok, "claude-code", nil, "profile-not-allowed"},
 		{ok, "generic", full, "capacity-full"},
-		{Request{Workspace: "/home/u/other"}, "generic", full, "workspace-not-allowed"},
-		{Request{Workspace: "/home/u/src-evil"}, "generic", nil, "workspace-not-allowed"},
-		{Request{Workspace: "a"}, "generic", nil, "workspace-not-allowed"},
-		{Request{Workspace: "/home/u/src/a", ExtraRO: []string{"/etc"}}, "generic", full, "bind-not-allowed"},
-		{Request{Workspace: "/home/u/src/a", Credentials: []string{"X"}}, "generic", nil, "bind-not-allowed"},
-		{Request{Workspace: "/home/u/src/a", MayLaunch: true}, "generic", nil, "not-permitted"},
+		{request.Request{Workspace: "/home/u/other"}, "generic", full, "workspace-not-allowed"},
+		{request.Request{Workspace: "/home/u/src-evil"}, "generic", nil, "workspace-not-allowed"},
+		{request.Request{Workspace: "a"}, "generic", nil, "workspace-not-allowed"},
+		{request.Request{Workspace: "/home/u/src/a", ExtraRO: []string{"/etc"}}, "generic", full, "bind-not-allowed"},
+		{request.Request{Workspace: "/home/u/src/a", Credentials: []string{"X"}}, "generic", nil, "bind-not-allowed"},
+		{request.Request{Workspace: "/home/u/src/a", MayLaunch: true}, "generic", nil, "not-permitted"},
 	} {
 		err := p.checkLaunch(tc.req, tc.profile, "/home/u/pm", tc.running)
 		code := ""
@@ -71,10 +72,10 @@ func TestCheckLaunch(t *testing.T) {
 	}
 	// Without a WorkspaceRoot, the launching session's own workspace.
 	p.WorkspaceRoot = ""
-	if err := p.checkLaunch(Request{Workspace: "/home/u/pm/sub"}, "generic", "/home/u/pm", nil); err != nil {
+	if err := p.checkLaunch(request.Request{Workspace: "/home/u/pm/sub"}, "generic", "/home/u/pm", nil); err != nil {
 		t.Errorf("a workspace under the launcher's: %v", err)
 	}
-	if err := p.checkLaunch(Request{Workspace: "/home/u/src/a"}, "generic", "/home/u/pm", nil); err == nil {
+	if err := p.checkLaunch(request.Request{Workspace: "/home/u/src/a"}, "generic", "/home/u/pm", nil); err == nil {
 		t.Error("a workspace outside the launcher's was allowed")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"mosaic/manager/request"
 	"mosaic/sandbox"
 )
 
@@ -69,7 +70,7 @@ var probeChecks = []struct{ name, what, want string }{
 // (each made on the host first, so that a denial means the sandbox hid it),
 // and reports each check. The fixture is removed afterwards.
 func (m *Manager) ProbeSandbox(ctx context.Context) ([]ProbeAnswer, error) {
-	paths, err := UserPaths()
+	paths, err := request.UserPaths()
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +131,7 @@ func (m *Manager) ProbeSandbox(ctx context.Context) ([]ProbeAnswer, error) {
 		}
 	}()
 	_, port, _ := net.SplitHostPort(lo.Addr().String())
-	req := Request{Workspace: work, Network: sandbox.NetworkNone, Command: []string{"sh", "-c", probeScript, "sh",
+	req := request.Request{Workspace: work, Network: sandbox.NetworkNone, Command: []string{"sh", "-c", probeScript, "sh",
 		filepath.Join(secretDir, "secret"), otherWS, otherState, paths.RuntimeDir, hostTmp, shm,
 		strconv.Itoa(os.Getpid()), secretDir, work, port}}
 	spec, secrets, err := m.Spec(req)

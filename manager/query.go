@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/manager/records"
+	"mosaic/manager/request"
 	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -110,7 +112,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	if up["LoadState"] == "not-found" {
 		// systemd collects a unit that ended cleanly; the session's records
 		// still say what it was and how it ended.
-		if s, ok := fromRecords(name, mustPaths().SessionDir(name)); ok {
+		if s, ok := FromRecords(name, mustPaths().SessionDir(name)); ok {
 			return s, nil
 		}
 		return Session{}, errNoSession(name)
@@ -122,8 +124,8 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	if s.Running() {
 		s.PIDs = m.pids(cctx, unit)
 	}
-	if rec, ok := readRecord(mustPaths().SessionDir(name)); ok {
-		rec.describe(&s)
+	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
+		describe(rec, &s)
 	}
 	return s, nil
 }
@@ -263,7 +265,7 @@ func (m *Manager) pids(ctx context.Context, unit string) []uint32 {
 
 // mustPaths is UserPaths for readers that can do without it (a missing
 // record only means fewer details).
-func mustPaths() Paths {
-	p, _ := UserPaths()
+func mustPaths() request.Paths {
+	p, _ := request.UserPaths()
 	return p
 }

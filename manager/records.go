@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"sort"
@@ -10,52 +9,83 @@ import (
 	"strings"
 	"time"
 
-	"mosaic/units/errcode"
-
 	"golang.org/x/sys/unix"
 
+	"mosaic/manager/records"
+	"mosaic/sandbox"
 	"mosaic/units"
+	"mosaic/units/errcode"
 )
 
-// While systemd has a session's unit, systemd is the record of how it runs
-// and how it ended. systemd collects a unit that ended cleanly at once, so the
-// unit's ExecStopPost leaves end.json beside the session's record
-// (session.json): together they answer `mosaic status` and `list --all`
-// until `mosaic rm` or `mosaic gc`.
-
-const endFile = "end.json"
-
-// endRecord is how a session ended, as systemd told its ExecStopPost.
-type endRecord struct {
-	Result     string    `json:"result"`      // SERVICE_RESULT: success, exit-code, signal, timeout, oom-kill, ...
-	ExitCode   string    `json:"exit_code"`   // EXIT_CODE: exited, killed, dumped
-	ExitStatus string    `json:"exit_status"` // EXIT_STATUS: a number, or a signal name
-	Ended      time.Time `json:"ended"`
+// describe fills in what a session's record knows of s.
+func describe(r records.Record, s *Session) {
+	s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds = r.Command, r.Workspace, r.GivenAs, r.Binds
+	s.Profile, s.Credentials = r.Profile, r.Credentials
+	s.Kind = kindOf(r)
+	s.MayLaunch = r.MayLaunch
+	s.Network, s.AllowHosts = r.Network, r.AllowHosts
+	if s.Network == "" {
+		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
+	}
 }
 
-// RecordEnd writes end.json into a session's state directory from the
-// variables systemd gives ExecStopPost. It runs inside the ended session's
-// unit, so it must be quick and never fail the unit.
-func RecordEnd(stateDir string, getenv func(string) string) error {
-	rec := endRecord{
-		Result:     getenv("SERVICE_RESULT"),
-		ExitCode:   getenv("EXIT_CODE"),
-		ExitStatus: getenv("EXIT_STATUS"),
-		Ended:      time.Now(),
+// kindOf is the record's kind: service (the default, for records written
+// before scopes existed) or scope.
+func kindOf(r records.Record) string {
+	if r.Kind == "" {
+		return units.KindService
 	}
-	if _, err := os.Stat(filepath.Join(stateDir, recordFile)); err != nil {
-		return err // not a session's state directory (or already removed)
-	}
-	return writeJSONAtomic(filepath.Join(stateDir, endFile), rec)
+	return r.Kind
 }
 
-func readEnd(dir string) (endRecord, bool) {
-	var e endRecord
-	b, err := os.ReadFile(filepath.Join(dir, endFile))
-	if err != nil || json.Unmarshal(b, &e) != nil {
-		return e, false
+// recordOf is the record of a spec about to start.
+func recordOf(s units.Spec) records.Record {
+	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
+		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
+		Network: s.Network, AllowHosts: s.Allow}
+}
+
+// prepareState makes the session's state directory: home/ kept across runs of
+// the same name (an agent's login and settings), tmp/ emptied each time,
+// and the record. It returns a function that undoes what it created, for a
+// start that fails.
+func prepareState(s units.Spec) (undo func(), err error) {
+	_, statErr := os.Stat(s.StateDir)
+	fresh := os.IsNotExist(statErr)
+	undo = func() {
+		if fresh {
+			os.RemoveAll(s.StateDir)
+		}
 	}
-	return e, true
+	fail := func(err error) (func(), error) {
+		undo()
+		return nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %v (check the permissions of %s)", s.StateDir, err, filepath.Dir(s.StateDir))
+	}
+	if err := os.MkdirAll(filepath.Dir(s.StateDir), 0o700); err != nil {
+		return fail(err)
+	}
+	if err := os.RemoveAll(s.SessionTmp()); err != nil {
+		return fail(err)
+	}
+	for _, d := range []string{s.StateDir, s.SessionHome(), s.SessionTmp()} {
+		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
+			return fail(err)
+		}
+	}
+	if s.MayLaunch { // bound into the session whether the bus runs yet or not
+		if err := os.MkdirAll(s.BusDir, 0o700); err != nil {
+			return fail(err)
+		}
+	}
+	if s.Network == sandbox.NetworkAllow { // the egress proxy's socket goes here
+		if err := os.MkdirAll(s.EgressDir, 0o700); err != nil {
+			return fail(err)
+		}
+	}
+	if err := records.Write(s.StateDir, recordOf(s)); err != nil {
+		return fail(err)
+	}
+	return undo, nil
 }
 
 // exitOf turns how the main process (bwrap) ended into the session's exit
@@ -76,20 +106,20 @@ func exitOf(kind string, status int) (exit *int, signal string) {
 	return nil, ""
 }
 
-// fromRecords is a session whose unit systemd no longer has, from what its
+// FromRecords is a session whose unit systemd no longer has, from what its
 // state directory recorded.
-func fromRecords(name, dir string) (Session, bool) {
-	rec, ok := readRecord(dir)
+func FromRecords(name, dir string) (Session, bool) {
+	rec, ok := records.Read(dir)
 	if !ok {
 		return Session{}, false
 	}
-	s := Session{Name: name, Unit: units.UnitOf(name, rec.kind()), State: "inactive", SubState: "dead"}
-	rec.describe(&s)
+	s := Session{Name: name, Unit: units.UnitOf(name, kindOf(rec)), State: "inactive", SubState: "dead"}
+	describe(rec, &s)
 	if !rec.Started.IsZero() {
 		t := rec.Started
 		s.Since = &t
 	}
-	if end, ok := readEnd(dir); ok {
+	if end, ok := records.ReadEnd(dir); ok {
 		s.Result = end.Result
 		if s.Result != "" && s.Result != "success" {
 			s.State, s.SubState = "failed", "failed"
@@ -105,18 +135,6 @@ func fromRecords(name, dir string) (Session, bool) {
 	return s, true
 }
 
-// recordedNames lists the sessions that have a state directory.
-func recordedNames(p Paths) []string {
-	entries, _ := os.ReadDir(filepath.Join(p.StateRoot, "sessions"))
-	var names []string
-	for _, e := range entries {
-		if e.IsDir() && units.ValidateName(e.Name()) == nil {
-			names = append(names, e.Name())
-		}
-	}
-	return names
-}
-
 // ListAll is List plus the ended sessions whose units systemd has collected.
 func (m *Manager) ListAll(ctx context.Context) ([]Session, error) {
 	live, err := m.List(ctx)
@@ -128,11 +146,11 @@ func (m *Manager) ListAll(ctx context.Context) ([]Session, error) {
 		seen[s.Name] = true
 	}
 	p := mustPaths()
-	for _, name := range recordedNames(p) {
-		if seen[name] {
+	for _, name := range records.Names(p.StateRoot) {
+		if seen[name] || units.ValidateName(name) != nil {
 			continue
 		}
-		if s, ok := fromRecords(name, p.SessionDir(name)); ok {
+		if s, ok := FromRecords(name, p.SessionDir(name)); ok {
 			live = append(live, s)
 		}
 	}

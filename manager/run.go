@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"mosaic/manager/records"
 	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -128,8 +129,8 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	}
 	p := w.snapshot()
 	end := sessionOf(name, s.Kind, p, p)
-	if rec, ok := readRecord(mustPaths().SessionDir(name)); ok {
-		rec.describe(&end)
+	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
+		describe(rec, &end)
 	}
 	return end, nil
 }

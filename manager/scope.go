@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"syscall"
 	"time"
 
+	"mosaic/manager/records"
 	"mosaic/units/errcode"
 
 	"golang.org/x/sys/unix"
@@ -174,7 +174,7 @@ wait:
 		if result == "" {
 			result = "success"
 		}
-		_ = writeJSONAtomic(filepath.Join(spec.StateDir, endFile), endRecord{Result: result, ExitCode: kind, ExitStatus: strconv.Itoa(status), Ended: now})
+		_ = records.WriteEnd(spec.StateDir, records.End{Result: result, ExitCode: kind, ExitStatus: strconv.Itoa(status), Ended: now})
 	}
 	return s, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/manager/request"
 	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -20,14 +21,14 @@ import (
 // Launch is everything a start or a run needs that is not the spec itself.
 // The probe runs while the connection is made, so its cost hides behind it.
 // The secrets are returned apart from the spec, which never holds a value.
-func Launch(ctx context.Context, req Request) (*Manager, units.Spec, []credentials.Var, error) {
-	paths, err := UserPaths()
+func Launch(ctx context.Context, req request.Request) (*Manager, units.Spec, []credentials.Var, error) {
+	paths, err := request.UserPaths()
 	if err != nil {
 		return nil, units.Spec{}, nil, err
 	}
 	bwrap, bwrapErr := sandbox.FindBwrap()
 	// Bad input first: it must be reported whatever the state of the host.
-	spec, secrets, err := Prepare(req, paths, bwrap)
+	spec, secrets, err := request.Prepare(req, paths, bwrap)
 	if err != nil {
 		return nil, units.Spec{}, nil, err
 	}
@@ -54,8 +55,8 @@ func Launch(ctx context.Context, req Request) (*Manager, units.Spec, []credentia
 
 // Spec checks a request and resolves it into a spec for this manager, as
 // Launch does, for a caller that starts several sessions on one connection.
-func (m *Manager) Spec(req Request) (units.Spec, []credentials.Var, error) {
-	paths, err := UserPaths()
+func (m *Manager) Spec(req request.Request) (units.Spec, []credentials.Var, error) {
+	paths, err := request.UserPaths()
 	if err != nil {
 		return units.Spec{}, nil, err
 	}
@@ -63,7 +64,7 @@ func (m *Manager) Spec(req Request) (units.Spec, []credentials.Var, error) {
 	if err != nil {
 		return units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", err)
 	}
-	spec, secrets, err := Prepare(req, paths, bwrap)
+	spec, secrets, err := request.Prepare(req, paths, bwrap)
 	if err != nil {
 		return units.Spec{}, nil, err
 	}
@@ -73,7 +74,7 @@ func (m *Manager) Spec(req Request) (units.Spec, []credentials.Var, error) {
 
 // complete fills in what only a connected manager knows: the mosaic binary
 // the unit runs, and the host's facts the sandbox is checked against.
-func (m *Manager) complete(spec *units.Spec, paths Paths) {
+func (m *Manager) complete(spec *units.Spec, paths request.Paths) {
 	spec.MosaicBin = m.MosaicBin
 	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs && !spec.Scope)
 	if spec.Scope {

@@ -9,6 +9,7 @@ import (
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 
+	"mosaic/manager/records"
 	"mosaic/sandbox"
 )
 
@@ -139,10 +140,7 @@ func Properties(s Spec, f Features) []sd.Property {
 	// file to guard it goes without: the ExecStopPost costs a second
 	// namespace setup, some 8 ms of every run.
 	if s.Stdio == nil || s.NameGiven || s.CredentialFile != "" {
-		post := []string{s.MosaicBin, "session-ended", "--state", s.StateDir}
-		if s.CredentialFile != "" {
-			post = append(post, "--drop", s.CredentialFile)
-		}
+		post := records.EndedArgv(s.MosaicBin, s.StateDir, s.CredentialFile)
 		props = append(props, prop("ExecStopPostEx", []execEx{{Path: s.MosaicBin, Argv: post, Flags: []string{"ignore-failure"}}}))
 	}
 	if f.PrivatePIDs {

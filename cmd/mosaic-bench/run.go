@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"mosaic/manager"
+	"mosaic/manager/request"
 	"mosaic/units"
 )
 
@@ -70,7 +71,7 @@ func runAll(args []string) (*Report, error) {
 // sends (as -p assignments) and the same ExecStart (exec shim, bwrap argv,
 // init): the peer the one-shot target is measured against.
 func (b *bench) equivalent(name string, command []string, wait bool) ([]string, error) {
-	spec, _, err := b.m.Spec(manager.Request{Name: name, Workspace: b.ws, Command: command})
+	spec, _, err := b.m.Spec(request.Request{Name: name, Workspace: b.ws, Command: command})
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +198,7 @@ func (b *bench) concurrency(ctx context.Context, r *Report) error {
 	one, many := names("bench-one"), names("bench-many")
 	specs := make([]units.Spec, batch)
 	for i, name := range one {
-		s, _, err := b.m.Spec(manager.Request{Name: name, Workspace: b.ws, Command: []string{"sleep", "600"}})
+		s, _, err := b.m.Spec(request.Request{Name: name, Workspace: b.ws, Command: []string{"sleep", "600"}})
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"mosaic/manager/request"
 	"mosaic/units/errcode"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -159,11 +160,11 @@ func busSocket() (string, error) {
 	if p := os.Getenv(sandbox.BusEnv); p != "" {
 		return p, nil
 	}
-	rt, err := manager.RuntimeDir()
+	p, err := request.UserPaths()
 	if err != nil {
 		return "", err
 	}
-	return manager.BusSocket(rt), nil
+	return p.BusSocket(), nil
 }
 
 // askBus sends one request and decodes the result into v.

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"mosaic/manager/records"
 	"mosaic/units/errcode"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -33,8 +34,8 @@ func main() {
 		switch os.Args[1] {
 		case "init":
 			os.Exit(sandbox.Init(os.Args[2:]))
-		case "session-ended": // the unit's ExecStopPost
-			sessionEnded(os.Args[2:])
+		case records.EndedStage: // the unit's ExecStopPost
+			records.EndedMain(os.Args[2:], os.Getenv)
 			os.Exit(0)
 		case "egress": // a session's egress proxy unit
 			err := sandbox.ServeEgressMain(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) })
@@ -95,25 +96,6 @@ func checkOuter(encoded string) error {
 		return err
 	}
 	return os.Setenv(sandbox.PromiseEnv, p.Inner().Encode())
-}
-
-// sessionEnded records how a session ended and deletes its credential file
-// if it is still there: `session-ended --state DIR [--drop FILE]`, run by
-// systemd as the unit's ExecStopPost. It never fails the unit.
-func sessionEnded(args []string) {
-	for len(args) >= 2 {
-		var err error
-		switch args[0] {
-		case "--state":
-			err = manager.RecordEnd(args[1], os.Getenv)
-		case "--drop":
-			err = credentials.RemoveSessionFile(args[1])
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
-		}
-		args = args[2:]
-	}
 }
 
 // run runs the CLI and returns the exit code.

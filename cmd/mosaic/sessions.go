@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/manager/request"
 	"mosaic/units/errcode"
 
 	"github.com/urfave/cli/v2"
@@ -40,8 +41,8 @@ func sessionFlags() []cli.Flag {
 }
 
 // requestFrom reads a session request from the flags and arguments.
-func requestFrom(c *cli.Context) (manager.Request, error) {
-	req := manager.Request{
+func requestFrom(c *cli.Context) (request.Request, error) {
+	req := request.Request{
 		Name:        c.String("name"),
 		Workspace:   c.String("workspace"),
 		ExtraRO:     c.StringSlice("ro"),

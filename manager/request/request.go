@@ -1,7 +1,13 @@
-package manager
+// Package request turns a session as the caller asks for it (mosaic start's
+// flags, a bus launch) into a checked units.Spec: the path policy (what a
+// workspace or a bind may not expose), the network and its allowlist, the
+// command's lookup, the credentials' resolution. It is pure apart from
+// reading the filesystem and the caller's environment, and changes nothing
+// on disk: every refusal is bad input (exit 2) or, for credentials, a
+// refusal (exit 3), before anything starts.
+package request
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +41,15 @@ type Request struct {
 	AllowHosts  []string // --allow-host, added to the profile's list
 }
 
+// RuntimeDir returns $XDG_RUNTIME_DIR, or a refusal saying how to get one.
+func RuntimeDir() (string, error) {
+	rt := os.Getenv("XDG_RUNTIME_DIR")
+	if rt == "" || !filepath.IsAbs(rt) {
+		return "", errcode.NoUserManager.New("XDG_RUNTIME_DIR is not set, so there is no systemd user manager to reach: log in through a systemd user session (or, on a machine without systemd as PID 1, use contrib/rig.sh)")
+	}
+	return rt, nil
+}
+
 // Paths are the user's directories a session is placed among.
 type Paths struct {
 	Home       string // the user's home, resolved
@@ -56,12 +71,12 @@ func UserPaths() (Paths, error) {
 	if state == "" || !filepath.IsAbs(state) {
 		state = filepath.Join(home, ".local", "state")
 	}
-	p := Paths{Home: resolve(home), RuntimeDir: resolve(rt), StateRoot: filepath.Join(resolve(state), "mosaic")}
+	p := Paths{Home: Resolve(home), RuntimeDir: Resolve(rt), StateRoot: filepath.Join(Resolve(state), "mosaic")}
 	return p, nil
 }
 
-// resolve returns path with its symlinks resolved where it exists.
-func resolve(path string) string {
+// Resolve returns path with its symlinks resolved where it exists.
+func Resolve(path string) string {
 	if r, err := filepath.EvalSymlinks(path); err == nil {
 		return r
 	}
@@ -72,6 +87,13 @@ func resolve(path string) string {
 func (p Paths) EgressDir(name string) string {
 	return filepath.Join(p.RuntimeDir, "mosaic", "egress", name)
 }
+
+// BusSocket is the bus's socket for the user.
+func (p Paths) BusSocket() string { return filepath.Join(p.RuntimeDir, "mosaic", "bus.sock") }
+
+// BusDir is the directory bound into --may-launch sessions; it holds the
+// bus's second socket, sandbox.BusSocketName.
+func (p Paths) BusDir() string { return filepath.Join(p.RuntimeDir, "mosaic", "bus") }
 
 // SessionDir is the state directory of session name.
 func (p Paths) SessionDir(name string) string {
@@ -169,7 +191,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		Scope:       req.Scope,
 		TTY:         req.TTY,
 		MayLaunch:   req.MayLaunch,
-		BusDir:      BusDir(p.RuntimeDir),
+		BusDir:      p.BusDir(),
 		Network:     network,
 		Allow:       allow,
 		EgressDir:   p.EgressDir(name),
@@ -327,112 +349,4 @@ func checkExtra(flag string, paths []string, p Paths) ([]string, error) {
 		out = append(out, real)
 	}
 	return out, nil
-}
-
-// record is what mosaic keeps about a session beside its state: what systemd
-// does not know (the binds' reasons, the workspace as given). systemd stays
-// the source of truth for whether and how a session runs.
-type record struct {
-	Name        string         `json:"name"`
-	Command     []string       `json:"command"`
-	Workspace   string         `json:"workspace"`
-	GivenAs     string         `json:"workspace_given_as,omitempty"`
-	Binds       []sandbox.Bind `json:"binds"`
-	Started     time.Time      `json:"started"`
-	Profile     string         `json:"profile,omitempty"`
-	Credentials []string       `json:"credentials,omitempty"` // names only
-	Kind        string         `json:"kind,omitempty"`        // service (or empty) or scope
-	MayLaunch   bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
-	Network     string         `json:"network,omitempty"`
-	AllowHosts  []string       `json:"allow_hosts,omitempty"`
-}
-
-const recordFile = "session.json"
-
-// describe fills in what the record knows of s.
-func (r record) describe(s *Session) {
-	s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds = r.Command, r.Workspace, r.GivenAs, r.Binds
-	s.Profile, s.Credentials = r.Profile, r.Credentials
-	s.Kind = r.kind()
-	s.MayLaunch = r.MayLaunch
-	s.Network, s.AllowHosts = r.Network, r.AllowHosts
-	if s.Network == "" {
-		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
-	}
-}
-
-func (r record) kind() string {
-	if r.Kind == "" {
-		return units.KindService
-	}
-	return r.Kind
-}
-
-// prepareState makes the session's state directory: home/ kept across runs of
-// the same name (an agent's login and settings), tmp/ emptied each time. It
-// returns a function that undoes what it created, for a start that fails.
-func prepareState(s units.Spec) (undo func(), err error) {
-	_, statErr := os.Stat(s.StateDir)
-	fresh := os.IsNotExist(statErr)
-	undo = func() {
-		if fresh {
-			os.RemoveAll(s.StateDir)
-		}
-	}
-	fail := func(err error) (func(), error) {
-		undo()
-		return nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %v (check the permissions of %s)", s.StateDir, err, filepath.Dir(s.StateDir))
-	}
-	if err := os.MkdirAll(filepath.Dir(s.StateDir), 0o700); err != nil {
-		return fail(err)
-	}
-	if err := os.RemoveAll(s.SessionTmp()); err != nil {
-		return fail(err)
-	}
-	for _, d := range []string{s.StateDir, s.SessionHome(), s.SessionTmp()} {
-		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
-			return fail(err)
-		}
-	}
-	if s.MayLaunch { // bound into the session whether the bus runs yet or not
-		if err := os.MkdirAll(s.BusDir, 0o700); err != nil {
-			return fail(err)
-		}
-	}
-	if s.Network == sandbox.NetworkAllow { // the egress proxy's socket goes here
-		if err := os.MkdirAll(s.EgressDir, 0o700); err != nil {
-			return fail(err)
-		}
-	}
-	rec := record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
-		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
-		Network: s.Network, AllowHosts: s.Allow}
-	if err := writeJSONAtomic(filepath.Join(s.StateDir, recordFile), rec); err != nil {
-		return fail(err)
-	}
-	return undo, nil
-}
-
-func readRecord(dir string) (record, bool) {
-	var r record
-	b, err := os.ReadFile(filepath.Join(dir, recordFile))
-	if err != nil || json.Unmarshal(b, &r) != nil {
-		return r, false
-	}
-	return r, true
-}
-
-// writeJSONAtomic writes v to path through a temporary file and a rename, so
-// that a reader sees a whole record or none. A record holds no secret and is
-// rewritten at each start, so it is not fsynced (that is for credentials).
-func writeJSONAtomic(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -1,0 +1,65 @@
+package records
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"mosaic/credentials"
+)
+
+// The session-ended stage is a service's ExecStopPost:
+//
+//	mosaic session-ended --state DIR [--drop FILE]
+//
+// It records how the session ended (end.json from the variables systemd
+// gives ExecStopPost) and deletes the session's credential file if it is
+// still there (a unit that died before its exec shim ran). It runs inside
+// the ended session's unit, so it is quick and never fails the unit.
+
+// EndedStage is the stage's name, mosaic's first argument.
+const EndedStage = "session-ended"
+
+// EndedArgv is the stage's command line; dropFile may be "".
+func EndedArgv(mosaicBin, stateDir, dropFile string) []string {
+	argv := []string{mosaicBin, EndedStage, "--state", stateDir}
+	if dropFile != "" {
+		argv = append(argv, "--drop", dropFile)
+	}
+	return argv
+}
+
+// EndedMain runs the stage with the arguments after its name; it reports
+// problems on stderr (the unit's journal) and never fails.
+func EndedMain(args []string, getenv func(string) string) {
+	for len(args) >= 2 {
+		var err error
+		switch args[0] {
+		case "--state":
+			err = RecordEnd(args[1], getenv)
+		case "--drop":
+			err = credentials.RemoveSessionFile(args[1])
+		default:
+			err = fmt.Errorf("%s: unknown option %q", EndedStage, args[0])
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
+		}
+		args = args[2:]
+	}
+}
+
+// RecordEnd writes end.json into a session's state directory from the
+// variables systemd gives ExecStopPost.
+func RecordEnd(stateDir string, getenv func(string) string) error {
+	e := End{
+		Result:     getenv("SERVICE_RESULT"),
+		ExitCode:   getenv("EXIT_CODE"),
+		ExitStatus: getenv("EXIT_STATUS"),
+		Ended:      time.Now(),
+	}
+	if _, err := os.Stat(stateDir + "/" + recordFile); err != nil {
+		return err // not a session's state directory (or already removed)
+	}
+	return WriteEnd(stateDir, e)
+}

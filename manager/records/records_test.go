@@ -1,0 +1,46 @@
+package records
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The session-ended stage's writer and parser agree: what EndedArgv writes,
+// EndedMain reads back into end.json and a removed credential file.
+func TestEndedStageRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	if err := Write(dir, Record{Name: "x", Command: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	credDir := t.TempDir()
+	cred := filepath.Join(credDir, "env")
+	if err := os.WriteFile(cred, []byte("A=\"b\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	argv := EndedArgv("/bin/mosaic", dir, cred)
+	if argv[0] != "/bin/mosaic" || argv[1] != EndedStage {
+		t.Fatalf("argv %v", argv)
+	}
+	env := map[string]string{"SERVICE_RESULT": "exit-code", "EXIT_CODE": "exited", "EXIT_STATUS": "3"}
+	EndedMain(argv[2:], func(k string) string { return env[k] })
+	e, ok := ReadEnd(dir)
+	if !ok || e.Result != "exit-code" || e.ExitCode != "exited" || e.ExitStatus != "3" || e.Ended.IsZero() {
+		t.Errorf("end %+v, %v", e, ok)
+	}
+	if _, err := os.Stat(cred); !os.IsNotExist(err) {
+		t.Errorf("the credential file is still there: %v", err)
+	}
+	if r, ok := Read(dir); !ok || r.Name != "x" {
+		t.Errorf("record %+v, %v", r, ok)
+	}
+	// Without a record, the directory is not a session's: no end.json appears.
+	other := t.TempDir()
+	EndedMain(EndedArgv("/bin/mosaic", other, "")[2:], func(string) string { return "" })
+	if _, ok := ReadEnd(other); ok {
+		t.Error("end.json written where there is no session")
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.tmp*")); len(m) > 0 {
+		t.Errorf("temporary files left: %v", m)
+	}
+}
