@@ -13,8 +13,10 @@ func TestEndedStageRoundTrip(t *testing.T) {
 	if err := Write(dir, Record{Name: "x", Command: []string{"true"}}); err != nil {
 		t.Fatal(err)
 	}
-	credDir := t.TempDir()
-	cred := filepath.Join(credDir, "env")
+	cred := filepath.Join(t.TempDir(), "mosaic", "credentials", "x", "env")
+	if err := os.MkdirAll(filepath.Dir(cred), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(cred, []byte("A=\"b\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
