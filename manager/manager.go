@@ -187,6 +187,9 @@ func dbusErrorName(err error) string {
 const (
 	errUnitExists = "org.freedesktop.systemd1.UnitExists"
 	errNoSuchUnit = "org.freedesktop.systemd1.NoSuchUnit"
+	// errNoUnitForPID: the process is in no unit (systemd's
+	// BUS_ERROR_NO_UNIT_FOR_PID).
+	errNoUnitForPID = "org.freedesktop.systemd1.NoUnitForPID"
 )
 
 // bug classifies an error of a call to systemd: a missed deadline, a closed

@@ -120,7 +120,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	if !isSession(up["Description"]) {
 		return Session{}, errNoSession(name)
 	}
-	s := sessionOf(name, kind, up, sp)
+	s := SessionOf(name, kind, up, sp)
 	if s.Running() {
 		s.PIDs = m.pids(cctx, unit)
 	}
@@ -165,7 +165,7 @@ func (m *Manager) List(ctx context.Context) ([]Session, error) {
 		if len(sp) == 0 {
 			continue // gone between the list and the reads
 		}
-		out = append(out, sessionOf(p.name, p.kind, map[string]any{"ActiveState": p.u.ActiveState, "SubState": p.u.SubState}, sp))
+		out = append(out, SessionOf(p.name, p.kind, map[string]any{"ActiveState": p.u.ActiveState, "SubState": p.u.SubState}, sp))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -206,9 +206,9 @@ func isSession(description any) bool {
 	return strings.HasPrefix(d, units.DescriptionPrefix)
 }
 
-// sessionOf builds a Session from the unit's Unit and Service (or Scope)
+// SessionOf builds a Session from the unit's Unit and Service (or Scope)
 // properties.
-func sessionOf(name, kind string, up, sp map[string]any) Session {
+func SessionOf(name, kind string, up, sp map[string]any) Session {
 	s := Session{Name: name, Unit: units.UnitOf(name, kind), Kind: kind}
 	s.State, _ = up["ActiveState"].(string)
 	s.SubState, _ = up["SubState"].(string)

@@ -54,7 +54,7 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 	}
 	mark(ctx, "end announced")
 	p := w.snapshot()
-	s := sessionOf(spec.Name, units.KindService, p, p)
+	s := SessionOf(spec.Name, units.KindService, p, p)
 	s.StoppedBy = stoppedBy(w, stopping, s.Result)
 	if result != "done" && s.ExitStatus == nil {
 		return s, errcode.StartFailed.New("session %s did not start: %s", spec.Name, startFailure(result, s))
@@ -128,7 +128,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 		}
 	}
 	p := w.snapshot()
-	end := sessionOf(name, s.Kind, p, p)
+	end := SessionOf(name, s.Kind, p, p)
 	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
 		describe(rec, &end)
 	}

@@ -154,7 +154,7 @@ wait:
 	}
 	mark(ctx, "scope ended")
 	p := w.snapshot()
-	s := sessionOf(spec.Name, units.KindScope, p, p)
+	s := SessionOf(spec.Name, units.KindScope, p, p)
 	if !w.ended() { // every process of it is gone; systemd has yet to notice
 		s.State, s.SubState = "inactive", "dead"
 	}

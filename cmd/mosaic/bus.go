@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/manager"
+	"mosaic/manager/bus"
 	"mosaic/sandbox"
 	"mosaic/units"
 )
@@ -43,7 +44,7 @@ func busServeCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 			defer stop()
-			return manager.Serve(ctx, func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) })
+			return bus.Serve(ctx, func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) })
 		},
 	}
 }
@@ -74,7 +75,7 @@ func busLaunchCommand(out *output) *cli.Command {
 			if err != nil {
 				return errcode.BadWorkspace.New("cannot tell the workspace's path: %v", err)
 			}
-			req := manager.BusRequest{Verb: "launch", Name: c.String("name"), Workspace: ws, Profile: c.String("profile"),
+			req := bus.Request{Verb: "launch", Name: c.String("name"), Workspace: ws, Profile: c.String("profile"),
 				Command: c.Args().Slice(), RO: c.StringSlice("ro"), RW: c.StringSlice("rw"), Limits: limitsFrom(c),
 				StopTimeout: c.String("stop-timeout"), MayLaunch: c.Bool("may-launch"),
 				Network: c.String("network"), AllowHosts: c.StringSlice("allow-host")}
@@ -106,7 +107,7 @@ func busStopCommand(out *output) *cli.Command {
 				return err
 			}
 			var s manager.Session
-			if err := askBus(manager.BusRequest{Verb: "stop", Name: name, Timeout: c.String("timeout")}, &s); err != nil {
+			if err := askBus(bus.Request{Verb: "stop", Name: name, Timeout: c.String("timeout")}, &s); err != nil {
 				return err
 			}
 			out.result(s, func(w io.Writer) { fmt.Fprintf(w, "stopped session %s (%s)\n", s.Name, s.How()) })
@@ -123,7 +124,7 @@ func busListCommand(out *output) *cli.Command {
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			list := []manager.Session{}
-			if err := askBus(manager.BusRequest{Verb: "list"}, &list); err != nil {
+			if err := askBus(bus.Request{Verb: "list"}, &list); err != nil {
 				return err
 			}
 			out.result(list, func(w io.Writer) { printList(w, list) })
@@ -145,7 +146,7 @@ func busStatusCommand(out *output) *cli.Command {
 				return err
 			}
 			var s manager.Session
-			if err := askBus(manager.BusRequest{Verb: "status", Name: name}, &s); err != nil {
+			if err := askBus(bus.Request{Verb: "status", Name: name}, &s); err != nil {
 				return err
 			}
 			out.result(s, func(w io.Writer) { printStatus(w, s) })
@@ -168,7 +169,7 @@ func busSocket() (string, error) {
 }
 
 // askBus sends one request and decodes the result into v.
-func askBus(req manager.BusRequest, v any) error {
+func askBus(req bus.Request, v any) error {
 	path, err := busSocket()
 	if err != nil {
 		return err
@@ -186,7 +187,7 @@ func askBus(req manager.BusRequest, v any) error {
 	if err != nil {
 		return errcode.BusError.New("the mosaic bus did not answer: %v (see `journalctl --user -u mosaic-bus`)", err)
 	}
-	var a manager.BusAnswer
+	var a bus.Answer
 	if err := json.Unmarshal(answer, &a); err != nil {
 		return errcode.BusError.New("the mosaic bus answered something that is not JSON: %v", err)
 	}

@@ -1,4 +1,16 @@
-package manager
+// Package bus is mosaic's bus: its one long-lived process (mosaic-bus.service): it lets a
+// session started with --may-launch launch others under the policy, answers
+// the user's own stop/list/status, records every launch, refusal and end in
+// the launch log, and after a restart adopts the sessions that kept running
+// (they are units, not its children) and records the ends it missed.
+//
+// It listens on $XDG_RUNTIME_DIR/mosaic/bus.sock and, for sessions, on
+// $XDG_RUNTIME_DIR/mosaic/bus/bus.sock: that directory is what a
+// --may-launch session has bound, so a restarted bus (a new socket) is still
+// reachable from sessions that started before it. Requests and answers are
+// JSON lines (Request, Answer). The caller is identified by the
+// kernel: SO_PEERCRED's PID, then systemd's GetUnitByPID.
+package bus
 
 import (
 	"bufio"
@@ -15,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"mosaic/manager"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units/errcode"
@@ -26,21 +39,8 @@ import (
 	"mosaic/units"
 )
 
-// The bus is mosaic's one long-lived process (mosaic-bus.service): it lets a
-// session started with --may-launch launch others under the policy, answers
-// the user's own stop/list/status, records every launch, refusal and end in
-// the launch log, and after a restart adopts the sessions that kept running
-// (they are units, not its children) and records the ends it missed.
-//
-// It listens on $XDG_RUNTIME_DIR/mosaic/bus.sock and, for sessions, on
-// $XDG_RUNTIME_DIR/mosaic/bus/bus.sock: that directory is what a
-// --may-launch session has bound, so a restarted bus (a new socket) is still
-// reachable from sessions that started before it. Requests and answers are
-// JSON lines (BusRequest, BusAnswer). The caller is identified by the
-// kernel: SO_PEERCRED's PID, then systemd's GetUnitByPID.
-
-// BusRequest is one request line.
-type BusRequest struct {
+// Request is one request line.
+type Request struct {
 	Verb      string   `json:"verb"` // launch, stop, list, status
 	Name      string   `json:"name,omitempty"`
 	Workspace string   `json:"workspace,omitempty"`
@@ -60,16 +60,16 @@ type BusRequest struct {
 	AllowHosts []string `json:"allow_hosts,omitempty"`
 }
 
-// BusAnswer is one answer line.
-type BusAnswer struct {
+// Answer is one answer line.
+type Answer struct {
 	OK     bool            `json:"ok"`
 	Result json.RawMessage `json:"result,omitempty"`
-	Error  *BusError       `json:"error,omitempty"`
+	Error  *AnswerError    `json:"error,omitempty"`
 }
 
-// BusError is a refused or failed request; Exit is the exit code mosaic's
+// AnswerError is a refused or failed request; Exit is the exit code mosaic's
 // own command would have for it (2 bad input, 3 refusal, 1 failure).
-type BusError struct {
+type AnswerError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Exit    int    `json:"exit,omitempty"`
@@ -77,7 +77,7 @@ type BusError struct {
 
 // bus is the running bus's state.
 type bus struct {
-	m     *Manager
+	m     Client
 	log   *LaunchLog
 	paths request.Paths
 
@@ -87,6 +87,26 @@ type bus struct {
 	running    map[string]bool           // session units seen up
 	props      map[string]map[string]any // their announced properties, merged
 	launchedBy map[string]string         // session -> the session that launched it
+}
+
+// Client is what the bus needs of systemd: *manager.Manager, or a fake in
+// tests. The bus acts only through it.
+type Client interface {
+	// Launch checks a request and starts its session (Spec, then Start).
+	Launch(ctx context.Context, req request.Request) (manager.Session, error)
+	Stop(ctx context.Context, name string, timeout time.Duration, progress func(string)) (manager.Session, error)
+	Status(ctx context.Context, name string) (manager.Session, error)
+	List(ctx context.Context) ([]manager.Session, error)
+	// WatchSessions calls fn with every property change of a mosaic unit.
+	WatchSessions(fn func(unit, iface string, changed map[string]any))
+	// UnitByPID is the unit a process is in; errcode.NoSuchSession's
+	// target (errors.Is) when it is in none.
+	UnitByPID(ctx context.Context, pid uint32) (string, error)
+}
+
+func newBus(m Client, log *LaunchLog, paths request.Paths) *bus {
+	return &bus{m: m, log: log, paths: paths,
+		running: map[string]bool{}, props: map[string]map[string]any{}, launchedBy: map[string]string{}}
 }
 
 // Serve runs the bus until ctx is done. ready is called once it listens.
@@ -106,13 +126,12 @@ func Serve(ctx context.Context, ready func()) error {
 		return err
 	}
 	defer log.Close()
-	m, err := Connect(ctx)
+	m, err := manager.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	b := &bus{m: m, log: log, paths: paths,
-		running: map[string]bool{}, props: map[string]map[string]any{}, launchedBy: map[string]string{}}
+	b := newBus(m, log, paths)
 	for _, e := range events {
 		if e.Event == "launch" && strings.HasPrefix(e.By, "session ") {
 			b.launchedBy[e.Session] = strings.TrimPrefix(e.By, "session ")
@@ -246,9 +265,9 @@ func (b *bus) observe(unit, iface string, changed map[string]any) {
 	if up {
 		b.running[unit] = true
 	}
-	var s Session
+	var s manager.Session
 	if ended {
-		s = sessionOf(name, kind, p, p)
+		s = manager.SessionOf(name, kind, p, p)
 		delete(b.running, unit)
 		delete(b.props, unit)
 	}
@@ -265,7 +284,7 @@ func (b *bus) observe(unit, iface string, changed map[string]any) {
 	}
 	if end.ExitStatus == nil { // a scope, or a unit collected too soon: its own record
 		if e, ok := records.ReadEnd(b.paths.SessionDir(name)); ok {
-			if s, ok := FromRecords(name, b.paths.SessionDir(name)); ok && e.Ended.After(time.Now().Add(-time.Minute)) {
+			if s, ok := manager.FromRecords(name, b.paths.SessionDir(name)); ok && e.Ended.After(time.Now().Add(-time.Minute)) {
 				end.Result, end.ExitStatus, end.Signal = s.Result, s.ExitStatus, s.Signal
 			}
 		}
@@ -317,14 +336,18 @@ func (b *bus) identify(ctx context.Context, conn *net.UnixConn) caller {
 	if !ok {
 		return gone
 	}
-	cctx, cancel := bounded(ctx)
-	defer cancel()
-	unit, err := b.m.conn.GetUnitNameByPID(cctx, uint32(cred.Pid))
+	unit, err := b.m.UnitByPID(ctx, uint32(cred.Pid))
 	if again, ok := procStart(int(cred.Pid)); !ok || again != started {
 		return gone
 	}
+	// Only systemd's word that the process is in no unit makes it the
+	// user's own; any other error (a timeout, a closed connection) says
+	// nothing of who asks, and is a refusal.
+	if errors.Is(err, errcode.NoSuchSession.Target()) {
+		return caller{}
+	}
 	if err != nil {
-		return caller{} // in no unit at all: the user's own process
+		return caller{err: errcode.NotPermitted.New("cannot tell which unit the caller is in, so the bus refuses: %v", errcode.Of(err).Message)}
 	}
 	name, _ := units.SessionName(unit)
 	if name == "" {
@@ -376,8 +399,8 @@ func (b *bus) serveConn(ctx context.Context, conn *net.UnixConn) {
 }
 
 // answer handles one request and records a refusal.
-func (b *bus) answer(ctx context.Context, who caller, line []byte) BusAnswer {
-	var req BusRequest
+func (b *bus) answer(ctx context.Context, who caller, line []byte) Answer {
+	var req Request
 	result, err := any(nil), who.err
 	if err == nil {
 		if jerr := json.Unmarshal(line, &req); jerr != nil {
@@ -391,13 +414,18 @@ func (b *bus) answer(ctx context.Context, who caller, line []byte) BusAnswer {
 		code, msg, exit := e.Code, e.Message, e.Exit
 		_ = b.log.Append(LogEvent{Event: "refused", Verb: req.Verb, By: who.String(), Session: req.Name, Profile: req.Profile,
 			Workspace: req.Workspace, Command: req.Command, Code: code, Message: msg})
-		return BusAnswer{Error: &BusError{Code: code, Message: msg, Exit: exit}}
+		return Answer{Error: &AnswerError{Code: code, Message: msg, Exit: exit}}
 	}
 	raw, _ := json.Marshal(result)
-	return BusAnswer{OK: true, Result: raw}
+	return Answer{OK: true, Result: raw}
 }
 
-func (b *bus) handle(ctx context.Context, who caller, req BusRequest) (any, error) {
+func (b *bus) handle(ctx context.Context, who caller, req Request) (any, error) {
+	switch req.Verb {
+	case "launch", "stop", "status", "list":
+	default:
+		return nil, errcode.BadRequest.New("unknown verb %q: use launch, stop, list or status", req.Verb)
+	}
 	if who.session != "" && req.Verb != "launch" && req.Verb != "list" {
 		if err := b.mayControl(who, req.Name); err != nil {
 			return nil, err
@@ -422,7 +450,7 @@ func (b *bus) handle(ctx context.Context, who caller, req BusRequest) (any, erro
 		if err != nil || who.session == "" {
 			return list, err
 		}
-		mine := []Session{}
+		mine := []manager.Session{}
 		b.mu.Lock()
 		for _, s := range list {
 			if b.launchedBy[s.Name] == who.session {
@@ -447,7 +475,7 @@ func (b *bus) mayControl(who caller, name string) error {
 
 // launch starts a session for the caller; one from a session is held to
 // the policy first.
-func (b *bus) launch(ctx context.Context, who caller, req BusRequest) (any, error) {
+func (b *bus) launch(ctx context.Context, who caller, req Request) (any, error) {
 	r, err := requestOf(req)
 	if err != nil {
 		return nil, err
@@ -482,11 +510,7 @@ func (b *bus) launch(ctx context.Context, who caller, req BusRequest) (any, erro
 		}
 		r.Profile = profile.Name
 	}
-	spec, secrets, err := b.m.Spec(r)
-	if err != nil {
-		return nil, err
-	}
-	s, err := b.m.Start(ctx, spec, secrets)
+	s, err := b.m.Launch(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -495,8 +519,8 @@ func (b *bus) launch(ctx context.Context, who caller, req BusRequest) (any, erro
 		b.launchedBy[s.Name] = who.session
 	}
 	b.mu.Unlock()
-	if err := b.log.Append(LogEvent{Event: "launch", Session: s.Name, By: who.String(), Profile: spec.Profile,
-		Workspace: spec.Workspace, Command: spec.Command}); err != nil {
+	if err := b.log.Append(LogEvent{Event: "launch", Session: s.Name, By: who.String(), Profile: s.Profile,
+		Workspace: s.Workspace, Command: s.Command}); err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic bus: %v\n", err)
 	}
 	return s, nil
@@ -526,7 +550,7 @@ func (b *bus) runningByProfile(ctx context.Context) (map[string]int, error) {
 
 // requestOf turns a launch request into a session request, checking its
 // limits as mosaic start checks its flags.
-func requestOf(req BusRequest) (request.Request, error) {
+func requestOf(req Request) (request.Request, error) {
 	r := request.Request{Name: req.Name, Workspace: req.Workspace, Profile: req.Profile, Command: req.Command,
 		ExtraRO: req.RO, ExtraRW: req.RW, MayLaunch: req.MayLaunch, Network: req.Network, AllowHosts: req.AllowHosts}
 	if r.Workspace != "" && !filepath.IsAbs(r.Workspace) {

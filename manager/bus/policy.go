@@ -1,4 +1,4 @@
-package manager
+package bus
 
 import (
 	"fmt"

@@ -1,0 +1,294 @@
+package bus
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mosaic/manager"
+	"mosaic/manager/records"
+	"mosaic/manager/request"
+	"mosaic/units/errcode"
+)
+
+// fakeClient stands in for systemd: the bus's logic is tested without a rig,
+// as tailscale tests its local API with a fake backend.
+type fakeClient struct {
+	mu       sync.Mutex
+	unit     string // what UnitByPID answers
+	unitErr  error
+	sessions map[string]manager.Session
+	launched []request.Request
+	stopped  []string
+}
+
+func (f *fakeClient) Launch(_ context.Context, r request.Request) (manager.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.launched = append(f.launched, r)
+	name := r.Name
+	if name == "" {
+		name = "launched-" + string(rune('a'+len(f.launched)))
+	}
+	s := manager.Session{Name: name, State: "active", Profile: r.Profile, Workspace: r.Workspace, Command: r.Command}
+	f.sessions[name] = s
+	return s, nil
+}
+
+func (f *fakeClient) Stop(_ context.Context, name string, _ time.Duration, _ func(string)) (manager.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = append(f.stopped, name)
+	s := f.sessions[name]
+	s.State = "inactive"
+	f.sessions[name] = s
+	return s, nil
+}
+
+func (f *fakeClient) Status(_ context.Context, name string) (manager.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.sessions[name]
+	if !ok {
+		return s, errcode.NoSuchSession.New("no %s", name)
+	}
+	return s, nil
+}
+
+func (f *fakeClient) List(context.Context) ([]manager.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []manager.Session
+	for _, s := range f.sessions {
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (f *fakeClient) WatchSessions(func(unit, iface string, changed map[string]any)) {}
+
+func (f *fakeClient) UnitByPID(context.Context, uint32) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.unit, f.unitErr
+}
+
+// rig is a bus over a fake client, with the user's directories in a
+// temporary tree and a launching session "pm" whose workspace is ws.
+type rig struct {
+	t     *testing.T
+	b     *bus
+	fake  *fakeClient
+	paths request.Paths
+	ws    string
+}
+
+func newRig(t *testing.T, policy string) *rig {
+	t.Helper()
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	p := request.Paths{Home: filepath.Join(root, "home"), RuntimeDir: filepath.Join(root, "run"), StateRoot: filepath.Join(root, "state")}
+	ws := filepath.Join(p.Home, "src")
+	for _, d := range []string{filepath.Join(ws, "child"), p.RuntimeDir, filepath.Join(p.Home, ".config", "mosaic")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(p.Home, ".config"))
+	if policy != "" {
+		if err := os.WriteFile(PolicyFile(p.Home), []byte(policy), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(p.SessionDir("pm"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := records.Write(p.SessionDir("pm"), records.Record{Name: "pm", Workspace: ws, MayLaunch: true, Profile: "generic"}); err != nil {
+		t.Fatal(err)
+	}
+	log, _, err := OpenLaunchLog(LaunchLogPath(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	fake := &fakeClient{unit: "mosaic-pm.service", sessions: map[string]manager.Session{"pm": {Name: "pm", State: "active"}}}
+	return &rig{t: t, b: newBus(fake, log, p), fake: fake, paths: p, ws: ws}
+}
+
+// conn is a connected socket pair; the bus serves one end, the test
+// speaks on the other (so SO_PEERCRED names this very process).
+func (r *rig) conn() *net.UnixConn {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	mk := func(fd int) *net.UnixConn {
+		f := os.NewFile(uintptr(fd), "bus-test")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		return c.(*net.UnixConn)
+	}
+	server, client := mk(fds[0]), mk(fds[1])
+	go r.b.serveConn(context.Background(), server)
+	r.t.Cleanup(func() { client.Close() })
+	return client
+}
+
+// ask sends one request line and returns the answer.
+func (r *rig) ask(req any) Answer {
+	r.t.Helper()
+	c := r.conn()
+	b, _ := json.Marshal(req)
+	if _, err := c.Write(append(b, '\n')); err != nil {
+		r.t.Fatal(err)
+	}
+	return r.read(c)
+}
+
+func (r *rig) read(c *net.UnixConn) Answer {
+	r.t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var a Answer
+	line, err := bufio.NewReader(c).ReadBytes('\n')
+	if err != nil {
+		r.t.Fatalf("no answer: %v", err)
+	}
+	if err := json.Unmarshal(line, &a); err != nil {
+		r.t.Fatalf("answer %q: %v", line, err)
+	}
+	return a
+}
+
+func wantCode(t *testing.T, a Answer, code string) {
+	t.Helper()
+	if a.OK || a.Error == nil || a.Error.Code != code {
+		t.Fatalf("answer %+v, want %s", a, code)
+	}
+	if c, _ := errcode.Lookup(code); c.Exit != a.Error.Exit {
+		t.Errorf("exit %d, want %d", a.Error.Exit, c.Exit)
+	}
+}
+
+const policy = "[Launch]\nProfile=generic 1\n"
+
+func TestUserMayUseEveryVerb(t *testing.T) {
+	r := newRig(t, "")
+	r.fake.unit, r.fake.unitErr = "", errcode.NoSuchSession.New("in no unit")
+	if a := r.ask(Request{Verb: "list"}); !a.OK {
+		t.Fatalf("list: %+v", a)
+	}
+	if a := r.ask(Request{Verb: "launch", Workspace: filepath.Join(r.ws, "child"), Command: []string{"anything"}, RW: []string{"/x"}}); !a.OK {
+		t.Fatalf("the user's launch is bound by no policy: %+v", a)
+	}
+	if a := r.ask(Request{Verb: "stop", Name: "pm"}); !a.OK {
+		t.Fatalf("stop: %+v", a)
+	}
+}
+
+// A caller whose unit cannot be looked up is refused, whatever the error:
+// only systemd's "in no unit" makes a caller the user.
+func TestIdentityFailsClosed(t *testing.T) {
+	for _, err := range []error{errcode.SystemdTimeout.New("timeout"), errcode.SystemdGone.New("closed"), errcode.SystemdError.New("odd")} {
+		r := newRig(t, policy)
+		r.fake.unit, r.fake.unitErr = "", err
+		wantCode(t, r.ask(Request{Verb: "list"}), "not-permitted")
+		wantCode(t, r.ask(Request{Verb: "stop", Name: "pm"}), "not-permitted")
+		if len(r.fake.stopped) != 0 {
+			t.Errorf("%v: stopped %v", err, r.fake.stopped)
+		}
+	}
+}
+
+func TestSessionLaunchUnderPolicy(t *testing.T) {
+	r := newRig(t, policy)
+	child := filepath.Join(r.ws, "child")
+	a := r.ask(Request{Verb: "launch", Workspace: child, Profile: "generic", Command: []string{"true"}})
+	if !a.OK {
+		t.Fatalf("launch: %+v", a)
+	}
+	if len(r.fake.launched) != 1 || r.fake.launched[0].Profile != "generic" {
+		t.Fatalf("launched %+v", r.fake.launched)
+	}
+	var s manager.Session
+	_ = json.Unmarshal(a.Result, &s)
+	// Its own child it may list, inspect and stop; the others it may not.
+	var list []manager.Session
+	if a := r.ask(Request{Verb: "list"}); !a.OK || json.Unmarshal(a.Result, &list) != nil || len(list) != 1 || list[0].Name != s.Name {
+		t.Errorf("list %+v: want only %s", a, s.Name)
+	}
+	if a := r.ask(Request{Verb: "status", Name: s.Name}); !a.OK {
+		t.Errorf("status of its child: %+v", a)
+	}
+	wantCode(t, r.ask(Request{Verb: "status", Name: "pm"}), "not-permitted")
+	wantCode(t, r.ask(Request{Verb: "stop", Name: "other"}), "not-permitted")
+}
+
+func TestSessionLaunchRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy string
+		req    Request
+		code   string
+	}{
+		{"no policy", "", Request{Verb: "launch", Profile: "generic", Command: []string{"true"}}, "profile-not-allowed"},
+		{"profile not in the policy", policy, Request{Verb: "launch", Profile: "codex", Command: []string{"codex"}}, "profile-not-allowed"},
+		{"extra bind", policy, Request{Verb: "launch", Profile: "generic", Command: []string{"true"}, RO: []string{"/etc"}}, "bind-not-allowed"},
+		{"network", policy, Request{Verb: "launch", Profile: "generic", Command: []string{"true"}, Network: "host"}, "bind-not-allowed"},
+		{"may-launch", policy, Request{Verb: "launch", Profile: "generic", Command: []string{"true"}, MayLaunch: true}, "not-permitted"},
+		{"workspace outside", policy, Request{Verb: "launch", Profile: "generic", Command: []string{"true"}, Workspace: "/tmp"}, "workspace-not-allowed"},
+		{"relative workspace", policy, Request{Verb: "launch", Profile: "generic", Command: []string{"true"}, Workspace: "src"}, "bad-workspace"},
+		{"unknown verb", policy, Request{Verb: "exec"}, "bad-request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, tc.policy)
+			if tc.req.Workspace == "" {
+				tc.req.Workspace = filepath.Join(r.ws, "child")
+			}
+			wantCode(t, r.ask(tc.req), tc.code)
+			if len(r.fake.launched) != 0 {
+				t.Errorf("launched %+v", r.fake.launched)
+			}
+		})
+	}
+}
+
+func TestCapacity(t *testing.T) {
+	r := newRig(t, policy)
+	req := Request{Verb: "launch", Profile: "generic", Command: []string{"true"}, Workspace: filepath.Join(r.ws, "child")}
+	a := r.ask(req)
+	if !a.OK {
+		t.Fatalf("first launch: %+v", a)
+	}
+	var s manager.Session
+	_ = json.Unmarshal(a.Result, &s)
+	if err := os.MkdirAll(r.paths.SessionDir(s.Name), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_ = records.Write(r.paths.SessionDir(s.Name), records.Record{Name: s.Name, Profile: "generic"})
+	wantCode(t, r.ask(req), "capacity-full")
+}
+
+func TestSessionWithoutMayLaunch(t *testing.T) {
+	r := newRig(t, policy)
+	_ = records.Write(r.paths.SessionDir("pm"), records.Record{Name: "pm", Workspace: r.ws})
+	wantCode(t, r.ask(Request{Verb: "launch", Profile: "generic", Command: []string{"true"}, Workspace: filepath.Join(r.ws, "child")}), "not-permitted")
+}
+
+func TestMalformedRequest(t *testing.T) {
+	r := newRig(t, policy)
+	c := r.conn()
+	if _, err := c.Write([]byte("{not json\n")); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, r.read(c), "bad-request")
+}
