@@ -158,6 +158,17 @@ func (m *Manager) Close() { m.conn.Close() }
 // Features are what the connected manager supports.
 func (m *Manager) Features() units.Features { return m.features }
 
+// ControlGroup is the manager's own control group (its Manager property),
+// under which every session's cgroup lies.
+func (m *Manager) ControlGroup(ctx context.Context) (string, error) {
+	var v dbus.Variant
+	if err := m.call(ctx, "org.freedesktop.DBus.Properties.Get", "org.freedesktop.systemd1.Manager", "ControlGroup").Store(&v); err != nil {
+		return "", bug("reading the manager's ControlGroup", err)
+	}
+	cg, _ := v.Value().(string)
+	return cg, nil
+}
+
 // call calls a method on the manager object, bounded by callTimeout.
 func (m *Manager) call(ctx context.Context, method string, args ...any) *dbus.Call {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)

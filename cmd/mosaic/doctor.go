@@ -10,7 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"mosaic/manager"
+	"mosaic/manager/doctor"
 )
 
 func doctorCommand(out *output) *cli.Command {
@@ -28,16 +28,16 @@ func doctorCommand(out *output) *cli.Command {
 			ctx := context.Background()
 			prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "mosaic doctor")
 			prog.set("checking the host")
-			checks, m := manager.Doctor(ctx)
+			checks, m := doctor.Doctor(ctx)
 			if m != nil {
 				defer m.Close()
 			}
-			healthy := manager.Healthy(checks)
-			var answers []manager.ProbeAnswer
+			healthy := doctor.Healthy(checks)
+			var answers []doctor.ProbeAnswer
 			var probeErr error
 			if c.Bool("probe") && healthy {
 				prog.set("running the probe session")
-				answers, probeErr = m.ProbeSandbox(ctx)
+				answers, probeErr = doctor.ProbeSandbox(ctx, m)
 			}
 			prog.done()
 			probeOK := probeErr == nil
@@ -66,7 +66,7 @@ func doctorCommand(out *output) *cli.Command {
 	}
 }
 
-func printDoctor(w io.Writer, checks []manager.Check, probe, healthy bool, answers []manager.ProbeAnswer, probeErr error) {
+func printDoctor(w io.Writer, checks []doctor.Check, probe, healthy bool, answers []doctor.ProbeAnswer, probeErr error) {
 	marks := map[string]string{"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
 	for _, c := range checks {
 		fmt.Fprintf(w, "%s %-18s %s\n", marks[c.Status], c.Name, c.Detail)

@@ -19,7 +19,7 @@ type doctorDoc struct {
 	}
 }
 
-func doctor(t *testing.T, env []string, args ...string) (doctorDoc, int) {
+func runDoctor(t *testing.T, env []string, args ...string) (doctorDoc, int) {
 	t.Helper()
 	r := mosaicWith(t, env, "", append([]string{"doctor", "--json"}, args...)...)
 	var d doctorDoc
@@ -41,7 +41,7 @@ func status(d doctorDoc, name string) string {
 func TestDoctor(t *testing.T) {
 	needRig(t)
 	t.Parallel()
-	d, code := doctor(t, nil)
+	d, code := runDoctor(t, nil)
 	if code != 0 || !d.OK {
 		t.Fatalf("doctor on a healthy rig: exit %d, %+v", code, d)
 	}
@@ -55,7 +55,7 @@ func TestDoctor(t *testing.T) {
 			t.Errorf("check %s missing", name)
 		}
 	}
-	d, code = doctor(t, []string{"MOSAIC_BWRAP=/nonexistent/bwrap"})
+	d, code = runDoctor(t, []string{"MOSAIC_BWRAP=/nonexistent/bwrap"})
 	if code != 1 || d.OK || status(d, "bwrap") != "fail" {
 		t.Errorf("doctor without bwrap: exit %d, bwrap %s; want exit 1 and bwrap fail", code, status(d, "bwrap"))
 	}
@@ -69,8 +69,8 @@ func TestDoctor(t *testing.T) {
 func TestDoctorProbe(t *testing.T) {
 	needRig(t)
 	t.Parallel()
-	d, code := doctor(t, nil, "--probe")
-	if code != 0 || !d.OK || len(d.Probe.Answers) != 15 || d.Probe.Network == "" {
+	d, code := runDoctor(t, nil, "--probe")
+	if code != 0 || !d.OK || len(d.Probe.Answers) != 16 || d.Probe.Network == "" {
 		t.Fatalf("doctor --probe on a healthy rig: exit %d, %+v", code, d.Probe)
 	}
 	for _, a := range d.Probe.Answers {
@@ -89,7 +89,7 @@ for a in "$@"; do
 done
 exec /usr/bin/bwrap "$@"
 `), 0o700)
-	d, code = doctor(t, []string{"MOSAIC_BWRAP=" + leaky}, "--probe")
+	d, code = runDoctor(t, []string{"MOSAIC_BWRAP=" + leaky}, "--probe")
 	var failed []string
 	for _, a := range d.Probe.Answers {
 		if !a.OK {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,46 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"mosaic/sandbox/escapes"
+
 	"golang.org/x/sys/unix"
 )
-
-// escapeScript runs inside a session and answers each check "allowed" or
-// "denied". Its arguments are the stand-ins' paths; the host process's marker
-// comes in two halves and is joined in a file, so that no command line inside
-// (the script's own included) contains it.
-const escapeScript = `
-ssh=$1 aws=$2 other_ws=$3 other_state=$4 rt=$5 shm=$6 sysv=$7 outside=$8 ws=$9; shift 9
-host_tmp=$1 mark1=$2 mark2=$3 claude=$4
-c() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n allowed"; else echo "$n denied"; fi; }
-c ssh-key cat "$ssh"
-c aws-credentials cat "$aws"
-c claude-state cat "$claude"
-c other-workspace cat "$other_ws/b-secret"
-c other-state cat "$other_state/home/b-home-secret"
-c user-bus test -e "$rt/bus"
-c systemd-private test -e "$rt/systemd/private"
-c systemd-run timeout 5 systemd-run --user --wait true
-printf '%s%s' "$mark1" "$mark2" > /tmp/marker
-c host-process grep -qsF -f /tmp/marker /proc/[0-9]*/cmdline
-c host-shm test -e "/dev/shm/$shm"
-c host-sysv awk -v k="$sysv" '$1 == k { f = 1 } END { exit !f }' /proc/sysvipc/shm
-c write-outside touch "$outside/escaped"
-c write-usr touch /usr/mosaic-escaped
-c host-cgroup test -e /sys/fs/cgroup
-c env-leak sh -c 'env | grep -q MOSAIC_TEST_LEAK'
-c workspace-write touch "$ws/written"
-c tmp-write touch /tmp/written
-c host-tmp test -e "$host_tmp"
-`
-
-// wantEscape is what every check must answer in a sound sandbox.
-var wantEscape = map[string]string{
-	"ssh-key": "denied", "aws-credentials": "denied", "claude-state": "denied", "other-workspace": "denied", "other-state": "denied",
-	"user-bus": "denied", "systemd-private": "denied", "systemd-run": "denied", "host-process": "denied",
-	"host-shm": "denied", "host-sysv": "denied", "write-outside": "denied", "write-usr": "denied",
-	"host-cgroup": "denied", "env-leak": "denied",
-	"workspace-write": "allowed", "tmp-write": "allowed", "host-tmp": "denied",
-}
 
 // TestEscapeTable runs the checks from inside a real session against
 // stand-ins that are first shown to exist on the host, then runs them again in
@@ -70,15 +35,16 @@ func TestEscapeTable(t *testing.T) {
 		return path
 	}
 	sshDir := filepath.Join(home, ".ssh")
+	homeFile := mustWrite(filepath.Join(home, ".mosaic-test-"+id), "a file in the real home")
 	ssh := mustWrite(filepath.Join(sshDir, "id_mosaic_test_"+id), "PRIVATE KEY stand-in")
 	aws := mustWrite(filepath.Join(home, ".aws", "credentials_mosaic_test_"+id), "aws stand-in")
 	claude := mustWrite(filepath.Join(home, ".claude", "credentials_mosaic_test_"+id), "claude sign-in stand-in")
 
 	// Another session, with its own workspace and a file in its own home.
 	otherWS := workspace(t)
-	mustWrite(filepath.Join(otherWS, "b-secret"), "b")
+	mustWrite(filepath.Join(otherWS, "secret"), "b")
 	other := sessionName(t)
-	mustMosaic(t, "start", "--name", other, "--workspace", otherWS, "--", "sh", "-c", `echo b > "$HOME/b-home-secret"; sleep 300`)
+	mustMosaic(t, "start", "--name", other, "--workspace", otherWS, "--", "sh", "-c", `echo b > "$HOME/secret"; sleep 300`)
 	otherState := filepath.Join(stateRoot(), "sessions", other)
 
 	// A host process whose command line carries a marker.
@@ -111,10 +77,10 @@ func TestEscapeTable(t *testing.T) {
 
 	// Each stand-in exists on the host, so a denial means the sandbox hid it.
 	eventually(t, 5*time.Second, "the other session to write in its home", func() bool {
-		_, err := os.Stat(filepath.Join(otherState, "home", "b-home-secret"))
+		_, err := os.Stat(filepath.Join(otherState, "home", "secret"))
 		return err == nil
 	})
-	for _, p := range []string{ssh, aws, claude, filepath.Join(otherWS, "b-secret"), filepath.Join(rt, "bus"),
+	for _, p := range []string{homeFile, ssh, aws, claude, filepath.Join(otherWS, "secret"), filepath.Join(rt, "bus"),
 		filepath.Join(rt, "systemd", "private"), filepath.Join("/dev/shm", shm), hostTmp, "/sys/fs/cgroup"} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("stand-in %s missing on the host: %v", p, err)
@@ -137,24 +103,59 @@ func TestEscapeTable(t *testing.T) {
 		t.Fatal("the user manager does not hold the leak stand-in")
 	}
 
-	args := []string{ssh, aws, otherWS, otherState, rt, shm, strconv.FormatUint(key, 10), outside}
+	// A service on the host's loopback (and so its network namespace).
+	lo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lo.Close() })
+	go func() {
+		for {
+			c, err := lo.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(lo.Addr().String())
+
+	stand := escapes.StandIns{HomeFile: homeFile, SSHKey: ssh, AWSCredentials: aws, ClaudeState: claude, OtherWorkspace: otherWS,
+		OtherState: otherState, RuntimeDir: rt, SHM: shm, SysVKey: strconv.FormatUint(key, 10), HostTmp: hostTmp, Outside: outside,
+		Marker: marker, LeakVar: "MOSAIC_TEST_LEAK", LoopbackPort: port}
+	// Run on the host, the same script reaches every stand-in it should:
+	// a denial inside means the sandbox hid it.
+	{
+		ws := workspace(t)
+		s := stand
+		s.Workspace = ws
+		out, err := exec.Command("sh", append([]string{"-c", escapes.Script(escapes.Table), "sh"}, s.Args()...)...).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := escapes.Parse(string(out))
+		for _, c := range escapes.Table {
+			if c.Name == "systemd-run" || c.Name == "env-leak" || c.Name == "write-usr" {
+				continue // reached only through the manager, or by root
+			}
+			if got[c.Name] != escapes.Allowed {
+				t.Errorf("on the host, %s: %s, want allowed (the stand-in is not reachable even unconfined)", c.Name, got[c.Name])
+			}
+		}
+	}
 	check := func(t *testing.T, extra ...string) map[string]string {
 		t.Helper()
 		ws := workspace(t)
+		s := stand
+		s.Workspace = ws
 		argv := append([]string{"run", "--workspace", ws}, extra...)
-		argv = append(argv, "--", "sh", "-c", escapeScript, "sh")
-		argv = append(argv, args...)
-		argv = append(argv, ws, hostTmp, marker[:10], marker[10:], claude)
+		argv = append(argv, "--", "sh", "-c", escapes.Script(escapes.Table), "sh")
+		argv = append(argv, s.Args()...)
 		r := mosaic(t, argv...)
 		if r.code != 0 {
 			t.Fatalf("escape checks: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
-		got := map[string]string{}
-		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-			if k, v, ok := strings.Cut(line, " "); ok {
-				got[k] = v
-			}
-		}
+		got := escapes.Parse(r.stdout)
 		if _, err := os.Stat(filepath.Join(ws, "written")); err != nil {
 			t.Error("the workspace write did not reach the host")
 		}
@@ -171,21 +172,21 @@ func TestEscapeTable(t *testing.T) {
 		}
 		t.Run("sound-"+name, func(t *testing.T) {
 			got := check(t, kind...)
-			for name, want := range wantEscape {
-				if got[name] != want {
-					t.Errorf("%s: %s, want %s", name, got[name], want)
+			for _, c := range escapes.Table {
+				if got[c.Name] != c.Want {
+					t.Errorf("%s (%s): %s, want %s", c.Name, c.What, got[c.Name], c.Want)
 				}
 			}
-			if len(got) != len(wantEscape) {
-				t.Errorf("ran %d checks, want %d: %v", len(got), len(wantEscape), got)
+			if len(got) != len(escapes.Table) {
+				t.Errorf("ran %d checks, want %d: %v", len(got), len(escapes.Table), got)
 			}
 		})
 		t.Run("broken-"+name, func(t *testing.T) {
 			got := check(t, append([]string{"--ro", sshDir}, kind...)...)
 			var differ []string
-			for name, want := range wantEscape {
-				if got[name] != want {
-					differ = append(differ, name)
+			for _, c := range escapes.Table {
+				if got[c.Name] != c.Want {
+					differ = append(differ, c.Name)
 				}
 			}
 			if strings.Join(differ, ",") != "ssh-key" {

@@ -1,4 +1,8 @@
-package manager
+// Package doctor checks what a session needs from this host (`mosaic
+// doctor`): the user manager and its version, the cgroup controllers that
+// enforce limits, user namespaces for bwrap, the journal; and with --probe
+// runs the escape table (sandbox/escapes) in a throwaway session.
+package doctor
 
 import (
 	"bufio"
@@ -10,8 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/godbus/dbus/v5"
-
+	"mosaic/manager"
 	"mosaic/sandbox"
 	"mosaic/units"
 )
@@ -35,16 +38,16 @@ func fail(name, detail, fix string) Check {
 
 // Doctor checks what a session needs from this host and returns one Check
 // per thing, and the manager when one could be reached (for --probe).
-func Doctor(ctx context.Context) ([]Check, *Manager) {
+func Doctor(ctx context.Context) ([]Check, *manager.Manager) {
 	var checks []Check
-	m, err := Connect(ctx)
+	m, err := manager.Connect(ctx)
 	if err != nil {
 		checks = append(checks, fail("user-manager", err.Error(),
 			"log in through a systemd user session (XDG_RUNTIME_DIR and DBUS_SESSION_BUS_ADDRESS are set there), or `systemctl --user status` to see why the manager is down"))
 	} else {
 		checks = append(checks, ok("user-manager", fmt.Sprintf("systemd %d at %s/systemd/private (DBUS_SESSION_BUS_ADDRESS=%s)",
-			m.features.Version, os.Getenv("XDG_RUNTIME_DIR"), os.Getenv("DBUS_SESSION_BUS_ADDRESS"))))
-		checks = append(checks, versionCheck(m.features), m.controllersCheck(ctx))
+			m.Features().Version, os.Getenv("XDG_RUNTIME_DIR"), os.Getenv("DBUS_SESSION_BUS_ADDRESS"))))
+		checks = append(checks, versionCheck(m.Features()), controllersCheck(ctx, m))
 	}
 	checks = append(checks, lingerCheck(), usernsCheck())
 	bwrap, err := sandbox.FindBwrap()
@@ -77,12 +80,11 @@ func versionCheck(f units.Features) Check {
 
 // controllersCheck reads which cgroup controllers the user manager was
 // delegated, so which limits will be enforced.
-func (m *Manager) controllersCheck(ctx context.Context) Check {
-	var v dbus.Variant
-	if err := m.call(ctx, "org.freedesktop.DBus.Properties.Get", "org.freedesktop.systemd1.Manager", "ControlGroup").Store(&v); err != nil {
+func controllersCheck(ctx context.Context, m *manager.Manager) Check {
+	cg, err := m.ControlGroup(ctx)
+	if err != nil {
 		return warn("cgroup-controllers", "cannot read the manager's control group: "+err.Error(), "")
 	}
-	cg, _ := v.Value().(string)
 	mount := cgroup2Mount()
 	b, err := os.ReadFile(filepath.Join(mount, cg, "cgroup.controllers"))
 	if mount == "" || err != nil {

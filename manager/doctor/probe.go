@@ -1,4 +1,4 @@
-package manager
+package doctor
 
 import (
 	"context"
@@ -7,12 +7,17 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
+	"mosaic/manager"
 	"mosaic/manager/request"
 	"mosaic/sandbox"
+	"mosaic/sandbox/escapes"
 )
 
 // ProbeAnswer is one check of `mosaic doctor --probe`: what a session could
@@ -25,51 +30,18 @@ type ProbeAnswer struct {
 	OK   bool   `json:"ok"`
 }
 
-// probeScript runs inside the throwaway session; each line answers one
-// check. Its arguments are the stand-ins' paths.
-const probeScript = `
-secret=$1 other_ws=$2 other_state=$3 rt=$4 host_tmp=$5 shm=$6 host_pid=$7 outside=$8 ws=$9; shift 9
-port=$1
-c() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n allowed"; else echo "$n denied"; fi; }
-c home-secret cat "$secret"
-c other-workspace cat "$other_ws/file"
-c other-state cat "$other_state/home/file"
-c user-bus test -e "$rt/bus"
-c systemd-socket test -e "$rt/systemd/private"
-c systemd-run timeout 5 systemd-run --user --wait true
-c host-process test -e "/proc/$host_pid"
-c host-tmp test -e "$host_tmp"
-c host-shm test -e "/dev/shm/$shm"
-c write-outside touch "$outside/escaped"
-c write-system touch /usr/mosaic-probe
-c cgroup-tree test -e /sys/fs/cgroup
-c workspace-write touch "$ws/written"
-c tmp-write touch /tmp/written
-c host-loopback timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port"
-`
+// probeChecks are the rows of the escape table the probe runs: those whose
+// stand-ins it can make on any machine without touching the user's own
+// directories (~/.ssh, ~/.aws, ~/.claude) or the user manager's
+// environment (env-leak); the integration test runs them all.
+var probeChecks = escapes.Named("home-file", "other-workspace", "other-state", "user-bus", "systemd-private", "systemd-run",
+	"host-process", "host-shm", "host-sysv", "host-tmp", "write-outside", "write-usr", "host-cgroup", "host-loopback",
+	"workspace-write", "tmp-write")
 
-var probeChecks = []struct{ name, what, want string }{
-	{"home-secret", "a file in your real home (like ~/.ssh)", "denied"},
-	{"other-workspace", "another session's workspace", "denied"},
-	{"other-state", "another session's home", "denied"},
-	{"user-bus", "the user bus socket", "denied"},
-	{"systemd-socket", "systemd's private socket", "denied"},
-	{"systemd-run", "starting a unit with systemd-run --user", "denied"},
-	{"host-process", "a host process in /proc", "denied"},
-	{"host-tmp", "a file in the host's /tmp", "denied"},
-	{"host-shm", "a file in the host's /dev/shm", "denied"},
-	{"write-outside", "writing outside the workspace", "denied"},
-	{"write-system", "writing to /usr", "denied"},
-	{"cgroup-tree", "the cgroup tree", "denied"},
-	{"workspace-write", "writing the workspace", "allowed"},
-	{"tmp-write", "writing its own /tmp", "allowed"},
-	{"host-loopback", "a service on the host's 127.0.0.1 (its network namespace, with the host's abstract sockets)", "denied"},
-}
-
-// ProbeSandbox starts a throwaway session against a fixture of stand-ins
-// (each made on the host first, so that a denial means the sandbox hid it),
-// and reports each check. The fixture is removed afterwards.
-func (m *Manager) ProbeSandbox(ctx context.Context) ([]ProbeAnswer, error) {
+// ProbeSandbox starts a throwaway session (network none) against a fixture
+// of stand-ins, each made on the host first so that a denial means the
+// sandbox hid it, and reports each check. The fixture is removed afterwards.
+func ProbeSandbox(ctx context.Context, m *manager.Manager) ([]ProbeAnswer, error) {
 	paths, err := request.UserPaths()
 	if err != nil {
 		return nil, err
@@ -77,17 +49,17 @@ func (m *Manager) ProbeSandbox(ctx context.Context) ([]ProbeAnswer, error) {
 	var r [4]byte
 	_, _ = rand.Read(r[:])
 	id := hex.EncodeToString(r[:])
-	var cleanup []string
+	var cleanup []func()
 	defer func() {
-		for _, p := range cleanup {
-			os.RemoveAll(p)
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
 		}
 	}()
-	mk := func(dir, file string) (string, error) {
+	mk := func(dir, file string) error {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return "", err
+			return err
 		}
-		return dir, os.WriteFile(filepath.Join(dir, file), []byte("mosaic probe stand-in\n"), 0o600)
+		return os.WriteFile(filepath.Join(dir, file), []byte("mosaic probe stand-in\n"), 0o600)
 	}
 	secretDir := filepath.Join(paths.Home, ".mosaic-probe-"+id)
 	otherWS := filepath.Join(paths.Home, ".mosaic-probe-other-"+id)
@@ -95,26 +67,36 @@ func (m *Manager) ProbeSandbox(ctx context.Context) ([]ProbeAnswer, error) {
 	work := filepath.Join(paths.Home, ".mosaic-probe-work-"+id)
 	hostTmp := filepath.Join("/tmp", "mosaic-probe-"+id)
 	shm := "mosaic-probe-" + id
-	cleanup = append(cleanup, secretDir, otherWS, otherState, work, hostTmp, filepath.Join("/dev/shm", shm))
+	for _, p := range []string{secretDir, otherWS, otherState, work, hostTmp, filepath.Join("/dev/shm", shm)} {
+		p := p
+		cleanup = append(cleanup, func() { os.RemoveAll(p) })
+	}
 	for _, f := range []struct{ dir, file string }{
-		{secretDir, "secret"}, {otherWS, "file"}, {filepath.Join(otherState, "home"), "file"}, {work, ".keep"},
+		{secretDir, "secret"}, {otherWS, "secret"}, {filepath.Join(otherState, "home"), "secret"}, {work, ".keep"},
 		{"/tmp", filepath.Base(hostTmp)}, {"/dev/shm", shm},
 	} {
-		if _, err := mk(f.dir, f.file); err != nil {
+		if err := mk(f.dir, f.file); err != nil {
 			return nil, fmt.Errorf("cannot make the probe's stand-in in %s: %v", f.dir, err)
 		}
 	}
-	out, err := os.CreateTemp("", "mosaic-probe-out-")
-	if err != nil {
-		return nil, err
+	var key [3]byte
+	_, _ = rand.Read(key[:])
+	sysvKey := int(key[0])<<16 | int(key[1])<<8 | int(key[2]) | 1
+	if shmid, err := unix.SysvShmGet(sysvKey, 4096, unix.IPC_CREAT|unix.IPC_EXCL|0o600); err == nil {
+		cleanup = append(cleanup, func() { _, _ = unix.SysvShmCtl(shmid, unix.IPC_RMID, nil) })
+	} else {
+		sysvKey = 0 // SysV IPC unavailable here: that check is skipped
 	}
-	cleanup = append(cleanup, out.Name())
-	defer out.Close()
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		return nil, err
+	// A host process whose command line carries a marker.
+	marker := "mosaic-probe-host-" + id
+	host := &exec.Cmd{Path: "/bin/sleep", Args: []string{marker, "300"}}
+	if sleep, err := exec.LookPath("sleep"); err == nil {
+		host.Path = sleep
 	}
-	defer null.Close()
+	if err := host.Start(); err != nil {
+		return nil, fmt.Errorf("cannot start the probe's host process: %v", err)
+	}
+	cleanup = append(cleanup, func() { _ = host.Process.Kill(); _ = host.Wait() })
 
 	lo, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -131,9 +113,26 @@ func (m *Manager) ProbeSandbox(ctx context.Context) ([]ProbeAnswer, error) {
 		}
 	}()
 	_, port, _ := net.SplitHostPort(lo.Addr().String())
-	req := request.Request{Workspace: work, Network: sandbox.NetworkNone, Command: []string{"sh", "-c", probeScript, "sh",
-		filepath.Join(secretDir, "secret"), otherWS, otherState, paths.RuntimeDir, hostTmp, shm,
-		strconv.Itoa(os.Getpid()), secretDir, work, port}}
+	stand := escapes.StandIns{HomeFile: filepath.Join(secretDir, "secret"), OtherWorkspace: otherWS, OtherState: otherState,
+		RuntimeDir: paths.RuntimeDir, SHM: shm, HostTmp: hostTmp, Outside: secretDir, Marker: marker,
+		LoopbackPort: port, Workspace: work}
+	if sysvKey != 0 {
+		stand.SysVKey = strconv.Itoa(sysvKey)
+	}
+
+	out, err := os.CreateTemp("", "mosaic-probe-out-")
+	if err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { os.Remove(out.Name()) })
+	defer out.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	defer null.Close()
+	req := request.Request{Workspace: work, Network: sandbox.NetworkNone,
+		Command: append([]string{"sh", "-c", escapes.Script(probeChecks), "sh"}, stand.Args()...)}
 	spec, secrets, err := m.Spec(req)
 	if err != nil {
 		return nil, err
@@ -143,22 +142,20 @@ func (m *Manager) ProbeSandbox(ctx context.Context) ([]ProbeAnswer, error) {
 		return nil, err
 	}
 	b, _ := os.ReadFile(out.Name())
-	got := map[string]string{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok {
-			got[k] = v
-		}
-	}
+	got := escapes.Parse(string(b))
 	if s.ExitCode() != 0 || len(got) == 0 {
 		return nil, fmt.Errorf("the probe session failed (%s): %s", s.How(), strings.TrimSpace(string(b)))
 	}
 	var answers []ProbeAnswer
 	for _, c := range probeChecks {
-		g := got[c.name]
+		g := got[c.Name]
 		if g == "" {
 			g = "no answer"
 		}
-		answers = append(answers, ProbeAnswer{Name: c.name, What: c.what, Want: c.want, Got: g, OK: g == c.want})
+		if g == escapes.Skipped {
+			continue
+		}
+		answers = append(answers, ProbeAnswer{Name: c.Name, What: c.What, Want: c.Want, Got: g, OK: g == c.Want})
 	}
 	if _, err := os.Stat(filepath.Join(secretDir, "escaped")); err == nil {
 		answers = append(answers, ProbeAnswer{Name: "write-outside-host", What: "a write outside the workspace reached the host", Want: "denied", Got: "allowed"})
