@@ -59,21 +59,17 @@ func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value
 func ExecArgv(s Spec) []string {
 	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY,
 		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials}, s.Command)...)
-	argv := []string{s.MosaicBin, "exec-bwrap"}
+	shim := sandbox.Shim{Promise: s.Promise, Drop: s.CredentialFile, Bwrap: s.BwrapBin}
 	var extra []string
 	if s.Scope {
-		argv = append(argv, "--wait-fd", strconv.Itoa(sandbox.ScopeGoFD))
+		shim.WaitFD = sandbox.ScopeGoFD
 		extra = []string{"--info-fd", strconv.Itoa(sandbox.ScopeInfoFD)}
 	}
 	if s.OwnNetwork() {
 		extra = append(extra, "--unshare-net") // only loopback: no route, no host abstract socket
 	}
-	argv = append(argv, "--promise", s.Promise)
-	if s.CredentialFile != "" {
-		argv = append(argv, "--drop", s.CredentialFile)
-	}
-	argv = append(argv, s.BwrapBin)
-	return append(argv, sandbox.Argv(s.Binds(), s.Workspace, initArgv, extra...)...)
+	shim.Args = sandbox.Argv(s.Binds(), s.Workspace, initArgv, extra...)
+	return shim.Argv(s.MosaicBin)
 }
 
 // Properties are the transient service's properties for spec s on a manager

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"mosaic/manager/records"
@@ -22,7 +21,6 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
-	"mosaic/credentials"
 	"mosaic/manager"
 	"mosaic/sandbox"
 )
@@ -41,61 +39,13 @@ func main() {
 			err := sandbox.ServeEgressMain(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) })
 			fmt.Fprintf(os.Stderr, "mosaic egress: %v\n", err)
 			os.Exit(1)
-		case "exec-bwrap":
-			err := execBwrap(os.Args[2:])
+		case sandbox.ShimStage:
+			err := sandbox.ShimMain(os.Args[2:])
 			fmt.Fprintf(os.Stderr, "mosaic: refusing to build the sandbox: %v\n", err)
 			os.Exit(sandbox.ExitSandboxRefused)
 		}
 	}
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
-}
-
-// execBwrap is the exec shim: `exec-bwrap [--promise JSON] [--drop FILE]
-// [--wait-fd N] BWRAP [ARG...]`. It checks the outer layer against the
-// promise, deletes the credential file systemd has read into its
-// environment, waits to be placed in its scope, and becomes bwrap. It
-// returns only on failure.
-func execBwrap(args []string) error {
-	for len(args) > 1 {
-		switch args[0] {
-		case "--promise":
-			if err := checkOuter(args[1]); err != nil {
-				return err
-			}
-		case "--drop":
-			// systemd has read the credential file into our environment:
-			// it has no reason to exist any more.
-			if err := credentials.RemoveSessionFile(args[1]); err != nil {
-				fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
-			}
-		case "--wait-fd":
-			fd, err := strconv.Atoi(args[1])
-			if err != nil {
-				return fmt.Errorf("bad --wait-fd %q", args[1])
-			}
-			if err := sandbox.WaitForGo(fd); err != nil {
-				return err
-			}
-		default:
-			return sandbox.ExecBwrap(args)
-		}
-		args = args[2:]
-	}
-	return sandbox.ExecBwrap(args)
-}
-
-// checkOuter checks the outer layer (the unit's, or the scope's cgroup)
-// against the promise read on the host, and hands the init the promise it
-// must check in turn.
-func checkOuter(encoded string) error {
-	p, err := sandbox.DecodePromise(encoded)
-	if err != nil {
-		return err
-	}
-	if err := sandbox.CheckUnit(p); err != nil {
-		return err
-	}
-	return os.Setenv(sandbox.PromiseEnv, p.Inner().Encode())
 }
 
 // run runs the CLI and returns the exit code.
