@@ -9,8 +9,10 @@ GO ?= go
 
 .PHONY: build test demo vet bench clean
 
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/mosaic ./cmd/mosaic
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/mosaic ./cmd/mosaic
 
 vet:
 	$(GO) vet ./...
