@@ -238,7 +238,7 @@ func stopCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			timeout, err := units.ParseDuration("timeout", c.String("timeout"))
+			timeout, err := units.ParseTimeout("timeout", c.String("timeout"))
 			if err != nil {
 				return err
 			}
