@@ -149,7 +149,7 @@ func busStatusCommand(out *output) *cli.Command {
 			if err := askBus(bus.Request{Verb: "status", Name: name}, &s); err != nil {
 				return err
 			}
-			out.result(s, func(w io.Writer) { printStatus(w, s) })
+			out.result(s, func(w io.Writer) { printStatus(w, s, out.safe) })
 			return nil
 		},
 	}

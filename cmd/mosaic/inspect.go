@@ -74,14 +74,15 @@ func statusCommand(out *output) *cli.Command {
 				if err != nil {
 					return err
 				}
-				out.result(s, func(w io.Writer) { printStatus(w, s) })
+				out.result(s, func(w io.Writer) { printStatus(w, s, out.safe) })
 				return nil
 			})
 		},
 	}
 }
 
-func printStatus(w io.Writer, s manager.Session) {
+// printStatus prints one session; safe escapes what the session chose.
+func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	fmt.Fprintf(w, "session:   %s (%s)\n", s.Name, s.Unit)
 	if s.Kind == units.KindScope {
 		fmt.Fprintln(w, "kind:      scope: bwrap's sandbox alone, started by mosaic run --scope on its terminal (no unit sandbox, no journal)")
@@ -103,7 +104,7 @@ func printStatus(w io.Writer, s manager.Session) {
 		fmt.Fprintf(w, "ended:     %s\n", since(s.Ended))
 	}
 	if len(s.Command) > 0 {
-		fmt.Fprintf(w, "command:   %s\n", strings.Join(s.Command, " "))
+		fmt.Fprintf(w, "command:   %s\n", safe(shellQuote(s.Command)))
 	}
 	if s.MainPID != 0 || len(s.PIDs) > 0 {
 		fmt.Fprintf(w, "pids:      main %s, all %v\n", pid(s.MainPID), s.PIDs)
@@ -128,9 +129,9 @@ func printStatus(w io.Writer, s manager.Session) {
 		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network, its loopback services and abstract sockets)")
 	}
 	if s.Workspace != "" {
-		fmt.Fprintf(w, "workspace: %s", s.Workspace)
+		fmt.Fprintf(w, "workspace: %s", safe(s.Workspace))
 		if s.WorkspaceGivenAs != "" {
-			fmt.Fprintf(w, " (given as %s, a symlink: the real path is bound)", s.WorkspaceGivenAs)
+			fmt.Fprintf(w, " (given as %s, a symlink: the real path is bound)", safe(s.WorkspaceGivenAs))
 		}
 		fmt.Fprintln(w)
 	}
@@ -142,7 +143,7 @@ func printStatus(w io.Writer, s manager.Session) {
 			if src == "" || src == b.Dst {
 				src = "-"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", b.Kind, b.Dst, src, b.Reason)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", b.Kind, safe(b.Dst), safe(src), b.Reason)
 		}
 		tw.Flush()
 	}

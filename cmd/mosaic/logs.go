@@ -127,6 +127,13 @@ func journalctl(args []string) error {
 	cmd := exec.Command("journalctl", args...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = os.Stdout, &stderr
+	// A session's output may hold escape sequences meant for the user's
+	// terminal: there, they are shown escaped; a pipe gets the exact bytes.
+	if isTerminal(os.Stdout) {
+		sw := &safeWriter{w: os.Stdout}
+		cmd.Stdout = sw
+		defer sw.Flush()
+	}
 	if err := cmd.Run(); err != nil {
 		if _, ok := err.(*exec.ExitError); !ok {
 			return errcode.NoJournal.New("cannot run journalctl: %v (install systemd's journalctl)", err)

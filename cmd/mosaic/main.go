@@ -157,6 +157,21 @@ type output struct {
 	code           int // the exit code a command chose (mosaic run)
 }
 
+// onTerminal reports whether w is a terminal, where control characters a
+// session chose are escaped (see escapeControls).
+func onTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isTerminal(f)
+}
+
+// safe is s as printed on stdout: escaped on a terminal, exact elsewhere.
+func (o *output) safe(s string) string {
+	if onTerminal(o.stdout) {
+		return escapeControls(s, false)
+	}
+	return s
+}
+
 func (o *output) result(v any, text func(io.Writer)) {
 	if o.json {
 		enc := json.NewEncoder(o.stdout)
@@ -173,7 +188,11 @@ func (o *output) fail(err error) int {
 	if o.json {
 		_ = json.NewEncoder(o.stdout).Encode(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
 	} else {
-		fmt.Fprintf(o.stderr, "mosaic: %s\n", oneLine(e.Message))
+		msg := oneLine(e.Message)
+		if onTerminal(o.stderr) {
+			msg = escapeControls(msg, false)
+		}
+		fmt.Fprintf(o.stderr, "mosaic: %s\n", msg)
 	}
 	return e.Exit
 }

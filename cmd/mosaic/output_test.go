@@ -1,0 +1,44 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Bytes a session chose are hostile wherever mosaic prints them: on a
+// terminal `mosaic logs` and `mosaic status` show its escape sequences
+// escaped (OSC 52 would write the user's clipboard, a title set would
+// retitle the terminal); a pipe and --json get the exact bytes.
+func TestHostileOutputEscapedOnATerminal(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	osc52 := "\x1b]52;c;bWFsaWNpb3Vz\x07"
+	title := "\x1b]0;pwned\x07"
+	mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--", "sh", "-c",
+		`printf 'clip %s title %s end\n' "$(printf '\033]52;c;bWFsaWNpb3Vz\007')" "$(printf '\033]0;pwned\007')"; sleep 300`, "arg-"+title)
+	t.Cleanup(func() { mosaic(t, "stop", "--timeout", "0", name); mosaic(t, "rm", name) })
+
+	// Through a pipe the exact bytes: the attack would work on a terminal.
+	eventually(t, 10*time.Second, "the session's line in the journal", func() bool {
+		return strings.Contains(mosaic(t, "logs", name).stdout, osc52)
+	})
+	if r := mustMosaic(t, "status", name, "--json"); !strings.Contains(r.stdout, `\u001b]0;pwned\u0007`) {
+		t.Errorf("status --json lost the exact command: %s", r.stdout)
+	}
+
+	for _, args := range [][]string{{"logs", name}, {"status", name}} {
+		r := startOnPTY(t, 24, 200, args...)
+		if code := r.wait(); code != 0 {
+			t.Fatalf("mosaic %v on a terminal: exit %d\n%s", args, code, r.output())
+		}
+		out := r.output()
+		if strings.Contains(out, "\x1b]") || strings.Contains(out, "\x07") {
+			t.Errorf("mosaic %v wrote a raw escape sequence to the terminal: %q", args, out)
+		}
+		if !strings.Contains(out, `\e]`) {
+			t.Errorf("mosaic %v on a terminal: %q, want the sequence shown escaped", args, out)
+		}
+	}
+}
