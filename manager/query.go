@@ -53,6 +53,7 @@ type Session struct {
 	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch
 	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
 	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
+	Output           string         `json:"output,omitempty"`      // journal (mosaic start) or terminal (mosaic run)
 }
 
 // Running reports whether the session's unit is up, on its way up, or on

@@ -127,7 +127,7 @@ func busListCommand(out *output) *cli.Command {
 			if err := askBus(bus.Request{Verb: "list"}, &list); err != nil {
 				return err
 			}
-			out.result(list, func(w io.Writer) { printList(w, list) })
+			out.result(list, func(w io.Writer) { printList(w, list, true) })
 			return nil
 		},
 	}

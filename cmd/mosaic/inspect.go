@@ -36,7 +36,7 @@ func listCommand(out *output) *cli.Command {
 				if list == nil {
 					list = []manager.Session{}
 				}
-				out.result(list, func(w io.Writer) { printList(w, list) })
+				out.result(list, func(w io.Writer) { printList(w, list, c.Bool("all")) })
 				return nil
 			})
 		},
@@ -44,15 +44,23 @@ func listCommand(out *output) *cli.Command {
 }
 
 // printList prints sessions as a table.
-func printList(w io.Writer, list []manager.Session) {
+func printList(w io.Writer, list []manager.Session, all bool) {
+	if len(list) == 0 {
+		if all {
+			fmt.Fprintln(w, "no sessions: start one with `mosaic run -- COMMAND` or `mosaic start -- COMMAND`")
+		} else {
+			fmt.Fprintln(w, "no sessions running (`mosaic list --all` also shows ended ones)")
+		}
+		return
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tSUB\tPID\tSINCE\tMEMORY\tENDED")
+	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tSUB\tPID\tAGE\tMEMORY\tENDED")
 	for _, s := range list {
 		ended := "-"
 		if !s.Running() && s.How() != "" {
 			ended = s.How()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), since(s.Since), humanBytes(s.MemoryBytes), ended)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), age(s.Since), humanBytes(s.MemoryBytes), ended)
 	}
 	tw.Flush()
 }
@@ -147,11 +155,15 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 		}
 		tw.Flush()
 	}
-	if s.Kind == units.KindScope {
-		fmt.Fprintf(w, "inspect:   systemctl --user status %s\n", s.Unit)
-		return
+	switch {
+	case s.Kind == units.KindScope || s.Output == "terminal":
+		fmt.Fprintln(w, "output:    went to the terminal or pipes of mosaic run (not the journal)")
+	default:
+		fmt.Fprintf(w, "output:    mosaic logs %s   (or journalctl --user -t %s%s)\n", s.Name, units.UnitPrefix, s.Name)
 	}
-	fmt.Fprintf(w, "inspect:   systemctl --user status %s; journalctl --user -u %s\n", s.Unit, s.Unit)
+	if s.Running() {
+		fmt.Fprintf(w, "inspect:   systemctl --user status %s\n", s.Unit)
+	}
 }
 
 func pid(p uint32) string {
@@ -161,11 +173,40 @@ func pid(p uint32) string {
 	return fmt.Sprint(p)
 }
 
+// since is a moment as systemctl status writes it, with its age:
+// "Mon 2026-11-30 02:02:48 UTC; 5min ago".
 func since(t *time.Time) string {
 	if t == nil {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05")
+	return t.Local().Format("Mon 2006-01-02 15:04:05 MST") + "; " + ago(*t)
+}
+
+// ago is how long ago t was, in the largest unit that fits: "26ms ago",
+// "5min ago", "2h 3min ago", "3 days ago".
+func ago(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case d < 0:
+		return "in the future"
+	case d < time.Second:
+		return fmt.Sprintf("%dms ago", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dmin ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh %dmin ago", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+}
+
+// age is the SINCE column of mosaic list: how long ago, compact.
+func age(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return strings.TrimSuffix(ago(*t), " ago")
 }
 
 func humanBytes(n *uint64) string {
@@ -283,10 +324,23 @@ func gcCommand(out *output) *cli.Command {
 					removed = []string{}
 				}
 				out.result(map[string]any{"removed": removed}, func(w io.Writer) {
-					fmt.Fprintf(w, "removed %d ended sessions\n", len(removed))
+					switch len(removed) {
+				case 0:
+					fmt.Fprintln(w, "no ended session to remove")
+				default:
+					fmt.Fprintf(w, "removed %s: %s\n", plural(len(removed), "ended session"), strings.Join(removed, ", "))
+				}
 				})
 				return nil
 			})
 		},
 	}
+}
+
+// plural is "1 ended session" or "2 ended sessions".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -63,8 +63,8 @@ func logsCommand(out *output) *cli.Command {
 				if err != nil {
 					return err
 				}
-				if s.Kind == units.KindScope {
-					return errcode.NoLogs.New("session %s is a scope: its output went to the terminal mosaic run --scope ran on, not to the journal", name)
+				if s.Kind == units.KindScope || s.Output == "terminal" {
+					return errcode.NoLogs.New("session %s ran in the foreground (mosaic run): its output went to the terminal or pipes it ran on, not to the journal; start it with mosaic start to keep its output", name)
 				}
 				// journalctl, not go-systemd's sdjournal: sdjournal links
 				// libsystemd through cgo, and mosaic is one static binary that

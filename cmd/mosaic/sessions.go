@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -119,12 +120,28 @@ func startCommand(out *output) *cli.Command {
 				return err
 			}
 			defer m.Close()
+			warnUnconfined(out, spec)
 			s, err := m.Start(ctx, spec, secrets)
 			if err != nil {
 				return err
 			}
 			out.result(s, func(w io.Writer) {
-				fmt.Fprintf(w, "started session %s (main pid %d)\n", s.Name, s.MainPID)
+				if !s.Running() {
+					// The command ran and is already gone: say how, not "started".
+					how := s.How()
+					if how == "" {
+						how = s.State
+					}
+					fmt.Fprintf(w, "session %s started, and its command has already ended (%s)\n", s.Name, how)
+					fmt.Fprintf(w, "  output: mosaic logs %s\n", s.Name)
+					fmt.Fprintf(w, "  forget: mosaic rm %s\n", s.Name)
+					return
+				}
+				if s.MainPID != 0 {
+					fmt.Fprintf(w, "started session %s (main pid %d)\n", s.Name, s.MainPID)
+				} else {
+					fmt.Fprintf(w, "started session %s\n", s.Name)
+				}
 				fmt.Fprintf(w, "  status: mosaic status %s   or   systemctl --user status %s\n", s.Name, s.Unit)
 				fmt.Fprintf(w, "  output: mosaic logs %s   or   journalctl --user -t mosaic-%s\n", s.Name, s.Name)
 				fmt.Fprintf(w, "  stop:   mosaic stop %s\n", s.Name)
@@ -137,6 +154,7 @@ func startCommand(out *output) *cli.Command {
 func runCommand(out *output) *cli.Command {
 	flags := append(sessionFlags(),
 		&cli.BoolFlag{Name: "pty", Usage: "give the session a pseudo-terminal of its own, relayed to this one in raw mode (default: when stdin and stdout are terminals, without --scope)"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no banner on a terminal when the session starts"},
 		&cli.BoolFlag{Name: "scope", Usage: "start the sandbox from mosaic, in a transient scope (mosaic-NAME.scope), with this terminal inherited directly: bwrap's sandbox alone, no unit sandbox"},
 	)
 	return &cli.Command{
@@ -166,6 +184,13 @@ func runCommand(out *output) *cli.Command {
 				return err
 			}
 			defer m.Close()
+			warnUnconfined(out, spec)
+			if !c.Bool("quiet") && isTerminal(os.Stderr) && (req.TTY || isTerminal(os.Stdin)) {
+				// As systemd-run --pty says where it runs: a sign that the
+				// shell the user now types into is confined.
+				fmt.Fprintf(os.Stderr, "mosaic: session %s: workspace %s, network %s; exit the command to leave\n",
+					spec.Name, escapeControls(spec.Workspace, false), spec.Network)
+			}
 			stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
 			var term *terminal
 			if req.TTY {
@@ -199,12 +224,23 @@ func runCommand(out *output) *cli.Command {
 			}
 			out.code = s.ExitCode()
 			if out.json {
-				out.result(s, nil)
+				// stdout is the command's: the document goes to stderr.
+				enc := json.NewEncoder(out.stderr)
+				enc.SetIndent("", "  ")
+				_ = enc.Encode(s)
 			} else if why := stoppedReason(s); why != "" {
 				fmt.Fprintln(out.stderr, why)
 			}
 			return nil
 		},
+	}
+}
+
+// warnUnconfined says in one line on stderr when a session is not
+// confined in a way the user may have assumed it is.
+func warnUnconfined(out *output, spec units.Spec) {
+	if spec.Network == "host" {
+		fmt.Fprintf(out.stderr, "mosaic: warning: session %s has network host: NOT CONFINED (it reaches your network, loopback services and abstract sockets)\n", spec.Name)
 	}
 }
 
@@ -243,6 +279,11 @@ func stopCommand(out *output) *cli.Command {
 				return err
 			}
 			return connected(func(ctx context.Context, m *manager.Manager) error {
+				before, err := m.Status(ctx, name)
+				if err != nil {
+					return err
+				}
+				wasRunning := before.Running()
 				prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "stopping "+name)
 				s, err := m.Stop(ctx, name, timeout, prog.set)
 				prog.done()
@@ -253,6 +294,10 @@ func stopCommand(out *output) *cli.Command {
 					how := s.How()
 					if how == "" {
 						how = s.State
+					}
+					if !wasRunning {
+						fmt.Fprintf(w, "session %s had already ended (%s): nothing to stop\n", s.Name, how)
+						return
 					}
 					fmt.Fprintf(w, "stopped session %s (%s)\n", s.Name, how)
 				})
@@ -282,15 +327,16 @@ func oneName(c *cli.Context) (string, error) {
 // progress prints what a slow operation is waiting for, on a terminal, once it
 // has taken more than a second.
 type progress struct {
-	w       io.Writer
-	enabled bool
-	label   string
-	msgs    chan string
-	stopped chan struct{}
+	w        io.Writer
+	enabled  bool
+	label    string
+	msgs     chan string
+	stopped  chan struct{}
+	finished chan struct{}
 }
 
 func newProgress(w io.Writer, enabled bool, label string) *progress {
-	p := &progress{w: w, enabled: enabled, label: label, msgs: make(chan string, 8), stopped: make(chan struct{})}
+	p := &progress{w: w, enabled: enabled, label: label, msgs: make(chan string, 8), stopped: make(chan struct{}), finished: make(chan struct{})}
 	if enabled {
 		go p.loop()
 	}
@@ -318,8 +364,9 @@ func (p *progress) loop() {
 		case <-tick.C:
 		case <-p.stopped:
 			if shown {
-				fmt.Fprintln(p.w)
+				fmt.Fprint(p.w, "\r\033[K") // the result is printed on a clean line
 			}
+			close(p.finished)
 			return
 		}
 		if time.Since(start) > time.Second && last != "" {
@@ -329,8 +376,10 @@ func (p *progress) loop() {
 	}
 }
 
+// done stops the progress line and returns once it is cleared.
 func (p *progress) done() {
 	if p.enabled {
 		p.stopped <- struct{}{}
+		<-p.finished
 	}
 }

@@ -34,6 +34,10 @@ type Record struct {
 	MayLaunch   bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
 	Network     string         `json:"network,omitempty"`
 	AllowHosts  []string       `json:"allow_hosts,omitempty"`
+	// Output is where the command's stdout and stderr went: "journal"
+	// (mosaic start), or "terminal" (mosaic run: the caller's terminal or
+	// pipes, which the journal never saw).
+	Output string `json:"output,omitempty"`
 }
 
 const (

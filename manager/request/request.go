@@ -8,6 +8,9 @@
 package request
 
 import (
+	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,6 +242,10 @@ func networkOf(req Request, profile credentials.Profile) (string, []string, erro
 		entries = append(entries, h)
 	}
 	for _, h := range req.AllowHosts {
+		h, err := hostOfURL(h)
+		if err != nil {
+			return "", nil, errcode.BadAllowHost.New("--allow-host %v", err)
+		}
 		if _, err := sandbox.ParseAllow([]string{h}); err != nil {
 			return "", nil, errcode.BadAllowHost.New("--allow-host %v", err)
 		}
@@ -246,6 +253,31 @@ func networkOf(req Request, profile credentials.Profile) (string, []string, erro
 	}
 	a, _ := sandbox.ParseAllow(entries)
 	return network, a.Strings(), nil
+}
+
+// hostOfURL takes an --allow-host entry given as a URL, as users copy them
+// from an agent's settings ("https://api.example.com/v1"), as the host and
+// port it names; any other entry is returned as it is.
+func hostOfURL(e string) (string, error) {
+	if !strings.Contains(e, "://") {
+		return e, nil
+	}
+	u, err := url.Parse(e)
+	if err != nil || u.Hostname() == "" || u.User != nil {
+		return "", fmt.Errorf("%q is not a host or a URL of one", e)
+	}
+	port := u.Port()
+	if port == "" {
+		switch u.Scheme {
+		case "https", "wss":
+			port = "443"
+		case "http", "ws":
+			port = "80"
+		default:
+			return "", fmt.Errorf("%q: scheme %s has no known port: give HOST:PORT", e, u.Scheme)
+		}
+	}
+	return net.JoinHostPort(u.Hostname(), port), nil
 }
 
 // systemDirs are where a command is found inside every sandbox.
