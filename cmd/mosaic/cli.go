@@ -68,7 +68,7 @@ func reorderArgs(app *cli.App, args []string) []string {
 		}
 		cmds = c.Subcommands
 	}
-	if cmd == nil || !takesNames(cmd) {
+	if cmd == nil || !takesNames(cmd) || cmd.SkipFlagParsing {
 		return args
 	}
 	var flags, names []string

@@ -57,3 +57,30 @@ func TestHelpAndVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestCompletionWords(t *testing.T) {
+	app := newApp(&output{})
+	has := func(words []string, w string) bool {
+		for _, x := range words {
+			if x == w {
+				return true
+			}
+		}
+		return false
+	}
+	if w := completions(app, nil); !has(w, "start") || !has(w, "status") || has(w, "__complete") {
+		t.Errorf("verbs: %v", w)
+	}
+	if w := completions(app, []string{"bus"}); !has(w, "launch") {
+		t.Errorf("bus verbs: %v", w)
+	}
+	if w := completions(app, []string{"start"}); !has(w, "--name") || !has(w, "--memory-max") {
+		t.Errorf("start flags: %v", w)
+	}
+	if w := completions(app, []string{"start", "--profile"}); !has(w, "claude-code") || !has(w, "generic") {
+		t.Errorf("profiles: %v", w)
+	}
+	if w := completions(app, []string{"run", "--", "ls"}); len(w) != 0 {
+		t.Errorf("after --: %v", w)
+	}
+}

@@ -71,8 +71,11 @@ func newApp(out *output) *cli.App {
 		OnUsageError:              usageError,
 		Commands: []*cli.Command{
 			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), logsCommand(out), rmCommand(out), gcCommand(out), profilesCommand(out), doctorCommand(out), busCommand(out), versionCommand(out),
+			completionCommand(out),
 		},
 	}
+	again := func() *cli.App { return newApp(out) }
+	app.Commands = append(app.Commands, completeCommand(out, again), manCommand(out, again))
 	app.CommandNotFound = func(c *cli.Context, name string) {
 		out.code = out.fail(errcode.Usage.New("unknown command %q%s: see `mosaic help`", name, suggestion(name, commandNames(app.Commands))))
 	}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -40,5 +43,22 @@ func TestHostileOutputEscapedOnATerminal(t *testing.T) {
 		if !strings.Contains(out, `\e]`) {
 			t.Errorf("mosaic %v on a terminal: %q, want the sequence shown escaped", args, out)
 		}
+	}
+}
+
+// bash completes a session's name from systemd (the real script, through
+// the real binary).
+func TestBashCompletesSessionNames(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--", "sleep", "300")
+	t.Cleanup(func() { mosaic(t, "stop", "--timeout", "0", name); mosaic(t, "rm", name) })
+	script := `source <(mosaic completion bash); COMP_WORDS=(mosaic stop "${1:0:3}"); COMP_CWORD=2; _mosaic; printf '%s\n' "${COMPREPLY[@]}"`
+	cmd := exec.Command("bash", "-c", script, "bash", name)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(mosaicBin)+":"+os.Getenv("PATH"))
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), name) {
+		t.Errorf("bash completion of %q: %q, %v; want %s among them", name[:3], out, err, name)
 	}
 }
