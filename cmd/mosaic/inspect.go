@@ -325,11 +325,11 @@ func gcCommand(out *output) *cli.Command {
 				}
 				out.result(map[string]any{"removed": removed}, func(w io.Writer) {
 					switch len(removed) {
-				case 0:
-					fmt.Fprintln(w, "no ended session to remove")
-				default:
-					fmt.Fprintf(w, "removed %s: %s\n", plural(len(removed), "ended session"), strings.Join(removed, ", "))
-				}
+					case 0:
+						fmt.Fprintln(w, "no ended session to remove")
+					default:
+						fmt.Fprintf(w, "removed %s: %s\n", plural(len(removed), "ended session"), strings.Join(removed, ", "))
+					}
 				})
 				return nil
 			})
