@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"mosaic/units/errcode"
 
@@ -54,7 +55,11 @@ func doctorCommand(out *output) *cli.Command {
 				}
 				report["probe"] = p
 			}
-			out.result(report, func(w io.Writer) { printDoctor(w, checks, c.Bool("probe"), healthy, answers, probeErr) })
+			out.result(report, func(w io.Writer) {
+				var b strings.Builder
+				printDoctor(&b, checks, c.Bool("probe"), healthy, answers, probeErr)
+				io.WriteString(w, wrapLines(b.String(), fitWidth(out, false)))
+			})
 			switch {
 			case !healthy:
 				out.code = errcode.ExitFailure

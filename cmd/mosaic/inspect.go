@@ -22,7 +22,7 @@ func listCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:         "list",
 		Usage:        "list the sessions systemd has; with --all also the ended ones kept until `mosaic rm` or `mosaic gc`",
-		Flags:        []cli.Flag{&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list ended sessions"}, jsonFlag},
+		Flags:        []cli.Flag{&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list ended sessions"}, fullFlag, jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			return connected(func(ctx context.Context, m *manager.Manager) error {
@@ -36,7 +36,11 @@ func listCommand(out *output) *cli.Command {
 				if list == nil {
 					list = []manager.Session{}
 				}
-				out.result(list, func(w io.Writer) { printList(w, list, c.Bool("all")) })
+				out.result(list, func(w io.Writer) {
+					var b strings.Builder
+					printList(&b, list, c.Bool("all"))
+					io.WriteString(w, cutLines(b.String(), fitWidth(out, c.Bool("full"))))
+				})
 				return nil
 			})
 		},
@@ -82,7 +86,11 @@ func statusCommand(out *output) *cli.Command {
 				if err != nil {
 					return err
 				}
-				out.result(s, func(w io.Writer) { printStatus(w, s, out.safe) })
+				out.result(s, func(w io.Writer) {
+					var b strings.Builder
+					printStatus(&b, s, out.safe)
+					io.WriteString(w, wrapLines(b.String(), fitWidth(out, false)))
+				})
 				return nil
 			})
 		},
@@ -145,15 +153,15 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	}
 	if len(s.Binds) > 0 {
 		fmt.Fprintln(w, "sandbox:")
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, b := range s.Binds {
-			src := b.Src
-			if src == "" || src == b.Dst {
-				src = "-"
+			// The path on one line, why it is there on the next: fits 80
+			// columns however long the path.
+			from := ""
+			if b.Src != "" && b.Src != b.Dst {
+				from = " (from " + safe(b.Src) + ")"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", b.Kind, safe(b.Dst), safe(src), b.Reason)
+			fmt.Fprintf(w, "  %-6s %s%s\n         %s\n", b.Kind, safe(b.Dst), from, b.Reason)
 		}
-		tw.Flush()
 	}
 	switch {
 	case s.Kind == units.KindScope || s.Output == "terminal":
@@ -245,7 +253,7 @@ func profilesCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:         "profiles",
 		Usage:        "list the agent profiles: built-in ones and yours in ~/.config/mosaic/profiles/NAME.conf",
-		Flags:        []cli.Flag{jsonFlag},
+		Flags:        []cli.Flag{fullFlag, jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			home, err := os.UserHomeDir()
@@ -257,8 +265,10 @@ func profilesCommand(out *output) *cli.Command {
 				return err
 			}
 			out.result(list, func(w io.Writer) {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tBINARY\tNETWORK\tCREDENTIALS (one set of)\tSOURCE")
+				var b strings.Builder
+				defer func() { io.WriteString(w, cutLines(b.String(), fitWidth(out, c.Bool("full")))) }()
+				tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tBINARY\tNETWORK\tSOURCE\tCREDENTIALS (one set of)")
 				for _, p := range list {
 					sets := make([]string, len(p.CredentialSets))
 					for i, s := range p.CredentialSets {
@@ -276,7 +286,7 @@ func profilesCommand(out *output) *cli.Command {
 					if network == "allow" {
 						network = fmt.Sprintf("allow (%d hosts)", len(p.AllowHosts))
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, bin, network, cred, p.Source)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, bin, network, p.Source, cred)
 				}
 				tw.Flush()
 			})

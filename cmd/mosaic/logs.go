@@ -41,7 +41,7 @@ func logsCommand(out *output) *cli.Command {
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new lines; return when the session ends"},
 			&cli.IntFlag{Name: "lines", Aliases: []string{"n"}, Usage: "only the last `N` lines", Value: -1},
 			&cli.StringFlag{Name: "since", Usage: "only lines since `TIME`, as journalctl takes it (e.g. \"10 min ago\", \"2026-11-29 12:00\")"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "cat, short, short-iso, short-precise, json, json-pretty or verbose", Value: "cat"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "`FORMAT`: cat, short, short-iso, short-precise, json, json-pretty or verbose", Value: "cat"},
 			&cli.BoolFlag{Name: "json", Usage: "the same as -o json: one JSON object per line, as journalctl writes them"},
 		},
 		OnUsageError: usageError,

@@ -74,6 +74,7 @@ func newApp(out *output) *cli.App {
 			completionCommand(out),
 		},
 	}
+	withExamples(app.Commands)
 	again := func() *cli.App { return newApp(out) }
 	app.Commands = append(app.Commands, completeCommand(out, again), manCommand(out, again))
 	app.CommandNotFound = func(c *cli.Context, name string) {

@@ -62,3 +62,22 @@ func TestBashCompletesSessionNames(t *testing.T) {
 		t.Errorf("bash completion of %q: %q, %v; want %s among them", name[:3], out, err, name)
 	}
 }
+
+// On an 80-column terminal nothing mosaic prints is wider: help, list with
+// a long default name, status (its sandbox table), profiles.
+func TestEightyColumns(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t) + "-with-a-rather-long-name-for-a-list"
+	mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--", "sleep", "300")
+	t.Cleanup(func() { mosaic(t, "stop", "--timeout", "0", name); mosaic(t, "rm", name) })
+	for _, args := range [][]string{{"list"}, {"status", name}, {"profiles"}, {"start", "--help"}, {"run", "--help"}, {"--help"}, {"doctor"}} {
+		r := startOnPTY(t, 24, 80, args...)
+		r.wait()
+		for _, line := range strings.Split(r.output(), "\n") {
+			if n := len([]rune(strings.TrimRight(line, "\r"))); n > 80 {
+				t.Errorf("mosaic %v: a line of %d columns: %q", args, n, line)
+			}
+		}
+	}
+}

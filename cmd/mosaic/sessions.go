@@ -20,21 +20,23 @@ import (
 	"mosaic/units"
 )
 
+var fullFlag = &cli.BoolFlag{Name: "full", Aliases: []string{"l"}, Usage: "do not cut lines to the terminal's width"}
+
 var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print one JSON document (errors as {\"error\": {\"code\", \"message\"}})"}
 
 // sessionFlags are the flags that describe a session, shared by start and run.
 func sessionFlags() []cli.Flag {
 	return append(append([]cli.Flag{
-		&cli.StringFlag{Name: "name", Usage: "session name: 1-63 of a-z 0-9 -, unit mosaic-NAME.service (default: from the command)"},
-		&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the directory the session may change (default: the current directory)"},
+		&cli.StringFlag{Name: "name", Usage: "session `NAME`: 1-63 of a-z 0-9 -, unit mosaic-NAME.service (default: from the command)"},
+		&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the `DIR` the session may change (default: the current directory)"},
 		&cli.StringSliceFlag{Name: "ro", Usage: "also show `PATH` read-only (repeatable)"},
 		&cli.StringSliceFlag{Name: "rw", Usage: "also show `PATH` read-write (repeatable)"},
 	}, limitFlags()...),
-		&cli.StringFlag{Name: "profile", Usage: "the agent harness: claude-code, codex, pi, opencode, generic, or one of yours (default: from the command's name)"},
+		&cli.StringFlag{Name: "profile", Usage: "the agent `PROFILE`: claude-code, codex, pi, opencode, generic, or one of yours (default: from the command's name)"},
 		&cli.StringSliceFlag{Name: "credential", Usage: "pass `VAR` from this environment to the session, through a 0600 file systemd reads (repeatable)"},
 		&cli.StringSliceFlag{Name: "env-file", Usage: "pass every NAME=VALUE of `FILE` (yours, mode 0600 or 0400) to the session (repeatable)"},
-		&cli.StringFlag{Name: "stop-timeout", Usage: "time between SIGTERM and SIGKILL when the session is stopped", Value: units.DefaultStopTimeout.String()},
-		&cli.StringFlag{Name: "network", Usage: "none (loopback only), allow (only to --allow-host names, through an egress proxy) or host (not confined) (default: the profile's; generic: none)"},
+		&cli.StringFlag{Name: "stop-timeout", Usage: "`DURATION` between SIGTERM and SIGKILL when the session is stopped", Value: units.DefaultStopTimeout.String()},
+		&cli.StringFlag{Name: "network", Usage: "`MODE`: none (loopback only), allow (only to --allow-host names, through an egress proxy) or host (not confined) (default: the profile's; generic: none)"},
 		&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also let the session reach `HOST[:PORT]` (port 443 unless given; repeatable)"},
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
 		jsonFlag,
@@ -73,10 +75,10 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 // limitFlags are the resource limits a session can be given.
 func limitFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "memory-max", Usage: "memory limit, e.g. 4G (systemd MemoryMax=)"},
-		&cli.StringFlag{Name: "tasks-max", Usage: "limit on processes and threads (TasksMax=)"},
-		&cli.StringFlag{Name: "cpu-quota", Usage: "CPU time as a percentage of one CPU, e.g. 200% (CPUQuota=)"},
-		&cli.StringFlag{Name: "runtime-max", Usage: "stop the session after this long, e.g. 2h (RuntimeMaxSec=)"},
+		&cli.StringFlag{Name: "memory-max", Usage: "memory limit `SIZE`, e.g. 4G or 512M (MemoryMax=)"},
+		&cli.StringFlag{Name: "tasks-max", Usage: "limit of `N` processes and threads (TasksMax=)"},
+		&cli.StringFlag{Name: "cpu-quota", Usage: "CPU time as a `PERCENT` of one CPU, e.g. 200% (CPUQuota=)"},
+		&cli.StringFlag{Name: "runtime-max", Usage: "stop the session after `DURATION`, e.g. 2h or 90 (seconds) (RuntimeMaxSec=)"},
 	}
 }
 
@@ -265,7 +267,7 @@ func stopCommand(out *output) *cli.Command {
 		Description: "The session's own stop timeout (start --stop-timeout, default 10s) also applies:\n" +
 			"systemd sends SIGKILL when the shorter of the two has passed.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "timeout", Usage: "time between SIGTERM and SIGKILL", Value: units.DefaultStopTimeout.String()},
+			&cli.StringFlag{Name: "timeout", Usage: "`DURATION` between SIGTERM and SIGKILL (0: at once)", Value: units.DefaultStopTimeout.String()},
 			jsonFlag,
 		},
 		OnUsageError: usageError,
