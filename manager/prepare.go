@@ -139,6 +139,9 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err != nil {
 		return units.Spec{}, none, err
 	}
+	if err := sandbox.CheckSeccompAllow(grant.Profile.SeccompAllow); err != nil {
+		return units.Spec{}, none, units.BadInput("bad-profile", "profile %s: %v", grant.Profile.Source, err)
+	}
 	network, allow, err := networkOf(req, grant.Profile)
 	if err != nil {
 		return units.Spec{}, none, err
@@ -154,31 +157,32 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		pass = append(pass, n)
 	}
 	spec := units.Spec{
-		Name:        name,
-		NameGiven:   req.Name != "",
-		Command:     command,
-		Binary:      binary,
-		Workspace:   real,
-		GivenAs:     givenAs,
-		Home:        p.Home,
-		RuntimeDir:  p.RuntimeDir,
-		StateDir:    p.SessionDir(name),
-		BwrapBin:    bwrapBin,
-		ExtraRO:     ro,
-		ExtraRW:     rw,
-		Env:         append(append([]string{}, req.Env...), grant.PassEnv...),
-		Pass:        pass,
-		Credentials: grant.Names(),
-		Profile:     grant.Profile.Name,
-		Limits:      req.Limits,
-		StopTimeout: req.StopTimeout,
-		Scope:       req.Scope,
-		TTY:         req.TTY,
-		MayLaunch:   req.MayLaunch,
-		BusDir:      BusDir(p.RuntimeDir),
-		Network:     network,
-		Allow:       allow,
-		EgressDir:   p.EgressDir(name),
+		Name:         name,
+		NameGiven:    req.Name != "",
+		Command:      command,
+		Binary:       binary,
+		Workspace:    real,
+		GivenAs:      givenAs,
+		Home:         p.Home,
+		RuntimeDir:   p.RuntimeDir,
+		StateDir:     p.SessionDir(name),
+		BwrapBin:     bwrapBin,
+		ExtraRO:      ro,
+		ExtraRW:      rw,
+		Env:          append(append([]string{}, req.Env...), grant.PassEnv...),
+		Pass:         pass,
+		SeccompAllow: grant.Profile.SeccompAllow,
+		Credentials:  grant.Names(),
+		Profile:      grant.Profile.Name,
+		Limits:       req.Limits,
+		StopTimeout:  req.StopTimeout,
+		Scope:        req.Scope,
+		TTY:          req.TTY,
+		MayLaunch:    req.MayLaunch,
+		BusDir:       BusDir(p.RuntimeDir),
+		Network:      network,
+		Allow:        allow,
+		EgressDir:    p.EgressDir(name),
 	}
 	if req.MayLaunch {
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
