@@ -131,6 +131,25 @@ func probeMain(mode string, args []string) int {
 			_, _, e := unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCSTI, uintptr(unsafe.Pointer(&c)))
 			fmt.Fprintf(&b, "tiocsti-stdin %s\n", syscallprobe.Name(e))
 		}
+	case "probe-ldisc": // OUT exit|wait: N_NULL on stdin, then OUT says what stdin's modes were
+		if len(args) < 2 {
+			return 2
+		}
+		echo := "echo-unknown"
+		if tio, err := unix.IoctlGetTermios(0, unix.TCGETS); err == nil && tio.Lflag&unix.ECHO == 0 {
+			echo = "echo-off"
+		}
+		if err := unix.IoctlSetPointerInt(0, unix.TIOCSETD, nNull); err != nil {
+			fmt.Fprintf(os.Stderr, "TIOCSETD N_NULL: %v\n", err)
+			return 1
+		}
+		if err := os.WriteFile(args[0], []byte(echo+"\n"), 0o644); err != nil {
+			return 1
+		}
+		if args[1] == "wait" {
+			time.Sleep(5 * time.Minute)
+		}
+		return 0
 	default:
 		return 2
 	}
