@@ -343,18 +343,19 @@ func checkExtra(flag string, paths []string, p Paths) ([]string, error) {
 // does not know (the binds' reasons, the workspace as given). systemd stays
 // the source of truth for whether and how a session runs.
 type record struct {
-	Name        string         `json:"name"`
-	Command     []string       `json:"command"`
-	Workspace   string         `json:"workspace"`
-	GivenAs     string         `json:"workspace_given_as,omitempty"`
-	Binds       []sandbox.Bind `json:"binds"`
-	Started     time.Time      `json:"started"`
-	Profile     string         `json:"profile,omitempty"`
-	Credentials []string       `json:"credentials,omitempty"` // names only
-	Kind        string         `json:"kind,omitempty"`        // service (or empty) or scope
-	MayLaunch   bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
-	Network     string         `json:"network,omitempty"`
-	AllowHosts  []string       `json:"allow_hosts,omitempty"`
+	Name         string         `json:"name"`
+	Command      []string       `json:"command"`
+	Workspace    string         `json:"workspace"`
+	GivenAs      string         `json:"workspace_given_as,omitempty"`
+	Binds        []sandbox.Bind `json:"binds"`
+	Started      time.Time      `json:"started"`
+	Profile      string         `json:"profile,omitempty"`
+	Credentials  []string       `json:"credentials,omitempty"` // names only
+	Kind         string         `json:"kind,omitempty"`        // service (or empty) or scope
+	MayLaunch    bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
+	Network      string         `json:"network,omitempty"`
+	AllowHosts   []string       `json:"allow_hosts,omitempty"`
+	SeccompAllow []string       `json:"seccomp_allow,omitempty"` // rows of the syscall filter the profile lifted
 }
 
 const recordFile = "session.json"
@@ -366,6 +367,7 @@ func (r record) describe(s *Session) {
 	s.Kind = r.kind()
 	s.MayLaunch = r.MayLaunch
 	s.Network, s.AllowHosts = r.Network, r.AllowHosts
+	s.SeccompAllow = r.SeccompAllow
 	if s.Network == "" {
 		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
 	}
@@ -416,7 +418,7 @@ func prepareState(s units.Spec) (undo func(), err error) {
 	}
 	rec := record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
-		Network: s.Network, AllowHosts: s.Allow}
+		Network: s.Network, AllowHosts: s.Allow, SeccompAllow: s.SeccompAllow}
 	if err := writeJSONAtomic(filepath.Join(s.StateDir, recordFile), rec); err != nil {
 		return fail(err)
 	}

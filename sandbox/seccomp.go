@@ -19,6 +19,7 @@ type SyscallRule struct {
 	// persona are 32-bit in the kernel, whatever the upper half holds), is
 	// among Arg.Values, or with Arg.Unless, is not.
 	Arg    *ArgMatch `json:"arg,omitempty"`
+	What   string    `json:"what,omitempty"` // the calls in words, where Arg narrows them
 	Reason string    `json:"reason"`
 	Fixed  bool      `json:"fixed,omitempty"` // no profile can lift it
 }
@@ -65,11 +66,13 @@ var SyscallRules = []SyscallRule{
 	{Name: "obsolete", Syscalls: []string{"lookup_dcookie", "uselib", "ustat", "sysfs", "_sysctl", "iopl", "ioperm"},
 		Reason: "obsolete interfaces and raw hardware I/O ports that no current program needs; Docker denies them"},
 	{Name: "terminal-injection", Syscalls: []string{"ioctl"}, Arg: &ArgMatch{Index: 1, Values: []uint32{unix.TIOCSTI, unix.TIOCLINUX}},
+		What:   "ioctl TIOCSTI and TIOCLINUX",
 		Reason: "TIOCSTI types keystrokes into a terminal's input and TIOCLINUX drives the Linux console: a session never types into a shell of the user's",
 		Fixed:  true},
 	{Name: "personality", Syscalls: []string{"personality"},
 		// PER_LINUX, PER_LINUX32, their UNAME26 variants, and the query.
 		Arg:    &ArgMatch{Index: 0, Values: []uint32{0, 0x8, 0x20000, 0x20008, 0xffffffff}, Unless: true},
+		What:   "personality, but to Linux's own personas",
 		Reason: "other personas turn on legacy behaviours that help exploits (READ_IMPLIES_EXEC, MMAP_PAGE_ZERO, ADDR_NO_RANDOMIZE turns off ASLR); Docker allows only Linux's own"},
 }
 
