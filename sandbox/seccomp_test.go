@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"mosaic/internal/syscallprobe"
 )
 
@@ -129,3 +131,25 @@ func TestSyscallRulesComplete(t *testing.T) {
 }
 
 var x86Only = map[string]bool{"create_module": true, "get_kernel_syms": true, "query_module": true, "uselib": true, "ustat": true, "sysfs": true, "_sysctl": true, "iopl": true, "ioperm": true}
+
+func BenchmarkSyscallFilterBuild(b *testing.B) {
+	for b.Loop() {
+		if _, err := SyscallFilter(nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSyscallUnderFilter is the cost the filter adds to every system
+// call: run it with MOSAIC_TEST_FILTERED=1 to measure under the filter
+// (it installs the filter in the benchmark process and cannot be undone).
+func BenchmarkSyscallUnderFilter(b *testing.B) {
+	if os.Getenv("MOSAIC_TEST_FILTERED") == "1" {
+		if err := InstallSyscallFilter(nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		unix.Getppid()
+	}
+}
