@@ -354,3 +354,49 @@ func TestSyscallFilterInSession(t *testing.T) {
 		}
 	})
 }
+
+// TestSeccompAllowProfile: a profile's SeccompAllow= lifts its rows for its
+// sessions (and status says so), an unknown or fixed row is refused as bad
+// input before anything starts.
+func TestSeccompAllowProfile(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	probe := probeInWorkspace(t, ws)
+	dir := filepath.Join(configDir(), "mosaic", "profiles")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	profile := func(line string) string {
+		name := "seccomp-" + randomHex()
+		path := filepath.Join(dir, name+".conf")
+		if err := os.WriteFile(path, []byte("[Profile]\n"+line+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(path) })
+		return name
+	}
+	lifted := profile("SeccompAllow=io_uring perf")
+	name := sessionName(t)
+	r := mosaic(t, "run", "--name", name, "--profile", lifted, "-w", ws, "--", probe, "probe-syscalls")
+	if r.code != 0 {
+		t.Fatalf("run with a lifting profile: exit %d: %s", r.code, r.stderr)
+	}
+	got := answers(r.stdout)
+	for _, c := range []string{"io_uring_setup", "perf_event_open"} {
+		if got[c] == "EPERM" {
+			t.Errorf("%s: EPERM with its row lifted", c)
+		}
+	}
+	if got["bpf"] != "EPERM" {
+		t.Errorf("bpf: %s, want EPERM (its row was not lifted)", got["bpf"])
+	}
+	if s := mustMosaic(t, "status", name).stdout; !strings.Contains(s, "every row but io_uring, perf") {
+		t.Errorf("status does not say which rows were lifted:\n%s", s)
+	}
+	for _, line := range []string{"SeccompAllow=nope", "SeccompAllow=terminal-injection"} {
+		r := mosaic(t, "run", "--json", "--profile", profile(line), "-w", ws, "--", "true")
+		if code, _ := jsonError(t, r); r.code != 2 || code != "bad-profile" {
+			t.Errorf("%s: exit %d code %q, want 2 bad-profile", line, r.code, code)
+		}
+	}
+}
