@@ -157,33 +157,33 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		pass = append(pass, n)
 	}
 	spec := units.Spec{
-		Name:         name,
-		NameGiven:    req.Name != "",
-		Command:      command,
-		Binary:       binary,
-		Workspace:    real,
-		GivenAs:      givenAs,
-		Home:         p.Home,
-		RuntimeDir:   p.RuntimeDir,
-		StateDir:     p.SessionDir(name),
-		BwrapBin:     bwrapBin,
-		ExtraRO:      ro,
-		ExtraRW:      rw,
-		Env:          append(append([]string{}, req.Env...), grant.PassEnv...),
-		Pass:         pass,
-		SeccompAllow: grant.Profile.SeccompAllow,
-		Credentials:  grant.Names(),
-		Profile:      grant.Profile.Name,
-		Limits:       req.Limits,
-		StopTimeout:  req.StopTimeout,
-		Scope:        req.Scope,
-		TTY:          req.TTY,
-		MayLaunch:    req.MayLaunch,
-		BusDir:       BusDir(p.RuntimeDir),
-		Network:      network,
-		Allow:        allow,
-		EgressDir:    p.EgressDir(name),
+		Name:        name,
+		NameGiven:   req.Name != "",
+		Command:     command,
+		Binary:      binary,
+		Workspace:   real,
+		GivenAs:     givenAs,
+		Home:        p.Home,
+		RuntimeDir:  p.RuntimeDir,
+		StateDir:    p.SessionDir(name),
+		BwrapBin:    bwrapBin,
+		ExtraRO:     ro,
+		ExtraRW:     rw,
+		Env:         append(append([]string{}, req.Env...), grant.PassEnv...),
+		Pass:        pass,
+		Credentials: grant.Names(),
+		Profile:     grant.Profile.Name,
+		Limits:      req.Limits,
+		StopTimeout: req.StopTimeout,
+		Scope:       req.Scope,
+		TTY:         req.TTY,
+		MayLaunch:   req.MayLaunch,
+		BusDir:      BusDir(p.RuntimeDir),
+		Network:     network,
+		Allow:       allow,
+		EgressDir:   p.EgressDir(name),
 	}
+	spec.SeccompAllow = grant.Profile.SeccompAllow
 	if req.MayLaunch {
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
 		spec.Pass = append(spec.Pass, sandbox.BusEnv)
@@ -343,19 +343,21 @@ func checkExtra(flag string, paths []string, p Paths) ([]string, error) {
 // does not know (the binds' reasons, the workspace as given). systemd stays
 // the source of truth for whether and how a session runs.
 type record struct {
-	Name         string         `json:"name"`
-	Command      []string       `json:"command"`
-	Workspace    string         `json:"workspace"`
-	GivenAs      string         `json:"workspace_given_as,omitempty"`
-	Binds        []sandbox.Bind `json:"binds"`
-	Started      time.Time      `json:"started"`
-	Profile      string         `json:"profile,omitempty"`
-	Credentials  []string       `json:"credentials,omitempty"` // names only
-	Kind         string         `json:"kind,omitempty"`        // service (or empty) or scope
-	MayLaunch    bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
-	Network      string         `json:"network,omitempty"`
-	AllowHosts   []string       `json:"allow_hosts,omitempty"`
-	SeccompAllow []string       `json:"seccomp_allow,omitempty"` // rows of the syscall filter the profile lifted
+	Name        string         `json:"name"`
+	Command     []string       `json:"command"`
+	Workspace   string         `json:"workspace"`
+	GivenAs     string         `json:"workspace_given_as,omitempty"`
+	Binds       []sandbox.Bind `json:"binds"`
+	Started     time.Time      `json:"started"`
+	Profile     string         `json:"profile,omitempty"`
+	Credentials []string       `json:"credentials,omitempty"` // names only
+	Kind        string         `json:"kind,omitempty"`        // service (or empty) or scope
+	MayLaunch   bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
+	Network     string         `json:"network,omitempty"`
+	AllowHosts  []string       `json:"allow_hosts,omitempty"`
+
+	// The rows of the syscall filter the profile lifted.
+	SeccompAllow []string `json:"seccomp_allow,omitempty"`
 }
 
 const recordFile = "session.json"
