@@ -27,6 +27,9 @@ type Profile struct {
 	// none, allow (to AllowHosts, through the egress proxy) or host.
 	Network    string   `json:"network"`
 	AllowHosts []string `json:"allow_hosts,omitempty"`
+	// SeccompAllow names rows of the session's syscall filter to lift
+	// (checked against sandbox.SyscallRules when a session is prepared).
+	SeccompAllow []string `json:"seccomp_allow,omitempty"`
 }
 
 // The hosts each provider's API is reached at, for the built-in profiles'
@@ -151,6 +154,7 @@ func ProfileFor(dir string, command []string) (Profile, error) {
 //	ReadOnlyPaths=/opt/myagent
 //	Network=allow
 //	AllowHost=api.example.com api.example.com:8443
+//	SeccompAllow=io_uring perf
 //
 // Without Network= a user profile's sessions have no network (none).
 // Each CredentialSet line is one alternative; its variables are all needed.
@@ -212,8 +216,10 @@ func readProfile(path string) (Profile, error) {
 			p.Network = o.Value
 		case "AllowHost":
 			p.AllowHosts = append(p.AllowHosts, fields...)
+		case "SeccompAllow":
+			p.SeccompAllow = append(p.SeccompAllow, fields...)
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost, SeccompAllow)", o.Name)
 		}
 	}
 	return p, nil

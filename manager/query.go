@@ -54,6 +54,9 @@ type Session struct {
 	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
 	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
 	Output           string         `json:"output,omitempty"`      // journal (mosaic start) or terminal (mosaic run)
+
+	// The rows of the syscall filter its profile lifted.
+	SeccompAllow []string `json:"seccomp_allow,omitempty"`
 }
 
 // Running reports whether the session's unit is up, on its way up, or on

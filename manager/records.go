@@ -25,6 +25,7 @@ func describe(r records.Record, s *Session) {
 	s.MayLaunch = r.MayLaunch
 	s.Network, s.AllowHosts = r.Network, r.AllowHosts
 	s.Output = r.Output
+	s.SeccompAllow = r.SeccompAllow
 	if s.Network == "" {
 		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
 	}
@@ -52,7 +53,7 @@ func outputOf(s units.Spec) string {
 func recordOf(s units.Spec) records.Record {
 	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
-		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s)}
+		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow}
 }
 
 // prepareState makes the session's state directory: home/ kept across runs of

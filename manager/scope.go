@@ -236,7 +236,9 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, stopping bool, wai
 
 // scopeEnv is the exec shim's environment for a scope: what a unit would
 // have had (the spec's variables, the caller's PATH and identity) and the
-// secrets. The init passes on only its allowlist and the named credentials.
+// secrets. The shim, as a service's, hands bwrap only what
+// sandbox.InitEnv keeps, and the init passes on only its allowlist and the
+// named credentials.
 func scopeEnv(spec units.Spec, secrets []credentials.Var) []string {
 	env := append([]string{}, spec.Env...)
 	for _, name := range []string{"PATH", "USER", "LOGNAME"} {

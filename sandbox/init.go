@@ -42,6 +42,7 @@ type InitOptions struct {
 	Egress        bool     // network allow: relay 127.0.0.1:ProxyPort to the egress proxy
 	Pass          []string // variables to let through when set
 	Credentials   []string // variables that must have arrived (names only)
+	SeccompAllow  []string // rows of SyscallRules a profile lifted
 }
 
 // InitArgv is the argument list of mosaic's init (after the mosaic binary's
@@ -61,6 +62,9 @@ func InitArgv(o InitOptions, command []string) []string {
 	for _, c := range credentials {
 		argv = append(argv, "--credential", c)
 	}
+	for _, r := range o.SeccompAllow {
+		argv = append(argv, "--seccomp-allow", r)
+	}
 	return append(append(argv, "--"), command...)
 }
 
@@ -74,14 +78,21 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 // systemd, forwards termination signals, reaps every orphan, and returns the
 // command's exit status (128+n for a death by signal n).
 func Init(args []string) int {
+	// First: nothing of this process (its environment holds the promise and
+	// the credentials) may be read or traced by the command.
+	if err := Undumpable(); err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
+		return ExitSandboxRefused
+	}
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")
 	tty := fs.Bool("tty", false, "stdin is the session's own pseudo-terminal: make it the command's controlling terminal")
 	egress := fs.Bool("egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
-	var pass, creds stringList
+	var pass, creds, seccompAllow stringList
 	fs.Var(&pass, "pass", "extra variable to pass to the command")
 	fs.Var(&creds, "credential", "credential that must have arrived, passed to the command")
+	fs.Var(&seccompAllow, "seccomp-allow", "row of the syscall filter to lift")
 	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "mosaic init: usage: init --session NAME --home DIR [--pass VAR]... [--credential VAR]... -- COMMAND [ARG...]")
 		return ExitSandboxRefused
@@ -117,6 +128,10 @@ func Init(args []string) int {
 		}
 		go Relay(l, EgressSocketInside)
 		env = append(env, ProxyEnv()...)
+	}
+	if err := InstallSyscallFilter(seccompAllow); err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
+		return ExitSandboxRefused
 	}
 	command := fs.Args()
 	path, err := lookPath(command[0], env)
@@ -240,13 +255,7 @@ func ExitCode(ws unix.WaitStatus) int {
 // CommandEnv is the command's environment: the allow-listed variables and the
 // ones named with --pass from environ, then HOME, TMPDIR and MOSAIC_SESSION.
 func CommandEnv(environ []string, session, home string, pass []string) []string {
-	allowed := make(map[string]bool, len(passEnv)+len(pass))
-	for _, n := range passEnv {
-		allowed[n] = true
-	}
-	for _, n := range pass {
-		allowed[n] = true
-	}
+	allowed := allowedNames(pass)
 	var env []string
 	hasPath := false
 	for _, kv := range environ {

@@ -58,7 +58,7 @@ func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value
 // PID on sandbox.ScopeInfoFD, to which mosaic forwards signals.
 func ExecArgv(s Spec) []string {
 	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY,
-		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials}, s.Command)...)
+		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials, SeccompAllow: s.SeccompAllow}, s.Command)...)
 	shim := sandbox.Shim{Promise: s.Promise, Drop: s.CredentialFile, Bwrap: s.BwrapBin}
 	var extra []string
 	if s.Scope {

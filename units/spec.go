@@ -131,6 +131,8 @@ type Spec struct {
 	ExtraRW    []string // --rw paths, resolved
 	Env        []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
 	Pass       []string // names the init passes besides its allowlist (a profile's variables)
+	// SeccompAllow are the rows of sandbox.SyscallRules the profile lifted.
+	SeccompAllow []string
 	// Credentials are the names of the secrets in CredentialFile, which
 	// systemd reads (EnvironmentFiles=) and the init requires and passes on.
 	// The values are never in the spec.

@@ -7,11 +7,11 @@ import (
 	"os"
 	"strings"
 
-	"mosaic/units/errcode"
-
 	"github.com/urfave/cli/v2"
 
 	"mosaic/manager/doctor"
+	"mosaic/sandbox"
+	"mosaic/units/errcode"
 )
 
 func doctorCommand(out *output) *cli.Command {
@@ -45,7 +45,7 @@ func doctorCommand(out *output) *cli.Command {
 			for _, a := range answers {
 				probeOK = probeOK && a.OK
 			}
-			report := map[string]any{"ok": healthy && probeOK, "checks": checks}
+			report := map[string]any{"ok": healthy && probeOK, "checks": checks, "syscall_filter": sandbox.SyscallRules}
 			if c.Bool("probe") {
 				p := map[string]any{"answers": answers, "network": networkNote}
 				if probeErr != nil {
@@ -79,6 +79,7 @@ func printDoctor(w io.Writer, checks []doctor.Check, probe, healthy bool, answer
 			fmt.Fprintf(w, "     %-18s fix: %s\n", "", c.Fix)
 		}
 	}
+	printSyscallRules(w)
 	if !probe {
 		return
 	}
@@ -103,3 +104,19 @@ func printDoctor(w io.Writer, checks []doctor.Check, probe, healthy bool, answer
 
 // networkNote is what the probe says of the network modes it did not try.
 const networkNote = "the probe ran with --network none (generic's default); a session with --network host shares your network namespace and is NOT confined there (mosaic status says which a session has)"
+
+// printSyscallRules lists the rows of every session's syscall filter.
+func printSyscallRules(w io.Writer) {
+	fmt.Fprintln(w, "\nsyscall filter (EPERM in every session; a profile's SeccompAllow=NAME lifts a row not marked fixed):")
+	for _, r := range sandbox.SyscallRules {
+		calls := r.What
+		if calls == "" {
+			calls = strings.Join(r.Syscalls, ", ")
+		}
+		fixed := ""
+		if r.Fixed {
+			fixed = ", fixed"
+		}
+		fmt.Fprintf(w, "  %-18s %s%s: %s\n", r.Name, calls, fixed, r.Reason)
+	}
+}

@@ -144,6 +144,13 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	case "host":
 		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network, its loopback services and abstract sockets)")
 	}
+	if s.Profile != "" { // recorded by this mosaic: the filter was there
+		lifted := "every row (`mosaic doctor` lists them)"
+		if len(s.SeccompAllow) > 0 {
+			lifted = "every row but " + strings.Join(s.SeccompAllow, ", ") + ", lifted by the profile (`mosaic doctor` lists them)"
+		}
+		fmt.Fprintf(w, "syscalls:  filtered, EPERM for %s\n", lifted)
+	}
 	if s.Workspace != "" {
 		fmt.Fprintf(w, "workspace: %s", safe(s.Workspace))
 		if s.WorkspaceGivenAs != "" {

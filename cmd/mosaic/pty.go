@@ -128,3 +128,52 @@ func makeRaw(t *unix.Termios) {
 	t.Cc[unix.VMIN] = 1
 	t.Cc[unix.VTIME] = 0
 }
+
+// A heldTerminal is a terminal of the user's that a session gets as its own
+// stdin, stdout or stderr (run --scope, run --pty=false): the session may
+// change its modes (stty -echo) or its line discipline (N_NULL, after which
+// even `reset` cannot revive it). mosaic puts both back when the session
+// ends, however it ended.
+type heldTerminal struct {
+	fd      int
+	termios *unix.Termios
+	ldisc   int
+}
+
+// holdTerminals records the modes and line discipline of each distinct
+// terminal among files.
+func holdTerminals(files ...*os.File) []heldTerminal {
+	var held []heldTerminal
+	seen := map[uint64]bool{}
+	for _, f := range files {
+		fd := int(f.Fd())
+		tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		if err != nil {
+			continue
+		}
+		ldisc, err := unix.IoctlGetInt(fd, unix.TIOCGETD)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil {
+			if seen[st.Rdev] {
+				continue
+			}
+			seen[st.Rdev] = true
+		}
+		held = append(held, heldTerminal{fd: fd, termios: tio, ldisc: ldisc})
+	}
+	return held
+}
+
+// restoreTerminals puts each terminal's line discipline back, then its
+// modes (a new line discipline starts from the terminal's current modes).
+func restoreTerminals(held []heldTerminal) {
+	for _, h := range held {
+		if cur, err := unix.IoctlGetInt(h.fd, unix.TIOCGETD); err == nil && cur != h.ldisc {
+			_ = unix.IoctlSetPointerInt(h.fd, unix.TIOCSETD, h.ldisc)
+		}
+		_ = unix.IoctlSetTermios(h.fd, unix.TCSETS, h.termios)
+	}
+}

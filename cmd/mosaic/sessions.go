@@ -202,6 +202,11 @@ func runCommand(out *output) *cli.Command {
 				defer term.restore()
 				stdio = [3]*os.File{term.slave, term.slave, term.slave}
 			}
+			var held []heldTerminal
+			if term == nil { // the session gets the user's own terminal, if any
+				held = holdTerminals(stdio[:]...)
+				defer restoreTerminals(held)
+			}
 			forward := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP}
 			if req.Scope {
 				forward = append(forward, unix.SIGQUIT)
@@ -221,6 +226,7 @@ func runCommand(out *output) *cli.Command {
 			if term != nil {
 				term.finish()
 			}
+			restoreTerminals(held)
 			if err != nil {
 				return err
 			}

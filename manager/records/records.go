@@ -38,6 +38,8 @@ type Record struct {
 	// (mosaic start), or "terminal" (mosaic run: the caller's terminal or
 	// pipes, which the journal never saw).
 	Output string `json:"output,omitempty"`
+	// SeccompAllow are the rows of the syscall filter the profile lifted.
+	SeccompAllow []string `json:"seccomp_allow,omitempty"`
 }
 
 const (

@@ -158,6 +158,9 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err != nil {
 		return units.Spec{}, none, err
 	}
+	if err := sandbox.CheckSeccompAllow(grant.Profile.SeccompAllow); err != nil {
+		return units.Spec{}, none, errcode.BadProfile.New("profile %s: %v", grant.Profile.Source, err)
+	}
 	network, allow, err := networkOf(req, grant.Profile)
 	if err != nil {
 		return units.Spec{}, none, err
@@ -199,6 +202,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		Allow:       allow,
 		EgressDir:   p.EgressDir(name),
 	}
+	spec.SeccompAllow = grant.Profile.SeccompAllow
 	if req.MayLaunch {
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
 		spec.Pass = append(spec.Pass, sandbox.BusEnv)
