@@ -83,6 +83,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, errcode.StartFailed.New("session %s did not start: its exec shim died before it could run", spec.Name)
 	}
 	undo = nil // the session ran: what it made is its own now
+	started(ctx)
 
 	stopping, waitErr := m.relayUntilExit(ctx, unit, sh, signals)
 	mark(ctx, "session ended")

@@ -181,6 +181,9 @@ func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credent
 		return l, err
 	}
 	mark(ctx, "start job done (READY)")
+	if l.result == "done" {
+		started(ctx)
+	}
 	return l, nil
 }
 

@@ -81,3 +81,40 @@ func TestEightyColumns(t *testing.T) {
 		}
 	}
 }
+
+// Ctrl-C while a session starts stops what was started and says so (exit
+// 130): the start is made slow by a bwrap that waits before it builds the
+// session's sandbox (not the probe's), so the signal surely lands while the
+// start job runs.
+func TestInterruptedStart(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	ws := workspace(t)
+	slow := filepath.Join(ws, "bwrap")
+	os.WriteFile(slow, []byte("#!/bin/sh\ncase \"$*\" in *\"/run/mosaic/init\"*) sleep 5 ;; esac\nexec /usr/bin/bwrap \"$@\"\n"), 0o700)
+	name := sessionName(t)
+	cmd := exec.Command(mosaicBin, "start", "--name", name, "--workspace", ws, "--", "sleep", "300")
+	cmd.Env = append(os.Environ(), "MOSAIC_BWRAP="+slow)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mosaic(t, "stop", "--timeout", "0", name); mosaic(t, "rm", name) })
+	eventually(t, 10*time.Second, "the session to be starting", func() bool {
+		return unitProperty(t, "mosaic-"+name+".service", "ActiveState") == "activating"
+	})
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	line := strings.TrimSpace(stderr.String())
+	if code != 130 || !strings.Contains(line, "interrupted: session "+name+" was stopped") || strings.Contains(line, "\n") {
+		t.Errorf("exit %d, stderr %q; want 130 and one line saying the session was stopped", code, line)
+	}
+	if st := unitProperty(t, "mosaic-"+name+".service", "ActiveState"); st == "active" || st == "activating" {
+		t.Errorf("the session is %s after an interrupted start", st)
+	}
+}

@@ -25,7 +25,7 @@ type terminal struct {
 
 // openTerminal allocates a pseudo-terminal for a session run from in and
 // out, gives it the modes and window size of in when that is a terminal,
-// puts in into raw mode and starts relaying.
+// and starts relaying; raw puts in into raw mode.
 func openTerminal(in, out *os.File) (*terminal, error) {
 	master, slave, err := openPTY()
 	if err != nil {
@@ -36,13 +36,6 @@ func openTerminal(in, out *os.File) (*terminal, error) {
 		t.saved = saved
 		_ = unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, saved)
 		t.resize()
-		raw := *saved
-		makeRaw(&raw)
-		if err := unix.IoctlSetTermios(int(in.Fd()), unix.TCSETS, &raw); err != nil {
-			master.Close()
-			slave.Close()
-			return nil, err
-		}
 		t.winch = make(chan os.Signal, 1)
 		signal.Notify(t.winch, unix.SIGWINCH)
 		go func() {
@@ -57,6 +50,20 @@ func openTerminal(in, out *os.File) (*terminal, error) {
 		close(t.drained)
 	}()
 	return t, nil
+}
+
+// raw puts the user's terminal into raw mode, so that every key goes to
+// the session. It is called once the session's command runs: before, the
+// terminal stays as it was, and a Ctrl-C reaches mosaic, which stops the
+// session that is starting (instead of a line discipline with no
+// foreground process to signal swallowing it).
+func (t *terminal) raw() {
+	if t.saved == nil {
+		return
+	}
+	raw := *t.saved
+	makeRaw(&raw)
+	_ = unix.IoctlSetTermios(int(t.in.Fd()), unix.TCSETS, &raw)
 }
 
 // openPTY returns a new pseudo-terminal's master and slave sides, neither of

@@ -116,14 +116,35 @@ func startCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			ctx := traced(context.Background())
+			// Ctrl-C while the session starts cancels it: what was started is
+			// stopped, and mosaic says so (exit 130), instead of dying while
+			// the session starts anyway.
+			ctx, cancel := context.WithCancel(traced(context.Background()))
+			defer cancel()
+			sigs := make(chan os.Signal, 1)
+			signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+			defer signal.Stop(sigs)
+			go func() {
+				if _, ok := <-sigs; ok {
+					cancel()
+				}
+			}()
 			m, spec, secrets, err := manager.Launch(ctx, req)
+			if ctx.Err() != nil {
+				return interrupted(out, "interrupted: nothing was started")
+			}
 			if err != nil {
 				return err
 			}
 			defer m.Close()
 			warnUnconfined(out, spec)
 			s, err := m.Start(ctx, spec, secrets)
+			if ctx.Err() != nil {
+				if _, err := m.Stop(context.Background(), spec.Name, time.Second, nil); err != nil {
+					return err
+				}
+				return interrupted(out, fmt.Sprintf("interrupted: session %s was stopped before it finished starting", spec.Name))
+			}
 			if err != nil {
 				return err
 			}
@@ -201,6 +222,7 @@ func runCommand(out *output) *cli.Command {
 				}
 				defer term.restore()
 				stdio = [3]*os.File{term.slave, term.slave, term.slave}
+				ctx = manager.WithStarted(ctx, term.raw)
 			}
 			var held []heldTerminal
 			if term == nil { // the session gets the user's own terminal, if any
@@ -242,6 +264,14 @@ func runCommand(out *output) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// interrupted reports a command cut short by Ctrl-C (or SIGTERM): one line
+// (a JSON error with --json), exit 130 as a shell would.
+func interrupted(out *output, msg string) error {
+	out.fail(errcode.Interrupted.New("%s", msg))
+	out.code = 130
+	return nil
 }
 
 // warnUnconfined says in one line on stderr when a session is not
