@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -42,6 +43,10 @@ type InitOptions struct {
 	Egress        bool     // network allow: relay 127.0.0.1:ProxyPort to the egress proxy
 	Pass          []string // variables to let through when set
 	Credentials   []string // variables that must have arrived (names only)
+	// Landlock, for --sandbox landlock, is the encoded LandlockPolicy the
+	// command runs under (no bwrap: the init runs in the unit directly);
+	// EgressSocket is then the egress proxy's socket at its own path.
+	Landlock, EgressSocket string
 }
 
 // InitArgv is the argument list of mosaic's init (after the mosaic binary's
@@ -53,6 +58,9 @@ func InitArgv(o InitOptions, command []string) []string {
 	}
 	if o.Egress {
 		argv = append(argv, "--egress")
+	}
+	if o.Landlock != "" {
+		argv = append(argv, "--landlock", o.Landlock, "--egress-socket", o.EgressSocket)
 	}
 	pass, credentials := o.Pass, o.Credentials
 	for _, p := range pass {
@@ -79,6 +87,8 @@ func Init(args []string) int {
 	home := fs.String("home", "", "HOME inside the sandbox")
 	tty := fs.Bool("tty", false, "stdin is the session's own pseudo-terminal: make it the command's controlling terminal")
 	egress := fs.Bool("egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
+	landlock := fs.String("landlock", "", "no bwrap: run the command under this Landlock policy (JSON)")
+	egressSocket := fs.String("egress-socket", EgressSocketInside, "the egress proxy's socket")
 	var pass, creds stringList
 	fs.Var(&pass, "pass", "extra variable to pass to the command")
 	fs.Var(&creds, "credential", "credential that must have arrived, passed to the command")
@@ -99,8 +109,9 @@ func Init(args []string) int {
 	}
 	pass = append(pass, creds...)
 	err := promiseErr
+	var ruleset *landlockRuleset
 	if err == nil {
-		err = CheckSandbox(promise)
+		ruleset, err = confineCommand(promise, *landlock)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
@@ -115,7 +126,7 @@ func Init(args []string) int {
 			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: cannot listen for the egress relay: %v\n", err)
 			return ExitSandboxRefused
 		}
-		go Relay(l, EgressSocketInside)
+		go Relay(l, *egressSocket)
 		env = append(env, ProxyEnv()...)
 	}
 	command := fs.Args()
@@ -137,7 +148,13 @@ func Init(args []string) int {
 		// from the line discipline, and job control works inside.
 		attr.Sys = &unix.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	}
-	proc, err := os.StartProcess(path, command, attr)
+	proc, err := StartRestricted(ruleset, path, command, attr)
+	var lerr *LandlockError
+	if errors.As(err, &lerr) {
+		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
+		notifyStatus(notify, "STATUS=sandbox check failed: "+err.Error())
+		return ExitSandboxRefused
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: cannot start %s: %v\n", command[0], err)
 		return 127
@@ -174,7 +191,9 @@ func endOnHangup(pid int) {
 	_ = unix.Kill(-pid, unix.SIGHUP)
 	time.Sleep(hangupGrace)
 	fmt.Fprintln(os.Stderr, "mosaic init: the session's terminal hung up and the command did not end: killing it")
-	_ = unix.Kill(-1, unix.SIGKILL)
+	if os.Getpid() == 1 { // bwrap's PID namespace; in --sandbox landlock systemd kills the unit's cgroup when the init exits
+		_ = unix.Kill(-1, unix.SIGKILL)
+	}
 	_ = unix.Kill(pid, unix.SIGKILL)
 }
 
