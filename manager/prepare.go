@@ -32,6 +32,7 @@ type Request struct {
 	MayLaunch   bool     // the session may ask the bus to launch others
 	Network     string   // none, allow or host; empty: the profile's
 	AllowHosts  []string // --allow-host, added to the profile's list
+	Sandbox     string   // bwrap or landlock; empty: the profile's, else bwrap
 }
 
 // Paths are the user's directories a session is placed among.
@@ -143,6 +144,10 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err != nil {
 		return units.Spec{}, none, err
 	}
+	mode, err := sandboxOf(req, grant.Profile)
+	if err != nil {
+		return units.Spec{}, none, err
+	}
 	name := req.Name
 	if name == "" {
 		name = units.GenerateName(req.Command)
@@ -179,6 +184,10 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		Network:     network,
 		Allow:       allow,
 		EgressDir:   p.EgressDir(name),
+		Sandbox:     mode,
+	}
+	if mode == sandbox.ModeLandlock {
+		spec.BwrapBin = ""
 	}
 	if req.MayLaunch {
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
@@ -351,6 +360,7 @@ type record struct {
 	MayLaunch   bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
 	Network     string         `json:"network,omitempty"`
 	AllowHosts  []string       `json:"allow_hosts,omitempty"`
+	Sandbox     string         `json:"sandbox,omitempty"` // bwrap (or empty) or landlock
 }
 
 const recordFile = "session.json"
@@ -362,6 +372,10 @@ func (r record) describe(s *Session) {
 	s.Kind = r.kind()
 	s.MayLaunch = r.MayLaunch
 	s.Network, s.AllowHosts = r.Network, r.AllowHosts
+	s.Sandbox = r.Sandbox
+	if s.Sandbox == "" {
+		s.Sandbox = sandbox.ModeBwrap
+	}
 	if s.Network == "" {
 		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
 	}
@@ -412,7 +426,7 @@ func prepareState(s units.Spec) (undo func(), err error) {
 	}
 	rec := record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
-		Network: s.Network, AllowHosts: s.Allow}
+		Network: s.Network, AllowHosts: s.Allow, Sandbox: s.Sandbox}
 	if err := writeJSONAtomic(filepath.Join(s.StateDir, recordFile), rec); err != nil {
 		return fail(err)
 	}

@@ -49,6 +49,7 @@ type Session struct {
 	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch
 	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
 	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
+	Sandbox          string         `json:"sandbox,omitempty"`     // bwrap, or landlock (no bwrap: see Confinement)
 }
 
 // Running reports whether the session's unit is up, on its way up, or on

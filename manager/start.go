@@ -30,6 +30,9 @@ func Launch(ctx context.Context, req Request) (*Manager, units.Spec, []credentia
 		return nil, units.Spec{}, nil, err
 	}
 	mark(ctx, "check request")
+	if spec.Landlock() {
+		return launchLandlock(ctx, spec, secrets, paths)
+	}
 	if bwrapErr != nil {
 		return nil, units.Spec{}, nil, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v", bwrapErr)
 	}
@@ -57,13 +60,18 @@ func (m *Manager) Spec(req Request) (units.Spec, []credentials.Var, error) {
 	if err != nil {
 		return units.Spec{}, nil, err
 	}
-	bwrap, err := sandbox.FindBwrap()
-	if err != nil {
-		return units.Spec{}, nil, units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v", err)
-	}
+	bwrap, bwrapErr := sandbox.FindBwrap()
 	spec, secrets, err := Prepare(req, paths, bwrap)
 	if err != nil {
 		return units.Spec{}, nil, err
+	}
+	if spec.Landlock() {
+		bwrapErr = landlockUnavailable()
+	} else if bwrapErr != nil {
+		bwrapErr = units.Refused("sandbox-unavailable", "no sandbox can be built, so nothing was started: %v", bwrapErr)
+	}
+	if bwrapErr != nil {
+		return units.Spec{}, nil, bwrapErr
 	}
 	m.complete(&spec, paths)
 	return spec, secrets, nil

@@ -338,3 +338,15 @@ func confineCommand(p Promise, policy string) (*landlockRuleset, error) {
 	}
 	return pol.Ruleset()
 }
+
+// The sandbox modes (--sandbox): bwrap's layer inside systemd's (the
+// default), or Landlock inside systemd's where bwrap cannot run. A mode is
+// only ever what was asked for: mosaic never falls back from one to the
+// other.
+const (
+	ModeBwrap    = "bwrap"
+	ModeLandlock = "landlock"
+)
+
+// ValidMode reports whether m names a sandbox mode.
+func ValidMode(m string) bool { return m == ModeBwrap || m == ModeLandlock }

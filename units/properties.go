@@ -58,6 +58,9 @@ func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value
 func ExecArgv(s Spec) []string {
 	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY,
 		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials}, s.Command)...)
+	if s.Landlock() {
+		return landlockExecArgv(s)
+	}
 	argv := []string{s.MosaicBin, "exec-bwrap"}
 	var extra []string
 	if s.Scope {
@@ -100,7 +103,7 @@ func Properties(s Spec, f Features) []sd.Property {
 		prop("PrivateTmp", true),
 		prop("ProtectSystem", "strict"),
 		// Without ":ro", so that the binds below can be made under them.
-		prop("TemporaryFileSystem", []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}),
+		prop("TemporaryFileSystem", tmpfsOf(s)),
 		prop("BindPaths", readWriteBinds(s)),
 		// The shim and bwrap may live under the hidden home; the notification
 		// socket is the one file of the runtime dir the unit needs (the shim
@@ -278,7 +281,10 @@ func readWriteBinds(s Spec) []bindEntry {
 // readOnlyPaths are the unit's read-only binds: what the exec shim, bwrap and
 // the sandbox's own read-only binds need from under the hidden directories.
 func readOnlyPaths(s Spec) []string {
-	ro := []string{s.MosaicBin, s.BwrapBin, filepath.Join(s.RuntimeDir, "systemd", "notify")}
+	ro := []string{s.MosaicBin, filepath.Join(s.RuntimeDir, "systemd", "notify")}
+	if s.BwrapBin != "" { // none in --sandbox landlock
+		ro = append(ro, s.BwrapBin)
+	}
 	if s.Binary != "" {
 		ro = append(ro, s.Binary)
 	}

@@ -1,0 +1,35 @@
+package units
+
+import (
+	"path/filepath"
+
+	"mosaic/sandbox"
+)
+
+// landlockExecArgv is the command line of a --sandbox landlock session: the
+// exec shim checks systemd's layer and becomes mosaic's init directly (no
+// bwrap), which applies the session's Landlock policy to the command.
+func landlockExecArgv(s Spec) []string {
+	o := sandbox.InitOptions{Session: s.Name, Home: s.SessionHome(), TTY: s.TTY,
+		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials,
+		Landlock: s.LandlockPolicy().Encode(), EgressSocket: filepath.Join(s.EgressDir, sandbox.EgressSocketName)}
+	argv := []string{s.MosaicBin, "exec-bwrap", "--promise", s.Promise}
+	if s.CredentialFile != "" {
+		argv = append(argv, "--drop", s.CredentialFile)
+	}
+	argv = append(argv, s.MosaicBin)
+	return append(argv, sandbox.InitArgv(o, s.Command)...)
+}
+
+// tmpfsOf are the unit's empty mounts: over the home and the runtime dir,
+// and in --sandbox landlock, where no bwrap builds a /dev and /sys of its
+// own, over the cgroup tree and the host's /dev/shm too. systemd insists on
+// a TemporaryFileSystem (it never fails open on one), and the init checks
+// them again.
+func tmpfsOf(s Spec) []tmpfsEntry {
+	t := []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}
+	if s.Landlock() {
+		t = append(t, tmpfsEntry{"/sys/fs/cgroup", ""}, tmpfsEntry{"/dev/shm", ""})
+	}
+	return t
+}
