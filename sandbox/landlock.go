@@ -48,6 +48,20 @@ func LandlockABI() int {
 	return int(v)
 }
 
+// LandlockFaultEnv, set to "old-kernel" in the init's environment (the
+// user manager's), makes the init see a kernel with Landlock ABI 5: tests
+// use it to run a session without the scoping, and to show that a session
+// of --sandbox landlock then refuses to start. It can only take away.
+const LandlockFaultEnv = "MOSAIC_LANDLOCK_FAULT"
+
+// initABI is the ABI the init builds its rulesets for.
+func initABI() int {
+	if os.Getenv(LandlockFaultEnv) == "old-kernel" {
+		return min(LandlockABI(), LandlockMinABI-1)
+	}
+	return LandlockABI()
+}
+
 // rulesetAttr is struct landlock_ruleset_attr up to ABI 6 (scoped). Passing
 // exactly this size keeps the call valid on every kernel from ABI 6 on.
 type rulesetAttr struct{ handledFS, handledNet, scoped uint64 }
@@ -167,7 +181,7 @@ func createRuleset(attr rulesetAttr) (int, error) {
 // signals scoped, no access handled. It is nil (nothing to apply) where the
 // kernel's ABI is older than LandlockMinABI.
 func ScopeRuleset() (*landlockRuleset, error) {
-	if LandlockABI() < LandlockMinABI {
+	if initABI() < LandlockMinABI {
 		return nil, nil
 	}
 	fd, err := createRuleset(rulesetAttr{scoped: scopeAll})
@@ -180,7 +194,7 @@ func ScopeRuleset() (*landlockRuleset, error) {
 // Ruleset builds the ruleset of policy p at the kernel's ABI, which must be
 // LandlockMinABI or newer: a session in this mode never runs with less.
 func (p LandlockPolicy) Ruleset() (*landlockRuleset, error) {
-	abi := LandlockABI()
+	abi := initABI()
 	if abi < LandlockMinABI {
 		return nil, fmt.Errorf("the kernel offers Landlock ABI %d, --sandbox landlock needs %d (Linux 6.12+)", abi, LandlockMinABI)
 	}
@@ -288,8 +302,8 @@ func (e *LandlockError) Error() string {
 // CheckLandlockSession checks, in the init of a --sandbox landlock session,
 // what systemd's layer promised in place of bwrap's (the exec shim checked
 // its namespaces against the host's already): the real home, the user bus
-// and systemd's socket hidden, the cgroup tree and the host's /dev/shm
-// covered, no_new_privs set. Landlock itself is checked when it is applied.
+// and systemd's socket hidden, /sys (with the cgroup tree) and the host's
+// /dev/shm covered, no_new_privs set. Landlock itself is checked when it is applied.
 func CheckLandlockSession(p Promise) error {
 	if id := fileID(p.Home); id != "" && id == p.HomeID {
 		return fmt.Errorf("the real home %s is visible in the session", p.Home)
@@ -299,13 +313,11 @@ func CheckLandlockSession(p Promise) error {
 			return fmt.Errorf("%s/%s is reachable from the session", p.RuntimeDir, s)
 		}
 	}
-	for _, d := range []string{"/sys/fs/cgroup", "/dev/shm"} {
-		if p.ShmID != "" && d == "/dev/shm" && fileID(d) == p.ShmID {
-			return errors.New("the host's /dev/shm is visible in the session")
-		}
-		if entries, err := os.ReadDir(d); d == "/sys/fs/cgroup" && err == nil && len(entries) > 0 {
-			return errors.New("/sys/fs/cgroup is visible in the session")
-		}
+	if p.ShmID != "" && fileID("/dev/shm") == p.ShmID {
+		return errors.New("the host's /dev/shm is visible in the session")
+	}
+	if _, err := os.Stat("/sys/fs/cgroup"); err == nil {
+		return errors.New("/sys/fs/cgroup is visible in the session")
 	}
 	if !noNewPrivs() {
 		return errors.New("no_new_privs is not set in the session")

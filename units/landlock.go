@@ -23,13 +23,14 @@ func landlockExecArgv(s Spec) []string {
 
 // tmpfsOf are the unit's empty mounts: over the home and the runtime dir,
 // and in --sandbox landlock, where no bwrap builds a /dev and /sys of its
-// own, over the cgroup tree and the host's /dev/shm too. systemd insists on
+// own, over /sys (as bwrap's sandbox has none: no cgroup tree) and the
+// host's /dev/shm too. systemd insists on
 // a TemporaryFileSystem (it never fails open on one), and the init checks
 // them again.
 func tmpfsOf(s Spec) []tmpfsEntry {
 	t := []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}
 	if s.Landlock() {
-		t = append(t, tmpfsEntry{"/sys/fs/cgroup", ""}, tmpfsEntry{"/dev/shm", ""})
+		t = append(t, tmpfsEntry{"/sys", ""}, tmpfsEntry{"/dev/shm", ""})
 	}
 	return t
 }

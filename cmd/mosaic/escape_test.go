@@ -56,6 +56,31 @@ var wantEscape = map[string]string{
 // which must fail exactly the matching check.
 func TestEscapeTable(t *testing.T) {
 	needRig(t)
+	f := newEscapeFixture(t)
+	for _, kind := range [][]string{nil, {"--scope"}} {
+		name := "service"
+		if kind != nil {
+			name = "scope"
+		}
+		t.Run("sound-"+name, func(t *testing.T) {
+			f.expect(t, f.check(t, nil, kind...), wantEscape)
+		})
+		t.Run("broken-"+name, func(t *testing.T) {
+			got := f.check(t, nil, append([]string{"--ro", f.sshDir}, kind...)...)
+			f.expectOnly(t, got, wantEscape, "ssh-key")
+		})
+	}
+}
+
+// escapeFixture is the stand-ins of the escape table, each shown to exist
+// on the host, and the arguments the script takes.
+type escapeFixture struct {
+	args                    []string
+	sshDir, outside         string
+	hostTmp, marker, claude string
+}
+
+func newEscapeFixture(t *testing.T) *escapeFixture {
 	home, rt := homeDir(), os.Getenv("XDG_RUNTIME_DIR")
 	id := randomHex()
 	mustWrite := func(path, content string) string {
@@ -137,60 +162,62 @@ func TestEscapeTable(t *testing.T) {
 		t.Fatal("the user manager does not hold the leak stand-in")
 	}
 
-	args := []string{ssh, aws, otherWS, otherState, rt, shm, strconv.FormatUint(key, 10), outside}
-	check := func(t *testing.T, extra ...string) map[string]string {
-		t.Helper()
-		ws := workspace(t)
-		argv := append([]string{"run", "--workspace", ws}, extra...)
-		argv = append(argv, "--", "sh", "-c", escapeScript, "sh")
-		argv = append(argv, args...)
-		argv = append(argv, ws, hostTmp, marker[:10], marker[10:], claude)
-		r := mosaic(t, argv...)
-		if r.code != 0 {
-			t.Fatalf("escape checks: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-		}
-		got := map[string]string{}
-		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-			if k, v, ok := strings.Cut(line, " "); ok {
-				got[k] = v
-			}
-		}
-		if _, err := os.Stat(filepath.Join(ws, "written")); err != nil {
-			t.Error("the workspace write did not reach the host")
-		}
-		if _, err := os.Stat(filepath.Join(outside, "escaped")); err == nil {
-			t.Error("a write outside the workspace reached the host")
-		}
-		return got
-	}
+	return &escapeFixture{args: []string{ssh, aws, otherWS, otherState, rt, shm, strconv.FormatUint(key, 10), outside},
+		sshDir: sshDir, outside: outside, hostTmp: hostTmp, marker: marker, claude: claude}
+}
 
-	for _, kind := range [][]string{nil, {"--scope"}} {
-		name := "service"
-		if kind != nil {
-			name = "scope"
+// check runs the escape script in a session started with extra flags, in
+// mosaic's environment plus env.
+func (f *escapeFixture) check(t *testing.T, env []string, extra ...string) map[string]string {
+	t.Helper()
+	ws := workspace(t)
+	argv := append([]string{"run", "--workspace", ws}, extra...)
+	argv = append(argv, "--", "sh", "-c", escapeScript, "sh")
+	argv = append(argv, f.args...)
+	argv = append(argv, ws, f.hostTmp, f.marker[:10], f.marker[10:], f.claude)
+	r := mosaicWith(t, env, "", argv...)
+	if r.code != 0 {
+		t.Fatalf("escape checks: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok {
+			got[k] = v
 		}
-		t.Run("sound-"+name, func(t *testing.T) {
-			got := check(t, kind...)
-			for name, want := range wantEscape {
-				if got[name] != want {
-					t.Errorf("%s: %s, want %s", name, got[name], want)
-				}
-			}
-			if len(got) != len(wantEscape) {
-				t.Errorf("ran %d checks, want %d: %v", len(got), len(wantEscape), got)
-			}
-		})
-		t.Run("broken-"+name, func(t *testing.T) {
-			got := check(t, append([]string{"--ro", sshDir}, kind...)...)
-			var differ []string
-			for name, want := range wantEscape {
-				if got[name] != want {
-					differ = append(differ, name)
-				}
-			}
-			if strings.Join(differ, ",") != "ssh-key" {
-				t.Errorf("a sandbox exposing %s failed checks %v, want exactly [ssh-key]", sshDir, differ)
-			}
-		})
+	}
+	if _, err := os.Stat(filepath.Join(ws, "written")); err != nil {
+		t.Error("the workspace write did not reach the host")
+	}
+	if _, err := os.Stat(filepath.Join(f.outside, "escaped")); err == nil {
+		t.Error("a write outside the workspace reached the host")
+	}
+	return got
+}
+
+// expect checks every answer against want.
+func (f *escapeFixture) expect(t *testing.T, got, want map[string]string) {
+	t.Helper()
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: %s, want %s", name, got[name], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("ran %d checks, want %d: %v", len(got), len(want), got)
+	}
+}
+
+// expectOnly checks that exactly the check named differs from want (a
+// sandbox broken on purpose).
+func (f *escapeFixture) expectOnly(t *testing.T, got, want map[string]string, only string) {
+	t.Helper()
+	var differ []string
+	for name, w := range want {
+		if got[name] != w {
+			differ = append(differ, name)
+		}
+	}
+	if strings.Join(differ, ",") != only {
+		t.Errorf("a sandbox broken on purpose failed checks %v, want exactly [%s]", differ, only)
 	}
 }

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"mosaic/sandbox"
+)
+
+// noBwrap is the environment of a host where bwrap cannot run, as in a
+// container: mosaic's bwrap is one that does not exist.
+var noBwrap = []string{sandbox.BwrapEnv + "=/nonexistent/bwrap"}
+
+// withoutScoping makes the sessions' inits see a kernel with Landlock ABI 5
+// (sandbox.LandlockFaultEnv) until the test ends: the deliberately weakened
+// sandbox the scoping checks are first shown to fail against.
+func withoutScoping(t *testing.T) {
+	t.Helper()
+	systemctl(t, "set-environment", sandbox.LandlockFaultEnv+"=old-kernel")
+	t.Cleanup(func() { systemctl(t, "unset-environment", sandbox.LandlockFaultEnv) })
+}
+
+// wantLandlock is what the escape table answers in --sandbox landlock: what
+// bwrap's layer denies, but for what only namespaces can hide (no PID or IPC
+// namespace of its own: host processes and SysV segments are visible, as
+// `mosaic doctor` says).
+var wantLandlock = func() map[string]string {
+	w := map[string]string{}
+	for k, v := range wantEscape {
+		w[k] = v
+	}
+	w["host-process"], w["host-sysv"] = "allowed", "allowed"
+	return w
+}()
+
+// TestLandlockEscapeTable runs the escape table in --sandbox landlock on a
+// host where bwrap cannot run (where the default mode refuses), sound and
+// with a bind exposing the SSH stand-in; then shows that the mode's own
+// record, writable by the user and bound into the unit, is closed by
+// Landlock alone, and that a session refuses to start when the kernel lacks
+// the Landlock the mode needs.
+func TestLandlockEscapeTable(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	r := mosaicWith(t, noBwrap, "", "run", "--json", "--workspace", ws, "--", "true")
+	if code, _ := jsonError(t, r); r.code != 3 || code != "sandbox-unavailable" {
+		t.Fatalf("without bwrap the default mode: exit %d code %s, want 3 sandbox-unavailable", r.code, code)
+	}
+	f := newEscapeFixture(t)
+	t.Run("sound", func(t *testing.T) {
+		f.expect(t, f.check(t, noBwrap, "--sandbox", "landlock"), wantLandlock)
+	})
+	t.Run("broken", func(t *testing.T) {
+		f.expectOnly(t, f.check(t, noBwrap, "--sandbox", "landlock", "--ro", f.sshDir), wantLandlock, "ssh-key")
+	})
+	t.Run("own-record", func(t *testing.T) {
+		// systemd binds the session's state directory (for its
+		// ExecStopPost); only Landlock keeps the command to its home.
+		name := sessionName(t)
+		record := filepath.Join(stateRoot(), "sessions", name, "session.json")
+		script := `echo '{}' > "$1" && echo written; kill -0 "$2" && echo signalled; true`
+		host := exec.Command("sleep", "300")
+		if err := host.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { host.Process.Kill(); host.Wait() }()
+		pid := strconv.Itoa(host.Process.Pid)
+		if err := exec.Command("sh", "-c", "kill -0 "+pid).Run(); err != nil {
+			t.Fatalf("the host process cannot be signalled from the host: %v", err)
+		}
+		r := mosaicWith(t, noBwrap, "", "run", "--sandbox", "landlock", "--name", name, "--workspace", ws, "--", "sh", "-c", script, "sh", record, pid)
+		if r.code != 0 || strings.Contains(r.stdout, "written") || strings.Contains(r.stdout, "signalled") {
+			t.Errorf("exit %d, want 0, the record and the host process out of reach: %q %s", r.code, r.stdout, r.stderr)
+		}
+		if b, err := os.ReadFile(record); err != nil || strings.TrimSpace(string(b)) == "{}" {
+			t.Errorf("the record was not there or was overwritten (%v): %q", err, b)
+		}
+		if err := os.WriteFile(record, []byte("{}\n"), 0o600); err != nil {
+			t.Errorf("the record is not writable on the host, so the check proves nothing: %v", err)
+		}
+	})
+	t.Run("guard", func(t *testing.T) {
+		withoutScoping(t)
+		name := sessionName(t)
+		marker := filepath.Join(ws, "ran-"+name)
+		r := mosaicWith(t, noBwrap, "", "start", "--json", "--sandbox", "landlock", "--name", name, "--workspace", ws, "--", "touch", marker)
+		code, msg := jsonError(t, r)
+		if r.code != 1 || code != "start-failed" || !strings.Contains(msg, "refusing to run the command") || !strings.Contains(msg, "Landlock ABI 5") {
+			t.Errorf("exit %d code %q message %q; want 1 start-failed with the guard's reason", r.code, code, msg)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("the command ran without its Landlock ruleset")
+		}
+		if u := mosaicUnits(t); strings.Contains(u, name) {
+			t.Errorf("unit left behind: %s", u)
+		}
+	})
+}
+
+// scopeScript answers, from inside a session, whether it reached the host's
+// abstract socket and could signal the session's init (outside the
+// command's Landlock domain), and runs a nested bwrap as Codex and Claude
+// Code do.
+const scopeScript = `
+abstract=$1
+c() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n allowed"; else echo "$n denied"; fi; }
+c host-abstract sh -c "timeout 5 socat -u ABSTRACT-CONNECT:$abstract - | grep -q abstract-hello"
+c signal-init kill -0 1
+c nested-bwrap bwrap --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev --unshare-all --die-with-parent -- /usr/bin/true
+`
+
+// TestScoping: a --network host session (which shares the host's network
+// namespace) cannot reach an abstract socket listening on the host nor
+// signal outside its command, which the same session can without the
+// scoping (a kernel without it, faked); a nested bwrap works either way.
+func TestScoping(t *testing.T) {
+	needRig(t)
+	abstract := "mosaic-test-" + randomHex()
+	ab, err := net.Listen("unix", "@"+abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ab.Close()
+	go serve(ab, "abstract-hello")
+	if got := readLine(t, "unix", "@"+abstract); got != "abstract-hello" {
+		t.Fatalf("stand-in abstract socket from the host: %q", got)
+	}
+	check := func(t *testing.T) map[string]string {
+		r := mosaic(t, "run", "--network", "host", "--workspace", workspace(t), "--", "sh", "-c", scopeScript, "sh", abstract)
+		if r.code != 0 {
+			t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		got := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if k, v, ok := strings.Cut(line, " "); ok {
+				got[k] = v
+			}
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		name    string
+		scoping bool
+		want    map[string]string
+	}{
+		{"unscoped-broken", false, map[string]string{"host-abstract": "allowed", "signal-init": "allowed", "nested-bwrap": "allowed"}},
+		{"scoped", true, map[string]string{"host-abstract": "denied", "signal-init": "denied", "nested-bwrap": "allowed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.scoping {
+				withoutScoping(t)
+			}
+			got := check(t)
+			for k, want := range tc.want {
+				if got[k] != want {
+					t.Errorf("%s: %q, want %s (all: %v)", k, got[k], want, got)
+				}
+			}
+		})
+	}
+}
