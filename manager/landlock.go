@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
@@ -54,4 +55,40 @@ func launchLandlock(ctx context.Context, spec units.Spec, secrets []credentials.
 	}
 	m.complete(&spec, paths)
 	return m, spec, secrets, nil
+}
+
+// landlockGaps are the probe's checks that --sandbox landlock cannot deny,
+// with the reason (sandbox.LandlockRows has them all).
+var landlockGaps = map[string]string{
+	"host-process": "no PID namespace: the host's /proc shows every process (signals to them fail)",
+}
+
+// ForSandbox adjusts doctor's checks to the sandbox mode they are for and
+// adds the Landlock check: in --sandbox landlock a bwrap that cannot run is
+// expected (that is what the mode is for), and Landlock must be there.
+func ForSandbox(checks []Check, mode string) []Check {
+	out := make([]Check, 0, len(checks)+1)
+	for _, c := range checks {
+		if mode == sandbox.ModeLandlock && c.Name == "bwrap" && c.Status == "fail" {
+			c = warn(c.Name, c.Detail+" (not needed by --sandbox landlock)", "")
+		}
+		out = append(out, c)
+	}
+	return append(out, landlockCheck(mode))
+}
+
+// landlockCheck says what the kernel's Landlock gives every session, and
+// whether --sandbox landlock can run.
+func landlockCheck(mode string) Check {
+	const name = "landlock"
+	abi := sandbox.LandlockABI()
+	if abi >= sandbox.LandlockMinABI {
+		return ok(name, fmt.Sprintf("ABI %d: every session's command is scoped (no abstract socket of the host, even with --network host; no signal outside the session); --sandbox landlock can run", abi))
+	}
+	detail := fmt.Sprintf("ABI %d (%d needed): sessions lack the scoping: a --network host session reaches the host's abstract sockets (X11, a desktop's D-Bus, ssh-agent's, ...); --sandbox landlock cannot run", abi, sandbox.LandlockMinABI)
+	fix := "boot Linux 6.12 or newer with landlock in the lsm= list (cat /sys/kernel/security/lsm)"
+	if mode == sandbox.ModeLandlock {
+		return fail(name, detail, fix)
+	}
+	return warn(name, detail, fix)
 }

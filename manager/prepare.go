@@ -424,7 +424,11 @@ func prepareState(s units.Spec) (undo func(), err error) {
 			return fail(err)
 		}
 	}
-	rec := record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
+	binds := s.Binds()
+	if s.Landlock() {
+		binds = nil // no bwrap: the record says the mode, status its rows
+	}
+	rec := record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: binds,
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
 		Network: s.Network, AllowHosts: s.Allow, Sandbox: s.Sandbox}
 	if err := writeJSONAtomic(filepath.Join(s.StateDir, recordFile), rec); err != nil {

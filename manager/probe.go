@@ -22,6 +22,8 @@ type ProbeAnswer struct {
 	Want string `json:"want"` // allowed or denied
 	Got  string `json:"got"`
 	OK   bool   `json:"ok"`
+	// Gap, in --sandbox landlock, says why the mode cannot deny this one.
+	Gap string `json:"gap,omitempty"`
 }
 
 // probeScript runs inside the throwaway session; each line answers one
@@ -69,6 +71,11 @@ var probeChecks = []struct{ name, what, want string }{
 // (each made on the host first, so that a denial means the sandbox hid it),
 // and reports each check. The fixture is removed afterwards.
 func (m *Manager) ProbeSandbox(ctx context.Context) ([]ProbeAnswer, error) {
+	return m.ProbeMode(ctx, sandbox.ModeBwrap)
+}
+
+// ProbeMode is ProbeSandbox in sandbox mode mode (bwrap or landlock).
+func (m *Manager) ProbeMode(ctx context.Context, mode string) ([]ProbeAnswer, error) {
 	paths, err := UserPaths()
 	if err != nil {
 		return nil, err
@@ -130,7 +137,7 @@ func (m *Manager) ProbeSandbox(ctx context.Context) ([]ProbeAnswer, error) {
 		}
 	}()
 	_, port, _ := net.SplitHostPort(lo.Addr().String())
-	req := Request{Workspace: work, Network: sandbox.NetworkNone, Command: []string{"sh", "-c", probeScript, "sh",
+	req := Request{Workspace: work, Network: sandbox.NetworkNone, Sandbox: mode, Command: []string{"sh", "-c", probeScript, "sh",
 		filepath.Join(secretDir, "secret"), otherWS, otherState, paths.RuntimeDir, hostTmp, shm,
 		strconv.Itoa(os.Getpid()), secretDir, work, port}}
 	spec, secrets, err := m.Spec(req)
@@ -157,7 +164,12 @@ func (m *Manager) ProbeSandbox(ctx context.Context) ([]ProbeAnswer, error) {
 		if g == "" {
 			g = "no answer"
 		}
-		answers = append(answers, ProbeAnswer{Name: c.name, What: c.what, Want: c.want, Got: g, OK: g == c.want})
+		a := ProbeAnswer{Name: c.name, What: c.what, Want: c.want, Got: g}
+		if gap := landlockGaps[c.name]; mode == sandbox.ModeLandlock && gap != "" {
+			a.Want, a.Gap = "allowed", gap
+		}
+		a.OK = a.Got == a.Want
+		answers = append(answers, a)
 	}
 	if _, err := os.Stat(filepath.Join(secretDir, "escaped")); err == nil {
 		answers = append(answers, ProbeAnswer{Name: "write-outside-host", What: "a write outside the workspace reached the host", Want: "denied", Got: "allowed"})

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"mosaic/manager"
+	"mosaic/sandbox"
 	"mosaic/units"
 )
 
@@ -20,6 +21,7 @@ func doctorCommand(out *output) *cli.Command {
 			"(or, with --probe, when the probe session could do what it must not, or not what it must).",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "probe", Usage: "start a throwaway session against stand-ins and report each check allowed or denied"},
+			&cli.StringFlag{Name: "sandbox", Value: sandbox.ModeBwrap, Usage: "the mode to check (and probe): bwrap, or landlock (for hosts where bwrap cannot run: also shows what it confines less)"},
 			jsonFlag,
 		},
 		OnUsageError: usageError,
@@ -27,7 +29,12 @@ func doctorCommand(out *output) *cli.Command {
 			ctx := context.Background()
 			prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "mosaic doctor")
 			prog.set("checking the host")
+			mode := c.String("sandbox")
+			if !sandbox.ValidMode(mode) {
+				return units.BadInput("bad-sandbox", "--sandbox %s: use bwrap or landlock", mode)
+			}
 			checks, m := manager.Doctor(ctx)
+			checks = manager.ForSandbox(checks, mode)
 			if m != nil {
 				defer m.Close()
 			}
@@ -36,14 +43,17 @@ func doctorCommand(out *output) *cli.Command {
 			var probeErr error
 			if c.Bool("probe") && healthy {
 				prog.set("running the probe session")
-				answers, probeErr = m.ProbeSandbox(ctx)
+				answers, probeErr = m.ProbeMode(ctx, mode)
 			}
 			prog.done()
 			probeOK := probeErr == nil
 			for _, a := range answers {
 				probeOK = probeOK && a.OK
 			}
-			report := map[string]any{"ok": healthy && probeOK, "checks": checks}
+			report := map[string]any{"ok": healthy && probeOK, "checks": checks, "sandbox": mode}
+			if mode == sandbox.ModeLandlock {
+				report["landlock_rows"] = sandbox.LandlockRows
+			}
 			if c.Bool("probe") {
 				p := map[string]any{"answers": answers, "network": networkNote}
 				if probeErr != nil {
@@ -53,7 +63,13 @@ func doctorCommand(out *output) *cli.Command {
 				}
 				report["probe"] = p
 			}
-			out.result(report, func(w io.Writer) { printDoctor(w, checks, c.Bool("probe"), healthy, answers, probeErr) })
+			out.result(report, func(w io.Writer) {
+				printDoctor(w, checks, c.Bool("probe"), healthy, answers, probeErr)
+				if mode == sandbox.ModeLandlock {
+					fmt.Fprintln(w)
+					printLandlockRows(w)
+				}
+			})
 			switch {
 			case !healthy:
 				out.code = units.ExitFailure
@@ -91,6 +107,9 @@ func printDoctor(w io.Writer, checks []manager.Check, probe, healthy bool, answe
 			mark = "FAIL"
 		}
 		fmt.Fprintf(w, "  %s %-16s %-8s (must be %s): %s\n", mark, a.Name, a.Got, a.Want, a.What)
+		if a.Gap != "" {
+			fmt.Fprintf(w, "       %-16s known gap of --sandbox landlock: %s\n", "", a.Gap)
+		}
 	}
 	fmt.Fprintln(w, "  note network          "+networkNote)
 }

@@ -14,6 +14,7 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/manager"
+	"mosaic/sandbox"
 	"mosaic/units"
 )
 
@@ -84,6 +85,8 @@ func printStatus(w io.Writer, s manager.Session) {
 	fmt.Fprintf(w, "session:   %s (%s)\n", s.Name, s.Unit)
 	if s.Kind == units.KindScope {
 		fmt.Fprintln(w, "kind:      scope: bwrap's sandbox alone, started by mosaic run --scope on its terminal (no unit sandbox, no journal)")
+	} else if s.Sandbox == sandbox.ModeLandlock {
+		fmt.Fprintln(w, "kind:      service: systemd's unit sandbox, Landlock inside (--sandbox landlock: no bwrap)")
 	} else {
 		fmt.Fprintln(w, "kind:      service: systemd's unit sandbox around bwrap's")
 	}
@@ -124,7 +127,7 @@ func printStatus(w io.Writer, s manager.Session) {
 	case "allow":
 		fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) to %s\n", units.EgressUnitName(s.Name), strings.Join(s.AllowHosts, ", "))
 	case "host":
-		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network, its loopback services and abstract sockets)")
+		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network and loopback services; its abstract sockets only where the kernel has Landlock ABI 6)")
 	}
 	if s.Workspace != "" {
 		fmt.Fprintf(w, "workspace: %s", s.Workspace)
@@ -144,6 +147,9 @@ func printStatus(w io.Writer, s manager.Session) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", b.Kind, b.Dst, src, b.Reason)
 		}
 		tw.Flush()
+	}
+	if s.Sandbox == sandbox.ModeLandlock {
+		printLandlockRows(w)
 	}
 	if s.Kind == units.KindScope {
 		fmt.Fprintf(w, "inspect:   systemctl --user status %s\n", s.Unit)
@@ -291,4 +297,22 @@ func gcCommand(out *output) *cli.Command {
 			})
 		},
 	}
+}
+
+// printLandlockRows says, row by row, what --sandbox landlock confines and
+// what it does not, beside bwrap's layer.
+func printLandlockRows(w io.Writer) {
+	fmt.Fprintln(w, "sandbox:   landlock, compared with bwrap's layer (! = confines less):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range sandbox.LandlockRows {
+		mark := " "
+		if r.Weaker {
+			mark = "!"
+		}
+		fmt.Fprintf(tw, "  %s %s\t%s\n", mark, r.What, r.Landlock)
+		if r.Weaker {
+			fmt.Fprintf(tw, "  \t(bwrap: %s)\n", r.Bwrap)
+		}
+	}
+	tw.Flush()
 }

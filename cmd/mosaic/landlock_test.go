@@ -164,3 +164,44 @@ func TestScoping(t *testing.T) {
 		})
 	}
 }
+
+// TestDoctorLandlock: on a host where bwrap cannot run, doctor --sandbox
+// landlock --probe is healthy, runs the probe in that mode and reports its
+// one known gap as such; it prints the mode's rows. A session in that mode
+// says so in mosaic status.
+func TestDoctorLandlock(t *testing.T) {
+	needRig(t)
+	d, code := doctor(t, noBwrap, "--sandbox", "landlock", "--probe")
+	if code != 0 || !d.OK || len(d.Probe.Answers) != 15 {
+		t.Fatalf("doctor --sandbox landlock --probe without bwrap: exit %d, %+v", code, d)
+	}
+	if status(d, "bwrap") != "warn" || status(d, "landlock") != "ok" {
+		t.Errorf("bwrap %s, landlock %s; want warn and ok", status(d, "bwrap"), status(d, "landlock"))
+	}
+	for _, a := range d.Probe.Answers {
+		want := "denied"
+		switch a.Name {
+		case "workspace-write", "tmp-write", "host-process":
+			want = "allowed"
+		}
+		if !a.OK || a.Got != want {
+			t.Errorf("probe %s: %s (ok %v), want %s", a.Name, a.Got, a.OK, want)
+		}
+	}
+	r := mosaicWith(t, noBwrap, "", "doctor", "--sandbox", "landlock")
+	if !strings.Contains(r.stdout, "! processes") {
+		t.Errorf("doctor --sandbox landlock does not show the mode's rows:\n%s", r.stdout)
+	}
+
+	name := sessionName(t)
+	mustMosaic(t, "start", "--sandbox", "landlock", "--name", name, "--workspace", workspace(t), "--", "sleep", "300")
+	defer mosaic(t, "stop", name)
+	r = mosaic(t, "status", name)
+	if !strings.Contains(r.stdout, "no bwrap") || !strings.Contains(r.stdout, "! processes") {
+		t.Errorf("status of a landlock session does not say what it confines:\n%s", r.stdout)
+	}
+	r = mosaic(t, "status", "--json", name)
+	if !strings.Contains(r.stdout, `"sandbox": "landlock"`) {
+		t.Errorf("status --json lacks the mode:\n%s", r.stdout)
+	}
+}
