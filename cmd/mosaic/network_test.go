@@ -205,6 +205,14 @@ func TestNetworkAllow(t *testing.T) {
 		return unitProperty(t, egress, "ActiveState") != "active"
 	})
 
+	t.Run("landlock", func(t *testing.T) {
+		// The relay's port is the one TCP connect Landlock allows there.
+		r := mosaic(t, "run", "--sandbox", "landlock", "--workspace", workspace(t), "--network", "allow",
+			"--allow-host", "testhost.mosaic.test", "--", "bash", "-c", connectScript, "bash", "testhost.mosaic.test:443")
+		if r.code != 0 || !strings.Contains(r.stdout, "HTTP/1.1 200 Connection established|hello from testhost|") {
+			t.Errorf("exit %d, want a tunnel to testhost:\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
 	t.Run("lifetime", func(t *testing.T) {
 		for _, kill := range []bool{false, true} {
 			name := sessionName(t)
