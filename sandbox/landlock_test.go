@@ -161,3 +161,34 @@ func TestNestedSandbox(t *testing.T) {
 		t.Error("bwrap under a filesystem ruleset built its sandbox: the reason the scoping handles no filesystem access is gone")
 	}
 }
+
+// BenchmarkStartCommand is what the init's start of the command costs
+// plain, in the scoping ruleset, and under a --sandbox landlock policy
+// (ruleset built, thread locked and restricted, fork, exec, wait).
+func BenchmarkStartCommand(b *testing.B) {
+	if LandlockABI() < LandlockMinABI {
+		b.Skip("the kernel lacks Landlock ABI 6")
+	}
+	ws := b.TempDir()
+	policy := LandlockPolicyFor(LandlockOptions{Workspace: ws, SessionHome: ws, Network: NetworkNone})
+	for _, c := range []struct {
+		name string
+		make func() (*landlockRuleset, error)
+	}{{"plain", unrestricted}, {"scoped", ScopeRuleset}, {"landlock-policy", policy.Ruleset}} {
+		b.Run(c.name, func(b *testing.B) {
+			null, _ := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			defer null.Close()
+			for i := 0; i < b.N; i++ {
+				r, err := c.make()
+				if err != nil {
+					b.Fatal(err)
+				}
+				p, err := StartRestricted(r, "/usr/bin/true", []string{"true"}, &os.ProcAttr{Files: []*os.File{null, null, null}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Wait()
+			}
+		})
+	}
+}
