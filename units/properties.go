@@ -281,10 +281,11 @@ func readWriteBinds(s Spec) []bindEntry {
 // readOnlyPaths are the unit's read-only binds: what the exec shim, bwrap and
 // the sandbox's own read-only binds need from under the hidden directories.
 func readOnlyPaths(s Spec) []string {
-	ro := []string{s.MosaicBin, filepath.Join(s.RuntimeDir, "systemd", "notify")}
+	ro := []string{s.MosaicBin}
 	if s.BwrapBin != "" { // none in --sandbox landlock
 		ro = append(ro, s.BwrapBin)
 	}
+	ro = append(ro, filepath.Join(s.RuntimeDir, "systemd", "notify"))
 	if s.Binary != "" {
 		ro = append(ro, s.Binary)
 	}
