@@ -51,7 +51,9 @@ func LandlockABI() int {
 // LandlockFaultEnv, set to "old-kernel" in the init's environment (the
 // user manager's), makes the init see a kernel with Landlock ABI 5: tests
 // use it to run a session without the scoping, and to show that a session
-// of --sandbox landlock then refuses to start. It can only take away.
+// of --sandbox landlock then refuses to start. It gives a session what an
+// older kernel would, never more: whoever can set the user manager's
+// environment can start unconfined units anyway.
 const LandlockFaultEnv = "MOSAIC_LANDLOCK_FAULT"
 
 // initABI is the ABI the init builds its rulesets for.
