@@ -21,6 +21,19 @@ func landlockExecArgv(s Spec) []string {
 	return append(argv, sandbox.InitArgv(o, s.Command)...)
 }
 
+// notifyAccess is who in the unit systemd takes notifications from. With
+// bwrap the init is bwrap's child, so "all"; the command never sees the
+// socket there. In --sandbox landlock the init is the main process itself
+// (the shim execs it), and the socket's path is visible to the command
+// (Landlock up to ABI 7 does not govern connecting to a path socket), so
+// only the main process is heard.
+func notifyAccess(s Spec) string {
+	if s.Landlock() {
+		return "main"
+	}
+	return "all"
+}
+
 // tmpfsOf are the unit's empty mounts: over the home and the runtime dir,
 // and in --sandbox landlock, where no bwrap builds a /dev and /sys of its
 // own, over /sys (as bwrap's sandbox has none: no cgroup tree) and the

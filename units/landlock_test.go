@@ -49,6 +49,9 @@ func TestPropertiesLandlock(t *testing.T) {
 			t.Errorf("an empty read-only bind (the absent bwrap): %v", b)
 		}
 	}
+	if p["NotifyAccess"].Value.Value() != "main" {
+		t.Errorf("NotifyAccess = %v, want main: the command can reach the socket", p["NotifyAccess"].Value)
+	}
 	for _, b := range []string{"PrivateUsers", "PrivateTmp", "NoNewPrivileges", "PrivateNetwork"} {
 		if p[b].Value.Value() != true {
 			t.Errorf("%s is not true", b)

@@ -96,7 +96,7 @@ func Properties(s Spec, f Features) []sd.Property {
 		// notify: the job finishes when the init inside the sandbox has
 		// checked it and started the command, not merely when fork succeeded.
 		prop("Type", "notify"),
-		prop("NotifyAccess", "all"),
+		prop("NotifyAccess", notifyAccess(s)),
 		prop("WorkingDirectory", s.Workspace),
 		// A 252 user manager needs PrivateUsers for any mount namespacing.
 		prop("PrivateUsers", true),

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"mosaic/sandbox"
 )
@@ -82,6 +83,23 @@ func TestLandlockEscapeTable(t *testing.T) {
 		}
 		if err := os.WriteFile(record, []byte("{}\n"), 0o600); err != nil {
 			t.Errorf("the record is not writable on the host, so the check proves nothing: %v", err)
+		}
+	})
+	t.Run("notify", func(t *testing.T) {
+		// systemd's notification socket is bound into the unit (the init
+		// reports READY=1 through it) and visible to the command here; only
+		// the init, the unit's main process, is heard.
+		name := sessionName(t)
+		sock := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "systemd", "notify")
+		mustMosaic(t, "start", "--sandbox", "landlock", "--name", name, "--workspace", ws, "--", "sh", "-c",
+			`NOTIFY_SOCKET="$1" systemd-notify --status=forged-by-the-command; echo sent; sleep 300`, "sh", sock)
+		defer mosaic(t, "stop", name)
+		eventually(t, 5*time.Second, "the command to send its notification", func() bool {
+			out, _ := exec.Command("journalctl", "--user", "-t", "mosaic-"+name, "-o", "cat", "--no-pager").Output()
+			return strings.Contains(string(out), "sent")
+		})
+		if s := unitProperty(t, "mosaic-"+name+".service", "StatusText"); strings.Contains(s, "forged") {
+			t.Errorf("systemd took the command's notification: StatusText %q", s)
 		}
 	})
 	t.Run("guard", func(t *testing.T) {
