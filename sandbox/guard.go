@@ -38,6 +38,7 @@ type Promise struct {
 	// ShmID is the host's /dev/shm device:inode, which a --sandbox landlock
 	// session must not see (systemd covers it).
 	ShmID string `json:"shm_id,omitempty"`
+	RunID string `json:"run_id,omitempty"` // and /run's, likewise
 }
 
 // PromiseEnv carries the promise from the exec shim to the init.
@@ -45,7 +46,7 @@ const PromiseEnv = "MOSAIC_PROMISE"
 
 // HostPromise reads the facts of the host (the caller of mosaic start).
 func HostPromise(home, runtimeDir string, privatePIDs bool) Promise {
-	return Promise{NS: namespaces(), Home: home, HomeID: fileID(home), TmpID: fileID("/tmp"), RuntimeDir: runtimeDir, PIDs: privatePIDs, ShmID: fileID("/dev/shm")}
+	return Promise{NS: namespaces(), Home: home, HomeID: fileID(home), TmpID: fileID("/tmp"), RuntimeDir: runtimeDir, PIDs: privatePIDs, ShmID: fileID("/dev/shm"), RunID: fileID("/run")}
 }
 
 // Encode is the promise as one argument.

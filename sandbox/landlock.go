@@ -304,8 +304,8 @@ func (e *LandlockError) Error() string {
 // CheckLandlockSession checks, in the init of a --sandbox landlock session,
 // what systemd's layer promised in place of bwrap's (the exec shim checked
 // its namespaces against the host's already): the real home, the user bus
-// and systemd's socket hidden, /sys (with the cgroup tree) and the host's
-// /dev/shm covered, no_new_privs set. Landlock itself is checked when it is applied.
+// and systemd's socket hidden, /run, /sys (with the cgroup tree) and the
+// host's /dev/shm covered, no_new_privs set. Landlock itself is checked when it is applied.
 func CheckLandlockSession(p Promise) error {
 	if id := fileID(p.Home); id != "" && id == p.HomeID {
 		return fmt.Errorf("the real home %s is visible in the session", p.Home)
@@ -317,6 +317,9 @@ func CheckLandlockSession(p Promise) error {
 	}
 	if p.ShmID != "" && fileID("/dev/shm") == p.ShmID {
 		return errors.New("the host's /dev/shm is visible in the session")
+	}
+	if p.RunID != "" && fileID("/run") == p.RunID {
+		return errors.New("the host's /run (the system bus) is visible in the session")
 	}
 	if _, err := os.Stat("/sys/fs/cgroup"); err == nil {
 		return errors.New("/sys/fs/cgroup is visible in the session")

@@ -26,7 +26,7 @@ var LandlockRows = []ModeRow{
 		Landlock: "the host's SysV IPC and message queues are reachable (systemd's PrivateIPC fails in a 252 user manager)", Weaker: true},
 	{What: "/dev", Bwrap: "a private /dev with the basic nodes",
 		Landlock: "the host's /dev visible by name; only null, zero, full, random, urandom, tty, ptmx and pts usable; /dev/shm an empty tmpfs", Weaker: true},
-	{What: "/sys, cgroups", Bwrap: "none", Landlock: "an empty tmpfs"},
+	{What: "/sys, /run", Bwrap: "none", Landlock: "empty tmpfs (no cgroup tree, no system bus), but for the session's own runtime binds"},
 	{What: "network", Bwrap: "none/allow: a network namespace of its own (systemd's and bwrap's)",
 		Landlock: "none/allow: systemd's network namespace, and TCP connect only to the egress relay (allow) or nowhere (none); UDP is not covered by Landlock"},
 	{What: "abstract sockets", Bwrap: "none/allow: its own network namespace; every mode: Landlock scope (ABI 6+)",

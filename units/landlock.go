@@ -35,15 +35,16 @@ func notifyAccess(s Spec) string {
 }
 
 // tmpfsOf are the unit's empty mounts: over the home and the runtime dir,
-// and in --sandbox landlock, where no bwrap builds a /dev and /sys of its
-// own, over /sys (as bwrap's sandbox has none: no cgroup tree) and the
-// host's /dev/shm too. systemd insists on
+// and in --sandbox landlock, where no bwrap builds a root of its own, over
+// /run (the system bus and every other socket there: Landlock up to ABI 7
+// does not govern connecting to a path socket), /sys (as bwrap's sandbox
+// has none: no cgroup tree) and the host's /dev/shm too. systemd insists on
 // a TemporaryFileSystem (it never fails open on one), and the init checks
 // them again.
 func tmpfsOf(s Spec) []tmpfsEntry {
 	t := []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}
 	if s.Landlock() {
-		t = append(t, tmpfsEntry{"/sys", ""}, tmpfsEntry{"/dev/shm", ""})
+		t = append(t, tmpfsEntry{"/run", ""}, tmpfsEntry{"/sys", ""}, tmpfsEntry{"/dev/shm", ""})
 	}
 	return t
 }

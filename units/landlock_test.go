@@ -41,7 +41,7 @@ func TestPropertiesLandlock(t *testing.T) {
 	for _, e := range p["TemporaryFileSystem"].Value.Value().([]tmpfsEntry) {
 		tmpfs = append(tmpfs, e.Path)
 	}
-	if strings.Join(tmpfs, " ") != s.Home+" "+s.RuntimeDir+" /sys /dev/shm" {
+	if strings.Join(tmpfs, " ") != s.Home+" "+s.RuntimeDir+" /run /sys /dev/shm" {
 		t.Errorf("TemporaryFileSystem = %v", tmpfs)
 	}
 	for _, b := range p["BindReadOnlyPaths"].Value.Value().([]bindEntry) {
