@@ -41,10 +41,10 @@ var wantLandlock = func() map[string]string {
 
 // TestLandlockEscapeTable runs the escape table in --sandbox landlock on a
 // host where bwrap cannot run (where the default mode refuses), sound and
-// with a bind exposing the SSH stand-in; then shows that the mode's own
-// record, writable by the user and bound into the unit, is closed by
-// Landlock alone, and that a session refuses to start when the kernel lacks
-// the Landlock the mode needs.
+// with a bind exposing the SSH stand-in; then checks what systemd's layer
+// leaves in view without bwrap (each first shown reachable on the host),
+// that systemd hears only the init, and that a session refuses to start
+// when the kernel lacks the Landlock the mode needs.
 func TestLandlockEscapeTable(t *testing.T) {
 	needRig(t)
 	ws := workspace(t)
@@ -59,26 +59,31 @@ func TestLandlockEscapeTable(t *testing.T) {
 	t.Run("broken", func(t *testing.T) {
 		f.expectOnly(t, f.check(t, noBwrap, "--sandbox", "landlock", "--ro", f.sshDir), wantLandlock, "ssh-key")
 	})
-	t.Run("own-record", func(t *testing.T) {
-		// systemd binds the session's state directory (for its
-		// ExecStopPost); only Landlock keeps the command to its home.
+	t.Run("beyond-systemd", func(t *testing.T) {
+		// What systemd's layer leaves in view here: the session's state
+		// directory (bound for its ExecStopPost; only Landlock keeps the
+		// command to its home), the host's processes (signals are Landlock's
+		// to scope).
 		name := sessionName(t)
 		record := filepath.Join(stateRoot(), "sessions", name, "session.json")
+		// A host process's /proc entries beyond its command line are
+		// Landlock's to guard too (ptrace's checks): its environment, its root.
 		// And the host's /run, where the system bus and journald listen
 		// on path sockets, which Landlock does not govern: systemd covers it.
 		runSocket := "/run/systemd/journal/stdout"
 		if _, err := os.Stat(runSocket); err != nil {
 			t.Fatalf("stand-in %s missing on the host: %v", runSocket, err)
 		}
-		script := `echo '{}' > "$1" && echo written; kill -0 "$2" && echo signalled; test -e "$3" && echo run-visible; true`
+		script := `echo '{}' > "$1" && echo written; kill -0 "$2" && echo signalled; test -e "$3" && echo run-visible;
+			grep -q . /proc/"$2"/environ && echo environ-read; ls /proc/"$2"/root/ && echo root-listed; true`
 		host := exec.Command("sleep", "300")
 		if err := host.Start(); err != nil {
 			t.Fatal(err)
 		}
 		defer func() { host.Process.Kill(); host.Wait() }()
 		pid := strconv.Itoa(host.Process.Pid)
-		if err := exec.Command("sh", "-c", "kill -0 "+pid).Run(); err != nil {
-			t.Fatalf("the host process cannot be signalled from the host: %v", err)
+		if err := exec.Command("sh", "-c", "kill -0 "+pid+" && grep -q . /proc/"+pid+"/environ && ls /proc/"+pid+"/root/").Run(); err != nil {
+			t.Fatalf("the host process cannot be signalled, or its environment and root read, from the host: %v", err)
 		}
 		r := mosaicWith(t, noBwrap, "", "run", "--sandbox", "landlock", "--name", name, "--workspace", ws, "--", "sh", "-c", script, "sh", record, pid, runSocket)
 		if r.code != 0 || strings.TrimSpace(r.stdout) != "" {
