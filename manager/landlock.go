@@ -72,6 +72,12 @@ func ForSandbox(checks []Check, mode string) []Check {
 		if mode == sandbox.ModeLandlock && c.Name == "bwrap" && c.Status == "fail" {
 			c = warn(c.Name, c.Detail+" (not needed by --sandbox landlock)", "")
 		}
+		if mode == sandbox.ModeLandlock && c.Name == "user-namespaces" {
+			// Without them the user manager cannot hide the home and the
+			// runtime dir, which Landlock alone cannot (the user bus is a
+			// path socket): the session is refused.
+			c.Detail += " (--sandbox landlock needs them too: systemd's layer, which hides your home and the user bus, is built in one)"
+		}
 		out = append(out, c)
 	}
 	return append(out, landlockCheck(mode))
