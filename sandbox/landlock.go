@@ -262,7 +262,11 @@ func addPathRule(ruleset int, path string, access uint64) error {
 // Landlock requires of an unprivileged caller), restricts itself and forks
 // the command, which inherits the thread's domain; the goroutine then ends
 // still locked, which makes the Go runtime end the thread: no other code of
-// the init ever runs restricted. A failed restriction starts nothing.
+// the init ever runs restricted. Nor does a thread cloned from it: the
+// runtime never makes a new thread from a locked one (it asks its template
+// thread, started by the first LockOSThread, before the restriction), so
+// the domain cannot leak into the threads that run the init's goroutines.
+// A failed restriction starts nothing.
 func StartRestricted(r *landlockRuleset, path string, argv []string, attr *os.ProcAttr) (*os.Process, error) {
 	if r == nil {
 		return os.StartProcess(path, argv, attr)
