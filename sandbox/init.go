@@ -109,7 +109,7 @@ func Init(args []string) int {
 	}
 	pass = append(pass, creds...)
 	err := promiseErr
-	var ruleset *landlockRuleset
+	var ruleset *LandlockRuleset
 	if err == nil {
 		ruleset, err = confineCommand(promise, *landlock)
 	}

@@ -149,12 +149,9 @@ var landlockDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/rand
 // session's own places.
 func LandlockPolicyFor(o LandlockOptions) LandlockPolicy {
 	p := LandlockPolicy{Read: []string{"/etc", "/proc"}, Dev: landlockDevices, Network: o.Network}
-	p.Exec = append(p.Exec, "/usr")
-	for _, d := range mergedUsrLinks {
-		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
-			p.Exec = append(p.Exec, d)
-		}
-	}
+	// The merged-/usr links resolve into /usr; where they are real
+	// directories they need their own rule; where absent they grant nothing.
+	p.Exec = append([]string{"/usr"}, mergedUsrLinks...)
 	if o.Binary != "" {
 		p.Exec = append(p.Exec, o.Binary)
 	}
@@ -163,9 +160,9 @@ func LandlockPolicyFor(o LandlockOptions) LandlockPolicy {
 	return p
 }
 
-// landlockRuleset is a ruleset ready to be applied: its descriptor, and
-// what it says (for the error of a failed restriction).
-type landlockRuleset struct {
+// LandlockRuleset is a ruleset ready to be applied (StartRestricted): its
+// descriptor, and what it says (for the error of a failed restriction).
+type LandlockRuleset struct {
 	fd   int
 	what string
 }
@@ -182,7 +179,7 @@ func createRuleset(attr rulesetAttr) (int, error) {
 // ScopeRuleset is the ruleset of every session: abstract sockets and
 // signals scoped, no access handled. It is nil (nothing to apply) where the
 // kernel's ABI is older than LandlockMinABI.
-func ScopeRuleset() (*landlockRuleset, error) {
+func ScopeRuleset() (*LandlockRuleset, error) {
 	if initABI() < LandlockMinABI {
 		return nil, nil
 	}
@@ -190,12 +187,12 @@ func ScopeRuleset() (*landlockRuleset, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &landlockRuleset{fd: fd, what: "abstract sockets and signals scoped"}, nil
+	return &LandlockRuleset{fd: fd, what: "abstract sockets and signals scoped"}, nil
 }
 
 // Ruleset builds the ruleset of policy p at the kernel's ABI, which must be
 // LandlockMinABI or newer: a session in this mode never runs with less.
-func (p LandlockPolicy) Ruleset() (*landlockRuleset, error) {
+func (p LandlockPolicy) Ruleset() (*LandlockRuleset, error) {
 	abi := initABI()
 	if abi < LandlockMinABI {
 		return nil, fmt.Errorf("the kernel offers Landlock ABI %d, --sandbox landlock needs %d (Linux 6.12+)", abi, LandlockMinABI)
@@ -209,7 +206,7 @@ func (p LandlockPolicy) Ruleset() (*landlockRuleset, error) {
 	if err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*landlockRuleset, error) { unix.Close(fd); return nil, err }
+	fail := func(err error) (*LandlockRuleset, error) { unix.Close(fd); return nil, err }
 	for _, set := range []struct {
 		paths  []string
 		access uint64
@@ -226,7 +223,7 @@ func (p LandlockPolicy) Ruleset() (*landlockRuleset, error) {
 			return fail(fmt.Errorf("landlock_add_rule (TCP port %d): %v", ProxyPort, errno))
 		}
 	}
-	return &landlockRuleset{fd: fd, what: fmt.Sprintf("filesystem, TCP connect (network %s), abstract sockets and signals at ABI %d", p.Network, abi)}, nil
+	return &LandlockRuleset{fd: fd, what: fmt.Sprintf("filesystem, TCP connect (network %s), abstract sockets and signals at ABI %d", p.Network, abi)}, nil
 }
 
 // addPathRule allows access beneath path; a file takes only the rights that
@@ -267,7 +264,7 @@ func addPathRule(ruleset int, path string, access uint64) error {
 // thread, started by the first LockOSThread, before the restriction), so
 // the domain cannot leak into the threads that run the init's goroutines.
 // A failed restriction starts nothing.
-func StartRestricted(r *landlockRuleset, path string, argv []string, attr *os.ProcAttr) (*os.Process, error) {
+func StartRestricted(r *LandlockRuleset, path string, argv []string, attr *os.ProcAttr) (*os.Process, error) {
 	if r == nil {
 		return os.StartProcess(path, argv, attr)
 	}
@@ -338,7 +335,7 @@ func CheckLandlockSession(p Promise) error {
 // --sandbox landlock, policy non-empty, systemd's) and returns the ruleset
 // the command is to start in: the scoping where the kernel has it, or the
 // mode's whole policy, which must apply.
-func confineCommand(p Promise, policy string) (*landlockRuleset, error) {
+func confineCommand(p Promise, policy string) (*LandlockRuleset, error) {
 	if policy == "" {
 		if err := CheckSandbox(p); err != nil {
 			return nil, err

@@ -23,7 +23,7 @@ func needLandlock(t *testing.T) {
 
 // runIn runs sh -c script in ruleset r (built by make, nil: none) and
 // returns its exit status.
-func runIn(t *testing.T, make func() (*landlockRuleset, error), script string) int {
+func runIn(t *testing.T, make func() (*LandlockRuleset, error), script string) int {
 	t.Helper()
 	r, err := make()
 	if err != nil {
@@ -42,7 +42,7 @@ func runIn(t *testing.T, make func() (*landlockRuleset, error), script string) i
 	return st.ExitCode()
 }
 
-func unrestricted() (*landlockRuleset, error) { return nil, nil }
+func unrestricted() (*LandlockRuleset, error) { return nil, nil }
 
 // TestScopeRuleset: a command started in the scoping ruleset cannot signal
 // a process outside it nor connect to an abstract socket made outside it,
@@ -173,7 +173,7 @@ func BenchmarkStartCommand(b *testing.B) {
 	policy := LandlockPolicyFor(LandlockOptions{Workspace: ws, SessionHome: ws, Network: NetworkNone})
 	for _, c := range []struct {
 		name string
-		make func() (*landlockRuleset, error)
+		make func() (*LandlockRuleset, error)
 	}{{"plain", unrestricted}, {"scoped", ScopeRuleset}, {"landlock-policy", policy.Ruleset}} {
 		b.Run(c.name, func(b *testing.B) {
 			null, _ := os.OpenFile(os.DevNull, os.O_RDWR, 0)
