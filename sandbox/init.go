@@ -161,6 +161,7 @@ func Init(args []string) int {
 	}
 	notifyStatus(notify, "READY=1")
 	if notify >= 0 {
+		notifyBarrier(notify, notifyBarrierTimeout)
 		unix.Close(notify)
 	}
 	if *tty {
@@ -335,5 +336,43 @@ func notifyFD() int {
 func notifyStatus(fd int, msg string) {
 	if fd >= 0 {
 		_, _ = unix.Write(fd, []byte(msg))
+	}
+}
+
+// notifyBarrierTimeout bounds the wait for systemd in notifyBarrier: a manager
+// that never answers delays the init's supervision of the command (its
+// signals wait in a buffer), never the command itself.
+const notifyBarrierTimeout = 5 * time.Second
+
+// notifyBarrier returns once systemd has processed every message sent on fd
+// before it, or after timeout. It is sd_notify's BARRIER=1: the message
+// carries the write end of a pipe, and systemd closes that descriptor when it
+// handles the message, so the read end hangs up. Without it, READY=1 from an
+// init whose command exits at once can be dropped: systemd looks the sender
+// up only when it reads the message, and ignores one that is gone by then
+// (257: "Notify sender died before message is processed", 252: "Cannot find
+// unit for notify message"), so the start job failed for a command that ran.
+func notifyBarrier(fd int, timeout time.Duration) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return
+	}
+	defer unix.Close(p[0])
+	err := unix.Sendmsg(fd, []byte("BARRIER=1"), unix.UnixRights(p[1]), nil, 0)
+	unix.Close(p[1])
+	if err != nil {
+		return
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		// No events asked for: POLLHUP is always reported.
+		_, err := unix.Poll([]unix.PollFd{{Fd: int32(p[0])}}, int(left.Milliseconds())+1)
+		if err != unix.EINTR {
+			return
+		}
 	}
 }
