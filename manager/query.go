@@ -57,6 +57,7 @@ type Session struct {
 
 	// The rows of the syscall filter its profile lifted.
 	SeccompAllow []string `json:"seccomp_allow,omitempty"`
+	Sandbox      string   `json:"sandbox,omitempty"` // bwrap, or landlock (no bwrap: see Confinement)
 }
 
 // Running reports whether the session's unit is up, on its way up, or on

@@ -26,6 +26,10 @@ func describe(r records.Record, s *Session) {
 	s.Network, s.AllowHosts = r.Network, r.AllowHosts
 	s.Output = r.Output
 	s.SeccompAllow = r.SeccompAllow
+	s.Sandbox = r.Sandbox
+	if s.Sandbox == "" {
+		s.Sandbox = sandbox.ModeBwrap
+	}
 	if s.Network == "" {
 		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
 	}
@@ -51,7 +55,11 @@ func outputOf(s units.Spec) string {
 
 // recordOf is the record of a spec about to start.
 func recordOf(s units.Spec) records.Record {
-	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
+	binds := s.Binds()
+	if s.Landlock() {
+		binds = nil // no bwrap: the record says the mode, status its rows
+	}
+	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: binds, Sandbox: s.Sandbox,
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
 		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow}
 }

@@ -40,6 +40,8 @@ func TestBadInput(t *testing.T) {
 		{"--ro missing", []string{"--ro", filepath.Join(ws, "nope"), "--workspace", ws, "--", "true"}, "bad-bind"},
 		{"--rw home", []string{"--rw", homeDir(), "--workspace", ws, "--", "true"}, "bad-bind"},
 		{"--ro runtime dir", []string{"--ro", "/run", "--workspace", ws, "--", "true"}, "bad-bind"},
+		{"unknown sandbox", []string{"--sandbox", "lxc", "--workspace", ws, "--", "true"}, "bad-sandbox"},
+		{"landlock may-launch", []string{"--sandbox", "landlock", "--may-launch", "--workspace", ws, "--", "true"}, "bad-sandbox"},
 	}
 	before := mosaicUnits(t)
 	for _, verb := range []string{"start", "run"} {

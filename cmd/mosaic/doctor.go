@@ -22,6 +22,7 @@ func doctorCommand(out *output) *cli.Command {
 			"(or, with --probe, when the probe session could do what it must not, or not what it must).",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "probe", Usage: "start a throwaway session against stand-ins and report each check allowed or denied"},
+			&cli.StringFlag{Name: "sandbox", Value: sandbox.ModeBwrap, Usage: "the mode to check (and probe): bwrap, or landlock (for hosts where bwrap cannot run: also shows what it confines less)"},
 			jsonFlag,
 		},
 		OnUsageError: usageError,
@@ -29,7 +30,12 @@ func doctorCommand(out *output) *cli.Command {
 			ctx := context.Background()
 			prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "mosaic doctor")
 			prog.set("checking the host")
+			mode := c.String("sandbox")
+			if !sandbox.ValidMode(mode) {
+				return errcode.BadSandbox.New("--sandbox %s: use bwrap or landlock", mode)
+			}
 			checks, m := doctor.Doctor(ctx)
+			checks = doctor.ForSandbox(checks, mode)
 			if m != nil {
 				defer m.Close()
 			}
@@ -38,14 +44,17 @@ func doctorCommand(out *output) *cli.Command {
 			var probeErr error
 			if c.Bool("probe") && healthy {
 				prog.set("running the probe session")
-				answers, probeErr = doctor.ProbeSandbox(ctx, m)
+				answers, probeErr = doctor.ProbeSandbox(ctx, m, mode)
 			}
 			prog.done()
 			probeOK := probeErr == nil
 			for _, a := range answers {
 				probeOK = probeOK && a.OK
 			}
-			report := map[string]any{"ok": healthy && probeOK, "checks": checks, "syscall_filter": sandbox.SyscallRules}
+			report := map[string]any{"ok": healthy && probeOK, "checks": checks, "syscall_filter": sandbox.SyscallRules, "sandbox": mode}
+			if mode == sandbox.ModeLandlock {
+				report["landlock_rows"] = sandbox.LandlockRows
+			}
 			if c.Bool("probe") {
 				p := map[string]any{"answers": answers, "network": networkNote}
 				if probeErr != nil {
@@ -58,6 +67,10 @@ func doctorCommand(out *output) *cli.Command {
 			out.result(report, func(w io.Writer) {
 				var b strings.Builder
 				printDoctor(&b, checks, c.Bool("probe"), healthy, answers, probeErr)
+				if mode == sandbox.ModeLandlock {
+					fmt.Fprintln(&b)
+					printLandlockRows(&b)
+				}
 				io.WriteString(w, wrapLines(b.String(), fitWidth(out, false)))
 			})
 			switch {
@@ -98,6 +111,9 @@ func printDoctor(w io.Writer, checks []doctor.Check, probe, healthy bool, answer
 			mark = "FAIL"
 		}
 		fmt.Fprintf(w, "  %s %-16s %-8s (must be %s): %s\n", mark, a.Name, a.Got, a.Want, a.What)
+		if a.Gap != "" {
+			fmt.Fprintf(w, "       %-16s known gap of --sandbox landlock: %s\n", "", a.Gap)
+		}
 	}
 	fmt.Fprintln(w, "  note network          "+networkNote)
 }

@@ -15,6 +15,7 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/manager"
+	"mosaic/sandbox"
 	"mosaic/units"
 )
 
@@ -102,6 +103,8 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	fmt.Fprintf(w, "session:   %s (%s)\n", s.Name, s.Unit)
 	if s.Kind == units.KindScope {
 		fmt.Fprintln(w, "kind:      scope: bwrap's sandbox alone, started by mosaic run --scope on its terminal (no unit sandbox, no journal)")
+	} else if s.Sandbox == sandbox.ModeLandlock {
+		fmt.Fprintln(w, "kind:      service: systemd's unit sandbox, Landlock inside (--sandbox landlock: no bwrap)")
 	} else {
 		fmt.Fprintln(w, "kind:      service: systemd's unit sandbox around bwrap's")
 	}
@@ -142,7 +145,7 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	case "allow":
 		fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) to %s\n", units.EgressUnitName(s.Name), strings.Join(s.AllowHosts, ", "))
 	case "host":
-		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network, its loopback services and abstract sockets)")
+		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network and loopback services; its abstract sockets only where the kernel has Landlock ABI 6)")
 	}
 	if s.Profile != "" { // recorded by this mosaic: the filter was there
 		lifted := "every row (`mosaic doctor` lists them)"
@@ -169,6 +172,9 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 			}
 			fmt.Fprintf(w, "  %-6s %s%s\n         %s\n", b.Kind, safe(b.Dst), from, b.Reason)
 		}
+	}
+	if s.Sandbox == sandbox.ModeLandlock {
+		printLandlockRows(w)
 	}
 	switch {
 	case s.Kind == units.KindScope || s.Output == "terminal":
@@ -360,4 +366,22 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// printLandlockRows says, row by row, what --sandbox landlock confines and
+// what it does not, beside bwrap's layer.
+func printLandlockRows(w io.Writer) {
+	fmt.Fprintln(w, "sandbox:   landlock, compared with bwrap's layer (! = confines less):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range sandbox.LandlockRows {
+		mark := " "
+		if r.Weaker {
+			mark = "!"
+		}
+		fmt.Fprintf(tw, "  %s %s\t%s\n", mark, r.What, r.Landlock)
+		if r.Weaker {
+			fmt.Fprintf(tw, "  \t(bwrap: %s)\n", r.Bwrap)
+		}
+	}
+	tw.Flush()
 }

@@ -38,6 +38,7 @@ func sessionFlags() []cli.Flag {
 		&cli.StringFlag{Name: "stop-timeout", Usage: "`DURATION` between SIGTERM and SIGKILL when the session is stopped", Value: units.DefaultStopTimeout.String()},
 		&cli.StringFlag{Name: "network", Usage: "`MODE`: none (loopback only), allow (only to --allow-host names, through an egress proxy) or host (not confined) (default: the profile's; generic: none)"},
 		&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also let the session reach `HOST[:PORT]` (port 443 unless given; repeatable)"},
+		&cli.StringFlag{Name: "sandbox", Usage: "the inner layer: bwrap (namespaces of its own) or landlock (for hosts where bwrap cannot run: less confined, see `mosaic doctor`) (default: the profile's, else bwrap)"},
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
 		jsonFlag,
 	)
@@ -57,6 +58,7 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 		EnvFiles:    c.StringSlice("env-file"),
 		MayLaunch:   c.Bool("may-launch"),
 		Network:     c.String("network"),
+		Sandbox:     c.String("sandbox"),
 		AllowHosts:  c.StringSlice("allow-host"),
 	}
 	if c.IsSet("name") && req.Name == "" {

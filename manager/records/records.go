@@ -37,7 +37,8 @@ type Record struct {
 	// Output is where the command's stdout and stderr went: "journal"
 	// (mosaic start), or "terminal" (mosaic run: the caller's terminal or
 	// pipes, which the journal never saw).
-	Output string `json:"output,omitempty"`
+	Output  string `json:"output,omitempty"`
+	Sandbox string `json:"sandbox,omitempty"` // bwrap (or empty) or landlock
 	// SeccompAllow are the rows of the syscall filter the profile lifted.
 	SeccompAllow []string `json:"seccomp_allow,omitempty"`
 }

@@ -42,6 +42,7 @@ type Request struct {
 	MayLaunch   bool     // the session may ask the bus to launch others
 	Network     string   // none, allow or host; empty: the profile's
 	AllowHosts  []string // --allow-host, added to the profile's list
+	Sandbox     string   // bwrap or landlock; empty: the profile's, else bwrap
 }
 
 // RuntimeDir returns $XDG_RUNTIME_DIR, or a refusal saying how to get one.
@@ -165,6 +166,10 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err != nil {
 		return units.Spec{}, none, err
 	}
+	mode, err := sandboxOf(req, grant.Profile)
+	if err != nil {
+		return units.Spec{}, none, err
+	}
 	name := req.Name
 	if name == "" {
 		name = units.GenerateName(req.Command)
@@ -201,6 +206,10 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		Network:     network,
 		Allow:       allow,
 		EgressDir:   p.EgressDir(name),
+		Sandbox:     mode,
+	}
+	if mode == sandbox.ModeLandlock {
+		spec.BwrapBin = ""
 	}
 	spec.SeccompAllow = grant.Profile.SeccompAllow
 	if req.MayLaunch {
@@ -385,4 +394,28 @@ func checkExtra(flag string, paths []string, p Paths) ([]string, error) {
 		out = append(out, real)
 	}
 	return out, nil
+}
+
+// sandboxOf decides the session's inner layer: --sandbox, else the
+// profile's, else bwrap. landlock is only ever what was asked for, and
+// needs a service (a scope has no systemd layer to hide the home and the
+// runtime dir).
+func sandboxOf(req Request, profile credentials.Profile) (string, error) {
+	mode := req.Sandbox
+	if mode == "" {
+		mode = profile.Sandbox
+	}
+	if mode == "" {
+		return sandbox.ModeBwrap, nil
+	}
+	if !sandbox.ValidMode(mode) {
+		return "", errcode.BadSandbox.New("--sandbox %s: use bwrap (the default: namespaces of its own) or landlock (for hosts where bwrap cannot run; see `mosaic doctor`)", mode)
+	}
+	if mode == sandbox.ModeLandlock && req.Scope {
+		return "", errcode.BadSandbox.New("--sandbox landlock needs a service, not --scope: systemd's layer is what hides your home and its runtime directory there")
+	}
+	if mode == sandbox.ModeLandlock && req.MayLaunch {
+		return "", errcode.BadSandbox.New("--sandbox landlock does not support --may-launch yet: use --sandbox bwrap")
+	}
+	return mode, nil
 }
