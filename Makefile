@@ -39,9 +39,11 @@ vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 
 test: vet
+	@[ "$$(id -u)" != 0 ] || contrib/install-deps.sh
 	contrib/with-user-manager.sh $(GO) test -count=1 ./...
 
 demo: build
+	@[ "$$(id -u)" != 0 ] || contrib/install-deps.sh
 	contrib/with-user-manager.sh contrib/demo.sh
 
 bench: build
