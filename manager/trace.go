@@ -37,8 +37,8 @@ type startedKey struct{}
 
 // WithStarted returns a context under which fn is called once a session's
 // command runs (its start job is done, or its scope's shim was let go): a
-// foreground run puts the user's terminal in raw mode only then, so that a
-// Ctrl-C typed while the session starts reaches mosaic and stops it.
+// foreground run on a pseudo-terminal relays the user's keys only then, so
+// that a Ctrl-C typed while the session starts reaches the command.
 func WithStarted(ctx context.Context, fn func()) context.Context {
 	return context.WithValue(ctx, startedKey{}, fn)
 }

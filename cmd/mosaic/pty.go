@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,11 +22,13 @@ type terminal struct {
 	saved         *unix.Termios // the user's terminal modes, restored at the end; nil when in is not a terminal
 	winch         chan os.Signal
 	drained       chan struct{} // the master side's output is all copied
+	relayOnce     sync.Once
 }
 
 // openTerminal allocates a pseudo-terminal for a session run from in and
 // out, gives it the modes and window size of in when that is a terminal,
-// and starts relaying; raw puts in into raw mode.
+// puts in into raw mode and relays the session's output; started relays
+// the keys.
 func openTerminal(in, out *os.File) (*terminal, error) {
 	master, slave, err := openPTY()
 	if err != nil {
@@ -36,6 +39,13 @@ func openTerminal(in, out *os.File) (*terminal, error) {
 		t.saved = saved
 		_ = unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, saved)
 		t.resize()
+		raw := *saved
+		makeRaw(&raw)
+		if err := unix.IoctlSetTermios(int(in.Fd()), unix.TCSETS, &raw); err != nil {
+			master.Close()
+			slave.Close()
+			return nil, err
+		}
 		t.winch = make(chan os.Signal, 1)
 		signal.Notify(t.winch, unix.SIGWINCH)
 		go func() {
@@ -44,7 +54,6 @@ func openTerminal(in, out *os.File) (*terminal, error) {
 			}
 		}()
 	}
-	go func() { _, _ = io.Copy(master, in) }()
 	go func() {
 		_, _ = io.Copy(out, master) // ends with EIO once no one holds the slave side
 		close(t.drained)
@@ -52,18 +61,13 @@ func openTerminal(in, out *os.File) (*terminal, error) {
 	return t, nil
 }
 
-// raw puts the user's terminal into raw mode, so that every key goes to
-// the session. It is called once the session's command runs: before, the
-// terminal stays as it was, and a Ctrl-C reaches mosaic, which stops the
-// session that is starting (instead of a line discipline with no
-// foreground process to signal swallowing it).
-func (t *terminal) raw() {
-	if t.saved == nil {
-		return
-	}
-	raw := *t.saved
-	makeRaw(&raw)
-	_ = unix.IoctlSetTermios(int(t.in.Fd()), unix.TCSETS, &raw)
+// started starts relaying the user's keys to the session, once its command
+// runs in the foreground of the pseudo-terminal. Keys typed before (a
+// Ctrl-C while the session starts) wait in the user's terminal until then
+// and reach the command: before, the pseudo-terminal had no foreground
+// process, and its line discipline would have swallowed the signal.
+func (t *terminal) started() {
+	t.relayOnce.Do(func() { go func() { _, _ = io.Copy(t.master, t.in) }() })
 }
 
 // openPTY returns a new pseudo-terminal's master and slave sides, neither of

@@ -224,7 +224,7 @@ func runCommand(out *output) *cli.Command {
 				}
 				defer term.restore()
 				stdio = [3]*os.File{term.slave, term.slave, term.slave}
-				ctx = manager.WithStarted(ctx, term.raw)
+				ctx = manager.WithStarted(ctx, term.started)
 			}
 			var held []heldTerminal
 			if term == nil { // the session gets the user's own terminal, if any
