@@ -342,6 +342,14 @@ pids+=($!)
 for _ in $(seq 200); do [ -S "$runtime/systemd/private" ] && [ -S "$runtime/bus" ] && break; sleep 0.05; done
 [ -S "$runtime/systemd/private" ] || die "systemd --user did not come up (is $cg_v1 writable?)"
 "${as_user[@]}" "${user_env[@]}" systemctl --user is-system-running --wait >/dev/null 2>&1 || true
+# On a real machine the user's journal exists long before mosaic runs; here
+# journald makes it at the user's first line. Until then journalctl --user
+# finds no file and fails (silently, with -q), so it is made now.
+"${as_user[@]}" "${user_env[@]}" systemd-cat -t mosaic-rig echo "rig up: systemd $version" || true
+for _ in $(seq 100); do
+	compgen -G "/var/log/journal/*/user-$uid.journal" >/dev/null || compgen -G "/run/log/journal/*/user-$uid.journal" >/dev/null && break
+	sleep 0.02
+done
 
 mkdir -p "$home/tmp"; chown "$uid:$gid" "$home/tmp"
 
