@@ -57,7 +57,8 @@ fi
 url=$(mirror)
 [ -n "$url" ] || die "no Debian mirror in /etc/apt/sources.list*: set MOSAIC_RIG_MIRROR=URL"
 tmp=$(mktemp -d "$cache/.rig-$suite.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+# --one-file-system: a failed debootstrap may leave /proc or /sys mounted inside.
+trap 'rm -rf --one-file-system "$tmp"' EXIT
 echo "rig-root: building a $suite root from $url (once; cached in $root)" >&2
 start=$SECONDS
 if ! debootstrap --variant=minbase --include="$packages" "$suite" "$tmp" "$url" >"$tmp.log" 2>&1; then
@@ -74,6 +75,6 @@ if [ -d "$root" ]; then
 fi
 mv -T "$tmp" "$root"
 trap - EXIT
-rm -rf "$tmp.old"
+rm -rf --one-file-system "$tmp.old"
 echo "rig-root: $suite root ready in $((SECONDS - start)) s" >&2
 echo "$root"
