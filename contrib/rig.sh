@@ -22,14 +22,15 @@
 # private mount namespace gets a throwaway overlay of DIR (the cache is never
 # written), fresh /proc, /dev and /sys (with the cgroup hierarchies) bound in, a
 # tmpfs /tmp, the host's Go toolchain (/usr/local/go) and the test user's
-# home, and pivot_root makes it the root. In either rig, RIG_GOMODCACHE (root's
-# Go module cache, which with-user-manager.sh fills) is bound in read-only and
-# the command builds with GOPROXY=off: nothing is downloaded inside. Not chroot: a chrooted process may not
-# make user namespaces (the kernel refuses CLONE_NEWUSER there), so bwrap fails.
+# home, and pivot_root makes it the root. Not chroot: a chrooted process may
+# not make user namespaces (the kernel refuses CLONE_NEWUSER there), so bwrap
+# fails. In either rig, RIG_GOMODCACHE (root's Go module cache, which
+# with-user-manager.sh fills) is bound in read-only and the command builds
+# with GOPROXY=off: nothing is downloaded inside.
 #
 # The test network: where ip and socat are installed, a network namespace of
 # the rig's own holds two test hosts (N.2 and N.3 of a documentation range
-# N.0/24 the host does not use, never routed anywhere: pick-testnet) answering on port
+# N.0/24 that nothing of this machine uses: pick-testnet) answering on port
 # 443, reached over a veth pair (N.1 on this side, removed at the end); this
 # mount namespace's /etc/hosts names them testhost.mosaic.test and
 # otherhost.mosaic.test, and private.mosaic.test as 10.255.255.1.
@@ -193,9 +194,12 @@ enter_root() {
 	mount --rbind /dev "$m/dev"
 	mount --rbind /sys "$m/sys"
 	mount -t tmpfs -o mode=1777 tmpfs "$m/tmp"
-	mkdir -p "$m/usr/local/go" "$m$home"
-	mount --bind /usr/local/go "$m/usr/local/go"
-	mount -o remount,bind,ro "$m/usr/local/go"
+	mkdir -p "$m$home"
+	if [ -d /usr/local/go ]; then # the toolchain the rig's PATH names
+		mkdir -p "$m/usr/local/go"
+		mount --bind /usr/local/go "$m/usr/local/go"
+		mount -o remount,bind,ro "$m/usr/local/go"
+	fi
 	mount --bind "$home" "$m$home"
 	if [ -n "${RIG_GOMODCACHE:-}" ] && [ -d "$RIG_GOMODCACHE" ]; then
 		mkdir -p "$m/var/cache/mosaic-rig/gomod"
