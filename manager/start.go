@@ -33,6 +33,7 @@ func Launch(ctx context.Context, req request.Request) (*Manager, units.Spec, []c
 		return nil, units.Spec{}, nil, err
 	}
 	mark(ctx, "check request")
+	testPauseAfterCheck()
 	if bwrapErr != nil {
 		return nil, units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", bwrapErr)
 	}
@@ -68,6 +69,7 @@ func (m *Manager) Spec(req request.Request) (units.Spec, []credentials.Var, erro
 	if err != nil {
 		return units.Spec{}, nil, err
 	}
+	testPauseAfterCheck()
 	m.complete(&spec, paths)
 	return spec, secrets, nil
 }
@@ -106,6 +108,10 @@ func (m *Manager) complete(spec *units.Spec, paths request.Paths) {
 		p.Scope = "/" + units.Slice + "/" + spec.Unit()
 	}
 	p.Net = spec.OwnNetwork()
+	p.Binds = spec.BindIDs
+	if testSkipBindIdentity() {
+		p.Binds = nil
+	}
 	spec.Promise = p.Encode()
 }
 

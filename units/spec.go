@@ -129,6 +129,9 @@ type Spec struct {
 	BwrapBin   string   // the bwrap binary
 	ExtraRO    []string // --ro paths, resolved
 	ExtraRW    []string // --rw paths, resolved
+	// BindIDs are the workspace's and the --ro/--rw paths' identities as
+	// checked, which the sandbox's layers compare with what they mounted.
+	BindIDs []sandbox.BindID
 	Env        []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
 	Pass       []string // names the init passes besides its allowlist (a profile's variables)
 	// Credentials are the names of the secrets in CredentialFile, which

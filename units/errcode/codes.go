@@ -37,6 +37,7 @@ var (
 	CredentialInvalid     = def("credential-invalid", ExitBadInput, "a credential's name or value cannot be passed to a session")
 	CredentialFileMissing = def("credential-file-missing", ExitBadInput, "an --env-file cannot be read")
 	UnknownProfile        = def("unknown-profile", ExitBadInput, "there is no profile of that name")
+	BadConfig             = def("bad-config", ExitBadInput, "a mosaic configuration file (deny.conf, mosaic.conf) cannot be read")
 	BadProfile            = def("bad-profile", ExitBadInput, "a profile file cannot be read")
 )
 
