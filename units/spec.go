@@ -132,8 +132,8 @@ type Spec struct {
 	// BindIDs are the workspace's and the --ro/--rw paths' identities as
 	// checked, which the sandbox's layers compare with what they mounted.
 	BindIDs []sandbox.BindID
-	Env        []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
-	Pass       []string // names the init passes besides its allowlist (a profile's variables)
+	Env     []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
+	Pass    []string // names the init passes besides its allowlist (a profile's variables)
 	// Credentials are the names of the secrets in CredentialFile, which
 	// systemd reads (EnvironmentFiles=) and the init requires and passes on.
 	// The values are never in the spec.
