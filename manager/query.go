@@ -49,10 +49,11 @@ type Session struct {
 	WorkspaceGivenAs string         `json:"workspace_given_as,omitempty"`
 	Binds            []sandbox.Bind `json:"binds,omitempty"`
 	Profile          string         `json:"profile,omitempty"`
-	Credentials      []string       `json:"credentials,omitempty"` // names; values never leave the env file
-	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch
-	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
-	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
+	Credentials      []string       `json:"credentials,omitempty"`        // names; values never leave the env file
+	MayLaunch        bool           `json:"may_launch,omitempty"`         // started with --may-launch
+	Network          string         `json:"network,omitempty"`            // none, allow or host (not confined)
+	AllowHosts       []string       `json:"allow_hosts,omitempty"`        // network allow: where the egress proxy lets it go
+	HostExecWritable bool           `json:"host_exec_writable,omitempty"` // --allow-write-host-exec
 }
 
 // Running reports whether the session's unit is up, on its way up, or on

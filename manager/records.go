@@ -23,6 +23,7 @@ func describe(r records.Record, s *Session) {
 	s.Profile, s.Credentials = r.Profile, r.Credentials
 	s.Kind = kindOf(r)
 	s.MayLaunch = r.MayLaunch
+	s.HostExecWritable = r.HostExecWritable
 	s.Network, s.AllowHosts = r.Network, r.AllowHosts
 	if s.Network == "" {
 		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
@@ -42,7 +43,7 @@ func kindOf(r records.Record) string {
 func recordOf(s units.Spec) records.Record {
 	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
-		Network: s.Network, AllowHosts: s.Allow}
+		Network: s.Network, AllowHosts: s.Allow, HostExecWritable: s.AllowWriteHostExec}
 }
 
 // prepareState makes the session's state directory: home/ kept across runs of

@@ -50,7 +50,10 @@ func Launch(ctx context.Context, req request.Request) (*Manager, units.Spec, []c
 		m.Close()
 		return nil, units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v (run `mosaic doctor` for the host's namespace settings)", perr)
 	}
-	m.complete(&spec, paths)
+	if err := m.complete(&spec, paths); err != nil {
+		m.Close()
+		return nil, units.Spec{}, nil, err
+	}
 	return m, spec, secrets, nil
 }
 
@@ -70,7 +73,9 @@ func (m *Manager) Spec(req request.Request) (units.Spec, []credentials.Var, erro
 		return units.Spec{}, nil, err
 	}
 	testPauseAfterCheck()
-	m.complete(&spec, paths)
+	if err := m.complete(&spec, paths); err != nil {
+		return units.Spec{}, nil, err
+	}
 	return spec, secrets, nil
 }
 
@@ -100,9 +105,19 @@ func (m *Manager) UnitByPID(ctx context.Context, pid uint32) (string, error) {
 }
 
 // complete fills in what only a connected manager knows: the mosaic binary
-// the unit runs, and the host's facts the sandbox is checked against.
-func (m *Manager) complete(spec *units.Spec, paths request.Paths) {
+// the unit runs, and the host's facts the sandbox is checked against; and,
+// once the request is known to be good, protects the workspace's
+// host-executed entries (which may make placeholders on disk).
+func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 	spec.MosaicBin = m.MosaicBin
+	if !spec.AllowWriteHostExec {
+		protect, ids, err := sandbox.ProtectHostExec(spec.Workspace)
+		if err != nil {
+			return errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
+		}
+		spec.Protect = protect
+		spec.BindIDs = append(spec.BindIDs, ids...)
+	}
 	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs && !spec.Scope)
 	if spec.Scope {
 		p.Scope = "/" + units.Slice + "/" + spec.Unit()
@@ -113,6 +128,7 @@ func (m *Manager) complete(spec *units.Spec, paths request.Paths) {
 		p.Binds = nil
 	}
 	spec.Promise = p.Encode()
+	return nil
 }
 
 // Start starts the session as a transient service and returns once systemd's

@@ -132,8 +132,12 @@ type Spec struct {
 	// BindIDs are the workspace's and the --ro/--rw paths' identities as
 	// checked, which the sandbox's layers compare with what they mounted.
 	BindIDs []sandbox.BindID
-	Env     []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
-	Pass    []string // names the init passes besides its allowlist (a profile's variables)
+	// Protect are the read-only binds over the workspace's host-executed
+	// entries (sandbox.ProtectHostExec), none when AllowWriteHostExec.
+	Protect            []sandbox.Bind
+	AllowWriteHostExec bool
+	Env                []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
+	Pass               []string // names the init passes besides its allowlist (a profile's variables)
 	// Credentials are the names of the secrets in CredentialFile, which
 	// systemd reads (EnvironmentFiles=) and the init requires and passes on.
 	// The values are never in the spec.
@@ -205,6 +209,8 @@ func (s Spec) Binds() []sandbox.Bind {
 		ExtraRW:     s.ExtraRW,
 		BusDir:      s.busDir(),
 		EgressDir:   s.egressDir(),
+		BwrapBin:    s.BwrapBin,
+		Protect:     s.Protect,
 	})
 }
 

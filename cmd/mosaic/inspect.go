@@ -134,6 +134,9 @@ func printStatus(w io.Writer, s manager.Session) {
 		}
 		fmt.Fprintln(w)
 	}
+	if s.HostExecWritable {
+		fmt.Fprintln(w, "host-exec: WRITABLE (--allow-write-host-exec): the session may change .git/config, .git/hooks and the other files your tools run from the workspace")
+	}
 	if len(s.Binds) > 0 {
 		fmt.Fprintln(w, "sandbox:")
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

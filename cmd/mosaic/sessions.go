@@ -36,6 +36,7 @@ func sessionFlags() []cli.Flag {
 		&cli.StringFlag{Name: "network", Usage: "none (loopback only), allow (only to --allow-host names, through an egress proxy) or host (not confined) (default: the profile's; generic: none)"},
 		&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also let the session reach `HOST[:PORT]` (port 443 unless given; repeatable)"},
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
+		&cli.BoolFlag{Name: "allow-write-host-exec", Usage: "let the session change the workspace's files your tools run (.git/config, .git/hooks, .vscode, .envrc, ...), read-only by default"},
 		jsonFlag,
 	)
 }
@@ -55,6 +56,8 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 		MayLaunch:   c.Bool("may-launch"),
 		Network:     c.String("network"),
 		AllowHosts:  c.StringSlice("allow-host"),
+
+		AllowWriteHostExec: c.Bool("allow-write-host-exec"),
 	}
 	if c.IsSet("name") && req.Name == "" {
 		return req, errcode.BadName.New("--name is empty: give a name or leave the flag out")

@@ -34,6 +34,9 @@ type Record struct {
 	MayLaunch   bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
 	Network     string         `json:"network,omitempty"`
 	AllowHosts  []string       `json:"allow_hosts,omitempty"`
+	// HostExecWritable: started with --allow-write-host-exec, the
+	// workspace's host-executed entries are writable.
+	HostExecWritable bool `json:"host_exec_writable,omitempty"`
 }
 
 const (

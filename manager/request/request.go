@@ -39,6 +39,9 @@ type Request struct {
 	MayLaunch   bool     // the session may ask the bus to launch others
 	Network     string   // none, allow or host; empty: the profile's
 	AllowHosts  []string // --allow-host, added to the profile's list
+	// AllowWriteHostExec leaves the workspace's host-executed entries
+	// (.git/config, .git/hooks, ...: sandbox.HostExecEntries) writable.
+	AllowWriteHostExec bool
 }
 
 // RuntimeDir returns $XDG_RUNTIME_DIR, or a refusal saying how to get one.
@@ -180,32 +183,33 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		pass = append(pass, n)
 	}
 	spec := units.Spec{
-		Name:        name,
-		NameGiven:   req.Name != "",
-		Command:     command,
-		Binary:      binary,
-		Workspace:   real,
-		GivenAs:     givenAs,
-		Home:        p.Home,
-		RuntimeDir:  p.RuntimeDir,
-		StateDir:    p.SessionDir(name),
-		BwrapBin:    bwrapBin,
-		ExtraRO:     realPaths(ro),
-		ExtraRW:     realPaths(rw),
-		BindIDs:     bindIDs(append(append([]checked{wsc}, rw...), ro...)),
-		Env:         append(append([]string{}, req.Env...), grant.PassEnv...),
-		Pass:        pass,
-		Credentials: grant.Names(),
-		Profile:     grant.Profile.Name,
-		Limits:      req.Limits,
-		StopTimeout: req.StopTimeout,
-		Scope:       req.Scope,
-		TTY:         req.TTY,
-		MayLaunch:   req.MayLaunch,
-		BusDir:      p.BusDir(),
-		Network:     network,
-		Allow:       allow,
-		EgressDir:   p.EgressDir(name),
+		Name:               name,
+		NameGiven:          req.Name != "",
+		Command:            command,
+		Binary:             binary,
+		Workspace:          real,
+		GivenAs:            givenAs,
+		Home:               p.Home,
+		RuntimeDir:         p.RuntimeDir,
+		StateDir:           p.SessionDir(name),
+		BwrapBin:           bwrapBin,
+		ExtraRO:            realPaths(ro),
+		ExtraRW:            realPaths(rw),
+		BindIDs:            bindIDs(append(append([]checked{wsc}, rw...), ro...)),
+		AllowWriteHostExec: req.AllowWriteHostExec,
+		Env:                append(append([]string{}, req.Env...), grant.PassEnv...),
+		Pass:               pass,
+		Credentials:        grant.Names(),
+		Profile:            grant.Profile.Name,
+		Limits:             req.Limits,
+		StopTimeout:        req.StopTimeout,
+		Scope:              req.Scope,
+		TTY:                req.TTY,
+		MayLaunch:          req.MayLaunch,
+		BusDir:             p.BusDir(),
+		Network:            network,
+		Allow:              allow,
+		EgressDir:          p.EgressDir(name),
 	}
 	if req.MayLaunch {
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
