@@ -33,7 +33,6 @@ func Launch(ctx context.Context, req request.Request) (*Manager, units.Spec, []c
 		return nil, units.Spec{}, nil, err
 	}
 	mark(ctx, "check request")
-	testPauseAfterCheck()
 	if bwrapErr != nil {
 		return nil, units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", bwrapErr)
 	}
@@ -54,6 +53,7 @@ func Launch(ctx context.Context, req request.Request) (*Manager, units.Spec, []c
 		m.Close()
 		return nil, units.Spec{}, nil, err
 	}
+	testPauseAfterCheck()
 	return m, spec, secrets, nil
 }
 
@@ -72,10 +72,10 @@ func (m *Manager) Spec(req request.Request) (units.Spec, []credentials.Var, erro
 	if err != nil {
 		return units.Spec{}, nil, err
 	}
-	testPauseAfterCheck()
 	if err := m.complete(&spec, paths); err != nil {
 		return units.Spec{}, nil, err
 	}
+	testPauseAfterCheck()
 	return spec, secrets, nil
 }
 

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -54,7 +55,7 @@ func StatNoFollow(path string) (unix.Stat_t, error) {
 		next, err := unix.Openat(fd, part, flags, 0)
 		unix.Close(fd)
 		if err != nil {
-			return st, fmt.Errorf("%s: %v", "/"+strings.Join(parts[:i+1], "/"), err)
+			return st, &os.PathError{Op: "open", Path: "/" + strings.Join(parts[:i+1], "/"), Err: err}
 		}
 		fd = next
 	}
