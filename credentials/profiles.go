@@ -27,6 +27,11 @@ type Profile struct {
 	// none, allow (to AllowHosts, through the egress proxy) or host.
 	Network    string   `json:"network"`
 	AllowHosts []string `json:"allow_hosts,omitempty"`
+	// MemoryMax, TasksMax and CPUQuota are the profile's session limits, as
+	// the flags take them (a flag wins); checked where they are used.
+	MemoryMax string `json:"memory_max,omitempty"`
+	TasksMax  string `json:"tasks_max,omitempty"`
+	CPUQuota  string `json:"cpu_quota,omitempty"`
 }
 
 // The hosts each provider's API is reached at, for the built-in profiles'
@@ -212,8 +217,14 @@ func readProfile(path string) (Profile, error) {
 			p.Network = o.Value
 		case "AllowHost":
 			p.AllowHosts = append(p.AllowHosts, fields...)
+		case "MemoryMax":
+			p.MemoryMax = o.Value
+		case "TasksMax":
+			p.TasksMax = o.Value
+		case "CPUQuota":
+			p.CPUQuota = o.Value
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost, MemoryMax, TasksMax, CPUQuota)", o.Name)
 		}
 	}
 	return p, nil

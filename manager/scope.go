@@ -56,6 +56,10 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		defer os.RemoveAll(spec.EgressDir)
 	}
 	mark(ctx, "claim name, state directory")
+	if err := m.limitSlice(ctx, spec.SliceLimits); err != nil {
+		return Session{}, err
+	}
+	mark(ctx, "slice limits")
 
 	// PR_SET_PDEATHSIG follows the thread that forked, so that thread must
 	// live as long as the session: this goroutine keeps it.

@@ -178,6 +178,10 @@ func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credent
 		return l, err
 	}
 	mark(ctx, "claim name")
+	if err := m.limitSlice(ctx, spec.SliceLimits); err != nil {
+		return l, err
+	}
+	mark(ctx, "slice limits")
 	undo, err := prepareState(spec)
 	if err != nil {
 		return l, err

@@ -11,6 +11,9 @@ import (
 // ParseSize reads a byte size as systemd writes it: a number with an optional
 // K, M, G or T suffix (powers of 1024), e.g. "512M" or "2G".
 func ParseSize(flag, s string) (uint64, error) {
+	if strings.TrimSpace(s) == "infinity" {
+		return Infinity, nil
+	}
 	mult := uint64(1)
 	t := strings.TrimSpace(s)
 	if n := len(t); n > 0 {
@@ -37,6 +40,9 @@ func ParseSize(flag, s string) (uint64, error) {
 
 // ParseCount reads a positive whole number.
 func ParseCount(flag, s string) (uint64, error) {
+	if strings.TrimSpace(s) == "infinity" {
+		return Infinity, nil
+	}
 	v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 	if err != nil || v == 0 {
 		return 0, errcode.BadLimit.New("--%s %q is not a positive whole number", flag, s)
@@ -46,6 +52,9 @@ func ParseCount(flag, s string) (uint64, error) {
 
 // ParsePercent reads a CPU quota such as "50%" or "200%" (two CPUs).
 func ParsePercent(flag, s string) (uint64, error) {
+	if strings.TrimSpace(s) == "infinity" {
+		return Infinity, nil
+	}
 	t, ok := strings.CutSuffix(strings.TrimSpace(s), "%")
 	v, err := strconv.ParseUint(t, 10, 64)
 	if !ok || err != nil || v == 0 || v > 100000 {

@@ -145,6 +145,8 @@ type Spec struct {
 	CredentialFile string
 	Profile        string
 	Limits         Limits
+	// SliceLimits are mosaic.slice's, set when the slice has none.
+	SliceLimits Limits
 	// StopTimeout is how long systemd waits after SIGTERM before SIGKILL.
 	StopTimeout time.Duration
 	// Stdio, when set, hands these descriptors to the unit as its stdin,

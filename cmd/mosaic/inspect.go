@@ -109,6 +109,8 @@ func printStatus(w io.Writer, s manager.Session) {
 		fmt.Fprintf(w, "pids:      main %s, all %v\n", pid(s.MainPID), s.PIDs)
 	}
 	fmt.Fprintf(w, "resources: memory %s, tasks %s, cpu %s\n", humanBytes(s.MemoryBytes), count(s.Tasks), cpu(s.CPUNSec))
+	fmt.Fprintf(w, "limits:    memory %s, tasks %s, cpu %s (flags, profile, mosaic.conf or mosaic's defaults; `mosaic doctor` says whether they are enforced)\n",
+		orNone(humanBytes(s.MemoryMax)), orNone(count(s.TasksMax)), orNone(percent(s.CPUQuota)))
 	if s.Profile != "" {
 		creds := "none"
 		if len(s.Credentials) > 0 {
@@ -291,4 +293,18 @@ func gcCommand(out *output) *cli.Command {
 			})
 		},
 	}
+}
+
+func orNone(s string) string {
+	if s == "-" {
+		return "none"
+	}
+	return s
+}
+
+func percent(n *uint64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d%%", *n)
 }

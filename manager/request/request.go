@@ -168,6 +168,10 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err != nil {
 		return units.Spec{}, none, err
 	}
+	limits, slice, err := limitsOf(req, grant.Profile, p)
+	if err != nil {
+		return units.Spec{}, none, err
+	}
 	network, allow, err := networkOf(req, grant.Profile)
 	if err != nil {
 		return units.Spec{}, none, err
@@ -201,7 +205,8 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		Pass:               pass,
 		Credentials:        grant.Names(),
 		Profile:            grant.Profile.Name,
-		Limits:             req.Limits,
+		Limits:             limits,
+		SliceLimits:        slice,
 		StopTimeout:        req.StopTimeout,
 		Scope:              req.Scope,
 		TTY:                req.TTY,
@@ -221,6 +226,22 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		spec.CredentialFile = credentials.SessionFile(p.RuntimeDir, name)
 	}
 	return spec, grant, nil
+}
+
+// limitsOf decides the session's limits, each from the first that sets it:
+// the request (flags), the profile, the user's mosaic.conf, the built-in
+// defaults; and mosaic.slice's, from mosaic.conf and the defaults.
+func limitsOf(req Request, profile credentials.Profile, p Paths) (session, slice units.Limits, err error) {
+	fromProfile, err := units.LimitStrings{MemoryMax: profile.MemoryMax, TasksMax: profile.TasksMax, CPUQuota: profile.CPUQuota}.Parse()
+	if err != nil {
+		return session, slice, errcode.BadProfile.New("profile %s: %v", profile.Name, err)
+	}
+	cfg, err := ReadConfig(p)
+	if err != nil {
+		return session, slice, err
+	}
+	host := units.ThisHost()
+	return req.Limits.Or(fromProfile).Or(cfg.Session).Or(units.SessionDefaults(host)), cfg.Slice.Or(units.SliceDefaults(host)), nil
 }
 
 // networkOf decides the session's network: --network, else the profile's
