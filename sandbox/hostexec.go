@@ -72,8 +72,8 @@ func ProtectHostExec(ws string) ([]Bind, []BindID, error) {
 		switch {
 		case err != nil && !missing:
 			var lst unix.Stat_t
-			if unix.Lstat(path, &lst) == nil && lst.Mode&unix.S_IFMT == unix.S_IFLNK {
-				return nil, nil, fmt.Errorf("%s is a symlink, which a session could redirect to what the host runs: replace it with the file it points to, or start with --allow-write-host-exec", path)
+			if errors.Is(err, unix.ELOOP) || (unix.Lstat(path, &lst) == nil && lst.Mode&unix.S_IFMT == unix.S_IFLNK) {
+				return nil, nil, fmt.Errorf("%s (or a directory on its way) is a symlink, which a session could redirect to what the host runs: replace it with what it points to, or start with --allow-write-host-exec", path)
 			}
 			if errors.Is(err, unix.ENOTDIR) {
 				continue // its directory is a file: nothing to protect below

@@ -30,18 +30,42 @@ type BindID struct {
 	ID   string `json:"id"` // device:inode
 }
 
-// StatNoFollow stats what path names, walking it one component at a time
-// without following any symlink (O_PATH|O_NOFOLLOW): a path that holds a
-// symlink anywhere, the last component included, is an error. path is
-// absolute and clean.
+// StatNoFollow stats what path names without following any symlink on the
+// way: a path that holds a symlink anywhere, the last component included,
+// is an error. path is absolute and clean.
 func StatNoFollow(path string) (unix.Stat_t, error) {
 	var st unix.Stat_t
 	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
 		return st, fmt.Errorf("%s is not an absolute, clean path", path)
 	}
+	// One openat2 that refuses every symlink on the way; a kernel before
+	// 5.6 walks the path one component at a time to the same effect.
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS,
+	})
+	if err == unix.ENOSYS {
+		fd, err = openWalking(path)
+	}
+	if err != nil {
+		return st, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := unix.Fstat(fd, &st); err != nil {
+		return st, err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return st, fmt.Errorf("%s is a symlink", path)
+	}
+	return st, nil
+}
+
+// openWalking opens path O_PATH one component at a time, following no
+// symlink: one on the way fails with ENOTDIR, the last one is opened itself.
+func openWalking(path string) (int, error) {
 	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return st, err
+		return -1, err
 	}
 	var parts []string
 	if path != "/" {
@@ -55,18 +79,11 @@ func StatNoFollow(path string) (unix.Stat_t, error) {
 		next, err := unix.Openat(fd, part, flags, 0)
 		unix.Close(fd)
 		if err != nil {
-			return st, &os.PathError{Op: "open", Path: "/" + strings.Join(parts[:i+1], "/"), Err: err}
+			return -1, err
 		}
 		fd = next
 	}
-	defer unix.Close(fd)
-	if err := unix.Fstat(fd, &st); err != nil {
-		return st, err
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return st, fmt.Errorf("%s is a symlink", path)
-	}
-	return st, nil
+	return fd, nil
 }
 
 // StatID is the identity, device:inode, in a stat.

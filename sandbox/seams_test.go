@@ -91,3 +91,31 @@ func TestStatNoFollow(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCheckBindIDs is what the identity check costs a layer: a
+// workspace, an --ro and an --rw path some levels deep.
+func BenchmarkCheckBindIDs(b *testing.B) {
+	dir, _ := filepath.EvalSymlinks(b.TempDir())
+	var ids []BindID
+	for _, p := range []string{"home/u/src/app", "home/u/data", "home/u/out"} {
+		path := filepath.Join(dir, p)
+		os.MkdirAll(path, 0o755)
+		st, _ := StatNoFollow(path)
+		ids = append(ids, BindID{Path: path, ID: StatID(st)})
+	}
+	for b.Loop() {
+		if err := checkBindIDs(ids, "bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestProtectHostExecSymlinkedDir(t *testing.T) {
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	other := t.TempDir()
+	os.WriteFile(filepath.Join(other, "settings.json"), nil, 0o644)
+	os.Symlink(other, filepath.Join(ws, ".claude"))
+	if _, _, err := ProtectHostExec(ws); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("a symlinked .claude: %v", err)
+	}
+}
