@@ -110,6 +110,7 @@ func (m *Manager) UnitByPID(ctx context.Context, pid uint32) (string, error) {
 // host-executed entries (which may make placeholders on disk).
 func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 	spec.MosaicBin = m.MosaicBin
+	spec.ExtraRO = append(spec.ExtraRO, testExtraRO()...)
 	if !spec.AllowWriteHostExec {
 		protect, ids, err := sandbox.ProtectHostExec(spec.Workspace)
 		if err != nil {

@@ -8,3 +8,5 @@ package manager
 func testPauseAfterCheck() {}
 
 func testSkipBindIdentity() bool { return false }
+
+func testExtraRO() []string { return nil }

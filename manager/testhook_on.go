@@ -31,3 +31,13 @@ func testPauseAfterCheck() {
 // sandbox no bind identities to check: the weakened mosaic the race test
 // first shows the attack against.
 func testSkipBindIdentity() bool { return os.Getenv("MOSAIC_TEST_SKIP_BIND_IDENTITY") == "1" }
+
+// testExtraRO, from MOSAIC_TEST_EXTRA_RO, is a path bound read-only past
+// the deny-list: the deliberately broken sandbox the escape table is first
+// shown to catch.
+func testExtraRO() []string {
+	if p := os.Getenv("MOSAIC_TEST_EXTRA_RO"); p != "" {
+		return []string{p}
+	}
+	return nil
+}
