@@ -325,3 +325,96 @@ true`
 		}
 	}
 }
+
+// TestBindIdentityRaceThroughTheBus (13.1): the issue's attack. A
+// --may-launch session asks the bus to launch a session on a directory of
+// its workspace and swaps that directory for a symlink to a decoy "home"
+// while the bus is between its check and systemd's mounts. Against a bus
+// that sends no identities the launched session writes into the decoy;
+// against mosaic it is refused, and nothing reaches the decoy.
+func TestBindIdentityRaceThroughTheBus(t *testing.T) {
+	needBusRig(t)
+	bin := hookedMosaic(t)
+	for _, weak := range []bool{true, false} {
+		root := workspace(t)
+		sub := filepath.Join(root, "ws", "sub")
+		decoy := filepath.Join(workspace(t), "decoy-home")
+		writeFile(t, filepath.Join(sub, "which"), "checked\n")
+		writeFile(t, filepath.Join(decoy, "which"), "decoy\n")
+		// A launched session's .git is protected by a bind of its own,
+		// which would fail on a decoy without one, hiding the attack.
+		os.MkdirAll(filepath.Join(decoy, ".git"), 0o755)
+		link := filepath.Join(root, "ws", ".swap")
+		if err := os.Symlink(decoy, link); err != nil {
+			t.Fatal(err)
+		}
+		fifo := filepath.Join(workspace(t), "pause")
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := filepath.Join(configDir(), "mosaic", "bus.conf")
+		writeFile(t, cfg, "[Launch]\nProfile=generic 4\nWorkspaceRoot="+root+"\n")
+		t.Cleanup(func() { os.Remove(cfg) })
+		systemctl(t, "set-environment", "MOSAIC_TEST_PAUSE_AFTER_CHECK="+fifo)
+		if weak {
+			systemctl(t, "set-environment", "MOSAIC_TEST_SKIP_BIND_IDENTITY=1")
+		} else {
+			systemctl(t, "unset-environment", "MOSAIC_TEST_SKIP_BIND_IDENTITY")
+		}
+		t.Cleanup(func() {
+			systemctl(t, "unset-environment", "MOSAIC_TEST_PAUSE_AFTER_CHECK", "MOSAIC_TEST_SKIP_BIND_IDENTITY")
+		})
+		if r := installScript(t, "--mosaic", bin); r.code != 0 {
+			t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		t.Cleanup(func() { installScript(t, "--uninstall") })
+		systemctl(t, "restart", "mosaic-bus.service")
+
+		child := sessionName(t)
+		pm := exec.Command(mosaicBin, "run", "--may-launch", "-w", root, "--", "sh", "-c",
+			`mosaic bus launch --json --name `+child+` -w `+sub+` --profile generic -- sh -c 'cat which > seen; sleep 300'; echo "rc=$?"`)
+		var out bytes.Buffer
+		pm.Stdout, pm.Stderr = &out, &out
+		if err := pm.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { pm.Wait(); close(done) }()
+		swapped := false
+		for deadline := time.Now().Add(30 * time.Second); !swapped && time.Now().Before(deadline); {
+			fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+			if err != nil {
+				time.Sleep(2 * time.Millisecond)
+				continue
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, link, unix.AT_FDCWD, sub, unix.RENAME_EXCHANGE); err != nil {
+				t.Errorf("swap: %v", err)
+			}
+			unix.Close(fd)
+			swapped = true
+		}
+		<-done
+		if !swapped {
+			t.Fatalf("the bus never paused after its check:\n%s", out.String())
+		}
+		var seen []byte
+		eventually(t, 5*time.Second, "the launched session to write what it saw, or its refusal", func() bool {
+			var err error
+			seen, err = os.ReadFile(filepath.Join(decoy, "seen"))
+			return err == nil || !weak
+		})
+		if weak {
+			if string(seen) != "decoy\n" {
+				t.Fatalf("the attack did not work through a bus without identities, so this test proves nothing: %q\n%s\n%s", seen, out.String(), systemctl(t, "status", "mosaic-"+child+".service"))
+			}
+			mosaic(t, "stop", child)
+			continue
+		}
+		if seen != nil {
+			t.Fatalf("the launched session wrote into the decoy: %q\n%s", seen, out.String())
+		}
+		if !strings.Contains(out.String(), "start-failed") || !strings.Contains(out.String(), "after mosaic checked it") {
+			t.Errorf("the launch was not refused with the reason:\n%s", out.String())
+		}
+	}
+}
