@@ -175,14 +175,14 @@ type launched struct {
 // removed as soon as the job is over: systemd read it before the command ran.
 func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credentials.Var, watch bool) (launched, error) {
 	l := launched{unit: spec.Unit(), began: time.Now()}
+	// The slice's limits are read (and set) while the name is claimed and
+	// the state made: its round trip to systemd costs nothing then.
+	slice := make(chan error, 1)
+	go func() { slice <- m.limitSlice(ctx, spec.SliceLimits) }()
 	if err := m.claimName(ctx, spec); err != nil {
 		return l, err
 	}
 	mark(ctx, "claim name")
-	if err := m.limitSlice(ctx, spec.SliceLimits); err != nil {
-		return l, err
-	}
-	mark(ctx, "slice limits")
 	undo, err := prepareState(spec)
 	if err != nil {
 		return l, err
@@ -196,6 +196,11 @@ func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credent
 		defer credentials.RemoveSessionFile(spec.CredentialFile)
 	}
 	mark(ctx, "state directory, credentials")
+	if err := <-slice; err != nil {
+		undo()
+		return l, err
+	}
+	mark(ctx, "slice limits (overlap)")
 	if watch {
 		l.watch = m.watch(l.unit)
 	}
