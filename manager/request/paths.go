@@ -27,6 +27,7 @@ type Deny struct {
 	// Inside also refuses a path inside Path, not only one that contains
 	// it. The home is the one entry without: projects live inside it.
 	Inside bool
+	real   string // Path resolved, when that differs (DenyList fills it in)
 }
 
 // DenyFile is the user's own additions to the deny-list, in the config
@@ -103,7 +104,27 @@ func DenyList(p Paths) ([]Deny, error) {
 		list = append(list, Deny{Path: path, Reason: e.reason, Inside: true})
 	}
 	user, err := readDenyFile(filepath.Join(p.config(), "mosaic", DenyFile), p.Home)
-	return append(list, user...), err
+	list = append(list, user...)
+	// Resolved once here, not for each path checked, so that an entry
+	// that is itself a symlink (~/.ssh -> /secure/ssh) or lies under one
+	// is found either way: each directory once, then one lstat an entry.
+	dirs := map[string]string{}
+	for i := range list {
+		dir, base := filepath.Split(list[i].Path)
+		rd, ok := dirs[dir]
+		if !ok {
+			rd = Resolve(dir)
+			dirs[dir] = rd
+		}
+		r := filepath.Join(rd, base)
+		if fi, err := os.Lstat(r); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			r = Resolve(r)
+		}
+		if r != list[i].Path {
+			list[i].real = r
+		}
+	}
+	return list, err
 }
 
 func (p Paths) config() string {
@@ -154,15 +175,14 @@ func readDenyFile(path, home string) ([]Deny, error) {
 }
 
 // denied returns the entry of list that real (a resolved path) overlaps,
-// or nil. An entry is compared as written and resolved, so that a
-// ~/.ssh that is itself a symlink is found either way.
+// or nil. An entry is compared as written and resolved.
 func denied(real string, list []Deny) *Deny {
 	if real == "/" {
 		return &Deny{Path: "/", Reason: "the whole system"}
 	}
 	for i, d := range list {
-		for _, path := range []string{d.Path, Resolve(d.Path)} {
-			if sandbox.Within(path, real) || (d.Inside && sandbox.Within(real, path)) {
+		for _, path := range []string{d.Path, d.real} {
+			if path != "" && (sandbox.Within(path, real) || (d.Inside && sandbox.Within(real, path))) {
 				return &list[i]
 			}
 		}

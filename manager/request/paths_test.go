@@ -134,3 +134,33 @@ func TestPlantedSymlinkRefused(t *testing.T) {
 }
 
 func syscallMkfifo(path string) error { return unix.Mkfifo(path, 0o600) }
+
+// An entry that is itself a symlink is found by its real path too.
+func TestDenySymlinkedEntry(t *testing.T) {
+	p, root := fixture(t)
+	real := filepath.Join(root, "opt", "aws-real")
+	os.MkdirAll(real, 0o700)
+	os.Symlink(real, filepath.Join(p.Home, ".aws"))
+	_, _, err := Prepare(Request{Workspace: real, Command: []string{"true"}}, p, "/usr/bin/bwrap")
+	if errcode.Of(err).Code != "bad-workspace" {
+		t.Errorf("the real path of a symlinked ~/.aws: %v", err)
+	}
+}
+
+// BenchmarkPrepare is the host side of the path policy: a workspace and two
+// binds through the deny-list, the symlink rule and the identity read.
+func BenchmarkPrepare(b *testing.B) {
+	root, _ := filepath.EvalSymlinks(b.TempDir())
+	p := Paths{Home: filepath.Join(root, "home"), RuntimeDir: filepath.Join(root, "run"), StateRoot: filepath.Join(root, "home", ".local", "state", "mosaic")}
+	app := filepath.Join(p.Home, "src", "app")
+	for _, d := range []string{app, filepath.Join(p.Home, "data"), filepath.Join(p.Home, "out")} {
+		os.MkdirAll(d, 0o700)
+	}
+	b.Setenv("PATH", "/usr/bin:/bin")
+	req := Request{Workspace: app, ExtraRO: []string{filepath.Join(p.Home, "data")}, ExtraRW: []string{filepath.Join(p.Home, "out")}, Command: []string{"true"}}
+	for b.Loop() {
+		if _, _, err := Prepare(req, p, "/usr/bin/bwrap"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
