@@ -46,12 +46,13 @@ type Manager struct {
 
 	viaBus bool // through dbus-daemon: signals need Subscribe and match rules
 
-	subscribed   sync.Once
+	subscribed sync.Once
+	mu         sync.Mutex
+	watchers   map[dbus.ObjectPath][]*unitWatch
+	signals    chan *dbus.Signal
+	onSession  func(unit, iface string, changed map[string]any) // WatchSessions
+
 	sliceLimited bool // limitSlice's work is done (under mu)
-	mu           sync.Mutex
-	watchers     map[dbus.ObjectPath][]*unitWatch
-	signals      chan *dbus.Signal
-	onSession    func(unit, iface string, changed map[string]any) // WatchSessions
 }
 
 type address struct {

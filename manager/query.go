@@ -37,11 +37,11 @@ type Session struct {
 	MemoryBytes *uint64    `json:"memory_bytes,omitempty"`
 	Tasks       *uint64    `json:"tasks,omitempty"`
 	CPUNSec     *uint64    `json:"cpu_nsec,omitempty"`
+	PIDs        []uint32   `json:"pids,omitempty"`
 	// The unit's limits; nil is none (infinity).
-	MemoryMax *uint64  `json:"memory_max,omitempty"`
-	TasksMax  *uint64  `json:"tasks_max,omitempty"`
-	CPUQuota  *uint64  `json:"cpu_quota_percent,omitempty"`
-	PIDs      []uint32 `json:"pids,omitempty"`
+	MemoryMax *uint64 `json:"memory_max,omitempty"`
+	TasksMax  *uint64 `json:"tasks_max,omitempty"`
+	CPUQuota  *uint64 `json:"cpu_quota_percent,omitempty"`
 	// StoppedBy, for a session mosaic run watched end, says why it was
 	// stopped rather than ending by itself: "signal" (mosaic run was
 	// interrupted), "outside" (mosaic stop, systemctl --user stop),
@@ -53,11 +53,13 @@ type Session struct {
 	WorkspaceGivenAs string         `json:"workspace_given_as,omitempty"`
 	Binds            []sandbox.Bind `json:"binds,omitempty"`
 	Profile          string         `json:"profile,omitempty"`
-	Credentials      []string       `json:"credentials,omitempty"`        // names; values never leave the env file
-	MayLaunch        bool           `json:"may_launch,omitempty"`         // started with --may-launch
-	Network          string         `json:"network,omitempty"`            // none, allow or host (not confined)
-	AllowHosts       []string       `json:"allow_hosts,omitempty"`        // network allow: where the egress proxy lets it go
-	HostExecWritable bool           `json:"host_exec_writable,omitempty"` // --allow-write-host-exec
+	Credentials      []string       `json:"credentials,omitempty"` // names; values never leave the env file
+	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch
+	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
+	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
+
+	// HostExecWritable: started with --allow-write-host-exec.
+	HostExecWritable bool `json:"host_exec_writable,omitempty"`
 }
 
 // Running reports whether the session's unit is up, on its way up, or on
