@@ -33,6 +33,11 @@ type Profile struct {
 	// Sandbox is the session's inner layer unless --sandbox says
 	// otherwise: bwrap (the default) or landlock.
 	Sandbox string `json:"sandbox,omitempty"`
+	// MemoryMax, TasksMax and CPUQuota are the profile's session limits, as
+	// the flags take them (a flag wins); checked where they are used.
+	MemoryMax string `json:"memory_max,omitempty"`
+	TasksMax  string `json:"tasks_max,omitempty"`
+	CPUQuota  string `json:"cpu_quota,omitempty"`
 }
 
 // The hosts each provider's API is reached at, for the built-in profiles'
@@ -227,8 +232,14 @@ func readProfile(path string) (Profile, error) {
 			p.AllowHosts = append(p.AllowHosts, fields...)
 		case "SeccompAllow":
 			p.SeccompAllow = append(p.SeccompAllow, fields...)
+		case "MemoryMax":
+			p.MemoryMax = o.Value
+		case "TasksMax":
+			p.TasksMax = o.Value
+		case "CPUQuota":
+			p.CPUQuota = o.Value
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost, SeccompAllow, Sandbox)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost, SeccompAllow, Sandbox, MemoryMax, TasksMax, CPUQuota)", o.Name)
 		}
 	}
 	return p, nil

@@ -31,6 +31,10 @@ func launchLandlock(ctx context.Context, spec units.Spec, secrets []credentials.
 	if err != nil {
 		return nil, units.Spec{}, nil, err
 	}
-	m.complete(&spec, paths)
+	if err := m.complete(&spec, paths); err != nil {
+		m.Close()
+		return nil, units.Spec{}, nil, err
+	}
+	testPauseAfterCheck()
 	return m, spec, secrets, nil
 }

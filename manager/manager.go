@@ -51,6 +51,8 @@ type Manager struct {
 	watchers   map[dbus.ObjectPath][]*unitWatch
 	signals    chan *dbus.Signal
 	onSession  func(unit, iface string, changed map[string]any) // WatchSessions
+
+	sliceLimited bool // limitSlice's work is done (under mu)
 }
 
 type address struct {

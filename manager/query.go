@@ -38,6 +38,10 @@ type Session struct {
 	Tasks       *uint64    `json:"tasks,omitempty"`
 	CPUNSec     *uint64    `json:"cpu_nsec,omitempty"`
 	PIDs        []uint32   `json:"pids,omitempty"`
+	// The unit's limits; nil is none (infinity).
+	MemoryMax *uint64 `json:"memory_max,omitempty"`
+	TasksMax  *uint64 `json:"tasks_max,omitempty"`
+	CPUQuota  *uint64 `json:"cpu_quota_percent,omitempty"`
 	// StoppedBy, for a session mosaic run watched end, says why it was
 	// stopped rather than ending by itself: "signal" (mosaic run was
 	// interrupted), "outside" (mosaic stop, systemctl --user stop),
@@ -58,6 +62,9 @@ type Session struct {
 	// The rows of the syscall filter its profile lifted.
 	SeccompAllow []string `json:"seccomp_allow,omitempty"`
 	Sandbox      string   `json:"sandbox,omitempty"` // bwrap, or landlock (no bwrap: see Confinement)
+
+	// HostExecWritable: started with --allow-write-host-exec.
+	HostExecWritable bool `json:"host_exec_writable,omitempty"`
 }
 
 // Running reports whether the session's unit is up, on its way up, or on
@@ -200,11 +207,11 @@ func (m *Manager) properties(ctx context.Context, path dbus.ObjectPath, iface st
 
 // listProperties are the Service properties sessionOf reads.
 var listProperties = []string{"Result", "MainPID", "ExecMainStartTimestamp", "ExecMainExitTimestamp", "ExecMainCode", "ExecMainStatus",
-	"MemoryCurrent", "TasksCurrent", "CPUUsageNSec"}
+	"MemoryCurrent", "TasksCurrent", "CPUUsageNSec", "MemoryMax", "TasksMax", "CPUQuotaPerSecUSec"}
 
 // scopeProperties are the Scope properties sessionOf reads: a scope has no
 // main process; mosaic run, its parent, records how it ended.
-var scopeProperties = []string{"Result", "MemoryCurrent", "TasksCurrent", "CPUUsageNSec"}
+var scopeProperties = []string{"Result", "MemoryCurrent", "TasksCurrent", "CPUUsageNSec", "MemoryMax", "TasksMax", "CPUQuotaPerSecUSec"}
 
 func isSession(description any) bool {
 	d, _ := description.(string)
@@ -238,6 +245,12 @@ func SessionOf(name, kind string, up, sp map[string]any) Session {
 	s.MemoryBytes = counter(sp["MemoryCurrent"])
 	s.Tasks = counter(sp["TasksCurrent"])
 	s.CPUNSec = counter(sp["CPUUsageNSec"])
+	s.MemoryMax = counter(sp["MemoryMax"])
+	s.TasksMax = counter(sp["TasksMax"])
+	if q := counter(sp["CPUQuotaPerSecUSec"]); q != nil {
+		pct := *q / 10000
+		s.CPUQuota = &pct
+	}
 	return s
 }
 

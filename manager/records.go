@@ -23,6 +23,7 @@ func describe(r records.Record, s *Session) {
 	s.Profile, s.Credentials = r.Profile, r.Credentials
 	s.Kind = kindOf(r)
 	s.MayLaunch = r.MayLaunch
+	s.HostExecWritable = r.HostExecWritable
 	s.Network, s.AllowHosts = r.Network, r.AllowHosts
 	s.Output = r.Output
 	s.SeccompAllow = r.SeccompAllow
@@ -61,7 +62,7 @@ func recordOf(s units.Spec) records.Record {
 	}
 	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: binds, Sandbox: s.Sandbox,
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
-		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow}
+		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow, HostExecWritable: s.AllowWriteHostExec}
 }
 
 // prepareState makes the session's state directory: home/ kept across runs of

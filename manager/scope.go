@@ -38,6 +38,8 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, bug("RunScope", os.ErrInvalid)
 	}
 	unit := spec.Unit()
+	slice := make(chan error, 1)
+	go func() { slice <- m.limitSlice(ctx, spec.SliceLimits) }() // overlaps the claim
 	if err := m.claimName(ctx, spec); err != nil {
 		return Session{}, err
 	}
@@ -56,6 +58,10 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		defer os.RemoveAll(spec.EgressDir)
 	}
 	mark(ctx, "claim name, state directory")
+	if err = <-slice; err != nil {
+		return Session{}, err
+	}
+	mark(ctx, "slice limits (overlap)")
 
 	// PR_SET_PDEATHSIG follows the thread that forked, so that thread must
 	// live as long as the session: this goroutine keeps it.

@@ -52,7 +52,11 @@ func Launch(ctx context.Context, req request.Request) (*Manager, units.Spec, []c
 		m.Close()
 		return nil, units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v (run `mosaic doctor` for the host's namespace settings)", perr)
 	}
-	m.complete(&spec, paths)
+	if err := m.complete(&spec, paths); err != nil {
+		m.Close()
+		return nil, units.Spec{}, nil, err
+	}
+	testPauseAfterCheck()
 	return m, spec, secrets, nil
 }
 
@@ -76,18 +80,10 @@ func (m *Manager) Spec(req request.Request) (units.Spec, []credentials.Var, erro
 	if bwrapErr != nil {
 		return units.Spec{}, nil, bwrapErr
 	}
-	if err != nil {
+	if err := m.complete(&spec, paths); err != nil {
 		return units.Spec{}, nil, err
 	}
-	if spec.Landlock() {
-		bwrapErr = landlockUnavailable()
-	} else if bwrapErr != nil {
-		bwrapErr = errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", bwrapErr)
-	}
-	if bwrapErr != nil {
-		return units.Spec{}, nil, bwrapErr
-	}
-	m.complete(&spec, paths)
+	testPauseAfterCheck()
 	return spec, secrets, nil
 }
 
@@ -117,15 +113,31 @@ func (m *Manager) UnitByPID(ctx context.Context, pid uint32) (string, error) {
 }
 
 // complete fills in what only a connected manager knows: the mosaic binary
-// the unit runs, and the host's facts the sandbox is checked against.
-func (m *Manager) complete(spec *units.Spec, paths request.Paths) {
+// the unit runs, and the host's facts the sandbox is checked against; and,
+// once the request is known to be good, protects the workspace's
+// host-executed entries (which may make placeholders on disk).
+func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 	spec.MosaicBin = m.MosaicBin
+	spec.ExtraRO = append(spec.ExtraRO, testExtraRO()...)
+	if !spec.AllowWriteHostExec {
+		protect, ids, err := sandbox.ProtectHostExec(spec.Workspace)
+		if err != nil {
+			return errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
+		}
+		spec.Protect = protect
+		spec.BindIDs = append(spec.BindIDs, ids...)
+	}
 	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs && !spec.Scope)
 	if spec.Scope {
 		p.Scope = "/" + units.Slice + "/" + spec.Unit()
 	}
 	p.Net = spec.OwnNetwork()
+	p.Binds = spec.BindIDs
+	if testSkipBindIdentity() {
+		p.Binds = nil
+	}
 	spec.Promise = p.Encode()
+	return nil
 }
 
 // Start starts the session as a transient service and returns once systemd's
@@ -171,6 +183,10 @@ type launched struct {
 // removed as soon as the job is over: systemd read it before the command ran.
 func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credentials.Var, watch bool) (launched, error) {
 	l := launched{unit: spec.Unit(), began: time.Now()}
+	// The slice's limits are read (and set) while the name is claimed and
+	// the state made: its round trip to systemd costs nothing then.
+	slice := make(chan error, 1)
+	go func() { slice <- m.limitSlice(ctx, spec.SliceLimits) }()
 	if err := m.claimName(ctx, spec); err != nil {
 		return l, err
 	}
@@ -188,6 +204,11 @@ func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credent
 		defer credentials.RemoveSessionFile(spec.CredentialFile)
 	}
 	mark(ctx, "state directory, credentials")
+	if err := <-slice; err != nil {
+		undo()
+		return l, err
+	}
+	mark(ctx, "slice limits (overlap)")
 	if watch {
 		l.watch = m.watch(l.unit)
 	}

@@ -173,12 +173,22 @@ func limitProperties(l Limits) []sd.Property {
 	}
 	if l.CPUQuota > 0 {
 		// 100% of one CPU is one second of CPU time per second.
-		props = append(props, prop("CPUQuotaPerSecUSec", l.CPUQuota*10000))
+		q := l.CPUQuota * 10000
+		if l.CPUQuota == Infinity {
+			q = Infinity
+		}
+		props = append(props, prop("CPUQuotaPerSecUSec", q))
 	}
 	if l.RuntimeMax > 0 {
 		props = append(props, prop("RuntimeMaxUSec", usec(l.RuntimeMax)))
 	}
 	return props
+}
+
+// SliceProperties are mosaic.slice's limits.
+func SliceProperties(l Limits) []sd.Property {
+	l.RuntimeMax = 0 // a slice has none
+	return limitProperties(l)
 }
 
 // ScopeProperties are the transient scope's properties for spec s, whose
@@ -229,7 +239,7 @@ func EgressProperties(s Spec) []sd.Property {
 	for _, a := range s.Allow {
 		argv = append(argv, "--allow", a)
 	}
-	return []sd.Property{
+	return append([]sd.Property{
 		prop("Description", "mosaic egress proxy of session "+s.Name),
 		prop("Slice", Slice),
 		prop("ExecStartEx", []execEx{{Path: argv[0], Argv: argv, Flags: []string{"no-env-expand"}}}),
@@ -246,7 +256,7 @@ func EgressProperties(s Spec) []sd.Property {
 		prop("CollectMode", "inactive-or-failed"),
 		prop("TimeoutStopUSec", usec(5*time.Second)),
 		prop("SyslogIdentifier", strings.TrimSuffix(s.EgressUnit(), UnitSuffix)),
-	}
+	}, limitProperties(EgressLimits)...)
 }
 
 // Description is the unit's Description: the marker prefix, the name and the

@@ -129,8 +129,15 @@ type Spec struct {
 	BwrapBin   string   // the bwrap binary
 	ExtraRO    []string // --ro paths, resolved
 	ExtraRW    []string // --rw paths, resolved
-	Env        []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
-	Pass       []string // names the init passes besides its allowlist (a profile's variables)
+	// BindIDs are the workspace's and the --ro/--rw paths' identities as
+	// checked, which the sandbox's layers compare with what they mounted.
+	BindIDs []sandbox.BindID
+	// Protect are the read-only binds over the workspace's host-executed
+	// entries (sandbox.ProtectHostExec), none when AllowWriteHostExec.
+	Protect            []sandbox.Bind
+	AllowWriteHostExec bool
+	Env                []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
+	Pass               []string // names the init passes besides its allowlist (a profile's variables)
 	// SeccompAllow are the rows of sandbox.SyscallRules the profile lifted.
 	SeccompAllow []string
 	// Credentials are the names of the secrets in CredentialFile, which
@@ -140,6 +147,8 @@ type Spec struct {
 	CredentialFile string
 	Profile        string
 	Limits         Limits
+	// SliceLimits are mosaic.slice's, set when the slice has none.
+	SliceLimits Limits
 	// StopTimeout is how long systemd waits after SIGTERM before SIGKILL.
 	StopTimeout time.Duration
 	// Stdio, when set, hands these descriptors to the unit as its stdin,
@@ -216,6 +225,8 @@ func (s Spec) Binds() []sandbox.Bind {
 		ExtraRW:     s.ExtraRW,
 		BusDir:      s.busDir(),
 		EgressDir:   s.egressDir(),
+		BwrapBin:    s.BwrapBin,
+		Protect:     s.Protect,
 	})
 }
 

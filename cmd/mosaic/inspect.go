@@ -129,6 +129,8 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 		fmt.Fprintf(w, "pids:      main %s, all %v\n", pid(s.MainPID), s.PIDs)
 	}
 	fmt.Fprintf(w, "resources: memory %s, tasks %s, cpu %s\n", humanBytes(s.MemoryBytes), count(s.Tasks), cpu(s.CPUNSec))
+	fmt.Fprintf(w, "limits:    memory %s, tasks %s, cpu %s (flags, profile, mosaic.conf or mosaic's defaults; `mosaic doctor` says whether they are enforced)\n",
+		orNone(humanBytes(s.MemoryMax)), orNone(count(s.TasksMax)), orNone(percent(s.CPUQuota)))
 	if s.Profile != "" {
 		creds := "none"
 		if len(s.Credentials) > 0 {
@@ -160,6 +162,9 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 			fmt.Fprintf(w, " (given as %s, a symlink: the real path is bound)", safe(s.WorkspaceGivenAs))
 		}
 		fmt.Fprintln(w)
+	}
+	if s.HostExecWritable {
+		fmt.Fprintln(w, "host-exec: WRITABLE (--allow-write-host-exec): the session may change .git/config, .git/hooks and the other files your tools run from the workspace")
 	}
 	if len(s.Binds) > 0 {
 		fmt.Fprintln(w, "sandbox:")
@@ -384,4 +389,18 @@ func printLandlockRows(w io.Writer) {
 		}
 	}
 	tw.Flush()
+}
+
+func orNone(s string) string {
+	if s == "-" {
+		return "none"
+	}
+	return s
+}
+
+func percent(n *uint64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d%%", *n)
 }

@@ -41,6 +41,9 @@ type Record struct {
 	Sandbox string `json:"sandbox,omitempty"` // bwrap (or empty) or landlock
 	// SeccompAllow are the rows of the syscall filter the profile lifted.
 	SeccompAllow []string `json:"seccomp_allow,omitempty"`
+	// HostExecWritable: started with --allow-write-host-exec, the
+	// workspace's host-executed entries are writable.
+	HostExecWritable bool `json:"host_exec_writable,omitempty"`
 }
 
 const (

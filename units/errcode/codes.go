@@ -38,6 +38,7 @@ var (
 	CredentialFileMissing = def("credential-file-missing", ExitBadInput, "an --env-file cannot be read")
 	UnknownProfile        = def("unknown-profile", ExitBadInput, "there is no profile of that name")
 	BadSandbox            = def("bad-sandbox", ExitBadInput, "--sandbox is not bwrap or landlock, or landlock with --scope or --may-launch")
+	BadConfig             = def("bad-config", ExitBadInput, "a mosaic configuration file (deny.conf, mosaic.conf) cannot be read")
 	BadProfile            = def("bad-profile", ExitBadInput, "a profile file cannot be read")
 )
 
