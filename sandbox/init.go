@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/sandbox/egress"
 )
 
 // NotifyFDEnv carries the number of the descriptor, connected to systemd's
@@ -78,7 +80,7 @@ func Init(args []string) int {
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")
 	tty := fs.Bool("tty", false, "stdin is the session's own pseudo-terminal: make it the command's controlling terminal")
-	egress := fs.Bool("egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
+	relay := fs.Bool("egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
 	var pass, creds stringList
 	fs.Var(&pass, "pass", "extra variable to pass to the command")
 	fs.Var(&creds, "credential", "credential that must have arrived, passed to the command")
@@ -108,14 +110,14 @@ func Init(args []string) int {
 		return ExitSandboxRefused
 	}
 	env := CommandEnv(os.Environ(), *session, *home, pass)
-	if *egress {
+	if *relay {
 		// Listening before READY=1: the command can use the proxy at once.
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ProxyPort))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: cannot listen for the egress relay: %v\n", err)
 			return ExitSandboxRefused
 		}
-		go Relay(l, EgressSocketInside)
+		go egress.Relay(l, EgressSocketInside)
 		env = append(env, ProxyEnv()...)
 	}
 	command := fs.Args()

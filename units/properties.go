@@ -11,6 +11,7 @@ import (
 
 	"mosaic/manager/records"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 )
 
 // DefaultStopTimeout is how long a session gets between SIGTERM and SIGKILL.
@@ -222,10 +223,7 @@ func AuxUnits(s Spec) []sd.PropertyCollection {
 // directory), stopped by systemd once the session no longer needs it
 // (StopWhenUnneeded), however the session ended.
 func EgressProperties(s Spec) []sd.Property {
-	argv := []string{s.MosaicBin, "egress", "--session", s.Name, "--socket", filepath.Join(s.EgressDir, sandbox.EgressSocketName)}
-	for _, a := range s.Allow {
-		argv = append(argv, "--allow", a)
-	}
+	argv := egress.Config{Session: s.Name, Socket: filepath.Join(s.EgressDir, sandbox.EgressSocketName), Allow: s.Allow}.Argv(s.MosaicBin)
 	return []sd.Property{
 		prop("Description", "mosaic egress proxy of session "+s.Name),
 		prop("Slice", Slice),

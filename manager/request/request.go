@@ -18,6 +18,7 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 
@@ -233,18 +234,18 @@ func networkOf(req Request, profile credentials.Profile) (string, []string, erro
 	}
 	var entries []string
 	for _, h := range profile.AllowHosts {
-		if _, err := sandbox.ParseAllow([]string{h}); err != nil {
+		if _, err := egress.ParseAllow([]string{h}); err != nil {
 			return "", nil, errcode.BadProfile.New("profile %s: AllowHost %v", profile.Name, err)
 		}
 		entries = append(entries, h)
 	}
 	for _, h := range req.AllowHosts {
-		if _, err := sandbox.ParseAllow([]string{h}); err != nil {
+		if _, err := egress.ParseAllow([]string{h}); err != nil {
 			return "", nil, errcode.BadAllowHost.New("--allow-host %v", err)
 		}
 		entries = append(entries, h)
 	}
-	a, _ := sandbox.ParseAllow(entries)
+	a, _ := egress.ParseAllow(entries)
 	return network, a.Strings(), nil
 }
 
