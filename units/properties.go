@@ -1,6 +1,7 @@
 package units
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -217,6 +218,15 @@ func AuxUnits(s Spec) []sd.PropertyCollection {
 	return []sd.PropertyCollection{{Name: s.EgressUnit(), Properties: EgressProperties(s)}}
 }
 
+// The egress unit's own resource limits. The proxy holds at most
+// egress.DefaultMaxConns connections of at most 64 KiB of head and two
+// 32 KiB buffers each (some 40 MiB), plus TLS state for the injection hosts;
+// it runs on two threads' worth of Go runtime.
+const (
+	EgressMemoryMax uint64 = 256 << 20
+	EgressTasksMax  uint64 = 64
+)
+
 // EgressProperties are the properties of the session's egress proxy: the
 // mosaic binary in proxy mode, in the host's network (it is the way out),
 // confined otherwise (no home, no runtime dir but its own socket's
@@ -237,6 +247,14 @@ func EgressProperties(s Spec) []sd.Property {
 		prop("BindPaths", bindsOf([]string{s.EgressDir})),
 		prop("BindReadOnlyPaths", bindsOf([]string{s.MosaicBin, filepath.Join(s.RuntimeDir, "systemd", "notify")})),
 		prop("NoNewPrivileges", true),
+		// The proxy reads what the session sends: its own bounds keep a
+		// session from growing it past them, whatever the session's limits.
+		prop("MemoryMax", EgressMemoryMax),
+		prop("TasksMax", EgressTasksMax),
+		// GOMAXPROCS keeps the Go runtime's threads within TasksMax on a
+		// machine of many cores; GOMEMLIMIT makes it collect before the
+		// cgroup's limit is reached.
+		prop("Environment", []string{"GOMAXPROCS=2", fmt.Sprintf("GOMEMLIMIT=%d", EgressMemoryMax*3/4)}),
 		prop("StopWhenUnneeded", true),
 		prop("CollectMode", "inactive-or-failed"),
 		prop("TimeoutStopUSec", usec(5*time.Second)),

@@ -387,7 +387,7 @@ func TestNetworkProperties(t *testing.T) {
 				t.Errorf("egress unit %s", aux[0].Name)
 			}
 			e := props(aux[0].Properties)
-			for _, name := range []string{"PrivateUsers", "ProtectSystem", "TemporaryFileSystem", "StopWhenUnneeded", "NoNewPrivileges"} {
+			for _, name := range []string{"PrivateUsers", "ProtectSystem", "TemporaryFileSystem", "StopWhenUnneeded", "NoNewPrivileges", "MemoryMax", "TasksMax"} {
 				if _, ok := e[name]; !ok {
 					t.Errorf("the egress unit lacks %s", name)
 				}
