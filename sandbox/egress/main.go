@@ -1,11 +1,16 @@
 package egress
 
 import (
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+
+	"mosaic/credentials"
 )
 
 // Stage is the first argument of the mosaic binary that makes it a
@@ -20,6 +25,11 @@ type Config struct {
 	Session string
 	Socket  string   // the Unix socket to listen on, in the session's egress directory
 	Allow   []string // --allow-host entries, as ParseAllow reads them
+	// Inject are the credentials the proxy puts into requests; their
+	// values and placeholders arrive in the unit's environment file, Drop,
+	// which the proxy deletes once it has read it.
+	Inject []Rule
+	Drop   string
 }
 
 // Argv is the egress unit's command line, argv[0] being the mosaic binary.
@@ -27,6 +37,12 @@ func (c Config) Argv(mosaicBin string) []string {
 	argv := []string{mosaicBin, Stage, "--session", c.Session, "--socket", c.Socket}
 	for _, a := range c.Allow {
 		argv = append(argv, "--allow", a)
+	}
+	for _, r := range c.Inject {
+		argv = append(argv, "--inject", r.String())
+	}
+	if c.Drop != "" {
+		argv = append(argv, "--drop", c.Drop)
 	}
 	return argv
 }
@@ -42,13 +58,21 @@ func ParseArgs(args []string) (Config, error) {
 			c.Socket = args[1]
 		case "--allow":
 			c.Allow = append(c.Allow, args[1])
+		case "--inject":
+			r, err := ParseRule(args[1])
+			if err != nil {
+				return Config{}, err
+			}
+			c.Inject = append(c.Inject, r)
+		case "--drop":
+			c.Drop = args[1]
 		default:
 			return Config{}, fmt.Errorf("unknown option %s", args[0])
 		}
 		args = args[2:]
 	}
 	if c.Socket == "" || len(args) > 0 {
-		return Config{}, errors.New("usage: egress --session NAME --socket PATH [--allow HOST[:PORT]]...")
+		return Config{}, errors.New("usage: egress --session NAME --socket PATH [--allow HOST[:PORT]]... [--inject VAR=HEADER@HOST:PORT]... [--drop ENVFILE]")
 	}
 	return c, nil
 }
@@ -72,6 +96,14 @@ func serveMain(args []string, notify func()) error {
 	if e.Allow, err = ParseAllow(c.Allow); err != nil {
 		return err
 	}
+	if len(c.Inject) > 0 {
+		if e.Inject, err = injector(c); err != nil {
+			return err
+		}
+		if err := e.Inject.WriteCA(filepath.Dir(c.Socket)); err != nil {
+			return fmt.Errorf("cannot write the session's CA certificate: %v", err)
+		}
+	}
 	os.Remove(c.Socket)
 	l, err := net.Listen("unix", c.Socket)
 	if err != nil {
@@ -81,4 +113,41 @@ func serveMain(args []string, notify func()) error {
 	fmt.Fprintf(os.Stderr, "mosaic egress: session %s: allowing %s\n", e.Session, strings.Join(e.Allow.Strings(), ", "))
 	notify()
 	return e.Serve(l)
+}
+
+// injector reads the credentials systemd put into the environment from the
+// unit's environment file, deletes the file, and makes the session's CA.
+func injector(c Config) (*Injector, error) {
+	if c.Drop != "" {
+		if err := credentials.RemoveSessionFile(c.Drop); err != nil {
+			fmt.Fprintf(os.Stderr, "mosaic egress: %v\n", err)
+		}
+	}
+	var roots *x509.CertPool
+	if b64, ok := os.LookupEnv(UpstreamRootsVar); ok {
+		pemData, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", UpstreamRootsVar, err)
+		}
+		if roots, err = ParseRoots(string(pemData)); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: checking injection hosts against test roots (%s), not the system's\n", c.Session, UpstreamRootsVar)
+	}
+	in, err := NewInjector(c.Session, c.Inject, os.LookupEnv, roots)
+	// The values now live in the injector only: nothing this process
+	// starts (it starts nothing) or reads later finds them in its
+	// environment.
+	for _, r := range c.Inject {
+		os.Unsetenv(r.Var)
+		os.Unsetenv(PlaceholderPrefix + r.Var)
+	}
+	os.Unsetenv(UpstreamRootsVar)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range c.Inject {
+		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: puts %s into %s for %s\n", c.Session, r.Var, strings.Join(r.Headers, ", "), strings.Join(r.Hosts, ", "))
+	}
+	return in, nil
 }

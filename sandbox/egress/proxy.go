@@ -76,9 +76,15 @@ type Egress struct {
 	// DialTimeout bounds each connection to an allowed host.
 	DialTimeout time.Duration
 	Limits      Limits
+	// Inject, when set, is where the proxy puts credentials: for its hosts
+	// it terminates the session's TLS; every other host is a tunnel it
+	// does not read.
+	Inject *Injector
 
-	logMu sync.Mutex
-	slots chan struct{}
+	logMu  sync.Mutex
+	slots  chan struct{}
+	upOnce sync.Once
+	up     *http.Transport
 }
 
 func (e *Egress) logf(format string, args ...any) {
@@ -158,7 +164,17 @@ func (e *Egress) handle(c net.Conn) {
 		return
 	}
 	target := printable(req.Host)
-	remote, why := e.open(req.Host)
+	hp, why := e.check(req.Host)
+	if why == "" && e.Inject.covers(hp) {
+		e.intercept(c, br, hp)
+		return
+	}
+	var remote net.Conn
+	if why == "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		remote, why = e.dial(ctx, hp)
+		cancel()
+	}
 	if remote == nil {
 		e.logf("refused CONNECT %s: %s", target, why)
 		refuse(c, http.StatusForbidden, "mosaic egress: "+why)
@@ -193,25 +209,22 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// open checks target against the allowlist, resolves it and connects to
-// the first address that is not special (or that the list names). It
-// returns the connection, or nil and why not.
-func (e *Egress) open(target string) (net.Conn, string) {
+// check checks target against the allowlist and returns it as
+// "host:port", or why not.
+func (e *Egress) check(target string) (string, string) {
 	host, _, err := net.SplitHostPort(target)
 	if err != nil {
-		return nil, fmt.Sprintf("%q is not HOST:PORT", printable(target))
+		return "", fmt.Sprintf("%q is not HOST:PORT", printable(target))
 	}
 	if _, err := netip.ParseAddr(host); err == nil {
-		return nil, fmt.Sprintf("%s is an IP address: connections go to names on the allowlist only", printable(host))
+		return "", fmt.Sprintf("%s is an IP address: connections go to names on the allowlist only", printable(host))
 	}
 	hp, err := NormalizeHost(target)
 	if err != nil || !e.Allow.Hosts[hp] {
 		t := printable(target)
-		return nil, fmt.Sprintf("%s is not on the session's allowlist (add it with --allow-host %s)", t, t)
+		return "", fmt.Sprintf("%s is not on the session's allowlist (add it with --allow-host %s)", t, t)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return e.dial(ctx, hp)
+	return hp, ""
 }
 
 // dial resolves the allowed "host:port" hp and connects to the first of

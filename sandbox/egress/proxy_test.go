@@ -125,7 +125,9 @@ func TestEgress(t *testing.T) {
 // TestArgvRoundTrip: what the unit's command line says is what the proxy
 // reads, including values that look like options.
 func TestArgvRoundTrip(t *testing.T) {
-	c := Config{Session: "s1", Socket: "/run/user/1/mosaic/egress/s1/proxy.sock", Allow: []string{"api.anthropic.com:443", "--session", "10.0.0.0/8"}}
+	c := Config{Session: "s1", Socket: "/run/user/1/mosaic/egress/s1/proxy.sock", Allow: []string{"api.anthropic.com:443", "--session", "10.0.0.0/8"},
+		Inject: []Rule{{Var: "ANTHROPIC_API_KEY", Headers: []string{"X-Api-Key", "Authorization"}, Hosts: []string{"api.anthropic.com:443", "proxy.example.com:8443"}}},
+		Drop:   "/run/user/1/mosaic/credentials/s1-egress/env"}
 	argv := c.Argv("/usr/bin/mosaic")
 	if argv[0] != "/usr/bin/mosaic" || argv[1] != Stage {
 		t.Fatalf("argv %q", argv)
@@ -134,7 +136,7 @@ func TestArgvRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, c) {
 		t.Fatalf("round trip: %+v %v, want %+v", got, err, c)
 	}
-	for _, bad := range [][]string{nil, {"--socket"}, {"--socket", "/s", "--bogus", "x"}, {"--socket", "/s", "extra"}} {
+	for _, bad := range [][]string{nil, {"--socket"}, {"--socket", "/s", "--bogus", "x"}, {"--socket", "/s", "extra"}, {"--socket", "/s", "--inject", "A=x-api-key"}, {"--socket", "/s", "--inject", "A=x y@h.com"}} {
 		if _, err := ParseArgs(bad); err == nil {
 			t.Errorf("ParseArgs(%q) accepted", bad)
 		}
