@@ -27,6 +27,9 @@ type Profile struct {
 	// none, allow (to AllowHosts, through the egress proxy) or host.
 	Network    string   `json:"network"`
 	AllowHosts []string `json:"allow_hosts,omitempty"`
+	// Inject are the credentials the egress proxy puts into requests
+	// (network allow), which the session then never holds.
+	Inject []InjectRule `json:"inject,omitempty"`
 }
 
 // The hosts each provider's API is reached at, for the built-in profiles'
@@ -88,6 +91,7 @@ func Profiles(dir string) ([]Profile, error) {
 	byName := map[string]Profile{}
 	for _, p := range builtins {
 		p.Source = "built-in"
+		p.Inject = builtinRules(p)
 		byName[p.Name] = p
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.conf"))
@@ -151,6 +155,7 @@ func ProfileFor(dir string, command []string) (Profile, error) {
 //	ReadOnlyPaths=/opt/myagent
 //	Network=allow
 //	AllowHost=api.example.com api.example.com:8443
+//	Inject=MY_API_KEY authorization api.example.com
 //
 // Without Network= a user profile's sessions have no network (none).
 // Each CredentialSet line is one alternative; its variables are all needed.
@@ -212,8 +217,14 @@ func readProfile(path string) (Profile, error) {
 			p.Network = o.Value
 		case "AllowHost":
 			p.AllowHosts = append(p.AllowHosts, fields...)
+		case "Inject":
+			r, err := parseInject(o.Value)
+			if err != nil {
+				return bad("%v", err)
+			}
+			p.Inject = append(p.Inject, r)
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost, Inject)", o.Name)
 		}
 	}
 	return p, nil

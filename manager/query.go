@@ -53,6 +53,10 @@ type Session struct {
 	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch
 	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
 	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
+	// Injected: the credentials the egress proxy puts into requests, with
+	// their hosts (the session holds placeholders); the others are in the
+	// session's environment.
+	Injected map[string][]string `json:"credentials_injected,omitempty"`
 }
 
 // Running reports whether the session's unit is up, on its way up, or on

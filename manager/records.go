@@ -24,6 +24,7 @@ func describe(r records.Record, s *Session) {
 	s.Kind = kindOf(r)
 	s.MayLaunch = r.MayLaunch
 	s.Network, s.AllowHosts = r.Network, r.AllowHosts
+	s.Injected = r.Injected
 	if s.Network == "" {
 		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
 	}
@@ -42,7 +43,19 @@ func kindOf(r records.Record) string {
 func recordOf(s units.Spec) records.Record {
 	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
-		Network: s.Network, AllowHosts: s.Allow}
+		Network: s.Network, AllowHosts: s.Allow, Injected: injected(s)}
+}
+
+// injected maps each credential the egress proxy injects to its hosts.
+func injected(s units.Spec) map[string][]string {
+	if len(s.Inject) == 0 {
+		return nil
+	}
+	m := map[string][]string{}
+	for _, r := range s.Inject {
+		m[r.Var] = r.Hosts
+	}
+	return m
 }
 
 // prepareState makes the session's state directory: home/ kept across runs of

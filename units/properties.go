@@ -233,8 +233,15 @@ const (
 // directory), stopped by systemd once the session no longer needs it
 // (StopWhenUnneeded), however the session ended.
 func EgressProperties(s Spec) []sd.Property {
-	argv := egress.Config{Session: s.Name, Socket: filepath.Join(s.EgressDir, sandbox.EgressSocketName), Allow: s.Allow}.Argv(s.MosaicBin)
-	return []sd.Property{
+	argv := egress.Config{Session: s.Name, Socket: filepath.Join(s.EgressDir, sandbox.EgressSocketName), Allow: s.Allow,
+		Inject: s.Inject, Drop: s.EgressCredentialFile}.Argv(s.MosaicBin)
+	binds := bindsOf([]string{s.EgressDir})
+	if s.EgressCredentialFile != "" {
+		// Its directory is bound so that the proxy can delete the file.
+		d := filepath.Dir(s.EgressCredentialFile)
+		binds = append(binds, bindEntry{Src: d, Dst: d, IgnoreENOENT: true})
+	}
+	props := []sd.Property{
 		prop("Description", "mosaic egress proxy of session "+s.Name),
 		prop("Slice", Slice),
 		prop("ExecStartEx", []execEx{{Path: argv[0], Argv: argv, Flags: []string{"no-env-expand"}}}),
@@ -244,7 +251,7 @@ func EgressProperties(s Spec) []sd.Property {
 		prop("PrivateTmp", true),
 		prop("ProtectSystem", "strict"),
 		prop("TemporaryFileSystem", []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}),
-		prop("BindPaths", bindsOf([]string{s.EgressDir})),
+		prop("BindPaths", binds),
 		prop("BindReadOnlyPaths", bindsOf([]string{s.MosaicBin, filepath.Join(s.RuntimeDir, "systemd", "notify")})),
 		prop("NoNewPrivileges", true),
 		// The proxy reads what the session sends: its own bounds keep a
@@ -260,6 +267,13 @@ func EgressProperties(s Spec) []sd.Property {
 		prop("TimeoutStopUSec", usec(5*time.Second)),
 		prop("SyslogIdentifier", strings.TrimSuffix(s.EgressUnit(), UnitSuffix)),
 	}
+	if s.EgressCredentialFile != "" {
+		// The keys the proxy injects reach it, and only it, through its
+		// own environment file (missing allowed: the proxy deletes it once
+		// read, and systemd reads it again at stop).
+		props = append(props, prop("EnvironmentFiles", []envFile{{s.EgressCredentialFile, true}}))
+	}
+	return props
 }
 
 // Description is the unit's Description: the marker prefix, the name and the

@@ -17,6 +17,7 @@ import (
 	"mosaic/units/errcode"
 
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 )
 
 // Slice is the slice every session runs in, so that all sessions can be
@@ -159,6 +160,15 @@ type Spec struct {
 	// resolve to); EgressDir holds the proxy's socket.
 	Allow     []string
 	EgressDir string
+	// Inject are the credentials the egress proxy puts into requests
+	// (names and hosts; the session holds placeholders), and
+	// EgressCredentialFile the proxy's own environment file with their
+	// values, deleted once it read them.
+	Inject               []egress.Rule
+	EgressCredentialFile string
+	// Notes are what mosaic start says about the session besides its
+	// name: how a credential travels when it cannot be injected.
+	Notes []string
 	// Scope makes the session a scope: mosaic starts the exec shim itself
 	// and systemd only adopts it (no unit sandbox; bwrap's is the whole).
 	Scope bool

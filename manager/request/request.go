@@ -201,6 +201,9 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
 		spec.Pass = append(spec.Pass, sandbox.BusEnv)
 	}
+	if err := planInjection(&spec, grant, p); err != nil {
+		return units.Spec{}, none, err
+	}
 	// A scope's secrets go from mosaic to its exec shim in the environment
 	// of the exec, never through a file.
 	if len(grant.Secrets) > 0 && !req.Scope {

@@ -2,8 +2,10 @@ package egress
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 
 	"mosaic/credentials"
@@ -69,7 +71,7 @@ const PlaceholderPrefix = "MOSAIC_PLACEHOLDER_"
 // UpstreamRootsVar, in the egress unit's environment file, holds PEM
 // certificates the proxy trusts instead of the system's roots for the
 // hosts it injects into. Only tests set it (through mosaic's environment,
-// MOSAIC_EGRESS_TEST_ROOTS), to stand a mock in for a vendor's API.
+// TestRootsEnv), to stand a mock in for a vendor's API.
 const UpstreamRootsVar = "MOSAIC_UPSTREAM_ROOTS"
 
 // Split divides a session's credentials between the session and its
@@ -121,4 +123,23 @@ func Placeholder(value string) string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return prefix + string(b)
+}
+
+// TestRootsEnv names, in mosaic's own environment, a PEM file of
+// certificates that the egress proxy then trusts, in place of the system's
+// roots, for the hosts it injects into. Tests set it to stand a mock in for
+// a vendor's API; whoever sets mosaic's environment runs mosaic anyway.
+const TestRootsEnv = "MOSAIC_EGRESS_TEST_ROOTS"
+
+// TestRoots reads TestRootsEnv's file, for the proxy's environment file.
+func TestRoots(getenv func(string) string) ([]credentials.Var, error) {
+	path := getenv(TestRootsEnv)
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", TestRootsEnv, err)
+	}
+	return []credentials.Var{{Name: UpstreamRootsVar, Value: base64.StdEncoding.EncodeToString(b)}}, nil
 }
