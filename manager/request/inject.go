@@ -60,7 +60,8 @@ func planInjection(spec *units.Spec, grant credentials.Grant, p Paths) error {
 		}
 		// A rule's own check (header names) is the proxy's: fail here, not
 		// in the unit.
-		if _, err := egress.ParseRule(rule.String()); err != nil {
+		rule, err := egress.ParseRule(rule.String())
+		if err != nil {
 			return errcode.BadProfile.New("profile %s: %v", grant.Profile.Name, err)
 		}
 		spec.Inject = append(spec.Inject, rule)

@@ -275,17 +275,40 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 			e.logf("request to %s failed: %s", hp, printable(err.Error()))
 			http.Error(w, "mosaic egress: "+printable(err.Error()), http.StatusBadGateway)
 		},
-		ErrorLog: log.New(io.Discard, "", 0),
+		ErrorLog: log.New(logWriter{e, hp}, "", 0),
 	}
 	in := &countingBody{ReadCloser: r.Body}
 	r.Body = in
 	cw := &countingWriter{ResponseWriter: w, status: http.StatusOK}
+	// The record is written however the relay ends: the reverse proxy
+	// aborts a response it cannot finish by panicking with
+	// http.ErrAbortHandler, which the server recovers.
+	aborted := true
+	defer func() {
+		what := "passed as sent (no placeholder in the rule's headers)"
+		if len(used) > 0 {
+			what = "injected " + strings.Join(dedupe(used), ", ")
+		}
+		end := ""
+		if aborted {
+			end = ", cut short"
+		}
+		e.logf("%s: %s %s%s: %d (%d bytes out, %d in%s)", what, printable(r.Method), hp, printable(r.URL.Path), cw.status, in.n.Load(), cw.n, end)
+	}()
 	rp.ServeHTTP(cw, r)
-	what := "passed as sent (no placeholder in the rule's headers)"
-	if len(used) > 0 {
-		what = "injected " + strings.Join(dedupe(used), ", ")
-	}
-	e.logf("%s: %s %s%s: %d (%d bytes out, %d in)", what, printable(r.Method), hp, printable(r.URL.Path), cw.status, in.n.Load(), cw.n)
+	aborted = false
+}
+
+// logWriter puts the reverse proxy's own complaints (a failed body copy)
+// into the journal.
+type logWriter struct {
+	e  *Egress
+	hp string
+}
+
+func (l logWriter) Write(p []byte) (int, error) {
+	l.e.logf("relay to %s: %s", l.hp, printable(strings.TrimSpace(string(p))))
+	return len(p), nil
 }
 
 func dedupe(s []string) []string {

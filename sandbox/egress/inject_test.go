@@ -276,3 +276,21 @@ func TestInjectOtherHost(t *testing.T) {
 		t.Errorf("the other host got %q, want the placeholder", got.Get("X-Api-Key"))
 	}
 }
+
+// TestPlaceholder: a placeholder keeps the vendor's prefix and the key's
+// length (at least 32 characters after the prefix), and shares nothing else
+// with the key; two sessions get two different ones.
+func TestPlaceholder(t *testing.T) {
+	for key, prefix := range map[string]string{
+		testKey: "sk-ant-api03-", "sk-ant-oat01-" + strings.Repeat("t", 90): "sk-ant-oat01-", "sk-proj-" + strings.Repeat("p", 150): "sk-proj-",
+		"sk-" + strings.Repeat("o", 48): "sk-", "AIza" + strings.Repeat("g", 35): "AIza", "plain-token": "",
+	} {
+		ph := Placeholder(key)
+		if !strings.HasPrefix(ph, prefix) || len(ph) != len(prefix)+max(len(key)-len(prefix), 32) || ph == key || strings.Contains(ph, key[len(prefix):]) {
+			t.Errorf("Placeholder(%.16s...) = %q", key, ph)
+		}
+		if Placeholder(key) == ph {
+			t.Errorf("two placeholders of %.16s... are equal", key)
+		}
+	}
+}
