@@ -270,8 +270,12 @@ func EgressProperties(s Spec) []sd.Property {
 	if s.EgressCredentialFile != "" {
 		// The keys the proxy injects reach it, and only it, through its
 		// own environment file (missing allowed: the proxy deletes it once
-		// read, and systemd reads it again at stop).
-		props = append(props, prop("EnvironmentFiles", []envFile{{s.EgressCredentialFile, true}}))
+		// read, and systemd reads it again at stop). Should the proxy die
+		// before it read it (and mosaic with it), the unit's ExecStopPost
+		// deletes it.
+		props = append(props, prop("EnvironmentFiles", []envFile{{s.EgressCredentialFile, true}}),
+			prop("ExecStopPostEx", []execEx{{Path: s.MosaicBin, Argv: []string{s.MosaicBin, records.EndedStage, "--drop", s.EgressCredentialFile},
+				Flags: []string{"ignore-failure"}}}))
 	}
 	return props
 }

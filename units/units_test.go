@@ -426,6 +426,9 @@ func TestEgressInjection(t *testing.T) {
 	if f := fmt.Sprint(e["EnvironmentFiles"].Value.Value()); !strings.Contains(f, s.EgressCredentialFile) {
 		t.Errorf("EnvironmentFiles %s", f)
 	}
+	if post := fmt.Sprint(e["ExecStopPostEx"].Value.Value()); !strings.Contains(post, "session-ended --drop "+s.EgressCredentialFile) {
+		t.Errorf("ExecStopPostEx %s", post)
+	}
 	if b := fmt.Sprint(e["BindPaths"].Value.Value()); !strings.Contains(b, "/run/user/1000/mosaic/credentials/s1-egress") {
 		t.Errorf("BindPaths %s", b)
 	}

@@ -227,7 +227,8 @@ func (e *Egress) intercept(c net.Conn, br *bufio.Reader, hp string) {
 	_ = tc.SetDeadline(time.Time{})
 	e.logf("terminating TLS for %s to put credentials in", hp)
 	var handlers sync.WaitGroup
-	l := &oneConn{c: tc, done: make(chan struct{})}
+	session := &idleConn{Conn: tc, idle: e.Limits.IdleTimeout}
+	l := &oneConn{c: session, done: make(chan struct{})}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			handlers.Add(1)
@@ -239,6 +240,12 @@ func (e *Egress) intercept(c net.Conn, br *bufio.Reader, hp string) {
 		IdleTimeout:       e.Limits.IdleTimeout,
 		ErrorLog:          log.New(io.Discard, "", 0),
 		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateHijacked {
+				// An upgraded connection (WebSocket) is relayed by the
+				// reverse proxy, without the server's timeouts: from now on
+				// it is closed once quiet for IdleTimeout.
+				session.on.Store(true)
+			}
 			if st == http.StateClosed || st == http.StateHijacked {
 				l.close()
 			}
@@ -338,7 +345,9 @@ func (e *Egress) upstream() http.RoundTripper {
 				if c == nil {
 					return nil, errors.New(why)
 				}
-				return c, nil
+				ic := &idleConn{Conn: c, idle: e.Limits.IdleTimeout}
+				ic.on.Store(true)
+				return ic, nil
 			},
 			TLSClientConfig:     &tls.Config{RootCAs: e.Inject.roots, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12},
 			TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{}, // no HTTP/2
@@ -349,6 +358,50 @@ func (e *Egress) upstream() http.RoundTripper {
 	})
 	return e.up
 }
+
+// idleConn, once on, ends a read that finds the connection quiet (no byte
+// read or written) for idle: the bound a tunnel has, for the connections
+// the reverse proxy relays (upgrades) and keeps (to the vendor).
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+	on   atomic.Bool
+	last atomic.Int64 // unix nanoseconds of the last byte either way
+}
+
+func (c *idleConn) Read(p []byte) (int, error) {
+	if !c.on.Load() {
+		return c.Conn.Read(p)
+	}
+	if c.last.Load() == 0 {
+		c.touch()
+	}
+	for {
+		_ = c.Conn.SetReadDeadline(time.Unix(0, c.last.Load()).Add(c.idle))
+		n, err := c.Conn.Read(p)
+		if n > 0 {
+			c.touch()
+			return n, err
+		}
+		if isTimeout(err) && time.Since(time.Unix(0, c.last.Load())) < c.idle {
+			continue // written to meanwhile: not quiet
+		}
+		return n, err
+	}
+}
+
+func (c *idleConn) Write(p []byte) (int, error) {
+	if c.on.Load() {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.idle))
+	}
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.touch()
+	}
+	return n, err
+}
+
+func (c *idleConn) touch() { c.last.Store(time.Now().UnixNano()) }
 
 // bufferedConn is a connection whose first bytes were already read into r.
 type bufferedConn struct {
