@@ -3,14 +3,36 @@
 #   make demo    a confined demo session (inside contrib/rig.sh where no user manager is reachable)
 #   make test    every test, against a real systemd user manager, D-Bus, journald and bwrap
 #   make build   bin/mosaic, a static binary
+#   make install mosaic, its man page and bash/zsh/fish completion into PREFIX
+#                (/usr/local as root, else ~/.local; DESTDIR for packaging)
 #   make bench   mosaic side by side with systemd-run, bwrap and srt: docs/BENCHMARKS.md and docs/benchmarks.json
 
 GO ?= go
 
-.PHONY: build test demo vet bench clean
+.PHONY: build install uninstall test demo vet bench clean
+
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/mosaic ./cmd/mosaic
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/mosaic ./cmd/mosaic
+
+PREFIX ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
+BINDIR = $(DESTDIR)$(PREFIX)/bin
+SHAREDIR = $(DESTDIR)$(PREFIX)/share
+
+install: build
+	install -d $(BINDIR) $(SHAREDIR)/man/man1 $(SHAREDIR)/bash-completion/completions \
+		$(SHAREDIR)/zsh/site-functions $(SHAREDIR)/fish/vendor_completions.d
+	install -m 0755 bin/mosaic $(BINDIR)/mosaic
+	bin/mosaic man > $(SHAREDIR)/man/man1/mosaic.1
+	bin/mosaic completion bash > $(SHAREDIR)/bash-completion/completions/mosaic
+	bin/mosaic completion zsh > $(SHAREDIR)/zsh/site-functions/_mosaic
+	bin/mosaic completion fish > $(SHAREDIR)/fish/vendor_completions.d/mosaic.fish
+	@echo "installed $(BINDIR)/mosaic; make sure $(PREFIX)/bin is on your PATH, then run: mosaic doctor"
+
+uninstall:
+	rm -f $(BINDIR)/mosaic $(SHAREDIR)/man/man1/mosaic.1 $(SHAREDIR)/bash-completion/completions/mosaic \
+		$(SHAREDIR)/zsh/site-functions/_mosaic $(SHAREDIR)/fish/vendor_completions.d/mosaic.fish
 
 vet:
 	$(GO) vet ./...

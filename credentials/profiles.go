@@ -30,6 +30,12 @@ type Profile struct {
 	// Inject are the credentials the egress proxy puts into requests
 	// (network allow), which the session then never holds.
 	Inject []InjectRule `json:"inject,omitempty"`
+	// SeccompAllow names rows of the session's syscall filter to lift
+	// (checked against sandbox.SyscallRules when a session is prepared).
+	SeccompAllow []string `json:"seccomp_allow,omitempty"`
+	// Sandbox is the session's inner layer unless --sandbox says
+	// otherwise: bwrap (the default) or landlock.
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 // The hosts each provider's API is reached at, for the built-in profiles'
@@ -156,6 +162,8 @@ func ProfileFor(dir string, command []string) (Profile, error) {
 //	Network=allow
 //	AllowHost=api.example.com api.example.com:8443
 //	Inject=MY_API_KEY authorization api.example.com
+//	SeccompAllow=io_uring perf
+//	Sandbox=landlock
 //
 // Without Network= a user profile's sessions have no network (none).
 // Each CredentialSet line is one alternative; its variables are all needed.
@@ -215,6 +223,11 @@ func readProfile(path string) (Profile, error) {
 				return bad("Network=%s: use none, allow or host", o.Value)
 			}
 			p.Network = o.Value
+		case "Sandbox":
+			if o.Value != "bwrap" && o.Value != "landlock" {
+				return bad("Sandbox=%s: use bwrap or landlock", o.Value)
+			}
+			p.Sandbox = o.Value
 		case "AllowHost":
 			p.AllowHosts = append(p.AllowHosts, fields...)
 		case "Inject":
@@ -223,8 +236,10 @@ func readProfile(path string) (Profile, error) {
 				return bad("%v", err)
 			}
 			p.Inject = append(p.Inject, r)
+		case "SeccompAllow":
+			p.SeccompAllow = append(p.SeccompAllow, fields...)
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost, Inject)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost, SeccompAllow, Sandbox, Inject)", o.Name)
 		}
 	}
 	return p, nil

@@ -53,6 +53,11 @@ type Session struct {
 	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch
 	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
 	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
+	Output           string         `json:"output,omitempty"`      // journal (mosaic start) or terminal (mosaic run)
+
+	// The rows of the syscall filter its profile lifted.
+	SeccompAllow []string `json:"seccomp_allow,omitempty"`
+	Sandbox      string   `json:"sandbox,omitempty"` // bwrap, or landlock (no bwrap: see Confinement)
 	// Injected: the credentials the egress proxy puts into requests, with
 	// their hosts (the session holds placeholders); the others are in the
 	// session's environment.

@@ -186,6 +186,18 @@ func TestKeyInjection(t *testing.T) {
 		}
 	}
 
+	t.Run("landlock", func(t *testing.T) {
+		// No bwrap: the command reads the proxy's CA at its host path.
+		r := mosaicWith(t, env, "", "run", "--sandbox", "landlock", "--workspace", ws, "--profile", "claude-code", "--allow-host", n+".0/24",
+			"--", "bash", "-c", `curl -sS -X POST "https://$1/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -d '{}' | grep -c '^event:'`, "bash", vendor.addr)
+		if r.code != 0 || strings.TrimSpace(r.stdout) != "3" {
+			t.Errorf("exit %d: %q %q", r.code, r.stdout, r.stderr)
+		}
+		if got := vendor.headers("/v1/messages"); len(got) != 2 || got[1].Get("X-Api-Key") != key {
+			t.Errorf("the vendor did not get the key from a landlock session: %v", got)
+		}
+	})
+
 	t.Run("status", func(t *testing.T) {
 		name := sessionName(t)
 		mustMosaic2 := mosaicWith(t, env, "", "start", "--name", name, "--workspace", ws, "--profile", "claude-code", "--allow-host", n+".0/24", "--", "sleep", "300")

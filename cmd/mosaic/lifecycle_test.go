@@ -234,10 +234,11 @@ func TestRun(t *testing.T) {
 		}
 	})
 	t.Run("json", func(t *testing.T) {
-		r := mosaic(t, "run", "--json", "--workspace", ws, "--", "sh", "-c", "exit 3")
-		s := decode[sessionDoc](t, r.stdout)
-		if r.code != 3 || s.ExitStatus == nil || *s.ExitStatus != 3 {
-			t.Errorf("run --json: exit %d, %+v", r.code, s)
+		// stdout is the command's; the document goes to stderr.
+		r := mosaic(t, "run", "--json", "--workspace", ws, "--", "sh", "-c", "echo from-the-command; exit 3")
+		s := decode[sessionDoc](t, r.stderr)
+		if r.code != 3 || s.ExitStatus == nil || *s.ExitStatus != 3 || r.stdout != "from-the-command\n" {
+			t.Errorf("run --json: exit %d, stdout %q, %+v", r.code, r.stdout, s)
 		}
 	})
 	// A finished run leaves no unit behind, failed or not, and no state

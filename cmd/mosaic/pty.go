@@ -25,7 +25,7 @@ type terminal struct {
 
 // openTerminal allocates a pseudo-terminal for a session run from in and
 // out, gives it the modes and window size of in when that is a terminal,
-// puts in into raw mode and starts relaying.
+// and starts relaying; raw puts in into raw mode.
 func openTerminal(in, out *os.File) (*terminal, error) {
 	master, slave, err := openPTY()
 	if err != nil {
@@ -36,13 +36,6 @@ func openTerminal(in, out *os.File) (*terminal, error) {
 		t.saved = saved
 		_ = unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, saved)
 		t.resize()
-		raw := *saved
-		makeRaw(&raw)
-		if err := unix.IoctlSetTermios(int(in.Fd()), unix.TCSETS, &raw); err != nil {
-			master.Close()
-			slave.Close()
-			return nil, err
-		}
 		t.winch = make(chan os.Signal, 1)
 		signal.Notify(t.winch, unix.SIGWINCH)
 		go func() {
@@ -57,6 +50,20 @@ func openTerminal(in, out *os.File) (*terminal, error) {
 		close(t.drained)
 	}()
 	return t, nil
+}
+
+// raw puts the user's terminal into raw mode, so that every key goes to
+// the session. It is called once the session's command runs: before, the
+// terminal stays as it was, and a Ctrl-C reaches mosaic, which stops the
+// session that is starting (instead of a line discipline with no
+// foreground process to signal swallowing it).
+func (t *terminal) raw() {
+	if t.saved == nil {
+		return
+	}
+	raw := *t.saved
+	makeRaw(&raw)
+	_ = unix.IoctlSetTermios(int(t.in.Fd()), unix.TCSETS, &raw)
 }
 
 // openPTY returns a new pseudo-terminal's master and slave sides, neither of
@@ -127,4 +134,53 @@ func makeRaw(t *unix.Termios) {
 	t.Cflag |= unix.CS8
 	t.Cc[unix.VMIN] = 1
 	t.Cc[unix.VTIME] = 0
+}
+
+// A heldTerminal is a terminal of the user's that a session gets as its own
+// stdin, stdout or stderr (run --scope, run --pty=false): the session may
+// change its modes (stty -echo) or its line discipline (N_NULL, after which
+// even `reset` cannot revive it). mosaic puts both back when the session
+// ends, however it ended.
+type heldTerminal struct {
+	fd      int
+	termios *unix.Termios
+	ldisc   int
+}
+
+// holdTerminals records the modes and line discipline of each distinct
+// terminal among files.
+func holdTerminals(files ...*os.File) []heldTerminal {
+	var held []heldTerminal
+	seen := map[uint64]bool{}
+	for _, f := range files {
+		fd := int(f.Fd())
+		tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		if err != nil {
+			continue
+		}
+		ldisc, err := unix.IoctlGetInt(fd, unix.TIOCGETD)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil {
+			if seen[st.Rdev] {
+				continue
+			}
+			seen[st.Rdev] = true
+		}
+		held = append(held, heldTerminal{fd: fd, termios: tio, ldisc: ldisc})
+	}
+	return held
+}
+
+// restoreTerminals puts each terminal's line discipline back, then its
+// modes (a new line discipline starts from the terminal's current modes).
+func restoreTerminals(held []heldTerminal) {
+	for _, h := range held {
+		if cur, err := unix.IoctlGetInt(h.fd, unix.TIOCGETD); err == nil && cur != h.ldisc {
+			_ = unix.IoctlSetPointerInt(h.fd, unix.TIOCSETD, h.ldisc)
+		}
+		_ = unix.IoctlSetTermios(h.fd, unix.TCSETS, h.termios)
+	}
 }

@@ -37,6 +37,13 @@ type Record struct {
 	// Injected are the credentials the egress proxy puts into requests,
 	// each with its hosts; the session holds only placeholders for them.
 	Injected map[string][]string `json:"injected,omitempty"`
+	// Output is where the command's stdout and stderr went: "journal"
+	// (mosaic start), or "terminal" (mosaic run: the caller's terminal or
+	// pipes, which the journal never saw).
+	Output  string `json:"output,omitempty"`
+	Sandbox string `json:"sandbox,omitempty"` // bwrap (or empty) or landlock
+	// SeccompAllow are the rows of the syscall filter the profile lifted.
+	SeccompAllow []string `json:"seccomp_allow,omitempty"`
 }
 
 const (
