@@ -23,7 +23,9 @@ func InitEnv(environ, bwrapArgv []string) ([]string, error) {
 		return nil, err
 	}
 	allowed := allowedNames(pass)
-	allowed[PromiseEnv], allowed[NotifyFDEnv] = true, true
+	// The init's own: the promise, systemd's notification descriptor, and
+	// the tests' Landlock fault (never passed on to the command).
+	allowed[PromiseEnv], allowed[NotifyFDEnv], allowed[LandlockFaultEnv] = true, true, true
 	var env []string
 	for _, kv := range environ {
 		if name, _, ok := strings.Cut(kv, "="); ok && (allowed[name] || hasAnyPrefix(name, passEnvPrefixes)) {
@@ -36,21 +38,29 @@ func InitEnv(environ, bwrapArgv []string) ([]string, error) {
 // initNames finds the init's command line in bwrap's (after bwrap's "--",
 // InitPath then "init") and returns the names it is told to pass on.
 func initNames(bwrapArgv []string) ([]string, error) {
+	if len(bwrapArgv) > 1 && bwrapArgv[1] == "init" {
+		// --sandbox landlock: no bwrap, the shim becomes mosaic's init.
+		return namesIn(bwrapArgv[2:]), nil
+	}
 	for i := 1; i+1 < len(bwrapArgv); i++ {
 		if bwrapArgv[i-1] != "--" || bwrapArgv[i] != InitPath || bwrapArgv[i+1] != "init" {
 			continue
 		}
-		var names []string
-		args := bwrapArgv[i+2:]
-		for j := 0; j < len(args) && args[j] != "--"; j++ {
-			if (args[j] == "--pass" || args[j] == "--credential") && j+1 < len(args) {
-				names = append(names, args[j+1])
-				j++
-			}
-		}
-		return names, nil
+		return namesIn(bwrapArgv[i+2:]), nil
 	}
 	return nil, fmt.Errorf("bwrap's command line does not run mosaic's init (%s init)", InitPath)
+}
+
+// namesIn are the names an init command line (after "init") passes on.
+func namesIn(args []string) []string {
+	var names []string
+	for j := 0; j < len(args) && args[j] != "--"; j++ {
+		if (args[j] == "--pass" || args[j] == "--credential") && j+1 < len(args) {
+			names = append(names, args[j+1])
+			j++
+		}
+	}
+	return names
 }
 
 // allowedNames are the variables the init passes to the command: its
