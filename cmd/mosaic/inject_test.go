@@ -205,6 +205,17 @@ func TestKeyInjection(t *testing.T) {
 			t.Fatalf("start: %s%s", mustMosaic2.stdout, mustMosaic2.stderr)
 		}
 		defer mosaic(t, "stop", name)
+		// The proxy holds the key; no other process of the user reads it
+		// from its /proc/PID/environ (it is not dumpable).
+		pid := unitProperty(t, "mosaic-"+name+"-egress.service", "MainPID")
+		if pid == "" || pid == "0" {
+			t.Fatalf("no egress MainPID")
+		}
+		if b, err := os.ReadFile("/proc/" + pid + "/environ"); err == nil && strings.Contains(string(b), half2) {
+			t.Errorf("/proc/%s/environ of the egress proxy holds the key", pid)
+		} else if err == nil {
+			t.Errorf("/proc/%s/environ of the egress proxy is readable", pid)
+		}
 		st := mustMosaic(t, "status", name).stdout
 		if !strings.Contains(st, "ANTHROPIC_API_KEY: injected by the egress proxy for api.anthropic.com:443, "+vendor.addr) {
 			t.Errorf("status does not say how the key travels:\n%s", st)

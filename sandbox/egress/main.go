@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"mosaic/credentials"
 )
 
@@ -133,6 +135,14 @@ func injector(c Config) (*Injector, error) {
 			return nil, err
 		}
 		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: checking injection hosts against test roots (%s), not the system's\n", c.Session, UpstreamRootsVar)
+	}
+	// The values stay in this process's memory, and systemd gave them to it
+	// in its initial environment, which /proc/PID/environ shows to every
+	// process of the user that may ptrace it: not dumpable, it shows them
+	// to none (the session cannot see this process at all; a core dump
+	// would hold them too).
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("cannot make the proxy undumpable: %v", err)
 	}
 	in, err := NewInjector(c.Session, c.Inject, os.LookupEnv, roots)
 	// The values now live in the injector only: nothing this process
