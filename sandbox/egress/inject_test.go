@@ -57,6 +57,10 @@ func newMockVendor(t *testing.T) *mockVendor {
 			}
 			defer c.Close()
 			rw.Flush()
+			if r.URL.Query().Get("hold") != "" {
+				io.Copy(io.Discard, rw) // quiet until the proxy ends it
+				return
+			}
 			line, _ := rw.ReadString('\n')
 			rw.WriteString("echo " + line)
 			rw.Flush()
@@ -76,7 +80,7 @@ func newMockVendor(t *testing.T) *mockVendor {
 
 // injectingProxy runs a proxy that puts testKey into x-api-key and
 // Authorization for example.com:PORT (the mock), and tunnels other.test.
-func injectingProxy(t *testing.T, m *mockVendor) (client *http.Client, sock string, log *strings.Builder, placeholder string, hp string) {
+func injectingProxy(t *testing.T, m *mockVendor, limits ...Limits) (client *http.Client, sock string, log *strings.Builder, placeholder string, hp string) {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(m.srv.Listener.Addr().String())
 	hp = "example.com:" + port
@@ -101,6 +105,9 @@ func injectingProxy(t *testing.T, m *mockVendor) (client *http.Client, sock stri
 	e := &Egress{Session: "s1", Allow: al, Log: &lockedWriter{w: log}, Inject: in, Lookup: func(context.Context, string) ([]netip.Addr, error) {
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 	}}
+	if len(limits) > 0 {
+		e.Limits = limits[0]
+	}
 	sock = t.TempDir() + "/proxy.sock"
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -292,5 +299,33 @@ func TestPlaceholder(t *testing.T) {
 		if Placeholder(key) == ph {
 			t.Errorf("two placeholders of %.16s... are equal", key)
 		}
+	}
+}
+
+// TestInjectUpgradeIdle: an upgraded connection (WebSocket) through an
+// injection host, quiet either way for IdleTimeout, is closed, as a quiet
+// tunnel is.
+func TestInjectUpgradeIdle(t *testing.T) {
+	m := newMockVendor(t)
+	client, _, _, _, hp := injectingProxy(t, m, Limits{IdleTimeout: 300 * time.Millisecond})
+	req, _ := http.NewRequest("GET", "https://"+hp+"/ws?hold=1", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	resp, err := (&http.Client{Transport: client.Transport}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %d", resp.StatusCode)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(resp.Body)
+		done <- err
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a quiet upgraded connection stays open")
 	}
 }
