@@ -33,7 +33,9 @@
 # N.0/24 that nothing of this machine uses: pick-testnet) answering on port
 # 443, reached over a veth pair (N.1 on this side, removed at the end); this
 # mount namespace's /etc/hosts names them testhost.mosaic.test and
-# otherhost.mosaic.test, and private.mosaic.test as 10.255.255.1.
+# otherhost.mosaic.test, private.mosaic.test as 10.255.255.1, and
+# mockhost.mosaic.test as N.1, this side of the veth, where a test may serve
+# as the test user (a mock of a vendor's API).
 # MOSAIC_TESTNET=N tells the tests. No test traffic goes anywhere else. Under
 # CI (CI set) a rig without its test network is an error, not a skip.
 #
@@ -311,7 +313,7 @@ if [ -n "$net" ]; then
 	ip netns exec "$testnet" socat TCP-LISTEN:443,bind="$net.3",fork,reuseaddr SYSTEM:'echo hello from otherhost' >/dev/null 2>&1 &
 	pids+=($!)
 	cp /etc/hosts /run/rig-hosts
-	printf '%s testhost.mosaic.test\n%s otherhost.mosaic.test\n10.255.255.1 private.mosaic.test\n' "$net.2" "$net.3" >>/run/rig-hosts
+	printf '%s testhost.mosaic.test\n%s otherhost.mosaic.test\n10.255.255.1 private.mosaic.test\n%s mockhost.mosaic.test\n' "$net.2" "$net.3" "$net.1" >>/run/rig-hosts
 	mount --bind /run/rig-hosts /etc/hosts
 else
 	why="no test network (needs ip and socat: apt-get install iproute2 socat, and a documentation range this machine does not use: contrib/rig.sh pick-testnet says why)"

@@ -27,6 +27,9 @@ type Profile struct {
 	// none, allow (to AllowHosts, through the egress proxy) or host.
 	Network    string   `json:"network"`
 	AllowHosts []string `json:"allow_hosts,omitempty"`
+	// Inject are the credentials the egress proxy puts into requests
+	// (network allow), which the session then never holds.
+	Inject []InjectRule `json:"inject,omitempty"`
 	// SeccompAllow names rows of the session's syscall filter to lift
 	// (checked against sandbox.SyscallRules when a session is prepared).
 	SeccompAllow []string `json:"seccomp_allow,omitempty"`
@@ -99,6 +102,7 @@ func Profiles(dir string) ([]Profile, error) {
 	byName := map[string]Profile{}
 	for _, p := range builtins {
 		p.Source = "built-in"
+		p.Inject = builtinRules(p)
 		byName[p.Name] = p
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.conf"))
@@ -162,6 +166,7 @@ func ProfileFor(dir string, command []string) (Profile, error) {
 //	ReadOnlyPaths=/opt/myagent
 //	Network=allow
 //	AllowHost=api.example.com api.example.com:8443
+//	Inject=MY_API_KEY authorization api.example.com
 //	SeccompAllow=io_uring perf
 //	Sandbox=landlock
 //
@@ -230,6 +235,12 @@ func readProfile(path string) (Profile, error) {
 			p.Sandbox = o.Value
 		case "AllowHost":
 			p.AllowHosts = append(p.AllowHosts, fields...)
+		case "Inject":
+			r, err := parseInject(o.Value)
+			if err != nil {
+				return bad("%v", err)
+			}
+			p.Inject = append(p.Inject, r)
 		case "SeccompAllow":
 			p.SeccompAllow = append(p.SeccompAllow, fields...)
 		case "MemoryMax":
@@ -239,7 +250,7 @@ func readProfile(path string) (Profile, error) {
 		case "CPUQuota":
 			p.CPUQuota = o.Value
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost, SeccompAllow, Sandbox, MemoryMax, TasksMax, CPUQuota)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost, SeccompAllow, Sandbox, Inject, MemoryMax, TasksMax, CPUQuota)", o.Name)
 		}
 	}
 	return p, nil

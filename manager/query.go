@@ -65,6 +65,10 @@ type Session struct {
 
 	// HostExecWritable: started with --allow-write-host-exec.
 	HostExecWritable bool `json:"host_exec_writable,omitempty"`
+	// Injected: the credentials the egress proxy puts into requests, with
+	// their hosts (the session holds placeholders); the others are in the
+	// session's environment.
+	Injected map[string][]string `json:"credentials_injected,omitempty"`
 }
 
 // Running reports whether the session's unit is up, on its way up, or on

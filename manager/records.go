@@ -25,6 +25,7 @@ func describe(r records.Record, s *Session) {
 	s.MayLaunch = r.MayLaunch
 	s.HostExecWritable = r.HostExecWritable
 	s.Network, s.AllowHosts = r.Network, r.AllowHosts
+	s.Injected = r.Injected
 	s.Output = r.Output
 	s.SeccompAllow = r.SeccompAllow
 	s.Sandbox = r.Sandbox
@@ -62,7 +63,19 @@ func recordOf(s units.Spec) records.Record {
 	}
 	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: binds, Sandbox: s.Sandbox,
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
-		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow, HostExecWritable: s.AllowWriteHostExec}
+		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow, Injected: injected(s), HostExecWritable: s.AllowWriteHostExec}
+}
+
+// injected maps each credential the egress proxy injects to its hosts.
+func injected(s units.Spec) map[string][]string {
+	if len(s.Inject) == 0 {
+		return nil
+	}
+	m := map[string][]string{}
+	for _, r := range s.Inject {
+		m[r.Var] = r.Hosts
+	}
+	return m
 }
 
 // prepareState makes the session's state directory: home/ kept across runs of

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 
@@ -196,6 +198,21 @@ func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credent
 		return l, err
 	}
 	l.undo = undo
+	if len(spec.Inject) > 0 {
+		// The injected keys go to the egress proxy's file only; the
+		// session's gets their placeholders.
+		var proxyVars []credentials.Var
+		secrets, proxyVars = egress.Split(spec.Inject, secrets)
+		roots, err := egress.TestRoots(os.Getenv)
+		if err == nil {
+			err = credentials.WriteSessionFile(spec.EgressCredentialFile, append(proxyVars, roots...))
+		}
+		if err != nil {
+			undo()
+			return l, errcode.CredentialFile.New("cannot write the egress proxy's credential file: %v", err)
+		}
+		defer credentials.RemoveSessionFile(spec.EgressCredentialFile)
+	}
 	if spec.CredentialFile != "" {
 		if err := credentials.WriteSessionFile(spec.CredentialFile, secrets); err != nil {
 			undo()

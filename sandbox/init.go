@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/sandbox/egress"
 )
 
 // NotifyFDEnv carries the number of the descriptor, connected to systemd's
@@ -96,7 +98,7 @@ func Init(args []string) int {
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")
 	tty := fs.Bool("tty", false, "stdin is the session's own pseudo-terminal: make it the command's controlling terminal")
-	egress := fs.Bool("egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
+	relay := fs.Bool("egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
 	landlock := fs.String("landlock", "", "no bwrap: run the command under this Landlock policy (JSON)")
 	egressSocket := fs.String("egress-socket", EgressSocketInside, "the egress proxy's socket")
 	var pass, creds, seccompAllow stringList
@@ -130,14 +132,14 @@ func Init(args []string) int {
 		return ExitSandboxRefused
 	}
 	env := CommandEnv(os.Environ(), *session, *home, pass)
-	if *egress {
+	if *relay {
 		// Listening before READY=1: the command can use the proxy at once.
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ProxyPort))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: cannot listen for the egress relay: %v\n", err)
 			return ExitSandboxRefused
 		}
-		go Relay(l, *egressSocket)
+		go egress.Relay(l, *egressSocket)
 		env = append(env, ProxyEnv()...)
 	}
 	if err := InstallSyscallFilter(seccompAllow); err != nil {

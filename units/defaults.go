@@ -51,7 +51,7 @@ func SliceDefaults(h Host) Limits {
 }
 
 // EgressLimits are an egress proxy's limits: it relays bytes, no more.
-var EgressLimits = Limits{MemoryMax: 256 << 20, TasksMax: 256, CPUQuota: 100}
+var EgressLimits = Limits{MemoryMax: EgressMemoryMax, TasksMax: EgressTasksMax, CPUQuota: 100}
 
 // cpuShare is percent of all of h's CPUs, as a quota of one CPU's percent,
 // at least one CPU.

@@ -1,6 +1,7 @@
 package units
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"mosaic/manager/records"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 )
 
 // DefaultStopTimeout is how long a session gets between SIGTERM and SIGKILL.
@@ -229,17 +231,30 @@ func AuxUnits(s Spec) []sd.PropertyCollection {
 	return []sd.PropertyCollection{{Name: s.EgressUnit(), Properties: EgressProperties(s)}}
 }
 
+// The egress unit's own resource limits. The proxy holds at most
+// egress.DefaultMaxConns connections of at most 64 KiB of head and two
+// 32 KiB buffers each (some 40 MiB), plus TLS state for the injection hosts;
+// it runs on two threads' worth of Go runtime.
+const (
+	EgressMemoryMax uint64 = 256 << 20
+	EgressTasksMax  uint64 = 64
+)
+
 // EgressProperties are the properties of the session's egress proxy: the
 // mosaic binary in proxy mode, in the host's network (it is the way out),
 // confined otherwise (no home, no runtime dir but its own socket's
 // directory), stopped by systemd once the session no longer needs it
 // (StopWhenUnneeded), however the session ended.
 func EgressProperties(s Spec) []sd.Property {
-	argv := []string{s.MosaicBin, "egress", "--session", s.Name, "--socket", filepath.Join(s.EgressDir, sandbox.EgressSocketName)}
-	for _, a := range s.Allow {
-		argv = append(argv, "--allow", a)
+	argv := egress.Config{Session: s.Name, Socket: filepath.Join(s.EgressDir, sandbox.EgressSocketName), Allow: s.Allow,
+		Inject: s.Inject, Drop: s.EgressCredentialFile}.Argv(s.MosaicBin)
+	binds := bindsOf([]string{s.EgressDir})
+	if s.EgressCredentialFile != "" {
+		// Its directory is bound so that the proxy can delete the file.
+		d := filepath.Dir(s.EgressCredentialFile)
+		binds = append(binds, bindEntry{Src: d, Dst: d, IgnoreENOENT: true})
 	}
-	return append([]sd.Property{
+	props := []sd.Property{
 		prop("Description", "mosaic egress proxy of session "+s.Name),
 		prop("Slice", Slice),
 		prop("ExecStartEx", []execEx{{Path: argv[0], Argv: argv, Flags: []string{"no-env-expand"}}}),
@@ -249,14 +264,36 @@ func EgressProperties(s Spec) []sd.Property {
 		prop("PrivateTmp", true),
 		prop("ProtectSystem", "strict"),
 		prop("TemporaryFileSystem", []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}),
-		prop("BindPaths", bindsOf([]string{s.EgressDir})),
+		prop("BindPaths", binds),
 		prop("BindReadOnlyPaths", bindsOf([]string{s.MosaicBin, filepath.Join(s.RuntimeDir, "systemd", "notify")})),
 		prop("NoNewPrivileges", true),
+		// The proxy reads what the session sends: its own bounds keep a
+		// session from growing it past them, whatever the session's limits.
+		prop("MemoryMax", EgressMemoryMax),
+		prop("TasksMax", EgressTasksMax),
+		// GOMAXPROCS keeps the Go runtime's threads within TasksMax on a
+		// machine of many cores; GOMEMLIMIT makes it collect before the
+		// cgroup's limit is reached.
+		prop("Environment", []string{"GOMAXPROCS=2", fmt.Sprintf("GOMEMLIMIT=%d", EgressMemoryMax*3/4)}),
 		prop("StopWhenUnneeded", true),
 		prop("CollectMode", "inactive-or-failed"),
 		prop("TimeoutStopUSec", usec(5*time.Second)),
 		prop("SyslogIdentifier", strings.TrimSuffix(s.EgressUnit(), UnitSuffix)),
-	}, limitProperties(EgressLimits)...)
+	}
+	// Its CPU share (its memory and tasks are bounded above, with the Go
+	// runtime's settings that keep it within them).
+	props = append(props, prop("CPUQuotaPerSecUSec", EgressLimits.CPUQuota*10000))
+	if s.EgressCredentialFile != "" {
+		// The keys the proxy injects reach it, and only it, through its
+		// own environment file (missing allowed: the proxy deletes it once
+		// read, and systemd reads it again at stop). Should the proxy die
+		// before it read it (and mosaic with it), the unit's ExecStopPost
+		// deletes it.
+		props = append(props, prop("EnvironmentFiles", []envFile{{s.EgressCredentialFile, true}}),
+			prop("ExecStopPostEx", []execEx{{Path: s.MosaicBin, Argv: []string{s.MosaicBin, records.EndedStage, "--drop", s.EgressCredentialFile},
+				Flags: []string{"ignore-failure"}}}))
+	}
+	return props
 }
 
 // Description is the unit's Description: the marker prefix, the name and the

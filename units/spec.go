@@ -17,6 +17,7 @@ import (
 	"mosaic/units/errcode"
 
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 )
 
 // Slice is the slice every session runs in, so that all sessions can be
@@ -170,6 +171,15 @@ type Spec struct {
 	// resolve to); EgressDir holds the proxy's socket.
 	Allow     []string
 	EgressDir string
+	// Inject are the credentials the egress proxy puts into requests
+	// (names and hosts; the session holds placeholders), and
+	// EgressCredentialFile the proxy's own environment file with their
+	// values, deleted once it read them.
+	Inject               []egress.Rule
+	EgressCredentialFile string
+	// Notes are what mosaic start says about the session besides its
+	// name: how a credential travels when it cannot be injected.
+	Notes []string
 	// Scope makes the session a scope: mosaic starts the exec shim itself
 	// and systemd only adopts it (no unit sandbox; bwrap's is the whole).
 	Scope bool
@@ -183,8 +193,12 @@ func (s Spec) Landlock() bool { return s.Sandbox == sandbox.ModeLandlock }
 
 // LandlockPolicy is the policy of a --sandbox landlock session's command.
 func (s Spec) LandlockPolicy() sandbox.LandlockPolicy {
+	ro := s.ExtraRO
+	if len(s.Inject) > 0 { // the egress proxy's CA, which the command trusts
+		ro = append(append([]string{}, ro...), s.EgressDir)
+	}
 	return sandbox.LandlockPolicyFor(sandbox.LandlockOptions{Workspace: s.Workspace, SessionHome: s.SessionHome(),
-		Binary: s.Binary, ExtraRO: s.ExtraRO, ExtraRW: s.ExtraRW, Network: s.Network})
+		Binary: s.Binary, ExtraRO: ro, ExtraRW: s.ExtraRW, Network: s.Network})
 }
 
 // Kind is the session's kind: KindService or KindScope.

@@ -1,10 +1,12 @@
 package units
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"mosaic/sandbox/egress"
 	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -387,10 +389,13 @@ func TestNetworkProperties(t *testing.T) {
 				t.Errorf("egress unit %s", aux[0].Name)
 			}
 			e := props(aux[0].Properties)
-			for _, name := range []string{"PrivateUsers", "ProtectSystem", "TemporaryFileSystem", "StopWhenUnneeded", "NoNewPrivileges"} {
+			for _, name := range []string{"PrivateUsers", "ProtectSystem", "TemporaryFileSystem", "StopWhenUnneeded", "NoNewPrivileges", "MemoryMax", "TasksMax"} {
 				if _, ok := e[name]; !ok {
 					t.Errorf("the egress unit lacks %s", name)
 				}
+			}
+			if _, ok := e["EnvironmentFiles"]; ok {
+				t.Error("the egress unit reads an environment file though nothing is injected")
 			}
 			if _, ok := e["PrivateNetwork"]; ok {
 				t.Error("the egress unit has no network of the host: it is the way out")
@@ -399,6 +404,33 @@ func TestNetworkProperties(t *testing.T) {
 				t.Errorf("the egress unit would be listed as a session: %s", d)
 			}
 		}
+	}
+}
+
+// TestEgressInjection: a session with injected credentials gives its egress
+// unit the rules on its command line (names, never values), its own
+// environment file, and that file's directory bound so the proxy can
+// delete it.
+func TestEgressInjection(t *testing.T) {
+	s := testSpec()
+	s.MosaicBin = "/usr/bin/mosaic"
+	s.Network = "allow"
+	s.EgressDir = "/run/user/1000/mosaic/egress/s1"
+	s.Inject = []egress.Rule{{Var: "ANTHROPIC_API_KEY", Headers: []string{"X-Api-Key"}, Hosts: []string{"api.anthropic.com:443"}}}
+	s.EgressCredentialFile = "/run/user/1000/mosaic/credentials/s1-egress/env"
+	e := props(EgressProperties(s))
+	argv := fmt.Sprint(e["ExecStartEx"].Value.Value())
+	if !strings.Contains(argv, "--inject ANTHROPIC_API_KEY=X-Api-Key@api.anthropic.com:443") || !strings.Contains(argv, "--drop "+s.EgressCredentialFile) {
+		t.Errorf("argv %s", argv)
+	}
+	if f := fmt.Sprint(e["EnvironmentFiles"].Value.Value()); !strings.Contains(f, s.EgressCredentialFile) {
+		t.Errorf("EnvironmentFiles %s", f)
+	}
+	if post := fmt.Sprint(e["ExecStopPostEx"].Value.Value()); !strings.Contains(post, "session-ended --drop "+s.EgressCredentialFile) {
+		t.Errorf("ExecStopPostEx %s", post)
+	}
+	if b := fmt.Sprint(e["BindPaths"].Value.Value()); !strings.Contains(b, "/run/user/1000/mosaic/credentials/s1-egress") {
+		t.Errorf("BindPaths %s", b)
 	}
 }
 

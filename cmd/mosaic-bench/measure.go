@@ -41,6 +41,7 @@ type Report struct {
 	Concurrency []Stat             `json:"concurrency"`
 	Footprint   map[string]float64 `json:"footprint_mib"`
 	Breakdown   []Stat             `json:"run_breakdown"`
+	Egress      []Stat             `json:"egress_ttfb,omitempty"`
 	Ratios      []Ratio            `json:"ratios"`
 	Notes       []string           `json:"notes,omitempty"`
 }

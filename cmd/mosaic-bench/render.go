@@ -56,6 +56,7 @@ func writeReport(w io.Writer, r *Report, jsonFile string) {
 			r.Footprint["sessions"], r.Footprint["pss_per_session"], r.Footprint["rss_per_session"])
 	}
 	table(w, "Where the time of `mosaic run -- /usr/bin/true` goes (MOSAIC_TRACE=1)", r.Breakdown)
+	table(w, "Egress: time to the first byte of a streamed answer, plain tunnel vs credential injection", r.Egress)
 	if len(r.Notes) > 0 {
 		fmt.Fprintln(w, "\n## Notes")
 		for _, n := range r.Notes {

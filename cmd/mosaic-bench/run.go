@@ -63,6 +63,9 @@ func runAll(args []string) (*Report, error) {
 	if err := b.breakdown(r); err != nil {
 		return nil, err
 	}
+	if err := b.egressTTFB(r); err != nil {
+		return nil, err
+	}
 	r.Ratios = ratios(r)
 	return r, nil
 }

@@ -140,6 +140,13 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 			}
 		}
 		fmt.Fprintf(w, "profile:   %s; credentials: %s\n", s.Profile, creds)
+		for _, c := range s.Credentials {
+			if hosts, ok := s.Injected[c]; ok {
+				fmt.Fprintf(w, "  %s: injected by the egress proxy for %s (the session holds a placeholder)\n", c, strings.Join(hosts, ", "))
+			} else {
+				fmt.Fprintf(w, "  %s: in the environment\n", c)
+			}
+		}
 	}
 	switch s.Network {
 	case "none":

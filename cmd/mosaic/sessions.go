@@ -173,6 +173,9 @@ func startCommand(out *output) *cli.Command {
 				fmt.Fprintf(w, "  status: mosaic status %s   or   systemctl --user status %s\n", s.Name, s.Unit)
 				fmt.Fprintf(w, "  output: mosaic logs %s   or   journalctl --user -t mosaic-%s\n", s.Name, s.Name)
 				fmt.Fprintf(w, "  stop:   mosaic stop %s\n", s.Name)
+				for _, n := range spec.Notes {
+					fmt.Fprintf(w, "  note:   %s\n", n)
+				}
 			})
 			return nil
 		},

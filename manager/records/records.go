@@ -34,6 +34,9 @@ type Record struct {
 	MayLaunch   bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
 	Network     string         `json:"network,omitempty"`
 	AllowHosts  []string       `json:"allow_hosts,omitempty"`
+	// Injected are the credentials the egress proxy puts into requests,
+	// each with its hosts; the session holds only placeholders for them.
+	Injected map[string][]string `json:"injected,omitempty"`
 	// Output is where the command's stdout and stderr went: "journal"
 	// (mosaic start), or "terminal" (mosaic run: the caller's terminal or
 	// pipes, which the journal never saw).

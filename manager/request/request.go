@@ -21,6 +21,7 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 
@@ -236,6 +237,9 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
 		spec.Pass = append(spec.Pass, sandbox.BusEnv)
 	}
+	if err := planInjection(&spec, grant, p); err != nil {
+		return units.Spec{}, none, err
+	}
 	// A scope's secrets go from mosaic to its exec shim in the environment
 	// of the exec, never through a file.
 	if len(grant.Secrets) > 0 && !req.Scope {
@@ -285,7 +289,7 @@ func networkOf(req Request, profile credentials.Profile) (string, []string, erro
 	}
 	var entries []string
 	for _, h := range profile.AllowHosts {
-		if _, err := sandbox.ParseAllow([]string{h}); err != nil {
+		if _, err := egress.ParseAllow([]string{h}); err != nil {
 			return "", nil, errcode.BadProfile.New("profile %s: AllowHost %v", profile.Name, err)
 		}
 		entries = append(entries, h)
@@ -295,12 +299,12 @@ func networkOf(req Request, profile credentials.Profile) (string, []string, erro
 		if err != nil {
 			return "", nil, errcode.BadAllowHost.New("--allow-host %v", err)
 		}
-		if _, err := sandbox.ParseAllow([]string{h}); err != nil {
+		if _, err := egress.ParseAllow([]string{h}); err != nil {
 			return "", nil, errcode.BadAllowHost.New("--allow-host %v", err)
 		}
 		entries = append(entries, h)
 	}
-	a, _ := sandbox.ParseAllow(entries)
+	a, _ := egress.ParseAllow(entries)
 	return network, a.Strings(), nil
 }
 
