@@ -189,9 +189,9 @@ fi
 # writes to the cache), binds in what a run needs from the host, makes it the
 # root with pivot_root and runs this script again from inside it.
 enter_root() {
-	local top=/run m home uid gid
+	local top=/run m home gid
 	home=$(getent passwd "$rig_user" | cut -d: -f6)
-	uid=$(id -u "$rig_user") gid=$(id -g "$rig_user")
+	gid=$(id -g "$rig_user")
 	# This namespace's own /run (the host's is untouched) holds the overlay.
 	mount -t tmpfs -o mode=0755 tmpfs "$top"
 	mkdir "$top/upper" "$top/work" "$top/root"
