@@ -374,5 +374,11 @@ set +e
 	"${go_env[@]}" ${TERM:+TERM="$TERM"} ${net:+MOSAIC_TESTNET="$net"} "$@")
 rc=$?
 set -e
-[ $rc = 0 ] || echo "rig: $1 exited $rc under systemd $version${rig_root:+ (root $rig_root)}" >&2
+if [ $rc != 0 ]; then
+	# The journal dies with the rig: keep the test user's (its manager and
+	# units) where the failure can be read.
+	journalctl --no-pager -o short-precise _UID="$uid" >"$home/rig-journal.txt" 2>/dev/null && chown "$uid:$gid" "$home/rig-journal.txt" &&
+		echo "rig: its journal is in $home/rig-journal.txt" >&2
+	echo "rig: $1 exited $rc under systemd $version${rig_root:+ (root $rig_root)}" >&2
+fi
 exit $rc
