@@ -75,7 +75,7 @@ live_resolved() {
 		echo "${GOPROXY:-$(command -v go >/dev/null && go env GOPROXY)}" | tr ',|' '\n\n'
 		# npm's default registry and any other an npmrc names (npm itself takes seconds to ask).
 		echo https://registry.npmjs.org/
-		grep -hs '^[[:space:]]*registry[[:space:]]*=' /etc/npmrc /usr/etc/npmrc /usr/local/etc/npmrc /root/.npmrc "${HOME:-/root}/.npmrc"
+		grep -hs '^[[:space:]]*registry[[:space:]]*=' /etc/npmrc /usr/etc/npmrc /usr/local/etc/npmrc "${HOME:-/root}/.npmrc"
 	} | grep -oE '[a-z+]+://[^/[:space:]]+' | sed 's|.*://||; s|.*@||; s|:.*||' | sort -u | head -n 20 |
 		while read -r h; do timeout 2 getent ahostsv4 "$h" 2>/dev/null | awk '{print $1}'; done
 	return 0
