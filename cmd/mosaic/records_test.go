@@ -153,3 +153,22 @@ func TestLogs(t *testing.T) {
 		t.Errorf("logs of an unknown session: exit %d, want 3", r.code)
 	}
 }
+
+// TestLogsFollowBeforeFirstLine: logs -f of a session that has written
+// nothing yet waits for its lines. journalctl 252 exits 1 without a word when
+// given a cursor file and nothing matches, which mosaic took for an error
+// ("journalctl refused"); TestLogs met it by chance, this test every time.
+func TestLogsFollowBeforeFirstLine(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--", "sh", "-c", `sleep 1; echo late`)
+	if r := mustMosaic(t, "logs", "-f", name); r.stdout != "late\n" {
+		t.Errorf("logs -f printed %q, want the line written after it began", r.stdout)
+	}
+	silent := sessionName(t)
+	mustMosaic(t, "start", "--name", silent, "--workspace", workspace(t), "--", "sleep", "1")
+	if r := mustMosaic(t, "logs", "-f", silent); r.stdout != "" {
+		t.Errorf("logs -f of a silent session printed %q", r.stdout)
+	}
+}
