@@ -129,7 +129,7 @@ func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 		spec.Protect = protect
 		spec.BindIDs = append(spec.BindIDs, ids...)
 	}
-	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs && !spec.Scope)
+	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs && !spec.Scope && !spec.Landlock())
 	if spec.Scope {
 		p.Scope = "/" + units.Slice + "/" + spec.Unit()
 	}

@@ -144,7 +144,11 @@ func Properties(s Spec, f Features) []sd.Property {
 		post := records.EndedArgv(s.MosaicBin, s.StateDir, s.CredentialFile)
 		props = append(props, prop("ExecStopPostEx", []execEx{{Path: s.MosaicBin, Argv: post, Flags: []string{"ignore-failure"}}}))
 	}
-	if f.PrivatePIDs {
+	// Not in --sandbox landlock: there systemd 257 mounts a /sys of its own
+	// for the PID namespace, cgroup tree included, over the unit's empty
+	// one, and the init refuses (fail closed). The mode has no PID
+	// namespace on 252 either; doctor and status say so.
+	if f.PrivatePIDs && !s.Landlock() {
 		props = append(props, prop("PrivatePIDs", "yes"))
 	}
 	if s.OwnNetwork() {
