@@ -241,9 +241,10 @@ func FeaturesFor(v int) Features {
 }
 
 // ParseVersion reads the leading number of systemd's Version property
-// ("252.38-1~deb12u1" is 252).
+// ("252.38-1~deb12u1" is 252; "v245.4-1.fc32" is 245, as runc's cgroups
+// reads it: an optional "v" before the number).
 func ParseVersion(s string) int {
-	s = strings.Trim(s, `"`)
+	s = strings.TrimPrefix(strings.Trim(s, `"`), "v")
 	end := 0
 	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
 		end++

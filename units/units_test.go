@@ -77,7 +77,7 @@ func TestGenerateName(t *testing.T) {
 }
 
 func TestParseVersion(t *testing.T) {
-	for s, want := range map[string]int{"252.38-1~deb12u1": 252, `"257"`: 257, "258~rc1": 258, "": 0, "x": 0} {
+	for s, want := range map[string]int{"252.38-1~deb12u1": 252, `"257"`: 257, "258~rc1": 258, "v245.4-1.fc32": 245, "": 0, "x": 0} {
 		if got := ParseVersion(s); got != want {
 			t.Errorf("ParseVersion(%q) = %d, want %d", s, got, want)
 		}
@@ -106,7 +106,7 @@ func TestParseLimits(t *testing.T) {
 	if d, err := ParseDuration("runtime-max", "90s"); err != nil || d != 90*time.Second {
 		t.Errorf("ParseDuration(90s) = %v, %v", d, err)
 	}
-	for _, bad := range []string{"0s", "-1s", "10", "soon"} {
+	for _, bad := range []string{"0s", "-1s", "10", "soon", "1ns", "999ns"} {
 		if _, err := ParseDuration("runtime-max", bad); err == nil {
 			t.Errorf("ParseDuration(%q) accepted", bad)
 		}
