@@ -53,6 +53,9 @@ type Session struct {
 	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch
 	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
 	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
+	// Problem says what is wrong with a session mosaic cannot fully read
+	// (a damaged record); rm removes it.
+	Problem string `json:"problem,omitempty"`
 }
 
 // Running reports whether the session's unit is up, on its way up, or on

@@ -37,14 +37,12 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	if !spec.Scope {
 		return Session{}, bug("RunScope", os.ErrInvalid)
 	}
-	unit := spec.Unit()
-	if err := m.claimName(ctx, spec); err != nil {
-		return Session{}, err
-	}
-	undo, err := prepareState(spec)
+	release, undo, err := m.claim(ctx, &spec)
 	if err != nil {
 		return Session{}, err
 	}
+	unit := spec.Unit()
+	defer release()
 	// One undo for every failure before the session runs.
 	defer func() {
 		if err != nil && undo != nil {
@@ -52,7 +50,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		}
 	}()
 	if !spec.NameGiven {
-		defer os.RemoveAll(spec.StateDir)
+		defer removeState(spec.StateDir)
 		defer os.RemoveAll(spec.EgressDir)
 	}
 	mark(ctx, "claim name, state directory")
@@ -196,6 +194,8 @@ func (m *Manager) awaitScopeEnd(ctx context.Context, spec units.Spec, w *unitWat
 	for spec.NameGiven && !w.ended() {
 		select {
 		case <-w.changed:
+		case <-m.gone():
+			return
 		case <-deadline:
 			cctx, cancel := bounded(ctx)
 			_, _ = m.conn.StopUnitContext(cctx, spec.Unit(), "replace", nil)

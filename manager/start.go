@@ -114,10 +114,11 @@ func (m *Manager) complete(spec *units.Spec, paths request.Paths) {
 // has checked it and started the command (Type=notify). When it is not, the
 // unit is cleared and the error says why, with the unit's first log lines.
 func (m *Manager) Start(ctx context.Context, spec units.Spec, secrets []credentials.Var) (Session, error) {
-	l, err := m.launch(ctx, spec, secrets, false)
+	l, err := m.launch(ctx, &spec, secrets, false)
 	if err != nil {
 		return Session{}, err
 	}
+	defer l.release()
 	if l.result != "done" {
 		s, _ := m.Status(ctx, spec.Name)
 		reason := startFailure(l.result, s)
@@ -145,39 +146,46 @@ type launched struct {
 	began  time.Time  // when the start was asked for
 	watch  *unitWatch // when asked for: what systemd announced since before the start
 	undo   func()     // removes what the start made on disk, for a failure
+	// release lets the name go: the caller holds it until it has
+	// undone what a failed start made.
+	release func()
 }
 
 // launch claims the name, prepares the state directory and the credential
 // file, starts the unit and waits for the start job. The credential file is
 // removed as soon as the job is over: systemd read it before the command ran.
-func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credentials.Var, watch bool) (launched, error) {
-	l := launched{unit: spec.Unit(), began: time.Now()}
-	if err := m.claimName(ctx, spec); err != nil {
-		return l, err
-	}
-	mark(ctx, "claim name")
-	undo, err := prepareState(spec)
+// A name mosaic made up may change (see claim): spec is updated. On success
+// the caller holds the name until it calls l.release.
+func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []credentials.Var, watch bool) (l launched, err error) {
+	l = launched{unit: spec.Unit(), began: time.Now()}
+	release, undo, err := m.claim(ctx, spec)
 	if err != nil {
 		return l, err
 	}
-	l.undo = undo
+	l.unit, l.undo, l.release = spec.Unit(), undo, release
+	defer func() {
+		if err != nil {
+			undo()
+			release()
+		}
+	}()
+	mark(ctx, "claim name, state directory")
 	if spec.CredentialFile != "" {
 		if err := credentials.WriteSessionFile(spec.CredentialFile, secrets); err != nil {
-			undo()
-			return l, errcode.CredentialFile.New("cannot write the session's credential file: %v", err)
+			return l, errcode.CredentialFile.New("cannot write the session's credential file: %v", stateHint(err, filepath.Dir(spec.CredentialFile)))
 		}
 		defer credentials.RemoveSessionFile(spec.CredentialFile)
+		testPause("credentials-written")
 	}
-	mark(ctx, "state directory, credentials")
+	mark(ctx, "credentials")
 	if watch {
 		l.watch = m.watch(l.unit)
 	}
-	l.result, err = m.startUnit(ctx, l.unit, units.Properties(spec, m.features), units.AuxUnits(spec))
+	l.result, err = m.startUnit(ctx, l.unit, units.Properties(*spec, m.features), units.AuxUnits(*spec))
 	if err != nil {
 		if l.watch != nil {
 			l.watch.close()
 		}
-		undo()
 		return l, err
 	}
 	mark(ctx, "start job done (READY)")
@@ -229,9 +237,16 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 		}
 		return "", bug("StartTransientUnit", err)
 	}
+	// systemd ends the job by TimeoutStartUSec; this bound is for the
+	// announcement of its end, which a lost connection never brings.
 	select {
 	case r := <-ch:
 		return r, nil
+	case <-m.gone():
+		return "", errGone("waiting for " + unit + " to start")
+	case <-time.After(units.StartTimeout + callTimeout):
+		name, _ := units.SessionName(unit)
+		return "", errcode.SystemdTimeout.New("systemd did not say whether %s started: check `mosaic status %s`", unit, name)
 	case <-ctx.Done():
 		name, _ := units.SessionName(unit)
 		return "", errcode.Interrupted.New("interrupted while %s was starting; it may still start: check `mosaic status %s`", unit, name)

@@ -19,6 +19,10 @@ const DefaultStopTimeout = 10 * time.Second
 // startTimeout bounds the time from fork to the init's READY=1.
 const startTimeout = 30 * time.Second
 
+// StartTimeout is the unit's TimeoutStartUSec: how long systemd lets a
+// session take to start.
+const StartTimeout = startTimeout
+
 // exitSIGTERM is how bwrap reports a command that died of SIGTERM (128+15).
 // systemd counts a SIGTERM death as a clean stop; listing 143 keeps a stopped
 // session "inactive" instead of "failed", since bwrap turns the signal into

@@ -52,6 +52,9 @@ func printList(w io.Writer, list []manager.Session) {
 		if !s.Running() && s.How() != "" {
 			ended = s.How()
 		}
+		if s.Problem != "" {
+			ended = "damaged: see mosaic status " + s.Name
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), since(s.Since), humanBytes(s.MemoryBytes), ended)
 	}
 	tw.Flush()
@@ -96,6 +99,9 @@ func printStatus(w io.Writer, s manager.Session) {
 		fmt.Fprintf(w, ", %s", e)
 	}
 	fmt.Fprintln(w)
+	if s.Problem != "" {
+		fmt.Fprintf(w, "problem:   %s\n", s.Problem)
+	}
 	if s.Since != nil {
 		fmt.Fprintf(w, "started:   %s\n", since(s.Since))
 	}

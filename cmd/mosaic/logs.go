@@ -107,7 +107,7 @@ func follow(ctx context.Context, m *manager.Manager, name string, first, base []
 	go func() { ended <- m.WaitEnded(ctx, name) }()
 	args := first
 	for {
-		if err := journalctl(append(args, cursor)); err != nil {
+		if err := journalctl(append(args, cursor)); err != nil && !nothingYet(err) {
 			return err
 		}
 		if _, err := os.Stat(filepath.Join(dir, "cursor")); err == nil {
@@ -116,10 +116,23 @@ func follow(ctx context.Context, m *manager.Manager, name string, first, base []
 		select {
 		case <-ended:
 			time.Sleep(flushGrace)
-			return journalctl(append(args, cursor))
+			if err := journalctl(append(args, cursor)); err != nil && !nothingYet(err) {
+				return err
+			}
+			return nil
 		case <-time.After(followPoll):
 		}
 	}
+}
+
+// errNothingYet is journalctl's exit status 1 with nothing on stderr: with a
+// --cursor-file, journalctl 252 returns 1 when no entry matches, which for a
+// session that has not printed yet is no error.
+type errNothingYet struct{ error }
+
+func nothingYet(err error) bool {
+	_, ok := err.(errNothingYet)
+	return ok
 }
 
 // journalctl runs journalctl with args onto stdout.
@@ -132,6 +145,9 @@ func journalctl(args []string) error {
 			return errcode.NoJournal.New("cannot run journalctl: %v (install systemd's journalctl)", err)
 		}
 		msg := strings.TrimSpace(stderr.String())
+		if msg == "" && cmd.ProcessState.ExitCode() == 1 {
+			return errNothingYet{errcode.Usage.New("journalctl found no entry: exit status 1")}
+		}
 		if msg == "" {
 			msg = err.Error()
 		}

@@ -1,0 +1,285 @@
+package main
+
+// Faults, races and crash points (issue 18): each crash point is reached
+// deterministically through mosaic's test pause (MOSAIC_TEST_PAUSE_AT), then
+// raced or killed there.
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// paused starts mosaic with args, paused at stage, and returns once it is
+// there; let it go on with goOn.
+func paused(t *testing.T, stage string, env []string, args ...string) (cmd *exec.Cmd, goOn func(), out *strings.Builder) {
+	t.Helper()
+	dir := t.TempDir()
+	cmd = exec.Command(mosaicBin, args...)
+	cmd.Env = append(append(os.Environ(), env...), "MOSAIC_TEST_PAUSE_AT="+stage, "MOSAIC_TEST_PAUSE_DIR="+dir)
+	out = &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	eventually(t, 20*time.Second, "mosaic to reach "+stage, func() bool {
+		_, err := os.Stat(filepath.Join(dir, stage+".reached"))
+		return err == nil
+	})
+	return cmd, func() { os.WriteFile(filepath.Join(dir, stage+".go"), nil, 0o600) }, out
+}
+
+type statusDoc struct {
+	State   string
+	Command []string
+	Problem string
+}
+
+func statusOf(t *testing.T, name string) (statusDoc, result) {
+	t.Helper()
+	r := mosaic(t, "status", "--json", name)
+	var s statusDoc
+	json.Unmarshal([]byte(r.stdout), &s)
+	return s, r
+}
+
+// TestNameClaimRace (18.5): a start that holds a name (paused right after
+// its claim) makes a second start of that name exit 3 session-exists at
+// once, without touching the first's state; the first then starts with its
+// own command on record.
+func TestNameClaimRace(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	ws := workspace(t)
+	name := sessionName(t)
+	first, goOn, out := paused(t, "claimed", nil, "start", "--name", name, "--workspace", ws, "--", "sleep", "301")
+	r := mosaic(t, "start", "--json", "--name", name, "--workspace", ws, "--", "sleep", "302")
+	if code, _ := jsonError(t, r); r.code != 3 || code != "session-exists" {
+		t.Errorf("second start: exit %d code %q, want 3 session-exists", r.code, code)
+	}
+	if r := mosaic(t, "rm", name); r.code != 3 {
+		t.Errorf("rm during the start: exit %d, want 3", r.code)
+	}
+	goOn()
+	if err := first.Wait(); err != nil {
+		t.Fatalf("first start: %v\n%s", err, out)
+	}
+	s, _ := statusOf(t, name)
+	if s.State != "active" || strings.Join(s.Command, " ") != "sleep 301" {
+		t.Errorf("status: %s %q, want active with the first start's command", s.State, s.Command)
+	}
+}
+
+// TestCredentialCrash (18.6): kill -9 of start between writing the
+// credential file and starting the unit; the next mosaic command removes
+// the secret, and list --all shows nothing that holds one.
+func TestCredentialCrash(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	ws := workspace(t)
+	name := sessionName(t)
+	env := []string{"OPENAI_API_KEY=crash-canary-" + randomHex()}
+	cmd, _, _ := paused(t, "credentials-written", env, "start", "--name", name, "--workspace", ws, "--profile", "codex", "--", "sleep", "300")
+	file := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "credentials", name, "env")
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the credential file is not there at the pause: %v", err)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the crash point is wrong: the file is gone before any other command ran: %v", err)
+	}
+	mustMosaic(t, "list")
+	if _, err := os.Stat(filepath.Dir(file)); !os.IsNotExist(err) {
+		t.Errorf("after kill -9 and mosaic list, the credential directory is still there (%v)", err)
+	}
+	// A running session's own credential directory is left alone meanwhile.
+	other := sessionName(t)
+	c2, goOn, out := paused(t, "credentials-written", env, "start", "--name", other, "--workspace", ws, "--profile", "codex", "--", "sleep", "300")
+	mustMosaic(t, "list")
+	if _, err := os.Stat(filepath.Join(filepath.Dir(filepath.Dir(file)), other, "env")); err != nil {
+		t.Errorf("mosaic list removed the credential file of a start under way: %v", err)
+	}
+	goOn()
+	if err := c2.Wait(); err != nil {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+}
+
+// TestDamagedState (18.7, 18.4): an empty, truncated or FIFO session.json,
+// and a removal killed after its rename, leave nothing mosaic cannot see:
+// list --all and status show the damaged session with its problem (and
+// never block), rm removes it, gc finishes cut-short removals.
+func TestDamagedState(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	ws := workspace(t)
+	damage := map[string]func(string) error{
+		"empty":     func(p string) error { return os.WriteFile(p, nil, 0o600) },
+		"truncated": func(p string) error { return os.WriteFile(p, []byte(`{"name": "x", "comm`), 0o600) },
+		"fifo":      func(p string) error { os.Remove(p); return syscall.Mkfifo(p, 0o600) },
+	}
+	for label, spoil := range damage {
+		t.Run(label, func(t *testing.T) {
+			t.Parallel()
+			name := sessionName(t)
+			mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "true")
+			eventually(t, 10*time.Second, "the session to end", func() bool {
+				s, _ := statusOf(t, name)
+				return s.State == "inactive" || s.State == "failed"
+			})
+			if err := spoil(filepath.Join(stateRoot(), "sessions", name, "session.json")); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan result, 1)
+			go func() { done <- mosaic(t, "list", "--all") }()
+			select {
+			case r := <-done:
+				if !strings.Contains(r.stdout, name) || !strings.Contains(r.stdout, "damaged") {
+					t.Errorf("list --all does not show the damaged session:\n%s", r.stdout)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("list --all blocked on a damaged record")
+			}
+			s, r := statusOf(t, name)
+			if r.code != 0 || s.Problem == "" {
+				t.Errorf("status: exit %d, problem %q: want the session with its problem", r.code, s.Problem)
+			}
+			mustMosaic(t, "rm", name)
+			if _, err := os.Lstat(filepath.Join(stateRoot(), "sessions", name)); !os.IsNotExist(err) {
+				t.Errorf("rm left the state directory (%v)", err)
+			}
+		})
+	}
+	t.Run("rm killed after its rename", func(t *testing.T) {
+		name := sessionName(t)
+		mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "true")
+		eventually(t, 10*time.Second, "the session to end", func() bool {
+			s, _ := statusOf(t, name)
+			return s.State == "inactive" || s.State == "failed"
+		})
+		cmd, _, _ := paused(t, "renamed-aside", nil, "rm", name)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if strings.Contains(mustMosaic(t, "list", "--all").stdout, name) {
+			t.Error("list --all shows a session whose removal was cut short")
+		}
+		leftovers, _ := filepath.Glob(filepath.Join(stateRoot(), "sessions", ".removing-"+name+"-*"))
+		if len(leftovers) != 1 {
+			t.Fatalf("leftovers %v, want the one renamed aside", leftovers)
+		}
+		mosaic(t, "gc")
+		if _, err := os.Lstat(leftovers[0]); !os.IsNotExist(err) {
+			t.Errorf("gc did not finish the removal (%v)", err)
+		}
+	})
+}
+
+// TestUnremovableHome (13.8): a session that leaves a chmod 000 directory
+// in its home is still removed by rm and gc (and an unnamed run's state
+// too), and a symlink in the home to a directory outside is not followed.
+func TestUnremovableHome(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	ws := workspace(t)
+	outside := filepath.Join(ws, "outside")
+	os.Mkdir(outside, 0o500)
+	t.Cleanup(func() { os.Chmod(outside, 0o700) })
+	spoil := `mkdir -p $HOME/x/y && chmod 000 $HOME/x && ln -s ` + outside + ` $HOME/link && mkdir -p $HOME/a/b && chmod 000 $HOME/a/b $HOME/a`
+	// On the host, plain removal fails: the attack works.
+	probe := t.TempDir()
+	os.MkdirAll(filepath.Join(probe, "x", "y"), 0o700)
+	os.Chmod(filepath.Join(probe, "x"), 0)
+	if os.Getuid() != 0 {
+		if err := os.RemoveAll(probe); err == nil {
+			t.Fatal("RemoveAll removed a chmod 000 tree: the test proves nothing here")
+		}
+	}
+	os.Chmod(filepath.Join(probe, "x"), 0o700)
+
+	names := []string{sessionName(t), sessionName(t)}
+	for _, name := range names {
+		mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "sh", "-c", spoil)
+	}
+	eventually(t, 10*time.Second, "the sessions to end", func() bool {
+		for _, name := range names {
+			if s, _ := statusOf(t, name); s.State == "active" || s.State == "activating" {
+				return false
+			}
+		}
+		return true
+	})
+	mustMosaic(t, "rm", names[0])
+	mustMosaic(t, "gc")
+	for _, name := range names {
+		if _, err := os.Lstat(filepath.Join(stateRoot(), "sessions", name)); !os.IsNotExist(err) {
+			t.Errorf("session %s's state is still there (%v)", name, err)
+		}
+	}
+	if fi, err := os.Stat(outside); err != nil || fi.Mode().Perm() != 0o500 {
+		t.Errorf("the directory outside the session changed: %v %v", fi.Mode(), err)
+	}
+	before, _ := os.ReadDir(filepath.Join(stateRoot(), "sessions"))
+	mustMosaic(t, "run", "--workspace", ws, "--", "sh", "-c", spoil)
+	after, _ := os.ReadDir(filepath.Join(stateRoot(), "sessions"))
+	if len(after) > len(before) {
+		t.Errorf("an unnamed run left state: %d entries before, %d after", len(before), len(after))
+	}
+}
+
+// TestNoHomeRemovesNothing (18.11): with HOME unset, rm and gc refuse
+// rather than remove ./sessions/NAME relative to the current directory.
+func TestNoHomeRemovesNothing(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	cwd := t.TempDir()
+	victim := filepath.Join(cwd, "sessions", "t-victim")
+	os.MkdirAll(victim, 0o700)
+	os.WriteFile(filepath.Join(victim, "session.json"), []byte(`{"name":"t-victim"}`), 0o600)
+	for _, args := range [][]string{{"rm", "t-victim"}, {"gc"}} {
+		cmd := exec.Command(mosaicBin, args...)
+		cmd.Dir = cwd
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "XDG_STATE_HOME=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		r := runResult(t, cmd)
+		if r.code == 0 {
+			t.Errorf("mosaic %v without HOME: exit 0", args)
+		}
+		if _, err := os.Stat(victim); err != nil {
+			t.Fatalf("mosaic %v without HOME removed %s", args, victim)
+		}
+	}
+}
+
+// TestLogsFollowQuiet (18.12): logs -f on a session that has not printed
+// yet waits for its lines instead of failing.
+func TestLogsFollowQuiet(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--", "sh", "-c", "sleep 2; echo late")
+	r := mosaic(t, "logs", "-f", name)
+	if r.code != 0 || r.stdout != "late\n" {
+		t.Errorf("logs -f: exit %d, %q %s; want the late line", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestRuntimeMaxTooShort (18.2): a runtime below systemd's microsecond is
+// bad input, not a session killed at once.
+func TestRuntimeMaxTooShort(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	r := mosaic(t, "start", "--json", "--runtime-max", "1ns", "--workspace", workspace(t), "--", "true")
+	if code, _ := jsonError(t, r); r.code != 2 || code != "bad-duration" {
+		t.Errorf("--runtime-max 1ns: exit %d code %q, want 2 bad-duration", r.code, code)
+	}
+}
