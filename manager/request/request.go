@@ -163,6 +163,9 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if name == "" {
 		name = units.GenerateName(req.Command)
 	}
+	if dir := commandDir(req.Command[0], real); dir != "" {
+		return units.Spec{}, none, errcode.BadCommand.New("the command %s is a directory (%s), not a program: name the program to run after --", req.Command[0], dir)
+	}
 	command, binary := resolveCommand(req.Command, real)
 	var pass []string
 	for _, kv := range grant.PassEnv {
@@ -255,6 +258,23 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64"}
 // lives outside the system directories (a per-user install such as
 // ~/.local/bin/claude) would not be found inside, so its real file is bound
 // read-only and run by that path; binary is that file, or "".
+// commandDir is the directory a command path names, or "": a directory as
+// the command otherwise fails late, with a reason that misleads (systemd's
+// own bind of it as the binary collides with /tmp or / itself).
+func commandDir(name, workspace string) string {
+	if !strings.Contains(name, "/") {
+		return "" // found on PATH, where only files are taken
+	}
+	path := name
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(workspace, path)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return path
+	}
+	return ""
+}
+
 func resolveCommand(command []string, workspace string) (resolved []string, binary string) {
 	name := command[0]
 	path := name
