@@ -80,8 +80,10 @@ const dialTimeout = 3 * time.Second
 // delivered in the order they came (godbus's default handler, once a
 // channel is full, delivers from goroutines of their own, out of order).
 func dial(ctx context.Context, addr string, viaBus bool) (*dbus.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
+	// ctx becomes the connection's own (its end closes it): the deadline is
+	// a timer of its own.
+	deadline := time.NewTimer(dialTimeout)
+	defer deadline.Stop()
 	c, err := dbus.Dial(addr, dbus.WithContext(ctx), dbus.WithSignalHandler(dbus.NewSequentialSignalHandler()))
 	if err != nil {
 		return nil, err
@@ -96,8 +98,10 @@ func dial(ctx context.Context, addr string, viaBus bool) (*dbus.Conn, error) {
 	}()
 	select {
 	case err = <-done:
-	case <-ctx.Done():
+	case <-deadline.C:
 		err = fmt.Errorf("no answer within %s", dialTimeout)
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
 	if err != nil {
 		c.Close() // also ends a blocked Auth or Hello

@@ -122,6 +122,9 @@ func testPause(stage string) {
 // home. release lets the name go; undo removes what this call made, for a
 // start that fails; call undo before release.
 func (m *Manager) claim(ctx context.Context, spec *units.Spec) (release, undo func(), err error) {
+	if err := unitFileSafe(*spec); err != nil {
+		return nil, nil, err
+	}
 	for try := 0; ; try++ {
 		lock, err := lockName(spec.StateDir)
 		if err == errNameBusy {

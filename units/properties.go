@@ -43,6 +43,11 @@ type (
 		Argv  []string
 		Flags []string
 	}
+	execCmd struct { // ExecStopPost a(sasb)
+		Path          string
+		Argv          []string
+		IgnoreFailure bool
+	}
 	exitStatusSet struct{ Status, Signals []int32 } // SuccessExitStatus (aiai)
 	envFile       struct {                          // EnvironmentFiles a(sb)
 		Path          string
@@ -141,7 +146,15 @@ func Properties(s Spec, f Features) []sd.Property {
 	// namespace setup, some 8 ms of every run.
 	if s.Stdio == nil || s.NameGiven || s.CredentialFile != "" {
 		post := records.EndedArgv(s.MosaicBin, s.StateDir, s.CredentialFile)
-		props = append(props, prop("ExecStopPostEx", []execEx{{Path: s.MosaicBin, Argv: post, Flags: []string{"ignore-failure"}}}))
+		// ExecStopPost, not ExecStopPostEx: systemd 252 writes the latter
+		// into the transient unit file under a key it cannot read back, so
+		// a daemon-reload would lose how the session ends.
+		// Its old form has no no-env-expand flag: "$" is written "$$", which
+		// systemd's expansion gives back as "$".
+		for i := range post {
+			post[i] = strings.ReplaceAll(post[i], "$", "$$")
+		}
+		props = append(props, prop("ExecStopPost", []execCmd{{Path: s.MosaicBin, Argv: post, IgnoreFailure: true}}))
 	}
 	if f.PrivatePIDs {
 		props = append(props, prop("PrivatePIDs", "yes"))

@@ -162,7 +162,7 @@ func TestPropertySignatures(t *testing.T) {
 		"SuccessExitStatus": "(aiai)", "SyslogIdentifier": "s", "LogExtraFields": "aay", "Environment": "as",
 		"PrivatePIDs": "s", "MemoryMax": "t", "TasksMax": "t", "CPUQuotaPerSecUSec": "t", "RuntimeMaxUSec": "t",
 		"StandardInputFileDescriptor": "h", "StandardOutputFileDescriptor": "h", "StandardErrorFileDescriptor": "h",
-		"CollectMode": "s", "EnvironmentFiles": "a(sb)", "ExecStopPostEx": "a(sasas)", "PrivateNetwork": "b",
+		"CollectMode": "s", "EnvironmentFiles": "a(sb)", "ExecStopPost": "a(sasb)", "PrivateNetwork": "b",
 	}
 	for name, sig := range want {
 		p, ok := got[name]
@@ -302,9 +302,9 @@ func TestEndRecordOnlyWhereKept(t *testing.T) {
 		if tc.cred {
 			s.CredentialFile = "/run/user/1000/mosaic/credentials/s1/env"
 		}
-		_, got := props(Properties(s, FeaturesFor(252)))["ExecStopPostEx"]
+		_, got := props(Properties(s, FeaturesFor(252)))["ExecStopPost"]
 		if got != tc.want {
-			t.Errorf("%s: ExecStopPostEx present %v, want %v", tc.label, got, tc.want)
+			t.Errorf("%s: ExecStopPost present %v, want %v", tc.label, got, tc.want)
 		}
 	}
 }

@@ -283,3 +283,43 @@ func TestRuntimeMaxTooShort(t *testing.T) {
 		t.Errorf("--runtime-max 1ns: exit %d code %q, want 2 bad-duration", r.code, code)
 	}
 }
+
+// TestSurvivesDaemonReload (18.8): a daemon-reload while sessions run loses
+// neither their ExecStopPost (systemd 252 wrote ExecStopPostEx= and could not
+// read it back) nor their binds: their end is still recorded. A workspace
+// whose path systemd cannot write back (a space) is refused before
+// anything starts, rather than broken by the next reload.
+func TestSurvivesDaemonReload(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	names := []string{sessionName(t), sessionName(t)}
+	for _, name := range names {
+		mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "sleep", "300")
+	}
+	binds := unitProperty(t, "mosaic-"+names[0]+".service", "BindPaths")
+	if out := systemctl(t, "daemon-reload"); out != "" {
+		t.Logf("daemon-reload: %s", out)
+	}
+	if got := unitProperty(t, "mosaic-"+names[0]+".service", "ExecStopPost"); !strings.Contains(got, "session-ended") {
+		t.Errorf("after daemon-reload ExecStopPost is %q", got)
+	}
+	if got := unitProperty(t, "mosaic-"+names[0]+".service", "BindPaths"); !strings.Contains(got, ws+":"+ws) {
+		t.Errorf("after daemon-reload BindPaths is %q (was %q)", got, binds)
+	}
+	for _, name := range names {
+		mustMosaic(t, "stop", name)
+		if _, err := os.Stat(filepath.Join(stateRoot(), "sessions", name, "end.json")); err != nil {
+			t.Errorf("session %s ended after a daemon-reload without end.json: %v", name, err)
+		}
+	}
+	spaced := filepath.Join(ws, "my project")
+	os.Mkdir(spaced, 0o700)
+	before := mosaicUnits(t)
+	r := mosaic(t, "start", "--json", "--workspace", spaced, "--", "true")
+	if code, _ := jsonError(t, r); r.code != 2 || code != "bad-workspace" {
+		t.Errorf("a workspace with a space: exit %d code %q, want 2 bad-workspace", r.code, code)
+	}
+	if after := mosaicUnits(t); after != before {
+		t.Errorf("a refused start left units: %q", after)
+	}
+}
