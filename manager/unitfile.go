@@ -4,6 +4,7 @@ import (
 	"strings"
 	"unicode"
 
+	"mosaic/sandbox"
 	"mosaic/units"
 	"mosaic/units/errcode"
 )
@@ -16,7 +17,10 @@ import (
 // namespace again, then fails: the session's end is never recorded. A quote
 // or a backslash would be read back as quoting, a colon as a separator.
 func unitFileSafe(s units.Spec) error {
-	if s.Scope { // a scope has no binds of systemd's
+	if err := argvFits(s); err != nil { // a scope's shim is exec'd too
+		return err
+	}
+	if s.Scope { // a scope has no unit file of systemd's
 		return nil
 	}
 	check := func(path string, code errcode.Code, what string) error {
@@ -37,6 +41,48 @@ func unitFileSafe(s units.Spec) error {
 		if err := check(p, errcode.StateDir, "mosaic's path"); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// What a session's command line must fit in. systemd writes the unit's
+// ExecStart into its transient unit file, one line, quoted and escaped (a
+// byte may take 4), and reads it back at a daemon-reload in lines of at most
+// 1 MiB (LONG_LINE_MAX); it then execs the exec shim, whose arguments the
+// kernel takes each of at most 128 KiB (MAX_ARG_STRLEN) and, with the
+// environment, in all a quarter of the stack limit (2 MiB by default).
+// bwrap's own options count against its 9,000 (the init's arguments go
+// around it, see sandbox.InitArgvFD).
+const (
+	maxExecLine = 1<<20 - 64<<10 // the unit file's line, with room for the key and the flags
+	maxArg      = 128<<10 - 1
+)
+
+// argvFits refuses, before anything starts, a session whose command line
+// cannot reach its command whole.
+func argvFits(s units.Spec) error {
+	argv := units.ExecArgv(s)
+	line, bwrapArgs, inBwrap := 0, 0, false
+	for i, a := range argv {
+		if len(a) > maxArg {
+			return errcode.TooManyArguments.New("argument %d of the session's command line is %d bytes, more than the %d the kernel passes in one argument", i, len(a), maxArg)
+		}
+		line += 3 + 4*len(a) // quotes, a space, and every byte at its worst escaped
+		if a == s.BwrapBin {
+			inBwrap = true
+		}
+		if inBwrap {
+			bwrapArgs++
+		}
+		if inBwrap && a == sandbox.InitPath {
+			inBwrap = false
+		}
+	}
+	if line > maxExecLine {
+		return errcode.TooManyArguments.New("the session's command line (%d arguments, %d variables passed by name) is too long for systemd to keep in its unit file (at most about 1 MiB written out): pass fewer or shorter arguments, e.g. through a file in the workspace", len(s.Command), len(s.Credentials)+len(s.Pass))
+	}
+	if bwrapArgs+3 > sandbox.BwrapMaxArgs {
+		return errcode.TooManyArguments.New("the sandbox needs %d bwrap arguments for its binds, more than bwrap's %d: bind fewer paths", bwrapArgs, sandbox.BwrapMaxArgs)
 	}
 	return nil
 }

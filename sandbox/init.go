@@ -74,6 +74,13 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 // systemd, forwards termination signals, reaps every orphan, and returns the
 // command's exit status (128+n for a death by signal n).
 func Init(args []string) int {
+	if len(args) == 2 && args[0] == InitArgvFD {
+		var err error
+		if args, err = readInitArgv(args[1]); err != nil {
+			fmt.Fprintf(os.Stderr, "mosaic init: %v\n", err)
+			return ExitSandboxRefused
+		}
+	}
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")

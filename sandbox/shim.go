@@ -97,7 +97,11 @@ func ShimMain(args []string) error {
 			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
 		}
 	}
-	return ExecBwrap(append([]string{s.Bwrap}, s.Args...))
+	bwrapArgs, err := moveInitArgv(s.Args)
+	if err != nil {
+		return err
+	}
+	return ExecBwrap(append([]string{s.Bwrap}, bwrapArgs...))
 }
 
 // checkOuter checks the outer layer against the promise read on the host,

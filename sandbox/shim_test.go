@@ -27,3 +27,32 @@ func TestShimRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestInitArgvThroughMemfd: the init's arguments leave bwrap's argv for a
+// sealed memfd and come back from it byte for byte, however many.
+func TestInitArgvThroughMemfd(t *testing.T) {
+	init := append([]string{"init", "--session", "s"}, "--", "sh", "-c", "a b", "", "x\ny", "\t")
+	for i := 0; i < 30000; i++ {
+		init = append(init, "arg")
+	}
+	argv := append([]string{"--ro-bind", "/usr", "/usr", "--", InitPath}, init...)
+	moved, err := moveInitArgv(argv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(moved) != 8 || moved[5] != "init" || moved[6] != InitArgvFD {
+		t.Fatalf("bwrap's argv is %q", moved)
+	}
+	back, err := readInitArgv(moved[7])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != len(init)-1 {
+		t.Fatalf("%d arguments came back, want %d", len(back), len(init)-1)
+	}
+	for i := range back {
+		if back[i] != init[i+1] {
+			t.Fatalf("argument %d is %q, want %q", i, back[i], init[i+1])
+		}
+	}
+}

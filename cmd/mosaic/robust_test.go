@@ -5,10 +5,13 @@ package main
 // raced or killed there.
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -129,7 +132,7 @@ func TestDamagedState(t *testing.T) {
 		t.Run(label, func(t *testing.T) {
 			t.Parallel()
 			name := sessionName(t)
-			mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "true")
+			mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "sleep", "0.2")
 			eventually(t, 10*time.Second, "the session to end", func() bool {
 				s, _ := statusOf(t, name)
 				return s.State == "inactive" || s.State == "failed"
@@ -159,7 +162,7 @@ func TestDamagedState(t *testing.T) {
 	}
 	t.Run("rm killed after its rename", func(t *testing.T) {
 		name := sessionName(t)
-		mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "true")
+		mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "sleep", "0.2")
 		eventually(t, 10*time.Second, "the session to end", func() bool {
 			s, _ := statusOf(t, name)
 			return s.State == "inactive" || s.State == "failed"
@@ -318,6 +321,56 @@ func TestSurvivesDaemonReload(t *testing.T) {
 	r := mosaic(t, "start", "--json", "--workspace", spaced, "--", "true")
 	if code, _ := jsonError(t, r); r.code != 2 || code != "bad-workspace" {
 		t.Errorf("a workspace with a space: exit %d code %q, want 2 bad-workspace", r.code, code)
+	}
+	if after := mosaicUnits(t); after != before {
+		t.Errorf("a refused start left units: %q", after)
+	}
+}
+
+// TestManyArguments (18.3): 10,000 and 30,000 arguments, and an env-file of
+// 10,000 variables, reach the command byte for byte (bwrap alone takes at
+// most 9,000 arguments in all); a command line too long for systemd's unit
+// file is refused before any unit exists.
+func TestManyArguments(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	ws := workspace(t)
+	// The command prints its argument count and a digest of them all.
+	count := []string{"sh", "-c", `echo $#; for a in "$@"; do printf '%s\0' "$a"; done | sha256sum`, "sh"}
+	for _, n := range []int{10000, 30000} {
+		args := make([]string, n)
+		var b strings.Builder
+		for i := range args {
+			args[i] = "a" + strconv.Itoa(i) + " \t\"'$x"
+			b.WriteString(args[i])
+			b.WriteByte(0)
+		}
+		want := fmt.Sprintf("%d\n%x  -\n", n, sha256.Sum256([]byte(b.String())))
+		r := mosaic(t, append(append([]string{"run", "--workspace", ws, "--"}, count...), args...)...)
+		if r.code != 0 || r.stdout != want {
+			t.Errorf("%d arguments: exit %d, stdout %q, stderr %.300s; want %q", n, r.code, r.stdout, r.stderr, want)
+		}
+	}
+	// 10,000 variables from an env-file: their names go to the init.
+	envFile := filepath.Join(ws, "many.env")
+	var env strings.Builder
+	for i := 0; i < 10000; i++ {
+		fmt.Fprintf(&env, "MANY_%05d=v%d\n", i, i)
+	}
+	os.WriteFile(envFile, []byte(env.String()), 0o600)
+	r := mosaic(t, "run", "--workspace", ws, "--env-file", envFile, "--", "sh", "-c", "env | grep -c '^MANY_'")
+	if r.code != 0 || r.stdout != "10000\n" {
+		t.Errorf("10,000 variables: exit %d, stdout %q, stderr %.300s", r.code, r.stdout, r.stderr)
+	}
+	// Too long for the unit file: refused, nothing started.
+	huge := make([]string, 3000)
+	for i := range huge {
+		huge[i] = strings.Repeat("x", 400)
+	}
+	before := mosaicUnits(t)
+	r = mosaic(t, append([]string{"start", "--json", "--workspace", ws, "--", "true"}, huge...)...)
+	if code, _ := jsonError(t, r); r.code != 2 || code != "too-many-arguments" {
+		t.Errorf("1.2 MB of arguments: exit %d code %q, want 2 too-many-arguments", r.code, code)
 	}
 	if after := mosaicUnits(t); after != before {
 		t.Errorf("a refused start left units: %q", after)
