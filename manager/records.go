@@ -93,6 +93,12 @@ func prepareState(s units.Spec) (undo func(), err error) {
 	if err := records.Write(s.StateDir, recordOf(s)); err != nil {
 		return fail(err)
 	}
+	if s.InitArgsFile != "" {
+		// Read by the exec shim; the state directory is not the sandbox's.
+		if err := os.WriteFile(s.InitArgsFile, sandbox.EncodeInitArgs(units.InitArgs(s)[1:]), 0o600); err != nil {
+			return fail(err)
+		}
+	}
 	return undo, nil
 }
 

@@ -122,6 +122,7 @@ func testPause(stage string) {
 // home. release lets the name go; undo removes what this call made, for a
 // start that fails; call undo before release.
 func (m *Manager) claim(ctx context.Context, spec *units.Spec) (release, undo func(), err error) {
+	spec.InitArgsFile = filepath.Join(spec.StateDir, initArgsName)
 	if err := unitFileSafe(*spec); err != nil {
 		return nil, nil, err
 	}
@@ -156,6 +157,10 @@ func (m *Manager) claim(ctx context.Context, spec *units.Spec) (release, undo fu
 	}
 }
 
+// initArgsName is the file in a state directory that holds the init's
+// arguments for the exec shim (units.Spec.InitArgsFile).
+const initArgsName = "init-args"
+
 // errNameTaken: a made-up name has a state directory already.
 var errNameTaken = errors.New("generated name taken")
 
@@ -165,6 +170,7 @@ func (m *Manager) rename(spec *units.Spec) {
 	name := units.GenerateName(spec.Command)
 	spec.Name = name
 	spec.StateDir = filepath.Join(filepath.Dir(spec.StateDir), name)
+	spec.InitArgsFile = filepath.Join(spec.StateDir, initArgsName)
 	if spec.EgressDir != "" {
 		spec.EgressDir = filepath.Join(filepath.Dir(spec.EgressDir), name)
 	}

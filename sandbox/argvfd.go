@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/units/regfile"
 )
 
 // bwrap refuses more than 9,000 arguments in all (its MAX_ARGS counts the
@@ -24,9 +26,26 @@ const InitArgvFD = "--argv-fd"
 // BwrapMaxArgs is bwrap's limit on its arguments (MAX_ARGS in bubblewrap.c).
 const BwrapMaxArgs = 9000
 
-// moveInitArgv returns bwrap's argv with the init's arguments moved into a
-// memfd; an argv without the init is returned as it is.
-func moveInitArgv(argv []string) ([]string, error) {
+// initArgsAside returns bwrap's argv for shim s, with the init's arguments
+// in a memfd the init inherits: read from s.InitArgs, or moved there from
+// the end of s.Args.
+func initArgsAside(s Shim) ([]string, error) {
+	argv := s.Args
+	if s.InitArgs != "" {
+		n := len(argv)
+		if n < 3 || argv[n-3] != "--" || argv[n-2] != InitPath || argv[n-1] != "init" {
+			return nil, fmt.Errorf("--init-args without the init at the end of bwrap's arguments")
+		}
+		b, err := regfile.Read(s.InitArgs, true, maxInitArgs)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the init's arguments: %v", err)
+		}
+		fd, err := sealed(b)
+		if err != nil {
+			return nil, err
+		}
+		return append(argv[:n:n], InitArgvFD, strconv.Itoa(fd)), nil
+	}
 	for i := 0; i+2 < len(argv); i++ {
 		if argv[i] != "--" || argv[i+1] != InitPath || argv[i+2] != "init" {
 			continue
@@ -36,26 +55,49 @@ func moveInitArgv(argv []string) ([]string, error) {
 			b.WriteString(a)
 			b.WriteByte(0)
 		}
-		// Not close-on-exec: bwrap passes it on to the init, which closes it.
-		fd, err := unix.MemfdCreate("mosaic-init-argv", unix.MFD_ALLOW_SEALING)
+		fd, err := sealed(b.Bytes())
 		if err != nil {
-			return nil, fmt.Errorf("cannot make the init's argument file: %v", err)
-		}
-		f := os.NewFile(uintptr(fd), "mosaic-init-argv")
-		if _, err := f.Write(b.Bytes()); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("cannot write the init's arguments: %v", err)
-		}
-		_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
-		if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
-			f.Close()
 			return nil, err
 		}
-		// f must outlive the exec: keep the descriptor from the finalizer.
-		keep = append(keep, f)
 		return append(argv[:i+3:i+3], InitArgvFD, strconv.Itoa(fd)), nil
 	}
 	return argv, nil
+}
+
+// maxInitArgs bounds the init's argument file: more could not be exec'd.
+const maxInitArgs = 4 << 20
+
+// EncodeInitArgs is the content of an init argument file: each argument
+// followed by a NUL.
+func EncodeInitArgs(args []string) []byte {
+	var b bytes.Buffer
+	for _, a := range args {
+		b.WriteString(a)
+		b.WriteByte(0)
+	}
+	return b.Bytes()
+}
+
+// sealed returns a memfd holding data, sealed against change, at offset 0
+// and not close-on-exec: bwrap passes it on to the init, which closes it.
+func sealed(data []byte) (int, error) {
+	fd, err := unix.MemfdCreate("mosaic-init-argv", unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return -1, fmt.Errorf("cannot make the init's argument file: %v", err)
+	}
+	f := os.NewFile(uintptr(fd), "mosaic-init-argv")
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return -1, fmt.Errorf("cannot write the init's arguments: %v", err)
+	}
+	_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
+	if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
+		f.Close()
+		return -1, err
+	}
+	// f must outlive the exec: keep the descriptor from the finalizer.
+	keep = append(keep, f)
+	return fd, nil
 }
 
 // keep holds the files whose descriptors must survive until exec.

@@ -26,7 +26,10 @@ type Shim struct {
 	WaitFD  int    // a scope's: wait for one byte on this descriptor; 0 for none
 	Promise string // the encoded Promise
 	Drop    string // the session's credential file, deleted once read; "" for none
-	Bwrap   string // bwrap's path
+	// InitArgs is a file of the init's arguments after "init" (NUL-ended
+	// each), which Args then end without; "" when Args hold them.
+	InitArgs string
+	Bwrap    string // bwrap's path
 	Args    []string
 }
 
@@ -40,6 +43,9 @@ func (s Shim) Argv(mosaicBin string) []string {
 	if s.Drop != "" {
 		argv = append(argv, "--drop", s.Drop)
 	}
+	if s.InitArgs != "" {
+		argv = append(argv, "--init-args", s.InitArgs)
+	}
 	return append(append(argv, s.Bwrap), s.Args...)
 }
 
@@ -52,6 +58,8 @@ func ParseShim(args []string) (Shim, error) {
 			s.Promise = args[1]
 		case "--drop":
 			s.Drop = args[1]
+		case "--init-args":
+			s.InitArgs = args[1]
 		case "--wait-fd":
 			fd, err := strconv.Atoi(args[1])
 			if err != nil || fd < 3 {
@@ -97,7 +105,7 @@ func ShimMain(args []string) error {
 			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
 		}
 	}
-	bwrapArgs, err := moveInitArgv(s.Args)
+	bwrapArgs, err := initArgsAside(s)
 	if err != nil {
 		return err
 	}

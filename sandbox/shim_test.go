@@ -1,7 +1,10 @@
 package sandbox
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -11,6 +14,7 @@ func TestShimRoundTrip(t *testing.T) {
 	for _, s := range []Shim{
 		{Promise: "{}", Bwrap: "/usr/bin/bwrap", Args: []string{"--unshare-user", "--", "/run/mosaic/init"}},
 		{WaitFD: ScopeGoFD, Promise: "{\"a\":1}", Drop: "/run/user/1/mosaic/credentials/x/env", Bwrap: "/b", Args: []string{"--die-with-parent"}},
+		{Promise: "{}", InitArgs: "/s/init-args", Bwrap: "/b", Args: []string{"--", "/run/mosaic/init", "init"}},
 	} {
 		argv := s.Argv("/bin/mosaic")
 		if argv[0] != "/bin/mosaic" || argv[1] != ShimStage {
@@ -36,7 +40,7 @@ func TestInitArgvThroughMemfd(t *testing.T) {
 		init = append(init, "arg")
 	}
 	argv := append([]string{"--ro-bind", "/usr", "/usr", "--", InitPath}, init...)
-	moved, err := moveInitArgv(argv)
+	moved, err := initArgsAside(Shim{Args: argv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +50,15 @@ func TestInitArgvThroughMemfd(t *testing.T) {
 	back, err := readInitArgv(moved[7])
 	if err != nil {
 		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "init-args")
+	os.WriteFile(file, EncodeInitArgs(init[1:]), 0o600)
+	fromFile, err := initArgsAside(Shim{Args: []string{"--ro-bind", "/usr", "/usr", "--", InitPath, "init"}, InitArgs: file})
+	if err != nil || len(fromFile) != 8 {
+		t.Fatalf("from a file: %q, %v", fromFile, err)
+	}
+	if again, err := readInitArgv(fromFile[7]); err != nil || strings.Join(again, "\x00") != strings.Join(back, "\x00") {
+		t.Fatalf("from a file the arguments differ (%v)", err)
 	}
 	if len(back) != len(init)-1 {
 		t.Fatalf("%d arguments came back, want %d", len(back), len(init)-1)

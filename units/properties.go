@@ -65,10 +65,17 @@ func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value
 // sandbox.ScopeGoFD, sent once systemd has put it into the scope, so that
 // nothing of the session starts outside it; bwrap then reports the init's
 // PID on sandbox.ScopeInfoFD, to which mosaic forwards signals.
+//
+// With s.InitArgsFile the init's arguments stay out of it (the shim reads
+// them from that file): a command line of any length then fits systemd's
+// unit file, its D-Bus call and bwrap's 9,000 arguments.
 func ExecArgv(s Spec) []string {
-	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY,
-		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials}, s.Command)...)
+	initArgv := append([]string{sandbox.InitPath}, InitArgs(s)...)
 	shim := sandbox.Shim{Promise: s.Promise, Drop: s.CredentialFile, Bwrap: s.BwrapBin}
+	if s.InitArgsFile != "" {
+		initArgv = initArgv[:2] // InitPath "init"
+		shim.InitArgs = s.InitArgsFile
+	}
 	var extra []string
 	if s.Scope {
 		shim.WaitFD = sandbox.ScopeGoFD
@@ -79,6 +86,12 @@ func ExecArgv(s Spec) []string {
 	}
 	shim.Args = sandbox.Argv(s.Binds(), s.Workspace, initArgv, extra...)
 	return shim.Argv(s.MosaicBin)
+}
+
+// InitArgs are the arguments of the session's init, from "init" on.
+func InitArgs(s Spec) []string {
+	return sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY,
+		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials}, s.Command)
 }
 
 // Properties are the transient service's properties for spec s on a manager

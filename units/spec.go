@@ -136,6 +136,10 @@ type Spec struct {
 	// The values are never in the spec.
 	Credentials    []string
 	CredentialFile string
+	// InitArgsFile, when set, holds the init's arguments (the command's
+	// among them) for the exec shim, rather than the unit's command line:
+	// see InitArgs and sandbox.Shim.InitArgs.
+	InitArgsFile string
 	Profile        string
 	Limits         Limits
 	// StopTimeout is how long systemd waits after SIGTERM before SIGKILL.
