@@ -30,7 +30,7 @@ type Shim struct {
 	// each), which Args then end without; "" when Args hold them.
 	InitArgs string
 	Bwrap    string // bwrap's path
-	Args    []string
+	Args     []string
 }
 
 // Argv is the shim's command line, run as mosaicBin.

@@ -140,8 +140,8 @@ type Spec struct {
 	// among them) for the exec shim, rather than the unit's command line:
 	// see InitArgs and sandbox.Shim.InitArgs.
 	InitArgsFile string
-	Profile        string
-	Limits         Limits
+	Profile      string
+	Limits       Limits
 	// StopTimeout is how long systemd waits after SIGTERM before SIGKILL.
 	StopTimeout time.Duration
 	// Stdio, when set, hands these descriptors to the unit as its stdin,
