@@ -5,9 +5,11 @@ package main
 // raced or killed there.
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -374,5 +376,61 @@ func TestManyArguments(t *testing.T) {
 	}
 	if after := mosaicUnits(t); after != before {
 		t.Errorf("a refused start left units: %q", after)
+	}
+}
+
+// TestDeafBusFallsBack (18.10): a session bus that accepts connections and
+// never answers (a stopped dbus-daemon, a socket nobody serves) no longer
+// hangs mosaic: it falls back to systemd's private socket within a bound.
+func TestDeafBusFallsBack(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	// A socket that accepts (the kernel's backlog does) and never speaks.
+	deaf := filepath.Join(t.TempDir(), "deaf.sock")
+	l, err := net.Listen("unix", deaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	bounded := func(env []string, args ...string) (result, time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, mosaicBin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		began := time.Now()
+		r := runResult(t, cmd)
+		return r, time.Since(began)
+	}
+	r, took := bounded([]string{"DBUS_SESSION_BUS_ADDRESS=unix:path=" + deaf}, "list")
+	t.Logf("with a deaf bus, list answered in %v", took)
+	if r.code != 0 || took > 10*time.Second {
+		t.Errorf("list with a bus that never answers: exit %d after %v (%s)", r.code, took, r.stderr)
+	}
+	// A bus of its own, with no systemd on it: mosaic falls back; and the
+	// same bus stopped (SIGSTOP): it accepts connections and never answers.
+	addr := "unix:path=" + filepath.Join(t.TempDir(), "bus")
+	daemon := exec.Command("dbus-daemon", "--session", "--nofork", "--nopidfile", "--address="+addr)
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { daemon.Process.Signal(syscall.SIGCONT); daemon.Process.Kill(); daemon.Wait() }()
+	eventually(t, 10*time.Second, "the test's dbus-daemon to listen", func() bool {
+		c, err := net.Dial("unix", strings.TrimPrefix(addr, "unix:path="))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	env := []string{"DBUS_SESSION_BUS_ADDRESS=" + addr}
+	r, took = bounded(env, "list")
+	t.Logf("with a bus without systemd, list answered in %v", took)
+	if r.code != 0 || took > 10*time.Second {
+		t.Errorf("list with a bus that has no systemd: exit %d after %v (%s)", r.code, took, r.stderr)
+	}
+	daemon.Process.Signal(syscall.SIGSTOP)
+	r, took = bounded(env, "list")
+	t.Logf("with the bus stopped, list answered in %v", took)
+	if r.code != 0 || took > 10*time.Second {
+		t.Errorf("list with the dbus-daemon stopped: exit %d after %v (%s)", r.code, took, r.stderr)
 	}
 }
