@@ -97,6 +97,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	if !s.Running() {
 		return s, nil
 	}
+	testPause("stop-checked")
 	w := m.watch(unit)
 	defer w.close()
 	done := make(chan string, 1)
@@ -104,6 +105,11 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	_, err = m.conn.StopUnitContext(cctx, unit, "replace", done) // w subscribed
 	cancel()
 	if err != nil {
+		if dbusErrorName(err) == errNoSuchUnit {
+			// It ended by itself between the status and the stop: report
+			// how, as for a session that had ended before.
+			return m.Status(ctx, name)
+		}
 		return Session{}, bug("StopUnit "+unit, err)
 	}
 	if progress != nil {

@@ -165,14 +165,26 @@ func (m *Manager) relayUntilExit(ctx context.Context, unit string, sh *shim, sig
 		_ = json.NewDecoder(sh.info).Decode(&info)
 		initPID <- info.ChildPID
 	}()
-	pid := 0
+	// The init is signalled through a pidfd, opened as soon as bwrap names
+	// it: a PID alone could be another process's by the time a signal comes.
+	pidfd := -1
+	defer func() {
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+		}
+	}()
 	for {
 		select {
-		case pid = <-initPID:
+		case pid := <-initPID:
+			if pid > 0 {
+				if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+					pidfd = fd
+				}
+			}
 			mark(ctx, "sandbox up (bwrap reported the init)")
 		case sig := <-signals:
-			if pid > 0 {
-				_ = unix.Kill(pid, sig.(syscall.Signal))
+			if pidfd >= 0 {
+				_ = unix.PidfdSendSignal(pidfd, sig.(syscall.Signal), nil, 0)
 			} else if !stopping {
 				stopping = true
 				cctx, cancel := bounded(ctx)

@@ -12,6 +12,7 @@ import (
 	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
+	"golang.org/x/sys/unix"
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
@@ -235,6 +236,11 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 			name, _ := units.SessionName(unit)
 			return "", errcode.SessionExists.New("a session named %s already exists: pick another --name", name)
 		}
+		// systemd writes the transient unit into the runtime directory; when
+		// that is full it answers as if the unit did not exist.
+		if full := runtimeDirFull(); full != "" {
+			return "", errcode.StateDir.New("systemd could not start %s: %s", unit, full)
+		}
 		return "", bug("StartTransientUnit", err)
 	}
 	// systemd ends the job by TimeoutStartUSec; this bound is for the
@@ -251,6 +257,26 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 		name, _ := units.SessionName(unit)
 		return "", errcode.Interrupted.New("interrupted while %s was starting; it may still start: check `mosaic status %s`", unit, name)
 	}
+}
+
+// runtimeDirFull says how the user's runtime directory (a small tmpfs,
+// where systemd keeps transient units) is full, or "".
+func runtimeDirFull() string {
+	rt, err := request.RuntimeDir()
+	if err != nil {
+		return ""
+	}
+	var st unix.Statfs_t
+	if unix.Statfs(rt, &st) != nil {
+		return ""
+	}
+	switch {
+	case st.Bavail == 0:
+		return fmt.Sprintf("%s is full (no space left), and systemd keeps the session's unit file there: free some space in it", rt)
+	case st.Files > 0 && st.Ffree == 0:
+		return fmt.Sprintf("%s has no free inodes, and systemd keeps the session's unit file there: remove some files from it", rt)
+	}
+	return ""
 }
 
 // forget clears what systemd still holds of an ended unit.

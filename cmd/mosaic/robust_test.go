@@ -434,3 +434,22 @@ func TestDeafBusFallsBack(t *testing.T) {
 		t.Errorf("list with the dbus-daemon stopped: exit %d after %v (%s)", r.code, took, r.stderr)
 	}
 }
+
+// TestStopRacesTheEnd (18.11): a session that ends by itself between stop's
+// status and its StopUnit (mosaic paused there) is reported as ended, not
+// as a bug or a missing session.
+func TestStopRacesTheEnd(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--", "sleep", "1")
+	stop, goOn, out := paused(t, "stop-checked", nil, "stop", "--json", name)
+	eventually(t, 10*time.Second, "the session to end and its unit to go", func() bool {
+		return unitProperty(t, "mosaic-"+name+".service", "LoadState") == "not-found"
+	})
+	goOn()
+	err := stop.Wait()
+	if err != nil || !strings.Contains(out.String(), `"inactive"`) {
+		t.Errorf("stop of a session that ended meanwhile: %v\n%s", err, out)
+	}
+}
