@@ -78,6 +78,7 @@ func statusCommand(out *output) *cli.Command {
 					return err
 				}
 				out.result(s, func(w io.Writer) { printStatus(w, s) })
+				warnDropped(s)
 				return nil
 			})
 		},

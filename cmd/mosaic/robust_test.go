@@ -453,3 +453,30 @@ func TestStopRacesTheEnd(t *testing.T) {
 		t.Errorf("stop of a session that ended meanwhile: %v\n%s", err, out)
 	}
 }
+
+// TestDroppedOutputIsSaid (18.13): journald keeps 10,000 lines per 30 s of
+// all of a user's units together and drops the rest without a word in the
+// session's log; mosaic logs and status say that lines were dropped and
+// where a whole output is to be had. journald reports the drop when its
+// next window begins, hence the wait.
+func TestDroppedOutputIsSaid(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--", "sh", "-c", "seq 1 60000; sleep 32; echo after")
+	eventually(t, 60*time.Second, "the session to end", func() bool {
+		s, _ := statusOf(t, name)
+		return s.State == "inactive" || s.State == "failed"
+	})
+	var r result
+	eventually(t, 10*time.Second, "journald's report of what it dropped", func() bool {
+		r = mosaic(t, "logs", name)
+		return strings.Contains(r.stderr, "journald dropped")
+	})
+	if got := strings.Count(r.stdout, "\n"); got >= 60001 {
+		t.Fatalf("all %d lines were kept: journald dropped nothing, the test proves nothing", got)
+	}
+	if r := mosaic(t, "status", name); !strings.Contains(r.stderr, "journald dropped") {
+		t.Errorf("status does not say lines were dropped: %s", r.stderr)
+	}
+}
