@@ -480,3 +480,39 @@ func TestDroppedOutputIsSaid(t *testing.T) {
 		t.Errorf("status does not say lines were dropped: %s", r.stderr)
 	}
 }
+
+// TestConnectionLossWakesRun (18.10, 18.8): a daemon-reexec closes every
+// connection to systemd's private socket; a mosaic run waiting there on
+// its session is woken with systemd-gone instead of waiting forever, and
+// the session, which lives on in the re-executed manager, still records
+// its end. Not parallel: the re-exec cuts every client off.
+func TestConnectionLossWakesRun(t *testing.T) {
+	needRig(t)
+	name := sessionName(t)
+	cmd := exec.Command(mosaicBin, "run", "--json", "--name", name, "--workspace", workspace(t), "--", "sleep", "3")
+	cmd.Env = append(os.Environ(), "DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent/bus")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the session to run", func() bool {
+		return unitProperty(t, "mosaic-"+name+".service", "ActiveState") == "active"
+	})
+	systemctl(t, "daemon-reexec")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		if !strings.Contains(out.String(), "systemd-gone") && cmd.ProcessState.ExitCode() != 0 {
+			t.Errorf("run after the connection closed: exit %d %s", cmd.ProcessState.ExitCode(), out.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("mosaic run hung after systemd closed its connection")
+	}
+	eventually(t, 15*time.Second, "the session's end to be recorded", func() bool {
+		_, err := os.Stat(filepath.Join(stateRoot(), "sessions", name, "end.json"))
+		return err == nil
+	})
+}
