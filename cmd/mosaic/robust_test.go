@@ -516,3 +516,32 @@ func TestConnectionLossWakesRun(t *testing.T) {
 		return err == nil
 	})
 }
+
+// TestKilledRunCleanedByGC (18.7): an unnamed run killed with -9 leaves its
+// state behind only until the next gc.
+func TestKilledRunCleanedByGC(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	ws := workspace(t)
+	os.WriteFile(filepath.Join(ws, "killed-probe"), []byte("#!/bin/sh\nsleep 1\n"), 0o700)
+	cmd := exec.Command(mosaicBin, "run", "--workspace", ws, "--", "./killed-probe")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var state []string
+	eventually(t, 15*time.Second, "the run's state", func() bool {
+		state, _ = filepath.Glob(filepath.Join(stateRoot(), "sessions", "killed-probe-*"))
+		return len(state) == 1
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	unit := "mosaic-" + filepath.Base(state[0]) + ".service"
+	eventually(t, 15*time.Second, "the session to end", func() bool {
+		s := unitProperty(t, unit, "ActiveState")
+		return s == "inactive" || s == "failed" || s == ""
+	})
+	mustMosaic(t, "gc")
+	if _, err := os.Lstat(state[0]); !os.IsNotExist(err) {
+		t.Errorf("gc left the killed run's state (%v)", err)
+	}
+}
