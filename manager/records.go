@@ -235,7 +235,9 @@ func (m *Manager) GC(ctx context.Context) ([]string, error) {
 			continue
 		}
 		if err := m.Remove(ctx, s.Name); err != nil {
-			failed = append(failed, err.Error())
+			if errcode.Of(err).Code != errcode.SessionExists.Name {
+				failed = append(failed, err.Error()) // a name another command holds is not ended yet
+			}
 			continue
 		}
 		removed = append(removed, s.Name)
