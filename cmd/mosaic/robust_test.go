@@ -123,7 +123,7 @@ func TestCredentialCrash(t *testing.T) {
 // never block), rm removes it, gc finishes cut-short removals.
 func TestDamagedState(t *testing.T) {
 	needRig(t)
-	t.Parallel()
+	// Not parallel: its gc would remove other tests' ended sessions.
 	ws := workspace(t)
 	damage := map[string]func(string) error{
 		"empty":     func(p string) error { return os.WriteFile(p, nil, 0o600) },
@@ -191,7 +191,7 @@ func TestDamagedState(t *testing.T) {
 // too), and a symlink in the home to a directory outside is not followed.
 func TestUnremovableHome(t *testing.T) {
 	needRig(t)
-	t.Parallel()
+	// Not parallel: its gc would remove other tests' ended sessions.
 	ws := workspace(t)
 	outside := filepath.Join(ws, "outside")
 	os.Mkdir(outside, 0o500)
@@ -319,13 +319,13 @@ func TestSurvivesDaemonReload(t *testing.T) {
 	}
 	spaced := filepath.Join(ws, "my project")
 	os.Mkdir(spaced, 0o700)
-	before := mosaicUnits(t)
-	r := mosaic(t, "start", "--json", "--workspace", spaced, "--", "true")
+	refused := sessionName(t)
+	r := mosaic(t, "start", "--json", "--name", refused, "--workspace", spaced, "--", "true")
 	if code, _ := jsonError(t, r); r.code != 2 || code != "bad-workspace" {
 		t.Errorf("a workspace with a space: exit %d code %q, want 2 bad-workspace", r.code, code)
 	}
-	if after := mosaicUnits(t); after != before {
-		t.Errorf("a refused start left units: %q", after)
+	if got := unitProperty(t, "mosaic-"+refused+".service", "LoadState"); got != "not-found" {
+		t.Errorf("a refused start left a unit: %s", got)
 	}
 }
 
@@ -369,13 +369,16 @@ func TestManyArguments(t *testing.T) {
 	for i := range huge {
 		huge[i] = strings.Repeat("x", 400)
 	}
-	before := mosaicUnits(t)
-	r = mosaic(t, append([]string{"start", "--json", "--workspace", ws, "--", "true"}, huge...)...)
+	refused := sessionName(t)
+	r = mosaic(t, append([]string{"start", "--json", "--name", refused, "--workspace", ws, "--", "true"}, huge...)...)
 	if code, _ := jsonError(t, r); r.code != 2 || code != "too-many-arguments" {
 		t.Errorf("1.2 MB of arguments: exit %d code %q, want 2 too-many-arguments", r.code, code)
 	}
-	if after := mosaicUnits(t); after != before {
-		t.Errorf("a refused start left units: %q", after)
+	if got := unitProperty(t, "mosaic-"+refused+".service", "LoadState"); got != "not-found" {
+		t.Errorf("a refused start left a unit: %s", got)
+	}
+	if _, err := os.Lstat(filepath.Join(stateRoot(), "sessions", refused)); !os.IsNotExist(err) {
+		t.Errorf("a refused start left state (%v)", err)
 	}
 }
 
@@ -521,7 +524,7 @@ func TestConnectionLossWakesRun(t *testing.T) {
 // state behind only until the next gc.
 func TestKilledRunCleanedByGC(t *testing.T) {
 	needRig(t)
-	t.Parallel()
+	// Not parallel: its gc would remove other tests' ended sessions.
 	ws := workspace(t)
 	os.WriteFile(filepath.Join(ws, "killed-probe"), []byte("#!/bin/sh\nsleep 1\n"), 0o700)
 	cmd := exec.Command(mosaicBin, "run", "--workspace", ws, "--", "./killed-probe")
