@@ -25,7 +25,7 @@ const journalDroppedID = "a596d6fe7bfa4994828e72309e95d61e"
 // system journal, which a user outside the systemd-journal group cannot).
 func journalDropped(since time.Time) int {
 	out, _ := exec.Command("journalctl", "-q", "--no-pager", "-o", "cat", "MESSAGE_ID="+journalDroppedID,
-		"--since", fmt.Sprintf("@%d", since.Unix())).Output()
+		"--since", fmt.Sprintf("@%d", since.Unix()-1)).Output()
 	return parseDropped(string(out), "user@"+strconv.Itoa(os.Getuid())+".service")
 }
 
