@@ -71,9 +71,9 @@ func addresses(rt string) []address {
 	return append(a, address{"unix:path=" + filepath.Join(rt, "systemd", "private"), false})
 }
 
-// dialTimeout bounds connecting, authenticating and saying Hello: a
-// dbus-daemon that is stopped (SIGSTOP) or a socket nobody answers accepts
-// the connection and then never speaks. The next address is tried then.
+// dialTimeout bounds connecting, authenticating and saying Hello on a bus:
+// a dbus-daemon that is stopped (SIGSTOP) or a socket nobody answers accepts
+// the connection and then never speaks. The private socket is tried then.
 const dialTimeout = 3 * time.Second
 
 // dial connects and authenticates; on a bus it also says Hello. Signals are
@@ -82,7 +82,12 @@ const dialTimeout = 3 * time.Second
 func dial(ctx context.Context, addr string, viaBus bool) (*dbus.Conn, error) {
 	// ctx becomes the connection's own (its end closes it): the deadline is
 	// a timer of its own.
-	deadline := time.NewTimer(dialTimeout)
+	// The private socket is the last resort: it gets as long as a call.
+	wait := dialTimeout
+	if !viaBus {
+		wait = callTimeout
+	}
+	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	c, err := dbus.Dial(addr, dbus.WithContext(ctx), dbus.WithSignalHandler(dbus.NewSequentialSignalHandler()))
 	if err != nil {
@@ -99,7 +104,7 @@ func dial(ctx context.Context, addr string, viaBus bool) (*dbus.Conn, error) {
 	select {
 	case err = <-done:
 	case <-deadline.C:
-		err = fmt.Errorf("no answer within %s", dialTimeout)
+		err = fmt.Errorf("no answer within %s", wait)
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
