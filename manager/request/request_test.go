@@ -63,6 +63,8 @@ func TestPrepareRefusals(t *testing.T) {
 		{"env with a newline", Request{Workspace: app, Env: []string{"A=b\nc"}, Command: []string{"true"}}, "bad-env"},
 		{"no command", Request{Workspace: app}, "no-command"},
 		{"command /tmp, a directory", Request{Workspace: app, Command: []string{"/tmp"}}, "bad-command"},
+		{"workspace /tmp", Request{Workspace: "/tmp", Command: []string{"true"}}, "bad-workspace"},
+		{"rw /var/tmp", Request{Workspace: app, ExtraRW: []string{"/var/tmp"}, Command: []string{"true"}}, "bad-bind"},
 		{"command /", Request{Workspace: app, Command: []string{"/"}}, "bad-command"},
 		{"command ./, the workspace", Request{Workspace: app, Command: []string{"./"}}, "bad-command"},
 		{"unknown network", Request{Workspace: app, Network: "lan", Command: []string{"true"}}, "bad-network"},
