@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"mosaic/units/errcode"
+	"mosaic/units/regfile"
 
 	"github.com/coreos/go-systemd/v22/unit"
 )
@@ -99,17 +100,34 @@ var builtins = []Profile{
 // (~/.config/mosaic/profiles) laid over them: a user profile of a built-in's
 // name replaces it. Sorted by name.
 func Profiles(dir string) ([]Profile, error) {
+	out, broken := usable(dir)
+	names := make([]string, 0, len(broken))
+	for n := range broken {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) > 0 {
+		return nil, broken[names[0]]
+	}
+	return out, nil
+}
+
+// usable is every profile but the user's broken ones, which are returned
+// apart by name: one broken file must not stop the sessions of the others.
+func usable(dir string) ([]Profile, map[string]error) {
 	byName := map[string]Profile{}
 	for _, p := range builtins {
 		p.Source = "built-in"
 		p.Inject = builtinRules(p)
 		byName[p.Name] = p
 	}
+	broken := map[string]error{}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.conf"))
 	for _, f := range files {
 		p, err := readProfile(f)
 		if err != nil {
-			return nil, err
+			broken[strings.TrimSuffix(filepath.Base(f), ".conf")] = err
+			continue
 		}
 		byName[p.Name] = p
 	}
@@ -118,15 +136,24 @@ func Profiles(dir string) ([]Profile, error) {
 		out = append(out, p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out, broken
 }
 
-// FindProfile returns the profile called name.
+// warnBroken says on stderr which profiles were left out, and why.
+func warnBroken(broken map[string]error) {
+	for _, err := range broken {
+		fmt.Fprintf(os.Stderr, "mosaic: warning: a profile was left out: %v\n", err)
+	}
+}
+
+// FindProfile returns the profile called name. Another profile that cannot
+// be read is only warned about; the one asked for must be readable.
 func FindProfile(dir, name string) (Profile, error) {
-	all, err := Profiles(dir)
-	if err != nil {
+	all, broken := usable(dir)
+	if err, ok := broken[name]; ok {
 		return Profile{}, err
 	}
+	warnBroken(broken)
 	var names []string
 	for _, p := range all {
 		if p.Name == name {
@@ -140,19 +167,21 @@ func FindProfile(dir, name string) (Profile, error) {
 // ProfileFor picks the profile of a command when none was named: the
 // built-in whose binary the command runs, else generic.
 func ProfileFor(dir string, command []string) (Profile, error) {
-	if len(command) > 0 {
-		base := filepath.Base(command[0])
-		all, err := Profiles(dir)
-		if err != nil {
-			return Profile{}, err
+	all, broken := usable(dir)
+	warnBroken(broken)
+	var generic Profile
+	for _, p := range all {
+		if len(command) > 0 && p.Binary != "" && p.Binary == filepath.Base(command[0]) {
+			return p, nil
 		}
-		for _, p := range all {
-			if p.Binary != "" && p.Binary == base {
-				return p, nil
-			}
+		if p.Name == Generic {
+			generic = p
 		}
 	}
-	return FindProfile(dir, Generic)
+	if err, ok := broken[Generic]; ok { // the user's own generic replaces the built-in
+		return Profile{}, err
+	}
+	return generic, nil
 }
 
 // readProfile reads a profile file in systemd's INI syntax:
@@ -180,7 +209,7 @@ func readProfile(path string) (Profile, error) {
 	if err := validProfileName(name); err != nil {
 		return bad("%v", err)
 	}
-	f, err := os.Open(path)
+	f, _, err := regfile.Open(path, false) // a FIFO must not hang every start
 	if err != nil {
 		return bad("%v", err)
 	}

@@ -69,6 +69,9 @@ type Session struct {
 	// their hosts (the session holds placeholders); the others are in the
 	// session's environment.
 	Injected map[string][]string `json:"credentials_injected,omitempty"`
+	// Problem says what is wrong with a session mosaic cannot fully read
+	// (a damaged record); rm removes it.
+	Problem string `json:"problem,omitempty"`
 }
 
 // Running reports whether the session's unit is up, on its way up, or on

@@ -26,13 +26,17 @@ import (
 // name; one mosaic named leaves nothing.
 func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
 	spec.Stdio = &stdio
-	l, err := m.launch(ctx, spec, secrets, true)
-	if !spec.NameGiven {
-		defer os.RemoveAll(spec.StateDir)
-		defer os.RemoveAll(spec.EgressDir)
-	}
+	l, err := m.launch(ctx, &spec, secrets, true)
 	if err != nil {
 		return Session{}, err
+	}
+	// The name is held until the run is over: gc never takes the state of a
+	// run it sees between its start and its unit. A name mosaic made up
+	// leaves nothing.
+	defer l.release()
+	if !spec.NameGiven {
+		defer removeState(spec.StateDir)
+		defer os.RemoveAll(spec.EgressDir)
 	}
 	w, unit, result := l.watch, l.unit, l.result
 	defer w.close()
@@ -50,6 +54,8 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 			}
 		case <-ctx.Done():
 			return Session{}, errcode.Interrupted.New("stopped waiting for session %s, which may still run: see `mosaic status %s`", spec.Name, spec.Name)
+		case <-m.gone():
+			return Session{}, errGone("waiting for session " + spec.Name + " to end")
 		}
 	}
 	mark(ctx, "end announced")
@@ -91,6 +97,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	if !s.Running() {
 		return s, nil
 	}
+	testPause("stop-checked")
 	w := m.watch(unit)
 	defer w.close()
 	done := make(chan string, 1)
@@ -98,6 +105,11 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	_, err = m.conn.StopUnitContext(cctx, unit, "replace", done) // w subscribed
 	cancel()
 	if err != nil {
+		if dbusErrorName(err) == errNoSuchUnit {
+			// It ended by itself between the status and the stop: report
+			// how, as for a session that had ended before.
+			return m.Status(ctx, name)
+		}
 		return Session{}, bug("StopUnit "+unit, err)
 	}
 	if progress != nil {
@@ -105,6 +117,8 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	}
 	select {
 	case <-done:
+	case <-m.gone():
+		return Session{}, errGone("stopping session " + name)
 	case <-time.After(timeout):
 		if progress != nil {
 			progress("still running after " + timeout.String() + ": SIGKILL sent")
@@ -114,6 +128,8 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 		cancel()
 		select {
 		case <-done:
+		case <-m.gone():
+			return Session{}, errGone("stopping session " + name)
 		case <-time.After(callTimeout):
 			return Session{}, errcode.StopTimeout.New("session %s did not stop even after SIGKILL: check `systemctl --user status %s`", name, unit)
 		}
@@ -123,6 +139,8 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	for !w.ended() {
 		select {
 		case <-w.changed:
+		case <-m.gone():
+			return Session{}, errGone("stopping session " + name)
 		case <-deadline:
 			return Session{}, errcode.StopTimeout.New("session %s stopped but systemd did not announce its end: check `systemctl --user status %s`", name, unit)
 		}
@@ -158,6 +176,8 @@ func (m *Manager) WaitEnded(ctx context.Context, name string) error {
 		case <-w.changed:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-m.gone():
+			return errGone("waiting for session " + name + " to end")
 		}
 	}
 	return nil

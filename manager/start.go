@@ -13,6 +13,7 @@ import (
 	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
+	"golang.org/x/sys/unix"
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
@@ -147,10 +148,11 @@ func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 // has checked it and started the command (Type=notify). When it is not, the
 // unit is cleared and the error says why, with the unit's first log lines.
 func (m *Manager) Start(ctx context.Context, spec units.Spec, secrets []credentials.Var) (Session, error) {
-	l, err := m.launch(ctx, spec, secrets, false)
+	l, err := m.launch(ctx, &spec, secrets, false)
 	if err != nil {
 		return Session{}, err
 	}
+	defer l.release()
 	if l.result != "done" {
 		s, _ := m.Status(ctx, spec.Name)
 		reason := startFailure(l.result, s)
@@ -178,26 +180,34 @@ type launched struct {
 	began  time.Time  // when the start was asked for
 	watch  *unitWatch // when asked for: what systemd announced since before the start
 	undo   func()     // removes what the start made on disk, for a failure
+	// release lets the name go: the caller holds it until it has
+	// undone what a failed start made.
+	release func()
 }
 
 // launch claims the name, prepares the state directory and the credential
 // file, starts the unit and waits for the start job. The credential file is
 // removed as soon as the job is over: systemd read it before the command ran.
-func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credentials.Var, watch bool) (launched, error) {
-	l := launched{unit: spec.Unit(), began: time.Now()}
+// A name mosaic made up may change (see claim): spec is updated. On success
+// the caller holds the name until it calls l.release.
+func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []credentials.Var, watch bool) (l launched, err error) {
+	l = launched{unit: spec.Unit(), began: time.Now()}
 	// The slice's limits are read (and set) while the name is claimed and
 	// the state made: its round trip to systemd costs nothing then.
 	slice := make(chan error, 1)
 	go func() { slice <- m.limitSlice(ctx, spec.SliceLimits) }()
-	if err := m.claimName(ctx, spec); err != nil {
-		return l, err
-	}
-	mark(ctx, "claim name")
-	undo, err := prepareState(spec)
+	release, undo, err := m.claim(ctx, spec)
 	if err != nil {
 		return l, err
 	}
-	l.undo = undo
+	l.unit, l.undo, l.release = spec.Unit(), undo, release
+	defer func() {
+		if err != nil {
+			undo()
+			release()
+		}
+	}()
+	mark(ctx, "claim name, state directory")
 	if len(spec.Inject) > 0 {
 		// The injected keys go to the egress proxy's file only; the
 		// session's gets their placeholders.
@@ -208,33 +218,30 @@ func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credent
 			err = credentials.WriteSessionFile(spec.EgressCredentialFile, append(proxyVars, roots...))
 		}
 		if err != nil {
-			undo()
 			return l, errcode.CredentialFile.New("cannot write the egress proxy's credential file: %v", err)
 		}
 		defer credentials.RemoveSessionFile(spec.EgressCredentialFile)
 	}
 	if spec.CredentialFile != "" {
 		if err := credentials.WriteSessionFile(spec.CredentialFile, secrets); err != nil {
-			undo()
-			return l, errcode.CredentialFile.New("cannot write the session's credential file: %v", err)
+			return l, errcode.CredentialFile.New("cannot write the session's credential file: %v", stateHint(err, filepath.Dir(spec.CredentialFile)))
 		}
 		defer credentials.RemoveSessionFile(spec.CredentialFile)
+		testPause("credentials-written")
 	}
-	mark(ctx, "state directory, credentials")
+	mark(ctx, "credentials")
 	if err := <-slice; err != nil {
-		undo()
 		return l, err
 	}
 	mark(ctx, "slice limits (overlap)")
 	if watch {
 		l.watch = m.watch(l.unit)
 	}
-	l.result, err = m.startUnit(ctx, l.unit, units.Properties(spec, m.features), units.AuxUnits(spec))
+	l.result, err = m.startUnit(ctx, l.unit, units.Properties(*spec, m.features), units.AuxUnits(*spec))
 	if err != nil {
 		if l.watch != nil {
 			l.watch.close()
 		}
-		undo()
 		return l, err
 	}
 	mark(ctx, "start job done (READY)")
@@ -287,15 +294,47 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 			name, _ := units.SessionName(unit)
 			return "", errcode.SessionExists.New("a session named %s already exists: pick another --name", name)
 		}
+		// systemd writes the transient unit into the runtime directory; when
+		// that is full it answers as if the unit did not exist.
+		if full := runtimeDirFull(); full != "" {
+			return "", errcode.StateDir.New("systemd could not start %s: %s", unit, full)
+		}
 		return "", bug("StartTransientUnit", err)
 	}
+	// systemd ends the job by TimeoutStartUSec; this bound is for the
+	// announcement of its end, which a lost connection never brings.
 	select {
 	case r := <-ch:
 		return r, nil
+	case <-m.gone():
+		return "", errGone("waiting for " + unit + " to start")
+	case <-time.After(units.StartTimeout + callTimeout):
+		name, _ := units.SessionName(unit)
+		return "", errcode.SystemdTimeout.New("systemd did not say whether %s started: check `mosaic status %s`", unit, name)
 	case <-ctx.Done():
 		name, _ := units.SessionName(unit)
 		return "", errcode.Interrupted.New("interrupted while %s was starting; it may still start: check `mosaic status %s`", unit, name)
 	}
+}
+
+// runtimeDirFull says how the user's runtime directory (a small tmpfs,
+// where systemd keeps transient units) is full, or "".
+func runtimeDirFull() string {
+	rt, err := request.RuntimeDir()
+	if err != nil {
+		return ""
+	}
+	var st unix.Statfs_t
+	if unix.Statfs(rt, &st) != nil {
+		return ""
+	}
+	switch {
+	case st.Bavail == 0:
+		return fmt.Sprintf("%s is full (no space left), and systemd keeps the session's unit file there: free some space in it", rt)
+	case st.Files > 0 && st.Ffree == 0:
+		return fmt.Sprintf("%s has no free inodes, and systemd keeps the session's unit file there: remove some files from it", rt)
+	}
+	return ""
 }
 
 // forget clears what systemd still holds of an ended unit.

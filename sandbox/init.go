@@ -94,6 +94,13 @@ func Init(args []string) int {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 		return ExitSandboxRefused
 	}
+	if len(args) == 2 && args[0] == InitArgvFD {
+		var err error
+		if args, err = readInitArgv(args[1]); err != nil {
+			fmt.Fprintf(os.Stderr, "mosaic init: %v\n", err)
+			return ExitSandboxRefused
+		}
+	}
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")

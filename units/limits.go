@@ -83,6 +83,11 @@ func ParseDuration(flag, s string) (time.Duration, error) {
 	if err != nil || d < time.Microsecond {
 		return 0, errcode.BadDuration.New("--%s %q is not a duration: use seconds (90) or a span such as 90s, 1min 30s or 2h", flag, s)
 	}
+	// systemd counts in microseconds: less would become 0, which for
+	// RuntimeMaxUSec means at once rather than never.
+	if d < time.Microsecond {
+		return 0, errcode.BadDuration.New("--%s %q is shorter than a microsecond, the finest systemd counts: use e.g. 90s, 30m or 2h", flag, s)
+	}
 	return d, nil
 }
 

@@ -21,6 +21,10 @@ const DefaultStopTimeout = 10 * time.Second
 // startTimeout bounds the time from fork to the init's READY=1.
 const startTimeout = 30 * time.Second
 
+// StartTimeout is the unit's TimeoutStartUSec: how long systemd lets a
+// session take to start.
+const StartTimeout = startTimeout
+
 // exitSIGTERM is how bwrap reports a command that died of SIGTERM (128+15).
 // systemd counts a SIGTERM death as a clean stop; listing 143 keeps a stopped
 // session "inactive" instead of "failed", since bwrap turns the signal into
@@ -41,6 +45,11 @@ type (
 		Argv  []string
 		Flags []string
 	}
+	execCmd struct { // ExecStopPost a(sasb)
+		Path          string
+		Argv          []string
+		IgnoreFailure bool
+	}
 	exitStatusSet struct{ Status, Signals []int32 } // SuccessExitStatus (aiai)
 	envFile       struct {                          // EnvironmentFiles a(sb)
 		Path          string
@@ -58,13 +67,20 @@ func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value
 // sandbox.ScopeGoFD, sent once systemd has put it into the scope, so that
 // nothing of the session starts outside it; bwrap then reports the init's
 // PID on sandbox.ScopeInfoFD, to which mosaic forwards signals.
+//
+// With s.InitArgsFile the init's arguments stay out of it (the shim reads
+// them from that file): a command line of any length then fits systemd's
+// unit file, its D-Bus call and bwrap's 9,000 arguments.
 func ExecArgv(s Spec) []string {
-	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY,
-		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials, SeccompAllow: s.SeccompAllow}, s.Command)...)
 	if s.Landlock() {
 		return landlockExecArgv(s)
 	}
+	initArgv := append([]string{sandbox.InitPath}, InitArgs(s)...)
 	shim := sandbox.Shim{Promise: s.Promise, Drop: s.CredentialFile, Bwrap: s.BwrapBin}
+	if s.InitArgsFile != "" {
+		initArgv = initArgv[:2] // InitPath "init"
+		shim.InitArgs = s.InitArgsFile
+	}
 	var extra []string
 	if s.Scope {
 		shim.WaitFD = sandbox.ScopeGoFD
@@ -75,6 +91,12 @@ func ExecArgv(s Spec) []string {
 	}
 	shim.Args = sandbox.Argv(s.Binds(), s.Workspace, initArgv, extra...)
 	return shim.Argv(s.MosaicBin)
+}
+
+// InitArgs are the arguments of the session's init, from "init" on.
+func InitArgs(s Spec) []string {
+	return sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY,
+		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials, SeccompAllow: s.SeccompAllow}, s.Command)
 }
 
 // Properties are the transient service's properties for spec s on a manager
@@ -142,7 +164,15 @@ func Properties(s Spec, f Features) []sd.Property {
 	// namespace setup, some 8 ms of every run.
 	if s.Stdio == nil || s.NameGiven || s.CredentialFile != "" {
 		post := records.EndedArgv(s.MosaicBin, s.StateDir, s.CredentialFile)
-		props = append(props, prop("ExecStopPostEx", []execEx{{Path: s.MosaicBin, Argv: post, Flags: []string{"ignore-failure"}}}))
+		// ExecStopPost, not ExecStopPostEx: systemd 252 writes the latter
+		// into the transient unit file under a key it cannot read back, so
+		// a daemon-reload would lose how the session ends.
+		// Its old form has no no-env-expand flag: "$" is written "$$", which
+		// systemd's expansion gives back as "$".
+		for i := range post {
+			post[i] = strings.ReplaceAll(post[i], "$", "$$")
+		}
+		props = append(props, prop("ExecStopPost", []execCmd{{Path: s.MosaicBin, Argv: post, IgnoreFailure: true}}))
 	}
 	// Not in --sandbox landlock: there systemd 257 mounts a /sys of its own
 	// for the PID namespace, cgroup tree included, over the unit's empty
@@ -294,8 +324,9 @@ func EgressProperties(s Spec) []sd.Property {
 		// before it read it (and mosaic with it), the unit's ExecStopPost
 		// deletes it.
 		props = append(props, prop("EnvironmentFiles", []envFile{{s.EgressCredentialFile, true}}),
-			prop("ExecStopPostEx", []execEx{{Path: s.MosaicBin, Argv: []string{s.MosaicBin, records.EndedStage, "--drop", s.EgressCredentialFile},
-				Flags: []string{"ignore-failure"}}}))
+			// The old form, as the session's (see Properties): 252 reads it back.
+			prop("ExecStopPost", []execCmd{{Path: s.MosaicBin, Argv: []string{s.MosaicBin, records.EndedStage, "--drop", s.EgressCredentialFile},
+				IgnoreFailure: true}}))
 	}
 	return props
 }

@@ -146,8 +146,12 @@ type Spec struct {
 	// The values are never in the spec.
 	Credentials    []string
 	CredentialFile string
-	Profile        string
-	Limits         Limits
+	// InitArgsFile, when set, holds the init's arguments (the command's
+	// among them) for the exec shim, rather than the unit's command line:
+	// see InitArgs and sandbox.Shim.InitArgs.
+	InitArgsFile string
+	Profile      string
+	Limits       Limits
 	// SliceLimits are mosaic.slice's, set when the slice has none.
 	SliceLimits Limits
 	// StopTimeout is how long systemd waits after SIGTERM before SIGKILL.
@@ -280,9 +284,10 @@ func FeaturesFor(v int) Features {
 }
 
 // ParseVersion reads the leading number of systemd's Version property
-// ("252.38-1~deb12u1" is 252).
+// ("252.38-1~deb12u1" is 252; "v245.4-1.fc32" is 245, as runc's cgroups
+// reads it: an optional "v" before the number).
 func ParseVersion(s string) int {
-	s = strings.Trim(s, `"`)
+	s = strings.TrimPrefix(strings.Trim(s, `"`), "v")
 	end := 0
 	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
 		end++

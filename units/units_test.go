@@ -79,7 +79,7 @@ func TestGenerateName(t *testing.T) {
 }
 
 func TestParseVersion(t *testing.T) {
-	for s, want := range map[string]int{"252.38-1~deb12u1": 252, `"257"`: 257, "258~rc1": 258, "": 0, "x": 0} {
+	for s, want := range map[string]int{"252.38-1~deb12u1": 252, `"257"`: 257, "258~rc1": 258, "v245.4-1.fc32": 245, "": 0, "x": 0} {
 		if got := ParseVersion(s); got != want {
 			t.Errorf("ParseVersion(%q) = %d, want %d", s, got, want)
 		}
@@ -108,7 +108,7 @@ func TestParseLimits(t *testing.T) {
 	if d, err := ParseDuration("runtime-max", "90s"); err != nil || d != 90*time.Second {
 		t.Errorf("ParseDuration(90s) = %v, %v", d, err)
 	}
-	for _, bad := range []string{"0s", "-1s", "1ns", "soon"} {
+	for _, bad := range []string{"0s", "-1s", "1ns", "999ns", "soon"} {
 		if _, err := ParseDuration("runtime-max", bad); err == nil {
 			t.Errorf("ParseDuration(%q) accepted", bad)
 		}
@@ -164,7 +164,7 @@ func TestPropertySignatures(t *testing.T) {
 		"SuccessExitStatus": "(aiai)", "SyslogIdentifier": "s", "LogExtraFields": "aay", "Environment": "as",
 		"PrivatePIDs": "s", "MemoryMax": "t", "TasksMax": "t", "CPUQuotaPerSecUSec": "t", "RuntimeMaxUSec": "t",
 		"StandardInputFileDescriptor": "h", "StandardOutputFileDescriptor": "h", "StandardErrorFileDescriptor": "h",
-		"CollectMode": "s", "EnvironmentFiles": "a(sb)", "ExecStopPostEx": "a(sasas)", "PrivateNetwork": "b",
+		"CollectMode": "s", "EnvironmentFiles": "a(sb)", "ExecStopPost": "a(sasb)", "PrivateNetwork": "b",
 	}
 	for name, sig := range want {
 		p, ok := got[name]
@@ -304,9 +304,9 @@ func TestEndRecordOnlyWhereKept(t *testing.T) {
 		if tc.cred {
 			s.CredentialFile = "/run/user/1000/mosaic/credentials/s1/env"
 		}
-		_, got := props(Properties(s, FeaturesFor(252)))["ExecStopPostEx"]
+		_, got := props(Properties(s, FeaturesFor(252)))["ExecStopPost"]
 		if got != tc.want {
-			t.Errorf("%s: ExecStopPostEx present %v, want %v", tc.label, got, tc.want)
+			t.Errorf("%s: ExecStopPost present %v, want %v", tc.label, got, tc.want)
 		}
 	}
 }
@@ -426,8 +426,8 @@ func TestEgressInjection(t *testing.T) {
 	if f := fmt.Sprint(e["EnvironmentFiles"].Value.Value()); !strings.Contains(f, s.EgressCredentialFile) {
 		t.Errorf("EnvironmentFiles %s", f)
 	}
-	if post := fmt.Sprint(e["ExecStopPostEx"].Value.Value()); !strings.Contains(post, "session-ended --drop "+s.EgressCredentialFile) {
-		t.Errorf("ExecStopPostEx %s", post)
+	if post := fmt.Sprint(e["ExecStopPost"].Value.Value()); !strings.Contains(post, "session-ended --drop "+s.EgressCredentialFile) {
+		t.Errorf("ExecStopPost %s", post)
 	}
 	if b := fmt.Sprint(e["BindPaths"].Value.Value()); !strings.Contains(b, "/run/user/1000/mosaic/credentials/s1-egress") {
 		t.Errorf("BindPaths %s", b)

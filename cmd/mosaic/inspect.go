@@ -65,6 +65,9 @@ func printList(w io.Writer, list []manager.Session, all bool) {
 		if !s.Running() && s.How() != "" {
 			ended = s.How()
 		}
+		if s.Problem != "" {
+			ended = "damaged: see mosaic status " + s.Name
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), age(s.Since), humanBytes(s.MemoryBytes), ended)
 	}
 	tw.Flush()
@@ -92,6 +95,7 @@ func statusCommand(out *output) *cli.Command {
 					printStatus(&b, s, out.safe)
 					io.WriteString(w, wrapLines(b.String(), fitWidth(out, false)))
 				})
+				warnDropped(s)
 				return nil
 			})
 		},
@@ -116,6 +120,9 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 		fmt.Fprintf(w, ", %s", e)
 	}
 	fmt.Fprintln(w)
+	if s.Problem != "" {
+		fmt.Fprintf(w, "problem:   %s\n", s.Problem)
+	}
 	if s.Since != nil {
 		fmt.Fprintf(w, "started:   %s\n", since(s.Since))
 	}

@@ -86,11 +86,24 @@ func logsCommand(out *output) *cli.Command {
 					first = append(first, "--since", v)
 				}
 				if !c.Bool("follow") || !s.Running() {
-					return journalctl(first)
+					err = journalctl(first)
+				} else {
+					err = follow(ctx, m, name, first, base)
 				}
-				return follow(ctx, m, name, first, base)
+				warnDropped(s)
+				return err
 			})
 		},
+	}
+}
+
+// warnDropped says on stderr when journald dropped lines since s started.
+func warnDropped(s manager.Session) {
+	if s.Since == nil || s.Kind == units.KindScope {
+		return
+	}
+	if n := journalDropped(*s.Since); n > 0 {
+		fmt.Fprintln(os.Stderr, "mosaic: warning: "+droppedWarning(n))
 	}
 }
 

@@ -168,12 +168,17 @@ func Serve(ctx context.Context, ready func()) error {
 			}
 		}(l)
 	}
-	<-ctx.Done()
+	var lost error
+	select {
+	case <-ctx.Done():
+	case <-m.Done(): // deaf without systemd: exit, and be restarted
+		lost = errcode.SystemdGone.New("the connection to systemd closed: exiting so that systemd restarts the bus")
+	}
 	for _, l := range listeners {
 		l.Close() // also unlinks the socket file
 	}
 	wg.Wait()
-	return nil
+	return lost
 }
 
 // listen makes both sockets, 0600. A socket another bus answers on is a

@@ -13,11 +13,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"mosaic/sandbox"
+	"mosaic/units/regfile"
 )
 
 // Record is what mosaic keeps about a session beside its state.
@@ -59,14 +61,29 @@ func Write(dir string, r Record) error {
 	return WriteJSONAtomic(filepath.Join(dir, recordFile), r)
 }
 
+// maxRecord bounds what is read of a record: one holds a command line and
+// binds, far below this.
+const maxRecord = 16 << 20
+
 // Read reads the record in a session's state directory.
 func Read(dir string) (Record, bool) {
+	r, err := ReadChecked(dir)
+	return r, err == nil
+}
+
+// ReadChecked reads the record in a session's state directory and says what
+// is wrong with it when it cannot: missing, not a regular file, truncated.
+// It never blocks (a FIFO in its place is refused).
+func ReadChecked(dir string) (Record, error) {
 	var r Record
-	b, err := os.ReadFile(filepath.Join(dir, recordFile))
-	if err != nil || json.Unmarshal(b, &r) != nil {
-		return r, false
+	b, err := regfile.Read(filepath.Join(dir, recordFile), true, maxRecord)
+	if err != nil {
+		return r, err
 	}
-	return r, true
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("%s is damaged: %v", recordFile, err)
+	}
+	return r, nil
 }
 
 // End is how a session ended, as systemd told its ExecStopPost (or as
@@ -86,7 +103,7 @@ func WriteEnd(dir string, e End) error {
 // ReadEnd reads end.json from a session's state directory.
 func ReadEnd(dir string) (End, bool) {
 	var e End
-	b, err := os.ReadFile(filepath.Join(dir, endFile))
+	b, err := regfile.Read(filepath.Join(dir, endFile), true, maxRecord)
 	if err != nil || json.Unmarshal(b, &e) != nil {
 		return e, false
 	}

@@ -192,6 +192,12 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if name == "" {
 		name = units.GenerateName(req.Command)
 	}
+	if err := notPrivateTmp(real, realPaths(rw), realPaths(ro)); err != nil {
+		return units.Spec{}, none, err
+	}
+	if dir := commandDir(req.Command[0], real); dir != "" {
+		return units.Spec{}, none, errcode.BadCommand.New("the command %s is a directory (%s), not a program: name the program to run after --", req.Command[0], dir)
+	}
 	command, binary := resolveCommand(req.Command, real)
 	var pass []string
 	for _, kv := range grant.PassEnv {
@@ -340,6 +346,39 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64"}
 // lives outside the system directories (a per-user install such as
 // ~/.local/bin/claude) would not be found inside, so its real file is bound
 // read-only and run by that path; binary is that file, or "".
+// notPrivateTmp refuses /tmp and /var/tmp themselves as the workspace or a
+// bind: a session's are its own (systemd's PrivateTmp=, bwrap's /tmp), and
+// binding the host's over them fails late, as "PrivateTmp failed open".
+func notPrivateTmp(workspace string, rw, ro []string) error {
+	private := func(p string) bool { return p == "/tmp" || p == "/var/tmp" }
+	if private(workspace) {
+		return errcode.BadWorkspace.New("the workspace %s is where the session's own temporary directory goes: use a directory under it, e.g. %s/work", workspace, workspace)
+	}
+	for _, p := range append(append([]string{}, rw...), ro...) {
+		if private(p) {
+			return errcode.BadBind.New("%s is where the session's own temporary directory goes, so it cannot be bound: bind a directory under it", p)
+		}
+	}
+	return nil
+}
+
+// commandDir is the directory a command path names, or "": a directory as
+// the command otherwise fails late, with a reason that misleads (systemd's
+// own bind of it as the binary collides with /tmp or / itself).
+func commandDir(name, workspace string) string {
+	if !strings.Contains(name, "/") {
+		return "" // found on PATH, where only files are taken
+	}
+	path := name
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(workspace, path)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return path
+	}
+	return ""
+}
+
 func resolveCommand(command []string, workspace string) (resolved []string, binary string) {
 	name := command[0]
 	path := name
