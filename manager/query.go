@@ -53,6 +53,7 @@ type Session struct {
 	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch
 	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
 	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
+	Environment      []string       `json:"environment,omitempty"` // non-secret NAME=VALUE (profile, --env, --pass-env)
 }
 
 // Running reports whether the session's unit is up, on its way up, or on

@@ -24,6 +24,7 @@ func describe(r records.Record, s *Session) {
 	s.Kind = kindOf(r)
 	s.MayLaunch = r.MayLaunch
 	s.Network, s.AllowHosts = r.Network, r.AllowHosts
+	s.Environment = r.Environment
 	if s.Network == "" {
 		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
 	}
@@ -42,7 +43,7 @@ func kindOf(r records.Record) string {
 func recordOf(s units.Spec) records.Record {
 	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
-		Network: s.Network, AllowHosts: s.Allow}
+		Network: s.Network, AllowHosts: s.Allow, Environment: s.Env}
 }
 
 // prepareState makes the session's state directory: home/ kept across runs of

@@ -46,14 +46,22 @@ func ValidNetwork(mode string) bool {
 type Allow struct {
 	Hosts map[string]bool // "name:port"
 	Addrs []netip.Prefix  // explicitly allowed special addresses
+	Local map[int]bool    // ports of the host's loopback (egress_local.go)
 }
 
 // ParseAllow reads --allow-host entries: HOST[:PORT] (port 443 unless
 // given) for a name, or an IP address or prefix that allowed names may
 // resolve to although it is private, loopback or link-local.
 func ParseAllow(entries []string) (Allow, error) {
-	a := Allow{Hosts: map[string]bool{}}
+	a := Allow{Hosts: map[string]bool{}, Local: map[int]bool{}}
 	for _, e := range entries {
+		if port, ok, err := parseLocal(e); ok {
+			if err != nil {
+				return Allow{}, err
+			}
+			a.Local[port] = true
+			continue
+		}
 		if p, err := netip.ParsePrefix(e); err == nil {
 			a.Addrs = append(a.Addrs, p.Masked())
 			continue
@@ -123,6 +131,7 @@ func (a Allow) Strings() []string {
 			out = append(out, p.String())
 		}
 	}
+	out = append(out, a.localStrings()...)
 	sort.Strings(out)
 	return out
 }
@@ -196,13 +205,22 @@ func (e *Egress) handle(c net.Conn) {
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
+	if req.Method != http.MethodConnect && e.relayPlain(c, req) {
+		return
+	}
 	if req.Method != http.MethodConnect {
 		e.logf("refused %s %s: plain HTTP is not relayed, only CONNECT (HTTPS)", req.Method, req.URL.Redacted())
-		refuse(c, http.StatusForbidden, "mosaic egress: plain HTTP is refused; use HTTPS (CONNECT)")
+		refuse(c, http.StatusForbidden, "mosaic egress: plain HTTP is refused (but to a host loopback port allowed with --allow-host localhost:PORT); use HTTPS (CONNECT)")
 		return
 	}
 	target := req.Host
-	remote, why := e.open(target)
+	var remote net.Conn
+	var why string
+	if port, ok := e.localTarget(target); ok {
+		remote, why = e.dialLocal(port)
+	} else {
+		remote, why = e.open(target)
+	}
 	if remote == nil {
 		e.logf("refused CONNECT %s: %s", target, why)
 		refuse(c, http.StatusForbidden, "mosaic egress: "+why)
@@ -325,12 +343,19 @@ func Relay(l net.Listener, socket string) {
 	}
 }
 
-// ProxyEnv are the variables that point a command at the relay.
-func ProxyEnv() []string {
+// ProxyEnv are the variables that point a command at the relay. NO_PROXY
+// names loopback (the session's own) unless env sets it already, as a
+// session allowed a host loopback port does (those names go to the proxy).
+func ProxyEnv(env []string) []string {
 	u := "http://127.0.0.1:" + strconv.Itoa(ProxyPort)
 	none := "localhost,127.0.0.1,::1"
-	return []string{"HTTPS_PROXY=" + u, "HTTP_PROXY=" + u, "https_proxy=" + u, "http_proxy=" + u,
-		"NO_PROXY=" + none, "no_proxy=" + none}
+	out := []string{"HTTPS_PROXY=" + u, "HTTP_PROXY=" + u, "https_proxy=" + u, "http_proxy=" + u}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "NO_PROXY=") {
+			return out
+		}
+	}
+	return append(out, "NO_PROXY="+none, "no_proxy="+none)
 }
 
 // ServeEgressMain is `mosaic egress --session NAME --socket PATH [--allow

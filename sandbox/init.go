@@ -116,7 +116,7 @@ func Init(args []string) int {
 			return ExitSandboxRefused
 		}
 		go Relay(l, EgressSocketInside)
-		env = append(env, ProxyEnv()...)
+		env = append(env, ProxyEnv(env)...)
 	}
 	command := fs.Args()
 	path, err := lookPath(command[0], env)

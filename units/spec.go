@@ -159,6 +159,9 @@ type Spec struct {
 	// resolve to); EgressDir holds the proxy's socket.
 	Allow     []string
 	EgressDir string
+	// Notes are lines for the caller about how the request was read (a
+	// custom endpoint's host allowed).
+	Notes []string
 	// Scope makes the session a scope: mosaic starts the exec shim itself
 	// and systemd only adopts it (no unit sandbox; bwrap's is the whole).
 	Scope bool

@@ -119,6 +119,9 @@ func printStatus(w io.Writer, s manager.Session) {
 		}
 		fmt.Fprintf(w, "profile:   %s; credentials: %s\n", s.Profile, creds)
 	}
+	if len(s.Environment) > 0 {
+		fmt.Fprintf(w, "environment (not secret): %s\n", strings.Join(s.Environment, " "))
+	}
 	switch s.Network {
 	case "none":
 		fmt.Fprintln(w, "network:   none: loopback only (no route out, no host loopback service, no host abstract socket)")

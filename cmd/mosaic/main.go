@@ -61,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ExitErrHandler:            func(*cli.Context, error) {},
 		OnUsageError:              usageError,
 		Commands: []*cli.Command{
-			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), logsCommand(out), rmCommand(out), gcCommand(out), profilesCommand(out), doctorCommand(out), busCommand(out),
+			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), logsCommand(out), rmCommand(out), gcCommand(out), profilesCommand(out), loginCommand(out), homeCommand(out), doctorCommand(out), busCommand(out),
 		},
 		CommandNotFound: func(c *cli.Context, name string) {
 			out.code = out.fail(errcode.Usage.New("unknown command %q: see `mosaic --help`", name))

@@ -23,7 +23,7 @@ var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print one JSON document (erro
 
 // sessionFlags are the flags that describe a session, shared by start and run.
 func sessionFlags() []cli.Flag {
-	return append(append([]cli.Flag{
+	return append(append(append([]cli.Flag{
 		&cli.StringFlag{Name: "name", Usage: "session name: 1-63 of a-z 0-9 -, unit mosaic-NAME.service (default: from the command)"},
 		&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the directory the session may change (default: the current directory)"},
 		&cli.StringSliceFlag{Name: "ro", Usage: "also show `PATH` read-only (repeatable)"},
@@ -37,7 +37,7 @@ func sessionFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also let the session reach `HOST[:PORT]` (port 443 unless given; repeatable)"},
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
 		jsonFlag,
-	)
+	), agentFlags()...)
 }
 
 // requestFrom reads a session request from the flags and arguments.
@@ -55,6 +55,10 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 		MayLaunch:   c.Bool("may-launch"),
 		Network:     c.String("network"),
 		AllowHosts:  c.StringSlice("allow-host"),
+		SetEnv:      c.StringSlice("env"),
+		PassEnv:     c.StringSlice("pass-env"),
+		CAFile:      c.String("ca-file"),
+		SignIn:      c.Bool("sign-in"),
 	}
 	if c.IsSet("name") && req.Name == "" {
 		return req, errcode.BadName.New("--name is empty: give a name or leave the flag out")
@@ -119,6 +123,7 @@ func startCommand(out *output) *cli.Command {
 				return err
 			}
 			defer m.Close()
+			out.notes(spec.Notes)
 			s, err := m.Start(ctx, spec, secrets)
 			if err != nil {
 				return err
@@ -166,6 +171,7 @@ func runCommand(out *output) *cli.Command {
 				return err
 			}
 			defer m.Close()
+			out.notes(spec.Notes)
 			stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
 			var term *terminal
 			if req.TTY {

@@ -34,6 +34,7 @@ type Record struct {
 	MayLaunch   bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
 	Network     string         `json:"network,omitempty"`
 	AllowHosts  []string       `json:"allow_hosts,omitempty"`
+	Environment []string       `json:"environment,omitempty"` // non-secret NAME=VALUE the session was given
 }
 
 const (
