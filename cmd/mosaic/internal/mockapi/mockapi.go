@@ -37,6 +37,8 @@ type Request struct {
 	// ("x-api-key", "authorization"), empty if none.
 	Key, KeyHeader string
 	UserAgent      string
+	Tools          []string // the names of the tools the request offered
+	Encoding       string   // Content-Encoding of the body, if any
 	// Reply is what the mock did: "answer", "tool:NAME", "done", or "404".
 	Reply string
 }
@@ -92,7 +94,7 @@ var (
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 16<<20))
-	rec := Request{Method: r.Method, Path: r.URL.Path, Proto: r.Proto, Host: r.Host, UserAgent: r.UserAgent()}
+	rec := Request{Method: r.Method, Path: r.URL.Path, Proto: r.Proto, Host: r.Host, UserAgent: r.UserAgent(), Encoding: r.Header.Get("Content-Encoding")}
 	if k := r.Header.Get("x-api-key"); k != "" {
 		rec.Key, rec.KeyHeader = k, "x-api-key"
 	} else if k := r.Header.Get("Authorization"); k != "" {
@@ -109,6 +111,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Tools  []json.RawMessage `json:"tools"`
 	}
 	_ = json.Unmarshal(body, &req)
+	rec.Tools = toolNames(req.Tools)
 	if req.Model == "" {
 		req.Model = "mock-model"
 	}
@@ -365,4 +368,30 @@ func newCert(names []string) ([]byte, tls.Certificate, error) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 		tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}, nil
+}
+
+// toolNames lists the names of the tools offered, in any API's shape.
+func toolNames(tools []json.RawMessage) []string {
+	var names []string
+	for _, raw := range tools {
+		var t struct {
+			Name     string `json:"name"`
+			Type     string `json:"type"`
+			Function *struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(raw, &t) != nil {
+			continue
+		}
+		switch {
+		case t.Function != nil:
+			names = append(names, t.Function.Name)
+		case t.Name != "":
+			names = append(names, t.Name)
+		default:
+			names = append(names, t.Type)
+		}
+	}
+	return names
 }
