@@ -44,8 +44,8 @@ test)
 	exec unshare --net -- bash -c '
 		ip link set lo up
 		export GOPROXY=off GOFLAGS=-mod=mod MOSAIC_AGENTS_CACHE="$1"
-		exec "$2/contrib/with-user-manager.sh" go test -count=1 -timeout 20m -run "^TestAgents" -v ./cmd/mosaic/
-	' bash "$cache" "$here"
+		exec "$2/contrib/with-user-manager.sh" go test -count=1 -timeout 20m -run "$3" -v ./cmd/mosaic/
+	' bash "$cache" "$here" "${MOSAIC_AGENTS_RUN:-^TestAgents}"
 	;;
 *) echo "usage: contrib/agents.sh install|test" >&2; exit 2 ;;
 esac

@@ -194,7 +194,7 @@ func TestAgents(t *testing.T) {
 			for rel, content := range ac.files {
 				p := filepath.Join(home, rel)
 				os.MkdirAll(filepath.Dir(p), 0o700)
-				if err := os.WriteFile(p, []byte(fmt.Sprintf(content, mock.URL)), 0o600); err != nil {
+				if err := os.WriteFile(p, []byte(strings.ReplaceAll(content, "%s", mock.URL)), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -205,7 +205,7 @@ func TestAgents(t *testing.T) {
 			}
 			args := []string{"run", "--pty=false", "--name", name, "-w", ws, "--env-file", keyFile, "--ca-file", ca}
 			for _, e := range ac.env {
-				args = append(args, "--env", fmt.Sprintf(e, mock.URL))
+				args = append(args, "--env", strings.ReplaceAll(e, "%s", mock.URL))
 			}
 			if ac.allowLocal {
 				args = append(args, "--allow-host", "localhost:"+port)
