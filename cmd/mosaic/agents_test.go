@@ -44,8 +44,8 @@ var agentCases = []agentCase{
 		bin: "claude", profile: "claude-code", keyVar: "ANTHROPIC_API_KEY",
 		env: []string{"ANTHROPIC_BASE_URL=%s"},
 		// Claude Code's own sandbox (bwrap) for Bash, without a prompt.
-		files: map[string]string{".claude/settings.json": `{"sandbox":{"enabled":true,"autoAllowBashIfSandboxed":true}}`},
-		ask:   func(p string) []string { return []string{"-p", "--", p} },
+		files:  map[string]string{".claude/settings.json": `{"sandbox":{"enabled":true,"autoAllowBashIfSandboxed":true}}`},
+		ask:    func(p string) []string { return []string{"-p", "--", p} },
 		nested: true,
 	},
 	{
