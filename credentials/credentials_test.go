@@ -357,3 +357,19 @@ func TestSessionFile(t *testing.T) {
 		}
 	}
 }
+
+// A user profile for a built-in's binary wins over the built-in, whatever
+// the names' order (issue 16: it used to depend on the alphabet).
+func TestUserProfileForBinaryWins(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "zz-my-claude.conf"), []byte("[Profile]\nBinary=claude\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "aa-other.conf"), []byte("[Profile]\nBinary=other\n"), 0o600)
+	p, err := ProfileFor(dir, []string{"/usr/local/bin/claude"})
+	if err != nil || p.Name != "zz-my-claude" {
+		t.Errorf("ProfileFor(claude) = %s, %v; want the user's zz-my-claude", p.Name, err)
+	}
+	p, _ = ProfileFor(t.TempDir(), []string{"claude"})
+	if p.Name != "claude-code" {
+		t.Errorf("without a user profile: %s", p.Name)
+	}
+}

@@ -193,8 +193,10 @@ func FindProfile(dir, name string) (Profile, error) {
 	return Profile{}, errcode.UnknownProfile.New("there is no profile %q: use one of %s (see `mosaic profiles`)", name, strings.Join(names, ", "))
 }
 
-// ProfileFor picks the profile of a command when none was named: the
-// built-in whose binary the command runs, else generic.
+// ProfileFor picks the profile of a command when none was named: the one
+// whose binary the command runs, a user's before a built-in (so a profile
+// of yours with Binary=claude wins over claude-code, whatever the names),
+// else generic.
 func ProfileFor(dir string, command []string) (Profile, error) {
 	if len(command) > 0 {
 		base := filepath.Base(command[0])
@@ -202,9 +204,11 @@ func ProfileFor(dir string, command []string) (Profile, error) {
 		if err != nil {
 			return Profile{}, err
 		}
-		for _, p := range all {
-			if p.Binary != "" && p.Binary == base {
-				return p, nil
+		for _, builtIn := range []bool{false, true} {
+			for _, p := range all {
+				if p.Binary != "" && p.Binary == base && (p.Source == "built-in") == builtIn {
+					return p, nil
+				}
 			}
 		}
 	}

@@ -219,7 +219,7 @@ func profilesCommand(out *output) *cli.Command {
 			}
 			out.result(list, func(w io.Writer) {
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tBINARY\tNETWORK\tCREDENTIALS (one set of)\tSOURCE")
+				fmt.Fprintln(tw, "NAME\tBINARY\tTESTED\tNETWORK\tCREDENTIALS (one set of)\tSOURCE")
 				for _, p := range list {
 					sets := make([]string, len(p.CredentialSets))
 					for i, s := range p.CredentialSets {
@@ -237,7 +237,11 @@ func profilesCommand(out *output) *cli.Command {
 					if network == "allow" {
 						network = fmt.Sprintf("allow (%d hosts)", len(p.AllowHosts))
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, bin, network, cred, p.Source)
+					tested := p.Tested
+					if tested == "" {
+						tested = "-"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, bin, tested, network, cred, p.Source)
 				}
 				tw.Flush()
 			})
