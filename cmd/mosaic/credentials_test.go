@@ -46,7 +46,8 @@ func TestSessionEnvironmentIsExact(t *testing.T) {
 	lines := strings.Split(r.stdout, "\n")
 	got := strings.Fields(lines[0])
 	// claude-code's network is allow: the init points the command at its relay.
-	want := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "HOME", "LANG", "LOGNAME", "MOSAIC_SESSION", "PATH", "PWD", "TERM", "TMPDIR", "USER",
+	// And the profile's switches for non-essential traffic (plain variables).
+	want := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER", "HOME", "LANG", "LOGNAME", "MOSAIC_SESSION", "PATH", "PWD", "TERM", "TMPDIR", "USER",
 		"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy"}
 	sort.Strings(want)
 	if strings.Join(got, " ") != strings.Join(want, " ") {
