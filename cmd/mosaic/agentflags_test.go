@@ -118,3 +118,27 @@ func TestHostLoopbackPort(t *testing.T) {
 		t.Errorf("a port not allowed: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestLogin: mosaic login PROFILE runs the agent's sign-in without a key, on
+// the profile's network, in a named session whose home keeps what it wrote.
+func TestLogin(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	bin := workspace(t)
+	os.WriteFile(filepath.Join(bin, "codex"), []byte("#!/bin/sh\necho \"signed in: $*\" > \"$HOME/.fake-login\"; echo \"$*\"\n"), 0o700)
+	env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "OPENAI_API_KEY=", "CODEX_API_KEY="}
+	name := sessionName(t)
+	r := mosaicWith(t, env, "", "login", "codex", "--name", name, "--pty=false", "-w", workspace(t))
+	// The profile's switches come first: codex -c ... login.
+	if r.code != 0 || !strings.HasSuffix(r.stdout, " login\n") || !strings.Contains(r.stdout, "-c features.plugins=false") {
+		t.Fatalf("mosaic login codex: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	st := decode[struct{ Network, Profile string }](t, mustMosaic(t, "status", "--json", name).stdout)
+	if st.Network != "allow" || st.Profile != "codex" {
+		t.Errorf("the sign-in session: %+v, want the codex profile's network", st)
+	}
+	home := strings.TrimSpace(mustMosaic(t, "home", name).stdout)
+	if b, err := os.ReadFile(filepath.Join(home, ".fake-login")); err != nil || !strings.HasSuffix(string(b), " login\n") {
+		t.Errorf("the login kept in the session's home: %q %v", b, err)
+	}
+}

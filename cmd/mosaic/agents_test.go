@@ -213,6 +213,7 @@ func TestAgents(t *testing.T) {
 			before := len(mock.Requests())
 
 			// An answer printed.
+			t0 := time.Now()
 			r = mosaicTimed(t, 3*time.Minute, append(append(append([]string{}, args...), "--", bin), ac.ask("say hi")...)...)
 			if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "MOCK-ANSWER") {
 				t.Fatalf("%s: exit %d, want MOCK-ANSWER\nstdout: %s\nstderr: %s", ac.bin, r.code, r.stdout, r.stderr)
@@ -221,14 +222,17 @@ func TestAgents(t *testing.T) {
 				t.Errorf("%s: no line saying the endpoint's host is allowed:\n%s", ac.bin, r.stderr)
 			}
 
+			answered := time.Since(t0)
 			settled(t, name)
 			// A tool call that writes a file in the workspace, and tries HOME.
+			t1 := time.Now()
 			out := "out-" + ac.bin + ".txt"
 			prompt := "MOCKRUN[echo " + ac.bin + "-wrote > " + out + "; touch $HOME/nested-probe && echo home-writable >> " + out + " || echo home-denied >> " + out + "]"
 			r = mosaicTimed(t, 3*time.Minute, append(append(append([]string{}, args...), "--", bin), ac.ask(prompt)...)...)
 			if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "MOCK-DONE") {
 				t.Fatalf("%s tool call: exit %d, want MOCK-DONE\nstdout: %s\nstderr: %s", ac.bin, r.code, r.stdout, r.stderr)
 			}
+			toolRun := time.Since(t1)
 			b, err := os.ReadFile(filepath.Join(ws, out))
 			if err != nil || !strings.Contains(string(b), ac.bin+"-wrote") {
 				t.Fatalf("%s: the tool's file in the workspace: %q %v\nstdout: %s\nstderr: %s", ac.bin, b, err, r.stdout, r.stderr)
@@ -270,7 +274,8 @@ func TestAgents(t *testing.T) {
 					t.Errorf("%s: the egress proxy refused a request (a switch for non-essential traffic is missing?): %s", ac.bin, line)
 				}
 			}
-			t.Logf("%s %s: %d requests (%s ...), nested sandbox: %s", pv[0], pv[1], len(reqs), reqs[0].Path, want)
+			t.Logf("%s %s: %d requests (%s ...), nested sandbox: %s; answer in %v, tool call in %v",
+				pv[0], pv[1], len(reqs), reqs[0].Path, want, answered.Round(time.Millisecond), toolRun.Round(time.Millisecond))
 		})
 	}
 }
