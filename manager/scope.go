@@ -83,6 +83,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, errcode.StartFailed.New("session %s did not start: its exec shim died before it could run", spec.Name)
 	}
 	undo = nil // the session ran: what it made is its own now
+	started(ctx)
 
 	stopping, waitErr := m.relayUntilExit(ctx, unit, sh, signals)
 	mark(ctx, "session ended")
@@ -236,7 +237,9 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, stopping bool, wai
 
 // scopeEnv is the exec shim's environment for a scope: what a unit would
 // have had (the spec's variables, the caller's PATH and identity) and the
-// secrets. The init passes on only its allowlist and the named credentials.
+// secrets. The shim, as a service's, hands bwrap only what
+// sandbox.InitEnv keeps, and the init passes on only its allowlist and the
+// named credentials.
 func scopeEnv(spec units.Spec, secrets []credentials.Var) []string {
 	env := append([]string{}, spec.Env...)
 	for _, name := range []string{"PATH", "USER", "LOGNAME"} {
