@@ -38,12 +38,12 @@ install) install ;;
 test)
 	install
 	[ "$(id -u)" = 0 ] || { echo "agents: the test needs root (it boots contrib/rig.sh in a network namespace of its own)" >&2; exit 1; }
-	# Build what the test needs while the module proxy is reachable: the rig
-	# user's module cache is filled by a first run with the network.
-	MOSAIC_RIG_USER=${MOSAIC_RIG_USER:-mosaic-rig} "$here/contrib/with-user-manager.sh" go mod download
+	# Fetch the modules while the module proxy is reachable; the rig reads
+	# them from this cache.
+	(cd "$here" && go mod download)
 	exec unshare --net -- bash -c '
 		ip link set lo up
-		export GOPROXY=off GOFLAGS=-mod=mod MOSAIC_AGENTS_CACHE="$1"
+		export GOPROXY=off MOSAIC_AGENTS_CACHE="$1"
 		exec "$2/contrib/with-user-manager.sh" go test -count=1 -timeout 20m -run "$3" -v ./cmd/mosaic/
 	' bash "$cache" "$here" "${MOSAIC_AGENTS_RUN:-^TestAgents}"
 	;;
