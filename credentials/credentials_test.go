@@ -261,7 +261,8 @@ func TestPlainEnvironment(t *testing.T) {
 		t.Errorf("allow %v notes %v: want the endpoint's host, said", g.Allow, g.Notes)
 	}
 	if want := []string{"-c", "analytics.enabled=false", "-c", "features.plugins=false", "-c", "check_for_update_on_startup=false",
-		"-c", "openai_base_url=http://localhost:11434/v1"}; !slices.Equal(g.Args, want) {
+		"-c", `model_providers.mosaic={name="mosaic",base_url="http://localhost:11434/v1",env_key="CODEX_API_KEY",wire_api="responses",supports_websockets=false}`,
+		"-c", "model_provider=mosaic"}; !slices.Equal(g.Args, want) {
 		t.Errorf("args %q, want %q", g.Args, want)
 	}
 	g, _ = Resolve(Request{Profile: "codex", ProfileDir: dir, Command: []string{"bash"}, LookupEnv: env(map[string]string{"CODEX_API_KEY": "k"})})

@@ -125,6 +125,9 @@ func (g *Grant) plain(req Request, lookup func(string) (string, bool), secret ma
 // EndpointHost reads an API's base URL and returns the --allow-host entry
 // that reaches it: host:port, the port from the scheme unless given.
 func EndpointHost(raw string) (string, error) {
+	if strings.ContainsAny(raw, "\"\\ \t'") {
+		return "", fmt.Errorf("a URL has no quotes, backslashes or spaces")
+	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return "", fmt.Errorf("not an http(s) URL with a host (e.g. https://gateway.example.com/v1)")

@@ -130,10 +130,14 @@ var builtins = []Profile{
 		// (ab.chatgpt.com), curated plugins (chatgpt.com, github.com,
 		// api.github.com) and the update check (api.github.com).
 		Args: []string{"-c", "analytics.enabled=false", "-c", "features.plugins=false", "-c", "check_for_update_on_startup=false"},
-		// Codex 0.171 ignores OPENAI_BASE_URL; -c openai_base_url is what it reads.
-		Endpoints:    []string{"OPENAI_BASE_URL"},
-		EndpointArgs: map[string][]string{"OPENAI_BASE_URL": {"-c", "openai_base_url=%s"}},
-		Network:      "allow", AllowHosts: hostsOf(codexHosts), HostReasons: codexHosts,
+		// Codex 0.171 ignores OPENAI_BASE_URL. A provider of its own, given
+		// with -c, reads the key from CODEX_API_KEY and speaks HTTPS at once
+		// (-c openai_base_url= also works, but first tries a WebSocket 7 times).
+		Endpoints: []string{"OPENAI_BASE_URL"},
+		EndpointArgs: map[string][]string{"OPENAI_BASE_URL": {"-c",
+			`model_providers.mosaic={name="mosaic",base_url="%s",env_key="CODEX_API_KEY",wire_api="responses",supports_websockets=false}`,
+			"-c", "model_provider=mosaic"}},
+		Network: "allow", AllowHosts: hostsOf(codexHosts), HostReasons: codexHosts,
 	},
 	{
 		Name: "pi", Description: "the pi coding agent", Binary: "pi", Tested: "0.73.x (0.73.1)",

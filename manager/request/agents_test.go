@@ -37,7 +37,7 @@ func TestPrepareAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(spec.Command, " "); !strings.HasPrefix(got, "codex -c analytics.enabled=false") || !strings.HasSuffix(got, "-c openai_base_url=https://gw.example.com/v1 exec hi") {
+	if got := strings.Join(spec.Command, " "); !strings.HasPrefix(got, "codex -c analytics.enabled=false") || !strings.HasSuffix(got, `base_url="https://gw.example.com/v1",env_key="CODEX_API_KEY",wire_api="responses",supports_websockets=false} -c model_provider=mosaic exec hi`) {
 		t.Errorf("codex's command: %s", got)
 	}
 	if !slices.Contains(spec.Allow, "gw.example.com:443") || len(spec.Notes) != 1 {
