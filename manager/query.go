@@ -71,7 +71,8 @@ type Session struct {
 	Injected map[string][]string `json:"credentials_injected,omitempty"`
 	// Problem says what is wrong with a session mosaic cannot fully read
 	// (a damaged record); rm removes it.
-	Problem string `json:"problem,omitempty"`
+	Problem     string   `json:"problem,omitempty"`
+	Environment []string `json:"environment,omitempty"` // non-secret NAME=VALUE (profile, --env, --pass-env)
 }
 
 // Running reports whether the session's unit is up, on its way up, or on

@@ -33,6 +33,7 @@ func describe(r records.Record, s *Session) {
 	if s.Sandbox == "" {
 		s.Sandbox = sandbox.ModeBwrap
 	}
+	s.Environment = r.Environment
 	if s.Network == "" {
 		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
 	}
@@ -64,7 +65,8 @@ func recordOf(s units.Spec) records.Record {
 	}
 	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: binds, Sandbox: s.Sandbox,
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
-		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow, Injected: injected(s), HostExecWritable: s.AllowWriteHostExec}
+		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow, Injected: injected(s), HostExecWritable: s.AllowWriteHostExec,
+		Environment: s.Env}
 }
 
 // injected maps each credential the egress proxy injects to its hosts.

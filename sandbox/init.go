@@ -147,7 +147,7 @@ func Init(args []string) int {
 			return ExitSandboxRefused
 		}
 		go egress.Relay(l, *egressSocket)
-		env = append(env, ProxyEnv()...)
+		env = append(env, ProxyEnv(env)...)
 	}
 	if err := InstallSyscallFilter(seccompAllow); err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)

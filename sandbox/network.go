@@ -1,6 +1,9 @@
 package sandbox
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // A session's network is one of three modes. In none and allow it has a
 // network namespace of its own with only loopback: no route anywhere, none
@@ -25,10 +28,17 @@ func ValidNetwork(mode string) bool {
 	return mode == NetworkNone || mode == NetworkAllow || mode == NetworkHost
 }
 
-// ProxyEnv are the variables that point a command at the relay.
-func ProxyEnv() []string {
+// ProxyEnv are the variables that point a command at the relay. NO_PROXY
+// names loopback (the session's own) unless env sets it already, as a
+// session allowed a host loopback port does (those names go to the proxy).
+func ProxyEnv(env []string) []string {
 	u := "http://127.0.0.1:" + strconv.Itoa(ProxyPort)
 	none := "localhost,127.0.0.1,::1"
-	return []string{"HTTPS_PROXY=" + u, "HTTP_PROXY=" + u, "https_proxy=" + u, "http_proxy=" + u,
-		"NO_PROXY=" + none, "no_proxy=" + none}
+	out := []string{"HTTPS_PROXY=" + u, "HTTP_PROXY=" + u, "https_proxy=" + u, "http_proxy=" + u}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "NO_PROXY=") {
+			return out
+		}
+	}
+	return append(out, "NO_PROXY="+none, "no_proxy="+none)
 }

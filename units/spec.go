@@ -182,7 +182,8 @@ type Spec struct {
 	Inject               []egress.Rule
 	EgressCredentialFile string
 	// Notes are what mosaic start says about the session besides its
-	// name: how a credential travels when it cannot be injected.
+	// name: how a credential travels when it cannot be injected, a custom
+	// endpoint's host allowed.
 	Notes []string
 	// Scope makes the session a scope: mosaic starts the exec shim itself
 	// and systemd only adopts it (no unit sandbox; bwrap's is the whole).

@@ -47,8 +47,9 @@ func TestSessionEnvironmentIsExact(t *testing.T) {
 	got := strings.Fields(lines[0])
 	// claude-code's network is allow: the init points the command at its relay.
 	// Its key is injected by the egress proxy: the session trusts the
-	// proxy's CA and holds a placeholder.
-	want := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "HOME", "LANG", "LOGNAME", "MOSAIC_SESSION", "PATH", "PWD", "TERM", "TMPDIR", "USER",
+	// proxy's CA and holds a placeholder. And the profile's switches for
+	// non-essential traffic (plain variables).
+	want := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER", "HOME", "LANG", "LOGNAME", "MOSAIC_SESSION", "PATH", "PWD", "TERM", "TMPDIR", "USER",
 		"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy",
 		"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "CODEX_CA_CERTIFICATE"}
 	sort.Strings(want)

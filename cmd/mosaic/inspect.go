@@ -155,6 +155,9 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 			}
 		}
 	}
+	if len(s.Environment) > 0 {
+		fmt.Fprintf(w, "environment (not secret): %s\n", strings.Join(s.Environment, " "))
+	}
 	switch s.Network {
 	case "none":
 		fmt.Fprintln(w, "network:   none: loopback only (no route out, no host loopback service, no host abstract socket)")
@@ -300,7 +303,7 @@ func profilesCommand(out *output) *cli.Command {
 				var b strings.Builder
 				defer func() { io.WriteString(w, cutLines(b.String(), fitWidth(out, c.Bool("full")))) }()
 				tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tBINARY\tNETWORK\tSOURCE\tCREDENTIALS (one set of)")
+				fmt.Fprintln(tw, "NAME\tBINARY\tTESTED\tNETWORK\tSOURCE\tCREDENTIALS (one set of)")
 				for _, p := range list {
 					sets := make([]string, len(p.CredentialSets))
 					for i, s := range p.CredentialSets {
@@ -318,7 +321,11 @@ func profilesCommand(out *output) *cli.Command {
 					if network == "allow" {
 						network = fmt.Sprintf("allow (%d hosts)", len(p.AllowHosts))
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, bin, network, p.Source, cred)
+					tested := p.Tested
+					if tested == "" {
+						tested = "-"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, bin, tested, network, p.Source, cred)
 				}
 				tw.Flush()
 			})

@@ -48,7 +48,8 @@ type Record struct {
 	SeccompAllow []string `json:"seccomp_allow,omitempty"`
 	// HostExecWritable: started with --allow-write-host-exec, the
 	// workspace's host-executed entries are writable.
-	HostExecWritable bool `json:"host_exec_writable,omitempty"`
+	HostExecWritable bool     `json:"host_exec_writable,omitempty"`
+	Environment      []string `json:"environment,omitempty"` // non-secret NAME=VALUE the session was given
 }
 
 const (

@@ -43,6 +43,10 @@ type Request struct {
 	MayLaunch   bool     // the session may ask the bus to launch others
 	Network     string   // none, allow or host; empty: the profile's
 	AllowHosts  []string // --allow-host, added to the profile's list
+	SetEnv      []string // --env NAME=VALUE: non-secret variables
+	PassEnv     []string // --pass-env NAME: non-secret, from the caller's environment
+	CAFile      string   // --ca-file: a CA the agents trust besides the system's
+	SignIn      bool     // --sign-in: no credential needed, the agent signs in inside
 	Sandbox     string   // bwrap or landlock; empty: the profile's, else bwrap
 	// AllowWriteHostExec leaves the workspace's host-executed entries
 	// (.git/config, .git/hooks, ...: sandbox.HostExecEntries) writable.
@@ -159,6 +163,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	grant, err := credentials.Resolve(credentials.Request{
 		Profile: req.Profile, Credentials: req.Credentials, EnvFiles: req.EnvFiles,
 		ProfileDir: credentials.ProfileDir(p.Home), Command: req.Command,
+		Env: req.SetEnv, PassEnv: req.PassEnv, SignIn: req.SignIn,
 	})
 	if err != nil {
 		return units.Spec{}, none, err
@@ -180,9 +185,22 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err := sandbox.CheckSeccompAllow(grant.Profile.SeccompAllow); err != nil {
 		return units.Spec{}, none, errcode.BadProfile.New("profile %s: %v", grant.Profile.Source, err)
 	}
-	network, allow, err := networkOf(req, grant.Profile)
+	ca, caEnv, err := caFile(req.CAFile, deny)
 	if err != nil {
 		return units.Spec{}, none, err
+	}
+	if ca != nil {
+		ro = append(ro, *ca)
+		grant.PassEnv = append(grant.PassEnv, caEnv...)
+	}
+	network, allow, err := networkOf(req, grant.Profile, grant.Allow)
+	if err != nil {
+		return units.Spec{}, none, err
+	}
+	if egress.HasLocal(allow) && !hasVar(grant.PassEnv, "NO_PROXY") {
+		// The host's loopback port is reached through the proxy: the
+		// agents must not take localhost for their own.
+		grant.PassEnv = append(grant.PassEnv, "NO_PROXY=", "no_proxy=")
 	}
 	mode, err := sandboxOf(req, grant.Profile)
 	if err != nil {
@@ -199,6 +217,21 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		return units.Spec{}, none, errcode.BadCommand.New("the command %s is a directory (%s), not a program: name the program to run after --", req.Command[0], dir)
 	}
 	command, binary := resolveCommand(req.Command, real)
+	if len(grant.Args) > 0 {
+		command = append(append([]string{command[0]}, grant.Args...), command[1:]...)
+	}
+	if binary != "" {
+		more, dirs := perUserInstall(binary)
+		// Checked and pinned by identity like every other bind.
+		moreRO, err := checkExtra("ro", more, deny)
+		if err != nil {
+			return units.Spec{}, none, err
+		}
+		ro = append(ro, moreRO...)
+		if len(dirs) > 0 {
+			grant.PassEnv = append(grant.PassEnv, "PATH="+strings.Join(dirs, ":")+":"+sandbox.DefaultPath)
+		}
+	}
 	var pass []string
 	for _, kv := range grant.PassEnv {
 		n, _, _ := strings.Cut(kv, "=")
@@ -232,6 +265,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		Network:     network,
 		Allow:       allow,
 		EgressDir:   p.EgressDir(name),
+		Notes:       grant.Notes,
 		Sandbox:     mode,
 	}
 	if mode == sandbox.ModeLandlock {
@@ -273,7 +307,7 @@ func limitsOf(req Request, profile credentials.Profile, p Paths) (session, slice
 // networkOf decides the session's network: --network, else the profile's
 // (--allow-host alone turns none into allow); the allowlist is the
 // profile's plus --allow-host, checked and normalized.
-func networkOf(req Request, profile credentials.Profile) (string, []string, error) {
+func networkOf(req Request, profile credentials.Profile, endpoints []string) (string, []string, error) {
 	network := req.Network
 	if network != "" && !sandbox.ValidNetwork(network) {
 		return "", nil, errcode.BadNetwork.New("--network %s: use none (loopback only), allow (through the egress proxy to --allow-host names) or host (not confined)", network)
@@ -307,6 +341,12 @@ func networkOf(req Request, profile credentials.Profile) (string, []string, erro
 		}
 		if _, err := egress.ParseAllow([]string{h}); err != nil {
 			return "", nil, errcode.BadAllowHost.New("--allow-host %v", err)
+		}
+		entries = append(entries, h)
+	}
+	for _, h := range endpoints { // a custom base URL's host
+		if _, err := egress.ParseAllow([]string{h}); err != nil {
+			return "", nil, errcode.BadEnv.New("the endpoint %v", err)
 		}
 		entries = append(entries, h)
 	}

@@ -15,14 +15,22 @@ import (
 type Allow struct {
 	Hosts map[string]bool // "name:port"
 	Addrs []netip.Prefix  // explicitly allowed special addresses
+	Local map[int]bool    // ports of the host's loopback (local.go)
 }
 
 // ParseAllow reads --allow-host entries: HOST[:PORT] (port 443 unless
 // given) for a name, or an IP address or prefix that allowed names may
 // resolve to although it is private, loopback or link-local.
 func ParseAllow(entries []string) (Allow, error) {
-	a := Allow{Hosts: map[string]bool{}}
+	a := Allow{Hosts: map[string]bool{}, Local: map[int]bool{}}
 	for _, e := range entries {
+		if port, ok, err := parseLocal(e); ok {
+			if err != nil {
+				return Allow{}, err
+			}
+			a.Local[port] = true
+			continue
+		}
 		if p, err := netip.ParsePrefix(e); err == nil {
 			a.Addrs = append(a.Addrs, p.Masked())
 			continue
@@ -92,6 +100,7 @@ func (a Allow) Strings() []string {
 			out = append(out, p.String())
 		}
 	}
+	out = append(out, a.localStrings()...)
 	sort.Strings(out)
 	return out
 }

@@ -158,22 +158,31 @@ func (e *Egress) handle(c net.Conn) {
 	}
 	lr.N = math.MaxInt64
 	_ = c.SetReadDeadline(time.Time{})
+	if req.Method != http.MethodConnect && e.relayPlain(c, req) {
+		return // plain HTTP to an allowed port of the host's loopback (local.go)
+	}
 	if req.Method != http.MethodConnect {
-		e.logf("refused %s %s: plain HTTP is not relayed, only CONNECT (HTTPS)", req.Method, printable(req.URL.Redacted()))
-		refuse(c, http.StatusForbidden, "mosaic egress: plain HTTP is refused; use HTTPS (CONNECT)")
+		e.logf("refused %s %s: plain HTTP is not relayed, only CONNECT (HTTPS)", printable(req.Method), printable(req.URL.Redacted()))
+		refuse(c, http.StatusForbidden, "mosaic egress: plain HTTP is refused (but to a host loopback port allowed with --allow-host localhost:PORT); use HTTPS (CONNECT)")
 		return
 	}
 	target := printable(req.Host)
-	hp, why := e.check(req.Host)
-	if why == "" && e.Inject.covers(hp) {
-		e.intercept(c, br, hp)
-		return
-	}
 	var remote net.Conn
-	if why == "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		remote, why = e.dial(ctx, hp)
-		cancel()
+	var why string
+	if port, ok := e.localTarget(req.Host); ok {
+		remote, why = e.dialLocal(port)
+	} else {
+		var hp string
+		hp, why = e.check(req.Host)
+		if why == "" && e.Inject.covers(hp) {
+			e.intercept(c, br, hp)
+			return
+		}
+		if why == "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			remote, why = e.dial(ctx, hp)
+			cancel()
+		}
 	}
 	if remote == nil {
 		e.logf("refused CONNECT %s: %s", target, why)
