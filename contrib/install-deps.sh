@@ -4,8 +4,8 @@
 # systemd's binaries (for the rig's private user manager and journald),
 # util-linux (setpriv, unshare), iproute2, socat and python3 (the rig's test
 # network), debootstrap (the systemd 257 rig's Debian 13 root), npm (the real
-# agent CLIs). It changes
-# nothing when all are there; as another user it only says what is missing.
+# agent CLIs). It changes nothing when all are there; as another user it only
+# says what is missing.
 # `make demo`, `make test` and .ci/run call it.
 set -euo pipefail
 
