@@ -214,6 +214,11 @@ func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []creden
 		var proxyVars []credentials.Var
 		secrets, proxyVars = egress.Split(spec.Inject, secrets)
 		roots, err := egress.TestRoots(os.Getenv)
+		if err == nil && spec.CAFile != "" {
+			var extra []credentials.Var
+			extra, err = egress.CARoots(spec.CAFile)
+			roots = append(roots, extra...)
+		}
 		if err == nil {
 			err = credentials.WriteSessionFile(spec.EgressCredentialFile, append(proxyVars, roots...))
 		}

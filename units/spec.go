@@ -181,6 +181,9 @@ type Spec struct {
 	// values, deleted once it read them.
 	Inject               []egress.Rule
 	EgressCredentialFile string
+	// CAFile is the session's --ca-file, which the egress proxy also trusts
+	// when it opens TLS to a host it injects into.
+	CAFile string
 	// Notes are what mosaic start says about the session besides its
 	// name: how a credential travels when it cannot be injected, a custom
 	// endpoint's host allowed.

@@ -277,6 +277,9 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
 		spec.Pass = append(spec.Pass, sandbox.BusEnv)
 	}
+	if ca != nil {
+		spec.CAFile = ca.real
+	}
 	if err := planInjection(&spec, grant, p); err != nil {
 		return units.Spec{}, none, err
 	}

@@ -136,6 +136,21 @@ func injector(c Config) (*Injector, error) {
 		}
 		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: checking injection hosts against test roots (%s), not the system's\n", c.Session, UpstreamRootsVar)
 	}
+	if b64, ok := os.LookupEnv(ExtraRootsVar); ok {
+		pemData, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", ExtraRootsVar, err)
+		}
+		if roots == nil {
+			if roots, err = x509.SystemCertPool(); err != nil || roots == nil {
+				roots = x509.NewCertPool()
+			}
+		}
+		if !roots.AppendCertsFromPEM(pemData) {
+			return nil, fmt.Errorf("no certificate in the session's --ca-file (%s)", ExtraRootsVar)
+		}
+		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: checking injection hosts against the system's roots and the session's --ca-file\n", c.Session)
+	}
 	// The values stay in this process's memory, and systemd gave them to it
 	// in its initial environment, which /proc/PID/environ shows to every
 	// process of the user that may ptrace it: not dumpable, it shows them
@@ -153,6 +168,7 @@ func injector(c Config) (*Injector, error) {
 		os.Unsetenv(PlaceholderPrefix + r.Var)
 	}
 	os.Unsetenv(UpstreamRootsVar)
+	os.Unsetenv(ExtraRootsVar)
 	if err != nil {
 		return nil, err
 	}

@@ -125,6 +125,21 @@ func Placeholder(value string) string {
 	return prefix + string(b)
 }
 
+// ExtraRootsVar, in the egress unit's environment file, holds PEM
+// certificates the proxy trusts beside the system's roots for the hosts it
+// injects into: a session's --ca-file (a company gateway's CA, a local
+// model server's), which the agent trusts too.
+const ExtraRootsVar = "MOSAIC_UPSTREAM_EXTRA_ROOTS"
+
+// CARoots reads a session's --ca-file for the proxy's environment file.
+func CARoots(path string) ([]credentials.Var, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-file %s: %v", path, err)
+	}
+	return []credentials.Var{{Name: ExtraRootsVar, Value: base64.StdEncoding.EncodeToString(b)}}, nil
+}
+
 // TestRootsEnv names, in mosaic's own environment, a PEM file of
 // certificates that the egress proxy then trusts, in place of the system's
 // roots, for the hosts it injects into. Tests set it to stand a mock in for
