@@ -95,10 +95,26 @@ func dial(ctx context.Context, addr string, viaBus bool) (*dbus.Conn, error) {
 
 // subscribe asks systemd, once, to emit its signals (job ends, property
 // changes) on the bus; on the private socket it sends them anyway.
+//
+// It does not wait for the answer (a round trip in which systemd itself
+// makes two calls to dbus-daemon to track this client): systemd handles
+// one connection's calls in the order they were sent, so it has subscribed
+// this client before it handles the next call (StartTransientUnit,
+// StopUnit) whose signals the caller waits for. Its error was never acted
+// on: a failed Subscribe shows as a missing signal either way.
 func (m *Manager) subscribe(ctx context.Context) {
 	if m.viaBus {
-		m.subscribed.Do(func() { _ = m.call(ctx, "org.freedesktop.systemd1.Manager.Subscribe").Err })
+		m.subscribed.Do(func() {
+			m.send("org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager.Subscribe")
+		})
 	}
+}
+
+// send sends a method call and asks for no answer (no reply crosses the
+// bus): the message is written to the socket before send returns, so it is
+// ordered before every later call on this connection.
+func (m *Manager) send(dest string, path dbus.ObjectPath, method string, args ...any) {
+	m.bus.Object(dest, path).Go(method, dbus.FlagNoReplyExpected, nil, args...)
 }
 
 // Connect opens the connection and reads the manager's version once.
@@ -120,6 +136,9 @@ func Connect(ctx context.Context) (*Manager, error) {
 	var bus *dbus.Conn
 	var viaBus bool
 	var tried []string
+	var version *dbus.Call
+	vctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
 	for _, a := range addresses(rt) {
 		bus, viaBus = nil, a.viaBus
 		// go-systemd dials twice (calls and signals); one socket serves
@@ -127,6 +146,13 @@ func Connect(ctx context.Context) (*Manager, error) {
 		conn, err = sd.NewConnection(func() (*dbus.Conn, error) {
 			if bus == nil {
 				bus, err = dial(ctx, a.addr, a.viaBus)
+				if err == nil {
+					// Asked at once: systemd answers while go-systemd
+					// adds its match rule for job ends (a round trip
+					// of its own), instead of after it.
+					version = bus.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1").GoWithContext(vctx,
+						"org.freedesktop.DBus.Properties.Get", 0, make(chan *dbus.Call, 1), "org.freedesktop.systemd1.Manager", "Version")
+				}
 			}
 			return bus, err
 		})
@@ -140,7 +166,8 @@ func Connect(ctx context.Context) (*Manager, error) {
 	}
 	m := &Manager{conn: conn, bus: bus, viaBus: viaBus, watchers: map[dbus.ObjectPath][]*unitWatch{}}
 	var v dbus.Variant
-	if err := m.call(ctx, "org.freedesktop.DBus.Properties.Get", "org.freedesktop.systemd1.Manager", "Version").Store(&v); err != nil {
+	<-version.Done
+	if err := version.Store(&v); err != nil {
 		conn.Close()
 		return nil, errcode.NoUserManager.New("cannot read the user manager's version: %v", err)
 	}

@@ -28,7 +28,10 @@ func (m *Manager) watch(unit string) *unitWatch {
 	m.subscribe(context.Background())
 	path := unitPath(unit)
 	if m.viaBus {
-		_ = m.bus.AddMatchSignal(propertiesChanged(path)...)
+		// Not waited for (as Subscribe): dbus-daemon adds the rule before
+		// it routes this connection's next call, whose effects the watch
+		// is for. Its error was never acted on.
+		m.send("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.AddMatch", propertiesChanged(path))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -41,7 +44,7 @@ func (m *Manager) watch(unit string) *unitWatch {
 func (w *unitWatch) close() {
 	m := w.m
 	if m.viaBus {
-		_ = m.bus.RemoveMatchSignal(propertiesChanged(w.path)...)
+		m.send("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.RemoveMatch", propertiesChanged(w.path))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -57,10 +60,10 @@ func (w *unitWatch) close() {
 	}
 }
 
-// propertiesChanged is the match rule for one unit's announcements.
-func propertiesChanged(path dbus.ObjectPath) []dbus.MatchOption {
-	return []dbus.MatchOption{dbus.WithMatchObjectPath(path),
-		dbus.WithMatchInterface("org.freedesktop.DBus.Properties"), dbus.WithMatchMember("PropertiesChanged")}
+// propertiesChanged is the match rule for one unit's announcements (an
+// object path needs no quoting: it holds only [A-Za-z0-9_/]).
+func propertiesChanged(path dbus.ObjectPath) string {
+	return "type='signal',path='" + string(path) + "',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged'"
 }
 
 // snapshot returns a copy of the properties announced so far.

@@ -36,6 +36,8 @@ func main() {
 		}
 	case "render":
 		err = render(os.Args[2:])
+	case "syscall-child": // see syscallCost
+		err = syscallChild()
 	default:
 		err = fmt.Errorf("unknown verb %q: use run or render", os.Args[1])
 	}

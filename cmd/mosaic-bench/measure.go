@@ -41,8 +41,12 @@ type Report struct {
 	Concurrency []Stat             `json:"concurrency"`
 	Footprint   map[string]float64 `json:"footprint_mib"`
 	Breakdown   []Stat             `json:"run_breakdown"`
-	Ratios      []Ratio            `json:"ratios"`
-	Notes       []string           `json:"notes,omitempty"`
+	// ScopeBreakdown is MOSAIC_TRACE's steps of mosaic run --scope.
+	ScopeBreakdown []Stat `json:"scope_breakdown,omitempty"`
+	// Hardening is what each hardening step costs on its own.
+	Hardening []Stat   `json:"hardening,omitempty"`
+	Ratios    []Ratio  `json:"ratios"`
+	Notes     []string `json:"notes,omitempty"`
 }
 
 // measure runs f n times after one warm-up and summarises the durations.
