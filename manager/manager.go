@@ -165,6 +165,9 @@ func Connect(ctx context.Context) (*Manager, error) {
 		return nil, errcode.NoUserManager.New("cannot reach the systemd user manager (%s): check `systemctl --user status`; on a machine without systemd as PID 1, use contrib/rig.sh", strings.Join(tried, "; "))
 	}
 	m := &Manager{conn: conn, bus: bus, viaBus: viaBus, watchers: map[dbus.ObjectPath][]*unitWatch{}}
+	if viaBus {
+		m.send("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.RemoveMatch", goSystemdJobs) // see jobsOf
+	}
 	var v dbus.Variant
 	<-version.Done
 	if err := version.Store(&v); err != nil {

@@ -102,6 +102,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	}
 	w := m.watch(unit)
 	defer w.close()
+	defer m.jobsOf(unit)()
 	done := make(chan string, 1)
 	cctx, cancel := bounded(ctx)
 	_, err = m.conn.StopUnitContext(cctx, unit, "replace", done) // w subscribed

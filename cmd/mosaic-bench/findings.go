@@ -23,12 +23,22 @@ unit collected already: an error reply) and RemoveMatch, two round trips between
 exit status. After: both sent without a reply; a later start of the same name clears a leftover
 itself (claimName), and dbus-daemon drops a closed connection's rules.
 
+**Job ends fanned out to every client.** go-systemd adds, on every connection, a match rule for
+every JobRemoved of every unit; systemd broadcasts one per job, so with N mosaic processes
+starting at once each got and decoded all N job ends (N×N messages through dbus-daemon).
+Connect now removes that rule and each start or stop asks for its own unit's job end only
+(arg2='UNIT'), taken back once the job is over. Measured with strace -c on one mosaic start
+among 40 starting at once: 191 recvmsg and 1,287 syscalls before, 89 and 909 after; the CPU
+time of 60 concurrent mosaic start processes (perf stat, the CLIs only) 1.93 s before, 1.32 s
+after. A lone mosaic run: 68 recvmsg / 852 syscalls before, 52 / 762 after.
+
 **mosaic start / status.** GetUnitProcesses went out after the property reads; it is now sent in
 the same batch: one round trip less.
 
 **mosaic list.** One ListUnitsByPatterns and then, per session, Gets sent at once: 9 per service.
 A running service has no exit to read, so it now gets 6 (Result, MainPID, ExecMainStartTimestamp,
-Memory, Tasks, CPU): at 200 sessions 1,200 calls instead of 1,800.
+Memory, Tasks, CPU): at 200 sessions 1,200 calls instead of 1,800 (strace -c at 60 sessions:
+557 writes and 4,919 syscalls before, 372 and 3,440 after).
 
 **Go process starts.** A session start runs the mosaic binary three times (the CLI, the exec shim
 in the unit, the init in bwrap; a named service a fourth, its ExecStopPost). Per start (perf stat
