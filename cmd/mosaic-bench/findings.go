@@ -52,6 +52,13 @@ sessions starting at once on 2 CPUs that is most of the gap to the 1.5 s goal. N
 means a second binary beside mosaic (bound into each unit instead of mosaic), or dropping
 urfave/cli's docs (build tag urfave_cli_no_docs) for a man page written otherwise.
 
+**The one-shot rows say the same.** "systemd-run, same properties and bwrap argv" runs mosaic's
+exec shim and init inside the unit; the hand-rolled peer runs the same properties and a plain
+bwrap without them. The difference between the two rows is what the two Go starts and their
+checks cost, and it is most of the distance between mosaic run and the hand-rolled peer: mosaic
+run itself is at or below the first row (its CLI adds less than systemd-run's). On a loaded
+machine (see the load average above) the Go starts stretch most, since each wants ~6 ms of CPU.
+
 **Inside the unit.** systemd's namespace setup for the service (PrivateUsers, PrivateTmp,
 ProtectSystem, TemporaryFileSystem, binds, PrivateNetwork) is shared with the hand-rolled peer;
 what mosaic adds is the shim (a Go start, the unit check: a few stats and readlinks), the init (a

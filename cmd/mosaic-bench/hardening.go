@@ -52,7 +52,7 @@ func (b *bench) hardening(r *Report) {
 			name = "a system call (getppid), under the syscall filter"
 		}
 		if ns, err := syscallCost(filtered); err == nil {
-			r.Hardening = append(r.Hardening, Stat{Name: name, Command: "mosaic-bench syscall-child", N: syscallLoops, MeanMs: ns / 1e6})
+			r.Hardening = append(r.Hardening, Stat{Name: name, Command: "mosaic-bench syscall-child", N: syscallLoops, MeanMs: ns / 1e6, MedianMs: ns / 1e6})
 		} else {
 			r.Notes = append(r.Notes, name+": not measured: "+err.Error())
 		}
