@@ -41,16 +41,21 @@ Memory, Tasks, CPU): at 200 sessions 1,200 calls instead of 1,800 (strace -c at 
 557 writes and 4,919 syscalls before, 372 and 3,440 after).
 
 **Go process starts.** A session start runs the mosaic binary three times (the CLI, the exec shim
-in the unit, the init in bwrap; a named service a fourth, its ExecStopPost). Per start (perf stat
--r 100, CPU time and page faults; not load-free, but the ratio holds): a minimal static Go binary
-1.6 ms / 189 faults; a binary of only mosaic's sandbox stages 3.1 ms / 344; the mosaic binary
-6.0 ms / 484. Every package's init runs before main chooses the stage: 1,927 allocations at
-init, of which 726 were the session-name regexp (63 nested repetitions; now a loop) and 762
-blackfriday's HTML entity table (linked through urfave/cli's man page support). So the shim and
-the init cost some 3 ms of CPU each that a small sandbox-only binary would not: with 100
-sessions starting at once on 2 CPUs that is most of the gap to the 1.5 s goal. Not done here: it
-means a second binary beside mosaic (bound into each unit instead of mosaic), or dropping
-urfave/cli's docs (build tag urfave_cli_no_docs) for a man page written otherwise.
+in the unit, the init in bwrap; a named service a fourth, its ExecStopPost), and every package's
+init runs before main picks the stage. Per start of the exec-bwrap stage (perf stat -r 200; page
+faults are steady, CPU time moves with the load): before, 1,927 allocations at init and ~480 page
+faults; now 1,204 and ~430-460 (the session-name regexp, 63 nested repetitions and 726
+allocations, is a loop). Of what is left, 762 allocations are blackfriday's HTML entity table,
+linked through urfave/cli's man page support: built with the tag urfave_cli_no_docs the binary
+makes 438 allocations and ~385 faults per start. For scale: a binary of only mosaic's sandbox
+stages takes ~344 faults, a minimal static Go program 189 (1.6 ms of CPU), /usr/bin/true 47.
+So a second, sandbox-only binary would save little beyond dropping urfave/cli's docs (which
+needs a man page written another way: not done here); the floor is the Go runtime itself, some
+1.5 ms of CPU per start, twice per session inside the unit.
+
+**Before and after, interleaved.** The binary before these changes and after, run in turn 30
+times each beside the two peers on the same loaded machine (medians, wall clock): mosaic run
+92.5 -> 85.3 ms (hand-rolled peer 62.0); mosaic run --scope 67.2 -> 57.6 ms (scope peer 37.7).
 
 **The one-shot rows say the same.** "systemd-run, same properties and bwrap argv" runs mosaic's
 exec shim and init inside the unit; the hand-rolled peer runs the same properties and a plain
