@@ -122,10 +122,26 @@ func dial(ctx context.Context, addr string, viaBus bool) (*dbus.Conn, error) {
 
 // subscribe asks systemd, once, to emit its signals (job ends, property
 // changes) on the bus; on the private socket it sends them anyway.
+//
+// It does not wait for the answer (a round trip in which systemd itself
+// makes two calls to dbus-daemon to track this client): systemd handles
+// one connection's calls in the order they were sent, so it has subscribed
+// this client before it handles the next call (StartTransientUnit,
+// StopUnit) whose signals the caller waits for. Its error was never acted
+// on: a failed Subscribe shows as a missing signal either way.
 func (m *Manager) subscribe(ctx context.Context) {
 	if m.viaBus {
-		m.subscribed.Do(func() { _ = m.call(ctx, "org.freedesktop.systemd1.Manager.Subscribe").Err })
+		m.subscribed.Do(func() {
+			m.send("org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager.Subscribe")
+		})
 	}
+}
+
+// send sends a method call and asks for no answer (no reply crosses the
+// bus): the message is written to the socket before send returns, so it is
+// ordered before every later call on this connection.
+func (m *Manager) send(dest string, path dbus.ObjectPath, method string, args ...any) {
+	m.bus.Object(dest, path).Go(method, dbus.FlagNoReplyExpected, nil, args...)
 }
 
 // Connect opens the connection and reads the manager's version once.
@@ -174,6 +190,9 @@ func Connect(ctx context.Context) (*Manager, error) {
 	}
 	if m == nil {
 		return nil, errcode.NoUserManager.New("cannot reach the systemd user manager (%s): check `systemctl --user status`; on a machine without systemd as PID 1, use contrib/rig.sh", strings.Join(tried, "; "))
+	}
+	if m.viaBus {
+		m.send("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.RemoveMatch", goSystemdJobs) // see jobsOf
 	}
 	if m.features.Version < 252 {
 		m.Close()

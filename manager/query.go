@@ -121,6 +121,10 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	unitProps := m.properties(cctx, unitPath(unit), "org.freedesktop.systemd1.Unit", unitNames)
 	scopeProps := m.properties(cctx, unitPath(units.ScopeName(name)), "org.freedesktop.systemd1.Unit", unitNames)
 	serviceProps := m.properties(cctx, unitPath(unit), "org.freedesktop.systemd1.Service", listProperties)
+	// The processes too, in the same batch: a session asked about is
+	// mostly a running service, and a call not needed costs less than a
+	// round trip after the others.
+	servicePIDs := m.pidsAsync(cctx, unit)
 	up, sp := unitProps(), serviceProps()
 	if len(up) == 0 {
 		return Session{}, bug("reading "+unit, errors.New("systemd answered no property"))
@@ -141,8 +145,11 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 		return Session{}, errNoSession(name)
 	}
 	s := SessionOf(name, kind, up, sp)
-	if s.Running() {
-		s.PIDs = m.pids(cctx, unit)
+	switch {
+	case s.Running() && kind == units.KindService:
+		s.PIDs = servicePIDs()
+	case s.Running():
+		s.PIDs = m.pidsAsync(cctx, unit)()
 	}
 	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
 		describe(rec, &s)
@@ -174,8 +181,12 @@ func (m *Manager) List(ctx context.Context) ([]Session, error) {
 			continue
 		}
 		iface, props := "org.freedesktop.systemd1.Service", listProperties
-		if kind == units.KindScope {
+		switch {
+		case kind == units.KindScope:
 			iface, props = "org.freedesktop.systemd1.Scope", scopeProperties
+		case u.ActiveState == "active" && u.SubState == "running":
+			// The main process runs: it has no exit to read yet.
+			props = runningProperties
 		}
 		all = append(all, pending{name, kind, u, m.properties(cctx, u.Path, iface, props)})
 	}
@@ -216,6 +227,11 @@ func (m *Manager) properties(ctx context.Context, path dbus.ObjectPath, iface st
 // listProperties are the Service properties sessionOf reads.
 var listProperties = []string{"Result", "MainPID", "ExecMainStartTimestamp", "ExecMainExitTimestamp", "ExecMainCode", "ExecMainStatus",
 	"MemoryCurrent", "TasksCurrent", "CPUUsageNSec", "MemoryMax", "TasksMax", "CPUQuotaPerSecUSec"}
+
+// runningProperties are listProperties less the main process's exit: what
+// List reads of a service whose main process runs (a third fewer calls
+// when listing many sessions).
+var runningProperties = []string{"Result", "MainPID", "ExecMainStartTimestamp", "MemoryCurrent", "TasksCurrent", "CPUUsageNSec"}
 
 // scopeProperties are the Scope properties sessionOf reads: a scope has no
 // main process; mosaic run, its parent, records how it ended.
@@ -272,21 +288,27 @@ func counter(v any) *uint64 {
 	return &n
 }
 
-// pids lists the processes in the unit's cgroup (GetUnitProcesses).
-func (m *Manager) pids(ctx context.Context, unit string) []uint32 {
-	var procs []struct {
-		Cgroup  string
-		PID     uint32
-		Cmdline string
+// pidsAsync asks for the processes in the unit's cgroup (GetUnitProcesses)
+// and returns the function that collects the answer.
+func (m *Manager) pidsAsync(ctx context.Context, unit string) func() []uint32 {
+	call := m.bus.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1").GoWithContext(ctx,
+		"org.freedesktop.systemd1.Manager.GetUnitProcesses", 0, make(chan *dbus.Call, 1), unit)
+	return func() []uint32 {
+		<-call.Done
+		var procs []struct {
+			Cgroup  string
+			PID     uint32
+			Cmdline string
+		}
+		if err := call.Store(&procs); err != nil {
+			return nil
+		}
+		out := make([]uint32, 0, len(procs))
+		for _, p := range procs {
+			out = append(out, p.PID)
+		}
+		return out
 	}
-	if err := m.call(ctx, "org.freedesktop.systemd1.Manager.GetUnitProcesses", unit).Store(&procs); err != nil {
-		return nil
-	}
-	out := make([]uint32, 0, len(procs))
-	for _, p := range procs {
-		out = append(out, p.PID)
-	}
-	return out
 }
 
 // mustPaths is UserPaths for readers that can do without it (a missing

@@ -40,7 +40,7 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 	}
 	w, unit, result := l.watch, l.unit, l.result
 	defer w.close()
-	defer m.forget(context.Background(), unit)
+	defer m.forgetLater(unit)
 	stopping := false
 	for !w.ended() {
 		select {
@@ -66,6 +66,15 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 		return s, errcode.StartFailed.New("session %s did not start: %s", spec.Name, startFailure(result, s))
 	}
 	return s, nil
+}
+
+// forgetLater asks systemd to clear what it still holds of an ended unit
+// without waiting for the answer: a run's unit is collected when it ends
+// (CollectMode=inactive-or-failed), so this is only a fallback, and the
+// command's status need not wait a round trip for it. A later start of the
+// same name clears a leftover itself (claimName).
+func (m *Manager) forgetLater(unit string) {
+	m.send("org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager.ResetFailedUnit", unit)
 }
 
 // stoppedBy tells why a watched session was stopped, or "" when its command
@@ -100,6 +109,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	testPause("stop-checked")
 	w := m.watch(unit)
 	defer w.close()
+	defer m.jobsOf(unit)()
 	done := make(chan string, 1)
 	cctx, cancel := bounded(ctx)
 	_, err = m.conn.StopUnitContext(cctx, unit, "replace", done) // w subscribed

@@ -73,7 +73,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 
 	w := m.watch(unit)
 	defer w.close()
-	defer m.forget(context.Background(), unit)
+	defer m.forgetLater(unit)
 	result, err := m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(sh.cmd.Process.Pid)), units.AuxUnits(spec))
 	if err == nil && result != "done" {
 		err = errcode.StartFailed.New("session %s did not start: systemd's start job for %s ended %s", spec.Name, unit, result)

@@ -287,6 +287,7 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 // startUnit calls StartTransientUnit and waits for the job's result.
 func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Property, aux []sd.PropertyCollection) (string, error) {
 	m.subscribe(ctx)
+	defer m.jobsOf(unit)()
 	ch := make(chan string, 1)
 	cctx, cancel := bounded(ctx)
 	if aux == nil {

@@ -2,6 +2,7 @@ package units
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -459,5 +460,17 @@ func TestSizesAndDurations(t *testing.T) {
 	}
 	if d, err := ParseTimeout("timeout", "0"); err != nil || d != 0 {
 		t.Errorf("ParseTimeout(0) = %v, %v", d, err)
+	}
+}
+
+// The name check is a loop; it must accept exactly what the pattern it
+// replaced did.
+func TestValidNameMatchesPattern(t *testing.T) {
+	pattern := regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	cases := []string{"", "a", "-a", "a-", "A", "a_b", "fix-42", "0", "é", "a.b", "a b", strings.Repeat("a", 63), strings.Repeat("a", 64), "a\n", "ab-cd-"}
+	for _, c := range cases {
+		if got, want := validName(c), pattern.MatchString(c); got != want {
+			t.Errorf("validName(%q) = %v, the pattern says %v", c, got, want)
+		}
 	}
 }
