@@ -284,6 +284,13 @@ mount -t tmpfs -o mode=1777 tmpfs /tmp
 # /run/systemd/unit-root (252) or /run/systemd/mount-rootfs (257): without
 # them units die with 226/NAMESPACE.
 mkdir -p /run/systemd/system /run/log/journal "$runtime" /run/lock
+# journald scales its rate limit's burst with the free space it sees; on a
+# machine with much memory (the journal is on tmpfs here) the default can
+# exceed any test's output, and then nothing is ever dropped. A fixed burst
+# makes the dropped-output test (TestDroppedOutputIsSaid) meet the limit
+# every time; other tests print a few lines each.
+mkdir -p /run/systemd/journald.conf.d
+printf '[Journal]\nRateLimitIntervalSec=30s\nRateLimitBurst=1000\n' >/run/systemd/journald.conf.d/50-mosaic-rig.conf
 mkdir -m 0555 /run/systemd/unit-root /run/systemd/mount-rootfs
 chmod 1777 /run/lock
 chown "$uid:$gid" "$runtime"; chmod 0700 "$runtime"
