@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -253,20 +254,26 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 }
 
 // GC removes every ended session, as Remove does, and returns their names.
-// One session that cannot be removed does not stop the others: the error
-// names each that failed.
-func (m *Manager) GC(ctx context.Context) ([]string, error) {
+// With keepHomes, an ended session whose home holds anything (an agent's
+// sign-in or settings, kept for the next session of that name) is kept
+// and named in kept instead. One session that cannot be removed does not
+// stop the others: the error names each that failed.
+func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept []string, err error) {
 	p, err := request.UserPaths()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	all, err := m.ListAll(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var removed, failed []string
+	var failed []string
 	for _, s := range all {
 		if s.Running() {
+			continue
+		}
+		if keepHomes && s.Problem == "" && hasEntries(filepath.Join(p.SessionDir(s.Name), "home")) {
+			kept = append(kept, s.Name)
 			continue
 		}
 		if err := m.Remove(ctx, s.Name); err != nil {
@@ -281,7 +288,24 @@ func (m *Manager) GC(ctx context.Context) ([]string, error) {
 		failed = append(failed, err.Error())
 	}
 	if len(failed) > 0 {
-		return removed, errcode.StateDir.New("gc removed %d sessions but not everything: %s", len(removed), strings.Join(failed, "; "))
+		return removed, kept, errcode.StateDir.New("gc removed %d sessions but not everything: %s", len(removed), strings.Join(failed, "; "))
 	}
-	return removed, nil
+	return removed, kept, nil
+}
+
+// hasEntries reports whether dir holds anything but empty directories (a
+// home where only bind mount points were ever made holds nothing of worth).
+func hasEntries(dir string) bool {
+	found := false
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || found {
+			return filepath.SkipAll
+		}
+		if !d.IsDir() {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
 }

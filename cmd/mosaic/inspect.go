@@ -359,25 +359,34 @@ func rmCommand(out *output) *cli.Command {
 
 func gcCommand(out *output) *cli.Command {
 	return &cli.Command{
-		Name:         "gc",
-		Usage:        "forget every ended session, as mosaic rm does",
-		Flags:        []cli.Flag{jsonFlag},
+		Name:  "gc",
+		Usage: "forget every ended session, as mosaic rm does, but those whose home keeps something",
+		Description: "A session's home is kept for the next session of its name (an agent's sign-in, its settings):\n" +
+			"gc keeps the ended sessions whose home holds anything, and names them; --homes removes those too.",
+		Flags:        []cli.Flag{&cli.BoolFlag{Name: "homes", Usage: "also remove ended sessions whose home keeps an agent's sign-in or settings"}, jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			return connected(func(ctx context.Context, m *manager.Manager) error {
-				removed, err := m.GC(ctx)
+				removed, kept, err := m.GC(ctx, !c.Bool("homes"))
 				if err != nil {
 					return err
 				}
 				if removed == nil {
 					removed = []string{}
 				}
-				out.result(map[string]any{"removed": removed}, func(w io.Writer) {
+				if kept == nil {
+					kept = []string{}
+				}
+				out.result(map[string]any{"removed": removed, "kept": kept}, func(w io.Writer) {
 					switch len(removed) {
 					case 0:
 						fmt.Fprintln(w, "no ended session to remove")
 					default:
 						fmt.Fprintf(w, "removed %s: %s\n", plural(len(removed), "ended session"), strings.Join(removed, ", "))
+					}
+					if len(kept) > 0 {
+						fmt.Fprintf(w, "kept %s whose home holds a sign-in or settings: %s (mosaic rm NAME, or mosaic gc --homes)\n",
+							plural(len(kept), "ended session"), strings.Join(kept, ", "))
 					}
 				})
 				return nil
