@@ -85,14 +85,30 @@ func planInjection(spec *units.Spec, grant credentials.Grant, p Paths) error {
 		if spec.Landlock() {
 			dir = spec.EgressDir // no bwrap: the command sees the host's path
 		}
+		// These replace a --ca-file's variables of the same names: the
+		// proxy's files hold the session's --ca-file too.
 		ca := egress.CAEnv(dir)
-		spec.Env = append(spec.Env, ca...)
 		for _, kv := range ca {
 			n, _, _ := strings.Cut(kv, "=")
-			spec.Pass = append(spec.Pass, n)
+			spec.Env = withoutVar(spec.Env, n)
+			if !contains(spec.Pass, n) {
+				spec.Pass = append(spec.Pass, n)
+			}
 		}
+		spec.Env = append(spec.Env, ca...)
 	}
 	return nil
+}
+
+// withoutVar is env without the entries of variable name.
+func withoutVar(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if n, _, _ := strings.Cut(kv, "="); n != name {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func contains(list []string, s string) bool {

@@ -1,10 +1,19 @@
 package request
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPlanInjection (issue 15): with network allow a profile's ruled
@@ -48,4 +57,54 @@ func TestPlanInjection(t *testing.T) {
 			t.Errorf("%s: rules %v, notes %v", network, spec.Inject, spec.Notes)
 		}
 	}
+}
+
+// A --ca-file with an injected key: each CA variable once (systemd refuses
+// a variable named twice), pointing at the proxy's files, which hold the
+// --ca-file's certificates too; and --env over the caller's own.
+func TestEnvironmentNamesEachVariableOnce(t *testing.T) {
+	p, root := fixture(t)
+	t.Setenv("CLAUDE_CODE_OAUTH_TOKEN", "")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-api03-x")
+	ca := writeTestCA(t, root)
+	ws := filepath.Join(p.Home, "src", "app")
+	spec, _, err := Prepare(Request{Workspace: ws, Profile: "claude-code", CAFile: ca, Env: []string{"TERM=dumb"}, SetEnv: []string{"TERM=xterm"},
+		Command: []string{"true"}}, p, "/usr/bin/bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, kv := range spec.Env {
+		n, v, _ := strings.Cut(kv, "=")
+		if _, dup := seen[n]; dup {
+			t.Errorf("%s is named twice in %q", n, spec.Env)
+		}
+		seen[n] = v
+	}
+	if !strings.HasSuffix(seen["NODE_EXTRA_CA_CERTS"], "/ca.pem") || spec.CAFile == "" || len(spec.Inject) == 0 {
+		t.Errorf("NODE_EXTRA_CA_CERTS=%q, CAFile %q, inject %v: want the proxy's file and the --ca-file kept for it", seen["NODE_EXTRA_CA_CERTS"], spec.CAFile, spec.Inject)
+	}
+	if seen["TERM"] != "xterm" {
+		t.Errorf("TERM=%q, want the --env's", seen["TERM"])
+	}
+}
+
+// writeTestCA writes a real self-signed CA certificate into dir/opt.
+func writeTestCA(t *testing.T, dir string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mosaic test CA"}, IsCA: true,
+		BasicConstraintsValid: true, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "opt", "test-ca.pem")
+	if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -288,7 +288,30 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if len(grant.Secrets) > 0 && !req.Scope {
 		spec.CredentialFile = credentials.SessionFile(p.RuntimeDir, name)
 	}
+	// systemd refuses an environment that names a variable twice ("Invalid
+	// environment block"): the later entry wins, as in a shell (a --env
+	// over the caller's own, the proxy's CA variables over a --ca-file's).
+	spec.Env = lastWins(spec.Env)
 	return spec, grant, nil
+}
+
+// lastWins keeps, of the entries naming one variable, the last, in the
+// place of the first.
+func lastWins(env []string) []string {
+	last := map[string]string{}
+	for _, kv := range env {
+		n, _, _ := strings.Cut(kv, "=")
+		last[n] = kv
+	}
+	out := make([]string, 0, len(last))
+	for _, kv := range env {
+		n, _, _ := strings.Cut(kv, "=")
+		if v, ok := last[n]; ok {
+			out = append(out, v)
+			delete(last, n)
+		}
+	}
+	return out
 }
 
 // limitsOf decides the session's limits, each from the first that sets it:

@@ -141,8 +141,11 @@ func (in *Injector) WriteCA(dir string) error {
 			break
 		}
 	}
-	bundle = append(bundle, in.CAPEM...)
-	for name, data := range map[string][]byte{CAFile: in.CAPEM, BundleFile: bundle} {
+	// The session's own --ca-file goes in the same files: a runtime reads
+	// one variable, and it must trust both.
+	ca := append(append([]byte{}, in.CAPEM...), in.ExtraPEM...)
+	bundle = append(bundle, ca...)
+	for name, data := range map[string][]byte{CAFile: ca, BundleFile: bundle} {
 		tmp := filepath.Join(dir, "."+name+".tmp")
 		if err := os.WriteFile(tmp, data, 0o644); err != nil {
 			return err

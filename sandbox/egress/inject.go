@@ -27,7 +27,10 @@ type Injector struct {
 	caCert *x509.Certificate
 	caKey  *ecdsa.PrivateKey
 	CAPEM  []byte // the CA certificate, for the session to trust
-	roots  *x509.CertPool
+	// ExtraPEM are the session's --ca-file certificates, which its
+	// runtimes trust beside the CA (WriteCA puts them in the same files).
+	ExtraPEM []byte
+	roots    *x509.CertPool
 
 	mu     sync.Mutex
 	leaves map[string]*tls.Certificate

@@ -126,6 +126,7 @@ func injector(c Config) (*Injector, error) {
 		}
 	}
 	var roots *x509.CertPool
+	var extraPEM []byte
 	if b64, ok := os.LookupEnv(UpstreamRootsVar); ok {
 		pemData, err := base64.StdEncoding.DecodeString(b64)
 		if err != nil {
@@ -146,6 +147,7 @@ func injector(c Config) (*Injector, error) {
 				roots = x509.NewCertPool()
 			}
 		}
+		extraPEM = pemData
 		if !roots.AppendCertsFromPEM(pemData) {
 			return nil, fmt.Errorf("no certificate in the session's --ca-file (%s)", ExtraRootsVar)
 		}
@@ -160,6 +162,9 @@ func injector(c Config) (*Injector, error) {
 		return nil, fmt.Errorf("cannot make the proxy undumpable: %v", err)
 	}
 	in, err := NewInjector(c.Session, c.Inject, os.LookupEnv, roots)
+	if in != nil {
+		in.ExtraPEM = extraPEM
+	}
 	// The values now live in the injector only: nothing this process
 	// starts (it starts nothing) or reads later finds them in its
 	// environment.
