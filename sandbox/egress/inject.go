@@ -185,10 +185,17 @@ func (e *Egress) upstream() http.RoundTripper {
 		e.up = &http.Transport{
 			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 				hp, err := NormalizeHost(addr)
-				if err != nil || !e.Allow.Hosts[hp] || !e.Inject.covers(hp) {
+				port, local := e.localTarget(addr)
+				if err != nil || !(e.Allow.Hosts[hp] || local) || !e.Inject.covers(hp) {
 					return nil, fmt.Errorf("%s is not an injection host", addr)
 				}
-				c, why := e.dial(ctx, hp)
+				var c net.Conn
+				var why string
+				if local {
+					c, why = e.dialLocal(port) // an allowed port of the host's loopback
+				} else {
+					c, why = e.dial(ctx, hp)
+				}
 				if c == nil {
 					return nil, errors.New(why)
 				}

@@ -170,6 +170,12 @@ func (e *Egress) handle(c net.Conn) {
 	var remote net.Conn
 	var why string
 	if port, ok := e.localTarget(req.Host); ok {
+		// A host loopback port a key is injected into (a gateway on
+		// localhost named by a base URL) gets the same TLS termination.
+		if hp, err := NormalizeHost(req.Host); err == nil && e.Inject.covers(hp) {
+			e.intercept(c, br, hp)
+			return
+		}
 		remote, why = e.dialLocal(port)
 	} else {
 		var hp string
