@@ -86,6 +86,9 @@ func (m *Manager) Launch(ctx context.Context, req request.Request) (Session, err
 func (m *Manager) complete(spec *units.Spec, paths request.Paths) {
 	spec.MosaicBin = m.MosaicBin
 	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs && !spec.Scope)
+	if m.Outside != nil {
+		p.Apply(*m.Outside)
+	}
 	if spec.Scope {
 		p.Scope = "/" + units.Slice + "/" + spec.Unit()
 	}

@@ -3,12 +3,17 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mosaic/units"
 )
 
 // The bus tests install mosaic-bus.service into the user manager they run
@@ -165,7 +170,10 @@ func TestBus(t *testing.T) {
 		t.Cleanup(func() { os.Remove(path) })
 	}
 	writeFile(filepath.Join(configDir(), "mosaic", "profiles", profile+".conf"), "[Profile]\nCredentialSet=BUS_TEST_TOKEN\n")
-	writeFile(filepath.Join(configDir(), "mosaic", "bus.conf"), "[Launch]\nProfile="+profile+" 1\nWorkspaceRoot="+root+"\n")
+	// What a launched session of the profile runs is the policy's, never
+	// the launcher's choice (issue 14 item 2).
+	writeFile(filepath.Join(configDir(), "mosaic", "bus.conf"), "[Launch]\nProfile="+profile+" 1\nWorkspaceRoot="+root+"\n"+
+		"Command="+profile+` sh -c 'echo "child-token=$BUS_TEST_TOKEN"; exec sleep 300'`+"\n")
 	writeFile(filepath.Join(configDir(), "mosaic", "secrets", "session.env"), "BUS_TEST_TOKEN="+secret+"\n")
 	if r := installScript(t, "--mosaic", mosaicBin); r.code != 0 {
 		t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -173,17 +181,24 @@ func TestBus(t *testing.T) {
 	t.Cleanup(func() { installScript(t, "--uninstall") })
 	systemctl(t, "restart", "mosaic-bus.service") // read the env file of this test
 
+	// An ended session of the user's: its home is kept for the next run of
+	// its name, and no launcher may take that name (issue 14 item 3).
+	victim := sessionName(t)
+	mustMosaic(t, "run", "--name", victim, "--workspace", root, "--", "true")
+
 	// The PM: a --may-launch session that asks for launches from inside.
 	name1, name2 := sessionName(t), sessionName(t)
 	pm := sessionName(t)
 	script := `
 	  launch() { mosaic bus launch --json "$@" >/tmp/out; echo "rc=$? $(tr -d '\n' </tmp/out)"; }
 	  echo "pm-token=${BUS_TEST_TOKEN:-none}"
-	  launch --name ` + name1 + ` -w ` + child + ` --profile ` + profile + ` -- sh -c 'echo "child-token=$BUS_TEST_TOKEN"; exec sleep 300'
-	  launch --name ` + name2 + ` -w ` + child + ` --profile ` + profile + ` -- sleep 300
-	  launch --name x-` + id + ` -w ` + outside + ` --profile ` + profile + ` -- sleep 1
+	  launch -w ` + child + ` --profile ` + profile + ` -- sh -c 'printf %s "$BUS_TEST_TOKEN" > leak'
+	  launch --name ` + victim + ` -w ` + child + ` --profile ` + profile + `
+	  launch --name ` + name1 + ` -w ` + child + ` --profile ` + profile + `
+	  launch --name ` + name2 + ` -w ` + child + ` --profile ` + profile + `
+	  launch --name x-` + id + ` -w ` + outside + ` --profile ` + profile + `
 	  launch --name y-` + id + ` -w ` + child + ` --profile generic -- sleep 1
-	  launch --name z-` + id + ` -w ` + child + ` --profile ` + profile + ` --ro /etc/hostname -- sleep 1
+	  launch --name z-` + id + ` -w ` + child + ` --profile ` + profile + ` --ro /etc/hostname
 	  mosaic bus list --json | tr -d '\n'; echo
 	`
 	r := mosaic(t, "run", "--name", pm, "--may-launch", "--workspace", root, "--", "sh", "-c", script)
@@ -191,22 +206,25 @@ func TestBus(t *testing.T) {
 		t.Fatalf("pm session: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 7 {
-		t.Fatalf("pm session printed %d lines, want 7:\n%s", len(lines), r.stdout)
+	if len(lines) != 9 {
+		t.Fatalf("pm session printed %d lines, want 9:\n%s", len(lines), r.stdout)
 	}
 	if lines[0] != "pm-token=none" {
 		t.Errorf("the asking session sees the bus's credential: %s", lines[0])
 	}
-	if !strings.HasPrefix(lines[1], "rc=0 ") || !strings.Contains(lines[1], `"name": "`+name1+`"`) {
-		t.Errorf("launch from a session: %s", lines[1])
+	if !strings.HasPrefix(lines[3], "rc=0 ") || !strings.Contains(lines[3], `"name": "`+name1+`"`) {
+		t.Errorf("launch from a session: %s", lines[3])
 	}
-	for i, code := range map[int]string{2: "capacity-full", 3: "workspace-not-allowed", 4: "profile-not-allowed", 5: "bind-not-allowed"} {
+	for i, code := range map[int]string{1: "command-not-allowed", 2: "not-permitted", 4: "capacity-full", 5: "workspace-not-allowed", 6: "profile-not-allowed", 7: "bind-not-allowed"} {
 		if !strings.HasPrefix(lines[i], "rc=3 ") || !strings.Contains(lines[i], `"code":"`+code+`"`) {
 			t.Errorf("line %d: want a %s refusal (exit 3), got %s", i, code, lines[i])
 		}
 	}
-	if !strings.Contains(lines[6], `"name": "`+name1+`"`) {
-		t.Errorf("the PM's bus list lacks the session it launched: %s", lines[6])
+	if _, err := os.Stat(filepath.Join(child, "leak")); err == nil {
+		t.Error("a launcher's own command ran with the profile's credentials")
+	}
+	if !strings.Contains(lines[8], `"name": "`+name1+`"`) {
+		t.Errorf("the PM's bus list lacks the session it launched: %s", lines[8])
 	}
 	eventually(t, 10*time.Second, "the launched session's output", func() bool {
 		return strings.Contains(mosaic(t, "logs", name1).stdout, "child-token="+secret)
@@ -228,6 +246,8 @@ func TestBus(t *testing.T) {
 	if st, err := os.Stat(launchLog()); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("launch log: %v %v, want mode 0600", st, err)
 	}
+
+	t.Run("confined", func(t *testing.T) { busConfined(t, name1) })
 
 	t.Run("no-socket-without-may-launch", func(t *testing.T) {
 		sock := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "bus.sock")
@@ -313,4 +333,45 @@ func TestBus(t *testing.T) {
 			t.Errorf("the bus did not come back with a readable log: %s", s)
 		}
 	})
+}
+
+// busConfined: mosaic-bus.service runs confined and limited (issue 14 item
+// 7), and yet the sessions it launches are checked against the user
+// manager's namespaces and /tmp, not the bus's own (else a session whose
+// systemd sandbox failed open would pass its check).
+func busConfined(t *testing.T, launched string) {
+	for prop, want := range map[string]string{"NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "read-only",
+		"PrivateTmp": "yes", "PrivateUsers": "yes", "MemoryMax": "268435456", "TasksMax": "128", "RestrictAddressFamilies": "AF_UNIX",
+		"StartLimitBurst": "5", "StartLimitIntervalUSec": "10s"} {
+		if got := unitProperty(t, "mosaic-bus.service", prop); got != want {
+			t.Errorf("mosaic-bus.service %s=%s, want %s", prop, got, want)
+		}
+	}
+	pid := unitProperty(t, "mosaic-bus.service", "MainPID")
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil || !strings.Contains(string(status), "NoNewPrivs:\t1") {
+		t.Errorf("the bus (pid %s) runs without no_new_privs: %v\n%s", pid, err, status)
+	}
+	ns := func(p string) string { l, _ := os.Readlink("/proc/" + p + "/ns/user"); return l }
+	here, bus := ns("self"), ns(pid)
+	if here == "" || here == bus {
+		t.Errorf("the bus is in the user namespace %q, the test's is %q: want one of its own", bus, here)
+	}
+	if mi, err := os.ReadFile("/proc/" + pid + "/mountinfo"); err == nil {
+		for _, l := range strings.Split(string(mi), "\n") {
+			if f := strings.Fields(l); len(f) > 5 && f[4] == homeDir() && !strings.HasPrefix(f[5], "ro") {
+				t.Errorf("the home is writable in the bus: %s", l)
+			}
+		}
+	}
+	// The launched session's promise names the manager's namespaces.
+	execStart := unitProperty(t, units.UnitName(launched), "ExecStart")
+	var st unix.Stat_t
+	_ = unix.Stat("/tmp", &st)
+	mnt, _ := os.Readlink("/proc/self/ns/mnt")
+	for _, want := range []string{here, mnt, fmt.Sprintf("%d:%d", st.Dev, st.Ino)} {
+		if !strings.Contains(execStart, want) {
+			t.Errorf("the promise of %s does not name the outside's %s:\n%s", launched, want, execStart)
+		}
+	}
 }

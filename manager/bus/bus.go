@@ -167,11 +167,16 @@ func Serve(ctx context.Context, ready func()) error {
 	for _, w := range log.Warnings {
 		fmt.Fprintf(os.Stderr, "mosaic bus: warning: %s\n", w)
 	}
+	out, err := outside(paths)
+	if err != nil {
+		return err
+	}
 	m, err := manager.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	m.Outside = out
 	b := newBus(m, log, paths)
 	// Watch before listing, so that no end falls between the two.
 	m.WatchSessions(b.observe)

@@ -209,11 +209,13 @@ func (r *rig) conn() *net.UnixConn {
 // ask sends one request line and returns the answer.
 func (r *rig) ask(req any) Answer {
 	r.t.Helper()
+
 	c := r.conn()
 	b, _ := json.Marshal(req)
 	if _, err := c.Write(append(b, '\n')); err != nil {
 		r.t.Fatal(err)
 	}
+	defer c.Close()
 	return r.read(c)
 }
 
@@ -234,6 +236,9 @@ func (r *rig) read(c *net.UnixConn) Answer {
 func wantCode(t *testing.T, a Answer, code string) {
 	t.Helper()
 	if a.OK || a.Error == nil || a.Error.Code != code {
+		if a.Error != nil {
+			t.Fatalf("answer %+v, want %s", *a.Error, code)
+		}
 		t.Fatalf("answer %+v, want %s", a, code)
 	}
 	if c, _ := errcode.Lookup(code); c.Exit != a.Error.Exit {
