@@ -13,7 +13,9 @@ import (
 
 // outsideFile is where `mosaic bus prepare` records the manager's
 // namespaces and /tmp for a confined bus; sessions never see the runtime dir.
-func outsideFile(p request.Paths) string { return filepath.Join(p.RuntimeDir, "mosaic", "bus-outside.json") }
+func outsideFile(p request.Paths) string {
+	return filepath.Join(p.RuntimeDir, "mosaic", "bus-outside.json")
+}
 
 // Prepare is the unconfined step of mosaic-bus.service (ExecStartPre=+),
 // run before systemd builds the bus's namespaces: it makes the directories
