@@ -333,6 +333,29 @@ func TestBus(t *testing.T) {
 			t.Errorf("the bus did not come back with a readable log: %s", s)
 		}
 	})
+
+	// Issue 18 item 9: a bus killed again and again is left failed, not
+	// restarted for ever (StartLimitBurst=5 in StartLimitIntervalSec=10s).
+	t.Run("start-limit", func(t *testing.T) {
+		systemctl(t, "reset-failed", "mosaic-bus.service")
+		kills := 0
+		for ; kills < 8 && unitProperty(t, "mosaic-bus.service", "ActiveState") != "failed"; kills++ {
+			pid := unitProperty(t, "mosaic-bus.service", "MainPID")
+			systemctl(t, "kill", "--signal=SIGKILL", "mosaic-bus.service")
+			eventually(t, 10*time.Second, "the bus to come back or give up", func() bool {
+				p, s := unitProperty(t, "mosaic-bus.service", "MainPID"), unitProperty(t, "mosaic-bus.service", "ActiveState")
+				return s == "failed" || (s == "active" && p != pid && p != "0")
+			})
+		}
+		if r := unitProperty(t, "mosaic-bus.service", "Result"); r != "start-limit-hit" || kills > 6 {
+			t.Errorf("after %d kills the bus is %s (%s), want failed by start-limit-hit after 5 or so", kills, unitProperty(t, "mosaic-bus.service", "ActiveState"), r)
+		}
+		systemctl(t, "reset-failed", "mosaic-bus.service")
+		systemctl(t, "start", "mosaic-bus.service")
+		if s := unitProperty(t, "mosaic-bus.service", "ActiveState"); s != "active" {
+			t.Errorf("the bus did not start again after reset-failed: %s", s)
+		}
+	})
 }
 
 // busConfined: mosaic-bus.service runs confined and limited (issue 14 item

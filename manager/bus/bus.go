@@ -8,8 +8,14 @@
 // $XDG_RUNTIME_DIR/mosaic/bus/bus.sock: that directory is what a
 // --may-launch session has bound, so a restarted bus (a new socket) is still
 // reachable from sessions that started before it. Requests and answers are
-// JSON lines (Request, Answer). The caller is identified by the
-// kernel: SO_PEERCRED's PID, then systemd's GetUnitByPID.
+// JSON lines (Request, Answer). The caller is identified by the kernel and
+// systemd (identify.go): a pidfd and GetUnitByPIDFD where systemd has it,
+// else the PID and GetUnitByPID with a check of the process's start time.
+//
+// What a session sends is hostile: the bus fails closed on identity, runs
+// only the commands the policy names, lets a session control only the very
+// sessions it launched (by invocation id), and bounds every request, every
+// connection and every line it logs.
 package bus
 
 import (
