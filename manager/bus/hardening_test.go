@@ -444,3 +444,20 @@ func TestAdoptFromOneList(t *testing.T) {
 	}
 	wantCode(t, r.ask(Request{Verb: "status", Name: "reused"}), "not-permitted")
 }
+
+// A log that cannot be written (a full disk, which a session can cause)
+// does not keep the bus from starting; launches are then refused, since
+// each records its intent first.
+func TestUnwritableLogStopsNoStart(t *testing.T) {
+	r := newRig(t, policy)
+	_ = r.b.log.Append(LogEvent{Event: "launch", Session: "gone", By: "user"})
+	_, events, _ := OpenLaunchLog(LaunchLogPath(r.paths))
+	r.b.log.f.Close()
+	if err := r.b.adopt(context.Background(), events); err != nil {
+		t.Fatalf("adopt with a log it cannot write: %v", err)
+	}
+	wantCode(t, r.ask(Request{Verb: "launch", Workspace: filepath.Join(r.ws, "child"), Profile: "generic"}), "launch-log")
+	if len(r.fake.launched) != 0 {
+		t.Errorf("launched without a record: %+v", r.fake.launched)
+	}
+}

@@ -126,8 +126,8 @@ func OpenLaunchLog(path string) (*LaunchLog, []LogEvent, error) {
 	}
 	if !terminated {
 		if _, err := f.Write([]byte("\n")); err != nil {
-			f.Close()
-			return nil, nil, errcode.LaunchLog.New("cannot end the torn last line of the launch log %s: %v", path, err)
+			l.torn = true // the next event starts with the newline
+			l.warn("cannot end its torn last line (%v)", err)
 		}
 	}
 	_ = f.Chmod(0o600)

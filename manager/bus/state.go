@@ -11,7 +11,6 @@ import (
 	"mosaic/manager"
 	"mosaic/manager/records"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // adopt takes over what runs now, from one List: the sessions the log
@@ -53,9 +52,7 @@ func (b *bus) adopt(ctx context.Context, events []LogEvent) error {
 				if rec, ok := records.Read(b.paths.SessionDir(name)); ok {
 					done.RecordStarted = rec.Started
 				}
-				if err := b.log.Append(done); err != nil {
-					return errcode.LaunchLog.New("%v", err)
-				}
+				b.appendOrWarn(done)
 				b.mu.Lock()
 				b.created[name] = creation{launcher: done.ByInvocation, started: done.RecordStarted}
 				b.mu.Unlock()
@@ -84,13 +81,20 @@ func (b *bus) adopt(ctx context.Context, events []LogEvent) error {
 				end.ExitStatus, end.Signal = s.ExitStatus, s.Signal
 			}
 		}
-		if err := b.log.Append(end); err != nil {
-			return errcode.LaunchLog.New("%v", err)
-		}
+		b.appendOrWarn(end)
 		fmt.Fprintf(os.Stderr, "mosaic bus: session %s ended while no bus was watching (%s)\n", name, end.Result)
 	}
 	fmt.Fprintf(os.Stderr, "mosaic bus: adopted %d running sessions (%d launched through the bus)\n", len(list), adopted)
 	return nil
+}
+
+// appendOrWarn records what adopting found. A log that cannot be written
+// (a full disk, which a session can cause) does not keep the bus from
+// starting: launches, which record their intent first, are then refused.
+func (b *bus) appendOrWarn(e LogEvent) {
+	if err := b.log.Append(e); err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic bus: warning: %v\n", err)
+	}
 }
 
 // observe follows every session unit's announcements and logs each end.
