@@ -136,7 +136,14 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 
 // List reports every mosaic session systemd knows, sorted by name. It reads
 // systemd only: no state file is consulted to decide what exists.
-func (m *Manager) List(ctx context.Context) ([]Session, error) {
+func (m *Manager) List(ctx context.Context) ([]Session, error) { return m.list(ctx, false) }
+
+// ListInvocations is List with each session's InvocationID, which the bus
+// keys ownership by: one more Get per session, which mosaic list does
+// without.
+func (m *Manager) ListInvocations(ctx context.Context) ([]Session, error) { return m.list(ctx, true) }
+
+func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error) {
 	cctx, cancel := bounded(ctx)
 	defer cancel()
 	st, err := m.conn.ListUnitsByPatternsContext(cctx, nil, []string{units.UnitPrefix + "*" + units.UnitSuffix, units.UnitPrefix + "*" + units.ScopeSuffix})
@@ -162,8 +169,12 @@ func (m *Manager) List(ctx context.Context) ([]Session, error) {
 		if kind == units.KindScope {
 			iface, props = "org.freedesktop.systemd1.Scope", scopeProperties
 		}
+		var unitProps []string
+		if invocations {
+			unitProps = []string{"InvocationID"}
+		}
 		all = append(all, pending{name, kind, u, m.properties(cctx, u.Path, iface, props),
-			m.properties(cctx, u.Path, "org.freedesktop.systemd1.Unit", []string{"InvocationID"})})
+			m.properties(cctx, u.Path, "org.freedesktop.systemd1.Unit", unitProps)})
 	}
 	var out []Session
 	for _, p := range all {

@@ -135,7 +135,8 @@ type Client interface {
 	Launch(ctx context.Context, req request.Request) (manager.Session, error)
 	Stop(ctx context.Context, name string, timeout time.Duration, progress func(string)) (manager.Session, error)
 	Status(ctx context.Context, name string) (manager.Session, error)
-	List(ctx context.Context) ([]manager.Session, error)
+	// ListInvocations lists every session with its InvocationID.
+	ListInvocations(ctx context.Context) ([]manager.Session, error)
 	// WatchSessions calls fn with every property change of a mosaic unit.
 	WatchSessions(fn func(unit, iface string, changed map[string]any))
 	// Features says which lookups the manager has (UnitByPIDFD from 253).
@@ -406,7 +407,7 @@ func (b *bus) handle(ctx context.Context, who caller, req Request) (any, error) 
 		}
 		return b.m.Stop(ctx, req.Name, timeout, nil)
 	case "list":
-		list, err := b.m.List(ctx)
+		list, err := b.m.ListInvocations(ctx)
 		if err != nil || who.session == "" {
 			return list, err
 		}

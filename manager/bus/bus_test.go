@@ -91,7 +91,7 @@ func (f *fakeClient) Status(_ context.Context, name string) (manager.Session, er
 	return s, nil
 }
 
-func (f *fakeClient) List(context.Context) ([]manager.Session, error) {
+func (f *fakeClient) ListInvocations(context.Context) ([]manager.Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lists++

@@ -40,7 +40,7 @@ func (b *bus) launch(ctx context.Context, who caller, req Request) (any, error) 
 		b.mu.Lock()
 		seq := b.seq
 		b.mu.Unlock()
-		list, err := b.m.List(ctx)
+		list, err := b.m.ListInvocations(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -19,7 +19,7 @@ import (
 // was watching. A launch the bus died in the middle of (an intent without
 // its launch) is completed when its session runs.
 func (b *bus) adopt(ctx context.Context, events []LogEvent) error {
-	list, err := b.m.List(ctx)
+	list, err := b.m.ListInvocations(ctx)
 	if err != nil {
 		return err
 	}
