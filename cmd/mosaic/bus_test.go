@@ -101,7 +101,15 @@ func TestBusInstallScript(t *testing.T) {
 		os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
 	}
 	os.Chmod(plain, 0o644)
-	for _, bad := range []string{"bin/mosaic", spaced, percent, plain, filepath.Join(dir, "missing")} {
+	// The unit's PrivateTmp hides /tmp from the bus: a binary there would not run.
+	tmpDir, err := os.MkdirTemp("/tmp", "mosaic-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmpDir)
+	inTmp := filepath.Join(tmpDir, "mosaic")
+	os.WriteFile(inTmp, []byte("#!/bin/sh\n"), 0o755)
+	for _, bad := range []string{"bin/mosaic", spaced, percent, plain, filepath.Join(dir, "missing"), inTmp} {
 		r := installScript(t, "--mosaic", bad)
 		if r.code != 1 || r.stderr == "" {
 			t.Errorf("--mosaic %q: exit %d, want 1 with a reason\n%s", bad, r.code, r.stderr)
