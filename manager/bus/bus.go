@@ -85,6 +85,9 @@ type bus struct {
 	log   *LaunchLog
 	paths request.Paths
 	lim   limits
+	// procStart reads a process's start time (a hook: tests make a PID
+	// change hands between the two reads).
+	procStart func(pid int) (string, bool)
 
 	mu       sync.Mutex
 	running  map[string]bool           // session units seen up
@@ -149,7 +152,7 @@ type Client interface {
 }
 
 func newBus(m Client, log *LaunchLog, paths request.Paths) *bus {
-	return &bus{m: m, log: log, paths: paths, lim: defaultLimits,
+	return &bus{m: m, log: log, paths: paths, lim: defaultLimits, procStart: procStart,
 		running: map[string]bool{}, props: map[string]map[string]any{}, children: map[string]child{},
 		created: map[string]creation{}, reserved: map[string]int{}, starting: map[string]bool{}, conns: map[string]int{}}
 }

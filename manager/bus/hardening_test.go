@@ -463,3 +463,27 @@ func TestUnwritableLogStopsNoStart(t *testing.T) {
 		t.Errorf("launched without a record: %+v", r.fake.launched)
 	}
 }
+
+// Issue 14 item 1, on systemd 252: the connecting process exits and its
+// PID is reused while systemd looks it up; the bus sees the start time
+// change across the lookup and refuses, whatever unit systemd named.
+func TestPIDReusedDuringLookupRefused(t *testing.T) {
+	r := newRig(t, policy)
+	r.fake.unit, r.fake.invocation, r.fake.unitErr = "", "", errcode.NoSuchSession.New("in no unit") // "the user"
+	reads := 0
+	r.b.procStart = func(pid int) (string, bool) {
+		reads++
+		return fmt.Sprint(reads), true // another process at each read
+	}
+	wantCode(t, r.ask(Request{Verb: "stop", Name: "pm"}), "not-permitted")
+	r.b.procStart = func(int) (string, bool) { return "", false } // gone before the lookup
+	wantCode(t, r.ask(Request{Verb: "stop", Name: "pm"}), "not-permitted")
+	if len(r.fake.stopped) != 0 {
+		t.Errorf("stopped %v for a caller the bus could not tell", r.fake.stopped)
+	}
+	// With the start time steady, the same caller is the user.
+	r.b.procStart = func(int) (string, bool) { return "42", true }
+	if a := r.ask(Request{Verb: "stop", Name: "pm"}); !a.OK {
+		t.Errorf("stop by the user: %+v", a)
+	}
+}

@@ -77,12 +77,12 @@ func (b *bus) identify(ctx context.Context, conn *net.UnixConn) caller {
 	// and exited, and its PID be reused. So the process must still be the
 	// same one (its start time) after systemd has said which unit it is in.
 	gone := caller{err: errcode.NotPermitted.New("the process that connected to the bus is gone: connect from the process that asks")}
-	started, ok := procStart(int(cred.Pid))
+	started, ok := b.procStart(int(cred.Pid))
 	if !ok {
 		return gone
 	}
 	unit, invocation, err := b.m.UnitByPID(ctx, uint32(cred.Pid))
-	if again, ok := procStart(int(cred.Pid)); !ok || again != started {
+	if again, ok := b.procStart(int(cred.Pid)); !ok || again != started {
 		return gone
 	}
 	return b.callerOf(unit, invocation, err)
