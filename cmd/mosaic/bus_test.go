@@ -394,11 +394,24 @@ func busConfined(t *testing.T, launched string) {
 	if here == "" || here == bus {
 		t.Errorf("the bus is in the user namespace %q, the test's is %q: want one of its own", bus, here)
 	}
-	if mi, err := os.ReadFile("/proc/" + pid + "/mountinfo"); err == nil {
+	// The mount each path is on, as the bus sees it: the home read-only,
+	// the state dir writable.
+	mi, err := os.ReadFile("/proc/" + pid + "/mountinfo")
+	if err != nil {
+		t.Fatalf("the bus's mounts: %v", err)
+	}
+	mountOf := func(path string) (point, opts string) {
 		for _, l := range strings.Split(string(mi), "\n") {
-			if f := strings.Fields(l); len(f) > 5 && f[4] == homeDir() && !strings.HasPrefix(f[5], "ro") {
-				t.Errorf("the home is writable in the bus: %s", l)
+			f := strings.Fields(l)
+			if len(f) > 5 && len(f[4]) >= len(point) && (path == f[4] || strings.HasPrefix(path, strings.TrimSuffix(f[4], "/")+"/")) {
+				point, opts = f[4], f[5]
 			}
+		}
+		return point, opts
+	}
+	for path, want := range map[string]string{homeDir(): "ro", filepath.Join(configDir(), "mosaic"): "ro", stateRoot(): "rw", "/usr": "ro"} {
+		if point, opts := mountOf(path); !strings.HasPrefix(opts, want) {
+			t.Errorf("in the bus, %s is on %s (%s), want %s", path, point, opts, want)
 		}
 	}
 	// The launched session's promise names the manager's namespaces.
