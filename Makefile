@@ -1,7 +1,8 @@
 # mosaic: run AI coding agents as confined systemd sessions.
 #
 #   make demo    a confined demo session (inside contrib/rig.sh where no user manager is reachable)
-#   make test    every test, against a real systemd user manager, D-Bus, journald and bwrap
+#   make test    every test, against a real systemd user manager, D-Bus, journald and bwrap:
+#                as root, on two systemds in turn (the host's 252, and 257 in a cached Debian 13 root)
 #   make build   bin/mosaic, a static binary
 #   make install mosaic, its man page and bash/zsh/fish completion into PREFIX
 #                (/usr/local as root, else ~/.local; DESTDIR for packaging)
@@ -38,9 +39,10 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 
+# A failure names the systemd it happened on; both run either way.
 test: vet
 	@[ "$$(id -u)" != 0 ] || contrib/install-deps.sh
-	contrib/with-user-manager.sh $(GO) test -count=1 ./...
+	contrib/with-user-manager.sh --systemd host,257 $(GO) test -count=1 ./...
 
 demo: build
 	@[ "$$(id -u)" != 0 ] || contrib/install-deps.sh

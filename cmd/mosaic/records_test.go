@@ -83,9 +83,11 @@ func TestEndRecords(t *testing.T) {
 	}
 }
 
+// TestRmAndGC is not parallel: gc removes every ended session of the user,
+// also those other tests are still reading (TestLogs, TestEndRecords), so it
+// runs before any parallel test starts.
 func TestRmAndGC(t *testing.T) {
 	needRig(t)
-	t.Parallel()
 	ws := workspace(t)
 	running, ended := sessionName(t), sessionName(t)
 	mustMosaic(t, "start", "--name", running, "--workspace", ws, "--", "sleep", "300")
