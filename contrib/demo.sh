@@ -13,7 +13,12 @@ mkdir -p "$HOME/.ssh"
 echo "a private key stand-in" >"$secret"
 trap 'rm -rf "$ws" "$secret"; "$mosaic" stop demo >/dev/null 2>&1 || true' EXIT
 
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Bold headings on a terminal, plain text into a pipe or with NO_COLOR.
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then
+	say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+	say() { printf '\n== %s\n' "$*"; }
+fi
 
 say "on the host: $secret exists, and so do the user bus and systemd's socket"
 ls -l "$secret" "$XDG_RUNTIME_DIR/bus" "$XDG_RUNTIME_DIR/systemd/private"
@@ -37,8 +42,8 @@ say "mosaic start: a background session, a transient unit of the user's systemd"
 say "systemctl --user status mosaic-demo.service"
 systemctl --user status mosaic-demo.service --no-pager --lines=0 | sed -n '1,6p'
 sleep 1.2
-say "journalctl --user -u mosaic-demo.service"
-journalctl --user -u mosaic-demo.service -o cat --no-pager | head -3
+say "mosaic logs demo (the same lines: journalctl --user -t mosaic-demo)"
+"$mosaic" logs demo | head -3
 say "mosaic status demo"
 "$mosaic" status demo
 say "mosaic stop demo"

@@ -27,6 +27,12 @@ type Profile struct {
 	// none, allow (to AllowHosts, through the egress proxy) or host.
 	Network    string   `json:"network"`
 	AllowHosts []string `json:"allow_hosts,omitempty"`
+	// SeccompAllow names rows of the session's syscall filter to lift
+	// (checked against sandbox.SyscallRules when a session is prepared).
+	SeccompAllow []string `json:"seccomp_allow,omitempty"`
+	// Sandbox is the session's inner layer unless --sandbox says
+	// otherwise: bwrap (the default) or landlock.
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 // The hosts each provider's API is reached at, for the built-in profiles'
@@ -151,6 +157,8 @@ func ProfileFor(dir string, command []string) (Profile, error) {
 //	ReadOnlyPaths=/opt/myagent
 //	Network=allow
 //	AllowHost=api.example.com api.example.com:8443
+//	SeccompAllow=io_uring perf
+//	Sandbox=landlock
 //
 // Without Network= a user profile's sessions have no network (none).
 // Each CredentialSet line is one alternative; its variables are all needed.
@@ -210,10 +218,17 @@ func readProfile(path string) (Profile, error) {
 				return bad("Network=%s: use none, allow or host", o.Value)
 			}
 			p.Network = o.Value
+		case "Sandbox":
+			if o.Value != "bwrap" && o.Value != "landlock" {
+				return bad("Sandbox=%s: use bwrap or landlock", o.Value)
+			}
+			p.Sandbox = o.Value
 		case "AllowHost":
 			p.AllowHosts = append(p.AllowHosts, fields...)
+		case "SeccompAllow":
+			p.SeccompAllow = append(p.SeccompAllow, fields...)
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost, SeccompAllow, Sandbox)", o.Name)
 		}
 	}
 	return p, nil

@@ -76,7 +76,11 @@ func addresses(rt string) []address {
 
 // dial connects and authenticates; on a bus it also says Hello.
 func dial(ctx context.Context, addr string, viaBus bool) (*dbus.Conn, error) {
-	c, err := dbus.Dial(addr, dbus.WithContext(ctx))
+	// godbus closes the connection when the context it was dialled with is
+	// done: the caller's context bounds calls, never the connection's life
+	// (mosaic start cancels its context on Ctrl-C, then still stops the
+	// session over the same connection).
+	c, err := dbus.Dial(addr, dbus.WithContext(context.WithoutCancel(ctx)))
 	if err != nil {
 		return nil, err
 	}

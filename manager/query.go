@@ -57,6 +57,11 @@ type Session struct {
 	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch
 	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
 	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
+	Output           string         `json:"output,omitempty"`      // journal (mosaic start) or terminal (mosaic run)
+
+	// The rows of the syscall filter its profile lifted.
+	SeccompAllow []string `json:"seccomp_allow,omitempty"`
+	Sandbox      string   `json:"sandbox,omitempty"` // bwrap, or landlock (no bwrap: see Confinement)
 }
 
 // Running reports whether the session's unit is up, on its way up, or on

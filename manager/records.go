@@ -24,6 +24,12 @@ func describe(r records.Record, s *Session) {
 	s.Kind = kindOf(r)
 	s.MayLaunch = r.MayLaunch
 	s.Network, s.AllowHosts = r.Network, r.AllowHosts
+	s.Output = r.Output
+	s.SeccompAllow = r.SeccompAllow
+	s.Sandbox = r.Sandbox
+	if s.Sandbox == "" {
+		s.Sandbox = sandbox.ModeBwrap
+	}
 	if s.Network == "" {
 		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
 	}
@@ -38,11 +44,24 @@ func kindOf(r records.Record) string {
 	return r.Kind
 }
 
+// outputOf is where a session's output goes: the journal for a
+// background service, the caller's terminal or pipes for mosaic run.
+func outputOf(s units.Spec) string {
+	if s.Stdio != nil || s.Scope {
+		return "terminal"
+	}
+	return "journal"
+}
+
 // recordOf is the record of a spec about to start.
 func recordOf(s units.Spec) records.Record {
-	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: s.Binds(),
+	binds := s.Binds()
+	if s.Landlock() {
+		binds = nil // no bwrap: the record says the mode, status its rows
+	}
+	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: binds, Sandbox: s.Sandbox,
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
-		Network: s.Network, AllowHosts: s.Allow}
+		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow}
 }
 
 // prepareState makes the session's state directory: home/ kept across runs of

@@ -33,7 +33,7 @@ import (
 // which forwards it to the command: Ctrl-C in the terminal reaches the
 // command, not only mosaic. The secrets reach the shim in the environment of
 // the exec (never a command line, never a file).
-func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File, signals <-chan os.Signal) (Session, error) {
+func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File, signals <-chan os.Signal) (s Session, err error) {
 	if !spec.Scope {
 		return Session{}, bug("RunScope", os.ErrInvalid)
 	}
@@ -45,80 +45,130 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	if err != nil {
 		return Session{}, err
 	}
+	// One undo for every failure before the session runs.
+	defer func() {
+		if err != nil && undo != nil {
+			undo()
+		}
+	}()
 	if !spec.NameGiven {
 		defer os.RemoveAll(spec.StateDir)
 		defer os.RemoveAll(spec.EgressDir)
 	}
 	mark(ctx, "claim name, state directory")
 
-	infoR, infoW, err := os.Pipe()
-	if err != nil {
-		undo()
-		return Session{}, bug("pipe", err)
-	}
-	defer infoR.Close()
-	goR, goW, err := os.Pipe()
-	if err != nil {
-		infoW.Close()
-		undo()
-		return Session{}, bug("pipe", err)
-	}
-	defer goW.Close()
-	argv := units.ExecArgv(spec)
-	cmd := &exec.Cmd{
-		Path: argv[0], Args: argv, Env: scopeEnv(spec, secrets), Dir: spec.Workspace,
-		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
-		ExtraFiles: []*os.File{infoW, goR}, // sandbox.ScopeInfoFD, sandbox.ScopeGoFD
-		// Its own process group: the terminal's signals go to mosaic, which
-		// forwards them to the init, not to bwrap's monitor.
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	}
 	// PR_SET_PDEATHSIG follows the thread that forked, so that thread must
 	// live as long as the session: this goroutine keeps it.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	err = cmd.Start()
-	infoW.Close()
-	goR.Close()
+	sh, err := startShim(spec, secrets, stdio)
 	if err != nil {
-		undo()
-		return Session{}, errcode.StartFailed.New("cannot start the session's exec shim %s: %v", argv[0], err)
+		return Session{}, err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	defer sh.close()
 
 	w := m.watch(unit)
 	defer w.close()
 	defer m.forget(context.Background(), unit)
-	result, err := m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(cmd.Process.Pid)), units.AuxUnits(spec))
+	result, err := m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(sh.cmd.Process.Pid)), units.AuxUnits(spec))
 	if err == nil && result != "done" {
 		err = errcode.StartFailed.New("session %s did not start: systemd's start job for %s ended %s", spec.Name, unit, result)
 	}
 	if err != nil {
-		goW.Close() // the shim gives up: nothing ran
-		<-exited
-		undo()
+		sh.abort() // the shim gives up: nothing ran
 		return Session{}, err
 	}
 	mark(ctx, "scope started")
-	if _, err := goW.Write([]byte{1}); err != nil {
-		<-exited
-		undo()
+	if err := sh.release(); err != nil {
 		return Session{}, errcode.StartFailed.New("session %s did not start: its exec shim died before it could run", spec.Name)
 	}
-	goW.Close()
+	undo = nil // the session ran: what it made is its own now
+	started(ctx)
 
+	stopping, waitErr := m.relayUntilExit(ctx, unit, sh, signals)
+	mark(ctx, "session ended")
+	m.awaitScopeEnd(ctx, spec, w)
+	mark(ctx, "scope ended")
+	return scopeEnded(spec, w, sh.cmd, stopping, waitErr)
+}
+
+// shim is a scope's exec shim, started by mosaic and held on a pipe until
+// systemd has put it into its scope.
+type shim struct {
+	cmd    *exec.Cmd
+	info   *os.File   // bwrap's --info-fd: the init's PID
+	goW    *os.File   // one byte: go
+	exited chan error // cmd.Wait's result
+}
+
+// startShim starts the exec shim with stdio as its stdin, stdout and
+// stderr, in a process group of its own (the terminal's signals go to
+// mosaic, which forwards them to the init, not to bwrap's monitor), killed
+// with mosaic (PR_SET_PDEATHSIG). The secrets reach it in the environment of
+// the exec, never a command line or a file.
+func startShim(spec units.Spec, secrets []credentials.Var, stdio [3]*os.File) (*shim, error) {
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return nil, bug("pipe", err)
+	}
+	defer infoW.Close()
+	goR, goW, err := os.Pipe()
+	if err != nil {
+		infoR.Close()
+		return nil, bug("pipe", err)
+	}
+	defer goR.Close()
+	argv := units.ExecArgv(spec)
+	cmd := &exec.Cmd{
+		Path: argv[0], Args: argv, Env: scopeEnv(spec, secrets), Dir: spec.Workspace,
+		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
+		ExtraFiles:  []*os.File{infoW, goR}, // sandbox.ScopeInfoFD, sandbox.ScopeGoFD
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	if err := cmd.Start(); err != nil {
+		infoR.Close()
+		goW.Close()
+		return nil, errcode.StartFailed.New("cannot start the session's exec shim %s: %v", argv[0], err)
+	}
+	sh := &shim{cmd: cmd, info: infoR, goW: goW, exited: make(chan error, 1)}
+	go func() { sh.exited <- cmd.Wait() }()
+	return sh, nil
+}
+
+// release lets the shim go on into the sandbox.
+func (sh *shim) release() error {
+	_, err := sh.goW.Write([]byte{1})
+	sh.goW.Close()
+	if err != nil {
+		<-sh.exited
+	}
+	return err
+}
+
+// abort makes the shim give up (EOF on its pipe) and waits for it.
+func (sh *shim) abort() {
+	sh.goW.Close()
+	<-sh.exited
+}
+
+func (sh *shim) close() {
+	sh.info.Close()
+	sh.goW.Close()
+}
+
+// relayUntilExit forwards each signal to the session's init (once bwrap has
+// reported its PID; before that, a signal stops the scope) until the shim,
+// now bwrap, exits. It reports whether it asked systemd to stop the scope.
+func (m *Manager) relayUntilExit(ctx context.Context, unit string, sh *shim, signals <-chan os.Signal) (stopping bool, waitErr error) {
 	initPID := make(chan int, 1)
 	go func() {
 		var info struct {
 			ChildPID int `json:"child-pid"`
 		}
-		_ = json.NewDecoder(infoR).Decode(&info)
+		_ = json.NewDecoder(sh.info).Decode(&info)
 		initPID <- info.ChildPID
 	}()
-	pid, stopping := 0, false
-	var waitErr error
-wait:
+	pid := 0
 	for {
 		select {
 		case pid = <-initPID:
@@ -132,27 +182,33 @@ wait:
 				_, _ = m.conn.StopUnitContext(cctx, unit, "replace", nil)
 				cancel()
 			}
-		case waitErr = <-exited:
-			break wait
+		case waitErr = <-sh.exited:
+			return stopping, waitErr
 		}
 	}
-	mark(ctx, "session ended")
-	// bwrap is gone, and with it the sandbox; systemd sees the cgroup empty
-	// and ends the scope (some 5 ms later). For a session named by the
-	// caller, wait for that, so that the name is free again when mosaic run
-	// returns; a name mosaic made up is never asked for again.
+}
+
+// awaitScopeEnd waits, for a session named by the caller, until systemd has
+// seen the scope's cgroup empty and ended it (some 5 ms after bwrap is
+// gone), so that the name is free again when mosaic run returns; a name
+// mosaic made up is never asked for again.
+func (m *Manager) awaitScopeEnd(ctx context.Context, spec units.Spec, w *unitWatch) {
 	deadline := time.After(callTimeout)
 	for spec.NameGiven && !w.ended() {
 		select {
 		case <-w.changed:
 		case <-deadline:
 			cctx, cancel := bounded(ctx)
-			_, _ = m.conn.StopUnitContext(cctx, unit, "replace", nil)
+			_, _ = m.conn.StopUnitContext(cctx, spec.Unit(), "replace", nil)
 			cancel()
 			deadline = nil
 		}
 	}
-	mark(ctx, "scope ended")
+}
+
+// scopeEnded is the ended scope session, from systemd's announcements and
+// the shim's own exit; a named one's end is recorded beside its state.
+func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, stopping bool, waitErr error) (Session, error) {
 	p := w.snapshot()
 	s := SessionOf(spec.Name, units.KindScope, p, p)
 	if !w.ended() { // every process of it is gone; systemd has yet to notice
@@ -181,7 +237,9 @@ wait:
 
 // scopeEnv is the exec shim's environment for a scope: what a unit would
 // have had (the spec's variables, the caller's PATH and identity) and the
-// secrets. The init passes on only its allowlist and the named credentials.
+// secrets. The shim, as a service's, hands bwrap only what
+// sandbox.InitEnv keeps, and the init passes on only its allowlist and the
+// named credentials.
 func scopeEnv(spec units.Spec, secrets []credentials.Var) []string {
 	env := append([]string{}, spec.Env...)
 	for _, name := range []string{"PATH", "USER", "LOGNAME"} {

@@ -33,6 +33,9 @@ func Launch(ctx context.Context, req request.Request) (*Manager, units.Spec, []c
 		return nil, units.Spec{}, nil, err
 	}
 	mark(ctx, "check request")
+	if spec.Landlock() {
+		return launchLandlock(ctx, spec, secrets, paths)
+	}
 	if bwrapErr != nil {
 		return nil, units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", bwrapErr)
 	}
@@ -60,13 +63,29 @@ func (m *Manager) Spec(req request.Request) (units.Spec, []credentials.Var, erro
 	if err != nil {
 		return units.Spec{}, nil, err
 	}
-	bwrap, err := sandbox.FindBwrap()
-	if err != nil {
-		return units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", err)
-	}
+	bwrap, bwrapErr := sandbox.FindBwrap()
 	spec, secrets, err := request.Prepare(req, paths, bwrap)
 	if err != nil {
 		return units.Spec{}, nil, err
+	}
+	if spec.Landlock() {
+		bwrapErr = landlockUnavailable()
+	} else if bwrapErr != nil {
+		bwrapErr = errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", bwrapErr)
+	}
+	if bwrapErr != nil {
+		return units.Spec{}, nil, bwrapErr
+	}
+	if err != nil {
+		return units.Spec{}, nil, err
+	}
+	if spec.Landlock() {
+		bwrapErr = landlockUnavailable()
+	} else if bwrapErr != nil {
+		bwrapErr = errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", bwrapErr)
+	}
+	if bwrapErr != nil {
+		return units.Spec{}, nil, bwrapErr
 	}
 	m.complete(&spec, paths)
 	return spec, secrets, nil
@@ -168,6 +187,9 @@ func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credent
 		return l, err
 	}
 	mark(ctx, "start job done (READY)")
+	if l.result == "done" {
+		started(ctx)
+	}
 	return l, nil
 }
 

@@ -32,3 +32,20 @@ func mark(ctx context.Context, step string) {
 	fmt.Fprintf(t.w, "mosaic trace: %-22s %8.3f ms\n", step, float64(now.Sub(t.last).Microseconds())/1000)
 	t.last = now
 }
+
+type startedKey struct{}
+
+// WithStarted returns a context under which fn is called once a session's
+// command runs (its start job is done, or its scope's shim was let go): a
+// foreground run on a pseudo-terminal relays the user's keys only then, so
+// that a Ctrl-C typed while the session starts reaches the command.
+func WithStarted(ctx context.Context, fn func()) context.Context {
+	return context.WithValue(ctx, startedKey{}, fn)
+}
+
+// started calls the function WithStarted gave, if any.
+func started(ctx context.Context) {
+	if fn, ok := ctx.Value(startedKey{}).(func()); ok {
+		fn()
+	}
+}

@@ -35,6 +35,10 @@ type Promise struct {
 	// Net says the session has a network namespace of its own (network
 	// none or allow): the unit's (PrivateNetwork) and bwrap's.
 	Net bool `json:"net,omitempty"`
+	// ShmID is the host's /dev/shm device:inode, which a --sandbox landlock
+	// session must not see (systemd covers it).
+	ShmID string `json:"shm_id,omitempty"`
+	RunID string `json:"run_id,omitempty"` // and /run's, likewise
 }
 
 // PromiseEnv carries the promise from the exec shim to the init.
@@ -42,7 +46,7 @@ const PromiseEnv = "MOSAIC_PROMISE"
 
 // HostPromise reads the facts of the host (the caller of mosaic start).
 func HostPromise(home, runtimeDir string, privatePIDs bool) Promise {
-	return Promise{NS: namespaces(), Home: home, HomeID: fileID(home), TmpID: fileID("/tmp"), RuntimeDir: runtimeDir, PIDs: privatePIDs}
+	return Promise{NS: namespaces(), Home: home, HomeID: fileID(home), TmpID: fileID("/tmp"), RuntimeDir: runtimeDir, PIDs: privatePIDs, ShmID: fileID("/dev/shm"), RunID: fileID("/run")}
 }
 
 // Encode is the promise as one argument.

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -42,6 +43,11 @@ type InitOptions struct {
 	Egress        bool     // network allow: relay 127.0.0.1:ProxyPort to the egress proxy
 	Pass          []string // variables to let through when set
 	Credentials   []string // variables that must have arrived (names only)
+	SeccompAllow  []string // rows of SyscallRules a profile lifted
+	// Landlock, for --sandbox landlock, is the encoded LandlockPolicy the
+	// command runs under (no bwrap: the init runs in the unit directly);
+	// EgressSocket is then the egress proxy's socket at its own path.
+	Landlock, EgressSocket string
 }
 
 // InitArgv is the argument list of mosaic's init (after the mosaic binary's
@@ -54,12 +60,18 @@ func InitArgv(o InitOptions, command []string) []string {
 	if o.Egress {
 		argv = append(argv, "--egress")
 	}
+	if o.Landlock != "" {
+		argv = append(argv, "--landlock", o.Landlock, "--egress-socket", o.EgressSocket)
+	}
 	pass, credentials := o.Pass, o.Credentials
 	for _, p := range pass {
 		argv = append(argv, "--pass", p)
 	}
 	for _, c := range credentials {
 		argv = append(argv, "--credential", c)
+	}
+	for _, r := range o.SeccompAllow {
+		argv = append(argv, "--seccomp-allow", r)
 	}
 	return append(append(argv, "--"), command...)
 }
@@ -74,14 +86,23 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 // systemd, forwards termination signals, reaps every orphan, and returns the
 // command's exit status (128+n for a death by signal n).
 func Init(args []string) int {
+	// First: nothing of this process (its environment holds the promise and
+	// the credentials) may be read or traced by the command.
+	if err := Undumpable(); err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
+		return ExitSandboxRefused
+	}
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")
 	tty := fs.Bool("tty", false, "stdin is the session's own pseudo-terminal: make it the command's controlling terminal")
 	egress := fs.Bool("egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
-	var pass, creds stringList
+	landlock := fs.String("landlock", "", "no bwrap: run the command under this Landlock policy (JSON)")
+	egressSocket := fs.String("egress-socket", EgressSocketInside, "the egress proxy's socket")
+	var pass, creds, seccompAllow stringList
 	fs.Var(&pass, "pass", "extra variable to pass to the command")
 	fs.Var(&creds, "credential", "credential that must have arrived, passed to the command")
+	fs.Var(&seccompAllow, "seccomp-allow", "row of the syscall filter to lift")
 	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "mosaic init: usage: init --session NAME --home DIR [--pass VAR]... [--credential VAR]... -- COMMAND [ARG...]")
 		return ExitSandboxRefused
@@ -99,8 +120,9 @@ func Init(args []string) int {
 	}
 	pass = append(pass, creds...)
 	err := promiseErr
+	var ruleset *LandlockRuleset
 	if err == nil {
-		err = CheckSandbox(promise)
+		ruleset, err = confineCommand(promise, *landlock)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
@@ -115,8 +137,12 @@ func Init(args []string) int {
 			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: cannot listen for the egress relay: %v\n", err)
 			return ExitSandboxRefused
 		}
-		go Relay(l, EgressSocketInside)
+		go Relay(l, *egressSocket)
 		env = append(env, ProxyEnv()...)
+	}
+	if err := InstallSyscallFilter(seccompAllow); err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
+		return ExitSandboxRefused
 	}
 	command := fs.Args()
 	path, err := lookPath(command[0], env)
@@ -137,13 +163,20 @@ func Init(args []string) int {
 		// from the line discipline, and job control works inside.
 		attr.Sys = &unix.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	}
-	proc, err := os.StartProcess(path, command, attr)
+	proc, err := StartRestricted(ruleset, path, command, attr)
+	var lerr *LandlockError
+	if errors.As(err, &lerr) {
+		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
+		notifyStatus(notify, "STATUS=sandbox check failed: "+err.Error())
+		return ExitSandboxRefused
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: cannot start %s: %v\n", command[0], err)
 		return 127
 	}
 	notifyStatus(notify, "READY=1")
 	if notify >= 0 {
+		notifyBarrier(notify, notifyBarrierTimeout)
 		unix.Close(notify)
 	}
 	if *tty {
@@ -174,7 +207,9 @@ func endOnHangup(pid int) {
 	_ = unix.Kill(-pid, unix.SIGHUP)
 	time.Sleep(hangupGrace)
 	fmt.Fprintln(os.Stderr, "mosaic init: the session's terminal hung up and the command did not end: killing it")
-	_ = unix.Kill(-1, unix.SIGKILL)
+	if os.Getpid() == 1 { // bwrap's PID namespace; in --sandbox landlock systemd kills the unit's cgroup when the init exits
+		_ = unix.Kill(-1, unix.SIGKILL)
+	}
 	_ = unix.Kill(pid, unix.SIGKILL)
 }
 
@@ -240,13 +275,7 @@ func ExitCode(ws unix.WaitStatus) int {
 // CommandEnv is the command's environment: the allow-listed variables and the
 // ones named with --pass from environ, then HOME, TMPDIR and MOSAIC_SESSION.
 func CommandEnv(environ []string, session, home string, pass []string) []string {
-	allowed := make(map[string]bool, len(passEnv)+len(pass))
-	for _, n := range passEnv {
-		allowed[n] = true
-	}
-	for _, n := range pass {
-		allowed[n] = true
-	}
+	allowed := allowedNames(pass)
 	var env []string
 	hasPath := false
 	for _, kv := range environ {
@@ -316,5 +345,43 @@ func notifyFD() int {
 func notifyStatus(fd int, msg string) {
 	if fd >= 0 {
 		_, _ = unix.Write(fd, []byte(msg))
+	}
+}
+
+// notifyBarrierTimeout bounds the wait for systemd in notifyBarrier: a manager
+// that never answers delays the init's supervision of the command (its
+// signals wait in a buffer), never the command itself.
+const notifyBarrierTimeout = 5 * time.Second
+
+// notifyBarrier returns once systemd has processed every message sent on fd
+// before it, or after timeout. It is sd_notify's BARRIER=1: the message
+// carries the write end of a pipe, and systemd closes that descriptor when it
+// handles the message, so the read end hangs up. Without it, READY=1 from an
+// init whose command exits at once can be dropped: systemd looks the sender
+// up only when it reads the message, and ignores one that is gone by then
+// (257: "Notify sender died before message is processed", 252: "Cannot find
+// unit for notify message"), so the start job failed for a command that ran.
+func notifyBarrier(fd int, timeout time.Duration) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return
+	}
+	defer unix.Close(p[0])
+	err := unix.Sendmsg(fd, []byte("BARRIER=1"), unix.UnixRights(p[1]), nil, 0)
+	unix.Close(p[1])
+	if err != nil {
+		return
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		// No events asked for: POLLHUP is always reported.
+		_, err := unix.Poll([]unix.PollFd{{Fd: int32(p[0])}}, int(left.Milliseconds())+1)
+		if err != unix.EINTR {
+			return
+		}
 	}
 }

@@ -58,22 +58,21 @@ func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value
 // PID on sandbox.ScopeInfoFD, to which mosaic forwards signals.
 func ExecArgv(s Spec) []string {
 	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY,
-		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials}, s.Command)...)
-	argv := []string{s.MosaicBin, "exec-bwrap"}
+		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials, SeccompAllow: s.SeccompAllow}, s.Command)...)
+	if s.Landlock() {
+		return landlockExecArgv(s)
+	}
+	shim := sandbox.Shim{Promise: s.Promise, Drop: s.CredentialFile, Bwrap: s.BwrapBin}
 	var extra []string
 	if s.Scope {
-		argv = append(argv, "--wait-fd", strconv.Itoa(sandbox.ScopeGoFD))
+		shim.WaitFD = sandbox.ScopeGoFD
 		extra = []string{"--info-fd", strconv.Itoa(sandbox.ScopeInfoFD)}
 	}
 	if s.OwnNetwork() {
 		extra = append(extra, "--unshare-net") // only loopback: no route, no host abstract socket
 	}
-	argv = append(argv, "--promise", s.Promise)
-	if s.CredentialFile != "" {
-		argv = append(argv, "--drop", s.CredentialFile)
-	}
-	argv = append(argv, s.BwrapBin)
-	return append(argv, sandbox.Argv(s.Binds(), s.Workspace, initArgv, extra...)...)
+	shim.Args = sandbox.Argv(s.Binds(), s.Workspace, initArgv, extra...)
+	return shim.Argv(s.MosaicBin)
 }
 
 // Properties are the transient service's properties for spec s on a manager
@@ -94,14 +93,14 @@ func Properties(s Spec, f Features) []sd.Property {
 		// notify: the job finishes when the init inside the sandbox has
 		// checked it and started the command, not merely when fork succeeded.
 		prop("Type", "notify"),
-		prop("NotifyAccess", "all"),
+		prop("NotifyAccess", notifyAccess(s)),
 		prop("WorkingDirectory", s.Workspace),
 		// A 252 user manager needs PrivateUsers for any mount namespacing.
 		prop("PrivateUsers", true),
 		prop("PrivateTmp", true),
 		prop("ProtectSystem", "strict"),
 		// Without ":ro", so that the binds below can be made under them.
-		prop("TemporaryFileSystem", []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}),
+		prop("TemporaryFileSystem", tmpfsOf(s)),
 		prop("BindPaths", readWriteBinds(s)),
 		// The shim and bwrap may live under the hidden home; the notification
 		// socket is the one file of the runtime dir the unit needs (the shim
@@ -276,7 +275,11 @@ func readWriteBinds(s Spec) []bindEntry {
 // readOnlyPaths are the unit's read-only binds: what the exec shim, bwrap and
 // the sandbox's own read-only binds need from under the hidden directories.
 func readOnlyPaths(s Spec) []string {
-	ro := []string{s.MosaicBin, s.BwrapBin, filepath.Join(s.RuntimeDir, "systemd", "notify")}
+	ro := []string{s.MosaicBin}
+	if s.BwrapBin != "" { // none in --sandbox landlock
+		ro = append(ro, s.BwrapBin)
+	}
+	ro = append(ro, filepath.Join(s.RuntimeDir, "systemd", "notify"))
 	if s.Binary != "" {
 		ro = append(ro, s.Binary)
 	}

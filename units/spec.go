@@ -131,6 +131,8 @@ type Spec struct {
 	ExtraRW    []string // --rw paths, resolved
 	Env        []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
 	Pass       []string // names the init passes besides its allowlist (a profile's variables)
+	// SeccompAllow are the rows of sandbox.SyscallRules the profile lifted.
+	SeccompAllow []string
 	// Credentials are the names of the secrets in CredentialFile, which
 	// systemd reads (EnvironmentFiles=) and the init requires and passes on.
 	// The values are never in the spec.
@@ -162,6 +164,18 @@ type Spec struct {
 	// Scope makes the session a scope: mosaic starts the exec shim itself
 	// and systemd only adopts it (no unit sandbox; bwrap's is the whole).
 	Scope bool
+	// Sandbox is the inner layer: sandbox.ModeBwrap ("" too) or
+	// sandbox.ModeLandlock (no bwrap; the init applies a Landlock policy).
+	Sandbox string
+}
+
+// Landlock reports whether the session runs in --sandbox landlock.
+func (s Spec) Landlock() bool { return s.Sandbox == sandbox.ModeLandlock }
+
+// LandlockPolicy is the policy of a --sandbox landlock session's command.
+func (s Spec) LandlockPolicy() sandbox.LandlockPolicy {
+	return sandbox.LandlockPolicyFor(sandbox.LandlockOptions{Workspace: s.Workspace, SessionHome: s.SessionHome(),
+		Binary: s.Binary, ExtraRO: s.ExtraRO, ExtraRW: s.ExtraRW, Network: s.Network})
 }
 
 // Kind is the session's kind: KindService or KindScope.

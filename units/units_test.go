@@ -89,7 +89,7 @@ func TestParseLimits(t *testing.T) {
 		in   string
 		want uint64
 		ok   bool
-	}{{"1024", 1024, true}, {"2K", 2048, true}, {"512M", 512 << 20, true}, {"4G", 4 << 30, true}, {"1t", 1 << 40, true}, {"0", 0, false}, {"-1", 0, false}, {"1.5G", 0, false}, {"G", 0, false}, {"99999999999T", 0, false}} {
+	}{{"1024", 1024, true}, {"2K", 2048, true}, {"512M", 512 << 20, true}, {"4G", 4 << 30, true}, {"1t", 1 << 40, true}, {"0", 0, false}, {"-1", 0, false}, {"G", 0, false}, {"99999999999T", 0, false}} {
 		got, err := ParseSize("memory-max", tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
@@ -106,7 +106,7 @@ func TestParseLimits(t *testing.T) {
 	if d, err := ParseDuration("runtime-max", "90s"); err != nil || d != 90*time.Second {
 		t.Errorf("ParseDuration(90s) = %v, %v", d, err)
 	}
-	for _, bad := range []string{"0s", "-1s", "10", "soon"} {
+	for _, bad := range []string{"0s", "-1s", "1ns", "soon"} {
 		if _, err := ParseDuration("runtime-max", bad); err == nil {
 			t.Errorf("ParseDuration(%q) accepted", bad)
 		}
@@ -399,5 +399,33 @@ func TestNetworkProperties(t *testing.T) {
 				t.Errorf("the egress unit would be listed as a session: %s", d)
 			}
 		}
+	}
+}
+
+// Sizes and durations as systemd and docker take them.
+func TestSizesAndDurations(t *testing.T) {
+	for s, want := range map[string]uint64{"4G": 4 << 30, "4GB": 4 << 30, "4GiB": 4 << 30, "4g": 4 << 30, "512M": 512 << 20, "1.5G": 3 << 29, "4096": 4096, "2T": 2 << 40} {
+		if got, err := ParseSize("memory-max", s); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "0", "-1G", "4X", "G", "1e9", "0.0000001K", "99999999999P"} {
+		if _, err := ParseSize("memory-max", s); err == nil {
+			t.Errorf("ParseSize(%q) accepted", s)
+		}
+	}
+	for s, want := range map[string]time.Duration{"5": 5 * time.Second, "90s": 90 * time.Second, "1min 30s": 90 * time.Second,
+		"1h30m": 90 * time.Minute, "2h": 2 * time.Hour, "1.5h": 90 * time.Minute, "500ms": 500 * time.Millisecond, "1d": 24 * time.Hour, "0.5": 500 * time.Millisecond} {
+		if got, err := ParseDuration("runtime-max", s); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "0", "1ns", "-5s", "5x", "s", "1e3", "NaN", "Inf"} {
+		if _, err := ParseDuration("runtime-max", s); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", s)
+		}
+	}
+	if d, err := ParseTimeout("timeout", "0"); err != nil || d != 0 {
+		t.Errorf("ParseTimeout(0) = %v, %v", d, err)
 	}
 }

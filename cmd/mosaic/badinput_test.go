@@ -36,10 +36,12 @@ func TestBadInput(t *testing.T) {
 		{"no command", []string{"--workspace", ws}, "no-command"},
 		{"unknown flag", []string{"--no-such-flag", "--workspace", ws, "--", "true"}, "usage"},
 		{"bad memory", []string{"--memory-max", "lots", "--workspace", ws, "--", "true"}, "bad-limit"},
-		{"bad runtime", []string{"--runtime-max", "10", "--workspace", ws, "--", "true"}, "bad-duration"},
+		{"bad runtime", []string{"--runtime-max", "10x", "--workspace", ws, "--", "true"}, "bad-duration"},
 		{"--ro missing", []string{"--ro", filepath.Join(ws, "nope"), "--workspace", ws, "--", "true"}, "bad-bind"},
 		{"--rw home", []string{"--rw", homeDir(), "--workspace", ws, "--", "true"}, "bad-bind"},
 		{"--ro runtime dir", []string{"--ro", "/run", "--workspace", ws, "--", "true"}, "bad-bind"},
+		{"unknown sandbox", []string{"--sandbox", "lxc", "--workspace", ws, "--", "true"}, "bad-sandbox"},
+		{"landlock may-launch", []string{"--sandbox", "landlock", "--may-launch", "--workspace", ws, "--", "true"}, "bad-sandbox"},
 	}
 	before := mosaicUnits(t)
 	for _, verb := range []string{"start", "run"} {

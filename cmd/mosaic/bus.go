@@ -65,14 +65,14 @@ func busLaunchCommand(out *output) *cli.Command {
 		Usage:     "ask the bus to start a session (from a --may-launch session: under the bus's policy)",
 		ArgsUsage: "-- COMMAND [ARG...]",
 		Flags: append(append([]cli.Flag{
-			&cli.StringFlag{Name: "name", Usage: "session name (default: from the command)"},
-			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the session's workspace (default: the current directory)"},
-			&cli.StringFlag{Name: "profile", Usage: "the agent profile; its credentials come from the bus's environment"},
+			&cli.StringFlag{Name: "name", Usage: "session `NAME` (default: from the command)"},
+			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the session's workspace `DIR` (default: the current directory)"},
+			&cli.StringFlag{Name: "profile", Usage: "the agent `PROFILE`; its credentials come from the bus's environment"},
 			&cli.StringSliceFlag{Name: "ro", Usage: "also show `PATH` read-only (not from a session)"},
 			&cli.StringSliceFlag{Name: "rw", Usage: "also show `PATH` read-write (not from a session)"},
-			&cli.StringFlag{Name: "network", Usage: "none, allow or host (not from a session; default: the profile's)"},
+			&cli.StringFlag{Name: "network", Usage: "`MODE`: none, allow or host (not from a session; default: the profile's)"},
 			&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also `HOST[:PORT]` (not from a session)"},
-			&cli.StringFlag{Name: "stop-timeout", Usage: "time between SIGTERM and SIGKILL when stopped"},
+			&cli.StringFlag{Name: "stop-timeout", Usage: "`DURATION` between SIGTERM and SIGKILL when stopped"},
 			&cli.BoolFlag{Name: "may-launch", Usage: "the launched session may launch others (not from a session)"},
 		}, limitFlags()...), jsonFlag),
 		OnUsageError: usageError,
@@ -107,7 +107,7 @@ func busStopCommand(out *output) *cli.Command {
 		Usage:     "ask the bus to stop a session (from a session: one it launched)",
 		ArgsUsage: "NAME",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "timeout", Usage: "time between SIGTERM and SIGKILL", Value: units.DefaultStopTimeout.String()},
+			&cli.StringFlag{Name: "timeout", Usage: "`DURATION` between SIGTERM and SIGKILL (0: at once)", Value: units.DefaultStopTimeout.String()},
 			jsonFlag,
 		},
 		OnUsageError: usageError,
@@ -137,7 +137,7 @@ func busListCommand(out *output) *cli.Command {
 			if err := askBus(bus.Request{Verb: "list"}, &list); err != nil {
 				return err
 			}
-			out.result(list, func(w io.Writer) { printList(w, list) })
+			out.result(list, func(w io.Writer) { printList(w, list, true) })
 			return nil
 		},
 	}
@@ -159,7 +159,7 @@ func busStatusCommand(out *output) *cli.Command {
 			if err := askBus(bus.Request{Verb: "status", Name: name}, &s); err != nil {
 				return err
 			}
-			out.result(s, func(w io.Writer) { printStatus(w, s) })
+			out.result(s, func(w io.Writer) { printStatus(w, s, out.safe) })
 			return nil
 		},
 	}

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"mosaic/units/errcode"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"mosaic/manager/doctor"
+	"mosaic/sandbox"
+	"mosaic/units/errcode"
 )
 
 func doctorCommand(out *output) *cli.Command {
@@ -21,6 +22,7 @@ func doctorCommand(out *output) *cli.Command {
 			"(or, with --probe, when the probe session could do what it must not, or not what it must).",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "probe", Usage: "start a throwaway session against stand-ins and report each check allowed or denied"},
+			&cli.StringFlag{Name: "sandbox", Value: sandbox.ModeBwrap, Usage: "the mode to check (and probe): bwrap, or landlock (for hosts where bwrap cannot run: also shows what it confines less)"},
 			jsonFlag,
 		},
 		OnUsageError: usageError,
@@ -28,7 +30,12 @@ func doctorCommand(out *output) *cli.Command {
 			ctx := context.Background()
 			prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "mosaic doctor")
 			prog.set("checking the host")
+			mode := c.String("sandbox")
+			if !sandbox.ValidMode(mode) {
+				return errcode.BadSandbox.New("--sandbox %s: use bwrap or landlock", mode)
+			}
 			checks, m := doctor.Doctor(ctx)
+			checks = doctor.ForSandbox(checks, mode)
 			if m != nil {
 				defer m.Close()
 			}
@@ -37,14 +44,17 @@ func doctorCommand(out *output) *cli.Command {
 			var probeErr error
 			if c.Bool("probe") && healthy {
 				prog.set("running the probe session")
-				answers, probeErr = doctor.ProbeSandbox(ctx, m)
+				answers, probeErr = doctor.ProbeSandbox(ctx, m, mode)
 			}
 			prog.done()
 			probeOK := probeErr == nil
 			for _, a := range answers {
 				probeOK = probeOK && a.OK
 			}
-			report := map[string]any{"ok": healthy && probeOK, "checks": checks}
+			report := map[string]any{"ok": healthy && probeOK, "checks": checks, "syscall_filter": sandbox.SyscallRules, "sandbox": mode}
+			if mode == sandbox.ModeLandlock {
+				report["landlock_rows"] = sandbox.LandlockRows
+			}
 			if c.Bool("probe") {
 				p := map[string]any{"answers": answers, "network": networkNote}
 				if probeErr != nil {
@@ -54,7 +64,15 @@ func doctorCommand(out *output) *cli.Command {
 				}
 				report["probe"] = p
 			}
-			out.result(report, func(w io.Writer) { printDoctor(w, checks, c.Bool("probe"), healthy, answers, probeErr) })
+			out.result(report, func(w io.Writer) {
+				var b strings.Builder
+				printDoctor(&b, checks, c.Bool("probe"), healthy, answers, probeErr)
+				if mode == sandbox.ModeLandlock {
+					fmt.Fprintln(&b)
+					printLandlockRows(&b)
+				}
+				io.WriteString(w, wrapLines(b.String(), fitWidth(out, false)))
+			})
 			switch {
 			case !healthy:
 				out.code = errcode.ExitFailure
@@ -74,6 +92,7 @@ func printDoctor(w io.Writer, checks []doctor.Check, probe, healthy bool, answer
 			fmt.Fprintf(w, "     %-18s fix: %s\n", "", c.Fix)
 		}
 	}
+	printSyscallRules(w)
 	if !probe {
 		return
 	}
@@ -92,9 +111,28 @@ func printDoctor(w io.Writer, checks []doctor.Check, probe, healthy bool, answer
 			mark = "FAIL"
 		}
 		fmt.Fprintf(w, "  %s %-16s %-8s (must be %s): %s\n", mark, a.Name, a.Got, a.Want, a.What)
+		if a.Gap != "" {
+			fmt.Fprintf(w, "       %-16s known gap of --sandbox landlock: %s\n", "", a.Gap)
+		}
 	}
 	fmt.Fprintln(w, "  note network          "+networkNote)
 }
 
 // networkNote is what the probe says of the network modes it did not try.
 const networkNote = "the probe ran with --network none (generic's default); a session with --network host shares your network namespace and is NOT confined there (mosaic status says which a session has)"
+
+// printSyscallRules lists the rows of every session's syscall filter.
+func printSyscallRules(w io.Writer) {
+	fmt.Fprintln(w, "\nsyscall filter (EPERM in every session; a profile's SeccompAllow=NAME lifts a row not marked fixed):")
+	for _, r := range sandbox.SyscallRules {
+		calls := r.What
+		if calls == "" {
+			calls = strings.Join(r.Syscalls, ", ")
+		}
+		fixed := ""
+		if r.Fixed {
+			fixed = ", fixed"
+		}
+		fmt.Fprintf(w, "  %-18s %s%s: %s\n", r.Name, calls, fixed, r.Reason)
+	}
+}

@@ -15,12 +15,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestEscapeTable runs the checks from inside a real session against
-// stand-ins that are first shown to exist on the host, then runs them again in
-// a deliberately broken sandbox (an extra bind exposing the SSH stand-in),
-// which must fail exactly the matching check.
-func TestEscapeTable(t *testing.T) {
-	needRig(t)
+// wantEscape is what every check of the table must answer in a sound
+// sandbox.
+var wantEscape = func() map[string]string {
+	w := map[string]string{}
+	for _, c := range escapes.Table {
+		w[c.Name] = c.Want
+	}
+	return w
+}()
+
+// escapeFixture holds the stand-ins of the escape table, each made on the
+// host and shown to exist (and, run unconfined, reachable) first, so that a
+// denial in a session means the sandbox hid it.
+type escapeFixture struct {
+	stand   escapes.StandIns
+	sshDir  string
+	outside string
+}
+
+func newEscapeFixture(t *testing.T) *escapeFixture {
+	t.Helper()
 	home, rt := homeDir(), os.Getenv("XDG_RUNTIME_DIR")
 	id := randomHex()
 	mustWrite := func(path, content string) string {
@@ -133,65 +148,90 @@ func TestEscapeTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		os.Remove(filepath.Join(outside, "escaped"))
 		got := escapes.Parse(string(out))
 		for _, c := range escapes.Table {
-			if c.Name == "systemd-run" || c.Name == "env-leak" || c.Name == "write-usr" {
-				continue // reached only through the manager, or by root
+			if c.Name == "systemd-run" || c.Name == "env-leak" || c.Name == "write-usr" || c.Name == "tmp-write" {
+				continue // reached only through the manager, by root, or in a /tmp of one's own
 			}
 			if got[c.Name] != escapes.Allowed {
 				t.Errorf("on the host, %s: %s, want allowed (the stand-in is not reachable even unconfined)", c.Name, got[c.Name])
 			}
 		}
 	}
-	check := func(t *testing.T, extra ...string) map[string]string {
-		t.Helper()
-		ws := workspace(t)
-		s := stand
-		s.Workspace = ws
-		argv := append([]string{"run", "--workspace", ws}, extra...)
-		argv = append(argv, "--", "sh", "-c", escapes.Script(escapes.Table), "sh")
-		argv = append(argv, s.Args()...)
-		r := mosaic(t, argv...)
-		if r.code != 0 {
-			t.Fatalf("escape checks: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-		}
-		got := escapes.Parse(r.stdout)
-		if _, err := os.Stat(filepath.Join(ws, "written")); err != nil {
-			t.Error("the workspace write did not reach the host")
-		}
-		if _, err := os.Stat(filepath.Join(outside, "escaped")); err == nil {
-			t.Error("a write outside the workspace reached the host")
-		}
-		return got
-	}
+	return &escapeFixture{stand: stand, sshDir: sshDir, outside: outside}
+}
 
+// check runs the whole table in a session started with extra flags (and
+// env added to mosaic's environment).
+func (f *escapeFixture) check(t *testing.T, env []string, extra ...string) map[string]string {
+	t.Helper()
+	ws := workspace(t)
+	s := f.stand
+	s.Workspace = ws
+	argv := append([]string{"run", "--workspace", ws}, extra...)
+	argv = append(argv, "--", "sh", "-c", escapes.Script(escapes.Table), "sh")
+	argv = append(argv, s.Args()...)
+	r := mosaicWith(t, env, "", argv...)
+	if r.code != 0 {
+		t.Fatalf("escape checks: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	got := escapes.Parse(r.stdout)
+	if _, err := os.Stat(filepath.Join(ws, "written")); err != nil {
+		t.Error("the workspace write did not reach the host")
+	}
+	if _, err := os.Stat(filepath.Join(f.outside, "escaped")); err == nil {
+		t.Error("a write outside the workspace reached the host")
+	}
+	return got
+}
+
+// expect checks every answer against want.
+func (f *escapeFixture) expect(t *testing.T, got, want map[string]string) {
+	t.Helper()
+	for _, c := range escapes.Table {
+		if got[c.Name] != want[c.Name] {
+			t.Errorf("%s (%s): %s, want %s", c.Name, c.What, got[c.Name], want[c.Name])
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("ran %d checks, want %d: %v", len(got), len(want), got)
+	}
+}
+
+// expectOnly checks that exactly the check named differs from want (a
+// sandbox broken on purpose).
+func (f *escapeFixture) expectOnly(t *testing.T, got, want map[string]string, only string) {
+	t.Helper()
+	var differ []string
+	for _, c := range escapes.Table {
+		if got[c.Name] != want[c.Name] {
+			differ = append(differ, c.Name)
+		}
+	}
+	if strings.Join(differ, ",") != only {
+		t.Errorf("a sandbox broken on purpose failed checks %v, want exactly [%s]", differ, only)
+	}
+}
+
+// TestEscapeTable runs the checks from inside a real session against
+// stand-ins that are first shown to exist on the host, then runs them again in
+// a deliberately broken sandbox (an extra bind exposing the SSH stand-in),
+// which must fail exactly the matching check.
+func TestEscapeTable(t *testing.T) {
+	needRig(t)
+	f := newEscapeFixture(t)
 	for _, kind := range [][]string{nil, {"--scope"}} {
 		name := "service"
 		if kind != nil {
 			name = "scope"
 		}
 		t.Run("sound-"+name, func(t *testing.T) {
-			got := check(t, kind...)
-			for _, c := range escapes.Table {
-				if got[c.Name] != c.Want {
-					t.Errorf("%s (%s): %s, want %s", c.Name, c.What, got[c.Name], c.Want)
-				}
-			}
-			if len(got) != len(escapes.Table) {
-				t.Errorf("ran %d checks, want %d: %v", len(got), len(escapes.Table), got)
-			}
+			f.expect(t, f.check(t, nil, kind...), wantEscape)
 		})
 		t.Run("broken-"+name, func(t *testing.T) {
-			got := check(t, append([]string{"--ro", sshDir}, kind...)...)
-			var differ []string
-			for _, c := range escapes.Table {
-				if got[c.Name] != c.Want {
-					differ = append(differ, c.Name)
-				}
-			}
-			if strings.Join(differ, ",") != "ssh-key" {
-				t.Errorf("a sandbox exposing %s failed checks %v, want exactly [ssh-key]", sshDir, differ)
-			}
+			got := f.check(t, nil, append([]string{"--ro", f.sshDir}, kind...)...)
+			f.expectOnly(t, got, wantEscape, "ssh-key")
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/manager"
+	"mosaic/sandbox"
 	"mosaic/units"
 )
 
@@ -22,7 +23,7 @@ func listCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:         "list",
 		Usage:        "list the sessions systemd has; with --all also the ended ones kept until `mosaic rm` or `mosaic gc`",
-		Flags:        []cli.Flag{&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list ended sessions"}, jsonFlag},
+		Flags:        []cli.Flag{&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list ended sessions"}, fullFlag, jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			return connected(func(ctx context.Context, m *manager.Manager) error {
@@ -36,7 +37,11 @@ func listCommand(out *output) *cli.Command {
 				if list == nil {
 					list = []manager.Session{}
 				}
-				out.result(list, func(w io.Writer) { printList(w, list) })
+				out.result(list, func(w io.Writer) {
+					var b strings.Builder
+					printList(&b, list, c.Bool("all"))
+					io.WriteString(w, cutLines(b.String(), fitWidth(out, c.Bool("full"))))
+				})
 				return nil
 			})
 		},
@@ -44,15 +49,23 @@ func listCommand(out *output) *cli.Command {
 }
 
 // printList prints sessions as a table.
-func printList(w io.Writer, list []manager.Session) {
+func printList(w io.Writer, list []manager.Session, all bool) {
+	if len(list) == 0 {
+		if all {
+			fmt.Fprintln(w, "no sessions: start one with `mosaic run -- COMMAND` or `mosaic start -- COMMAND`")
+		} else {
+			fmt.Fprintln(w, "no sessions running (`mosaic list --all` also shows ended ones)")
+		}
+		return
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tSUB\tPID\tSINCE\tMEMORY\tENDED")
+	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tSUB\tPID\tAGE\tMEMORY\tENDED")
 	for _, s := range list {
 		ended := "-"
 		if !s.Running() && s.How() != "" {
 			ended = s.How()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), since(s.Since), humanBytes(s.MemoryBytes), ended)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), age(s.Since), humanBytes(s.MemoryBytes), ended)
 	}
 	tw.Flush()
 }
@@ -74,17 +87,24 @@ func statusCommand(out *output) *cli.Command {
 				if err != nil {
 					return err
 				}
-				out.result(s, func(w io.Writer) { printStatus(w, s) })
+				out.result(s, func(w io.Writer) {
+					var b strings.Builder
+					printStatus(&b, s, out.safe)
+					io.WriteString(w, wrapLines(b.String(), fitWidth(out, false)))
+				})
 				return nil
 			})
 		},
 	}
 }
 
-func printStatus(w io.Writer, s manager.Session) {
+// printStatus prints one session; safe escapes what the session chose.
+func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	fmt.Fprintf(w, "session:   %s (%s)\n", s.Name, s.Unit)
 	if s.Kind == units.KindScope {
 		fmt.Fprintln(w, "kind:      scope: bwrap's sandbox alone, started by mosaic run --scope on its terminal (no unit sandbox, no journal)")
+	} else if s.Sandbox == sandbox.ModeLandlock {
+		fmt.Fprintln(w, "kind:      service: systemd's unit sandbox, Landlock inside (--sandbox landlock: no bwrap)")
 	} else {
 		fmt.Fprintln(w, "kind:      service: systemd's unit sandbox around bwrap's")
 	}
@@ -103,7 +123,7 @@ func printStatus(w io.Writer, s manager.Session) {
 		fmt.Fprintf(w, "ended:     %s\n", since(s.Ended))
 	}
 	if len(s.Command) > 0 {
-		fmt.Fprintf(w, "command:   %s\n", strings.Join(s.Command, " "))
+		fmt.Fprintf(w, "command:   %s\n", safe(shellQuote(s.Command)))
 	}
 	if s.MainPID != 0 || len(s.PIDs) > 0 {
 		fmt.Fprintf(w, "pids:      main %s, all %v\n", pid(s.MainPID), s.PIDs)
@@ -125,32 +145,46 @@ func printStatus(w io.Writer, s manager.Session) {
 	case "allow":
 		fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) to %s\n", units.EgressUnitName(s.Name), strings.Join(s.AllowHosts, ", "))
 	case "host":
-		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network, its loopback services and abstract sockets)")
+		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network and loopback services; its abstract sockets only where the kernel has Landlock ABI 6)")
+	}
+	if s.Profile != "" { // recorded by this mosaic: the filter was there
+		lifted := "every row (`mosaic doctor` lists them)"
+		if len(s.SeccompAllow) > 0 {
+			lifted = "every row but " + strings.Join(s.SeccompAllow, ", ") + ", lifted by the profile (`mosaic doctor` lists them)"
+		}
+		fmt.Fprintf(w, "syscalls:  filtered, EPERM for %s\n", lifted)
 	}
 	if s.Workspace != "" {
-		fmt.Fprintf(w, "workspace: %s", s.Workspace)
+		fmt.Fprintf(w, "workspace: %s", safe(s.Workspace))
 		if s.WorkspaceGivenAs != "" {
-			fmt.Fprintf(w, " (given as %s, a symlink: the real path is bound)", s.WorkspaceGivenAs)
+			fmt.Fprintf(w, " (given as %s, a symlink: the real path is bound)", safe(s.WorkspaceGivenAs))
 		}
 		fmt.Fprintln(w)
 	}
 	if len(s.Binds) > 0 {
 		fmt.Fprintln(w, "sandbox:")
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, b := range s.Binds {
-			src := b.Src
-			if src == "" || src == b.Dst {
-				src = "-"
+			// The path on one line, why it is there on the next: fits 80
+			// columns however long the path.
+			from := ""
+			if b.Src != "" && b.Src != b.Dst {
+				from = " (from " + safe(b.Src) + ")"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", b.Kind, b.Dst, src, b.Reason)
+			fmt.Fprintf(w, "  %-6s %s%s\n         %s\n", b.Kind, safe(b.Dst), from, b.Reason)
 		}
-		tw.Flush()
 	}
-	if s.Kind == units.KindScope {
+	if s.Sandbox == sandbox.ModeLandlock {
+		printLandlockRows(w)
+	}
+	switch {
+	case s.Kind == units.KindScope || s.Output == "terminal":
+		fmt.Fprintln(w, "output:    went to the terminal or pipes of mosaic run (not the journal)")
+	default:
+		fmt.Fprintf(w, "output:    mosaic logs %s   (or journalctl --user -t %s%s)\n", s.Name, units.UnitPrefix, s.Name)
+	}
+	if s.Running() {
 		fmt.Fprintf(w, "inspect:   systemctl --user status %s\n", s.Unit)
-		return
 	}
-	fmt.Fprintf(w, "inspect:   systemctl --user status %s; journalctl --user -u %s\n", s.Unit, s.Unit)
 }
 
 func pid(p uint32) string {
@@ -160,11 +194,40 @@ func pid(p uint32) string {
 	return fmt.Sprint(p)
 }
 
+// since is a moment as systemctl status writes it, with its age:
+// "Mon 2026-11-30 02:02:48 UTC; 5min ago".
 func since(t *time.Time) string {
 	if t == nil {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05")
+	return t.Local().Format("Mon 2006-01-02 15:04:05 MST") + "; " + ago(*t)
+}
+
+// ago is how long ago t was, in the largest unit that fits: "26ms ago",
+// "5min ago", "2h 3min ago", "3 days ago".
+func ago(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case d < 0:
+		return "in the future"
+	case d < time.Second:
+		return fmt.Sprintf("%dms ago", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dmin ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh %dmin ago", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+}
+
+// age is the SINCE column of mosaic list: how long ago, compact.
+func age(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return strings.TrimSuffix(ago(*t), " ago")
 }
 
 func humanBytes(n *uint64) string {
@@ -203,7 +266,7 @@ func profilesCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:         "profiles",
 		Usage:        "list the agent profiles: built-in ones and yours in ~/.config/mosaic/profiles/NAME.conf",
-		Flags:        []cli.Flag{jsonFlag},
+		Flags:        []cli.Flag{fullFlag, jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			home, err := os.UserHomeDir()
@@ -215,8 +278,10 @@ func profilesCommand(out *output) *cli.Command {
 				return err
 			}
 			out.result(list, func(w io.Writer) {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tBINARY\tNETWORK\tCREDENTIALS (one set of)\tSOURCE")
+				var b strings.Builder
+				defer func() { io.WriteString(w, cutLines(b.String(), fitWidth(out, c.Bool("full")))) }()
+				tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tBINARY\tNETWORK\tSOURCE\tCREDENTIALS (one set of)")
 				for _, p := range list {
 					sets := make([]string, len(p.CredentialSets))
 					for i, s := range p.CredentialSets {
@@ -234,7 +299,7 @@ func profilesCommand(out *output) *cli.Command {
 					if network == "allow" {
 						network = fmt.Sprintf("allow (%d hosts)", len(p.AllowHosts))
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, bin, network, cred, p.Source)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, bin, network, p.Source, cred)
 				}
 				tw.Flush()
 			})
@@ -282,10 +347,41 @@ func gcCommand(out *output) *cli.Command {
 					removed = []string{}
 				}
 				out.result(map[string]any{"removed": removed}, func(w io.Writer) {
-					fmt.Fprintf(w, "removed %d ended sessions\n", len(removed))
+					switch len(removed) {
+					case 0:
+						fmt.Fprintln(w, "no ended session to remove")
+					default:
+						fmt.Fprintf(w, "removed %s: %s\n", plural(len(removed), "ended session"), strings.Join(removed, ", "))
+					}
 				})
 				return nil
 			})
 		},
 	}
+}
+
+// plural is "1 ended session" or "2 ended sessions".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// printLandlockRows says, row by row, what --sandbox landlock confines and
+// what it does not, beside bwrap's layer.
+func printLandlockRows(w io.Writer) {
+	fmt.Fprintln(w, "sandbox:   landlock, compared with bwrap's layer (! = confines less):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range sandbox.LandlockRows {
+		mark := " "
+		if r.Weaker {
+			mark = "!"
+		}
+		fmt.Fprintf(tw, "  %s %s\t%s\n", mark, r.What, r.Landlock)
+		if r.Weaker {
+			fmt.Fprintf(tw, "  \t(bwrap: %s)\n", r.Bwrap)
+		}
+	}
+	tw.Flush()
 }

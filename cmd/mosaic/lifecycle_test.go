@@ -114,7 +114,14 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 	needRig(t)
 	t.Parallel()
 	name := sessionName(t)
-	mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--", "sh", "-c", `trap "" TERM; while :; do sleep 0.05; done`)
+	ws := workspace(t)
+	// start returns once the command runs, not once its trap is set: it
+	// says when, or SIGTERM could kill it before it ignores SIGTERM.
+	mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "sh", "-c", `trap "" TERM; touch "$PWD/ready"; while :; do sleep 0.05; done`)
+	eventually(t, 5*time.Second, "the command to ignore SIGTERM", func() bool {
+		_, err := os.Stat(filepath.Join(ws, "ready"))
+		return err == nil
+	})
 	began := time.Now()
 	r := mustMosaic(t, "stop", "--json", "--timeout", "1s", name)
 	took := time.Since(began)
@@ -207,45 +214,65 @@ func TestRun(t *testing.T) {
 	needRig(t)
 	t.Parallel()
 	ws := workspace(t)
+	// The commands go by names of this test's own (links in the workspace,
+	// which the session sees at the same path), so the sessions' generated
+	// names carry tag and the check below sees only this test's units, not
+	// the failed ones other tests make on purpose at the same time.
+	tag := randomHex()
+	link := func(name, target string) string {
+		p := filepath.Join(ws, name+"-"+tag)
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	sh, printf := link("sh", "/bin/sh"), link("printf", "/usr/bin/printf")
 	t.Run("exit code and stdio", func(t *testing.T) {
-		r := mosaicWith(t, nil, "from-stdin\n", "run", "--workspace", ws, "--", "sh", "-c", `read line; echo "out:$line"; echo err >&2; exit 7`)
+		r := mosaicWith(t, nil, "from-stdin\n", "run", "--workspace", ws, "--", sh, "-c", `read line; echo "out:$line"; echo err >&2; exit 7`)
 		if r.code != 7 || r.stdout != "out:from-stdin\n" || r.stderr != "err\n" {
 			t.Errorf("run: exit %d, stdout %q, stderr %q; want 7, the line read from stdin, err", r.code, r.stdout, r.stderr)
 		}
 	})
 	t.Run("signal death is 128+n", func(t *testing.T) {
-		if r := mosaic(t, "run", "--workspace", ws, "--", "sh", "-c", `kill -TERM $$`); r.code != 143 {
+		if r := mosaic(t, "run", "--workspace", ws, "--", sh, "-c", `kill -TERM $$`); r.code != 143 {
 			t.Errorf("command killed by SIGTERM: exit %d, want 143", r.code)
 		}
-		if r := mosaic(t, "run", "--workspace", ws, "--", "sh", "-c", `kill -KILL $$`); r.code != 137 {
+		if r := mosaic(t, "run", "--workspace", ws, "--", sh, "-c", `kill -KILL $$`); r.code != 137 {
 			t.Errorf("command killed by SIGKILL: exit %d, want 137", r.code)
 		}
 	})
 	t.Run("command not found", func(t *testing.T) {
-		r := mosaic(t, "run", "--workspace", ws, "--", "no-such-command-xyz")
-		if r.code != 127 || !strings.Contains(r.stderr, "no-such-command-xyz") {
+		missing := "no-such-command-" + tag
+		r := mosaic(t, "run", "--workspace", ws, "--", missing)
+		if r.code != 127 || !strings.Contains(r.stderr, missing) {
 			t.Errorf("exit %d, stderr %q; want 127 naming the command", r.code, r.stderr)
 		}
 	})
 	t.Run("dollar signs reach the command untouched", func(t *testing.T) {
-		r := mosaic(t, "run", "--workspace", ws, "--", "printf", "%s|%s", "$HOME", "${USER}")
+		r := mosaic(t, "run", "--workspace", ws, "--", printf, "%s|%s", "$HOME", "${USER}")
 		if r.stdout != "$HOME|${USER}" {
 			t.Errorf("systemd expanded the arguments: %q", r.stdout)
 		}
 	})
 	t.Run("json", func(t *testing.T) {
-		r := mosaic(t, "run", "--json", "--workspace", ws, "--", "sh", "-c", "exit 3")
-		s := decode[sessionDoc](t, r.stdout)
-		if r.code != 3 || s.ExitStatus == nil || *s.ExitStatus != 3 {
-			t.Errorf("run --json: exit %d, %+v", r.code, s)
+		// stdout is the command's; the document goes to stderr.
+		r := mosaic(t, "run", "--json", "--workspace", ws, "--", sh, "-c", "echo from-the-command; exit 3")
+		s := decode[sessionDoc](t, r.stderr)
+		if r.code != 3 || s.ExitStatus == nil || *s.ExitStatus != 3 || r.stdout != "from-the-command\n" {
+			t.Errorf("run --json: exit %d, stdout %q, %+v", r.code, r.stdout, s)
 		}
 	})
 	// A finished run leaves no unit behind, failed or not, and no state
 	// without --name.
-	if u := mosaicUnits(t); u != "" {
-		for _, line := range strings.Split(u, "\n") {
-			if strings.Contains(line, " failed ") {
-				t.Errorf("run left a failed unit: %s", line)
+	for _, line := range strings.Split(mosaicUnits(t), "\n") {
+		if strings.Contains(line, tag) {
+			t.Errorf("run left a unit behind: %s", line)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(stateRoot(), "sessions")); entries != nil {
+		for _, e := range entries {
+			if strings.Contains(e.Name(), tag) {
+				t.Errorf("run without --name left state behind: %s", e.Name())
 			}
 		}
 	}

@@ -41,7 +41,7 @@ func logsCommand(out *output) *cli.Command {
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new lines; return when the session ends"},
 			&cli.IntFlag{Name: "lines", Aliases: []string{"n"}, Usage: "only the last `N` lines", Value: -1},
 			&cli.StringFlag{Name: "since", Usage: "only lines since `TIME`, as journalctl takes it (e.g. \"10 min ago\", \"2026-11-29 12:00\")"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "cat, short, short-iso, short-precise, json, json-pretty or verbose", Value: "cat"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "`FORMAT`: cat, short, short-iso, short-precise, json, json-pretty or verbose", Value: "cat"},
 			&cli.BoolFlag{Name: "json", Usage: "the same as -o json: one JSON object per line, as journalctl writes them"},
 		},
 		OnUsageError: usageError,
@@ -63,8 +63,8 @@ func logsCommand(out *output) *cli.Command {
 				if err != nil {
 					return err
 				}
-				if s.Kind == units.KindScope {
-					return errcode.NoLogs.New("session %s is a scope: its output went to the terminal mosaic run --scope ran on, not to the journal", name)
+				if s.Kind == units.KindScope || s.Output == "terminal" {
+					return errcode.NoLogs.New("session %s ran in the foreground (mosaic run): its output went to the terminal or pipes it ran on, not to the journal; start it with mosaic start to keep its output", name)
 				}
 				// journalctl, not go-systemd's sdjournal: sdjournal links
 				// libsystemd through cgo, and mosaic is one static binary that
@@ -127,6 +127,13 @@ func journalctl(args []string) error {
 	cmd := exec.Command("journalctl", args...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = os.Stdout, &stderr
+	// A session's output may hold escape sequences meant for the user's
+	// terminal: there, they are shown escaped; a pipe gets the exact bytes.
+	if isTerminal(os.Stdout) {
+		sw := &safeWriter{w: os.Stdout}
+		cmd.Stdout = sw
+		defer sw.Flush()
+	}
 	if err := cmd.Run(); err != nil {
 		if _, ok := err.(*exec.ExitError); !ok {
 			return errcode.NoJournal.New("cannot run journalctl: %v (install systemd's journalctl)", err)

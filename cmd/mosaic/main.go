@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"mosaic/manager/records"
@@ -22,7 +21,6 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
-	"mosaic/credentials"
 	"mosaic/manager"
 	"mosaic/sandbox"
 )
@@ -41,8 +39,8 @@ func main() {
 			err := sandbox.ServeEgressMain(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) })
 			fmt.Fprintf(os.Stderr, "mosaic egress: %v\n", err)
 			os.Exit(1)
-		case "exec-bwrap":
-			err := execBwrap(os.Args[2:])
+		case sandbox.ShimStage:
+			err := sandbox.ShimMain(os.Args[2:])
 			fmt.Fprintf(os.Stderr, "mosaic: refusing to build the sandbox: %v\n", err)
 			os.Exit(sandbox.ExitSandboxRefused)
 		}
@@ -50,83 +48,84 @@ func main() {
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 
-// execBwrap is the exec shim: `exec-bwrap [--promise JSON] [--drop FILE]
-// [--wait-fd N] BWRAP [ARG...]`. It checks the outer layer against the
-// promise, deletes the credential file systemd has read into its
-// environment, waits to be placed in its scope, and becomes bwrap. It
-// returns only on failure.
-func execBwrap(args []string) error {
-	for len(args) > 1 {
-		switch args[0] {
-		case "--promise":
-			if err := checkOuter(args[1]); err != nil {
-				return err
-			}
-		case "--drop":
-			// systemd has read the credential file into our environment:
-			// it has no reason to exist any more.
-			if err := credentials.RemoveSessionFile(args[1]); err != nil {
-				fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
-			}
-		case "--wait-fd":
-			fd, err := strconv.Atoi(args[1])
-			if err != nil {
-				return fmt.Errorf("bad --wait-fd %q", args[1])
-			}
-			if err := sandbox.WaitForGo(fd); err != nil {
-				return err
-			}
-		default:
-			return sandbox.ExecBwrap(args)
-		}
-		args = args[2:]
-	}
-	return sandbox.ExecBwrap(args)
-}
-
-// checkOuter checks the outer layer (the unit's, or the scope's cgroup)
-// against the promise read on the host, and hands the init the promise it
-// must check in turn.
-func checkOuter(encoded string) error {
-	p, err := sandbox.DecodePromise(encoded)
-	if err != nil {
-		return err
-	}
-	if err := sandbox.CheckUnit(p); err != nil {
-		return err
-	}
-	return os.Setenv(sandbox.PromiseEnv, p.Inner().Encode())
-}
-
 // run runs the CLI and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	out := &output{json: wantsJSON(args[1:]), stdout: stdout, stderr: stderr}
-	app := &cli.App{
-		Name:                      "mosaic",
-		Usage:                     "run AI coding agents as confined systemd sessions",
-		HideHelpCommand:           true,
-		DisableSliceFlagSeparator: true, // a path may contain a comma
-		Writer:                    stdout,
-		ErrWriter:                 stderr,
-		ExitErrHandler:            func(*cli.Context, error) {},
-		OnUsageError:              usageError,
-		Commands: []*cli.Command{
-			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), logsCommand(out), rmCommand(out), gcCommand(out), profilesCommand(out), doctorCommand(out), busCommand(out),
-		},
-		CommandNotFound: func(c *cli.Context, name string) {
-			out.code = out.fail(errcode.Usage.New("unknown command %q: see `mosaic --help`", name))
-		},
-	}
-	if err := app.Run(args); err != nil {
+	app := newApp(out)
+	if err := app.Run(reorderArgs(app, args)); err != nil {
 		return out.fail(err)
 	}
 	return out.code
 }
 
+// newApp is mosaic's command line.
+func newApp(out *output) *cli.App {
+	app := &cli.App{
+		Name:                      "mosaic",
+		Usage:                     "run AI coding agents as confined systemd sessions",
+		Version:                   versionString(),
+		DisableSliceFlagSeparator: true, // a path may contain a comma
+		Writer:                    out.stdout,
+		ErrWriter:                 out.stderr,
+		ExitErrHandler:            func(*cli.Context, error) {},
+		OnUsageError:              usageError,
+		Commands: []*cli.Command{
+			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), logsCommand(out), rmCommand(out), gcCommand(out), profilesCommand(out), doctorCommand(out), busCommand(out), versionCommand(out),
+			completionCommand(out),
+		},
+	}
+	withExamples(app.Commands)
+	again := func() *cli.App { return newApp(out) }
+	app.Commands = append(app.Commands, completeCommand(out, again), manCommand(out, again))
+	app.CommandNotFound = func(c *cli.Context, name string) {
+		out.code = out.fail(errcode.Usage.New("unknown command %q%s: see `mosaic help`", name, suggestion(name, commandNames(app.Commands))))
+	}
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintf(c.App.Writer, "mosaic %s\n", c.App.Version) }
+	return app
+}
+
+// versionCommand prints mosaic's version (also `mosaic --version`).
+func versionCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:         "version",
+		Usage:        "print mosaic's version and the commit it was built from",
+		Flags:        []cli.Flag{jsonFlag},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			out.result(map[string]string{"version": versionString()}, func(w io.Writer) { fmt.Fprintf(w, "mosaic %s\n", versionString()) })
+			return nil
+		},
+	}
+}
+
+func commandNames(cmds []*cli.Command) []string {
+	var names []string
+	for _, c := range cmds {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
 // usageError turns the CLI library's parse errors (unknown flag, missing
-// value) into bad input, exit 2.
+// value) into bad input, exit 2, with a guess at a mistyped flag.
 func usageError(c *cli.Context, err error, _ bool) error {
-	return errcode.Usage.New("%v: see `mosaic %s --help`", err, c.Command.Name)
+	msg := err.Error()
+	if _, flag, ok := strings.Cut(msg, "flag provided but not defined: "); ok {
+		var names []string
+		flags := c.App.Flags
+		if c.Command != nil && c.Command.Name != "" {
+			flags = c.Command.Flags
+		}
+		for _, f := range flags {
+			for _, n := range f.Names() {
+				if len(n) > 1 {
+					names = append(names, "--"+n)
+				}
+			}
+		}
+		msg = "unknown flag --" + strings.TrimLeft(flag, "-") + suggestion("--"+strings.TrimLeft(flag, "-"), names)
+	}
+	return errcode.Usage.New("%s: see `%s --help`", msg, commandPath(c))
 }
 
 // connected runs f with a connection to the user manager, closed after.
@@ -162,6 +161,21 @@ type output struct {
 	code           int // the exit code a command chose (mosaic run)
 }
 
+// onTerminal reports whether w is a terminal, where control characters a
+// session chose are escaped (see escapeControls).
+func onTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isTerminal(f)
+}
+
+// safe is s as printed on stdout: escaped on a terminal, exact elsewhere.
+func (o *output) safe(s string) string {
+	if onTerminal(o.stdout) {
+		return escapeControls(s, false)
+	}
+	return s
+}
+
 func (o *output) result(v any, text func(io.Writer)) {
 	if o.json {
 		enc := json.NewEncoder(o.stdout)
@@ -178,7 +192,11 @@ func (o *output) fail(err error) int {
 	if o.json {
 		_ = json.NewEncoder(o.stdout).Encode(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
 	} else {
-		fmt.Fprintf(o.stderr, "mosaic: %s\n", oneLine(e.Message))
+		msg := oneLine(e.Message)
+		if onTerminal(o.stderr) {
+			msg = escapeControls(msg, false)
+		}
+		fmt.Fprintf(o.stderr, "mosaic: %s\n", msg)
 	}
 	return e.Exit
 }

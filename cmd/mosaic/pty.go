@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,11 +22,13 @@ type terminal struct {
 	saved         *unix.Termios // the user's terminal modes, restored at the end; nil when in is not a terminal
 	winch         chan os.Signal
 	drained       chan struct{} // the master side's output is all copied
+	relayOnce     sync.Once
 }
 
 // openTerminal allocates a pseudo-terminal for a session run from in and
 // out, gives it the modes and window size of in when that is a terminal,
-// puts in into raw mode and starts relaying.
+// puts in into raw mode and relays the session's output; started relays
+// the keys.
 func openTerminal(in, out *os.File) (*terminal, error) {
 	master, slave, err := openPTY()
 	if err != nil {
@@ -51,12 +54,20 @@ func openTerminal(in, out *os.File) (*terminal, error) {
 			}
 		}()
 	}
-	go func() { _, _ = io.Copy(master, in) }()
 	go func() {
 		_, _ = io.Copy(out, master) // ends with EIO once no one holds the slave side
 		close(t.drained)
 	}()
 	return t, nil
+}
+
+// started starts relaying the user's keys to the session, once its command
+// runs in the foreground of the pseudo-terminal. Keys typed before (a
+// Ctrl-C while the session starts) wait in the user's terminal until then
+// and reach the command: before, the pseudo-terminal had no foreground
+// process, and its line discipline would have swallowed the signal.
+func (t *terminal) started() {
+	t.relayOnce.Do(func() { go func() { _, _ = io.Copy(t.master, t.in) }() })
 }
 
 // openPTY returns a new pseudo-terminal's master and slave sides, neither of
@@ -127,4 +138,53 @@ func makeRaw(t *unix.Termios) {
 	t.Cflag |= unix.CS8
 	t.Cc[unix.VMIN] = 1
 	t.Cc[unix.VTIME] = 0
+}
+
+// A heldTerminal is a terminal of the user's that a session gets as its own
+// stdin, stdout or stderr (run --scope, run --pty=false): the session may
+// change its modes (stty -echo) or its line discipline (N_NULL, after which
+// even `reset` cannot revive it). mosaic puts both back when the session
+// ends, however it ended.
+type heldTerminal struct {
+	fd      int
+	termios *unix.Termios
+	ldisc   int
+}
+
+// holdTerminals records the modes and line discipline of each distinct
+// terminal among files.
+func holdTerminals(files ...*os.File) []heldTerminal {
+	var held []heldTerminal
+	seen := map[uint64]bool{}
+	for _, f := range files {
+		fd := int(f.Fd())
+		tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		if err != nil {
+			continue
+		}
+		ldisc, err := unix.IoctlGetInt(fd, unix.TIOCGETD)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil {
+			if seen[st.Rdev] {
+				continue
+			}
+			seen[st.Rdev] = true
+		}
+		held = append(held, heldTerminal{fd: fd, termios: tio, ldisc: ldisc})
+	}
+	return held
+}
+
+// restoreTerminals puts each terminal's line discipline back, then its
+// modes (a new line discipline starts from the terminal's current modes).
+func restoreTerminals(held []heldTerminal) {
+	for _, h := range held {
+		if cur, err := unix.IoctlGetInt(h.fd, unix.TIOCGETD); err == nil && cur != h.ldisc {
+			_ = unix.IoctlSetPointerInt(h.fd, unix.TIOCSETD, h.ldisc)
+		}
+		_ = unix.IoctlSetTermios(h.fd, unix.TCSETS, h.termios)
+	}
 }

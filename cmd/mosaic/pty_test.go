@@ -29,6 +29,12 @@ type ptyRun struct {
 
 func startOnPTY(t *testing.T, rows, cols uint16, args ...string) *ptyRun {
 	t.Helper()
+	return startOnPTYAs(t, mosaicBin, rows, cols, args...)
+}
+
+// startOnPTYAs is startOnPTY with another mosaic binary.
+func startOnPTYAs(t *testing.T, bin string, rows, cols uint16, args ...string) *ptyRun {
+	t.Helper()
 	master, slave, err := openPTY()
 	if err != nil {
 		t.Fatalf("opening a pty: %v", err)
@@ -37,7 +43,7 @@ func startOnPTY(t *testing.T, rows, cols uint16, args ...string) *ptyRun {
 		t.Fatal(err)
 	}
 	r := &ptyRun{t: t, master: master, slave: slave, exited: make(chan struct{}), before: termios(t, slave)}
-	r.cmd = exec.Command(mosaicBin, args...)
+	r.cmd = exec.Command(bin, args...)
 	r.cmd.Env = append(os.Environ(), "TERM=xterm-256color", "COLORTERM=truecolor")
 	r.cmd.Stdin, r.cmd.Stdout, r.cmd.Stderr = slave, slave, slave
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}

@@ -25,6 +25,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "probe-") { // a copy of this binary inside a session
+		os.Exit(probeMain(os.Args[1], os.Args[2:]))
+	}
 	rigMissing = missingComponents()
 	if rigMissing == "" {
 		dir, err := os.MkdirTemp(homeDir(), ".mosaic-test-bin-")

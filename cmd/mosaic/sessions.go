@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -19,22 +20,25 @@ import (
 	"mosaic/units"
 )
 
+var fullFlag = &cli.BoolFlag{Name: "full", Aliases: []string{"l"}, Usage: "do not cut lines to the terminal's width"}
+
 var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print one JSON document (errors as {\"error\": {\"code\", \"message\"}})"}
 
 // sessionFlags are the flags that describe a session, shared by start and run.
 func sessionFlags() []cli.Flag {
 	return append(append([]cli.Flag{
-		&cli.StringFlag{Name: "name", Usage: "session name: 1-63 of a-z 0-9 -, unit mosaic-NAME.service (default: from the command)"},
-		&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the directory the session may change (default: the current directory)"},
+		&cli.StringFlag{Name: "name", Usage: "session `NAME`: 1-63 of a-z 0-9 -, unit mosaic-NAME.service (default: from the command)"},
+		&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the `DIR` the session may change (default: the current directory)"},
 		&cli.StringSliceFlag{Name: "ro", Usage: "also show `PATH` read-only (repeatable)"},
 		&cli.StringSliceFlag{Name: "rw", Usage: "also show `PATH` read-write (repeatable)"},
 	}, limitFlags()...),
-		&cli.StringFlag{Name: "profile", Usage: "the agent harness: claude-code, codex, pi, opencode, generic, or one of yours (default: from the command's name)"},
+		&cli.StringFlag{Name: "profile", Usage: "the agent `PROFILE`: claude-code, codex, pi, opencode, generic, or one of yours (default: from the command's name)"},
 		&cli.StringSliceFlag{Name: "credential", Usage: "pass `VAR` from this environment to the session, through a 0600 file systemd reads (repeatable)"},
 		&cli.StringSliceFlag{Name: "env-file", Usage: "pass every NAME=VALUE of `FILE` (yours, mode 0600 or 0400) to the session (repeatable)"},
-		&cli.StringFlag{Name: "stop-timeout", Usage: "time between SIGTERM and SIGKILL when the session is stopped", Value: units.DefaultStopTimeout.String()},
-		&cli.StringFlag{Name: "network", Usage: "none (loopback only), allow (only to --allow-host names, through an egress proxy) or host (not confined) (default: the profile's; generic: none)"},
+		&cli.StringFlag{Name: "stop-timeout", Usage: "`DURATION` between SIGTERM and SIGKILL when the session is stopped", Value: units.DefaultStopTimeout.String()},
+		&cli.StringFlag{Name: "network", Usage: "`MODE`: none (loopback only), allow (only to --allow-host names, through an egress proxy) or host (not confined) (default: the profile's; generic: none)"},
 		&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also let the session reach `HOST[:PORT]` (port 443 unless given; repeatable)"},
+		&cli.StringFlag{Name: "sandbox", Usage: "the inner layer: bwrap (namespaces of its own) or landlock (for hosts where bwrap cannot run: less confined, see `mosaic doctor`) (default: the profile's, else bwrap)"},
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
 		jsonFlag,
 	)
@@ -54,6 +58,7 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 		EnvFiles:    c.StringSlice("env-file"),
 		MayLaunch:   c.Bool("may-launch"),
 		Network:     c.String("network"),
+		Sandbox:     c.String("sandbox"),
 		AllowHosts:  c.StringSlice("allow-host"),
 	}
 	if c.IsSet("name") && req.Name == "" {
@@ -72,10 +77,10 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 // limitFlags are the resource limits a session can be given.
 func limitFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "memory-max", Usage: "memory limit, e.g. 4G (systemd MemoryMax=)"},
-		&cli.StringFlag{Name: "tasks-max", Usage: "limit on processes and threads (TasksMax=)"},
-		&cli.StringFlag{Name: "cpu-quota", Usage: "CPU time as a percentage of one CPU, e.g. 200% (CPUQuota=)"},
-		&cli.StringFlag{Name: "runtime-max", Usage: "stop the session after this long, e.g. 2h (RuntimeMaxSec=)"},
+		&cli.StringFlag{Name: "memory-max", Usage: "memory limit `SIZE`, e.g. 4G or 512M (MemoryMax=)"},
+		&cli.StringFlag{Name: "tasks-max", Usage: "limit of `N` processes and threads (TasksMax=)"},
+		&cli.StringFlag{Name: "cpu-quota", Usage: "CPU time as a `PERCENT` of one CPU, e.g. 200% (CPUQuota=)"},
+		&cli.StringFlag{Name: "runtime-max", Usage: "stop the session after `DURATION`, e.g. 2h or 90 (seconds) (RuntimeMaxSec=)"},
 	}
 }
 
@@ -113,18 +118,55 @@ func startCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			ctx := traced(context.Background())
+			// Ctrl-C while the session starts cancels it: what was started is
+			// stopped, and mosaic says so (exit 130), instead of dying while
+			// the session starts anyway.
+			ctx, cancel := context.WithCancel(traced(context.Background()))
+			defer cancel()
+			sigs := make(chan os.Signal, 1)
+			signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+			defer signal.Stop(sigs)
+			go func() {
+				if _, ok := <-sigs; ok {
+					cancel()
+				}
+			}()
 			m, spec, secrets, err := manager.Launch(ctx, req)
+			if ctx.Err() != nil {
+				return interrupted(out, "interrupted: nothing was started")
+			}
 			if err != nil {
 				return err
 			}
 			defer m.Close()
+			warnUnconfined(out, spec)
 			s, err := m.Start(ctx, spec, secrets)
+			if ctx.Err() != nil {
+				if _, err := m.Stop(context.Background(), spec.Name, time.Second, nil); err != nil {
+					return err
+				}
+				return interrupted(out, fmt.Sprintf("interrupted: session %s was stopped before it finished starting", spec.Name))
+			}
 			if err != nil {
 				return err
 			}
 			out.result(s, func(w io.Writer) {
-				fmt.Fprintf(w, "started session %s (main pid %d)\n", s.Name, s.MainPID)
+				if !s.Running() {
+					// The command ran and is already gone: say how, not "started".
+					how := s.How()
+					if how == "" {
+						how = s.State
+					}
+					fmt.Fprintf(w, "session %s started, and its command has already ended (%s)\n", s.Name, how)
+					fmt.Fprintf(w, "  output: mosaic logs %s\n", s.Name)
+					fmt.Fprintf(w, "  forget: mosaic rm %s\n", s.Name)
+					return
+				}
+				if s.MainPID != 0 {
+					fmt.Fprintf(w, "started session %s (main pid %d)\n", s.Name, s.MainPID)
+				} else {
+					fmt.Fprintf(w, "started session %s\n", s.Name)
+				}
 				fmt.Fprintf(w, "  status: mosaic status %s   or   systemctl --user status %s\n", s.Name, s.Unit)
 				fmt.Fprintf(w, "  output: mosaic logs %s   or   journalctl --user -t mosaic-%s\n", s.Name, s.Name)
 				fmt.Fprintf(w, "  stop:   mosaic stop %s\n", s.Name)
@@ -137,6 +179,7 @@ func startCommand(out *output) *cli.Command {
 func runCommand(out *output) *cli.Command {
 	flags := append(sessionFlags(),
 		&cli.BoolFlag{Name: "pty", Usage: "give the session a pseudo-terminal of its own, relayed to this one in raw mode (default: when stdin and stdout are terminals, without --scope)"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no banner on a terminal when the session starts"},
 		&cli.BoolFlag{Name: "scope", Usage: "start the sandbox from mosaic, in a transient scope (mosaic-NAME.scope), with this terminal inherited directly: bwrap's sandbox alone, no unit sandbox"},
 	)
 	return &cli.Command{
@@ -166,6 +209,13 @@ func runCommand(out *output) *cli.Command {
 				return err
 			}
 			defer m.Close()
+			warnUnconfined(out, spec)
+			if !c.Bool("quiet") && isTerminal(os.Stderr) && (req.TTY || isTerminal(os.Stdin)) {
+				// As systemd-run --pty says where it runs: a sign that the
+				// shell the user now types into is confined.
+				fmt.Fprintf(os.Stderr, "mosaic: session %s: workspace %s, network %s; exit the command to leave\n",
+					spec.Name, escapeControls(spec.Workspace, false), spec.Network)
+			}
 			stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
 			var term *terminal
 			if req.TTY {
@@ -174,6 +224,12 @@ func runCommand(out *output) *cli.Command {
 				}
 				defer term.restore()
 				stdio = [3]*os.File{term.slave, term.slave, term.slave}
+				ctx = manager.WithStarted(ctx, term.started)
+			}
+			var held []heldTerminal
+			if term == nil { // the session gets the user's own terminal, if any
+				held = holdTerminals(stdio[:]...)
+				defer restoreTerminals(held)
 			}
 			forward := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP}
 			if req.Scope {
@@ -194,17 +250,37 @@ func runCommand(out *output) *cli.Command {
 			if term != nil {
 				term.finish()
 			}
+			restoreTerminals(held)
 			if err != nil {
 				return err
 			}
 			out.code = s.ExitCode()
 			if out.json {
-				out.result(s, nil)
+				// stdout is the command's: the document goes to stderr.
+				enc := json.NewEncoder(out.stderr)
+				enc.SetIndent("", "  ")
+				_ = enc.Encode(s)
 			} else if why := stoppedReason(s); why != "" {
 				fmt.Fprintln(out.stderr, why)
 			}
 			return nil
 		},
+	}
+}
+
+// interrupted reports a command cut short by Ctrl-C (or SIGTERM): one line
+// (a JSON error with --json), exit 130 as a shell would.
+func interrupted(out *output, msg string) error {
+	out.fail(errcode.Interrupted.New("%s", msg))
+	out.code = 130
+	return nil
+}
+
+// warnUnconfined says in one line on stderr when a session is not
+// confined in a way the user may have assumed it is.
+func warnUnconfined(out *output, spec units.Spec) {
+	if spec.Network == "host" {
+		fmt.Fprintf(out.stderr, "mosaic: warning: session %s has network host: NOT CONFINED (it reaches your network, loopback services and abstract sockets)\n", spec.Name)
 	}
 }
 
@@ -229,7 +305,7 @@ func stopCommand(out *output) *cli.Command {
 		Description: "The session's own stop timeout (start --stop-timeout, default 10s) also applies:\n" +
 			"systemd sends SIGKILL when the shorter of the two has passed.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "timeout", Usage: "time between SIGTERM and SIGKILL", Value: units.DefaultStopTimeout.String()},
+			&cli.StringFlag{Name: "timeout", Usage: "`DURATION` between SIGTERM and SIGKILL (0: at once)", Value: units.DefaultStopTimeout.String()},
 			jsonFlag,
 		},
 		OnUsageError: usageError,
@@ -238,11 +314,16 @@ func stopCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			timeout, err := units.ParseDuration("timeout", c.String("timeout"))
+			timeout, err := units.ParseTimeout("timeout", c.String("timeout"))
 			if err != nil {
 				return err
 			}
 			return connected(func(ctx context.Context, m *manager.Manager) error {
+				before, err := m.Status(ctx, name)
+				if err != nil {
+					return err
+				}
+				wasRunning := before.Running()
 				prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "stopping "+name)
 				s, err := m.Stop(ctx, name, timeout, prog.set)
 				prog.done()
@@ -253,6 +334,10 @@ func stopCommand(out *output) *cli.Command {
 					how := s.How()
 					if how == "" {
 						how = s.State
+					}
+					if !wasRunning {
+						fmt.Fprintf(w, "session %s had already ended (%s): nothing to stop\n", s.Name, how)
+						return
 					}
 					fmt.Fprintf(w, "stopped session %s (%s)\n", s.Name, how)
 				})
@@ -282,15 +367,16 @@ func oneName(c *cli.Context) (string, error) {
 // progress prints what a slow operation is waiting for, on a terminal, once it
 // has taken more than a second.
 type progress struct {
-	w       io.Writer
-	enabled bool
-	label   string
-	msgs    chan string
-	stopped chan struct{}
+	w        io.Writer
+	enabled  bool
+	label    string
+	msgs     chan string
+	stopped  chan struct{}
+	finished chan struct{}
 }
 
 func newProgress(w io.Writer, enabled bool, label string) *progress {
-	p := &progress{w: w, enabled: enabled, label: label, msgs: make(chan string, 8), stopped: make(chan struct{})}
+	p := &progress{w: w, enabled: enabled, label: label, msgs: make(chan string, 8), stopped: make(chan struct{}), finished: make(chan struct{})}
 	if enabled {
 		go p.loop()
 	}
@@ -318,8 +404,9 @@ func (p *progress) loop() {
 		case <-tick.C:
 		case <-p.stopped:
 			if shown {
-				fmt.Fprintln(p.w)
+				fmt.Fprint(p.w, "\r\033[K") // the result is printed on a clean line
 			}
+			close(p.finished)
 			return
 		}
 		if time.Since(start) > time.Second && last != "" {
@@ -329,8 +416,10 @@ func (p *progress) loop() {
 	}
 }
 
+// done stops the progress line and returns once it is cleared.
 func (p *progress) done() {
 	if p.enabled {
 		p.stopped <- struct{}{}
+		<-p.finished
 	}
 }

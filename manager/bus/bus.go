@@ -404,7 +404,7 @@ func (b *bus) handle(ctx context.Context, who caller, req Request) (any, error) 
 		timeout := units.DefaultStopTimeout
 		if req.Timeout != "" {
 			var err error
-			if timeout, err = units.ParseDuration("timeout", req.Timeout); err != nil {
+			if timeout, err = units.ParseTimeout("timeout", req.Timeout); err != nil {
 				return nil, err
 			}
 		}

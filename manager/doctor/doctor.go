@@ -52,7 +52,7 @@ func Doctor(ctx context.Context) ([]Check, *manager.Manager) {
 	checks = append(checks, lingerCheck(), usernsCheck())
 	bwrap, err := sandbox.FindBwrap()
 	if err != nil {
-		checks = append(checks, fail("bwrap", err.Error(), "apt-get install bubblewrap (or dnf install bubblewrap), or set MOSAIC_BWRAP"))
+		checks = append(checks, fail("bwrap", err.Error(), "sudo apt-get install bubblewrap (or: sudo dnf install bubblewrap), or point MOSAIC_BWRAP at a bwrap binary"))
 	} else if err := sandbox.Probe(ctx, bwrap); err != nil {
 		checks = append(checks, fail("bwrap", err.Error(), "see the user-namespaces check; in a container, allow unprivileged user namespaces (or run mosaic on the host)"))
 	} else {
@@ -142,7 +142,7 @@ func lingerCheck() Check {
 		return ok("lingering", "enabled: sessions outlive your logout")
 	}
 	return warn("lingering", "not enabled: your sessions stop when you log out",
-		"loginctl enable-linger "+u.Username+" (for sessions that must keep running)")
+		"sudo loginctl enable-linger "+u.Username+" (only if sessions must outlive your logout)")
 }
 
 func readSysctl(path string) (string, bool) {
@@ -158,17 +158,17 @@ func readSysctl(path string) (string, bool) {
 func usernsCheck() Check {
 	const name = "user-namespaces"
 	if v, set := readSysctl("/proc/sys/user/max_user_namespaces"); set && v == "0" {
-		return fail(name, "user.max_user_namespaces is 0", "sysctl -w user.max_user_namespaces=15000 (and in /etc/sysctl.d/ to keep it)")
+		return fail(name, "user.max_user_namespaces is 0", "sudo sysctl -w user.max_user_namespaces=15000; to keep it: echo user.max_user_namespaces=15000 | sudo tee /etc/sysctl.d/90-mosaic.conf")
 	}
 	if v, set := readSysctl("/proc/sys/kernel/unprivileged_userns_clone"); set && v == "0" {
-		return fail(name, "kernel.unprivileged_userns_clone is 0", "sysctl -w kernel.unprivileged_userns_clone=1 (and in /etc/sysctl.d/ to keep it)")
+		return fail(name, "kernel.unprivileged_userns_clone is 0", "sudo sysctl -w kernel.unprivileged_userns_clone=1; to keep it: echo kernel.unprivileged_userns_clone=1 | sudo tee /etc/sysctl.d/90-mosaic.conf")
 	}
 	if v, set := readSysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); set && v == "1" {
 		if p := bwrapAppArmorProfile(); p != "" {
 			return ok(name, "kernel.apparmor_restrict_unprivileged_userns is 1, and "+p+" lets bwrap make them")
 		}
 		return fail(name, "kernel.apparmor_restrict_unprivileged_userns is 1 (Ubuntu 24.04+) and no AppArmor profile lets bwrap create user namespaces",
-			"install a profile for /usr/bin/bwrap with the userns rule (Ubuntu ships /usr/share/apparmor/extra-profiles/bwrap-userns-restrict: copy it to /etc/apparmor.d/ and apparmor_parser -r it)")
+			"sudo cp /usr/share/apparmor/extra-profiles/bwrap-userns-restrict /etc/apparmor.d/ && sudo apparmor_parser -r /etc/apparmor.d/bwrap-userns-restrict (Ubuntu ships that profile for /usr/bin/bwrap)")
 	}
 	max, _ := readSysctl("/proc/sys/user/max_user_namespaces")
 	return ok(name, "allowed (user.max_user_namespaces="+max+")")
@@ -195,7 +195,7 @@ func journalCheck() Check {
 	switch {
 	case err != nil && strings.Contains(s, "No journal files"):
 		return warn("journal", "journalctl --user finds no journal: mosaic logs will show nothing",
-			"make journald keep per-user journals (Storage=persistent or auto with /var/log/journal), or join the systemd-journal group")
+			"sudo mkdir -p /var/log/journal && sudo systemctl restart systemd-journald (per-user journals need persistent storage), or: sudo usermod -aG systemd-journal $USER")
 	case err != nil:
 		return warn("journal", "journalctl --user failed: "+firstLineOf(s), "install systemd's journalctl and check `journalctl --user`")
 	}

@@ -28,6 +28,8 @@ type ProbeAnswer struct {
 	Want string `json:"want"` // allowed or denied
 	Got  string `json:"got"`
 	OK   bool   `json:"ok"`
+	// Gap, in --sandbox landlock, says why the mode cannot deny this one.
+	Gap string `json:"gap,omitempty"`
 }
 
 // probeChecks are the rows of the escape table the probe runs: those whose
@@ -41,7 +43,8 @@ var probeChecks = escapes.Named("home-file", "other-workspace", "other-state", "
 // ProbeSandbox starts a throwaway session (network none) against a fixture
 // of stand-ins, each made on the host first so that a denial means the
 // sandbox hid it, and reports each check. The fixture is removed afterwards.
-func ProbeSandbox(ctx context.Context, m *manager.Manager) ([]ProbeAnswer, error) {
+// mode is the sandbox's inner layer: sandbox.ModeBwrap or ModeLandlock.
+func ProbeSandbox(ctx context.Context, m *manager.Manager, mode string) ([]ProbeAnswer, error) {
 	paths, err := request.UserPaths()
 	if err != nil {
 		return nil, err
@@ -131,7 +134,7 @@ func ProbeSandbox(ctx context.Context, m *manager.Manager) ([]ProbeAnswer, error
 		return nil, err
 	}
 	defer null.Close()
-	req := request.Request{Workspace: work, Network: sandbox.NetworkNone,
+	req := request.Request{Workspace: work, Network: sandbox.NetworkNone, Sandbox: mode,
 		Command: append([]string{"sh", "-c", escapes.Script(probeChecks), "sh"}, stand.Args()...)}
 	spec, secrets, err := m.Spec(req)
 	if err != nil {
@@ -155,7 +158,12 @@ func ProbeSandbox(ctx context.Context, m *manager.Manager) ([]ProbeAnswer, error
 		if g == escapes.Skipped {
 			continue
 		}
-		answers = append(answers, ProbeAnswer{Name: c.Name, What: c.What, Want: c.Want, Got: g, OK: g == c.Want})
+		a := ProbeAnswer{Name: c.Name, What: c.What, Want: c.Want, Got: g}
+		if gap := landlockGaps[c.Name]; mode == sandbox.ModeLandlock && gap != "" {
+			a.Want, a.Gap = escapes.Allowed, gap
+		}
+		a.OK = a.Got == a.Want
+		answers = append(answers, a)
 	}
 	if _, err := os.Stat(filepath.Join(secretDir, "escaped")); err == nil {
 		answers = append(answers, ProbeAnswer{Name: "write-outside-host", What: "a write outside the workspace reached the host", Want: "denied", Got: "allowed"})

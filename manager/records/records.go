@@ -34,6 +34,13 @@ type Record struct {
 	MayLaunch   bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
 	Network     string         `json:"network,omitempty"`
 	AllowHosts  []string       `json:"allow_hosts,omitempty"`
+	// Output is where the command's stdout and stderr went: "journal"
+	// (mosaic start), or "terminal" (mosaic run: the caller's terminal or
+	// pipes, which the journal never saw).
+	Output  string `json:"output,omitempty"`
+	Sandbox string `json:"sandbox,omitempty"` // bwrap (or empty) or landlock
+	// SeccompAllow are the rows of the syscall filter the profile lifted.
+	SeccompAllow []string `json:"seccomp_allow,omitempty"`
 }
 
 const (

@@ -8,6 +8,9 @@
 package request
 
 import (
+	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +42,7 @@ type Request struct {
 	MayLaunch   bool     // the session may ask the bus to launch others
 	Network     string   // none, allow or host; empty: the profile's
 	AllowHosts  []string // --allow-host, added to the profile's list
+	Sandbox     string   // bwrap or landlock; empty: the profile's, else bwrap
 }
 
 // RuntimeDir returns $XDG_RUNTIME_DIR, or a refusal saying how to get one.
@@ -155,7 +159,14 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err != nil {
 		return units.Spec{}, none, err
 	}
+	if err := sandbox.CheckSeccompAllow(grant.Profile.SeccompAllow); err != nil {
+		return units.Spec{}, none, errcode.BadProfile.New("profile %s: %v", grant.Profile.Source, err)
+	}
 	network, allow, err := networkOf(req, grant.Profile)
+	if err != nil {
+		return units.Spec{}, none, err
+	}
+	mode, err := sandboxOf(req, grant.Profile)
 	if err != nil {
 		return units.Spec{}, none, err
 	}
@@ -195,7 +206,12 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		Network:     network,
 		Allow:       allow,
 		EgressDir:   p.EgressDir(name),
+		Sandbox:     mode,
 	}
+	if mode == sandbox.ModeLandlock {
+		spec.BwrapBin = ""
+	}
+	spec.SeccompAllow = grant.Profile.SeccompAllow
 	if req.MayLaunch {
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
 		spec.Pass = append(spec.Pass, sandbox.BusEnv)
@@ -239,6 +255,10 @@ func networkOf(req Request, profile credentials.Profile) (string, []string, erro
 		entries = append(entries, h)
 	}
 	for _, h := range req.AllowHosts {
+		h, err := hostOfURL(h)
+		if err != nil {
+			return "", nil, errcode.BadAllowHost.New("--allow-host %v", err)
+		}
 		if _, err := sandbox.ParseAllow([]string{h}); err != nil {
 			return "", nil, errcode.BadAllowHost.New("--allow-host %v", err)
 		}
@@ -246,6 +266,31 @@ func networkOf(req Request, profile credentials.Profile) (string, []string, erro
 	}
 	a, _ := sandbox.ParseAllow(entries)
 	return network, a.Strings(), nil
+}
+
+// hostOfURL takes an --allow-host entry given as a URL, as users copy them
+// from an agent's settings ("https://api.example.com/v1"), as the host and
+// port it names; any other entry is returned as it is.
+func hostOfURL(e string) (string, error) {
+	if !strings.Contains(e, "://") {
+		return e, nil
+	}
+	u, err := url.Parse(e)
+	if err != nil || u.Hostname() == "" || u.User != nil {
+		return "", fmt.Errorf("%q is not a host or a URL of one", e)
+	}
+	port := u.Port()
+	if port == "" {
+		switch u.Scheme {
+		case "https", "wss":
+			port = "443"
+		case "http", "ws":
+			port = "80"
+		default:
+			return "", fmt.Errorf("%q: scheme %s has no known port: give HOST:PORT", e, u.Scheme)
+		}
+	}
+	return net.JoinHostPort(u.Hostname(), port), nil
 }
 
 // systemDirs are where a command is found inside every sandbox.
@@ -349,4 +394,28 @@ func checkExtra(flag string, paths []string, p Paths) ([]string, error) {
 		out = append(out, real)
 	}
 	return out, nil
+}
+
+// sandboxOf decides the session's inner layer: --sandbox, else the
+// profile's, else bwrap. landlock is only ever what was asked for, and
+// needs a service (a scope has no systemd layer to hide the home and the
+// runtime dir).
+func sandboxOf(req Request, profile credentials.Profile) (string, error) {
+	mode := req.Sandbox
+	if mode == "" {
+		mode = profile.Sandbox
+	}
+	if mode == "" {
+		return sandbox.ModeBwrap, nil
+	}
+	if !sandbox.ValidMode(mode) {
+		return "", errcode.BadSandbox.New("--sandbox %s: use bwrap (the default: namespaces of its own) or landlock (for hosts where bwrap cannot run; see `mosaic doctor`)", mode)
+	}
+	if mode == sandbox.ModeLandlock && req.Scope {
+		return "", errcode.BadSandbox.New("--sandbox landlock needs a service, not --scope: systemd's layer is what hides your home and its runtime directory there")
+	}
+	if mode == sandbox.ModeLandlock && req.MayLaunch {
+		return "", errcode.BadSandbox.New("--sandbox landlock does not support --may-launch yet: use --sandbox bwrap")
+	}
+	return mode, nil
 }

@@ -37,6 +37,7 @@ var (
 	CredentialInvalid     = def("credential-invalid", ExitBadInput, "a credential's name or value cannot be passed to a session")
 	CredentialFileMissing = def("credential-file-missing", ExitBadInput, "an --env-file cannot be read")
 	UnknownProfile        = def("unknown-profile", ExitBadInput, "there is no profile of that name")
+	BadSandbox            = def("bad-sandbox", ExitBadInput, "--sandbox is not bwrap or landlock, or landlock with --scope or --may-launch")
 	BadProfile            = def("bad-profile", ExitBadInput, "a profile file cannot be read")
 )
 

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// Flags may follow a command's NAMEs, as with git and systemctl; never
+// what follows -- or a session's COMMAND.
+func TestReorderArgs(t *testing.T) {
+	app := newApp(&output{})
+	for _, tc := range []struct{ in, want string }{
+		{"mosaic status fix-42 --json", "mosaic status --json fix-42"},
+		{"mosaic stop fix-42 --timeout 2s", "mosaic stop --timeout 2s fix-42"},
+		{"mosaic stop fix-42 --timeout=2s --json", "mosaic stop --timeout=2s --json fix-42"},
+		{"mosaic logs fix-42 -f -n 5", "mosaic logs -f -n 5 fix-42"},
+		{"mosaic rm x --json", "mosaic rm --json x"},
+		{"mosaic bus status x --json", "mosaic bus status --json x"},
+		{"mosaic run -- sh -c --json", "mosaic run -- sh -c --json"},
+		{"mosaic start --name a -- ls -la", "mosaic start --name a -- ls -la"},
+		{"mosaic start ls -la", "mosaic start ls -la"},
+		{"mosaic status a -- --json", "mosaic status a -- --json"},
+	} {
+		got := strings.Join(reorderArgs(app, strings.Fields(tc.in)), " ")
+		if got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestSuggestions(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mosaic", "statsu"}, "did you mean status?"},
+		{[]string{"mosaic", "start", "--nmae", "x", "--", "true"}, "did you mean --name?"},
+		{[]string{"mosaic", "stop", "x", "--timeot", "3"}, "did you mean --timeout?"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), tc.want) || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
+			t.Errorf("%v: exit %d, %q; want exit 2 and one line with %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	for _, args := range [][]string{{"mosaic", "--version"}, {"mosaic", "version"}, {"mosaic", "help"}, {"mosaic", "help", "start"}, {"mosaic", "stop", "--help"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(args, &stdout, &stderr); code != 0 || stdout.Len() == 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout.String(), stderr.String())
+		}
+		if strings.Contains(stdout.String()+stderr.String(), "mosaic mosaic") {
+			t.Errorf("%v: %q", args, stdout.String())
+		}
+	}
+}
+
+func TestCompletionWords(t *testing.T) {
+	app := newApp(&output{})
+	has := func(words []string, w string) bool {
+		for _, x := range words {
+			if x == w {
+				return true
+			}
+		}
+		return false
+	}
+	if w := completions(app, nil); !has(w, "start") || !has(w, "status") || has(w, "__complete") {
+		t.Errorf("verbs: %v", w)
+	}
+	if w := completions(app, []string{"bus"}); !has(w, "launch") {
+		t.Errorf("bus verbs: %v", w)
+	}
+	if w := completions(app, []string{"start"}); !has(w, "--name") || !has(w, "--memory-max") {
+		t.Errorf("start flags: %v", w)
+	}
+	if w := completions(app, []string{"start", "--profile"}); !has(w, "claude-code") || !has(w, "generic") {
+		t.Errorf("profiles: %v", w)
+	}
+	if w := completions(app, []string{"run", "--", "ls"}); len(w) != 0 {
+		t.Errorf("after --: %v", w)
+	}
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# install-deps.sh installs, as root on a Debian or Ubuntu machine, what
+# mosaic's demo and tests need and the machine lacks: bubblewrap, dbus,
+# systemd's binaries (for the rig's private user manager and journald),
+# util-linux (setpriv, unshare), iproute2, socat and python3 (the rig's test
+# network), debootstrap (the systemd 257 rig's Debian 13 root). It changes
+# nothing when all are there; as another user it only says what is missing.
+# `make demo`, `make test` and .ci/run call it.
+set -euo pipefail
+
+need=()
+command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
+{ [ -x /lib/systemd/systemd ] && [ -x /lib/systemd/systemd-journald ]; } || need+=(systemd)
+{ command -v setpriv >/dev/null && command -v unshare >/dev/null; } || need+=(util-linux)
+command -v ip >/dev/null || need+=(iproute2)
+command -v socat >/dev/null || need+=(socat)
+command -v python3 >/dev/null || need+=(python3)
+# The systemd 257 rig's root (contrib/rig-root.sh, cached in /var/cache/mosaic).
+command -v debootstrap >/dev/null || need+=(debootstrap)
+[ ${#need[@]} -gt 0 ] || exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "install-deps: missing ${need[*]}: sudo apt-get install ${need[*]}" >&2
+	exit 1
+fi
+if ! command -v apt-get >/dev/null; then
+	echo "install-deps: missing ${need[*]}, and this is not a Debian or Ubuntu machine: install them with your package manager" >&2
+	exit 1
+fi
+echo "install-deps: installing ${need[*]}" >&2
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# rig-root.sh prints the path of a Debian 13 (trixie) root with systemd 257, for
+# `contrib/rig.sh --root DIR`, building it first when it is missing or was made
+# from another package list. The root is cached between runs outside the tree
+# (MOSAIC_RIG_CACHE, default /var/cache/mosaic) and never written to by a rig,
+# which mounts it read-only under a throwaway overlay.
+#
+#   contrib/rig-root.sh          # needs root and debootstrap (apt-get install debootstrap)
+#
+# The Debian mirror is the one this machine's apt sources name (a machine may
+# reach only its own mirror), read at run time; MOSAIC_RIG_MIRROR overrides it.
+# The build is atomic: debootstrap into a temporary directory beside the cache,
+# then a rename, under a lock so that two rigs starting at once build it once.
+set -euo pipefail
+
+suite=trixie
+packages=systemd,dbus,bubblewrap,dbus-user-session,python3,iproute2,socat,util-linux,procps,ca-certificates
+cache=${MOSAIC_RIG_CACHE:-/var/cache/mosaic}
+root=$cache/rig-$suite
+# What the root is made from: a different list makes a different root.
+stamp="debootstrap --variant=minbase --include=$packages $suite"
+
+die() { echo "rig-root: $*" >&2; exit 1; }
+
+# mirror prints the first Debian archive URI (not the security archive) of the
+# apt sources, in either format: deb822 (*.sources) or one-line (*.list).
+mirror() {
+	if [ -n "${MOSAIC_RIG_MIRROR:-}" ]; then
+		echo "$MOSAIC_RIG_MIRROR"
+		return
+	fi
+	local f
+	for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -r "$f" ] || continue
+		awk '
+			/^[[:space:]]*#/ { next }
+			/^URIs:/ { for (i = 2; i <= NF; i++) print $i; next }
+			$1 == "deb" { for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /\]$/ && $i ~ /:\/\//) { print $i; break } }
+		' "$f"
+	done | grep -E '/debian/?$' | head -n 1
+}
+
+[ "$(id -u)" = 0 ] || die "must run as root (debootstrap)"
+if [ -f "$root/.mosaic-rig-stamp" ] && [ "$(cat "$root/.mosaic-rig-stamp")" = "$stamp" ]; then
+	echo "$root"
+	exit 0
+fi
+command -v debootstrap >/dev/null || die "debootstrap is missing (apt-get install debootstrap)"
+mkdir -p "$cache"
+exec 9>"$cache/rig-$suite.lock"
+flock 9
+# Another rig may have built it while this one waited for the lock.
+if [ -f "$root/.mosaic-rig-stamp" ] && [ "$(cat "$root/.mosaic-rig-stamp")" = "$stamp" ]; then
+	echo "$root"
+	exit 0
+fi
+url=$(mirror)
+[ -n "$url" ] || die "no Debian mirror in /etc/apt/sources.list*: set MOSAIC_RIG_MIRROR=URL"
+tmp=$(mktemp -d "$cache/.rig-$suite.XXXXXX")
+# --one-file-system: a failed debootstrap may leave /proc or /sys mounted inside.
+trap 'rm -rf --one-file-system "$tmp"' EXIT
+echo "rig-root: building a $suite root from $url (once; cached in $root)" >&2
+start=$SECONDS
+if ! debootstrap --variant=minbase --include="$packages" "$suite" "$tmp" "$url" >"$tmp.log" 2>&1; then
+	tail -n 20 "$tmp.log" >&2
+	rm -f "$tmp.log"
+	die "debootstrap $suite failed (log above)"
+fi
+rm -f "$tmp.log"
+rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/*
+echo "$stamp" >"$tmp/.mosaic-rig-stamp"
+chmod 0755 "$tmp"
+if [ -d "$root" ]; then
+	mv -T "$root" "$tmp.old"
+fi
+mv -T "$tmp" "$root"
+trap - EXIT
+rm -rf --one-file-system "$tmp.old"
+echo "rig-root: $suite root ready in $((SECONDS - start)) s" >&2
+echo "$root"

@@ -1,0 +1,94 @@
+package sandbox
+
+import (
+	"fmt"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// InitEnv is the environment the exec shim gives bwrap, and so the init's
+// (PID 1's) initial environment block: the init's own two variables
+// (PromiseEnv, NotifyFDEnv) and the variables the init may pass on to the
+// command (its allowlist and the --pass and --credential names on its
+// command line, read from bwrapArgv), nothing else. The unit's environment
+// holds everything imported into the user manager (SSH_AUTH_SOCK,
+// DBUS_SESSION_BUS_ADDRESS, DISPLAY, tokens set with `systemctl --user
+// set-environment`); none of that may exist anywhere inside the sandbox,
+// not even in memory the command cannot read. A service's shim and a
+// scope's (manager.RunScope) both come through here.
+func InitEnv(environ, bwrapArgv []string) ([]string, error) {
+	pass, err := initNames(bwrapArgv)
+	if err != nil {
+		return nil, err
+	}
+	allowed := allowedNames(pass)
+	// The init's own: the promise, systemd's notification descriptor, and
+	// the tests' Landlock fault (never passed on to the command).
+	allowed[PromiseEnv], allowed[NotifyFDEnv], allowed[LandlockFaultEnv] = true, true, true
+	var env []string
+	for _, kv := range environ {
+		if name, _, ok := strings.Cut(kv, "="); ok && (allowed[name] || hasAnyPrefix(name, passEnvPrefixes)) {
+			env = append(env, kv)
+		}
+	}
+	return env, nil
+}
+
+// initNames finds the init's command line in bwrap's (after bwrap's "--",
+// InitPath then "init") and returns the names it is told to pass on.
+func initNames(bwrapArgv []string) ([]string, error) {
+	if len(bwrapArgv) > 1 && bwrapArgv[1] == "init" {
+		// --sandbox landlock: no bwrap, the shim becomes mosaic's init.
+		return namesIn(bwrapArgv[2:]), nil
+	}
+	for i := 1; i+1 < len(bwrapArgv); i++ {
+		if bwrapArgv[i-1] != "--" || bwrapArgv[i] != InitPath || bwrapArgv[i+1] != "init" {
+			continue
+		}
+		return namesIn(bwrapArgv[i+2:]), nil
+	}
+	return nil, fmt.Errorf("bwrap's command line does not run mosaic's init (%s init)", InitPath)
+}
+
+// namesIn are the names an init command line (after "init") passes on.
+func namesIn(args []string) []string {
+	var names []string
+	for j := 0; j < len(args) && args[j] != "--"; j++ {
+		if (args[j] == "--pass" || args[j] == "--credential") && j+1 < len(args) {
+			names = append(names, args[j+1])
+			j++
+		}
+	}
+	return names
+}
+
+// allowedNames are the variables the init passes to the command: its
+// allowlist and pass. Variables matching passEnvPrefixes pass too.
+func allowedNames(pass []string) map[string]bool {
+	allowed := make(map[string]bool, len(passEnv)+len(pass)+2)
+	for _, n := range passEnv {
+		allowed[n] = true
+	}
+	for _, n := range pass {
+		allowed[n] = true
+	}
+	return allowed
+}
+
+// Undumpable makes the calling process (the init) non-dumpable: the command,
+// although it runs as the same user, can then neither read /proc/1/environ
+// or /proc/1/mem (or anything else of /proc/1 that needs ptrace access) nor
+// ptrace the init. The init's initial environment holds the promise (host
+// namespace ids, the home's inode) and the credentials' values. The flag
+// lasts until an execve, which the init never does; its children start
+// dumpable again.
+func Undumpable() error {
+	if weakened {
+		return nil
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("cannot make the init non-dumpable: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,16 @@
+package syscallprobe
+
+import "golang.org/x/sys/unix"
+
+var archProbes = []Probe{
+	{"kernel-modules", "create_module", func() unix.Errno { return sys(unix.SYS_CREATE_MODULE, 0, 0) }},
+	{"obsolete", "uselib", func() unix.Errno { return sys(unix.SYS_USELIB, 0) }},
+	{"obsolete", "ustat", func() unix.Errno { return sys(unix.SYS_USTAT, 0, 0) }},
+	{"obsolete", "sysfs", func() unix.Errno { return sys(unix.SYS_SYSFS, 99) }},
+	{"obsolete", "_sysctl", func() unix.Errno { return sys(unix.SYS__SYSCTL, 0) }},
+	{"obsolete", "iopl", func() unix.Errno { return sys(unix.SYS_IOPL, 4) }},
+	{"obsolete", "ioperm", func() unix.Errno { return sys(unix.SYS_IOPERM, 0x10000, 1, 0) }},
+	// An x32 call (getpid's number with the x32 bit): ENOSYS or a pid on
+	// a kernel without x32, EPERM under the filter.
+	{"x32", "x32 getpid", func() unix.Errno { return sys(0x40000000 | unix.SYS_GETPID) }},
+}
