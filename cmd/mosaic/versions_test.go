@@ -91,7 +91,7 @@ func TestDoctorNamesTheVersion(t *testing.T) {
 	needRig(t)
 	t.Parallel()
 	v := managerVersion(t)
-	d, code := doctor(t, nil)
+	d, code := runDoctor(t, nil)
 	if code != 0 {
 		t.Fatalf("doctor: exit %d", code)
 	}
