@@ -418,6 +418,14 @@ func busConfined(t *testing.T, launched string) {
 			t.Errorf("in the bus, %s is on %s (%s), want %s", path, point, opts, want)
 		}
 	}
+	// Where systemd has GetUnitByPIDFD (253+), callers are identified by pidfd.
+	want := "by PID"
+	if managerVersion(t) >= 253 {
+		want = "by pidfd"
+	}
+	if j, _ := exec.Command("journalctl", "--user", "-u", "mosaic-bus.service", "-n", "50", "--no-pager").Output(); !strings.Contains(string(j), "callers identified "+want) {
+		t.Errorf("the bus does not say it identifies callers %s:\n%s", want, j)
+	}
 	// The launched session's promise names the manager's namespaces.
 	execStart := unitProperty(t, units.UnitName(launched), "ExecStart")
 	var st unix.Stat_t

@@ -202,8 +202,12 @@ func Serve(ctx context.Context, ready func()) error {
 			l.Close()
 		}
 	}()
-	fmt.Fprintf(os.Stderr, "mosaic bus: listening on %s; policy %s (profiles: %s); launch log %s\n",
-		paths.BusSocket(), policy.sourceName(), strings.Join(policy.Profiles(), ", "), log.path)
+	how := "by PID, with its start time checked (systemd before 253)"
+	if m.Features().UnitByPIDFD {
+		how = "by pidfd (GetUnitByPIDFD), or by PID where the kernel gives no pidfd"
+	}
+	fmt.Fprintf(os.Stderr, "mosaic bus: listening on %s; policy %s (profiles: %s); launch log %s; callers identified %s\n",
+		paths.BusSocket(), policy.sourceName(), strings.Join(policy.Profiles(), ", "), log.path, how)
 	ready()
 	var wg sync.WaitGroup
 	for _, l := range listeners {
