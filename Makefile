@@ -43,6 +43,8 @@ vet:
 test: vet
 	@[ "$$(id -u)" != 0 ] || contrib/install-deps.sh
 	contrib/with-user-manager.sh --systemd host,257 $(GO) test -count=1 ./...
+	@# The real agent CLIs from npm, in a network namespace with no route out (as root).
+	@if [ "$$(id -u)" = 0 ]; then contrib/agents.sh test; else echo "make test: the real agents' test (contrib/agents.sh test) needs root"; fi
 
 demo: build
 	@[ "$$(id -u)" != 0 ] || contrib/install-deps.sh

@@ -3,8 +3,9 @@
 # mosaic's demo and tests need and the machine lacks: bubblewrap, dbus,
 # systemd's binaries (for the rig's private user manager and journald),
 # util-linux (setpriv, unshare), iproute2, socat and python3 (the rig's test
-# network), debootstrap (the systemd 257 rig's Debian 13 root). It changes
-# nothing when all are there; as another user it only says what is missing.
+# network), debootstrap (the systemd 257 rig's Debian 13 root), npm (the real
+# agent CLIs). It changes nothing when all are there; as another user it only
+# says what is missing.
 # `make demo`, `make test` and .ci/run call it.
 set -euo pipefail
 
@@ -18,6 +19,8 @@ command -v socat >/dev/null || need+=(socat)
 command -v python3 >/dev/null || need+=(python3)
 # The systemd 257 rig's root (contrib/rig-root.sh, cached in /var/cache/mosaic).
 command -v debootstrap >/dev/null || need+=(debootstrap)
+# The real agent CLIs come from npm (contrib/agents.sh).
+command -v npm >/dev/null || need+=(npm)
 [ ${#need[@]} -gt 0 ] || exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "install-deps: missing ${need[*]}: sudo apt-get install ${need[*]}" >&2

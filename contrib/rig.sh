@@ -7,8 +7,8 @@
 #   contrib/rig.sh pick-testnet     # print the test network's range, or fail
 #
 # What it starts, all inside a private mount namespace so the host is untouched:
-# a tmpfs /run with /run/systemd/system (systemd --user refuses without it),
-# systemd-journald as root with per-user journals on tmpfs, a session
+# a tmpfs /run with /run/systemd/system (systemd --user refuses without it), a
+# tmpfs /tmp, systemd-journald as root with per-user journals on tmpfs, a session
 # dbus-daemon and `systemd --user` as the test user, in a delegated cgroup at
 # user.slice/user-UID.slice/user@UID.service in both hierarchies (so journald
 # attributes entries to _SYSTEMD_USER_UNIT as on a real machine). With --src the
@@ -20,9 +20,9 @@
 # With --root DIR (a Debian root from contrib/rig-root.sh: systemd 257) the same
 # boot happens inside that root instead of on the host's systemd (252): the
 # private mount namespace gets a throwaway overlay of DIR (the cache is never
-# written), fresh /proc, /dev and /sys (with the cgroup hierarchies) bound in, a
-# tmpfs /tmp, the host's Go toolchain (/usr/local/go) and the test user's
-# home, and pivot_root makes it the root. Not chroot: a chrooted process may
+# written), fresh /proc, /dev and /sys (with the cgroup hierarchies) bound in,
+# the host's Go toolchain (/usr/local/go) and the test user's home, and
+# pivot_root makes it the root. Not chroot: a chrooted process may
 # not make user namespaces (the kernel refuses CLONE_NEWUSER there), so bwrap
 # fails. In either rig, RIG_GOMODCACHE (root's Go module cache, which
 # with-user-manager.sh fills) is bound in read-only and the command builds
@@ -33,7 +33,9 @@
 # N.0/24 that nothing of this machine uses: pick-testnet) answering on port
 # 443, reached over a veth pair (N.1 on this side, removed at the end); this
 # mount namespace's /etc/hosts names them testhost.mosaic.test and
-# otherhost.mosaic.test, and private.mosaic.test as 10.255.255.1.
+# otherhost.mosaic.test, private.mosaic.test as 10.255.255.1, and
+# mockhost.mosaic.test as N.1, this side of the veth, where a test may serve
+# as the test user (a mock of a vendor's API).
 # MOSAIC_TESTNET=N tells the tests. No test traffic goes anywhere else. Under
 # CI (CI set) a rig without its test network is an error, not a skip.
 #
@@ -57,27 +59,34 @@ die() { echo "rig: $*" >&2; exit 1; }
 
 # The test network's candidates: documentation and benchmarking ranges, never
 # routed on the internet.
-testnet_candidates() { echo 198.51.100 203.0.113 192.0.2; seq -f '198.18.%g' 0 31; }
+testnet_candidates() { seq -f '198.18.%g' 0 63; echo 198.51.100 203.0.113 192.0.2; }
 
 # The live facts pick-testnet weighs; each can be given from a file instead
 # (pick-testnet --routes FILE ...), which is how its test feeds it a machine.
 live_routes() { ip -4 route show table all 2>/dev/null; }
 live_addrs() { ip -4 -o addr show 2>/dev/null; }
-# The addresses this machine's package mirrors and Go module proxy resolve to:
-# on some machines they sit inside a documentation range (through /etc/hosts
-# or DNS), and a test network there would cut the machine off from them.
+# The addresses this machine must keep reaching while the rig runs: its
+# nameservers, and what its registries (apt's sources, Go's module proxy,
+# npm's registry) resolve to. On some machines they sit inside a
+# documentation range (through /etc/hosts or DNS), and a test network there
+# would cut the machine off from them.
 live_resolved() {
+	awk '$1 == "nameserver" { print $2 }' /etc/resolv.conf 2>/dev/null
 	{
-		cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null
-		echo "${GOPROXY:-}" | tr ',|' '\n\n'
-	} | grep -oE '[a-z]+://[^/[:space:]]+' | sed 's|.*://||; s|.*@||; s|:.*||' | sort -u | head -n 20 |
+		grep -hv '^[[:space:]]*#' /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null
+		echo "${GOPROXY:-$(command -v go >/dev/null && go env GOPROXY)}" | tr ',|' '\n\n'
+		# npm's default registry and any other an npmrc names (npm itself takes seconds to ask).
+		echo https://registry.npmjs.org/
+		grep -hs '^[[:space:]]*registry[[:space:]]*=' /etc/npmrc /usr/etc/npmrc /usr/local/etc/npmrc "${HOME:-/root}/.npmrc"
+	} | grep -oE '[a-z+]+://[^/[:space:]]+' | sed 's|.*://||; s|.*@||; s|:.*||' | sort -u | head -n 20 |
 		while read -r h; do timeout 2 getent ahostsv4 "$h" 2>/dev/null | awk '{print $1}'; done
+	return 0
 }
 
 # taken prints, one a line, every address and prefix the test network must not
 # overlap: this machine's addresses, every route but the default (in any
 # table; a route to a /15 or a /16 covers a /24 inside it), every address in
-# /etc/hosts, and the addresses the machine's mirrors resolve to. Its
+# /etc/hosts, and the addresses the machine needs (live_resolved). Its
 # arguments, files to read instead of the live routes, addresses, hosts file
 # and resolved mirrors, may be empty.
 taken() {
@@ -130,7 +139,7 @@ if [ "${1:-}" = "pick-testnet" ]; then
 		*) die "unknown option $1 (usage: rig.sh pick-testnet [--routes FILE] [--addrs FILE] [--hosts FILE] [--resolved FILE])" ;;
 		esac
 	done
-	pick_testnet "$routes" "$addrs" "$hosts" "$resolved" || die "no free range for the test network: every candidate ($(testnet_candidates | tr '\n' ' ')) holds an address of this machine, of /etc/hosts or of its mirrors, or a route covers it"
+	pick_testnet "$routes" "$addrs" "$hosts" "$resolved" || die "no free range for the test network: every candidate ($(testnet_candidates | tr '\n' ' ')) holds an address of this machine, of /etc/hosts, a nameserver or a registry, or a route covers it"
 	exit 0
 fi
 
@@ -182,9 +191,9 @@ fi
 # writes to the cache), binds in what a run needs from the host, makes it the
 # root with pivot_root and runs this script again from inside it.
 enter_root() {
-	local top=/run m home uid gid
+	local top=/run m home gid
 	home=$(getent passwd "$rig_user" | cut -d: -f6)
-	uid=$(id -u "$rig_user") gid=$(id -g "$rig_user")
+	gid=$(id -g "$rig_user")
 	# This namespace's own /run (the host's is untouched) holds the overlay.
 	mount -t tmpfs -o mode=0755 tmpfs "$top"
 	mkdir "$top/upper" "$top/work" "$top/root"
@@ -193,7 +202,6 @@ enter_root() {
 	mount -t proc proc "$m/proc"
 	mount --rbind /dev "$m/dev"
 	mount --rbind /sys "$m/sys"
-	mount -t tmpfs -o mode=1777 tmpfs "$m/tmp"
 	mkdir -p "$m$home"
 	if [ -d /usr/local/go ]; then # the toolchain the rig's PATH names
 		mkdir -p "$m/usr/local/go"
@@ -268,11 +276,21 @@ trap cleanup EXIT INT TERM
 
 mount -t tmpfs -o mode=0755 tmpfs /run
 ln -s /dev/shm /run/shm
+# A /tmp of the rig's own: the host's is shared with every other rig and
+# user, whose files (of fixed names) this test user could not replace.
+mount -t tmpfs -o mode=1777 tmpfs /tmp
 # PID 1 would make these early on: the manager refuses to run without
 # /run/systemd/system, and every mount namespace of a unit is built under
 # /run/systemd/unit-root (252) or /run/systemd/mount-rootfs (257): without
 # them units die with 226/NAMESPACE.
 mkdir -p /run/systemd/system /run/log/journal "$runtime" /run/lock
+# journald scales its rate limit's burst with the free space it sees; on a
+# machine with much memory (the journal is on tmpfs here) the default can
+# exceed any test's output, and then nothing is ever dropped. A fixed burst
+# makes the dropped-output test (TestDroppedOutputIsSaid) meet the limit
+# every time; other tests print a few lines each.
+mkdir -p /run/systemd/journald.conf.d
+printf '[Journal]\nRateLimitIntervalSec=30s\nRateLimitBurst=1000\n' >/run/systemd/journald.conf.d/50-mosaic-rig.conf
 mkdir -m 0555 /run/systemd/unit-root /run/systemd/mount-rootfs
 chmod 1777 /run/lock
 chown "$uid:$gid" "$runtime"; chmod 0700 "$runtime"
@@ -311,7 +329,7 @@ if [ -n "$net" ]; then
 	ip netns exec "$testnet" socat TCP-LISTEN:443,bind="$net.3",fork,reuseaddr SYSTEM:'echo hello from otherhost' >/dev/null 2>&1 &
 	pids+=($!)
 	cp /etc/hosts /run/rig-hosts
-	printf '%s testhost.mosaic.test\n%s otherhost.mosaic.test\n10.255.255.1 private.mosaic.test\n' "$net.2" "$net.3" >>/run/rig-hosts
+	printf '%s testhost.mosaic.test\n%s otherhost.mosaic.test\n10.255.255.1 private.mosaic.test\n%s mockhost.mosaic.test\n' "$net.2" "$net.3" "$net.1" >>/run/rig-hosts
 	mount --bind /run/rig-hosts /etc/hosts
 else
 	why="no test network (needs ip and socat: apt-get install iproute2 socat, and a documentation range this machine does not use: contrib/rig.sh pick-testnet says why)"
@@ -361,9 +379,15 @@ mkdir -p "$home/tmp"; chown "$uid:$gid" "$home/tmp"
 # Go's settings and CI's marker, so the tests know they must not skip).
 set +e
 (cd "${RIG_WORKDIR:-$home}" && "${as_user[@]}" "${user_env[@]}" TMPDIR="$home/tmp" MOSAIC_RIG=1 MOSAIC_RIG_SYSTEMD="$version" \
-	${CI:+CI="$CI"} ${GOPROXY:+GOPROXY="$GOPROXY"} ${GOFLAGS:+GOFLAGS="$GOFLAGS"} ${GOTOOLCHAIN:+GOTOOLCHAIN="$GOTOOLCHAIN"} \
+	${CI:+CI="$CI"} ${MOSAIC_AGENTS_CACHE:+MOSAIC_AGENTS_CACHE="$MOSAIC_AGENTS_CACHE"} ${GOPROXY:+GOPROXY="$GOPROXY"} ${GOFLAGS:+GOFLAGS="$GOFLAGS"} ${GOTOOLCHAIN:+GOTOOLCHAIN="$GOTOOLCHAIN"} \
 	"${go_env[@]}" ${TERM:+TERM="$TERM"} ${net:+MOSAIC_TESTNET="$net"} "$@")
 rc=$?
 set -e
-[ $rc = 0 ] || echo "rig: $1 exited $rc under systemd $version${rig_root:+ (root $rig_root)}" >&2
+if [ $rc != 0 ]; then
+	# The journal dies with the rig: keep the test user's (its manager and
+	# units) where the failure can be read.
+	journalctl --no-pager -o short-precise _UID="$uid" >"$home/rig-journal.txt" 2>/dev/null && chown "$uid:$gid" "$home/rig-journal.txt" &&
+		echo "rig: its journal is in $home/rig-journal.txt" >&2
+	echo "rig: $1 exited $rc under systemd $version${rig_root:+ (root $rig_root)}" >&2
+fi
 exit $rc

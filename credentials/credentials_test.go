@@ -184,10 +184,19 @@ func TestResolve(t *testing.T) {
 			map[string]string{"CLAUDE_CODE_OAUTH_TOKEN": "t", "ANTHROPIC_API_KEY": "k"}, []string{"CLAUDE_CODE_OAUTH_TOKEN"}, ""},
 		{"claude picked from the command", Request{Command: []string{"/usr/local/bin/claude"}},
 			map[string]string{"ANTHROPIC_API_KEY": "k"}, []string{"ANTHROPIC_API_KEY"}, ""},
-		{"all of a set", Request{Profile: "claude-code"},
-			map[string]string{"ANTHROPIC_AUTH_TOKEN": "t", "ANTHROPIC_BASE_URL": "u"}, []string{"ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"}, ""},
-		{"half a set is none", Request{Profile: "claude-code"},
-			map[string]string{"ANTHROPIC_AUTH_TOKEN": "t"}, nil, "no-session-credential"},
+		{"a gateway's token; its URL is not a secret", Request{Profile: "claude-code"},
+			map[string]string{"ANTHROPIC_AUTH_TOKEN": "t", "ANTHROPIC_BASE_URL": "https://gw.example"}, []string{"ANTHROPIC_AUTH_TOKEN"}, ""},
+		{"a bad endpoint URL", Request{Profile: "claude-code"},
+			map[string]string{"ANTHROPIC_API_KEY": "t", "ANTHROPIC_BASE_URL": "u"}, nil, "bad-env"},
+		{"codex's OPENAI_API_KEY also as CODEX_API_KEY", Request{Profile: "codex"},
+			map[string]string{"OPENAI_API_KEY": "o"}, []string{"OPENAI_API_KEY", "CODEX_API_KEY"}, ""},
+		{"no key for --version", Request{Command: []string{"claude", "--version"}}, nil, nil, ""},
+		{"no key to sign in", Request{Command: []string{"codex"}, SignIn: true}, nil, nil, ""},
+		{"a key for anything else", Request{Command: []string{"claude", "-p", "--version"}}, nil, nil, "no-session-credential"},
+		{"--env of a credential's name", Request{Profile: "codex", Env: []string{"CODEX_API_KEY=x"}},
+			map[string]string{"CODEX_API_KEY": "c"}, nil, "bad-env"},
+		{"--pass-env unset", Request{Command: []string{"sh"}, PassEnv: []string{"NOPE"}}, nil, nil, "bad-env"},
+		{"--env not NAME=VALUE", Request{Command: []string{"sh"}, Env: []string{"NOPE"}}, nil, nil, "bad-env"},
 		{"env file before environment", Request{Profile: "claude-code", EnvFiles: []string{file}},
 			map[string]string{"ANTHROPIC_API_KEY": "from-env"}, []string{"ANTHROPIC_API_KEY", "EXTRA"}, ""},
 		{"codex", Request{Profile: "codex"}, map[string]string{"CODEX_API_KEY": "c"}, []string{"CODEX_API_KEY"}, ""},
@@ -218,7 +227,7 @@ func TestResolve(t *testing.T) {
 		})
 	}
 	g, _ := Resolve(Request{Profile: "claude-code", EnvFiles: []string{file}, ProfileDir: dir, LookupEnv: env(map[string]string{"ANTHROPIC_API_KEY": "from-env", "ANTHROPIC_MODEL": "m"})})
-	if g.Secrets[0].Value != "from-file" || !slices.Equal(g.PassEnv, []string{"ANTHROPIC_MODEL=m"}) {
+	if g.Secrets[0].Value != "from-file" || !slices.Contains(g.PassEnv, "ANTHROPIC_MODEL=m") || !slices.Contains(g.PassEnv, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1") {
 		t.Errorf("grant %v pass %v: want the file's value and the model passed", g.Secrets, g.PassEnv)
 	}
 	_, err := Resolve(Request{Profile: "claude-code", EnvFiles: []string{file + ".none"}, ProfileDir: dir, LookupEnv: env(nil)})
@@ -226,9 +235,45 @@ func TestResolve(t *testing.T) {
 		t.Error("a missing --env-file was accepted")
 	}
 	_, err = Resolve(Request{Profile: "claude-code", ProfileDir: dir, LookupEnv: env(nil)})
-	for _, want := range []string{"CLAUDE_CODE_OAUTH_TOKEN | ANTHROPIC_API_KEY | ANTHROPIC_AUTH_TOKEN+ANTHROPIC_BASE_URL", "your environment", "--profile generic"} {
+	for _, want := range []string{"CLAUDE_CODE_OAUTH_TOKEN | ANTHROPIC_API_KEY | ANTHROPIC_AUTH_TOKEN", "your environment", "--sign-in"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal %v lacks %q", err, want)
+		}
+	}
+}
+
+// Issue 16: the non-secret variables, the endpoints' hosts and the
+// arguments an agent reads its endpoint from.
+func TestPlainEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	g, err := Resolve(Request{Profile: "codex", ProfileDir: dir, Command: []string{"/opt/bin/codex", "exec", "hi"},
+		Env: []string{"A=1", "CLAUDE_X=2", "A=3"}, PassEnv: []string{"HOSTVAR"},
+		LookupEnv: env(map[string]string{"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "http://localhost:11434/v1", "HOSTVAR": "h"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"A=3", "CLAUDE_X=2", "HOSTVAR=h", "OPENAI_BASE_URL=http://localhost:11434/v1"} {
+		if !slices.Contains(g.PassEnv, want) {
+			t.Errorf("pass %v lacks %s", g.PassEnv, want)
+		}
+	}
+	if !slices.Equal(g.Allow, []string{"localhost:11434"}) || len(g.Notes) != 1 || !strings.Contains(g.Notes[0], "localhost:11434") {
+		t.Errorf("allow %v notes %v: want the endpoint's host, said", g.Allow, g.Notes)
+	}
+	if want := []string{"-c", "analytics.enabled=false", "-c", "features.plugins=false", "-c", "check_for_update_on_startup=false",
+		"-c", `model_providers.mosaic={name="mosaic",base_url="http://localhost:11434/v1",env_key="CODEX_API_KEY",wire_api="responses",supports_websockets=false}`,
+		"-c", "model_provider=mosaic"}; !slices.Equal(g.Args, want) {
+		t.Errorf("args %q, want %q", g.Args, want)
+	}
+	g, _ = Resolve(Request{Profile: "codex", ProfileDir: dir, Command: []string{"bash"}, LookupEnv: env(map[string]string{"CODEX_API_KEY": "k"})})
+	if len(g.Args) != 0 {
+		t.Errorf("args %q for a command that is not the profile's binary", g.Args)
+	}
+	for _, url := range []string{"https://gw.example.com/v1", "https://gw.example.com:8443", "http://127.0.0.1:8080"} {
+		h, err := EndpointHost(url)
+		want := map[string]string{"https://gw.example.com/v1": "gw.example.com:443", "https://gw.example.com:8443": "gw.example.com:8443", "http://127.0.0.1:8080": "127.0.0.1:8080"}[url]
+		if err != nil || h != want {
+			t.Errorf("EndpointHost(%s) = %s, %v; want %s", url, h, err, want)
 		}
 	}
 }
@@ -312,5 +357,21 @@ func TestSessionFile(t *testing.T) {
 		if err := RemoveSessionFile(bad); err == nil {
 			t.Errorf("RemoveSessionFile(%q) accepted", bad)
 		}
+	}
+}
+
+// A user profile for a built-in's binary wins over the built-in, whatever
+// the names' order (issue 16: it used to depend on the alphabet).
+func TestUserProfileForBinaryWins(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "zz-my-claude.conf"), []byte("[Profile]\nBinary=claude\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "aa-other.conf"), []byte("[Profile]\nBinary=other\n"), 0o600)
+	p, err := ProfileFor(dir, []string{"/usr/local/bin/claude"})
+	if err != nil || p.Name != "zz-my-claude" {
+		t.Errorf("ProfileFor(claude) = %s, %v; want the user's zz-my-claude", p.Name, err)
+	}
+	p, _ = ProfileFor(t.TempDir(), []string{"claude"})
+	if p.Name != "claude-code" {
+		t.Errorf("without a user profile: %s", p.Name)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"mosaic/units/errcode"
+	"mosaic/units/regfile"
 )
 
 // Var is one credential: a variable name and its secret value. Its String
@@ -91,19 +92,20 @@ func Encode(vars []Var) []byte {
 // lines and lines starting with # are skipped; "export " before a name and
 // one pair of quotes around a value are accepted, as in .env files.
 func ReadEnvFile(path string) ([]Var, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, errcode.CredentialFileMissing.New("--env-file %s: %v", path, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, errcode.CredentialFileMissing.New("--env-file %s: %v", path, err)
-	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	if !fi.Mode().IsRegular() {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
 		return nil, errcode.CredentialFileInsecure.New("--env-file %s is not a regular file", path)
 	}
+	// Opened without blocking and checked on the descriptor: a FIFO
+	// swapped in after the Stat above is refused, not waited on.
+	f, fi, err := regfile.Open(path, false)
+	if err != nil {
+		if os.IsNotExist(err) || os.IsPermission(err) {
+			return nil, errcode.CredentialFileMissing.New("--env-file %s: %v", path, err)
+		}
+		return nil, errcode.CredentialFileInsecure.New("--env-file %s: %v", path, err)
+	}
+	defer f.Close()
+	st, _ := fi.Sys().(*syscall.Stat_t)
 	if st == nil || int(st.Uid) != os.Getuid() {
 		return nil, errcode.CredentialFileInsecure.New("--env-file %s does not belong to you: keep credentials in a file you own, mode 0600", path)
 	}

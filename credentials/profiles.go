@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"mosaic/units/errcode"
+	"mosaic/units/regfile"
 
 	"github.com/coreos/go-systemd/v22/unit"
 )
@@ -21,28 +22,83 @@ type Profile struct {
 	Source         string     `json:"source"` // "built-in" or the file it came from
 	Binary         string     `json:"binary,omitempty"`
 	CredentialSets [][]string `json:"credential_sets"`
-	PassEnv        []string   `json:"pass_environment,omitempty"`
-	ReadOnly       []string   `json:"read_only_paths,omitempty"`
+	// Aliases give a credential to the command under a second name too,
+	// where the agent reads another variable than users set.
+	Aliases  map[string]string `json:"credential_aliases,omitempty"`
+	PassEnv  []string          `json:"pass_environment,omitempty"`
+	ReadOnly []string          `json:"read_only_paths,omitempty"`
+	// Env are non-secret NAME=VALUE the session gets unless the caller sets
+	// the same name (--env, --pass-env): the vendors' switches for
+	// non-essential traffic.
+	Env []string `json:"environment,omitempty"`
+	// Args are inserted after the binary's name when the command is the
+	// profile's binary: switches an agent takes only on its command line.
+	Args []string `json:"arguments,omitempty"`
+	// Endpoints are variables naming the agent's API as a URL (a gateway, a
+	// local model): when one is set, its host is allowed too, and an
+	// agent that reads no variable for it gets it as arguments (EndpointArgs,
+	// with %s standing for the URL).
+	Endpoints    []string            `json:"endpoint_variables,omitempty"`
+	EndpointArgs map[string][]string `json:"endpoint_arguments,omitempty"`
 	// Network is the session's network unless --network says otherwise:
 	// none, allow (to AllowHosts, through the egress proxy) or host.
 	Network    string   `json:"network"`
 	AllowHosts []string `json:"allow_hosts,omitempty"`
+	// Inject are the credentials the egress proxy puts into requests
+	// (network allow), which the session then never holds.
+	Inject []InjectRule `json:"inject,omitempty"`
+	// HostReasons say why each allowed host is on the list.
+	HostReasons map[string]string `json:"allow_host_reasons,omitempty"`
+	// Tested is the agent's version range this profile was tested with.
+	Tested string `json:"tested_versions,omitempty"`
 	// SeccompAllow names rows of the session's syscall filter to lift
 	// (checked against sandbox.SyscallRules when a session is prepared).
 	SeccompAllow []string `json:"seccomp_allow,omitempty"`
 	// Sandbox is the session's inner layer unless --sandbox says
 	// otherwise: bwrap (the default) or landlock.
 	Sandbox string `json:"sandbox,omitempty"`
+	// MemoryMax, TasksMax and CPUQuota are the profile's session limits, as
+	// the flags take them (a flag wins); checked where they are used.
+	MemoryMax string `json:"memory_max,omitempty"`
+	TasksMax  string `json:"tasks_max,omitempty"`
+	CPUQuota  string `json:"cpu_quota,omitempty"`
 }
 
 // The hosts each provider's API is reached at, for the built-in profiles'
-// allowlists.
+// allowlists, with the reason each is there.
 var (
-	claudeHosts   = []string{"api.anthropic.com", "console.anthropic.com", "claude.ai", "statsig.anthropic.com", "sentry.io"}
-	codexHosts    = []string{"api.openai.com", "auth.openai.com", "chatgpt.com"}
-	providerHosts = []string{"api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com", "api.groq.com",
-		"api.cerebras.ai", "api.x.ai", "openrouter.ai", "api.z.ai", "api.mistral.ai"}
+	claudeHosts = map[string]string{
+		"api.anthropic.com":     "the Anthropic API (the model), and sign-in's token exchange",
+		"console.anthropic.com": "sign-in with an Anthropic Console account (mosaic login claude-code)",
+		"claude.ai":             "sign-in with a Claude subscription (mosaic login claude-code)",
+	}
+	codexHosts = map[string]string{
+		"api.openai.com":  "the OpenAI API (the model)",
+		"auth.openai.com": "sign-in with ChatGPT (mosaic login codex)",
+		"chatgpt.com":     "the model with a ChatGPT sign-in (its backend API)",
+	}
+	providerHosts = map[string]string{
+		"api.anthropic.com":                 "Anthropic's API (ANTHROPIC_API_KEY)",
+		"api.openai.com":                    "OpenAI's API (OPENAI_API_KEY)",
+		"generativelanguage.googleapis.com": "Google's Gemini API (GEMINI_API_KEY)",
+		"api.groq.com":                      "Groq's API (GROQ_API_KEY)",
+		"api.cerebras.ai":                   "Cerebras' API (CEREBRAS_API_KEY)",
+		"api.x.ai":                          "xAI's API (XAI_API_KEY)",
+		"openrouter.ai":                     "OpenRouter's API (OPENROUTER_API_KEY)",
+		"api.z.ai":                          "Z.ai's API (ZAI_API_KEY)",
+		"api.mistral.ai":                    "Mistral's API (MISTRAL_API_KEY)",
+	}
 )
+
+// hostsOf lists the hosts of reasons, sorted.
+func hostsOf(reasons map[string]string) []string {
+	out := make([]string, 0, len(reasons))
+	for h := range reasons {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // Generic is the profile of a command that needs no credential.
 const Generic = "generic"
@@ -56,33 +112,61 @@ func providerSets(names ...string) [][]string {
 }
 
 // builtins are the harnesses mosaic knows. Each set is all-of; the sets are
-// tried in order and the first complete one is used.
+// tried in order and the first complete one is used. What each agent reads
+// and contacts was measured with the versions in Tested (see the agents'
+// end-to-end test, TestAgents).
 var builtins = []Profile{
 	{
-		Name: "claude-code", Description: "Anthropic's Claude Code", Binary: "claude",
-		CredentialSets: [][]string{{"CLAUDE_CODE_OAUTH_TOKEN"}, {"ANTHROPIC_API_KEY"}, {"ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"}},
-		PassEnv:        []string{"ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL", "CLAUDE_CODE_MAX_OUTPUT_TOKENS", "DISABLE_AUTOUPDATER"},
-		// The API, and sign-in, telemetry and error reports.
-		Network: "allow", AllowHosts: claudeHosts,
+		Name: "claude-code", Description: "Anthropic's Claude Code", Binary: "claude", Tested: "2.1.x (2.1.332)",
+		CredentialSets: [][]string{{"CLAUDE_CODE_OAUTH_TOKEN"}, {"ANTHROPIC_API_KEY"}, {"ANTHROPIC_AUTH_TOKEN"}},
+		PassEnv: []string{"ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL", "ANTHROPIC_DEFAULT_SONNET_MODEL", "ANTHROPIC_DEFAULT_OPUS_MODEL",
+			"ANTHROPIC_DEFAULT_HAIKU_MODEL", "CLAUDE_CODE_MAX_OUTPUT_TOKENS"},
+		// Without it Claude Code 2.1 opens 3-6 connections to api.anthropic.com
+		// besides a custom ANTHROPIC_BASE_URL (telemetry, error reports,
+		// update checks); with it, none.
+		Env:       []string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1"},
+		Endpoints: []string{"ANTHROPIC_BASE_URL"},
+		Network:   "allow", AllowHosts: hostsOf(claudeHosts), HostReasons: claudeHosts,
 	},
 	{
-		Name: "codex", Description: "OpenAI's Codex CLI", Binary: "codex",
-		CredentialSets: providerSets("OPENAI_API_KEY", "CODEX_API_KEY"),
-		PassEnv:        []string{"OPENAI_BASE_URL", "CODEX_HOME"},
-		// The API, and ChatGPT sign-in.
-		Network: "allow", AllowHosts: codexHosts,
+		Name: "codex", Description: "OpenAI's Codex CLI", Binary: "codex", Tested: "0.171.x (0.171.0)",
+		// Codex 0.171 sends no key at all when only OPENAI_API_KEY is set; it
+		// reads CODEX_API_KEY.
+		CredentialSets: providerSets("CODEX_API_KEY", "OPENAI_API_KEY"),
+		Aliases:        map[string]string{"OPENAI_API_KEY": "CODEX_API_KEY"},
+		PassEnv:        []string{"CODEX_HOME", "CODEX_CA_CERTIFICATE"},
+		// Codex reads these switches only from config.toml or -c: analytics
+		// (ab.chatgpt.com), curated plugins (chatgpt.com, github.com,
+		// api.github.com) and the update check (api.github.com).
+		Args: []string{"-c", "analytics.enabled=false", "-c", "features.plugins=false", "-c", "check_for_update_on_startup=false"},
+		// Codex 0.171 ignores OPENAI_BASE_URL. A provider of its own, given
+		// with -c, reads the key from CODEX_API_KEY and speaks HTTPS at once
+		// (-c openai_base_url= also works, but first tries a WebSocket 7 times).
+		Endpoints: []string{"OPENAI_BASE_URL"},
+		EndpointArgs: map[string][]string{"OPENAI_BASE_URL": {"-c",
+			`model_providers.mosaic={name="mosaic",base_url="%s",env_key="CODEX_API_KEY",wire_api="responses",supports_websockets=false}`,
+			"-c", "model_provider=mosaic"}},
+		Network: "allow", AllowHosts: hostsOf(codexHosts), HostReasons: codexHosts,
 	},
 	{
-		Name: "pi", Description: "the pi coding agent", Binary: "pi",
+		Name: "pi", Description: "the pi coding agent", Binary: "pi", Tested: "0.73.x (0.73.1)",
 		CredentialSets: providerSets("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GROQ_API_KEY",
 			"CEREBRAS_API_KEY", "XAI_API_KEY", "OPENROUTER_API_KEY", "ZAI_API_KEY", "MISTRAL_API_KEY"),
-		Network: "allow", AllowHosts: providerHosts,
+		PassEnv: []string{"PI_CODING_AGENT_DIR"},
+		// pi.dev: the version check and install telemetry.
+		Env:     []string{"PI_OFFLINE=1"},
+		Network: "allow", AllowHosts: hostsOf(providerHosts), HostReasons: providerHosts,
 	},
 	{
-		Name: "opencode", Description: "the opencode agent", Binary: "opencode",
+		Name: "opencode", Description: "the opencode agent", Binary: "opencode", Tested: "1.18.x (1.18.33)",
 		CredentialSets: providerSets("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY",
 			"GOOGLE_GENERATIVE_AI_API_KEY", "OPENROUTER_API_KEY", "GROQ_API_KEY", "XAI_API_KEY", "MISTRAL_API_KEY"),
-		Network: "allow", AllowHosts: append([]string{"models.dev"}, providerHosts...),
+		PassEnv: []string{"OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT"},
+		// The model catalog (models.opencode.ai) comes with the binary, and
+		// no self-update. Its background install of a plugin package from
+		// registry.npmjs.org has no switch; refused, it only logs a warning.
+		Env:     []string{"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1"},
+		Network: "allow", AllowHosts: hostsOf(providerHosts), HostReasons: providerHosts,
 	},
 	{Name: Generic, Description: "any command; no credential", Network: "none"},
 }
@@ -91,16 +175,34 @@ var builtins = []Profile{
 // (~/.config/mosaic/profiles) laid over them: a user profile of a built-in's
 // name replaces it. Sorted by name.
 func Profiles(dir string) ([]Profile, error) {
+	out, broken := usable(dir)
+	names := make([]string, 0, len(broken))
+	for n := range broken {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) > 0 {
+		return nil, broken[names[0]]
+	}
+	return out, nil
+}
+
+// usable is every profile but the user's broken ones, which are returned
+// apart by name: one broken file must not stop the sessions of the others.
+func usable(dir string) ([]Profile, map[string]error) {
 	byName := map[string]Profile{}
 	for _, p := range builtins {
 		p.Source = "built-in"
+		p.Inject = builtinRules(p)
 		byName[p.Name] = p
 	}
+	broken := map[string]error{}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.conf"))
 	for _, f := range files {
 		p, err := readProfile(f)
 		if err != nil {
-			return nil, err
+			broken[strings.TrimSuffix(filepath.Base(f), ".conf")] = err
+			continue
 		}
 		byName[p.Name] = p
 	}
@@ -109,15 +211,24 @@ func Profiles(dir string) ([]Profile, error) {
 		out = append(out, p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out, broken
 }
 
-// FindProfile returns the profile called name.
+// warnBroken says on stderr which profiles were left out, and why.
+func warnBroken(broken map[string]error) {
+	for _, err := range broken {
+		fmt.Fprintf(os.Stderr, "mosaic: warning: a profile was left out: %v\n", err)
+	}
+}
+
+// FindProfile returns the profile called name. Another profile that cannot
+// be read is only warned about; the one asked for must be readable.
 func FindProfile(dir, name string) (Profile, error) {
-	all, err := Profiles(dir)
-	if err != nil {
+	all, broken := usable(dir)
+	if err, ok := broken[name]; ok {
 		return Profile{}, err
 	}
+	warnBroken(broken)
 	var names []string
 	for _, p := range all {
 		if p.Name == name {
@@ -128,22 +239,34 @@ func FindProfile(dir, name string) (Profile, error) {
 	return Profile{}, errcode.UnknownProfile.New("there is no profile %q: use one of %s (see `mosaic profiles`)", name, strings.Join(names, ", "))
 }
 
-// ProfileFor picks the profile of a command when none was named: the
-// built-in whose binary the command runs, else generic.
+// ProfileFor picks the profile of a command when none was named: the one
+// whose binary the command runs, a user's before a built-in (so a profile
+// of yours with Binary=claude wins over claude-code, whatever the names),
+// else generic.
 func ProfileFor(dir string, command []string) (Profile, error) {
+	all, broken := usable(dir)
+	warnBroken(broken)
 	if len(command) > 0 {
+		// A user's profile for the binary wins over the built-in, by rule,
+		// not by the order of their names.
 		base := filepath.Base(command[0])
-		all, err := Profiles(dir)
-		if err != nil {
-			return Profile{}, err
-		}
-		for _, p := range all {
-			if p.Binary != "" && p.Binary == base {
-				return p, nil
+		for _, builtIn := range []bool{false, true} {
+			for _, p := range all {
+				if p.Binary != "" && p.Binary == base && (p.Source == "built-in") == builtIn {
+					return p, nil
+				}
 			}
 		}
 	}
-	return FindProfile(dir, Generic)
+	if err, ok := broken[Generic]; ok { // the user's own generic replaces the built-in
+		return Profile{}, err
+	}
+	for _, p := range all {
+		if p.Name == Generic {
+			return p, nil
+		}
+	}
+	return Profile{}, errcode.UnknownProfile.New("there is no profile %q", Generic)
 }
 
 // readProfile reads a profile file in systemd's INI syntax:
@@ -154,9 +277,11 @@ func ProfileFor(dir string, command []string) (Profile, error) {
 //	CredentialSet=MY_API_KEY
 //	CredentialSet=MY_TOKEN MY_BASE_URL
 //	PassEnvironment=MY_MODEL
+//	Environment=MY_TELEMETRY=off
 //	ReadOnlyPaths=/opt/myagent
 //	Network=allow
 //	AllowHost=api.example.com api.example.com:8443
+//	Inject=MY_API_KEY authorization api.example.com
 //	SeccompAllow=io_uring perf
 //	Sandbox=landlock
 //
@@ -170,7 +295,7 @@ func readProfile(path string) (Profile, error) {
 	if err := validProfileName(name); err != nil {
 		return bad("%v", err)
 	}
-	f, err := os.Open(path)
+	f, _, err := regfile.Open(path, false) // a FIFO must not hang every start
 	if err != nil {
 		return bad("%v", err)
 	}
@@ -206,6 +331,12 @@ func readProfile(path string) (Profile, error) {
 				}
 			}
 			p.PassEnv = append(p.PassEnv, fields...)
+		case "Environment":
+			n, v, ok := strings.Cut(o.Value, "=")
+			if !ok || !namePattern.MatchString(n) || ValidateValue(n, v, "") != nil {
+				return bad("Environment=%s: use one NAME=VALUE per line, a plain value", o.Value)
+			}
+			p.Env = append(p.Env, o.Value)
 		case "ReadOnlyPaths":
 			for _, v := range fields {
 				if !filepath.IsAbs(v) {
@@ -225,10 +356,22 @@ func readProfile(path string) (Profile, error) {
 			p.Sandbox = o.Value
 		case "AllowHost":
 			p.AllowHosts = append(p.AllowHosts, fields...)
+		case "Inject":
+			r, err := parseInject(o.Value)
+			if err != nil {
+				return bad("%v", err)
+			}
+			p.Inject = append(p.Inject, r)
 		case "SeccompAllow":
 			p.SeccompAllow = append(p.SeccompAllow, fields...)
+		case "MemoryMax":
+			p.MemoryMax = o.Value
+		case "TasksMax":
+			p.TasksMax = o.Value
+		case "CPUQuota":
+			p.CPUQuota = o.Value
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, ReadOnlyPaths, Network, AllowHost, SeccompAllow, Sandbox)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Network, AllowHost, SeccompAllow, Sandbox, Inject, MemoryMax, TasksMax, CPUQuota)", o.Name)
 		}
 	}
 	return p, nil

@@ -16,6 +16,10 @@ type Request struct {
 	EnvFiles    []string
 	ProfileDir  string   // ~/.config/mosaic/profiles
 	Command     []string // to pick the profile when none is named
+	Env         []string // --env NAME=VALUE: non-secret, set for the session
+	PassEnv     []string // --pass-env NAME: non-secret, from the launching environment
+	// SignIn asks for no credential: the agent signs in inside the session.
+	SignIn bool
 	// LookupEnv reads the launching environment; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
 }
@@ -25,8 +29,13 @@ type Request struct {
 type Grant struct {
 	Profile Profile
 	Secrets []Var    // every credential, in a stable order
-	PassEnv []string // NAME=VALUE of the profile's non-secret variables that are set
+	PassEnv []string // NAME=VALUE of every non-secret variable (profile, --env, --pass-env)
 	Set     []string // the credential set that was used, if the profile has any
+	// Allow are hosts the session's endpoints (a custom base URL) need,
+	// with Notes saying so; Args go after the binary's name (Profile.Args).
+	Allow []string
+	Notes []string
+	Args  []string
 }
 
 // Names are the credentials' names, which may appear anywhere (unlike values).
@@ -92,27 +101,29 @@ func Resolve(req Request) (Grant, error) {
 		}
 		add(Var{name, value})
 	}
-	if len(p.CredentialSets) > 0 {
+	if len(p.CredentialSets) > 0 && !req.SignIn && !NoKeyNeeded(req.Command) {
 		set, vars, err := firstCompleteSet(p, fromFiles, lookup)
 		if err != nil {
 			return Grant{}, err
 		}
 		if set == nil {
-			return Grant{}, errcode.NoSessionCredential.New("profile %s needs one of these credential sets: %s; none is complete in %s. Set one, or use --profile %s to sign in inside the session",
-				p.Name, describeSets(p.CredentialSets), where(req.EnvFiles), Generic)
+			return Grant{}, errcode.NoSessionCredential.New("profile %s needs one of these credential sets: %s; none is complete in %s. Set one, or sign in inside a session that keeps it: mosaic run --sign-in --name NAME -- %s",
+				p.Name, describeSets(p.CredentialSets), where(req.EnvFiles), p.Binary)
 		}
 		g.Set = set
 		for _, v := range vars {
 			add(v)
 		}
+		for _, v := range vars {
+			if alias, ok := p.Aliases[v.Name]; ok {
+				if _, set := have[alias]; !set {
+					add(Var{alias, v.Value})
+				}
+			}
+		}
 	}
-	for _, name := range p.PassEnv {
-		if _, secret := have[name]; secret {
-			continue
-		}
-		if v, ok := lookup(name); ok && ValidateValue(name, v, "") == nil {
-			g.PassEnv = append(g.PassEnv, name+"="+v)
-		}
+	if err := g.plain(req, lookup, have); err != nil {
+		return Grant{}, err
 	}
 	return g, nil
 }

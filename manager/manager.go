@@ -48,13 +48,16 @@ type Manager struct {
 	// instead of this process's own namespaces and /tmp (a confined bus).
 	Outside *sandbox.Outside
 
-	viaBus bool // through dbus-daemon: signals need Subscribe and match rules
+	viaBus  bool   // through dbus-daemon: signals need Subscribe and match rules
+	version string // the manager's Version property
 
 	subscribed sync.Once
 	mu         sync.Mutex
 	watchers   map[dbus.ObjectPath][]*unitWatch
 	signals    chan *dbus.Signal
 	onSession  func(unit, iface string, changed map[string]any) // WatchSessions
+
+	sliceLimited bool // limitSlice's work is done (under mu)
 }
 
 type address struct {
@@ -74,35 +77,75 @@ func addresses(rt string) []address {
 	return append(a, address{"unix:path=" + filepath.Join(rt, "systemd", "private"), false})
 }
 
-// dial connects and authenticates; on a bus it also says Hello.
+// dialTimeout bounds connecting, authenticating and saying Hello on a bus:
+// a dbus-daemon that is stopped (SIGSTOP) or a socket nobody answers accepts
+// the connection and then never speaks. The private socket is tried then.
+const dialTimeout = 3 * time.Second
+
+// dial connects and authenticates; on a bus it also says Hello. Signals are
+// delivered in the order they came (godbus's default handler, once a
+// channel is full, delivers from goroutines of their own, out of order).
 func dial(ctx context.Context, addr string, viaBus bool) (*dbus.Conn, error) {
 	// godbus closes the connection when the context it was dialled with is
-	// done: the caller's context bounds calls, never the connection's life
-	// (mosaic start cancels its context on Ctrl-C, then still stops the
-	// session over the same connection).
-	c, err := dbus.Dial(addr, dbus.WithContext(context.WithoutCancel(ctx)))
+	// done: the caller's context bounds the dial, never the connection's
+	// life (mosaic start cancels its context on Ctrl-C, then still stops
+	// the session over the same connection). The connection's own context
+	// ends when it closes, which wakes every waiter.
+	// The private socket is the last resort: it gets as long as a call.
+	wait := dialTimeout
+	if !viaBus {
+		wait = callTimeout
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	c, err := dbus.Dial(addr, dbus.WithContext(context.WithoutCancel(ctx)), dbus.WithSignalHandler(dbus.NewSequentialSignalHandler()))
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
-		c.Close()
-		return nil, err
-	}
-	if viaBus {
-		if err := c.Hello(); err != nil {
-			c.Close()
-			return nil, err
+	done := make(chan error, 1)
+	go func() {
+		err := c.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))})
+		if err == nil && viaBus {
+			err = c.Hello()
 		}
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-deadline.C:
+		err = fmt.Errorf("no answer within %s", wait)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		c.Close() // also ends a blocked Auth or Hello
+		return nil, err
 	}
 	return c, nil
 }
 
 // subscribe asks systemd, once, to emit its signals (job ends, property
 // changes) on the bus; on the private socket it sends them anyway.
+//
+// It does not wait for the answer (a round trip in which systemd itself
+// makes two calls to dbus-daemon to track this client): systemd handles
+// one connection's calls in the order they were sent, so it has subscribed
+// this client before it handles the next call (StartTransientUnit,
+// StopUnit) whose signals the caller waits for. Its error was never acted
+// on: a failed Subscribe shows as a missing signal either way.
 func (m *Manager) subscribe(ctx context.Context) {
 	if m.viaBus {
-		m.subscribed.Do(func() { _ = m.call(ctx, "org.freedesktop.systemd1.Manager.Subscribe").Err })
+		m.subscribed.Do(func() {
+			m.send("org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager.Subscribe")
+		})
 	}
+}
+
+// send sends a method call and asks for no answer (no reply crosses the
+// bus): the message is written to the socket before send returns, so it is
+// ordered before every later call on this connection.
+func (m *Manager) send(dest string, path dbus.ObjectPath, method string, args ...any) {
+	m.bus.Object(dest, path).Go(method, dbus.FlagNoReplyExpected, nil, args...)
 }
 
 // Connect opens the connection and reads the manager's version once.
@@ -120,44 +163,80 @@ func Connect(ctx context.Context) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	var conn *sd.Conn
-	var bus *dbus.Conn
-	var viaBus bool
+	var m *Manager
 	var tried []string
 	for _, a := range addresses(rt) {
-		bus, viaBus = nil, a.viaBus
+		var bus *dbus.Conn
 		// go-systemd dials twice (calls and signals); one socket serves
 		// both, so hand it the same connection: one per process.
-		conn, err = sd.NewConnection(func() (*dbus.Conn, error) {
+		conn, err := sd.NewConnection(func() (*dbus.Conn, error) {
 			if bus == nil {
-				bus, err = dial(ctx, a.addr, a.viaBus)
+				var err error
+				if bus, err = dial(ctx, a.addr, a.viaBus); err != nil {
+					return nil, err
+				}
 			}
-			return bus, err
+			return bus, nil
 		})
-		if err == nil {
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s: %v", a.addr, err))
+			continue
+		}
+		m = &Manager{conn: conn, bus: bus, viaBus: a.viaBus, watchers: map[dbus.ObjectPath][]*unitWatch{}}
+		// A bus with no systemd on it, or one that answers Hello and then
+		// nothing, is passed over for the next address, as a dead one is.
+		if err = m.readVersion(ctx, a.viaBus); err == nil {
 			break
 		}
+		conn.Close()
+		m = nil
 		tried = append(tried, fmt.Sprintf("%s: %v", a.addr, err))
 	}
-	if err != nil {
+	if m == nil {
 		return nil, errcode.NoUserManager.New("cannot reach the systemd user manager (%s): check `systemctl --user status`; on a machine without systemd as PID 1, use contrib/rig.sh", strings.Join(tried, "; "))
 	}
-	m := &Manager{conn: conn, bus: bus, viaBus: viaBus, watchers: map[dbus.ObjectPath][]*unitWatch{}}
-	var v dbus.Variant
-	if err := m.call(ctx, "org.freedesktop.DBus.Properties.Get", "org.freedesktop.systemd1.Manager", "Version").Store(&v); err != nil {
-		conn.Close()
-		return nil, errcode.NoUserManager.New("cannot read the user manager's version: %v", err)
+	if m.viaBus {
+		m.send("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.RemoveMatch", goSystemdJobs) // see jobsOf
 	}
-	s, _ := v.Value().(string)
-	m.features = units.FeaturesFor(units.ParseVersion(s))
 	if m.features.Version < 252 {
-		conn.Close()
-		return nil, errcode.SystemdTooOld.New("systemd %q is older than 252, the oldest mosaic supports: upgrade systemd", s)
+		m.Close()
+		return nil, errcode.SystemdTooOld.New("systemd %q is older than 252, the oldest mosaic supports: upgrade systemd", m.version)
 	}
 	if exe, err := os.Executable(); err == nil {
 		m.MosaicBin, _ = filepath.EvalSymlinks(exe)
 	}
+	m.sweepCredentials(ctx) // no secret outlives the next mosaic command
 	return m, nil
+}
+
+// readVersion reads the manager's version; through a bus within
+// dialTimeout, since the private socket is there to fall back on.
+func (m *Manager) readVersion(ctx context.Context, viaBus bool) error {
+	if viaBus {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, dialTimeout)
+		defer cancel()
+	}
+	var v dbus.Variant
+	if err := m.call(ctx, "org.freedesktop.DBus.Properties.Get", "org.freedesktop.systemd1.Manager", "Version").Store(&v); err != nil {
+		return fmt.Errorf("cannot read the user manager's version: %v", err)
+	}
+	m.version, _ = v.Value().(string)
+	m.features = units.FeaturesFor(units.ParseVersion(m.version))
+	return nil
+}
+
+// gone is closed when the connection to systemd is: every wait for an
+// announcement also waits on it, so that a lost connection wakes them all.
+func (m *Manager) gone() <-chan struct{} { return m.bus.Context().Done() }
+
+// Done is closed when the connection to systemd is: a long-lived client
+// (the bus) exits then, so that systemd restarts it with a new one.
+func (m *Manager) Done() <-chan struct{} { return m.gone() }
+
+// errGone is the error of a wait that the connection's end cut short.
+func errGone(what string) error {
+	return errcode.SystemdGone.New("%s: the connection to systemd closed: check `systemctl --user status`, then try again", what)
 }
 
 // Close closes the connection.

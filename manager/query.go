@@ -42,6 +42,10 @@ type Session struct {
 	Tasks        *uint64    `json:"tasks,omitempty"`
 	CPUNSec      *uint64    `json:"cpu_nsec,omitempty"`
 	PIDs         []uint32   `json:"pids,omitempty"`
+	// The unit's limits; nil is none (infinity).
+	MemoryMax *uint64 `json:"memory_max,omitempty"`
+	TasksMax  *uint64 `json:"tasks_max,omitempty"`
+	CPUQuota  *uint64 `json:"cpu_quota_percent,omitempty"`
 	// StoppedBy, for a session mosaic run watched end, says why it was
 	// stopped rather than ending by itself: "signal" (mosaic run was
 	// interrupted), "outside" (mosaic stop, systemctl --user stop),
@@ -62,6 +66,17 @@ type Session struct {
 	// The rows of the syscall filter its profile lifted.
 	SeccompAllow []string `json:"seccomp_allow,omitempty"`
 	Sandbox      string   `json:"sandbox,omitempty"` // bwrap, or landlock (no bwrap: see Confinement)
+
+	// HostExecWritable: started with --allow-write-host-exec.
+	HostExecWritable bool `json:"host_exec_writable,omitempty"`
+	// Injected: the credentials the egress proxy puts into requests, with
+	// their hosts (the session holds placeholders); the others are in the
+	// session's environment.
+	Injected map[string][]string `json:"credentials_injected,omitempty"`
+	// Problem says what is wrong with a session mosaic cannot fully read
+	// (a damaged record); rm removes it.
+	Problem     string   `json:"problem,omitempty"`
+	Environment []string `json:"environment,omitempty"` // non-secret NAME=VALUE (profile, --env, --pass-env)
 }
 
 // Running reports whether the session's unit is up, on its way up, or on
@@ -110,6 +125,10 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	unitProps := m.properties(cctx, unitPath(unit), "org.freedesktop.systemd1.Unit", unitNames)
 	scopeProps := m.properties(cctx, unitPath(units.ScopeName(name)), "org.freedesktop.systemd1.Unit", unitNames)
 	serviceProps := m.properties(cctx, unitPath(unit), "org.freedesktop.systemd1.Service", listProperties)
+	// The processes too, in the same batch: a session asked about is
+	// mostly a running service, and a call not needed costs less than a
+	// round trip after the others.
+	servicePIDs := m.pidsAsync(cctx, unit)
 	up, sp := unitProps(), serviceProps()
 	if len(up) == 0 {
 		return Session{}, bug("reading "+unit, errors.New("systemd answered no property"))
@@ -130,8 +149,11 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 		return Session{}, errNoSession(name)
 	}
 	s := SessionOf(name, kind, up, sp)
-	if s.Running() {
-		s.PIDs = m.pids(cctx, unit)
+	switch {
+	case s.Running() && kind == units.KindService:
+		s.PIDs = servicePIDs()
+	case s.Running():
+		s.PIDs = m.pidsAsync(cctx, unit)()
 	}
 	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
 		describe(rec, &s)
@@ -171,8 +193,12 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 			continue
 		}
 		iface, props := "org.freedesktop.systemd1.Service", listProperties
-		if kind == units.KindScope {
+		switch {
+		case kind == units.KindScope:
 			iface, props = "org.freedesktop.systemd1.Scope", scopeProperties
+		case u.ActiveState == "active" && u.SubState == "running":
+			// The main process runs: it has no exit to read yet.
+			props = runningProperties
 		}
 		var unitProps []string
 		if invocations {
@@ -219,11 +245,16 @@ func (m *Manager) properties(ctx context.Context, path dbus.ObjectPath, iface st
 
 // listProperties are the Service properties sessionOf reads.
 var listProperties = []string{"Result", "MainPID", "ExecMainStartTimestamp", "ExecMainExitTimestamp", "ExecMainCode", "ExecMainStatus",
-	"MemoryCurrent", "TasksCurrent", "CPUUsageNSec"}
+	"MemoryCurrent", "TasksCurrent", "CPUUsageNSec", "MemoryMax", "TasksMax", "CPUQuotaPerSecUSec"}
+
+// runningProperties are listProperties less the main process's exit: what
+// List reads of a service whose main process runs (a third fewer calls
+// when listing many sessions).
+var runningProperties = []string{"Result", "MainPID", "ExecMainStartTimestamp", "MemoryCurrent", "TasksCurrent", "CPUUsageNSec"}
 
 // scopeProperties are the Scope properties sessionOf reads: a scope has no
 // main process; mosaic run, its parent, records how it ended.
-var scopeProperties = []string{"Result", "MemoryCurrent", "TasksCurrent", "CPUUsageNSec"}
+var scopeProperties = []string{"Result", "MemoryCurrent", "TasksCurrent", "CPUUsageNSec", "MemoryMax", "TasksMax", "CPUQuotaPerSecUSec"}
 
 func isSession(description any) bool {
 	d, _ := description.(string)
@@ -260,6 +291,12 @@ func SessionOf(name, kind string, up, sp map[string]any) Session {
 	s.MemoryBytes = counter(sp["MemoryCurrent"])
 	s.Tasks = counter(sp["TasksCurrent"])
 	s.CPUNSec = counter(sp["CPUUsageNSec"])
+	s.MemoryMax = counter(sp["MemoryMax"])
+	s.TasksMax = counter(sp["TasksMax"])
+	if q := counter(sp["CPUQuotaPerSecUSec"]); q != nil {
+		pct := *q / 10000
+		s.CPUQuota = &pct
+	}
 	return s
 }
 
@@ -273,21 +310,27 @@ func counter(v any) *uint64 {
 	return &n
 }
 
-// pids lists the processes in the unit's cgroup (GetUnitProcesses).
-func (m *Manager) pids(ctx context.Context, unit string) []uint32 {
-	var procs []struct {
-		Cgroup  string
-		PID     uint32
-		Cmdline string
+// pidsAsync asks for the processes in the unit's cgroup (GetUnitProcesses)
+// and returns the function that collects the answer.
+func (m *Manager) pidsAsync(ctx context.Context, unit string) func() []uint32 {
+	call := m.bus.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1").GoWithContext(ctx,
+		"org.freedesktop.systemd1.Manager.GetUnitProcesses", 0, make(chan *dbus.Call, 1), unit)
+	return func() []uint32 {
+		<-call.Done
+		var procs []struct {
+			Cgroup  string
+			PID     uint32
+			Cmdline string
+		}
+		if err := call.Store(&procs); err != nil {
+			return nil
+		}
+		out := make([]uint32, 0, len(procs))
+		for _, p := range procs {
+			out = append(out, p.PID)
+		}
+		return out
 	}
-	if err := m.call(ctx, "org.freedesktop.systemd1.Manager.GetUnitProcesses", unit).Store(&procs); err != nil {
-		return nil
-	}
-	out := make([]uint32, 0, len(procs))
-	for _, p := range procs {
-		out = append(out, p.PID)
-	}
-	return out
 }
 
 // mustPaths is UserPaths for readers that can do without it (a missing

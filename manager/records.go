@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/manager/records"
+	"mosaic/manager/request"
 	"mosaic/sandbox"
 	"mosaic/units"
 	"mosaic/units/errcode"
@@ -23,13 +25,16 @@ func describe(r records.Record, s *Session) {
 	s.Profile, s.Credentials = r.Profile, r.Credentials
 	s.Kind = kindOf(r)
 	s.MayLaunch = r.MayLaunch
+	s.HostExecWritable = r.HostExecWritable
 	s.Network, s.AllowHosts = r.Network, r.AllowHosts
+	s.Injected = r.Injected
 	s.Output = r.Output
 	s.SeccompAllow = r.SeccompAllow
 	s.Sandbox = r.Sandbox
 	if s.Sandbox == "" {
 		s.Sandbox = sandbox.ModeBwrap
 	}
+	s.Environment = r.Environment
 	if s.Network == "" {
 		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
 	}
@@ -61,7 +66,20 @@ func recordOf(s units.Spec) records.Record {
 	}
 	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: binds, Sandbox: s.Sandbox,
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
-		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow}
+		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow, Injected: injected(s), HostExecWritable: s.AllowWriteHostExec,
+		Environment: s.Env}
+}
+
+// injected maps each credential the egress proxy injects to its hosts.
+func injected(s units.Spec) map[string][]string {
+	if len(s.Inject) == 0 {
+		return nil
+	}
+	m := map[string][]string{}
+	for _, r := range s.Inject {
+		m[r.Var] = r.Hosts
+	}
+	return m
 }
 
 // prepareState makes the session's state directory: home/ kept across runs of
@@ -69,24 +87,31 @@ func recordOf(s units.Spec) records.Record {
 // and the record. It returns a function that undoes what it created, for a
 // start that fails.
 func prepareState(s units.Spec) (undo func(), err error) {
-	_, statErr := os.Stat(s.StateDir)
-	fresh := os.IsNotExist(statErr)
+	fresh := false
 	undo = func() {
 		if fresh {
-			os.RemoveAll(s.StateDir)
+			removeState(s.StateDir)
 		}
 	}
 	fail := func(err error) (func(), error) {
 		undo()
-		return nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %v (check the permissions of %s)", s.StateDir, err, filepath.Dir(s.StateDir))
+		return nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %v", s.StateDir, stateHint(err, filepath.Dir(s.StateDir)))
 	}
 	if err := os.MkdirAll(filepath.Dir(s.StateDir), 0o700); err != nil {
 		return fail(err)
 	}
-	if err := os.RemoveAll(s.SessionTmp()); err != nil {
+	switch err := os.Mkdir(s.StateDir, 0o700); {
+	case err == nil:
+		fresh = true
+	case !os.IsExist(err):
+		return fail(err)
+	case !s.NameGiven: // a made-up name that another session has
+		return nil, errNameTaken
+	}
+	if err := removeTree(s.SessionTmp()); err != nil {
 		return fail(err)
 	}
-	for _, d := range []string{s.StateDir, s.SessionHome(), s.SessionTmp()} {
+	for _, d := range []string{s.SessionHome(), s.SessionTmp()} {
 		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
 			return fail(err)
 		}
@@ -103,6 +128,12 @@ func prepareState(s units.Spec) (undo func(), err error) {
 	}
 	if err := records.Write(s.StateDir, recordOf(s)); err != nil {
 		return fail(err)
+	}
+	if s.InitArgsFile != "" {
+		// Read by the exec shim; the state directory is not the sandbox's.
+		if err := os.WriteFile(s.InitArgsFile, sandbox.EncodeInitArgs(units.InitArgs(s)[1:]), 0o600); err != nil {
+			return fail(err)
+		}
 	}
 	return undo, nil
 }
@@ -126,11 +157,17 @@ func exitOf(kind string, status int) (exit *int, signal string) {
 }
 
 // FromRecords is a session whose unit systemd no longer has, from what its
-// state directory recorded.
+// state directory recorded. A state directory whose record cannot be read
+// is still a session, with its Problem said: list --all shows it, and rm
+// and gc can remove it.
 func FromRecords(name, dir string) (Session, bool) {
-	rec, ok := records.Read(dir)
-	if !ok {
-		return Session{}, false
+	rec, err := records.ReadChecked(dir)
+	if err != nil {
+		if fi, lerr := os.Lstat(dir); lerr != nil || !fi.IsDir() {
+			return Session{}, false
+		}
+		return Session{Name: name, Unit: units.UnitName(name), Kind: units.KindService, State: "inactive", SubState: "dead",
+			Problem: "its record cannot be read: " + err.Error() + " (`mosaic rm " + name + "` removes it)"}, true
 	}
 	s := Session{Name: name, Unit: units.UnitOf(name, kindOf(rec)), State: "inactive", SubState: "dead"}
 	describe(rec, &s)
@@ -156,6 +193,10 @@ func FromRecords(name, dir string) (Session, bool) {
 
 // ListAll is List plus the ended sessions whose units systemd has collected.
 func (m *Manager) ListAll(ctx context.Context) ([]Session, error) {
+	p, err := request.UserPaths()
+	if err != nil {
+		return nil, err
+	}
 	live, err := m.List(ctx)
 	if err != nil {
 		return nil, err
@@ -164,7 +205,6 @@ func (m *Manager) ListAll(ctx context.Context) ([]Session, error) {
 	for _, s := range live {
 		seen[s.Name] = true
 	}
-	p := mustPaths()
 	for _, name := range records.Names(p.StateRoot) {
 		if seen[name] || units.ValidateName(name) != nil {
 			continue
@@ -179,8 +219,22 @@ func (m *Manager) ListAll(ctx context.Context) ([]Session, error) {
 
 // Remove forgets an ended session: its failed unit, if systemd still has
 // one, and its state directory (home, /tmp, records). A running session is
-// a refusal.
+// a refusal, and so is one another mosaic command is starting or removing.
 func (m *Manager) Remove(ctx context.Context, name string) error {
+	// Never a path relative to the current directory: without a home,
+	// there is no state to remove.
+	p, err := request.UserPaths()
+	if err != nil {
+		return err
+	}
+	lock, err := lockName(p.SessionDir(name))
+	if err == errNameBusy {
+		return busyName(name)
+	}
+	if err != nil {
+		return errcode.StateDir.New("cannot remove session %s: %v", name, stateHint(err, p.StateRoot))
+	}
+	defer lock.release()
 	s, err := m.Status(ctx, name)
 	if err != nil {
 		return err
@@ -189,29 +243,69 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 		return errcode.SessionRunning.New("session %s is %s: stop it first with `mosaic stop %s`", name, s.State, name)
 	}
 	m.forget(ctx, s.Unit)
-	p := mustPaths()
 	os.RemoveAll(p.EgressDir(name)) // its proxy's socket directory
-	if err := os.RemoveAll(p.SessionDir(name)); err != nil {
-		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, err)
+	if err := removeState(p.SessionDir(name)); err != nil {
+		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, stateHint(err, p.SessionDir(name)))
+	}
+	if err := removeLeftovers(p.StateRoot); err != nil {
+		return errcode.StateDir.New("session %s is removed, but an earlier removal's leftovers are not: %v", name, err)
 	}
 	return nil
 }
 
 // GC removes every ended session, as Remove does, and returns their names.
-func (m *Manager) GC(ctx context.Context) ([]string, error) {
+// With keepHomes, an ended session whose home holds anything (an agent's
+// sign-in or settings, kept for the next session of that name) is kept
+// and named in kept instead. One session that cannot be removed does not
+// stop the others: the error names each that failed.
+func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept []string, err error) {
+	p, err := request.UserPaths()
+	if err != nil {
+		return nil, nil, err
+	}
 	all, err := m.ListAll(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var removed []string
+	var failed []string
 	for _, s := range all {
 		if s.Running() {
 			continue
 		}
+		if keepHomes && s.Problem == "" && hasEntries(filepath.Join(p.SessionDir(s.Name), "home")) {
+			kept = append(kept, s.Name)
+			continue
+		}
 		if err := m.Remove(ctx, s.Name); err != nil {
-			return removed, err
+			if errcode.Of(err).Code != errcode.SessionExists.Name {
+				failed = append(failed, err.Error()) // a name another command holds is not ended yet
+			}
+			continue
 		}
 		removed = append(removed, s.Name)
 	}
-	return removed, nil
+	if err := removeLeftovers(p.StateRoot); err != nil {
+		failed = append(failed, err.Error())
+	}
+	if len(failed) > 0 {
+		return removed, kept, errcode.StateDir.New("gc removed %d sessions but not everything: %s", len(removed), strings.Join(failed, "; "))
+	}
+	return removed, kept, nil
+}
+
+// hasEntries reports whether dir holds anything but empty directories (a
+// home where only bind mount points were ever made holds nothing of worth).
+func hasEntries(dir string) bool {
+	found := false
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || found {
+			return filepath.SkipAll
+		}
+		if !d.IsDir() {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
 }

@@ -26,17 +26,21 @@ import (
 // name; one mosaic named leaves nothing.
 func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
 	spec.Stdio = &stdio
-	l, err := m.launch(ctx, spec, secrets, true)
-	if !spec.NameGiven {
-		defer os.RemoveAll(spec.StateDir)
-		defer os.RemoveAll(spec.EgressDir)
-	}
+	l, err := m.launch(ctx, &spec, secrets, true)
 	if err != nil {
 		return Session{}, err
 	}
+	// The name is held until the run is over: gc never takes the state of a
+	// run it sees between its start and its unit. A name mosaic made up
+	// leaves nothing.
+	defer l.release()
+	if !spec.NameGiven {
+		defer removeState(spec.StateDir)
+		defer os.RemoveAll(spec.EgressDir)
+	}
 	w, unit, result := l.watch, l.unit, l.result
 	defer w.close()
-	defer m.forget(context.Background(), unit)
+	defer m.forgetLater(unit)
 	stopping := false
 	for !w.ended() {
 		select {
@@ -50,6 +54,8 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 			}
 		case <-ctx.Done():
 			return Session{}, errcode.Interrupted.New("stopped waiting for session %s, which may still run: see `mosaic status %s`", spec.Name, spec.Name)
+		case <-m.gone():
+			return Session{}, errGone("waiting for session " + spec.Name + " to end")
 		}
 	}
 	mark(ctx, "end announced")
@@ -60,6 +66,15 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 		return s, errcode.StartFailed.New("session %s did not start: %s", spec.Name, startFailure(result, s))
 	}
 	return s, nil
+}
+
+// forgetLater asks systemd to clear what it still holds of an ended unit
+// without waiting for the answer: a run's unit is collected when it ends
+// (CollectMode=inactive-or-failed), so this is only a fallback, and the
+// command's status need not wait a round trip for it. A later start of the
+// same name clears a leftover itself (claimName).
+func (m *Manager) forgetLater(unit string) {
+	m.send("org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager.ResetFailedUnit", unit)
 }
 
 // stoppedBy tells why a watched session was stopped, or "" when its command
@@ -91,13 +106,20 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	if !s.Running() {
 		return s, nil
 	}
+	testPause("stop-checked")
 	w := m.watch(unit)
 	defer w.close()
+	defer m.jobsOf(unit)()
 	done := make(chan string, 1)
 	cctx, cancel := bounded(ctx)
 	_, err = m.conn.StopUnitContext(cctx, unit, "replace", done) // w subscribed
 	cancel()
 	if err != nil {
+		if dbusErrorName(err) == errNoSuchUnit {
+			// It ended by itself between the status and the stop: report
+			// how, as for a session that had ended before.
+			return m.Status(ctx, name)
+		}
 		return Session{}, bug("StopUnit "+unit, err)
 	}
 	if progress != nil {
@@ -105,6 +127,8 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	}
 	select {
 	case <-done:
+	case <-m.gone():
+		return Session{}, errGone("stopping session " + name)
 	case <-time.After(timeout):
 		if progress != nil {
 			progress("still running after " + timeout.String() + ": SIGKILL sent")
@@ -114,6 +138,8 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 		cancel()
 		select {
 		case <-done:
+		case <-m.gone():
+			return Session{}, errGone("stopping session " + name)
 		case <-time.After(callTimeout):
 			return Session{}, errcode.StopTimeout.New("session %s did not stop even after SIGKILL: check `systemctl --user status %s`", name, unit)
 		}
@@ -123,6 +149,8 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	for !w.ended() {
 		select {
 		case <-w.changed:
+		case <-m.gone():
+			return Session{}, errGone("stopping session " + name)
 		case <-deadline:
 			return Session{}, errcode.StopTimeout.New("session %s stopped but systemd did not announce its end: check `systemctl --user status %s`", name, unit)
 		}
@@ -158,6 +186,8 @@ func (m *Manager) WaitEnded(ctx context.Context, name string) error {
 		case <-w.changed:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-m.gone():
+			return errGone("waiting for session " + name + " to end")
 		}
 	}
 	return nil

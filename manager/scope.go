@@ -37,14 +37,14 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	if !spec.Scope {
 		return Session{}, bug("RunScope", os.ErrInvalid)
 	}
-	unit := spec.Unit()
-	if err := m.claimName(ctx, spec); err != nil {
-		return Session{}, err
-	}
-	undo, err := prepareState(spec)
+	slice := make(chan error, 1)
+	go func() { slice <- m.limitSlice(ctx, spec.SliceLimits) }() // overlaps the claim
+	release, undo, err := m.claim(ctx, &spec)
 	if err != nil {
 		return Session{}, err
 	}
+	unit := spec.Unit()
+	defer release()
 	// One undo for every failure before the session runs.
 	defer func() {
 		if err != nil && undo != nil {
@@ -52,10 +52,14 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		}
 	}()
 	if !spec.NameGiven {
-		defer os.RemoveAll(spec.StateDir)
+		defer removeState(spec.StateDir)
 		defer os.RemoveAll(spec.EgressDir)
 	}
 	mark(ctx, "claim name, state directory")
+	if err = <-slice; err != nil {
+		return Session{}, err
+	}
+	mark(ctx, "slice limits (overlap)")
 
 	// PR_SET_PDEATHSIG follows the thread that forked, so that thread must
 	// live as long as the session: this goroutine keeps it.
@@ -69,7 +73,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 
 	w := m.watch(unit)
 	defer w.close()
-	defer m.forget(context.Background(), unit)
+	defer m.forgetLater(unit)
 	result, err := m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(sh.cmd.Process.Pid)), units.AuxUnits(spec))
 	if err == nil && result != "done" {
 		err = errcode.StartFailed.New("session %s did not start: systemd's start job for %s ended %s", spec.Name, unit, result)
@@ -168,14 +172,26 @@ func (m *Manager) relayUntilExit(ctx context.Context, unit string, sh *shim, sig
 		_ = json.NewDecoder(sh.info).Decode(&info)
 		initPID <- info.ChildPID
 	}()
-	pid := 0
+	// The init is signalled through a pidfd, opened as soon as bwrap names
+	// it: a PID alone could be another process's by the time a signal comes.
+	pidfd := -1
+	defer func() {
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+		}
+	}()
 	for {
 		select {
-		case pid = <-initPID:
+		case pid := <-initPID:
+			if pid > 0 {
+				if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+					pidfd = fd
+				}
+			}
 			mark(ctx, "sandbox up (bwrap reported the init)")
 		case sig := <-signals:
-			if pid > 0 {
-				_ = unix.Kill(pid, sig.(syscall.Signal))
+			if pidfd >= 0 {
+				_ = unix.PidfdSendSignal(pidfd, sig.(syscall.Signal), nil, 0)
 			} else if !stopping {
 				stopping = true
 				cctx, cancel := bounded(ctx)
@@ -197,6 +213,8 @@ func (m *Manager) awaitScopeEnd(ctx context.Context, spec units.Spec, w *unitWat
 	for spec.NameGiven && !w.ended() {
 		select {
 		case <-w.changed:
+		case <-m.gone():
+			return
 		case <-deadline:
 			cctx, cancel := bounded(ctx)
 			_, _ = m.conn.StopUnitContext(cctx, spec.Unit(), "replace", nil)

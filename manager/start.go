@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,9 +13,11 @@ import (
 	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
+	"golang.org/x/sys/unix"
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 
@@ -52,7 +55,11 @@ func Launch(ctx context.Context, req request.Request) (*Manager, units.Spec, []c
 		m.Close()
 		return nil, units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v (run `mosaic doctor` for the host's namespace settings)", perr)
 	}
-	m.complete(&spec, paths)
+	if err := m.complete(&spec, paths); err != nil {
+		m.Close()
+		return nil, units.Spec{}, nil, err
+	}
+	testPauseAfterCheck()
 	return m, spec, secrets, nil
 }
 
@@ -70,24 +77,19 @@ func (m *Manager) Spec(req request.Request) (units.Spec, []credentials.Var, erro
 	}
 	if spec.Landlock() {
 		bwrapErr = landlockUnavailable()
+		if bwrapErr == nil {
+			bwrapErr = landlockOnManager(m.features)
+		}
 	} else if bwrapErr != nil {
 		bwrapErr = errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", bwrapErr)
 	}
 	if bwrapErr != nil {
 		return units.Spec{}, nil, bwrapErr
 	}
-	if err != nil {
+	if err := m.complete(&spec, paths); err != nil {
 		return units.Spec{}, nil, err
 	}
-	if spec.Landlock() {
-		bwrapErr = landlockUnavailable()
-	} else if bwrapErr != nil {
-		bwrapErr = errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", bwrapErr)
-	}
-	if bwrapErr != nil {
-		return units.Spec{}, nil, bwrapErr
-	}
-	m.complete(&spec, paths)
+	testPauseAfterCheck()
 	return spec, secrets, nil
 }
 
@@ -101,10 +103,21 @@ func (m *Manager) Launch(ctx context.Context, req request.Request) (Session, err
 }
 
 // complete fills in what only a connected manager knows: the mosaic binary
-// the unit runs, and the host's facts the sandbox is checked against.
-func (m *Manager) complete(spec *units.Spec, paths request.Paths) {
+// the unit runs, and the host's facts the sandbox is checked against; and,
+// once the request is known to be good, protects the workspace's
+// host-executed entries (which may make placeholders on disk).
+func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 	spec.MosaicBin = m.MosaicBin
-	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs && !spec.Scope)
+	spec.ExtraRO = append(spec.ExtraRO, testExtraRO()...)
+	if !spec.AllowWriteHostExec {
+		protect, ids, err := sandbox.ProtectHostExec(spec.Workspace)
+		if err != nil {
+			return errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
+		}
+		spec.Protect = protect
+		spec.BindIDs = append(spec.BindIDs, ids...)
+	}
+	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs && !spec.Scope && !spec.Landlock())
 	if m.Outside != nil {
 		p.Apply(*m.Outside)
 	}
@@ -112,7 +125,12 @@ func (m *Manager) complete(spec *units.Spec, paths request.Paths) {
 		p.Scope = "/" + units.Slice + "/" + spec.Unit()
 	}
 	p.Net = spec.OwnNetwork()
+	p.Binds = spec.BindIDs
+	if testSkipBindIdentity() {
+		p.Binds = nil
+	}
 	spec.Promise = p.Encode()
+	return nil
 }
 
 // Start starts the session as a transient service and returns once systemd's
@@ -120,10 +138,11 @@ func (m *Manager) complete(spec *units.Spec, paths request.Paths) {
 // has checked it and started the command (Type=notify). When it is not, the
 // unit is cleared and the error says why, with the unit's first log lines.
 func (m *Manager) Start(ctx context.Context, spec units.Spec, secrets []credentials.Var) (Session, error) {
-	l, err := m.launch(ctx, spec, secrets, false)
+	l, err := m.launch(ctx, &spec, secrets, false)
 	if err != nil {
 		return Session{}, err
 	}
+	defer l.release()
 	if l.result != "done" {
 		s, _ := m.Status(ctx, spec.Name)
 		reason := startFailure(l.result, s)
@@ -151,39 +170,73 @@ type launched struct {
 	began  time.Time  // when the start was asked for
 	watch  *unitWatch // when asked for: what systemd announced since before the start
 	undo   func()     // removes what the start made on disk, for a failure
+	// release lets the name go: the caller holds it until it has
+	// undone what a failed start made.
+	release func()
 }
 
 // launch claims the name, prepares the state directory and the credential
 // file, starts the unit and waits for the start job. The credential file is
 // removed as soon as the job is over: systemd read it before the command ran.
-func (m *Manager) launch(ctx context.Context, spec units.Spec, secrets []credentials.Var, watch bool) (launched, error) {
-	l := launched{unit: spec.Unit(), began: time.Now()}
-	if err := m.claimName(ctx, spec); err != nil {
-		return l, err
-	}
-	mark(ctx, "claim name")
-	undo, err := prepareState(spec)
+// A name mosaic made up may change (see claim): spec is updated. On success
+// the caller holds the name until it calls l.release.
+func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []credentials.Var, watch bool) (l launched, err error) {
+	l = launched{unit: spec.Unit(), began: time.Now()}
+	// The slice's limits are read (and set) while the name is claimed and
+	// the state made: its round trip to systemd costs nothing then.
+	slice := make(chan error, 1)
+	go func() { slice <- m.limitSlice(ctx, spec.SliceLimits) }()
+	release, undo, err := m.claim(ctx, spec)
 	if err != nil {
 		return l, err
 	}
-	l.undo = undo
+	l.unit, l.undo, l.release = spec.Unit(), undo, release
+	defer func() {
+		if err != nil {
+			undo()
+			release()
+		}
+	}()
+	mark(ctx, "claim name, state directory")
+	if len(spec.Inject) > 0 {
+		// The injected keys go to the egress proxy's file only; the
+		// session's gets their placeholders.
+		var proxyVars []credentials.Var
+		secrets, proxyVars = egress.Split(spec.Inject, secrets)
+		roots, err := egress.TestRoots(os.Getenv)
+		if err == nil && spec.CAFile != "" {
+			var extra []credentials.Var
+			extra, err = egress.CARoots(spec.CAFile)
+			roots = append(roots, extra...)
+		}
+		if err == nil {
+			err = credentials.WriteSessionFile(spec.EgressCredentialFile, append(proxyVars, roots...))
+		}
+		if err != nil {
+			return l, errcode.CredentialFile.New("cannot write the egress proxy's credential file: %v", err)
+		}
+		defer credentials.RemoveSessionFile(spec.EgressCredentialFile)
+	}
 	if spec.CredentialFile != "" {
 		if err := credentials.WriteSessionFile(spec.CredentialFile, secrets); err != nil {
-			undo()
-			return l, errcode.CredentialFile.New("cannot write the session's credential file: %v", err)
+			return l, errcode.CredentialFile.New("cannot write the session's credential file: %v", stateHint(err, filepath.Dir(spec.CredentialFile)))
 		}
 		defer credentials.RemoveSessionFile(spec.CredentialFile)
+		testPause("credentials-written")
 	}
-	mark(ctx, "state directory, credentials")
+	mark(ctx, "credentials")
+	if err := <-slice; err != nil {
+		return l, err
+	}
+	mark(ctx, "slice limits (overlap)")
 	if watch {
 		l.watch = m.watch(l.unit)
 	}
-	l.result, err = m.startUnit(ctx, l.unit, units.Properties(spec, m.features), units.AuxUnits(spec))
+	l.result, err = m.startUnit(ctx, l.unit, units.Properties(*spec, m.features), units.AuxUnits(*spec))
 	if err != nil {
 		if l.watch != nil {
 			l.watch.close()
 		}
-		undo()
 		return l, err
 	}
 	mark(ctx, "start job done (READY)")
@@ -224,6 +277,7 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 // startUnit calls StartTransientUnit and waits for the job's result.
 func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Property, aux []sd.PropertyCollection) (string, error) {
 	m.subscribe(ctx)
+	defer m.jobsOf(unit)()
 	ch := make(chan string, 1)
 	cctx, cancel := bounded(ctx)
 	if aux == nil {
@@ -236,15 +290,47 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 			name, _ := units.SessionName(unit)
 			return "", errcode.SessionExists.New("a session named %s already exists: pick another --name", name)
 		}
+		// systemd writes the transient unit into the runtime directory; when
+		// that is full it answers as if the unit did not exist.
+		if full := runtimeDirFull(); full != "" {
+			return "", errcode.StateDir.New("systemd could not start %s: %s", unit, full)
+		}
 		return "", bug("StartTransientUnit", err)
 	}
+	// systemd ends the job by TimeoutStartUSec; this bound is for the
+	// announcement of its end, which a lost connection never brings.
 	select {
 	case r := <-ch:
 		return r, nil
+	case <-m.gone():
+		return "", errGone("waiting for " + unit + " to start")
+	case <-time.After(units.StartTimeout + callTimeout):
+		name, _ := units.SessionName(unit)
+		return "", errcode.SystemdTimeout.New("systemd did not say whether %s started: check `mosaic status %s`", unit, name)
 	case <-ctx.Done():
 		name, _ := units.SessionName(unit)
 		return "", errcode.Interrupted.New("interrupted while %s was starting; it may still start: check `mosaic status %s`", unit, name)
 	}
+}
+
+// runtimeDirFull says how the user's runtime directory (a small tmpfs,
+// where systemd keeps transient units) is full, or "".
+func runtimeDirFull() string {
+	rt, err := request.RuntimeDir()
+	if err != nil {
+		return ""
+	}
+	var st unix.Statfs_t
+	if unix.Statfs(rt, &st) != nil {
+		return ""
+	}
+	switch {
+	case st.Bavail == 0:
+		return fmt.Sprintf("%s is full (no space left), and systemd keeps the session's unit file there: free some space in it", rt)
+	case st.Files > 0 && st.Ffree == 0:
+		return fmt.Sprintf("%s has no free inodes, and systemd keeps the session's unit file there: remove some files from it", rt)
+	}
+	return ""
 }
 
 // forget clears what systemd still holds of an ended unit.

@@ -28,7 +28,10 @@ func (m *Manager) watch(unit string) *unitWatch {
 	m.subscribe(context.Background())
 	path := unitPath(unit)
 	if m.viaBus {
-		_ = m.bus.AddMatchSignal(propertiesChanged(path)...)
+		// Not waited for (as Subscribe): dbus-daemon adds the rule before
+		// it routes this connection's next call, whose effects the watch
+		// is for. Its error was never acted on.
+		m.send("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.AddMatch", propertiesChanged(path))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -41,7 +44,7 @@ func (m *Manager) watch(unit string) *unitWatch {
 func (w *unitWatch) close() {
 	m := w.m
 	if m.viaBus {
-		_ = m.bus.RemoveMatchSignal(propertiesChanged(w.path)...)
+		m.send("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.RemoveMatch", propertiesChanged(w.path))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -57,10 +60,32 @@ func (w *unitWatch) close() {
 	}
 }
 
-// propertiesChanged is the match rule for one unit's announcements.
-func propertiesChanged(path dbus.ObjectPath) []dbus.MatchOption {
-	return []dbus.MatchOption{dbus.WithMatchObjectPath(path),
-		dbus.WithMatchInterface("org.freedesktop.DBus.Properties"), dbus.WithMatchMember("PropertiesChanged")}
+// goSystemdJobs is the match rule go-systemd adds on every connection, for
+// the end of every job of every unit. Connect removes it: with a hundred
+// mosaic processes starting sessions at once, each would get (and decode)
+// the hundred others' job ends too. jobsOf asks for one unit's instead.
+const goSystemdJobs = "type='signal',interface='org.freedesktop.systemd1.Manager',member='JobRemoved'"
+
+// jobsOf asks dbus-daemon for the job ends (JobRemoved, whose third
+// argument is the unit) of one unit, for a call whose job go-systemd waits
+// for, and returns the function that takes the rule back. Like a watch's,
+// the rule is sent without waiting: it is in effect before the call sent
+// after it.
+func (m *Manager) jobsOf(unit string) func() {
+	if !m.viaBus {
+		return func() {} // the private socket sends every signal anyway
+	}
+	rule := goSystemdJobs + ",arg2='" + unit + "'"
+	m.send("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.AddMatch", rule)
+	return func() {
+		m.send("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.RemoveMatch", rule)
+	}
+}
+
+// propertiesChanged is the match rule for one unit's announcements (an
+// object path needs no quoting: it holds only [A-Za-z0-9_/]).
+func propertiesChanged(path dbus.ObjectPath) string {
+	return "type='signal',path='" + string(path) + "',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged'"
 }
 
 // snapshot returns a copy of the properties announced so far.

@@ -61,6 +61,8 @@ type Options struct {
 	ExtraRW     []string // --rw PATH
 	BusDir      string   // the bus's socket directory, for a session that may launch others; "" for none
 	EgressDir   string   // the egress proxy's socket directory (network allow); "" for none
+	BwrapBin    string   // bwrap, pinned read-only at its own path when a writable bind holds it
+	Protect     []Bind   // the workspace's host-executed entries (ProtectHostExec), after every other bind
 }
 
 // systemDirs are the host directories every program needs, read-only. /etc
@@ -104,7 +106,37 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 	for _, p := range o.ExtraRW {
 		b = append(b, Bind{Kind: KindRW, Src: p, Dst: p, Reason: "asked for with --rw"})
 	}
-	return b
+	b = append(b, o.Protect...)
+	writable := append([]string{o.Workspace, o.SessionHome, o.SessionTmp}, o.ExtraRW...)
+	b = append(b, pinBinary(o.MosaicBin, "the mosaic binary the user and the bus run next", writable)...)
+	return append(b, pinBinary(o.BwrapBin, "the bwrap every later session runs", writable)...)
+}
+
+// pinBinary binds bin read-only at its own path, last, when a writable bind
+// holds it (a workspace that is a checkout of mosaic, or of a tool's bin
+// directory), so that the session cannot replace what the host runs next:
+// the directories between the bind and bin are bound onto themselves first,
+// since a mount point cannot be renamed (mv bin bin.old; mkdir bin) nor
+// removed.
+func pinBinary(bin, what string, writable []string) []Bind {
+	if bin == "" {
+		return nil
+	}
+	for _, root := range writable {
+		if root == "" || root == bin || !Within(bin, root) {
+			continue
+		}
+		var dirs []string
+		for d := filepath.Dir(bin); d != root && Within(d, root); d = filepath.Dir(d) {
+			dirs = append([]string{d}, dirs...)
+		}
+		var b []Bind
+		for _, d := range dirs {
+			b = append(b, Bind{Kind: KindRW, Src: d, Dst: d, Reason: "pinned (a mount point cannot be renamed): holds " + what})
+		}
+		return append(b, Bind{Kind: KindRO, Src: bin, Dst: bin, Reason: what + ", read-only: a session must not replace it"})
+	}
+	return nil
 }
 
 // systemBinds are the mounts every sandbox has, whatever the session: the

@@ -43,21 +43,17 @@ func WaitForGo(fd int) error {
 //     does every process of the unit) forwards the signal and waits for the
 //     command; the init installs its own handler, so the command starts
 //     with the default disposition.
-//   - bwrap, and so the init, gets only the environment the init needs
-//     (InitEnv): what the user manager holds for every unit never enters
+//   - bwrap, and so the init, gets only env: the environment the init
+//     needs (InitEnv, which the shim computes): what the user manager holds for every unit never enters
 //     the sandbox.
 //   - systemd's notification socket (bound into the unit, never into the
 //     sandbox) is connected here and handed down as a descriptor, so that the
 //     init can report READY=1 from inside without the socket's path.
 //
 // It returns only on failure.
-func ExecBwrap(argv []string) error {
+func ExecBwrap(argv, env []string) error {
 	if len(argv) == 0 {
 		return fmt.Errorf("usage: exec-bwrap BWRAP [ARG...]")
-	}
-	env, err := InitEnv(os.Environ(), argv)
-	if err != nil {
-		return err
 	}
 	if weakened {
 		env = os.Environ()
@@ -74,7 +70,7 @@ func ExecBwrap(argv []string) error {
 			}
 		}
 	}
-	err = unix.Exec(argv[0], argv, env)
+	err := unix.Exec(argv[0], argv, env)
 	return fmt.Errorf("cannot run %s: %v", argv[0], err)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -39,6 +40,9 @@ type Promise struct {
 	// session must not see (systemd covers it).
 	ShmID string `json:"shm_id,omitempty"`
 	RunID string `json:"run_id,omitempty"` // and /run's, likewise
+	// Binds are the workspace's and every --ro/--rw path's identity as
+	// mosaic checked them: each layer must have mounted exactly these.
+	Binds []BindID `json:"binds,omitempty"`
 }
 
 // PromiseEnv carries the promise from the exec shim to the init.
@@ -90,7 +94,8 @@ func noNewPrivs() bool {
 
 // CheckUnit checks, in the exec shim, the layer systemd promised: new user
 // and mount namespaces (and a PID namespace where PrivatePIDs was sent), the
-// home and the runtime dir hidden, a private /tmp, no_new_privs.
+// home and the runtime dir hidden, a private /tmp, no_new_privs, and every
+// bind the object mosaic checked.
 //
 // For a scope it checks instead that systemd placed the shim in the scope.
 func CheckUnit(p Promise) error {
@@ -116,7 +121,7 @@ func CheckUnit(p Promise) error {
 	if !noNewPrivs() {
 		return errors.New("no_new_privs is not set in the unit (NoNewPrivileges failed open)")
 	}
-	return nil
+	return checkBindIDs(p.Binds, "systemd")
 }
 
 // sharedNamespace returns the first of kinds (and "net" where the promise
@@ -161,7 +166,8 @@ func (p Promise) Inner() Promise {
 
 // CheckSandbox checks, in the init, the layer bwrap promised: new user,
 // mount and PID namespaces (PID 1 of the latter), the real home and the
-// runtime dir absent, no cgroup tree, no_new_privs.
+// runtime dir absent, no cgroup tree, no_new_privs, a /proc of its own PID
+// namespace, and every bind the object mosaic checked.
 func CheckSandbox(p Promise) error {
 	if os.Getpid() != 1 {
 		return fmt.Errorf("not PID 1 of a PID namespace of its own (pid %d)", os.Getpid())
@@ -180,6 +186,24 @@ func CheckSandbox(p Promise) error {
 	}
 	if !noNewPrivs() {
 		return errors.New("no_new_privs is not set in the sandbox")
+	}
+	if err := checkOwnProc(); err != nil {
+		return err
+	}
+	return checkBindIDs(p.Binds, "bwrap")
+}
+
+// checkOwnProc checks, in the init (PID 1), that /proc is a procfs of the
+// sandbox's own PID namespace: a host /proc bound in (a workspace or bind
+// under /proc, or a broken bwrap) would show the host's processes. In its
+// own namespace's procfs /proc/self names this process as 1.
+func checkOwnProc() error {
+	var fs unix.Statfs_t
+	if err := unix.Statfs("/proc", &fs); err != nil || fs.Type != unix.PROC_SUPER_MAGIC {
+		return errors.New("/proc is not a procfs in the sandbox")
+	}
+	if self, err := os.Readlink("/proc/self"); err != nil || self != strconv.Itoa(os.Getpid()) {
+		return fmt.Errorf("/proc is not the sandbox's own PID namespace's (/proc/self is %q, not %d)", self, os.Getpid())
 	}
 	return nil
 }

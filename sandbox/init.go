@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/sandbox/egress"
 )
 
 // NotifyFDEnv carries the number of the descriptor, connected to systemd's
@@ -92,11 +94,18 @@ func Init(args []string) int {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 		return ExitSandboxRefused
 	}
+	if len(args) == 2 && args[0] == InitArgvFD {
+		var err error
+		if args, err = readInitArgv(args[1]); err != nil {
+			fmt.Fprintf(os.Stderr, "mosaic init: %v\n", err)
+			return ExitSandboxRefused
+		}
+	}
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")
 	tty := fs.Bool("tty", false, "stdin is the session's own pseudo-terminal: make it the command's controlling terminal")
-	egress := fs.Bool("egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
+	relay := fs.Bool("egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
 	landlock := fs.String("landlock", "", "no bwrap: run the command under this Landlock policy (JSON)")
 	egressSocket := fs.String("egress-socket", EgressSocketInside, "the egress proxy's socket")
 	var pass, creds, seccompAllow stringList
@@ -130,15 +139,15 @@ func Init(args []string) int {
 		return ExitSandboxRefused
 	}
 	env := CommandEnv(os.Environ(), *session, *home, pass)
-	if *egress {
+	if *relay {
 		// Listening before READY=1: the command can use the proxy at once.
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ProxyPort))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: cannot listen for the egress relay: %v\n", err)
 			return ExitSandboxRefused
 		}
-		go Relay(l, *egressSocket)
-		env = append(env, ProxyEnv()...)
+		go egress.Relay(l, *egressSocket)
+		env = append(env, ProxyEnv(env)...)
 	}
 	if err := InstallSyscallFilter(seccompAllow); err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)

@@ -322,13 +322,29 @@ func CheckLandlockSession(p Promise) error {
 	if p.RunID != "" && fileID("/run") == p.RunID {
 		return errors.New("the host's /run (the system bus) is visible in the session")
 	}
-	if _, err := os.Stat("/sys/fs/cgroup"); err == nil {
+	if cgroupTreeVisible() {
 		return errors.New("/sys/fs/cgroup is visible in the session")
 	}
 	if !noNewPrivs() {
 		return errors.New("no_new_privs is not set in the session")
 	}
 	return nil
+}
+
+// cgroupTreeVisible reports whether a cgroup hierarchy can be reached at
+// /sys/fs/cgroup. An empty directory that is no cgroup mount is not one:
+// systemd 257 mounts a fresh sysfs over the unit's empty /sys for a private
+// network namespace, and a fresh sysfs has the (empty) mount point.
+func cgroupTreeVisible() bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
+		return false
+	}
+	if st.Type == unix.CGROUP2_SUPER_MAGIC || st.Type == unix.CGROUP_SUPER_MAGIC {
+		return true
+	}
+	entries, err := os.ReadDir("/sys/fs/cgroup")
+	return err != nil || len(entries) > 0
 }
 
 // confineCommand checks the layers the init was promised (bwrap's, or in

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"mosaic/units/regfile"
 )
 
 // BwrapEnv names the environment variable that picks the bwrap binary; tests
@@ -68,17 +70,20 @@ func Probe(ctx context.Context, bwrap string) error {
 func ProbeCached(ctx context.Context, bwrap, cacheDir string) error {
 	key := probeKey(bwrap)
 	path := filepath.Join(cacheDir, "probe-ok")
-	if b, err := os.ReadFile(path); err == nil && string(b) == key {
+	if b, err := regfile.Read(path, true, 64<<10); err == nil && string(b) == key {
 		return nil
 	}
 	if err := Probe(ctx, bwrap); err != nil {
 		os.Remove(path)
 		return err
 	}
+	// A temporary file of its own: concurrent starts write it too.
 	if os.MkdirAll(cacheDir, 0o700) == nil {
-		tmp := path + ".tmp"
-		if os.WriteFile(tmp, []byte(key), 0o600) == nil {
-			os.Rename(tmp, path)
+		if f, err := os.CreateTemp(cacheDir, ".probe-ok.*"); err == nil {
+			_, werr := f.WriteString(key)
+			if f.Close() != nil || werr != nil || os.Rename(f.Name(), path) != nil {
+				os.Remove(f.Name())
+			}
 		}
 	}
 	return nil

@@ -26,8 +26,11 @@ type Shim struct {
 	WaitFD  int    // a scope's: wait for one byte on this descriptor; 0 for none
 	Promise string // the encoded Promise
 	Drop    string // the session's credential file, deleted once read; "" for none
-	Bwrap   string // bwrap's path
-	Args    []string
+	// InitArgs is a file of the init's arguments after "init" (NUL-ended
+	// each), which Args then end without; "" when Args hold them.
+	InitArgs string
+	Bwrap    string // bwrap's path
+	Args     []string
 }
 
 // Argv is the shim's command line, run as mosaicBin.
@@ -39,6 +42,9 @@ func (s Shim) Argv(mosaicBin string) []string {
 	argv = append(argv, "--promise", s.Promise)
 	if s.Drop != "" {
 		argv = append(argv, "--drop", s.Drop)
+	}
+	if s.InitArgs != "" {
+		argv = append(argv, "--init-args", s.InitArgs)
 	}
 	return append(append(argv, s.Bwrap), s.Args...)
 }
@@ -52,6 +58,8 @@ func ParseShim(args []string) (Shim, error) {
 			s.Promise = args[1]
 		case "--drop":
 			s.Drop = args[1]
+		case "--init-args":
+			s.InitArgs = args[1]
 		case "--wait-fd":
 			fd, err := strconv.Atoi(args[1])
 			if err != nil || fd < 3 {
@@ -97,7 +105,15 @@ func ShimMain(args []string) error {
 			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
 		}
 	}
-	return ExecBwrap(append([]string{s.Bwrap}, s.Args...))
+	bwrapArgs, inline, err := initArgsAside(s)
+	if err != nil {
+		return err
+	}
+	env, err := InitEnv(os.Environ(), append([]string{s.Bwrap}, inline...))
+	if err != nil {
+		return err
+	}
+	return ExecBwrap(append([]string{s.Bwrap}, bwrapArgs...), env)
 }
 
 // checkOuter checks the outer layer against the promise read on the host,

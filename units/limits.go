@@ -13,6 +13,9 @@ import (
 // takes them), itself optionally followed by B or iB: "512M", "2G", "4GB",
 // "4GiB", "1.5G".
 func ParseSize(flag, s string) (uint64, error) {
+	if strings.TrimSpace(s) == "infinity" {
+		return Infinity, nil
+	}
 	bad := errcode.BadLimit.New("--%s %q is not a size: use a number of bytes with an optional K, M, G or T suffix, e.g. 2G, 512M or 4GB", flag, s)
 	t := strings.ToUpper(strings.TrimSpace(s))
 	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
@@ -36,6 +39,9 @@ func ParseSize(flag, s string) (uint64, error) {
 
 // ParseCount reads a positive whole number.
 func ParseCount(flag, s string) (uint64, error) {
+	if strings.TrimSpace(s) == "infinity" {
+		return Infinity, nil
+	}
 	v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 	if err != nil || v == 0 {
 		return 0, errcode.BadLimit.New("--%s %q is not a positive whole number", flag, s)
@@ -45,6 +51,9 @@ func ParseCount(flag, s string) (uint64, error) {
 
 // ParsePercent reads a CPU quota such as "50%" or "200%" (two CPUs).
 func ParsePercent(flag, s string) (uint64, error) {
+	if strings.TrimSpace(s) == "infinity" {
+		return Infinity, nil
+	}
 	t, ok := strings.CutSuffix(strings.TrimSpace(s), "%")
 	v, err := strconv.ParseUint(t, 10, 64)
 	if !ok || err != nil || v == 0 || v > 100000 {
@@ -73,6 +82,11 @@ func ParseDuration(flag, s string) (time.Duration, error) {
 	d, err := parseSpan(s)
 	if err != nil || d < time.Microsecond {
 		return 0, errcode.BadDuration.New("--%s %q is not a duration: use seconds (90) or a span such as 90s, 1min 30s or 2h", flag, s)
+	}
+	// systemd counts in microseconds: less would become 0, which for
+	// RuntimeMaxUSec means at once rather than never.
+	if d < time.Microsecond {
+		return 0, errcode.BadDuration.New("--%s %q is shorter than a microsecond, the finest systemd counts: use e.g. 90s, 30m or 2h", flag, s)
 	}
 	return d, nil
 }

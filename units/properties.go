@@ -1,6 +1,7 @@
 package units
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"mosaic/manager/records"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 )
 
 // DefaultStopTimeout is how long a session gets between SIGTERM and SIGKILL.
@@ -18,6 +20,10 @@ const DefaultStopTimeout = 10 * time.Second
 
 // startTimeout bounds the time from fork to the init's READY=1.
 const startTimeout = 30 * time.Second
+
+// StartTimeout is the unit's TimeoutStartUSec: how long systemd lets a
+// session take to start.
+const StartTimeout = startTimeout
 
 // exitSIGTERM is how bwrap reports a command that died of SIGTERM (128+15).
 // systemd counts a SIGTERM death as a clean stop; listing 143 keeps a stopped
@@ -39,6 +45,11 @@ type (
 		Argv  []string
 		Flags []string
 	}
+	execCmd struct { // ExecStopPost a(sasb)
+		Path          string
+		Argv          []string
+		IgnoreFailure bool
+	}
 	exitStatusSet struct{ Status, Signals []int32 } // SuccessExitStatus (aiai)
 	envFile       struct {                          // EnvironmentFiles a(sb)
 		Path          string
@@ -56,13 +67,20 @@ func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value
 // sandbox.ScopeGoFD, sent once systemd has put it into the scope, so that
 // nothing of the session starts outside it; bwrap then reports the init's
 // PID on sandbox.ScopeInfoFD, to which mosaic forwards signals.
+//
+// With s.InitArgsFile the init's arguments stay out of it (the shim reads
+// them from that file): a command line of any length then fits systemd's
+// unit file, its D-Bus call and bwrap's 9,000 arguments.
 func ExecArgv(s Spec) []string {
-	initArgv := append([]string{sandbox.InitPath}, sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY,
-		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials, SeccompAllow: s.SeccompAllow}, s.Command)...)
 	if s.Landlock() {
 		return landlockExecArgv(s)
 	}
+	initArgv := append([]string{sandbox.InitPath}, InitArgs(s)...)
 	shim := sandbox.Shim{Promise: s.Promise, Drop: s.CredentialFile, Bwrap: s.BwrapBin}
+	if s.InitArgsFile != "" {
+		initArgv = initArgv[:2] // InitPath "init"
+		shim.InitArgs = s.InitArgsFile
+	}
 	var extra []string
 	if s.Scope {
 		shim.WaitFD = sandbox.ScopeGoFD
@@ -73,6 +91,12 @@ func ExecArgv(s Spec) []string {
 	}
 	shim.Args = sandbox.Argv(s.Binds(), s.Workspace, initArgv, extra...)
 	return shim.Argv(s.MosaicBin)
+}
+
+// InitArgs are the arguments of the session's init, from "init" on.
+func InitArgs(s Spec) []string {
+	return sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY,
+		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials, SeccompAllow: s.SeccompAllow}, s.Command)
 }
 
 // Properties are the transient service's properties for spec s on a manager
@@ -140,9 +164,21 @@ func Properties(s Spec, f Features) []sd.Property {
 	// namespace setup, some 8 ms of every run.
 	if s.Stdio == nil || s.NameGiven || s.CredentialFile != "" {
 		post := records.EndedArgv(s.MosaicBin, s.StateDir, s.CredentialFile)
-		props = append(props, prop("ExecStopPostEx", []execEx{{Path: s.MosaicBin, Argv: post, Flags: []string{"ignore-failure"}}}))
+		// ExecStopPost, not ExecStopPostEx: systemd 252 writes the latter
+		// into the transient unit file under a key it cannot read back, so
+		// a daemon-reload would lose how the session ends.
+		// Its old form has no no-env-expand flag: "$" is written "$$", which
+		// systemd's expansion gives back as "$".
+		for i := range post {
+			post[i] = strings.ReplaceAll(post[i], "$", "$$")
+		}
+		props = append(props, prop("ExecStopPost", []execCmd{{Path: s.MosaicBin, Argv: post, IgnoreFailure: true}}))
 	}
-	if f.PrivatePIDs {
+	// Not in --sandbox landlock: there systemd 257 mounts a /sys of its own
+	// for the PID namespace, cgroup tree included, over the unit's empty
+	// one, and the init refuses (fail closed). The mode has no PID
+	// namespace on 252 either; doctor and status say so.
+	if f.PrivatePIDs && !s.Landlock() {
 		props = append(props, prop("PrivatePIDs", "yes"))
 	}
 	if s.OwnNetwork() {
@@ -173,12 +209,22 @@ func limitProperties(l Limits) []sd.Property {
 	}
 	if l.CPUQuota > 0 {
 		// 100% of one CPU is one second of CPU time per second.
-		props = append(props, prop("CPUQuotaPerSecUSec", l.CPUQuota*10000))
+		q := l.CPUQuota * 10000
+		if l.CPUQuota == Infinity {
+			q = Infinity
+		}
+		props = append(props, prop("CPUQuotaPerSecUSec", q))
 	}
 	if l.RuntimeMax > 0 {
 		props = append(props, prop("RuntimeMaxUSec", usec(l.RuntimeMax)))
 	}
 	return props
+}
+
+// SliceProperties are mosaic.slice's limits.
+func SliceProperties(l Limits) []sd.Property {
+	l.RuntimeMax = 0 // a slice has none
+	return limitProperties(l)
 }
 
 // ScopeProperties are the transient scope's properties for spec s, whose
@@ -219,17 +265,30 @@ func AuxUnits(s Spec) []sd.PropertyCollection {
 	return []sd.PropertyCollection{{Name: s.EgressUnit(), Properties: EgressProperties(s)}}
 }
 
+// The egress unit's own resource limits. The proxy holds at most
+// egress.DefaultMaxConns connections of at most 64 KiB of head and two
+// 32 KiB buffers each (some 40 MiB), plus TLS state for the injection hosts;
+// it runs on two threads' worth of Go runtime.
+const (
+	EgressMemoryMax uint64 = 256 << 20
+	EgressTasksMax  uint64 = 64
+)
+
 // EgressProperties are the properties of the session's egress proxy: the
 // mosaic binary in proxy mode, in the host's network (it is the way out),
 // confined otherwise (no home, no runtime dir but its own socket's
 // directory), stopped by systemd once the session no longer needs it
 // (StopWhenUnneeded), however the session ended.
 func EgressProperties(s Spec) []sd.Property {
-	argv := []string{s.MosaicBin, "egress", "--session", s.Name, "--socket", filepath.Join(s.EgressDir, sandbox.EgressSocketName)}
-	for _, a := range s.Allow {
-		argv = append(argv, "--allow", a)
+	argv := egress.Config{Session: s.Name, Socket: filepath.Join(s.EgressDir, sandbox.EgressSocketName), Allow: s.Allow,
+		Inject: s.Inject, Drop: s.EgressCredentialFile}.Argv(s.MosaicBin)
+	binds := bindsOf([]string{s.EgressDir})
+	if s.EgressCredentialFile != "" {
+		// Its directory is bound so that the proxy can delete the file.
+		d := filepath.Dir(s.EgressCredentialFile)
+		binds = append(binds, bindEntry{Src: d, Dst: d, IgnoreENOENT: true})
 	}
-	return []sd.Property{
+	props := []sd.Property{
 		prop("Description", "mosaic egress proxy of session "+s.Name),
 		prop("Slice", Slice),
 		prop("ExecStartEx", []execEx{{Path: argv[0], Argv: argv, Flags: []string{"no-env-expand"}}}),
@@ -239,14 +298,37 @@ func EgressProperties(s Spec) []sd.Property {
 		prop("PrivateTmp", true),
 		prop("ProtectSystem", "strict"),
 		prop("TemporaryFileSystem", []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}),
-		prop("BindPaths", bindsOf([]string{s.EgressDir})),
+		prop("BindPaths", binds),
 		prop("BindReadOnlyPaths", bindsOf([]string{s.MosaicBin, filepath.Join(s.RuntimeDir, "systemd", "notify")})),
 		prop("NoNewPrivileges", true),
+		// The proxy reads what the session sends: its own bounds keep a
+		// session from growing it past them, whatever the session's limits.
+		prop("MemoryMax", EgressMemoryMax),
+		prop("TasksMax", EgressTasksMax),
+		// GOMAXPROCS keeps the Go runtime's threads within TasksMax on a
+		// machine of many cores; GOMEMLIMIT makes it collect before the
+		// cgroup's limit is reached.
+		prop("Environment", []string{"GOMAXPROCS=2", fmt.Sprintf("GOMEMLIMIT=%d", EgressMemoryMax*3/4)}),
 		prop("StopWhenUnneeded", true),
 		prop("CollectMode", "inactive-or-failed"),
 		prop("TimeoutStopUSec", usec(5*time.Second)),
 		prop("SyslogIdentifier", strings.TrimSuffix(s.EgressUnit(), UnitSuffix)),
 	}
+	// Its CPU share (its memory and tasks are bounded above, with the Go
+	// runtime's settings that keep it within them).
+	props = append(props, prop("CPUQuotaPerSecUSec", EgressLimits.CPUQuota*10000))
+	if s.EgressCredentialFile != "" {
+		// The keys the proxy injects reach it, and only it, through its
+		// own environment file (missing allowed: the proxy deletes it once
+		// read, and systemd reads it again at stop). Should the proxy die
+		// before it read it (and mosaic with it), the unit's ExecStopPost
+		// deletes it.
+		props = append(props, prop("EnvironmentFiles", []envFile{{s.EgressCredentialFile, true}}),
+			// The old form, as the session's (see Properties): 252 reads it back.
+			prop("ExecStopPost", []execCmd{{Path: s.MosaicBin, Argv: []string{s.MosaicBin, records.EndedStage, "--drop", s.EgressCredentialFile},
+				IgnoreFailure: true}}))
+	}
+	return props
 }
 
 // Description is the unit's Description: the marker prefix, the name and the

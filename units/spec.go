@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"mosaic/units/errcode"
 
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 )
 
 // Slice is the slice every session runs in, so that all sessions can be
@@ -41,13 +41,28 @@ const (
 // how mosaic tells its own sessions from other units named mosaic-*.
 const DescriptionPrefix = "mosaic session "
 
-var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+// validName reports whether name matches ^[a-z0-9][a-z0-9-]{0,62}$. It is
+// a loop, not a regexp: that regexp compiles to 63 nested repetitions, some
+// 700 allocations made at every start of the mosaic binary, which is also
+// each session's exec shim and init (GODEBUG=inittrace=1).
+func validName(name string) bool {
+	if len(name) == 0 || len(name) > 63 || name[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidateName checks a session name: 1 to 63 characters of lowercase letters,
 // digits and '-', starting with a letter or digit. "bus" and names ending in
 // "-egress" are kept for mosaic's own units.
 func ValidateName(name string) error {
-	if !namePattern.MatchString(name) {
+	if !validName(name) {
 		return errcode.BadName.New("session name %q is invalid: use 1 to 63 lowercase letters, digits or '-', starting with a letter or digit", name)
 	}
 	if name == "bus" || strings.HasSuffix(name, "-egress") {
@@ -129,8 +144,15 @@ type Spec struct {
 	BwrapBin   string   // the bwrap binary
 	ExtraRO    []string // --ro paths, resolved
 	ExtraRW    []string // --rw paths, resolved
-	Env        []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
-	Pass       []string // names the init passes besides its allowlist (a profile's variables)
+	// BindIDs are the workspace's and the --ro/--rw paths' identities as
+	// checked, which the sandbox's layers compare with what they mounted.
+	BindIDs []sandbox.BindID
+	// Protect are the read-only binds over the workspace's host-executed
+	// entries (sandbox.ProtectHostExec), none when AllowWriteHostExec.
+	Protect            []sandbox.Bind
+	AllowWriteHostExec bool
+	Env                []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
+	Pass               []string // names the init passes besides its allowlist (a profile's variables)
 	// SeccompAllow are the rows of sandbox.SyscallRules the profile lifted.
 	SeccompAllow []string
 	// Credentials are the names of the secrets in CredentialFile, which
@@ -138,8 +160,14 @@ type Spec struct {
 	// The values are never in the spec.
 	Credentials    []string
 	CredentialFile string
-	Profile        string
-	Limits         Limits
+	// InitArgsFile, when set, holds the init's arguments (the command's
+	// among them) for the exec shim, rather than the unit's command line:
+	// see InitArgs and sandbox.Shim.InitArgs.
+	InitArgsFile string
+	Profile      string
+	Limits       Limits
+	// SliceLimits are mosaic.slice's, set when the slice has none.
+	SliceLimits Limits
 	// StopTimeout is how long systemd waits after SIGTERM before SIGKILL.
 	StopTimeout time.Duration
 	// Stdio, when set, hands these descriptors to the unit as its stdin,
@@ -161,6 +189,19 @@ type Spec struct {
 	// resolve to); EgressDir holds the proxy's socket.
 	Allow     []string
 	EgressDir string
+	// Inject are the credentials the egress proxy puts into requests
+	// (names and hosts; the session holds placeholders), and
+	// EgressCredentialFile the proxy's own environment file with their
+	// values, deleted once it read them.
+	Inject               []egress.Rule
+	EgressCredentialFile string
+	// CAFile is the session's --ca-file, which the egress proxy also trusts
+	// when it opens TLS to a host it injects into.
+	CAFile string
+	// Notes are what mosaic start says about the session besides its
+	// name: how a credential travels when it cannot be injected, a custom
+	// endpoint's host allowed.
+	Notes []string
 	// Scope makes the session a scope: mosaic starts the exec shim itself
 	// and systemd only adopts it (no unit sandbox; bwrap's is the whole).
 	Scope bool
@@ -174,8 +215,12 @@ func (s Spec) Landlock() bool { return s.Sandbox == sandbox.ModeLandlock }
 
 // LandlockPolicy is the policy of a --sandbox landlock session's command.
 func (s Spec) LandlockPolicy() sandbox.LandlockPolicy {
+	ro := s.ExtraRO
+	if len(s.Inject) > 0 { // the egress proxy's CA, which the command trusts
+		ro = append(append([]string{}, ro...), s.EgressDir)
+	}
 	return sandbox.LandlockPolicyFor(sandbox.LandlockOptions{Workspace: s.Workspace, SessionHome: s.SessionHome(),
-		Binary: s.Binary, ExtraRO: s.ExtraRO, ExtraRW: s.ExtraRW, Network: s.Network})
+		Binary: s.Binary, ExtraRO: ro, ExtraRW: s.ExtraRW, Network: s.Network})
 }
 
 // Kind is the session's kind: KindService or KindScope.
@@ -216,6 +261,8 @@ func (s Spec) Binds() []sandbox.Bind {
 		ExtraRW:     s.ExtraRW,
 		BusDir:      s.busDir(),
 		EgressDir:   s.egressDir(),
+		BwrapBin:    s.BwrapBin,
+		Protect:     s.Protect,
 	})
 }
 
@@ -258,9 +305,10 @@ func FeaturesFor(v int) Features {
 }
 
 // ParseVersion reads the leading number of systemd's Version property
-// ("252.38-1~deb12u1" is 252).
+// ("252.38-1~deb12u1" is 252; "v245.4-1.fc32" is 245, as runc's cgroups
+// reads it: an optional "v" before the number).
 func ParseVersion(s string) int {
-	s = strings.Trim(s, `"`)
+	s = strings.TrimPrefix(strings.Trim(s, `"`), "v")
 	end := 0
 	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
 		end++

@@ -1,10 +1,13 @@
 package units
 
 import (
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"mosaic/sandbox/egress"
 	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -77,7 +80,7 @@ func TestGenerateName(t *testing.T) {
 }
 
 func TestParseVersion(t *testing.T) {
-	for s, want := range map[string]int{"252.38-1~deb12u1": 252, `"257"`: 257, "258~rc1": 258, "": 0, "x": 0} {
+	for s, want := range map[string]int{"252.38-1~deb12u1": 252, `"257"`: 257, "258~rc1": 258, "v245.4-1.fc32": 245, "": 0, "x": 0} {
 		if got := ParseVersion(s); got != want {
 			t.Errorf("ParseVersion(%q) = %d, want %d", s, got, want)
 		}
@@ -106,7 +109,7 @@ func TestParseLimits(t *testing.T) {
 	if d, err := ParseDuration("runtime-max", "90s"); err != nil || d != 90*time.Second {
 		t.Errorf("ParseDuration(90s) = %v, %v", d, err)
 	}
-	for _, bad := range []string{"0s", "-1s", "1ns", "soon"} {
+	for _, bad := range []string{"0s", "-1s", "1ns", "999ns", "soon"} {
 		if _, err := ParseDuration("runtime-max", bad); err == nil {
 			t.Errorf("ParseDuration(%q) accepted", bad)
 		}
@@ -162,7 +165,7 @@ func TestPropertySignatures(t *testing.T) {
 		"SuccessExitStatus": "(aiai)", "SyslogIdentifier": "s", "LogExtraFields": "aay", "Environment": "as",
 		"PrivatePIDs": "s", "MemoryMax": "t", "TasksMax": "t", "CPUQuotaPerSecUSec": "t", "RuntimeMaxUSec": "t",
 		"StandardInputFileDescriptor": "h", "StandardOutputFileDescriptor": "h", "StandardErrorFileDescriptor": "h",
-		"CollectMode": "s", "EnvironmentFiles": "a(sb)", "ExecStopPostEx": "a(sasas)", "PrivateNetwork": "b",
+		"CollectMode": "s", "EnvironmentFiles": "a(sb)", "ExecStopPost": "a(sasb)", "PrivateNetwork": "b",
 	}
 	for name, sig := range want {
 		p, ok := got[name]
@@ -302,9 +305,9 @@ func TestEndRecordOnlyWhereKept(t *testing.T) {
 		if tc.cred {
 			s.CredentialFile = "/run/user/1000/mosaic/credentials/s1/env"
 		}
-		_, got := props(Properties(s, FeaturesFor(252)))["ExecStopPostEx"]
+		_, got := props(Properties(s, FeaturesFor(252)))["ExecStopPost"]
 		if got != tc.want {
-			t.Errorf("%s: ExecStopPostEx present %v, want %v", tc.label, got, tc.want)
+			t.Errorf("%s: ExecStopPost present %v, want %v", tc.label, got, tc.want)
 		}
 	}
 }
@@ -387,10 +390,13 @@ func TestNetworkProperties(t *testing.T) {
 				t.Errorf("egress unit %s", aux[0].Name)
 			}
 			e := props(aux[0].Properties)
-			for _, name := range []string{"PrivateUsers", "ProtectSystem", "TemporaryFileSystem", "StopWhenUnneeded", "NoNewPrivileges"} {
+			for _, name := range []string{"PrivateUsers", "ProtectSystem", "TemporaryFileSystem", "StopWhenUnneeded", "NoNewPrivileges", "MemoryMax", "TasksMax"} {
 				if _, ok := e[name]; !ok {
 					t.Errorf("the egress unit lacks %s", name)
 				}
+			}
+			if _, ok := e["EnvironmentFiles"]; ok {
+				t.Error("the egress unit reads an environment file though nothing is injected")
 			}
 			if _, ok := e["PrivateNetwork"]; ok {
 				t.Error("the egress unit has no network of the host: it is the way out")
@@ -399,6 +405,33 @@ func TestNetworkProperties(t *testing.T) {
 				t.Errorf("the egress unit would be listed as a session: %s", d)
 			}
 		}
+	}
+}
+
+// TestEgressInjection: a session with injected credentials gives its egress
+// unit the rules on its command line (names, never values), its own
+// environment file, and that file's directory bound so the proxy can
+// delete it.
+func TestEgressInjection(t *testing.T) {
+	s := testSpec()
+	s.MosaicBin = "/usr/bin/mosaic"
+	s.Network = "allow"
+	s.EgressDir = "/run/user/1000/mosaic/egress/s1"
+	s.Inject = []egress.Rule{{Var: "ANTHROPIC_API_KEY", Headers: []string{"X-Api-Key"}, Hosts: []string{"api.anthropic.com:443"}}}
+	s.EgressCredentialFile = "/run/user/1000/mosaic/credentials/s1-egress/env"
+	e := props(EgressProperties(s))
+	argv := fmt.Sprint(e["ExecStartEx"].Value.Value())
+	if !strings.Contains(argv, "--inject ANTHROPIC_API_KEY=X-Api-Key@api.anthropic.com:443") || !strings.Contains(argv, "--drop "+s.EgressCredentialFile) {
+		t.Errorf("argv %s", argv)
+	}
+	if f := fmt.Sprint(e["EnvironmentFiles"].Value.Value()); !strings.Contains(f, s.EgressCredentialFile) {
+		t.Errorf("EnvironmentFiles %s", f)
+	}
+	if post := fmt.Sprint(e["ExecStopPost"].Value.Value()); !strings.Contains(post, "session-ended --drop "+s.EgressCredentialFile) {
+		t.Errorf("ExecStopPost %s", post)
+	}
+	if b := fmt.Sprint(e["BindPaths"].Value.Value()); !strings.Contains(b, "/run/user/1000/mosaic/credentials/s1-egress") {
+		t.Errorf("BindPaths %s", b)
 	}
 }
 
@@ -427,5 +460,17 @@ func TestSizesAndDurations(t *testing.T) {
 	}
 	if d, err := ParseTimeout("timeout", "0"); err != nil || d != 0 {
 		t.Errorf("ParseTimeout(0) = %v, %v", d, err)
+	}
+}
+
+// The name check is a loop; it must accept exactly what the pattern it
+// replaced did.
+func TestValidNameMatchesPattern(t *testing.T) {
+	pattern := regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	cases := []string{"", "a", "-a", "a-", "A", "a_b", "fix-42", "0", "é", "a.b", "a b", strings.Repeat("a", 63), strings.Repeat("a", 64), "a\n", "ab-cd-"}
+	for _, c := range cases {
+		if got, want := validName(c), pattern.MatchString(c); got != want {
+			t.Errorf("validName(%q) = %v, the pattern says %v", c, got, want)
+		}
 	}
 }

@@ -1,9 +1,11 @@
 // Command mosaic-bench measures mosaic side by side with its peers in one
 // run on one machine: a confined one-shot `true` against systemd-run with the
-// same properties and the same bwrap argv, bwrap alone, a plain exec and
-// Anthropic's sandbox-runtime (srt); start latency; 100 concurrent starts
-// from one process and from 100; list at 100 and 200 sessions; stopping them;
-// the memory an idle session costs; and where the time of `mosaic run` goes.
+// same properties and the same bwrap argv, the hand-rolled service and scope
+// a user would write instead (a plain bwrap, no exec shim, no init), bwrap
+// alone, a plain exec and Anthropic's sandbox-runtime (srt); start latency;
+// 100 concurrent starts from one process and from 100; list at 100 and 200
+// sessions; stopping them; the memory an idle session costs; what each
+// hardening step costs; and where the time of `mosaic run` (and --scope) goes.
 //
 //	mosaic-bench run --mosaic bin/mosaic [--srt PATH] > docs/benchmarks.json
 //	mosaic-bench render docs/benchmarks.json > docs/BENCHMARKS.md
@@ -36,6 +38,8 @@ func main() {
 		}
 	case "render":
 		err = render(os.Args[2:])
+	case "syscall-child": // see syscallCost
+		err = syscallChild()
 	default:
 		err = fmt.Errorf("unknown verb %q: use run or render", os.Args[1])
 	}

@@ -18,10 +18,12 @@ type Stat struct {
 	Command string  `json:"command"`
 	N       int     `json:"n"`
 	MeanMs  float64 `json:"mean_ms"`
-	StdMs   float64 `json:"stddev_ms"`
-	MinMs   float64 `json:"min_ms"`
-	MaxMs   float64 `json:"max_ms"`
-	Note    string  `json:"note,omitempty"`
+	// MedianMs is what a loaded machine's outliers move least.
+	MedianMs float64 `json:"median_ms,omitempty"`
+	StdMs    float64 `json:"stddev_ms"`
+	MinMs    float64 `json:"min_ms"`
+	MaxMs    float64 `json:"max_ms"`
+	Note     string  `json:"note,omitempty"`
 }
 
 // Ratio compares two figures of the same run against a target.
@@ -41,8 +43,13 @@ type Report struct {
 	Concurrency []Stat             `json:"concurrency"`
 	Footprint   map[string]float64 `json:"footprint_mib"`
 	Breakdown   []Stat             `json:"run_breakdown"`
-	Ratios      []Ratio            `json:"ratios"`
-	Notes       []string           `json:"notes,omitempty"`
+	Egress      []Stat             `json:"egress_ttfb,omitempty"`
+	// ScopeBreakdown is MOSAIC_TRACE's steps of mosaic run --scope.
+	ScopeBreakdown []Stat `json:"scope_breakdown,omitempty"`
+	// Hardening is what each hardening step costs on its own.
+	Hardening []Stat   `json:"hardening,omitempty"`
+	Ratios    []Ratio  `json:"ratios"`
+	Notes     []string `json:"notes,omitempty"`
 }
 
 // measure runs f n times after one warm-up and summarises the durations.
@@ -77,6 +84,10 @@ func summarise(name, command string, ds []float64) Stat {
 	}
 	s.StdMs = math.Sqrt(s.StdMs / float64(len(ds)))
 	s.MinMs, s.MaxMs = ds[0], ds[len(ds)-1]
+	s.MedianMs = ds[len(ds)/2]
+	if len(ds)%2 == 0 {
+		s.MedianMs = (ds[len(ds)/2-1] + ds[len(ds)/2]) / 2
+	}
 	return s
 }
 
@@ -109,6 +120,11 @@ func machine() map[string]string {
 				break
 			}
 		}
+	}
+	// The load when the run began: other work on the machine stretches
+	// every wall-clock figure, the ratios less.
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m["load average at start (1, 5, 15 min)"] = strings.Join(strings.Fields(string(b))[:3], " ")
 	}
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		m["memory"] = strings.Join(strings.Fields(strings.SplitN(string(b), "\n", 2)[0])[1:], " ")

@@ -178,6 +178,9 @@ func busSocket() (string, error) {
 	return p.BusSocket(), nil
 }
 
+// busAnswerTimeout bounds how long a bus client waits for its answer.
+const busAnswerTimeout = 2 * time.Minute
+
 // askBus sends one request and decodes the result into v.
 func askBus(req bus.Request, v any) error {
 	path, err := busSocket()
@@ -189,6 +192,14 @@ func askBus(req bus.Request, v any) error {
 		return errcode.NoBus.New("cannot reach the mosaic bus at %s (%v): install and start it with contrib/install-bus-unit.sh, or see `systemctl --user status mosaic-bus`", path, err)
 	}
 	defer conn.Close()
+	// A bus that is stopped or wedged must not hang its client: the answer
+	// is due within the longest the bus itself may wait on systemd (a start,
+	// or a stop's SIGTERM grace and then SIGKILL), and a margin.
+	wait := busAnswerTimeout
+	if d, err := units.ParseDuration("timeout", req.Timeout); err == nil && req.Verb == "stop" {
+		wait += d
+	}
+	conn.SetDeadline(time.Now().Add(wait))
 	line, _ := json.Marshal(req)
 	if _, err := conn.Write(append(line, '\n')); err != nil {
 		return errcode.BusError.New("cannot send to the mosaic bus: %v", err)

@@ -382,7 +382,7 @@ func TestBus(t *testing.T) {
 // systemd sandbox failed open would pass its check).
 func busConfined(t *testing.T, launched string) {
 	for prop, want := range map[string]string{"NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "read-only",
-		"PrivateTmp": "yes", "PrivateUsers": "yes", "MemoryMax": "268435456", "TasksMax": "128", "RestrictAddressFamilies": "AF_UNIX",
+		"PrivateTmp": "yes", "PrivateUsers": "yes", "MemoryMax": "268435456", "TasksMax": "256", "RestrictAddressFamilies": "AF_UNIX",
 		"StartLimitBurst": "5", "StartLimitIntervalUSec": "10s"} {
 		if got := unitProperty(t, "mosaic-bus.service", prop); got != want {
 			t.Errorf("mosaic-bus.service %s=%s, want %s", prop, got, want)

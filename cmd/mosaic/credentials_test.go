@@ -46,14 +46,18 @@ func TestSessionEnvironmentIsExact(t *testing.T) {
 	lines := strings.Split(r.stdout, "\n")
 	got := strings.Fields(lines[0])
 	// claude-code's network is allow: the init points the command at its relay.
-	want := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "HOME", "LANG", "LOGNAME", "MOSAIC_SESSION", "PATH", "PWD", "TERM", "TMPDIR", "USER",
-		"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy"}
+	// Its key is injected by the egress proxy: the session trusts the
+	// proxy's CA and holds a placeholder. And the profile's switches for
+	// non-essential traffic (plain variables).
+	want := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER", "HOME", "LANG", "LOGNAME", "MOSAIC_SESSION", "PATH", "PWD", "TERM", "TMPDIR", "USER",
+		"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy",
+		"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "CODEX_CA_CERTIFICATE"}
 	sort.Strings(want)
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("session environment %v, want exactly %v", got, want)
 	}
-	if lines[1] != "k1 m1 xterm-test" {
-		t.Errorf("values %q", lines[1])
+	if v := strings.Fields(lines[1]); len(v) != 3 || v[0] == "k1" || len(v[0]) != 32 || v[1] != "m1" || v[2] != "xterm-test" {
+		t.Errorf("values %q, want a placeholder for k1, m1, xterm-test", lines[1])
 	}
 }
 

@@ -25,6 +25,14 @@ shift
 [ -n "$init" ] && shift && set -- "$init" "$@"
 exec "$@"
 `, "not PID 1", "bwrap did not make a user namespace of its own"},
+	// The real bwrap with the host's /proc in place of its own (issue 18.1).
+	"host proc": {`#!/bin/sh
+for a in "$@"; do
+	shift
+	case "$a" in --proc) set -- "$@" --ro-bind /proc ;; *) set -- "$@" "$a" ;; esac
+done
+exec /usr/bin/bwrap "$@"
+`, "/proc is not the sandbox's own PID namespace's", "/proc is not the sandbox's own PID namespace's"},
 	// The real bwrap without the PID namespace.
 	"no PID namespace": {`#!/bin/sh
 for a in "$@"; do

@@ -65,6 +65,9 @@ func printList(w io.Writer, list []manager.Session, all bool) {
 		if !s.Running() && s.How() != "" {
 			ended = s.How()
 		}
+		if s.Problem != "" {
+			ended = "damaged: see mosaic status " + s.Name
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), age(s.Since), humanBytes(s.MemoryBytes), ended)
 	}
 	tw.Flush()
@@ -92,6 +95,7 @@ func statusCommand(out *output) *cli.Command {
 					printStatus(&b, s, out.safe)
 					io.WriteString(w, wrapLines(b.String(), fitWidth(out, false)))
 				})
+				warnDropped(s)
 				return nil
 			})
 		},
@@ -116,6 +120,9 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 		fmt.Fprintf(w, ", %s", e)
 	}
 	fmt.Fprintln(w)
+	if s.Problem != "" {
+		fmt.Fprintf(w, "problem:   %s\n", s.Problem)
+	}
 	if s.Since != nil {
 		fmt.Fprintf(w, "started:   %s\n", since(s.Since))
 	}
@@ -129,6 +136,8 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 		fmt.Fprintf(w, "pids:      main %s, all %v\n", pid(s.MainPID), s.PIDs)
 	}
 	fmt.Fprintf(w, "resources: memory %s, tasks %s, cpu %s\n", humanBytes(s.MemoryBytes), count(s.Tasks), cpu(s.CPUNSec))
+	fmt.Fprintf(w, "limits:    memory %s, tasks %s, cpu %s (flags, profile, mosaic.conf or mosaic's defaults; `mosaic doctor` says whether they are enforced)\n",
+		orNone(humanBytes(s.MemoryMax)), orNone(count(s.TasksMax)), orNone(percent(s.CPUQuota)))
 	if s.Profile != "" {
 		creds := "none"
 		if len(s.Credentials) > 0 {
@@ -138,6 +147,16 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 			}
 		}
 		fmt.Fprintf(w, "profile:   %s; credentials: %s\n", s.Profile, creds)
+		for _, c := range s.Credentials {
+			if hosts, ok := s.Injected[c]; ok {
+				fmt.Fprintf(w, "  %s: injected by the egress proxy for %s (the session holds a placeholder)\n", c, strings.Join(hosts, ", "))
+			} else {
+				fmt.Fprintf(w, "  %s: in the environment\n", c)
+			}
+		}
+	}
+	if len(s.Environment) > 0 {
+		fmt.Fprintf(w, "environment (not secret): %s\n", strings.Join(s.Environment, " "))
 	}
 	switch s.Network {
 	case "none":
@@ -160,6 +179,9 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 			fmt.Fprintf(w, " (given as %s, a symlink: the real path is bound)", safe(s.WorkspaceGivenAs))
 		}
 		fmt.Fprintln(w)
+	}
+	if s.HostExecWritable {
+		fmt.Fprintln(w, "host-exec: WRITABLE (--allow-write-host-exec): the session may change .git/config, .git/hooks and the other files your tools run from the workspace")
 	}
 	if len(s.Binds) > 0 {
 		fmt.Fprintln(w, "sandbox:")
@@ -281,7 +303,7 @@ func profilesCommand(out *output) *cli.Command {
 				var b strings.Builder
 				defer func() { io.WriteString(w, cutLines(b.String(), fitWidth(out, c.Bool("full")))) }()
 				tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tBINARY\tNETWORK\tSOURCE\tCREDENTIALS (one set of)")
+				fmt.Fprintln(tw, "NAME\tBINARY\tTESTED\tNETWORK\tSOURCE\tCREDENTIALS (one set of)")
 				for _, p := range list {
 					sets := make([]string, len(p.CredentialSets))
 					for i, s := range p.CredentialSets {
@@ -299,7 +321,11 @@ func profilesCommand(out *output) *cli.Command {
 					if network == "allow" {
 						network = fmt.Sprintf("allow (%d hosts)", len(p.AllowHosts))
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, bin, network, p.Source, cred)
+					tested := p.Tested
+					if tested == "" {
+						tested = "-"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, bin, tested, network, p.Source, cred)
 				}
 				tw.Flush()
 			})
@@ -333,25 +359,34 @@ func rmCommand(out *output) *cli.Command {
 
 func gcCommand(out *output) *cli.Command {
 	return &cli.Command{
-		Name:         "gc",
-		Usage:        "forget every ended session, as mosaic rm does",
-		Flags:        []cli.Flag{jsonFlag},
+		Name:  "gc",
+		Usage: "forget every ended session, as mosaic rm does, but those whose home keeps something",
+		Description: "A session's home is kept for the next session of its name (an agent's sign-in, its settings):\n" +
+			"gc keeps the ended sessions whose home holds anything, and names them; --homes removes those too.",
+		Flags:        []cli.Flag{&cli.BoolFlag{Name: "homes", Usage: "also remove ended sessions whose home keeps an agent's sign-in or settings"}, jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			return connected(func(ctx context.Context, m *manager.Manager) error {
-				removed, err := m.GC(ctx)
+				removed, kept, err := m.GC(ctx, !c.Bool("homes"))
 				if err != nil {
 					return err
 				}
 				if removed == nil {
 					removed = []string{}
 				}
-				out.result(map[string]any{"removed": removed}, func(w io.Writer) {
+				if kept == nil {
+					kept = []string{}
+				}
+				out.result(map[string]any{"removed": removed, "kept": kept}, func(w io.Writer) {
 					switch len(removed) {
 					case 0:
 						fmt.Fprintln(w, "no ended session to remove")
 					default:
 						fmt.Fprintf(w, "removed %s: %s\n", plural(len(removed), "ended session"), strings.Join(removed, ", "))
+					}
+					if len(kept) > 0 {
+						fmt.Fprintf(w, "kept %s whose home holds a sign-in or settings: %s (mosaic rm NAME, or mosaic gc --homes)\n",
+							plural(len(kept), "ended session"), strings.Join(kept, ", "))
 					}
 				})
 				return nil
@@ -384,4 +419,18 @@ func printLandlockRows(w io.Writer) {
 		}
 	}
 	tw.Flush()
+}
+
+func orNone(s string) string {
+	if s == "-" {
+		return "none"
+	}
+	return s
+}
+
+func percent(n *uint64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d%%", *n)
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -84,11 +86,24 @@ func logsCommand(out *output) *cli.Command {
 					first = append(first, "--since", v)
 				}
 				if !c.Bool("follow") || !s.Running() {
-					return journalctl(first)
+					err = journalctl(first)
+				} else {
+					err = follow(ctx, m, name, first, base)
 				}
-				return follow(ctx, m, name, first, base)
+				warnDropped(s)
+				return err
 			})
 		},
+	}
+}
+
+// warnDropped says on stderr when journald dropped lines since s started.
+func warnDropped(s manager.Session) {
+	if s.Since == nil || s.Kind == units.KindScope {
+		return
+	}
+	if n := journalDropped(*s.Since); n > 0 {
+		fmt.Fprintln(os.Stderr, "mosaic: warning: "+droppedWarning(n))
 	}
 }
 
@@ -107,7 +122,7 @@ func follow(ctx context.Context, m *manager.Manager, name string, first, base []
 	go func() { ended <- m.WaitEnded(ctx, name) }()
 	args := first
 	for {
-		if err := journalctl(append(args, cursor)); err != nil {
+		if err := journalctl(append(args, cursor)); err != nil && err != errNoEntries {
 			return err
 		}
 		if _, err := os.Stat(filepath.Join(dir, "cursor")); err == nil {
@@ -116,11 +131,19 @@ func follow(ctx context.Context, m *manager.Manager, name string, first, base []
 		select {
 		case <-ended:
 			time.Sleep(flushGrace)
-			return journalctl(append(args, cursor))
+			if err := journalctl(append(args, cursor)); err != errNoEntries {
+				return err
+			}
+			return nil
 		case <-time.After(followPoll):
 		}
 	}
 }
+
+// errNoEntries is journalctl's answer, with --cursor-file, while nothing
+// matches: systemd 252's exits 1 without a word (it has no cursor to
+// write), e.g. for a session that has not written its first line yet.
+var errNoEntries = errors.New("no journal entries yet")
 
 // journalctl runs journalctl with args onto stdout.
 func journalctl(args []string) error {
@@ -139,6 +162,9 @@ func journalctl(args []string) error {
 			return errcode.NoJournal.New("cannot run journalctl: %v (install systemd's journalctl)", err)
 		}
 		msg := strings.TrimSpace(stderr.String())
+		if msg == "" && cmd.ProcessState.ExitCode() == 1 && slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--cursor-file=") }) {
+			return errNoEntries
+		}
 		if msg == "" {
 			msg = err.Error()
 		}

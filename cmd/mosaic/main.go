@@ -23,6 +23,7 @@ import (
 
 	"mosaic/manager"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 )
 
 func main() {
@@ -35,10 +36,8 @@ func main() {
 		case records.EndedStage: // the unit's ExecStopPost
 			records.EndedMain(os.Args[2:], os.Getenv)
 			os.Exit(0)
-		case "egress": // a session's egress proxy unit
-			err := sandbox.ServeEgressMain(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) })
-			fmt.Fprintf(os.Stderr, "mosaic egress: %v\n", err)
-			os.Exit(1)
+		case egress.Stage: // a session's egress proxy unit
+			os.Exit(egress.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
 		case sandbox.ShimStage:
 			err := sandbox.ShimMain(os.Args[2:])
 			fmt.Fprintf(os.Stderr, "mosaic: refusing to build the sandbox: %v\n", err)
@@ -70,7 +69,7 @@ func newApp(out *output) *cli.App {
 		ExitErrHandler:            func(*cli.Context, error) {},
 		OnUsageError:              usageError,
 		Commands: []*cli.Command{
-			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), logsCommand(out), rmCommand(out), gcCommand(out), profilesCommand(out), doctorCommand(out), busCommand(out), versionCommand(out),
+			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), logsCommand(out), rmCommand(out), gcCommand(out), profilesCommand(out), loginCommand(out), homeCommand(out), doctorCommand(out), busCommand(out), versionCommand(out),
 			completionCommand(out),
 		},
 	}

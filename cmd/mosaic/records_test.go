@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +154,61 @@ func TestLogs(t *testing.T) {
 	}
 	if r := mosaic(t, "logs", "t-never-was"); r.code != 3 {
 		t.Errorf("logs of an unknown session: exit %d, want 3", r.code)
+	}
+}
+
+// TestLogsFollowBeforeFirstLine: logs -f of a session that has written
+// nothing yet waits for its lines. journalctl 252 exits 1 without a word when
+// given a cursor file and nothing matches, which mosaic took for an error
+// ("journalctl refused"); TestLogs met it by chance, this test every time.
+func TestLogsFollowBeforeFirstLine(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--", "sh", "-c", `sleep 1; echo late`)
+	if r := mustMosaic(t, "logs", "-f", name); r.stdout != "late\n" {
+		t.Errorf("logs -f printed %q, want the line written after it began", r.stdout)
+	}
+	silent := sessionName(t)
+	mustMosaic(t, "start", "--name", silent, "--workspace", workspace(t), "--", "sleep", "1")
+	if r := mustMosaic(t, "logs", "-f", silent); r.stdout != "" {
+		t.Errorf("logs -f of a silent session printed %q", r.stdout)
+	}
+}
+
+// gc keeps an ended session whose home holds something (an agent's
+// sign-in) and names it; --homes removes it too (issue 17, item 11). Not
+// parallel: gc touches every ended session of the user.
+func TestGCKeepsHomes(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	signedIn := sessionName(t)
+	mustMosaic(t, "start", "--name", signedIn, "--workspace", ws, "--", "sh", "-c", `echo token > "$HOME/.credentials"`)
+	eventually(t, 5*time.Second, "the session to end", func() bool {
+		return strings.Contains(mosaic(t, "status", signedIn).stdout, "inactive")
+	})
+	var doc struct{ Removed, Kept []string }
+	if err := json.Unmarshal([]byte(mustMosaic(t, "gc", "--json").stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(doc.Kept, signedIn) || slices.Contains(doc.Removed, signedIn) {
+		t.Errorf("gc: %+v; want %s kept", doc, signedIn)
+	}
+	home := filepath.Join(stateRoot(), "sessions", signedIn, "home", ".credentials")
+	if _, err := os.Stat(home); err != nil {
+		t.Fatalf("gc removed the kept home: %v", err)
+	}
+	if out := mustMosaic(t, "gc").stdout; !strings.Contains(out, "kept 1 ended session") && !strings.Contains(out, signedIn) {
+		t.Errorf("gc does not say what it kept: %q", out)
+	}
+	doc.Removed, doc.Kept = nil, nil
+	if err := json.Unmarshal([]byte(mustMosaic(t, "gc", "--homes", "--json").stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(doc.Removed, signedIn) {
+		t.Errorf("gc --homes: %+v; want %s removed", doc, signedIn)
+	}
+	if _, err := os.Stat(home); !os.IsNotExist(err) {
+		t.Errorf("gc --homes left the home: %v", err)
 	}
 }

@@ -1,9 +1,13 @@
 package main
 
+// Issue 13's seams: a bound path is the object mosaic checked (13.1), one
+// deny-list for every path (13.2, 18.1), the files the host later executes
+// (13.3). Each attack is first shown to work against a weakened mosaic or on
+// the host, then shown to fail.
+
 import (
 	"bytes"
-	"fmt"
-	"io"
+	"crypto/sha256"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,392 +15,406 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"mosaic/sandbox/syscallprobe"
 )
-
-// Issue 13, items 4 and 5: what the session's init was given, and the
-// kernel's attack surface. Each attack is first made against a build whose
-// defences are off (-tags mosaic_weakened, a build only tests make), where
-// it must work, then against mosaic, where it must fail.
 
 var (
-	weakOnce sync.Once
-	weakBin  string
-	weakErr  error
+	hookedOnce sync.Once
+	hookedBin  string
+	hookedErr  error
 )
 
-// weakenedMosaic builds mosaic with the init dumpable, the shim passing the
-// unit's whole environment to bwrap and no syscall filter.
-func weakenedMosaic(t *testing.T) string {
+// hookedMosaic is mosaic built with the test hooks (-tags mosaic_testhooks):
+// MOSAIC_TEST_PAUSE_AFTER_CHECK and MOSAIC_TEST_SKIP_BIND_IDENTITY.
+func hookedMosaic(t *testing.T) string {
 	t.Helper()
-	weakOnce.Do(func() {
-		weakBin = filepath.Join(filepath.Dir(mosaicBin), "mosaic-weakened")
-		build := exec.Command("go", "build", "-tags", "mosaic_weakened", "-o", weakBin, ".")
+	hookedOnce.Do(func() {
+		hookedBin = filepath.Join(filepath.Dir(mosaicBin), "mosaic-hooked")
+		build := exec.Command("go", "build", "-tags", "mosaic_testhooks", "-o", hookedBin, ".")
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
-			weakErr = fmt.Errorf("building the weakened mosaic: %v\n%s", err, out)
+			hookedErr = err
+			hookedBin = string(out)
 		}
 	})
-	if weakErr != nil {
-		t.Fatal(weakErr)
+	if hookedErr != nil {
+		t.Fatalf("building the hooked mosaic: %v\n%s", hookedErr, hookedBin)
 	}
-	return weakBin
+	return hookedBin
 }
 
-func mosaicAs(t *testing.T, bin string, args ...string) result {
+// runPaused runs the hooked mosaic, which pauses once it has checked the
+// request's paths; swap runs in that pause, then mosaic goes on.
+func runPaused(t *testing.T, env []string, swap func(), args ...string) result {
 	t.Helper()
-	return runResult(t, exec.Command(bin, args...))
-}
-
-// probeInWorkspace copies this test binary into ws, where a session can run
-// it (its probe- modes, see probeMain).
-func probeInWorkspace(t *testing.T, ws string) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
+	fifo := filepath.Join(t.TempDir(), "pause")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.Open(self)
-	if err != nil {
+	cmd := exec.Command(hookedMosaic(t), args...)
+	cmd.Env = append(append(os.Environ(), env...), "MOSAIC_TEST_PAUSE_AFTER_CHECK="+fifo)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
-	dst := filepath.Join(ws, "probe")
-	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(f, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
-
-// probeMain is this test binary run inside a session:
-//
-//	probe-pid1 HALF1 HALF2 [OUT]  what the command can learn from PID 1, and
-//	                              whether HALF1+HALF2 is in any environ
-//	probe-syscalls                syscallprobe's calls, and TIOCSTI on stdin
-//
-// The marker comes in halves so that no command line holds it.
-func probeMain(mode string, args []string) int {
-	var b strings.Builder
-	switch mode {
-	case "probe-pid1":
-		if len(args) < 2 {
-			return 2
-		}
-		secret := []byte(args[0] + args[1])
-		answer := func(what string, err error) {
-			if err != nil {
-				fmt.Fprintf(&b, "%s denied\n", what)
-			} else {
-				fmt.Fprintf(&b, "%s allowed\n", what)
-			}
-		}
-		_, err := os.ReadFile("/proc/1/environ")
-		answer("environ", err)
-		mem, err := os.Open("/proc/1/mem")
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for paused := false; !paused; {
+		// Opening for writing succeeds once mosaic reads: it has checked.
+		fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err == nil {
-			mem.Close()
-		}
-		answer("mem", err)
-		answer("ptrace", unix.PtraceSeize(1)) // the tracer's exit detaches it
-		found := "none"
-		dirs, _ := filepath.Glob("/proc/[0-9]*")
-		for _, d := range dirs {
-			if env, err := os.ReadFile(d + "/environ"); err == nil && bytes.Contains(env, secret) {
-				found = filepath.Base(d)
-			}
-		}
-		fmt.Fprintf(&b, "leak %s\n", found)
-		if len(args) > 2 {
-			if err := os.WriteFile(args[2], []byte(b.String()), 0o644); err != nil {
-				return 1
-			}
-			time.Sleep(5 * time.Minute)
-			return 0
-		}
-	case "probe-syscalls":
-		b.WriteString(syscallprobe.Run(syscallprobe.Probes) + syscallprobe.Run(syscallprobe.Allowed))
-		if _, err := unix.IoctlGetTermios(0, unix.TCGETS); err == nil {
-			c := byte('\n') // a newline, pushed into the session's own terminal: harmless
-			_, _, e := unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCSTI, uintptr(unsafe.Pointer(&c)))
-			fmt.Fprintf(&b, "tiocsti-stdin %s\n", syscallprobe.Name(e))
-		}
-	case "probe-ldisc": // OUT exit|wait: N_NULL on stdin, then OUT says what stdin's modes were
-		if len(args) < 2 {
-			return 2
-		}
-		echo := "echo-unknown"
-		if tio, err := unix.IoctlGetTermios(0, unix.TCGETS); err == nil && tio.Lflag&unix.ECHO == 0 {
-			echo = "echo-off"
-		}
-		if err := unix.IoctlSetPointerInt(0, unix.TIOCSETD, nNull); err != nil {
-			fmt.Fprintf(os.Stderr, "TIOCSETD N_NULL: %v\n", err)
-			return 1
-		}
-		if err := os.WriteFile(args[0], []byte(echo+"\n"), 0o644); err != nil {
-			return 1
-		}
-		if args[1] == "wait" {
-			time.Sleep(5 * time.Minute)
-		}
-		return 0
-	default:
-		return 2
-	}
-	fmt.Print(b.String())
-	return 0
-}
-
-func answers(out string) map[string]string {
-	got := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(strings.ReplaceAll(out, "\r", "")), "\n") {
-		if i := strings.LastIndex(l, " "); i > 0 {
-			got[l[:i]] = l[i+1:]
-		}
-	}
-	return got
-}
-
-// unitEnvirons reads, from the host, the initial environment of every
-// process of a unit whose environment the host may read: not the init's
-// once it is non-dumpable (unreadable counts those). bwrap's monitor holds
-// the environment bwrap started the init with.
-func unitEnvirons(t *testing.T, unit string) (envs map[string][]byte, unreadable int) {
-	t.Helper()
-	cg := unitProperty(t, unit, "ControlGroup")
-	var procs []byte
-	for _, root := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
-		if b, err := os.ReadFile(filepath.Join(root, cg, "cgroup.procs")); err == nil {
-			procs = b
-			break
-		}
-	}
-	envs = map[string][]byte{}
-	for _, pid := range strings.Fields(string(procs)) {
-		env, err := os.ReadFile("/proc/" + pid + "/environ")
-		if os.IsPermission(err) {
-			unreadable++
+			swap()
+			unix.Close(fd)
+			paused = true
 			continue
 		}
-		if err != nil {
-			t.Fatalf("reading the environment of %s's process %s from the host: %v", unit, pid, err)
+		select {
+		case <-done:
+			t.Fatalf("mosaic %v ended before its check was done: exit %d\n%s%s", args, cmd.ProcessState.ExitCode(), out.String(), errb.String())
+		case <-time.After(2 * time.Millisecond):
 		}
-		envs[pid] = env
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("mosaic never paused after its check")
+		}
 	}
-	if len(envs)+unreadable != 3 {
-		t.Fatalf("%s has processes %q: want three, bwrap (once the shim), the init and the command", unit, procs)
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("mosaic did not end")
 	}
-	return envs, unreadable
+	return result{out.String(), errb.String(), cmd.ProcessState.ExitCode()}
 }
 
-// TestInitQuiet: a session cannot read the init's environment or memory,
-// cannot trace it, and finds what the user manager holds for every unit
-// (systemctl --user set-environment) in no process of the sandbox, the
-// init's initial environment and bwrap's included.
-func TestInitQuiet(t *testing.T) {
-	needRig(t)
-	weak := weakenedMosaic(t)
-	secret := "secret-x-" + randomHex() + randomHex()
-	systemctl(t, "set-environment", "SECRET_X="+secret)
-	t.Cleanup(func() { systemctl(t, "unset-environment", "SECRET_X") })
-	if !strings.Contains(systemctl(t, "show-environment"), "SECRET_X="+secret) {
-		t.Fatal("the user manager does not hold SECRET_X")
-	}
-	half := len(secret) / 2
-	for _, tc := range []struct {
-		label, bin string
-		want       string
-	}{
-		{"weakened", weak, "allowed"},
-		{"mosaic", mosaicBin, "denied"},
-	} {
-		t.Run(tc.label+"-service", func(t *testing.T) {
-			ws := workspace(t)
-			probe := probeInWorkspace(t, ws)
-			name := sessionName(t)
-			out := filepath.Join(ws, "probe.out")
-			r := mosaicAs(t, tc.bin, "start", "--name", name, "-w", ws, "--", probe, "probe-pid1", secret[:half], secret[half:], out)
-			if r.code != 0 {
-				t.Fatalf("start: exit %d: %s", r.code, r.stderr)
-			}
-			eventually(t, 10*time.Second, "the probe's answers", func() bool {
-				b, err := os.ReadFile(out)
-				return err == nil && strings.Contains(string(b), "leak ")
-			})
-			b, _ := os.ReadFile(out)
-			got := answers(string(b))
-			for _, what := range []string{"environ", "mem", "ptrace"} {
-				if got[what] != tc.want {
-					t.Errorf("%s of PID 1 from inside: %s, want %s", what, got[what], tc.want)
-				}
-			}
-			if tc.want == "allowed" && got["leak"] == "none" {
-				t.Errorf("the weakened session found SECRET_X in no environ: the probe proves nothing")
-			}
-			if tc.want == "denied" && got["leak"] != "none" {
-				t.Errorf("SECRET_X is in the environ of PID %s inside", got["leak"])
-			}
-			envs, unreadable := unitEnvirons(t, "mosaic-"+name+".service")
-			if want := map[string]int{"allowed": 0, "denied": 1}[tc.want]; unreadable != want {
-				t.Errorf("%d processes of the unit are non-dumpable, want %d (the init)", unreadable, want)
-			}
-			leaked := 0
-			for pid, env := range envs {
-				if bytes.Contains(env, []byte(secret)) {
-					leaked++
-					t.Logf("process %s of the unit holds SECRET_X", pid)
-				}
-			}
-			if (leaked > 0) != (tc.want == "allowed") {
-				t.Errorf("%d processes of the unit hold SECRET_X in their initial environment", leaked)
-			}
-			mosaicAs(t, tc.bin, "stop", "--timeout", "2s", name)
-		})
-		t.Run(tc.label+"-scope", func(t *testing.T) {
-			ws := workspace(t)
-			probe := probeInWorkspace(t, ws)
-			r := mosaicAs(t, tc.bin, "run", "--scope", "-w", ws, "--", probe, "probe-pid1", secret[:half], secret[half:])
-			if r.code != 0 {
-				t.Fatalf("run --scope: exit %d: %s", r.code, r.stderr)
-			}
-			got := answers(r.stdout)
-			for _, what := range []string{"environ", "mem", "ptrace"} {
-				if got[what] != tc.want {
-					t.Errorf("%s of PID 1 from inside a scope: %s, want %s", what, got[what], tc.want)
-				}
-			}
-		})
-	}
-}
-
-// TestSyscallFilterInSession: every call the filter denies reaches the
-// kernel on the host and in a weakened session, and gets EPERM in a
-// session; TIOCSTI on the session's own terminal is refused; the calls a
-// nested sandbox needs still work, and so does bwrap inside a session.
-func TestSyscallFilterInSession(t *testing.T) {
-	needRig(t)
-	weak := weakenedMosaic(t)
-	ws := workspace(t)
-	probe := probeInWorkspace(t, ws)
-	hostOut, err := exec.Command(probe, "probe-syscalls").Output()
-	if err != nil {
-		t.Fatalf("probing on the host: %v", err)
-	}
-	host := answers(string(hostOut))
-	inSession := func(bin string) map[string]string {
-		t.Helper()
-		r := mosaicAs(t, bin, "run", "-w", ws, "--", probe, "probe-syscalls")
-		if r.code != 0 {
-			t.Fatalf("probing in a session: exit %d: %s", r.code, r.stderr)
-		}
-		return answers(r.stdout)
-	}
-	weakened, filtered := inSession(weak), inSession(mosaicBin)
-	reached := 0
-	for _, p := range syscallprobe.Probes {
-		if host[p.Name] != "EPERM" {
-			reached++
-			if weakened[p.Name] == "EPERM" {
-				t.Errorf("%s: EPERM in a weakened session but %s on the host: the probe cannot tell the filter", p.Name, host[p.Name])
-			}
-		}
-		if filtered[p.Name] != "EPERM" {
-			t.Errorf("%s (row %s) in a session: %s, want EPERM (host %s)", p.Name, p.Row, filtered[p.Name], host[p.Name])
-		}
-	}
-	if reached < 15 {
-		t.Errorf("only %d probes reached the kernel on the host: the probes prove nothing", reached)
-	}
-	for _, p := range syscallprobe.Allowed {
-		if filtered[p.Name] != weakened[p.Name] {
-			t.Errorf("%s: %s in a session, %s without the filter: it must pass", p.Name, filtered[p.Name], weakened[p.Name])
-		}
-	}
-
-	t.Run("tiocsti", func(t *testing.T) {
-		for _, tc := range []struct{ bin, want string }{{weak, "0"}, {mosaicBin, "EPERM"}} {
-			r := startOnPTYAs(t, tc.bin, 24, 80, "run", "--pty", "-w", ws, "--", probe, "probe-syscalls")
-			select {
-			case <-r.exited:
-			case <-time.After(30 * time.Second):
-				t.Fatal("mosaic run --pty did not end")
-			}
-			if got := answers(r.output())["tiocsti-stdin"]; got != tc.want {
-				t.Errorf("%s: TIOCSTI on the session's terminal: %q, want %s", filepath.Base(tc.bin), got, tc.want)
-			}
-		}
-	})
-
-	t.Run("nested-bwrap", func(t *testing.T) {
-		bwrap, err := exec.LookPath("bwrap")
-		if err != nil {
-			t.Fatal(err)
-		}
-		nested := []string{bwrap, "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-			"--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--unshare-all", "--die-with-parent", "--", "/usr/bin/true"}
-		r := mosaic(t, append([]string{"run", "-w", ws, "--"}, nested...)...)
-		if r.code != 0 {
-			t.Errorf("bwrap inside a session: exit %d: %s%s", r.code, r.stdout, r.stderr)
-		}
-		r = mosaic(t, "run", "-w", ws, "--", "unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "true")
-		if r.code != 0 {
-			t.Errorf("unshare inside a session: exit %d: %s%s", r.code, r.stdout, r.stderr)
-		}
-	})
-}
-
-// TestSeccompAllowProfile: a profile's SeccompAllow= lifts its rows for its
-// sessions (and status says so), an unknown or fixed row is refused as bad
-// input before anything starts.
-func TestSeccompAllowProfile(t *testing.T) {
-	needRig(t)
-	ws := workspace(t)
-	probe := probeInWorkspace(t, ws)
-	dir := filepath.Join(configDir(), "mosaic", "profiles")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	profile := func(line string) string {
-		name := "seccomp-" + randomHex()
-		path := filepath.Join(dir, name+".conf")
-		if err := os.WriteFile(path, []byte("[Profile]\n"+line+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBindIdentityRace (13.1): a directory on a bound path is swapped for a
+// symlink to a decoy "home" between mosaic's check and systemd's and bwrap's
+// mounts, for the workspace, an ancestor of it, --ro and --rw, as a service
+// and as a scope. A mosaic that records no identities shows the decoy every
+// time; mosaic shows only the checked directory or refuses.
+func TestBindIdentityRace(t *testing.T) {
+	needRig(t)
+	type attack struct {
+		name string
+		// args are mosaic run's session flags given sub (the directory
+		// swapped) and other (a harmless workspace); read is the directory
+		// whose "which" the command prints; swapped is the path replaced.
+		args    func(sub, other string) []string
+		read    func(sub string) string
+		swapped func(sub string) string
+	}
+	attacks := []attack{
+		{"workspace", func(sub, _ string) []string { return []string{"-w", sub} },
+			func(sub string) string { return sub }, func(sub string) string { return sub }},
+		{"ancestor of the workspace", func(sub, _ string) []string { return []string{"-w", filepath.Join(sub, "inner")} },
+			func(sub string) string { return filepath.Join(sub, "inner") }, func(sub string) string { return sub }},
+		{"--ro", func(sub, other string) []string { return []string{"-w", other, "--ro", sub} },
+			func(sub string) string { return sub }, func(sub string) string { return sub }},
+		{"--rw", func(sub, other string) []string { return []string{"-w", other, "--rw", sub} },
+			func(sub string) string { return sub }, func(sub string) string { return sub }},
+	}
+	for _, kind := range []string{"service", "scope"} {
+		for _, a := range attacks {
+			for _, weak := range []bool{true, false} {
+				label := kind + "/" + a.name + "/identity checked"
+				if weak {
+					label = kind + "/" + a.name + "/no identity (weakened)"
+				}
+				t.Run(label, func(t *testing.T) {
+					base := workspace(t)
+					sub, other := filepath.Join(base, "ws", "sub"), filepath.Join(base, "other")
+					decoy := filepath.Join(base, "decoy-home")
+					for dir, which := range map[string]string{sub: "checked", filepath.Join(sub, "inner"): "checked",
+						decoy: "decoy", filepath.Join(decoy, "inner"): "decoy", other: "other"} {
+						writeFile(t, filepath.Join(dir, "which"), which+"\n")
+					}
+					link := filepath.Join(base, "ws", ".swap")
+					if err := os.Symlink(decoy, link); err != nil {
+						t.Fatal(err)
+					}
+					swap := func() {
+						if err := unix.Renameat2(unix.AT_FDCWD, link, unix.AT_FDCWD, a.swapped(sub), unix.RENAME_EXCHANGE); err != nil {
+							t.Errorf("swap: %v", err)
+						}
+					}
+					var env []string
+					if weak {
+						env = []string{"MOSAIC_TEST_SKIP_BIND_IDENTITY=1"}
+					}
+					// The workspace's host-executed entries are protected
+					// by binds of their own (checked alike): left out here,
+					// so that only the workspace's and the binds' are raced.
+					args := []string{"run", "--allow-write-host-exec"}
+					if kind == "scope" {
+						args = append(args, "--scope")
+					}
+					args = append(append(args, a.args(sub, other)...), "--", "cat", filepath.Join(a.read(sub), "which"))
+					r := runPaused(t, env, swap, args...)
+					if weak {
+						if r.stdout != "decoy\n" {
+							t.Fatalf("the attack did not work against the weakened mosaic, so this test proves nothing: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+						}
+						return
+					}
+					if strings.Contains(r.stdout, "decoy") {
+						t.Fatalf("the session saw the decoy: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+					}
+					if r.code == 0 && r.stdout != "checked\n" {
+						t.Errorf("exit 0 with stdout %q: want the checked directory", r.stdout)
+					}
+					if r.code != 0 && !strings.Contains(r.stderr, "after mosaic checked it") {
+						t.Errorf("refused without the reason: exit %d stderr %q", r.code, r.stderr)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestDenyList (13.2, 18.1): each refused as workspace and as bind, exit 2;
+// each path is first shown to exist on the host, so a refusal is the list's.
+func TestDenyList(t *testing.T) {
+	needRig(t)
+	home := homeDir()
+	cfg := filepath.Join(home, ".config")
+	for _, d := range []string{filepath.Join(cfg, "mosaic"), filepath.Join(cfg, "systemd", "user"), filepath.Join(home, ".ssh")} {
+		os.MkdirAll(d, 0o700)
+	}
+	for _, path := range []string{"/proc", "/proc/1", "/sys", "/dev", cfg, filepath.Join(cfg, "systemd"), filepath.Join(home, ".ssh"), filepath.Join(home, ".config", "mosaic")} {
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("%s is not there on the host: %v", path, err)
+		}
+		for _, flags := range [][]string{{"-w", path}, {"-w", workspace(t), "--ro", path}, {"-w", workspace(t), "--rw", path}} {
+			r := mosaic(t, append(append([]string{"run", "--json"}, flags...), "--", "true")...)
+			code, msg := jsonError(t, r)
+			want := "bad-bind"
+			if flags[0] == "-w" && flags[1] == path {
+				want = "bad-workspace"
+			}
+			if r.code != 2 || code != want {
+				t.Errorf("%v: exit %d code %s (%s), want 2 %s", flags, r.code, code, msg, want)
+			}
+		}
+	}
+}
+
+// TestPlantedSymlink (13.2): a session plants ws/sub -> a directory out of
+// its workspace; the user's later `-w ws/sub` or `--ro ws/sub` is refused,
+// while naming the real path works.
+func TestPlantedSymlink(t *testing.T) {
+	needRig(t)
+	ws, elsewhere := workspace(t), workspace(t)
+	writeFile(t, filepath.Join(elsewhere, "secret"), "s\n")
+	mustMosaic(t, "run", "-w", ws, "--", "ln", "-s", elsewhere, filepath.Join(ws, "sub"))
+	if b, err := os.ReadFile(filepath.Join(ws, "sub", "secret")); err != nil || string(b) != "s\n" {
+		t.Fatalf("the planted link does not lead to the secret on the host: %v", err)
+	}
+	for _, flags := range [][]string{{"-w", filepath.Join(ws, "sub")}, {"-w", ws, "--ro", filepath.Join(ws, "sub")}} {
+		r := mosaic(t, append(append([]string{"run", "--json"}, flags...), "--", "true")...)
+		if code, msg := jsonError(t, r); r.code != 2 || !strings.Contains(msg, "planted") || !strings.Contains(msg, elsewhere) {
+			t.Errorf("%v: exit %d %s %q; want exit 2 naming the real path", flags, r.code, code, msg)
+		}
+	}
+	if r := mosaic(t, "run", "-w", elsewhere, "--", "cat", "secret"); r.code != 0 || r.stdout != "s\n" {
+		t.Errorf("the real path named: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestMosaicBinaryPinned (13.2): a --scope session whose workspace holds the
+// running mosaic binary cannot replace it, by writing, moving or moving its
+// directory; the same commands do replace a copy mosaic does not run.
+func TestMosaicBinaryPinned(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	bin := filepath.Join(ws, "tools", "bin", "mosaic")
+	decoy := filepath.Join(ws, "other", "bin", "mosaic")
+	orig, err := os.ReadFile(mosaicBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{bin, decoy} {
+		writeFile(t, p, string(orig))
+		os.Chmod(p, 0o755)
+	}
+	attack := func(target string) string {
+		d := filepath.Dir(target)
+		return `t=` + target + `; d=` + d + `
+echo evil > "$t"; mv -f "$d/../bin" "$d/../bin.old"; mv -f "$t" "$t.old"; rm -f "$t"
+mkdir -p "$d" 2>/dev/null; echo evil > "$t"; true`
+	}
+	sum := func(p string) [32]byte { b, _ := os.ReadFile(p); return sha256.Sum256(b) }
+	want := sha256.Sum256(orig)
+	cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "sh", "-c", attack(decoy)+"\n"+attack(bin))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	if sum(decoy) == want {
+		t.Fatal("the attack did not replace the copy mosaic does not run, so this test proves nothing")
+	}
+	if sum(bin) != want {
+		t.Error("a session replaced the mosaic binary that runs it")
+	}
+}
+
+// TestHostExecReadOnly (13.3): a session writes core.fsmonitor into
+// .git/config and a pre-commit hook, and moves .git aside to write a new
+// one; with --allow-write-host-exec the host's next `git status` runs it,
+// by default it runs nothing. A workspace without .git cannot get one.
+func TestHostExecReadOnly(t *testing.T) {
+	needRig(t)
+	attack := func(ws string) string {
+		mark := filepath.Join(ws, "MARK")
+		return `git config core.fsmonitor "touch ` + mark + `; false"
+mkdir -p .git/hooks; printf '#!/bin/sh\ntouch ` + mark + `\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit
+mv .git .git.old 2>/dev/null && git init -q . && git config core.fsmonitor "touch ` + mark + `; false"
+true`
+	}
+	git := func(ws string, args ...string) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = ws
+		cmd.Run()
+	}
+	for _, optOut := range []bool{true, false} {
+		ws := workspace(t)
+		git(ws, "init", "-q")
+		args := []string{"run", "-w", ws}
+		if optOut {
+			args = append(args, "--allow-write-host-exec")
+		}
+		mosaic(t, append(args, "--", "sh", "-c", attack(ws))...)
+		os.Remove(filepath.Join(ws, "MARK")) // the session may write it itself: only the host's run counts
+		git(ws, "status")
+		_, err := os.Stat(filepath.Join(ws, "MARK"))
+		if optOut && err != nil {
+			t.Fatal("with --allow-write-host-exec the host's git status did not run the session's fsmonitor, so this test proves nothing")
+		}
+		if !optOut && err == nil {
+			t.Error("the host's git status ran what a session wrote")
+		}
+	}
+	// No .git: the session cannot make one.
+	ws := workspace(t)
+	mosaic(t, "run", "-w", ws, "--", "sh", "-c", `git init -q . ; git config core.fsmonitor "touch `+filepath.Join(ws, "MARK")+`; false"; true`)
+	os.Remove(filepath.Join(ws, "MARK"))
+	git(ws, "status")
+	if _, err := os.Stat(filepath.Join(ws, "MARK")); err == nil {
+		t.Error("the host's git status ran the config of a repository the session made")
+	}
+	// Status names each protected entry with its reason.
+	ws = workspace(t)
+	git(ws, "init", "-q")
+	name := sessionName(t)
+	mustMosaic(t, "start", "--name", name, "-w", ws, "--", "sleep", "300")
+	st := mustMosaic(t, "status", name).stdout
+	for _, p := range []string{".git/config", ".git/hooks"} {
+		if !strings.Contains(st, filepath.Join(ws, p)) || !strings.Contains(st, "git on the host runs") {
+			t.Errorf("status lacks %s with its reason:\n%s", p, st)
+		}
+	}
+}
+
+// TestBindIdentityRaceThroughTheBus (13.1): the issue's attack. A
+// --may-launch session asks the bus to launch a session on a directory of
+// its workspace and swaps that directory for a symlink to a decoy "home"
+// while the bus is between its check and systemd's mounts. Against a bus
+// that sends no identities the launched session writes into the decoy;
+// against mosaic it is refused, and nothing reaches the decoy.
+func TestBindIdentityRaceThroughTheBus(t *testing.T) {
+	needBusRig(t)
+	bin := hookedMosaic(t)
+	for _, weak := range []bool{true, false} {
+		root := workspace(t)
+		sub := filepath.Join(root, "ws", "sub")
+		decoy := filepath.Join(workspace(t), "decoy-home")
+		writeFile(t, filepath.Join(sub, "which"), "checked\n")
+		writeFile(t, filepath.Join(decoy, "which"), "decoy\n")
+		// A launched session's .git is protected by a bind of its own,
+		// which would fail on a decoy without one, hiding the attack.
+		os.MkdirAll(filepath.Join(decoy, ".git"), 0o755)
+		link := filepath.Join(root, "ws", ".swap")
+		if err := os.Symlink(decoy, link); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { os.Remove(path) })
-		return name
-	}
-	lifted := profile("SeccompAllow=io_uring perf")
-	name := sessionName(t)
-	r := mosaic(t, "run", "--name", name, "--profile", lifted, "-w", ws, "--", probe, "probe-syscalls")
-	if r.code != 0 {
-		t.Fatalf("run with a lifting profile: exit %d: %s", r.code, r.stderr)
-	}
-	got := answers(r.stdout)
-	for _, c := range []string{"io_uring_setup", "perf_event_open"} {
-		if got[c] == "EPERM" {
-			t.Errorf("%s: EPERM with its row lifted", c)
+		fifo := filepath.Join(workspace(t), "pause")
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if got["bpf"] != "EPERM" {
-		t.Errorf("bpf: %s, want EPERM (its row was not lifted)", got["bpf"])
-	}
-	if s := mustMosaic(t, "status", name).stdout; !strings.Contains(s, "every row but io_uring, perf") {
-		t.Errorf("status does not say which rows were lifted:\n%s", s)
-	}
-	for _, line := range []string{"SeccompAllow=nope", "SeccompAllow=terminal-injection"} {
-		r := mosaic(t, "run", "--json", "--profile", profile(line), "-w", ws, "--", "true")
-		if code, _ := jsonError(t, r); r.code != 2 || code != "bad-profile" {
-			t.Errorf("%s: exit %d code %q, want 2 bad-profile", line, r.code, code)
+		cfg := filepath.Join(configDir(), "mosaic", "bus.conf")
+		writeFile(t, cfg, "[Launch]\nProfile=generic 4\nWorkspaceRoot="+root+"\n")
+		t.Cleanup(func() { os.Remove(cfg) })
+		systemctl(t, "set-environment", "MOSAIC_TEST_PAUSE_AFTER_CHECK="+fifo)
+		if weak {
+			systemctl(t, "set-environment", "MOSAIC_TEST_SKIP_BIND_IDENTITY=1")
+		} else {
+			systemctl(t, "unset-environment", "MOSAIC_TEST_SKIP_BIND_IDENTITY")
+		}
+		t.Cleanup(func() {
+			systemctl(t, "unset-environment", "MOSAIC_TEST_PAUSE_AFTER_CHECK", "MOSAIC_TEST_SKIP_BIND_IDENTITY")
+		})
+		if r := installScript(t, "--mosaic", bin); r.code != 0 {
+			t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		t.Cleanup(func() { installScript(t, "--uninstall") })
+		systemctl(t, "restart", "mosaic-bus.service")
+
+		child := sessionName(t)
+		pm := exec.Command(mosaicBin, "run", "--may-launch", "-w", root, "--", "sh", "-c",
+			`mosaic bus launch --json --name `+child+` -w `+sub+` --profile generic -- sh -c 'cat which > seen; sleep 300'; echo "rc=$?"`)
+		var out bytes.Buffer
+		pm.Stdout, pm.Stderr = &out, &out
+		if err := pm.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { pm.Wait(); close(done) }()
+		swapped := false
+		for deadline := time.Now().Add(30 * time.Second); !swapped && time.Now().Before(deadline); {
+			fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+			if err != nil {
+				time.Sleep(2 * time.Millisecond)
+				continue
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, link, unix.AT_FDCWD, sub, unix.RENAME_EXCHANGE); err != nil {
+				t.Errorf("swap: %v", err)
+			}
+			unix.Close(fd)
+			swapped = true
+		}
+		<-done
+		if !swapped {
+			t.Fatalf("the bus never paused after its check:\n%s", out.String())
+		}
+		var seen []byte
+		eventually(t, 5*time.Second, "the launched session to write what it saw, or its refusal", func() bool {
+			var err error
+			seen, err = os.ReadFile(filepath.Join(decoy, "seen"))
+			return err == nil || !weak
+		})
+		if weak {
+			if string(seen) != "decoy\n" {
+				t.Fatalf("the attack did not work through a bus without identities, so this test proves nothing: %q\n%s\n%s", seen, out.String(), systemctl(t, "status", "mosaic-"+child+".service"))
+			}
+			mosaic(t, "stop", child)
+			continue
+		}
+		if seen != nil {
+			t.Fatalf("the launched session wrote into the decoy: %q\n%s", seen, out.String())
+		}
+		if !strings.Contains(out.String(), "start-failed") || !strings.Contains(out.String(), "after mosaic checked it") {
+			t.Errorf("the launch was not refused with the reason:\n%s", out.String())
 		}
 	}
 }

@@ -26,7 +26,7 @@ var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print one JSON document (erro
 
 // sessionFlags are the flags that describe a session, shared by start and run.
 func sessionFlags() []cli.Flag {
-	return append(append([]cli.Flag{
+	return append(append(append([]cli.Flag{
 		&cli.StringFlag{Name: "name", Usage: "session `NAME`: 1-63 of a-z 0-9 -, unit mosaic-NAME.service (default: from the command)"},
 		&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the `DIR` the session may change (default: the current directory)"},
 		&cli.StringSliceFlag{Name: "ro", Usage: "also show `PATH` read-only (repeatable)"},
@@ -40,8 +40,9 @@ func sessionFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also let the session reach `HOST[:PORT]` (port 443 unless given; repeatable)"},
 		&cli.StringFlag{Name: "sandbox", Usage: "the inner layer: bwrap (namespaces of its own) or landlock (for hosts where bwrap cannot run: less confined, see `mosaic doctor`) (default: the profile's, else bwrap)"},
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
+		&cli.BoolFlag{Name: "allow-write-host-exec", Usage: "let the session change the workspace's files your tools run (.git/config, .git/hooks, .vscode, .envrc, ...), read-only by default"},
 		jsonFlag,
-	)
+	), agentFlags()...)
 }
 
 // requestFrom reads a session request from the flags and arguments.
@@ -60,6 +61,12 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 		Network:     c.String("network"),
 		Sandbox:     c.String("sandbox"),
 		AllowHosts:  c.StringSlice("allow-host"),
+		SetEnv:      c.StringSlice("env"),
+		PassEnv:     c.StringSlice("pass-env"),
+		CAFile:      c.String("ca-file"),
+		SignIn:      c.Bool("sign-in"),
+
+		AllowWriteHostExec: c.Bool("allow-write-host-exec"),
 	}
 	if c.IsSet("name") && req.Name == "" {
 		return req, errcode.BadName.New("--name is empty: give a name or leave the flag out")
@@ -140,6 +147,7 @@ func startCommand(out *output) *cli.Command {
 			}
 			defer m.Close()
 			warnUnconfined(out, spec)
+			out.notes(spec.Notes)
 			s, err := m.Start(ctx, spec, secrets)
 			if ctx.Err() != nil {
 				if _, err := m.Stop(context.Background(), spec.Name, time.Second, nil); err != nil {
@@ -170,6 +178,9 @@ func startCommand(out *output) *cli.Command {
 				fmt.Fprintf(w, "  status: mosaic status %s   or   systemctl --user status %s\n", s.Name, s.Unit)
 				fmt.Fprintf(w, "  output: mosaic logs %s   or   journalctl --user -t mosaic-%s\n", s.Name, s.Name)
 				fmt.Fprintf(w, "  stop:   mosaic stop %s\n", s.Name)
+				for _, n := range spec.Notes {
+					fmt.Fprintf(w, "  note:   %s\n", n)
+				}
 			})
 			return nil
 		},
@@ -216,6 +227,7 @@ func runCommand(out *output) *cli.Command {
 				fmt.Fprintf(os.Stderr, "mosaic: session %s: workspace %s, network %s; exit the command to leave\n",
 					spec.Name, escapeControls(spec.Workspace, false), spec.Network)
 			}
+			out.notes(spec.Notes)
 			stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
 			var term *terminal
 			if req.TTY {

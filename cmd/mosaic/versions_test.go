@@ -112,9 +112,10 @@ func TestDoctorNamesTheVersion(t *testing.T) {
 }
 
 // TestRigTestNetworkShadowsNothing: the rig's test network takes no range
-// that holds an address of the machine, of /etc/hosts or of its mirrors, or
-// that a route other than the default covers, however wide (a /15 covers
-// the /24s inside it). pick-testnet is fed a machine from files.
+// that holds an address of the machine, of /etc/hosts, of a nameserver or
+// of what its registries resolve to, or that a route other than the default
+// overlaps, however wide (a /15 covers the /24s inside it). pick-testnet is
+// fed a machine from files.
 func TestRigTestNetworkShadowsNothing(t *testing.T) {
 	t.Parallel()
 	rig, err := filepath.Abs("../../contrib/rig.sh")
@@ -142,14 +143,15 @@ func TestRigTestNetworkShadowsNothing(t *testing.T) {
 		routes, addrs, hosts, resolved string
 		want                           string // "" for none free
 	}{
-		{"a bare machine takes the first", empty, empty, empty, empty, "198.51.100"},
-		{"this machine", routes, addrs, file("hosts", "127.0.0.1 localhost\n"), file("mirrors", "203.0.113.80\n"), "198.51.100"},
-		{"a /15 route covers a /24", file("r15", "default via 192.0.2.1 dev eth0\n198.50.0.0/15 via 192.0.2.1 dev eth0\n"), addrs, empty, file("m2", "203.0.113.80\n"), "198.18.0"},
-		{"a /16 route, in another table", file("r16", "blackhole 203.0.0.0/16 table 100\n198.51.100.0/25 dev eth1\n"), empty, empty, empty, "192.0.2"},
-		{"an address of the machine", empty, file("a2", "3: eth1    inet 198.51.100.7/32 scope global eth1\n"), empty, empty, "203.0.113"},
-		{"a name in /etc/hosts", empty, empty, file("h2", "# 192.0.2.9 commented\n198.51.100.80 deb.example.org\n"), empty, "203.0.113"},
-		{"another rig's veth", file("r3", "198.51.100.0/24 dev mtn42 proto kernel scope link src 198.51.100.1\n"), empty, empty, empty, "203.0.113"},
-		{"the benchmarking /15 covers the rest", file("r4", "198.18.0.0/15 dev x\n198.51.100.0/24 dev y\n"), addrs, empty, file("m3", "203.0.113.80\n"), ""},
+		{"a bare machine takes the first", empty, empty, empty, empty, "198.18.0"},
+		{"this machine", routes, addrs, file("hosts", "127.0.0.1 localhost\n"), file("mirrors", "203.0.113.80\n"), "198.18.0"},
+		{"a /15 route covers every /24 in it", file("r15", "default via 192.0.2.1 dev eth0\n198.18.0.0/15 via 192.0.2.1 dev eth0\n"), addrs, empty, file("m2", "203.0.113.80\n"), "198.51.100"},
+		{"a /16 route in another table, a /25", file("r16", "blackhole 198.18.0.0/16 table 100\n198.51.100.0/25 dev eth1\n"), empty, empty, empty, "203.0.113"},
+		{"an address of the machine", empty, file("a2", "3: eth1    inet 198.18.0.7/32 scope global eth1\n"), empty, empty, "198.18.1"},
+		{"an address in /etc/hosts", empty, empty, file("h2", "# 198.18.1.9 commented out\n198.18.0.80 deb.example.org\n"), empty, "198.18.1"},
+		{"a resolved registry", empty, empty, empty, file("m3", "198.18.0.80\n"), "198.18.1"},
+		{"another rig's veth", file("r3", "198.18.0.0/24 dev mtn42 proto kernel scope link src 198.18.0.1\n"), empty, empty, empty, "198.18.1"},
+		{"none free", file("r4", "198.18.0.0/15 dev x\n198.51.100.0/24 dev y\n"), addrs, empty, file("m4", "203.0.113.80\n"), ""},
 	}
 	for _, c := range cases {
 		cmd := exec.Command("bash", rig, "pick-testnet", "--routes", c.routes, "--addrs", c.addrs, "--hosts", c.hosts, "--resolved", c.resolved)

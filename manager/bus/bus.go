@@ -217,13 +217,18 @@ func Serve(ctx context.Context, ready func()) error {
 			b.accept(ctx, l)
 		}(l)
 	}
-	<-ctx.Done()
+	var lost error
+	select {
+	case <-ctx.Done():
+	case <-m.Done(): // deaf without systemd: exit, and be restarted
+		lost = errcode.SystemdGone.New("the connection to systemd closed: exiting so that systemd restarts the bus")
+	}
 	b.shutdown()
 	for _, l := range listeners {
 		l.Close() // also unlinks the socket file
 	}
 	wg.Wait()
-	return nil
+	return lost
 }
 
 // shutdown refuses new launches and waits for those in flight, so that

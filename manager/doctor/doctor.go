@@ -88,8 +88,8 @@ func controllersCheck(ctx context.Context, m *manager.Manager) Check {
 	mount := cgroup2Mount()
 	b, err := os.ReadFile(filepath.Join(mount, cg, "cgroup.controllers"))
 	if mount == "" || err != nil {
-		return warn("cgroup-controllers", "no cgroup v2 controllers for the user manager ("+cg+"): --memory-max, --tasks-max and --cpu-quota are set but not enforced",
-			"boot with the unified cgroup hierarchy (systemd.unified_cgroup_hierarchy=1) and delegate controllers to user@.service")
+		return warn("cgroup-controllers", "no cgroup v2 controllers for the user manager ("+cg+"): sessions' limits (mosaic's defaults, mosaic.conf, profiles, --memory-max, --tasks-max, --cpu-quota) and mosaic.slice's are set but NOT enforced: a runaway session can take the machine down",
+			"boot with the unified cgroup hierarchy: add systemd.unified_cgroup_hierarchy=1 to GRUB_CMDLINE_LINUX in /etc/default/grub, sudo update-grub, reboot; then "+delegateFix)
 	}
 	have := strings.Fields(string(b))
 	var missing []string
@@ -99,11 +99,15 @@ func controllersCheck(ctx context.Context, m *manager.Manager) Check {
 		}
 	}
 	if len(missing) > 0 {
-		return warn("cgroup-controllers", fmt.Sprintf("the user manager has %v; without %v the matching limits are set but not enforced", have, missing),
-			"delegate them: a drop-in for user@.service with Delegate=memory pids cpu, then systemctl daemon-reload")
+		return warn("cgroup-controllers", fmt.Sprintf("the user manager has %v; without %v the matching limits (mosaic's defaults included) are set but NOT enforced", have, missing),
+			delegateFix)
 	}
 	return ok("cgroup-controllers", fmt.Sprintf("%v: --memory-max, --tasks-max and --cpu-quota are enforced", have))
 }
+
+// delegateFix is how to give the user manager the controllers that enforce
+// sessions' limits.
+const delegateFix = "sudo mkdir -p /etc/systemd/system/user@.service.d && printf '[Service]\\nDelegate=cpu memory pids\\n' | sudo tee /etc/systemd/system/user@.service.d/delegate.conf && sudo systemctl daemon-reload, then log out and in"
 
 func contains(list []string, s string) bool {
 	for _, x := range list {

@@ -13,11 +13,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"mosaic/sandbox"
+	"mosaic/units/regfile"
 )
 
 // Record is what mosaic keeps about a session beside its state.
@@ -34,6 +36,9 @@ type Record struct {
 	MayLaunch   bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
 	Network     string         `json:"network,omitempty"`
 	AllowHosts  []string       `json:"allow_hosts,omitempty"`
+	// Injected are the credentials the egress proxy puts into requests,
+	// each with its hosts; the session holds only placeholders for them.
+	Injected map[string][]string `json:"injected,omitempty"`
 	// Output is where the command's stdout and stderr went: "journal"
 	// (mosaic start), or "terminal" (mosaic run: the caller's terminal or
 	// pipes, which the journal never saw).
@@ -41,6 +46,10 @@ type Record struct {
 	Sandbox string `json:"sandbox,omitempty"` // bwrap (or empty) or landlock
 	// SeccompAllow are the rows of the syscall filter the profile lifted.
 	SeccompAllow []string `json:"seccomp_allow,omitempty"`
+	// HostExecWritable: started with --allow-write-host-exec, the
+	// workspace's host-executed entries are writable.
+	HostExecWritable bool     `json:"host_exec_writable,omitempty"`
+	Environment      []string `json:"environment,omitempty"` // non-secret NAME=VALUE the session was given
 }
 
 const (
@@ -53,14 +62,29 @@ func Write(dir string, r Record) error {
 	return WriteJSONAtomic(filepath.Join(dir, recordFile), r)
 }
 
+// maxRecord bounds what is read of a record: one holds a command line and
+// binds, far below this.
+const maxRecord = 16 << 20
+
 // Read reads the record in a session's state directory.
 func Read(dir string) (Record, bool) {
+	r, err := ReadChecked(dir)
+	return r, err == nil
+}
+
+// ReadChecked reads the record in a session's state directory and says what
+// is wrong with it when it cannot: missing, not a regular file, truncated.
+// It never blocks (a FIFO in its place is refused).
+func ReadChecked(dir string) (Record, error) {
 	var r Record
-	b, err := os.ReadFile(filepath.Join(dir, recordFile))
-	if err != nil || json.Unmarshal(b, &r) != nil {
-		return r, false
+	b, err := regfile.Read(filepath.Join(dir, recordFile), true, maxRecord)
+	if err != nil {
+		return r, err
 	}
-	return r, true
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("%s is damaged: %v", recordFile, err)
+	}
+	return r, nil
 }
 
 // End is how a session ended, as systemd told its ExecStopPost (or as
@@ -80,7 +104,7 @@ func WriteEnd(dir string, e End) error {
 // ReadEnd reads end.json from a session's state directory.
 func ReadEnd(dir string) (End, bool) {
 	var e End
-	b, err := os.ReadFile(filepath.Join(dir, endFile))
+	b, err := regfile.Read(filepath.Join(dir, endFile), true, maxRecord)
 	if err != nil || json.Unmarshal(b, &e) != nil {
 		return e, false
 	}

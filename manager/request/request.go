@@ -21,6 +21,7 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 
@@ -42,7 +43,14 @@ type Request struct {
 	MayLaunch   bool     // the session may ask the bus to launch others
 	Network     string   // none, allow or host; empty: the profile's
 	AllowHosts  []string // --allow-host, added to the profile's list
+	SetEnv      []string // --env NAME=VALUE: non-secret variables
+	PassEnv     []string // --pass-env NAME: non-secret, from the caller's environment
+	CAFile      string   // --ca-file: a CA the agents trust besides the system's
+	SignIn      bool     // --sign-in: no credential needed, the agent signs in inside
 	Sandbox     string   // bwrap or landlock; empty: the profile's, else bwrap
+	// AllowWriteHostExec leaves the workspace's host-executed entries
+	// (.git/config, .git/hooks, ...: sandbox.HostExecEntries) writable.
+	AllowWriteHostExec bool
 }
 
 // RuntimeDir returns $XDG_RUNTIME_DIR, or a refusal saying how to get one.
@@ -59,6 +67,7 @@ type Paths struct {
 	Home       string // the user's home, resolved
 	RuntimeDir string // $XDG_RUNTIME_DIR, resolved
 	StateRoot  string // $XDG_STATE_HOME/mosaic, where sessions keep their state
+	Config     string // $XDG_CONFIG_HOME (~/.config); "" for ~/.config
 }
 
 // UserPaths reads the user's paths from the environment.
@@ -75,7 +84,11 @@ func UserPaths() (Paths, error) {
 	if state == "" || !filepath.IsAbs(state) {
 		state = filepath.Join(home, ".local", "state")
 	}
-	p := Paths{Home: Resolve(home), RuntimeDir: Resolve(rt), StateRoot: filepath.Join(Resolve(state), "mosaic")}
+	cfg := os.Getenv("XDG_CONFIG_HOME")
+	if cfg == "" || !filepath.IsAbs(cfg) {
+		cfg = filepath.Join(home, ".config")
+	}
+	p := Paths{Home: Resolve(home), RuntimeDir: Resolve(rt), StateRoot: filepath.Join(Resolve(state), "mosaic"), Config: Resolve(cfg)}
 	return p, nil
 }
 
@@ -128,11 +141,16 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if ws == "" {
 		ws = "."
 	}
-	real, givenAs, err := checkWorkspace(ws, p)
+	deny, err := DenyList(p)
 	if err != nil {
 		return units.Spec{}, none, err
 	}
-	rw, err := checkExtra("rw", req.ExtraRW, p)
+	wsc, err := checkWorkspace(ws, deny)
+	if err != nil {
+		return units.Spec{}, none, err
+	}
+	real, givenAs := wsc.real, wsc.givenAs
+	rw, err := checkExtra("rw", req.ExtraRW, deny)
 	if err != nil {
 		return units.Spec{}, none, err
 	}
@@ -145,6 +163,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	grant, err := credentials.Resolve(credentials.Request{
 		Profile: req.Profile, Credentials: req.Credentials, EnvFiles: req.EnvFiles,
 		ProfileDir: credentials.ProfileDir(p.Home), Command: req.Command,
+		Env: req.SetEnv, PassEnv: req.PassEnv, SignIn: req.SignIn,
 	})
 	if err != nil {
 		return units.Spec{}, none, err
@@ -155,16 +174,33 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if len(req.Command) == 0 || req.Command[0] == "" {
 		return units.Spec{}, none, errcode.NoCommand.New("no command given: put it after --, e.g. mosaic start --workspace . -- claude")
 	}
-	ro, err := checkExtra("ro", append(append([]string{}, req.ExtraRO...), grant.Profile.ReadOnly...), p)
+	ro, err := checkExtra("ro", append(append([]string{}, req.ExtraRO...), grant.Profile.ReadOnly...), deny)
+	if err != nil {
+		return units.Spec{}, none, err
+	}
+	limits, slice, err := limitsOf(req, grant.Profile, p)
 	if err != nil {
 		return units.Spec{}, none, err
 	}
 	if err := sandbox.CheckSeccompAllow(grant.Profile.SeccompAllow); err != nil {
 		return units.Spec{}, none, errcode.BadProfile.New("profile %s: %v", grant.Profile.Source, err)
 	}
-	network, allow, err := networkOf(req, grant.Profile)
+	ca, caEnv, err := caFile(req.CAFile, deny)
 	if err != nil {
 		return units.Spec{}, none, err
+	}
+	if ca != nil {
+		ro = append(ro, *ca)
+		grant.PassEnv = append(grant.PassEnv, caEnv...)
+	}
+	network, allow, err := networkOf(req, grant.Profile, grant.Allow)
+	if err != nil {
+		return units.Spec{}, none, err
+	}
+	if egress.HasLocal(allow) && !hasVar(grant.PassEnv, "NO_PROXY") {
+		// The host's loopback port is reached through the proxy: the
+		// agents must not take localhost for their own.
+		grant.PassEnv = append(grant.PassEnv, "NO_PROXY=", "no_proxy=")
 	}
 	mode, err := sandboxOf(req, grant.Profile)
 	if err != nil {
@@ -174,7 +210,28 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if name == "" {
 		name = units.GenerateName(req.Command)
 	}
+	if err := notPrivateTmp(real, realPaths(rw), realPaths(ro)); err != nil {
+		return units.Spec{}, none, err
+	}
+	if dir := commandDir(req.Command[0], real); dir != "" {
+		return units.Spec{}, none, errcode.BadCommand.New("the command %s is a directory (%s), not a program: name the program to run after --", req.Command[0], dir)
+	}
 	command, binary := resolveCommand(req.Command, real)
+	if len(grant.Args) > 0 {
+		command = append(append([]string{command[0]}, grant.Args...), command[1:]...)
+	}
+	if binary != "" {
+		more, dirs := perUserInstall(binary)
+		// Checked and pinned by identity like every other bind.
+		moreRO, err := checkExtra("ro", more, deny)
+		if err != nil {
+			return units.Spec{}, none, err
+		}
+		ro = append(ro, moreRO...)
+		if len(dirs) > 0 {
+			grant.PassEnv = append(grant.PassEnv, "PATH="+strings.Join(dirs, ":")+":"+sandbox.DefaultPath)
+		}
+	}
 	var pass []string
 	for _, kv := range grant.PassEnv {
 		n, _, _ := strings.Cut(kv, "=")
@@ -191,13 +248,15 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		RuntimeDir:  p.RuntimeDir,
 		StateDir:    p.SessionDir(name),
 		BwrapBin:    bwrapBin,
-		ExtraRO:     ro,
-		ExtraRW:     rw,
+		ExtraRO:     realPaths(ro),
+		ExtraRW:     realPaths(rw),
+		BindIDs:     bindIDs(append(append([]checked{wsc}, rw...), ro...)),
 		Env:         append(append([]string{}, req.Env...), grant.PassEnv...),
 		Pass:        pass,
 		Credentials: grant.Names(),
 		Profile:     grant.Profile.Name,
-		Limits:      req.Limits,
+		Limits:      limits,
+		SliceLimits: slice,
 		StopTimeout: req.StopTimeout,
 		Scope:       req.Scope,
 		TTY:         req.TTY,
@@ -206,15 +265,23 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		Network:     network,
 		Allow:       allow,
 		EgressDir:   p.EgressDir(name),
+		Notes:       grant.Notes,
 		Sandbox:     mode,
 	}
 	if mode == sandbox.ModeLandlock {
 		spec.BwrapBin = ""
 	}
 	spec.SeccompAllow = grant.Profile.SeccompAllow
+	spec.AllowWriteHostExec = req.AllowWriteHostExec
 	if req.MayLaunch {
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
 		spec.Pass = append(spec.Pass, sandbox.BusEnv)
+	}
+	if ca != nil {
+		spec.CAFile = ca.real
+	}
+	if err := planInjection(&spec, grant, p); err != nil {
+		return units.Spec{}, none, err
 	}
 	// A scope's secrets go from mosaic to its exec shim in the environment
 	// of the exec, never through a file.
@@ -224,10 +291,26 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	return spec, grant, nil
 }
 
+// limitsOf decides the session's limits, each from the first that sets it:
+// the request (flags), the profile, the user's mosaic.conf, the built-in
+// defaults; and mosaic.slice's, from mosaic.conf and the defaults.
+func limitsOf(req Request, profile credentials.Profile, p Paths) (session, slice units.Limits, err error) {
+	fromProfile, err := units.LimitStrings{MemoryMax: profile.MemoryMax, TasksMax: profile.TasksMax, CPUQuota: profile.CPUQuota}.Parse()
+	if err != nil {
+		return session, slice, errcode.BadProfile.New("profile %s: %v", profile.Name, err)
+	}
+	cfg, err := ReadConfig(p)
+	if err != nil {
+		return session, slice, err
+	}
+	host := units.ThisHost()
+	return req.Limits.Or(fromProfile).Or(cfg.Session).Or(units.SessionDefaults(host)), cfg.Slice.Or(units.SliceDefaults(host)), nil
+}
+
 // networkOf decides the session's network: --network, else the profile's
 // (--allow-host alone turns none into allow); the allowlist is the
 // profile's plus --allow-host, checked and normalized.
-func networkOf(req Request, profile credentials.Profile) (string, []string, error) {
+func networkOf(req Request, profile credentials.Profile, endpoints []string) (string, []string, error) {
 	network := req.Network
 	if network != "" && !sandbox.ValidNetwork(network) {
 		return "", nil, errcode.BadNetwork.New("--network %s: use none (loopback only), allow (through the egress proxy to --allow-host names) or host (not confined)", network)
@@ -249,7 +332,7 @@ func networkOf(req Request, profile credentials.Profile) (string, []string, erro
 	}
 	var entries []string
 	for _, h := range profile.AllowHosts {
-		if _, err := sandbox.ParseAllow([]string{h}); err != nil {
+		if _, err := egress.ParseAllow([]string{h}); err != nil {
 			return "", nil, errcode.BadProfile.New("profile %s: AllowHost %v", profile.Name, err)
 		}
 		entries = append(entries, h)
@@ -259,12 +342,18 @@ func networkOf(req Request, profile credentials.Profile) (string, []string, erro
 		if err != nil {
 			return "", nil, errcode.BadAllowHost.New("--allow-host %v", err)
 		}
-		if _, err := sandbox.ParseAllow([]string{h}); err != nil {
+		if _, err := egress.ParseAllow([]string{h}); err != nil {
 			return "", nil, errcode.BadAllowHost.New("--allow-host %v", err)
 		}
 		entries = append(entries, h)
 	}
-	a, _ := sandbox.ParseAllow(entries)
+	for _, h := range endpoints { // a custom base URL's host
+		if _, err := egress.ParseAllow([]string{h}); err != nil {
+			return "", nil, errcode.BadEnv.New("the endpoint %v", err)
+		}
+		entries = append(entries, h)
+	}
+	a, _ := egress.ParseAllow(entries)
 	return network, a.Strings(), nil
 }
 
@@ -300,6 +389,39 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64"}
 // lives outside the system directories (a per-user install such as
 // ~/.local/bin/claude) would not be found inside, so its real file is bound
 // read-only and run by that path; binary is that file, or "".
+// notPrivateTmp refuses /tmp and /var/tmp themselves as the workspace or a
+// bind: a session's are its own (systemd's PrivateTmp=, bwrap's /tmp), and
+// binding the host's over them fails late, as "PrivateTmp failed open".
+func notPrivateTmp(workspace string, rw, ro []string) error {
+	private := func(p string) bool { return p == "/tmp" || p == "/var/tmp" }
+	if private(workspace) {
+		return errcode.BadWorkspace.New("the workspace %s is where the session's own temporary directory goes: use a directory under it, e.g. %s/work", workspace, workspace)
+	}
+	for _, p := range append(append([]string{}, rw...), ro...) {
+		if private(p) {
+			return errcode.BadBind.New("%s is where the session's own temporary directory goes, so it cannot be bound: bind a directory under it", p)
+		}
+	}
+	return nil
+}
+
+// commandDir is the directory a command path names, or "": a directory as
+// the command otherwise fails late, with a reason that misleads (systemd's
+// own bind of it as the binary collides with /tmp or / itself).
+func commandDir(name, workspace string) string {
+	if !strings.Contains(name, "/") {
+		return "" // found on PATH, where only files are taken
+	}
+	path := name
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(workspace, path)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return path
+	}
+	return ""
+}
+
 func resolveCommand(command []string, workspace string) (resolved []string, binary string) {
 	name := command[0]
 	path := name
@@ -330,68 +452,27 @@ func resolveCommand(command []string, workspace string) (resolved []string, bina
 
 // checkWorkspace resolves the workspace and refuses the ones that would
 // expose what a session must not see.
-func checkWorkspace(ws string, p Paths) (real, givenAs string, err error) {
-	abs, err := filepath.Abs(ws)
+func checkWorkspace(ws string, deny []Deny) (checked, error) {
+	c, err := checkPath(ws, "workspace", errcode.BadWorkspace, deny)
 	if err != nil {
-		return "", "", errcode.BadWorkspace.New("workspace %q: %v", ws, err)
+		return c, err
 	}
-	real, err = filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", "", errcode.BadWorkspace.New("workspace %s does not exist: create it or pass an existing directory with --workspace", abs)
+	if !c.dir {
+		return c, errcode.BadWorkspace.New("workspace %s is not a directory: pass a directory with --workspace", c.real)
 	}
-	fi, err := os.Stat(real)
-	if err != nil || !fi.IsDir() {
-		return "", "", errcode.BadWorkspace.New("workspace %s is not a directory: pass a directory with --workspace", abs)
-	}
-	switch {
-	case real == "/":
-		return "", "", errcode.BadWorkspace.New("workspace / would expose the whole system read-write: pass a project directory with --workspace")
-	case sandbox.Within(p.Home, real):
-		return "", "", errcode.BadWorkspace.New("workspace %s contains your home directory (~/.ssh, ~/.aws, every checkout): pass a project directory inside it with --workspace", real)
-	case sandbox.Within(p.RuntimeDir, real) || sandbox.Within(real, p.RuntimeDir):
-		return "", "", errcode.BadWorkspace.New("workspace %s overlaps the runtime directory %s, which holds the user bus and systemd's socket: pass a project directory", real, p.RuntimeDir)
-	case sandbox.Within(real, p.StateRoot) || sandbox.Within(p.StateRoot, real):
-		return "", "", errcode.BadWorkspace.New("workspace %s overlaps mosaic's session state %s (other sessions' homes): pass a project directory", real, p.StateRoot)
-	}
-	if real != abs {
-		givenAs = abs
-	}
-	return real, givenAs, nil
+	return c, nil
 }
-
-// agentState are the agents' own state in the user's home: sign-ins,
-// tokens, history. They never reach a session, whose HOME is its own.
-var agentState = []string{".claude", ".claude.json", ".codex", ".pi", ".config/opencode", ".local/share/opencode"}
 
 // checkExtra resolves --ro/--rw paths and refuses the ones that would undo the
 // sandbox.
-func checkExtra(flag string, paths []string, p Paths) ([]string, error) {
-	var out []string
+func checkExtra(flag string, paths []string, deny []Deny) ([]checked, error) {
+	var out []checked
 	for _, path := range paths {
-		abs, err := filepath.Abs(path)
+		c, err := checkPath(path, "--"+flag, errcode.BadBind, deny)
 		if err != nil {
-			return nil, errcode.BadBind.New("--%s %q: %v", flag, path, err)
+			return nil, err
 		}
-		real, err := filepath.EvalSymlinks(abs)
-		if err != nil {
-			return nil, errcode.BadBind.New("--%s %s does not exist: create it or drop the flag", flag, abs)
-		}
-		switch {
-		case real == "/":
-			return nil, errcode.BadBind.New("--%s / would expose the whole system: name the directory the session needs", flag)
-		case sandbox.Within(p.Home, real):
-			return nil, errcode.BadBind.New("--%s %s contains your home directory: name the directory the session needs inside it", flag, real)
-		case sandbox.Within(p.RuntimeDir, real) || sandbox.Within(real, p.RuntimeDir):
-			return nil, errcode.BadBind.New("--%s %s overlaps the runtime directory %s (the user bus and systemd's socket would let the session start unconfined units)", flag, real, p.RuntimeDir)
-		case sandbox.Within(real, p.StateRoot) || sandbox.Within(p.StateRoot, real):
-			return nil, errcode.BadBind.New("--%s %s overlaps mosaic's session state %s (other sessions' homes)", flag, real, p.StateRoot)
-		}
-		for _, state := range agentState {
-			if s := filepath.Join(p.Home, state); sandbox.Within(real, s) || sandbox.Within(s, real) {
-				return nil, errcode.BadBind.New("--%s %s would show the host's %s (an agent's sign-ins and history) to the session: a session keeps its own under its HOME", flag, real, s)
-			}
-		}
-		out = append(out, real)
+		out = append(out, c)
 	}
 	return out, nil
 }
@@ -418,4 +499,20 @@ func sandboxOf(req Request, profile credentials.Profile) (string, error) {
 		return "", errcode.BadSandbox.New("--sandbox landlock does not support --may-launch yet: use --sandbox bwrap")
 	}
 	return mode, nil
+}
+
+func realPaths(cs []checked) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.real)
+	}
+	return out
+}
+
+func bindIDs(cs []checked) []sandbox.BindID {
+	out := make([]sandbox.BindID, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, sandbox.BindID{Path: c.real, ID: c.id})
+	}
+	return out
 }

@@ -44,7 +44,7 @@ var Table = []Check{
 	{"systemd-private", "systemd's private socket", Denied, `test -e "$rt/systemd/private"`, "rt"},
 	{"systemd-run", "starting a unit with systemd-run --user", Denied, `timeout 5 systemd-run --user --wait true`, ""},
 	{"host-process", "a host process's command line in /proc", Denied,
-		`printf '%s%s' "$mark1" "$mark2" > /tmp/.mosaic-marker && grep -qsF -f /tmp/.mosaic-marker /proc/[0-9]*/cmdline`, "mark1"},
+		`m=$(mktemp) && printf '%s%s' "$mark1" "$mark2" > "$m" && grep -qsF -f "$m" /proc/[0-9]*/cmdline`, "mark1"},
 	{"host-shm", "a file in the host's /dev/shm", Denied, `test -e "/dev/shm/$shm"`, "shm"},
 	{"host-sysv", "a SysV shared memory segment of the host", Denied,
 		`awk -v k="$sysv" '$1 == k { f = 1 } END { exit !f }' /proc/sysvipc/shm`, "sysv"},

@@ -34,10 +34,13 @@ var (
 	BadLaunchLog          = def("bad-launch-log", ExitBadInput, "the bus's launch log cannot be read")
 	BadRequest            = def("bad-request", ExitBadInput, "a request to the bus is not one JSON object on one line of at most 64 KiB, or names an unknown verb")
 	NoCommand             = def("no-command", ExitBadInput, "no command was given after --")
+	BadCommand            = def("bad-command", ExitBadInput, "the command names a directory, not a program")
+	TooManyArguments      = def("too-many-arguments", ExitBadInput, "the command line (arguments, variables, binds) is more than a session can be given")
 	CredentialInvalid     = def("credential-invalid", ExitBadInput, "a credential's name or value cannot be passed to a session")
 	CredentialFileMissing = def("credential-file-missing", ExitBadInput, "an --env-file cannot be read")
 	UnknownProfile        = def("unknown-profile", ExitBadInput, "there is no profile of that name")
 	BadSandbox            = def("bad-sandbox", ExitBadInput, "--sandbox is not bwrap or landlock, or landlock with --scope or --may-launch")
+	BadConfig             = def("bad-config", ExitBadInput, "a mosaic configuration file (deny.conf, mosaic.conf) cannot be read")
 	BadProfile            = def("bad-profile", ExitBadInput, "a profile file cannot be read")
 )
 

@@ -1,4 +1,4 @@
-package sandbox
+package egress
 
 import (
 	"bufio"
@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -118,5 +119,26 @@ func TestEgress(t *testing.T) {
 	dial2, port2 := egressTest(t, []string{"allowed.test:PORT"}, map[string]string{"allowed.test": "127.0.0.1"})
 	if st, rest := connect(t, dial2(), "allowed.test:"+port2); !strings.Contains(st, " 403 ") || !strings.Contains(rest, "loopback") {
 		t.Errorf("rebinding to loopback: %q %q", st, rest)
+	}
+}
+
+// TestArgvRoundTrip: what the unit's command line says is what the proxy
+// reads, including values that look like options.
+func TestArgvRoundTrip(t *testing.T) {
+	c := Config{Session: "s1", Socket: "/run/user/1/mosaic/egress/s1/proxy.sock", Allow: []string{"api.anthropic.com:443", "--session", "10.0.0.0/8"},
+		Inject: []Rule{{Var: "ANTHROPIC_API_KEY", Headers: []string{"X-Api-Key", "Authorization"}, Hosts: []string{"api.anthropic.com:443", "proxy.example.com:8443"}}},
+		Drop:   "/run/user/1/mosaic/credentials/s1-egress/env"}
+	argv := c.Argv("/usr/bin/mosaic")
+	if argv[0] != "/usr/bin/mosaic" || argv[1] != Stage {
+		t.Fatalf("argv %q", argv)
+	}
+	got, err := ParseArgs(argv[2:])
+	if err != nil || !reflect.DeepEqual(got, c) {
+		t.Fatalf("round trip: %+v %v, want %+v", got, err, c)
+	}
+	for _, bad := range [][]string{nil, {"--socket"}, {"--socket", "/s", "--bogus", "x"}, {"--socket", "/s", "extra"}, {"--socket", "/s", "--inject", "A=x-api-key"}, {"--socket", "/s", "--inject", "A=x y@h.com"}} {
+		if _, err := ParseArgs(bad); err == nil {
+			t.Errorf("ParseArgs(%q) accepted", bad)
+		}
 	}
 }

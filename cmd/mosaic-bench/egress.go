@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"mosaic/credentials"
+	"mosaic/sandbox/egress"
+)
+
+// egressTTFB measures the time to the first byte of a streamed answer
+// (server-sent events, as a model's API sends) through the egress proxy:
+// through a plain CONNECT tunnel, and through credential injection (the
+// proxy terminates TLS with the session's CA, swaps the placeholder for
+// the key, and relays over its own TLS). Both on a new connection (CONNECT
+// and TLS handshakes included) and on one kept alive. The proxy runs in
+// this process on a Unix socket, as in its unit; the vendor is a mock on
+// loopback with its own CA.
+func (b *bench) egressTTFB(r *Report) error {
+	progress("egress: time to first byte, tunnel vs injection, %d runs each", b.n)
+	vendor := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		io.Copy(io.Discard, req.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message_start\ndata: {}\n\n")
+		w.(http.Flusher).Flush()
+		io.WriteString(w, "event: message_stop\ndata: {}\n\n")
+	}))
+	vendor.StartTLS()
+	defer vendor.Close()
+	_, port, _ := net.SplitHostPort(vendor.Listener.Addr().String())
+	injected, tunneled := "example.com:"+port, "tunnel.example.com:"+port
+	rule, err := egress.ParseRule("ANTHROPIC_API_KEY=x-api-key@" + injected)
+	if err != nil {
+		return err
+	}
+	key := "sk-ant-api03-" + strings.Repeat("k", 93) + "AA"
+	session, proxyVars := egress.Split([]egress.Rule{rule}, []credentials.Var{{Name: "ANTHROPIC_API_KEY", Value: key}})
+	env := map[string]string{}
+	for _, v := range proxyVars {
+		env[v.Name] = v.Value
+	}
+	vendorRoots := x509.NewCertPool()
+	vendorRoots.AddCert(vendor.Certificate())
+	in, err := egress.NewInjector("bench", []egress.Rule{rule}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, vendorRoots)
+	if err != nil {
+		return err
+	}
+	allow, err := egress.ParseAllow([]string{injected, tunneled, "127.0.0.1"})
+	if err != nil {
+		return err
+	}
+	e := &egress.Egress{Session: "bench", Allow: allow, Inject: in, Lookup: func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}}
+	dir, err := os.MkdirTemp("", "mosaic-bench-egress-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "proxy.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	go e.Serve(l)
+	sessionRoots := x509.NewCertPool()
+	sessionRoots.AppendCertsFromPEM(in.CAPEM)
+
+	// A client as an agent is: CONNECT through the proxy, TLS (the
+	// vendor's certificate names example.com, also for the tunnel), one
+	// POST per measurement, time to the first byte of the body.
+	type conn struct {
+		tc *tls.Conn
+		r  *bufio.Reader
+	}
+	open := func(target string, roots *x509.CertPool) (*conn, error) {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 200 {
+			c.Close()
+			return nil, fmt.Errorf("CONNECT %s: %v %v", target, resp, err)
+		}
+		tc := tls.Client(c, &tls.Config{RootCAs: roots, ServerName: "example.com", NextProtos: []string{"http/1.1"}})
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return &conn{tc: tc, r: bufio.NewReader(tc)}, nil
+	}
+	ask := func(c *conn, target string) error {
+		body := `{"stream":true}`
+		fmt.Fprintf(c.tc, "POST /v1/messages HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			target, session[0].Value, len(body), body)
+		resp, err := http.ReadResponse(c.r, nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var one [1]byte
+		if _, err := io.ReadFull(resp.Body, one[:]); err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	for _, tc := range []struct {
+		name, target string
+		roots        *x509.CertPool
+	}{{"plain tunnel", tunneled, vendorRoots}, {"credential injection", injected, sessionRoots}} {
+		s, err := measure(tc.name+", new connection", "CONNECT, TLS, POST, first byte of an event stream", b.n, func() error {
+			c, err := open(tc.target, tc.roots)
+			if err != nil {
+				return err
+			}
+			defer c.tc.Close()
+			return ask(c, tc.target)
+		})
+		if err != nil {
+			return err
+		}
+		r.Egress = append(r.Egress, s)
+		kept, err := open(tc.target, tc.roots)
+		if err != nil {
+			return err
+		}
+		s, err = measure(tc.name+", kept-alive connection", "POST, first byte of an event stream", b.n, func() error { return ask(kept, tc.target) })
+		kept.tc.Close()
+		if err != nil {
+			return err
+		}
+		r.Egress = append(r.Egress, s)
+	}
+	time.Sleep(10 * time.Millisecond)
+	return nil
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"mosaic/credentials"
+	"mosaic/manager/request"
+	"mosaic/units"
+	"mosaic/units/errcode"
+)
+
+// agentFlags are the session flags for agents: ordinary variables, a CA,
+// and signing in.
+func agentFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringSliceFlag{Name: "env", Usage: "set `NAME=VALUE` in the session: a plain, non-secret variable (a base URL, a model, a switch), shown by mosaic status (repeatable)"},
+		&cli.StringSliceFlag{Name: "pass-env", Usage: "pass `NAME` from this environment to the session as a plain, non-secret variable (repeatable)"},
+		&cli.StringFlag{Name: "ca-file", Usage: "trust the CAs in PEM `FILE` besides the system's: bound read-only, named by NODE_EXTRA_CA_CERTS (Claude Code, opencode, pi) and CODEX_CA_CERTIFICATE (Codex)"},
+		&cli.BoolFlag{Name: "sign-in", Usage: "start without the profile's credentials, to sign the agent in inside; give --name to keep the login in that session's home"},
+	}
+}
+
+// notes prints what mosaic read into a request (a custom endpoint's host
+// allowed), one line each, on stderr, so --json output stays one document.
+func (o *output) notes(lines []string) {
+	for _, l := range lines {
+		fmt.Fprintln(o.stderr, "mosaic: "+l)
+	}
+}
+
+// signInCommands are what signs each built-in agent in.
+var signInCommands = map[string][]string{
+	"claude-code": {"claude"}, // then /login
+	"codex":       {"codex", "login"},
+	"opencode":    {"opencode", "auth", "login"},
+	"pi":          {"pi"}, // then /login
+}
+
+func loginCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:  "login",
+		Usage: "sign an agent in inside a session whose home keeps the login: mosaic login PROFILE (then mosaic run --name PROFILE -- AGENT)",
+		Description: "mosaic login PROFILE [RUN-FLAGS...] [-- COMMAND...] is mosaic run --sign-in --profile PROFILE\n" +
+			"--name PROFILE [RUN-FLAGS...] -- its sign-in command (claude, codex login, opencode auth login, pi):\n" +
+			"the profile's network, no key needed. Later sessions of that name (mosaic run --name PROFILE -- claude)\n" +
+			"find the login in their home.",
+		ArgsUsage:       "PROFILE [RUN-FLAGS...] [-- COMMAND...]",
+		SkipFlagParsing: true,
+		Action: func(c *cli.Context) error {
+			args := c.Args().Slice()
+			if len(args) < 1 || strings.HasPrefix(args[0], "-") {
+				return errcode.Usage.New("mosaic login PROFILE: name the agent's profile first (claude-code, codex, opencode, pi)")
+			}
+			profile, flags, command := args[0], args[1:], []string(nil)
+			for i, a := range flags {
+				if a == "--" {
+					flags, command = flags[:i], flags[i+1:]
+					break
+				}
+			}
+			if len(command) == 0 {
+				command = signInCommands[profile]
+			}
+			if len(command) == 0 {
+				return errcode.Usage.New("mosaic login %s: give the command that signs it in after --", profile)
+			}
+			runArgs := []string{"mosaic", "run", "--sign-in", "--profile", profile}
+			named := false
+			for _, f := range flags {
+				named = named || f == "--name" || strings.HasPrefix(f, "--name=")
+			}
+			if !named {
+				runArgs = append(runArgs, "--name", profile)
+			}
+			runArgs = append(append(append(runArgs, flags...), "--"), command...)
+			out.code = run(runArgs, out.stdout, out.stderr)
+			return nil
+		},
+	}
+}
+
+func homeCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:  "home",
+		Usage: "print a session's home directory (kept across sessions of that name), made 0700 if it is missing, to place an agent's configuration in",
+		Description: "e.g. mkdir -p \"$(mosaic home fix-42)/.codex\" && cp config.toml \"$(mosaic home fix-42)/.codex/\"\n" +
+			"Inside the session this directory is HOME (at your home's path).",
+		ArgsUsage:    "NAME",
+		Flags:        []cli.Flag{jsonFlag},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return errcode.Usage.New("mosaic home NAME: name one session")
+			}
+			name := c.Args().First()
+			if err := units.ValidateName(name); err != nil {
+				return err
+			}
+			paths, err := request.UserPaths()
+			if err != nil {
+				return err
+			}
+			home := filepath.Join(paths.SessionDir(name), "home")
+			for _, d := range []string{filepath.Dir(paths.SessionDir(name)), paths.SessionDir(name), home} {
+				if err := os.MkdirAll(d, 0o700); err != nil {
+					return errcode.StateDir.New("cannot make %s: %v", d, err)
+				}
+			}
+			out.result(map[string]string{"name": name, "home": home, "home_inside": paths.Home,
+				"credentials_dir": credentials.ProfileDir(paths.Home)}, func(w io.Writer) { fmt.Fprintln(w, home) })
+			return nil
+		},
+	}
+}

@@ -1,0 +1,139 @@
+package request
+
+import (
+	"bufio"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"mosaic/sandbox"
+	"mosaic/units/errcode"
+)
+
+// caVars are the variables through which the agents add a CA to the ones
+// they trust, measured with each (issue 16): Node and Bun (Claude Code,
+// opencode, pi) read NODE_EXTRA_CA_CERTS, Codex (Rust) reads
+// CODEX_CA_CERTIFICATE. Both add to the system's roots; SSL_CERT_FILE is
+// not set, since for Codex it replaces them.
+var caVars = []string{"NODE_EXTRA_CA_CERTS", "CODEX_CA_CERTIFICATE"}
+
+// caFile checks --ca-file: one readable PEM file of certificates. It
+// returns the file's real path (bound read-only at that path) and the
+// variables that point the agents at it.
+func caFile(path string, deny []Deny) (*checked, []string, error) {
+	if path == "" {
+		return nil, nil, nil
+	}
+	ro, err := checkExtra("ca-file", []string{path}, deny)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := os.ReadFile(ro[0].real)
+	if err != nil {
+		return nil, nil, errcode.BadBind.New("--ca-file %s: %v", path, err)
+	}
+	n := 0
+	for rest := b; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			return nil, nil, errcode.BadBind.New("--ca-file %s holds a %s: give only certificates (never a key)", path, blk.Type)
+		}
+		if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+			return nil, nil, errcode.BadBind.New("--ca-file %s: %v", path, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return nil, nil, errcode.BadBind.New("--ca-file %s holds no PEM certificate (-----BEGIN CERTIFICATE-----): give one file with every CA the session should trust", path)
+	}
+	var env []string
+	for _, v := range caVars {
+		env = append(env, v+"="+ro[0].real)
+	}
+	return &ro[0], env, nil
+}
+
+// perUserInstall finds what a command installed outside the system
+// directories needs besides its own file: for a script inside an npm
+// package, the outermost node_modules directory holding it (its
+// dependencies are hoisted there, and Codex's binary is a sibling package),
+// and the interpreter its #! names when that lives outside the system
+// directories (node from nvm or a tarball), with that interpreter's
+// directory for the session's PATH. Everything is bound read-only.
+func perUserInstall(real string) (ro, path []string) {
+	if i := strings.Index(real, "/node_modules/"); i >= 0 {
+		ro = append(ro, real[:i+len("/node_modules")])
+	}
+	interp := shebang(real)
+	if interp == "" {
+		return ro, nil
+	}
+	p, err := exec.LookPath(interp)
+	if err != nil {
+		return ro, nil
+	}
+	ip, err := filepath.EvalSymlinks(p)
+	if err != nil || systemFile(ip) {
+		return ro, nil
+	}
+	// node's own install (bin/node, lib/node_modules/npm, include) is the
+	// directory above bin/.
+	root := ip
+	if filepath.Base(filepath.Dir(ip)) == "bin" {
+		root = filepath.Dir(filepath.Dir(ip))
+	}
+	return append(ro, root), []string{filepath.Dir(ip)}
+}
+
+// shebang returns the interpreter a script's #! line names: the program
+// itself, or the one `env` is asked to find.
+func shebang(file string) string {
+	f, err := os.Open(file)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(f).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "#!") {
+		return ""
+	}
+	fields := strings.Fields(strings.TrimPrefix(line, "#!"))
+	if len(fields) == 0 {
+		return ""
+	}
+	if filepath.Base(fields[0]) == "env" {
+		for _, f := range fields[1:] {
+			if !strings.HasPrefix(f, "-") {
+				return f
+			}
+		}
+		return ""
+	}
+	return fields[0]
+}
+
+func systemFile(path string) bool {
+	for _, d := range systemDirs {
+		if sandbox.Within(path, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasVar reports whether env (NAME=VALUE) sets name.
+func hasVar(env []string, name string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,58 @@
+package request
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"mosaic/units/errcode"
+)
+
+// Issue 16: a CA file, a host loopback port, the profile's arguments.
+func TestPrepareAgents(t *testing.T) {
+	p, root := fixture(t)
+	app := filepath.Join(p.Home, "src", "app")
+	cert := "-----BEGIN CERTIFICATE-----\nMIIBhTCCASugAwIBAgIBATAKBggqhkjOPQQDAjAdMRswGQYDVQQDExJtb3NhaWMg\n-----END CERTIFICATE-----\n"
+	for name, content := range map[string]string{"key.pem": "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+		"empty.pem": "nothing here\n", "broken.pem": cert} {
+		f := filepath.Join(root, "opt", name)
+		os.WriteFile(f, []byte(content), 0o644)
+		_, _, err := Prepare(Request{Workspace: app, Command: []string{"true"}, CAFile: f}, p, "/usr/bin/bwrap")
+		if errcode.Of(err).Code != "bad-bind" {
+			t.Errorf("--ca-file %s: %v, want bad-bind", name, err)
+		}
+	}
+	spec, _, err := Prepare(Request{Workspace: app, Command: []string{"true"}, AllowHosts: []string{"127.0.0.1:11434"}}, p, "/usr/bin/bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(spec.Allow, []string{"localhost:11434"}) || !slices.Contains(spec.Env, "NO_PROXY=") || !slices.Contains(spec.Pass, "NO_PROXY") {
+		t.Errorf("a host loopback port: allow %v env %v pass %v", spec.Allow, spec.Env, spec.Pass)
+	}
+	t.Setenv("CODEX_API_KEY", "k")
+	t.Setenv("OPENAI_BASE_URL", "https://gw.example.com/v1")
+	spec, _, err = Prepare(Request{Workspace: app, Command: []string{"codex", "exec", "hi"}}, p, "/usr/bin/bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(spec.Command, " "); !strings.HasPrefix(got, "codex -c analytics.enabled=false") || !strings.HasSuffix(got, `base_url="https://gw.example.com/v1",env_key="CODEX_API_KEY",wire_api="responses",supports_websockets=false} -c model_provider=mosaic exec hi`) {
+		t.Errorf("codex's command: %s", got)
+	}
+	if !slices.Contains(spec.Allow, "gw.example.com:443") || len(spec.Notes) != 1 {
+		t.Errorf("the endpoint: allow %v notes %v", spec.Allow, spec.Notes)
+	}
+}
+
+func TestShebang(t *testing.T) {
+	dir := t.TempDir()
+	for line, want := range map[string]string{"#!/usr/bin/env node\n": "node", "#!/usr/bin/env -S node --no-warnings\n": "node",
+		"#!/opt/node/bin/node\n": "/opt/node/bin/node", "console.log(1)\n": ""} {
+		f := filepath.Join(dir, "s")
+		os.WriteFile(f, []byte(line), 0o755)
+		if got := shebang(f); got != want {
+			t.Errorf("shebang(%q) = %q, want %q", line, got, want)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package request
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"mosaic/credentials"
+	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
+	"mosaic/units"
+	"mosaic/units/errcode"
+)
+
+// planInjection decides how each credential travels. With network allow, a
+// credential whose profile has a rule for it stays out of the session: the
+// session gets a placeholder (made at launch), the egress proxy the value
+// through its own environment file, and the session trusts the proxy's CA
+// for the rule's hosts, which join the allowlist. Without a proxy (network
+// host or none) such a credential travels in the environment as before,
+// and a note says so. A scope keeps its credentials in the environment:
+// its secrets reach its exec shim directly, not through systemd.
+func planInjection(spec *units.Spec, grant credentials.Grant, p Paths) error {
+	lookup := func(name string) (string, bool) {
+		for _, v := range grant.Secrets {
+			if v.Name == name {
+				return v.Value, true
+			}
+		}
+		for _, kv := range grant.PassEnv {
+			if n, v, ok := strings.Cut(kv, "="); ok && n == name {
+				return v, true
+			}
+		}
+		// A base URL the profile does not pass on (claude-code passes
+		// ANTHROPIC_BASE_URL only with ANTHROPIC_AUTH_TOKEN) still names
+		// where the key may go.
+		return os.LookupEnv(name)
+	}
+	var ruled []string
+	for _, v := range grant.Secrets {
+		r, ok := grant.Profile.RuleFor(v.Name, lookup)
+		if !ok {
+			continue
+		}
+		if spec.Network != sandbox.NetworkAllow || spec.Scope {
+			ruled = append(ruled, v.Name)
+			continue
+		}
+		rule := egress.Rule{Var: v.Name}
+		for _, h := range r.Headers {
+			rule.Headers = append(rule.Headers, h)
+		}
+		for _, h := range r.Hosts {
+			hp, err := egress.NormalizeHost(h)
+			if err != nil {
+				return errcode.BadProfile.New("profile %s: the injection host of %s: %v", grant.Profile.Name, v.Name, err)
+			}
+			rule.Hosts = append(rule.Hosts, hp)
+		}
+		// A rule's own check (header names) is the proxy's: fail here, not
+		// in the unit.
+		rule, err := egress.ParseRule(rule.String())
+		if err != nil {
+			return errcode.BadProfile.New("profile %s: %v", grant.Profile.Name, err)
+		}
+		spec.Inject = append(spec.Inject, rule)
+		for _, hp := range rule.Hosts {
+			if !contains(spec.Allow, hp) {
+				spec.Allow = append(spec.Allow, hp)
+			}
+		}
+	}
+	if len(ruled) > 0 {
+		why := "network " + spec.Network + " has no egress proxy to add them"
+		if spec.Scope {
+			why = "a scope's credentials go to it directly"
+		}
+		spec.Notes = append(spec.Notes, fmt.Sprintf("%s travel in the session's environment: %s", strings.Join(ruled, ", "), why))
+	}
+	if len(spec.Inject) > 0 {
+		// No session name ends in -egress: the directory is the proxy's own.
+		spec.EgressCredentialFile = credentials.SessionFile(p.RuntimeDir, spec.Name+"-egress")
+		dir := sandbox.EgressDirInside // where bwrap binds the proxy's directory
+		if spec.Landlock() {
+			dir = spec.EgressDir // no bwrap: the command sees the host's path
+		}
+		ca := egress.CAEnv(dir)
+		spec.Env = append(spec.Env, ca...)
+		for _, kv := range ca {
+			n, _, _ := strings.Cut(kv, "=")
+			spec.Pass = append(spec.Pass, n)
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

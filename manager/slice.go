@@ -1,0 +1,46 @@
+package manager
+
+import (
+	"context"
+
+	"mosaic/units"
+	"mosaic/units/errcode"
+)
+
+// limitSlice gives mosaic.slice its limits (every session together) when it
+// has none: systemd makes the slice on the first session's start with no
+// limit at all. They are set as runtime properties (SetUnitProperties,
+// runtime: a drop-in under $XDG_RUNTIME_DIR/systemd/user.control, gone at
+// logout), which a 252 user manager takes on a slice that is not yet
+// active. A limit the user set (systemctl --user set-property mosaic.slice
+// MemoryMax=8G) is never overwritten: any one set means the slice is left
+// alone. One call per start once set; done once per connection.
+func (m *Manager) limitSlice(ctx context.Context, l units.Limits) error {
+	m.mu.Lock()
+	done := m.sliceLimited
+	m.mu.Unlock()
+	if done {
+		return nil
+	}
+	cctx, cancel := bounded(ctx)
+	defer cancel()
+	props, err := m.conn.GetUnitTypePropertiesContext(cctx, units.Slice, "Slice")
+	if err != nil {
+		return errcode.SystemdError.New("cannot read %s's limits: %v", units.Slice, err)
+	}
+	set := false
+	for _, name := range []string{"MemoryMax", "TasksMax", "CPUQuotaPerSecUSec"} {
+		if v, ok := props[name].(uint64); ok && v != units.Infinity {
+			set = true
+		}
+	}
+	if !set {
+		if err := m.conn.SetUnitPropertiesContext(cctx, units.Slice, true, units.SliceProperties(l)...); err != nil {
+			return errcode.SystemdError.New("cannot set %s's limits: %v", units.Slice, err)
+		}
+	}
+	m.mu.Lock()
+	m.sliceLimited = true
+	m.mu.Unlock()
+	return nil
+}

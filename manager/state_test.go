@@ -1,0 +1,68 @@
+package manager
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestStateHint: a full disk is said to be full, not a permission problem.
+func TestStateHint(t *testing.T) {
+	full := stateHint(fmt.Errorf("write x: %w", unix.ENOSPC), "/s")
+	if !strings.Contains(full, "full") || strings.Contains(full, "permission") {
+		t.Errorf("ENOSPC: %q", full)
+	}
+	if denied := stateHint(&os.PathError{Op: "mkdir", Path: "/s/x", Err: unix.EACCES}, "/s"); !strings.Contains(denied, "permissions") {
+		t.Errorf("EACCES: %q", denied)
+	}
+}
+
+// TestNameLock: a held name is busy for a second taker; released, it is
+// free again, and its lock file goes with a state that is gone.
+func TestNameLock(t *testing.T) {
+	root := t.TempDir()
+	state := filepath.Join(root, "sessions", "n")
+	a, err := lockName(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockName(state); err != errNameBusy {
+		t.Errorf("second lock: %v, want busy", err)
+	}
+	a.release()
+	if _, err := os.Stat(lockPath(state)); !os.IsNotExist(err) {
+		t.Errorf("the lock file of a name without state stayed (%v)", err)
+	}
+	b, err := lockName(state)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	b.release()
+}
+
+// TestRemoveTreeOpensUp: a tree with directories locked (chmod 000) is
+// removed; a symlink in it to a locked directory outside is not followed.
+func TestRemoveTreeOpensUp(t *testing.T) {
+	root := t.TempDir()
+	outside := filepath.Join(root, "outside")
+	os.Mkdir(outside, 0o500)
+	defer os.Chmod(outside, 0o700)
+	tree := filepath.Join(root, "tree")
+	os.MkdirAll(filepath.Join(tree, "x", "y", "z"), 0o700)
+	os.Symlink(outside, filepath.Join(tree, "x", "link"))
+	os.Chmod(filepath.Join(tree, "x", "y"), 0)
+	os.Chmod(filepath.Join(tree, "x"), 0)
+	if err := removeTree(tree); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(tree); !os.IsNotExist(err) {
+		t.Errorf("the tree is still there (%v)", err)
+	}
+	if fi, _ := os.Stat(outside); fi.Mode().Perm() != 0o500 {
+		t.Errorf("the directory outside changed to %v", fi.Mode())
+	}
+}

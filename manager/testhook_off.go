@@ -1,0 +1,12 @@
+//go:build !mosaic_testhooks
+
+package manager
+
+// Without the mosaic_testhooks build tag (every real build) the test hooks
+// do nothing; see testhook_on.go.
+
+func testPauseAfterCheck() {}
+
+func testSkipBindIdentity() bool { return false }
+
+func testExtraRO() []string { return nil }

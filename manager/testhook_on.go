@@ -1,0 +1,43 @@
+//go:build mosaic_testhooks
+
+package manager
+
+import (
+	"io"
+	"os"
+)
+
+// Test hooks, compiled only into the binary the race tests build with
+// -tags mosaic_testhooks, never into mosaic itself.
+
+// testPauseAfterCheck, when MOSAIC_TEST_PAUSE_AFTER_CHECK names a FIFO,
+// waits after the request's paths were checked until the test has opened
+// the FIFO (so it knows the check is done), changed the paths, and closed
+// it: a check-then-mount race made deterministic.
+func testPauseAfterCheck() {
+	fifo := os.Getenv("MOSAIC_TEST_PAUSE_AFTER_CHECK")
+	if fifo == "" {
+		return
+	}
+	f, err := os.Open(fifo)
+	if err != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, f)
+	f.Close()
+}
+
+// testSkipBindIdentity, under MOSAIC_TEST_SKIP_BIND_IDENTITY=1, sends the
+// sandbox no bind identities to check: the weakened mosaic the race test
+// first shows the attack against.
+func testSkipBindIdentity() bool { return os.Getenv("MOSAIC_TEST_SKIP_BIND_IDENTITY") == "1" }
+
+// testExtraRO, from MOSAIC_TEST_EXTRA_RO, is a path bound read-only past
+// the deny-list: the deliberately broken sandbox the escape table is first
+// shown to catch.
+func testExtraRO() []string {
+	if p := os.Getenv("MOSAIC_TEST_EXTRA_RO"); p != "" {
+		return []string{p}
+	}
+	return nil
+}

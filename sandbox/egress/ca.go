@@ -1,0 +1,166 @@
+package egress
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// caValidity is how long a session's CA lives: long enough for a session
+// that runs for weeks, short enough that a copy is worth little after.
+// Leaf certificates live a day and are made again as needed.
+const (
+	caValidity   = 30 * 24 * time.Hour
+	leafValidity = 24 * time.Hour
+)
+
+// NewInjector makes a session's CA and binds each rule to its value and
+// placeholder, read by value(name). roots are the certificates the real
+// hosts are checked against (nil: the system's).
+func NewInjector(session string, rules []Rule, value func(string) (string, bool), roots *x509.CertPool) (*Injector, error) {
+	in := &Injector{byHost: map[string][]injection{}, roots: roots, leaves: map[string]*tls.Certificate{}}
+	var names []string
+	seen := map[string]bool{}
+	for _, r := range rules {
+		key, ok1 := value(r.Var)
+		ph, ok2 := value(PlaceholderPrefix + r.Var)
+		if !ok1 || !ok2 || key == "" || len(ph) < 16 {
+			return nil, fmt.Errorf("credential %s or its placeholder did not arrive (the environment file was gone before the proxy started)", r.Var)
+		}
+		for _, hp := range r.Hosts {
+			in.byHost[hp] = append(in.byHost[hp], injection{rule: r, key: key, placeholder: ph})
+			h, _, _ := net.SplitHostPort(hp)
+			if !seen[h] {
+				seen[h] = true
+				names = append(names, h)
+			}
+		}
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: "mosaic session " + session + " egress CA", Organization: []string{"mosaic"}},
+		NotBefore:             now.Add(-time.Minute),
+		NotAfter:              now.Add(caValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+		// The CA can vouch for the injection hosts only: a copy of its
+		// certificate trusted somewhere else, or its key were it ever
+		// taken, is worth nothing for any other name or for an address.
+		PermittedDNSDomainsCritical: true,
+		PermittedDNSDomains:         names,
+		ExcludedIPRanges:            []*net.IPNet{{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}, {IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	in.caCert, _ = x509.ParseCertificate(der)
+	in.caKey = key
+	in.CAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return in, nil
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	return n
+}
+
+// covers reports whether the proxy terminates TLS for hp.
+func (in *Injector) covers(hp string) bool { return in != nil && len(in.byHost[hp]) > 0 }
+
+// leaf returns a certificate for host from the session's CA.
+func (in *Injector) leaf(host string) (*tls.Certificate, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if c, ok := in.leaves[host]; ok && time.Until(c.Leaf.NotAfter) > time.Hour {
+		return c, nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	notAfter := now.Add(leafValidity)
+	if notAfter.After(in.caCert.NotAfter) {
+		notAfter = in.caCert.NotAfter
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: host},
+		DNSNames:     []string{host},
+		NotBefore:    now.Add(-time.Minute),
+		NotAfter:     notAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, in.caCert, &key.PublicKey, in.caKey)
+	if err != nil {
+		return nil, err
+	}
+	leaf, _ := x509.ParseCertificate(der)
+	c := &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+	in.leaves[host] = c
+	return c, nil
+}
+
+// systemBundles are where distributions keep their root certificates.
+var systemBundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/ca-bundle.pem", "/etc/ssl/cert.pem"}
+
+// Files are the session's CA certificate and a bundle of the system's
+// roots plus it (for clients that read one file in place of the system's),
+// as the session sees them.
+const (
+	CAFile     = "ca.pem"
+	BundleFile = "bundle.pem"
+)
+
+// WriteCA writes the CA certificate and the bundle into dir, the egress
+// unit's socket directory, which the session has bound read-only.
+func (in *Injector) WriteCA(dir string) error {
+	bundle := []byte{}
+	for _, f := range systemBundles {
+		if b, err := os.ReadFile(f); err == nil {
+			bundle = append(b, '\n')
+			break
+		}
+	}
+	bundle = append(bundle, in.CAPEM...)
+	for name, data := range map[string][]byte{CAFile: in.CAPEM, BundleFile: bundle} {
+		tmp := filepath.Join(dir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, data, 0o644); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CAEnv are the variables that make a session's runtimes trust its CA,
+// given the directory where the session sees the files: Node and Bun add
+// NODE_EXTRA_CA_CERTS to their roots; OpenSSL, Go, Rust's native-tls and
+// rustls-native-certs, Python's requests, curl and Codex read one file in
+// place of the system's, hence the bundle.
+func CAEnv(dirInside string) []string {
+	ca, bundle := dirInside+"/"+CAFile, dirInside+"/"+BundleFile
+	return []string{"NODE_EXTRA_CA_CERTS=" + ca, "SSL_CERT_FILE=" + bundle, "REQUESTS_CA_BUNDLE=" + bundle,
+		"CURL_CA_BUNDLE=" + bundle, "CODEX_CA_CERTIFICATE=" + bundle}
+}

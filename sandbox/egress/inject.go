@@ -1,0 +1,312 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Injector holds what the proxy needs to put credentials into requests:
+// the rules with their values, and the session's CA, whose key exists only
+// in this process's memory.
+type Injector struct {
+	byHost map[string][]injection // "host:port" -> what goes there
+	caCert *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+	CAPEM  []byte // the CA certificate, for the session to trust
+	roots  *x509.CertPool
+
+	mu     sync.Mutex
+	leaves map[string]*tls.Certificate
+}
+
+type injection struct {
+	rule        Rule
+	key         string
+	placeholder string
+}
+
+// intercept serves one CONNECT to an injection host: the proxy answers
+// the session's TLS with a leaf of the session's CA, reads its HTTP/1.1
+// requests, and relays each to the real host over TLS checked against the
+// real roots, with the credential put into the rule's headers.
+func (e *Egress) intercept(c net.Conn, br *bufio.Reader, hp string) {
+	host, _, _ := net.SplitHostPort(hp)
+	_ = c.SetWriteDeadline(time.Now().Add(e.Limits.HeadTimeout))
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	_ = c.SetWriteDeadline(time.Time{})
+	cert, err := e.Inject.leaf(host)
+	if err != nil {
+		e.logf("refused CONNECT %s: cannot make its certificate: %v", hp, err)
+		return
+	}
+	tc := tls.Server(&bufferedConn{Conn: c, r: br}, &tls.Config{
+		Certificates: []tls.Certificate{*cert},
+		// Only HTTP/1.1 is served (and relayed): WebSocket upgrades and
+		// server-sent events work over it, and it is what every agent
+		// falls back to.
+		NextProtos: []string{"http/1.1"},
+		MinVersion: tls.VersionTLS12,
+	})
+	_ = tc.SetDeadline(time.Now().Add(e.Limits.HeadTimeout))
+	if err := tc.Handshake(); err != nil {
+		e.logf("TLS with the session for %s failed: %s", hp, printable(err.Error()))
+		return
+	}
+	_ = tc.SetDeadline(time.Time{})
+	e.logf("terminating TLS for %s to put credentials in", hp)
+	var handlers sync.WaitGroup
+	session := &idleConn{Conn: tc, idle: e.Limits.IdleTimeout}
+	l := &oneConn{c: session, done: make(chan struct{})}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			handlers.Add(1)
+			defer handlers.Done()
+			e.relayInjected(w, r, hp)
+		}),
+		MaxHeaderBytes:    e.Limits.MaxHeadBytes,
+		ReadHeaderTimeout: e.Limits.HeadTimeout,
+		IdleTimeout:       e.Limits.IdleTimeout,
+		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateHijacked {
+				// An upgraded connection (WebSocket) is relayed by the
+				// reverse proxy, without the server's timeouts: from now on
+				// it is closed once quiet for IdleTimeout.
+				session.on.Store(true)
+			}
+			if st == http.StateClosed || st == http.StateHijacked {
+				l.close()
+			}
+		},
+	}
+	_ = srv.Serve(l)
+	handlers.Wait() // an upgraded (WebSocket) connection lives on in its handler
+}
+
+// relayInjected relays one request to hp with the credential in it, and
+// records it: method, path, status and sizes, never a header's value.
+func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string) {
+	var used []string
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "https"
+			pr.Out.URL.Host = hp
+			pr.Out.Host = pr.In.Host
+			for _, inj := range e.Inject.byHost[hp] {
+				for _, h := range inj.rule.Headers {
+					vals := pr.Out.Header.Values(h)
+					for i, v := range vals {
+						if strings.Contains(v, inj.placeholder) {
+							vals[i] = strings.ReplaceAll(v, inj.placeholder, inj.key)
+							used = append(used, inj.rule.Var)
+						}
+					}
+				}
+			}
+		},
+		Transport:     e.upstream(),
+		FlushInterval: -1, // server-sent events go on as they arrive
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			e.logf("request to %s failed: %s", hp, printable(err.Error()))
+			http.Error(w, "mosaic egress: "+printable(err.Error()), http.StatusBadGateway)
+		},
+		ErrorLog: log.New(logWriter{e, hp}, "", 0),
+	}
+	in := &countingBody{ReadCloser: r.Body}
+	r.Body = in
+	cw := &countingWriter{ResponseWriter: w, status: http.StatusOK}
+	// The record is written however the relay ends: the reverse proxy
+	// aborts a response it cannot finish by panicking with
+	// http.ErrAbortHandler, which the server recovers.
+	aborted := true
+	defer func() {
+		what := "passed as sent (no placeholder in the rule's headers)"
+		if len(used) > 0 {
+			what = "injected " + strings.Join(dedupe(used), ", ")
+		}
+		end := ""
+		if aborted {
+			end = ", cut short"
+		}
+		e.logf("%s: %s %s%s: %d (%d bytes out, %d in%s)", what, printable(r.Method), hp, printable(r.URL.Path), cw.status, in.n.Load(), cw.n, end)
+	}()
+	rp.ServeHTTP(cw, r)
+	aborted = false
+}
+
+// logWriter puts the reverse proxy's own complaints (a failed body copy)
+// into the journal.
+type logWriter struct {
+	e  *Egress
+	hp string
+}
+
+func (l logWriter) Write(p []byte) (int, error) {
+	l.e.logf("relay to %s: %s", l.hp, printable(strings.TrimSpace(string(p))))
+	return len(p), nil
+}
+
+func dedupe(s []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, v := range s {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// upstream is the transport to the real hosts: connections opened by the
+// proxy's own checked dialer (allowlist, special addresses), TLS checked
+// against the real roots, HTTP/1.1 only, kept alive between requests.
+func (e *Egress) upstream() http.RoundTripper {
+	e.upOnce.Do(func() {
+		e.up = &http.Transport{
+			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+				hp, err := NormalizeHost(addr)
+				if err != nil || !e.Allow.Hosts[hp] || !e.Inject.covers(hp) {
+					return nil, fmt.Errorf("%s is not an injection host", addr)
+				}
+				c, why := e.dial(ctx, hp)
+				if c == nil {
+					return nil, errors.New(why)
+				}
+				ic := &idleConn{Conn: c, idle: e.Limits.IdleTimeout}
+				ic.on.Store(true)
+				return ic, nil
+			},
+			TLSClientConfig:     &tls.Config{RootCAs: e.Inject.roots, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12},
+			TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{}, // no HTTP/2
+			TLSHandshakeTimeout: 10 * time.Second,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     90 * time.Second,
+		}
+	})
+	return e.up
+}
+
+// idleConn, once on, ends a read that finds the connection quiet (no byte
+// read or written) for idle: the bound a tunnel has, for the connections
+// the reverse proxy relays (upgrades) and keeps (to the vendor).
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+	on   atomic.Bool
+	last atomic.Int64 // unix nanoseconds of the last byte either way
+}
+
+func (c *idleConn) Read(p []byte) (int, error) {
+	if !c.on.Load() {
+		return c.Conn.Read(p)
+	}
+	if c.last.Load() == 0 {
+		c.touch()
+	}
+	for {
+		_ = c.Conn.SetReadDeadline(time.Unix(0, c.last.Load()).Add(c.idle))
+		n, err := c.Conn.Read(p)
+		if n > 0 {
+			c.touch()
+			return n, err
+		}
+		if isTimeout(err) && time.Since(time.Unix(0, c.last.Load())) < c.idle {
+			continue // written to meanwhile: not quiet
+		}
+		return n, err
+	}
+}
+
+func (c *idleConn) Write(p []byte) (int, error) {
+	if c.on.Load() {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.idle))
+	}
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.touch()
+	}
+	return n, err
+}
+
+func (c *idleConn) touch() { c.last.Store(time.Now().UnixNano()) }
+
+// bufferedConn is a connection whose first bytes were already read into r.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// oneConn is a listener that hands out one connection, then waits for it
+// to end.
+type oneConn struct {
+	c    net.Conn
+	once sync.Once
+	done chan struct{}
+	took atomic.Bool
+}
+
+func (l *oneConn) Accept() (net.Conn, error) {
+	if l.took.CompareAndSwap(false, true) {
+		return l.c, nil
+	}
+	<-l.done
+	return nil, net.ErrClosed
+}
+func (l *oneConn) close()         { l.once.Do(func() { close(l.done) }) }
+func (l *oneConn) Close() error   { l.close(); return nil }
+func (l *oneConn) Addr() net.Addr { return l.c.LocalAddr() }
+
+type countingBody struct {
+	io.ReadCloser
+	n atomic.Int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// countingWriter counts what goes back to the session; Unwrap lets the
+// reverse proxy flush and hijack (WebSocket) through it.
+type countingWriter struct {
+	http.ResponseWriter
+	status int
+	n      int64
+}
+
+func (c *countingWriter) WriteHeader(s int) { c.status = s; c.ResponseWriter.WriteHeader(s) }
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// ParseRoots reads PEM certificates (the test-only upstream roots).
+func ParseRoots(pemData string) (*x509.CertPool, error) {
+	p := x509.NewCertPool()
+	if !p.AppendCertsFromPEM([]byte(pemData)) {
+		return nil, errors.New("no certificate in " + UpstreamRootsVar)
+	}
+	return p, nil
+}

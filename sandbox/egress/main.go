@@ -1,0 +1,179 @@
+package egress
+
+import (
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"mosaic/credentials"
+)
+
+// Stage is the first argument of the mosaic binary that makes it a
+// session's egress proxy (the egress unit's ExecStart).
+const Stage = "egress"
+
+// Config is what the egress unit's command line tells the proxy. Argv
+// writes it (for the unit) and ParseArgs reads it back (in the unit): one
+// format, kept in one place. It never holds a secret: the unit's command
+// line is visible to every process of the user (`systemctl show`).
+type Config struct {
+	Session string
+	Socket  string   // the Unix socket to listen on, in the session's egress directory
+	Allow   []string // --allow-host entries, as ParseAllow reads them
+	// Inject are the credentials the proxy puts into requests; their
+	// values and placeholders arrive in the unit's environment file, Drop,
+	// which the proxy deletes once it has read it.
+	Inject []Rule
+	Drop   string
+}
+
+// Argv is the egress unit's command line, argv[0] being the mosaic binary.
+func (c Config) Argv(mosaicBin string) []string {
+	argv := []string{mosaicBin, Stage, "--session", c.Session, "--socket", c.Socket}
+	for _, a := range c.Allow {
+		argv = append(argv, "--allow", a)
+	}
+	for _, r := range c.Inject {
+		argv = append(argv, "--inject", r.String())
+	}
+	if c.Drop != "" {
+		argv = append(argv, "--drop", c.Drop)
+	}
+	return argv
+}
+
+// ParseArgs reads the arguments after Stage, as Argv wrote them.
+func ParseArgs(args []string) (Config, error) {
+	var c Config
+	for len(args) >= 2 {
+		switch args[0] {
+		case "--session":
+			c.Session = args[1]
+		case "--socket":
+			c.Socket = args[1]
+		case "--allow":
+			c.Allow = append(c.Allow, args[1])
+		case "--inject":
+			r, err := ParseRule(args[1])
+			if err != nil {
+				return Config{}, err
+			}
+			c.Inject = append(c.Inject, r)
+		case "--drop":
+			c.Drop = args[1]
+		default:
+			return Config{}, fmt.Errorf("unknown option %s", args[0])
+		}
+		args = args[2:]
+	}
+	if c.Socket == "" || len(args) > 0 {
+		return Config{}, errors.New("usage: egress --session NAME --socket PATH [--allow HOST[:PORT]]... [--inject VAR=HEADER@HOST:PORT]... [--drop ENVFILE]")
+	}
+	return c, nil
+}
+
+// Main is `mosaic egress ...`, the egress unit's main process: it listens
+// on the socket, reports READY=1 through notify, and serves until SIGTERM
+// (stop). It returns the process's exit status.
+func Main(args []string, notify func()) int {
+	if err := serveMain(args, notify); err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic egress: %v\n", err)
+	}
+	return 1
+}
+
+func serveMain(args []string, notify func()) error {
+	c, err := ParseArgs(args)
+	if err != nil {
+		return err
+	}
+	e := &Egress{Session: c.Session, Log: os.Stderr}
+	if e.Allow, err = ParseAllow(c.Allow); err != nil {
+		return err
+	}
+	if len(c.Inject) > 0 {
+		if e.Inject, err = injector(c); err != nil {
+			return err
+		}
+		if err := e.Inject.WriteCA(filepath.Dir(c.Socket)); err != nil {
+			return fmt.Errorf("cannot write the session's CA certificate: %v", err)
+		}
+	}
+	os.Remove(c.Socket)
+	l, err := net.Listen("unix", c.Socket)
+	if err != nil {
+		return err
+	}
+	_ = os.Chmod(c.Socket, 0o600)
+	fmt.Fprintf(os.Stderr, "mosaic egress: session %s: allowing %s\n", e.Session, strings.Join(e.Allow.Strings(), ", "))
+	notify()
+	return e.Serve(l)
+}
+
+// injector reads the credentials systemd put into the environment from the
+// unit's environment file, deletes the file, and makes the session's CA.
+func injector(c Config) (*Injector, error) {
+	if c.Drop != "" {
+		if err := credentials.RemoveSessionFile(c.Drop); err != nil {
+			fmt.Fprintf(os.Stderr, "mosaic egress: %v\n", err)
+		}
+	}
+	var roots *x509.CertPool
+	if b64, ok := os.LookupEnv(UpstreamRootsVar); ok {
+		pemData, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", UpstreamRootsVar, err)
+		}
+		if roots, err = ParseRoots(string(pemData)); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: checking injection hosts against test roots (%s), not the system's\n", c.Session, UpstreamRootsVar)
+	}
+	if b64, ok := os.LookupEnv(ExtraRootsVar); ok {
+		pemData, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", ExtraRootsVar, err)
+		}
+		if roots == nil {
+			if roots, err = x509.SystemCertPool(); err != nil || roots == nil {
+				roots = x509.NewCertPool()
+			}
+		}
+		if !roots.AppendCertsFromPEM(pemData) {
+			return nil, fmt.Errorf("no certificate in the session's --ca-file (%s)", ExtraRootsVar)
+		}
+		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: checking injection hosts against the system's roots and the session's --ca-file\n", c.Session)
+	}
+	// The values stay in this process's memory, and systemd gave them to it
+	// in its initial environment, which /proc/PID/environ shows to every
+	// process of the user that may ptrace it: not dumpable, it shows them
+	// to none (the session cannot see this process at all; a core dump
+	// would hold them too).
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("cannot make the proxy undumpable: %v", err)
+	}
+	in, err := NewInjector(c.Session, c.Inject, os.LookupEnv, roots)
+	// The values now live in the injector only: nothing this process
+	// starts (it starts nothing) or reads later finds them in its
+	// environment.
+	for _, r := range c.Inject {
+		os.Unsetenv(r.Var)
+		os.Unsetenv(PlaceholderPrefix + r.Var)
+	}
+	os.Unsetenv(UpstreamRootsVar)
+	os.Unsetenv(ExtraRootsVar)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range c.Inject {
+		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: puts %s into %s for %s\n", c.Session, r.Var, strings.Join(r.Headers, ", "), strings.Join(r.Hosts, ", "))
+	}
+	return in, nil
+}

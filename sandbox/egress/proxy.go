@@ -1,0 +1,415 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Limits bound what one session can make its proxy hold. The zero value of
+// a field means its default.
+type Limits struct {
+	// MaxHeadBytes caps a request's head (request line and headers), as
+	// net/http's MaxHeaderBytes does; a longer one is answered 431.
+	MaxHeadBytes int
+	// HeadTimeout is how long a client has to send its whole head.
+	HeadTimeout time.Duration
+	// MaxConns caps the session's connections open at once (tunnels and
+	// clients still sending their head); one more is answered 503.
+	MaxConns int
+	// IdleTimeout closes a tunnel through which no byte went either way
+	// for that long.
+	IdleTimeout time.Duration
+	// HalfOpenTimeout closes a tunnel one side of which has finished
+	// sending, once the other has been quiet that long.
+	HalfOpenTimeout time.Duration
+}
+
+// The defaults: an agent's head is a few KiB, it opens a handful of
+// connections, and its API streams keep bytes flowing (server-sent events
+// send pings; a model thinking for minutes without a byte is the longest
+// quiet expected).
+const (
+	DefaultMaxHeadBytes    = 64 << 10
+	DefaultHeadTimeout     = 10 * time.Second
+	DefaultMaxConns        = 256
+	DefaultIdleTimeout     = 10 * time.Minute
+	DefaultHalfOpenTimeout = 30 * time.Second
+)
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxHeadBytes, DefaultMaxHeadBytes)
+	def(&l.MaxConns, DefaultMaxConns)
+	defd(&l.HeadTimeout, DefaultHeadTimeout)
+	defd(&l.IdleTimeout, DefaultIdleTimeout)
+	defd(&l.HalfOpenTimeout, DefaultHalfOpenTimeout)
+	return l
+}
+
+// Egress is the proxy one session's traffic leaves through.
+type Egress struct {
+	Session string
+	Allow   Allow
+	// Lookup resolves a name; nil means the system's resolver.
+	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	Log    io.Writer // one line per tunnel and per refusal (the journal)
+	// DialTimeout bounds each connection to an allowed host.
+	DialTimeout time.Duration
+	Limits      Limits
+	// Inject, when set, is where the proxy puts credentials: for its hosts
+	// it terminates the session's TLS; every other host is a tunnel it
+	// does not read.
+	Inject *Injector
+
+	logMu  sync.Mutex
+	slots  chan struct{}
+	upOnce sync.Once
+	up     *http.Transport
+}
+
+func (e *Egress) logf(format string, args ...any) {
+	if e.Log == nil {
+		return
+	}
+	e.logMu.Lock()
+	defer e.logMu.Unlock()
+	fmt.Fprintf(e.Log, "mosaic egress: session %s: "+format+"\n", append([]any{e.Session}, args...)...)
+}
+
+// Serve answers connections on l until it is closed.
+func (e *Egress) Serve(l net.Listener) error {
+	e.Limits = e.Limits.withDefaults()
+	e.slots = make(chan struct{}, e.Limits.MaxConns)
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		select {
+		case e.slots <- struct{}{}:
+			go func() {
+				defer func() { <-e.slots }()
+				e.handle(c)
+			}()
+		default:
+			// Answered here, not in a goroutine: a fresh socket's buffer
+			// takes the answer without blocking, and refusing must not cost
+			// what accepting would.
+			e.logf("refused a connection: %d are open, the most a session may have", e.Limits.MaxConns)
+			refuse(c, http.StatusServiceUnavailable, fmt.Sprintf("mosaic egress: the session has %d connections open, the most it may have", e.Limits.MaxConns))
+			c.Close()
+		}
+	}
+}
+
+// handle answers one client: a CONNECT to an allowed name (opened to an
+// address the proxy resolved and checked itself), or a refusal. Plain HTTP
+// requests are refused: everything an agent needs speaks HTTPS.
+func (e *Egress) handle(c net.Conn) {
+	defer c.Close()
+	// The head is read through a limit, as net/http does, so that a client
+	// sending headers without end costs MaxHeadBytes, not memory without
+	// bound; and against a deadline, so that one sending them slowly (or
+	// nothing) does not hold its slot.
+	headDeadline := time.Now().Add(e.Limits.HeadTimeout)
+	_ = c.SetReadDeadline(headDeadline)
+	lr := &io.LimitedReader{R: c, N: int64(e.Limits.MaxHeadBytes)}
+	br := bufio.NewReader(lr)
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		switch {
+		case lr.N <= 0:
+			e.logf("refused a request whose head is over %d bytes", e.Limits.MaxHeadBytes)
+			refuse(c, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("mosaic egress: the request's head is over %d bytes", e.Limits.MaxHeadBytes))
+		case isTimeout(err) || !time.Now().Before(headDeadline): // textproto may hide the timeout behind a short line
+			e.logf("closed a connection that sent no whole request in %s", e.Limits.HeadTimeout)
+			refuse(c, http.StatusRequestTimeout, "mosaic egress: no whole request in "+e.Limits.HeadTimeout.String())
+		default:
+			refuse(c, http.StatusBadRequest, "mosaic egress: not an HTTP request")
+		}
+		return
+	}
+	lr.N = math.MaxInt64
+	_ = c.SetReadDeadline(time.Time{})
+	if req.Method != http.MethodConnect && e.relayPlain(c, req) {
+		return // plain HTTP to an allowed port of the host's loopback (local.go)
+	}
+	if req.Method != http.MethodConnect {
+		e.logf("refused %s %s: plain HTTP is not relayed, only CONNECT (HTTPS)", printable(req.Method), printable(req.URL.Redacted()))
+		refuse(c, http.StatusForbidden, "mosaic egress: plain HTTP is refused (but to a host loopback port allowed with --allow-host localhost:PORT); use HTTPS (CONNECT)")
+		return
+	}
+	target := printable(req.Host)
+	var remote net.Conn
+	var why string
+	if port, ok := e.localTarget(req.Host); ok {
+		remote, why = e.dialLocal(port)
+	} else {
+		var hp string
+		hp, why = e.check(req.Host)
+		if why == "" && e.Inject.covers(hp) {
+			e.intercept(c, br, hp)
+			return
+		}
+		if why == "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			remote, why = e.dial(ctx, hp)
+			cancel()
+		}
+	}
+	if remote == nil {
+		e.logf("refused CONNECT %s: %s", target, why)
+		refuse(c, http.StatusForbidden, "mosaic egress: "+why)
+		return
+	}
+	defer remote.Close()
+	e.logf("tunnel to %s (%s) opened", target, remote.RemoteAddr())
+	_ = c.SetWriteDeadline(time.Now().Add(e.Limits.HeadTimeout))
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	up, down, why := e.tunnel(c, br, remote)
+	e.logf("tunnel to %s closed%s (%d bytes out, %d in)", target, why, up, down)
+}
+
+// printable bounds and cleans a value the session chose before it is
+// logged or echoed: no control characters, at most 256 bytes.
+func printable(s string) string {
+	if len(s) > 256 {
+		s = s[:256] + "..."
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// check checks target against the allowlist and returns it as
+// "host:port", or why not.
+func (e *Egress) check(target string) (string, string) {
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		return "", fmt.Sprintf("%q is not HOST:PORT", printable(target))
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return "", fmt.Sprintf("%s is an IP address: connections go to names on the allowlist only", printable(host))
+	}
+	hp, err := NormalizeHost(target)
+	if err != nil || !e.Allow.Hosts[hp] {
+		t := printable(target)
+		return "", fmt.Sprintf("%s is not on the session's allowlist (add it with --allow-host %s)", t, t)
+	}
+	return hp, ""
+}
+
+// dial resolves the allowed "host:port" hp and connects to the first of
+// its addresses that is not special (or that the list names).
+func (e *Egress) dial(ctx context.Context, hp string) (net.Conn, string) {
+	host, port, _ := net.SplitHostPort(hp)
+	lookup := e.Lookup
+	if lookup == nil {
+		lookup = func(ctx context.Context, h string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", h)
+		}
+	}
+	addrs, err := lookup(ctx, host)
+	if err != nil || len(addrs) == 0 {
+		return nil, fmt.Sprintf("cannot resolve %s: %v", host, err)
+	}
+	var reasons []string
+	timeout := e.DialTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	d := net.Dialer{Timeout: timeout}
+	for _, ip := range addrs {
+		// Go's resolver returns an A record as an IPv4-mapped address, and
+		// the kernel connects to a mapped address over IPv4: it is checked
+		// as the IPv4 address it is.
+		ip = ip.Unmap()
+		if why := e.Allow.refusal(ip); why != "" {
+			reasons = append(reasons, fmt.Sprintf("%s resolves to %s, %s (allow it explicitly with --allow-host %s)", host, ip, why, ip))
+			continue
+		}
+		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip.String(), port))
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s (%s): %v", host, ip, err))
+			continue
+		}
+		return conn, ""
+	}
+	return nil, strings.Join(reasons, "; ")
+}
+
+func refuse(c net.Conn, status int, msg string) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n",
+		status, http.StatusText(status), len(msg)+1, msg)
+}
+
+// tunnel copies both ways until both directions are done, or the tunnel
+// has been quiet for IdleTimeout (HalfOpenTimeout once one direction is
+// done); in is what the client sent after its request, already buffered.
+// why says how it ended when that was a timeout.
+func (e *Egress) tunnel(client net.Conn, in io.Reader, remote net.Conn) (up, down int64, why string) {
+	t := &quiet{conns: [2]net.Conn{client, remote}, idle: e.Limits.IdleTimeout, halfOpen: e.Limits.HalfOpenTimeout}
+	t.touch()
+	var wg sync.WaitGroup
+	var upErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		up, upErr = t.copy(remote, in, client)
+	}()
+	down, downErr := t.copy(client, remote, remote)
+	wg.Wait()
+	if isTimeout(upErr) || isTimeout(downErr) {
+		why = " for being quiet too long"
+	}
+	return up, down, why
+}
+
+// quiet tracks a tunnel's last byte, to close it when it has been quiet
+// too long. Each read waits at most until the tunnel would be too quiet; a
+// read that times out while the other direction kept the tunnel busy
+// waits again.
+type quiet struct {
+	conns          [2]net.Conn
+	idle, halfOpen time.Duration
+	last           atomic.Int64 // unix nanoseconds of the last byte either way
+	done           atomic.Int32 // directions finished
+}
+
+func (q *quiet) touch() { q.last.Store(time.Now().UnixNano()) }
+
+func (q *quiet) limit() time.Duration {
+	if q.done.Load() > 0 {
+		return q.halfOpen
+	}
+	return q.idle
+}
+
+// copy copies from src (read through srcConn's deadline) to dst.
+func (q *quiet) copy(dst net.Conn, src io.Reader, srcConn net.Conn) (int64, error) {
+	buf := make([]byte, 32<<10)
+	var n int64
+	for {
+		_ = srcConn.SetReadDeadline(time.Unix(0, q.last.Load()).Add(q.limit()))
+		k, err := src.Read(buf)
+		if k > 0 {
+			q.touch()
+			_ = dst.SetWriteDeadline(time.Now().Add(q.limit()))
+			if _, werr := dst.Write(buf[:k]); werr != nil {
+				q.abort()
+				return n, werr
+			}
+			n += int64(k)
+			q.touch()
+		}
+		if err == nil {
+			continue
+		}
+		if isTimeout(err) && time.Since(time.Unix(0, q.last.Load())) < q.limit() {
+			continue
+		}
+		if err == io.EOF {
+			// This direction is over; the other now has HalfOpenTimeout.
+			closeWrite(dst)
+			q.done.Add(1)
+			for _, c := range q.conns {
+				_ = c.SetReadDeadline(time.Unix(0, q.last.Load()).Add(q.halfOpen))
+			}
+			return n, nil
+		}
+		q.abort()
+		return n, err
+	}
+}
+
+// abort ends both directions: the other copy's read returns at once.
+func (q *quiet) abort() {
+	for _, c := range q.conns {
+		_ = c.SetDeadline(time.Now())
+	}
+}
+
+// splice copies both ways until both directions are done; in is what the
+// client sent after its request, already buffered. Relay uses it inside the
+// session, whose unit bounds what the session spends on itself.
+func splice(client net.Conn, in io.Reader, remote net.Conn) (up, down int64) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		up, _ = io.Copy(remote, in)
+		closeWrite(remote)
+	}()
+	down, _ = io.Copy(client, remote)
+	closeWrite(client)
+	wg.Wait()
+	return up, down
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	} else {
+		_ = c.Close()
+	}
+}
+
+// Relay is the session side of allow: the init listens on
+// 127.0.0.1:ProxyPort inside the session's network namespace and joins each
+// connection to the egress proxy's socket.
+func Relay(l net.Listener, socket string) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			p, err := net.Dial("unix", socket)
+			if err != nil {
+				refuse(c, http.StatusBadGateway, "mosaic: the session's egress proxy is not reachable: "+err.Error())
+				return
+			}
+			defer p.Close()
+			splice(c, c, p)
+		}()
+	}
+}

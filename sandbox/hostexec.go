@@ -1,0 +1,138 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Files the host later executes. A session's workspace is read-write, and
+// the user's own tools run things from some of its files once the session
+// has written them: `git status` runs .git/config's core.fsmonitor, `git
+// commit` runs .git/hooks, an editor runs .vscode's tasks, direnv runs
+// .envrc. These entries are bound read-only over the workspace bind, unless
+// the session is started with --allow-write-host-exec.
+//
+// An entry that does not exist yet must not be creatable either. A bind
+// needs a mount point on the host, so mosaic creates an empty directory
+// there and binds it read-only, for .git and .git/hooks: git ignores an
+// empty .git (a workspace inside a bigger repository keeps working on the
+// host) and .git/hooks is git's own layout. `git init` inside a session then
+// fails (the trade-off; opt out for that session). The other entries are
+// protected when they exist: a placeholder directory would be left in every
+// workspace and break the tools that expect a file there.
+// The directories holding protected entries (.git, .claude) are bound onto
+// themselves ("pinned"), since a mount point cannot be renamed: the session
+// cannot move .git aside and write a new one.
+
+// HostExec is one protected workspace entry.
+type HostExec struct {
+	Rel    string // relative to the workspace
+	Reason string
+	// Placeholder: when missing, an empty read-only directory takes its
+	// place (harmless to the host's tools); otherwise a missing entry is
+	// left unprotected from creation.
+	Placeholder bool
+}
+
+// HostExecEntries are the protected entries, in bind order.
+var HostExecEntries = []HostExec{
+	{".git", "git on the host runs what the repository's config and hooks say; a .git file points git at another repository", true},
+	{".git/config", "git on the host runs core.fsmonitor, core.pager, core.sshCommand, aliases and filters from it", false},
+	{".git/hooks", "git on the host runs its hooks (pre-commit, post-checkout, ...)", true},
+	{".gitmodules", "submodule URLs and paths that the host's git fetches and checks out", false},
+	{".vscode", "VS Code runs the tasks, launchers and tool paths it configures", false},
+	{".idea", "JetBrains IDEs run the run configurations and tool paths it holds", false},
+	{".envrc", "direnv runs it when the user's shell enters the directory", false},
+	{".mcp.json", "Claude Code on the host starts the MCP servers it lists", false},
+	{".claude/settings.json", "Claude Code on the host runs the hooks it configures", false},
+	{".claude/commands", "Claude Code on the host runs the commands it defines", false},
+}
+
+// ProtectHostExec prepares the binds that make ws's host-executed entries
+// read-only, making the placeholders they need, and returns them with the
+// identities of what they bind (checked by the init like every bind). ws is
+// the checked workspace's real path. A symlink in place of an entry is
+// refused: the session could redirect it.
+func ProtectHostExec(ws string) ([]Bind, []BindID, error) {
+	var binds []Bind
+	var ids []BindID
+	pinned := map[string]bool{}
+	roDir := map[string]bool{} // entries bound read-only whole: nothing below needs a bind
+	for _, e := range HostExecEntries {
+		if under(e.Rel, roDir) {
+			continue
+		}
+		path := filepath.Join(ws, e.Rel)
+		st, err := StatNoFollow(path)
+		missing := errors.Is(err, unix.ENOENT)
+		switch {
+		case err != nil && !missing:
+			var lst unix.Stat_t
+			if errors.Is(err, unix.ELOOP) || (unix.Lstat(path, &lst) == nil && lst.Mode&unix.S_IFMT == unix.S_IFLNK) {
+				return nil, nil, fmt.Errorf("%s (or a directory on its way) is a symlink, which a session could redirect to what the host runs: replace it with what it points to, or start with --allow-write-host-exec", path)
+			}
+			if errors.Is(err, unix.ENOTDIR) {
+				continue // its directory is a file: nothing to protect below
+			}
+			return nil, nil, fmt.Errorf("cannot check %s: %v", path, err)
+		case missing && !e.Placeholder:
+			continue
+		case missing:
+			parent := filepath.Dir(path)
+			if _, perr := StatNoFollow(parent); perr != nil {
+				continue // its directory is missing too, and is protected itself
+			}
+			if err := unix.Mkdir(path, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+				return nil, nil, fmt.Errorf("cannot make the placeholder %s: %v", path, err)
+			}
+			if st, err = StatNoFollow(path); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				return nil, nil, fmt.Errorf("the placeholder %s changed while mosaic made it", path)
+			}
+		}
+		// The directories holding it inside the workspace are pinned first.
+		for dir := filepath.Dir(e.Rel); dir != "."; dir = filepath.Dir(dir) {
+			if pinned[dir] {
+				continue
+			}
+			pinned[dir] = true
+			d := filepath.Join(ws, dir)
+			dst, err := StatNoFollow(d)
+			if err != nil {
+				return nil, nil, fmt.Errorf("cannot check %s: %v", d, err)
+			}
+			binds = append(binds, Bind{Kind: KindRW, Src: d, Dst: d, Reason: "pinned (a mount point cannot be renamed): the session cannot put another " + dir + " in its place"})
+			ids = append(ids, BindID{Path: d, ID: StatID(dst)})
+		}
+		reason := "read-only: " + e.Reason
+		if missing {
+			reason = "an empty read-only placeholder, so that the session cannot create it: " + e.Reason
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if e.Rel == ".git" && !missing {
+				// A repository: pinned, its config and hooks read-only.
+				pinned[".git"] = true
+				binds = append(binds, Bind{Kind: KindRW, Src: path, Dst: path, Reason: "pinned (a mount point cannot be renamed): the session cannot put another .git in its place"})
+				ids = append(ids, BindID{Path: path, ID: StatID(st)})
+				continue
+			}
+			roDir[e.Rel] = true
+		}
+		binds = append(binds, Bind{Kind: KindRO, Src: path, Dst: path, Reason: reason})
+		ids = append(ids, BindID{Path: path, ID: StatID(st)})
+	}
+	return binds, ids, nil
+}
+
+// under reports whether rel lies inside one of dirs.
+func under(rel string, dirs map[string]bool) bool {
+	for d := range dirs {
+		if strings.HasPrefix(rel, d+"/") {
+			return true
+		}
+	}
+	return false
+}
