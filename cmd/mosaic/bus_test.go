@@ -381,7 +381,7 @@ func TestBus(t *testing.T) {
 // manager's namespaces and /tmp, not the bus's own (else a session whose
 // systemd sandbox failed open would pass its check).
 func busConfined(t *testing.T, launched string) {
-	for prop, want := range map[string]string{"NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "read-only",
+	for prop, want := range map[string]string{"NoNewPrivileges": "yes", "ProtectSystem": "strict",
 		"PrivateTmp": "yes", "PrivateUsers": "yes", "MemoryMax": "268435456", "TasksMax": "256", "RestrictAddressFamilies": "AF_UNIX",
 		"StartLimitBurst": "5", "StartLimitIntervalUSec": "10s"} {
 		if got := unitProperty(t, "mosaic-bus.service", prop); got != want {
@@ -398,7 +398,7 @@ func busConfined(t *testing.T, launched string) {
 	if here == "" || here == bus {
 		t.Errorf("the bus is in the user namespace %q, the test's is %q: want one of its own", bus, here)
 	}
-	// The mount each path is on, as the bus sees it: the home read-only,
+	// The mount each path is on, as the bus sees it: the system read-only,
 	// the state dir writable.
 	mi, err := os.ReadFile("/proc/" + pid + "/mountinfo")
 	if err != nil {
@@ -413,7 +413,7 @@ func busConfined(t *testing.T, launched string) {
 		}
 		return point, opts
 	}
-	for path, want := range map[string]string{homeDir(): "ro", filepath.Join(configDir(), "mosaic"): "ro", stateRoot(): "rw", "/usr": "ro"} {
+	for path, want := range map[string]string{stateRoot(): "rw", "/usr": "ro", "/etc": "ro"} {
 		if point, opts := mountOf(path); !strings.HasPrefix(opts, want) {
 			t.Errorf("in the bus, %s is on %s (%s), want %s", path, point, opts, want)
 		}
