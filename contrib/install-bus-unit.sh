@@ -55,6 +55,11 @@ if ! [[ $mosaic =~ ^[A-Za-z0-9/._+-]+$ ]]; then
 	die "--mosaic $mosaic has characters systemd would rewrite (only A-Z a-z 0-9 / . _ + - are allowed): install mosaic at a plain path"
 fi
 [ -f "$mosaic" ] && [ -x "$mosaic" ] || die "--mosaic $mosaic is not an executable file"
+# The unit's PrivateTmp= gives the bus /tmp and /var/tmp of its own: a
+# binary there is not what it would run.
+case $(readlink -f "$mosaic") in
+	/tmp/*|/var/tmp/*) die "--mosaic $mosaic is under /tmp or /var/tmp, which the bus's unit hides from it (PrivateTmp=yes): install mosaic elsewhere, e.g. ~/.local/bin" ;;
+esac
 [ -r "$template" ] || die "cannot read $template"
 
 rendered=$(sed "s|@MOSAIC@|$mosaic|g" "$template")

@@ -28,6 +28,7 @@ import (
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 
+	"mosaic/sandbox"
 	"mosaic/units"
 )
 
@@ -43,6 +44,9 @@ type Manager struct {
 	// MosaicBin is the mosaic binary that sessions run as their exec shim
 	// and init; it defaults to this process's own executable.
 	MosaicBin string
+	// Outside, when set, is what sessions' sandbox checks compare against
+	// instead of this process's own namespaces and /tmp (a confined bus).
+	Outside *sandbox.Outside
 
 	viaBus  bool   // through dbus-daemon: signals need Subscribe and match rules
 	version string // the manager's Version property

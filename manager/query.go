@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -23,21 +24,24 @@ import (
 // Session is what mosaic reports about one session; systemd is the source
 // of every field but the last four, which come from the session's record.
 type Session struct {
-	Name        string     `json:"name"`
-	Unit        string     `json:"unit"`
-	Kind        string     `json:"kind"` // service, or scope (bwrap's sandbox alone, started by mosaic run --scope)
-	State       string     `json:"state"`
-	SubState    string     `json:"sub_state"`
-	Result      string     `json:"result,omitempty"`
-	MainPID     uint32     `json:"main_pid,omitempty"`
-	ExitStatus  *int       `json:"exit_status,omitempty"`
-	Signal      string     `json:"signal,omitempty"`
-	Since       *time.Time `json:"since,omitempty"` // when the command started
-	Ended       *time.Time `json:"ended,omitempty"`
-	MemoryBytes *uint64    `json:"memory_bytes,omitempty"`
-	Tasks       *uint64    `json:"tasks,omitempty"`
-	CPUNSec     *uint64    `json:"cpu_nsec,omitempty"`
-	PIDs        []uint32   `json:"pids,omitempty"`
+	Name string `json:"name"`
+	Unit string `json:"unit"`
+	// InvocationID is systemd's id of this start of the unit (hex): a
+	// later session of the same name has another.
+	InvocationID string     `json:"invocation_id,omitempty"`
+	Kind         string     `json:"kind"` // service, or scope (bwrap's sandbox alone, started by mosaic run --scope)
+	State        string     `json:"state"`
+	SubState     string     `json:"sub_state"`
+	Result       string     `json:"result,omitempty"`
+	MainPID      uint32     `json:"main_pid,omitempty"`
+	ExitStatus   *int       `json:"exit_status,omitempty"`
+	Signal       string     `json:"signal,omitempty"`
+	Since        *time.Time `json:"since,omitempty"` // when the command started
+	Ended        *time.Time `json:"ended,omitempty"`
+	MemoryBytes  *uint64    `json:"memory_bytes,omitempty"`
+	Tasks        *uint64    `json:"tasks,omitempty"`
+	CPUNSec      *uint64    `json:"cpu_nsec,omitempty"`
+	PIDs         []uint32   `json:"pids,omitempty"`
 	// The unit's limits; nil is none (infinity).
 	MemoryMax *uint64 `json:"memory_max,omitempty"`
 	TasksMax  *uint64 `json:"tasks_max,omitempty"`
@@ -116,7 +120,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	defer cancel()
 	// Only what status shows, each a Get, sent at once: a GetAll of a
 	// service is some 250 properties. A session is a service or a scope.
-	unitNames := []string{"LoadState", "Description", "ActiveState", "SubState", "ActiveEnterTimestamp"}
+	unitNames := []string{"LoadState", "Description", "ActiveState", "SubState", "ActiveEnterTimestamp", "InvocationID"}
 	unit, kind := units.UnitName(name), units.KindService
 	unitProps := m.properties(cctx, unitPath(unit), "org.freedesktop.systemd1.Unit", unitNames)
 	scopeProps := m.properties(cctx, unitPath(units.ScopeName(name)), "org.freedesktop.systemd1.Unit", unitNames)
@@ -159,7 +163,14 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 
 // List reports every mosaic session systemd knows, sorted by name. It reads
 // systemd only: no state file is consulted to decide what exists.
-func (m *Manager) List(ctx context.Context) ([]Session, error) {
+func (m *Manager) List(ctx context.Context) ([]Session, error) { return m.list(ctx, false) }
+
+// ListInvocations is List with each session's InvocationID, which the bus
+// keys ownership by: one more Get per session, which mosaic list does
+// without.
+func (m *Manager) ListInvocations(ctx context.Context) ([]Session, error) { return m.list(ctx, true) }
+
+func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error) {
 	cctx, cancel := bounded(ctx)
 	defer cancel()
 	st, err := m.conn.ListUnitsByPatternsContext(cctx, nil, []string{units.UnitPrefix + "*" + units.UnitSuffix, units.UnitPrefix + "*" + units.ScopeSuffix})
@@ -173,6 +184,7 @@ func (m *Manager) List(ctx context.Context) ([]Session, error) {
 		name, kind string
 		u          sd.UnitStatus
 		collect    func() map[string]any
+		invocation func() map[string]any
 	}
 	var all []pending
 	for _, u := range st {
@@ -188,7 +200,12 @@ func (m *Manager) List(ctx context.Context) ([]Session, error) {
 			// The main process runs: it has no exit to read yet.
 			props = runningProperties
 		}
-		all = append(all, pending{name, kind, u, m.properties(cctx, u.Path, iface, props)})
+		var unitProps []string
+		if invocations {
+			unitProps = []string{"InvocationID"}
+		}
+		all = append(all, pending{name, kind, u, m.properties(cctx, u.Path, iface, props),
+			m.properties(cctx, u.Path, "org.freedesktop.systemd1.Unit", unitProps)})
 	}
 	var out []Session
 	for _, p := range all {
@@ -196,7 +213,9 @@ func (m *Manager) List(ctx context.Context) ([]Session, error) {
 		if len(sp) == 0 {
 			continue // gone between the list and the reads
 		}
-		out = append(out, SessionOf(p.name, p.kind, map[string]any{"ActiveState": p.u.ActiveState, "SubState": p.u.SubState}, sp))
+		up := p.invocation()
+		up["ActiveState"], up["SubState"] = p.u.ActiveState, p.u.SubState
+		out = append(out, SessionOf(p.name, p.kind, up, sp))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -248,6 +267,9 @@ func SessionOf(name, kind string, up, sp map[string]any) Session {
 	s := Session{Name: name, Unit: units.UnitOf(name, kind), Kind: kind}
 	s.State, _ = up["ActiveState"].(string)
 	s.SubState, _ = up["SubState"].(string)
+	if id, _ := up["InvocationID"].([]byte); len(id) > 0 {
+		s.InvocationID = hex.EncodeToString(id)
+	}
 	s.Result, _ = sp["Result"].(string)
 	s.MainPID, _ = sp["MainPID"].(uint32)
 	start, _ := sp["ExecMainStartTimestamp"].(uint64)

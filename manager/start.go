@@ -102,22 +102,6 @@ func (m *Manager) Launch(ctx context.Context, req request.Request) (Session, err
 	return m.Start(ctx, spec, secrets)
 }
 
-// UnitByPID is the unit process pid is in (GetUnitByPID). A process in no
-// unit is errcode.NoSuchSession; any other error is the call's own, never
-// "no unit".
-func (m *Manager) UnitByPID(ctx context.Context, pid uint32) (string, error) {
-	cctx, cancel := bounded(ctx)
-	defer cancel()
-	unit, err := m.conn.GetUnitNameByPID(cctx, pid)
-	if err != nil {
-		if dbusErrorName(err) == errNoUnitForPID {
-			return "", errcode.NoSuchSession.New("process %d is in no unit", pid)
-		}
-		return "", bug("GetUnitByPID", err)
-	}
-	return unit, nil
-}
-
 // complete fills in what only a connected manager knows: the mosaic binary
 // the unit runs, and the host's facts the sandbox is checked against; and,
 // once the request is known to be good, protects the workspace's
@@ -134,6 +118,9 @@ func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 		spec.BindIDs = append(spec.BindIDs, ids...)
 	}
 	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs && !spec.Scope && !spec.Landlock())
+	if m.Outside != nil {
+		p.Apply(*m.Outside)
+	}
 	if spec.Scope {
 		p.Scope = "/" + units.Slice + "/" + spec.Unit()
 	}

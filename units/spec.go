@@ -294,11 +294,14 @@ func (s Spec) busDir() string {
 type Features struct {
 	Version     int
 	PrivatePIDs bool // PrivatePIDs=, from 257
+	// UnitByPIDFD: the manager's GetUnitByPIDFD, from 253, names the unit
+	// of a process by pidfd, so a reused PID cannot answer for it.
+	UnitByPIDFD bool
 }
 
 // FeaturesFor returns the features of systemd version v.
 func FeaturesFor(v int) Features {
-	return Features{Version: v, PrivatePIDs: v >= 257}
+	return Features{Version: v, PrivatePIDs: v >= 257, UnitByPIDFD: v >= 253}
 }
 
 // ParseVersion reads the leading number of systemd's Version property

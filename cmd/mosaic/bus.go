@@ -32,7 +32,7 @@ func busCommand(out *output) *cli.Command {
 		Description: "A session started with --may-launch reaches the bus at $MOSAIC_BUS and may launch sessions under\n" +
 			"the policy in ~/.config/mosaic/bus.conf; outside any session every verb is allowed.\n" +
 			"Install the bus with contrib/install-bus-unit.sh.",
-		Subcommands: []*cli.Command{busServeCommand(), busLaunchCommand(out), busStopCommand(out), busListCommand(out), busStatusCommand(out)},
+		Subcommands: []*cli.Command{busServeCommand(), busPrepareCommand(), busLaunchCommand(out), busStopCommand(out), busListCommand(out), busStatusCommand(out)},
 	}
 }
 
@@ -46,6 +46,16 @@ func busServeCommand() *cli.Command {
 			defer stop()
 			return bus.Serve(ctx, func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) })
 		},
+	}
+}
+
+func busPrepareCommand() *cli.Command {
+	return &cli.Command{
+		Name:         "prepare",
+		Usage:        "what mosaic-bus.service runs unconfined before the bus: makes its directories, records the manager's namespaces",
+		Hidden:       true,
+		OnUsageError: usageError,
+		Action:       func(*cli.Context) error { return bus.Prepare() },
 	}
 }
 

@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mosaic/units"
 )
 
 // The bus tests install mosaic-bus.service into the user manager they run
@@ -97,7 +101,15 @@ func TestBusInstallScript(t *testing.T) {
 		os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
 	}
 	os.Chmod(plain, 0o644)
-	for _, bad := range []string{"bin/mosaic", spaced, percent, plain, filepath.Join(dir, "missing")} {
+	// The unit's PrivateTmp hides /tmp from the bus: a binary there would not run.
+	tmpDir, err := os.MkdirTemp("/tmp", "mosaic-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmpDir)
+	inTmp := filepath.Join(tmpDir, "mosaic")
+	os.WriteFile(inTmp, []byte("#!/bin/sh\n"), 0o755)
+	for _, bad := range []string{"bin/mosaic", spaced, percent, plain, filepath.Join(dir, "missing"), inTmp} {
 		r := installScript(t, "--mosaic", bad)
 		if r.code != 1 || r.stderr == "" {
 			t.Errorf("--mosaic %q: exit %d, want 1 with a reason\n%s", bad, r.code, r.stderr)
@@ -166,7 +178,10 @@ func TestBus(t *testing.T) {
 		t.Cleanup(func() { os.Remove(path) })
 	}
 	writeFile(filepath.Join(configDir(), "mosaic", "profiles", profile+".conf"), "[Profile]\nCredentialSet=BUS_TEST_TOKEN\n")
-	writeFile(filepath.Join(configDir(), "mosaic", "bus.conf"), "[Launch]\nProfile="+profile+" 1\nWorkspaceRoot="+root+"\n")
+	// What a launched session of the profile runs is the policy's, never
+	// the launcher's choice (issue 14 item 2).
+	writeFile(filepath.Join(configDir(), "mosaic", "bus.conf"), "[Launch]\nProfile="+profile+" 1\nWorkspaceRoot="+root+"\n"+
+		"Command="+profile+` sh -c 'echo "child-token=$BUS_TEST_TOKEN"; exec sleep 300'`+"\n")
 	writeFile(filepath.Join(configDir(), "mosaic", "secrets", "session.env"), "BUS_TEST_TOKEN="+secret+"\n")
 	if r := installScript(t, "--mosaic", mosaicBin); r.code != 0 {
 		t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -174,17 +189,24 @@ func TestBus(t *testing.T) {
 	t.Cleanup(func() { installScript(t, "--uninstall") })
 	systemctl(t, "restart", "mosaic-bus.service") // read the env file of this test
 
+	// An ended session of the user's: its home is kept for the next run of
+	// its name, and no launcher may take that name (issue 14 item 3).
+	victim := sessionName(t)
+	mustMosaic(t, "run", "--name", victim, "--workspace", root, "--", "true")
+
 	// The PM: a --may-launch session that asks for launches from inside.
 	name1, name2 := sessionName(t), sessionName(t)
 	pm := sessionName(t)
 	script := `
 	  launch() { mosaic bus launch --json "$@" >/tmp/out; echo "rc=$? $(tr -d '\n' </tmp/out)"; }
 	  echo "pm-token=${BUS_TEST_TOKEN:-none}"
-	  launch --name ` + name1 + ` -w ` + child + ` --profile ` + profile + ` -- sh -c 'echo "child-token=$BUS_TEST_TOKEN"; exec sleep 300'
-	  launch --name ` + name2 + ` -w ` + child + ` --profile ` + profile + ` -- sleep 300
-	  launch --name x-` + id + ` -w ` + outside + ` --profile ` + profile + ` -- sleep 1
+	  launch -w ` + child + ` --profile ` + profile + ` -- sh -c 'printf %s "$BUS_TEST_TOKEN" > leak'
+	  launch --name ` + victim + ` -w ` + child + ` --profile ` + profile + `
+	  launch --name ` + name1 + ` -w ` + child + ` --profile ` + profile + `
+	  launch --name ` + name2 + ` -w ` + child + ` --profile ` + profile + `
+	  launch --name x-` + id + ` -w ` + outside + ` --profile ` + profile + `
 	  launch --name y-` + id + ` -w ` + child + ` --profile generic -- sleep 1
-	  launch --name z-` + id + ` -w ` + child + ` --profile ` + profile + ` --ro /etc/hostname -- sleep 1
+	  launch --name z-` + id + ` -w ` + child + ` --profile ` + profile + ` --ro /etc/hostname
 	  mosaic bus list --json | tr -d '\n'; echo
 	`
 	r := mosaic(t, "run", "--name", pm, "--may-launch", "--workspace", root, "--", "sh", "-c", script)
@@ -192,22 +214,25 @@ func TestBus(t *testing.T) {
 		t.Fatalf("pm session: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 7 {
-		t.Fatalf("pm session printed %d lines, want 7:\n%s", len(lines), r.stdout)
+	if len(lines) != 9 {
+		t.Fatalf("pm session printed %d lines, want 9:\n%s", len(lines), r.stdout)
 	}
 	if lines[0] != "pm-token=none" {
 		t.Errorf("the asking session sees the bus's credential: %s", lines[0])
 	}
-	if !strings.HasPrefix(lines[1], "rc=0 ") || !strings.Contains(lines[1], `"name": "`+name1+`"`) {
-		t.Errorf("launch from a session: %s", lines[1])
+	if !strings.HasPrefix(lines[3], "rc=0 ") || !strings.Contains(lines[3], `"name": "`+name1+`"`) {
+		t.Errorf("launch from a session: %s", lines[3])
 	}
-	for i, code := range map[int]string{2: "capacity-full", 3: "workspace-not-allowed", 4: "profile-not-allowed", 5: "bind-not-allowed"} {
+	for i, code := range map[int]string{1: "command-not-allowed", 2: "not-permitted", 4: "capacity-full", 5: "workspace-not-allowed", 6: "profile-not-allowed", 7: "bind-not-allowed"} {
 		if !strings.HasPrefix(lines[i], "rc=3 ") || !strings.Contains(lines[i], `"code":"`+code+`"`) {
 			t.Errorf("line %d: want a %s refusal (exit 3), got %s", i, code, lines[i])
 		}
 	}
-	if !strings.Contains(lines[6], `"name": "`+name1+`"`) {
-		t.Errorf("the PM's bus list lacks the session it launched: %s", lines[6])
+	if _, err := os.Stat(filepath.Join(child, "leak")); err == nil {
+		t.Error("a launcher's own command ran with the profile's credentials")
+	}
+	if !strings.Contains(lines[8], `"name": "`+name1+`"`) {
+		t.Errorf("the PM's bus list lacks the session it launched: %s", lines[8])
 	}
 	eventually(t, 10*time.Second, "the launched session's output", func() bool {
 		return strings.Contains(mosaic(t, "logs", name1).stdout, "child-token="+secret)
@@ -229,6 +254,8 @@ func TestBus(t *testing.T) {
 	if st, err := os.Stat(launchLog()); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("launch log: %v %v, want mode 0600", st, err)
 	}
+
+	t.Run("confined", func(t *testing.T) { busConfined(t, name1) })
 
 	t.Run("no-socket-without-may-launch", func(t *testing.T) {
 		sock := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "bus.sock")
@@ -318,4 +345,95 @@ func TestBus(t *testing.T) {
 			t.Errorf("the bus did not come back with a readable log: %s", s)
 		}
 	})
+
+	// Issue 18 item 9: a bus killed again and again is left failed, not
+	// restarted for ever (StartLimitBurst=5 in StartLimitIntervalSec=10s).
+	t.Run("start-limit", func(t *testing.T) {
+		systemctl(t, "reset-failed", "mosaic-bus.service")
+		kills := 0
+		for ; kills < 8 && unitProperty(t, "mosaic-bus.service", "ActiveState") != "failed"; kills++ {
+			pid := unitProperty(t, "mosaic-bus.service", "MainPID")
+			systemctl(t, "kill", "--signal=SIGKILL", "mosaic-bus.service")
+			eventually(t, 10*time.Second, "the bus to come back or give up", func() bool {
+				p, s := unitProperty(t, "mosaic-bus.service", "MainPID"), unitProperty(t, "mosaic-bus.service", "ActiveState")
+				return s == "failed" || (s == "active" && p != pid && p != "0")
+			})
+		}
+		// The 6th start within 10 s is the one refused (the result stays
+		// the kill's: systemd keeps a unit's first failure).
+		if s := unitProperty(t, "mosaic-bus.service", "ActiveState"); s != "failed" || kills != 6 {
+			t.Errorf("after %d kills the bus is %s, want failed after the 6th", kills, s)
+		}
+		time.Sleep(2 * time.Second)
+		if s := unitProperty(t, "mosaic-bus.service", "ActiveState"); s != "failed" {
+			t.Errorf("the bus did not stay failed: %s", s)
+		}
+		systemctl(t, "reset-failed", "mosaic-bus.service")
+		systemctl(t, "start", "mosaic-bus.service")
+		if s := unitProperty(t, "mosaic-bus.service", "ActiveState"); s != "active" {
+			t.Errorf("the bus did not start again after reset-failed: %s", s)
+		}
+	})
+}
+
+// busConfined: mosaic-bus.service runs confined and limited (issue 14 item
+// 7), and yet the sessions it launches are checked against the user
+// manager's namespaces and /tmp, not the bus's own (else a session whose
+// systemd sandbox failed open would pass its check).
+func busConfined(t *testing.T, launched string) {
+	for prop, want := range map[string]string{"NoNewPrivileges": "yes", "ProtectSystem": "strict",
+		"PrivateTmp": "yes", "PrivateUsers": "yes", "MemoryMax": "268435456", "TasksMax": "256", "RestrictAddressFamilies": "AF_UNIX",
+		"StartLimitBurst": "5", "StartLimitIntervalUSec": "10s"} {
+		if got := unitProperty(t, "mosaic-bus.service", prop); got != want {
+			t.Errorf("mosaic-bus.service %s=%s, want %s", prop, got, want)
+		}
+	}
+	pid := unitProperty(t, "mosaic-bus.service", "MainPID")
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil || !strings.Contains(string(status), "NoNewPrivs:\t1") {
+		t.Errorf("the bus (pid %s) runs without no_new_privs: %v\n%s", pid, err, status)
+	}
+	ns := func(p string) string { l, _ := os.Readlink("/proc/" + p + "/ns/user"); return l }
+	here, bus := ns("self"), ns(pid)
+	if here == "" || here == bus {
+		t.Errorf("the bus is in the user namespace %q, the test's is %q: want one of its own", bus, here)
+	}
+	// The mount each path is on, as the bus sees it: the system read-only,
+	// the state dir writable.
+	mi, err := os.ReadFile("/proc/" + pid + "/mountinfo")
+	if err != nil {
+		t.Fatalf("the bus's mounts: %v", err)
+	}
+	mountOf := func(path string) (point, opts string) {
+		for _, l := range strings.Split(string(mi), "\n") {
+			f := strings.Fields(l)
+			if len(f) > 5 && len(f[4]) >= len(point) && (path == f[4] || strings.HasPrefix(path, strings.TrimSuffix(f[4], "/")+"/")) {
+				point, opts = f[4], f[5]
+			}
+		}
+		return point, opts
+	}
+	for path, want := range map[string]string{stateRoot(): "rw", "/usr": "ro", "/etc": "ro"} {
+		if point, opts := mountOf(path); !strings.HasPrefix(opts, want) {
+			t.Errorf("in the bus, %s is on %s (%s), want %s", path, point, opts, want)
+		}
+	}
+	// Where systemd has GetUnitByPIDFD (253+), callers are identified by pidfd.
+	want := "by PID"
+	if managerVersion(t) >= 253 {
+		want = "by pidfd"
+	}
+	if j, _ := exec.Command("journalctl", "--user", "-u", "mosaic-bus.service", "-n", "50", "--no-pager").Output(); !strings.Contains(string(j), "callers identified "+want) {
+		t.Errorf("the bus does not say it identifies callers %s:\n%s", want, j)
+	}
+	// The launched session's promise names the manager's namespaces.
+	execStart := unitProperty(t, units.UnitName(launched), "ExecStart")
+	var st unix.Stat_t
+	_ = unix.Stat("/tmp", &st)
+	mnt, _ := os.Readlink("/proc/self/ns/mnt")
+	for _, want := range []string{here, mnt, fmt.Sprintf("%d:%d", st.Dev, st.Ino)} {
+		if !strings.Contains(execStart, want) {
+			t.Errorf("the promise of %s does not name the outside's %s:\n%s", launched, want, execStart)
+		}
+	}
 }

@@ -353,7 +353,8 @@ func TestBindIdentityRaceThroughTheBus(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := filepath.Join(configDir(), "mosaic", "bus.conf")
-		writeFile(t, cfg, "[Launch]\nProfile=generic 4\nWorkspaceRoot="+root+"\n")
+		// What the launched session runs is the policy's (issue 14 item 2).
+		writeFile(t, cfg, "[Launch]\nProfile=generic 4\nWorkspaceRoot="+root+"\nCommand=generic sh -c 'cat which > seen; sleep 300'\n")
 		t.Cleanup(func() { os.Remove(cfg) })
 		systemctl(t, "set-environment", "MOSAIC_TEST_PAUSE_AFTER_CHECK="+fifo)
 		if weak {
@@ -372,7 +373,7 @@ func TestBindIdentityRaceThroughTheBus(t *testing.T) {
 
 		child := sessionName(t)
 		pm := exec.Command(mosaicBin, "run", "--may-launch", "-w", root, "--", "sh", "-c",
-			`mosaic bus launch --json --name `+child+` -w `+sub+` --profile generic -- sh -c 'cat which > seen; sleep 300'; echo "rc=$?"`)
+			`mosaic bus launch --json --name `+child+` -w `+sub+` --profile generic; echo "rc=$?"`)
 		var out bytes.Buffer
 		pm.Stdout, pm.Stderr = &out, &out
 		if err := pm.Start(); err != nil {

@@ -8,12 +8,19 @@
 // $XDG_RUNTIME_DIR/mosaic/bus/bus.sock: that directory is what a
 // --may-launch session has bound, so a restarted bus (a new socket) is still
 // reachable from sessions that started before it. Requests and answers are
-// JSON lines (Request, Answer). The caller is identified by the
-// kernel: SO_PEERCRED's PID, then systemd's GetUnitByPID.
+// JSON lines (Request, Answer). The caller is identified by the kernel and
+// systemd (identify.go): a pidfd and GetUnitByPIDFD where systemd has it,
+// else the PID and GetUnitByPID with a check of the process's start time.
+//
+// What a session sends is hostile: the bus fails closed on identity, runs
+// only the commands the policy names, lets a session control only the very
+// sessions it launched (by invocation id), and bounds every request, every
+// connection and every line it logs.
 package bus
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,19 +29,16 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"mosaic/manager"
-	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units/errcode"
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/credentials"
 	"mosaic/sandbox"
 	"mosaic/units"
 )
@@ -80,14 +84,52 @@ type bus struct {
 	m     Client
 	log   *LaunchLog
 	paths request.Paths
+	lim   limits
+	// procStart reads a process's start time (a hook: tests make a PID
+	// change hands between the two reads).
+	procStart func(pid int) (string, bool)
 
-	launchMu sync.Mutex // one launch at a time: capacity is checked, then used
-
-	mu         sync.Mutex
-	running    map[string]bool           // session units seen up
-	props      map[string]map[string]any // their announced properties, merged
-	launchedBy map[string]string         // session -> the session that launched it
+	mu       sync.Mutex
+	running  map[string]bool           // session units seen up
+	props    map[string]map[string]any // their announced properties, merged
+	children map[string]child          // invocation id of a session a session launched -> its launcher
+	created  map[string]creation       // session name -> who made its state (the latest launch of it)
+	reserved map[string]int            // profile -> launches from sessions in flight
+	starting map[string]bool           // names being launched now
+	conns    map[string]int            // caller -> its open connections
+	seq      uint64                    // counts children added (see pruneChildren)
+	closing  bool                      // Serve is returning: no new launch
+	launches sync.WaitGroup            // launches in flight
 }
+
+// child is a session launched by a session, while it runs: ownership is
+// keyed by the child's invocation id, so a later session that reuses the
+// name is not its launcher's.
+type child struct {
+	name, profile string
+	launcher      string // the launcher's invocation id
+	seq           uint64
+}
+
+// creation is who launched a session through the bus last, and the start
+// time its record had then: what lets a session launch that name again.
+type creation struct {
+	launcher string // the launching session's invocation id; "" for the user
+	started  time.Time
+}
+
+// limits bound what callers may hold of the bus.
+type limits struct {
+	maxLine     int           // one request line, newline included
+	idle        time.Duration // waiting for the next request line
+	write       time.Duration // writing one answer
+	perCaller   int           // connections one session holds at once
+	perListener int           // connections one socket holds at once, identified or not
+}
+
+// defaultLimits: a request is a few hundred bytes; the CLI opens one
+// connection per command and closes it.
+var defaultLimits = limits{maxLine: 64 << 10, idle: 30 * time.Second, write: 10 * time.Second, perCaller: 8, perListener: 64}
 
 // Client is what the bus needs of systemd: *manager.Manager, or a fake in
 // tests. The bus acts only through it.
@@ -96,17 +138,23 @@ type Client interface {
 	Launch(ctx context.Context, req request.Request) (manager.Session, error)
 	Stop(ctx context.Context, name string, timeout time.Duration, progress func(string)) (manager.Session, error)
 	Status(ctx context.Context, name string) (manager.Session, error)
-	List(ctx context.Context) ([]manager.Session, error)
+	// ListInvocations lists every session with its InvocationID.
+	ListInvocations(ctx context.Context) ([]manager.Session, error)
 	// WatchSessions calls fn with every property change of a mosaic unit.
 	WatchSessions(fn func(unit, iface string, changed map[string]any))
-	// UnitByPID is the unit a process is in; errcode.NoSuchSession's
-	// target (errors.Is) when it is in none.
-	UnitByPID(ctx context.Context, pid uint32) (string, error)
+	// Features says which lookups the manager has (UnitByPIDFD from 253).
+	Features() units.Features
+	// UnitByPID and UnitByPIDFD are the unit a process is in and that
+	// unit's invocation id; errcode.NoSuchSession's target (errors.Is)
+	// when it is in none.
+	UnitByPID(ctx context.Context, pid uint32) (unit, invocationID string, err error)
+	UnitByPIDFD(ctx context.Context, pidfd int) (unit, invocationID string, err error)
 }
 
 func newBus(m Client, log *LaunchLog, paths request.Paths) *bus {
-	return &bus{m: m, log: log, paths: paths,
-		running: map[string]bool{}, props: map[string]map[string]any{}, launchedBy: map[string]string{}}
+	return &bus{m: m, log: log, paths: paths, lim: defaultLimits, procStart: procStart,
+		running: map[string]bool{}, props: map[string]map[string]any{}, children: map[string]child{},
+		created: map[string]creation{}, reserved: map[string]int{}, starting: map[string]bool{}, conns: map[string]int{}}
 }
 
 // Serve runs the bus until ctx is done. ready is called once it listens.
@@ -126,17 +174,20 @@ func Serve(ctx context.Context, ready func()) error {
 		return err
 	}
 	defer log.Close()
+	for _, w := range log.Warnings {
+		fmt.Fprintf(os.Stderr, "mosaic bus: warning: %s\n", w)
+	}
+	out, err := outside(paths)
+	if err != nil {
+		return err
+	}
 	m, err := manager.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	m.Outside = out
 	b := newBus(m, log, paths)
-	for _, e := range events {
-		if e.Event == "launch" && strings.HasPrefix(e.By, "session ") {
-			b.launchedBy[e.Session] = strings.TrimPrefix(e.By, "session ")
-		}
-	}
 	// Watch before listing, so that no end falls between the two.
 	m.WatchSessions(b.observe)
 	if err := b.adopt(ctx, events); err != nil {
@@ -151,21 +202,19 @@ func Serve(ctx context.Context, ready func()) error {
 			l.Close()
 		}
 	}()
-	fmt.Fprintf(os.Stderr, "mosaic bus: listening on %s; policy %s (profiles: %s); launch log %s\n",
-		paths.BusSocket(), policy.sourceName(), strings.Join(policy.Profiles(), ", "), log.path)
+	how := "by PID, with its start time checked (systemd before 253)"
+	if m.Features().UnitByPIDFD {
+		how = "by pidfd (GetUnitByPIDFD), or by PID where the kernel gives no pidfd"
+	}
+	fmt.Fprintf(os.Stderr, "mosaic bus: listening on %s; policy %s (profiles: %s); launch log %s; callers identified %s\n",
+		paths.BusSocket(), policy.sourceName(), strings.Join(policy.Profiles(), ", "), log.path, how)
 	ready()
 	var wg sync.WaitGroup
 	for _, l := range listeners {
 		wg.Add(1)
 		go func(l *net.UnixListener) {
 			defer wg.Done()
-			for {
-				c, err := l.AcceptUnix()
-				if err != nil {
-					return
-				}
-				go b.serveConn(ctx, c)
-			}
+			b.accept(ctx, l)
 		}(l)
 	}
 	var lost error
@@ -174,11 +223,51 @@ func Serve(ctx context.Context, ready func()) error {
 	case <-m.Done(): // deaf without systemd: exit, and be restarted
 		lost = errcode.SystemdGone.New("the connection to systemd closed: exiting so that systemd restarts the bus")
 	}
+	b.shutdown()
 	for _, l := range listeners {
 		l.Close() // also unlinks the socket file
 	}
 	wg.Wait()
 	return lost
+}
+
+// shutdown refuses new launches and waits for those in flight, so that
+// none runs without its launch record.
+func (b *bus) shutdown() {
+	b.mu.Lock()
+	b.closing = true
+	b.mu.Unlock()
+	b.launches.Wait()
+}
+
+// accept serves a listener's connections, at most perListener at once:
+// each socket has its own slots, so sessions (who reach only theirs)
+// cannot take the user's.
+func (b *bus) accept(ctx context.Context, l *net.UnixListener) {
+	slots := make(chan struct{}, b.lim.perListener)
+	for {
+		c, err := l.AcceptUnix()
+		if err != nil {
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+			go func() {
+				defer func() { <-slots }()
+				b.serveConn(ctx, c)
+			}()
+		default:
+			b.busy(c, "the mosaic bus holds as many connections on this socket as it takes")
+		}
+	}
+}
+
+// busy answers a connection the bus will not serve, and closes it.
+func (b *bus) busy(c *net.UnixConn, why string) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	e := errcode.BusBusy.New("%s: close some, or wait and try again", why)
+	_ = json.NewEncoder(c).Encode(Answer{Error: &AnswerError{Code: e.Code, Message: e.Message, Exit: e.Exit}})
+	c.Close()
 }
 
 // listen makes both sockets, 0600. A socket another bus answers on is a
@@ -214,188 +303,50 @@ func listen(p request.Paths) ([]*net.UnixListener, error) {
 
 // adopt takes over the sessions that run now, and records an end for every
 // session the log shows as launched that ended while no bus was watching.
-func (b *bus) adopt(ctx context.Context, events []LogEvent) error {
-	list, err := b.m.List(ctx)
-	if err != nil {
-		return err
-	}
-	b.mu.Lock()
-	for _, s := range list {
-		if s.Running() {
-			b.running[s.Unit] = true
-		}
-	}
-	b.mu.Unlock()
-	adopted := 0
-	for name, launch := range openLaunches(events) {
-		s, err := b.m.Status(ctx, name)
-		if err == nil && s.Running() {
-			adopted++
-			continue
-		}
-		end := LogEvent{Event: "end", Session: name, Profile: launch.Profile, Result: "unknown", Recovered: true}
-		if err == nil {
-			if s.Result != "" {
-				end.Result = s.Result
-			}
-			end.ExitStatus, end.Signal = s.ExitStatus, s.Signal
-		}
-		if err := b.log.Append(end); err != nil {
-			return errcode.LaunchLog.New("%v", err)
-		}
-		fmt.Fprintf(os.Stderr, "mosaic bus: session %s ended while no bus was watching (%s)\n", name, end.Result)
-	}
-	fmt.Fprintf(os.Stderr, "mosaic bus: adopted %d running sessions (%d launched through the bus)\n", len(list), adopted)
-	return nil
-}
-
-// observe follows every session unit's announcements and logs each end.
-func (b *bus) observe(unit, iface string, changed map[string]any) {
-	name, kind := units.SessionName(unit)
-	if name == "" {
-		return
-	}
-	b.mu.Lock()
-	p := b.props[unit]
-	if p == nil {
-		p = map[string]any{}
-		b.props[unit] = p
-	}
-	for k, v := range changed {
-		p[k] = v
-	}
-	state, _ := p["ActiveState"].(string)
-	up := state == "active" || state == "activating" || state == "reloading" || state == "deactivating"
-	ended := b.running[unit] && (state == "inactive" || state == "failed")
-	if up {
-		b.running[unit] = true
-	}
-	var s manager.Session
-	if ended {
-		s = manager.SessionOf(name, kind, p, p)
-		delete(b.running, unit)
-		delete(b.props, unit)
-	}
-	if !up && !ended && iface == "org.freedesktop.systemd1.Unit" && (state == "inactive" || state == "failed") {
-		delete(b.props, unit) // a unit that came and went unseen: nothing to keep
-	}
-	b.mu.Unlock()
-	if !ended {
-		return
-	}
-	end := LogEvent{Event: "end", Session: name, Result: s.Result, ExitStatus: s.ExitStatus, Signal: s.Signal}
-	if rec, ok := records.Read(b.paths.SessionDir(name)); ok {
-		end.Profile = rec.Profile
-	}
-	if end.ExitStatus == nil { // a scope, or a unit collected too soon: its own record
-		if e, ok := records.ReadEnd(b.paths.SessionDir(name)); ok {
-			if s, ok := manager.FromRecords(name, b.paths.SessionDir(name)); ok && e.Ended.After(time.Now().Add(-time.Minute)) {
-				end.Result, end.ExitStatus, end.Signal = s.Result, s.ExitStatus, s.Signal
-			}
-		}
-	}
-	if end.Result == "" {
-		end.Result = "success"
-	}
-	if err := b.log.Append(end); err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic bus: %v\n", err)
-	}
-}
-
-// caller is who is on the other end of a connection.
-type caller struct {
-	session   string // "" for the user outside any session
-	mayLaunch bool
-	workspace string
-	err       error // the caller cannot be served at all
-}
-
-func (c caller) String() string {
-	if c.session == "" {
-		return "user"
-	}
-	return "session " + c.session
-}
-
-// identify asks the kernel who connected (SO_PEERCRED) and systemd which
-// unit that process is in (GetUnitByPID).
-func (b *bus) identify(ctx context.Context, conn *net.UnixConn) caller {
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		return caller{err: err}
-	}
-	var cred *unix.Ucred
-	var credErr error
-	_ = raw.Control(func(fd uintptr) { cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
-	if credErr != nil {
-		return caller{err: credErr}
-	}
-	if int(cred.Uid) != os.Getuid() {
-		return caller{err: errcode.NotPermitted.New("the mosaic bus serves only its own user")}
-	}
-	// The PID is the connecting process's; it may have handed the socket on
-	// and exited, and its PID be reused. So the process must still be the
-	// same one (its start time) after systemd has said which unit it is in.
-	gone := caller{err: errcode.NotPermitted.New("the process that connected to the bus is gone: connect from the process that asks")}
-	started, ok := procStart(int(cred.Pid))
-	if !ok {
-		return gone
-	}
-	unit, err := b.m.UnitByPID(ctx, uint32(cred.Pid))
-	if again, ok := procStart(int(cred.Pid)); !ok || again != started {
-		return gone
-	}
-	// Only systemd's word that the process is in no unit makes it the
-	// user's own; any other error (a timeout, a closed connection) says
-	// nothing of who asks, and is a refusal.
-	if errors.Is(err, errcode.NoSuchSession.Target()) {
-		return caller{}
-	}
-	if err != nil {
-		return caller{err: errcode.NotPermitted.New("cannot tell which unit the caller is in, so the bus refuses: %v", errcode.Of(err).Message)}
-	}
-	name, _ := units.SessionName(unit)
-	if name == "" {
-		return caller{}
-	}
-	c := caller{session: name}
-	if rec, ok := records.Read(b.paths.SessionDir(name)); ok {
-		c.mayLaunch, c.workspace = rec.MayLaunch, rec.Workspace
-	}
-	return c
-}
-
-// procStart is a process's start time (field 22 of /proc/PID/stat).
-func procStart(pid int) (string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", false
-	}
-	// The command name (field 2) may hold spaces and parentheses.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return "", false
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 20 {
-		return "", false
-	}
-	return fields[19], true
-}
-
-// serveConn answers one connection's requests, one line each.
+// serveConn answers one connection's requests, one line each. A line
+// longer than maxLine is refused and the connection closed: the reader's
+// buffer is all the memory a connection can make the bus hold.
 func (b *bus) serveConn(ctx context.Context, conn *net.UnixConn) {
 	defer conn.Close()
 	who := b.identify(ctx, conn)
-	r := bufio.NewReaderSize(conn, 64*1024)
+	if who.err == nil && who.session != "" {
+		key := who.key()
+		b.mu.Lock()
+		full := b.conns[key] >= b.lim.perCaller
+		if !full {
+			b.conns[key]++
+		}
+		b.mu.Unlock()
+		if full {
+			b.busy(conn, fmt.Sprintf("session %s holds %d connections to the bus already", who.session, b.lim.perCaller))
+			return
+		}
+		defer func() {
+			b.mu.Lock()
+			if b.conns[key]--; b.conns[key] <= 0 {
+				delete(b.conns, key)
+			}
+			b.mu.Unlock()
+		}()
+	}
+	r := bufio.NewReaderSize(conn, b.lim.maxLine)
 	enc := json.NewEncoder(conn)
+	reply := func(a Answer) {
+		_ = conn.SetWriteDeadline(time.Now().Add(b.lim.write))
+		_ = enc.Encode(a)
+	}
 	for {
-		line, err := r.ReadBytes('\n')
-		if len(strings.TrimSpace(string(line))) > 0 {
-			_ = enc.Encode(b.answer(ctx, who, line))
+		_ = conn.SetReadDeadline(time.Now().Add(b.lim.idle))
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			reply(b.refuse(who, Request{}, errcode.BadRequest.New("a request line is longer than %d KiB: the bus closed the connection", b.lim.maxLine>>10)))
+			return
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			reply(b.answer(ctx, who, line))
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
 				fmt.Fprintf(os.Stderr, "mosaic bus: reading from %s: %v\n", who, err)
 			}
 			return
@@ -415,31 +366,50 @@ func (b *bus) answer(ctx context.Context, who caller, line []byte) Answer {
 		}
 	}
 	if err != nil {
+		var l logged
+		if errors.As(err, &l) {
+			err = l.error
+		} else {
+			return b.refuse(who, req, err)
+		}
 		e := errcode.Of(err)
-		code, msg, exit := e.Code, e.Message, e.Exit
-		_ = b.log.Append(LogEvent{Event: "refused", Verb: req.Verb, By: who.String(), Session: req.Name, Profile: req.Profile,
-			Workspace: req.Workspace, Command: req.Command, Code: code, Message: msg})
-		return Answer{Error: &AnswerError{Code: code, Message: msg, Exit: exit}}
+		return Answer{Error: &AnswerError{Code: e.Code, Message: e.Message, Exit: e.Exit}}
 	}
 	raw, _ := json.Marshal(result)
 	return Answer{OK: true, Result: raw}
 }
 
+// logged is an error already in the launch log.
+type logged struct{ error }
+
+// refuse records a refusal in the launch log and answers it.
+func (b *bus) refuse(who caller, req Request, err error) Answer {
+	e := errcode.Of(err)
+	_ = b.log.Append(LogEvent{Event: "refused", Verb: req.Verb, By: who.String(), ByInvocation: who.invocation, Session: req.Name,
+		Profile: req.Profile, Workspace: req.Workspace, Command: req.Command, Code: e.Code, Message: e.Message})
+	return Answer{Error: &AnswerError{Code: e.Code, Message: e.Message, Exit: e.Exit}}
+}
+
 func (b *bus) handle(ctx context.Context, who caller, req Request) (any, error) {
-	switch req.Verb {
-	case "launch", "stop", "status", "list":
-	default:
-		return nil, errcode.BadRequest.New("unknown verb %q: use launch, stop, list or status", req.Verb)
-	}
-	if who.session != "" && req.Verb != "launch" && req.Verb != "list" {
-		if err := b.mayControl(who, req.Name); err != nil {
-			return nil, err
-		}
-	}
 	switch req.Verb {
 	case "launch":
 		return b.launch(ctx, who, req)
-	case "stop":
+	case "stop", "status":
+		if err := units.ValidateName(req.Name); err != nil {
+			return nil, err
+		}
+		if who.session != "" {
+			s, err := b.mayControl(ctx, who, req.Name)
+			if err != nil {
+				return nil, err
+			}
+			if req.Verb == "status" {
+				return s, nil
+			}
+		}
+		if req.Verb == "status" {
+			return b.m.Status(ctx, req.Name)
+		}
 		timeout := units.DefaultStopTimeout
 		if req.Timeout != "" {
 			var err error
@@ -448,128 +418,42 @@ func (b *bus) handle(ctx context.Context, who caller, req Request) (any, error) 
 			}
 		}
 		return b.m.Stop(ctx, req.Name, timeout, nil)
-	case "status":
-		return b.m.Status(ctx, req.Name)
 	case "list":
-		list, err := b.m.List(ctx)
+		list, err := b.m.ListInvocations(ctx)
 		if err != nil || who.session == "" {
 			return list, err
 		}
 		mine := []manager.Session{}
 		b.mu.Lock()
 		for _, s := range list {
-			if b.launchedBy[s.Name] == who.session {
+			if c, ok := b.children[s.InvocationID]; ok && s.InvocationID != "" && c.launcher == who.invocation {
 				mine = append(mine, s)
 			}
 		}
 		b.mu.Unlock()
 		return mine, nil
 	}
-	return nil, errcode.BadRequest.New("unknown verb %q: use launch, stop, list or status", req.Verb)
+	return nil, errcode.BadRequest.New("unknown verb %q: use launch, stop, list or status", clip(req.Verb, 64))
 }
 
-// mayControl lets a session stop or inspect only the sessions it launched.
-func (b *bus) mayControl(who caller, name string) error {
+// mayControl lets a session stop or inspect only the sessions it launched:
+// the unit of that name now must be the very start of it the session
+// launched (its invocation id), not a later session that took the name.
+// (systemd stops a unit by name: a session that ends and is replaced
+// between this check and the stop is the one gap, of a D-Bus round trip.)
+func (b *bus) mayControl(ctx context.Context, who caller, name string) (manager.Session, error) {
+	refused := errcode.NotPermitted.New("session %s may stop or inspect only the sessions it launched while they run, and %s is not one", who.session, name)
+	s, err := b.m.Status(ctx, name)
+	if err != nil {
+		if errors.Is(err, errcode.NoSuchSession.Target()) {
+			return s, refused
+		}
+		return s, err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.launchedBy[name] != who.session {
-		return errcode.NotPermitted.New("session %s may stop or inspect only the sessions it launched, and %s is not one", who.session, name)
-	}
-	return nil
-}
-
-// launch starts a session for the caller; one from a session is held to
-// the policy first.
-func (b *bus) launch(ctx context.Context, who caller, req Request) (any, error) {
-	r, err := requestOf(req)
-	if err != nil {
-		return nil, err
-	}
-	b.launchMu.Lock()
-	defer b.launchMu.Unlock()
-	if who.session != "" {
-		if !who.mayLaunch {
-			return nil, errcode.NotPermitted.New("session %s was not started with --may-launch", who.session)
-		}
-		if len(r.Command) == 0 && r.Profile == "" {
-			return nil, errcode.NoCommand.New("no command given: name one, or a profile whose binary to run")
-		}
-		profile, err := credentials.ProfileFor(credentials.ProfileDir(b.paths.Home), r.Command)
-		if r.Profile != "" {
-			profile, err = credentials.FindProfile(credentials.ProfileDir(b.paths.Home), r.Profile)
-		}
-		if err != nil {
-			return nil, err
-		}
-		// Read at each launch: the operator's edits apply without a restart.
-		policy, err := ReadPolicy(PolicyFile(b.paths.Home))
-		if err != nil {
-			return nil, err
-		}
-		running, err := b.runningByProfile(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := policy.checkLaunch(r, profile.Name, who.workspace, running); err != nil {
-			return nil, err
-		}
-		r.Profile = profile.Name
-	}
-	s, err := b.m.Launch(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	b.mu.Lock()
-	if who.session != "" {
-		b.launchedBy[s.Name] = who.session
-	}
-	b.mu.Unlock()
-	if err := b.log.Append(LogEvent{Event: "launch", Session: s.Name, By: who.String(), Profile: s.Profile,
-		Workspace: s.Workspace, Command: s.Command}); err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic bus: %v\n", err)
+	if c, ok := b.children[s.InvocationID]; !ok || s.InvocationID == "" || c.launcher != who.invocation || c.name != name {
+		return s, refused
 	}
 	return s, nil
-}
-
-// runningByProfile counts, for each profile, the running sessions that
-// sessions launched through the bus: what the policy's capacity limits.
-func (b *bus) runningByProfile(ctx context.Context) (map[string]int, error) {
-	list, err := b.m.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	n := map[string]int{}
-	for _, s := range list {
-		b.mu.Lock()
-		launched := b.launchedBy[s.Name] != ""
-		b.mu.Unlock()
-		if !s.Running() || !launched {
-			continue
-		}
-		if rec, ok := records.Read(b.paths.SessionDir(s.Name)); ok {
-			n[rec.Profile]++
-		}
-	}
-	return n, nil
-}
-
-// requestOf turns a launch request into a session request, checking its
-// limits as mosaic start checks its flags.
-func requestOf(req Request) (request.Request, error) {
-	r := request.Request{Name: req.Name, Workspace: req.Workspace, Profile: req.Profile, Command: req.Command,
-		ExtraRO: req.RO, ExtraRW: req.RW, MayLaunch: req.MayLaunch, Network: req.Network, AllowHosts: req.AllowHosts}
-	if r.Workspace != "" && !filepath.IsAbs(r.Workspace) {
-		return r, errcode.BadWorkspace.New("workspace %q must be an absolute path: the bus does not know the caller's directory", r.Workspace)
-	}
-	var err error
-	if r.Limits, err = req.Limits.Parse(); err != nil {
-		return r, err
-	}
-	r.StopTimeout = units.DefaultStopTimeout
-	if req.StopTimeout != "" {
-		if r.StopTimeout, err = units.ParseDuration("stop-timeout", req.StopTimeout); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
 }

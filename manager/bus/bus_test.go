@@ -3,10 +3,14 @@ package bus
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,30 +20,53 @@ import (
 	"mosaic/manager"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
+	"mosaic/units"
 	"mosaic/units/errcode"
 )
 
 // fakeClient stands in for systemd: the bus's logic is tested without a rig,
 // as tailscale tests its local API with a fake backend.
 type fakeClient struct {
-	mu       sync.Mutex
-	unit     string // what UnitByPID answers
-	unitErr  error
-	sessions map[string]manager.Session
-	launched []request.Request
-	stopped  []string
+	mu         sync.Mutex
+	paths      request.Paths
+	version    int    // the manager's, for Features
+	unit       string // what UnitByPID(FD) answers
+	invocation string
+	unitErr    error
+	byPID      int   // UnitByPID calls
+	byPIDFD    []int // the PIDs behind the pidfds UnitByPIDFD was asked about
+	lists      int   // List calls
+	statuses   int   // Status calls
+	sessions   map[string]manager.Session
+	launched   []request.Request
+	stopped    []string
+	// beforeLaunch, when set, runs at the start of each Launch (outside
+	// the fake's lock): a hook to hold a launch in flight.
+	beforeLaunch func(request.Request)
+	ids          int
+}
+
+// newInvocation makes an invocation id as systemd's look (hex of 16 bytes).
+func (f *fakeClient) newInvocation() string {
+	f.ids++
+	return fmt.Sprintf("%032x", f.ids)
 }
 
 func (f *fakeClient) Launch(_ context.Context, r request.Request) (manager.Session, error) {
+	if f.beforeLaunch != nil {
+		f.beforeLaunch(r)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.launched = append(f.launched, r)
-	name := r.Name
-	if name == "" {
-		name = "launched-" + string(rune('a'+len(f.launched)))
+	if old, ok := f.sessions[r.Name]; ok && old.Running() {
+		return manager.Session{}, errcode.SessionExists.New("%s runs", r.Name)
 	}
-	s := manager.Session{Name: name, State: "active", Profile: r.Profile, Workspace: r.Workspace, Command: r.Command}
-	f.sessions[name] = s
+	// As manager.Launch does: the session's record, written at its start.
+	_ = os.MkdirAll(f.paths.SessionDir(r.Name), 0o700)
+	_ = records.Write(f.paths.SessionDir(r.Name), records.Record{Name: r.Name, Profile: r.Profile, Workspace: r.Workspace, Started: time.Now()})
+	s := manager.Session{Name: r.Name, Unit: "mosaic-" + r.Name + ".service", State: "active", InvocationID: f.newInvocation(), Profile: r.Profile, Workspace: r.Workspace, Command: r.Command}
+	f.sessions[r.Name] = s
 	return s, nil
 }
 
@@ -56,6 +83,7 @@ func (f *fakeClient) Stop(_ context.Context, name string, _ time.Duration, _ fun
 func (f *fakeClient) Status(_ context.Context, name string) (manager.Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.statuses++
 	s, ok := f.sessions[name]
 	if !ok {
 		return s, errcode.NoSuchSession.New("no %s", name)
@@ -63,9 +91,10 @@ func (f *fakeClient) Status(_ context.Context, name string) (manager.Session, er
 	return s, nil
 }
 
-func (f *fakeClient) List(context.Context) ([]manager.Session, error) {
+func (f *fakeClient) ListInvocations(context.Context) ([]manager.Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	var out []manager.Session
 	for _, s := range f.sessions {
 		out = append(out, s)
@@ -75,10 +104,42 @@ func (f *fakeClient) List(context.Context) ([]manager.Session, error) {
 
 func (f *fakeClient) WatchSessions(func(unit, iface string, changed map[string]any)) {}
 
-func (f *fakeClient) UnitByPID(context.Context, uint32) (string, error) {
+func (f *fakeClient) Features() units.Features { return units.FeaturesFor(f.version) }
+
+func (f *fakeClient) UnitByPID(context.Context, uint32) (string, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.unit, f.unitErr
+	f.byPID++
+	return f.unit, f.invocation, f.unitErr
+}
+
+// UnitByPIDFD notes which process the pidfd it got stands for (its fdinfo's
+// Pid line), as systemd would read it.
+func (f *fakeClient) UnitByPIDFD(_ context.Context, pidfd int) (string, string, error) {
+	info, _ := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", pidfd))
+	pid := -1
+	for _, l := range strings.Split(string(info), "\n") {
+		if v, ok := strings.CutPrefix(l, "Pid:"); ok {
+			pid, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.byPIDFD = append(f.byPIDFD, pid)
+	return f.unit, f.invocation, f.unitErr
+}
+
+// end makes a session end as systemd announces it: up, then inactive.
+func (r *rig) end(name string) {
+	r.fake.mu.Lock()
+	s := r.fake.sessions[name]
+	s.State = "inactive"
+	r.fake.sessions[name] = s
+	r.fake.mu.Unlock()
+	id, _ := hex.DecodeString(s.InvocationID)
+	unit := "mosaic-" + name + ".service"
+	r.b.observe(unit, "org.freedesktop.systemd1.Unit", map[string]any{"ActiveState": "active", "InvocationID": id})
+	r.b.observe(unit, "org.freedesktop.systemd1.Unit", map[string]any{"ActiveState": "inactive"})
 }
 
 // rig is a bus over a fake client, with the user's directories in a
@@ -118,7 +179,8 @@ func newRig(t *testing.T, policy string) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { log.Close() })
-	fake := &fakeClient{unit: "mosaic-pm.service", sessions: map[string]manager.Session{"pm": {Name: "pm", State: "active"}}}
+	fake := &fakeClient{paths: p, version: 252, unit: "mosaic-pm.service", invocation: pmInvocation,
+		sessions: map[string]manager.Session{"pm": {Name: "pm", State: "active", InvocationID: pmInvocation}}}
 	return &rig{t: t, b: newBus(fake, log, p), fake: fake, paths: p, ws: ws}
 }
 
@@ -147,11 +209,13 @@ func (r *rig) conn() *net.UnixConn {
 // ask sends one request line and returns the answer.
 func (r *rig) ask(req any) Answer {
 	r.t.Helper()
+
 	c := r.conn()
 	b, _ := json.Marshal(req)
 	if _, err := c.Write(append(b, '\n')); err != nil {
 		r.t.Fatal(err)
 	}
+	defer c.Close()
 	return r.read(c)
 }
 
@@ -172,6 +236,9 @@ func (r *rig) read(c *net.UnixConn) Answer {
 func wantCode(t *testing.T, a Answer, code string) {
 	t.Helper()
 	if a.OK || a.Error == nil || a.Error.Code != code {
+		if a.Error != nil {
+			t.Fatalf("answer %+v, want %s", *a.Error, code)
+		}
 		t.Fatalf("answer %+v, want %s", a, code)
 	}
 	if c, _ := errcode.Lookup(code); c.Exit != a.Error.Exit {
@@ -179,11 +246,14 @@ func wantCode(t *testing.T, a Answer, code string) {
 	}
 }
 
-const policy = "[Launch]\nProfile=generic 1\n"
+const policy = "[Launch]\nProfile=generic 1\nCommand=generic true\n"
+
+// pmInvocation is the launching session's invocation id.
+const pmInvocation = "0123456789abcdef0123456789abcdef"
 
 func TestUserMayUseEveryVerb(t *testing.T) {
 	r := newRig(t, "")
-	r.fake.unit, r.fake.unitErr = "", errcode.NoSuchSession.New("in no unit")
+	r.fake.unit, r.fake.invocation, r.fake.unitErr = "", "", errcode.NoSuchSession.New("in no unit")
 	if a := r.ask(Request{Verb: "list"}); !a.OK {
 		t.Fatalf("list: %+v", a)
 	}
@@ -200,7 +270,7 @@ func TestUserMayUseEveryVerb(t *testing.T) {
 func TestIdentityFailsClosed(t *testing.T) {
 	for _, err := range []error{errcode.SystemdTimeout.New("timeout"), errcode.SystemdGone.New("closed"), errcode.SystemdError.New("odd")} {
 		r := newRig(t, policy)
-		r.fake.unit, r.fake.unitErr = "", err
+		r.fake.unit, r.fake.invocation, r.fake.unitErr = "", "", err
 		wantCode(t, r.ask(Request{Verb: "list"}), "not-permitted")
 		wantCode(t, r.ask(Request{Verb: "stop", Name: "pm"}), "not-permitted")
 		if len(r.fake.stopped) != 0 {

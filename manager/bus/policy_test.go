@@ -90,3 +90,22 @@ func TestProcStart(t *testing.T) {
 		t.Error("procStart of a process that does not exist")
 	}
 }
+
+func TestPolicyCommand(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bus.conf")
+	os.WriteFile(path, []byte("[Launch]\nProfile=generic 1\nCommand=generic sh -c 'make test' \"a  b\" ''\n"), 0o600)
+	p, err := ReadPolicy(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Commands["generic"]; len(got) != 5 || got[2] != "make test" || got[3] != "a  b" || got[4] != "" {
+		t.Fatalf("Command= read as %q", got)
+	}
+	for _, bad := range []string{"Command=generic\n", "Command=generic sh -c 'unclosed\n"} {
+		os.WriteFile(path, []byte("[Launch]\n"+bad), 0o600)
+		if _, err := ReadPolicy(path); err == nil {
+			t.Errorf("%q: read without an error", bad)
+		}
+	}
+}

@@ -56,6 +56,8 @@ var (
 	ProfileNotAllowed      = def("profile-not-allowed", ExitRefused, "the bus policy does not let sessions launch that profile")
 	BindNotAllowed         = def("bind-not-allowed", ExitRefused, "a session cannot give what it launches extra paths, credentials or network")
 	WorkspaceNotAllowed    = def("workspace-not-allowed", ExitRefused, "the launched workspace is not where the bus policy lets sessions launch")
+	CommandNotAllowed      = def("command-not-allowed", ExitRefused, "a session cannot choose what a session it launches runs: the profile's binary or the bus policy's Command= does")
+	BusBusy                = def("bus-busy", ExitRefused, "the mosaic bus holds as many connections (of that session, or on that socket) as it takes")
 	CapacityFull           = def("capacity-full", ExitRefused, "as many sessions of that profile as the bus policy allows already run")
 	SandboxUnavailable     = def("sandbox-unavailable", ExitRefused, "no sandbox can be built on this host, so nothing was started")
 	NoUserManager          = def("no-user-manager", ExitRefused, "no systemd user manager can be reached")

@@ -1,0 +1,226 @@
+package bus
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	"mosaic/credentials"
+	"mosaic/manager"
+	"mosaic/manager/records"
+	"mosaic/manager/request"
+	"mosaic/units"
+	"mosaic/units/errcode"
+)
+
+// launch starts a session for the caller; one from a session is held to
+// the policy first. Only the check of capacity and the reservation hold the
+// lock, not the start (which may take up to systemd's start timeout): a
+// slow launch delays no other. The launch log gets the intent before the
+// start and the launch after it, so a bus that dies meanwhile still learns,
+// when it starts again, of every session it started.
+func (b *bus) launch(ctx context.Context, who caller, req Request) (any, error) {
+	r, err := requestOf(req)
+	if err != nil {
+		return nil, err
+	}
+	var policy Policy
+	if who.session != "" {
+		if policy, err = b.checkSessionLaunch(who, &r); err != nil {
+			return nil, err
+		}
+	}
+	if r.Name == "" {
+		// A fresh name, known before the start so the intent can name it.
+		r.Name = units.GenerateName(r.Command)
+	}
+	if who.session != "" {
+		// What ended unseen no longer counts against the capacity.
+		b.mu.Lock()
+		seq := b.seq
+		b.mu.Unlock()
+		list, err := b.m.ListInvocations(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b.pruneChildren(list, seq)
+	}
+	release, err := b.reserve(who, r, policy)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	event := LogEvent{Session: r.Name, By: who.String(), ByInvocation: who.invocation, Profile: r.Profile, Workspace: r.Workspace, Command: r.Command}
+	intent := event
+	intent.Event = "launching"
+	if err := b.log.Append(intent); err != nil {
+		return nil, errcode.LaunchLog.New("%v: nothing was started", err)
+	}
+	// Not cancelled when the bus is told to stop: the start finishes and is
+	// recorded (Serve waits for it), rather than leaving a unit that may
+	// still start with no record of it.
+	s, err := b.m.Launch(context.WithoutCancel(ctx), r)
+	if err != nil {
+		e := errcode.Of(err)
+		failed := event
+		failed.Event, failed.Code, failed.Message = "launch-failed", e.Code, e.Message
+		_ = b.log.Append(failed)
+		return nil, logged{err}
+	}
+	var started time.Time
+	if rec, ok := records.Read(b.paths.SessionDir(s.Name)); ok {
+		started = rec.Started
+	}
+	b.mu.Lock()
+	if who.session != "" && s.InvocationID != "" {
+		b.seq++
+		b.children[s.InvocationID] = child{name: s.Name, profile: r.Profile, launcher: who.invocation, seq: b.seq}
+	}
+	b.created[s.Name] = creation{launcher: who.invocation, started: started}
+	b.mu.Unlock()
+	done := event
+	done.Event, done.Session, done.Invocation, done.RecordStarted = "launch", s.Name, s.InvocationID, started
+	if err := b.log.Append(done); err != nil {
+		// The session runs; its intent is in the log.
+		_, _ = os.Stderr.WriteString("mosaic bus: " + err.Error() + "\n")
+	}
+	return s, nil
+}
+
+// checkSessionLaunch holds a launch from a session to the policy (read at
+// each launch: the operator's edits apply without a restart) and fills in
+// its profile and command. Capacity is checked later, with the reservation.
+func (b *bus) checkSessionLaunch(who caller, r *request.Request) (Policy, error) {
+	if !who.mayLaunch {
+		return Policy{}, errcode.NotPermitted.New("session %s was not started with --may-launch", who.session)
+	}
+	if len(r.Command) == 0 && r.Profile == "" {
+		return Policy{}, errcode.NoCommand.New("no profile given: name the profile to launch (--profile); it says what runs")
+	}
+	dir := credentials.ProfileDir(b.paths.Home)
+	profile, err := credentials.ProfileFor(dir, r.Command)
+	if r.Profile != "" {
+		profile, err = credentials.FindProfile(dir, r.Profile)
+	}
+	if err != nil {
+		return Policy{}, err
+	}
+	policy, err := ReadPolicy(PolicyFile(b.paths.Home))
+	if err != nil {
+		return Policy{}, err
+	}
+	if err := policy.checkLaunch(*r, profile.Name, who.workspace, nil); err != nil {
+		return Policy{}, err
+	}
+	if r.Command, err = policy.commandFor(profile, r.Command); err != nil {
+		return Policy{}, err
+	}
+	r.Profile = profile.Name
+	return policy, nil
+}
+
+// reserve claims the name (and, for a launch from a session, a place in
+// its profile's capacity: a launch in flight counts as running) until the
+// release it returns, which the launch calls once it is recorded.
+func (b *bus) reserve(who caller, r request.Request, policy Policy) (func(), error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closing {
+		return nil, errcode.BusError.New("the mosaic bus is stopping: try again once it is back (systemctl --user status mosaic-bus)")
+	}
+	if b.starting[r.Name] {
+		return nil, errcode.SessionExists.New("a session named %s is being launched now: pick another name", r.Name)
+	}
+	if who.session != "" {
+		if err := b.mayTakeName(who, r.Name); err != nil {
+			return nil, err
+		}
+		n := b.reserved[r.Profile]
+		for _, c := range b.children {
+			if c.profile == r.Profile {
+				n++
+			}
+		}
+		if err := policy.full(r.Profile, n); err != nil {
+			return nil, err
+		}
+		b.reserved[r.Profile]++
+	}
+	b.starting[r.Name] = true
+	b.launches.Add(1)
+	return func() {
+		b.mu.Lock()
+		delete(b.starting, r.Name)
+		if who.session != "" {
+			if b.reserved[r.Profile]--; b.reserved[r.Profile] <= 0 {
+				delete(b.reserved, r.Profile)
+			}
+		}
+		b.mu.Unlock()
+		b.launches.Done()
+	}, nil
+}
+
+// mayTakeName lets a session launch under a name with state (a kept home,
+// a record) only when that state is of its own making: its own launch of
+// that name through the bus, with the record that launch wrote. An ended
+// session's home holds its sign-in tokens and is what the user's next run
+// of the name starts with. Called with b.mu held.
+func (b *bus) mayTakeName(who caller, name string) error {
+	dir := b.paths.SessionDir(name)
+	if _, err := os.Lstat(dir); os.IsNotExist(err) {
+		return nil
+	}
+	c, ok := b.created[name]
+	rec, recOK := records.Read(dir)
+	if ok && c.launcher != "" && c.launcher == who.invocation && recOK && rec.Started.Equal(c.started) {
+		return nil
+	}
+	return errcode.NotPermitted.New("the name %s has the state (home, record) of a session that session %s did not launch: leave the name out to get a fresh one", name, who.session)
+}
+
+// pruneChildren drops the children added up to seq that list (taken after
+// seq was read) does not show running as the same invocation: an end the
+// bus did not see must not hold capacity for good.
+func (b *bus) pruneChildren(list []manager.Session, seq uint64) {
+	up := map[string]bool{}
+	for _, s := range list {
+		if s.Running() && s.InvocationID != "" {
+			up[s.InvocationID] = true
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, c := range b.children {
+		if c.seq <= seq && !up[id] {
+			delete(b.children, id)
+		}
+	}
+}
+
+// requestOf turns a launch request into a session request, checking its
+// name and limits as mosaic start checks its flags.
+func requestOf(req Request) (request.Request, error) {
+	r := request.Request{Name: req.Name, Workspace: req.Workspace, Profile: req.Profile, Command: req.Command,
+		ExtraRO: req.RO, ExtraRW: req.RW, MayLaunch: req.MayLaunch, Network: req.Network, AllowHosts: req.AllowHosts}
+	if r.Name != "" {
+		if err := units.ValidateName(r.Name); err != nil {
+			return r, err
+		}
+	}
+	if r.Workspace != "" && !filepath.IsAbs(r.Workspace) {
+		return r, errcode.BadWorkspace.New("workspace %q must be an absolute path: the bus does not know the caller's directory", clip(r.Workspace, 256))
+	}
+	var err error
+	if r.Limits, err = req.Limits.Parse(); err != nil {
+		return r, err
+	}
+	r.StopTimeout = units.DefaultStopTimeout
+	if req.StopTimeout != "" {
+		if r.StopTimeout, err = units.ParseDuration("stop-timeout", req.StopTimeout); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
