@@ -63,14 +63,18 @@ var agentCases = []agentCase{
 	},
 	{
 		bin: "opencode", profile: "opencode", keyVar: "ANTHROPIC_API_KEY",
-		env:        []string{`OPENCODE_CONFIG_CONTENT={"provider":{"anthropic":{"options":{"baseURL":"%s/v1"}}}}`},
+		// ANTHROPIC_BASE_URL is for mosaic (opencode reads its own
+		// config): it names the endpoint the key is injected into.
+		env:        []string{`OPENCODE_CONFIG_CONTENT={"provider":{"anthropic":{"options":{"baseURL":"%s/v1"}}}}`, "ANTHROPIC_BASE_URL=%s"},
 		allowLocal: true,
 		ask:        func(p string) []string { return []string{"run", "-m", "anthropic/claude-sonnet-4-5", p} },
 		refusedOK:  []string{"registry.npmjs.org:443"},
 	},
 	{
 		bin: "pi", profile: "pi", keyVar: "ANTHROPIC_API_KEY",
-		files:      map[string]string{".pi/agent/models.json": `{"providers":{"anthropic":{"baseUrl":"%s"}}}`},
+		files: map[string]string{".pi/agent/models.json": `{"providers":{"anthropic":{"baseUrl":"%s"}}}`},
+		// For mosaic (pi reads models.json): where the key is injected.
+		env:        []string{"ANTHROPIC_BASE_URL=%s"},
 		allowLocal: true,
 		ask:        func(p string) []string { return []string{"--provider", "anthropic", "-p", p} },
 	},
@@ -259,8 +263,11 @@ func TestAgents(t *testing.T) {
 				}
 			}
 			journal, _ := exec.Command("journalctl", "--user", "-q", "-o", "cat", "-t", "mosaic-"+name+"-egress").CombinedOutput()
-			if !strings.Contains(string(journal), "tunnel to localhost:"+port) {
-				t.Errorf("%s: no tunnel to the mock in the egress proxy's journal:\n%s", ac.bin, journal)
+			// The key is injected on its way to the mock (issue 15): the
+			// session held a placeholder, and the proxy says where it put
+			// the key.
+			if !strings.Contains(string(journal), ": POST localhost:"+port) || !strings.Contains(string(journal), "injected ") {
+				t.Errorf("%s: no injected request to the mock in the egress proxy's journal:\n%s", ac.bin, journal)
 			}
 			for _, line := range strings.Split(string(journal), "\n") {
 				if !strings.Contains(line, "refused") {
