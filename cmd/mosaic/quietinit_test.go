@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -23,29 +22,10 @@ import (
 // defences are off (-tags mosaic_weakened, a build only tests make), where
 // it must work, then against mosaic, where it must fail.
 
-var (
-	weakOnce sync.Once
-	weakBin  string
-	weakErr  error
-)
-
-// weakenedMosaic builds mosaic with the init dumpable, the shim passing the
-// unit's whole environment to bwrap and no syscall filter.
-func weakenedMosaic(t *testing.T) string {
-	t.Helper()
-	weakOnce.Do(func() {
-		weakBin = filepath.Join(filepath.Dir(mosaicBin), "mosaic-weakened")
-		build := exec.Command("go", "build", "-tags", "mosaic_weakened", "-o", weakBin, ".")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			weakErr = fmt.Errorf("building the weakened mosaic: %v\n%s", err, out)
-		}
-	})
-	if weakErr != nil {
-		t.Fatal(weakErr)
-	}
-	return weakBin
-}
+// weakenedMosaic is mosaic with the init dumpable, the shim passing the
+// unit's whole environment to bwrap, no syscall filter and no Landlock
+// scoping (-tags mosaic_weakened).
+func weakenedMosaic(t *testing.T) string { return taggedMosaic(t, "mosaic_weakened") }
 
 func mosaicAs(t *testing.T, bin string, args ...string) result {
 	t.Helper()

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -206,4 +207,42 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// tagged are the test-only builds of mosaic, one per build tag, made once
+// per test run.
+var tagged = struct {
+	sync.Mutex
+	bins map[string]*taggedBuild
+}{bins: map[string]*taggedBuild{}}
+
+type taggedBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// taggedMosaic builds mosaic with a build tag only tests use (a weakened
+// sandbox, test hooks) beside the binary under test, once.
+func taggedMosaic(t *testing.T, tag string) string {
+	t.Helper()
+	tagged.Lock()
+	b := tagged.bins[tag]
+	if b == nil {
+		b = &taggedBuild{}
+		tagged.bins[tag] = b
+	}
+	tagged.Unlock()
+	b.once.Do(func() {
+		b.path = filepath.Join(filepath.Dir(mosaicBin), "mosaic-"+tag)
+		build := exec.Command("go", "build", "-tags", tag, "-o", b.path, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("building mosaic -tags %s: %v\n%s", tag, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
 }

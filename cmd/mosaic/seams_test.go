@@ -12,37 +12,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-var (
-	hookedOnce sync.Once
-	hookedBin  string
-	hookedErr  error
-)
-
 // hookedMosaic is mosaic built with the test hooks (-tags mosaic_testhooks):
-// MOSAIC_TEST_PAUSE_AFTER_CHECK and MOSAIC_TEST_SKIP_BIND_IDENTITY.
-func hookedMosaic(t *testing.T) string {
-	t.Helper()
-	hookedOnce.Do(func() {
-		hookedBin = filepath.Join(filepath.Dir(mosaicBin), "mosaic-hooked")
-		build := exec.Command("go", "build", "-tags", "mosaic_testhooks", "-o", hookedBin, ".")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			hookedErr = err
-			hookedBin = string(out)
-		}
-	})
-	if hookedErr != nil {
-		t.Fatalf("building the hooked mosaic: %v\n%s", hookedErr, hookedBin)
-	}
-	return hookedBin
-}
+// MOSAIC_TEST_PAUSE_AFTER_CHECK, MOSAIC_TEST_SKIP_BIND_IDENTITY and the others.
+func hookedMosaic(t *testing.T) string { return taggedMosaic(t, "mosaic_testhooks") }
 
 // runPaused runs the hooked mosaic, which pauses once it has checked the
 // request's paths; swap runs in that pause, then mosaic goes on.
