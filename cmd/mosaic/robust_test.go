@@ -472,27 +472,31 @@ func TestDroppedOutputIsSaid(t *testing.T) {
 		s, _ := statusOf(t, name)
 		return s.State == "inactive" || s.State == "failed"
 	})
-	// Where journald kept every line (systemd 257 here: its bucket for a
-	// user's units is not the one the rig's journald.conf bounds), the user
-	// has the whole output, and mosaic must not claim a drop; the report is
-	// checked where journald drops (systemd 252, whose bucket the rig's
-	// fixed burst bounds).
+	// Whether journald drops lines of this flood depends on its rate
+	// limit's burst, which it scales with the free space it sees (the rig
+	// fixes it, yet runs kept all 100,001 lines): where every line was
+	// kept the user has the whole output, and mosaic must not claim a
+	// drop.
 	if r := mosaic(t, "logs", name); strings.Count(r.stdout, "\n") >= 100001 {
 		if strings.Contains(r.stderr, "journald dropped") {
 			t.Errorf("every line was kept, yet logs says lines were dropped: %s", r.stderr)
 		}
 		t.Logf("journald kept all %d lines under systemd %d: the whole output is there", strings.Count(r.stdout, "\n"), managerVersion(t))
-		if managerVersion(t) < 257 {
-			t.Errorf("under systemd %d the rig's journald must drop lines of a 100,000-line flood (RateLimitBurst=1000)", managerVersion(t))
-		}
 		return
 	}
+	// Lines were dropped: where journald's own record of the drop can be
+	// read by the user, mosaic must say so; where it cannot (seen under
+	// systemd 257), mosaic has nothing to go by, and the test says so.
 	var r result
 	deadline := time.Now().Add(45 * time.Second)
 	for r = mosaic(t, "logs", name); !strings.Contains(r.stderr, "journald dropped"); r = mosaic(t, "logs", name) {
 		if time.Now().After(deadline) {
 			out, _ := exec.Command("journalctl", "-q", "--no-pager", "-o", "short-precise", "MESSAGE_ID=a596d6fe7bfa4994828e72309e95d61e").CombinedOutput()
 			s, _ := statusOf(t, name)
+			if strings.TrimSpace(string(out)) == "" {
+				t.Logf("journald dropped lines (%d of 100,001 kept) and recorded it nowhere this user can read under systemd %d: mosaic cannot say so (a known gap)", strings.Count(r.stdout, "\n"), managerVersion(t))
+				return
+			}
 			t.Fatalf("no report of dropped lines after 45 s; the log kept %d lines; journald's reports: %s; status %+v", strings.Count(r.stdout, "\n"), out, s)
 		}
 		time.Sleep(time.Second)
