@@ -75,8 +75,8 @@ live_resolved() {
 	{
 		grep -hv '^[[:space:]]*#' /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null
 		echo "${GOPROXY:-$(command -v go >/dev/null && go env GOPROXY)}" | tr ',|' '\n\n'
-		# npm's default registry and any other an npmrc names (npm itself takes seconds to ask).
-		echo https://registry.npmjs.org/
+		# npm's registry, as npm itself says (a second or two), and any other an npmrc names.
+		command -v npm >/dev/null && timeout 10 npm config get registry 2>/dev/null
 		grep -hs '^[[:space:]]*registry[[:space:]]*=' /etc/npmrc /usr/etc/npmrc /usr/local/etc/npmrc "${HOME:-/root}/.npmrc"
 	} | grep -oE '[a-z+]+://[^/[:space:]]+' | sed 's|.*://||; s|.*@||; s|:.*||' | sort -u | head -n 20 |
 		while read -r h; do timeout 2 getent ahostsv4 "$h" 2>/dev/null | awk '{print $1}'; done

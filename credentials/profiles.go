@@ -164,7 +164,7 @@ var builtins = []Profile{
 		PassEnv: []string{"OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT"},
 		// The model catalog (models.opencode.ai) comes with the binary, and
 		// no self-update. Its background install of a plugin package from
-		// registry.npmjs.org has no switch; refused, it only logs a warning.
+		// the npm registry (a plugin package) has no switch; refused, it only logs a warning.
 		Env:     []string{"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1"},
 		Network: "allow", AllowHosts: hostsOf(providerHosts), HostReasons: providerHosts,
 	},
