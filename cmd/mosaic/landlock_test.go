@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"mosaic/sandbox"
+	"mosaic/sandbox/escapes"
 )
 
 // noBwrap is the environment of a host where bwrap cannot run, as in a
@@ -168,13 +169,7 @@ func TestScoping(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
-		got := map[string]string{}
-		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-			if k, v, ok := strings.Cut(line, " "); ok {
-				got[k] = v
-			}
-		}
-		return got
+		return escapes.Parse(r.stdout) // "NAME ANSWER" lines, as the escape table's
 	}
 	for _, tc := range []struct {
 		name    string

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"mosaic/sandbox/escapes"
 )
 
 // needTestNet returns the rig's test network prefix (N of N.2, N.3), whose
@@ -102,13 +104,7 @@ func TestNetworkNone(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
-		got := map[string]string{}
-		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-			if k, v, ok := strings.Cut(line, " "); ok {
-				got[k] = v
-			}
-		}
-		return got
+		return escapes.Parse(r.stdout) // "NAME ANSWER" lines, as the escape table's
 	}
 	for _, tc := range []struct {
 		name string
