@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -129,19 +128,11 @@ func mosaicTimed(t *testing.T, d time.Duration, args ...string) result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, mosaicBin, args...)
 	cmd.Stdin = strings.NewReader("")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("running mosaic %v: %v", args, err)
-	}
+	r := runResult(t, cmd)
 	if ctx.Err() != nil {
-		t.Fatalf("mosaic %s: still running after %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), d, out.String(), errb.String())
+		t.Fatalf("mosaic %s: still running after %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), d, r.stdout, r.stderr)
 	}
-	return result{out.String(), errb.String(), code}
+	return r
 }
 
 func TestAgents(t *testing.T) {

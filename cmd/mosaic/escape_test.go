@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,21 +118,11 @@ func newEscapeFixture(t *testing.T) *escapeFixture {
 	}
 
 	// A service on the host's loopback (and so its network namespace).
-	lo, err := net.Listen("tcp", "127.0.0.1:0")
+	port, lo, err := escapes.LoopbackStandIn()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lo.Close() })
-	go func() {
-		for {
-			c, err := lo.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(lo.Addr().String())
 
 	stand := escapes.StandIns{HomeFile: homeFile, SSHKey: ssh, AWSCredentials: aws, ClaudeState: claude, OtherWorkspace: otherWS,
 		OtherState: otherState, RuntimeDir: rt, SHM: shm, SysVKey: strconv.FormatUint(key, 10), HostTmp: hostTmp, Outside: outside,

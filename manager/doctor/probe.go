@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,21 +100,11 @@ func ProbeSandbox(ctx context.Context, m *manager.Manager, mode string) ([]Probe
 	}
 	cleanup = append(cleanup, func() { _ = host.Process.Kill(); _ = host.Wait() })
 
-	lo, err := net.Listen("tcp", "127.0.0.1:0")
+	port, lo, err := escapes.LoopbackStandIn()
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the probe's loopback stand-in: %v", err)
 	}
 	defer lo.Close()
-	go func() {
-		for {
-			c, err := lo.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(lo.Addr().String())
 	stand := escapes.StandIns{HomeFile: filepath.Join(secretDir, "secret"), OtherWorkspace: otherWS, OtherState: otherState,
 		RuntimeDir: paths.RuntimeDir, SHM: shm, HostTmp: hostTmp, Outside: secretDir, Marker: marker,
 		LoopbackPort: port, Workspace: work}

@@ -10,6 +10,7 @@ package escapes
 
 import (
 	"fmt"
+	"net"
 	"strings"
 )
 
@@ -82,6 +83,27 @@ type StandIns struct {
 // vars are the script's variables, in the order of Args.
 var vars = []string{"home_file", "ssh", "aws", "claude", "other_ws", "other_state", "rt", "shm", "sysv", "host_tmp",
 	"outside", "mark1", "mark2", "leak", "port", "ws"}
+
+// LoopbackStandIn listens on the host's 127.0.0.1 (a service there stands
+// for the host's network namespace and its abstract sockets) and accepts
+// and closes every connection until closed; it returns the port.
+func LoopbackStandIn() (port string, l net.Listener, err error) {
+	l, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	_, port, _ = net.SplitHostPort(l.Addr().String())
+	return port, l, nil
+}
 
 // Args are the script's arguments (after sh -c SCRIPT sh). The marker goes
 // in two halves, joined inside, so that no command line in the session
