@@ -191,18 +191,8 @@ func TestKeyInjection(t *testing.T) {
 			return
 		}
 		// No bwrap: the command reads the proxy's CA at its host path.
-		ask := func() result {
-			return mosaicWith(t, env, "", "run", "--sandbox", "landlock", "--workspace", ws, "--profile", "claude-code", "--allow-host", n+".0/24",
-				"--", "bash", "-c", `curl -sS -X POST "https://$1/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -d '{}' | grep -c '^event:'`, "bash", vendor.addr)
-		}
-		r := ask()
-		if strings.Contains(r.stderr, "curl: (18)") {
-			// Seen twice in many full runs (never alone): the stream cut
-			// after its first event. Said, and asked once more; the cause
-			// is an open question in the issue note.
-			t.Logf("the streamed answer was cut (%s); asking once more", strings.TrimSpace(r.stderr))
-			r = ask()
-		}
+		r := mosaicWith(t, env, "", "run", "--sandbox", "landlock", "--workspace", ws, "--profile", "claude-code", "--allow-host", n+".0/24",
+			"--", "bash", "-c", `curl -sS -X POST "https://$1/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -d '{}' | grep -c '^event:'`, "bash", vendor.addr)
 		if r.code != 0 || strings.TrimSpace(r.stdout) != "3" {
 			t.Errorf("exit %d: %q %q", r.code, r.stdout, r.stderr)
 		}

@@ -131,6 +131,15 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 		},
 		ErrorLog: log.New(logWriter{e, hp}, "", 0),
 	}
+	// Full duplex: without it the server, when the answer's head goes
+	// back, reads the rest of the request body and closes it, while the
+	// transport may still be reading that body to its end; the transport
+	// then fails the request and closes the vendor's connection mid-stream
+	// (an event stream cut after its first event). A vendor may also
+	// answer before the body ends.
+	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+		e.logf("relay to %s: cannot relay full duplex: %v", hp, err)
+	}
 	in := &countingBody{ReadCloser: r.Body}
 	r.Body = in
 	cw := &countingWriter{ResponseWriter: w, status: http.StatusOK}

@@ -47,6 +47,15 @@ func newMockVendor(t *testing.T) *mockVendor {
 			w.(http.Flusher).Flush()
 			<-m.gate // the second event waits until the test saw the first
 			io.WriteString(w, "event: two\ndata: second\n\n")
+		case "/v1/early":
+			// Answers before the request body has arrived, then echoes it:
+			// the body and the answer are in flight at once.
+			http.NewResponseController(w).EnableFullDuplex()
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "event: one\ndata: first\n\n")
+			w.(http.Flusher).Flush()
+			body, _ := io.ReadAll(r.Body)
+			io.WriteString(w, "event: two\ndata: "+string(body)+"\n\n")
 		case "/ws":
 			w.Header().Set("Upgrade", "websocket")
 			w.Header().Set("Connection", "Upgrade")
@@ -245,6 +254,70 @@ func TestInject(t *testing.T) {
 		if !strings.Contains(journal, want) {
 			t.Errorf("journal lacks %q:\n%s", want, journal)
 		}
+	}
+}
+
+// TestInjectFullDuplex: the proxy relays a request body and its answer
+// at once. An answer's head going back must not make the proxy's server
+// read the rest of the body and close it under the transport that is
+// still sending it: that cut an event stream after its first event (in
+// about 1 of 100 streamed requests) when the close raced the transport's
+// last read of a whole body; here the body arrives only after the first
+// event, so the old relay fails every time.
+func TestInjectFullDuplex(t *testing.T) {
+	m := newMockVendor(t)
+	client, _, log, ph, hp := injectingProxy(t, m)
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", "https://"+hp+"/v1/early", pr)
+	req.ContentLength = int64(len("the body"))
+	req.Header.Set("x-api-key", ph)
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := (&http.Client{Transport: client.Transport}).Do(req)
+		got <- answer{resp, err}
+	}()
+	var a answer
+	select {
+	case a = <-got:
+	case <-time.After(5 * time.Second):
+		pw.Close()
+		t.Fatal("no answer's head before the request body was sent: the proxy holds the answer until the body ends")
+	}
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	defer a.resp.Body.Close()
+	r := bufio.NewReader(a.resp.Body)
+	first := make(chan string, 1)
+	go func() {
+		var s string
+		for !strings.Contains(s, "data: first") {
+			line, err := r.ReadString('\n')
+			s += line
+			if err != nil {
+				break
+			}
+		}
+		first <- s
+	}()
+	select {
+	case s := <-first:
+		if !strings.Contains(s, "data: first") {
+			t.Fatalf("stream: %q", s)
+		}
+	case <-time.After(5 * time.Second):
+		pw.Close()
+		t.Fatal("the first event did not come back before the request body was sent")
+	}
+	io.WriteString(pw, "the body")
+	pw.Close()
+	rest, err := io.ReadAll(r)
+	if err != nil || !strings.Contains(string(rest), "data: the body") {
+		t.Errorf("the rest of the stream: %q, %v\n%s", rest, err, log.String())
 	}
 }
 
