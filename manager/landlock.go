@@ -20,19 +20,6 @@ func landlockUnavailable() error {
 	return nil
 }
 
-// landlockOnManager refuses --sandbox landlock where the manager mounts
-// what the mode cannot hide: systemd 257 gives a unit's namespace a sysfs
-// of its own with the cgroup hierarchies under it, over the unit's empty
-// /sys (seen with PrivateNetwork, PrivatePIDs and ProtectControlGroups
-// alike), and the init would refuse every such session (exit 125).
-// Refusing here says why before anything starts.
-func landlockOnManager(f units.Features) error {
-	if f.Version >= 257 {
-		return errcode.SandboxUnavailable.New("--sandbox landlock does not run under systemd %d yet: it mounts a sysfs of its own, with the cgroup tree, into the session, which this mode cannot hide; use --sandbox bwrap (the default)", f.Version)
-	}
-	return nil
-}
-
 // launchLandlock is Launch for a --sandbox landlock session: no bwrap to
 // find or probe, a kernel with the Landlock the mode needs.
 func launchLandlock(ctx context.Context, spec units.Spec, secrets []credentials.Var, paths request.Paths) (*Manager, units.Spec, []credentials.Var, error) {
@@ -42,10 +29,6 @@ func launchLandlock(ctx context.Context, spec units.Spec, secrets []credentials.
 	m, err := Connect(ctx)
 	mark(ctx, "connect, read version")
 	if err != nil {
-		return nil, units.Spec{}, nil, err
-	}
-	if err := landlockOnManager(m.features); err != nil {
-		m.Close()
 		return nil, units.Spec{}, nil, err
 	}
 	if err := m.complete(&spec, paths); err != nil {

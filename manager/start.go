@@ -77,9 +77,6 @@ func (m *Manager) Spec(req request.Request) (units.Spec, []credentials.Var, erro
 	}
 	if spec.Landlock() {
 		bwrapErr = landlockUnavailable()
-		if bwrapErr == nil {
-			bwrapErr = landlockOnManager(m.features)
-		}
 	} else if bwrapErr != nil {
 		bwrapErr = errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", bwrapErr)
 	}

@@ -332,9 +332,11 @@ func CheckLandlockSession(p Promise) error {
 }
 
 // cgroupTreeVisible reports whether a cgroup hierarchy can be reached at
-// /sys/fs/cgroup. An empty directory that is no cgroup mount is not one:
-// systemd 257 mounts a fresh sysfs over the unit's empty /sys for a private
-// network namespace, and a fresh sysfs has the (empty) mount point.
+// /sys/fs/cgroup. An empty directory that is no cgroup mount is not one (a
+// fresh sysfs has the empty mount point), nor one that cannot be searched:
+// systemd 257 mounts a sysfs of its own, cgroup tree included, over the
+// unit's empty /sys, and InaccessiblePaths= puts a mode-000 directory over
+// the tree's mount point.
 func cgroupTreeVisible() bool {
 	var st unix.Statfs_t
 	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
@@ -342,6 +344,9 @@ func cgroupTreeVisible() bool {
 	}
 	if st.Type == unix.CGROUP2_SUPER_MAGIC || st.Type == unix.CGROUP_SUPER_MAGIC {
 		return true
+	}
+	if unix.Access("/sys/fs/cgroup", unix.X_OK) == unix.EACCES {
+		return false // systemd's inaccessible directory: nothing under it can be reached
 	}
 	entries, err := os.ReadDir("/sys/fs/cgroup")
 	return err != nil || len(entries) > 0

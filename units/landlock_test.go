@@ -10,8 +10,9 @@ import (
 
 // TestPropertiesLandlock: a --sandbox landlock session's unit runs the
 // shim, then mosaic's init with the session's policy (no bwrap anywhere),
-// covers /sys and /dev/shm besides the home and the runtime dir, and keeps
-// every property of systemd's layer.
+// covers /sys and /dev/shm besides the home and the runtime dir (and the
+// cgroup tree of the sysfs systemd 257 mounts), and keeps every property of
+// systemd's layer, PrivatePIDs included where the manager has it.
 func TestPropertiesLandlock(t *testing.T) {
 	s := testSpec()
 	s.Sandbox, s.BwrapBin, s.Network = sandbox.ModeLandlock, "", sandbox.NetworkNone
@@ -56,5 +57,11 @@ func TestPropertiesLandlock(t *testing.T) {
 		if p[b].Value.Value() != true {
 			t.Errorf("%s is not true", b)
 		}
+	}
+	if v, ok := p["InaccessiblePaths"]; !ok || !slices.Equal(v.Value.Value().([]string), []string{"-/sys/fs/cgroup"}) || v.Value.Signature().String() != "as" {
+		t.Errorf("InaccessiblePaths = %v, want the cgroup tree's mount point (systemd 257 mounts a sysfs with it)", v.Value)
+	}
+	if _, ok := props(Properties(s, FeaturesFor(257)))["PrivatePIDs"]; !ok {
+		t.Error("PrivatePIDs not sent to a 257 manager for a landlock session: it has no PID namespace otherwise")
 	}
 }

@@ -174,12 +174,16 @@ func Properties(s Spec, f Features) []sd.Property {
 		}
 		props = append(props, prop("ExecStopPost", []execCmd{{Path: s.MosaicBin, Argv: post, IgnoreFailure: true}}))
 	}
-	// Not in --sandbox landlock: there systemd 257 mounts a /sys of its own
-	// for the PID namespace, cgroup tree included, over the unit's empty
-	// one, and the init refuses (fail closed). The mode has no PID
-	// namespace on 252 either; doctor and status say so.
-	if f.PrivatePIDs && !s.Landlock() {
+	if f.PrivatePIDs {
 		props = append(props, prop("PrivatePIDs", "yes"))
+	}
+	if s.Landlock() {
+		// No bwrap builds a root here. systemd 257 mounts a sysfs of its own,
+		// with the cgroup hierarchies, over the unit's empty /sys (for
+		// PrivateNetwork, PrivatePIDs and ProtectControlGroups alike); its
+		// inaccessible directory goes over their mount point after that
+		// sysfs. "-": under 252 /sys stays empty and the path is absent.
+		props = append(props, prop("InaccessiblePaths", []string{"-/sys/fs/cgroup"}))
 	}
 	if s.OwnNetwork() {
 		props = append(props, prop("PrivateNetwork", true))

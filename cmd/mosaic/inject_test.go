@@ -187,9 +187,6 @@ func TestKeyInjection(t *testing.T) {
 	}
 
 	t.Run("landlock", func(t *testing.T) {
-		if landlockRefused(t) {
-			return
-		}
 		// No bwrap: the command reads the proxy's CA at its host path.
 		r := mosaicWith(t, env, "", "run", "--sandbox", "landlock", "--workspace", ws, "--profile", "claude-code", "--allow-host", n+".0/24",
 			"--", "bash", "-c", `curl -sS -X POST "https://$1/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -d '{}' | grep -c '^event:'`, "bash", vendor.addr)

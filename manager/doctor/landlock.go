@@ -2,15 +2,22 @@ package doctor
 
 import (
 	"fmt"
+	"strconv"
 
 	"mosaic/sandbox"
+	"mosaic/units"
 )
 
-// landlockGaps are the probe's checks that --sandbox landlock cannot deny,
-// with the reason (sandbox.LandlockRows has them all).
-var landlockGaps = map[string]string{
-	"host-process": "no PID namespace: the host's /proc shows every process (signals to them fail)",
-	"host-sysv":    "no IPC namespace: the host's SysV segments are listed",
+// landlockGaps are the probe's checks that --sandbox landlock cannot deny
+// under a manager with features f, with the reason (sandbox.LandlockRows
+// has them all): where systemd has PrivatePIDs (257+) the session has a PID
+// namespace of its own, and the host's processes are out of sight.
+func landlockGaps(f units.Features) map[string]string {
+	gaps := map[string]string{"host-sysv": "no IPC namespace: the host's SysV segments are listed"}
+	if !f.PrivatePIDs {
+		gaps["host-process"] = "no PID namespace (systemd " + strconv.Itoa(f.Version) + " has no PrivatePIDs): the host's /proc shows every process (signals to them fail)"
+	}
+	return gaps
 }
 
 // ForSandbox adjusts doctor's checks to the sandbox mode they are for and

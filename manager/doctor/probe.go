@@ -139,6 +139,7 @@ func ProbeSandbox(ctx context.Context, m *manager.Manager, mode string) ([]Probe
 		return nil, fmt.Errorf("the probe session failed (%s): %s", s.How(), strings.TrimSpace(string(b)))
 	}
 	var answers []ProbeAnswer
+	gaps := landlockGaps(m.Features())
 	for _, c := range probeChecks {
 		g := got[c.Name]
 		if g == "" {
@@ -148,7 +149,7 @@ func ProbeSandbox(ctx context.Context, m *manager.Manager, mode string) ([]Probe
 			continue
 		}
 		a := ProbeAnswer{Name: c.Name, What: c.What, Want: c.Want, Got: g}
-		if gap := landlockGaps[c.Name]; mode == sandbox.ModeLandlock && gap != "" {
+		if gap := gaps[c.Name]; mode == sandbox.ModeLandlock && gap != "" {
 			a.Want, a.Gap = escapes.Allowed, gap
 		}
 		a.OK = a.Got == a.Want

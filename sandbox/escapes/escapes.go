@@ -52,7 +52,11 @@ var Table = []Check{
 	{"host-tmp", "a file in the host's /tmp", Denied, `test -e "$host_tmp"`, "host_tmp"},
 	{"write-outside", "writing outside the workspace", Denied, `touch "$outside/escaped"`, "outside"},
 	{"write-usr", "writing to /usr", Denied, `touch /usr/mosaic-escaped`, ""},
-	{"host-cgroup", "the cgroup tree", Denied, `test -e /sys/fs/cgroup`, ""},
+	// Reached, not merely named: listed, or a hierarchy's file found by path
+	// (v2, or v1's unified and named ones) under a mount point that cannot be
+	// listed. An empty mount point (a fresh sysfs's), or one that cannot be
+	// searched (systemd's inaccessible directory), is not the tree.
+	{"host-cgroup", "the cgroup tree", Denied, `ls -A /sys/fs/cgroup 2>/dev/null | grep -q . || test -e /sys/fs/cgroup/cgroup.controllers -o -e /sys/fs/cgroup/unified/cgroup.controllers -o -e /sys/fs/cgroup/systemd/tasks`, ""},
 	{"env-leak", "a variable imported into the user manager (a desktop's tokens)", Denied, `env | grep -q "^$leak="`, "leak"},
 	{"host-loopback", "a service on the host's 127.0.0.1 (and so its abstract sockets)", Denied,
 		`timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port"`, "port"},
