@@ -123,7 +123,7 @@ func testPause(stage string) {
 // start that fails; call undo before release.
 func (m *Manager) claim(ctx context.Context, spec *units.Spec) (release, undo func(), err error) {
 	spec.InitArgsFile = filepath.Join(spec.StateDir, initArgsName)
-	if err := unitFileSafe(*spec); err != nil {
+	if err := units.UnitFileSafe(*spec); err != nil {
 		return nil, nil, err
 	}
 	for try := 0; ; try++ {

@@ -1,22 +1,21 @@
-package manager
+package units
 
 import (
 	"strings"
 	"unicode"
 
 	"mosaic/sandbox"
-	"mosaic/units"
 	"mosaic/units/errcode"
 )
 
-// unitFileSafe refuses a service whose paths systemd cannot carry across a
+// UnitFileSafe refuses a service whose paths systemd cannot carry across a
 // daemon-reload. systemd writes a transient unit into a file and reads it
 // back at every reload (and daemon-reexec); 252 writes BindPaths= and
 // BindReadOnlyPaths= entries unquoted ("%s%s:%s:%s"), so a path with a space
 // comes back split in two, and the unit's ExecStopPost, which sets up its
 // namespace again, then fails: the session's end is never recorded. A quote
 // or a backslash would be read back as quoting, a colon as a separator.
-func unitFileSafe(s units.Spec) error {
+func UnitFileSafe(s Spec) error {
 	if err := argvFits(s); err != nil { // a scope's shim is exec'd too
 		return err
 	}
@@ -46,7 +45,7 @@ func unitFileSafe(s units.Spec) error {
 }
 
 // What a session's command line must fit in. The command's arguments go to
-// its init in a file (units.Spec.InitArgsFile), so the unit's ExecStart
+// its init in a file (Spec.InitArgsFile), so the unit's ExecStart
 // holds only the shim's and bwrap's options; systemd writes that into its
 // transient unit file, one line, quoted and escaped, and reads it back at a
 // daemon-reload in lines of at most 1 MiB (LONG_LINE_MAX). bwrap takes at
@@ -67,9 +66,9 @@ const (
 
 // argvFits refuses, before anything starts, a session whose command line
 // cannot reach its command whole.
-func argvFits(s units.Spec) error {
+func argvFits(s Spec) error {
 	total := 0
-	for i, a := range units.InitArgs(s) {
+	for i, a := range InitArgs(s) {
 		if len(a) > maxArg {
 			return errcode.TooManyArguments.New("argument %d of the session's command line is %d bytes, more than the %d the kernel passes in one argument", i, len(a), maxArg)
 		}
@@ -78,7 +77,7 @@ func argvFits(s units.Spec) error {
 	if total > maxArgBytes {
 		return errcode.TooManyArguments.New("the session's command line (%d arguments, %d variables passed by name) is %d bytes, more than the %d mosaic lets a command be given (the kernel's limit, with the environment, is a quarter of the stack limit): pass fewer or shorter arguments, e.g. through a file in the workspace", len(s.Command), len(s.Credentials)+len(s.Pass), total, maxArgBytes)
 	}
-	argv := units.ExecArgv(s)
+	argv := ExecArgv(s)
 	line, message, bwrapArgs, inBwrap := 0, 4096, 0, false
 	for _, a := range argv {
 		line += 3 + escapedLen(a)
