@@ -243,12 +243,13 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, stopping bool, wai
 	now := time.Now()
 	s.Ended = &now
 	s.StoppedBy = stoppedBy(w, stopping, s.Result)
+	s.MovedAside = records.MoveAside(recordOf(spec))
 	if spec.NameGiven {
 		result := s.Result
 		if result == "" {
 			result = "success"
 		}
-		_ = records.WriteEnd(spec.StateDir, records.End{Result: result, ExitCode: kind, ExitStatus: strconv.Itoa(status), Ended: now})
+		_ = records.WriteEnd(spec.StateDir, records.End{Result: result, ExitCode: kind, ExitStatus: strconv.Itoa(status), Ended: now, MovedAside: s.MovedAside})
 	}
 	return s, nil
 }

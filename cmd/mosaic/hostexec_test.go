@@ -1,0 +1,139 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// createAttack is what a session runs to leave the host something to run
+// in entries that did not exist when it started: a .git/commondir that
+// sends the host's git to a config of the session's (core.fsmonitor), and
+// the files direnv, Claude Code and VS Code run.
+func createAttack(ws string) string {
+	mark := filepath.Join(ws, "MARK")
+	return `set -e
+mkdir -p evil && cp -r .git/objects .git/refs .git/HEAD evil/
+printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "touch ` + mark + `; false"\n' > evil/config
+echo ../evil > .git/commondir
+echo 'touch ` + mark + `' > .envrc
+echo '{"mcpServers":{"x":{"command":"touch","args":["` + mark + `"]}}}' > .mcp.json
+mkdir -p .claude && echo '{"hooks":{}}' > .claude/settings.local.json
+mkdir -p .vscode && echo '{}' > .vscode/tasks.json`
+}
+
+// hostGit runs git as the user would on the host, in ws.
+func hostGit(ws string, args ...string) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = ws
+	cmd.Run()
+}
+
+// TestHostExecCreated (13.3, entries missing at the start): a session
+// creates host-executed entries that did not exist when it started
+// (.git/commondir, .envrc, .mcp.json, .claude/settings.local.json,
+// .vscode), where no read-only bind can go. With --allow-write-host-exec
+// the host's next `git status` runs the session's fsmonitor (the attack
+// works); by default, when the session ends (run, run --scope, start then
+// stop), every such entry has been moved aside, unread, the host's git runs
+// nothing, and mosaic says what it moved, with the reason, where the user
+// looks: run's stderr, stop's output, status (also while it runs).
+func TestHostExecCreated(t *testing.T) {
+	needRig(t)
+	created := []string{".git/commondir", ".envrc", ".mcp.json", ".claude/settings.local.json", ".vscode"}
+	hostRan := func(ws string) bool {
+		os.Remove(filepath.Join(ws, "MARK")) // the session may write it itself: only the host's run counts
+		hostGit(ws, "status")
+		_, err := os.Stat(filepath.Join(ws, "MARK"))
+		return err == nil
+	}
+	checkMoved := func(t *testing.T, ws, said string) {
+		t.Helper()
+		for _, rel := range created {
+			if _, err := os.Lstat(filepath.Join(ws, rel)); err == nil {
+				t.Errorf("%s, created by the session, is still in place", rel)
+			}
+			aside, _ := filepath.Glob(filepath.Join(ws, rel+".mosaic-moved-*"))
+			if len(aside) != 1 {
+				t.Errorf("%s was not moved aside once: %v", rel, aside)
+			}
+			if !strings.Contains(said, filepath.Join(ws, rel)) {
+				t.Errorf("mosaic did not say it moved %s:\n%s", rel, said)
+			}
+		}
+		if hostRan(ws) {
+			t.Error("the host's git status ran what a session created")
+		}
+	}
+
+	// The attack works where the entries are left writable.
+	ws := workspace(t)
+	hostGit(ws, "init", "-q")
+	mustMosaic(t, "run", "-w", ws, "--allow-write-host-exec", "--", "sh", "-c", createAttack(ws))
+	if !hostRan(ws) {
+		t.Fatal("with --allow-write-host-exec the host's git status did not run the config the session's .git/commondir named, so this test proves nothing")
+	}
+
+	for _, mode := range [][]string{{"run"}, {"run", "--scope"}} {
+		t.Run(strings.Join(mode, " "), func(t *testing.T) {
+			ws := workspace(t)
+			hostGit(ws, "init", "-q")
+			r := mustMosaic(t, append(append(mode, "-w", ws, "--"), "sh", "-c", createAttack(ws))...)
+			checkMoved(t, ws, r.stderr)
+			if !strings.Contains(r.stderr, "direnv runs it") {
+				t.Errorf("run's note lacks the reason:\n%s", r.stderr)
+			}
+		})
+	}
+
+	t.Run("start", func(t *testing.T) {
+		ws := workspace(t)
+		hostGit(ws, "init", "-q")
+		name := sessionName(t)
+		mustMosaic(t, "start", "--name", name, "-w", ws, "--", "sh", "-c", createAttack(ws)+"; touch DONE; exec sleep 300")
+		waitFile(t, filepath.Join(ws, "DONE"))
+		st := mustMosaic(t, "status", name).stdout
+		for _, rel := range created {
+			if !strings.Contains(st, "created:   "+filepath.Join(ws, rel)) {
+				t.Errorf("status of the running session does not name %s as created:\n%s", rel, st)
+			}
+		}
+		said := mustMosaic(t, "stop", name).stdout
+		checkMoved(t, ws, said)
+		st = mustMosaic(t, "status", name).stdout
+		if strings.Count(st, "moved:") != len(created) {
+			t.Errorf("status of the ended session does not say what was moved:\n%s", st)
+		}
+		var doc struct {
+			MovedAside []struct{ Path, To string } `json:"moved_aside"`
+		}
+		if err := json.Unmarshal([]byte(mustMosaic(t, "status", "--json", name).stdout), &doc); err != nil || len(doc.MovedAside) != len(created) {
+			t.Errorf("status --json: moved_aside %v (%v)", doc.MovedAside, err)
+		}
+	})
+
+	// What existed at the start is the user's: nothing is moved.
+	ws = workspace(t)
+	hostGit(ws, "init", "-q")
+	os.WriteFile(filepath.Join(ws, ".envrc"), []byte("export A=1\n"), 0o644)
+	r := mustMosaic(t, "run", "-w", ws, "--", "true")
+	if _, err := os.Stat(filepath.Join(ws, ".envrc")); err != nil || strings.Contains(r.stderr, "moved aside") {
+		t.Errorf("an .envrc that was there before the session was moved: %v\n%s", err, r.stderr)
+	}
+}
+
+// waitFile waits (at most 20 s) until path exists.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for i := 0; i < 400; i++ {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s did not appear", path)
+}
