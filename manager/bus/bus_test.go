@@ -46,7 +46,7 @@ type fakeClient struct {
 	// afterStatus, when set, runs after each Status (outside the fake's
 	// lock): a hook to change what a name holds right after a check.
 	afterStatus func(name string)
-	ids          int
+	ids         int
 }
 
 // newInvocation makes an invocation id as systemd's look (hex of 16 bytes).
