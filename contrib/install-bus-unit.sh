@@ -65,8 +65,9 @@ esac
 # mosaic uses in this shell ($XDG_STATE_HOME, else ~/.local/state), written
 # into the unit with the variable itself, so that a different XDG_STATE_HOME
 # in the user manager's environment (environment.d, set-environment) cannot
-# send the bus elsewhere: there it could not write (the unit makes the rest
-# read-only), nor would mosaic in this shell see what it records.
+# send the bus elsewhere: mosaic in this shell would not see what it records
+# (the sessions it launched, their ends), and outside the home the bus could
+# not even write (ProtectSystem=strict leaves the home and /run/user).
 state=${XDG_STATE_HOME:-}
 case $state in
 	/*) ;;

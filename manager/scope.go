@@ -245,6 +245,7 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, stopping bool, wai
 	s.StoppedBy = stoppedBy(w, stopping, s.Result)
 	s.MovedAside = records.MoveAside(recordOf(spec))
 	if spec.NameGiven {
+		records.TidyHome(spec.StateDir, recordOf(spec))
 		result := s.Result
 		if result == "" {
 			result = "success"

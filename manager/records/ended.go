@@ -16,7 +16,8 @@ import (
 //
 // It records how the session ended (end.json from the variables systemd
 // gives ExecStopPost), moves aside the host-executed entries the session
-// created in its workspace (sandbox.MoveAsideCreated), and deletes the session's credential file if it is
+// created in its workspace (sandbox.MoveAsideCreated), removes the mount
+// points bwrap left in its kept home (TidyHome), and deletes the session's credential file if it is
 // still there (a unit that died before its exec shim ran). It runs inside
 // the ended session's unit, so it is quick and never fails the unit.
 
@@ -61,6 +62,18 @@ func MoveAside(r Record) []sandbox.MovedAside {
 	return sandbox.MoveAsideCreated(r.Workspace, r.Name, r.HostExecMissing)
 }
 
+// TidyHome removes from the ended session's kept home the mount points
+// bwrap made there (sandbox.RemoveMountPoints).
+func TidyHome(stateDir string, r Record) {
+	hostHome := filepath.Join(stateDir, "home")
+	for _, b := range r.Binds {
+		if b.Src == hostHome {
+			sandbox.RemoveMountPoints(hostHome, b.Dst, r.Binds)
+			return
+		}
+	}
+}
+
 // MovedAsideLine says what happened to one created entry, in one line.
 func MovedAsideLine(ws string, m sandbox.MovedAside) string {
 	if m.Error != "" {
@@ -82,6 +95,7 @@ func RecordEnd(stateDir string, getenv func(string) string) error {
 		return err // not a session's state directory (or already removed)
 	}
 	if r, err := ReadChecked(stateDir); err == nil {
+		TidyHome(stateDir, r)
 		e.MovedAside = MoveAside(r)
 		for _, m := range e.MovedAside { // into the unit's journal
 			fmt.Fprintln(os.Stderr, "mosaic: "+MovedAsideLine(r.Workspace, m))
