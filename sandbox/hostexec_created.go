@@ -32,14 +32,16 @@ var HostExecWatched = []HostExec{
 
 // watched are the entries checked for creation: the protected ones that
 // have no placeholder, and HostExecWatched.
-func watched() []HostExec {
+// The core.hooksPath directory inside ws is watched when missing.
+func watched(ws string) []HostExec {
 	var w []HostExec
 	for _, e := range HostExecEntries {
 		if !e.Placeholder {
 			w = append(w, e)
 		}
 	}
-	return append(w, HostExecWatched...)
+	_, hooks := hookExec(ws)
+	return append(append(w, HostExecWatched...), hooks...)
 }
 
 // MissingHostExec lists the watched entries of ws (its real path) that do
@@ -47,7 +49,7 @@ func watched() []HostExec {
 // whose placeholders then exist.
 func MissingHostExec(ws string) []string {
 	var missing []string
-	for _, e := range watched() {
+	for _, e := range watched(ws) {
 		var st unix.Stat_t
 		err := unix.Lstat(filepath.Join(ws, e.Rel), &st)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
@@ -57,14 +59,15 @@ func MissingHostExec(ws string) []string {
 	return missing
 }
 
-// HostExecReason is why rel is protected or watched ("" for another path).
+// HostExecReason is why rel is protected or watched; a path of no fixed
+// entry is the directory core.hooksPath names.
 func HostExecReason(rel string) string {
-	for _, e := range append(append([]HostExec{}, HostExecEntries...), HostExecWatched...) {
+	for _, e := range append(append(append([]HostExec{}, HostExecEntries...), HostExecWatched...), hookEntries...) {
 		if e.Rel == rel {
 			return e.Reason
 		}
 	}
-	return ""
+	return hooksPathReason
 }
 
 // Created lists which of missing (MissingHostExec at the start) exist in ws

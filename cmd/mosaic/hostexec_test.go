@@ -137,3 +137,47 @@ func waitFile(t *testing.T, path string) {
 	}
 	t.Fatalf("%s did not appear", path)
 }
+
+// TestHooksPathReadOnly: git runs the hooks of the directory core.hooksPath
+// names, which husky and many projects keep in the worktree; .git/hooks
+// being read-only did not stop a session from rewriting them, and the
+// host's next `git commit` ran its hook. With --allow-write-host-exec the
+// attack works; by default the hook cannot be written, and a hooks
+// directory the config names but that does not exist yet is moved aside
+// once the session made it.
+func TestHooksPathReadOnly(t *testing.T) {
+	needRig(t)
+	commit := func(ws string) bool {
+		os.Remove(filepath.Join(ws, "MARK"))
+		cmd := exec.Command("git", "-c", "user.name=t", "-c", "user.email=t@example.test", "commit", "-q", "--allow-empty", "-m", "x")
+		cmd.Dir = ws
+		cmd.Run()
+		_, err := os.Stat(filepath.Join(ws, "MARK"))
+		return err == nil
+	}
+	repo := func(withDir bool) string {
+		ws := workspace(t)
+		hostGit(ws, "init", "-q")
+		hostGit(ws, "config", "core.hooksPath", ".githooks")
+		if withDir {
+			os.MkdirAll(filepath.Join(ws, ".githooks"), 0o755)
+			os.WriteFile(filepath.Join(ws, ".githooks", "pre-commit"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
+		}
+		return ws
+	}
+	attack := func(ws string) string {
+		return `mkdir -p .githooks; printf '#!/bin/sh\ntouch ` + filepath.Join(ws, "MARK") + `\n' > .githooks/pre-commit; chmod +x .githooks/pre-commit; true`
+	}
+	ws := repo(true)
+	mustMosaic(t, "run", "-w", ws, "--allow-write-host-exec", "--", "sh", "-c", attack(ws))
+	if !commit(ws) {
+		t.Fatal("with --allow-write-host-exec the host's git commit did not run the hook the session wrote, so this test proves nothing")
+	}
+	for _, withDir := range []bool{true, false} {
+		ws := repo(withDir)
+		r := mustMosaic(t, "run", "-w", ws, "--", "sh", "-c", attack(ws))
+		if commit(ws) {
+			t.Errorf("hooks dir there at the start %v: the host's git commit ran the hook a session wrote\n%s", withDir, r.stderr)
+		}
+	}
+}

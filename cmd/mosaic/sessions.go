@@ -269,7 +269,11 @@ func runCommand(out *output) *cli.Command {
 			}
 			out.code = s.ExitCode()
 			for _, m := range s.MovedAside {
-				fmt.Fprintln(out.stderr, "mosaic: "+out.safe(records.MovedAsideLine(spec.Workspace, m)))
+				line := records.MovedAsideLine(spec.Workspace, m)
+				if onTerminal(out.stderr) {
+					line = escapeControls(line, false)
+				}
+				fmt.Fprintln(out.stderr, "mosaic: "+line)
 			}
 			if out.json {
 				// stdout is the command's: the document goes to stderr.
