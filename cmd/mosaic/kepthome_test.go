@@ -37,3 +37,29 @@ func TestKeptHomeHasNoMountPoints(t *testing.T) {
 		})
 	}
 }
+
+// TestHomeLinksWarned: a session's kept home is mounted at the user's home
+// path, so a symlink it plants there (.claude -> $HOME/.claude) is its own
+// file inside but the user's real one on the host: a user who then puts an
+// agent's settings into `mosaic home NAME`, as the README shows, writes
+// into the real home (shown first). mosaic home names each such link.
+func TestHomeLinksWarned(t *testing.T) {
+	needRig(t)
+	name := sessionName(t)
+	real := filepath.Join(homeDir(), ".claude-"+randomHex())
+	os.MkdirAll(real, 0o700)
+	t.Cleanup(func() { os.RemoveAll(real) })
+	mustMosaic(t, "run", "--name", name, "-w", workspace(t), "--", "ln", "-s", real, filepath.Join(homeDir(), ".claude"))
+	r := mustMosaic(t, "home", name)
+	kept := strings.TrimSpace(r.stdout)
+	// The user follows the README: the write lands in the real home.
+	if err := os.WriteFile(filepath.Join(kept, ".claude", "settings.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(real, "settings.json")); err != nil {
+		t.Fatal("writing through the kept home's planted link did not reach the real home, so this test proves nothing")
+	}
+	if !strings.Contains(r.stderr, filepath.Join(kept, ".claude")+" -> "+real) || !strings.Contains(r.stderr, "real home") {
+		t.Errorf("mosaic home did not name the planted link:\n%s", r.stderr)
+	}
+}
