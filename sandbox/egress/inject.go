@@ -110,7 +110,13 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "https"
 			pr.Out.URL.Host = hp
-			pr.Out.Host = pr.In.Host
+			// The Host header is the rule's host, never the session's:
+			// a front end serving many sites (a CDN) delivers by Host, and
+			// the key must reach only the host the rule names.
+			pr.Out.Host = hp
+			if h, port, err := net.SplitHostPort(hp); err == nil && port == "443" {
+				pr.Out.Host = h
+			}
 			used = e.Inject.put(pr.Out.Header, hp)
 		},
 		Transport:     e.upstream(),
