@@ -81,7 +81,19 @@ func movedAside(spec units.Spec, began time.Time) []sandbox.MovedAside {
 	if e, ok := records.ReadEnd(spec.StateDir); ok && e.Ended.After(began) {
 		moved = e.MovedAside
 	}
-	return append(moved, records.MoveAside(recordOf(spec))...)
+	return append(moved, records.MoveAside(recordAt(spec, began))...)
+}
+
+// recordAt is the record of spec's session as written at its start (its
+// Started is when the session began), or, where none was kept, one made
+// now with began as its start.
+func recordAt(spec units.Spec, began time.Time) records.Record {
+	if r, ok := records.Read(spec.StateDir); ok {
+		return r
+	}
+	r := recordOf(spec)
+	r.Started = began
+	return r
 }
 
 // forgetLater asks systemd to clear what it still holds of an ended unit

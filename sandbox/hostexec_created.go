@@ -60,8 +60,12 @@ func MissingHostExec(ws string) []string {
 }
 
 // HostExecReason is why rel is protected or watched; a path of no fixed
-// entry is the directory core.hooksPath names.
+// entry is a submodule's link (MoveAsideSubmodules) or the directory
+// core.hooksPath names.
 func HostExecReason(rel string) string {
+	if strings.HasSuffix(rel, "/.git") || rel == ".git/index" {
+		return "git status on the host runs git in this submodule, with its config"
+	}
 	for _, e := range append(append(append([]HostExec{}, HostExecEntries...), HostExecWatched...), hookEntries...) {
 		if e.Rel == rel {
 			return e.Reason

@@ -181,3 +181,45 @@ func TestHooksPathReadOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmodulePlanted: a session adds a gitlink to .git/index (writable:
+// git in the session needs it) and a sub/.git that names a git directory of
+// its own with core.fsmonitor in its config; the host's next `git status`
+// recurses into the submodule and runs it. With --allow-write-host-exec the
+// attack works; by default, when the session ends the submodule's link is
+// moved aside, said on run's stderr, and the host's git runs nothing.
+func TestSubmodulePlanted(t *testing.T) {
+	needRig(t)
+	plant := func(ws string) string {
+		return `set -e
+mkdir -p sub
+git init -q --separate-git-dir="$PWD/evilgit" sub
+git -C sub -c user.name=t -c user.email=t@example.test commit -q --allow-empty -m y
+git update-index --add --cacheinfo "160000,$(git -C sub rev-parse HEAD),sub"
+printf '\tfsmonitor = "touch ` + filepath.Join(ws, "MARK") + `; false"\n' >> evilgit/config
+echo x > sub/file`
+	}
+	hostRan := func(ws string) bool {
+		os.Remove(filepath.Join(ws, "MARK"))
+		hostGit(ws, "status")
+		_, err := os.Stat(filepath.Join(ws, "MARK"))
+		return err == nil
+	}
+	ws := workspace(t)
+	hostGit(ws, "init", "-q")
+	mustMosaic(t, "run", "-w", ws, "--allow-write-host-exec", "--", "sh", "-c", plant(ws))
+	if !hostRan(ws) {
+		t.Fatal("with --allow-write-host-exec the host's git status did not run the planted submodule's fsmonitor, so this test proves nothing")
+	}
+	for _, mode := range [][]string{{"run"}, {"run", "--scope"}} {
+		ws := workspace(t)
+		hostGit(ws, "init", "-q")
+		r := mustMosaic(t, append(append(mode, "-w", ws, "--"), "sh", "-c", plant(ws))...)
+		if hostRan(ws) {
+			t.Errorf("%v: the host's git status ran a submodule the session planted\n%s", mode, r.stderr)
+		}
+		if !strings.Contains(r.stderr, filepath.Join(ws, "sub", ".git")) {
+			t.Errorf("%v: run did not say it moved sub/.git aside:\n%s", mode, r.stderr)
+		}
+	}
+}

@@ -54,12 +54,17 @@ func EndedMain(args []string, getenv func(string) string) {
 }
 
 // MoveAside moves aside the host-executed entries r's session created in
-// its workspace (sandbox.MoveAsideCreated).
+// its workspace (sandbox.MoveAsideCreated), and the links of the submodules
+// whose config it changed (sandbox.MoveAsideSubmodules).
 func MoveAside(r Record) []sandbox.MovedAside {
-	if r.Workspace == "" || len(r.HostExecMissing) == 0 {
+	if r.Workspace == "" || r.HostExecWritable {
 		return nil
 	}
-	return sandbox.MoveAsideCreated(r.Workspace, r.Name, r.HostExecMissing)
+	moved := sandbox.MoveAsideCreated(r.Workspace, r.Name, r.HostExecMissing)
+	if !r.Started.IsZero() {
+		moved = append(moved, sandbox.MoveAsideSubmodules(r.Workspace, r.Name, r.Started)...)
+	}
+	return moved
 }
 
 // TidyHome removes from the ended session's kept home the mount points
