@@ -61,8 +61,23 @@ case $(readlink -f "$mosaic") in
 	/tmp/*|/var/tmp/*) die "--mosaic $mosaic is under /tmp or /var/tmp, which the bus's unit hides from it (PrivateTmp=yes): install mosaic elsewhere, e.g. ~/.local/bin" ;;
 esac
 [ -r "$template" ] || die "cannot read $template"
+# The bus may write only its state directory, which the unit names: the one
+# mosaic uses in this shell ($XDG_STATE_HOME, else ~/.local/state), written
+# into the unit with the variable itself, so that a different XDG_STATE_HOME
+# in the user manager's environment (environment.d, set-environment) cannot
+# send the bus elsewhere: mosaic in this shell would not see what it records
+# (the sessions it launched, their ends), and outside the home the bus could
+# not even write (ProtectSystem=strict leaves the home and /run/user).
+state=${XDG_STATE_HOME:-}
+case $state in
+	/*) ;;
+	*) state=$HOME/.local/state ;; # as mosaic: a relative XDG_STATE_HOME is ignored
+esac
+if ! [[ $state =~ ^[A-Za-z0-9/._+-]+$ ]]; then
+	die "the state directory $state has characters systemd would rewrite (only A-Z a-z 0-9 / . _ + - are allowed): set XDG_STATE_HOME to a plain path"
+fi
 
-rendered=$(sed "s|@MOSAIC@|$mosaic|g" "$template")
+rendered=$(sed -e "s|@MOSAIC@|$mosaic|g" -e "s|@STATE@|$state|g" "$template")
 if [ "$mode" = print ]; then
 	printf '%s\n' "$rendered"
 	exit 0

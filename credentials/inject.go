@@ -76,12 +76,34 @@ func (p Profile) RuleFor(name string, lookup func(string) (string, bool)) (Injec
 		r.Hosts = append([]string{}, r.Hosts...)
 		if r.BaseURLVar != "" {
 			if v, ok := lookup(r.BaseURLVar); ok {
-				if u, err := url.Parse(v); err == nil && u.Scheme == "https" && u.Host != "" {
-					r.Hosts = append(r.Hosts, u.Host)
+				if h := baseURLHost(v); h != "" {
+					r.Hosts = append(r.Hosts, h)
 				}
 			}
 		}
 		return r, true
 	}
 	return InjectRule{}, false
+}
+
+// baseURLHost is the host:port of a base URL that a key may be injected
+// into: any https:// host, and the host's loopback over plain http://
+// (a local gateway: the request never leaves the machine, and the egress
+// proxy relays plain HTTP nowhere else). "" for anything else: a key is
+// never sent in clear across a network.
+func baseURLHost(v string) string {
+	u, err := url.Parse(v)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	switch {
+	case u.Scheme == "https":
+		return u.Host
+	case u.Scheme == "http" && u.Hostname() == "localhost":
+		if u.Port() == "" {
+			return u.Host + ":80"
+		}
+		return u.Host
+	}
+	return ""
 }

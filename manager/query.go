@@ -69,6 +69,11 @@ type Session struct {
 
 	// HostExecWritable: started with --allow-write-host-exec.
 	HostExecWritable bool `json:"host_exec_writable,omitempty"`
+	// HostExecCreated (a running session, status only): the host-executed
+	// entries missing at its start that it has created; they are moved
+	// aside when it ends, as MovedAside says.
+	HostExecCreated []string             `json:"host_exec_created,omitempty"`
+	MovedAside      []sandbox.MovedAside `json:"moved_aside,omitempty"`
 	// Injected: the credentials the egress proxy puts into requests, with
 	// their hosts (the session holds placeholders); the others are in the
 	// session's environment.
@@ -157,6 +162,11 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	}
 	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
 		describe(rec, &s)
+		if s.Running() {
+			s.HostExecCreated = sandbox.Created(rec.Workspace, rec.HostExecMissing)
+		} else if e, ok := records.ReadEnd(mustPaths().SessionDir(name)); ok {
+			s.MovedAside = e.MovedAside
+		}
 	}
 	return s, nil
 }

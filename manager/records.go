@@ -67,7 +67,7 @@ func recordOf(s units.Spec) records.Record {
 	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: binds, Sandbox: s.Sandbox,
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
 		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow, Injected: injected(s), HostExecWritable: s.AllowWriteHostExec,
-		Environment: s.Env}
+		HostExecMissing: s.HostExecMissing, Environment: s.Env}
 }
 
 // injected maps each credential the egress proxy injects to its hosts.
@@ -187,6 +187,7 @@ func FromRecords(name, dir string) (Session, bool) {
 		s.ExitStatus, s.Signal = exitOf(end.ExitCode, status)
 		t := end.Ended
 		s.Ended = &t
+		s.MovedAside = end.MovedAside
 	}
 	return s, true
 }

@@ -3,9 +3,11 @@ package manager
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"time"
 
 	"mosaic/manager/records"
+	"mosaic/manager/request"
 	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -13,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/credentials"
+	"mosaic/sandbox"
 	"mosaic/units"
 )
 
@@ -62,10 +65,35 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 	p := w.snapshot()
 	s := SessionOf(spec.Name, units.KindService, p, p)
 	s.StoppedBy = stoppedBy(w, stopping, s.Result)
+	s.MovedAside = movedAside(spec, l.began)
 	if result != "done" && s.ExitStatus == nil {
 		return s, errcode.StartFailed.New("session %s did not start: %s", spec.Name, startFailure(result, s))
 	}
 	return s, nil
+}
+
+// movedAside is what the ended session of spec, started at began, created
+// among its workspace's host-executed entries, moved aside: by its ended
+// stage when it had one (its end.json says), and here what is left (all of
+// it for a run without that stage).
+func movedAside(spec units.Spec, began time.Time) []sandbox.MovedAside {
+	var moved []sandbox.MovedAside
+	if e, ok := records.ReadEnd(spec.StateDir); ok && e.Ended.After(began) {
+		moved = e.MovedAside
+	}
+	return append(moved, records.MoveAside(recordAt(spec, began))...)
+}
+
+// recordAt is the record of spec's session as written at its start (its
+// Started is when the session began), or, where none was kept, one made
+// now with began as its start.
+func recordAt(spec units.Spec, began time.Time) records.Record {
+	if r, ok := records.Read(spec.StateDir); ok {
+		return r
+	}
+	r := recordOf(spec)
+	r.Started = began
+	return r
 }
 
 // forgetLater asks systemd to clear what it still holds of an ended unit
@@ -160,6 +188,9 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
 		describe(rec, &end)
 	}
+	if e, ok := records.ReadEnd(mustPaths().SessionDir(name)); ok {
+		end.MovedAside = e.MovedAside // its ended stage has just run
+	}
 	return end, nil
 }
 
@@ -191,4 +222,38 @@ func (m *Manager) WaitEnded(ctx context.Context, name string) error {
 		}
 	}
 	return nil
+}
+
+// StopInvocation is Stop of session name only while name is the start of it
+// whose invocation id is invocation (the bus lets a session stop only the
+// very start of a session it launched). The name is locked, as a start
+// locks it, from the check until the stop is asked: no mosaic start can
+// put another session under the name in between, which stopping by name
+// alone (systemd has no stop by invocation) could not tell apart.
+// errcode.NoSuchSession when name is another start now, or none.
+func (m *Manager) StopInvocation(ctx context.Context, name, invocation string, timeout time.Duration) (Session, error) {
+	if err := units.ValidateName(name); err != nil {
+		return Session{}, err
+	}
+	p, err := request.UserPaths()
+	if err != nil {
+		return Session{}, err
+	}
+	lock, err := lockName(p.SessionDir(name))
+	if err == errNameBusy {
+		return Session{}, busyName(name)
+	}
+	if err != nil {
+		return Session{}, errcode.StateDir.New("cannot lock the name %s: %v", name, stateHint(err, filepath.Dir(lockPath(p.SessionDir(name)))))
+	}
+	defer lock.release()
+	s, err := m.Status(ctx, name)
+	if err != nil {
+		return Session{}, err
+	}
+	if invocation == "" || s.InvocationID != invocation {
+		return Session{}, errcode.NoSuchSession.New("session %s is no longer the one asked about (another start of the name runs now, or none)", name)
+	}
+	testPause("stop-invocation-checked")
+	return m.Stop(ctx, name, timeout, nil)
 }

@@ -37,6 +37,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	if !spec.Scope {
 		return Session{}, bug("RunScope", os.ErrInvalid)
 	}
+	began := time.Now()
 	slice := make(chan error, 1)
 	go func() { slice <- m.limitSlice(ctx, spec.SliceLimits) }() // overlaps the claim
 	release, undo, err := m.claim(ctx, &spec)
@@ -93,7 +94,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	mark(ctx, "session ended")
 	m.awaitScopeEnd(ctx, spec, w)
 	mark(ctx, "scope ended")
-	return scopeEnded(spec, w, sh.cmd, stopping, waitErr)
+	return scopeEnded(spec, w, sh.cmd, stopping, waitErr, began)
 }
 
 // shim is a scope's exec shim, started by mosaic and held on a pipe until
@@ -226,7 +227,7 @@ func (m *Manager) awaitScopeEnd(ctx context.Context, spec units.Spec, w *unitWat
 
 // scopeEnded is the ended scope session, from systemd's announcements and
 // the shim's own exit; a named one's end is recorded beside its state.
-func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, stopping bool, waitErr error) (Session, error) {
+func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, stopping bool, waitErr error, began time.Time) (Session, error) {
 	p := w.snapshot()
 	s := SessionOf(spec.Name, units.KindScope, p, p)
 	if !w.ended() { // every process of it is gone; systemd has yet to notice
@@ -243,12 +244,14 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, stopping bool, wai
 	now := time.Now()
 	s.Ended = &now
 	s.StoppedBy = stoppedBy(w, stopping, s.Result)
+	s.MovedAside = records.MoveAside(recordAt(spec, began))
 	if spec.NameGiven {
+		records.TidyHome(spec.StateDir, recordAt(spec, began))
 		result := s.Result
 		if result == "" {
 			result = "success"
 		}
-		_ = records.WriteEnd(spec.StateDir, records.End{Result: result, ExitCode: kind, ExitStatus: strconv.Itoa(status), Ended: now})
+		_ = records.WriteEnd(spec.StateDir, records.End{Result: result, ExitCode: kind, ExitStatus: strconv.Itoa(status), Ended: now, MovedAside: s.MovedAside})
 	}
 	return s, nil
 }

@@ -113,6 +113,7 @@ func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 		}
 		spec.Protect = protect
 		spec.BindIDs = append(spec.BindIDs, ids...)
+		spec.HostExecMissing = sandbox.MissingHostExec(spec.Workspace)
 	}
 	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs && !spec.Scope && !spec.Landlock())
 	if m.Outside != nil {

@@ -62,7 +62,8 @@ func ProtectHostExec(ws string) ([]Bind, []BindID, error) {
 	var ids []BindID
 	pinned := map[string]bool{}
 	roDir := map[string]bool{} // entries bound read-only whole: nothing below needs a bind
-	for _, e := range HostExecEntries {
+	hooks, _ := hookExec(ws)
+	for _, e := range append(append([]HostExec{}, HostExecEntries...), hooks...) {
 		if under(e.Rel, roDir) {
 			continue
 		}

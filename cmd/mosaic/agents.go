@@ -11,6 +11,7 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/manager/request"
+	"mosaic/sandbox"
 	"mosaic/units"
 	"mosaic/units/errcode"
 )
@@ -111,6 +112,14 @@ func homeCommand(out *output) *cli.Command {
 				if err := os.MkdirAll(d, 0o700); err != nil {
 					return errcode.StateDir.New("cannot make %s: %v", d, err)
 				}
+			}
+			// What a session left there may lead into your real home.
+			for _, l := range sandbox.HomeLinks(home, paths.Home, 3) {
+				line := "mosaic: warning: " + l + ": a symlink a session may have planted; inside it is the session's own file, but on the host it leads into your real home: writing through it changes your files (remove it first)"
+				if onTerminal(out.stderr) {
+					line = escapeControls(line, false)
+				}
+				fmt.Fprintln(out.stderr, line)
 			}
 			out.result(map[string]string{"name": name, "home": home, "home_inside": paths.Home,
 				"credentials_dir": credentials.ProfileDir(paths.Home)}, func(w io.Writer) { fmt.Fprintln(w, home) })

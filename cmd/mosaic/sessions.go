@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units/errcode"
 
@@ -267,6 +268,13 @@ func runCommand(out *output) *cli.Command {
 				return err
 			}
 			out.code = s.ExitCode()
+			for _, m := range s.MovedAside {
+				line := records.MovedAsideLine(spec.Workspace, m)
+				if onTerminal(out.stderr) {
+					line = escapeControls(line, false)
+				}
+				fmt.Fprintln(out.stderr, "mosaic: "+line)
+			}
 			if out.json {
 				// stdout is the command's: the document goes to stderr.
 				enc := json.NewEncoder(out.stderr)
@@ -352,6 +360,9 @@ func stopCommand(out *output) *cli.Command {
 						return
 					}
 					fmt.Fprintf(w, "stopped session %s (%s)\n", s.Name, how)
+					for _, m := range s.MovedAside {
+						fmt.Fprintln(w, out.safe(records.MovedAsideLine(s.Workspace, m)))
+					}
 				})
 				return nil
 			})

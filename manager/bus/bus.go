@@ -137,6 +137,9 @@ type Client interface {
 	// Launch checks a request and starts its session (Spec, then Start).
 	Launch(ctx context.Context, req request.Request) (manager.Session, error)
 	Stop(ctx context.Context, name string, timeout time.Duration, progress func(string)) (manager.Session, error)
+	// StopInvocation stops name only while it is the start whose
+	// invocation id is given, with no start of the name in between.
+	StopInvocation(ctx context.Context, name, invocation string, timeout time.Duration) (manager.Session, error)
 	Status(ctx context.Context, name string) (manager.Session, error)
 	// ListInvocations lists every session with its InvocationID.
 	ListInvocations(ctx context.Context) ([]manager.Session, error)
@@ -398,6 +401,13 @@ func (b *bus) handle(ctx context.Context, who caller, req Request) (any, error) 
 		if err := units.ValidateName(req.Name); err != nil {
 			return nil, err
 		}
+		timeout := units.DefaultStopTimeout
+		if req.Verb == "stop" && req.Timeout != "" {
+			var err error
+			if timeout, err = units.ParseTimeout("timeout", req.Timeout); err != nil {
+				return nil, err
+			}
+		}
 		if who.session != "" {
 			s, err := b.mayControl(ctx, who, req.Name)
 			if err != nil {
@@ -406,16 +416,16 @@ func (b *bus) handle(ctx context.Context, who caller, req Request) (any, error) 
 			if req.Verb == "status" {
 				return s, nil
 			}
+			// The very start it launched, not whatever holds the name
+			// once the check is done.
+			s, err = b.m.StopInvocation(ctx, req.Name, s.InvocationID, timeout)
+			if errors.Is(err, errcode.NoSuchSession.Target()) {
+				return nil, errcode.NotPermitted.New("session %s may stop only the sessions it launched while they run, and %s is no longer one", who.session, req.Name)
+			}
+			return s, err
 		}
 		if req.Verb == "status" {
 			return b.m.Status(ctx, req.Name)
-		}
-		timeout := units.DefaultStopTimeout
-		if req.Timeout != "" {
-			var err error
-			if timeout, err = units.ParseTimeout("timeout", req.Timeout); err != nil {
-				return nil, err
-			}
 		}
 		return b.m.Stop(ctx, req.Name, timeout, nil)
 	case "list":
@@ -439,8 +449,8 @@ func (b *bus) handle(ctx context.Context, who caller, req Request) (any, error) 
 // mayControl lets a session stop or inspect only the sessions it launched:
 // the unit of that name now must be the very start of it the session
 // launched (its invocation id), not a later session that took the name.
-// (systemd stops a unit by name: a session that ends and is replaced
-// between this check and the stop is the one gap, of a D-Bus round trip.)
+// (systemd stops a unit by name: a stop is then asked through
+// StopInvocation, which checks the invocation again under the name's lock.)
 func (b *bus) mayControl(ctx context.Context, who caller, name string) (manager.Session, error) {
 	refused := errcode.NotPermitted.New("session %s may stop or inspect only the sessions it launched while they run, and %s is not one", who.session, name)
 	s, err := b.m.Status(ctx, name)

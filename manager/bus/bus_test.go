@@ -43,7 +43,10 @@ type fakeClient struct {
 	// beforeLaunch, when set, runs at the start of each Launch (outside
 	// the fake's lock): a hook to hold a launch in flight.
 	beforeLaunch func(request.Request)
-	ids          int
+	// afterStatus, when set, runs after each Status (outside the fake's
+	// lock): a hook to change what a name holds right after a check.
+	afterStatus func(name string)
+	ids         int
 }
 
 // newInvocation makes an invocation id as systemd's look (hex of 16 bytes).
@@ -80,7 +83,27 @@ func (f *fakeClient) Stop(_ context.Context, name string, _ time.Duration, _ fun
 	return s, nil
 }
 
-func (f *fakeClient) Status(_ context.Context, name string) (manager.Session, error) {
+func (f *fakeClient) Status(ctx context.Context, name string) (manager.Session, error) {
+	s, err := f.status(name)
+	if f.afterStatus != nil {
+		f.afterStatus(name)
+	}
+	return s, err
+}
+
+// StopInvocation is manager's: Stop only while name is that start.
+func (f *fakeClient) StopInvocation(ctx context.Context, name, invocation string, timeout time.Duration) (manager.Session, error) {
+	s, err := f.status(name)
+	if err != nil {
+		return s, err
+	}
+	if s.InvocationID != invocation {
+		return manager.Session{}, errcode.NoSuchSession.New("%s is another start", name)
+	}
+	return f.Stop(ctx, name, timeout, nil)
+}
+
+func (f *fakeClient) status(name string) (manager.Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.statuses++

@@ -11,12 +11,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"mosaic/manager"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
+	"mosaic/units"
 	"mosaic/units/errcode"
 )
 
@@ -183,6 +185,54 @@ func TestOwnershipEndsWithTheSession(t *testing.T) {
 	}
 	r.fake.invocation = "fedcba9876543210fedcba9876543210"
 	wantCode(t, r.ask(Request{Verb: "stop", Name: "e"}), "not-permitted")
+}
+
+// A launcher's stop is of the start it launched, even when the name is
+// taken by another session between the bus's check and its stop: the
+// child ends and the user starts a session of that name right after the
+// bus checked (a hook, not timing). Stopping by name then stopped the
+// user's session.
+func TestStopIsOfTheStartChecked(t *testing.T) {
+	r := newRig(t, "[Launch]\nProfile=generic 4\nCommand=generic true\n")
+	if a := r.ask(Request{Verb: "launch", Name: "c", Workspace: filepath.Join(r.ws, "child"), Profile: "generic"}); !a.OK {
+		t.Fatalf("launch: %+v", a)
+	}
+	var once sync.Once
+	r.fake.afterStatus = func(name string) {
+		once.Do(func() {
+			r.fake.mu.Lock()
+			r.fake.sessions[name] = manager.Session{Name: name, State: "active", InvocationID: r.fake.newInvocation()}
+			r.fake.mu.Unlock()
+		})
+	}
+	wantCode(t, r.ask(Request{Verb: "stop", Name: "c"}), "not-permitted")
+	if len(r.fake.stopped) != 0 {
+		t.Fatalf("the launcher's stop stopped the user's session that took the name: %v", r.fake.stopped)
+	}
+	// Without the replacement, the launcher's stop works.
+	if a := r.ask(Request{Verb: "launch", Name: "d", Workspace: filepath.Join(r.ws, "child"), Profile: "generic"}); !a.OK {
+		t.Fatalf("launch d: %+v", a)
+	}
+	if a := r.ask(Request{Verb: "stop", Name: "d"}); !a.OK || len(r.fake.stopped) != 1 {
+		t.Fatalf("stop of its own child: %+v, stopped %v", a, r.fake.stopped)
+	}
+}
+
+// A launcher could launch what the policy lets it with MemoryMax, TasksMax
+// and CPUQuota of infinity: an unbounded session no user asked for. It may
+// lower a launched session's limits, never raise them.
+func TestLaunchedLimitsOnlyLower(t *testing.T) {
+	r := newRig(t, "[Launch]\nProfile=generic 4\nCommand=generic true\n")
+	child := filepath.Join(r.ws, "child")
+	for _, l := range []units.LimitStrings{{MemoryMax: "infinity"}, {TasksMax: "infinity"}, {CPUQuota: "100000%"}, {MemoryMax: "64P"}} {
+		wantCode(t, r.ask(Request{Verb: "launch", Workspace: child, Profile: "generic", Limits: l}), "not-permitted")
+	}
+	if len(r.fake.launched) != 0 {
+		t.Fatalf("launched %d sessions with raised limits", len(r.fake.launched))
+	}
+	if a := r.ask(Request{Verb: "launch", Workspace: child, Profile: "generic", Limits: units.LimitStrings{MemoryMax: "64M", TasksMax: "16", RuntimeMax: "1h"}}); !a.OK {
+		t.Fatalf("a launch with lower limits: %+v", a.Error)
+	}
 }
 
 // Issue 14 item 5: a request line is capped at 64 KiB: 8 MiB without a

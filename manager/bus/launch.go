@@ -116,8 +116,37 @@ func (b *bus) checkSessionLaunch(who caller, r *request.Request) (Policy, error)
 	if r.Command, err = policy.commandFor(profile, r.Command); err != nil {
 		return Policy{}, err
 	}
+	defaults, err := request.DefaultLimits(profile, b.paths)
+	if err != nil {
+		return Policy{}, err
+	}
+	if err := onlyLower(r.Limits, defaults); err != nil {
+		return Policy{}, err
+	}
 	r.Profile = profile.Name
 	return policy, nil
+}
+
+// onlyLower refuses limits a session asks for the session it launches
+// that are above what that session would get without them (the profile's,
+// the user's config, mosaic's defaults): a launcher may bound what it
+// launches further, never unbind it (infinity), as no session is unbounded
+// unless the user says so.
+func onlyLower(asked, defaults units.Limits) error {
+	for _, l := range []struct {
+		name          string
+		asked, normal uint64
+	}{
+		{"memory-max", asked.MemoryMax, defaults.MemoryMax},
+		{"tasks-max", asked.TasksMax, defaults.TasksMax},
+		{"cpu-quota", asked.CPUQuota, defaults.CPUQuota},
+		{"runtime-max", uint64(asked.RuntimeMax), uint64(defaults.RuntimeMax)},
+	} {
+		if l.asked != 0 && l.normal != 0 && l.normal != units.Infinity && (l.asked == units.Infinity || l.asked > l.normal) {
+			return errcode.NotPermitted.New("a session can only lower the limits of a session it launches: %s is above that session's own limit (the profile's, your config's or mosaic's default)", l.name)
+		}
+	}
+	return nil
 }
 
 // reserve claims the name (and, for a launch from a session, a place in

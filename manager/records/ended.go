@@ -3,9 +3,11 @@ package records
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"mosaic/credentials"
+	"mosaic/sandbox"
 )
 
 // The session-ended stage is a service's ExecStopPost:
@@ -13,7 +15,9 @@ import (
 //	mosaic session-ended --state DIR [--drop FILE]
 //
 // It records how the session ended (end.json from the variables systemd
-// gives ExecStopPost) and deletes the session's credential file if it is
+// gives ExecStopPost), moves aside the host-executed entries the session
+// created in its workspace (sandbox.MoveAsideCreated), removes the mount
+// points bwrap left in its kept home (TidyHome), and deletes the session's credential file if it is
 // still there (a unit that died before its exec shim ran). It runs inside
 // the ended session's unit, so it is quick and never fails the unit.
 
@@ -49,6 +53,40 @@ func EndedMain(args []string, getenv func(string) string) {
 	}
 }
 
+// MoveAside moves aside the host-executed entries r's session created in
+// its workspace (sandbox.MoveAsideCreated), and the links of the submodules
+// whose config it changed (sandbox.MoveAsideSubmodules).
+func MoveAside(r Record) []sandbox.MovedAside {
+	if r.Workspace == "" || r.HostExecWritable {
+		return nil
+	}
+	moved := sandbox.MoveAsideCreated(r.Workspace, r.Name, r.HostExecMissing)
+	if !r.Started.IsZero() {
+		moved = append(moved, sandbox.MoveAsideSubmodules(r.Workspace, r.Name, r.Started)...)
+	}
+	return moved
+}
+
+// TidyHome removes from the ended session's kept home the mount points
+// bwrap made there (sandbox.RemoveMountPoints).
+func TidyHome(stateDir string, r Record) {
+	hostHome := filepath.Join(stateDir, "home")
+	for _, b := range r.Binds {
+		if b.Src == hostHome {
+			sandbox.RemoveMountPoints(hostHome, b.Dst, r.Binds)
+			return
+		}
+	}
+}
+
+// MovedAsideLine says what happened to one created entry, in one line.
+func MovedAsideLine(ws string, m sandbox.MovedAside) string {
+	if m.Error != "" {
+		return fmt.Sprintf("%s, which your tools run (%s), was created while the session ran, and it %s: check it before you use the workspace on the host", filepath.Join(ws, m.Path), sandbox.HostExecReason(m.Path), m.Error)
+	}
+	return fmt.Sprintf("%s, which your tools run (%s), was created while the session ran: moved aside to %s, unread; look at it before you rename it back", filepath.Join(ws, m.Path), sandbox.HostExecReason(m.Path), filepath.Join(ws, m.To))
+}
+
 // RecordEnd writes end.json into a session's state directory from the
 // variables systemd gives ExecStopPost.
 func RecordEnd(stateDir string, getenv func(string) string) error {
@@ -60,6 +98,13 @@ func RecordEnd(stateDir string, getenv func(string) string) error {
 	}
 	if _, err := os.Stat(stateDir + "/" + recordFile); err != nil {
 		return err // not a session's state directory (or already removed)
+	}
+	if r, err := ReadChecked(stateDir); err == nil {
+		TidyHome(stateDir, r)
+		e.MovedAside = MoveAside(r)
+		for _, m := range e.MovedAside { // into the unit's journal
+			fmt.Fprintln(os.Stderr, "mosaic: "+MovedAsideLine(r.Workspace, m))
+		}
 	}
 	return WriteEnd(stateDir, e)
 }

@@ -48,8 +48,11 @@ type Record struct {
 	SeccompAllow []string `json:"seccomp_allow,omitempty"`
 	// HostExecWritable: started with --allow-write-host-exec, the
 	// workspace's host-executed entries are writable.
-	HostExecWritable bool     `json:"host_exec_writable,omitempty"`
-	Environment      []string `json:"environment,omitempty"` // non-secret NAME=VALUE the session was given
+	HostExecWritable bool `json:"host_exec_writable,omitempty"`
+	// HostExecMissing are the host-executed entries that did not exist
+	// at the start: what the session creates there is moved aside at its end.
+	HostExecMissing []string `json:"host_exec_missing,omitempty"`
+	Environment     []string `json:"environment,omitempty"` // non-secret NAME=VALUE the session was given
 }
 
 const (
@@ -94,6 +97,9 @@ type End struct {
 	ExitCode   string    `json:"exit_code"`   // EXIT_CODE: exited, killed, dumped
 	ExitStatus string    `json:"exit_status"` // EXIT_STATUS: a number, or a signal name
 	Ended      time.Time `json:"ended"`
+	// MovedAside are the host-executed entries the session created, moved
+	// aside when it ended (sandbox.MoveAsideCreated).
+	MovedAside []sandbox.MovedAside `json:"moved_aside,omitempty"`
 }
 
 // WriteEnd writes end.json into a session's state directory.

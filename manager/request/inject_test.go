@@ -108,3 +108,28 @@ func writeTestCA(t *testing.T, dir string) string {
 	}
 	return f
 }
+
+// TestPlanInjectionLocalGateway: a plain http:// base URL on the host's
+// loopback (a local gateway, the README's example) is an injection host as
+// an https:// one is; a plain http:// one elsewhere is not (the key would
+// cross a network in clear), and localhost without a port means port 80.
+func TestPlanInjectionLocalGateway(t *testing.T) {
+	p, _ := fixture(t)
+	t.Setenv("CLAUDE_CODE_OAUTH_TOKEN", "")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-api03-x")
+	ws := filepath.Join(p.Home, "src", "app")
+	for url, want := range map[string]string{
+		"http://localhost:4000":             "api.anthropic.com:443 localhost:4000",
+		"http://localhost/anthropic":        "api.anthropic.com:443 localhost:80",
+		"http://gateway.example.com:4000/a": "api.anthropic.com:443",
+	} {
+		t.Setenv("ANTHROPIC_BASE_URL", url)
+		spec, _, err := Prepare(Request{Workspace: ws, Profile: "claude-code", Network: "allow", AllowHosts: []string{"localhost:4000", "localhost:80"}, Command: []string{"true"}}, p, "/usr/bin/bwrap")
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		if len(spec.Inject) != 1 || strings.Join(spec.Inject[0].Hosts, " ") != want {
+			t.Errorf("%s: rules %+v, want hosts %s", url, spec.Inject, want)
+		}
+	}
+}

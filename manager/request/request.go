@@ -317,6 +317,13 @@ func lastWins(env []string) []string {
 // limitsOf decides the session's limits, each from the first that sets it:
 // the request (flags), the profile, the user's mosaic.conf, the built-in
 // defaults; and mosaic.slice's, from mosaic.conf and the defaults.
+// DefaultLimits are the limits a session of profile gets when its request
+// names none: the profile's, the user's config, mosaic's defaults.
+func DefaultLimits(profile credentials.Profile, p Paths) (units.Limits, error) {
+	l, _, err := limitsOf(Request{}, profile, p)
+	return l, err
+}
+
 func limitsOf(req Request, profile credentials.Profile, p Paths) (session, slice units.Limits, err error) {
 	fromProfile, err := units.LimitStrings{MemoryMax: profile.MemoryMax, TasksMax: profile.TasksMax, CPUQuota: profile.CPUQuota}.Parse()
 	if err != nil {

@@ -110,18 +110,14 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "https"
 			pr.Out.URL.Host = hp
-			pr.Out.Host = pr.In.Host
-			for _, inj := range e.Inject.byHost[hp] {
-				for _, h := range inj.rule.Headers {
-					vals := pr.Out.Header.Values(h)
-					for i, v := range vals {
-						if strings.Contains(v, inj.placeholder) {
-							vals[i] = strings.ReplaceAll(v, inj.placeholder, inj.key)
-							used = append(used, inj.rule.Var)
-						}
-					}
-				}
+			// The Host header is the rule's host, never the session's:
+			// a front end serving many sites (a CDN) delivers by Host, and
+			// the key must reach only the host the rule names.
+			pr.Out.Host = hp
+			if h, port, err := net.SplitHostPort(hp); err == nil && port == "443" {
+				pr.Out.Host = h
 			}
+			used = e.Inject.put(pr.Out.Header, hp)
 		},
 		Transport:     e.upstream(),
 		FlushInterval: -1, // server-sent events go on as they arrive
@@ -160,6 +156,25 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 	}()
 	rp.ServeHTTP(cw, r)
 	aborted = false
+}
+
+// put swaps the placeholder for the key in the rules' headers of h, for a
+// request to hp, and returns the credentials it put in; a placeholder in
+// any other header stays as sent.
+func (in *Injector) put(h http.Header, hp string) []string {
+	var used []string
+	for _, inj := range in.byHost[hp] {
+		for _, name := range inj.rule.Headers {
+			vals := h.Values(name)
+			for i, v := range vals {
+				if strings.Contains(v, inj.placeholder) {
+					vals[i] = strings.ReplaceAll(v, inj.placeholder, inj.key)
+					used = append(used, inj.rule.Var)
+				}
+			}
+		}
+	}
+	return used
 }
 
 // logWriter puts the reverse proxy's own complaints (a failed body copy)

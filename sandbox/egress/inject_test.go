@@ -30,6 +30,7 @@ type mockVendor struct {
 	srv   *httptest.Server
 	mu    sync.Mutex
 	got   []http.Header
+	hosts []string // the Host header of each request
 	conns atomic.Int32
 	gate  chan struct{}
 }
@@ -39,6 +40,7 @@ func newMockVendor(t *testing.T) *mockVendor {
 	m.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
 		m.got = append(m.got, r.Header.Clone())
+		m.hosts = append(m.hosts, r.Host)
 		m.mu.Unlock()
 		switch r.URL.Path {
 		case "/v1/stream":
@@ -325,6 +327,29 @@ func TestInjectFullDuplex(t *testing.T) {
 // through a plain tunnel, untouched: that host gets the placeholder, never
 // the key, and the proxy does not read the tunnel (the session's TLS is
 // with the host itself, not the session's CA).
+// TestInjectHostHeader: a request with the key put in goes to the rule's
+// host with that host in its Host header, whatever the session wrote there:
+// a front end serving many sites (a CDN) delivers by Host, and a session
+// that named another site there had the key delivered to it (domain
+// fronting).
+func TestInjectHostHeader(t *testing.T) {
+	m := newMockVendor(t)
+	client, _, _, ph, hp := injectingProxy(t, m)
+	req, _ := http.NewRequest("GET", "https://"+hp+"/v1/models", nil)
+	req.Host = "attacker.example.net"
+	req.Header.Set("x-api-key", ph)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.hosts) != 1 || m.hosts[0] != hp || m.got[0].Get("x-api-key") != testKey {
+		t.Errorf("the vendor got Host %v (want %s) with x-api-key %q", m.hosts, hp, m.got[0].Get("x-api-key"))
+	}
+}
+
 func TestInjectOtherHost(t *testing.T) {
 	m := newMockVendor(t)
 	_, sock, _, ph, _ := injectingProxy(t, m)

@@ -85,7 +85,8 @@ func (e *Egress) dialLocal(port int) (net.Conn, string) {
 // form) to an allowed loopback port: it sends that one request there with
 // Connection: close and copies the answer back, streamed, then closes. One
 // request per connection, so a client cannot reuse the connection for a
-// request to another host. It reports false, having written nothing, when
+// request to another host. A port an injection rule names gets the key in
+// the rule's headers, as over TLS (inject.go). It reports false, having written nothing, when
 // the request is not for an allowed loopback port.
 func (e *Egress) relayPlain(c net.Conn, req *http.Request) bool {
 	if req.URL == nil || req.URL.Scheme != "http" || req.URL.Host == "" {
@@ -106,10 +107,20 @@ func (e *Egress) relayPlain(c net.Conn, req *http.Request) bool {
 		return true
 	}
 	defer remote.Close()
-	e.logf("plain HTTP %s %s to the host's loopback port %d", printable(req.Method), printable(req.URL.Redacted()), port)
 	req.Close = true
 	req.Header.Del("Proxy-Connection")
 	req.Header.Del("Proxy-Authorization")
+	// A gateway on the host's loopback named by a plain http:// base URL
+	// gets the key as an https:// one does: the request never leaves the
+	// host, and the session holds only the placeholder.
+	what := ""
+	if hp, err := NormalizeHost(target); err == nil && e.Inject.covers(hp) {
+		what = ", passed as sent (no placeholder in the rule's headers)"
+		if used := e.Inject.put(req.Header, hp); len(used) > 0 {
+			what = ", injected " + strings.Join(dedupe(used), ", ")
+		}
+	}
+	e.logf("plain HTTP %s %s to the host's loopback port %d%s", printable(req.Method), printable(req.URL.Redacted()), port, what)
 	w := bufio.NewWriter(remote)
 	if err := req.Write(w); err != nil || w.Flush() != nil {
 		return true

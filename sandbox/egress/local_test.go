@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"mosaic/credentials"
 )
 
 // TestEgressLocal (issue 16): --allow-host localhost:PORT reaches that port
@@ -80,4 +82,81 @@ func connectStatus(t *testing.T, c net.Conn, target string) string {
 	io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
 	line, _ := bufio.NewReader(c).ReadString('\n')
 	return line
+}
+
+// TestInjectPlainLocal: a gateway on the host's loopback named by a plain
+// http:// base URL (ANTHROPIC_BASE_URL=http://localhost:4000) gets the key
+// in the rule's headers, as an https:// one does; it got the placeholder,
+// so the README's own local-gateway example could not authenticate. A
+// placeholder in another header, or to an allowed loopback port no rule
+// names, goes as sent.
+func TestInjectPlainLocal(t *testing.T) {
+	got := make(chan http.Header, 4)
+	srv, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	go http.Serve(srv, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		io.WriteString(w, "ok\n")
+	}))
+	_, port, _ := net.SplitHostPort(srv.Addr().String())
+	other, _ := net.Listen("tcp", "127.0.0.1:0")
+	t.Cleanup(func() { other.Close() })
+	go http.Serve(other, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+	}))
+	_, otherPort, _ := net.SplitHostPort(other.Addr().String())
+
+	rule, err := ParseRule("ANTHROPIC_API_KEY=x-api-key,authorization@localhost:" + port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, proxy := Split([]Rule{rule}, []credentials.Var{{Name: "ANTHROPIC_API_KEY", Value: testKey}})
+	ph := session[0].Value
+	env := map[string]string{}
+	for _, v := range proxy {
+		env[v.Name] = v.Value
+	}
+	in, err := NewInjector("s1", []Rule{rule}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, _ := ParseAllow([]string{"localhost:" + port, "localhost:" + otherPort})
+	var log strings.Builder
+	lw := &lockedWriter{w: &log}
+	e := &Egress{Session: "s1", Allow: al, Log: lw, Inject: in}
+	l, err := net.Listen("unix", t.TempDir()+"/proxy.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go e.Serve(l)
+	send := func(p string) http.Header {
+		c, err := net.Dial("unix", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "POST http://localhost:"+p+"/v1/messages HTTP/1.1\r\nHost: localhost:"+p+"\r\nx-api-key: "+ph+"\r\nx-other: "+ph+"\r\nContent-Length: 0\r\n\r\n")
+		io.ReadAll(bufio.NewReader(c))
+		return <-got
+	}
+	h := send(port)
+	if h.Get("x-api-key") != testKey {
+		t.Errorf("the local gateway got x-api-key %q, want the key", h.Get("x-api-key"))
+	}
+	if h.Get("x-other") != ph {
+		t.Errorf("a header the rule does not name was changed: %q", h.Get("x-other"))
+	}
+	if h := send(otherPort); h.Get("x-api-key") != ph {
+		t.Errorf("a loopback port no rule names got x-api-key %q, want the placeholder", h.Get("x-api-key"))
+	}
+	lw.mu.Lock()
+	journal := log.String()
+	lw.mu.Unlock()
+	if strings.Contains(journal, testKey) || !strings.Contains(journal, "injected ANTHROPIC_API_KEY") {
+		t.Errorf("the journal: %s", journal)
+	}
 }

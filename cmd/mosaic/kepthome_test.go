@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestKeptHomeHasNoMountPoints: bwrap makes a mount point in the session's
+// home for every bind below HOME (a workspace under the user's home, a
+// --ro path there), and in a kept home they piled up session after session,
+// telling the next session of the name where the earlier ones worked. When
+// a named session ends, the empty mount points are gone; what the session
+// itself wrote in its home stays.
+func TestKeptHomeHasNoMountPoints(t *testing.T) {
+	needRig(t)
+	for _, mode := range [][]string{{"run"}, {"run", "--scope"}} {
+		t.Run(strings.Join(mode, " "), func(t *testing.T) {
+			name := sessionName(t)
+			home := filepath.Join(stateRoot(), "sessions", name, "home")
+			for i := 0; i < 2; i++ {
+				ws, ro := workspace(t), workspace(t)
+				mustMosaic(t, append(mode, "--name", name, "-w", ws, "--ro", ro, "--", "sh", "-c", "mkdir -p $HOME/kept && echo x > $HOME/kept/file && test -d "+ws)...)
+			}
+			entries, err := os.ReadDir(home)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			if strings.Join(names, " ") != "kept" {
+				t.Errorf("the kept home holds %v, want only what the session wrote (kept)", names)
+			}
+		})
+	}
+}
+
+// TestHomeLinksWarned: a session's kept home is mounted at the user's home
+// path, so a symlink it plants there (.claude -> $HOME/.claude) is its own
+// file inside but the user's real one on the host: a user who then puts an
+// agent's settings into `mosaic home NAME`, as the README shows, writes
+// into the real home (shown first). mosaic home names each such link.
+func TestHomeLinksWarned(t *testing.T) {
+	needRig(t)
+	name := sessionName(t)
+	real := filepath.Join(homeDir(), ".claude-"+randomHex())
+	os.MkdirAll(real, 0o700)
+	t.Cleanup(func() { os.RemoveAll(real) })
+	mustMosaic(t, "run", "--name", name, "-w", workspace(t), "--", "ln", "-s", real, filepath.Join(homeDir(), ".claude"))
+	r := mustMosaic(t, "home", name)
+	kept := strings.TrimSpace(r.stdout)
+	// The user follows the README: the write lands in the real home.
+	if err := os.WriteFile(filepath.Join(kept, ".claude", "settings.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(real, "settings.json")); err != nil {
+		t.Fatal("writing through the kept home's planted link did not reach the real home, so this test proves nothing")
+	}
+	if !strings.Contains(r.stderr, filepath.Join(kept, ".claude")+" -> "+real) || !strings.Contains(r.stderr, "real home") {
+		t.Errorf("mosaic home did not name the planted link:\n%s", r.stderr)
+	}
+}

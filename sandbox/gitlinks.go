@@ -1,0 +1,206 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mosaic/units/regfile"
+)
+
+// Submodules a session plants or changes. `git status` on the host runs git
+// again in each submodule it finds: a gitlink in the index whose directory
+// holds a .git, with that repository's config (core.fsmonitor). A session
+// writes .git/index and the worktree, so it can add a gitlink, a sub/.git
+// file pointing at a git directory of its own, or edit the config of a
+// submodule's git directory (.git/modules/NAME/config): the host's next
+// `git status` then runs what it wrote. The top repository's config and
+// hooks are read-only, but these cannot be without stopping git in the
+// session. So when the session ends, each submodule whose link (sub/.git),
+// git directory or config changed while it ran (their ctime, which no
+// process can set back) has its link moved aside: the host's git then sees
+// an uninitialized submodule and runs nothing there.
+
+// maxIndex bounds the index read: a repository of a million files has one
+// of some 100 MiB.
+const maxIndex = 256 << 20
+
+// gitlinks lists the paths of the submodule entries (mode 160000) of the
+// index of the repository at ws (.git a directory).
+func gitlinks(ws string) ([]string, error) {
+	b, err := regfile.Read(filepath.Join(ws, ".git", "index"), true, maxIndex)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	hash := 20
+	if strings.EqualFold(gitConfigValue(filepath.Join(ws, ".git", "config"), "extensions", "objectformat"), "sha256") {
+		hash = 32
+	}
+	return parseIndex(b, hash)
+}
+
+// parseIndex reads git's index format, versions 2 to 4, as far as the paths
+// of its gitlinks. A split index's shared part is not read.
+func parseIndex(b []byte, hash int) ([]string, error) {
+	bad := func(what string) error { return fmt.Errorf("the git index is damaged (%s)", what) }
+	if len(b) < 12 || string(b[:4]) != "DIRC" {
+		return nil, bad("no DIRC header")
+	}
+	version := binary.BigEndian.Uint32(b[4:8])
+	if version < 2 || version > 4 {
+		return nil, bad(fmt.Sprintf("version %d", version))
+	}
+	n := binary.BigEndian.Uint32(b[8:12])
+	var links []string
+	prev := ""
+	off := 12
+	for i := uint32(0); i < n; i++ {
+		start := off
+		fixed := 40 + hash + 2
+		if off+fixed > len(b) {
+			return nil, bad("cut short")
+		}
+		mode := binary.BigEndian.Uint32(b[off+24 : off+28])
+		flags := binary.BigEndian.Uint16(b[off+40+hash : off+fixed])
+		off += fixed
+		if version >= 3 && flags&0x4000 != 0 {
+			off += 2
+			fixed += 2
+		}
+		var path string
+		if version == 4 {
+			strip, used := indexVarint(b[min(off, len(b)):])
+			if used == 0 || int(strip) > len(prev) {
+				return nil, bad("a path's prefix")
+			}
+			off += used
+			end := bytes.IndexByte(b[min(off, len(b)):], 0)
+			if end < 0 {
+				return nil, bad("a path")
+			}
+			path = prev[:len(prev)-int(strip)] + string(b[off:off+end])
+			off += end + 1
+		} else {
+			end := bytes.IndexByte(b[min(off, len(b)):], 0)
+			if end < 0 {
+				return nil, bad("a path")
+			}
+			path = string(b[off : off+end])
+			off = start + (fixed+end+8)&^7
+		}
+		prev = path
+		if mode&0o170000 == 0o160000 {
+			links = append(links, path)
+		}
+	}
+	return links, nil
+}
+
+// indexVarint is git's offset varint (varint.c); used is 0 when bad.
+func indexVarint(b []byte) (uint64, int) {
+	if len(b) == 0 {
+		return 0, 0
+	}
+	c := b[0]
+	val := uint64(c & 127)
+	i := 1
+	for c&128 != 0 {
+		if i >= len(b) || i > 9 {
+			return 0, 0
+		}
+		val++
+		c = b[i]
+		i++
+		val = val<<7 + uint64(c&127)
+	}
+	return val, i
+}
+
+// MoveAsideSubmodules moves aside the .git link of each submodule of ws
+// whose link or config changed since (the session's start),
+// renamed beside it as MoveAsideCreated does. A git directory outside ws is
+// not the session's to change, and is not looked at.
+func MoveAsideSubmodules(ws, name string, since time.Time) []MovedAside {
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(ws, ".git"), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil
+	}
+	// File times come from the kernel's coarse clock, a tick behind the
+	// one since was read from: a second of margin.
+	since = since.Add(-time.Second)
+	links, err := gitlinks(ws)
+	if err != nil {
+		return []MovedAside{{Path: ".git/index", Error: "cannot check its submodules: " + err.Error()}}
+	}
+	var moved []MovedAside
+	for _, sub := range links {
+		if filepath.IsAbs(sub) || strings.Contains("/"+sub+"/", "/../") || strings.Contains("/"+sub+"/", "/./") {
+			continue
+		}
+		rel := filepath.Join(sub, ".git")
+		if !changedSince(ws, rel, since) {
+			continue
+		}
+		for _, m := range MoveAsideCreated(ws, name, []string{rel}) {
+			moved = append(moved, m)
+		}
+	}
+	return moved
+}
+
+// changedSince reports whether the submodule link ws/rel, or the git
+// directory it names inside ws, or that directory's config, changed (ctime)
+// since; nothing is followed out of ws.
+func changedSince(ws, rel string, since time.Time) bool {
+	// A symlink on the way, which git would follow, counts as a change.
+	newer := func(rel string) (bool, bool) {
+		dir, base, err := openBeneath(ws, rel)
+		if err != nil {
+			return !errors.Is(err, unix.ENOENT), !errors.Is(err, unix.ENOENT)
+		}
+		defer unix.Close(dir)
+		var st unix.Stat_t
+		if unix.Fstatat(dir, base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			return false, false
+		}
+		return !time.Unix(st.Ctim.Unix()).Before(since), true
+	}
+	changed, exists := newer(rel)
+	if !exists || changed {
+		return exists
+	}
+	gitdir := rel
+	if b, err := regfile.Read(filepath.Join(ws, rel), true, 4096); err == nil {
+		t, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+		if !ok {
+			return false
+		}
+		t = strings.TrimSpace(t)
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(ws, filepath.Dir(rel), t)
+		}
+		t = filepath.Clean(t)
+		if t == ws || !Within(t, ws) {
+			return false
+		}
+		gitdir = strings.TrimPrefix(t, ws+"/")
+	}
+	// Not the git directory itself, which git in the session changes at
+	// every `git status` (its index): only what says what git runs.
+	for _, p := range []string{filepath.Join(gitdir, "config"), filepath.Join(gitdir, "config.worktree"), filepath.Join(gitdir, "commondir")} {
+		if c, _ := newer(p); c {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,155 @@
+package sandbox
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Host-executed entries a session creates. A read-only bind needs an object
+// to mount over, and for most entries an empty stand-in would itself break
+// the host's tools (an empty .envrc that direnv blocks, an empty .mcp.json
+// that is not JSON, an empty .git/commondir that stops git). So the entries
+// that were missing when the session started are watched instead: when it
+// ends, whatever the session created there is moved aside (renamed, never
+// deleted or read), so the host's tools do not run it, and mosaic says so.
+// While the session runs, `mosaic status` lists what it has created.
+
+// HostExecWatched are entries inside protected directories that git or an
+// agent writes beside them, so they cannot be bound read-only, yet that
+// redirect what the host runs: a .git/commondir file makes git read its
+// config and hooks from any directory the session chose.
+var HostExecWatched = []HostExec{
+	{".git/commondir", "git on the host reads its config and hooks from the directory it names", false},
+	{".git/config.worktree", "git on the host reads it as config when extensions.worktreeConfig is set", false},
+	{".claude/settings.local.json", "Claude Code on the host runs the hooks it configures", false},
+}
+
+// watched are the entries checked for creation: the protected ones that
+// have no placeholder, and HostExecWatched.
+// The core.hooksPath directory inside ws is watched when missing.
+func watched(ws string) []HostExec {
+	var w []HostExec
+	for _, e := range HostExecEntries {
+		if !e.Placeholder {
+			w = append(w, e)
+		}
+	}
+	_, hooks := hookExec(ws)
+	return append(append(w, HostExecWatched...), hooks...)
+}
+
+// MissingHostExec lists the watched entries of ws (its real path) that do
+// not exist now: those a session could create. Called after ProtectHostExec,
+// whose placeholders then exist.
+func MissingHostExec(ws string) []string {
+	var missing []string
+	for _, e := range watched(ws) {
+		var st unix.Stat_t
+		err := unix.Lstat(filepath.Join(ws, e.Rel), &st)
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			missing = append(missing, e.Rel)
+		}
+	}
+	return missing
+}
+
+// HostExecReason is why rel is protected or watched; a path of no fixed
+// entry is a submodule's link (MoveAsideSubmodules) or the directory
+// core.hooksPath names.
+func HostExecReason(rel string) string {
+	if strings.HasSuffix(rel, "/.git") || rel == ".git/index" {
+		return "git status on the host runs git in this submodule, with its config"
+	}
+	for _, e := range append(append(append([]HostExec{}, HostExecEntries...), HostExecWatched...), hookEntries...) {
+		if e.Rel == rel {
+			return e.Reason
+		}
+	}
+	return hooksPathReason
+}
+
+// Created lists which of missing (MissingHostExec at the start) exist in ws
+// now, without following any symlink on the way.
+func Created(ws string, missing []string) []string {
+	var made []string
+	for _, rel := range missing {
+		dir, base, err := openBeneath(ws, rel)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(dir, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			made = append(made, rel)
+		}
+		unix.Close(dir)
+	}
+	return made
+}
+
+// MovedAside is one created entry moved aside when its session ended.
+type MovedAside struct {
+	Path string `json:"path"`         // relative to the workspace
+	To   string `json:"to,omitempty"` // the name it has now, beside it; empty when it could not be moved
+	// Error says why it could not be moved; the entry is then still there.
+	Error string `json:"error,omitempty"`
+}
+
+// MoveAsideCreated renames each entry of missing that exists in ws now to
+// ENTRY.mosaic-moved-NAME-RANDOM beside it, never following a symlink on
+// the way (the session chose every directory there) and never replacing
+// anything. name is the session's.
+func MoveAsideCreated(ws, name string, missing []string) []MovedAside {
+	var moved []MovedAside
+	for _, rel := range missing {
+		dir, base, err := openBeneath(ws, rel)
+		if err != nil {
+			if !errors.Is(err, unix.ENOENT) {
+				moved = append(moved, MovedAside{Path: rel, Error: err.Error()})
+			}
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(dir, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			unix.Close(dir)
+			continue
+		}
+		var rnd [4]byte
+		_, _ = rand.Read(rnd[:])
+		to := base + ".mosaic-moved-" + name + "-" + hex.EncodeToString(rnd[:])
+		m := MovedAside{Path: rel, To: filepath.Join(filepath.Dir(rel), to)}
+		if err := unix.Renameat2(dir, base, dir, to, unix.RENAME_NOREPLACE); err != nil {
+			m.To, m.Error = "", fmt.Sprintf("cannot move it aside: %v", err)
+		}
+		unix.Close(dir)
+		moved = append(moved, m)
+	}
+	return moved
+}
+
+// openBeneath opens the directory holding rel inside ws, following no
+// symlink and never leaving ws, and returns it with rel's last component.
+func openBeneath(ws, rel string) (int, string, error) {
+	if filepath.IsAbs(rel) || strings.Contains("/"+rel+"/", "/../") {
+		return -1, "", fmt.Errorf("%s is not a path inside the workspace", rel)
+	}
+	root, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, "", err
+	}
+	defer unix.Close(root)
+	parent := filepath.Dir(rel)
+	dir, err := unix.Openat2(root, parent, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return -1, "", err
+	}
+	return dir, filepath.Base(rel), nil
+}

@@ -1,0 +1,52 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// MoveAsideCreated renames what was created, leaves what was not, and never
+// follows a symlink the session planted on the way: a .claude that points
+// elsewhere is reported, and what it points to is untouched.
+func TestMoveAsideCreated(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".git"), 0o755)
+	missing := MissingHostExec(ws)
+	for _, want := range []string{".envrc", ".git/commondir", ".claude/settings.local.json", ".vscode"} {
+		if !strings.Contains(strings.Join(missing, " "), want) {
+			t.Fatalf("%s is not watched: %v", want, missing)
+		}
+	}
+	os.WriteFile(filepath.Join(ws, ".envrc"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(ws, ".git/commondir"), []byte("../evil"), 0o644)
+	os.WriteFile(filepath.Join(outside, "settings.local.json"), []byte("{}"), 0o644)
+	os.Symlink(outside, filepath.Join(ws, ".claude"))
+	if got := Created(ws, missing); strings.Join(got, " ") != ".envrc .git/commondir" {
+		t.Errorf("Created: %v", got)
+	}
+	moved := MoveAsideCreated(ws, "s", missing)
+	byPath := map[string]MovedAside{}
+	for _, m := range moved {
+		byPath[m.Path] = m
+	}
+	for _, rel := range []string{".envrc", ".git/commondir"} {
+		m := byPath[rel]
+		if m.Error != "" || !strings.HasPrefix(m.To, rel+".mosaic-moved-s-") {
+			t.Errorf("%s: %+v", rel, m)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, m.To)); err != nil {
+			t.Errorf("%s is not where it was moved: %v", rel, err)
+		}
+	}
+	if m := byPath[".claude/settings.local.json"]; m.Error == "" {
+		t.Errorf("a symlinked .claude was not reported: %+v", m)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "settings.local.json")); err != nil {
+		t.Error("what the planted symlink points to was moved")
+	}
+	if _, ok := byPath[".mcp.json"]; ok {
+		t.Error("an entry the session did not create was reported")
+	}
+}

@@ -1,0 +1,74 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestGitConfigValue(t *testing.T) {
+	dir := t.TempDir()
+	for cfg, want := range map[string]string{
+		"[core]\n\thooksPath = .husky/_\n":                           ".husky/_",
+		"[Core]\n\tHooksPath=\".git hooks\" # a comment\n":           ".git hooks",
+		"[core] hookspath = a\n[core]\n\thooksPath = b ; last\n":     "b",
+		"[user]\n\thooksPath = no\n[core \"x\"]\n\thooksPath = no\n": "",
+		"[core]\n\tfsmonitor = x\n":                                  "",
+	} {
+		p := filepath.Join(dir, "config")
+		os.WriteFile(p, []byte(cfg), 0o644)
+		if got := gitConfigValue(p, "core", "hookspath"); got != want {
+			t.Errorf("%q: got %q, want %q", cfg, got, want)
+		}
+	}
+}
+
+// The directory core.hooksPath names inside the workspace, and the hook
+// managers' files, are bound read-only; a hooksPath directory that does
+// not exist yet is watched (moved aside if the session makes it); one
+// outside the workspace is not the sandbox's business.
+func TestHookEntries(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
+	os.MkdirAll(filepath.Join(ws, ".githooks"), 0o755)
+	os.MkdirAll(filepath.Join(ws, ".husky", "_"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".pre-commit-config.yaml"), []byte("repos: []\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n\thooksPath = .githooks\n"), 0o644)
+	ro := func() string {
+		binds, _, err := ProtectHostExec(ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, b := range binds {
+			if b.Kind == KindRO {
+				out = append(out, strings.TrimPrefix(b.Dst, ws+"/"))
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	if got := ro(); got != ".git/config .git/hooks .husky .pre-commit-config.yaml .githooks" {
+		t.Errorf("read-only: %s", got)
+	}
+	// From the user's global config, a relative path (every repository's).
+	os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n\tbare = false\n"), 0o644)
+	os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[core]\n\thooksPath = hooks\n"), 0o644)
+	if got := ro(); strings.Contains(got, ".githooks") || strings.Contains(got, " hooks") {
+		t.Errorf("read-only with a missing hooks dir: %s", got)
+	}
+	if m := strings.Join(MissingHostExec(ws), " "); !strings.HasSuffix(m, " hooks") {
+		t.Errorf("a missing core.hooksPath directory is not watched: %s", m)
+	}
+	if r := HostExecReason("hooks"); !strings.Contains(r, "core.hooksPath") {
+		t.Errorf("reason %q", r)
+	}
+	// Outside the workspace: nothing.
+	os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[core]\n\thooksPath = ~/.githooks\n"), 0o644)
+	if got := ro(); got != ".git/config .git/hooks .husky .pre-commit-config.yaml" {
+		t.Errorf("read-only with hooks outside: %s", got)
+	}
+}
