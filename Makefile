@@ -14,8 +14,13 @@ GO ?= go
 
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
+# urfave/cli's docs (ToMan, ToMarkdown) link blackfriday, whose package init
+# runs at every start of mosaic: three per session (the CLI, the exec shim, the
+# init). mosaic writes its man page itself, so the build leaves them out.
+TAGS = urfave_cli_no_docs
+
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/mosaic ./cmd/mosaic
+	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/mosaic ./cmd/mosaic
 
 PREFIX ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
 BINDIR = $(DESTDIR)$(PREFIX)/bin
@@ -51,7 +56,7 @@ demo: build
 	contrib/with-user-manager.sh contrib/demo.sh
 
 bench: build
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/mosaic-bench ./cmd/mosaic-bench
+	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -o bin/mosaic-bench ./cmd/mosaic-bench
 	contrib/bench-peers.sh
 	mkdir -p docs
 	contrib/with-user-manager.sh contrib/bench.sh > docs/benchmarks.json.tmp

@@ -326,14 +326,14 @@ func readProfile(path string) (Profile, error) {
 			}
 		case "PassEnvironment":
 			for _, v := range fields {
-				if !namePattern.MatchString(v) {
+				if !isVarName(v) {
 					return bad("PassEnvironment: %q is not a variable name", v)
 				}
 			}
 			p.PassEnv = append(p.PassEnv, fields...)
 		case "Environment":
 			n, v, ok := strings.Cut(o.Value, "=")
-			if !ok || !namePattern.MatchString(n) || ValidateValue(n, v, "") != nil {
+			if !ok || !isVarName(n) || ValidateValue(n, v, "") != nil {
 				return bad("Environment=%s: use one NAME=VALUE per line, a plain value", o.Value)
 			}
 			p.Env = append(p.Env, o.Value)

@@ -49,6 +49,7 @@ type Manager struct {
 	Outside *sandbox.Outside
 
 	viaBus  bool   // through dbus-daemon: signals need Subscribe and match rules
+	addr    string // where the manager was reached (a bulk connection dials it too)
 	version string // the manager's Version property
 
 	subscribed sync.Once
@@ -182,7 +183,7 @@ func Connect(ctx context.Context) (*Manager, error) {
 			tried = append(tried, fmt.Sprintf("%s: %v", a.addr, err))
 			continue
 		}
-		m = &Manager{conn: conn, bus: bus, viaBus: a.viaBus, watchers: map[dbus.ObjectPath][]*unitWatch{}}
+		m = &Manager{conn: conn, bus: bus, viaBus: a.viaBus, addr: a.addr, watchers: map[dbus.ObjectPath][]*unitWatch{}}
 		// A bus with no systemd on it, or one that answers Hello and then
 		// nothing, is passed over for the next address, as a dead one is.
 		if err = m.readVersion(ctx, a.viaBus); err == nil {

@@ -188,15 +188,17 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 		return nil, bug("ListUnitsByPatterns", err)
 	}
 	// Only the properties a list shows, each a Get (a GetAll of a service
-	// is some 250 properties), for every session at once on the one
-	// connection, then collected: systemd answers them in a row.
+	// is some 250 properties), for every session at once, then collected:
+	// systemd answers them in a row. They go over a bulk connection (see
+	// bulkProperties), or one by one over this one where it cannot be made.
 	type pending struct {
-		name, kind string
-		u          sd.UnitStatus
-		collect    func() map[string]any
-		invocation func() map[string]any
+		name, kind     string
+		u              sd.UnitStatus
+		iface          string
+		props, unitPrp []string
 	}
 	var all []pending
+	var gets []bulkGet
 	for _, u := range st {
 		name, kind := units.SessionName(u.Name)
 		if name == "" || !isSession(u.Description) || u.LoadState == "not-found" {
@@ -214,16 +216,49 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 		if invocations {
 			unitProps = []string{"InvocationID"}
 		}
-		all = append(all, pending{name, kind, u, m.properties(cctx, u.Path, iface, props),
-			m.properties(cctx, u.Path, "org.freedesktop.systemd1.Unit", unitProps)})
+		all = append(all, pending{name, kind, u, iface, props, unitProps})
+		for _, n := range props {
+			gets = append(gets, bulkGet{u.Path, iface, n})
+		}
+		for _, n := range unitProps {
+			gets = append(gets, bulkGet{u.Path, "org.freedesktop.systemd1.Unit", n})
+		}
+	}
+	values, err := m.bulkProperties(cctx, gets)
+	if err != nil {
+		values = make([]any, 0, len(gets))
+		var collect []func() map[string]any
+		for _, p := range all {
+			collect = append(collect, m.properties(cctx, p.u.Path, p.iface, p.props), m.properties(cctx, p.u.Path, "org.freedesktop.systemd1.Unit", p.unitPrp))
+		}
+		for i, p := range all {
+			sp, up := collect[2*i](), collect[2*i+1]()
+			for _, n := range p.props {
+				values = append(values, sp[n])
+			}
+			for _, n := range p.unitPrp {
+				values = append(values, up[n])
+			}
+		}
 	}
 	var out []Session
 	for _, p := range all {
-		sp := p.collect()
+		sp, up := map[string]any{}, map[string]any{}
+		for _, n := range p.props {
+			if values[0] != nil {
+				sp[n] = values[0]
+			}
+			values = values[1:]
+		}
+		for _, n := range p.unitPrp {
+			if values[0] != nil {
+				up[n] = values[0]
+			}
+			values = values[1:]
+		}
 		if len(sp) == 0 {
 			continue // gone between the list and the reads
 		}
-		up := p.invocation()
 		up["ActiveState"], up["SubState"] = p.u.ActiveState, p.u.SubState
 		out = append(out, SessionOf(p.name, p.kind, up, sp))
 	}

@@ -24,13 +24,18 @@ func (m *Manager) limitSlice(ctx context.Context, l units.Limits) error {
 	}
 	cctx, cancel := bounded(ctx)
 	defer cancel()
-	props, err := m.conn.GetUnitTypePropertiesContext(cctx, units.Slice, "Slice")
-	if err != nil {
-		return errcode.SystemdError.New("cannot read %s's limits: %v", units.Slice, err)
-	}
+	// The three limits, each a Get sent at once: a GetAll of the Slice
+	// interface is some 80 properties to compute and decode, at every
+	// mosaic start and run.
+	names := []string{"MemoryMax", "TasksMax", "CPUQuotaPerSecUSec"}
+	props := m.properties(cctx, unitPath(units.Slice), "org.freedesktop.systemd1.Slice", names)()
 	set := false
-	for _, name := range []string{"MemoryMax", "TasksMax", "CPUQuotaPerSecUSec"} {
-		if v, ok := props[name].(uint64); ok && v != units.Infinity {
+	for _, name := range names {
+		v, ok := props[name].(uint64)
+		if !ok {
+			return errcode.SystemdError.New("cannot read %s's limits: systemd did not answer for %s", units.Slice, name)
+		}
+		if v != units.Infinity {
 			set = true
 		}
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -181,12 +180,7 @@ func manCommand(out *output, app func() *cli.App) *cli.Command {
 		Hidden: true,
 		Usage:  "print mosaic(1), the man page (make install puts it in place)",
 		Action: func(c *cli.Context) error {
-			page, err := app().ToManWithSection(1)
-			if err != nil {
-				return err
-			}
-			_, err = io.WriteString(out.stdout, page)
-			return err
+			return writeMan(out.stdout, app())
 		},
 	}
 }

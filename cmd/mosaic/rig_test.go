@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		mosaicBin = filepath.Join(dir, "mosaic")
-		build := exec.Command("go", "build", "-o", mosaicBin, ".")
+		build := exec.Command("go", "build", "-tags", buildTags, "-o", mosaicBin, ".")
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building mosaic: %v\n%s", err, out)
@@ -235,7 +235,7 @@ func taggedMosaic(t *testing.T, tag string) string {
 	tagged.Unlock()
 	b.once.Do(func() {
 		b.path = filepath.Join(filepath.Dir(mosaicBin), "mosaic-"+tag)
-		build := exec.Command("go", "build", "-tags", tag, "-o", b.path, ".")
+		build := exec.Command("go", "build", "-tags", buildTags+","+tag, "-o", b.path, ".")
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("building mosaic -tags %s: %v\n%s", tag, err, out)
