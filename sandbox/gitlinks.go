@@ -62,7 +62,7 @@ func parseIndex(b []byte, hash int) ([]string, error) {
 	}
 	n := binary.BigEndian.Uint32(b[8:12])
 	var links []string
-	prev := ""
+	var prev []byte // version 4: the previous path, which the next one shares a prefix with
 	off := 12
 	for i := uint32(0); i < n; i++ {
 		start := off
@@ -70,17 +70,19 @@ func parseIndex(b []byte, hash int) ([]string, error) {
 		if off+fixed > len(b) {
 			return nil, bad("cut short")
 		}
-		mode := binary.BigEndian.Uint32(b[off+24 : off+28])
+		link := binary.BigEndian.Uint32(b[off+24:off+28])&0o170000 == 0o160000
 		flags := binary.BigEndian.Uint16(b[off+40+hash : off+fixed])
 		off += fixed
 		if version >= 3 && flags&0x4000 != 0 {
 			off += 2
 			fixed += 2
 		}
-		var path string
+		if off > len(b) {
+			return nil, bad("cut short")
+		}
 		if version == 4 {
-			strip, used := indexVarint(b[min(off, len(b)):])
-			if used == 0 || int(strip) > len(prev) {
+			strip, used := indexVarint(b[off:])
+			if used == 0 || strip > uint64(len(prev)) {
 				return nil, bad("a path's prefix")
 			}
 			off += used
@@ -88,20 +90,21 @@ func parseIndex(b []byte, hash int) ([]string, error) {
 			if end < 0 {
 				return nil, bad("a path")
 			}
-			path = prev[:len(prev)-int(strip)] + string(b[off:off+end])
+			prev = append(prev[:len(prev)-int(strip)], b[off:off+end]...)
 			off += end + 1
-		} else {
-			end := bytes.IndexByte(b[min(off, len(b)):], 0)
-			if end < 0 {
-				return nil, bad("a path")
+			if link {
+				links = append(links, string(prev))
 			}
-			path = string(b[off : off+end])
-			off = start + (fixed+end+8)&^7
+			continue
 		}
-		prev = path
-		if mode&0o170000 == 0o160000 {
-			links = append(links, path)
+		end := bytes.IndexByte(b[off:], 0)
+		if end < 0 {
+			return nil, bad("a path")
 		}
+		if link {
+			links = append(links, string(b[off:off+end]))
+		}
+		off = start + (fixed+end+8)&^7
 	}
 	return links, nil
 }

@@ -87,7 +87,12 @@ func ProtectHostExec(ws string) ([]Bind, []BindID, error) {
 			if _, perr := StatNoFollow(parent); perr != nil {
 				continue // its directory is missing too, and is protected itself
 			}
-			if err := unix.Mkdir(path, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			testBeforePlaceholder(parent)
+			// Made in the directory checked, not by its path again: a
+			// session sharing the workspace may have swapped a directory on
+			// the way for a symlink since, to have mosaic make the directory
+			// elsewhere.
+			if err := mkdirNoFollow(path, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 				return nil, nil, fmt.Errorf("cannot make the placeholder %s: %v", path, err)
 			}
 			if st, err = StatNoFollow(path); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
@@ -136,4 +141,24 @@ func under(rel string, dirs map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// testBeforePlaceholder is a test's hook between the check of a
+// placeholder's directory and the making of the placeholder.
+var testBeforePlaceholder = func(dir string) {}
+
+// mkdirNoFollow makes the directory path, following no symlink on the way.
+func mkdirNoFollow(path string, mode uint32) error {
+	dir, err := unix.Openat2(unix.AT_FDCWD, filepath.Dir(path), &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS,
+	})
+	if err == unix.ENOSYS {
+		dir, err = openWalking(filepath.Dir(path))
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	return unix.Mkdirat(dir, filepath.Base(path), mode)
 }

@@ -72,3 +72,24 @@ func TestHookEntries(t *testing.T) {
 		t.Errorf("read-only with hooks outside: %s", got)
 	}
 }
+
+// A session sharing the workspace swaps the directory mosaic checked for a
+// symlink before mosaic makes a placeholder in it (a hook, not timing):
+// nothing is made where the symlink leads, and the start is refused.
+func TestPlaceholderSwap(t *testing.T) {
+	ws, elsewhere := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".git"), 0o755) // no hooks: a placeholder is due
+	testBeforePlaceholder = func(dir string) {
+		if dir == filepath.Join(ws, ".git") {
+			os.Rename(dir, filepath.Join(ws, "git-old"))
+			os.Symlink(elsewhere, dir)
+		}
+	}
+	defer func() { testBeforePlaceholder = func(string) {} }()
+	if _, _, err := ProtectHostExec(ws); err == nil {
+		t.Error("the start went on after the swap")
+	}
+	if _, err := os.Lstat(filepath.Join(elsewhere, "hooks")); err == nil {
+		t.Error("mosaic made the placeholder where the planted symlink leads")
+	}
+}

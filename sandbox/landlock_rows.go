@@ -18,6 +18,8 @@ var LandlockRows = []ModeRow{
 		Landlock: "hidden by systemd's tmpfs; HOME is the session's own directory at its path on disk (under ~/.local/state/mosaic)"},
 	{What: "writes", Bwrap: "workspace, own home, own /tmp, --rw paths (binds)",
 		Landlock: "the same, by Landlock write rules (its own state directory, which systemd binds, stays read-only)"},
+	{What: "host-executed files", Bwrap: ".git/config, .git/hooks, .vscode, ... bound read-only over the workspace",
+		Landlock: "the same, bound read-only by systemd's layer (a Landlock rule cannot keep a path below the workspace from being written)"},
 	{What: "reads", Bwrap: "only what is bound: system dirs, binds",
 		Landlock: "system dirs, /etc, /proc and the binds; other paths of the unit's view (/var, /opt, /run) can be named and stat'ed but not read", Weaker: true},
 	{What: "processes", Bwrap: "PID namespace and private /proc: no host process visible",

@@ -351,6 +351,7 @@ func Description(name string, command []string) string {
 // ExecStopPost can delete the file.
 func readWriteBinds(s Spec) []bindEntry {
 	b := bindsOf(append([]string{s.Workspace, s.StateDir}, s.ExtraRW...))
+	b = append(b, bindsOf(landlockProtect(s, sandbox.KindRW))...)
 	if s.CredentialFile != "" {
 		d := filepath.Dir(s.CredentialFile)
 		b = append(b, bindEntry{Src: d, Dst: d, IgnoreENOENT: true})
@@ -375,7 +376,25 @@ func readOnlyPaths(s Spec) []string {
 	if d := s.egressDir(); d != "" {
 		ro = append(ro, d)
 	}
-	return append(ro, s.ExtraRO...)
+	return append(append(ro, s.ExtraRO...), landlockProtect(s, sandbox.KindRO)...)
+}
+
+// landlockProtect are, in --sandbox landlock, the binds of kind over the
+// workspace's host-executed entries (sandbox.ProtectHostExec): with no
+// bwrap, systemd's layer makes them read-only (and pins the directories
+// holding them), since a Landlock rule that lets the workspace be written
+// cannot keep a path below it from being written.
+func landlockProtect(s Spec, kind string) []string {
+	if !s.Landlock() {
+		return nil
+	}
+	var out []string
+	for _, b := range s.Protect {
+		if b.Kind == kind {
+			out = append(out, b.Dst)
+		}
+	}
+	return out
 }
 
 func bindsOf(paths []string) []bindEntry {

@@ -223,3 +223,38 @@ echo x > sub/file`
 		}
 	}
 }
+
+// TestHostExecReadOnlyLandlock: in --sandbox landlock there is no bwrap to
+// bind the host-executed entries read-only, and a Landlock rule that lets
+// the workspace be written cannot exclude a path below it: a session wrote
+// core.fsmonitor into .git/config and the host's git status ran it. systemd's
+// layer now binds them read-only (with --allow-write-host-exec the attack
+// still works, showing it is real).
+func TestHostExecReadOnlyLandlock(t *testing.T) {
+	needRig(t)
+	if landlockRefused(t) {
+		return
+	}
+	for _, optOut := range []bool{true, false} {
+		ws := workspace(t)
+		hostGit(ws, "init", "-q")
+		mark := filepath.Join(ws, "MARK")
+		args := []string{"run", "--sandbox", "landlock", "-w", ws}
+		if optOut {
+			args = append(args, "--allow-write-host-exec")
+		}
+		r := mosaicWith(t, noBwrap, "", append(args, "--", "sh", "-c", `git config core.fsmonitor "touch `+mark+`; false"; printf '#!/bin/sh\ntouch `+mark+`\n' > .git/hooks/pre-commit; true`)...)
+		if r.code != 0 {
+			t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+		}
+		os.Remove(mark)
+		hostGit(ws, "status")
+		_, err := os.Stat(mark)
+		if optOut && err != nil {
+			t.Fatal("with --allow-write-host-exec the host's git status did not run the session's fsmonitor, so this test proves nothing")
+		}
+		if !optOut && err == nil {
+			t.Error("--sandbox landlock: the host's git status ran what a session wrote into .git/config")
+		}
+	}
+}

@@ -219,18 +219,20 @@ func TestStopIsOfTheStartChecked(t *testing.T) {
 }
 
 // A launcher could launch what the policy lets it with MemoryMax, TasksMax
-// and CPUQuota of infinity: an unbounded session no user asked for. It may
-// lower a launched session's limits, never raise them.
+// and CPUQuota of infinity (an unbounded session no user asked for), and a
+// stop timeout of 1000 h (a logout waits that long for one that ignores
+// SIGTERM). It may lower a launched session's limits, never raise them.
 func TestLaunchedLimitsOnlyLower(t *testing.T) {
 	r := newRig(t, "[Launch]\nProfile=generic 4\nCommand=generic true\n")
 	child := filepath.Join(r.ws, "child")
 	for _, l := range []units.LimitStrings{{MemoryMax: "infinity"}, {TasksMax: "infinity"}, {CPUQuota: "100000%"}, {MemoryMax: "64P"}} {
 		wantCode(t, r.ask(Request{Verb: "launch", Workspace: child, Profile: "generic", Limits: l}), "not-permitted")
 	}
+	wantCode(t, r.ask(Request{Verb: "launch", Workspace: child, Profile: "generic", StopTimeout: "1000h"}), "not-permitted")
 	if len(r.fake.launched) != 0 {
 		t.Fatalf("launched %d sessions with raised limits", len(r.fake.launched))
 	}
-	if a := r.ask(Request{Verb: "launch", Workspace: child, Profile: "generic", Limits: units.LimitStrings{MemoryMax: "64M", TasksMax: "16", RuntimeMax: "1h"}}); !a.OK {
+	if a := r.ask(Request{Verb: "launch", Workspace: child, Profile: "generic", Limits: units.LimitStrings{MemoryMax: "64M", TasksMax: "16", RuntimeMax: "1h"}, StopTimeout: "2s"}); !a.OK {
 		t.Fatalf("a launch with lower limits: %+v", a.Error)
 	}
 }

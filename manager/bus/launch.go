@@ -123,6 +123,11 @@ func (b *bus) checkSessionLaunch(who caller, r *request.Request) (Policy, error)
 	if err := onlyLower(r.Limits, defaults); err != nil {
 		return Policy{}, err
 	}
+	// How long systemd waits after SIGTERM (a logout, a shutdown, a
+	// systemctl stop) is bounded alike.
+	if r.StopTimeout > units.DefaultStopTimeout {
+		return Policy{}, errcode.NotPermitted.New("a session can only shorten the stop timeout of a session it launches: at most %s", units.DefaultStopTimeout)
+	}
 	r.Profile = profile.Name
 	return policy, nil
 }
