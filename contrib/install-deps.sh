@@ -3,7 +3,7 @@
 # mosaic's demo and tests need and the machine lacks: bubblewrap, dbus,
 # systemd's binaries (for the rig's private user manager and journald),
 # util-linux (setpriv, unshare), iproute2, socat and python3 (the rig's test
-# network), debootstrap (the systemd 257 rig's Debian 13 root), npm (the real
+# network), git (the host-executed files' tests), debootstrap (the systemd 257 rig's Debian 13 root), npm (the real
 # agent CLIs). It changes nothing when all are there; as another user it only
 # says what is missing.
 # `make demo`, `make test` and .ci/run call it.
@@ -17,6 +17,8 @@ command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
 command -v ip >/dev/null || need+=(iproute2)
 command -v socat >/dev/null || need+=(socat)
 command -v python3 >/dev/null || need+=(python3)
+# The host-executed files' tests run the host's git (hooks, fsmonitor, submodules).
+command -v git >/dev/null || need+=(git)
 # The systemd 257 rig's root (contrib/rig-root.sh, cached in /var/cache/mosaic).
 command -v debootstrap >/dev/null || need+=(debootstrap)
 # The real agent CLIs come from npm (contrib/agents.sh).
