@@ -77,6 +77,12 @@ FlagNames runs a regexp per flag lookup, JSON reflection for the record ~3%), th
 11%, /usr/bin/true 2%. Three Go starts and godbus's per-message cost are most of the distance to
 the peer; none of it is a check (the hardening table: microseconds).
 
+**Tried and not kept.** Starting a scope's exec shim before the claim, so that its Go runtime
+would start while the name is claimed: os/exec's Start waits until the child has exec'd (~2.4 ms
+in the CLI), so the cost only moved, and "scope started" was no shorter (medians of 15: 15.1 ms
+before, 16.5 after). A real overlap needs that Start in a goroutine holding a locked thread for
+the session's whole life (PR_SET_PDEATHSIG follows the thread); left for later.
+
 **Before and after, interleaved.** The binary before these changes and after, run in turn 30
 times each beside the two peers on the same loaded machine (medians, wall clock). The previous
 round: mosaic run 92.5 -> 85.3 ms (hand-rolled peer 62.0); mosaic run --scope 67.2 -> 57.6 ms
