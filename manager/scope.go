@@ -71,6 +71,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, err
 	}
 	defer sh.close()
+	mark(ctx, "exec shim started (until its exec)")
 
 	w := m.watch(unit)
 	defer w.close()

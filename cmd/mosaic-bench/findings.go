@@ -39,24 +39,55 @@ the same batch: one round trip less.
 **mosaic list.** One ListUnitsByPatterns and then, per session, Gets sent at once: 9 per service.
 A running service has no exit to read, so it now gets 6 (Result, MainPID, ExecMainStartTimestamp,
 Memory, Tasks, CPU): at 200 sessions 1,200 calls instead of 1,800 (strace -c at 60 sessions:
-557 writes and 4,919 syscalls before, 372 and 3,440 after).
+557 writes and 4,919 syscalls before, 372 and 3,440 after). Then the CLI, not systemd, set the
+time: through godbus each Get cost it more CPU than systemd spent answering (reflection, a
+header map, a goroutine handoff and four system calls per call): ~100 ms of user CPU at 200
+sessions, systemd ~35 ms. The Gets now go over a connection of their own on which mosaic encodes
+them and decodes the answers itself (manager/bulk.go: Properties.Get and the types sessions'
+properties have, nothing else), written some sixty at a time while systemd answers, the answers
+read in 64 KiB reads. At 200 sessions (main's binary against this one, in turn, load 3.7-6.4):
+the CLI's user CPU 113 -> 25 ms (perf stat -r 5), its system calls 9,302 -> 1,546 (strace -c),
+the median of 10 lists 178 -> 118 ms. What is left is systemd answering 1,200 Gets and the wait
+for a CPU on a loaded machine.
+
+**mosaic.slice's limits.** Every start and run read them with a GetAll of the Slice interface
+(some 80 properties computed by systemd and decoded by reflection) to look at three; now three
+Gets sent at once.
 
 **Go process starts.** A session start runs the mosaic binary three times (the CLI, the exec shim
 in the unit, the init in bwrap; a named service a fourth, its ExecStopPost), and every package's
-init runs before main picks the stage. Per start of the exec-bwrap stage (perf stat -r 200; page
-faults are steady, CPU time moves with the load): before, 1,927 allocations at init and ~480 page
-faults; now 1,204 and ~430-460 (the session-name regexp, 63 nested repetitions and 726
-allocations, is a loop). Of what is left, 762 allocations are blackfriday's HTML entity table,
-linked through urfave/cli's man page support: built with the tag urfave_cli_no_docs the binary
-makes 438 allocations and ~385 faults per start. For scale: a binary of only mosaic's sandbox
-stages takes ~344 faults, a minimal static Go program 189 (1.6 ms of CPU), /usr/bin/true 47.
-So a second, sandbox-only binary would save little beyond dropping urfave/cli's docs (which
-needs a man page written another way: not done here); the floor is the Go runtime itself, some
-1.5 ms of CPU per start, twice per session inside the unit.
+init runs before main picks the stage. The session-name regexp (726 allocations) became a loop;
+then 762 of the 1,289 allocations left at init were blackfriday's HTML entity table, linked
+through urfave/cli's man page support (ToMan). mosaic now writes its man page in roff itself
+(cmd/mosaic/man.go) and every build uses -tags urfave_cli_no_docs (the Makefile's TAGS, the
+tests' builds; a test checks both and that nothing then links blackfriday); the credential-name
+regexp became a loop too. Per start of a stage (mosaic init with no arguments, perf stat -r 200,
+main's binary against this one in turn): 1,289 -> 484 allocations at init, ~450-480 -> ~395-415
+page faults, 4.6 -> 3.2-4.2 ms of CPU on a machine at load 4-8. The floor is the Go runtime: a
+minimal static Go program takes ~190 faults and 1.9 ms here. The init marks inherited
+descriptors close-on-exec with one close_range(CLOSE_RANGE_CLOEXEC) instead of listing
+/proc/self/fd.
+
+**Where the client-side CPU of mosaic run --scope goes.** Everything of a scope run but systemd is
+mosaic's process tree, so perf stat counts it whole (user CPU, 30 runs, load ~4): the bare peer
+(systemd-run --scope + bwrap) 14-19 ms and ~560 page faults; mosaic 40-45 ms before, ~38.5 ms
+and ~1,700 faults now. perf record of 30 runs: the CLI and the exec shim 71% (godbus ~25% of
+that, the Go runtime's start and package inits ~14%, urfave/cli's flag handling ~7%, where
+FlagNames runs a regexp per flag lookup, JSON reflection for the record ~3%), the init 14%, bwrap
+11%, /usr/bin/true 2%. Three Go starts and godbus's per-message cost are most of the distance to
+the peer; none of it is a check (the hardening table: microseconds).
+
+**Tried and not kept.** Starting a scope's exec shim before the claim, so that its Go runtime
+would start while the name is claimed: os/exec's Start waits until the child has exec'd (~2.4 ms
+in the CLI), so the cost only moved, and "scope started" was no shorter (medians of 15: 15.1 ms
+before, 16.5 after). A real overlap needs that Start in a goroutine holding a locked thread for
+the session's whole life (PR_SET_PDEATHSIG follows the thread); left for later.
 
 **Before and after, interleaved.** The binary before these changes and after, run in turn 30
-times each beside the two peers on the same loaded machine (medians, wall clock): mosaic run
-92.5 -> 85.3 ms (hand-rolled peer 62.0); mosaic run --scope 67.2 -> 57.6 ms (scope peer 37.7).
+times each beside the two peers on the same loaded machine (medians, wall clock). The previous
+round: mosaic run 92.5 -> 85.3 ms (hand-rolled peer 62.0); mosaic run --scope 67.2 -> 57.6 ms
+(scope peer 37.7). This round (load 3.8-4.8): mosaic run 94.8 -> 91.4 ms (hand-rolled peer 67.5,
+1.35x); mosaic run --scope 68.5 -> 63.9 ms (scope peer 40.6, 1.57x).
 
 **The one-shot rows say the same.** "systemd-run, same properties and bwrap argv" runs mosaic's
 exec shim and init inside the unit; the hand-rolled peer runs the same properties and a plain
