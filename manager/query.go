@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/manager/bulkget"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units/errcode"
@@ -190,7 +191,7 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 	// Only the properties a list shows, each a Get (a GetAll of a service
 	// is some 250 properties), for every session at once, then collected:
 	// systemd answers them in a row. They go over a bulk connection (see
-	// bulkProperties), or one by one over this one where it cannot be made.
+	// package bulkget), or one by one over this one where it cannot be made.
 	type pending struct {
 		name, kind     string
 		u              sd.UnitStatus
@@ -198,7 +199,7 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 		props, unitPrp []string
 	}
 	var all []pending
-	var gets []bulkGet
+	var gets []bulkget.Get
 	for _, u := range st {
 		name, kind := units.SessionName(u.Name)
 		if name == "" || !isSession(u.Description) || u.LoadState == "not-found" {
@@ -218,13 +219,13 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 		}
 		all = append(all, pending{name, kind, u, iface, props, unitProps})
 		for _, n := range props {
-			gets = append(gets, bulkGet{u.Path, iface, n})
+			gets = append(gets, bulkget.Get{Path: u.Path, Iface: iface, Name: n})
 		}
 		for _, n := range unitProps {
-			gets = append(gets, bulkGet{u.Path, "org.freedesktop.systemd1.Unit", n})
+			gets = append(gets, bulkget.Get{Path: u.Path, Iface: "org.freedesktop.systemd1.Unit", Name: n})
 		}
 	}
-	values, err := m.bulkProperties(cctx, gets)
+	values, err := bulkget.Read(cctx, m.addr, m.viaBus, callTimeout, gets)
 	if err != nil {
 		values = make([]any, 0, len(gets))
 		var collect []func() map[string]any

@@ -1,13 +1,10 @@
-package manager
+package bulkget
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
-	"os"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -125,57 +122,5 @@ func TestUnixPath(t *testing.T) {
 		if got != want || ok != (want != "") {
 			t.Errorf("unixPath(%q) = %q, %v", addr, got, ok)
 		}
-	}
-}
-
-// Against the user manager the tests run under (contrib/with-user-manager.sh):
-// the bulk connection answers as godbus's Gets do, an error answer leaves
-// the property out, and an address it cannot dial is an error (List then
-// goes one by one).
-func TestBulkAgainstSystemd(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	m, err := Connect(ctx)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no user manager under CI: %v", err)
-		}
-		t.Skipf("no user manager (run under contrib/with-user-manager.sh): %v", err)
-	}
-	defer m.Close()
-	scope := unitPath("init.scope")
-	gets := []bulkGet{
-		{"/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "Version"},
-		{"/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "NNames"},
-		{scope, "org.freedesktop.systemd1.Unit", "Id"},
-		{scope, "org.freedesktop.systemd1.Unit", "ActiveState"},
-		{scope, "org.freedesktop.systemd1.Unit", "InvocationID"},
-		{scope, "org.freedesktop.systemd1.Unit", "ActiveEnterTimestamp"},
-		{scope, "org.freedesktop.systemd1.Unit", "Following"},
-		{scope, "org.freedesktop.systemd1.Unit", "NoSuchProperty"},
-		{scope, "org.freedesktop.systemd1.Scope", "Result"},
-	}
-	got, err := m.bulkProperties(ctx, gets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, g := range gets {
-		want := m.properties(ctx, g.path, g.iface, []string{g.name})()[g.name]
-		if g.name == "NNames" { // may change in between: the type is what matters
-			if _, ok := got[i].(uint32); !ok {
-				t.Errorf("%s: %#v, want a uint32", g.name, got[i])
-			}
-			continue
-		}
-		if !reflect.DeepEqual(got[i], want) {
-			t.Errorf("%s.%s: bulk %#v, godbus %#v", g.iface, g.name, got[i], want)
-		}
-	}
-	if got[0] != m.version || got[2] != "init.scope" || got[3] != "active" || got[7] != nil {
-		t.Errorf("Version %#v (want %q), Id %#v, ActiveState %#v, NoSuchProperty %#v (want nil)", got[0], m.version, got[2], got[3], got[7])
-	}
-	m.addr = "unix:abstract=/mosaic-test"
-	if _, err := m.bulkProperties(ctx, gets); err == nil {
-		t.Error("an abstract address: no error")
 	}
 }

@@ -1,4 +1,15 @@
-package manager
+// Package bulkget reads many of systemd's D-Bus properties at once (mosaic
+// list: a Get per property and session, 1,200 at 200 sessions) over a
+// connection of its own, on which mosaic encodes the calls and decodes the answers itself.
+// Through godbus each call cost the CLI more CPU than systemd spent
+// answering it (reflection, a header map, a goroutine handoff and four
+// system calls per call): at 200 sessions the CLI's CPU, not systemd, set
+// how long mosaic list took. Here a call is a few hundred bytes appended to
+// a buffer, written some sixty at a time, and the answers are read in large
+// reads. Only Properties.Get of the types sessions' properties have (s, o, u,
+// i, t, x, b, ay) is understood; an error answer or another type leaves the
+// property out, as a failed Get does over godbus.
+package bulkget
 
 import (
 	"bufio"
@@ -17,22 +28,10 @@ import (
 	"github.com/godbus/dbus/v5"
 )
 
-// A bulk read asks systemd for many properties at once (mosaic list: a Get
-// per property and session, 1,200 at 200 sessions) over a connection of its
-// own, on which mosaic encodes the calls and decodes the answers itself.
-// Through godbus each call cost the CLI more CPU than systemd spent
-// answering it (reflection, a header map, a goroutine handoff and four
-// system calls per call): at 200 sessions the CLI's CPU, not systemd, set
-// how long mosaic list took. Here a call is a few hundred bytes appended to
-// a buffer, written some sixty at a time, and the answers are read in large
-// reads. Only Properties.Get of the types sessions' properties have (s, o, u,
-// i, t, x, b, ay) is understood; an error answer or another type leaves the
-// property out, as a failed Get does over godbus.
-
-// bulkGet is one property to read.
-type bulkGet struct {
-	path        dbus.ObjectPath
-	iface, name string
+// Get is one property to read: the object, its interface, the property.
+type Get struct {
+	Path        dbus.ObjectPath
+	Iface, Name string
 }
 
 // bulkChunk is how much is written at once: some sixty calls, so that
@@ -42,24 +41,25 @@ const bulkChunk = 16 << 10
 // maxBulkMessage bounds an answer's header and body.
 const maxBulkMessage = 1 << 20
 
-// bulkProperties reads every get over a new connection to the address the
-// manager was reached at; the answer at i is get i's value, nil where there
-// is none.
-func (m *Manager) bulkProperties(ctx context.Context, gets []bulkGet) ([]any, error) {
-	path, ok := unixPath(m.addr)
+// Read reads every get over a new connection to addr, where systemd's
+// manager answers (hello: through a bus, which wants Hello first); the
+// answer at i is get i's value, nil where there is none. It ends by ctx's
+// deadline, or after timeout if that comes first.
+func Read(ctx context.Context, addr string, hello bool, timeout time.Duration, gets []Get) ([]any, error) {
+	path, ok := unixPath(addr)
 	if !ok {
-		return nil, errors.New("not a unix:path= address: " + m.addr)
+		return nil, errors.New("not a unix:path= address: " + addr)
 	}
-	d := net.Dialer{Timeout: dialTimeout}
+	deadline := time.Now().Add(timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	d := net.Dialer{Deadline: deadline}
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	deadline := time.Now().Add(callTimeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
 	_ = c.SetDeadline(deadline)
 	r := bufio.NewReaderSize(c, 64<<10)
 	// SASL EXTERNAL: the server checks the uid against the socket's
@@ -77,14 +77,14 @@ func (m *Manager) bulkProperties(ctx context.Context, gets []bulkGet) ([]any, er
 	}
 	var serial uint32 = 1
 	buf := []byte("BEGIN\r\n")
-	if m.viaBus {
+	if hello {
 		buf = appendCall(buf, serial, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "Hello", "", nil)
 	}
 	first := serial + 1 // the serial of gets[0]
 	written := make(chan error, 1)
 	go func() {
 		for i, g := range gets {
-			buf = appendCall(buf, first+uint32(i), "org.freedesktop.systemd1", string(g.path), "org.freedesktop.DBus.Properties", "Get", "ss", []string{g.iface, g.name})
+			buf = appendCall(buf, first+uint32(i), "org.freedesktop.systemd1", string(g.Path), "org.freedesktop.DBus.Properties", "Get", "ss", []string{g.Iface, g.Name})
 			if len(buf) >= bulkChunk {
 				if _, err := c.Write(buf); err != nil {
 					written <- err
