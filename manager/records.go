@@ -14,6 +14,7 @@ import (
 
 	"mosaic/manager/records"
 	"mosaic/manager/request"
+	"mosaic/manager/statedir"
 	"mosaic/sandbox"
 	"mosaic/units"
 	"mosaic/units/errcode"
@@ -90,12 +91,12 @@ func prepareState(s units.Spec) (undo func(), err error) {
 	fresh := false
 	undo = func() {
 		if fresh {
-			removeState(s.StateDir)
+			statedir.Remove(s.StateDir)
 		}
 	}
 	fail := func(err error) (func(), error) {
 		undo()
-		return nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %v", s.StateDir, stateHint(err, filepath.Dir(s.StateDir)))
+		return nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %v", s.StateDir, statedir.Hint(err, filepath.Dir(s.StateDir)))
 	}
 	if err := os.MkdirAll(filepath.Dir(s.StateDir), 0o700); err != nil {
 		return fail(err)
@@ -108,7 +109,7 @@ func prepareState(s units.Spec) (undo func(), err error) {
 	case !s.NameGiven: // a made-up name that another session has
 		return nil, errNameTaken
 	}
-	if err := removeTree(s.SessionTmp()); err != nil {
+	if err := statedir.RemoveTree(s.SessionTmp()); err != nil {
 		return fail(err)
 	}
 	for _, d := range []string{s.SessionHome(), s.SessionTmp()} {
@@ -228,14 +229,14 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	lock, err := lockName(p.SessionDir(name))
-	if err == errNameBusy {
+	lock, err := statedir.LockName(p.SessionDir(name))
+	if err == statedir.ErrBusy {
 		return busyName(name)
 	}
 	if err != nil {
-		return errcode.StateDir.New("cannot remove session %s: %v", name, stateHint(err, p.StateRoot))
+		return errcode.StateDir.New("cannot remove session %s: %v", name, statedir.Hint(err, p.StateRoot))
 	}
-	defer lock.release()
+	defer lock.Release()
 	s, err := m.Status(ctx, name)
 	if err != nil {
 		return err
@@ -245,10 +246,10 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 	}
 	m.forget(ctx, s.Unit)
 	os.RemoveAll(p.EgressDir(name)) // its proxy's socket directory
-	if err := removeState(p.SessionDir(name)); err != nil {
-		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, stateHint(err, p.SessionDir(name)))
+	if err := statedir.Remove(p.SessionDir(name)); err != nil {
+		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, statedir.Hint(err, p.SessionDir(name)))
 	}
-	if err := removeLeftovers(p.StateRoot); err != nil {
+	if err := statedir.RemoveLeftovers(p.StateRoot); err != nil {
 		return errcode.StateDir.New("session %s is removed, but an earlier removal's leftovers are not: %v", name, err)
 	}
 	return nil
@@ -285,7 +286,7 @@ func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept []strin
 		}
 		removed = append(removed, s.Name)
 	}
-	if err := removeLeftovers(p.StateRoot); err != nil {
+	if err := statedir.RemoveLeftovers(p.StateRoot); err != nil {
 		failed = append(failed, err.Error())
 	}
 	if len(failed) > 0 {

@@ -8,6 +8,7 @@ import (
 
 	"mosaic/manager/records"
 	"mosaic/manager/request"
+	"mosaic/manager/statedir"
 	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -38,7 +39,7 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 	// leaves nothing.
 	defer l.release()
 	if !spec.NameGiven {
-		defer removeState(spec.StateDir)
+		defer statedir.Remove(spec.StateDir)
 		defer os.RemoveAll(spec.EgressDir)
 	}
 	w, unit, result := l.watch, l.unit, l.result
@@ -134,7 +135,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	if !s.Running() {
 		return s, nil
 	}
-	testPause("stop-checked")
+	statedir.Pause("stop-checked")
 	w := m.watch(unit)
 	defer w.close()
 	defer m.jobsOf(unit)()
@@ -239,14 +240,14 @@ func (m *Manager) StopInvocation(ctx context.Context, name, invocation string, t
 	if err != nil {
 		return Session{}, err
 	}
-	lock, err := lockName(p.SessionDir(name))
-	if err == errNameBusy {
+	lock, err := statedir.LockName(p.SessionDir(name))
+	if err == statedir.ErrBusy {
 		return Session{}, busyName(name)
 	}
 	if err != nil {
-		return Session{}, errcode.StateDir.New("cannot lock the name %s: %v", name, stateHint(err, filepath.Dir(lockPath(p.SessionDir(name)))))
+		return Session{}, errcode.StateDir.New("cannot lock the name %s: %v", name, statedir.Hint(err, filepath.Dir(statedir.LockPath(p.SessionDir(name)))))
 	}
-	defer lock.release()
+	defer lock.Release()
 	s, err := m.Status(ctx, name)
 	if err != nil {
 		return Session{}, err
@@ -254,6 +255,6 @@ func (m *Manager) StopInvocation(ctx context.Context, name, invocation string, t
 	if invocation == "" || s.InvocationID != invocation {
 		return Session{}, errcode.NoSuchSession.New("session %s is no longer the one asked about (another start of the name runs now, or none)", name)
 	}
-	testPause("stop-invocation-checked")
+	statedir.Pause("stop-invocation-checked")
 	return m.Stop(ctx, name, timeout, nil)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"mosaic/manager/records"
+	"mosaic/manager/statedir"
 	"mosaic/units/errcode"
 
 	"golang.org/x/sys/unix"
@@ -53,7 +54,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		}
 	}()
 	if !spec.NameGiven {
-		defer removeState(spec.StateDir)
+		defer statedir.Remove(spec.StateDir)
 		defer os.RemoveAll(spec.EgressDir)
 	}
 	mark(ctx, "claim name, state directory")

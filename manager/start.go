@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"mosaic/manager/request"
+	"mosaic/manager/statedir"
 	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -217,10 +218,10 @@ func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []creden
 	}
 	if spec.CredentialFile != "" {
 		if err := credentials.WriteSessionFile(spec.CredentialFile, secrets); err != nil {
-			return l, errcode.CredentialFile.New("cannot write the session's credential file: %v", stateHint(err, filepath.Dir(spec.CredentialFile)))
+			return l, errcode.CredentialFile.New("cannot write the session's credential file: %v", statedir.Hint(err, filepath.Dir(spec.CredentialFile)))
 		}
 		defer credentials.RemoveSessionFile(spec.CredentialFile)
-		testPause("credentials-written")
+		statedir.Pause("credentials-written")
 	}
 	mark(ctx, "credentials")
 	if err := <-slice; err != nil {

@@ -1,119 +1,20 @@
 package manager
 
-// How mosaic keeps its state on disk consistent under races and crashes:
-//
-//   - A session name is claimed by an flock on StateRoot/locks/NAME, held
-//     from before the state directory is touched until the start job is over
-//     (or, for run, until its state is gone). Two starts of one name: the
-//     second is refused at once (session-exists); rm and gc take the same
-//     lock, so they never remove what a start is preparing. The kernel drops
-//     the lock when its holder dies, also by kill -9.
-//   - A state directory is removed by renaming it aside first
-//     (sessions/.removing-NAME-RANDOM), so that a removal cut short leaves
-//     nothing that looks like a session; rm and gc finish such leftovers.
-//   - A credential file that no running unit owns is removed by the next
-//     mosaic command (sweepCredentials, at Connect).
-
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"mosaic/manager/request"
+	"mosaic/manager/statedir"
 	"mosaic/units"
 	"mosaic/units/errcode"
 )
 
-// nameLock is a session name this process holds.
-type nameLock struct {
-	f        *os.File
-	path     string
-	stateDir string
-}
-
-// lockPath is the lock file of the session whose state directory is
-// stateDir (StateRoot/sessions/NAME): StateRoot/locks/NAME.
-func lockPath(stateDir string) string {
-	return filepath.Join(filepath.Dir(filepath.Dir(stateDir)), "locks", filepath.Base(stateDir))
-}
-
-// errNameBusy: another mosaic command holds the name.
-var errNameBusy = errors.New("name busy")
-
-// lockName takes the name of the session whose state directory is stateDir,
-// without waiting: errNameBusy when another process holds it. The lock file
-// is checked to be the one at its path once locked, since a releaser may
-// unlink it in between.
-func lockName(stateDir string) (*nameLock, error) {
-	path := lockPath(stateDir)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, err
-	}
-	for i := 0; i < 100; i++ {
-		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
-		if err != nil {
-			return nil, &os.PathError{Op: "open", Path: path, Err: err}
-		}
-		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			unix.Close(fd)
-			if err == unix.EWOULDBLOCK {
-				return nil, errNameBusy
-			}
-			return nil, &os.PathError{Op: "flock", Path: path, Err: err}
-		}
-		var held, now unix.Stat_t
-		if unix.Fstat(fd, &held) == nil && unix.Lstat(path, &now) == nil && held.Ino == now.Ino && held.Dev == now.Dev {
-			return &nameLock{f: os.NewFile(uintptr(fd), path), path: path, stateDir: stateDir}, nil
-		}
-		unix.Close(fd) // unlinked by its last holder: take the new one
-	}
-	return nil, fmt.Errorf("cannot lock %s: it keeps being replaced", path)
-}
-
-// release lets the name go; the lock file goes too when the session has no
-// state left, so that names that are gone leave no lock files behind.
-func (l *nameLock) release() {
-	if l == nil {
-		return
-	}
-	if _, err := os.Lstat(l.stateDir); os.IsNotExist(err) {
-		os.Remove(l.path)
-	}
-	l.f.Close()
-}
-
 // busyName is the refusal for a name another mosaic command holds.
 func busyName(name string) error {
 	return errcode.SessionExists.New("session %s is being started or removed by another mosaic command right now: pick another --name, or try again", name)
-}
-
-// testPause is a crash point for tests: when MOSAIC_TEST_PAUSE_AT names
-// stage, mosaic creates MOSAIC_TEST_PAUSE_DIR/STAGE.reached and waits until
-// MOSAIC_TEST_PAUSE_DIR/STAGE.go exists (at most a minute). Only tests set
-// these variables; they let a test kill or race mosaic at an exact point.
-func testPause(stage string) {
-	if os.Getenv("MOSAIC_TEST_PAUSE_AT") != stage {
-		return
-	}
-	dir := os.Getenv("MOSAIC_TEST_PAUSE_DIR")
-	if dir == "" {
-		return
-	}
-	_ = os.WriteFile(filepath.Join(dir, stage+".reached"), []byte(strconv.Itoa(os.Getpid())), 0o600)
-	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(dir, stage+".go")); err == nil {
-			return
-		}
-	}
 }
 
 // claim takes the session's name and prepares its state directory. A name
@@ -127,8 +28,8 @@ func (m *Manager) claim(ctx context.Context, spec *units.Spec) (release, undo fu
 		return nil, nil, err
 	}
 	for try := 0; ; try++ {
-		lock, err := lockName(spec.StateDir)
-		if err == errNameBusy {
+		lock, err := statedir.LockName(spec.StateDir)
+		if err == statedir.ErrBusy {
 			if !spec.NameGiven && try < 5 {
 				m.rename(spec)
 				continue
@@ -136,24 +37,24 @@ func (m *Manager) claim(ctx context.Context, spec *units.Spec) (release, undo fu
 			return nil, nil, busyName(spec.Name)
 		}
 		if err != nil {
-			return nil, nil, errcode.StateDir.New("cannot claim the name %s: %v", spec.Name, stateHint(err, filepath.Dir(lockPath(spec.StateDir))))
+			return nil, nil, errcode.StateDir.New("cannot claim the name %s: %v", spec.Name, statedir.Hint(err, filepath.Dir(statedir.LockPath(spec.StateDir))))
 		}
-		testPause("claimed")
+		statedir.Pause("claimed")
 		if err := m.claimName(ctx, *spec); err != nil {
-			lock.release()
+			lock.Release()
 			return nil, nil, err
 		}
 		undo, err := prepareState(*spec)
 		if err == errNameTaken && try < 5 {
-			lock.release()
+			lock.Release()
 			m.rename(spec)
 			continue
 		}
 		if err != nil {
-			lock.release()
+			lock.Release()
 			return nil, nil, err
 		}
-		return lock.release, undo, nil
+		return lock.Release, undo, nil
 	}
 }
 
@@ -182,89 +83,6 @@ func (m *Manager) rename(spec *units.Spec) {
 	}
 }
 
-// stateHint says what to do about an error on mosaic's state: a full disk
-// is not a permission problem.
-func stateHint(err error, dir string) string {
-	switch {
-	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
-		return fmt.Sprintf("%v (the file system of %s is full: free some space, e.g. with `mosaic gc`)", err, dir)
-	case errors.Is(err, unix.EROFS):
-		return fmt.Sprintf("%v (%s is on a read-only file system)", err, dir)
-	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return fmt.Sprintf("%v (check the permissions of %s)", err, dir)
-	}
-	return err.Error()
-}
-
-// removeState removes a session's state directory: renamed aside first, so
-// that a removal cut short leaves no half session under its name, then
-// removed with removeTree.
-func removeState(stateDir string) error {
-	var r [6]byte
-	_, _ = rand.Read(r[:])
-	aside := filepath.Join(filepath.Dir(stateDir), ".removing-"+filepath.Base(stateDir)+"-"+hex.EncodeToString(r[:]))
-	if err := os.Rename(stateDir, aside); err != nil {
-		if os.IsNotExist(err) {
-			return nil
-		}
-		return err
-	}
-	testPause("renamed-aside")
-	return removeTree(aside)
-}
-
-// removeLeftovers finishes the removals that were cut short.
-func removeLeftovers(stateRoot string) error {
-	entries, _ := os.ReadDir(filepath.Join(stateRoot, "sessions"))
-	var errs []error
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".removing-") {
-			if err := removeTree(filepath.Join(stateRoot, "sessions", e.Name())); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// removeTree removes dir and everything below it. A session may have left
-// directories it cannot be removed from (chmod 000): each real directory is
-// made ours to enter and write as the removal goes; a symlink is never
-// followed, so nothing outside dir is touched.
-func removeTree(dir string) error {
-	if err := os.RemoveAll(dir); err == nil {
-		return nil
-	}
-	openUp(dir)
-	return os.RemoveAll(dir)
-}
-
-// openUp gives the owner rwx on dir and every directory below it. Each is
-// opened with O_PATH|O_NOFOLLOW and checked to be a directory on that
-// descriptor, and changed through /proc/self/fd: a path swapped for a
-// symlink is not followed.
-func openUp(dir string) {
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		unix.Close(fd)
-		return
-	}
-	if st.Mode&0o700 != 0o700 {
-		_ = unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), (st.Mode&0o7777)|0o700)
-	}
-	unix.Close(fd)
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if e.Type().IsDir() {
-			openUp(filepath.Join(dir, e.Name()))
-		}
-	}
-}
-
 // sweepCredentials removes every session credential file, and its directory,
 // that no running unit owns and no mosaic command is starting: what a start
 // killed between writing the file and starting its unit left behind.
@@ -281,7 +99,7 @@ func (m *Manager) sweepCredentials(ctx context.Context) {
 		if units.ValidateName(name) != nil || !e.IsDir() {
 			continue
 		}
-		lock, err := lockName(p.SessionDir(name))
+		lock, err := statedir.LockName(p.SessionDir(name))
 		if err != nil {
 			continue // a start holds it (or the lock cannot be had): not ours to judge
 		}
@@ -289,7 +107,7 @@ func (m *Manager) sweepCredentials(ctx context.Context) {
 			os.Remove(filepath.Join(root, name, "env"))
 			os.Remove(filepath.Join(root, name))
 		}
-		lock.release()
+		lock.Release()
 	}
 }
 

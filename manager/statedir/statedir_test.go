@@ -1,4 +1,4 @@
-package manager
+package statedir
 
 import (
 	"fmt"
@@ -12,11 +12,11 @@ import (
 
 // TestStateHint: a full disk is said to be full, not a permission problem.
 func TestStateHint(t *testing.T) {
-	full := stateHint(fmt.Errorf("write x: %w", unix.ENOSPC), "/s")
+	full := Hint(fmt.Errorf("write x: %w", unix.ENOSPC), "/s")
 	if !strings.Contains(full, "full") || strings.Contains(full, "permission") {
 		t.Errorf("ENOSPC: %q", full)
 	}
-	if denied := stateHint(&os.PathError{Op: "mkdir", Path: "/s/x", Err: unix.EACCES}, "/s"); !strings.Contains(denied, "permissions") {
+	if denied := Hint(&os.PathError{Op: "mkdir", Path: "/s/x", Err: unix.EACCES}, "/s"); !strings.Contains(denied, "permissions") {
 		t.Errorf("EACCES: %q", denied)
 	}
 }
@@ -26,22 +26,22 @@ func TestStateHint(t *testing.T) {
 func TestNameLock(t *testing.T) {
 	root := t.TempDir()
 	state := filepath.Join(root, "sessions", "n")
-	a, err := lockName(state)
+	a, err := LockName(state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lockName(state); err != errNameBusy {
+	if _, err := LockName(state); err != ErrBusy {
 		t.Errorf("second lock: %v, want busy", err)
 	}
-	a.release()
-	if _, err := os.Stat(lockPath(state)); !os.IsNotExist(err) {
+	a.Release()
+	if _, err := os.Stat(LockPath(state)); !os.IsNotExist(err) {
 		t.Errorf("the lock file of a name without state stayed (%v)", err)
 	}
-	b, err := lockName(state)
+	b, err := LockName(state)
 	if err != nil {
 		t.Fatalf("after release: %v", err)
 	}
-	b.release()
+	b.Release()
 }
 
 // TestRemoveTreeOpensUp: a tree with directories locked (chmod 000) is
@@ -56,7 +56,7 @@ func TestRemoveTreeOpensUp(t *testing.T) {
 	os.Symlink(outside, filepath.Join(tree, "x", "link"))
 	os.Chmod(filepath.Join(tree, "x", "y"), 0)
 	os.Chmod(filepath.Join(tree, "x"), 0)
-	if err := removeTree(tree); err != nil {
+	if err := RemoveTree(tree); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(tree); !os.IsNotExist(err) {

@@ -1,0 +1,191 @@
+// Package statedir keeps mosaic's state on disk consistent under races and
+// crashes: a session's name lock, the removal of a state directory, and
+// what an error on that state means to the user.
+//
+//   - A session name is claimed by an flock on StateRoot/locks/NAME, held
+//     from before the state directory is touched until the start job is over
+//     (or, for run, until its state is gone). Two starts of one name: the
+//     second is refused at once (session-exists); rm and gc take the same
+//     lock, so they never remove what a start is preparing. The kernel drops
+//     the lock when its holder dies, also by kill -9.
+//   - A state directory is removed by renaming it aside first
+//     (sessions/.removing-NAME-RANDOM), so that a removal cut short leaves
+//     nothing that looks like a session; rm and gc finish such leftovers.
+//   - A credential file that no running unit owns is removed by the next
+//     mosaic command (the manager's sweepCredentials, at Connect).
+package statedir
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Lock is a session name this process holds.
+type Lock struct {
+	f        *os.File
+	path     string
+	stateDir string
+}
+
+// LockPath is the lock file of the session whose state directory is
+// stateDir (StateRoot/sessions/NAME): StateRoot/locks/NAME.
+func LockPath(stateDir string) string {
+	return filepath.Join(filepath.Dir(filepath.Dir(stateDir)), "locks", filepath.Base(stateDir))
+}
+
+// ErrBusy: another mosaic command holds the name.
+var ErrBusy = errors.New("name busy")
+
+// LockName takes the name of the session whose state directory is stateDir,
+// without waiting: ErrBusy when another process holds it. The lock file
+// is checked to be the one at its path once locked, since a releaser may
+// unlink it in between.
+func LockName(stateDir string) (*Lock, error) {
+	path := LockPath(stateDir)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	for i := 0; i < 100; i++ {
+		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			unix.Close(fd)
+			if err == unix.EWOULDBLOCK {
+				return nil, ErrBusy
+			}
+			return nil, &os.PathError{Op: "flock", Path: path, Err: err}
+		}
+		var held, now unix.Stat_t
+		if unix.Fstat(fd, &held) == nil && unix.Lstat(path, &now) == nil && held.Ino == now.Ino && held.Dev == now.Dev {
+			return &Lock{f: os.NewFile(uintptr(fd), path), path: path, stateDir: stateDir}, nil
+		}
+		unix.Close(fd) // unlinked by its last holder: take the new one
+	}
+	return nil, fmt.Errorf("cannot lock %s: it keeps being replaced", path)
+}
+
+// Release lets the name go; the lock file goes too when the session has no
+// state left, so that names that are gone leave no lock files behind.
+func (l *Lock) Release() {
+	if l == nil {
+		return
+	}
+	if _, err := os.Lstat(l.stateDir); os.IsNotExist(err) {
+		os.Remove(l.path)
+	}
+	l.f.Close()
+}
+
+// Pause is a crash point for tests: when MOSAIC_TEST_PAUSE_AT names
+// stage, mosaic creates MOSAIC_TEST_PAUSE_DIR/STAGE.reached and waits until
+// MOSAIC_TEST_PAUSE_DIR/STAGE.go exists (at most a minute). Only tests set
+// these variables; they let a test kill or race mosaic at an exact point.
+func Pause(stage string) {
+	if os.Getenv("MOSAIC_TEST_PAUSE_AT") != stage {
+		return
+	}
+	dir := os.Getenv("MOSAIC_TEST_PAUSE_DIR")
+	if dir == "" {
+		return
+	}
+	_ = os.WriteFile(filepath.Join(dir, stage+".reached"), []byte(strconv.Itoa(os.Getpid())), 0o600)
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, stage+".go")); err == nil {
+			return
+		}
+	}
+}
+
+// Hint says what to do about an error on mosaic's state: a full disk
+// is not a permission problem.
+func Hint(err error, dir string) string {
+	switch {
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		return fmt.Sprintf("%v (the file system of %s is full: free some space, e.g. with `mosaic gc`)", err, dir)
+	case errors.Is(err, unix.EROFS):
+		return fmt.Sprintf("%v (%s is on a read-only file system)", err, dir)
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return fmt.Sprintf("%v (check the permissions of %s)", err, dir)
+	}
+	return err.Error()
+}
+
+// Remove removes a session's state directory: renamed aside first, so
+// that a removal cut short leaves no half session under its name, then
+// removed with RemoveTree.
+func Remove(stateDir string) error {
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	aside := filepath.Join(filepath.Dir(stateDir), ".removing-"+filepath.Base(stateDir)+"-"+hex.EncodeToString(r[:]))
+	if err := os.Rename(stateDir, aside); err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	Pause("renamed-aside")
+	return RemoveTree(aside)
+}
+
+// RemoveLeftovers finishes the removals that were cut short.
+func RemoveLeftovers(stateRoot string) error {
+	entries, _ := os.ReadDir(filepath.Join(stateRoot, "sessions"))
+	var errs []error
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".removing-") {
+			if err := RemoveTree(filepath.Join(stateRoot, "sessions", e.Name())); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RemoveTree removes dir and everything below it. A session may have left
+// directories it cannot be removed from (chmod 000): each real directory is
+// made ours to enter and write as the removal goes; a symlink is never
+// followed, so nothing outside dir is touched.
+func RemoveTree(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	openUp(dir)
+	return os.RemoveAll(dir)
+}
+
+// openUp gives the owner rwx on dir and every directory below it. Each is
+// opened with O_PATH|O_NOFOLLOW and checked to be a directory on that
+// descriptor, and changed through /proc/self/fd: a path swapped for a
+// symlink is not followed.
+func openUp(dir string) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		unix.Close(fd)
+		return
+	}
+	if st.Mode&0o700 != 0o700 {
+		_ = unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), (st.Mode&0o7777)|0o700)
+	}
+	unix.Close(fd)
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Type().IsDir() {
+			openUp(filepath.Join(dir, e.Name()))
+		}
+	}
+}
