@@ -2,17 +2,14 @@ package manager
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"math"
 	"sort"
 	"strings"
-	"time"
 
 	"mosaic/manager/bulkget"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
+	"mosaic/manager/session"
 	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -22,95 +19,8 @@ import (
 	"mosaic/units"
 )
 
-// Session is what mosaic reports about one session; systemd is the source
-// of every field but the last four, which come from the session's record.
-type Session struct {
-	Name string `json:"name"`
-	Unit string `json:"unit"`
-	// InvocationID is systemd's id of this start of the unit (hex): a
-	// later session of the same name has another.
-	InvocationID string     `json:"invocation_id,omitempty"`
-	Kind         string     `json:"kind"` // service, or scope (bwrap's sandbox alone, started by mosaic run --scope)
-	State        string     `json:"state"`
-	SubState     string     `json:"sub_state"`
-	Result       string     `json:"result,omitempty"`
-	MainPID      uint32     `json:"main_pid,omitempty"`
-	ExitStatus   *int       `json:"exit_status,omitempty"`
-	Signal       string     `json:"signal,omitempty"`
-	Since        *time.Time `json:"since,omitempty"` // when the command started
-	Ended        *time.Time `json:"ended,omitempty"`
-	MemoryBytes  *uint64    `json:"memory_bytes,omitempty"`
-	Tasks        *uint64    `json:"tasks,omitempty"`
-	CPUNSec      *uint64    `json:"cpu_nsec,omitempty"`
-	PIDs         []uint32   `json:"pids,omitempty"`
-	// The unit's limits; nil is none (infinity).
-	MemoryMax *uint64 `json:"memory_max,omitempty"`
-	TasksMax  *uint64 `json:"tasks_max,omitempty"`
-	CPUQuota  *uint64 `json:"cpu_quota_percent,omitempty"`
-	// StoppedBy, for a session mosaic run watched end, says why it was
-	// stopped rather than ending by itself: "signal" (mosaic run was
-	// interrupted), "outside" (mosaic stop, systemctl --user stop),
-	// "runtime-max".
-	StoppedBy string `json:"stopped_by,omitempty"`
-
-	Command          []string       `json:"command,omitempty"`
-	Workspace        string         `json:"workspace,omitempty"`
-	WorkspaceGivenAs string         `json:"workspace_given_as,omitempty"`
-	Binds            []sandbox.Bind `json:"binds,omitempty"`
-	Profile          string         `json:"profile,omitempty"`
-	Credentials      []string       `json:"credentials,omitempty"` // names; values never leave the env file
-	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch
-	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
-	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
-	Output           string         `json:"output,omitempty"`      // journal (mosaic start) or terminal (mosaic run)
-
-	// The rows of the syscall filter its profile lifted.
-	SeccompAllow []string `json:"seccomp_allow,omitempty"`
-	Sandbox      string   `json:"sandbox,omitempty"` // bwrap, or landlock (no bwrap: see Confinement)
-
-	// HostExecWritable: started with --allow-write-host-exec.
-	HostExecWritable bool `json:"host_exec_writable,omitempty"`
-	// HostExecCreated (a running session, status only): the host-executed
-	// entries missing at its start that it has created; they are moved
-	// aside when it ends, as MovedAside says.
-	HostExecCreated []string             `json:"host_exec_created,omitempty"`
-	MovedAside      []sandbox.MovedAside `json:"moved_aside,omitempty"`
-	// Injected: the credentials the egress proxy puts into requests, with
-	// their hosts (the session holds placeholders); the others are in the
-	// session's environment.
-	Injected map[string][]string `json:"credentials_injected,omitempty"`
-	// Problem says what is wrong with a session mosaic cannot fully read
-	// (a damaged record); rm removes it.
-	Problem     string   `json:"problem,omitempty"`
-	Environment []string `json:"environment,omitempty"` // non-secret NAME=VALUE (profile, --env, --pass-env)
-}
-
-// Running reports whether the session's unit is up, on its way up, or on
-// its way down (its processes are still there).
-func (s Session) Running() bool {
-	return s.State == "active" || s.State == "activating" || s.State == "reloading" || s.State == "deactivating"
-}
-
-// How describes how the main process ended: "exit status N" or "killed by
-// SIGNAME"; "" while it runs.
-func (s Session) How() string {
-	switch {
-	case s.Signal != "":
-		return "killed by " + s.Signal
-	case s.ExitStatus != nil:
-		return fmt.Sprintf("exit status %d", *s.ExitStatus)
-	}
-	return ""
-}
-
-// ExitCode is the shell-style exit code of an ended session: the status, or
-// 128+n for a death by signal n.
-func (s Session) ExitCode() int {
-	if s.ExitStatus != nil {
-		return *s.ExitStatus
-	}
-	return 1
-}
+// Session is what mosaic reports about one session (package session).
+type Session = session.Session
 
 // errNoSession is the refusal for a name no mosaic session has.
 func errNoSession(name string) error {
@@ -146,7 +56,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	if up["LoadState"] == "not-found" {
 		// systemd collects a unit that ended cleanly; the session's records
 		// still say what it was and how it ended.
-		if s, ok := FromRecords(name, mustPaths().SessionDir(name)); ok {
+		if s, ok := session.FromRecords(name, mustPaths().SessionDir(name)); ok {
 			return s, nil
 		}
 		return Session{}, errNoSession(name)
@@ -154,7 +64,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	if !isSession(up["Description"]) {
 		return Session{}, errNoSession(name)
 	}
-	s := SessionOf(name, kind, up, sp)
+	s := session.Of(name, kind, up, sp)
 	switch {
 	case s.Running() && kind == units.KindService:
 		s.PIDs = servicePIDs()
@@ -162,7 +72,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 		s.PIDs = m.pidsAsync(cctx, unit)()
 	}
 	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
-		describe(rec, &s)
+		session.Describe(rec, &s)
 		if s.Running() {
 			s.HostExecCreated = sandbox.Created(rec.Workspace, rec.HostExecMissing)
 		} else if e, ok := records.ReadEnd(mustPaths().SessionDir(name)); ok {
@@ -261,7 +171,7 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 			continue // gone between the list and the reads
 		}
 		up["ActiveState"], up["SubState"] = p.u.ActiveState, p.u.SubState
-		out = append(out, SessionOf(p.name, p.kind, up, sp))
+		out = append(out, session.Of(p.name, p.kind, up, sp))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -305,55 +215,6 @@ var scopeProperties = []string{"Result", "MemoryCurrent", "TasksCurrent", "CPUUs
 func isSession(description any) bool {
 	d, _ := description.(string)
 	return strings.HasPrefix(d, units.DescriptionPrefix)
-}
-
-// SessionOf builds a Session from the unit's Unit and Service (or Scope)
-// properties.
-func SessionOf(name, kind string, up, sp map[string]any) Session {
-	s := Session{Name: name, Unit: units.UnitOf(name, kind), Kind: kind}
-	s.State, _ = up["ActiveState"].(string)
-	s.SubState, _ = up["SubState"].(string)
-	if id, _ := up["InvocationID"].([]byte); len(id) > 0 {
-		s.InvocationID = hex.EncodeToString(id)
-	}
-	s.Result, _ = sp["Result"].(string)
-	s.MainPID, _ = sp["MainPID"].(uint32)
-	start, _ := sp["ExecMainStartTimestamp"].(uint64)
-	if kind == units.KindScope {
-		start, _ = up["ActiveEnterTimestamp"].(uint64)
-	}
-	if ts := start; ts > 0 {
-		t := time.UnixMicro(int64(ts))
-		s.Since = &t
-	}
-	code, _ := sp["ExecMainCode"].(int32)
-	status, _ := sp["ExecMainStatus"].(int32)
-	kinds := map[int32]string{1: "exited", 2: "killed", 3: "dumped"} // CLD_* codes
-	s.ExitStatus, s.Signal = exitOf(kinds[code], int(status))
-	if ts, _ := sp["ExecMainExitTimestamp"].(uint64); ts > 0 && s.ExitStatus != nil {
-		t := time.UnixMicro(int64(ts))
-		s.Ended = &t
-	}
-	s.MemoryBytes = counter(sp["MemoryCurrent"])
-	s.Tasks = counter(sp["TasksCurrent"])
-	s.CPUNSec = counter(sp["CPUUsageNSec"])
-	s.MemoryMax = counter(sp["MemoryMax"])
-	s.TasksMax = counter(sp["TasksMax"])
-	if q := counter(sp["CPUQuotaPerSecUSec"]); q != nil {
-		pct := *q / 10000
-		s.CPUQuota = &pct
-	}
-	return s
-}
-
-// counter returns a cgroup counter, or nil where systemd reports it as
-// unavailable (the maximum uint64).
-func counter(v any) *uint64 {
-	n, ok := v.(uint64)
-	if !ok || n == math.MaxUint64 {
-		return nil
-	}
-	return &n
 }
 
 // pidsAsync asks for the processes in the unit's cgroup (GetUnitProcesses)

@@ -6,49 +6,17 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"mosaic/manager/records"
 	"mosaic/manager/request"
+	"mosaic/manager/session"
 	"mosaic/manager/statedir"
 	"mosaic/sandbox"
 	"mosaic/units"
 	"mosaic/units/errcode"
 )
-
-// describe fills in what a session's record knows of s.
-func describe(r records.Record, s *Session) {
-	s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds = r.Command, r.Workspace, r.GivenAs, r.Binds
-	s.Profile, s.Credentials = r.Profile, r.Credentials
-	s.Kind = kindOf(r)
-	s.MayLaunch = r.MayLaunch
-	s.HostExecWritable = r.HostExecWritable
-	s.Network, s.AllowHosts = r.Network, r.AllowHosts
-	s.Injected = r.Injected
-	s.Output = r.Output
-	s.SeccompAllow = r.SeccompAllow
-	s.Sandbox = r.Sandbox
-	if s.Sandbox == "" {
-		s.Sandbox = sandbox.ModeBwrap
-	}
-	s.Environment = r.Environment
-	if s.Network == "" {
-		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
-	}
-}
-
-// kindOf is the record's kind: service (the default, for records written
-// before scopes existed) or scope.
-func kindOf(r records.Record) string {
-	if r.Kind == "" {
-		return units.KindService
-	}
-	return r.Kind
-}
 
 // outputOf is where a session's output goes: the journal for a
 // background service, the caller's terminal or pipes for mosaic run.
@@ -139,60 +107,6 @@ func prepareState(s units.Spec) (undo func(), err error) {
 	return undo, nil
 }
 
-// exitOf turns how the main process (bwrap) ended into the session's exit
-// status and signal. bwrap, and mosaic's init, report a command killed by
-// signal n as exit status 128+n: the signal is given back.
-func exitOf(kind string, status int) (exit *int, signal string) {
-	switch kind {
-	case "exited":
-		e := status
-		if status > 128 && status <= 128+64 {
-			signal = unix.SignalName(unix.Signal(status - 128))
-		}
-		return &e, signal
-	case "killed", "dumped":
-		e := 128 + status
-		return &e, unix.SignalName(unix.Signal(status))
-	}
-	return nil, ""
-}
-
-// FromRecords is a session whose unit systemd no longer has, from what its
-// state directory recorded. A state directory whose record cannot be read
-// is still a session, with its Problem said: list --all shows it, and rm
-// and gc can remove it.
-func FromRecords(name, dir string) (Session, bool) {
-	rec, err := records.ReadChecked(dir)
-	if err != nil {
-		if fi, lerr := os.Lstat(dir); lerr != nil || !fi.IsDir() {
-			return Session{}, false
-		}
-		return Session{Name: name, Unit: units.UnitName(name), Kind: units.KindService, State: "inactive", SubState: "dead",
-			Problem: "its record cannot be read: " + err.Error() + " (`mosaic rm " + name + "` removes it)"}, true
-	}
-	s := Session{Name: name, Unit: units.UnitOf(name, kindOf(rec)), State: "inactive", SubState: "dead"}
-	describe(rec, &s)
-	if !rec.Started.IsZero() {
-		t := rec.Started
-		s.Since = &t
-	}
-	if end, ok := records.ReadEnd(dir); ok {
-		s.Result = end.Result
-		if s.Result != "" && s.Result != "success" {
-			s.State, s.SubState = "failed", "failed"
-		}
-		status, err := strconv.Atoi(end.ExitStatus)
-		if err != nil { // systemd names the signal of a killed process
-			status = int(unix.SignalNum("SIG" + strings.TrimPrefix(end.ExitStatus, "SIG")))
-		}
-		s.ExitStatus, s.Signal = exitOf(end.ExitCode, status)
-		t := end.Ended
-		s.Ended = &t
-		s.MovedAside = end.MovedAside
-	}
-	return s, true
-}
-
 // ListAll is List plus the ended sessions whose units systemd has collected.
 func (m *Manager) ListAll(ctx context.Context) ([]Session, error) {
 	p, err := request.UserPaths()
@@ -211,7 +125,7 @@ func (m *Manager) ListAll(ctx context.Context) ([]Session, error) {
 		if seen[name] || units.ValidateName(name) != nil {
 			continue
 		}
-		if s, ok := FromRecords(name, p.SessionDir(name)); ok {
+		if s, ok := session.FromRecords(name, p.SessionDir(name)); ok {
 			live = append(live, s)
 		}
 	}

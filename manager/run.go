@@ -8,6 +8,7 @@ import (
 
 	"mosaic/manager/records"
 	"mosaic/manager/request"
+	"mosaic/manager/session"
 	"mosaic/manager/statedir"
 	"mosaic/units/errcode"
 
@@ -64,7 +65,7 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 	}
 	mark(ctx, "end announced")
 	p := w.snapshot()
-	s := SessionOf(spec.Name, units.KindService, p, p)
+	s := session.Of(spec.Name, units.KindService, p, p)
 	s.StoppedBy = stoppedBy(w, stopping, s.Result)
 	s.MovedAside = movedAside(spec, l.began)
 	if result != "done" && s.ExitStatus == nil {
@@ -185,9 +186,9 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 		}
 	}
 	p := w.snapshot()
-	end := SessionOf(name, s.Kind, p, p)
+	end := session.Of(name, s.Kind, p, p)
 	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
-		describe(rec, &end)
+		session.Describe(rec, &end)
 	}
 	if e, ok := records.ReadEnd(mustPaths().SessionDir(name)); ok {
 		end.MovedAside = e.MovedAside // its ended stage has just run

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"mosaic/manager/records"
+	"mosaic/manager/session"
 	"mosaic/manager/statedir"
 	"mosaic/units/errcode"
 
@@ -231,7 +232,7 @@ func (m *Manager) awaitScopeEnd(ctx context.Context, spec units.Spec, w *unitWat
 // the shim's own exit; a named one's end is recorded beside its state.
 func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, stopping bool, waitErr error, began time.Time) (Session, error) {
 	p := w.snapshot()
-	s := SessionOf(spec.Name, units.KindScope, p, p)
+	s := session.Of(spec.Name, units.KindScope, p, p)
 	if !w.ended() { // every process of it is gone; systemd has yet to notice
 		s.State, s.SubState = "inactive", "dead"
 	}
@@ -242,7 +243,7 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, stopping bool, wai
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		kind, status = "killed", int(ws.Signal())
 	}
-	s.ExitStatus, s.Signal = exitOf(kind, status)
+	s.ExitStatus, s.Signal = session.Exit(kind, status)
 	now := time.Now()
 	s.Ended = &now
 	s.StoppedBy = stoppedBy(w, stopping, s.Result)

@@ -10,6 +10,7 @@ import (
 
 	"mosaic/manager"
 	"mosaic/manager/records"
+	"mosaic/manager/session"
 	"mosaic/units"
 )
 
@@ -74,7 +75,7 @@ func (b *bus) adopt(ctx context.Context, events []LogEvent) error {
 			end.ExitStatus, end.Signal = s.ExitStatus, s.Signal
 		} else if !listed {
 			// systemd collected it: its own record says how it ended.
-			if s, ok := manager.FromRecords(name, b.paths.SessionDir(name)); ok {
+			if s, ok := session.FromRecords(name, b.paths.SessionDir(name)); ok {
 				if s.Result != "" {
 					end.Result = s.Result
 				}
@@ -120,7 +121,7 @@ func (b *bus) observe(unit, iface string, changed map[string]any) {
 	}
 	var s manager.Session
 	if ended {
-		s = manager.SessionOf(name, kind, p, p)
+		s = session.Of(name, kind, p, p)
 		delete(b.running, unit)
 		delete(b.props, unit)
 		// Ownership ends with the session: a later session of the name
@@ -144,7 +145,7 @@ func (b *bus) observe(unit, iface string, changed map[string]any) {
 	}
 	if end.ExitStatus == nil { // a scope, or a unit collected too soon: its own record
 		if e, ok := records.ReadEnd(b.paths.SessionDir(name)); ok {
-			if s, ok := manager.FromRecords(name, b.paths.SessionDir(name)); ok && e.Ended.After(time.Now().Add(-time.Minute)) {
+			if s, ok := session.FromRecords(name, b.paths.SessionDir(name)); ok && e.Ended.After(time.Now().Add(-time.Minute)) {
 				end.Result, end.ExitStatus, end.Signal = s.Result, s.ExitStatus, s.Signal
 			}
 		}

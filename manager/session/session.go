@@ -1,0 +1,243 @@
+// Package session is what mosaic reports about a session (Session), built
+// from systemd's properties of its unit (Of) or, once systemd has forgotten
+// the unit, from the records beside its state (FromRecords).
+package session
+
+import (
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mosaic/manager/records"
+	"mosaic/sandbox"
+	"mosaic/units"
+)
+
+// Session is what mosaic reports about one session; systemd is the source
+// of every field but the last four, which come from the session's record.
+type Session struct {
+	Name string `json:"name"`
+	Unit string `json:"unit"`
+	// InvocationID is systemd's id of this start of the unit (hex): a
+	// later session of the same name has another.
+	InvocationID string     `json:"invocation_id,omitempty"`
+	Kind         string     `json:"kind"` // service, or scope (bwrap's sandbox alone, started by mosaic run --scope)
+	State        string     `json:"state"`
+	SubState     string     `json:"sub_state"`
+	Result       string     `json:"result,omitempty"`
+	MainPID      uint32     `json:"main_pid,omitempty"`
+	ExitStatus   *int       `json:"exit_status,omitempty"`
+	Signal       string     `json:"signal,omitempty"`
+	Since        *time.Time `json:"since,omitempty"` // when the command started
+	Ended        *time.Time `json:"ended,omitempty"`
+	MemoryBytes  *uint64    `json:"memory_bytes,omitempty"`
+	Tasks        *uint64    `json:"tasks,omitempty"`
+	CPUNSec      *uint64    `json:"cpu_nsec,omitempty"`
+	PIDs         []uint32   `json:"pids,omitempty"`
+	// The unit's limits; nil is none (infinity).
+	MemoryMax *uint64 `json:"memory_max,omitempty"`
+	TasksMax  *uint64 `json:"tasks_max,omitempty"`
+	CPUQuota  *uint64 `json:"cpu_quota_percent,omitempty"`
+	// StoppedBy, for a session mosaic run watched end, says why it was
+	// stopped rather than ending by itself: "signal" (mosaic run was
+	// interrupted), "outside" (mosaic stop, systemctl --user stop),
+	// "runtime-max".
+	StoppedBy string `json:"stopped_by,omitempty"`
+
+	Command          []string       `json:"command,omitempty"`
+	Workspace        string         `json:"workspace,omitempty"`
+	WorkspaceGivenAs string         `json:"workspace_given_as,omitempty"`
+	Binds            []sandbox.Bind `json:"binds,omitempty"`
+	Profile          string         `json:"profile,omitempty"`
+	Credentials      []string       `json:"credentials,omitempty"` // names; values never leave the env file
+	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch
+	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
+	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
+	Output           string         `json:"output,omitempty"`      // journal (mosaic start) or terminal (mosaic run)
+
+	// The rows of the syscall filter its profile lifted.
+	SeccompAllow []string `json:"seccomp_allow,omitempty"`
+	Sandbox      string   `json:"sandbox,omitempty"` // bwrap, or landlock (no bwrap: see Confinement)
+
+	// HostExecWritable: started with --allow-write-host-exec.
+	HostExecWritable bool `json:"host_exec_writable,omitempty"`
+	// HostExecCreated (a running session, status only): the host-executed
+	// entries missing at its start that it has created; they are moved
+	// aside when it ends, as MovedAside says.
+	HostExecCreated []string             `json:"host_exec_created,omitempty"`
+	MovedAside      []sandbox.MovedAside `json:"moved_aside,omitempty"`
+	// Injected: the credentials the egress proxy puts into requests, with
+	// their hosts (the session holds placeholders); the others are in the
+	// session's environment.
+	Injected map[string][]string `json:"credentials_injected,omitempty"`
+	// Problem says what is wrong with a session mosaic cannot fully read
+	// (a damaged record); rm removes it.
+	Problem     string   `json:"problem,omitempty"`
+	Environment []string `json:"environment,omitempty"` // non-secret NAME=VALUE (profile, --env, --pass-env)
+}
+
+// Running reports whether the session's unit is up, on its way up, or on
+// its way down (its processes are still there).
+func (s Session) Running() bool {
+	return s.State == "active" || s.State == "activating" || s.State == "reloading" || s.State == "deactivating"
+}
+
+// How describes how the main process ended: "exit status N" or "killed by
+// SIGNAME"; "" while it runs.
+func (s Session) How() string {
+	switch {
+	case s.Signal != "":
+		return "killed by " + s.Signal
+	case s.ExitStatus != nil:
+		return fmt.Sprintf("exit status %d", *s.ExitStatus)
+	}
+	return ""
+}
+
+// ExitCode is the shell-style exit code of an ended session: the status, or
+// 128+n for a death by signal n.
+func (s Session) ExitCode() int {
+	if s.ExitStatus != nil {
+		return *s.ExitStatus
+	}
+	return 1
+}
+
+// Of builds a Session from the unit's Unit and Service (or Scope)
+// properties.
+func Of(name, kind string, up, sp map[string]any) Session {
+	s := Session{Name: name, Unit: units.UnitOf(name, kind), Kind: kind}
+	s.State, _ = up["ActiveState"].(string)
+	s.SubState, _ = up["SubState"].(string)
+	if id, _ := up["InvocationID"].([]byte); len(id) > 0 {
+		s.InvocationID = hex.EncodeToString(id)
+	}
+	s.Result, _ = sp["Result"].(string)
+	s.MainPID, _ = sp["MainPID"].(uint32)
+	start, _ := sp["ExecMainStartTimestamp"].(uint64)
+	if kind == units.KindScope {
+		start, _ = up["ActiveEnterTimestamp"].(uint64)
+	}
+	if ts := start; ts > 0 {
+		t := time.UnixMicro(int64(ts))
+		s.Since = &t
+	}
+	code, _ := sp["ExecMainCode"].(int32)
+	status, _ := sp["ExecMainStatus"].(int32)
+	kinds := map[int32]string{1: "exited", 2: "killed", 3: "dumped"} // CLD_* codes
+	s.ExitStatus, s.Signal = Exit(kinds[code], int(status))
+	if ts, _ := sp["ExecMainExitTimestamp"].(uint64); ts > 0 && s.ExitStatus != nil {
+		t := time.UnixMicro(int64(ts))
+		s.Ended = &t
+	}
+	s.MemoryBytes = counter(sp["MemoryCurrent"])
+	s.Tasks = counter(sp["TasksCurrent"])
+	s.CPUNSec = counter(sp["CPUUsageNSec"])
+	s.MemoryMax = counter(sp["MemoryMax"])
+	s.TasksMax = counter(sp["TasksMax"])
+	if q := counter(sp["CPUQuotaPerSecUSec"]); q != nil {
+		pct := *q / 10000
+		s.CPUQuota = &pct
+	}
+	return s
+}
+
+// counter returns a cgroup counter, or nil where systemd reports it as
+// unavailable (the maximum uint64).
+func counter(v any) *uint64 {
+	n, ok := v.(uint64)
+	if !ok || n == math.MaxUint64 {
+		return nil
+	}
+	return &n
+}
+
+// Describe fills in what a session's record knows of s.
+func Describe(r records.Record, s *Session) {
+	s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds = r.Command, r.Workspace, r.GivenAs, r.Binds
+	s.Profile, s.Credentials = r.Profile, r.Credentials
+	s.Kind = KindOf(r)
+	s.MayLaunch = r.MayLaunch
+	s.HostExecWritable = r.HostExecWritable
+	s.Network, s.AllowHosts = r.Network, r.AllowHosts
+	s.Injected = r.Injected
+	s.Output = r.Output
+	s.SeccompAllow = r.SeccompAllow
+	s.Sandbox = r.Sandbox
+	if s.Sandbox == "" {
+		s.Sandbox = sandbox.ModeBwrap
+	}
+	s.Environment = r.Environment
+	if s.Network == "" {
+		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
+	}
+}
+
+// KindOf is the record's kind: service (the default, for records written
+// before scopes existed) or scope.
+func KindOf(r records.Record) string {
+	if r.Kind == "" {
+		return units.KindService
+	}
+	return r.Kind
+}
+
+// Exit turns how the main process (bwrap) ended into the session's exit
+// status and signal. bwrap, and mosaic's init, report a command killed by
+// signal n as exit status 128+n: the signal is given back.
+func Exit(kind string, status int) (exit *int, signal string) {
+	switch kind {
+	case "exited":
+		e := status
+		if status > 128 && status <= 128+64 {
+			signal = unix.SignalName(unix.Signal(status - 128))
+		}
+		return &e, signal
+	case "killed", "dumped":
+		e := 128 + status
+		return &e, unix.SignalName(unix.Signal(status))
+	}
+	return nil, ""
+}
+
+// FromRecords is a session whose unit systemd no longer has, from what its
+// state directory recorded. A state directory whose record cannot be read
+// is still a session, with its Problem said: list --all shows it, and rm
+// and gc can remove it.
+func FromRecords(name, dir string) (Session, bool) {
+	rec, err := records.ReadChecked(dir)
+	if err != nil {
+		if fi, lerr := os.Lstat(dir); lerr != nil || !fi.IsDir() {
+			return Session{}, false
+		}
+		return Session{Name: name, Unit: units.UnitName(name), Kind: units.KindService, State: "inactive", SubState: "dead",
+			Problem: "its record cannot be read: " + err.Error() + " (`mosaic rm " + name + "` removes it)"}, true
+	}
+	s := Session{Name: name, Unit: units.UnitOf(name, KindOf(rec)), State: "inactive", SubState: "dead"}
+	Describe(rec, &s)
+	if !rec.Started.IsZero() {
+		t := rec.Started
+		s.Since = &t
+	}
+	if end, ok := records.ReadEnd(dir); ok {
+		s.Result = end.Result
+		if s.Result != "" && s.Result != "success" {
+			s.State, s.SubState = "failed", "failed"
+		}
+		status, err := strconv.Atoi(end.ExitStatus)
+		if err != nil { // systemd names the signal of a killed process
+			status = int(unix.SignalNum("SIG" + strings.TrimPrefix(end.ExitStatus, "SIG")))
+		}
+		s.ExitStatus, s.Signal = Exit(end.ExitCode, status)
+		t := end.Ended
+		s.Ended = &t
+		s.MovedAside = end.MovedAside
+	}
+	return s, true
+}
