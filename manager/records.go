@@ -7,105 +7,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/manager/session"
 	"mosaic/manager/statedir"
-	"mosaic/sandbox"
 	"mosaic/units"
 	"mosaic/units/errcode"
 )
-
-// outputOf is where a session's output goes: the journal for a
-// background service, the caller's terminal or pipes for mosaic run.
-func outputOf(s units.Spec) string {
-	if s.Stdio != nil || s.Scope {
-		return "terminal"
-	}
-	return "journal"
-}
-
-// recordOf is the record of a spec about to start.
-func recordOf(s units.Spec) records.Record {
-	binds := s.Binds()
-	if s.Landlock() {
-		binds = nil // no bwrap: the record says the mode, status its rows
-	}
-	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: binds, Sandbox: s.Sandbox,
-		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
-		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow, Injected: injected(s), HostExecWritable: s.AllowWriteHostExec,
-		HostExecMissing: s.HostExecMissing, Environment: s.Env}
-}
-
-// injected maps each credential the egress proxy injects to its hosts.
-func injected(s units.Spec) map[string][]string {
-	if len(s.Inject) == 0 {
-		return nil
-	}
-	m := map[string][]string{}
-	for _, r := range s.Inject {
-		m[r.Var] = r.Hosts
-	}
-	return m
-}
-
-// prepareState makes the session's state directory: home/ kept across runs of
-// the same name (an agent's login and settings), tmp/ emptied each time,
-// and the record. It returns a function that undoes what it created, for a
-// start that fails.
-func prepareState(s units.Spec) (undo func(), err error) {
-	fresh := false
-	undo = func() {
-		if fresh {
-			statedir.Remove(s.StateDir)
-		}
-	}
-	fail := func(err error) (func(), error) {
-		undo()
-		return nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %v", s.StateDir, statedir.Hint(err, filepath.Dir(s.StateDir)))
-	}
-	if err := os.MkdirAll(filepath.Dir(s.StateDir), 0o700); err != nil {
-		return fail(err)
-	}
-	switch err := os.Mkdir(s.StateDir, 0o700); {
-	case err == nil:
-		fresh = true
-	case !os.IsExist(err):
-		return fail(err)
-	case !s.NameGiven: // a made-up name that another session has
-		return nil, errNameTaken
-	}
-	if err := statedir.RemoveTree(s.SessionTmp()); err != nil {
-		return fail(err)
-	}
-	for _, d := range []string{s.SessionHome(), s.SessionTmp()} {
-		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
-			return fail(err)
-		}
-	}
-	if s.MayLaunch { // bound into the session whether the bus runs yet or not
-		if err := os.MkdirAll(s.BusDir, 0o700); err != nil {
-			return fail(err)
-		}
-	}
-	if s.Network == sandbox.NetworkAllow { // the egress proxy's socket goes here
-		if err := os.MkdirAll(s.EgressDir, 0o700); err != nil {
-			return fail(err)
-		}
-	}
-	if err := records.Write(s.StateDir, recordOf(s)); err != nil {
-		return fail(err)
-	}
-	if s.InitArgsFile != "" {
-		// Read by the exec shim; the state directory is not the sandbox's.
-		if err := os.WriteFile(s.InitArgsFile, sandbox.EncodeInitArgs(units.InitArgs(s)[1:]), 0o600); err != nil {
-			return fail(err)
-		}
-	}
-	return undo, nil
-}
 
 // ListAll is List plus the ended sessions whose units systemd has collected.
 func (m *Manager) ListAll(ctx context.Context) ([]Session, error) {

@@ -93,7 +93,7 @@ func recordAt(spec units.Spec, began time.Time) records.Record {
 	if r, ok := records.Read(spec.StateDir); ok {
 		return r
 	}
-	r := recordOf(spec)
+	r := statedir.Record(spec)
 	r.Started = began
 	return r
 }

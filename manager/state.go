@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 
@@ -23,7 +22,7 @@ func busyName(name string) error {
 // home. release lets the name go; undo removes what this call made, for a
 // start that fails; call undo before release.
 func (m *Manager) claim(ctx context.Context, spec *units.Spec) (release, undo func(), err error) {
-	spec.InitArgsFile = filepath.Join(spec.StateDir, initArgsName)
+	spec.InitArgsFile = filepath.Join(spec.StateDir, statedir.InitArgsName)
 	if err := units.UnitFileSafe(*spec); err != nil {
 		return nil, nil, err
 	}
@@ -44,8 +43,8 @@ func (m *Manager) claim(ctx context.Context, spec *units.Spec) (release, undo fu
 			lock.Release()
 			return nil, nil, err
 		}
-		undo, err := prepareState(*spec)
-		if err == errNameTaken && try < 5 {
+		undo, err := statedir.Prepare(*spec)
+		if err == statedir.ErrNameTaken && try < 5 {
 			lock.Release()
 			m.rename(spec)
 			continue
@@ -58,20 +57,13 @@ func (m *Manager) claim(ctx context.Context, spec *units.Spec) (release, undo fu
 	}
 }
 
-// initArgsName is the file in a state directory that holds the init's
-// arguments for the exec shim (units.Spec.InitArgsFile).
-const initArgsName = "init-args"
-
-// errNameTaken: a made-up name has a state directory already.
-var errNameTaken = errors.New("generated name taken")
-
 // rename gives a spec whose name mosaic made up another one, with every
 // path that holds the name.
 func (m *Manager) rename(spec *units.Spec) {
 	name := units.GenerateName(spec.Command)
 	spec.Name = name
 	spec.StateDir = filepath.Join(filepath.Dir(spec.StateDir), name)
-	spec.InitArgsFile = filepath.Join(spec.StateDir, initArgsName)
+	spec.InitArgsFile = filepath.Join(spec.StateDir, statedir.InitArgsName)
 	if spec.EgressDir != "" {
 		spec.EgressDir = filepath.Join(filepath.Dir(spec.EgressDir), name)
 	}

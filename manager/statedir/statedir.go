@@ -1,6 +1,6 @@
-// Package statedir keeps mosaic's state on disk consistent under races and
-// crashes: a session's name lock, the removal of a state directory, and
-// what an error on that state means to the user.
+// Package statedir is a session's state directory on disk: made (Prepare:
+// home, tmp, the record), locked by name, removed, and kept consistent under
+// races and crashes; and what an error on that state means to the user.
 //
 //   - A session name is claimed by an flock on StateRoot/locks/NAME, held
 //     from before the state directory is touched until the start job is over
@@ -27,6 +27,11 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/manager/records"
+	"mosaic/sandbox"
+	"mosaic/units"
+	"mosaic/units/errcode"
 )
 
 // Lock is a session name this process holds.
@@ -188,4 +193,100 @@ func openUp(dir string) {
 			openUp(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+// InitArgsName is the file in a state directory that holds the init's
+// arguments for the exec shim (units.Spec.InitArgsFile).
+const InitArgsName = "init-args"
+
+// ErrNameTaken: a made-up name has a state directory already.
+var ErrNameTaken = errors.New("generated name taken")
+
+// outputOf is where a session's output goes: the journal for a
+// background service, the caller's terminal or pipes for mosaic run.
+func outputOf(s units.Spec) string {
+	if s.Stdio != nil || s.Scope {
+		return "terminal"
+	}
+	return "journal"
+}
+
+// Record is the record of a spec about to start.
+func Record(s units.Spec) records.Record {
+	binds := s.Binds()
+	if s.Landlock() {
+		binds = nil // no bwrap: the record says the mode, status its rows
+	}
+	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: binds, Sandbox: s.Sandbox,
+		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
+		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow, Injected: injected(s), HostExecWritable: s.AllowWriteHostExec,
+		HostExecMissing: s.HostExecMissing, Environment: s.Env}
+}
+
+// injected maps each credential the egress proxy injects to its hosts.
+func injected(s units.Spec) map[string][]string {
+	if len(s.Inject) == 0 {
+		return nil
+	}
+	m := map[string][]string{}
+	for _, r := range s.Inject {
+		m[r.Var] = r.Hosts
+	}
+	return m
+}
+
+// Prepare makes the session's state directory: home/ kept across runs of
+// the same name (an agent's login and settings), tmp/ emptied each time,
+// and the record. It returns a function that undoes what it created, for a
+// start that fails.
+func Prepare(s units.Spec) (undo func(), err error) {
+	fresh := false
+	undo = func() {
+		if fresh {
+			Remove(s.StateDir)
+		}
+	}
+	fail := func(err error) (func(), error) {
+		undo()
+		return nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %v", s.StateDir, Hint(err, filepath.Dir(s.StateDir)))
+	}
+	if err := os.MkdirAll(filepath.Dir(s.StateDir), 0o700); err != nil {
+		return fail(err)
+	}
+	switch err := os.Mkdir(s.StateDir, 0o700); {
+	case err == nil:
+		fresh = true
+	case !os.IsExist(err):
+		return fail(err)
+	case !s.NameGiven: // a made-up name that another session has
+		return nil, ErrNameTaken
+	}
+	if err := RemoveTree(s.SessionTmp()); err != nil {
+		return fail(err)
+	}
+	for _, d := range []string{s.SessionHome(), s.SessionTmp()} {
+		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
+			return fail(err)
+		}
+	}
+	if s.MayLaunch { // bound into the session whether the bus runs yet or not
+		if err := os.MkdirAll(s.BusDir, 0o700); err != nil {
+			return fail(err)
+		}
+	}
+	if s.Network == sandbox.NetworkAllow { // the egress proxy's socket goes here
+		if err := os.MkdirAll(s.EgressDir, 0o700); err != nil {
+			return fail(err)
+		}
+	}
+	if err := records.Write(s.StateDir, Record(s)); err != nil {
+		return fail(err)
+	}
+	if s.InitArgsFile != "" {
+		// Read by the exec shim; the state directory is not the sandbox's.
+		if err := os.WriteFile(s.InitArgsFile, sandbox.EncodeInitArgs(units.InitArgs(s)[1:]), 0o600); err != nil {
+			return fail(err)
+		}
+	}
+	return undo, nil
 }
