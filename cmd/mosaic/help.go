@@ -29,22 +29,12 @@ func helpWidth(w io.Writer) int {
 }
 
 // flagHelp renders one flag: "--memory-max SIZE" and its usage on the next
-// line. The placeholder is the usage's `BACKQUOTED` word (VALUE if none).
+// line.
 func flagHelp(f cli.Flag) string {
-	df, ok := f.(cli.DocGenerationFlag)
-	if !ok {
+	if _, ok := f.(cli.DocGenerationFlag); !ok {
 		return strings.Join(f.Names(), ", ")
 	}
-	usage, placeholder := df.GetUsage(), ""
-	if i := strings.IndexByte(usage, '`'); i >= 0 {
-		if j := strings.IndexByte(usage[i+1:], '`'); j >= 0 {
-			placeholder = usage[i+1 : i+1+j]
-			usage = usage[:i] + placeholder + usage[i+2+j:]
-		}
-	}
-	if placeholder == "" && df.TakesValue() {
-		placeholder = "VALUE"
-	}
+	placeholder, usage := flagParts(f)
 	var names []string
 	for _, n := range f.Names() {
 		dash := "--"
@@ -57,10 +47,32 @@ func flagHelp(f cli.Flag) string {
 		}
 		names = append(names, name)
 	}
+	return strings.Join(names, ", ") + "\n" + usage
+}
+
+// flagParts are what help and the man page say of a flag besides its names:
+// the placeholder of its value (the usage's `BACKQUOTED` word; VALUE if it
+// takes a value and names none) and its usage, with its default if it has
+// one worth saying.
+func flagParts(f cli.Flag) (placeholder, usage string) {
+	df, ok := f.(cli.DocGenerationFlag)
+	if !ok {
+		return "", ""
+	}
+	usage = df.GetUsage()
+	if i := strings.IndexByte(usage, '`'); i >= 0 {
+		if j := strings.IndexByte(usage[i+1:], '`'); j >= 0 {
+			placeholder = usage[i+1 : i+1+j]
+			usage = usage[:i] + placeholder + usage[i+2+j:]
+		}
+	}
+	if placeholder == "" && df.TakesValue() {
+		placeholder = "VALUE"
+	}
 	if d := df.GetDefaultText(); d != "" && d != "false" && d != "-1" && d != `""` {
 		usage += " (default: " + strings.Trim(d, `"`) + ")"
 	}
-	return strings.Join(names, ", ") + "\n" + usage
+	return placeholder, usage
 }
 
 // examples are two or three typical uses of each verb, shown in its help.

@@ -87,19 +87,7 @@ func writeManExample(b *strings.Builder, lines []string) {
 // writeManFlag writes one flag as a tagged paragraph: its names in bold, its
 // placeholder (the usage's `BACKQUOTED` word, as in --help) in italics.
 func writeManFlag(b *strings.Builder, f cli.Flag) {
-	usage, placeholder, takesValue, def := "", "", false, ""
-	if df, ok := f.(cli.DocGenerationFlag); ok {
-		usage, takesValue, def = df.GetUsage(), df.TakesValue(), df.GetDefaultText()
-	}
-	if i := strings.IndexByte(usage, '`'); i >= 0 {
-		if j := strings.IndexByte(usage[i+1:], '`'); j >= 0 {
-			placeholder = usage[i+1 : i+1+j]
-			usage = usage[:i] + placeholder + usage[i+2+j:]
-		}
-	}
-	if placeholder == "" && takesValue {
-		placeholder = "VALUE"
-	}
+	placeholder, usage := flagParts(f)
 	var names []string
 	for _, n := range f.Names() {
 		dash := "\\-\\-"
@@ -111,9 +99,6 @@ func writeManFlag(b *strings.Builder, f cli.Flag) {
 			name += " \\fI" + roffText(placeholder) + "\\fR"
 		}
 		names = append(names, name)
-	}
-	if def != "" && def != "false" && def != "-1" && def != `""` {
-		usage += " (default: " + strings.Trim(def, `"`) + ")"
 	}
 	fmt.Fprintf(b, ".TP\n%s\n%s\n", strings.Join(names, ", "), roffText(usage))
 }
