@@ -43,7 +43,7 @@ Memory, Tasks, CPU): at 200 sessions 1,200 calls instead of 1,800 (strace -c at 
 time: through godbus each Get cost it more CPU than systemd spent answering (reflection, a
 header map, a goroutine handoff and four system calls per call): ~100 ms of user CPU at 200
 sessions, systemd ~35 ms. The Gets now go over a connection of their own on which mosaic encodes
-them and decodes the answers itself (manager/bulk.go: Properties.Get and the types sessions'
+them and decodes the answers itself (manager/bulkget: Properties.Get and the types sessions'
 properties have, nothing else), written some sixty at a time while systemd answers, the answers
 read in 64 KiB reads. At 200 sessions (main's binary against this one, in turn, load 3.7-6.4):
 the CLI's user CPU 113 -> 25 ms (perf stat -r 5), its system calls 9,302 -> 1,546 (strace -c),

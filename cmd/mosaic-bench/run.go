@@ -205,8 +205,11 @@ func stopQuietly(mosaic, name string) {
 	exec.Command(mosaic, "rm", name).Run()
 }
 
+// peerManyName is the row of 100 systemd-run equivalents started at once.
+const peerManyName = "100 systemd-run processes at once, same properties and bwrap argv, until all active"
+
 // concurrency: 100 sessions started at once from one process and from 100
-// processes, list at 100 and 200, stopping all, and the memory per session.
+// processes (and, beside them, 100 systemd-run equivalents), list at 100 and 200, stopping all, and the memory per session.
 func (b *bench) concurrency(ctx context.Context, r *Report) error {
 	const batch = 100
 	progress("concurrency: %d starts from one process", batch)
@@ -243,6 +246,30 @@ func (b *bench) concurrency(ctx context.Context, r *Report) error {
 		return err
 	}
 	r.Concurrency = append(r.Concurrency, Stat{Name: "100 `mosaic start` processes at once, until all active", N: 1, MeanMs: ms(time.Since(t))})
+
+	// The peer: 100 systemd-run processes at once with the same properties
+	// and ExecStart, each returning at READY, as mosaic start does. Its
+	// time is what this machine's user manager takes for 100 such units,
+	// whoever asks.
+	progress("concurrency: %d systemd-run equivalents from %d processes", batch, batch)
+	peers := make([][]string, batch)
+	var peerUnits []string
+	for i := range peers {
+		name := fmt.Sprintf("bench-srmany-%03d", i)
+		argv, err := b.equivalent(name, []string{"sleep", "600"}, false)
+		if err != nil {
+			return err
+		}
+		peers[i] = argv
+		peerUnits = append(peerUnits, units.UnitName(name)+"-sr")
+	}
+	t = time.Now()
+	err := parallel(batch, func(i int) error { return runCmd(peers[i]) })
+	r.Concurrency = append(r.Concurrency, Stat{Name: peerManyName, N: 1, MeanMs: ms(time.Since(t))})
+	_ = runCmd(append([]string{"systemctl", "--user", "stop"}, peerUnits...))
+	if err != nil {
+		return err
+	}
 
 	if err := b.list(r, "mosaic list at 200 sessions"); err != nil {
 		return err
@@ -439,6 +466,9 @@ func ratios(r *Report) []Ratio {
 			out = append(out, Ratio{c.Name + " (s)", c.MeanMs / 1000, "≤ 3 s", c.MeanMs <= 3000})
 		case strings.HasPrefix(c.Name, "100 `mosaic start`"):
 			out = append(out, Ratio{c.Name + " (s)", c.MeanMs / 1000, "≤ 1.5 s", c.MeanMs <= 1500})
+			if peer := get(r.Concurrency, peerManyName); peer > 0 {
+				out = append(out, Ratio{"100 at once: mosaic start / systemd-run equivalent", c.MeanMs / peer, "—", true})
+			}
 		case c.Name == "mosaic list at 200 sessions":
 			out = append(out, Ratio{c.Name + " (ms)", c.MeanMs, "≤ 40 ms", c.MeanMs <= 40})
 		}
