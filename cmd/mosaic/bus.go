@@ -40,6 +40,7 @@ func busServeCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "serve",
 		Usage:        "run the bus in the foreground (what mosaic-bus.service runs); READY=1 once it listens",
+		Flags:        []cli.Flag{jsonFlag}, // an error that stops it as one JSON document
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)

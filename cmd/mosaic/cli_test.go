@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 // Flags may follow a command's NAMEs, as with git and systemctl; never
@@ -82,5 +84,41 @@ func TestCompletionWords(t *testing.T) {
 	}
 	if w := completions(app, []string{"run", "--", "ls"}); len(w) != 0 {
 		t.Errorf("after --: %v", w)
+	}
+}
+
+// TestEveryCommandHasJSON: every command a user types takes --json (login
+// passes its flags to run, which does); a bare group (bus) has none of its
+// own, its verbs do.
+func TestEveryCommandHasJSON(t *testing.T) {
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			name := strings.TrimSpace(prefix + " " + c.Name)
+			if c.Hidden && c.Name != "man" || c.Name == "help" { // __complete, bus prepare: mosaic's own
+				continue
+			}
+			if len(c.Subcommands) > 0 {
+				walk(name, c.Subcommands)
+				continue
+			}
+			if c.SkipFlagParsing && c.Name == "login" {
+				continue
+			}
+			has := false
+			for _, f := range c.Flags {
+				for _, n := range f.Names() {
+					has = has || n == "json"
+				}
+			}
+			if !has {
+				t.Errorf("mosaic %s has no --json", name)
+			}
+		}
+	}
+	walk("", newApp(&output{}).Commands)
+	var b bytes.Buffer
+	if code := run([]string{"mosaic", "completion", "bash", "--json"}, &b, &b); code != 0 || !strings.Contains(b.String(), `"script"`) {
+		t.Errorf("completion --json: %d %s", code, b.String())
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -50,6 +51,7 @@ func completionCommand(out *output) *cli.Command {
 			"mosaic completion zsh > ~/.zfunc/_mosaic        # with fpath+=~/.zfunc in ~/.zshrc\n" +
 			"mosaic completion fish > ~/.config/fish/completions/mosaic.fish\n" +
 			"(make install puts all three in place)",
+		Flags:        []cli.Flag{jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			scripts := map[string]string{"bash": bashCompletion, "zsh": zshCompletion, "fish": fishCompletion}
@@ -57,7 +59,7 @@ func completionCommand(out *output) *cli.Command {
 			if c.NArg() != 1 || !ok {
 				return errcode.Usage.New("mosaic completion takes one shell: bash, zsh or fish")
 			}
-			fmt.Fprint(out.stdout, script)
+			out.result(map[string]string{"shell": c.Args().First(), "script": script}, func(w io.Writer) { fmt.Fprint(w, script) })
 			return nil
 		},
 	}
@@ -179,8 +181,14 @@ func manCommand(out *output, app func() *cli.App) *cli.Command {
 		Name:   "man",
 		Hidden: true,
 		Usage:  "print mosaic(1), the man page (make install puts it in place)",
+		Flags:  []cli.Flag{jsonFlag},
 		Action: func(c *cli.Context) error {
-			return writeMan(out.stdout, app())
+			var b strings.Builder
+			if err := writeMan(&b, app()); err != nil {
+				return err
+			}
+			out.result(map[string]string{"man": b.String()}, func(w io.Writer) { io.WriteString(w, b.String()) })
+			return nil
 		},
 	}
 }
