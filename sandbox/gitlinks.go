@@ -32,6 +32,19 @@ import (
 // of some 100 MiB.
 const maxIndex = 256 << 20
 
+// maxGitlinks bounds the submodules checked, and maxLinkPath their paths
+// (PATH_MAX: git's lstat cannot reach a longer one, so it runs nothing
+// there). A version 4 index shares each path's prefix with the one before:
+// without these, an index of a few MiB made of paths that each extend the
+// previous one had the parser copy gigabytes.
+const (
+	maxGitlinks = 10000
+	maxLinkPath = 4096
+)
+
+// errTooManyGitlinks: the index has more gitlinks than are checked.
+var errTooManyGitlinks = fmt.Errorf("it has over %d submodules: only the first %d were checked", maxGitlinks, maxGitlinks)
+
 // gitlinks lists the paths of the submodule entries (mode 160000) of the
 // index of the repository at ws (.git a directory).
 func gitlinks(ws string) ([]string, error) {
@@ -50,7 +63,8 @@ func gitlinks(ws string) ([]string, error) {
 }
 
 // parseIndex reads git's index format, versions 2 to 4, as far as the paths
-// of its gitlinks. A split index's shared part is not read.
+// of its gitlinks. A split index's shared part is not read. Over
+// maxGitlinks, the first ones are returned with errTooManyGitlinks.
 func parseIndex(b []byte, hash int) ([]string, error) {
 	bad := func(what string) error { return fmt.Errorf("the git index is damaged (%s)", what) }
 	if len(b) < 12 || string(b[:4]) != "DIRC" {
@@ -92,7 +106,10 @@ func parseIndex(b []byte, hash int) ([]string, error) {
 			}
 			prev = append(prev[:len(prev)-int(strip)], b[off:off+end]...)
 			off += end + 1
-			if link {
+			if link && len(prev) <= maxLinkPath {
+				if len(links) == maxGitlinks {
+					return links, errTooManyGitlinks
+				}
 				links = append(links, string(prev))
 			}
 			continue
@@ -101,7 +118,10 @@ func parseIndex(b []byte, hash int) ([]string, error) {
 		if end < 0 {
 			return nil, bad("a path")
 		}
-		if link {
+		if link && end <= maxLinkPath {
+			if len(links) == maxGitlinks {
+				return links, errTooManyGitlinks
+			}
 			links = append(links, string(b[off:off+end]))
 		}
 		off = start + (fixed+end+8)&^7
@@ -142,10 +162,11 @@ func MoveAsideSubmodules(ws, name string, since time.Time) []MovedAside {
 	// one since was read from: a second of margin.
 	since = since.Add(-time.Second)
 	links, err := gitlinks(ws)
-	if err != nil {
-		return []MovedAside{{Path: ".git/index", Error: "cannot check its submodules: " + err.Error()}}
-	}
 	var moved []MovedAside
+	if err != nil {
+		// Too many: the first ones are still checked, and the user told.
+		moved = append(moved, MovedAside{Path: ".git/index", Error: "cannot check its submodules: " + err.Error()})
+	}
 	for _, sub := range links {
 		if filepath.IsAbs(sub) || strings.Contains("/"+sub+"/", "/../") || strings.Contains("/"+sub+"/", "/./") {
 			continue
@@ -158,8 +179,17 @@ func MoveAsideSubmodules(ws, name string, since time.Time) []MovedAside {
 			moved = append(moved, m)
 		}
 	}
+	if len(moved) > maxListed {
+		// Every one is moved; the record (read back at most 16 MiB) and
+		// the output list the first ones.
+		n := len(moved) - maxListed
+		moved = append(moved[:maxListed], MovedAside{Path: ".git/index", Error: fmt.Sprintf("named %d more submodules the session changed, not listed here (their links were moved aside or could not be, as above)", n)})
+	}
 	return moved
 }
+
+// maxListed bounds the submodules listed as moved aside.
+const maxListed = 100
 
 // changedSince reports whether the submodule link ws/rel, or the git
 // directory it names inside ws, or that directory's config, changed (ctime)

@@ -1,0 +1,123 @@
+package sandbox
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// craftIndex writes a version 4 index of n gitlinks, each path sharing
+// all of the previous one (strip 0) and adding suffix: the paths grow one
+// byte an entry while the index grows some 65 bytes an entry.
+func craftIndex(n int, suffix string) []byte {
+	b := []byte("DIRC")
+	b = binary.BigEndian.AppendUint32(b, 4)
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	for i := 0; i < n; i++ {
+		var e [62]byte // 40 bytes of stat data, a 20-byte hash, 2 of flags
+		binary.BigEndian.PutUint32(e[24:28], 0o160000)
+		b = append(b, e[:]...)
+		b = append(b, 0) // strip nothing of the previous path
+		b = append(b, suffix...)
+		b = append(b, 0)
+	}
+	return b
+}
+
+// TestIndexBounded: the index is the session's file. A version 4 index of
+// 4 MiB whose paths each extend the previous one made the parser allocate
+// the sum of all their lengths (quadratic: gigabytes, on the host, at the
+// session's end). Paths git cannot reach (over PATH_MAX) are not kept, and
+// the count of gitlinks kept is bounded.
+func TestIndexBounded(t *testing.T) {
+	b := craftIndex(60000, "a")
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	links, _ := parseIndex(b, 20)
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Fatalf("parsing a %d-byte index allocated %d MiB", len(b), got>>20)
+	}
+	for _, l := range links {
+		if len(l) > 4096 {
+			t.Fatalf("kept a gitlink path of %d bytes", len(l))
+		}
+	}
+	// Many short distinct gitlinks: at most maxGitlinks kept, and said.
+	b = []byte("DIRC")
+	b = binary.BigEndian.AppendUint32(b, 2)
+	b = binary.BigEndian.AppendUint32(b, 30000)
+	for i := 0; i < 30000; i++ {
+		var e [62]byte
+		binary.BigEndian.PutUint32(e[24:28], 0o160000)
+		b = append(b, e[:]...)
+		p := strings.Repeat("x", 1+i%5) + "/" + string(rune('a'+i%26))
+		b = append(b, p...)
+		for pad := 8 - (62+len(p))%8; pad > 0; pad-- {
+			b = append(b, 0)
+		}
+	}
+	links, err := parseIndex(b, 20)
+	if len(links) > maxGitlinks || err == nil {
+		t.Fatalf("kept %d gitlinks of 30000, error %v", len(links), err)
+	}
+}
+
+// TestMovedSubmodulesListBounded: a session that plants thousands of
+// submodules with long paths had each listed in end.json, which then
+// passed the size mosaic reads a record at (16 MiB): the session's result
+// and every move went unsaid. All are moved; a bounded number are listed.
+func TestMovedSubmodulesListBounded(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.Mkdir(filepath.Join(ws, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var prefix string
+	for i := 0; i < 14; i++ {
+		prefix = filepath.Join(prefix, strings.Repeat(string(rune('a'+i)), 250))
+	}
+	const n = 3000
+	b := []byte("DIRC")
+	b = binary.BigEndian.AppendUint32(b, 2)
+	b = binary.BigEndian.AppendUint32(b, n)
+	for i := 0; i < n; i++ {
+		p := filepath.Join(prefix, fmt.Sprintf("s%05d", i))
+		if err := os.MkdirAll(filepath.Join(ws, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, p, ".git"), []byte("gitdir: /nowhere\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var e [62]byte
+		binary.BigEndian.PutUint32(e[24:28], 0o160000)
+		b = append(append(b, e[:]...), p...)
+		for pad := 8 - (62+len(p))%8; pad > 0; pad-- {
+			b = append(b, 0)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".git", "index"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	moved := MoveAsideSubmodules(ws, "s", start)
+	doc, _ := json.Marshal(moved)
+	if len(doc) > 1<<20 {
+		t.Errorf("the list of what was moved is %d KiB", len(doc)>>10)
+	}
+	left := 0
+	for i := 0; i < n; i++ {
+		if _, err := os.Lstat(filepath.Join(ws, prefix, fmt.Sprintf("s%05d", i), ".git")); err == nil {
+			left++
+		}
+	}
+	if left != 0 {
+		t.Errorf("%d planted links were not moved aside", left)
+	}
+}
