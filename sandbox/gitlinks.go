@@ -150,8 +150,9 @@ func indexVarint(b []byte) (uint64, int) {
 }
 
 // MoveAsideSubmodules moves aside the .git link of each submodule of ws
-// whose link or config changed since (the session's start),
-// renamed beside it as MoveAsideCreated does. A git directory outside ws is
+// whose link, config or hooks changed since (the session's start), and
+// what changed of those in the git directories under .git/modules
+// (gitdirs.go), renamed beside it as MoveAsideCreated does. A git directory outside ws is
 // not the session's to change, and is not looked at.
 func MoveAsideSubmodules(ws, name string, since time.Time) []MovedAside {
 	var st unix.Stat_t
@@ -179,11 +180,12 @@ func MoveAsideSubmodules(ws, name string, since time.Time) []MovedAside {
 			moved = append(moved, m)
 		}
 	}
+	moved = append(moved, moveAsideGitDirs(ws, name, since)...)
 	if len(moved) > maxListed {
 		// Every one is moved; the record (read back at most 16 MiB) and
 		// the output list the first ones.
 		n := len(moved) - maxListed
-		moved = append(moved[:maxListed], MovedAside{Path: ".git/index", Error: fmt.Sprintf("named %d more submodules the session changed, not listed here (their links were moved aside or could not be, as above)", n)})
+		moved = append(moved[:maxListed], MovedAside{Path: ".git/index", Error: fmt.Sprintf("named %d more submodules the session changed, not listed here (their links and git directories' entries were moved aside or could not be, as above)", n)})
 	}
 	return moved
 }
@@ -230,10 +232,6 @@ func changedSince(ws, rel string, since time.Time) bool {
 	}
 	// Not the git directory itself, which git in the session changes at
 	// every `git status` (its index): only what says what git runs.
-	for _, p := range []string{filepath.Join(gitdir, "config"), filepath.Join(gitdir, "config.worktree"), filepath.Join(gitdir, "commondir")} {
-		if c, _ := newer(p); c {
-			return true
-		}
-	}
-	return false
+	// Nor its hooks, git runs at a commit in the submodule.
+	return len(changedGitDir(ws, gitdir, since)) > 0
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -119,5 +120,95 @@ func TestMovedSubmodulesListBounded(t *testing.T) {
 	}
 	if left != 0 {
 		t.Errorf("%d planted links were not moved aside", left)
+	}
+}
+
+// gitIn runs git on the host in dir, with the user's config ignored.
+func gitIn(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.test", "-c", "protocol.file.allow=always"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+func plantHook(t *testing.T, hooks, name, mark string) {
+	t.Helper()
+	os.MkdirAll(hooks, 0o755)
+	if err := os.WriteFile(filepath.Join(hooks, name), []byte("#!/bin/sh\ntouch "+mark+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSubmoduleGitDirs: git keeps a submodule's repository in
+// .git/modules/NAME, which a session can write. A hook written into the
+// git directory of the user's submodule ran at the host's next commit in
+// it; a git directory planted for a submodule .gitmodules names but the
+// user never checked out was reused ("reactivated") by the host's `git
+// submodule update --init`, which ran its post-checkout. Both are shown to
+// run first, on the host; after the session's end neither does.
+func TestSubmoduleGitDirs(t *testing.T) {
+	up := t.TempDir()
+	gitIn(t, up, "init", "-q")
+	gitIn(t, up, "commit", "-q", "--allow-empty", "-m", "x")
+	mark := filepath.Join(t.TempDir(), "MARK")
+	setup := func() (ws, planted string, start time.Time) {
+		// The user's repository with a submodule, checked out...
+		orig := t.TempDir()
+		gitIn(t, orig, "init", "-q")
+		gitIn(t, orig, "submodule", "add", "-q", up, "sub")
+		gitIn(t, orig, "commit", "-q", "-m", "s")
+		// ... and a clone of it where the submodule is not.
+		ws = filepath.Join(t.TempDir(), "clone")
+		gitIn(t, orig, "clone", "-q", orig, ws)
+		start = time.Now()
+		os.MkdirAll(filepath.Join(ws, ".git", "modules"), 0o755)
+		gitIn(t, ws, "clone", "-q", "--bare", up, filepath.Join(ws, ".git", "modules", "sub"))
+		gitIn(t, ws, "config", "-f", filepath.Join(ws, ".git", "modules", "sub", "config"), "core.bare", "false")
+		plantHook(t, filepath.Join(ws, ".git", "modules", "sub", "hooks"), "post-checkout", mark)
+		return ws, orig, start
+	}
+	ws, orig, start := setup()
+	// The hook written into an existing submodule's git directory.
+	hooks := filepath.Join(orig, ".git", "modules", "sub", "hooks")
+	// Its sample hooks are older than the session.
+	var before time.Time
+	if st, err := os.Stat(filepath.Join(hooks, "pre-commit.sample")); err == nil {
+		before = st.ModTime().Add(2 * time.Second)
+	}
+	time.Sleep(time.Until(before))
+	orig2start := time.Now()
+	plantHook(t, hooks, "pre-commit", mark)
+	os.Remove(mark)
+	gitIn(t, filepath.Join(orig, "sub"), "commit", "-q", "--allow-empty", "-m", "y")
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatal("the hook written into the submodule's git directory did not run at a commit in it, so this test proves nothing")
+	}
+	os.Remove(mark)
+	gitIn(t, ws, "submodule", "update", "-q", "--init")
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatal("the planted git directory's post-checkout did not run at git submodule update --init, so this test proves nothing")
+	}
+
+	// Again, with mosaic's end of the session in between.
+	ws, _, start = setup()
+	moved := MoveAsideSubmodules(ws, "s", start)
+	os.Remove(mark)
+	gitIn(t, ws, "submodule", "update", "-q", "--init")
+	if _, err := os.Stat(mark); err == nil {
+		t.Errorf("the planted git directory's hook ran at git submodule update after the session's end (moved %+v)", moved)
+	}
+	moved = MoveAsideSubmodules(orig, "s", orig2start)
+	os.Remove(mark)
+	gitIn(t, filepath.Join(orig, "sub"), "commit", "-q", "--allow-empty", "-m", "z")
+	if _, err := os.Stat(mark); err == nil {
+		t.Errorf("the hook written into the submodule's git directory ran at a commit after the session's end (moved %+v)", moved)
+	}
+	for _, m := range moved {
+		if m.Why() != gitDirReason && !strings.HasSuffix(m.Path, "/.git") {
+			t.Errorf("moved %+v, said as %q", m, m.Why())
+		}
 	}
 }

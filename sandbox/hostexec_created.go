@@ -98,6 +98,17 @@ type MovedAside struct {
 	To   string `json:"to,omitempty"` // the name it has now, beside it; empty when it could not be moved
 	// Error says why it could not be moved; the entry is then still there.
 	Error string `json:"error,omitempty"`
+	// Reason is why the host runs it, when its path alone does not say
+	// (HostExecReason).
+	Reason string `json:"reason,omitempty"`
+}
+
+// Why is why the host runs the entry.
+func (m MovedAside) Why() string {
+	if m.Reason != "" {
+		return m.Reason
+	}
+	return HostExecReason(m.Path)
 }
 
 // MoveAsideCreated renames each entry of missing that exists in ws now to

@@ -82,9 +82,9 @@ func TidyHome(stateDir string, r Record) {
 // MovedAsideLine says what happened to one created entry, in one line.
 func MovedAsideLine(ws string, m sandbox.MovedAside) string {
 	if m.Error != "" {
-		return fmt.Sprintf("%s, which your tools run (%s), was created while the session ran, and it %s: check it before you use the workspace on the host", filepath.Join(ws, m.Path), sandbox.HostExecReason(m.Path), m.Error)
+		return fmt.Sprintf("%s, which your tools run (%s), was created or changed while the session ran, and it %s: check it before you use the workspace on the host", filepath.Join(ws, m.Path), m.Why(), m.Error)
 	}
-	return fmt.Sprintf("%s, which your tools run (%s), was created while the session ran: moved aside to %s, unread; look at it before you rename it back", filepath.Join(ws, m.Path), sandbox.HostExecReason(m.Path), filepath.Join(ws, m.To))
+	return fmt.Sprintf("%s, which your tools run (%s), was created or changed while the session ran: moved aside to %s, unread; look at it before you rename it back", filepath.Join(ws, m.Path), m.Why(), filepath.Join(ws, m.To))
 }
 
 // RecordEnd writes end.json into a session's state directory from the
