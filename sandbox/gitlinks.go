@@ -59,30 +59,66 @@ func gitlinks(ws string) ([]string, error) {
 	if strings.EqualFold(gitConfigValue(filepath.Join(ws, ".git", "config"), "extensions", "objectformat"), "sha256") {
 		hash = 32
 	}
-	return parseIndex(b, hash)
+	links, replacing, ext, err := indexLinks(b, hash)
+	if err != nil {
+		return links, err
+	}
+	more, err := sharedLinks(ws, b[ext:], hash, replacing, maxGitlinks-len(links))
+	return append(links, more...), err
 }
 
 // parseIndex reads git's index format, versions 2 to 4, as far as the paths
-// of its gitlinks. A split index's shared part is not read. Over
+// of its gitlinks (a split index's shared part aside: split.go). Over
 // maxGitlinks, the first ones are returned with errTooManyGitlinks.
 func parseIndex(b []byte, hash int) ([]string, error) {
-	bad := func(what string) error { return fmt.Errorf("the git index is damaged (%s)", what) }
+	links, _, _, err := indexLinks(b, hash)
+	return links, err
+}
+
+// indexLinks is parseIndex, and also the positions of the gitlinks with
+// no path (in a split index, those that replace an entry of the shared
+// part, whose path they take) and where the extensions begin.
+func indexLinks(b []byte, hash int) (links []string, replacing []int, ext int, err error) {
+	ext, err = walkIndex(b, hash, func(i int, path []byte, link bool) error {
+		switch {
+		case !link || len(path) > maxLinkPath:
+		case len(links)+len(replacing) == maxGitlinks:
+			return errTooManyGitlinks
+		case len(path) == 0:
+			replacing = append(replacing, i)
+		default:
+			links = append(links, string(path))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errTooManyGitlinks) {
+		return nil, nil, 0, err
+	}
+	return links, replacing, ext, err
+}
+
+func badIndex(what string) error { return fmt.Errorf("the git index is damaged (%s)", what) }
+
+// walkIndex calls fn with each entry of the index b: its position, path
+// (valid only during the call) and whether it is a gitlink; it returns
+// where the extensions begin.
+func walkIndex(b []byte, hash int, fn func(i int, path []byte, link bool) error) (int, error) {
+	bad := badIndex
 	if len(b) < 12 || string(b[:4]) != "DIRC" {
-		return nil, bad("no DIRC header")
+		return 0, bad("no DIRC header")
 	}
 	version := binary.BigEndian.Uint32(b[4:8])
 	if version < 2 || version > 4 {
-		return nil, bad(fmt.Sprintf("version %d", version))
+		return 0, bad(fmt.Sprintf("version %d", version))
 	}
 	n := binary.BigEndian.Uint32(b[8:12])
-	var links []string
 	var prev []byte // version 4: the previous path, which the next one shares a prefix with
 	off := 12
 	for i := uint32(0); i < n; i++ {
 		start := off
 		fixed := 40 + hash + 2
 		if off+fixed > len(b) {
-			return nil, bad("cut short")
+			return 0, bad("cut short")
 		}
 		link := binary.BigEndian.Uint32(b[off+24:off+28])&0o170000 == 0o160000
 		flags := binary.BigEndian.Uint16(b[off+40+hash : off+fixed])
@@ -92,41 +128,38 @@ func parseIndex(b []byte, hash int) ([]string, error) {
 			fixed += 2
 		}
 		if off > len(b) {
-			return nil, bad("cut short")
+			return 0, bad("cut short")
 		}
 		if version == 4 {
 			strip, used := indexVarint(b[off:])
 			if used == 0 || strip > uint64(len(prev)) {
-				return nil, bad("a path's prefix")
+				return 0, bad("a path's prefix")
 			}
 			off += used
 			end := bytes.IndexByte(b[min(off, len(b)):], 0)
 			if end < 0 {
-				return nil, bad("a path")
+				return 0, bad("a path")
 			}
 			prev = append(prev[:len(prev)-int(strip)], b[off:off+end]...)
 			off += end + 1
-			if link && len(prev) <= maxLinkPath {
-				if len(links) == maxGitlinks {
-					return links, errTooManyGitlinks
-				}
-				links = append(links, string(prev))
+			if err := fn(int(i), prev, link); err != nil {
+				return 0, err
 			}
 			continue
 		}
 		end := bytes.IndexByte(b[off:], 0)
 		if end < 0 {
-			return nil, bad("a path")
+			return 0, bad("a path")
 		}
-		if link && end <= maxLinkPath {
-			if len(links) == maxGitlinks {
-				return links, errTooManyGitlinks
-			}
-			links = append(links, string(b[off:off+end]))
+		if err := fn(int(i), b[off:off+end], link); err != nil {
+			return 0, err
 		}
 		off = start + (fixed+end+8)&^7
 	}
-	return links, nil
+	if off > len(b) {
+		return 0, bad("cut short")
+	}
+	return off, nil
 }
 
 // indexVarint is git's offset varint (varint.c); used is 0 when bad.

@@ -212,3 +212,65 @@ func TestSubmoduleGitDirs(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitIndex: git reads an index with a link extension as two files
+// (.git/index and .git/sharedindex.HASH, both the session's) whatever its
+// config says. A gitlink planted in the shared part, or as an entry of
+// the index that replaces one of the shared part (with no path of its
+// own), was not seen: the host's git status ran the submodule. Each case
+// is shown to run on the host first.
+func TestSplitIndex(t *testing.T) {
+	git := func(ws string, args ...string) {
+		t.Helper()
+		if out, err := exec.Command("git", append([]string{"-C", ws}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	for _, replaced := range []bool{false, true} {
+		ws := t.TempDir()
+		git(ws, "init", "-q")
+		mark := filepath.Join(t.TempDir(), "MARK")
+		for i := 0; i < 20; i++ {
+			os.WriteFile(filepath.Join(ws, fmt.Sprintf("f%02d", i)), nil, 0o644)
+		}
+		start := time.Now()
+		if replaced {
+			// sub is a file in the shared part; the gitlink replaces it.
+			os.WriteFile(filepath.Join(ws, "sub"), nil, 0o644)
+			git(ws, "add", ".")
+			git(ws, "update-index", "--split-index")
+			os.Remove(filepath.Join(ws, "sub"))
+			plantSubmodule(t, ws, mark)
+		} else {
+			git(ws, "add", ".")
+			plantSubmodule(t, ws, mark)
+			git(ws, "update-index", "--split-index")
+		}
+		b, _ := os.ReadFile(filepath.Join(ws, ".git", "index"))
+		links, pathless, _, err := indexLinks(b, 20)
+		if err != nil || len(links) != 0 || replaced != (len(pathless) == 1) {
+			t.Fatalf("replaced %v: the index proper has gitlinks %v and pathless %v (%v): not the case this test is for", replaced, links, pathless, err)
+		}
+		if !hostStatusRuns(t, ws, mark) {
+			t.Fatalf("replaced %v: the planted submodule did not run on git status, so this test proves nothing", replaced)
+		}
+		moved := MoveAsideSubmodules(ws, "s", start)
+		if hostStatusRuns(t, ws, mark) {
+			t.Errorf("replaced %v: git status still runs the submodule planted in a split index (moved %+v)", replaced, moved)
+		}
+	}
+}
+
+// FuzzIndex: whatever the session writes as its index, reading it
+// neither panics nor runs away (the seeds run in every go test).
+func FuzzIndex(f *testing.F) {
+	f.Add(craftIndex(3, "a"), []byte("link\x00\x00\x00\x1c"+strings.Repeat("\x01", 20)+"\x00\x00\x00\x40\x00\x00\x00\x01\xff\xff\xff\xff\xff\xff\xff\xff\x00\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, index, ext []byte) {
+		_, replacing, _, _ := indexLinks(index, 20)
+		if link, err := linkExtension(ext, 20); err == nil && link != nil {
+			if n, err := ewahSize(link[20:]); err == nil {
+				ewahBits(link[20+n:], len(replacing)+3)
+			}
+		}
+	})
+}
