@@ -46,10 +46,22 @@ func moveAsideGitDirs(ws, name string, since time.Time) []MovedAside {
 		}
 		entries, err := readDirBeneath(ws, rel, 4096)
 		if err != nil {
-			if !errors.Is(err, unix.ENOENT) {
-				moved = append(moved, MovedAside{Path: rel, Reason: gitDirReason, Error: "cannot be checked: " + err.Error()})
+			if errors.Is(err, unix.ENOENT) {
+				continue
 			}
+			// .git/modules made a symlink: git follows it.
+			if link := firstSymlink(ws, rel); link != "" {
+				moved = append(moved, moveAsideLink(ws, name, link, since)...)
+				continue
+			}
+			moved = append(moved, MovedAside{Path: rel, Reason: gitDirReason, Error: "cannot be checked: " + err.Error()})
 			continue
+		}
+		for _, e := range entries {
+			// .git/modules/NAME a symlink to a git directory elsewhere.
+			if e.Type()&os.ModeSymlink != 0 {
+				moved = append(moved, moveAsideLink(ws, name, filepath.Join(rel, e.Name()), since)...)
+			}
 		}
 		gitdir := false
 		for _, e := range entries {
@@ -79,6 +91,20 @@ func moveAsideGitDirs(ws, name string, since time.Time) []MovedAside {
 				queue = append(queue, filepath.Join(rel, e.Name()))
 			}
 		}
+	}
+	return moved
+}
+
+// moveAsideLink moves aside the symlink link (its path in ws) when the
+// session made it (ctime since).
+func moveAsideLink(ws, name, link string, since time.Time) []MovedAside {
+	if c, _ := changedEntry(ws, link, since); !c {
+		return nil
+	}
+	var moved []MovedAside
+	for _, m := range MoveAsideCreated(ws, name, []string{link}) {
+		m.Reason = gitDirReason
+		moved = append(moved, m)
 	}
 	return moved
 }

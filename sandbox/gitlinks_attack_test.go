@@ -274,3 +274,48 @@ func FuzzIndex(f *testing.F) {
 		}
 	})
 }
+
+// TestSubmoduleGitDirSymlinked: .git/modules, or .git/modules/NAME, made a
+// symlink to a git directory the session wrote elsewhere: git follows it,
+// and git submodule update ran its post-checkout. Shown to run first.
+func TestSubmoduleGitDirSymlinked(t *testing.T) {
+	up := t.TempDir()
+	gitIn(t, up, "init", "-q")
+	gitIn(t, up, "commit", "-q", "--allow-empty", "-m", "x")
+	orig := t.TempDir()
+	gitIn(t, orig, "init", "-q")
+	gitIn(t, orig, "submodule", "add", "-q", up, "sub")
+	gitIn(t, orig, "commit", "-q", "-m", "s")
+	mark := filepath.Join(t.TempDir(), "MARK")
+	for _, whole := range []bool{false, true} {
+		setup := func() (string, time.Time) {
+			ws := filepath.Join(t.TempDir(), "clone")
+			gitIn(t, orig, "clone", "-q", orig, ws)
+			start := time.Now()
+			gitdir := filepath.Join(ws, "evil", "sub")
+			gitIn(t, ws, "clone", "-q", "--bare", up, gitdir)
+			gitIn(t, ws, "config", "-f", filepath.Join(gitdir, "config"), "core.bare", "false")
+			plantHook(t, filepath.Join(gitdir, "hooks"), "post-checkout", mark)
+			if whole {
+				os.Symlink("../evil", filepath.Join(ws, ".git", "modules"))
+			} else {
+				os.MkdirAll(filepath.Join(ws, ".git", "modules"), 0o755)
+				os.Symlink("../../evil/sub", filepath.Join(ws, ".git", "modules", "sub"))
+			}
+			return ws, start
+		}
+		ws, _ := setup()
+		os.Remove(mark)
+		gitIn(t, ws, "submodule", "update", "-q", "--init")
+		if _, err := os.Stat(mark); err != nil {
+			t.Fatalf("whole %v: the symlinked git directory's post-checkout did not run, so this test proves nothing", whole)
+		}
+		ws, start := setup()
+		moved := MoveAsideSubmodules(ws, "s", start)
+		os.Remove(mark)
+		gitIn(t, ws, "submodule", "update", "-q", "--init")
+		if _, err := os.Stat(mark); err == nil {
+			t.Errorf("whole %v: the symlinked git directory's hook ran after the session's end (moved %+v)", whole, moved)
+		}
+	}
+}
