@@ -33,6 +33,7 @@ func endedOutput(t *testing.T, output, sub string) []byte {
 	binary.BigEndian.PutUint32(e[24:28], 0o160000)
 	idx = append(append(idx, e[:]...), sub...)
 	idx = append(idx, make([]byte, 8-(62+len(sub))%8)...)
+	idx = append(idx, make([]byte, 20)...) // the checksum git writes last
 	if err := os.WriteFile(filepath.Join(ws, ".git", "index"), idx, 0o644); err != nil {
 		t.Fatal(err)
 	}
