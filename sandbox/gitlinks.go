@@ -32,6 +32,19 @@ import (
 // of some 100 MiB.
 const maxIndex = 256 << 20
 
+// maxGitlinks bounds the submodules checked, and maxLinkPath their paths
+// (PATH_MAX: git's lstat cannot reach a longer one, so it runs nothing
+// there). A version 4 index shares each path's prefix with the one before:
+// without these, an index of a few MiB made of paths that each extend the
+// previous one had the parser copy gigabytes.
+const (
+	maxGitlinks = 10000
+	maxLinkPath = 4096
+)
+
+// errTooManyGitlinks: the index has more gitlinks than are checked.
+var errTooManyGitlinks = fmt.Errorf("it has over %d submodules: only the first %d were checked", maxGitlinks, maxGitlinks)
+
 // gitlinks lists the paths of the submodule entries (mode 160000) of the
 // index of the repository at ws (.git a directory).
 func gitlinks(ws string) ([]string, error) {
@@ -46,29 +59,66 @@ func gitlinks(ws string) ([]string, error) {
 	if strings.EqualFold(gitConfigValue(filepath.Join(ws, ".git", "config"), "extensions", "objectformat"), "sha256") {
 		hash = 32
 	}
-	return parseIndex(b, hash)
+	links, replacing, ext, err := indexLinks(b, hash)
+	if err != nil {
+		return links, err
+	}
+	more, err := sharedLinks(ws, b[ext:], hash, replacing, maxGitlinks-len(links))
+	return append(links, more...), err
 }
 
 // parseIndex reads git's index format, versions 2 to 4, as far as the paths
-// of its gitlinks. A split index's shared part is not read.
+// of its gitlinks (a split index's shared part aside: split.go). Over
+// maxGitlinks, the first ones are returned with errTooManyGitlinks.
 func parseIndex(b []byte, hash int) ([]string, error) {
-	bad := func(what string) error { return fmt.Errorf("the git index is damaged (%s)", what) }
+	links, _, _, err := indexLinks(b, hash)
+	return links, err
+}
+
+// indexLinks is parseIndex, and also the positions of the gitlinks with
+// no path (in a split index, those that replace an entry of the shared
+// part, whose path they take) and where the extensions begin.
+func indexLinks(b []byte, hash int) (links []string, replacing []int, ext int, err error) {
+	ext, err = walkIndex(b, hash, func(i int, path []byte, link bool) error {
+		switch {
+		case !link || len(path) > maxLinkPath:
+		case len(links)+len(replacing) == maxGitlinks:
+			return errTooManyGitlinks
+		case len(path) == 0:
+			replacing = append(replacing, i)
+		default:
+			links = append(links, string(path))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errTooManyGitlinks) {
+		return nil, nil, 0, err
+	}
+	return links, replacing, ext, err
+}
+
+func badIndex(what string) error { return fmt.Errorf("the git index is damaged (%s)", what) }
+
+// walkIndex calls fn with each entry of the index b: its position, path
+// (valid only during the call) and whether it is a gitlink; it returns
+// where the extensions begin.
+func walkIndex(b []byte, hash int, fn func(i int, path []byte, link bool) error) (int, error) {
+	bad := badIndex
 	if len(b) < 12 || string(b[:4]) != "DIRC" {
-		return nil, bad("no DIRC header")
+		return 0, bad("no DIRC header")
 	}
 	version := binary.BigEndian.Uint32(b[4:8])
 	if version < 2 || version > 4 {
-		return nil, bad(fmt.Sprintf("version %d", version))
+		return 0, bad(fmt.Sprintf("version %d", version))
 	}
 	n := binary.BigEndian.Uint32(b[8:12])
-	var links []string
 	var prev []byte // version 4: the previous path, which the next one shares a prefix with
 	off := 12
 	for i := uint32(0); i < n; i++ {
 		start := off
 		fixed := 40 + hash + 2
 		if off+fixed > len(b) {
-			return nil, bad("cut short")
+			return 0, bad("cut short")
 		}
 		link := binary.BigEndian.Uint32(b[off+24:off+28])&0o170000 == 0o160000
 		flags := binary.BigEndian.Uint16(b[off+40+hash : off+fixed])
@@ -78,35 +128,38 @@ func parseIndex(b []byte, hash int) ([]string, error) {
 			fixed += 2
 		}
 		if off > len(b) {
-			return nil, bad("cut short")
+			return 0, bad("cut short")
 		}
 		if version == 4 {
 			strip, used := indexVarint(b[off:])
 			if used == 0 || strip > uint64(len(prev)) {
-				return nil, bad("a path's prefix")
+				return 0, bad("a path's prefix")
 			}
 			off += used
 			end := bytes.IndexByte(b[min(off, len(b)):], 0)
 			if end < 0 {
-				return nil, bad("a path")
+				return 0, bad("a path")
 			}
 			prev = append(prev[:len(prev)-int(strip)], b[off:off+end]...)
 			off += end + 1
-			if link {
-				links = append(links, string(prev))
+			if err := fn(int(i), prev, link); err != nil {
+				return 0, err
 			}
 			continue
 		}
 		end := bytes.IndexByte(b[off:], 0)
 		if end < 0 {
-			return nil, bad("a path")
+			return 0, bad("a path")
 		}
-		if link {
-			links = append(links, string(b[off:off+end]))
+		if err := fn(int(i), b[off:off+end], link); err != nil {
+			return 0, err
 		}
 		off = start + (fixed+end+8)&^7
 	}
-	return links, nil
+	if off > len(b) {
+		return 0, bad("cut short")
+	}
+	return off, nil
 }
 
 // indexVarint is git's offset varint (varint.c); used is 0 when bad.
@@ -130,8 +183,9 @@ func indexVarint(b []byte) (uint64, int) {
 }
 
 // MoveAsideSubmodules moves aside the .git link of each submodule of ws
-// whose link or config changed since (the session's start),
-// renamed beside it as MoveAsideCreated does. A git directory outside ws is
+// whose link, config or hooks changed since (the session's start), and
+// what changed of those in the git directories under .git/modules
+// (gitdirs.go), renamed beside it as MoveAsideCreated does. A git directory outside ws is
 // not the session's to change, and is not looked at.
 func MoveAsideSubmodules(ws, name string, since time.Time) []MovedAside {
 	var st unix.Stat_t
@@ -142,10 +196,11 @@ func MoveAsideSubmodules(ws, name string, since time.Time) []MovedAside {
 	// one since was read from: a second of margin.
 	since = since.Add(-time.Second)
 	links, err := gitlinks(ws)
-	if err != nil {
-		return []MovedAside{{Path: ".git/index", Error: "cannot check its submodules: " + err.Error()}}
-	}
 	var moved []MovedAside
+	if err != nil {
+		// Too many: the first ones are still checked, and the user told.
+		moved = append(moved, MovedAside{Path: ".git/index", Error: "cannot check its submodules: " + err.Error()})
+	}
 	for _, sub := range links {
 		if filepath.IsAbs(sub) || strings.Contains("/"+sub+"/", "/../") || strings.Contains("/"+sub+"/", "/./") {
 			continue
@@ -158,8 +213,18 @@ func MoveAsideSubmodules(ws, name string, since time.Time) []MovedAside {
 			moved = append(moved, m)
 		}
 	}
+	moved = append(moved, moveAsideGitDirs(ws, name, since)...)
+	if len(moved) > maxListed {
+		// Every one is moved; the record (read back at most 16 MiB) and
+		// the output list the first ones.
+		n := len(moved) - maxListed
+		moved = append(moved[:maxListed], MovedAside{Path: ".git/index", Error: fmt.Sprintf("named %d more submodules the session changed, not listed here (their links and git directories' entries were moved aside or could not be, as above)", n)})
+	}
 	return moved
 }
+
+// maxListed bounds the submodules listed as moved aside.
+const maxListed = 100
 
 // changedSince reports whether the submodule link ws/rel, or the git
 // directory it names inside ws, or that directory's config, changed (ctime)
@@ -200,10 +265,6 @@ func changedSince(ws, rel string, since time.Time) bool {
 	}
 	// Not the git directory itself, which git in the session changes at
 	// every `git status` (its index): only what says what git runs.
-	for _, p := range []string{filepath.Join(gitdir, "config"), filepath.Join(gitdir, "config.worktree"), filepath.Join(gitdir, "commondir")} {
-		if c, _ := newer(p); c {
-			return true
-		}
-	}
-	return false
+	// Nor its hooks, git runs at a commit in the submodule.
+	return len(changedGitDir(ws, gitdir, since)) > 0
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -66,9 +68,15 @@ func HostExecReason(rel string) string {
 	if strings.HasSuffix(rel, "/.git") || rel == ".git/index" {
 		return "git status on the host runs git in this submodule, with its config"
 	}
-	for _, e := range append(append(append([]HostExec{}, HostExecEntries...), HostExecWatched...), hookEntries...) {
+	all := append(append(append([]HostExec{}, HostExecEntries...), HostExecWatched...), hookEntries...)
+	for _, e := range all {
 		if e.Rel == rel {
 			return e.Reason
+		}
+	}
+	for _, e := range all {
+		if strings.HasPrefix(e.Rel, rel+"/") {
+			return "a symlink the host's tools follow to " + e.Rel + ": " + e.Reason
 		}
 	}
 	return hooksPathReason
@@ -81,6 +89,12 @@ func Created(ws string, missing []string) []string {
 	for _, rel := range missing {
 		dir, base, err := openBeneath(ws, rel)
 		if err != nil {
+			// Through a symlink on the way: the symlink (MoveAsideCreated).
+			if _, serr := os.Lstat(filepath.Join(ws, rel)); serr == nil && !errors.Is(err, unix.ENOENT) {
+				if link := firstSymlink(ws, filepath.Dir(rel)); link != "" && !slices.Contains(made, link) {
+					made = append(made, link)
+				}
+			}
 			continue
 		}
 		var st unix.Stat_t
@@ -98,6 +112,17 @@ type MovedAside struct {
 	To   string `json:"to,omitempty"` // the name it has now, beside it; empty when it could not be moved
 	// Error says why it could not be moved; the entry is then still there.
 	Error string `json:"error,omitempty"`
+	// Reason is why the host runs it, when its path alone does not say
+	// (HostExecReason).
+	Reason string `json:"reason,omitempty"`
+}
+
+// Why is why the host runs the entry.
+func (m MovedAside) Why() string {
+	if m.Reason != "" {
+		return m.Reason
+	}
+	return HostExecReason(m.Path)
 }
 
 // MoveAsideCreated renames each entry of missing that exists in ws now to
@@ -109,9 +134,24 @@ func MoveAsideCreated(ws, name string, missing []string) []MovedAside {
 	for _, rel := range missing {
 		dir, base, err := openBeneath(ws, rel)
 		if err != nil {
-			if !errors.Is(err, unix.ENOENT) {
-				moved = append(moved, MovedAside{Path: rel, Error: err.Error()})
+			if errors.Is(err, unix.ENOENT) {
+				continue
 			}
+			// A directory on the way that is a symlink (.claude ->
+			// a directory of the session's): the host's tools follow
+			// it to the entry, so it is what is moved aside; when the
+			// entry is not there through it either, nothing runs.
+			if _, err := os.Lstat(filepath.Join(ws, rel)); errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+				continue
+			}
+			if link := firstSymlink(ws, filepath.Dir(rel)); link != "" {
+				for _, m := range MoveAsideCreated(ws, name, []string{link}) {
+					m.Reason = fmt.Sprintf("a symlink on the way to %s, which the host's tools follow: %s", rel, HostExecReason(rel))
+					moved = append(moved, m)
+				}
+				continue
+			}
+			moved = append(moved, MovedAside{Path: rel, Error: err.Error()})
 			continue
 		}
 		var st unix.Stat_t
@@ -130,6 +170,32 @@ func MoveAsideCreated(ws, name string, missing []string) []MovedAside {
 		moved = append(moved, m)
 	}
 	return moved
+}
+
+// firstSymlink is the first component of the directory rel (inside ws)
+// that is a symlink, "" when none is.
+func firstSymlink(ws, rel string) string {
+	parts := strings.Split(filepath.Clean(rel), "/")
+	for i := range parts {
+		p := filepath.Join(parts[:i+1]...)
+		if p == "." {
+			return ""
+		}
+		dir, base, err := openBeneath(ws, p)
+		if err != nil {
+			return ""
+		}
+		var st unix.Stat_t
+		err = unix.Fstatat(dir, base, &st, unix.AT_SYMLINK_NOFOLLOW)
+		unix.Close(dir)
+		if err != nil {
+			return ""
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return p
+		}
+	}
+	return ""
 }
 
 // openBeneath opens the directory holding rel inside ws, following no

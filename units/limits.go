@@ -27,7 +27,8 @@ func ParseSize(flag, s string) (uint64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 || v*float64(mult) >= 1<<63 || strings.ContainsAny(t, "eExXpP+-") {
+	// !(v > 0) also refuses NaN, which ParseFloat reads from "nan".
+	if err != nil || !(v > 0) || v*float64(mult) >= 1<<63 || strings.ContainsAny(t, "eExXpP+-") {
 		return 0, bad
 	}
 	n := uint64(v * float64(mult))

@@ -92,7 +92,10 @@ func TestParseLimits(t *testing.T) {
 		in   string
 		want uint64
 		ok   bool
-	}{{"1024", 1024, true}, {"2K", 2048, true}, {"512M", 512 << 20, true}, {"4G", 4 << 30, true}, {"1t", 1 << 40, true}, {"0", 0, false}, {"-1", 0, false}, {"G", 0, false}, {"99999999999T", 0, false}} {
+	}{{"1024", 1024, true}, {"2K", 2048, true}, {"512M", 512 << 20, true}, {"4G", 4 << 30, true}, {"1t", 1 << 40, true}, {"0", 0, false}, {"-1", 0, false}, {"G", 0, false}, {"99999999999T", 0, false},
+		// strconv.ParseFloat reads "NaN" (and Go turns NaN into 2^63): a
+		// size of 8 EiB, no limit, from a launch or a profile.
+		{"NaN", 0, false}, {"nanG", 0, false}, {"Inf", 0, false}} {
 		got, err := ParseSize("memory-max", tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
@@ -82,9 +84,9 @@ func TidyHome(stateDir string, r Record) {
 // MovedAsideLine says what happened to one created entry, in one line.
 func MovedAsideLine(ws string, m sandbox.MovedAside) string {
 	if m.Error != "" {
-		return fmt.Sprintf("%s, which your tools run (%s), was created while the session ran, and it %s: check it before you use the workspace on the host", filepath.Join(ws, m.Path), sandbox.HostExecReason(m.Path), m.Error)
+		return fmt.Sprintf("%s, which your tools run (%s), was created or changed while the session ran, and it %s: check it before you use the workspace on the host", filepath.Join(ws, m.Path), m.Why(), m.Error)
 	}
-	return fmt.Sprintf("%s, which your tools run (%s), was created while the session ran: moved aside to %s, unread; look at it before you rename it back", filepath.Join(ws, m.Path), sandbox.HostExecReason(m.Path), filepath.Join(ws, m.To))
+	return fmt.Sprintf("%s, which your tools run (%s), was created or changed while the session ran: moved aside to %s, unread; look at it before you rename it back", filepath.Join(ws, m.Path), m.Why(), filepath.Join(ws, m.To))
 }
 
 // RecordEnd writes end.json into a session's state directory from the
@@ -102,9 +104,36 @@ func RecordEnd(stateDir string, getenv func(string) string) error {
 	if r, err := ReadChecked(stateDir); err == nil {
 		TidyHome(stateDir, r)
 		e.MovedAside = MoveAside(r)
-		for _, m := range e.MovedAside { // into the unit's journal
-			fmt.Fprintln(os.Stderr, "mosaic: "+MovedAsideLine(r.Workspace, m))
+		// Into the unit's journal, escaped: a path is the session's to
+		// choose (a submodule's). This stderr is the session's, which for
+		// mosaic run is the user's terminal: run says them itself.
+		for _, m := range e.MovedAside {
+			if r.Output != "terminal" {
+				fmt.Fprintln(os.Stderr, "mosaic: "+escapeControls(MovedAsideLine(r.Workspace, m)))
+			}
 		}
 	}
 	return WriteEnd(stateDir, e)
+}
+
+// escapeControls writes the control characters of s (and bytes that are
+// not UTF-8) as \xNN, so that a line says what it says on a terminal and
+// in the journal: no escape sequence, no line break.
+func escapeControls(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r == '\\':
+			b.WriteString(`\\`)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }

@@ -98,7 +98,9 @@ func TestInjectPlainLocal(t *testing.T) {
 	}
 	t.Cleanup(func() { srv.Close() })
 	go http.Serve(srv, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got <- r.Header.Clone()
+		h := r.Header.Clone()
+		h.Set("X-Seen-Host", r.Host)
+		got <- h
 		io.WriteString(w, "ok\n")
 	}))
 	_, port, _ := net.SplitHostPort(srv.Addr().String())
@@ -133,13 +135,15 @@ func TestInjectPlainLocal(t *testing.T) {
 	}
 	t.Cleanup(func() { l.Close() })
 	go e.Serve(l)
-	send := func(p string) http.Header {
+	var sendAs func(p, host string) http.Header
+	send := func(p string) http.Header { return sendAs(p, "localhost:"+p) }
+	sendAs = func(p, host string) http.Header {
 		c, err := net.Dial("unix", l.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		io.WriteString(c, "POST http://localhost:"+p+"/v1/messages HTTP/1.1\r\nHost: localhost:"+p+"\r\nx-api-key: "+ph+"\r\nx-other: "+ph+"\r\nContent-Length: 0\r\n\r\n")
+		io.WriteString(c, "POST http://localhost:"+p+"/v1/messages HTTP/1.1\r\nHost: "+host+"\r\nx-api-key: "+ph+"\r\nx-other: "+ph+"\r\nContent-Length: 0\r\n\r\n")
 		io.ReadAll(bufio.NewReader(c))
 		return <-got
 	}
@@ -149,6 +153,11 @@ func TestInjectPlainLocal(t *testing.T) {
 	}
 	if h.Get("x-other") != ph {
 		t.Errorf("a header the rule does not name was changed: %q", h.Get("x-other"))
+	}
+	// A Host header naming another site (a gateway that routes by Host
+	// would send the key there): the gateway sees the rule's host.
+	if h := sendAs(port, "attacker.example"); h.Get("x-api-key") == testKey && h.Get("X-Seen-Host") != "localhost:"+port {
+		t.Errorf("the key went with Host %q", h.Get("X-Seen-Host"))
 	}
 	if h := send(otherPort); h.Get("x-api-key") != ph {
 		t.Errorf("a loopback port no rule names got x-api-key %q, want the placeholder", h.Get("x-api-key"))
