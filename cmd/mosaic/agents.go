@@ -14,6 +14,7 @@ import (
 	"mosaic/sandbox"
 	"mosaic/units"
 	"mosaic/units/errcode"
+	"mosaic/units/termsafe"
 )
 
 // agentFlags are the session flags for agents: ordinary variables, a CA,
@@ -117,7 +118,7 @@ func homeCommand(out *output) *cli.Command {
 			for _, l := range sandbox.HomeLinks(home, paths.Home, 3) {
 				line := "mosaic: warning: " + l + ": a symlink a session may have planted; inside it is the session's own file, but on the host it leads into your real home: writing through it changes your files (remove it first)"
 				if onTerminal(out.stderr) {
-					line = escapeControls(line, false)
+					line = termsafe.Escape(line, false)
 				}
 				fmt.Fprintln(out.stderr, line)
 			}

@@ -16,6 +16,7 @@ import (
 
 	"mosaic/manager/records"
 	"mosaic/units/errcode"
+	"mosaic/units/termsafe"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
@@ -170,7 +171,7 @@ func onTerminal(w io.Writer) bool {
 // safe is s as printed on stdout: escaped on a terminal, exact elsewhere.
 func (o *output) safe(s string) string {
 	if onTerminal(o.stdout) {
-		return escapeControls(s, false)
+		return termsafe.Escape(s, false)
 	}
 	return s
 }
@@ -193,7 +194,7 @@ func (o *output) fail(err error) int {
 	} else {
 		msg := oneLine(e.Message)
 		if onTerminal(o.stderr) {
-			msg = escapeControls(msg, false)
+			msg = termsafe.Escape(msg, false)
 		}
 		fmt.Fprintf(o.stderr, "mosaic: %s\n", msg)
 	}

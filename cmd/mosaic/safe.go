@@ -1,8 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"io"
+	"mosaic/units/termsafe"
 	"strings"
 	"unicode/utf8"
 )
@@ -15,47 +15,6 @@ import (
 // cursor over what mosaic printed), so there every control character is
 // shown escaped, as systemctl and journalctl do; --json and pipes keep the
 // exact bytes.
-
-// escapeControls returns s with every control character (C0 but for the
-// newline and tab when keepLines, DEL, C1) and every invalid UTF-8 byte
-// written as an escape: \e for ESC, \xNN otherwise.
-func escapeControls(s string, keepLines bool) string {
-	if isPlain(s, keepLines) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size <= 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case keepLines && (r == '\n' || r == '\t'):
-			b.WriteRune(r)
-		case r == 0x1b:
-			b.WriteString(`\e`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case r >= 0x80 && r < 0xa0:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		case r == '\\':
-			b.WriteString(`\\`)
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
-
-func isPlain(s string, keepLines bool) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x80 || c == 0x7f || c == '\\' || (c < 0x20 && !(keepLines && (c == '\n' || c == '\t'))) {
-			return false
-		}
-	}
-	return true
-}
 
 // shellQuote quotes a command line so that it can be pasted back into a
 // shell: a word of only safe characters as it is, any other in single
@@ -97,7 +56,7 @@ func (s *safeWriter) Write(p []byte) (int, error) {
 		}
 	}
 	s.pending = append([]byte{}, buf[cut:]...)
-	if _, err := io.WriteString(s.w, escapeControls(string(buf[:cut]), true)); err != nil {
+	if _, err := io.WriteString(s.w, termsafe.Escape(string(buf[:cut]), true)); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -108,7 +67,7 @@ func (s *safeWriter) Flush() error {
 	if len(s.pending) == 0 {
 		return nil
 	}
-	_, err := io.WriteString(s.w, escapeControls(string(s.pending), true))
+	_, err := io.WriteString(s.w, termsafe.Escape(string(s.pending), true))
 	s.pending = nil
 	return err
 }

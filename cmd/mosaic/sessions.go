@@ -13,6 +13,7 @@ import (
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units/errcode"
+	"mosaic/units/termsafe"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -226,7 +227,7 @@ func runCommand(out *output) *cli.Command {
 				// As systemd-run --pty says where it runs: a sign that the
 				// shell the user now types into is confined.
 				fmt.Fprintf(os.Stderr, "mosaic: session %s: workspace %s, network %s; exit the command to leave\n",
-					spec.Name, escapeControls(spec.Workspace, false), spec.Network)
+					spec.Name, termsafe.Escape(spec.Workspace, false), spec.Network)
 			}
 			out.notes(spec.Notes)
 			stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
@@ -271,7 +272,7 @@ func runCommand(out *output) *cli.Command {
 			for _, m := range s.MovedAside {
 				line := records.MovedAsideLine(spec.Workspace, m)
 				if onTerminal(out.stderr) {
-					line = escapeControls(line, false)
+					line = termsafe.Escape(line, false)
 				}
 				fmt.Fprintln(out.stderr, "mosaic: "+line)
 			}

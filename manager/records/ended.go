@@ -4,12 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
+	"mosaic/units/termsafe"
 )
 
 // The session-ended stage is a service's ExecStopPost:
@@ -109,31 +108,9 @@ func RecordEnd(stateDir string, getenv func(string) string) error {
 		// mosaic run is the user's terminal: run says them itself.
 		for _, m := range e.MovedAside {
 			if r.Output != "terminal" {
-				fmt.Fprintln(os.Stderr, "mosaic: "+escapeControls(MovedAsideLine(r.Workspace, m)))
+				fmt.Fprintln(os.Stderr, "mosaic: "+termsafe.Escape(MovedAsideLine(r.Workspace, m), false))
 			}
 		}
 	}
 	return WriteEnd(stateDir, e)
-}
-
-// escapeControls writes the control characters of s (and bytes that are
-// not UTF-8) as \xNN, so that a line says what it says on a terminal and
-// in the journal: no escape sequence, no line break.
-func escapeControls(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size <= 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case r == '\\':
-			b.WriteString(`\\`)
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
 }

@@ -66,7 +66,7 @@ func endedOutput(t *testing.T, output, sub string) []byte {
 // it says them in the journal only (mosaic start), escaped.
 func TestEndedStageOutput(t *testing.T) {
 	sub := "s\x1b]0;owned\x07\x1b[2J\nmosaic: all is well"
-	if out := endedOutput(t, "journal", sub); bytes.ContainsAny(out, "\x1b\x07") || bytes.Count(out, []byte("\n")) != 1 || !bytes.Contains(out, []byte(`\x1b`)) {
+	if out := endedOutput(t, "journal", sub); bytes.ContainsAny(out, "\x1b\x07") || bytes.Count(out, []byte("\n")) != 1 || !bytes.Contains(out, []byte(`\e]0;owned`)) {
 		t.Errorf("the journal got %q", out)
 	}
 	if out := endedOutput(t, "terminal", sub); len(out) != 0 {
