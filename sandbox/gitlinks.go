@@ -231,18 +231,7 @@ const maxListed = 100
 // since; nothing is followed out of ws.
 func changedSince(ws, rel string, since time.Time) bool {
 	// A symlink on the way, which git would follow, counts as a change.
-	newer := func(rel string) (bool, bool) {
-		dir, base, err := openBeneath(ws, rel)
-		if err != nil {
-			return !errors.Is(err, unix.ENOENT), !errors.Is(err, unix.ENOENT)
-		}
-		defer unix.Close(dir)
-		var st unix.Stat_t
-		if unix.Fstatat(dir, base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-			return false, false
-		}
-		return !time.Unix(st.Ctim.Unix()).Before(since), true
-	}
+	newer := func(rel string) (bool, bool) { return changedEntry(ws, rel, since) }
 	changed, exists := newer(rel)
 	if !exists || changed {
 		return exists
