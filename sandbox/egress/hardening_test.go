@@ -32,9 +32,9 @@ func serveProxy(t *testing.T, e *Egress) func() net.Conn {
 	}
 }
 
-// loopbackHost is a test "internet" host on loopback, named host.test and
-// allowed explicitly, whose connections go to handle.
-func loopbackHost(t *testing.T, handle func(net.Conn)) (*Egress, string) {
+// serveLoopback listens on a loopback port, which it returns, and hands
+// each connection to handle, until the test ends.
+func serveLoopback(t *testing.T, handle func(net.Conn)) string {
 	t.Helper()
 	srv, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -51,6 +51,14 @@ func loopbackHost(t *testing.T, handle func(net.Conn)) (*Egress, string) {
 		}
 	}()
 	_, port, _ := net.SplitHostPort(srv.Addr().String())
+	return port
+}
+
+// loopbackHost is a test "internet" host on loopback, named host.test and
+// allowed explicitly, whose connections go to handle.
+func loopbackHost(t *testing.T, handle func(net.Conn)) (*Egress, string) {
+	t.Helper()
+	port := serveLoopback(t, handle)
 	al, err := ParseAllow([]string{"host.test:" + port, "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)

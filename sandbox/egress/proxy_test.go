@@ -32,22 +32,10 @@ func TestNormalizeHost(t *testing.T) {
 // loopback "internet" server that says hello.
 func egressTest(t *testing.T, allow []string, names map[string]string) (dial func() net.Conn, serverPort string) {
 	t.Helper()
-	srv, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	go func() {
-		for {
-			c, err := srv.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "hello from the test host\n")
-			c.Close()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(srv.Addr().String())
+	port := serveLoopback(t, func(c net.Conn) {
+		io.WriteString(c, "hello from the test host\n")
+		c.Close()
+	})
 	for i, a := range allow {
 		allow[i] = strings.ReplaceAll(a, "PORT", port)
 	}
