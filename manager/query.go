@@ -135,7 +135,7 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 			gets = append(gets, bulkget.Get{Path: u.Path, Iface: "org.freedesktop.systemd1.Unit", Name: n})
 		}
 	}
-	values, err := bulkget.Read(cctx, m.addr, m.viaBus, callTimeout, gets)
+	values, err := bulkget.Read(cctx, m.addr, m.viaBus, dialTimeout, callTimeout, gets)
 	if err != nil {
 		values = make([]any, 0, len(gets))
 		var collect []func() map[string]any

@@ -43,9 +43,10 @@ const maxBulkMessage = 1 << 20
 
 // Read reads every get over a new connection to addr, where systemd's
 // manager answers (hello: through a bus, which wants Hello first); the
-// answer at i is get i's value, nil where there is none. It ends by ctx's
-// deadline, or after timeout if that comes first.
-func Read(ctx context.Context, addr string, hello bool, timeout time.Duration, gets []Get) ([]any, error) {
+// answer at i is get i's value, nil where there is none. Connecting takes
+// at most dial; the whole ends by ctx's deadline, or after timeout if that
+// comes first.
+func Read(ctx context.Context, addr string, hello bool, dial, timeout time.Duration, gets []Get) ([]any, error) {
 	path, ok := unixPath(addr)
 	if !ok {
 		return nil, errors.New("not a unix:path= address: " + addr)
@@ -54,7 +55,7 @@ func Read(ctx context.Context, addr string, hello bool, timeout time.Duration, g
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
-	d := net.Dialer{Deadline: deadline}
+	d := net.Dialer{Timeout: dial, Deadline: deadline}
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
 		return nil, err
