@@ -115,12 +115,16 @@ func homeCommand(out *output) *cli.Command {
 				}
 			}
 			// What a session left there may lead into your real home.
-			for _, l := range sandbox.HomeLinks(home, paths.Home, 3) {
+			links, complete := sandbox.HomeLinks(home, paths.Home, 3)
+			for _, l := range links {
 				line := "mosaic: warning: " + l + ": a symlink a session may have planted; inside it is the session's own file, but on the host it leads into your real home: writing through it changes your files (remove it first)"
 				if onTerminal(out.stderr) {
 					line = termsafe.Escape(line, false)
 				}
 				fmt.Fprintln(out.stderr, line)
+			}
+			if !complete {
+				fmt.Fprintf(out.stderr, "mosaic: warning: %s holds more than %d entries in its top levels; mosaic looked through only those for symlinks into your real home: check it before you write into it\n", home, sandbox.HomeLinksBudget)
 			}
 			out.result(map[string]string{"name": name, "home": home, "home_inside": paths.Home,
 				"credentials_dir": credentials.ProfileDir(paths.Home)}, func(w io.Writer) { fmt.Fprintln(w, home) })
