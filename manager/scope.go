@@ -3,8 +3,10 @@ package manager
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -18,24 +20,26 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/credentials"
+	"mosaic/sandbox"
 	"mosaic/units"
 )
 
 // RunScope runs the session in the foreground as a transient scope, like
-// systemd-run --scope: mosaic starts the exec shim itself, with stdio as its
-// stdin, stdout and stderr (the user's terminal, inherited directly), has
-// systemd adopt it into mosaic-NAME.scope (StartTransientUnit with PIDs),
-// and only then lets it become bwrap. systemd gives the scope its cgroup
-// (limits, accounting, systemctl --user, stop) and no sandboxing property:
-// bwrap's layer and the init are the whole sandbox, checked as always.
+// systemd-run --scope: mosaic starts bwrap itself (no exec shim), with stdio
+// as its stdin, stdout and stderr (the user's terminal, inherited directly),
+// has systemd adopt bwrap and the init it made into mosaic-NAME.scope
+// (StartTransientUnit with PIDs), and only then lets the init run. systemd
+// gives the scope its cgroup (limits, accounting, systemctl --user, stop)
+// and no sandboxing property: bwrap's layer and the init are the whole
+// sandbox, checked as always, the scope's cgroup first.
 //
-// The shim is held until it is in the scope, so nothing of the session runs
-// outside it; it dies with mosaic (PR_SET_PDEATHSIG), and bwrap takes the
-// sandbox with it. Each signal on signals is forwarded to the session's init,
-// which forwards it to the command: Ctrl-C in the terminal reaches the
-// command, not only mosaic. The secrets reach the shim in the environment of
-// the exec (never a command line, never a file).
-func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File, signals <-chan os.Signal) (s Session, err error) {
+// bwrap builds the sandbox while systemd makes the scope. It dies with
+// mosaic (PR_SET_PDEATHSIG), and takes the sandbox with it. Each signal on
+// signals is forwarded to the session's init, which forwards it to the
+// command: Ctrl-C in the terminal reaches the command, not only mosaic. The
+// secrets reach the init in the environment of the exec (never a command
+// line, never a file).
+func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File, signals chan os.Signal) (s Session, err error) {
 	if !spec.Scope {
 		return Session{}, bug("RunScope", os.ErrInvalid)
 	}
@@ -59,151 +63,180 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		defer os.RemoveAll(spec.EgressDir)
 	}
 	mark(ctx, "claim name, state directory")
-	if err = <-slice; err != nil {
-		return Session{}, err
-	}
-	mark(ctx, "slice limits (overlap)")
 
 	// PR_SET_PDEATHSIG follows the thread that forked, so that thread must
 	// live as long as the session: this goroutine keeps it.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	sh, err := startShim(spec, secrets, stdio)
+	sb, err := startHeld(ctx, spec, secrets, stdio, signals)
 	if err != nil {
 		return Session{}, err
 	}
-	defer sh.close()
-	mark(ctx, "exec shim started (until its exec)")
+	defer sb.close()
+	mark(ctx, "bwrap started (the init's PID)")
+	if err = <-slice; err != nil {
+		sb.abort()
+		return Session{}, err
+	}
+	mark(ctx, "slice limits (overlap)")
 
 	w := m.watch(unit)
 	defer w.close()
 	defer m.forgetLater(unit)
-	result, err := m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(sh.cmd.Process.Pid)), units.AuxUnits(spec))
+	result := "done"
+	if !testScopeOutside() {
+		result, err = m.startUnit(ctx, unit, units.ScopeProperties(spec, []uint32{uint32(sb.cmd.Process.Pid), uint32(sb.initPID)}), units.AuxUnits(spec))
+	}
 	if err == nil && result != "done" {
 		err = errcode.StartFailed.New("session %s did not start: systemd's start job for %s ended %s", spec.Name, unit, result)
 	}
 	if err != nil {
-		sh.abort() // the shim gives up: nothing ran
+		sb.abort() // nothing ran
 		return Session{}, err
 	}
 	mark(ctx, "scope started")
-	if err := sh.release(); err != nil {
-		return Session{}, errcode.StartFailed.New("session %s did not start: its exec shim died before it could run", spec.Name)
+	if err := sb.release(); err != nil {
+		return Session{}, errcode.StartFailed.New("session %s did not start: its sandbox (bwrap) died before it could run", spec.Name)
 	}
 	undo = nil // the session ran: what it made is its own now
 	started(ctx)
 
-	stopping, waitErr := m.relayUntilExit(ctx, unit, sh, signals)
+	waitErr := relayUntilExit(sb, signals)
 	mark(ctx, "session ended")
 	m.awaitScopeEnd(ctx, spec, w)
 	mark(ctx, "scope ended")
-	return scopeEnded(spec, w, sh.cmd, stopping, waitErr, began)
+	return scopeEnded(spec, w, sb.cmd, waitErr, began)
 }
 
-// shim is a scope's exec shim, started by mosaic and held on a pipe until
-// systemd has put it into its scope.
-type shim struct {
-	cmd    *exec.Cmd
-	info   *os.File   // bwrap's --info-fd: the init's PID
-	goW    *os.File   // one byte: go
-	exited chan error // cmd.Wait's result
+// held is a scope's bwrap, started by mosaic: its init made (the sandbox
+// built around it) and held on bwrap's --block-fd until systemd has put
+// both into the scope.
+type held struct {
+	cmd     *exec.Cmd
+	initPID int
+	initFD  int        // a pidfd of the init, which signals go through
+	goW     *os.File   // one byte: go
+	exited  chan error // cmd.Wait's result
 }
 
-// startShim starts the exec shim with stdio as its stdin, stdout and
+// startHeld starts the scope's bwrap with stdio as its stdin, stdout and
 // stderr, in a process group of its own (the terminal's signals go to
 // mosaic, which forwards them to the init, not to bwrap's monitor), killed
-// with mosaic (PR_SET_PDEATHSIG). The secrets reach it in the environment of
-// the exec, never a command line or a file.
-func startShim(spec units.Spec, secrets []credentials.Var, stdio [3]*os.File) (*shim, error) {
+// with mosaic (PR_SET_PDEATHSIG), and returns once bwrap has named the
+// init. The secrets reach it in the environment of the exec, never a
+// command line or a file.
+//
+// bwrap's monitor does not handle SIGTERM: systemd's, sent to every process
+// of a stopped scope, would kill it at once, and --die-with-parent would
+// SIGKILL the session before the command could shut down. So bwrap starts
+// with SIGTERM ignored (a disposition an exec keeps), which mosaic can only
+// give it by ignoring SIGTERM itself while it forks; signals is subscribed
+// again at once. The init installs its own handler, so the command starts
+// with the default disposition.
+func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File, signals chan os.Signal) (*held, error) {
+	bwrapArgv, initArgs := units.ScopeBwrap(spec)
+	h, err := sandbox.HoldBwrap(bwrapArgv, initArgs, scopeEnv(spec, secrets), spec.Promise)
+	if err != nil {
+		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %v", err)
+	}
+	defer h.Args.Close()
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
 		return nil, bug("pipe", err)
 	}
 	defer infoW.Close()
+	defer infoR.Close()
 	goR, goW, err := os.Pipe()
 	if err != nil {
-		infoR.Close()
 		return nil, bug("pipe", err)
 	}
 	defer goR.Close()
-	argv := units.ExecArgv(spec)
 	cmd := &exec.Cmd{
-		Path: argv[0], Args: argv, Env: scopeEnv(spec, secrets), Dir: spec.Workspace,
+		Path: h.Argv[0], Args: h.Argv, Env: h.Env, Dir: spec.Workspace,
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
-		ExtraFiles:  []*os.File{infoW, goR}, // sandbox.ScopeInfoFD, sandbox.ScopeGoFD
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		ExtraFiles: []*os.File{infoW, goR, h.Args}, // sandbox.ScopeInfoFD, ScopeGoFD, ScopeArgsFD
+		// A terminal on stdin that is mosaic's controlling terminal is not
+		// bwrap's: the sandbox never shares one with a layer above it.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Noctty: controllingTerminal(stdio[0])},
 	}
-	if err := cmd.Start(); err != nil {
-		infoR.Close()
-		goW.Close()
-		return nil, errcode.StartFailed.New("cannot start the session's exec shim %s: %v", argv[0], err)
-	}
-	sh := &shim{cmd: cmd, info: infoR, goW: goW, exited: make(chan error, 1)}
-	go func() { sh.exited <- cmd.Wait() }()
-	return sh, nil
-}
-
-// release lets the shim go on into the sandbox.
-func (sh *shim) release() error {
-	_, err := sh.goW.Write([]byte{1})
-	sh.goW.Close()
+	signal.Ignore(unix.SIGTERM)
+	err = cmd.Start()
+	signal.Notify(signals, unix.SIGTERM)
 	if err != nil {
-		<-sh.exited
+		goW.Close()
+		return nil, errcode.StartFailed.New("cannot start the session's sandbox %s: %v", h.Argv[0], err)
 	}
-	return err
-}
-
-// abort makes the shim give up (EOF on its pipe) and waits for it.
-func (sh *shim) abort() {
-	sh.goW.Close()
-	<-sh.exited
-}
-
-func (sh *shim) close() {
-	sh.info.Close()
-	sh.goW.Close()
-}
-
-// relayUntilExit forwards each signal to the session's init (once bwrap has
-// reported its PID; before that, a signal stops the scope) until the shim,
-// now bwrap, exits. It reports whether it asked systemd to stop the scope.
-func (m *Manager) relayUntilExit(ctx context.Context, unit string, sh *shim, signals <-chan os.Signal) (stopping bool, waitErr error) {
-	initPID := make(chan int, 1)
+	infoW.Close()
+	goR.Close()
+	sb := &held{cmd: cmd, goW: goW, initFD: -1, exited: make(chan error, 1)}
+	go func() { sb.exited <- cmd.Wait() }()
+	pid := make(chan int, 1)
 	go func() {
 		var info struct {
 			ChildPID int `json:"child-pid"`
 		}
-		_ = json.NewDecoder(sh.info).Decode(&info)
-		initPID <- info.ChildPID
+		_ = json.NewDecoder(io.LimitReader(infoR, 4096)).Decode(&info)
+		pid <- info.ChildPID
 	}()
-	// The init is signalled through a pidfd, opened as soon as bwrap names
-	// it: a PID alone could be another process's by the time a signal comes.
-	pidfd := -1
-	defer func() {
-		if pidfd >= 0 {
-			unix.Close(pidfd)
-		}
-	}()
+	select {
+	case sb.initPID = <-pid:
+	case <-ctx.Done():
+	}
+	if sb.initPID > 0 {
+		sb.initFD, err = unix.PidfdOpen(sb.initPID, 0)
+	}
+	if sb.initPID <= 0 || err != nil {
+		sb.abort()
+		return nil, errcode.StartFailed.New("session %s did not start: bwrap could not make its sandbox (see its message above)", spec.Name)
+	}
+	return sb, nil
+}
+
+// controllingTerminal reports whether f is the calling process's
+// controlling terminal.
+func controllingTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGSID)
+	return err == nil
+}
+
+// release lets the init run.
+func (sb *held) release() error {
+	_, err := sb.goW.Write([]byte{1})
+	sb.goW.Close()
+	if err != nil {
+		<-sb.exited
+	}
+	return err
+}
+
+// abort kills the held sandbox and waits for bwrap. The init is killed
+// first, through its pidfd: bwrap runs it on EOF on its --block-fd too.
+func (sb *held) abort() {
+	if sb.initFD >= 0 {
+		_ = unix.PidfdSendSignal(sb.initFD, unix.SIGKILL, nil, 0)
+	}
+	_ = sb.cmd.Process.Kill()
+	sb.goW.Close()
+	<-sb.exited
+}
+
+func (sb *held) close() {
+	sb.goW.Close()
+	if sb.initFD >= 0 {
+		unix.Close(sb.initFD)
+		sb.initFD = -1
+	}
+}
+
+// relayUntilExit forwards each signal to the session's init until bwrap
+// exits.
+func relayUntilExit(sb *held, signals <-chan os.Signal) error {
 	for {
 		select {
-		case pid := <-initPID:
-			if pid > 0 {
-				if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-					pidfd = fd
-				}
-			}
-			mark(ctx, "sandbox up (bwrap reported the init)")
 		case sig := <-signals:
-			if pidfd >= 0 {
-				_ = unix.PidfdSendSignal(pidfd, sig.(syscall.Signal), nil, 0)
-			} else if !stopping {
-				stopping = true
-				cctx, cancel := bounded(ctx)
-				_, _ = m.conn.StopUnitContext(cctx, unit, "replace", nil)
-				cancel()
-			}
-		case waitErr = <-sh.exited:
-			return stopping, waitErr
+			_ = unix.PidfdSendSignal(sb.initFD, sig.(syscall.Signal), nil, 0)
+		case err := <-sb.exited:
+			return err
 		}
 	}
 }
@@ -214,23 +247,27 @@ func (m *Manager) relayUntilExit(ctx context.Context, unit string, sh *shim, sig
 // mosaic made up is never asked for again.
 func (m *Manager) awaitScopeEnd(ctx context.Context, spec units.Spec, w *unitWatch) {
 	deadline := time.After(callTimeout)
+	stopped := false
 	for spec.NameGiven && !w.ended() {
 		select {
 		case <-w.changed:
 		case <-m.gone():
 			return
 		case <-deadline:
+			if stopped {
+				return // systemd says nothing: the next start of the name clears what is left
+			}
 			cctx, cancel := bounded(ctx)
 			_, _ = m.conn.StopUnitContext(cctx, spec.Unit(), "replace", nil)
 			cancel()
-			deadline = nil
+			stopped, deadline = true, time.After(callTimeout)
 		}
 	}
 }
 
 // scopeEnded is the ended scope session, from systemd's announcements and
 // the shim's own exit; a named one's end is recorded beside its state.
-func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, stopping bool, waitErr error, began time.Time) (Session, error) {
+func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, waitErr error, began time.Time) (Session, error) {
 	p := w.snapshot()
 	s := session.Of(spec.Name, units.KindScope, p, p)
 	if !w.ended() { // every process of it is gone; systemd has yet to notice
@@ -246,7 +283,7 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, stopping bool, wai
 	s.ExitStatus, s.Signal = session.Exit(kind, status)
 	now := time.Now()
 	s.Ended = &now
-	s.StoppedBy = stoppedBy(w, stopping, s.Result)
+	s.StoppedBy = stoppedBy(w, false, s.Result)
 	s.MovedAside = records.MoveAside(recordAt(spec, began))
 	if spec.NameGiven {
 		records.TidyHome(spec.StateDir, recordAt(spec, began))

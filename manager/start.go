@@ -120,7 +120,7 @@ func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 	if m.Outside != nil {
 		p.Apply(*m.Outside)
 	}
-	if spec.Scope {
+	if spec.Scope && !testNoScopePromise() {
 		p.Scope = "/" + units.Slice + "/" + spec.Unit()
 	}
 	p.Net = spec.OwnNetwork()

@@ -10,3 +10,7 @@ func testPauseAfterCheck() {}
 func testSkipBindIdentity() bool { return false }
 
 func testExtraRO() []string { return nil }
+
+func testScopeOutside() bool { return false }
+
+func testNoScopePromise() bool { return false }

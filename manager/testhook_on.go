@@ -41,3 +41,13 @@ func testExtraRO() []string {
 	}
 	return nil
 }
+
+// testScopeOutside, under MOSAIC_TEST_SCOPE_OUTSIDE=1, lets a scope's held
+// init run without asking systemd for the scope: what bwrap does when its
+// --block-fd reaches EOF before the scope is made (mosaic killed then).
+func testScopeOutside() bool { return os.Getenv("MOSAIC_TEST_SCOPE_OUTSIDE") == "1" }
+
+// testNoScopePromise, under MOSAIC_TEST_NO_SCOPE_PROMISE=1, names no scope
+// in a scope's promise: the weakened mosaic whose init does not check its
+// cgroup, which the test shows the attack against first.
+func testNoScopePromise() bool { return os.Getenv("MOSAIC_TEST_NO_SCOPE_PROMISE") == "1" }

@@ -83,23 +83,33 @@ func EncodeInitArgs(args []string) []byte {
 // sealed returns a memfd holding data, sealed against change, at offset 0
 // and not close-on-exec: bwrap passes it on to the init, which closes it.
 func sealed(data []byte) (int, error) {
-	fd, err := unix.MemfdCreate("mosaic-init-argv", unix.MFD_ALLOW_SEALING)
+	f, err := sealedFile(data)
 	if err != nil {
-		return -1, fmt.Errorf("cannot make the init's argument file: %v", err)
-	}
-	f := os.NewFile(uintptr(fd), "mosaic-init-argv")
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return -1, fmt.Errorf("cannot write the init's arguments: %v", err)
-	}
-	_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
-	if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
-		f.Close()
 		return -1, err
 	}
 	// f must outlive the exec: keep the descriptor from the finalizer.
 	keep = append(keep, f)
-	return fd, nil
+	return int(f.Fd()), nil
+}
+
+// sealedFile is sealed's memfd as a file, for a caller that hands it to a
+// child it starts (ExtraFiles) and then closes it.
+func sealedFile(data []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate("mosaic-init-argv", unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("cannot make the init's argument file: %v", err)
+	}
+	f := os.NewFile(uintptr(fd), "mosaic-init-argv")
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot write the init's arguments: %v", err)
+	}
+	_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
+	if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // keep holds the files whose descriptors must survive until exec.

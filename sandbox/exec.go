@@ -9,28 +9,49 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The descriptors a scope's exec shim is started with (see units.ExecArgv).
+// A scope's sandbox has no exec shim: mosaic starts bwrap itself, with
+// these descriptors (see Held).
 const (
 	ScopeInfoFD = 3 // bwrap's --info-fd: {"child-pid": N}, the init's PID
-	ScopeGoFD   = 4 // one byte once the shim is in its scope; EOF means give up
+	ScopeGoFD   = 4 // bwrap's --block-fd: one byte once both are in the scope
+	ScopeArgsFD = 5 // the init's arguments (InitArgvFD)
 )
 
-// WaitForGo blocks until one byte arrives on fd, then closes it. EOF (mosaic
-// could not make the scope, or died) is an error: nothing may run outside
-// the scope.
-func WaitForGo(fd int) error {
-	var b [1]byte
-	for {
-		n, err := unix.Read(fd, b[:])
-		if err == unix.EINTR {
-			continue
-		}
-		unix.Close(fd)
-		if n == 1 {
-			return nil
-		}
-		return fmt.Errorf("mosaic did not place the session in its scope (%v)", err)
+// Held is a scope's bwrap as mosaic starts it: bwrap reports the init's PID
+// on ScopeInfoFD as soon as it has cloned it, builds the sandbox and holds
+// the init, not yet run, on ScopeGoFD until mosaic has had systemd put both
+// processes into the scope. bwrap's setup thus overlaps systemd's work, and
+// nothing of the session runs outside its scope: the init checks its cgroup
+// (Promise.Scope) before anything else. (bwrap also runs the init when the
+// descriptor reaches EOF, e.g. when mosaic dies: that check is what stops
+// it then.)
+type Held struct {
+	Argv []string // bwrap's command line, argv[0] bwrap's path
+	Env  []string // its environment: InitEnv's, with the promise
+	Args *os.File // the init's arguments, to hand over as ScopeArgsFD and then close
+}
+
+// HoldBwrap makes a scope's Held from bwrap's command line (ending in
+// "InitPath init"), the init's arguments after "init", the environment a
+// unit would have had (the secrets among it) and the encoded promise.
+func HoldBwrap(bwrapArgv, initArgs, environ []string, promise string) (Held, error) {
+	n := len(bwrapArgv)
+	if n < 3 || bwrapArgv[n-3] != "--" || bwrapArgv[n-2] != InitPath || bwrapArgv[n-1] != "init" {
+		return Held{}, fmt.Errorf("bwrap's command line does not end in mosaic's init")
 	}
+	environ = append(environ[:len(environ):len(environ)], PromiseEnv+"="+promise)
+	env, err := InitEnv(environ, append(bwrapArgv[:n:n], initArgs...))
+	if err != nil {
+		return Held{}, err
+	}
+	if weakened {
+		env = environ
+	}
+	f, err := sealedFile(EncodeInitArgs(initArgs))
+	if err != nil {
+		return Held{}, err
+	}
+	return Held{Argv: append(bwrapArgv[:n:n], InitArgvFD, strconv.Itoa(ScopeArgsFD)), Env: env, Args: f}, nil
 }
 
 // ExecBwrap replaces the calling process (the unit's main process) with bwrap,

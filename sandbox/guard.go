@@ -30,8 +30,8 @@ type Promise struct {
 	RuntimeDir string            `json:"runtime"` // $XDG_RUNTIME_DIR
 	PIDs       bool              `json:"pids"`    // the unit has a PID namespace of its own (PrivatePIDs)
 	// Scope, for a session that is a scope, is the end of the cgroup path
-	// the exec shim must be in ("/mosaic.slice/mosaic-NAME.scope"): a scope
-	// has no unit layer to check, only the cgroup systemd moved it into.
+	// the init must be in ("/mosaic.slice/mosaic-NAME.scope"): a scope has
+	// no unit layer to check, only the cgroup systemd moved it into.
 	Scope string `json:"scope,omitempty"`
 	// Net says the session has a network namespace of its own (network
 	// none or allow): the unit's (PrivateNetwork) and bwrap's.
@@ -96,11 +96,9 @@ func noNewPrivs() bool {
 // and mount namespaces (and a PID namespace where PrivatePIDs was sent), the
 // home and the runtime dir hidden, a private /tmp, no_new_privs, and every
 // bind the object mosaic checked.
-//
-// For a scope it checks instead that systemd placed the shim in the scope.
 func CheckUnit(p Promise) error {
 	if p.Scope != "" {
-		return checkCgroup(p.Scope)
+		return errors.New("a scope's promise reached an exec shim: a scope has none")
 	}
 	kinds := []string{"user", "mnt"}
 	if p.PIDs {
@@ -167,8 +165,14 @@ func (p Promise) Inner() Promise {
 // CheckSandbox checks, in the init, the layer bwrap promised: new user,
 // mount and PID namespaces (PID 1 of the latter), the real home and the
 // runtime dir absent, no cgroup tree, no_new_privs, a /proc of its own PID
-// namespace, and every bind the object mosaic checked.
+// namespace, and every bind the object mosaic checked; and a scope's init,
+// first, that systemd has put it into its scope.
 func CheckSandbox(p Promise) error {
+	if p.Scope != "" {
+		if err := checkCgroup(p.Scope); err != nil {
+			return err
+		}
+	}
 	if os.Getpid() != 1 {
 		return fmt.Errorf("not PID 1 of a PID namespace of its own (pid %d)", os.Getpid())
 	}

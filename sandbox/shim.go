@@ -3,27 +3,24 @@ package sandbox
 import (
 	"fmt"
 	"os"
-	"strconv"
 
 	"mosaic/credentials"
 )
 
-// The exec shim is the unit's main process (or, for a scope, the process
-// mosaic starts and systemd adopts):
+// The exec shim is a service's main process:
 //
-//	mosaic exec-bwrap [--wait-fd N] --promise P [--drop FILE] BWRAP [ARG...]
+//	mosaic exec-bwrap --promise P [--drop FILE] [--init-args FILE] BWRAP [ARG...]
 //
-// It checks the outer layer (the unit's, or the scope's cgroup) against the
-// promise read on the host, deletes the credential file systemd has read
-// into its environment, waits to be placed in its scope, and becomes bwrap
-// (ExecBwrap). Shim.Argv writes that command line and ShimMain reads it.
+// It checks the outer layer (the unit's) against the promise read on the
+// host, deletes the credential file systemd has read into its environment,
+// and becomes bwrap (ExecBwrap). Shim.Argv writes that command line and
+// ShimMain reads it. A scope has none: mosaic starts its bwrap itself (Held).
 
 // ShimStage is the shim's name: mosaic's first argument.
 const ShimStage = "exec-bwrap"
 
 // Shim is one exec shim's command line.
 type Shim struct {
-	WaitFD  int    // a scope's: wait for one byte on this descriptor; 0 for none
 	Promise string // the encoded Promise
 	Drop    string // the session's credential file, deleted once read; "" for none
 	// InitArgs is a file of the init's arguments after "init" (NUL-ended
@@ -35,11 +32,7 @@ type Shim struct {
 
 // Argv is the shim's command line, run as mosaicBin.
 func (s Shim) Argv(mosaicBin string) []string {
-	argv := []string{mosaicBin, ShimStage}
-	if s.WaitFD > 0 {
-		argv = append(argv, "--wait-fd", strconv.Itoa(s.WaitFD))
-	}
-	argv = append(argv, "--promise", s.Promise)
+	argv := []string{mosaicBin, ShimStage, "--promise", s.Promise}
 	if s.Drop != "" {
 		argv = append(argv, "--drop", s.Drop)
 	}
@@ -60,19 +53,13 @@ func ParseShim(args []string) (Shim, error) {
 			s.Drop = args[1]
 		case "--init-args":
 			s.InitArgs = args[1]
-		case "--wait-fd":
-			fd, err := strconv.Atoi(args[1])
-			if err != nil || fd < 3 {
-				return s, fmt.Errorf("bad --wait-fd %q", args[1])
-			}
-			s.WaitFD = fd
 		default:
 			return s, fmt.Errorf("unknown option %q", args[0])
 		}
 		args = args[2:]
 	}
 	if len(args) == 0 {
-		return s, fmt.Errorf("usage: %s [--wait-fd N] --promise P [--drop FILE] BWRAP [ARG...]", ShimStage)
+		return s, fmt.Errorf("usage: %s --promise P [--drop FILE] [--init-args FILE] BWRAP [ARG...]", ShimStage)
 	}
 	if s.Promise == "" {
 		return s, fmt.Errorf("no --promise: nothing to check the sandbox against")
@@ -81,19 +68,13 @@ func ParseShim(args []string) (Shim, error) {
 	return s, nil
 }
 
-// ShimMain runs the shim with the arguments after its name: it waits to be
-// placed in its scope (a scope's), checks the outer layer, deletes the
-// credential file and becomes bwrap. It returns only on failure, and the
+// ShimMain runs the shim with the arguments after its name: it checks the
+// outer layer, deletes the credential file and becomes bwrap. It returns only on failure, and the
 // caller exits with ExitSandboxRefused: no partial sandbox ever runs.
 func ShimMain(args []string) error {
 	s, err := ParseShim(args)
 	if err != nil {
 		return err
-	}
-	if s.WaitFD > 0 {
-		if err := WaitForGo(s.WaitFD); err != nil {
-			return err
-		}
 	}
 	if err := checkOuter(s.Promise); err != nil {
 		return err

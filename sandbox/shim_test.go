@@ -13,7 +13,7 @@ import (
 func TestShimRoundTrip(t *testing.T) {
 	for _, s := range []Shim{
 		{Promise: "{}", Bwrap: "/usr/bin/bwrap", Args: []string{"--unshare-user", "--", "/run/mosaic/init"}},
-		{WaitFD: ScopeGoFD, Promise: "{\"a\":1}", Drop: "/run/user/1/mosaic/credentials/x/env", Bwrap: "/b", Args: []string{"--die-with-parent"}},
+		{Promise: "{\"a\":1}", Drop: "/run/user/1/mosaic/credentials/x/env", Bwrap: "/b", Args: []string{"--die-with-parent"}},
 		{Promise: "{}", InitArgs: "/s/init-args", Bwrap: "/b", Args: []string{"--", "/run/mosaic/init", "init"}},
 	} {
 		argv := s.Argv("/bin/mosaic")

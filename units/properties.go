@@ -59,14 +59,9 @@ type (
 
 func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value: dbus.MakeVariant(v)} }
 
-// ExecArgv is the unit's command line: mosaic's exec shim, which becomes
+// ExecArgv is a service's command line: mosaic's exec shim, which becomes
 // bwrap, which runs mosaic's init, which runs the command. It holds
-// credentials' names, never their values.
-//
-// A scope's shim (which mosaic starts itself) waits for the word on
-// sandbox.ScopeGoFD, sent once systemd has put it into the scope, so that
-// nothing of the session starts outside it; bwrap then reports the init's
-// PID on sandbox.ScopeInfoFD, to which mosaic forwards signals.
+// credentials' names, never their values. (A scope's is ScopeBwrap.)
 //
 // With s.InitArgsFile the init's arguments stay out of it (the shim reads
 // them from that file): a command line of any length then fits systemd's
@@ -81,16 +76,28 @@ func ExecArgv(s Spec) []string {
 		initArgv = initArgv[:2] // InitPath "init"
 		shim.InitArgs = s.InitArgsFile
 	}
-	var extra []string
-	if s.Scope {
-		shim.WaitFD = sandbox.ScopeGoFD
-		extra = []string{"--info-fd", strconv.Itoa(sandbox.ScopeInfoFD)}
-	}
-	if s.OwnNetwork() {
-		extra = append(extra, "--unshare-net") // only loopback: no route, no host abstract socket
-	}
-	shim.Args = sandbox.Argv(s.Binds(), s.Workspace, initArgv, extra...)
+	shim.Args = sandbox.Argv(s.Binds(), s.Workspace, initArgv, netArgs(s)...)
 	return shim.Argv(s.MosaicBin)
+}
+
+// ScopeBwrap is a scope's sandbox, which mosaic starts itself (no exec
+// shim, see sandbox.Held): bwrap's command line, from bwrap's path to
+// "InitPath init", and the init's arguments after "init". bwrap reports the
+// init's PID on sandbox.ScopeInfoFD and holds it, the sandbox built, until a
+// byte on sandbox.ScopeGoFD, sent once systemd has put both into the scope.
+func ScopeBwrap(s Spec) (bwrapArgv, initArgs []string) {
+	extra := append([]string{"--info-fd", strconv.Itoa(sandbox.ScopeInfoFD), "--block-fd", strconv.Itoa(sandbox.ScopeGoFD)}, netArgs(s)...)
+	argv := append([]string{s.BwrapBin}, sandbox.Argv(s.Binds(), s.Workspace, []string{sandbox.InitPath, "init"}, extra...)...)
+	return argv, InitArgs(s)[1:]
+}
+
+// netArgs are bwrap's network options: a session with a network of its own
+// gets only loopback (no route, no host abstract socket).
+func netArgs(s Spec) []string {
+	if s.OwnNetwork() {
+		return []string{"--unshare-net"}
+	}
+	return nil
 }
 
 // InitArgs are the arguments of the session's init, from "init" on.
@@ -232,10 +239,10 @@ func SliceProperties(l Limits) []sd.Property {
 }
 
 // ScopeProperties are the transient scope's properties for spec s, whose
-// exec shim mosaic started as pid. systemd takes no sandboxing property on a
+// bwrap and held init mosaic started as pids. systemd takes no sandboxing property on a
 // scope: it only gives the session its cgroup (limits, accounting, `systemctl
 // --user` inspection, stop); bwrap's layer and the init are the sandbox.
-func ScopeProperties(s Spec, pid uint32) []sd.Property {
+func ScopeProperties(s Spec, pids []uint32) []sd.Property {
 	stop := s.StopTimeout
 	if stop <= 0 {
 		stop = DefaultStopTimeout
@@ -243,7 +250,7 @@ func ScopeProperties(s Spec, pid uint32) []sd.Property {
 	props := []sd.Property{
 		prop("Description", Description(s.Name, s.Command)),
 		prop("Slice", Slice),
-		prop("PIDs", []uint32{pid}),
+		prop("PIDs", pids),
 		prop("TimeoutStopUSec", usec(stop)),
 		prop("CollectMode", "inactive-or-failed"),
 	}

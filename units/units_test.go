@@ -321,7 +321,7 @@ func TestScopeProperties(t *testing.T) {
 	s := testSpec()
 	s.Scope = true
 	s.Limits = Limits{MemoryMax: 1 << 30, TasksMax: 64, CPUQuota: 50, RuntimeMax: time.Minute}
-	got := props(ScopeProperties(s, 4242))
+	got := props(ScopeProperties(s, []uint32{4242, 4243}))
 	want := map[string]string{"Description": "s", "Slice": "s", "PIDs": "au", "TimeoutStopUSec": "t", "CollectMode": "s",
 		"MemoryMax": "t", "TasksMax": "t", "CPUQuotaPerSecUSec": "t", "RuntimeMaxUSec": "t"}
 	for name, sig := range want {
@@ -332,7 +332,7 @@ func TestScopeProperties(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("scope properties %v, want exactly %v", got, want)
 	}
-	if pids := got["PIDs"].Value.Value().([]uint32); len(pids) != 1 || pids[0] != 4242 {
+	if pids := got["PIDs"].Value.Value().([]uint32); len(pids) != 2 || pids[0] != 4242 || pids[1] != 4243 {
 		t.Errorf("PIDs = %v", pids)
 	}
 	if s.Unit() != "mosaic-s1.scope" || s.Kind() != KindScope {
@@ -340,24 +340,34 @@ func TestScopeProperties(t *testing.T) {
 	}
 }
 
-// TestScopeExecArgv: a scope's shim waits to be in its scope before it
-// checks the promise (which is the scope's cgroup), and bwrap reports the
-// init's PID; a service's shim does neither.
-func TestScopeExecArgv(t *testing.T) {
+// TestScopeBwrap: a scope's bwrap (no shim) reports the init's PID and
+// holds it; its command line ends in the init, whose arguments (the
+// command's among them) stay off it. A service's bwrap does neither.
+func TestScopeBwrap(t *testing.T) {
 	s := testSpec()
 	s.TTY = true
+	s.Command = []string{"secret-looking-command", "arg"}
 	svc := strings.Join(ExecArgv(s), " ")
-	s.Scope = true
-	scope := strings.Join(ExecArgv(s), " ")
-	if strings.Contains(svc, "--wait-fd") || strings.Contains(svc, "--info-fd") {
-		t.Errorf("service argv waits or reports: %s", svc)
+	if strings.Contains(svc, "--block-fd") || strings.Contains(svc, "--info-fd") {
+		t.Errorf("service argv holds or reports: %s", svc)
 	}
 	if !strings.Contains(svc, " init --session s1 --home /home/u --tty ") {
 		t.Errorf("the init is not told of its terminal: %s", svc)
 	}
-	w, p, i := strings.Index(scope, "--wait-fd 4"), strings.Index(scope, "--promise"), strings.Index(scope, "--info-fd 3")
-	if w < 0 || p < 0 || i < 0 || !(w < p && p < i) {
-		t.Errorf("scope argv order wrong (wait %d, promise %d, info %d): %s", w, p, i, scope)
+	s.Scope = true
+	argv, initArgs := ScopeBwrap(s)
+	scope := strings.Join(argv, " ")
+	if argv[0] != s.BwrapBin || !strings.HasSuffix(scope, " -- /run/mosaic/init init") {
+		t.Errorf("scope bwrap argv %s", scope)
+	}
+	if !strings.Contains(scope, "--info-fd 3") || !strings.Contains(scope, "--block-fd 4") || strings.Contains(scope, "exec-bwrap") {
+		t.Errorf("scope bwrap does not report and hold, or has a shim: %s", scope)
+	}
+	if strings.Contains(scope, "secret-looking-command") {
+		t.Errorf("the command is on bwrap's command line: %s", scope)
+	}
+	if got := strings.Join(initArgs, " "); !strings.HasPrefix(got, "--session s1 --home /home/u --tty ") || !strings.HasSuffix(got, "-- secret-looking-command arg") {
+		t.Errorf("init args %q", got)
 	}
 }
 

@@ -152,3 +152,33 @@ func TestScopeTerminal(t *testing.T) {
 		t.Errorf("the terminal's modes changed")
 	}
 }
+
+// TestScopeInitOutsideRefused: a scope's bwrap holds the init until systemd
+// has put both into the scope, but runs it anyway when its --block-fd
+// reaches EOF (mosaic killed while the sandbox is held): outside the scope,
+// where its limits, `systemctl --user stop` and inspection do not reach.
+// The init refuses to run the command there. Shown first against a mosaic
+// whose promise names no scope: the command then runs, outside it.
+func TestScopeInitOutsideRefused(t *testing.T) {
+	needRig(t)
+	bin := hookedMosaic(t)
+	ws := workspace(t)
+	mark := filepath.Join(ws, "ran")
+	run := func(env ...string) result {
+		cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "sh", "-c", "cat /proc/self/cgroup; touch "+mark)
+		cmd.Env = append(append(os.Environ(), "MOSAIC_TEST_SCOPE_OUTSIDE=1"), env...)
+		return runResult(t, cmd)
+	}
+	weak := run("MOSAIC_TEST_NO_SCOPE_PROMISE=1")
+	if _, err := os.Stat(mark); err != nil || weak.code != 0 || strings.Contains(weak.stdout, "/mosaic.slice/") {
+		t.Fatalf("the weakened mosaic did not run the command outside its scope, so this test proves nothing: exit %d\n%s%s", weak.code, weak.stdout, weak.stderr)
+	}
+	os.Remove(mark)
+	r := run()
+	if _, err := os.Stat(mark); err == nil {
+		t.Errorf("the command ran outside its scope:\n%s", r.stdout)
+	}
+	if r.code != 125 || !strings.Contains(r.stderr, "not in its scope") {
+		t.Errorf("exit %d, want 125 and the reason\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
