@@ -22,15 +22,18 @@ func landlockUnavailable() error {
 
 // launchLandlock is Launch for a --sandbox landlock session: no bwrap to
 // find or probe, a kernel with the Landlock the mode needs.
-func launchLandlock(ctx context.Context, spec units.Spec, secrets []credentials.Var, paths request.Paths) (*Manager, units.Spec, []credentials.Var, error) {
-	if err := landlockUnavailable(); err != nil {
-		return nil, units.Spec{}, nil, err
+func launchLandlock(ctx context.Context, m *Manager, err error, spec units.Spec, secrets []credentials.Var, paths request.Paths) (*Manager, units.Spec, []credentials.Var, error) {
+	if lerr := landlockUnavailable(); lerr != nil {
+		if m != nil {
+			m.Close()
+		}
+		return nil, units.Spec{}, nil, lerr
 	}
-	m, err := Connect(ctx)
-	mark(ctx, "connect, read version")
+	mark(ctx, "connect, read version (overlap)")
 	if err != nil {
 		return nil, units.Spec{}, nil, err
 	}
+	m.sweepCredentials(ctx)
 	if err := m.complete(&spec, paths); err != nil {
 		m.Close()
 		return nil, units.Spec{}, nil, err

@@ -160,6 +160,17 @@ func (m *Manager) send(dest string, path dbus.ObjectPath, method string, args ..
 // emits each signal once and dbus-daemon delivers it only to the clients
 // whose match rules ask for it.
 func Connect(ctx context.Context) (*Manager, error) {
+	m, err := connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.sweepCredentials(ctx) // no secret outlives the next mosaic command
+	return m, nil
+}
+
+// connect is Connect without the sweep of credential files, for a caller
+// that sweeps once it knows its request is good (Launch).
+func connect(ctx context.Context) (*Manager, error) {
 	rt, err := request.RuntimeDir()
 	if err != nil {
 		return nil, err
@@ -206,7 +217,6 @@ func Connect(ctx context.Context) (*Manager, error) {
 	if exe, err := os.Executable(); err == nil {
 		m.MosaicBin, _ = filepath.EvalSymlinks(exe)
 	}
-	m.sweepCredentials(ctx) // no secret outlives the next mosaic command
 	return m, nil
 }
 

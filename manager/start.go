@@ -30,23 +30,49 @@ func Launch(ctx context.Context, req request.Request) (*Manager, units.Spec, []c
 	if err != nil {
 		return nil, units.Spec{}, nil, err
 	}
+	// The connection is made while the request is checked: its round trips
+	// are waits, the check is work. Bad input is still reported first, and
+	// changes nothing: the credential sweep waits for a good request.
+	type connected struct {
+		m   *Manager
+		err error
+	}
+	conn := make(chan connected, 1)
+	go func() {
+		m, err := connect(ctx)
+		conn <- connected{m, err}
+	}()
+	abandon := func() {
+		go func() {
+			if c := <-conn; c.m != nil {
+				c.m.Close()
+			}
+		}()
+	}
 	bwrap, bwrapErr := sandbox.FindBwrap()
 	// Bad input first: it must be reported whatever the state of the host.
 	spec, secrets, err := request.Prepare(req, paths, bwrap)
 	if err != nil {
+		abandon()
 		return nil, units.Spec{}, nil, err
 	}
 	mark(ctx, "check request")
 	if spec.Landlock() {
-		return launchLandlock(ctx, spec, secrets, paths)
+		c := <-conn
+		return launchLandlock(ctx, c.m, c.err, spec, secrets, paths)
 	}
 	if bwrapErr != nil {
+		abandon()
 		return nil, units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", bwrapErr)
 	}
 	probe := make(chan error, 1)
 	go func() { probe <- sandbox.ProbeCached(ctx, bwrap, filepath.Join(paths.RuntimeDir, "mosaic")) }()
-	m, err := Connect(ctx)
-	mark(ctx, "connect, read version")
+	c := <-conn
+	m, err := c.m, c.err
+	if err == nil {
+		m.sweepCredentials(ctx)
+	}
+	mark(ctx, "connect, read version (overlap)")
 	perr := <-probe
 	mark(ctx, "bwrap probe (overlap)")
 	if err != nil {
