@@ -284,9 +284,10 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, waitErr error, beg
 	now := time.Now()
 	s.Ended = &now
 	s.StoppedBy = stoppedBy(w, false, s.Result)
-	s.MovedAside = records.MoveAside(recordAt(spec, began))
+	r := recordAt(spec, began)
+	s.MovedAside = records.MoveAside(r)
 	if spec.NameGiven {
-		records.TidyHome(spec.StateDir, recordAt(spec, began))
+		records.TidyHome(spec.StateDir, r)
 		result := s.Result
 		if result == "" {
 			result = "success"

@@ -22,7 +22,9 @@ func busyName(name string) error {
 // home. release lets the name go; undo removes what this call made, for a
 // start that fails; call undo before release.
 func (m *Manager) claim(ctx context.Context, spec *units.Spec) (release, undo func(), err error) {
-	spec.InitArgsFile = filepath.Join(spec.StateDir, statedir.InitArgsName)
+	if !spec.Scope { // a scope's init gets them from mosaic directly (units.ScopeBwrap)
+		spec.InitArgsFile = filepath.Join(spec.StateDir, statedir.InitArgsName)
+	}
 	if err := units.UnitFileSafe(*spec); err != nil {
 		return nil, nil, err
 	}
@@ -63,7 +65,9 @@ func (m *Manager) rename(spec *units.Spec) {
 	name := units.GenerateName(spec.Command)
 	spec.Name = name
 	spec.StateDir = filepath.Join(filepath.Dir(spec.StateDir), name)
-	spec.InitArgsFile = filepath.Join(spec.StateDir, statedir.InitArgsName)
+	if spec.InitArgsFile != "" {
+		spec.InitArgsFile = filepath.Join(spec.StateDir, statedir.InitArgsName)
+	}
 	if spec.EgressDir != "" {
 		spec.EgressDir = filepath.Join(filepath.Dir(spec.EgressDir), name)
 	}
