@@ -36,9 +36,12 @@ type Ratio struct {
 
 // Report is everything one run measured.
 type Report struct {
-	Machine     map[string]string  `json:"machine"`
-	Date        time.Time          `json:"date"`
-	OneShot     []Stat             `json:"one_shot"`
+	Machine map[string]string `json:"machine"`
+	Date    time.Time         `json:"date"`
+	OneShot []Stat            `json:"one_shot"`
+	// Spaced are the one-shot figures the targets compare, measured one at
+	// a time: interleaved, each run after a pause.
+	Spaced      []Stat             `json:"one_shot_spaced,omitempty"`
 	Start       []Stat             `json:"start_latency"`
 	Concurrency []Stat             `json:"concurrency"`
 	Footprint   map[string]float64 `json:"footprint_mib"`

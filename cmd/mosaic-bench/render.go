@@ -48,7 +48,8 @@ func writeReport(w io.Writer, r *Report, jsonFile string) {
 		}
 		fmt.Fprintf(w, "| %s | %.2f | %s | %s |\n", x.What, x.Value, x.Target, met)
 	}
-	table(w, "One-shot: a confined `/usr/bin/true`, start to exit", r.OneShot)
+	table(w, "One-shot, one at a time: a confined `/usr/bin/true`, start to exit, the four compared in turn, each after 250 ms idle", r.Spaced)
+	table(w, "One-shot, back to back: a confined `/usr/bin/true`, start to exit, each command n times in a row", r.OneShot)
 	table(w, "Start latency: until the command runs", r.Start)
 	table(w, "Concurrency", r.Concurrency)
 	if len(r.Footprint) > 0 {
