@@ -54,8 +54,9 @@ for a CPU on a loaded machine.
 (some 80 properties computed by systemd and decoded by reflection) to look at three; now three
 Gets sent at once.
 
-**Go process starts.** A session start runs the mosaic binary three times (the CLI, the exec shim
-in the unit, the init in bwrap; a named service a fourth, its ExecStopPost), and every package's
+**Go process starts.** A service start runs the mosaic binary three times (the CLI, the exec shim
+in the unit, the init in bwrap; a named one a fourth, its ExecStopPost), a scope twice (no shim,
+see below), and every package's
 init runs before main picks the stage. The session-name regexp (726 allocations) became a loop;
 then 762 of the 1,289 allocations left at init were blackfriday's HTML entity table, linked
 through urfave/cli's man page support (ToMan). mosaic now writes its man page in roff itself
@@ -77,11 +78,54 @@ FlagNames runs a regexp per flag lookup, JSON reflection for the record ~3%), th
 11%, /usr/bin/true 2%. Three Go starts and godbus's per-message cost are most of the distance to
 the peer; none of it is a check (the hardening table: microseconds).
 
-**Tried and not kept.** Starting a scope's exec shim before the claim, so that its Go runtime
-would start while the name is claimed: os/exec's Start waits until the child has exec'd (~2.4 ms
-in the CLI), so the cost only moved, and "scope started" was no shorter (medians of 15: 15.1 ms
-before, 16.5 after). A real overlap needs that Start in a goroutine holding a locked thread for
-the session's whole life (PR_SET_PDEATHSIG follows the thread); left for later.
+**The cgroup move.** Process starts and exits traced with perf (sched_process_exec/fork/exit,
+system-wide, no ptrace) put a scope run's time in systemd's job, and strace on the user manager
+put that in one write: the first PID written to the new scope's cgroup.procs takes 10-22 ms, the
+next ones some 50 us. Moving a process between cgroups takes the kernel's cgroup threadgroup
+rwsem for writing, and a percpu rwsem's writer waits for an RCU grace period unless another
+writer went through within the last one (rcu_sync). systemd-run --scope pays it as mosaic does;
+so does every service (systemd's forked child moves itself: 14.6 ms in the same trace). Back to
+back, though, a command that ends within a grace period of its predecessor's move finds the
+window open: in a loop of 8, half the bare peer's moves took under 0.1 ms and none of mosaic's
+(its run is longer than the window). So the back-to-back table favours whatever is already
+fastest, and the targets are computed from the one-at-a-time table as well, which is what an
+agent's tool calls (a model's turn apart) meet.
+
+**A scope without an exec shim.** The scope path ran three Go programs before the command (the
+CLI, the shim, the init) and built the sandbox only once systemd's job was done. mosaic now
+starts bwrap itself with --info-fd and --block-fd (sandbox.Held): bwrap clones the init and
+reports its PID, systemd adopts bwrap and the init into the scope (StartTransientUnit with both
+PIDs), and bwrap builds the whole sandbox (its namespaces, ~20 mounts) during the grace period
+above; the byte on --block-fd then only lets the init exec. The scope check the shim made moved
+into the init, before anything else (TestScopeInitOutsideRefused). Interleaved with the old
+binary and the peer, 30 runs each, 300 ms apart: mosaic run --scope 70.3 -> 61.4 ms (peer 47.6)
+and in another round 60.0 -> 53.6 (peer 37.2). What is left on the path before the move is
+bwrap's own start until its clone (2.6 ms, the network namespace ~0.9 ms of it).
+
+**Smaller steps.** Launch dials systemd while it checks the request (the connection is round
+trips, the check CPU): ~0.8 ms. The end of a run makes the session's record again instead of
+reading session.json back (~0.3 ms), and a scope writes no init-args file. Removing an unnamed
+run's state directory stays on the path: 1.5-4 ms of renames and unlinks on the state
+directory's disk (ext4 here), measured step by step with MOSAIC_TRACE marks.
+
+**Tried and not kept.** (1) Starting a scope's exec shim before the claim: os/exec's Start waits
+until the child has exec'd, so the cost only moved. (2) AttachProcessesToUnit, to start the
+scope with bwrap's PID before bwrap has cloned the init and add the init after: systemd takes it
+only for an active unit with delegation, so it would cost Delegate=yes and a round trip after the
+job, for the 2.6 ms above. (3) The manager's private socket, as systemd-run --user uses: no
+difference measured for one run, and 100 concurrent clients on it get every signal. (4) Not
+subscribing: without Subscribe systemd still sends the job's end to its client, and with AddRef
+on the unit its property changes, but neither was measurably faster in interleaved runs.
+(5) GODEBUG containermaxprocs=0 (the runtime reads /proc/self/cgroup and mountinfo at every
+start, ~4% of a stage's start in perf record): not measurable in wall clock here.
+
+**What a second binary would buy.** The in-sandbox stages (the exec shim, the init) link the
+whole mosaic binary: 15.8 MB, ~380 page faults and ~1 ms of package inits before main (perf
+record: runtime.doInit1 23% of a start). A static program with the init's own imports (x/sys/unix,
+encoding/json, net, os/signal, flag) starts in 3.46 ms against mosaic's 5.25 (perf stat -r 200,
+a minimal Go program 2.87): ~1.8 ms per stage, one on the scope path, two on the service path.
+It needs the init split from sandbox/egress and credentials, and a second binary installed,
+pinned and bound where the first is; left for a later issue.
 
 **Before and after, interleaved.** The binary before these changes and after, run in turn 30
 times each beside the two peers on the same loaded machine (medians, wall clock). The previous
