@@ -191,7 +191,8 @@ func TestGuardAgainstTheOutside(t *testing.T) {
 	}
 }
 
-// TestCheckCgroup: the scope promise holds only in the promised cgroup.
+// TestCheckCgroup: the scope promise holds only in the promised cgroup (the
+// init's first check in a scope; CheckSandbox's other checks need PID 1).
 func TestCheckCgroup(t *testing.T) {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
@@ -206,10 +207,14 @@ func TestCheckCgroup(t *testing.T) {
 	if own == "" || own == "/" {
 		t.Skip("this process is in the root cgroup")
 	}
-	if err := CheckUnit(Promise{Scope: own}); err != nil {
+	if err := checkCgroup(own); err != nil {
 		t.Errorf("own cgroup %s refused: %v", own, err)
 	}
-	if err := CheckUnit(Promise{Scope: "/mosaic.slice/mosaic-elsewhere.scope"}); err == nil {
+	if err := checkCgroup("/mosaic.slice/mosaic-elsewhere.scope"); err == nil {
 		t.Error("a cgroup this process is not in was accepted")
+	}
+	// A scope has no exec shim: one given a scope's promise refuses it.
+	if err := CheckUnit(Promise{Scope: own}); err == nil {
+		t.Error("the exec shim accepted a scope's promise")
 	}
 }
