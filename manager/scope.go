@@ -95,6 +95,15 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, err
 	}
 	mark(ctx, "scope started")
+	unchecked := testSignalWhileHeld(signals)
+	// A signal that came while the init was held (Ctrl-C during the start)
+	// cannot be forwarded: the held init is PID 1 of its namespace with no
+	// handler, and the kernel drops it. Nothing has run: stop here.
+	if !unchecked && interrupted(signals) {
+		sb.abort()
+		m.awaitScopeEnd(ctx, spec, w)
+		return Session{}, errcode.Interrupted.New("interrupted: session %s was stopped before its command ran", spec.Name)
+	}
 	if err := sb.release(); err != nil {
 		return Session{}, errcode.StartFailed.New("session %s did not start: its sandbox (bwrap) died before it could run", spec.Name)
 	}
@@ -225,6 +234,21 @@ func (sb *held) close() {
 	if sb.initFD >= 0 {
 		unix.Close(sb.initFD)
 		sb.initFD = -1
+	}
+}
+
+// interrupted reports whether a signal other than SIGWINCH (which the
+// command reads afresh when it starts) is queued on signals.
+func interrupted(signals <-chan os.Signal) bool {
+	for {
+		select {
+		case sig := <-signals:
+			if sig != unix.SIGWINCH {
+				return true
+			}
+		default:
+			return false
+		}
 	}
 }
 

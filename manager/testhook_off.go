@@ -2,6 +2,8 @@
 
 package manager
 
+import "os"
+
 // Without the mosaic_testhooks build tag (every real build) the test hooks
 // do nothing; see testhook_on.go.
 
@@ -14,3 +16,5 @@ func testExtraRO() []string { return nil }
 func testScopeOutside() bool { return false }
 
 func testNoScopePromise() bool { return false }
+
+func testSignalWhileHeld(chan os.Signal) bool { return false }

@@ -5,6 +5,8 @@ package manager
 import (
 	"io"
 	"os"
+	"syscall"
+	"time"
 )
 
 // Test hooks, compiled only into the binary the race tests build with
@@ -51,3 +53,21 @@ func testScopeOutside() bool { return os.Getenv("MOSAIC_TEST_SCOPE_OUTSIDE") == 
 // in a scope's promise: the weakened mosaic whose init does not check its
 // cgroup, which the test shows the attack against first.
 func testNoScopePromise() bool { return os.Getenv("MOSAIC_TEST_NO_SCOPE_PROMISE") == "1" }
+
+// testSignalWhileHeld, under MOSAIC_TEST_SIGNAL_HELD=1, has mosaic send
+// itself SIGINT (Ctrl-C in the terminal) once systemd has made the scope and
+// before it lets the held init run, and waits until the signal is queued for
+// the session: an interrupt during the start made deterministic. Under
+// MOSAIC_TEST_SIGNAL_HELD=unchecked it also reports that mosaic should not
+// look for it: the weakened mosaic that forwards it to the held init.
+func testSignalWhileHeld(signals chan os.Signal) (unchecked bool) {
+	mode := os.Getenv("MOSAIC_TEST_SIGNAL_HELD")
+	if mode == "" {
+		return false
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
+	for i := 0; i < 1000 && len(signals) == 0; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	return mode == "unchecked"
+}

@@ -182,3 +182,40 @@ func TestScopeInitOutsideRefused(t *testing.T) {
 		t.Errorf("exit %d, want 125 and the reason\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestScopeInterruptWhileHeld: Ctrl-C while a scope session starts (the
+// init held until systemd has made the scope) stops it: the command never
+// runs, mosaic exits 130 and the name is free again. Forwarded to the held
+// init instead, the signal is lost (PID 1 of its namespace, no handler
+// yet) and the command runs as if nobody had pressed Ctrl-C: shown first
+// against a mosaic that does not look for it.
+func TestScopeInterruptWhileHeld(t *testing.T) {
+	needRig(t)
+	bin := hookedMosaic(t)
+	ws := workspace(t)
+	name := sessionName(t)
+	mark := filepath.Join(ws, "ran")
+	run := func(mode string) result {
+		cmd := exec.Command(bin, "run", "--scope", "--name", name, "-w", ws, "--", "touch", mark)
+		cmd.Env = append(os.Environ(), "MOSAIC_TEST_SIGNAL_HELD="+mode)
+		return runResult(t, cmd)
+	}
+	weak := run("unchecked")
+	if _, err := os.Stat(mark); err != nil || weak.code != 0 {
+		t.Fatalf("the weakened mosaic did not run the command after Ctrl-C, so this test proves nothing: exit %d\n%s%s", weak.code, weak.stdout, weak.stderr)
+	}
+	os.Remove(mark)
+	r := run("1")
+	if _, err := os.Stat(mark); err == nil {
+		t.Errorf("the command ran after Ctrl-C during the start")
+	}
+	if r.code != 130 || !strings.Contains(r.stderr, "interrupted") {
+		t.Errorf("exit %d, want 130 and why\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if l := systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-"+name+".scope"); l != "" {
+		t.Errorf("the interrupted scope is still there:\n%s", l)
+	}
+	if again := mosaicAs(t, bin, "run", "--scope", "--name", name, "-w", ws, "--", "true"); again.code != 0 {
+		t.Errorf("the name is not free after the interrupted start: exit %d\n%s", again.code, again.stderr)
+	}
+}
