@@ -109,6 +109,14 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	}
 	undo = nil // the session ran: what it made is its own now
 	started(ctx)
+	// Ctrl-Z on the inherited terminal would stop only mosaic's process
+	// group, and the shell would take the terminal back while the session,
+	// in a group of its own, ran on reading and writing it. mosaic takes
+	// SIGTSTP and forwards it as the others: the command's handler runs and
+	// the init resumes it, as with --tty.
+	if !testScopeSuspendable() {
+		signal.Notify(signals, unix.SIGTSTP)
+	}
 
 	waitErr := relayUntilExit(sb, signals)
 	mark(ctx, "session ended")

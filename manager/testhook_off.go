@@ -18,3 +18,5 @@ func testScopeOutside() bool { return false }
 func testNoScopePromise() bool { return false }
 
 func testSignalWhileHeld(chan os.Signal) bool { return false }
+
+func testScopeSuspendable() bool { return false }

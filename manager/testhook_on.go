@@ -71,3 +71,8 @@ func testSignalWhileHeld(signals chan os.Signal) (unchecked bool) {
 	}
 	return mode == "unchecked"
 }
+
+// testScopeSuspendable, under MOSAIC_TEST_SCOPE_SUSPENDABLE=1, leaves
+// SIGTSTP to its default: the weakened mosaic that Ctrl-Z suspends while
+// its scope session runs on.
+func testScopeSuspendable() bool { return os.Getenv("MOSAIC_TEST_SCOPE_SUSPENDABLE") == "1" }

@@ -219,3 +219,46 @@ func TestScopeInterruptWhileHeld(t *testing.T) {
 		t.Errorf("the name is not free after the interrupted start: exit %d\n%s", again.code, again.stderr)
 	}
 }
+
+// TestScopeCtrlZ: Ctrl-Z on the terminal a scope session inherits does not
+// suspend mosaic while the session runs on. The session is in a process
+// group of its own: were mosaic stopped, the shell would take the terminal
+// back while the command went on reading and writing it (a prompt of its
+// own, the user's next keystrokes). Shown first against a mosaic that leaves
+// SIGTSTP to its default, run as a shell runs a foreground job.
+func TestScopeCtrlZ(t *testing.T) {
+	needRig(t)
+	bin := hookedMosaic(t)
+	for _, weak := range []bool{true, false} {
+		ws := workspace(t)
+		tick := filepath.Join(ws, "tick")
+		script := `set -m; "$@"; rc=$?; if [ $rc = 148 ]; then echo suspended; sleep 2; fg >/dev/null; rc=$?; fi; echo "rc:$rc"`
+		if weak {
+			script = "export MOSAIC_TEST_SCOPE_SUSPENDABLE=1; " + script
+		}
+		r := startOnPTYAs(t, "/bin/bash", 24, 80, "-c", script, "bash", bin, "run", "--scope", "-w", ws, "--",
+			"sh", "-c", `echo ready; while :; do echo x >>`+tick+`; sleep 0.05; done`)
+		r.waitFor("ready")
+		r.typeKeys("\x1a")
+		time.Sleep(time.Second)
+		before, _ := os.ReadFile(tick)
+		time.Sleep(500 * time.Millisecond)
+		after, _ := os.ReadFile(tick)
+		ranOn := strings.Contains(r.output(), "suspended") && len(after) > len(before)
+		if weak && !ranOn {
+			t.Fatalf("the weakened mosaic was not suspended with its session running on, so this test proves nothing:\n%s", r.output())
+		}
+		if !weak && ranOn {
+			t.Errorf("Ctrl-Z suspended mosaic and the session ran on:\n%s", r.output())
+		}
+		if weak {
+			r.waitFor("suspended")
+			time.Sleep(2500 * time.Millisecond) // bash brings mosaic back to the foreground
+		} else if len(after) <= len(before) {
+			t.Errorf("the command did not go on after Ctrl-Z (the init resumes it)")
+		}
+		r.typeKeys("\x03")
+		r.waitFor("rc:130")
+		r.wait()
+	}
+}
