@@ -152,6 +152,9 @@ type held struct {
 // with the default disposition.
 func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File, signals chan os.Signal) (*held, error) {
 	bwrapArgv, initArgs := units.ScopeBwrap(spec)
+	if !testNoInitGo() {
+		initArgs = append([]string{sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)}, initArgs...)
+	}
 	h, err := sandbox.HoldBwrap(bwrapArgv, initArgs, scopeEnv(spec, secrets), spec.Promise)
 	if err != nil {
 		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %v", err)
@@ -171,7 +174,7 @@ func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, 
 	cmd := &exec.Cmd{
 		Path: h.Argv[0], Args: h.Argv, Env: h.Env, Dir: spec.Workspace,
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
-		ExtraFiles: []*os.File{infoW, goR, h.Args}, // sandbox.ScopeInfoFD, ScopeGoFD, ScopeArgsFD
+		ExtraFiles: []*os.File{infoW, goR, h.Args, goR}, // sandbox.ScopeInfoFD, ScopeGoFD, ScopeArgsFD, ScopeInitGoFD
 		// A terminal on stdin that is mosaic's controlling terminal is not
 		// bwrap's: the sandbox never shares one with a layer above it.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Noctty: controllingTerminal(stdio[0])},
@@ -216,9 +219,9 @@ func controllingTerminal(f *os.File) bool {
 	return err == nil
 }
 
-// release lets the init run.
+// release lets the init run: one byte for bwrap, one for the init.
 func (sb *held) release() error {
-	_, err := sb.goW.Write([]byte{1})
+	_, err := sb.goW.Write(testReleaseBytes([]byte{1, 1}))
 	sb.goW.Close()
 	if err != nil {
 		<-sb.exited

@@ -20,3 +20,7 @@ func testNoScopePromise() bool { return false }
 func testSignalWhileHeld(chan os.Signal) bool { return false }
 
 func testScopeSuspendable() bool { return false }
+
+func testNoInitGo() bool { return false }
+
+func testReleaseBytes(b []byte) []byte { return b }

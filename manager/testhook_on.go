@@ -76,3 +76,18 @@ func testSignalWhileHeld(signals chan os.Signal) (unchecked bool) {
 // SIGTSTP to its default: the weakened mosaic that Ctrl-Z suspends while
 // its scope session runs on.
 func testScopeSuspendable() bool { return os.Getenv("MOSAIC_TEST_SCOPE_SUSPENDABLE") == "1" }
+
+// testNoInitGo, under MOSAIC_TEST_NO_INIT_GO=1, does not have a scope's init
+// wait for mosaic's byte itself: the weakened mosaic whose held init runs
+// on bwrap's EOF alone.
+func testNoInitGo() bool { return os.Getenv("MOSAIC_TEST_NO_INIT_GO") == "1" }
+
+// testReleaseBytes, under MOSAIC_TEST_RELEASE_EOF=1, sends nothing where
+// mosaic lets the held init run: the EOF bwrap and the init see when mosaic
+// is killed once the scope exists and before the init runs.
+func testReleaseBytes(b []byte) []byte {
+	if os.Getenv("MOSAIC_TEST_RELEASE_EOF") == "1" {
+		return nil
+	}
+	return b
+}

@@ -262,3 +262,35 @@ func TestScopeCtrlZ(t *testing.T) {
 		r.wait()
 	}
 }
+
+// TestScopeHeldInitMosaicGone: mosaic killed once systemd has made the
+// scope but before it lets the held init run leaves bwrap's --block-fd at
+// EOF, on which bwrap runs the init anyway; in the scope, its cgroup check
+// passes, and the command would run with nobody to relay its signals or
+// record its end (and a bwrap whose parent died first never kills it). The
+// init reads its own byte from mosaic and refuses on EOF. The EOF is made
+// by a mosaic that sends nothing (MOSAIC_TEST_RELEASE_EOF), shown first
+// against a mosaic whose init does not wait for its byte.
+func TestScopeHeldInitMosaicGone(t *testing.T) {
+	needRig(t)
+	bin := hookedMosaic(t)
+	ws := workspace(t)
+	mark := filepath.Join(ws, "ran")
+	run := func(env ...string) result {
+		cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "touch", mark)
+		cmd.Env = append(append(os.Environ(), "MOSAIC_TEST_RELEASE_EOF=1"), env...)
+		return runResult(t, cmd)
+	}
+	weak := run("MOSAIC_TEST_NO_INIT_GO=1")
+	if _, err := os.Stat(mark); err != nil || weak.code != 0 {
+		t.Fatalf("the weakened mosaic's init did not run the command on EOF, so this test proves nothing: exit %d\n%s%s", weak.code, weak.stdout, weak.stderr)
+	}
+	os.Remove(mark)
+	r := run()
+	if _, err := os.Stat(mark); err == nil {
+		t.Errorf("the command ran although mosaic never let it")
+	}
+	if r.code != 125 || !strings.Contains(r.stderr, "is gone") {
+		t.Errorf("exit %d, want 125 and the reason\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
