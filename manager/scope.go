@@ -95,11 +95,11 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, err
 	}
 	mark(ctx, "scope started")
-	unchecked := testSignalWhileHeld(signals)
+	testSignalWhileHeld(signals, sb.signal)
 	// A signal that came while the init was held (Ctrl-C during the start)
 	// cannot be forwarded: the held init is PID 1 of its namespace with no
 	// handler, and the kernel drops it. Nothing has run: stop here.
-	if !unchecked && interrupted(signals) {
+	if interrupted(signals) {
 		sb.abort()
 		m.awaitScopeEnd(ctx, spec, w)
 		return Session{}, errcode.Interrupted.New("interrupted: session %s was stopped before its command ran", spec.Name)
@@ -263,13 +263,18 @@ func interrupted(signals <-chan os.Signal) bool {
 	}
 }
 
+// signal sends sig to the init, through its pidfd.
+func (sb *held) signal(sig os.Signal) {
+	_ = unix.PidfdSendSignal(sb.initFD, sig.(syscall.Signal), nil, 0)
+}
+
 // relayUntilExit forwards each signal to the session's init until bwrap
 // exits.
 func relayUntilExit(sb *held, signals <-chan os.Signal) error {
 	for {
 		select {
 		case sig := <-signals:
-			_ = unix.PidfdSendSignal(sb.initFD, sig.(syscall.Signal), nil, 0)
+			sb.signal(sig)
 		case err := <-sb.exited:
 			return err
 		}

@@ -17,7 +17,7 @@ func testScopeOutside() bool { return false }
 
 func testNoScopePromise() bool { return false }
 
-func testSignalWhileHeld(chan os.Signal) bool { return false }
+func testSignalWhileHeld(chan os.Signal, func(os.Signal)) {}
 
 func testScopeSuspendable() bool { return false }
 

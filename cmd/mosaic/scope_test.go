@@ -188,7 +188,7 @@ func TestScopeInitOutsideRefused(t *testing.T) {
 // runs, mosaic exits 130 and the name is free again. Forwarded to the held
 // init instead, the signal is lost (PID 1 of its namespace, no handler
 // yet) and the command runs as if nobody had pressed Ctrl-C: shown first
-// against a mosaic that does not look for it.
+// against a mosaic that forwards it to the held init.
 func TestScopeInterruptWhileHeld(t *testing.T) {
 	needRig(t)
 	bin := hookedMosaic(t)
@@ -200,7 +200,7 @@ func TestScopeInterruptWhileHeld(t *testing.T) {
 		cmd.Env = append(os.Environ(), "MOSAIC_TEST_SIGNAL_HELD="+mode)
 		return runResult(t, cmd)
 	}
-	weak := run("unchecked")
+	weak := run("forwarded")
 	if _, err := os.Stat(mark); err != nil || weak.code != 0 {
 		t.Fatalf("the weakened mosaic did not run the command after Ctrl-C, so this test proves nothing: exit %d\n%s%s", weak.code, weak.stdout, weak.stderr)
 	}
