@@ -206,10 +206,13 @@ func TestCheckCgroup(t *testing.T) {
 	if own == "" || own == "/" {
 		t.Skip("this process is in the root cgroup")
 	}
-	if err := CheckUnit(Promise{Scope: own}); err != nil {
+	if err := checkCgroup(own); err != nil {
 		t.Errorf("own cgroup %s refused: %v", own, err)
 	}
-	if err := CheckUnit(Promise{Scope: "/mosaic.slice/mosaic-elsewhere.scope"}); err == nil {
+	if err := checkCgroup("/mosaic.slice/mosaic-elsewhere.scope"); err == nil {
 		t.Error("a cgroup this process is not in was accepted")
+	}
+	if err := CheckUnit(Promise{Scope: own}); err == nil {
+		t.Error("an exec shim accepted a scope's promise: a scope has no shim")
 	}
 }
