@@ -104,6 +104,17 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		m.awaitScopeEnd(ctx, spec, w)
 		return Session{}, errcode.Interrupted.New("interrupted: session %s was stopped before its command ran", spec.Name)
 	}
+	// So is systemd's SIGTERM of a stop that began while the init was held
+	// (mosaic stop, systemctl --user stop): released, the command would run
+	// until the stop timeout's SIGKILL.
+	testPauseHeld()
+	// (Only the stop's own announcement counts: an "inactive" may still be
+	// the unit's first, announced before its start.)
+	if !testBlindToStop() && w.wasStopped() {
+		sb.abort()
+		m.awaitScopeEnd(ctx, spec, w)
+		return Session{}, errcode.StartFailed.New("session %s was stopped from outside before its command ran", spec.Name)
+	}
 	if err := sb.release(); err != nil {
 		return Session{}, errcode.StartFailed.New("session %s did not start: its sandbox (bwrap) died before it could run", spec.Name)
 	}

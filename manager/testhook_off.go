@@ -24,3 +24,7 @@ func testScopeSuspendable() bool { return false }
 func testNoInitGo() bool { return false }
 
 func testReleaseBytes(b []byte) []byte { return b }
+
+func testPauseHeld() {}
+
+func testBlindToStop() bool { return false }

@@ -93,3 +93,21 @@ func testReleaseBytes(b []byte) []byte {
 	}
 	return b
 }
+
+// testPauseHeld, when MOSAIC_TEST_PAUSE_HELD names a FIFO, waits while the
+// init is held in its scope until the test has opened the FIFO, done what
+// it does to the scope (stop it), and closed it; then it gives systemd's
+// announcement of that a moment to arrive.
+func testPauseHeld() {
+	if fifo := os.Getenv("MOSAIC_TEST_PAUSE_HELD"); fifo != "" {
+		if f, err := os.Open(fifo); err == nil {
+			_, _ = io.Copy(io.Discard, f)
+			f.Close()
+		}
+		time.Sleep(200 * time.Millisecond) // the stop's announcement reaches the watch
+	}
+}
+
+// testBlindToStop, under MOSAIC_TEST_BLIND_TO_STOP=1, lets the held init run
+// although its scope is being stopped: the weakened mosaic.
+func testBlindToStop() bool { return os.Getenv("MOSAIC_TEST_BLIND_TO_STOP") == "1" }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // lockedBuffer is a bytes.Buffer a test can read while a process writes it.
@@ -292,5 +294,57 @@ func TestScopeHeldInitMosaicGone(t *testing.T) {
 	}
 	if r.code != 125 || !strings.Contains(r.stderr, "is gone") {
 		t.Errorf("exit %d, want 125 and the reason\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestScopeStoppedWhileHeld: a stop of the scope (mosaic stop, systemctl
+// --user stop) that begins while the init is held sends its SIGTERM to
+// bwrap and the held init, which ignore it; released, the command would
+// run until the stop timeout's SIGKILL. mosaic sees the stop and does not
+// let it run. Shown first against a mosaic that does not look.
+func TestScopeStoppedWhileHeld(t *testing.T) {
+	needRig(t)
+	bin := hookedMosaic(t)
+	ws := workspace(t)
+	mark := filepath.Join(ws, "ran")
+	for _, weak := range []bool{true, false} {
+		name := sessionName(t)
+		unit := "mosaic-" + name + ".scope"
+		fifo := filepath.Join(t.TempDir(), "pause")
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "run", "--scope", "--name", name, "--stop-timeout", "2s", "-w", ws, "--", "touch", mark)
+		cmd.Env = append(os.Environ(), "MOSAIC_TEST_PAUSE_HELD="+fifo)
+		if weak {
+			cmd.Env = append(cmd.Env, "MOSAIC_TEST_BLIND_TO_STOP=1")
+		}
+		var out lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Opening the FIFO for writing succeeds once mosaic holds the init.
+		var fd int
+		eventually(t, 15*time.Second, "mosaic to hold the init", func() bool {
+			var err error
+			fd, err = unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+			return err == nil
+		})
+		systemctl(t, "stop", "--no-block", unit)
+		eventually(t, 5*time.Second, "the stop to begin", func() bool { return unitProperty(t, unit, "SubState") == "stop-sigterm" })
+		unix.Close(fd)
+		cmd.Wait()
+		_, ran := os.Stat(mark)
+		if weak && ran != nil {
+			t.Fatalf("the weakened mosaic did not run the command of a stopped scope, so this test proves nothing: exit %d\n%s", cmd.ProcessState.ExitCode(), out.String())
+		}
+		if !weak && ran == nil {
+			t.Errorf("the command of a scope stopped while held ran:\n%s", out.String())
+		}
+		if !weak && !strings.Contains(out.String(), "stopped from outside before its command ran") {
+			t.Errorf("mosaic did not say why: exit %d\n%s", cmd.ProcessState.ExitCode(), out.String())
+		}
+		os.Remove(mark)
 	}
 }
