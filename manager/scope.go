@@ -95,11 +95,39 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, err
 	}
 	mark(ctx, "scope started")
+	testSignalWhileHeld(signals, sb.signal)
+	// A signal that came while the init was held (Ctrl-C during the start)
+	// cannot be forwarded: the held init is PID 1 of its namespace with no
+	// handler, and the kernel drops it. Nothing has run: stop here.
+	if interrupted(signals) {
+		sb.abort()
+		m.awaitScopeEnd(ctx, spec, w)
+		return Session{}, errcode.Interrupted.New("interrupted: session %s was stopped before its command ran", spec.Name)
+	}
+	// So is systemd's SIGTERM of a stop that began while the init was held
+	// (mosaic stop, systemctl --user stop): released, the command would run
+	// until the stop timeout's SIGKILL.
+	testPauseHeld()
+	// (Only the stop's own announcement counts: an "inactive" may still be
+	// the unit's first, announced before its start.)
+	if !testBlindToStop() && w.wasStopped() {
+		sb.abort()
+		m.awaitScopeEnd(ctx, spec, w)
+		return Session{}, errcode.StartFailed.New("session %s was stopped from outside before its command ran", spec.Name)
+	}
 	if err := sb.release(); err != nil {
 		return Session{}, errcode.StartFailed.New("session %s did not start: its sandbox (bwrap) died before it could run", spec.Name)
 	}
 	undo = nil // the session ran: what it made is its own now
 	started(ctx)
+	// Ctrl-Z on the inherited terminal would stop only mosaic's process
+	// group, and the shell would take the terminal back while the session,
+	// in a group of its own, ran on reading and writing it. mosaic takes
+	// SIGTSTP and forwards it as the others: the command's handler runs and
+	// the init resumes it, as with --tty.
+	if !testScopeSuspendable() {
+		signal.Notify(signals, unix.SIGTSTP)
+	}
 
 	waitErr := relayUntilExit(sb, signals)
 	mark(ctx, "session ended")
@@ -135,6 +163,9 @@ type held struct {
 // with the default disposition.
 func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File, signals chan os.Signal) (*held, error) {
 	bwrapArgv, initArgs := units.ScopeBwrap(spec)
+	if !testNoInitGo() {
+		initArgs = append([]string{sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)}, initArgs...)
+	}
 	h, err := sandbox.HoldBwrap(bwrapArgv, initArgs, scopeEnv(spec, secrets), spec.Promise)
 	if err != nil {
 		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %v", err)
@@ -154,7 +185,7 @@ func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, 
 	cmd := &exec.Cmd{
 		Path: h.Argv[0], Args: h.Argv, Env: h.Env, Dir: spec.Workspace,
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
-		ExtraFiles: []*os.File{infoW, goR, h.Args}, // sandbox.ScopeInfoFD, ScopeGoFD, ScopeArgsFD
+		ExtraFiles: []*os.File{infoW, goR, h.Args, goR}, // sandbox.ScopeInfoFD, ScopeGoFD, ScopeArgsFD, ScopeInitGoFD
 		// A terminal on stdin that is mosaic's controlling terminal is not
 		// bwrap's: the sandbox never shares one with a layer above it.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Noctty: controllingTerminal(stdio[0])},
@@ -199,9 +230,9 @@ func controllingTerminal(f *os.File) bool {
 	return err == nil
 }
 
-// release lets the init run.
+// release lets the init run: one byte for bwrap, one for the init.
 func (sb *held) release() error {
-	_, err := sb.goW.Write([]byte{1})
+	_, err := sb.goW.Write(testReleaseBytes([]byte{1, 1}))
 	sb.goW.Close()
 	if err != nil {
 		<-sb.exited
@@ -228,13 +259,33 @@ func (sb *held) close() {
 	}
 }
 
+// interrupted reports whether a signal other than SIGWINCH (which the
+// command reads afresh when it starts) is queued on signals.
+func interrupted(signals <-chan os.Signal) bool {
+	for {
+		select {
+		case sig := <-signals:
+			if sig != unix.SIGWINCH {
+				return true
+			}
+		default:
+			return false
+		}
+	}
+}
+
+// signal sends sig to the init, through its pidfd.
+func (sb *held) signal(sig os.Signal) {
+	_ = unix.PidfdSendSignal(sb.initFD, sig.(syscall.Signal), nil, 0)
+}
+
 // relayUntilExit forwards each signal to the session's init until bwrap
 // exits.
 func relayUntilExit(sb *held, signals <-chan os.Signal) error {
 	for {
 		select {
 		case sig := <-signals:
-			_ = unix.PidfdSendSignal(sb.initFD, sig.(syscall.Signal), nil, 0)
+			sb.signal(sig)
 		case err := <-sb.exited:
 			return err
 		}

@@ -2,6 +2,8 @@
 
 package manager
 
+import "os"
+
 // Without the mosaic_testhooks build tag (every real build) the test hooks
 // do nothing; see testhook_on.go.
 
@@ -14,3 +16,15 @@ func testExtraRO() []string { return nil }
 func testScopeOutside() bool { return false }
 
 func testNoScopePromise() bool { return false }
+
+func testSignalWhileHeld(chan os.Signal, func(os.Signal)) {}
+
+func testScopeSuspendable() bool { return false }
+
+func testNoInitGo() bool { return false }
+
+func testReleaseBytes(b []byte) []byte { return b }
+
+func testPauseHeld() {}
+
+func testBlindToStop() bool { return false }

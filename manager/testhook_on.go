@@ -5,6 +5,8 @@ package manager
 import (
 	"io"
 	"os"
+	"syscall"
+	"time"
 )
 
 // Test hooks, compiled only into the binary the race tests build with
@@ -51,3 +53,61 @@ func testScopeOutside() bool { return os.Getenv("MOSAIC_TEST_SCOPE_OUTSIDE") == 
 // in a scope's promise: the weakened mosaic whose init does not check its
 // cgroup, which the test shows the attack against first.
 func testNoScopePromise() bool { return os.Getenv("MOSAIC_TEST_NO_SCOPE_PROMISE") == "1" }
+
+// testSignalWhileHeld, under MOSAIC_TEST_SIGNAL_HELD=1, has mosaic send
+// itself SIGINT (Ctrl-C in the terminal) once systemd has made the scope and
+// before it lets the held init run, and waits until the signal is queued for
+// the session: an interrupt during the start made deterministic. Under
+// MOSAIC_TEST_SIGNAL_HELD=forwarded it hands what was queued to forward at
+// once: the weakened mosaic that sends it on to the held init.
+func testSignalWhileHeld(signals chan os.Signal, forward func(os.Signal)) {
+	mode := os.Getenv("MOSAIC_TEST_SIGNAL_HELD")
+	if mode == "" {
+		return
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
+	for i := 0; i < 1000 && len(signals) == 0; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	for mode == "forwarded" && len(signals) > 0 {
+		forward(<-signals)
+	}
+}
+
+// testScopeSuspendable, under MOSAIC_TEST_SCOPE_SUSPENDABLE=1, leaves
+// SIGTSTP to its default: the weakened mosaic that Ctrl-Z suspends while
+// its scope session runs on.
+func testScopeSuspendable() bool { return os.Getenv("MOSAIC_TEST_SCOPE_SUSPENDABLE") == "1" }
+
+// testNoInitGo, under MOSAIC_TEST_NO_INIT_GO=1, does not have a scope's init
+// wait for mosaic's byte itself: the weakened mosaic whose held init runs
+// on bwrap's EOF alone.
+func testNoInitGo() bool { return os.Getenv("MOSAIC_TEST_NO_INIT_GO") == "1" }
+
+// testReleaseBytes, under MOSAIC_TEST_RELEASE_EOF=1, sends nothing where
+// mosaic lets the held init run: the EOF bwrap and the init see when mosaic
+// is killed once the scope exists and before the init runs.
+func testReleaseBytes(b []byte) []byte {
+	if os.Getenv("MOSAIC_TEST_RELEASE_EOF") == "1" {
+		return nil
+	}
+	return b
+}
+
+// testPauseHeld, when MOSAIC_TEST_PAUSE_HELD names a FIFO, waits while the
+// init is held in its scope until the test has opened the FIFO, done what
+// it does to the scope (stop it), and closed it; then it gives systemd's
+// announcement of that a moment to arrive.
+func testPauseHeld() {
+	if fifo := os.Getenv("MOSAIC_TEST_PAUSE_HELD"); fifo != "" {
+		if f, err := os.Open(fifo); err == nil {
+			_, _ = io.Copy(io.Discard, f)
+			f.Close()
+		}
+		time.Sleep(200 * time.Millisecond) // the stop's announcement reaches the watch
+	}
+}
+
+// testBlindToStop, under MOSAIC_TEST_BLIND_TO_STOP=1, lets the held init run
+// although its scope is being stopped: the weakened mosaic.
+func testBlindToStop() bool { return os.Getenv("MOSAIC_TEST_BLIND_TO_STOP") == "1" }

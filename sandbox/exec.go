@@ -15,7 +15,15 @@ const (
 	ScopeInfoFD = 3 // bwrap's --info-fd: {"child-pid": N}, the init's PID
 	ScopeGoFD   = 4 // bwrap's --block-fd: one byte once both are in the scope
 	ScopeArgsFD = 5 // the init's arguments (InitArgvFD)
+	// ScopeInitGoFD is the go pipe again, for the init (InitGoFD): bwrap
+	// runs the init on EOF of ScopeGoFD too, so the init reads the second
+	// byte mosaic sends and refuses on EOF (mosaic gone while it was held).
+	ScopeInitGoFD = 6
 )
+
+// InitGoFD is the init's option naming the descriptor it reads one byte
+// from before it does anything: a scope's init, which bwrap may run on EOF.
+const InitGoFD = "--go-fd"
 
 // Held is a scope's bwrap as mosaic starts it: bwrap reports the init's PID
 // on ScopeInfoFD as soon as it has cloned it, builds the sandbox and holds
@@ -23,8 +31,8 @@ const (
 // processes into the scope. bwrap's setup thus overlaps systemd's work, and
 // nothing of the session runs outside its scope: the init checks its cgroup
 // (Promise.Scope) before anything else. (bwrap also runs the init when the
-// descriptor reaches EOF, e.g. when mosaic dies: that check is what stops
-// it then.)
+// descriptor reaches EOF, e.g. when mosaic dies: the init then finds EOF on
+// ScopeInitGoFD, and a cgroup that is not its scope's, and refuses.)
 type Held struct {
 	Argv []string // bwrap's command line, argv[0] bwrap's path
 	Env  []string // its environment: InitEnv's, with the promise

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"os"
@@ -103,6 +104,7 @@ func Init(args []string) int {
 		}
 	}
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
+	goFD := fs.Int(InitGoFD[2:], -1, "wait for one byte on this descriptor (a scope's go pipe); EOF means mosaic is gone: refuse")
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")
 	tty := fs.Bool("tty", false, "stdin is the session's own pseudo-terminal: make it the command's controlling terminal")
@@ -116,6 +118,12 @@ func Init(args []string) int {
 	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "mosaic init: usage: init --session NAME --home DIR [--pass VAR]... [--credential VAR]... -- COMMAND [ARG...]")
 		return ExitSandboxRefused
+	}
+	if *goFD >= 0 {
+		if err := awaitGo(*goFD); err != nil {
+			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
+			return ExitSandboxRefused
+		}
 	}
 	notify := notifyFD()
 	closeInherited()
@@ -164,7 +172,7 @@ func Init(args []string) int {
 	// Subscribe before the child exists so that neither a SIGCHLD nor a
 	// SIGTERM sent in the first microseconds is lost.
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH)
+	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGTSTP)
 
 	attr := &os.ProcAttr{Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}}
 	if *tty {
@@ -193,6 +201,29 @@ func Init(args []string) int {
 		go endOnHangup(proc.Pid)
 	}
 	return supervise(proc.Pid, *tty, sigs)
+}
+
+// awaitGo reads the one byte mosaic sends on fd once systemd has put the
+// session into its scope. bwrap holds the init on the same pipe but runs it
+// on EOF too, which is all a mosaic killed while the sandbox was held
+// leaves: the session would then run with nobody to relay its signals or
+// record its end, and (the scope made) no check of the cgroup to stop it.
+func awaitGo(fd int) error {
+	var b [1]byte
+	for {
+		n, err := unix.Read(fd, b[:])
+		if err == unix.EINTR {
+			continue
+		}
+		unix.Close(fd)
+		if n == 1 {
+			return nil
+		}
+		if err == nil {
+			err = io.EOF
+		}
+		return fmt.Errorf("mosaic, which holds the session until systemd has put it into its scope, is gone (%v)", err)
+	}
 }
 
 // hangupGrace is how long a command may take to end after its terminal hung

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // lockedBuffer is a bytes.Buffer a test can read while a process writes it.
@@ -180,5 +182,169 @@ func TestScopeInitOutsideRefused(t *testing.T) {
 	}
 	if r.code != 125 || !strings.Contains(r.stderr, "not in its scope") {
 		t.Errorf("exit %d, want 125 and the reason\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestScopeInterruptWhileHeld: Ctrl-C while a scope session starts (the
+// init held until systemd has made the scope) stops it: the command never
+// runs, mosaic exits 130 and the name is free again. Forwarded to the held
+// init instead, the signal is lost (PID 1 of its namespace, no handler
+// yet) and the command runs as if nobody had pressed Ctrl-C: shown first
+// against a mosaic that forwards it to the held init.
+func TestScopeInterruptWhileHeld(t *testing.T) {
+	needRig(t)
+	bin := hookedMosaic(t)
+	ws := workspace(t)
+	name := sessionName(t)
+	mark := filepath.Join(ws, "ran")
+	run := func(mode string) result {
+		cmd := exec.Command(bin, "run", "--scope", "--name", name, "-w", ws, "--", "touch", mark)
+		cmd.Env = append(os.Environ(), "MOSAIC_TEST_SIGNAL_HELD="+mode)
+		return runResult(t, cmd)
+	}
+	weak := run("forwarded")
+	if _, err := os.Stat(mark); err != nil || weak.code != 0 {
+		t.Fatalf("the weakened mosaic did not run the command after Ctrl-C, so this test proves nothing: exit %d\n%s%s", weak.code, weak.stdout, weak.stderr)
+	}
+	os.Remove(mark)
+	r := run("1")
+	if _, err := os.Stat(mark); err == nil {
+		t.Errorf("the command ran after Ctrl-C during the start")
+	}
+	if r.code != 130 || !strings.Contains(r.stderr, "interrupted") {
+		t.Errorf("exit %d, want 130 and why\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if l := systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-"+name+".scope"); l != "" {
+		t.Errorf("the interrupted scope is still there:\n%s", l)
+	}
+	if again := mosaicAs(t, bin, "run", "--scope", "--name", name, "-w", ws, "--", "true"); again.code != 0 {
+		t.Errorf("the name is not free after the interrupted start: exit %d\n%s", again.code, again.stderr)
+	}
+}
+
+// TestScopeCtrlZ: Ctrl-Z on the terminal a scope session inherits does not
+// suspend mosaic while the session runs on. The session is in a process
+// group of its own: were mosaic stopped, the shell would take the terminal
+// back while the command went on reading and writing it (a prompt of its
+// own, the user's next keystrokes). Shown first against a mosaic that leaves
+// SIGTSTP to its default, run as a shell runs a foreground job.
+func TestScopeCtrlZ(t *testing.T) {
+	needRig(t)
+	bin := hookedMosaic(t)
+	for _, weak := range []bool{true, false} {
+		ws := workspace(t)
+		tick := filepath.Join(ws, "tick")
+		script := `set -m; "$@"; rc=$?; if [ $rc = 148 ]; then echo suspended; sleep 2; fg >/dev/null; rc=$?; fi; echo "rc:$rc"`
+		if weak {
+			script = "export MOSAIC_TEST_SCOPE_SUSPENDABLE=1; " + script
+		}
+		r := startOnPTYAs(t, "/bin/bash", 24, 80, "-c", script, "bash", bin, "run", "--scope", "-w", ws, "--",
+			"sh", "-c", `echo ready; while :; do echo x >>`+tick+`; sleep 0.05; done`)
+		r.waitFor("ready")
+		r.typeKeys("\x1a")
+		time.Sleep(time.Second)
+		before, _ := os.ReadFile(tick)
+		time.Sleep(500 * time.Millisecond)
+		after, _ := os.ReadFile(tick)
+		ranOn := strings.Contains(r.output(), "suspended") && len(after) > len(before)
+		if weak && !ranOn {
+			t.Fatalf("the weakened mosaic was not suspended with its session running on, so this test proves nothing:\n%s", r.output())
+		}
+		if !weak && ranOn {
+			t.Errorf("Ctrl-Z suspended mosaic and the session ran on:\n%s", r.output())
+		}
+		if weak {
+			r.waitFor("suspended")
+			time.Sleep(2500 * time.Millisecond) // bash brings mosaic back to the foreground
+		} else if len(after) <= len(before) {
+			t.Errorf("the command did not go on after Ctrl-Z (the init resumes it)")
+		}
+		r.typeKeys("\x03")
+		r.waitFor("rc:130")
+		r.wait()
+	}
+}
+
+// TestScopeHeldInitMosaicGone: mosaic killed once systemd has made the
+// scope but before it lets the held init run leaves bwrap's --block-fd at
+// EOF, on which bwrap runs the init anyway; in the scope, its cgroup check
+// passes, and the command would run with nobody to relay its signals or
+// record its end (and a bwrap whose parent died first never kills it). The
+// init reads its own byte from mosaic and refuses on EOF. The EOF is made
+// by a mosaic that sends nothing (MOSAIC_TEST_RELEASE_EOF), shown first
+// against a mosaic whose init does not wait for its byte.
+func TestScopeHeldInitMosaicGone(t *testing.T) {
+	needRig(t)
+	bin := hookedMosaic(t)
+	ws := workspace(t)
+	mark := filepath.Join(ws, "ran")
+	run := func(env ...string) result {
+		cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "touch", mark)
+		cmd.Env = append(append(os.Environ(), "MOSAIC_TEST_RELEASE_EOF=1"), env...)
+		return runResult(t, cmd)
+	}
+	weak := run("MOSAIC_TEST_NO_INIT_GO=1")
+	if _, err := os.Stat(mark); err != nil || weak.code != 0 {
+		t.Fatalf("the weakened mosaic's init did not run the command on EOF, so this test proves nothing: exit %d\n%s%s", weak.code, weak.stdout, weak.stderr)
+	}
+	os.Remove(mark)
+	r := run()
+	if _, err := os.Stat(mark); err == nil {
+		t.Errorf("the command ran although mosaic never let it")
+	}
+	if r.code != 125 || !strings.Contains(r.stderr, "is gone") {
+		t.Errorf("exit %d, want 125 and the reason\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestScopeStoppedWhileHeld: a stop of the scope (mosaic stop, systemctl
+// --user stop) that begins while the init is held sends its SIGTERM to
+// bwrap and the held init, which ignore it; released, the command would
+// run until the stop timeout's SIGKILL. mosaic sees the stop and does not
+// let it run. Shown first against a mosaic that does not look.
+func TestScopeStoppedWhileHeld(t *testing.T) {
+	needRig(t)
+	bin := hookedMosaic(t)
+	ws := workspace(t)
+	mark := filepath.Join(ws, "ran")
+	for _, weak := range []bool{true, false} {
+		name := sessionName(t)
+		unit := "mosaic-" + name + ".scope"
+		fifo := filepath.Join(t.TempDir(), "pause")
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "run", "--scope", "--name", name, "--stop-timeout", "2s", "-w", ws, "--", "touch", mark)
+		cmd.Env = append(os.Environ(), "MOSAIC_TEST_PAUSE_HELD="+fifo)
+		if weak {
+			cmd.Env = append(cmd.Env, "MOSAIC_TEST_BLIND_TO_STOP=1")
+		}
+		var out lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Opening the FIFO for writing succeeds once mosaic holds the init.
+		var fd int
+		eventually(t, 15*time.Second, "mosaic to hold the init", func() bool {
+			var err error
+			fd, err = unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+			return err == nil
+		})
+		systemctl(t, "stop", "--no-block", unit)
+		eventually(t, 5*time.Second, "the stop to begin", func() bool { return unitProperty(t, unit, "SubState") == "stop-sigterm" })
+		unix.Close(fd)
+		cmd.Wait()
+		_, ran := os.Stat(mark)
+		if weak && ran != nil {
+			t.Fatalf("the weakened mosaic did not run the command of a stopped scope, so this test proves nothing: exit %d\n%s", cmd.ProcessState.ExitCode(), out.String())
+		}
+		if !weak && ran == nil {
+			t.Errorf("the command of a scope stopped while held ran:\n%s", out.String())
+		}
+		if !weak && !strings.Contains(out.String(), "stopped from outside before its command ran") {
+			t.Errorf("mosaic did not say why: exit %d\n%s", cmd.ProcessState.ExitCode(), out.String())
+		}
+		os.Remove(mark)
 	}
 }

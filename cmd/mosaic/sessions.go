@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -265,6 +266,9 @@ func runCommand(out *output) *cli.Command {
 				term.finish()
 			}
 			restoreTerminals(held)
+			if req.Scope && errors.Is(err, errcode.Interrupted.Target()) {
+				return interrupted(out, err.Error()) // Ctrl-C before the command ran: 130, as a shell would
+			}
 			if err != nil {
 				return err
 			}
