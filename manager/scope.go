@@ -27,14 +27,18 @@ import (
 // RunScope runs the session in the foreground as a transient scope, like
 // systemd-run --scope: mosaic starts bwrap itself (no exec shim), with stdio
 // as its stdin, stdout and stderr (the user's terminal, inherited directly),
-// has systemd adopt bwrap and the init it made into mosaic-NAME.scope
+// has systemd adopt the init bwrap made into mosaic-NAME.scope
 // (StartTransientUnit with PIDs), and only then lets the init run. systemd
 // gives the scope its cgroup (limits, accounting, systemctl --user, stop)
 // and no sandboxing property: bwrap's layer and the init are the whole
 // sandbox, checked as always, the scope's cgroup first.
 //
-// bwrap builds the sandbox while systemd makes the scope. It dies with
-// mosaic (PR_SET_PDEATHSIG), and takes the sandbox with it. Each signal on
+// bwrap builds the sandbox while systemd makes the scope. Its monitor
+// process, which only waits for the init, stays with mosaic, as mosaic
+// itself does: every process of the session descends from the init, in the
+// scope, and a stop's SIGTERM goes to the init, which forwards it and gives
+// the command its time. bwrap dies with mosaic (PR_SET_PDEATHSIG), and takes
+// the sandbox with it. Each signal on
 // signals is forwarded to the session's init, which forwards it to the
 // command: Ctrl-C in the terminal reaches the command, not only mosaic. The
 // secrets reach the init in the environment of the exec (never a command
@@ -68,7 +72,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	// live as long as the session: this goroutine keeps it.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	sb, err := startHeld(ctx, spec, secrets, stdio, signals)
+	sb, err := startHeld(ctx, spec, secrets, stdio)
 	if err != nil {
 		return Session{}, err
 	}
@@ -85,7 +89,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	defer m.forgetLater(unit)
 	result := "done"
 	if !testScopeOutside() {
-		result, err = m.startUnit(ctx, unit, units.ScopeProperties(spec, []uint32{uint32(sb.cmd.Process.Pid), uint32(sb.initPID)}), units.AuxUnits(spec))
+		result, err = m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(sb.initPID)), units.AuxUnits(spec))
 	}
 	if err == nil && result != "done" {
 		err = errcode.StartFailed.New("session %s did not start: systemd's start job for %s ended %s", spec.Name, unit, result)
@@ -137,8 +141,8 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 }
 
 // held is a scope's bwrap, started by mosaic: its init made (the sandbox
-// built around it) and held on bwrap's --block-fd until systemd has put
-// both into the scope.
+// built around it) and held on bwrap's --block-fd until systemd has put it
+// into the scope.
 type held struct {
 	cmd     *exec.Cmd
 	initPID int
@@ -154,14 +158,11 @@ type held struct {
 // init. The secrets reach it in the environment of the exec, never a
 // command line or a file.
 //
-// bwrap's monitor does not handle SIGTERM: systemd's, sent to every process
-// of a stopped scope, would kill it at once, and --die-with-parent would
-// SIGKILL the session before the command could shut down. So bwrap starts
-// with SIGTERM ignored (a disposition an exec keeps), which mosaic can only
-// give it by ignoring SIGTERM itself while it forks; signals is subscribed
-// again at once. The init installs its own handler, so the command starts
-// with the default disposition.
-func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File, signals chan os.Signal) (*held, error) {
+// bwrap's monitor stays out of the scope (see RunScope): it does not handle
+// SIGTERM, and a stop's SIGTERM, sent to every process of the scope, would
+// kill it at once, and --die-with-parent the session with it before the
+// command could shut down.
+func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File) (*held, error) {
 	bwrapArgv, initArgs := units.ScopeBwrap(spec)
 	if !testNoInitGo() {
 		initArgs = append([]string{sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)}, initArgs...)
@@ -190,10 +191,7 @@ func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, 
 		// bwrap's: the sandbox never shares one with a layer above it.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Noctty: controllingTerminal(stdio[0])},
 	}
-	signal.Ignore(unix.SIGTERM)
-	err = cmd.Start()
-	signal.Notify(signals, unix.SIGTERM)
-	if err != nil {
+	if err = cmd.Start(); err != nil {
 		goW.Close()
 		return nil, errcode.StartFailed.New("cannot start the session's sandbox %s: %v", h.Argv[0], err)
 	}

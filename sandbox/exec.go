@@ -13,7 +13,7 @@ import (
 // these descriptors (see Held).
 const (
 	ScopeInfoFD = 3 // bwrap's --info-fd: {"child-pid": N}, the init's PID
-	ScopeGoFD   = 4 // bwrap's --block-fd: one byte once both are in the scope
+	ScopeGoFD   = 4 // bwrap's --block-fd: one byte once the init is in the scope
 	ScopeArgsFD = 5 // the init's arguments (InitArgvFD)
 	// ScopeInitGoFD is the go pipe again, for the init (InitGoFD): bwrap
 	// runs the init on EOF of ScopeGoFD too, so the init reads the second
@@ -27,8 +27,8 @@ const InitGoFD = "--go-fd"
 
 // Held is a scope's bwrap as mosaic starts it: bwrap reports the init's PID
 // on ScopeInfoFD as soon as it has cloned it, builds the sandbox and holds
-// the init, not yet run, on ScopeGoFD until mosaic has had systemd put both
-// processes into the scope. bwrap's setup thus overlaps systemd's work, and
+// the init, not yet run, on ScopeGoFD until mosaic has had systemd put it
+// into the scope. bwrap's setup thus overlaps systemd's work, and
 // nothing of the session runs outside its scope: the init checks its cgroup
 // (Promise.Scope) before anything else. (bwrap also runs the init when the
 // descriptor reaches EOF, e.g. when mosaic dies: the init then finds EOF on

@@ -84,7 +84,7 @@ func ExecArgv(s Spec) []string {
 // shim, see sandbox.Held): bwrap's command line, from bwrap's path to
 // "InitPath init", and the init's arguments after "init". bwrap reports the
 // init's PID on sandbox.ScopeInfoFD and holds it, the sandbox built, until a
-// byte on sandbox.ScopeGoFD, sent once systemd has put both into the scope.
+// byte on sandbox.ScopeGoFD, sent once systemd has put the init into the scope.
 func ScopeBwrap(s Spec) (bwrapArgv, initArgs []string) {
 	extra := append([]string{"--info-fd", strconv.Itoa(sandbox.ScopeInfoFD), "--block-fd", strconv.Itoa(sandbox.ScopeGoFD)}, netArgs(s)...)
 	argv := append([]string{s.BwrapBin}, sandbox.Argv(s.Binds(), s.Workspace, []string{sandbox.InitPath, "init"}, extra...)...)
@@ -239,10 +239,10 @@ func SliceProperties(l Limits) []sd.Property {
 }
 
 // ScopeProperties are the transient scope's properties for spec s, whose
-// bwrap and held init mosaic started as pids. systemd takes no sandboxing property on a
+// held init bwrap made as initPID. systemd takes no sandboxing property on a
 // scope: it only gives the session its cgroup (limits, accounting, `systemctl
 // --user` inspection, stop); bwrap's layer and the init are the sandbox.
-func ScopeProperties(s Spec, pids []uint32) []sd.Property {
+func ScopeProperties(s Spec, initPID uint32) []sd.Property {
 	stop := s.StopTimeout
 	if stop <= 0 {
 		stop = DefaultStopTimeout
@@ -250,7 +250,7 @@ func ScopeProperties(s Spec, pids []uint32) []sd.Property {
 	props := []sd.Property{
 		prop("Description", Description(s.Name, s.Command)),
 		prop("Slice", Slice),
-		prop("PIDs", pids),
+		prop("PIDs", []uint32{initPID}),
 		prop("TimeoutStopUSec", usec(stop)),
 		prop("CollectMode", "inactive-or-failed"),
 	}

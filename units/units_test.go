@@ -321,7 +321,7 @@ func TestScopeProperties(t *testing.T) {
 	s := testSpec()
 	s.Scope = true
 	s.Limits = Limits{MemoryMax: 1 << 30, TasksMax: 64, CPUQuota: 50, RuntimeMax: time.Minute}
-	got := props(ScopeProperties(s, []uint32{4242, 4243}))
+	got := props(ScopeProperties(s, 4242))
 	want := map[string]string{"Description": "s", "Slice": "s", "PIDs": "au", "TimeoutStopUSec": "t", "CollectMode": "s",
 		"MemoryMax": "t", "TasksMax": "t", "CPUQuotaPerSecUSec": "t", "RuntimeMaxUSec": "t"}
 	for name, sig := range want {
@@ -332,7 +332,7 @@ func TestScopeProperties(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("scope properties %v, want exactly %v", got, want)
 	}
-	if pids := got["PIDs"].Value.Value().([]uint32); len(pids) != 2 || pids[0] != 4242 || pids[1] != 4243 {
+	if pids := got["PIDs"].Value.Value().([]uint32); len(pids) != 1 || pids[0] != 4242 {
 		t.Errorf("PIDs = %v", pids)
 	}
 	if s.Unit() != "mosaic-s1.scope" || s.Kind() != KindScope {

@@ -94,8 +94,8 @@ agent's tool calls (a model's turn apart) meet.
 **A scope without an exec shim.** The scope path ran three Go programs before the command (the
 CLI, the shim, the init) and built the sandbox only once systemd's job was done. mosaic now
 starts bwrap itself with --info-fd and --block-fd (sandbox.Held): bwrap clones the init and
-reports its PID, systemd adopts bwrap and the init into the scope (StartTransientUnit with both
-PIDs), and bwrap builds the whole sandbox (its namespaces, ~20 mounts) during the grace period
+reports its PID, systemd adopts the init into the scope (StartTransientUnit with its PID; bwrap's
+monitor, which only waits, stays with mosaic), and bwrap builds the whole sandbox (its namespaces, ~20 mounts) during the grace period
 above; the byte on --block-fd then only lets the init exec. The scope check the shim made moved
 into the init, before anything else (TestScopeInitOutsideRefused). Interleaved with the old
 binary and the peer, 30 runs each, 300 ms apart: mosaic run --scope 70.3 -> 61.4 ms (peer 47.6)

@@ -156,7 +156,7 @@ func TestScopeTerminal(t *testing.T) {
 }
 
 // TestScopeInitOutsideRefused: a scope's bwrap holds the init until systemd
-// has put both into the scope, but runs it anyway when its --block-fd
+// has put it into the scope, but runs it anyway when its --block-fd
 // reaches EOF (mosaic killed while the sandbox is held): outside the scope,
 // where its limits, `systemctl --user stop` and inspection do not reach.
 // The init refuses to run the command there. Shown first against a mosaic
