@@ -59,6 +59,13 @@ type Manager struct {
 	onSession  func(unit, iface string, changed map[string]any) // WatchSessions
 
 	sliceLimited bool // limitSlice's work is done (under mu)
+
+	// ready, when not nil, is closed once the connection Launch left being
+	// made for a scope run is there (or readyErr says why not): see
+	// connected. swept is the credential sweep made then.
+	ready    chan struct{}
+	readyErr error
+	swept    sync.Once
 }
 
 type address struct {
@@ -214,10 +221,57 @@ func connect(ctx context.Context) (*Manager, error) {
 		m.Close()
 		return nil, errcode.SystemdTooOld.New("systemd %q is older than 252, the oldest mosaic supports: upgrade systemd", m.version)
 	}
-	if exe, err := os.Executable(); err == nil {
-		m.MosaicBin, _ = filepath.EvalSymlinks(exe)
-	}
+	m.MosaicBin = executable()
 	return m, nil
+}
+
+// executable is this process's own binary, resolved.
+func executable() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	bin, _ := filepath.EvalSymlinks(exe)
+	return bin
+}
+
+// connecting is a manager whose connection is still being made, as conn
+// will say: Launch returns it for a scope run, whose name, state and
+// sandbox need no connection, so that they are made meanwhile.
+func connecting(conn <-chan connection) *Manager {
+	m := &Manager{MosaicBin: executable(), ready: make(chan struct{})}
+	go func() {
+		defer close(m.ready)
+		c := <-conn
+		if c.err != nil {
+			m.readyErr = c.err
+			return
+		}
+		m.conn, m.bus, m.features, m.viaBus, m.addr, m.version, m.watchers = c.m.conn, c.m.bus, c.m.features, c.m.viaBus, c.m.addr, c.m.version, c.m.watchers
+	}()
+	return m
+}
+
+// connection is what a connect made in the background ended with.
+type connection struct {
+	m   *Manager
+	err error
+}
+
+// connected waits for the connection of a manager made by connecting, and
+// sweeps credential files once it is there (see Connect); for any other it
+// returns at once. Whatever uses the connection of a manager Launch
+// returned calls it first.
+func (m *Manager) connected(ctx context.Context) error {
+	if m.ready == nil {
+		return nil
+	}
+	<-m.ready
+	if m.readyErr != nil {
+		return m.readyErr
+	}
+	m.swept.Do(func() { m.sweepCredentials(ctx) })
+	return nil
 }
 
 // readVersion reads the manager's version; through a bus within
@@ -251,7 +305,14 @@ func errGone(what string) error {
 }
 
 // Close closes the connection.
-func (m *Manager) Close() { m.conn.Close() }
+func (m *Manager) Close() {
+	if m.ready != nil {
+		<-m.ready
+	}
+	if m.conn != nil {
+		m.conn.Close()
+	}
+}
 
 // Features are what the connected manager supports.
 func (m *Manager) Features() units.Features { return m.features }

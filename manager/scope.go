@@ -48,8 +48,21 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, bug("RunScope", os.ErrInvalid)
 	}
 	began := time.Now()
+	if spec.NameGiven { // the claim asks systemd whether the name is free
+		if err := m.connected(ctx); err != nil {
+			return Session{}, err
+		}
+	}
+	// The connection (see Launch) and the slice's limits are waited for
+	// while the name is claimed and the sandbox built.
 	slice := make(chan error, 1)
-	go func() { slice <- m.limitSlice(ctx, spec.SliceLimits) }() // overlaps the claim
+	go func() {
+		if err := m.connected(ctx); err != nil {
+			slice <- err
+			return
+		}
+		slice <- m.limitSlice(ctx, spec.SliceLimits)
+	}()
 	release, undo, err := m.claim(ctx, &spec)
 	if err != nil {
 		return Session{}, err
@@ -82,7 +95,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		sb.abort()
 		return Session{}, err
 	}
-	mark(ctx, "slice limits (overlap)")
+	mark(ctx, "connection, slice limits (overlap)")
 
 	w := m.watch(unit)
 	defer w.close()

@@ -33,14 +33,10 @@ func Launch(ctx context.Context, req request.Request) (*Manager, units.Spec, []c
 	// The connection is made while the request is checked: its round trips
 	// are waits, the check is work. Bad input is still reported first, and
 	// changes nothing: the credential sweep waits for a good request.
-	type connected struct {
-		m   *Manager
-		err error
-	}
-	conn := make(chan connected, 1)
+	conn := make(chan connection, 1)
 	go func() {
 		m, err := connect(ctx)
-		conn <- connected{m, err}
+		conn <- connection{m, err}
 	}()
 	abandon := func() {
 		go func() {
@@ -67,6 +63,23 @@ func Launch(ctx context.Context, req request.Request) (*Manager, units.Spec, []c
 	}
 	probe := make(chan error, 1)
 	go func() { probe <- sandbox.ProbeCached(ctx, bwrap, filepath.Join(paths.RuntimeDir, "mosaic")) }()
+	if spec.Scope {
+		// A scope run needs the connection only to start its scope: its
+		// name, state directory and sandbox are made while it is made
+		// (RunScope waits for it).
+		if perr := <-probe; perr != nil {
+			abandon()
+			return nil, units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v (run `mosaic doctor` for the host's namespace settings)", perr)
+		}
+		mark(ctx, "bwrap probe (overlap)")
+		m := connecting(conn)
+		if err := m.complete(&spec, paths); err != nil {
+			m.Close()
+			return nil, units.Spec{}, nil, err
+		}
+		testPauseAfterCheck()
+		return m, spec, secrets, nil
+	}
 	c := <-conn
 	m, err := c.m, c.err
 	if err == nil {
@@ -142,7 +155,8 @@ func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 		spec.BindIDs = append(spec.BindIDs, ids...)
 		spec.HostExecMissing = sandbox.MissingHostExec(spec.Workspace)
 	}
-	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, m.features.PrivatePIDs && !spec.Scope && !spec.Landlock())
+	// (A scope's manager may still be connecting: its features are not read.)
+	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, !spec.Scope && !spec.Landlock() && m.features.PrivatePIDs)
 	if m.Outside != nil {
 		p.Apply(*m.Outside)
 	}
@@ -207,6 +221,9 @@ type launched struct {
 // the caller holds the name until it calls l.release.
 func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []credentials.Var, watch bool) (l launched, err error) {
 	l = launched{unit: spec.Unit(), began: time.Now()}
+	if err := m.connected(ctx); err != nil {
+		return l, err
+	}
 	// The slice's limits are read (and set) while the name is claimed and
 	// the state made: its round trip to systemd costs nothing then.
 	slice := make(chan error, 1)

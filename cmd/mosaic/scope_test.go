@@ -348,3 +348,35 @@ func TestScopeStoppedWhileHeld(t *testing.T) {
 		os.Remove(mark)
 	}
 }
+
+// TestScopeNoUserManager: a scope run claims its name and builds its sandbox
+// while mosaic is still connecting to systemd (Launch does not wait for the
+// connection); when no user manager answers, it says so (exit 3,
+// no-user-manager), its command never runs, and it leaves no state.
+func TestScopeNoUserManager(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	mark := filepath.Join(ws, "ran")
+	probe := filepath.Join(ws, "zz-no-manager-probe")
+	writeFile(t, probe, "#!/bin/sh\ntouch "+mark+"\n")
+	os.Chmod(probe, 0o755)
+	rt, err := os.MkdirTemp(homeDir(), ".mosaic-test-rt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rt) })
+	env := []string{"DBUS_SESSION_BUS_ADDRESS=unix:path=" + filepath.Join(rt, "no-bus"), "XDG_RUNTIME_DIR=" + rt}
+	r := mosaicWith(t, env, "", "run", "--scope", "--json", "-w", ws, "--", probe)
+	if code, msg := jsonError(t, r); r.code != 3 || code != "no-user-manager" {
+		t.Errorf("exit %d %s %q; want 3 no-user-manager", r.code, code, msg)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Error("the command ran without a user manager")
+	}
+	entries, _ := os.ReadDir(filepath.Join(stateRoot(), "sessions"))
+	for _, e := range entries {
+		if strings.Contains(e.Name(), "zz-no-manager-probe") {
+			t.Errorf("the failed run left its state: %s", e.Name())
+		}
+	}
+}
