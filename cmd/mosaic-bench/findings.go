@@ -103,7 +103,10 @@ and in another round 60.0 -> 53.6 (peer 37.2). What is left on the path before t
 bwrap's own start until its clone (2.6 ms, the network namespace ~0.9 ms of it).
 
 **Smaller steps.** Launch dials systemd while it checks the request (the connection is round
-trips, the check CPU): ~0.8 ms. The end of a run makes the session's record again instead of
+trips, the check CPU), and a scope run does not wait for the connection at all until it starts
+its scope: its name, state directory and sandbox are made meanwhile (in the trace the wait left
+is ~0.1 ms; main's binary against this one, interleaved, 40 runs each 300 ms apart: 58.1 ->
+51.1 ms, peer 39.3). The end of a run makes the session's record again instead of
 reading session.json back (~0.3 ms), and a scope writes no init-args file. Removing an unnamed
 run's state directory stays on the path: 1.5-4 ms of renames and unlinks on the state
 directory's disk (ext4 here), measured step by step with MOSAIC_TRACE marks.
@@ -132,6 +135,10 @@ session's exec shim would be the session's program, outside bwrap, with the cred
 environment. Pinning covers a binary that exists, not one that does not: the stage needs
 mosaic's directory read-only in such sessions (and a workspace that is that directory cannot
 have it), or a root-owned install; left for a later issue with that decided.
+
+**How much one run of the bench moves.** Three make bench runs of nearly the same tree within
+half an hour gave the one-at-a-time scope ratio as 1.32, 1.36 and 1.46 (the load at start 0.8 to
+1.7); interleaved A/B runs of 40 (above) are the figures to compare binaries by.
 
 **Before and after, interleaved.** The binary before these changes and after, run in turn 30
 times each beside the two peers on the same loaded machine (medians, wall clock). The previous
