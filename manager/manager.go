@@ -304,10 +304,19 @@ func errGone(what string) error {
 	return errcode.SystemdGone.New("%s: the connection to systemd closed: check `systemctl --user status`, then try again", what)
 }
 
-// Close closes the connection.
+// Close closes the connection; one still being made (a scope run
+// interrupted meanwhile) is closed once it is there, without waiting.
 func (m *Manager) Close() {
 	if m.ready != nil {
-		<-m.ready
+		select {
+		case <-m.ready:
+		default:
+			go func() {
+				<-m.ready
+				m.Close()
+			}()
+			return
+		}
 	}
 	if m.conn != nil {
 		m.conn.Close()

@@ -49,7 +49,9 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	}
 	began := time.Now()
 	if spec.NameGiven { // the claim asks systemd whether the name is free
-		if err := m.connected(ctx); err != nil {
+		ready := make(chan error, 1)
+		go func() { ready <- m.connected(ctx) }()
+		if err := untilSignal(ready, signals, spec.Name); err != nil {
 			return Session{}, err
 		}
 	}
@@ -91,7 +93,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	}
 	defer sb.close()
 	mark(ctx, "bwrap started (the init's PID)")
-	if err = <-slice; err != nil {
+	if err = untilSignal(slice, signals, spec.Name); err != nil {
 		sb.abort()
 		return Session{}, err
 	}
@@ -267,6 +269,25 @@ func (sb *held) close() {
 	if sb.initFD >= 0 {
 		unix.Close(sb.initFD)
 		sb.initFD = -1
+	}
+}
+
+// untilSignal waits for done's error, or for a signal other than SIGWINCH
+// on signals: an interruption. mosaic handles the signals from Launch's
+// return on, while it is still connecting to systemd (for up to
+// dialTimeout and a call's timeout when the bus or the manager does not
+// answer): Ctrl-C or SIGTERM must not wait for that, nor end in the
+// connection's error.
+func untilSignal(done <-chan error, signals <-chan os.Signal, name string) error {
+	for {
+		select {
+		case err := <-done:
+			return err
+		case sig := <-signals:
+			if sig != unix.SIGWINCH {
+				return errcode.Interrupted.New("interrupted: session %s was stopped before its command ran", name)
+			}
+		}
 	}
 }
 

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestScopeInterruptWhileConnecting: Ctrl-C (or SIGTERM) to mosaic run
+// --scope while it is still connecting to systemd (Launch no longer waits
+// for the connection, so mosaic already handles the signal) stops the run
+// at once: exit 130, its command never run, its state undone. The bus
+// answers nothing (a stopped dbus-daemon) and there is no private socket,
+// so the connection would fail only after dialTimeout with
+// no-user-manager; a mosaic that waits for it first says that instead.
+func TestScopeInterruptWhileConnecting(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	mark := filepath.Join(ws, "ran")
+	rt, err := os.MkdirTemp(homeDir(), ".mosaic-test-rt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rt) })
+	// A socket nobody answers: the connection is made, the AUTH never answered.
+	silent, err := net.Listen("unix", filepath.Join(rt, "silent-bus"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	for _, sig := range []os.Signal{os.Interrupt, unix.SIGTERM} {
+		cmd := exec.Command(mosaicBin, "run", "--scope", "--json", "-w", ws, "--", "touch", mark)
+		cmd.Env = append(os.Environ(), "DBUS_SESSION_BUS_ADDRESS=unix:path="+filepath.Join(rt, "silent-bus"), "XDG_RUNTIME_DIR="+rt)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		// bwrap is started after mosaic subscribed to the signals, and
+		// while the connection is still being made.
+		eventually(t, 10*time.Second, "mosaic to start bwrap", func() bool { return heldBwrap(cmd.Process.Pid) })
+		if time.Since(began) > 2*time.Second {
+			t.Fatalf("bwrap started only after %s: the run waited for the connection", time.Since(began))
+		}
+		cmd.Process.Signal(sig)
+		err := cmd.Wait()
+		code := cmd.ProcessState.ExitCode()
+		if err != nil && code < 0 {
+			t.Fatalf("%v: mosaic died of the signal instead of handling it: %v", sig, err)
+		}
+		if ecode, msg := jsonError(t, result{stdout.String(), stderr.String(), code}); code != 130 || ecode != "interrupted" {
+			t.Errorf("%v while connecting: exit %d %s %q, want 130 interrupted", sig, code, ecode, msg)
+		}
+		if _, err := os.Stat(mark); err == nil {
+			t.Errorf("%v while connecting: the command ran", sig)
+		}
+		if heldBwrap(cmd.Process.Pid) {
+			t.Errorf("%v while connecting: bwrap is left", sig)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(stateRoot(), "sessions"))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "touch-") {
+			t.Errorf("the interrupted run left its state: %s", e.Name())
+		}
+	}
+}
+
+// heldBwrap reports whether process pid has a child that is a scope's
+// bwrap (not the sandbox probe's): one with a --block-fd.
+func heldBwrap(pid int) bool {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, s := range stats {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		j := bytes.IndexByte(b, '(')
+		if i < 0 || j < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) && string(b[j+1:i]) == "bwrap" {
+			argv, _ := os.ReadFile(filepath.Join(filepath.Dir(s), "cmdline"))
+			if bytes.Contains(argv, []byte("\x00--block-fd\x00")) {
+				return true
+			}
+		}
+	}
+	return false
+}
