@@ -114,7 +114,9 @@ func stoppedBy(w *unitWatch, byUs bool, result string) string {
 		return "signal"
 	case !w.wasStopped():
 		return ""
-	case result == "timeout":
+	case result == "timeout" && w.stoppedAtRuntimeMax():
+		// (A stop whose SIGTERM was ignored also ends in "timeout", at
+		// the stop timeout's SIGKILL: that stop came from outside.)
 		return "runtime-max"
 	}
 	return "outside"

@@ -19,7 +19,13 @@ type unitWatch struct {
 	path    dbus.ObjectPath
 	props   map[string]any // Unit and Service properties merged; guarded by m.mu
 	stopped bool           // systemd was seen stopping the unit (SubState stop-sig*); guarded by m.mu
-	changed chan struct{}
+	// stoppedFor is the unit's Result when it was first seen stopping:
+	// "timeout" when systemd stopped it at its RuntimeMax (a stop that
+	// times out later says "timeout" only at its end). systemd announces
+	// the Service/Scope interface's changes (Result) before the Unit's
+	// (SubState). Guarded by m.mu.
+	stoppedFor string
+	changed    chan struct{}
 }
 
 // watch starts collecting unit's announced properties. Call it before the
@@ -108,6 +114,14 @@ func (w *unitWatch) wasStopped() bool {
 	return w.stopped
 }
 
+// stoppedAtRuntimeMax reports whether systemd began the stop because the
+// unit reached its RuntimeMax (see stoppedFor).
+func (w *unitWatch) stoppedAtRuntimeMax() bool {
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	return w.stopped && w.stoppedFor == "timeout"
+}
+
 // ended reports whether the unit was announced inactive or failed.
 func (w *unitWatch) ended() bool {
 	w.m.mu.Lock()
@@ -187,8 +201,9 @@ func (m *Manager) dispatch() {
 		for _, w := range m.watchers[sig.Path] {
 			for k, v := range changed {
 				w.props[k] = v.Value()
-				if sub, _ := v.Value().(string); k == "SubState" && strings.HasPrefix(sub, "stop-sig") {
+				if sub, _ := v.Value().(string); k == "SubState" && strings.HasPrefix(sub, "stop-sig") && !w.stopped {
 					w.stopped = true
+					w.stoppedFor, _ = w.props["Result"].(string)
 				}
 			}
 			select {

@@ -99,3 +99,39 @@ func heldBwrap(pid int) bool {
 	}
 	return false
 }
+
+// TestScopeStopTimeoutIsNotRuntimeMax: a command that ignores SIGTERM,
+// stopped with mosaic stop, is SIGKILLed at the stop timeout and systemd's
+// result is "timeout", as for --runtime-max; mosaic run must still say it
+// was stopped from outside, not that it reached a --runtime-max it never
+// had. A --runtime-max session that ignores SIGTERM still says runtime-max.
+// (A service run, the same.)
+func TestScopeStopTimeoutIsNotRuntimeMax(t *testing.T) {
+	needRig(t)
+	for _, tc := range []struct{ run, how, want string }{
+		{"--scope", "stop", "outside"}, {"--scope", "runtime-max", "runtime-max"},
+		{"--pty=false", "stop", "outside"}, {"--pty=false", "runtime-max", "runtime-max"}, // a service, the same
+	} {
+		name := sessionName(t)
+		args := []string{"run", tc.run, "--json", "--name", name, "-w", workspace(t), "--stop-timeout", "1s"}
+		if tc.how == "runtime-max" {
+			args = append(args, "--runtime-max", "1s")
+		}
+		args = append(args, "--", "sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done")
+		var stdout, stderr lockedBuffer
+		cmd := exec.Command(mosaicBin, args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill() })
+		eventually(t, 15*time.Second, "the session to run", func() bool { return strings.Contains(stdout.String(), "ready") })
+		if tc.how == "stop" {
+			mustMosaic(t, "stop", name)
+		}
+		cmd.Wait()
+		if !strings.Contains(stderr.String(), `"stopped_by": "`+tc.want+`"`) {
+			t.Errorf("run %s, %s of a command ignoring SIGTERM: want stopped_by %s:\n%s", tc.run, tc.how, tc.want, stderr.String())
+		}
+	}
+}
