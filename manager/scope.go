@@ -206,7 +206,19 @@ func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, 
 		// bwrap's: the sandbox never shares one with a layer above it.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Noctty: controllingTerminal(stdio[0])},
 	}
-	if err = cmd.Start(); err != nil {
+	// bwrap's monitor, in mosaic's own cgroup, is signalled with it: the
+	// SIGTERM of a stop of the unit mosaic runs in (a terminal's scope, a
+	// logout) would kill it at once, and --die-with-parent the session
+	// before the command could shut down. It starts with SIGTERM blocked
+	// (a mask the fork keeps from this thread, locked by RunScope, and the
+	// exec keeps), which no signal to mosaic can be lost to; mosaic gets
+	// the SIGTERM and forwards it. The init, a Go program, unblocks it.
+	var term, mask unix.Sigset_t
+	term.Val[(unix.SIGTERM-1)/64] |= 1 << ((unix.SIGTERM - 1) % 64)
+	_ = unix.PthreadSigmask(unix.SIG_BLOCK, &term, &mask)
+	err = cmd.Start()
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &mask, nil)
+	if err != nil {
 		goW.Close()
 		return nil, errcode.StartFailed.New("cannot start the session's sandbox %s: %v", h.Argv[0], err)
 	}

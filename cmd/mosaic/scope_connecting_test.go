@@ -77,7 +77,11 @@ func TestScopeInterruptWhileConnecting(t *testing.T) {
 
 // heldBwrap reports whether process pid has a child that is a scope's
 // bwrap (not the sandbox probe's): one with a --block-fd.
-func heldBwrap(pid int) bool {
+func heldBwrap(pid int) bool { return scopeBwrap(pid) > 0 }
+
+// scopeBwrap is the PID of process pid's child that is a scope's bwrap,
+// or 0.
+func scopeBwrap(pid int) int {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, s := range stats {
 		b, err := os.ReadFile(s)
@@ -93,11 +97,12 @@ func heldBwrap(pid int) bool {
 		if len(f) > 1 && f[1] == strconv.Itoa(pid) && string(b[j+1:i]) == "bwrap" {
 			argv, _ := os.ReadFile(filepath.Join(filepath.Dir(s), "cmdline"))
 			if bytes.Contains(argv, []byte("\x00--block-fd\x00")) {
-				return true
+				n, _ := strconv.Atoi(filepath.Base(filepath.Dir(s)))
+				return n
 			}
 		}
 	}
-	return false
+	return 0
 }
 
 // TestScopeStopTimeoutIsNotRuntimeMax: a command that ignores SIGTERM,
@@ -133,5 +138,41 @@ func TestScopeStopTimeoutIsNotRuntimeMax(t *testing.T) {
 		if !strings.Contains(stderr.String(), `"stopped_by": "`+tc.want+`"`) {
 			t.Errorf("run %s, %s of a command ignoring SIGTERM: want stopped_by %s:\n%s", tc.run, tc.how, tc.want, stderr.String())
 		}
+	}
+}
+
+// TestScopeGracefulWhenMosaicsUnitStops: bwrap's monitor is in mosaic's own
+// cgroup, so a stop of the unit mosaic runs in (a terminal's scope, a
+// logout) sends SIGTERM to it as to mosaic. The command still gets its
+// SIGTERM (forwarded by mosaic) and its time to shut down: a monitor that
+// died of the SIGTERM would have --die-with-parent SIGKILL the session
+// (exit 143, the trap never finished). The command runs with no signal
+// blocked.
+func TestScopeGracefulWhenMosaicsUnitStops(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	mark := filepath.Join(ws, "graceful")
+	var stdout, stderr lockedBuffer
+	cmd := exec.Command(mosaicBin, "run", "--scope", "-w", ws, "--", "sh", "-c",
+		"trap 'sleep 0.5; touch "+mark+"; exit 7' TERM; grep SigBlk /proc/self/status; echo ready; while :; do sleep 0.1; done")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	eventually(t, 15*time.Second, "the session to run", func() bool { return strings.Contains(stdout.String(), "ready") })
+	if !strings.Contains(stdout.String(), "SigBlk:\t0000000000000000") {
+		t.Errorf("the command runs with signals blocked:\n%s", stdout.String())
+	}
+	monitor := scopeBwrap(cmd.Process.Pid)
+	if monitor == 0 {
+		t.Fatal("no bwrap monitor under mosaic")
+	}
+	// What systemd does to every process of a unit it stops.
+	unix.Kill(monitor, unix.SIGTERM)
+	unix.Kill(cmd.Process.Pid, unix.SIGTERM)
+	cmd.Wait()
+	if _, err := os.Stat(mark); err != nil || cmd.ProcessState.ExitCode() != 7 {
+		t.Errorf("SIGTERM to mosaic and its bwrap: exit %d, the command's trap finished: %v; want 7 and yes\n%s", cmd.ProcessState.ExitCode(), err == nil, stderr.String())
 	}
 }
