@@ -34,7 +34,7 @@ func initArgsAside(s Shim) (argv, inline []string, err error) {
 	argv = s.Args
 	if s.InitArgs != "" {
 		n := len(argv)
-		if n < 3 || argv[n-3] != "--" || argv[n-2] != InitPath || argv[n-1] != "init" {
+		if !endsInInit(argv) {
 			return nil, nil, fmt.Errorf("--init-args without the init at the end of bwrap's arguments")
 		}
 		b, err := regfile.Read(s.InitArgs, true, maxInitArgs)
@@ -49,15 +49,10 @@ func initArgsAside(s Shim) (argv, inline []string, err error) {
 		return append(argv[:n:n], InitArgvFD, strconv.Itoa(fd)), inline, nil
 	}
 	for i := 0; i+2 < len(argv); i++ {
-		if argv[i] != "--" || argv[i+1] != InitPath || argv[i+2] != "init" {
+		if !initAt(argv, i) {
 			continue
 		}
-		var b bytes.Buffer
-		for _, a := range argv[i+3:] {
-			b.WriteString(a)
-			b.WriteByte(0)
-		}
-		fd, err := sealed(b.Bytes())
+		fd, err := sealed(EncodeInitArgs(argv[i+3:]))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -65,6 +60,16 @@ func initArgsAside(s Shim) (argv, inline []string, err error) {
 	}
 	return argv, argv, nil
 }
+
+// initAt reports whether bwrap's argv runs mosaic's init from index i on:
+// bwrap's "--", InitPath, then "init".
+func initAt(argv []string, i int) bool {
+	return i >= 0 && i+2 < len(argv) && argv[i] == "--" && argv[i+1] == InitPath && argv[i+2] == "init"
+}
+
+// endsInInit reports whether bwrap's argv ends in mosaic's init with its
+// arguments elsewhere (in a file or a memfd).
+func endsInInit(argv []string) bool { return initAt(argv, len(argv)-3) }
 
 // maxInitArgs bounds the init's argument file: more could not be exec'd.
 const maxInitArgs = 4 << 20

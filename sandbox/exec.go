@@ -44,7 +44,7 @@ type Held struct {
 // unit would have had (the secrets among it) and the encoded promise.
 func HoldBwrap(bwrapArgv, initArgs, environ []string, promise string) (Held, error) {
 	n := len(bwrapArgv)
-	if n < 3 || bwrapArgv[n-3] != "--" || bwrapArgv[n-2] != InitPath || bwrapArgv[n-1] != "init" {
+	if !endsInInit(bwrapArgv) {
 		return Held{}, fmt.Errorf("bwrap's command line does not end in mosaic's init")
 	}
 	environ = append(environ[:len(environ):len(environ)], PromiseEnv+"="+promise)

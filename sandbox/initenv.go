@@ -42,11 +42,10 @@ func initNames(bwrapArgv []string) ([]string, error) {
 		// --sandbox landlock: no bwrap, the shim becomes mosaic's init.
 		return namesIn(bwrapArgv[2:]), nil
 	}
-	for i := 1; i+1 < len(bwrapArgv); i++ {
-		if bwrapArgv[i-1] != "--" || bwrapArgv[i] != InitPath || bwrapArgv[i+1] != "init" {
-			continue
+	for i := 0; i+2 < len(bwrapArgv); i++ {
+		if initAt(bwrapArgv, i) {
+			return namesIn(bwrapArgv[i+3:]), nil
 		}
-		return namesIn(bwrapArgv[i+2:]), nil
 	}
 	return nil, fmt.Errorf("bwrap's command line does not run mosaic's init (%s init)", InitPath)
 }
