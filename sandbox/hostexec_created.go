@@ -204,18 +204,23 @@ func openBeneath(ws, rel string) (int, string, error) {
 	if filepath.IsAbs(rel) || strings.Contains("/"+rel+"/", "/../") {
 		return -1, "", fmt.Errorf("%s is not a path inside the workspace", rel)
 	}
-	root, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, "", err
-	}
-	defer unix.Close(root)
-	parent := filepath.Dir(rel)
-	dir, err := unix.Openat2(root, parent, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	dir, err := openatBeneath(ws, filepath.Dir(rel), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return -1, "", err
 	}
 	return dir, filepath.Base(rel), nil
+}
+
+// openatBeneath opens ws/rel with flags, following no symlink and never
+// leaving ws.
+func openatBeneath(ws, rel string, flags int) (int, error) {
+	root, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(root)
+	return unix.Openat2(root, rel, &unix.OpenHow{
+		Flags:   uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC),
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
 }
