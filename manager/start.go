@@ -63,38 +63,27 @@ func Launch(ctx context.Context, req request.Request) (*Manager, units.Spec, []c
 	}
 	probe := make(chan error, 1)
 	go func() { probe <- sandbox.ProbeCached(ctx, bwrap, filepath.Join(paths.RuntimeDir, "mosaic")) }()
+	var m *Manager
 	if spec.Scope {
 		// A scope run needs the connection only to start its scope: its
 		// name, state directory and sandbox are made while it is made
 		// (RunScope waits for it).
-		if perr := <-probe; perr != nil {
-			abandon()
-			return nil, units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v (run `mosaic doctor` for the host's namespace settings)", perr)
+		m = connecting(conn)
+	} else {
+		c := <-conn
+		if c.err != nil {
+			<-probe // it may be writing its cache
+			return nil, units.Spec{}, nil, c.err
 		}
-		mark(ctx, "bwrap probe (overlap)")
-		m := connecting(conn)
-		if err := m.complete(&spec, paths); err != nil {
-			m.Close()
-			return nil, units.Spec{}, nil, err
-		}
-		testPauseAfterCheck()
-		return m, spec, secrets, nil
-	}
-	c := <-conn
-	m, err := c.m, c.err
-	if err == nil {
+		m = c.m
 		m.sweepCredentials(ctx)
+		mark(ctx, "connect, read version (overlap)")
 	}
-	mark(ctx, "connect, read version (overlap)")
-	perr := <-probe
-	mark(ctx, "bwrap probe (overlap)")
-	if err != nil {
-		return nil, units.Spec{}, nil, err
-	}
-	if perr != nil {
+	if perr := <-probe; perr != nil {
 		m.Close()
 		return nil, units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v (run `mosaic doctor` for the host's namespace settings)", perr)
 	}
+	mark(ctx, "bwrap probe (overlap)")
 	if err := m.complete(&spec, paths); err != nil {
 		m.Close()
 		return nil, units.Spec{}, nil, err
