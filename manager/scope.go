@@ -121,7 +121,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	if interrupted(signals) {
 		sb.abort()
 		m.awaitScopeEnd(ctx, spec, w)
-		return Session{}, errcode.Interrupted.New("interrupted: session %s was stopped before its command ran", spec.Name)
+		return Session{}, interruptedBeforeRun(spec.Name)
 	}
 	// So is systemd's SIGTERM of a stop that began while the init was held
 	// (mosaic stop, systemctl --user stop): released, the command would run
@@ -284,38 +284,46 @@ func (sb *held) close() {
 	}
 }
 
-// untilSignal waits for done's error, or for a signal other than SIGWINCH
-// on signals: an interruption. mosaic handles the signals from Launch's
-// return on, while it is still connecting to systemd (for up to
-// dialTimeout and a call's timeout when the bus or the manager does not
-// answer): Ctrl-C or SIGTERM must not wait for that, nor end in the
-// connection's error.
+// untilSignal waits for done's error, or for a signal that interrupts.
+// mosaic handles the signals from Launch's return on, while it is still
+// connecting to systemd (for up to dialTimeout and a call's timeout when the
+// bus or the manager does not answer): Ctrl-C or SIGTERM must not wait for
+// that, nor end in the connection's error.
 func untilSignal(done <-chan error, signals <-chan os.Signal, name string) error {
 	for {
 		select {
 		case err := <-done:
 			return err
 		case sig := <-signals:
-			if sig != unix.SIGWINCH {
-				return errcode.Interrupted.New("interrupted: session %s was stopped before its command ran", name)
+			if interrupts(sig) {
+				return interruptedBeforeRun(name)
 			}
 		}
 	}
 }
 
-// interrupted reports whether a signal other than SIGWINCH (which the
-// command reads afresh when it starts) is queued on signals.
+// interrupted reports whether a signal that interrupts is queued on signals.
 func interrupted(signals <-chan os.Signal) bool {
 	for {
 		select {
 		case sig := <-signals:
-			if sig != unix.SIGWINCH {
+			if interrupts(sig) {
 				return true
 			}
 		default:
 			return false
 		}
 	}
+}
+
+// interrupts reports whether sig, come before the command ran, stops the
+// run: any but SIGWINCH, which the command reads afresh when it starts.
+func interrupts(sig os.Signal) bool { return sig != unix.SIGWINCH }
+
+// interruptedBeforeRun is the error of a run a signal stopped before its
+// command ran.
+func interruptedBeforeRun(name string) error {
+	return errcode.Interrupted.New("interrupted: session %s was stopped before its command ran", name)
 }
 
 // signal sends sig to the init, through its pidfd.
