@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"mosaic/manager/bulkget"
+	"mosaic/manager/cgcount"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/manager/session"
@@ -45,7 +46,12 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	// mostly a running service, and a call not needed costs less than a
 	// round trip after the others.
 	servicePIDs := m.pidsAsync(cctx, unit)
+	managerProps := func() map[string]any { return nil }
+	if cgcount.Unified() {
+		managerProps = m.properties(cctx, managerCgroupGet.Path, managerCgroupGet.Iface, []string{managerCgroupGet.Name})
+	}
 	up, sp := unitProps(), serviceProps()
+	managerCgroup, _ := managerProps()[managerCgroupGet.Name].(string)
 	if len(up) == 0 {
 		return Session{}, bug("reading "+unit, errors.New("systemd answered no property"))
 	}
@@ -65,6 +71,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 		return Session{}, errNoSession(name)
 	}
 	s := session.Of(name, kind, up, sp)
+	counters(&s, managerCgroup)
 	switch {
 	case s.Running() && kind == units.KindService:
 		s.PIDs = servicePIDs()
@@ -135,12 +142,21 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 			gets = append(gets, bulkget.Get{Path: u.Path, Iface: "org.freedesktop.systemd1.Unit", Name: n})
 		}
 	}
+	// The manager's own cgroup, under which the counters are read, last.
+	unified := cgcount.Unified()
+	if unified {
+		gets = append(gets, managerCgroupGet)
+	}
 	values, err := bulkget.Read(cctx, m.addr, m.viaBus, dialTimeout, callTimeout, gets)
 	if err != nil {
 		values = make([]any, 0, len(gets))
 		var collect []func() map[string]any
 		for _, p := range all {
 			collect = append(collect, m.properties(cctx, p.u.Path, p.iface, p.props), m.properties(cctx, p.u.Path, "org.freedesktop.systemd1.Unit", p.unitPrp))
+		}
+		var root func() map[string]any
+		if unified {
+			root = m.properties(cctx, managerCgroupGet.Path, managerCgroupGet.Iface, []string{managerCgroupGet.Name})
 		}
 		for i, p := range all {
 			sp, up := collect[2*i](), collect[2*i+1]()
@@ -151,6 +167,13 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 				values = append(values, up[n])
 			}
 		}
+		if unified {
+			values = append(values, root()[managerCgroupGet.Name])
+		}
+	}
+	cgroup := ""
+	if unified {
+		cgroup, _ = values[len(values)-1].(string)
 	}
 	var out []Session
 	for _, p := range all {
@@ -171,10 +194,27 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 			continue // gone between the list and the reads
 		}
 		up["ActiveState"], up["SubState"] = p.u.ActiveState, p.u.SubState
-		out = append(out, session.Of(p.name, p.kind, up, sp))
+		s := session.Of(p.name, p.kind, up, sp)
+		counters(&s, cgroup)
+		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// managerCgroupGet reads the user manager's cgroup, under which its units'
+// are (cgcount).
+var managerCgroupGet = bulkget.Get{Path: "/org/freedesktop/systemd1", Iface: "org.freedesktop.systemd1.Manager", Name: "ControlGroup"}
+
+// counters fills in s's cgroup counters, read from the cgroup filesystem
+// under the manager's cgroup ("" where the hierarchy is not unified or
+// systemd did not say: none).
+func counters(s *Session, managerCgroup string) {
+	if managerCgroup == "" || !s.Running() {
+		return
+	}
+	c := cgcount.Read(cgcount.Mount, managerCgroup, units.Slice, s.Unit)
+	s.MemoryBytes, s.Tasks, s.CPUNSec = c.MemoryBytes, c.Tasks, c.CPUNSec
 }
 
 // properties asks for the named properties of one interface of a unit
@@ -200,17 +240,19 @@ func (m *Manager) properties(ctx context.Context, path dbus.ObjectPath, iface st
 }
 
 // listProperties are the Service properties sessionOf reads.
+// (The counters, MemoryCurrent, TasksCurrent and CPUUsageNSec, are read from
+// the cgroup filesystem instead: see counters.)
 var listProperties = []string{"Result", "MainPID", "ExecMainStartTimestamp", "ExecMainExitTimestamp", "ExecMainCode", "ExecMainStatus",
-	"MemoryCurrent", "TasksCurrent", "CPUUsageNSec", "MemoryMax", "TasksMax", "CPUQuotaPerSecUSec"}
+	"MemoryMax", "TasksMax", "CPUQuotaPerSecUSec"}
 
 // runningProperties are listProperties less the main process's exit: what
 // List reads of a service whose main process runs (a third fewer calls
 // when listing many sessions).
-var runningProperties = []string{"Result", "MainPID", "ExecMainStartTimestamp", "MemoryCurrent", "TasksCurrent", "CPUUsageNSec"}
+var runningProperties = []string{"Result", "MainPID", "ExecMainStartTimestamp"}
 
 // scopeProperties are the Scope properties sessionOf reads: a scope has no
 // main process; mosaic run, its parent, records how it ended.
-var scopeProperties = []string{"Result", "MemoryCurrent", "TasksCurrent", "CPUUsageNSec", "MemoryMax", "TasksMax", "CPUQuotaPerSecUSec"}
+var scopeProperties = []string{"Result", "MemoryMax", "TasksMax", "CPUQuotaPerSecUSec"}
 
 func isSession(description any) bool {
 	d, _ := description.(string)

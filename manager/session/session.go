@@ -110,7 +110,7 @@ func (s Session) ExitCode() int {
 }
 
 // Of builds a Session from the unit's Unit and Service (or Scope)
-// properties.
+// properties; its cgroup counters are not among them (package cgcount).
 func Of(name, kind string, up, sp map[string]any) Session {
 	s := Session{Name: name, Unit: units.UnitOf(name, kind), Kind: kind}
 	s.State, _ = up["ActiveState"].(string)
@@ -136,9 +136,6 @@ func Of(name, kind string, up, sp map[string]any) Session {
 		t := time.UnixMicro(int64(ts))
 		s.Ended = &t
 	}
-	s.MemoryBytes = counter(sp["MemoryCurrent"])
-	s.Tasks = counter(sp["TasksCurrent"])
-	s.CPUNSec = counter(sp["CPUUsageNSec"])
 	s.MemoryMax = counter(sp["MemoryMax"])
 	s.TasksMax = counter(sp["TasksMax"])
 	if q := counter(sp["CPUQuotaPerSecUSec"]); q != nil {

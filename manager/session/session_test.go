@@ -34,12 +34,12 @@ func TestExit(t *testing.T) {
 	}
 }
 
-// TestOfCounters: a counter systemd reports as unavailable (the maximum
-// uint64) is none, not 16 EiB.
+// TestOfCounters: a limit systemd reports as none (the maximum uint64) is
+// none, not 16 EiB.
 func TestOfCounters(t *testing.T) {
 	s := Of("x", "service", map[string]any{"ActiveState": "active", "SubState": "running"},
-		map[string]any{"MemoryCurrent": uint64(math.MaxUint64), "TasksCurrent": uint64(3), "CPUQuotaPerSecUSec": uint64(500000)})
-	if s.MemoryBytes != nil || s.Tasks == nil || *s.Tasks != 3 || s.CPUQuota == nil || *s.CPUQuota != 50 || !s.Running() || s.Unit != "mosaic-x.service" {
+		map[string]any{"MemoryMax": uint64(math.MaxUint64), "TasksMax": uint64(3), "CPUQuotaPerSecUSec": uint64(500000)})
+	if s.MemoryMax != nil || s.TasksMax == nil || *s.TasksMax != 3 || s.CPUQuota == nil || *s.CPUQuota != 50 || !s.Running() || s.Unit != "mosaic-x.service" {
 		t.Errorf("%+v", s)
 	}
 }
