@@ -114,7 +114,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, err
 	}
 	mark(ctx, "scope started")
-	testSignalWhileHeld(signals, sb.signal)
+	testSignalWhileHeld(signals, sb.initPID, sb.signal)
 	// A signal that came while the init was held (Ctrl-C during the start)
 	// cannot be forwarded: the held init is PID 1 of its namespace with no
 	// handler, and the kernel drops it. Nothing has run: stop here.
@@ -126,7 +126,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	// So is systemd's SIGTERM of a stop that began while the init was held
 	// (mosaic stop, systemctl --user stop): released, the command would run
 	// until the stop timeout's SIGKILL.
-	testPauseHeld()
+	testPauseHeld(sb.initPID)
 	// (Only the stop's own announcement counts: an "inactive" may still be
 	// the unit's first, announced before its start.)
 	if !testBlindToStop() && w.wasStopped() {
@@ -156,8 +156,8 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 }
 
 // held is a scope's bwrap, started by mosaic: its init made (the sandbox
-// built around it) and held on bwrap's --block-fd until systemd has put it
-// into the scope.
+// built around it), started, and waiting for one byte until systemd has put
+// it into the scope.
 type held struct {
 	cmd     *exec.Cmd
 	initPID int
@@ -179,9 +179,7 @@ type held struct {
 // command could shut down.
 func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File) (*held, error) {
 	bwrapArgv, initArgs := units.ScopeBwrap(spec)
-	if !testNoInitGo() {
-		initArgs = append([]string{sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)}, initArgs...)
-	}
+	initArgs = append(append(testInitGoOnEOF(), sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)), initArgs...)
 	h, err := sandbox.HoldBwrap(bwrapArgv, initArgs, scopeEnv(spec, secrets), spec.Promise)
 	if err != nil {
 		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %v", err)
@@ -201,7 +199,7 @@ func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, 
 	cmd := &exec.Cmd{
 		Path: h.Argv[0], Args: h.Argv, Env: h.Env, Dir: spec.Workspace,
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
-		ExtraFiles: []*os.File{infoW, goR, h.Args, goR}, // sandbox.ScopeInfoFD, ScopeGoFD, ScopeArgsFD, ScopeInitGoFD
+		ExtraFiles: []*os.File{infoW, h.Args, goR}, // sandbox.ScopeInfoFD, ScopeArgsFD, ScopeInitGoFD
 		// A terminal on stdin that is mosaic's controlling terminal is not
 		// bwrap's: the sandbox never shares one with a layer above it.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Noctty: controllingTerminal(stdio[0])},
@@ -255,9 +253,9 @@ func controllingTerminal(f *os.File) bool {
 	return err == nil
 }
 
-// release lets the init run: one byte for bwrap, one for the init.
+// release lets the init run: one byte.
 func (sb *held) release() error {
-	_, err := sb.goW.Write(testReleaseBytes([]byte{1, 1}))
+	_, err := sb.goW.Write(testReleaseBytes([]byte{1}))
 	sb.goW.Close()
 	if err != nil {
 		<-sb.exited
@@ -266,7 +264,7 @@ func (sb *held) release() error {
 }
 
 // abort kills the held sandbox and waits for bwrap. The init is killed
-// first, through its pidfd: bwrap runs it on EOF on its --block-fd too.
+// first, through its pidfd (it would refuse on the go pipe's EOF anyway).
 func (sb *held) abort() {
 	if sb.initFD >= 0 {
 		_ = unix.PidfdSendSignal(sb.initFD, unix.SIGKILL, nil, 0)

@@ -17,14 +17,14 @@ func testScopeOutside() bool { return false }
 
 func testNoScopePromise() bool { return false }
 
-func testSignalWhileHeld(chan os.Signal, func(os.Signal)) {}
+func testSignalWhileHeld(chan os.Signal, int, func(os.Signal)) {}
 
 func testScopeSuspendable() bool { return false }
 
-func testNoInitGo() bool { return false }
+func testInitGoOnEOF() []string { return nil }
 
 func testReleaseBytes(b []byte) []byte { return b }
 
-func testPauseHeld() {}
+func testPauseHeld(int) {}
 
 func testBlindToStop() bool { return false }

@@ -5,6 +5,8 @@ package manager
 import (
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -45,8 +47,8 @@ func testExtraRO() []string {
 }
 
 // testScopeOutside, under MOSAIC_TEST_SCOPE_OUTSIDE=1, lets a scope's held
-// init run without asking systemd for the scope: what bwrap does when its
-// --block-fd reaches EOF before the scope is made (mosaic killed then).
+// init run without asking systemd for the scope: what an init that ran
+// before the scope was made would do.
 func testScopeOutside() bool { return os.Getenv("MOSAIC_TEST_SCOPE_OUTSIDE") == "1" }
 
 // testNoScopePromise, under MOSAIC_TEST_NO_SCOPE_PROMISE=1, names no scope
@@ -60,11 +62,12 @@ func testNoScopePromise() bool { return os.Getenv("MOSAIC_TEST_NO_SCOPE_PROMISE"
 // the session: an interrupt during the start made deterministic. Under
 // MOSAIC_TEST_SIGNAL_HELD=forwarded it hands what was queued to forward at
 // once: the weakened mosaic that sends it on to the held init.
-func testSignalWhileHeld(signals chan os.Signal, forward func(os.Signal)) {
+func testSignalWhileHeld(signals chan os.Signal, initPID int, forward func(os.Signal)) {
 	mode := os.Getenv("MOSAIC_TEST_SIGNAL_HELD")
 	if mode == "" {
 		return
 	}
+	awaitHeld(initPID)
 	_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
 	for i := 0; i < 1000 && len(signals) == 0; i++ {
 		time.Sleep(time.Millisecond)
@@ -79,10 +82,15 @@ func testSignalWhileHeld(signals chan os.Signal, forward func(os.Signal)) {
 // its scope session runs on.
 func testScopeSuspendable() bool { return os.Getenv("MOSAIC_TEST_SCOPE_SUSPENDABLE") == "1" }
 
-// testNoInitGo, under MOSAIC_TEST_NO_INIT_GO=1, does not have a scope's init
-// wait for mosaic's byte itself: the weakened mosaic whose held init runs
-// on bwrap's EOF alone.
-func testNoInitGo() bool { return os.Getenv("MOSAIC_TEST_NO_INIT_GO") == "1" }
+// testInitGoOnEOF, under MOSAIC_TEST_NO_INIT_GO=1, has a scope's init run
+// on EOF of its go pipe as on mosaic's byte: the weakened init that a
+// mosaic killed while it was held lets run.
+func testInitGoOnEOF() []string {
+	if os.Getenv("MOSAIC_TEST_NO_INIT_GO") == "1" {
+		return []string{"--test-go-on-eof"}
+	}
+	return nil
+}
 
 // testReleaseBytes, under MOSAIC_TEST_RELEASE_EOF=1, sends nothing where
 // mosaic lets the held init run: the EOF bwrap and the init see when mosaic
@@ -98,8 +106,9 @@ func testReleaseBytes(b []byte) []byte {
 // init is held in its scope until the test has opened the FIFO, done what
 // it does to the scope (stop it), and closed it; then it gives systemd's
 // announcement of that a moment to arrive.
-func testPauseHeld() {
+func testPauseHeld(initPID int) {
 	if fifo := os.Getenv("MOSAIC_TEST_PAUSE_HELD"); fifo != "" {
+		awaitHeld(initPID)
 		if f, err := os.Open(fifo); err == nil {
 			_, _ = io.Copy(io.Discard, f)
 			f.Close()
@@ -111,3 +120,21 @@ func testPauseHeld() {
 // testBlindToStop, under MOSAIC_TEST_BLIND_TO_STOP=1, lets the held init run
 // although its scope is being stopped: the weakened mosaic.
 func testBlindToStop() bool { return os.Getenv("MOSAIC_TEST_BLIND_TO_STOP") == "1" }
+
+// awaitHeld waits (up to 10 s) until the init, started at once by bwrap,
+// waits for mosaic's byte: it then ignores SIGINT, as it does only while
+// held. Before that a signal finds the Go runtime's default, which a test of
+// what a held init does with one must not depend on the timing of.
+func awaitHeld(pid int) {
+	for i := 0; i < 1000; i++ {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		for _, line := range strings.Split(string(b), "\n") {
+			if hex, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+				if mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64); err == nil && mask&(1<<(syscall.SIGINT-1)) != 0 {
+					return
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -12,27 +12,23 @@ import (
 // A scope's sandbox has no exec shim: mosaic starts bwrap itself, with
 // these descriptors (see Held).
 const (
-	ScopeInfoFD = 3 // bwrap's --info-fd: {"child-pid": N}, the init's PID
-	ScopeGoFD   = 4 // bwrap's --block-fd: one byte once the init is in the scope
-	ScopeArgsFD = 5 // the init's arguments (InitArgvFD)
-	// ScopeInitGoFD is the go pipe again, for the init (InitGoFD): bwrap
-	// runs the init on EOF of ScopeGoFD too, so the init reads the second
-	// byte mosaic sends and refuses on EOF (mosaic gone while it was held).
-	ScopeInitGoFD = 6
+	ScopeInfoFD   = 3 // bwrap's --info-fd: {"child-pid": N}, the init's PID
+	ScopeArgsFD   = 4 // the init's arguments (InitArgvFD)
+	ScopeInitGoFD = 5 // the init's --go-fd: one byte once the init is in the scope
 )
 
 // InitGoFD is the init's option naming the descriptor it reads one byte
-// from before it does anything: a scope's init, which bwrap may run on EOF.
+// from before it does anything: a scope's init, started before its scope.
 const InitGoFD = "--go-fd"
 
 // Held is a scope's bwrap as mosaic starts it: bwrap reports the init's PID
-// on ScopeInfoFD as soon as it has cloned it, builds the sandbox and holds
-// the init, not yet run, on ScopeGoFD until mosaic has had systemd put it
-// into the scope. bwrap's setup thus overlaps systemd's work, and
-// nothing of the session runs outside its scope: the init checks its cgroup
-// (Promise.Scope) before anything else. (bwrap also runs the init when the
-// descriptor reaches EOF, e.g. when mosaic dies: the init then finds EOF on
-// ScopeInitGoFD, and a cgroup that is not its scope's, and refuses.)
+// on ScopeInfoFD as soon as it has cloned it, builds the sandbox and runs
+// the init, which waits for one byte on ScopeInitGoFD (InitGoFD), sent once
+// mosaic has had systemd put it into the scope. bwrap's setup and the init's
+// own start (a Go program's) thus overlap systemd's work, and nothing of the
+// session runs outside its scope: the init checks its cgroup
+// (Promise.Scope) before anything else, and refuses on EOF (mosaic gone
+// while it was held).
 type Held struct {
 	Argv []string // bwrap's command line, argv[0] bwrap's path
 	Env  []string // its environment: InitEnv's, with the promise

@@ -105,6 +105,10 @@ func Init(args []string) int {
 	}
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	goFD := fs.Int(InitGoFD[2:], -1, "wait for one byte on this descriptor (a scope's go pipe); EOF means mosaic is gone: refuse")
+	goOnEOF := false
+	if testHooks {
+		fs.BoolVar(&goOnEOF, "test-go-on-eof", false, "test hook: run on EOF of --go-fd too (the weakened init)")
+	}
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")
 	tty := fs.Bool("tty", false, "stdin is the session's own pseudo-terminal: make it the command's controlling terminal")
@@ -120,11 +124,22 @@ func Init(args []string) int {
 		return ExitSandboxRefused
 	}
 	if *goFD >= 0 {
-		if err := awaitGo(*goFD); err != nil {
+		// Held: mosaic has not yet had systemd put this process into the
+		// session's scope. No signal but SIGKILL does anything until its
+		// byte comes, as none does to a namespace's PID 1 without a
+		// handler: mosaic itself stops a held session (SIGKILL), and a
+		// stop of the scope while held (systemd's SIGTERM) is mosaic's to
+		// see, not a reason to die half-started.
+		signal.Ignore(forwardedSignals...)
+		if err := awaitGo(*goFD, goOnEOF); err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 			return ExitSandboxRefused
 		}
 	}
+	// From here on no signal is lost (nor ends the init): each is forwarded
+	// to the command once it runs, and SIGCHLD is there before the child.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD}, forwardedSignals...)...)
 	notify := notifyFD()
 	closeInherited()
 	promise, promiseErr := DecodePromise(os.Getenv(PromiseEnv))
@@ -169,11 +184,6 @@ func Init(args []string) int {
 		return 127
 	}
 
-	// Subscribe before the child exists so that neither a SIGCHLD nor a
-	// SIGTERM sent in the first microseconds is lost.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGTSTP)
-
 	attr := &os.ProcAttr{Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}}
 	if *tty {
 		// The command leads a session of its own whose controlling terminal
@@ -203,12 +213,15 @@ func Init(args []string) int {
 	return supervise(proc.Pid, *tty, sigs)
 }
 
+// forwardedSignals are the signals the init forwards to the command.
+var forwardedSignals = []os.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGTSTP}
+
 // awaitGo reads the one byte mosaic sends on fd once systemd has put the
-// session into its scope. bwrap holds the init on the same pipe but runs it
-// on EOF too, which is all a mosaic killed while the sandbox was held
-// leaves: the session would then run with nobody to relay its signals or
-// record its end, and (the scope made) no check of the cgroup to stop it.
-func awaitGo(fd int) error {
+// session into its scope. EOF is all a mosaic killed while the session was
+// held leaves: the session would then run with nobody to relay its signals
+// or record its end, and (the scope made) no check of the cgroup to stop
+// it; it is a refusal, unless onEOF (the weakened init of a test).
+func awaitGo(fd int, onEOF bool) error {
 	var b [1]byte
 	for {
 		n, err := unix.Read(fd, b[:])
@@ -216,7 +229,7 @@ func awaitGo(fd int) error {
 			continue
 		}
 		unix.Close(fd)
-		if n == 1 {
+		if n == 1 || onEOF && n == 0 && err == nil {
 			return nil
 		}
 		if err == nil {

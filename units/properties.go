@@ -83,10 +83,11 @@ func ExecArgv(s Spec) []string {
 // ScopeBwrap is a scope's sandbox, which mosaic starts itself (no exec
 // shim, see sandbox.Held): bwrap's command line, from bwrap's path to
 // "InitPath init", and the init's arguments after "init". bwrap reports the
-// init's PID on sandbox.ScopeInfoFD and holds it, the sandbox built, until a
-// byte on sandbox.ScopeGoFD, sent once systemd has put the init into the scope.
+// init's PID on sandbox.ScopeInfoFD and runs it, the sandbox built; the init
+// waits for a byte on sandbox.ScopeInitGoFD, sent once systemd has put it
+// into the scope.
 func ScopeBwrap(s Spec) (bwrapArgv, initArgs []string) {
-	extra := append([]string{"--info-fd", strconv.Itoa(sandbox.ScopeInfoFD), "--block-fd", strconv.Itoa(sandbox.ScopeGoFD)}, netArgs(s)...)
+	extra := append([]string{"--info-fd", strconv.Itoa(sandbox.ScopeInfoFD)}, netArgs(s)...)
 	argv := append([]string{s.BwrapBin}, sandbox.Argv(s.Binds(), s.Workspace, []string{sandbox.InitPath, "init"}, extra...)...)
 	return argv, InitArgs(s)[1:]
 }

@@ -76,7 +76,7 @@ func TestScopeInterruptWhileConnecting(t *testing.T) {
 }
 
 // heldBwrap reports whether process pid has a child that is a scope's
-// bwrap (not the sandbox probe's): one with a --block-fd.
+// bwrap (not the sandbox probe's): one with an --info-fd.
 func heldBwrap(pid int) bool { return scopeBwrap(pid) > 0 }
 
 // scopeBwrap is the PID of process pid's child that is a scope's bwrap,
@@ -96,7 +96,7 @@ func scopeBwrap(pid int) int {
 		f := strings.Fields(string(b[i+1:]))
 		if len(f) > 1 && f[1] == strconv.Itoa(pid) && string(b[j+1:i]) == "bwrap" {
 			argv, _ := os.ReadFile(filepath.Join(filepath.Dir(s), "cmdline"))
-			if bytes.Contains(argv, []byte("\x00--block-fd\x00")) {
+			if bytes.Contains(argv, []byte("\x00--info-fd\x00")) {
 				n, _ := strconv.Atoi(filepath.Base(filepath.Dir(s)))
 				return n
 			}

@@ -155,12 +155,12 @@ func TestScopeTerminal(t *testing.T) {
 	}
 }
 
-// TestScopeInitOutsideRefused: a scope's bwrap holds the init until systemd
-// has put it into the scope, but runs it anyway when its --block-fd
-// reaches EOF (mosaic killed while the sandbox is held): outside the scope,
-// where its limits, `systemctl --user stop` and inspection do not reach.
-// The init refuses to run the command there. Shown first against a mosaic
-// whose promise names no scope: the command then runs, outside it.
+// TestScopeInitOutsideRefused: a scope's init starts before systemd has put
+// it into the scope and waits for mosaic's byte; released outside the scope
+// (by a mosaic that never asked for it), where its limits, `systemctl --user
+// stop` and inspection do not reach, it refuses to run the command there.
+// Shown first against a mosaic whose promise names no scope: the command
+// then runs, outside it.
 func TestScopeInitOutsideRefused(t *testing.T) {
 	needRig(t)
 	bin := hookedMosaic(t)
@@ -188,9 +188,9 @@ func TestScopeInitOutsideRefused(t *testing.T) {
 // TestScopeInterruptWhileHeld: Ctrl-C while a scope session starts (the
 // init held until systemd has made the scope) stops it: the command never
 // runs, mosaic exits 130 and the name is free again. Forwarded to the held
-// init instead, the signal is lost (PID 1 of its namespace, no handler
-// yet) and the command runs as if nobody had pressed Ctrl-C: shown first
-// against a mosaic that forwards it to the held init.
+// init instead, the signal is lost (the init takes none while held, as
+// PID 1 of its namespace) and the command runs as if nobody had pressed
+// Ctrl-C: shown first against a mosaic that forwards it to the held init.
 func TestScopeInterruptWhileHeld(t *testing.T) {
 	needRig(t)
 	bin := hookedMosaic(t)
@@ -266,13 +266,12 @@ func TestScopeCtrlZ(t *testing.T) {
 }
 
 // TestScopeHeldInitMosaicGone: mosaic killed once systemd has made the
-// scope but before it lets the held init run leaves bwrap's --block-fd at
-// EOF, on which bwrap runs the init anyway; in the scope, its cgroup check
-// passes, and the command would run with nobody to relay its signals or
-// record its end (and a bwrap whose parent died first never kills it). The
-// init reads its own byte from mosaic and refuses on EOF. The EOF is made
-// by a mosaic that sends nothing (MOSAIC_TEST_RELEASE_EOF), shown first
-// against a mosaic whose init does not wait for its byte.
+// scope but before it lets the held init run leaves the init's go pipe at
+// EOF; in the scope, its cgroup check passes, and the command would run with
+// nobody to relay its signals or record its end (and a bwrap whose parent
+// died first never kills it). The init refuses on EOF. The EOF is made by a
+// mosaic that sends nothing (MOSAIC_TEST_RELEASE_EOF), shown first against
+// an init that runs on EOF as on the byte (MOSAIC_TEST_NO_INIT_GO).
 func TestScopeHeldInitMosaicGone(t *testing.T) {
 	needRig(t)
 	bin := hookedMosaic(t)
@@ -298,9 +297,9 @@ func TestScopeHeldInitMosaicGone(t *testing.T) {
 }
 
 // TestScopeStoppedWhileHeld: a stop of the scope (mosaic stop, systemctl
-// --user stop) that begins while the init is held sends its SIGTERM to
-// bwrap and the held init, which ignore it; released, the command would
-// run until the stop timeout's SIGKILL. mosaic sees the stop and does not
+// --user stop) that begins while the init is held sends its SIGTERM to the
+// held init, which ignores it; released, the command would run until the
+// stop timeout's SIGKILL. mosaic sees the stop and does not
 // let it run. Shown first against a mosaic that does not look.
 func TestScopeStoppedWhileHeld(t *testing.T) {
 	needRig(t)
