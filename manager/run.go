@@ -64,26 +64,47 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 		}
 	}
 	mark(ctx, "end announced")
+	// What the session's ended stage moved aside is read before its state
+	// can go.
+	moved := endedMovedAside(spec, l.began)
+	removed := removeUnnamed(spec)
+	defer func() { <-removed }()
 	p := w.snapshot()
 	s := session.Of(spec.Name, units.KindService, p, p)
 	s.StoppedBy = stoppedBy(w, stopping, s.Result)
-	s.MovedAside = movedAside(spec, l.began)
+	s.MovedAside = append(moved, records.MoveAside(recordAt(spec, l.began))...)
 	if result != "done" && s.ExitStatus == nil {
 		return s, errcode.StartFailed.New("session %s did not start: %s", spec.Name, startFailure(result, s))
 	}
 	return s, nil
 }
 
-// movedAside is what the ended session of spec, started at began, created
-// among its workspace's host-executed entries, moved aside: by its ended
-// stage when it had one (its end.json says), and here what is left (all of
-// it for a run without that stage).
-func movedAside(spec units.Spec, began time.Time) []sandbox.MovedAside {
-	var moved []sandbox.MovedAside
+// endedMovedAside is what the ended stage of spec's session, started at
+// began, moved aside of what it created among its workspace's
+// host-executed entries (its end.json says; none for a run without that
+// stage). Run moves aside what is left (records.MoveAside).
+func endedMovedAside(spec units.Spec, began time.Time) []sandbox.MovedAside {
 	if e, ok := records.ReadEnd(spec.StateDir); ok && e.Ended.After(began) {
-		moved = e.MovedAside
+		return e.MovedAside
 	}
-	return append(moved, records.MoveAside(recordAt(spec, began))...)
+	return nil
+}
+
+// removeUnnamed removes an ended unnamed run's state (its state directory
+// and egress directory) in the background and returns what is closed once
+// it is gone: the end of a run looks at the workspace and hears from
+// systemd meanwhile, instead of after. (The removal deferred at its start,
+// for every way out, then finds nothing.) A named session keeps its state.
+func removeUnnamed(spec units.Spec) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		if !spec.NameGiven {
+			statedir.Remove(spec.StateDir)
+			os.RemoveAll(spec.EgressDir)
+		}
+		close(done)
+	}()
+	return done
 }
 
 // recordAt is the record of spec's session as mosaic wrote it at its

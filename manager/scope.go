@@ -150,6 +150,11 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 
 	waitErr := relayUntilExit(sb, signals)
 	mark(ctx, "session ended")
+	// Nothing of the session is left (its PID namespace ended with the
+	// init): an unnamed run's state goes while systemd reports the end and
+	// the workspace is looked at (scopeEnded).
+	removed := removeUnnamed(spec)
+	defer func() { <-removed }()
 	m.awaitScopeEnd(ctx, spec, w)
 	mark(ctx, "scope ended")
 	return scopeEnded(spec, w, sb.cmd, waitErr, began)
