@@ -37,7 +37,7 @@ func TestBulkAgainstSystemd(t *testing.T) {
 		{Path: scope, Iface: "org.freedesktop.systemd1.Unit", Name: "NoSuchProperty"},
 		{Path: scope, Iface: "org.freedesktop.systemd1.Scope", Name: "Result"},
 	}
-	got, err := bulkget.Read(ctx, m.addr, m.viaBus, dialTimeout, callTimeout, gets)
+	got, err := bulkget.Read(ctx, m.private, dialTimeout, callTimeout, gets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestBulkAgainstSystemd(t *testing.T) {
 	if got[0] != m.version || got[2] != "init.scope" || got[3] != "active" || got[7] != nil {
 		t.Errorf("Version %#v (want %q), Id %#v, ActiveState %#v, NoSuchProperty %#v (want nil)", got[0], m.version, got[2], got[3], got[7])
 	}
-	if _, err := bulkget.Read(ctx, "unix:abstract=/mosaic-test", m.viaBus, dialTimeout, callTimeout, gets); err == nil {
+	if _, err := bulkget.Read(ctx, "unix:abstract=/mosaic-test", dialTimeout, callTimeout, gets); err == nil {
 		t.Error("an abstract address: no error")
 	}
 }

@@ -49,7 +49,7 @@ type Manager struct {
 	Outside *sandbox.Outside
 
 	viaBus  bool   // through dbus-daemon: signals need Subscribe and match rules
-	addr    string // where the manager was reached (a bulk connection dials it too)
+	private string // the manager's private socket, which a bulk connection dials
 	version string // the manager's Version property
 
 	subscribed sync.Once
@@ -82,7 +82,14 @@ func addresses(rt string) []address {
 	} else if _, err := os.Stat(filepath.Join(rt, "bus")); err == nil {
 		a = append(a, address{"unix:path=" + filepath.Join(rt, "bus"), true})
 	}
-	return append(a, address{"unix:path=" + filepath.Join(rt, "systemd", "private"), false})
+	return append(a, address{privateSocket(rt), false})
+}
+
+// privateSocket is the address of the user manager's private socket in the
+// runtime directory rt: systemd itself answers there, with no dbus-daemon
+// between.
+func privateSocket(rt string) string {
+	return "unix:path=" + filepath.Join(rt, "systemd", "private")
 }
 
 // dialTimeout bounds connecting, authenticating and saying Hello on a bus:
@@ -201,7 +208,7 @@ func connect(ctx context.Context) (*Manager, error) {
 			tried = append(tried, fmt.Sprintf("%s: %v", a.addr, err))
 			continue
 		}
-		m = &Manager{conn: conn, bus: bus, viaBus: a.viaBus, addr: a.addr, watchers: map[dbus.ObjectPath][]*unitWatch{}}
+		m = &Manager{conn: conn, bus: bus, viaBus: a.viaBus, private: privateSocket(rt), watchers: map[dbus.ObjectPath][]*unitWatch{}}
 		// A bus with no systemd on it, or one that answers Hello and then
 		// nothing, is passed over for the next address, as a dead one is.
 		if err = m.readVersion(ctx, a.viaBus); err == nil {
@@ -247,7 +254,7 @@ func connecting(conn <-chan connection) *Manager {
 			m.readyErr = c.err
 			return
 		}
-		m.conn, m.bus, m.features, m.viaBus, m.addr, m.version, m.watchers = c.m.conn, c.m.bus, c.m.features, c.m.viaBus, c.m.addr, c.m.version, c.m.watchers
+		m.conn, m.bus, m.features, m.viaBus, m.private, m.version, m.watchers = c.m.conn, c.m.bus, c.m.features, c.m.viaBus, c.m.private, c.m.version, c.m.watchers
 	}()
 	return m
 }

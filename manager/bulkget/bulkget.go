@@ -1,6 +1,7 @@
 // Package bulkget reads many of systemd's D-Bus properties at once (mosaic
 // list: a Get per property and session, 1,200 at 200 sessions) over a
-// connection of its own, on which mosaic encodes the calls and decodes the answers itself.
+// connection of its own to the manager's private socket, on which mosaic
+// encodes the calls and decodes the answers itself.
 // Through godbus each call cost the CLI more CPU than systemd spent
 // answering it (reflection, a header map, a goroutine handoff and four
 // system calls per call): at 200 sessions the CLI's CPU, not systemd, set
@@ -42,11 +43,11 @@ const bulkChunk = 16 << 10
 const maxBulkMessage = 1 << 20
 
 // Read reads every get over a new connection to addr, where systemd's
-// manager answers (hello: through a bus, which wants Hello first); the
+// manager answers directly (its private socket: no bus, so no Hello); the
 // answer at i is get i's value, nil where there is none. Connecting takes
 // at most dial; the whole ends by ctx's deadline, or after timeout if that
 // comes first.
-func Read(ctx context.Context, addr string, hello bool, dial, timeout time.Duration, gets []Get) ([]any, error) {
+func Read(ctx context.Context, addr string, dial, timeout time.Duration, gets []Get) ([]any, error) {
 	path, ok := unixPath(addr)
 	if !ok {
 		return nil, errors.New("not a unix:path= address: " + addr)
@@ -76,12 +77,8 @@ func Read(ctx context.Context, addr string, hello bool, dial, timeout time.Durat
 	if !strings.HasPrefix(line, "OK ") {
 		return nil, fmt.Errorf("authentication refused: %q", strings.TrimSpace(line))
 	}
-	var serial uint32 = 1
 	buf := []byte("BEGIN\r\n")
-	if hello {
-		buf = appendCall(buf, serial, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "Hello", "", nil)
-	}
-	first := serial + 1 // the serial of gets[0]
+	const first = 1 // the serial of gets[0]
 	written := make(chan error, 1)
 	go func() {
 		for i, g := range gets {
@@ -107,7 +104,7 @@ func Read(ctx context.Context, addr string, hello bool, dial, timeout time.Durat
 		}
 		i := int(replyTo - first)
 		if (typ != msgReturn && typ != msgError) || replyTo < first || i >= len(gets) {
-			continue // Hello's answer, NameAcquired
+			continue // a signal (systemd sends its own on a private connection unasked)
 		}
 		left--
 		if typ == msgReturn {
