@@ -114,18 +114,19 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, err
 	}
 	mark(ctx, "scope started")
-	testSignalWhileHeld(signals, sb.initPID, sb.signal)
-	// A signal that came while the init was held (Ctrl-C during the start)
-	// cannot be forwarded: the held init is PID 1 of its namespace with no
-	// handler, and the kernel drops it. Nothing has run: stop here.
+	testSignalWhileHeld(signals, sb.initPID)
+	// A signal that came while the init was held (Ctrl-C during the start):
+	// nothing has run yet, stop here rather than start the command only to
+	// forward it.
 	if interrupted(signals) {
 		sb.abort()
 		m.awaitScopeEnd(ctx, spec, w)
 		return Session{}, interruptedBeforeRun(spec.Name)
 	}
-	// So is systemd's SIGTERM of a stop that began while the init was held
-	// (mosaic stop, systemctl --user stop): released, the command would run
-	// until the stop timeout's SIGKILL.
+	// So does a stop that began while the init was held (mosaic stop,
+	// systemctl --user stop). Its SIGTERM, sent before its news, which may
+	// come only after this look, is kept by the init and forwarded to the
+	// command as it starts.
 	testPauseHeld(sb.initPID)
 	// (Only the stop's own announcement counts: an "inactive" may still be
 	// the unit's first, announced before its start.)
@@ -179,7 +180,7 @@ type held struct {
 // command could shut down.
 func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File) (*held, error) {
 	bwrapArgv, initArgs := units.ScopeBwrap(spec)
-	initArgs = append(append(testInitGoOnEOF(), sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)), initArgs...)
+	initArgs = append(append(append(testInitGoOnEOF(), testInitIgnoreHeld()...), sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)), initArgs...)
 	h, err := sandbox.HoldBwrap(bwrapArgv, initArgs, scopeEnv(spec, secrets), spec.Promise)
 	if err != nil {
 		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %v", err)

@@ -17,11 +17,13 @@ func testScopeOutside() bool { return false }
 
 func testNoScopePromise() bool { return false }
 
-func testSignalWhileHeld(chan os.Signal, int, func(os.Signal)) {}
+func testSignalWhileHeld(chan os.Signal, int) {}
 
 func testScopeSuspendable() bool { return false }
 
 func testInitGoOnEOF() []string { return nil }
+
+func testInitIgnoreHeld() []string { return nil }
 
 func testReleaseBytes(b []byte) []byte { return b }
 

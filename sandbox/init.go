@@ -105,9 +105,10 @@ func Init(args []string) int {
 	}
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	goFD := fs.Int(InitGoFD[2:], -1, "wait for one byte on this descriptor (a scope's go pipe); EOF means mosaic is gone: refuse")
-	goOnEOF := false
+	goOnEOF, ignoreHeld := false, false
 	if testHooks {
 		fs.BoolVar(&goOnEOF, "test-go-on-eof", false, "test hook: run on EOF of --go-fd too (the weakened init)")
+		fs.BoolVar(&ignoreHeld, "test-ignore-held", false, "test hook: ignore the forwarded signals while held (the weakened init)")
 	}
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")
@@ -123,23 +124,33 @@ func Init(args []string) int {
 		fmt.Fprintln(os.Stderr, "mosaic init: usage: init --session NAME --home DIR [--pass VAR]... [--credential VAR]... -- COMMAND [ARG...]")
 		return ExitSandboxRefused
 	}
+	// From here on no signal is lost (nor ends the init): each is forwarded
+	// to the command once it runs, and SIGCHLD is there before the child.
+	sigs := make(chan os.Signal, 16)
+	if ignoreHeld {
+		signal.Ignore(forwardedSignals...)
+	} else {
+		signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD}, forwardedSignals...)...)
+	}
 	if *goFD >= 0 {
 		// Held: mosaic has not yet had systemd put this process into the
-		// session's scope. No signal but SIGKILL does anything until its
-		// byte comes, as none does to a namespace's PID 1 without a
-		// handler: mosaic itself stops a held session (SIGKILL), and a
-		// stop of the scope while held (systemd's SIGTERM) is mosaic's to
-		// see, not a reason to die half-started.
-		signal.Ignore(forwardedSignals...)
+		// session's scope. A signal now is kept for the command, not
+		// dropped: systemd's SIGTERM of a stop that began while held (mosaic
+		// stop, systemctl --user stop) comes before its news over D-Bus,
+		// which mosaic, looking before it lets the init run, may miss; the
+		// command then ends on it at once instead of running until the stop
+		// timeout's SIGKILL. (mosaic itself stops a held session with
+		// SIGKILL.)
+		testMarkHeld(true)
 		if err := awaitGo(*goFD, goOnEOF); err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 			return ExitSandboxRefused
 		}
+		testMarkHeld(false)
 	}
-	// From here on no signal is lost (nor ends the init): each is forwarded
-	// to the command once it runs, and SIGCHLD is there before the child.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD}, forwardedSignals...)...)
+	if ignoreHeld {
+		signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD}, forwardedSignals...)...)
+	}
 	notify := notifyFD()
 	closeInherited()
 	promise, promiseErr := DecodePromise(os.Getenv(PromiseEnv))

@@ -4,3 +4,5 @@ package sandbox
 
 // testHooks is off in every real build: the init has no test-only options.
 const testHooks = false
+
+func testMarkHeld(bool) {}
