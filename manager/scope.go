@@ -135,6 +135,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		m.awaitScopeEnd(ctx, spec, w)
 		return Session{}, errcode.StartFailed.New("session %s was stopped from outside before its command ran", spec.Name)
 	}
+	testSignalAtRelease(sb.initPID, sb.signal)
 	if err := sb.release(); err != nil {
 		return Session{}, errcode.StartFailed.New("session %s did not start: its sandbox (bwrap) died before it could run", spec.Name)
 	}

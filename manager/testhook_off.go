@@ -25,6 +25,8 @@ func testInitGoOnEOF() []string { return nil }
 
 func testInitIgnoreHeld() []string { return nil }
 
+func testSignalAtRelease(int, func(os.Signal)) {}
+
 func testReleaseBytes(b []byte) []byte { return b }
 
 func testPauseHeld(int) {}

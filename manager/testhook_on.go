@@ -92,6 +92,17 @@ func testInitGoOnEOF() []string {
 	return nil
 }
 
+// testSignalAtRelease, under MOSAIC_TEST_SIGNAL_AT_RELEASE=1, forwards
+// SIGINT to the held init just before mosaic lets it run: Ctrl-C (or a
+// harness's SIGTERM) that mosaic forwards as soon as it has sent the byte,
+// come before the init has read it, made deterministic.
+func testSignalAtRelease(initPID int, forward func(os.Signal)) {
+	if os.Getenv("MOSAIC_TEST_SIGNAL_AT_RELEASE") == "1" {
+		awaitHeld(initPID)
+		forward(syscall.SIGINT)
+	}
+}
+
 // testInitIgnoreHeld, under MOSAIC_TEST_IGNORE_HELD=1, has a scope's init
 // ignore the signals it forwards while it is held: the weakened init that
 // loses a stop's SIGTERM come before mosaic's byte.

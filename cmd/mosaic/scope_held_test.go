@@ -59,3 +59,31 @@ func TestScopeHeldStopNewsLate(t *testing.T) {
 		}
 	}
 }
+
+// TestScopeSignalAtRelease: a signal mosaic forwards as soon as it has let
+// the held init run (Ctrl-C in the terminal, a harness's SIGTERM), come
+// before the init has read mosaic's byte, reaches the command: the init
+// keeps it. Shown first against an init that ignores signals while held,
+// where it is lost and the command runs on to its end as if nobody had
+// pressed Ctrl-C.
+func TestScopeSignalAtRelease(t *testing.T) {
+	needRig(t)
+	bin := hookedMosaic(t)
+	ws := workspace(t)
+	for _, weak := range []bool{true, false} {
+		cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "sleep", "4")
+		cmd.Env = append(os.Environ(), "MOSAIC_TEST_SIGNAL_AT_RELEASE=1")
+		if weak {
+			cmd.Env = append(cmd.Env, "MOSAIC_TEST_IGNORE_HELD=1")
+		}
+		began := time.Now()
+		out, _ := cmd.CombinedOutput()
+		took, code := time.Since(began), cmd.ProcessState.ExitCode()
+		if weak && (code != 0 || took < 4*time.Second) {
+			t.Fatalf("the weakened init's command did not run on after Ctrl-C, so this test proves nothing: exit %d after %v\n%s", code, took, out)
+		}
+		if !weak && (code != 130 || took > 3*time.Second) {
+			t.Errorf("Ctrl-C as the session started did not end the command: exit %d after %v\n%s", code, took, out)
+		}
+	}
+}
