@@ -124,8 +124,9 @@ func Init(args []string) int {
 		fmt.Fprintln(os.Stderr, "mosaic init: usage: init --session NAME --home DIR [--pass VAR]... [--credential VAR]... -- COMMAND [ARG...]")
 		return ExitSandboxRefused
 	}
-	// From here on no signal is lost (nor ends the init): each is forwarded
-	// to the command once it runs, and SIGCHLD is there before the child.
+	// From here on, held or not, no signal is lost (nor ends the init): each
+	// is forwarded to the command once it runs, and SIGCHLD is there before
+	// the child.
 	sigs := make(chan os.Signal, 16)
 	if ignoreHeld {
 		signal.Ignore(forwardedSignals...)
