@@ -114,7 +114,15 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, err
 	}
 	mark(ctx, "scope started")
-	testSignalWhileHeld(signals, sb.initPID)
+	// Nothing is forwarded to the init before it is held (and the look for
+	// a stop below comes no sooner).
+	if err = untilSignal(sb.held, signals, spec.Name); err != nil {
+		sb.abort()
+		m.awaitScopeEnd(ctx, spec, w)
+		return Session{}, err
+	}
+	mark(ctx, "init held")
+	testSignalWhileHeld(signals)
 	// A signal that came while the init was held (Ctrl-C during the start):
 	// nothing has run yet, stop here rather than start the command only to
 	// forward it.
@@ -127,7 +135,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	// systemctl --user stop). Its SIGTERM, sent before its news, which may
 	// come only after this look, is kept by the init and forwarded to the
 	// command as it starts.
-	testPauseHeld(sb.initPID)
+	testPauseHeld()
 	// (Only the stop's own announcement counts: an "inactive" may still be
 	// the unit's first, announced before its start.)
 	if !testBlindToStop() && w.wasStopped() {
@@ -135,7 +143,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		m.awaitScopeEnd(ctx, spec, w)
 		return Session{}, errcode.StartFailed.New("session %s was stopped from outside before its command ran", spec.Name)
 	}
-	testSignalAtRelease(sb.initPID, sb.signal)
+	testSignalAtRelease(sb.signal)
 	if err := sb.release(); err != nil {
 		return Session{}, errcode.StartFailed.New("session %s did not start: its sandbox (bwrap) died before it could run", spec.Name)
 	}
@@ -164,7 +172,8 @@ type held struct {
 	cmd     *exec.Cmd
 	initPID int
 	initFD  int        // a pidfd of the init, which signals go through
-	goW     *os.File   // one byte: go
+	goW     *os.File   // one byte: go (a socket: the init says on it that it is held)
+	held    chan error // nil once the init is held (it keeps every signal), else why not
 	exited  chan error // cmd.Wait's result
 }
 
@@ -193,10 +202,20 @@ func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, 
 	}
 	defer infoW.Close()
 	defer infoR.Close()
-	goR, goW, err := os.Pipe()
+	// A socket pair, not a pipe: the init says on it that it is held. Only
+	// then are signals forwarded to it: before, as bwrap's child or a Go
+	// runtime still starting, PID 1 of its namespace drops them.
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
-		return nil, bug("pipe", err)
+		return nil, bug("socketpair", err)
 	}
+	goW := os.NewFile(uintptr(pair[0]), "go")
+	if err := unix.SetNonblock(pair[1], false); err != nil {
+		unix.Close(pair[1])
+		goW.Close()
+		return nil, bug("socketpair", err)
+	}
+	goR := os.NewFile(uintptr(pair[1]), "init go")
 	defer goR.Close()
 	cmd := &exec.Cmd{
 		Path: h.Argv[0], Args: h.Argv, Env: h.Env, Dir: spec.Workspace,
@@ -224,8 +243,16 @@ func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, 
 	}
 	infoW.Close()
 	goR.Close()
-	sb := &held{cmd: cmd, goW: goW, initFD: -1, exited: make(chan error, 1)}
+	sb := &held{cmd: cmd, goW: goW, initFD: -1, exited: make(chan error, 1), held: make(chan error, 1)}
 	go func() { sb.exited <- cmd.Wait() }()
+	go func() {
+		// EOF once bwrap and the init are gone; an error once goW is closed.
+		if n, _ := goW.Read(make([]byte, 1)); n != 1 {
+			sb.held <- errcode.StartFailed.New("session %s did not start: its sandbox (bwrap) died before it could run", spec.Name)
+			return
+		}
+		sb.held <- nil
+	}()
 	pid := make(chan int, 1)
 	go func() {
 		var info struct {

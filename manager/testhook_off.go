@@ -17,7 +17,7 @@ func testScopeOutside() bool { return false }
 
 func testNoScopePromise() bool { return false }
 
-func testSignalWhileHeld(chan os.Signal, int) {}
+func testSignalWhileHeld(chan os.Signal) {}
 
 func testScopeSuspendable() bool { return false }
 
@@ -25,10 +25,10 @@ func testInitGoOnEOF() []string { return nil }
 
 func testInitIgnoreHeld() []string { return nil }
 
-func testSignalAtRelease(int, func(os.Signal)) {}
+func testSignalAtRelease(func(os.Signal)) {}
 
 func testReleaseBytes(b []byte) []byte { return b }
 
-func testPauseHeld(int) {}
+func testPauseHeld() {}
 
 func testBlindToStop() bool { return false }

@@ -5,8 +5,6 @@ package manager
 import (
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -62,12 +60,11 @@ func testNoScopePromise() bool { return os.Getenv("MOSAIC_TEST_NO_SCOPE_PROMISE"
 // the session: an interrupt during the start made deterministic. Under
 // MOSAIC_TEST_SIGNAL_HELD=dropped it drops what was queued: the weakened
 // mosaic that takes no notice of it and lets the init run.
-func testSignalWhileHeld(signals chan os.Signal, initPID int) {
+func testSignalWhileHeld(signals chan os.Signal) {
 	mode := os.Getenv("MOSAIC_TEST_SIGNAL_HELD")
 	if mode == "" {
 		return
 	}
-	awaitHeld(initPID)
 	_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
 	for i := 0; i < 1000 && len(signals) == 0; i++ {
 		time.Sleep(time.Millisecond)
@@ -96,9 +93,8 @@ func testInitGoOnEOF() []string {
 // SIGINT to the held init just before mosaic lets it run: Ctrl-C (or a
 // harness's SIGTERM) that mosaic forwards as soon as it has sent the byte,
 // come before the init has read it, made deterministic.
-func testSignalAtRelease(initPID int, forward func(os.Signal)) {
+func testSignalAtRelease(forward func(os.Signal)) {
 	if os.Getenv("MOSAIC_TEST_SIGNAL_AT_RELEASE") == "1" {
-		awaitHeld(initPID)
 		forward(syscall.SIGINT)
 	}
 }
@@ -127,9 +123,8 @@ func testReleaseBytes(b []byte) []byte {
 // init is held in its scope until the test has opened the FIFO, done what
 // it does to the scope (stop it), and closed it; then it gives systemd's
 // announcement of that a moment to arrive.
-func testPauseHeld(initPID int) {
+func testPauseHeld() {
 	if fifo := os.Getenv("MOSAIC_TEST_PAUSE_HELD"); fifo != "" {
-		awaitHeld(initPID)
 		if f, err := os.Open(fifo); err == nil {
 			_, _ = io.Copy(io.Discard, f)
 			f.Close()
@@ -141,22 +136,3 @@ func testPauseHeld(initPID int) {
 // testBlindToStop, under MOSAIC_TEST_BLIND_TO_STOP=1, lets the held init run
 // although its scope is being stopped: the weakened mosaic.
 func testBlindToStop() bool { return os.Getenv("MOSAIC_TEST_BLIND_TO_STOP") == "1" }
-
-// awaitHeld waits (up to 10 s) until the init, started at once by bwrap,
-// waits for mosaic's byte: it then ignores SIGPWR, the mark a hooked init
-// sets only while held (sandbox's testMarkHeld). Before that a signal finds
-// the Go runtime's default, which a test of what a held init does with one
-// must not depend on the timing of.
-func awaitHeld(pid int) {
-	for i := 0; i < 1000; i++ {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-		for _, line := range strings.Split(string(b), "\n") {
-			if hex, ok := strings.CutPrefix(line, "SigIgn:"); ok {
-				if mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64); err == nil && mask&(1<<(syscall.SIGPWR-1)) != 0 {
-					return
-				}
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

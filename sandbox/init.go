@@ -142,12 +142,10 @@ func Init(args []string) int {
 		// command then ends on it at once instead of running until the stop
 		// timeout's SIGKILL. (mosaic itself stops a held session with
 		// SIGKILL.)
-		testMarkHeld(true)
 		if err := awaitGo(*goFD, goOnEOF); err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 			return ExitSandboxRefused
 		}
-		testMarkHeld(false)
 	}
 	if ignoreHeld {
 		signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD}, forwardedSignals...)...)
@@ -234,7 +232,13 @@ var forwardedSignals = []os.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.
 // or record its end, and (the scope made) no check of the cgroup to stop
 // it; it is a refusal, unless onEOF (the weakened init of a test).
 func awaitGo(fd int, onEOF bool) error {
-	var b [1]byte
+	// First, on the same socket: held, every signal kept from here on, which
+	// mosaic waits for before it forwards any.
+	b := [1]byte{1}
+	if _, err := unix.Write(fd, b[:]); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("mosaic, which holds the session until systemd has put it into its scope, is gone (%v)", err)
+	}
 	for {
 		n, err := unix.Read(fd, b[:])
 		if err == unix.EINTR {

@@ -4,5 +4,3 @@ package sandbox
 
 // testHooks is off in every real build: the init has no test-only options.
 const testHooks = false
-
-func testMarkHeld(bool) {}
