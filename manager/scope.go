@@ -116,7 +116,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	mark(ctx, "scope started")
 	// Nothing is forwarded to the init before it is held (and the look for
 	// a stop below comes no sooner).
-	if err = untilSignal(sb.held, signals, spec.Name); err != nil {
+	if err = untilHeld(sb, signals, spec.Name); err != nil {
 		sb.abort()
 		m.awaitScopeEnd(ctx, spec, w)
 		return Session{}, err
@@ -190,7 +190,7 @@ type held struct {
 // command could shut down.
 func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File) (*held, error) {
 	bwrapArgv, initArgs := units.ScopeBwrap(spec)
-	initArgs = append(append(append(testInitGoOnEOF(), testInitIgnoreHeld()...), sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)), initArgs...)
+	initArgs = append(append(append(append(testInitGoOnEOF(), testInitIgnoreHeld()...), testInitSlowStart()...), sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)), initArgs...)
 	h, err := sandbox.HoldBwrap(bwrapArgv, initArgs, scopeEnv(spec, secrets), spec.Promise)
 	if err != nil {
 		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %v", err)
@@ -327,6 +327,15 @@ func untilSignal(done <-chan error, signals <-chan os.Signal, name string) error
 			}
 		}
 	}
+}
+
+// untilHeld waits until the init says it is held, or for a signal that
+// interrupts.
+func untilHeld(sb *held, signals <-chan os.Signal, name string) error {
+	if testNoAwaitHeld() {
+		return nil
+	}
+	return untilSignal(sb.held, signals, name)
 }
 
 // interrupted reports whether a signal that interrupts is queued on signals.

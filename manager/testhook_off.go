@@ -25,6 +25,10 @@ func testInitGoOnEOF() []string { return nil }
 
 func testInitIgnoreHeld() []string { return nil }
 
+func testInitSlowStart() []string { return nil }
+
+func testNoAwaitHeld() bool { return false }
+
 func testSignalAtRelease(func(os.Signal)) {}
 
 func testReleaseBytes(b []byte) []byte { return b }

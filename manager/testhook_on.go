@@ -99,6 +99,21 @@ func testSignalAtRelease(forward func(os.Signal)) {
 	}
 }
 
+// testInitSlowStart, under MOSAIC_TEST_SLOW_INIT=1, has a scope's init take
+// 300 ms more before it is held: a sandbox or Go runtime still starting when
+// systemd has made the scope, deterministically.
+func testInitSlowStart() []string {
+	if os.Getenv("MOSAIC_TEST_SLOW_INIT") == "1" {
+		return []string{"--test-slow-start", "300ms"}
+	}
+	return nil
+}
+
+// testNoAwaitHeld, under MOSAIC_TEST_NO_AWAIT_HELD=1, lets the init run and
+// forwards signals to it without waiting until it says it is held: the
+// weakened mosaic.
+func testNoAwaitHeld() bool { return os.Getenv("MOSAIC_TEST_NO_AWAIT_HELD") == "1" }
+
 // testInitIgnoreHeld, under MOSAIC_TEST_IGNORE_HELD=1, has a scope's init
 // ignore the signals it forwards while it is held: the weakened init that
 // loses a stop's SIGTERM come before mosaic's byte.

@@ -105,10 +105,11 @@ func Init(args []string) int {
 	}
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	goFD := fs.Int(InitGoFD[2:], -1, "wait for one byte on this descriptor (a scope's go pipe); EOF means mosaic is gone: refuse")
-	goOnEOF, ignoreHeld := false, false
+	goOnEOF, ignoreHeld, slowStart := false, false, time.Duration(0)
 	if testHooks {
 		fs.BoolVar(&goOnEOF, "test-go-on-eof", false, "test hook: run on EOF of --go-fd too (the weakened init)")
 		fs.BoolVar(&ignoreHeld, "test-ignore-held", false, "test hook: ignore the forwarded signals while held (the weakened init)")
+		fs.DurationVar(&slowStart, "test-slow-start", 0, "test hook: start this much slower (a sandbox or runtime still starting)")
 	}
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")
@@ -127,6 +128,7 @@ func Init(args []string) int {
 	// From here on, held or not, no signal is lost (nor ends the init): each
 	// is forwarded to the command once it runs, and SIGCHLD is there before
 	// the child.
+	time.Sleep(slowStart)
 	sigs := make(chan os.Signal, 16)
 	if ignoreHeld {
 		signal.Ignore(forwardedSignals...)

@@ -87,3 +87,33 @@ func TestScopeSignalAtRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestScopeSignalBeforeHeld: systemd often makes the scope before bwrap has
+// built the sandbox and the init's runtime has started. mosaic forwards
+// nothing to the init until it says it is held: a signal forwarded sooner
+// finds PID 1 of its namespace without its handlers, which drops it (the
+// command then runs on as if nobody had pressed Ctrl-C) or, once the Go
+// runtime's own are there, dies of it (exit 2). The init made slower to
+// become held (MOSAIC_TEST_SLOW_INIT) shows the latter deterministically,
+// first against a mosaic that does not wait.
+func TestScopeSignalBeforeHeld(t *testing.T) {
+	needRig(t)
+	bin := hookedMosaic(t)
+	ws := workspace(t)
+	for _, weak := range []bool{true, false} {
+		cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "sleep", "4")
+		cmd.Env = append(os.Environ(), "MOSAIC_TEST_SIGNAL_AT_RELEASE=1", "MOSAIC_TEST_SLOW_INIT=1")
+		if weak {
+			cmd.Env = append(cmd.Env, "MOSAIC_TEST_NO_AWAIT_HELD=1")
+		}
+		began := time.Now()
+		out, _ := cmd.CombinedOutput()
+		took, code := time.Since(began), cmd.ProcessState.ExitCode()
+		if weak && code != 2 {
+			t.Fatalf("the weakened mosaic's Ctrl-C did not kill the init before it was held (exit 2), so this test proves nothing: exit %d after %v\n%s", code, took, out)
+		}
+		if !weak && (code != 130 || took > 3*time.Second) {
+			t.Errorf("Ctrl-C as the session started did not end the command with 130: exit %d after %v\n%s", code, took, out)
+		}
+	}
+}
