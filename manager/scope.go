@@ -114,19 +114,28 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, err
 	}
 	mark(ctx, "scope started")
-	testSignalWhileHeld(signals, sb.initPID, sb.signal)
-	// A signal that came while the init was held (Ctrl-C during the start)
-	// cannot be forwarded: the held init is PID 1 of its namespace with no
-	// handler, and the kernel drops it. Nothing has run: stop here.
+	// Nothing is forwarded to the init before it is held (and the look for
+	// a stop below comes no sooner).
+	if err = untilHeld(sb, signals, spec.Name); err != nil {
+		sb.abort()
+		m.awaitScopeEnd(ctx, spec, w)
+		return Session{}, err
+	}
+	mark(ctx, "init held")
+	testSignalWhileHeld(signals)
+	// A signal that came while the init was held (Ctrl-C during the start):
+	// nothing has run yet, stop here rather than start the command only to
+	// forward it.
 	if interrupted(signals) {
 		sb.abort()
 		m.awaitScopeEnd(ctx, spec, w)
 		return Session{}, interruptedBeforeRun(spec.Name)
 	}
-	// So is systemd's SIGTERM of a stop that began while the init was held
-	// (mosaic stop, systemctl --user stop): released, the command would run
-	// until the stop timeout's SIGKILL.
-	testPauseHeld(sb.initPID)
+	// So does a stop that began while the init was held (mosaic stop,
+	// systemctl --user stop). Its SIGTERM, sent before its news, which may
+	// come only after this look, is kept by the init and forwarded to the
+	// command as it starts.
+	testPauseHeld()
 	// (Only the stop's own announcement counts: an "inactive" may still be
 	// the unit's first, announced before its start.)
 	if !testBlindToStop() && w.wasStopped() {
@@ -134,6 +143,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		m.awaitScopeEnd(ctx, spec, w)
 		return Session{}, errcode.StartFailed.New("session %s was stopped from outside before its command ran", spec.Name)
 	}
+	testSignalAtRelease(sb.signal)
 	if err := sb.release(); err != nil {
 		return Session{}, errcode.StartFailed.New("session %s did not start: its sandbox (bwrap) died before it could run", spec.Name)
 	}
@@ -167,7 +177,8 @@ type held struct {
 	cmd     *exec.Cmd
 	initPID int
 	initFD  int        // a pidfd of the init, which signals go through
-	goW     *os.File   // one byte: go
+	goW     *os.File   // one byte: go (a socket: the init says on it that it is held)
+	held    chan error // nil once the init is held (it keeps every signal), else why not
 	exited  chan error // cmd.Wait's result
 }
 
@@ -184,7 +195,7 @@ type held struct {
 // command could shut down.
 func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File) (*held, error) {
 	bwrapArgv, initArgs := units.ScopeBwrap(spec)
-	initArgs = append(append(testInitGoOnEOF(), sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)), initArgs...)
+	initArgs = append(append(append(append(testInitGoOnEOF(), testInitIgnoreHeld()...), testInitSlowStart()...), sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)), initArgs...)
 	h, err := sandbox.HoldBwrap(bwrapArgv, initArgs, scopeEnv(spec, secrets), spec.Promise)
 	if err != nil {
 		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %v", err)
@@ -196,10 +207,20 @@ func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, 
 	}
 	defer infoW.Close()
 	defer infoR.Close()
-	goR, goW, err := os.Pipe()
+	// A socket pair, not a pipe: the init says on it that it is held. Only
+	// then are signals forwarded to it: before, as bwrap's child or a Go
+	// runtime still starting, PID 1 of its namespace drops them.
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
-		return nil, bug("pipe", err)
+		return nil, bug("socketpair", err)
 	}
+	goW := os.NewFile(uintptr(pair[0]), "go")
+	if err := unix.SetNonblock(pair[1], false); err != nil {
+		unix.Close(pair[1])
+		goW.Close()
+		return nil, bug("socketpair", err)
+	}
+	goR := os.NewFile(uintptr(pair[1]), "init go")
 	defer goR.Close()
 	cmd := &exec.Cmd{
 		Path: h.Argv[0], Args: h.Argv, Env: h.Env, Dir: spec.Workspace,
@@ -227,8 +248,16 @@ func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, 
 	}
 	infoW.Close()
 	goR.Close()
-	sb := &held{cmd: cmd, goW: goW, initFD: -1, exited: make(chan error, 1)}
+	sb := &held{cmd: cmd, goW: goW, initFD: -1, exited: make(chan error, 1), held: make(chan error, 1)}
 	go func() { sb.exited <- cmd.Wait() }()
+	go func() {
+		// EOF once bwrap and the init are gone; an error once goW is closed.
+		if n, _ := goW.Read(make([]byte, 1)); n != 1 {
+			sb.held <- errcode.StartFailed.New("session %s did not start: its sandbox (bwrap) died before it could run", spec.Name)
+			return
+		}
+		sb.held <- nil
+	}()
 	pid := make(chan int, 1)
 	go func() {
 		var info struct {
@@ -303,6 +332,15 @@ func untilSignal(done <-chan error, signals <-chan os.Signal, name string) error
 			}
 		}
 	}
+}
+
+// untilHeld waits until the init says it is held, or for a signal that
+// interrupts.
+func untilHeld(sb *held, signals <-chan os.Signal, name string) error {
+	if testNoAwaitHeld() {
+		return nil
+	}
+	return untilSignal(sb.held, signals, name)
 }
 
 // interrupted reports whether a signal that interrupts is queued on signals.

@@ -17,14 +17,22 @@ func testScopeOutside() bool { return false }
 
 func testNoScopePromise() bool { return false }
 
-func testSignalWhileHeld(chan os.Signal, int, func(os.Signal)) {}
+func testSignalWhileHeld(chan os.Signal) {}
 
 func testScopeSuspendable() bool { return false }
 
 func testInitGoOnEOF() []string { return nil }
 
+func testInitIgnoreHeld() []string { return nil }
+
+func testInitSlowStart() []string { return nil }
+
+func testNoAwaitHeld() bool { return false }
+
+func testSignalAtRelease(func(os.Signal)) {}
+
 func testReleaseBytes(b []byte) []byte { return b }
 
-func testPauseHeld(int) {}
+func testPauseHeld() {}
 
 func testBlindToStop() bool { return false }

@@ -5,8 +5,6 @@ package manager
 import (
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -60,20 +58,19 @@ func testNoScopePromise() bool { return os.Getenv("MOSAIC_TEST_NO_SCOPE_PROMISE"
 // itself SIGINT (Ctrl-C in the terminal) once systemd has made the scope and
 // before it lets the held init run, and waits until the signal is queued for
 // the session: an interrupt during the start made deterministic. Under
-// MOSAIC_TEST_SIGNAL_HELD=forwarded it hands what was queued to forward at
-// once: the weakened mosaic that sends it on to the held init.
-func testSignalWhileHeld(signals chan os.Signal, initPID int, forward func(os.Signal)) {
+// MOSAIC_TEST_SIGNAL_HELD=dropped it drops what was queued: the weakened
+// mosaic that takes no notice of it and lets the init run.
+func testSignalWhileHeld(signals chan os.Signal) {
 	mode := os.Getenv("MOSAIC_TEST_SIGNAL_HELD")
 	if mode == "" {
 		return
 	}
-	awaitHeld(initPID)
 	_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
 	for i := 0; i < 1000 && len(signals) == 0; i++ {
 		time.Sleep(time.Millisecond)
 	}
-	for mode == "forwarded" && len(signals) > 0 {
-		forward(<-signals)
+	for mode == "dropped" && len(signals) > 0 {
+		<-signals
 	}
 }
 
@@ -92,6 +89,41 @@ func testInitGoOnEOF() []string {
 	return nil
 }
 
+// testSignalAtRelease, under MOSAIC_TEST_SIGNAL_AT_RELEASE=1, forwards
+// SIGINT to the held init just before mosaic lets it run: Ctrl-C (or a
+// harness's SIGTERM) that mosaic forwards as soon as it has sent the byte,
+// come before the init has read it, made deterministic.
+func testSignalAtRelease(forward func(os.Signal)) {
+	if os.Getenv("MOSAIC_TEST_SIGNAL_AT_RELEASE") == "1" {
+		forward(syscall.SIGINT)
+	}
+}
+
+// testInitSlowStart, under MOSAIC_TEST_SLOW_INIT=1, has a scope's init take
+// 300 ms more before it is held: a sandbox or Go runtime still starting when
+// systemd has made the scope, deterministically.
+func testInitSlowStart() []string {
+	if os.Getenv("MOSAIC_TEST_SLOW_INIT") == "1" {
+		return []string{"--test-slow-start", "300ms"}
+	}
+	return nil
+}
+
+// testNoAwaitHeld, under MOSAIC_TEST_NO_AWAIT_HELD=1, lets the init run and
+// forwards signals to it without waiting until it says it is held: the
+// weakened mosaic.
+func testNoAwaitHeld() bool { return os.Getenv("MOSAIC_TEST_NO_AWAIT_HELD") == "1" }
+
+// testInitIgnoreHeld, under MOSAIC_TEST_IGNORE_HELD=1, has a scope's init
+// ignore the signals it forwards while it is held: the weakened init that
+// loses a stop's SIGTERM come before mosaic's byte.
+func testInitIgnoreHeld() []string {
+	if os.Getenv("MOSAIC_TEST_IGNORE_HELD") == "1" {
+		return []string{"--test-ignore-held"}
+	}
+	return nil
+}
+
 // testReleaseBytes, under MOSAIC_TEST_RELEASE_EOF=1, sends nothing where
 // mosaic lets the held init run: the EOF bwrap and the init see when mosaic
 // is killed once the scope exists and before the init runs.
@@ -106,9 +138,8 @@ func testReleaseBytes(b []byte) []byte {
 // init is held in its scope until the test has opened the FIFO, done what
 // it does to the scope (stop it), and closed it; then it gives systemd's
 // announcement of that a moment to arrive.
-func testPauseHeld(initPID int) {
+func testPauseHeld() {
 	if fifo := os.Getenv("MOSAIC_TEST_PAUSE_HELD"); fifo != "" {
-		awaitHeld(initPID)
 		if f, err := os.Open(fifo); err == nil {
 			_, _ = io.Copy(io.Discard, f)
 			f.Close()
@@ -120,21 +151,3 @@ func testPauseHeld(initPID int) {
 // testBlindToStop, under MOSAIC_TEST_BLIND_TO_STOP=1, lets the held init run
 // although its scope is being stopped: the weakened mosaic.
 func testBlindToStop() bool { return os.Getenv("MOSAIC_TEST_BLIND_TO_STOP") == "1" }
-
-// awaitHeld waits (up to 10 s) until the init, started at once by bwrap,
-// waits for mosaic's byte: it then ignores SIGINT, as it does only while
-// held. Before that a signal finds the Go runtime's default, which a test of
-// what a held init does with one must not depend on the timing of.
-func awaitHeld(pid int) {
-	for i := 0; i < 1000; i++ {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-		for _, line := range strings.Split(string(b), "\n") {
-			if hex, ok := strings.CutPrefix(line, "SigIgn:"); ok {
-				if mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64); err == nil && mask&(1<<(syscall.SIGINT-1)) != 0 {
-					return
-				}
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

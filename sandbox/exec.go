@@ -14,11 +14,12 @@ import (
 const (
 	ScopeInfoFD   = 3 // bwrap's --info-fd: {"child-pid": N}, the init's PID
 	ScopeArgsFD   = 4 // the init's arguments (InitArgvFD)
-	ScopeInitGoFD = 5 // the init's --go-fd: one byte once the init is in the scope
+	ScopeInitGoFD = 5 // the init's --go-fd, a socket: its byte once held, mosaic's once it is in the scope
 )
 
-// InitGoFD is the init's option naming the descriptor it reads one byte
-// from before it does anything: a scope's init, started before its scope.
+// InitGoFD is the init's option naming the socket on which a scope's init,
+// started before its scope, says it is held (it keeps every signal from
+// then on) and then reads one byte before it does anything.
 const InitGoFD = "--go-fd"
 
 // Held is a scope's bwrap as mosaic starts it: bwrap reports the init's PID

@@ -105,9 +105,11 @@ func Init(args []string) int {
 	}
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	goFD := fs.Int(InitGoFD[2:], -1, "wait for one byte on this descriptor (a scope's go pipe); EOF means mosaic is gone: refuse")
-	goOnEOF := false
+	goOnEOF, ignoreHeld, slowStart := false, false, time.Duration(0)
 	if testHooks {
 		fs.BoolVar(&goOnEOF, "test-go-on-eof", false, "test hook: run on EOF of --go-fd too (the weakened init)")
+		fs.BoolVar(&ignoreHeld, "test-ignore-held", false, "test hook: ignore the forwarded signals while held (the weakened init)")
+		fs.DurationVar(&slowStart, "test-slow-start", 0, "test hook: start this much slower (a sandbox or runtime still starting)")
 	}
 	session := fs.String("session", "", "session name")
 	home := fs.String("home", "", "HOME inside the sandbox")
@@ -123,23 +125,33 @@ func Init(args []string) int {
 		fmt.Fprintln(os.Stderr, "mosaic init: usage: init --session NAME --home DIR [--pass VAR]... [--credential VAR]... -- COMMAND [ARG...]")
 		return ExitSandboxRefused
 	}
+	// From here on, held or not, no signal is lost (nor ends the init): each
+	// is forwarded to the command once it runs, and SIGCHLD is there before
+	// the child.
+	time.Sleep(slowStart)
+	sigs := make(chan os.Signal, 16)
+	if ignoreHeld {
+		signal.Ignore(forwardedSignals...)
+	} else {
+		signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD}, forwardedSignals...)...)
+	}
 	if *goFD >= 0 {
 		// Held: mosaic has not yet had systemd put this process into the
-		// session's scope. No signal but SIGKILL does anything until its
-		// byte comes, as none does to a namespace's PID 1 without a
-		// handler: mosaic itself stops a held session (SIGKILL), and a
-		// stop of the scope while held (systemd's SIGTERM) is mosaic's to
-		// see, not a reason to die half-started.
-		signal.Ignore(forwardedSignals...)
+		// session's scope. A signal now is kept for the command, not
+		// dropped: systemd's SIGTERM of a stop that began while held (mosaic
+		// stop, systemctl --user stop) comes before its news over D-Bus,
+		// which mosaic, looking before it lets the init run, may miss; the
+		// command then ends on it at once instead of running until the stop
+		// timeout's SIGKILL. (mosaic itself stops a held session with
+		// SIGKILL.)
 		if err := awaitGo(*goFD, goOnEOF); err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 			return ExitSandboxRefused
 		}
 	}
-	// From here on no signal is lost (nor ends the init): each is forwarded
-	// to the command once it runs, and SIGCHLD is there before the child.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD}, forwardedSignals...)...)
+	if ignoreHeld {
+		signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD}, forwardedSignals...)...)
+	}
 	notify := notifyFD()
 	closeInherited()
 	promise, promiseErr := DecodePromise(os.Getenv(PromiseEnv))
@@ -222,7 +234,13 @@ var forwardedSignals = []os.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.
 // or record its end, and (the scope made) no check of the cgroup to stop
 // it; it is a refusal, unless onEOF (the weakened init of a test).
 func awaitGo(fd int, onEOF bool) error {
-	var b [1]byte
+	// First, on the same socket: held, every signal kept from here on, which
+	// mosaic waits for before it forwards any.
+	b := [1]byte{1}
+	if _, err := unix.Write(fd, b[:]); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("mosaic, which holds the session until systemd has put it into its scope, is gone (%v)", err)
+	}
 	for {
 		n, err := unix.Read(fd, b[:])
 		if err == unix.EINTR {

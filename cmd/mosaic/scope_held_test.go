@@ -1,0 +1,119 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestScopeHeldStopNewsLate: a stop of the scope that begins while the
+// init is held, announced to mosaic only after it looked (systemd sends the
+// SIGTERM first and the news over D-Bus after it, so mosaic may look in
+// between: MOSAIC_TEST_BLIND_TO_STOP stands for that), still ends the
+// command at once: the held init keeps the SIGTERM and forwards it as the
+// command starts. Shown first against an init that ignores signals while
+// held: the SIGTERM is lost and the command runs on until the stop
+// timeout's SIGKILL (exit 137, not 143).
+func TestScopeHeldStopNewsLate(t *testing.T) {
+	needRig(t)
+	bin := hookedMosaic(t)
+	ws := workspace(t)
+	for _, weak := range []bool{true, false} {
+		name := sessionName(t)
+		unit := "mosaic-" + name + ".scope"
+		fifo := filepath.Join(t.TempDir(), "pause")
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "run", "--scope", "--name", name, "--stop-timeout", "3s", "-w", ws, "--", "sleep", "30")
+		cmd.Env = append(os.Environ(), "MOSAIC_TEST_PAUSE_HELD="+fifo, "MOSAIC_TEST_BLIND_TO_STOP=1")
+		if weak {
+			cmd.Env = append(cmd.Env, "MOSAIC_TEST_IGNORE_HELD=1")
+		}
+		var out lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var fd int
+		eventually(t, 15*time.Second, "mosaic to hold the init", func() bool {
+			var err error
+			fd, err = unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+			return err == nil
+		})
+		systemctl(t, "stop", "--no-block", unit)
+		eventually(t, 5*time.Second, "the stop to begin", func() bool { return unitProperty(t, unit, "SubState") == "stop-sigterm" })
+		released := time.Now()
+		unix.Close(fd)
+		cmd.Wait()
+		took, code := time.Since(released), cmd.ProcessState.ExitCode()
+		if weak && code != 137 {
+			t.Fatalf("the weakened init's command did not run on until the stop timeout's SIGKILL, so this test proves nothing: exit %d after %v\n%s", code, took, out.String())
+		}
+		if !weak && (code != 143 || took > 2*time.Second) {
+			t.Errorf("the command of a scope stopped while held did not end on the stop's SIGTERM: exit %d after %v\n%s", code, took, out.String())
+		}
+	}
+}
+
+// TestScopeSignalAtRelease: a signal mosaic forwards as soon as it has let
+// the held init run (Ctrl-C in the terminal, a harness's SIGTERM), come
+// before the init has read mosaic's byte, reaches the command: the init
+// keeps it. Shown first against an init that ignores signals while held,
+// where it is lost and the command runs on to its end as if nobody had
+// pressed Ctrl-C.
+func TestScopeSignalAtRelease(t *testing.T) {
+	needRig(t)
+	bin := hookedMosaic(t)
+	ws := workspace(t)
+	for _, weak := range []bool{true, false} {
+		cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "sleep", "4")
+		cmd.Env = append(os.Environ(), "MOSAIC_TEST_SIGNAL_AT_RELEASE=1")
+		if weak {
+			cmd.Env = append(cmd.Env, "MOSAIC_TEST_IGNORE_HELD=1")
+		}
+		began := time.Now()
+		out, _ := cmd.CombinedOutput()
+		took, code := time.Since(began), cmd.ProcessState.ExitCode()
+		if weak && (code != 0 || took < 4*time.Second) {
+			t.Fatalf("the weakened init's command did not run on after Ctrl-C, so this test proves nothing: exit %d after %v\n%s", code, took, out)
+		}
+		if !weak && (code != 130 || took > 3*time.Second) {
+			t.Errorf("Ctrl-C as the session started did not end the command: exit %d after %v\n%s", code, took, out)
+		}
+	}
+}
+
+// TestScopeSignalBeforeHeld: systemd often makes the scope before bwrap has
+// built the sandbox and the init's runtime has started. mosaic forwards
+// nothing to the init until it says it is held: a signal forwarded sooner
+// finds PID 1 of its namespace without its handlers, which drops it (the
+// command then runs on as if nobody had pressed Ctrl-C) or, once the Go
+// runtime's own are there, dies of it (exit 2). The init made slower to
+// become held (MOSAIC_TEST_SLOW_INIT) shows the latter deterministically,
+// first against a mosaic that does not wait.
+func TestScopeSignalBeforeHeld(t *testing.T) {
+	needRig(t)
+	bin := hookedMosaic(t)
+	ws := workspace(t)
+	for _, weak := range []bool{true, false} {
+		cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "sleep", "4")
+		cmd.Env = append(os.Environ(), "MOSAIC_TEST_SIGNAL_AT_RELEASE=1", "MOSAIC_TEST_SLOW_INIT=1")
+		if weak {
+			cmd.Env = append(cmd.Env, "MOSAIC_TEST_NO_AWAIT_HELD=1")
+		}
+		began := time.Now()
+		out, _ := cmd.CombinedOutput()
+		took, code := time.Since(began), cmd.ProcessState.ExitCode()
+		if weak && code != 2 {
+			t.Fatalf("the weakened mosaic's Ctrl-C did not kill the init before it was held (exit 2), so this test proves nothing: exit %d after %v\n%s", code, took, out)
+		}
+		if !weak && (code != 130 || took > 3*time.Second) {
+			t.Errorf("Ctrl-C as the session started did not end the command with 130: exit %d after %v\n%s", code, took, out)
+		}
+	}
+}
