@@ -47,8 +47,16 @@ them and decodes the answers itself (manager/bulkget: Properties.Get and the typ
 properties have, nothing else), written some sixty at a time while systemd answers, the answers
 read in 64 KiB reads. At 200 sessions (main's binary against this one, in turn, load 3.7-6.4):
 the CLI's user CPU 113 -> 25 ms (perf stat -r 5), its system calls 9,302 -> 1,546 (strace -c),
-the median of 10 lists 178 -> 118 ms. What is left is systemd answering 1,200 Gets and the wait
-for a CPU on a loaded machine.
+the median of 10 lists 178 -> 118 ms. What was left was systemd answering 1,200 Gets, and two
+things more came off that. Three of a running session's six Gets were its counters
+(MemoryCurrent, TasksCurrent, CPUUsageNSec), which systemd reads from the unit's cgroup files
+(and which a user manager on this hybrid host answers "not set": no v1 controller is delegated
+to it); list and status now read memory.current, pids.current and cpu.stat themselves, only where
+/sys/fs/cgroup is cgroup2 (manager/cgcount; TestCountersAgreeWithSystemd), under the manager's
+ControlGroup, one Get. And every Get and answer crossed dbus-daemon twice: the bulk connection
+now goes to the manager's private socket, where systemd answers directly. At 200 sessions,
+interleaved, 20 lists each: 62-67 -> 40-43 ms (counters), then 74 -> 59 and 55 -> 39 ms
+(private socket; a test run beside).
 
 **mosaic.slice's limits.** Every start and run read them with a GetAll of the Slice interface
 (some 80 properties computed by systemd and decoded by reflection) to look at three; now three
@@ -93,14 +101,27 @@ agent's tool calls (a model's turn apart) meet.
 
 **A scope without an exec shim.** The scope path ran three Go programs before the command (the
 CLI, the shim, the init) and built the sandbox only once systemd's job was done. mosaic now
-starts bwrap itself with --info-fd and --block-fd (sandbox.Held): bwrap clones the init and
-reports its PID, systemd adopts the init into the scope (StartTransientUnit with its PID; bwrap's
-monitor, which only waits, stays with mosaic), and bwrap builds the whole sandbox (its namespaces, ~20 mounts) during the grace period
-above; the byte on --block-fd then only lets the init exec. The scope check the shim made moved
-into the init, before anything else (TestScopeInitOutsideRefused). Interleaved with the old
-binary and the peer, 30 runs each, 300 ms apart: mosaic run --scope 70.3 -> 61.4 ms (peer 47.6)
-and in another round 60.0 -> 53.6 (peer 37.2). What is left on the path before the move is
-bwrap's own start until its clone (2.6 ms, the network namespace ~0.9 ms of it).
+starts bwrap itself with --info-fd (sandbox.Held): bwrap clones the init and reports its PID,
+systemd adopts the init into the scope (StartTransientUnit with its PID; bwrap's monitor, which
+only waits, stays with mosaic), and bwrap builds the whole sandbox (its namespaces, ~20 mounts)
+during the grace period above. The scope check the shim made moved into the init, before
+anything else (TestScopeInitOutsideRefused). Interleaved with the old binary and the peer, 30
+runs each, 300 ms apart: mosaic run --scope 70.3 -> 61.4 ms (peer 47.6) and in another round
+60.0 -> 53.6 (peer 37.2). At first bwrap held the init before its exec (--block-fd) until mosaic's
+byte; now it runs it at once, and the init's own start (a Go program's, 4-5 ms) overlaps
+systemd's job too: the init says on a socket pair that it is held (it keeps every signal from
+then on, for the command), and waits there for mosaic's byte. Interleaved, 40 runs each 250 ms
+apart: 50.9 -> 46.2 ms (mean; the bare peer 38.1, 1.21x). What is left on the path before the
+move is bwrap's own start until its clone (2.6 ms, the network namespace ~0.9 ms of it).
+
+**Where a scope run's time goes now** (perf sched, median of 18 runs, ms from the CLI's exec;
+the bare peer in brackets): bwrap exec'd 10.1 (systemd-run execs bwrap once the job is done,
+25.9), the init exec'd 18.8, the command exec'd 36.4 (32.4), the command's end 37.0 (32.9), the
+init's 37.5, bwrap's 39.2, mosaic's 42.5 (33.5: systemd-run is bwrap). Between the command's end
+and mosaic's exit are the init's and bwrap's exits (the PID and mount namespaces torn down,
+~20 mounts against the peer's ~10), the look at what the session created in the workspace and
+the removal of an unnamed run's state, which now run side by side (they were one after the
+other).
 
 **Smaller steps.** Launch dials systemd while it checks the request (the connection is round
 trips, the check CPU), and a scope run does not wait for the connection at all until it starts
@@ -109,18 +130,23 @@ is ~0.1 ms; main's binary against this one, interleaved, 40 runs each 300 ms apa
 51.1 ms, peer 39.3). The end of a run makes the session's record again instead of
 reading session.json back (~0.3 ms), and a scope writes no init-args file. Removing an unnamed
 run's state directory stays on the path: 1.5-4 ms of renames and unlinks on the state
-directory's disk (ext4 here), measured step by step with MOSAIC_TRACE marks.
+directory's disk (ext4 here), measured step by step with MOSAIC_TRACE marks; it now runs
+beside the end's other work (systemd's news, the look at the workspace).
 
 **Tried and not kept.** (1) Starting a scope's exec shim before the claim: os/exec's Start waits
 until the child has exec'd, so the cost only moved. (2) AttachProcessesToUnit, to start the
 scope with bwrap's PID before bwrap has cloned the init and add the init after: systemd takes it
 only for an active unit with delegation, so it would cost Delegate=yes and a round trip after the
-job, for the 2.6 ms above. (3) The manager's private socket, as systemd-run --user uses: no
-difference measured for one run, and 100 concurrent clients on it get every signal. (4) Not
+job, for the 2.6 ms above. (3) The manager's private socket for a start's own connection, as
+systemd-run --user uses: no difference measured for one run, and 100 concurrent clients on it
+get every signal (list's bulk Gets do use it, see above). (4) Not
 subscribing: without Subscribe systemd still sends the job's end to its client, and with AddRef
 on the unit its property changes, but neither was measurably faster in interleaved runs.
 (5) GODEBUG containermaxprocs=0 (the runtime reads /proc/self/cgroup and mountinfo at every
-start, ~4% of a stage's start in perf record): not measurable in wall clock here.
+start, ~4% of a stage's start in perf record): not measurable in wall clock here. (6) Binding
+mosaic's and bwrap's binaries into the unit only where they lie under a hidden directory (the
+first BindReadOnlyPaths costs systemd's child ~1-2 ms, more cost little): mosaic keeps the
+notify socket's bind in any case, and in CI its binary lies in home.
 
 **What a second binary would buy.** The in-sandbox stages (the exec shim, the init) link the
 whole mosaic binary: 15.8 MB, ~380 page faults and ~1 ms of package inits before main (perf
@@ -134,7 +160,41 @@ mosaic would run a file beside itself that it does not run today, and a session 
 session's exec shim would be the session's program, outside bwrap, with the credentials in its
 environment. Pinning covers a binary that exists, not one that does not: the stage needs
 mosaic's directory read-only in such sessions (and a workspace that is that directory cannot
-have it), or a root-owned install; left for a later issue with that decided.
+have it), or a root-owned install; left for a later issue with that decided. Measured again this
+round on an idle machine (perf stat -r 300, a stage with nothing to do): 4.3-4.5 ms elapsed for
+mosaic against 3.8 for a 6.4 MB stage binary, 405 against 295 page faults; with the scope's init
+now off the path, one stage on the service path is all it would shorten.
+
+**Where a service run's time goes** (perf sched, median of 14 runs, ms from the CLI's exec; the
+hand-rolled peer in brackets): systemd forks the unit's process 14.6 (11.9), which execs the
+exec shim 40.2 (bwrap: 36.5); bwrap 46.6; the init 56.4; the command 61.5 (43.9); its end 62.7
+(44.4); mosaic's 71.4 (49.1). So: mosaic's CLI reaches the fork 2.7 ms later (a Go start
+against C, the request's checks, the state), the shim takes 6.4 ms (a Go start and the check of
+systemd's layer), mosaic's bwrap 2.5 ms more than the peer's (twice the mounts, a network
+namespace of its own inside systemd's), the init 5.1 ms (a Go start, the checks, the filter,
+Landlock), and the end 4.3 ms more (the init's and bwrap's exits, the look at the workspace, the
+state's removal). The two Go stages alone are 11.5 ms, 23% of the peer's whole run: the target
+of 1.15x (~7 ms over the peer) cannot be met with an exec shim and an init, and neither can go
+without a check going with it: the shim is the only process in systemd's layer before bwrap (it
+checks that layer: its namespaces, the hidden home and runtime directory, the private /tmp,
+no_new_privs, every bind's identity), and the init is the sandbox (the checks of bwrap's layer,
+the syscall filter, Landlock, the signals, the reaping).
+
+**100 starts at once is CPU.** perf record -a over 100 mosaic start processes (4.1 s, 2 CPUs,
+11% idle): ~73 ms of CPU per start, of which systemd's forked child building the unit's
+namespaces 21% (parsing mountinfo for ProtectSystem and the binds), the mosaic processes (CLI
+and exec shim) 26%, bwrap 14%, the init 7%, systemd 9%, dbus-daemon 5%. At 2 CPUs the work of
+systemd, its child and dbus-daemon alone is ~1.3 s per 100, bwrap's ~0.5 s: 1.5 s is out of
+reach on this machine whatever mosaic's own processes cost.
+
+**This machine is not the one the targets were set on.** Issue 21 measured its peers at 8.7 ms
+(the bare scope peer) and 20.2 ms (the hand-rolled service); here they take 24-38 and 52-59 ms.
+This bench's own history says the same: on 2026-11-29 (kernel build v657) the systemd-run
+equivalent of one run took 26-35 ms and 100 mosaic starts at once 1.6-2.0 s; from 2026-11-30
+(v782) the same tree's rows were 66-74 ms and 3.7-4.7 s (the systemd-run equivalent of the 100:
+8.7-9.8 s). The ratios hold across the change; the absolute targets (1.5 s for 100 at once, 40
+ms for list at 200) were set on a machine some 2.2-2.8x faster, and srt / the bare scope peer
+itself is below 20 here (472 / 24 ms back to back).
 
 **How much one run of the bench moves.** Three make bench runs of nearly the same tree within
 half an hour gave the one-at-a-time scope ratio as 1.32, 1.36 and 1.46 (the load at start 0.8 to

@@ -93,9 +93,11 @@ func TestScopeSignalAtRelease(t *testing.T) {
 // nothing to the init until it says it is held: a signal forwarded sooner
 // finds PID 1 of its namespace without its handlers, which drops it (the
 // command then runs on as if nobody had pressed Ctrl-C) or, once the Go
-// runtime's own are there, dies of it (exit 2). The init made slower to
-// become held (MOSAIC_TEST_SLOW_INIT) shows the latter deterministically,
-// first against a mosaic that does not wait.
+// runtime's own are there, dies of it (exit 2). With the init made slower
+// to become held (MOSAIC_TEST_SLOW_INIT), a mosaic that does not wait
+// forwards the Ctrl-C before the init can keep it, whichever of the two
+// then happens (an init that lost it finds mosaic gone once it is held:
+// 125); never is the command ended by it (130), which is shown first.
 func TestScopeSignalBeforeHeld(t *testing.T) {
 	needRig(t)
 	bin := hookedMosaic(t)
@@ -109,8 +111,8 @@ func TestScopeSignalBeforeHeld(t *testing.T) {
 		began := time.Now()
 		out, _ := cmd.CombinedOutput()
 		took, code := time.Since(began), cmd.ProcessState.ExitCode()
-		if weak && code != 2 {
-			t.Fatalf("the weakened mosaic's Ctrl-C did not kill the init before it was held (exit 2), so this test proves nothing: exit %d after %v\n%s", code, took, out)
+		if weak && code == 130 {
+			t.Fatalf("the weakened mosaic's Ctrl-C reached the command although it was forwarded before the init was held, so this test proves nothing: exit %d after %v\n%s", code, took, out)
 		}
 		if !weak && (code != 130 || took > 3*time.Second) {
 			t.Errorf("Ctrl-C as the session started did not end the command with 130: exit %d after %v\n%s", code, took, out)
