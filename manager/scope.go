@@ -195,7 +195,7 @@ type held struct {
 // command could shut down.
 func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File) (*held, error) {
 	bwrapArgv, initArgs := units.ScopeBwrap(spec)
-	initArgs = append(append(append(append(testInitGoOnEOF(), testInitIgnoreHeld()...), testInitSlowStart()...), sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)), initArgs...)
+	initArgs = append(append(testInitOptions(), sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)), initArgs...)
 	h, err := sandbox.HoldBwrap(bwrapArgv, initArgs, scopeEnv(spec, secrets), spec.Promise)
 	if err != nil {
 		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %v", err)

@@ -21,11 +21,7 @@ func testSignalWhileHeld(chan os.Signal) {}
 
 func testScopeSuspendable() bool { return false }
 
-func testInitGoOnEOF() []string { return nil }
-
-func testInitIgnoreHeld() []string { return nil }
-
-func testInitSlowStart() []string { return nil }
+func testInitOptions() []string { return nil }
 
 func testNoAwaitHeld() bool { return false }
 

@@ -79,14 +79,26 @@ func testSignalWhileHeld(signals chan os.Signal) {
 // its scope session runs on.
 func testScopeSuspendable() bool { return os.Getenv("MOSAIC_TEST_SCOPE_SUSPENDABLE") == "1" }
 
-// testInitGoOnEOF, under MOSAIC_TEST_NO_INIT_GO=1, has a scope's init run
-// on EOF of its go pipe as on mosaic's byte: the weakened init that a
-// mosaic killed while it was held lets run.
-func testInitGoOnEOF() []string {
-	if os.Getenv("MOSAIC_TEST_NO_INIT_GO") == "1" {
-		return []string{"--test-go-on-eof"}
+// testInitOptions are a scope's init's test-only options (sandbox.Init
+// takes them in this build only):
+//   - MOSAIC_TEST_NO_INIT_GO=1: run on EOF of the go socket as on mosaic's
+//     byte, the weakened init that a mosaic killed while it was held lets run;
+//   - MOSAIC_TEST_IGNORE_HELD=1: ignore the signals it forwards while held,
+//     the weakened init that loses a stop's SIGTERM come before the byte;
+//   - MOSAIC_TEST_SLOW_INIT=1: take 300 ms more before it is held, a sandbox
+//     or Go runtime still starting when systemd has made the scope.
+func testInitOptions() []string {
+	var opts []string
+	for _, o := range []struct{ env, opt string }{
+		{"MOSAIC_TEST_NO_INIT_GO", "--test-go-on-eof"},
+		{"MOSAIC_TEST_IGNORE_HELD", "--test-ignore-held"},
+		{"MOSAIC_TEST_SLOW_INIT", "--test-slow-start=300ms"},
+	} {
+		if os.Getenv(o.env) == "1" {
+			opts = append(opts, o.opt)
+		}
 	}
-	return nil
+	return opts
 }
 
 // testSignalAtRelease, under MOSAIC_TEST_SIGNAL_AT_RELEASE=1, forwards
@@ -99,30 +111,10 @@ func testSignalAtRelease(forward func(os.Signal)) {
 	}
 }
 
-// testInitSlowStart, under MOSAIC_TEST_SLOW_INIT=1, has a scope's init take
-// 300 ms more before it is held: a sandbox or Go runtime still starting when
-// systemd has made the scope, deterministically.
-func testInitSlowStart() []string {
-	if os.Getenv("MOSAIC_TEST_SLOW_INIT") == "1" {
-		return []string{"--test-slow-start", "300ms"}
-	}
-	return nil
-}
-
 // testNoAwaitHeld, under MOSAIC_TEST_NO_AWAIT_HELD=1, lets the init run and
 // forwards signals to it without waiting until it says it is held: the
 // weakened mosaic.
 func testNoAwaitHeld() bool { return os.Getenv("MOSAIC_TEST_NO_AWAIT_HELD") == "1" }
-
-// testInitIgnoreHeld, under MOSAIC_TEST_IGNORE_HELD=1, has a scope's init
-// ignore the signals it forwards while it is held: the weakened init that
-// loses a stop's SIGTERM come before mosaic's byte.
-func testInitIgnoreHeld() []string {
-	if os.Getenv("MOSAIC_TEST_IGNORE_HELD") == "1" {
-		return []string{"--test-ignore-held"}
-	}
-	return nil
-}
 
 // testReleaseBytes, under MOSAIC_TEST_RELEASE_EOF=1, sends nothing where
 // mosaic lets the held init run: the EOF bwrap and the init see when mosaic

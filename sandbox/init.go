@@ -104,7 +104,7 @@ func Init(args []string) int {
 		}
 	}
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
-	goFD := fs.Int(InitGoFD[2:], -1, "wait for one byte on this descriptor (a scope's go pipe); EOF means mosaic is gone: refuse")
+	goFD := fs.Int(InitGoFD[2:], -1, "a scope's go socket: say on it that the init is held, then wait for one byte; EOF means mosaic is gone: refuse")
 	goOnEOF, ignoreHeld, slowStart := false, false, time.Duration(0)
 	if testHooks {
 		fs.BoolVar(&goOnEOF, "test-go-on-eof", false, "test hook: run on EOF of --go-fd too (the weakened init)")
