@@ -3,11 +3,8 @@ package main
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestScopeHeldStopNewsLate: a stop of the scope that begins while the
@@ -23,33 +20,11 @@ func TestScopeHeldStopNewsLate(t *testing.T) {
 	bin := hookedMosaic(t)
 	ws := workspace(t)
 	for _, weak := range []bool{true, false} {
-		name := sessionName(t)
-		unit := "mosaic-" + name + ".scope"
-		fifo := filepath.Join(t.TempDir(), "pause")
-		if err := unix.Mkfifo(fifo, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, "run", "--scope", "--name", name, "--stop-timeout", "3s", "-w", ws, "--", "sleep", "30")
-		cmd.Env = append(os.Environ(), "MOSAIC_TEST_PAUSE_HELD="+fifo, "MOSAIC_TEST_BLIND_TO_STOP=1")
+		env := []string{"MOSAIC_TEST_BLIND_TO_STOP=1"}
 		if weak {
-			cmd.Env = append(cmd.Env, "MOSAIC_TEST_IGNORE_HELD=1")
+			env = append(env, "MOSAIC_TEST_IGNORE_HELD=1")
 		}
-		var out lockedBuffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		var fd int
-		eventually(t, 15*time.Second, "mosaic to hold the init", func() bool {
-			var err error
-			fd, err = unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-			return err == nil
-		})
-		systemctl(t, "stop", "--no-block", unit)
-		eventually(t, 5*time.Second, "the stop to begin", func() bool { return unitProperty(t, unit, "SubState") == "stop-sigterm" })
-		released := time.Now()
-		unix.Close(fd)
-		cmd.Wait()
+		cmd, out, released := stopWhileHeld(t, bin, ws, "3s", env, "sleep", "30")
 		took, code := time.Since(released), cmd.ProcessState.ExitCode()
 		if weak && code != 137 {
 			t.Fatalf("the weakened init's command did not run on until the stop timeout's SIGKILL, so this test proves nothing: exit %d after %v\n%s", code, took, out.String())

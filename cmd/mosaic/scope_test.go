@@ -305,33 +305,11 @@ func TestScopeStoppedWhileHeld(t *testing.T) {
 	ws := workspace(t)
 	mark := filepath.Join(ws, "ran")
 	for _, weak := range []bool{true, false} {
-		name := sessionName(t)
-		unit := "mosaic-" + name + ".scope"
-		fifo := filepath.Join(t.TempDir(), "pause")
-		if err := unix.Mkfifo(fifo, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, "run", "--scope", "--name", name, "--stop-timeout", "2s", "-w", ws, "--", "touch", mark)
-		cmd.Env = append(os.Environ(), "MOSAIC_TEST_PAUSE_HELD="+fifo)
+		var env []string
 		if weak {
-			cmd.Env = append(cmd.Env, "MOSAIC_TEST_BLIND_TO_STOP=1", "MOSAIC_TEST_IGNORE_HELD=1")
+			env = []string{"MOSAIC_TEST_BLIND_TO_STOP=1", "MOSAIC_TEST_IGNORE_HELD=1"}
 		}
-		var out lockedBuffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		// Opening the FIFO for writing succeeds once mosaic holds the init.
-		var fd int
-		eventually(t, 15*time.Second, "mosaic to hold the init", func() bool {
-			var err error
-			fd, err = unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-			return err == nil
-		})
-		systemctl(t, "stop", "--no-block", unit)
-		eventually(t, 5*time.Second, "the stop to begin", func() bool { return unitProperty(t, unit, "SubState") == "stop-sigterm" })
-		unix.Close(fd)
-		cmd.Wait()
+		cmd, out, _ := stopWhileHeld(t, bin, ws, "2s", env, "touch", mark)
 		_, ran := os.Stat(mark)
 		if weak && ran != nil {
 			t.Fatalf("the weakened mosaic did not run the command of a stopped scope, so this test proves nothing: exit %d\n%s", cmd.ProcessState.ExitCode(), out.String())
@@ -344,6 +322,41 @@ func TestScopeStoppedWhileHeld(t *testing.T) {
 		}
 		os.Remove(mark)
 	}
+}
+
+// stopWhileHeld runs mosaic run --scope (bin, in ws, with env and the stop
+// timeout given) of command, stops its scope with systemctl once mosaic
+// holds the init (MOSAIC_TEST_PAUSE_HELD) and the stop has begun, lets
+// mosaic go on, and returns the ended run, its output and when it was let
+// go on.
+func stopWhileHeld(t *testing.T, bin, ws, stopTimeout string, env []string, command ...string) (*exec.Cmd, *lockedBuffer, time.Time) {
+	t.Helper()
+	name := sessionName(t)
+	unit := "mosaic-" + name + ".scope"
+	fifo := filepath.Join(t.TempDir(), "pause")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{"run", "--scope", "--name", name, "--stop-timeout", stopTimeout, "-w", ws, "--"}, command...)...)
+	cmd.Env = append(append(os.Environ(), "MOSAIC_TEST_PAUSE_HELD="+fifo), env...)
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Opening the FIFO for writing succeeds once mosaic holds the init.
+	var fd int
+	eventually(t, 15*time.Second, "mosaic to hold the init", func() bool {
+		var err error
+		fd, err = unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		return err == nil
+	})
+	systemctl(t, "stop", "--no-block", unit)
+	eventually(t, 5*time.Second, "the stop to begin", func() bool { return unitProperty(t, unit, "SubState") == "stop-sigterm" })
+	released := time.Now()
+	unix.Close(fd)
+	cmd.Wait()
+	return cmd, out, released
 }
 
 // TestScopeNoUserManager: a scope run claims its name and builds its sandbox
