@@ -114,14 +114,15 @@ then on, for the command), and waits there for mosaic's byte. Interleaved, 40 ru
 apart: 50.9 -> 46.2 ms (mean; the bare peer 38.1, 1.21x). What is left on the path before the
 move is bwrap's own start until its clone (2.6 ms, the network namespace ~0.9 ms of it).
 
-**Where a scope run's time goes now** (perf sched, median of 18 runs, ms from the CLI's exec;
-the bare peer in brackets): bwrap exec'd 10.1 (systemd-run execs bwrap once the job is done,
-25.9), the init exec'd 18.8, the command exec'd 36.4 (32.4), the command's end 37.0 (32.9), the
-init's 37.5, bwrap's 39.2, mosaic's 42.5 (33.5: systemd-run is bwrap). Between the command's end
-and mosaic's exit are the init's and bwrap's exits (the PID and mount namespaces torn down,
-~20 mounts against the peer's ~10), the look at what the session created in the workspace and
-the removal of an unnamed run's state, which now run side by side (they were one after the
-other).
+**Where a scope run's time goes now** (perf sched, the two interleaved 250 ms apart, median of
+15 runs, ms from the CLI's exec; the bare peer in brackets): bwrap exec'd 9.9 (systemd-run
+execs bwrap once the job is done, 29.7), the init exec'd 18.9, the command exec'd 30.3 (35.6),
+its end 31.0 (36.3), the init's 31.8, bwrap's 33.3, mosaic's 37.4 (36.8: systemd-run is bwrap).
+With bwrap held on --block-fd the command was exec'd at 36.4 and mosaic ended at 42.5 against
+the peer's 33.5. mosaic now runs the command sooner than the peer; what it adds comes after the
+command's end: the init's and bwrap's exits (the PID and mount namespaces torn down, ~20 mounts
+against the peer's ~10), the look at what the session created in the workspace, and the
+removal of an unnamed run's state, which now run side by side (they were one after the other).
 
 **Smaller steps.** Launch dials systemd while it checks the request (the connection is round
 trips, the check CPU), and a scope run does not wait for the connection at all until it starts
@@ -194,7 +195,7 @@ equivalent of one run took 26-35 ms and 100 mosaic starts at once 1.6-2.0 s; fro
 (v782) the same tree's rows were 66-74 ms and 3.7-4.7 s (the systemd-run equivalent of the 100:
 8.7-9.8 s). The ratios hold across the change; the absolute targets (1.5 s for 100 at once, 40
 ms for list at 200) were set on a machine some 2.2-2.8x faster, and srt / the bare scope peer
-itself is below 20 here (472 / 24 ms back to back).
+is itself below 20 here (18.6 and 19.4 in two runs, back to back): no scope run can reach it.
 
 **How much one run of the bench moves.** Three make bench runs of nearly the same tree within
 half an hour gave the one-at-a-time scope ratio as 1.32, 1.36 and 1.46 (the load at start 0.8 to
