@@ -205,7 +205,7 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 	return out, nil
 }
 
-// managerCgroupGet reads the user manager's cgroup, under which its units'
+// managerCgroupGet reads the user manager's cgroup, under which its units
 // are (cgcount).
 var managerCgroupGet = bulkget.Get{Path: "/org/freedesktop/systemd1", Iface: "org.freedesktop.systemd1.Manager", Name: "ControlGroup"}
 
