@@ -44,9 +44,9 @@ const maxBulkMessage = 1 << 20
 
 // Read reads every get over a new connection to addr, where systemd's
 // manager answers directly (its private socket: no bus, so no Hello); the
-// answer at i is get i's value, nil where there is none. Connecting takes
-// at most dial; the whole ends by ctx's deadline, or after timeout if that
-// comes first.
+// answer at i is get i's value, nil where there is none. Connecting and
+// authenticating take at most dial; the whole ends by ctx's deadline, or
+// after timeout if that comes first.
 func Read(ctx context.Context, addr string, dial, timeout time.Duration, gets []Get) ([]any, error) {
 	path, ok := unixPath(addr)
 	if !ok {
@@ -62,7 +62,14 @@ func Read(ctx context.Context, addr string, dial, timeout time.Duration, gets []
 		return nil, err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(deadline)
+	// Authenticating is part of connecting: something at addr that takes
+	// the connection and never answers costs dial, not the whole timeout,
+	// which the caller's fallback then has.
+	handshake := time.Now().Add(dial)
+	if handshake.After(deadline) {
+		handshake = deadline
+	}
+	_ = c.SetDeadline(handshake)
 	r := bufio.NewReaderSize(c, 64<<10)
 	// SASL EXTERNAL: the server checks the uid against the socket's
 	// credentials. BEGIN goes with the first messages.
@@ -77,6 +84,7 @@ func Read(ctx context.Context, addr string, dial, timeout time.Duration, gets []
 	if !strings.HasPrefix(line, "OK ") {
 		return nil, fmt.Errorf("authentication refused: %q", strings.TrimSpace(line))
 	}
+	_ = c.SetDeadline(deadline)
 	buf := []byte("BEGIN\r\n")
 	const first = 1 // the serial of gets[0]
 	written := make(chan error, 1)
