@@ -294,11 +294,11 @@ func runCommand(out *output) *cli.Command {
 }
 
 // forwardWinch has SIGWINCH forwarded on sigs too, where a burst of them
-// (a terminal window being resized) takes at most one place: os/signal
+// (a terminal window being resized) never takes the last place: os/signal
 // drops a signal whose channel is full, and a Ctrl-C behind four SIGWINCH,
 // come while mosaic waits on systemd and reads none, would be lost. A
-// SIGWINCH says only "read the size again": one is as good as many. It
-// returns what stops it.
+// SIGWINCH says only "read the size again": the ones that find no room
+// are told by those queued. It returns what stops it.
 func forwardWinch(sigs chan os.Signal) (stop func()) {
 	winch, done := make(chan os.Signal, 1), make(chan struct{})
 	signal.Notify(winch, unix.SIGWINCH)
@@ -306,7 +306,7 @@ func forwardWinch(sigs chan os.Signal) (stop func()) {
 		for {
 			select {
 			case sig := <-winch:
-				if len(sigs) == 0 {
+				if len(sigs) < cap(sigs)-1 {
 					select {
 					case sigs <- sig:
 					default:
