@@ -1,122 +1,125 @@
 package bulkget
 
 import (
-	"bufio"
-	"context"
+	"bytes"
 	"encoding/binary"
-	"net"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/godbus/dbus/v5"
 )
 
-// fakeManager answers on a unix socket as systemd's private socket does,
-// with what a busy manager sends there besides: its signals, unasked
-// (PropertiesChanged, JobRemoved as sessions start and stop), before every
-// answer; the answers in reverse order, one of them big-endian (a
-// manager's native order), one an error; and an answer to a call nobody
-// made. answer gives the value of call i (nil: an error).
-func fakeManager(t *testing.T, n int, answer func(i int) any) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "bg")
+// A call mosaic encodes itself is the call godbus reads back.
+func TestBulkCallDecodes(t *testing.T) {
+	b := []byte("BEGIN\r\n")
+	b = appendCall(b, 1, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "Hello", "", nil)
+	b = appendCall(b, 42, "org.freedesktop.systemd1", "/org/freedesktop/systemd1/unit/mosaic_2dx_2eservice",
+		"org.freedesktop.DBus.Properties", "Get", "ss", []string{"org.freedesktop.systemd1.Service", "MainPID"})
+	r := bytes.NewReader(b[len("BEGIN\r\n"):])
+	hello, err := dbus.DecodeMessage(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "private")
-	l, err := net.Listen("unix", path)
+	if hello.Serial() != 1 || hello.Headers[dbus.FieldMember].Value() != "Hello" || len(hello.Body) != 0 {
+		t.Errorf("Hello decodes as %v", hello)
+	}
+	get, err := dbus.DecodeMessage(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
+	want := map[dbus.HeaderField]any{
+		dbus.FieldPath:        dbus.ObjectPath("/org/freedesktop/systemd1/unit/mosaic_2dx_2eservice"),
+		dbus.FieldInterface:   "org.freedesktop.DBus.Properties",
+		dbus.FieldMember:      "Get",
+		dbus.FieldDestination: "org.freedesktop.systemd1",
+		dbus.FieldSignature:   dbus.ParseSignatureMust("ss"),
+	}
+	for f, v := range want {
+		if got := get.Headers[f].Value(); !reflect.DeepEqual(got, v) {
+			t.Errorf("header %d = %#v, want %#v", f, got, v)
 		}
-		defer c.Close()
-		r := bufio.NewReader(c)
-		if _, err := r.ReadString('\n'); err != nil {
-			return
-		}
-		c.Write([]byte("OK 0123456789abcdef0123456789abcdef\r\n"))
-		if line, err := r.ReadString('\n'); err != nil || line != "BEGIN\r\n" {
-			t.Errorf("after OK: %q, %v", line, err)
-			return
-		}
-		var serials []uint32
-		for i := 0; i < n; i++ {
-			m, err := dbus.DecodeMessage(r)
-			if err != nil {
-				t.Errorf("call %d: %v", i, err)
-				return
-			}
-			serials = append(serials, m.Serial())
-		}
-		w := bufio.NewWriter(c)
-		send := func(m *dbus.Message, order binary.ByteOrder) {
-			if err := m.EncodeTo(w, order); err != nil {
-				t.Errorf("encoding: %v", err)
-			}
-		}
-		path := dbus.ObjectPath("/org/freedesktop/systemd1/unit/mosaic_2dx_2eservice")
-		for i := n - 1; i >= 0; i-- {
-			send(&dbus.Message{Type: dbus.TypeSignal, Headers: map[dbus.HeaderField]dbus.Variant{
-				dbus.FieldPath: dbus.MakeVariant(path), dbus.FieldInterface: dbus.MakeVariant("org.freedesktop.DBus.Properties"),
-				dbus.FieldMember: dbus.MakeVariant("PropertiesChanged"), dbus.FieldSignature: dbus.MakeVariant(dbus.SignatureOf("", map[string]dbus.Variant{}, []string{})),
-			}, Body: []any{"org.freedesktop.systemd1.Unit", map[string]dbus.Variant{"ActiveState": dbus.MakeVariant("active"), "MainPID": dbus.MakeVariant(uint32(7))}, []string{"Conditions"}}}, binary.LittleEndian)
-			send(&dbus.Message{Type: dbus.TypeSignal, Headers: map[dbus.HeaderField]dbus.Variant{
-				dbus.FieldPath: dbus.MakeVariant(dbus.ObjectPath("/org/freedesktop/systemd1")), dbus.FieldInterface: dbus.MakeVariant("org.freedesktop.systemd1.Manager"),
-				dbus.FieldMember: dbus.MakeVariant("JobRemoved"), dbus.FieldSignature: dbus.MakeVariant(dbus.SignatureOf(uint32(0), dbus.ObjectPath(""), "", "")),
-			}, Body: []any{uint32(i), dbus.ObjectPath("/org/freedesktop/systemd1/job/1"), "mosaic-x.service", "done"}}, binary.LittleEndian)
-			v := answer(i)
-			if v == nil {
-				send(&dbus.Message{Type: dbus.TypeError, Headers: map[dbus.HeaderField]dbus.Variant{
-					dbus.FieldReplySerial: dbus.MakeVariant(serials[i]), dbus.FieldErrorName: dbus.MakeVariant("org.freedesktop.DBus.Error.UnknownProperty"),
-					dbus.FieldSignature: dbus.MakeVariant(dbus.SignatureOf("")),
-				}, Body: []any{"no such property"}}, binary.LittleEndian)
-				continue
-			}
-			order := binary.ByteOrder(binary.LittleEndian)
-			if i == 1 {
-				order = binary.BigEndian
-			}
-			send(&dbus.Message{Type: dbus.TypeMethodReply, Headers: map[dbus.HeaderField]dbus.Variant{
-				dbus.FieldReplySerial: dbus.MakeVariant(serials[i]), dbus.FieldSignature: dbus.MakeVariant(dbus.SignatureOf(dbus.MakeVariant(v))),
-			}, Body: []any{dbus.MakeVariant(v)}}, order)
-		}
-		send(&dbus.Message{Type: dbus.TypeMethodReply, Headers: map[dbus.HeaderField]dbus.Variant{
-			dbus.FieldReplySerial: dbus.MakeVariant(serials[n-1] + 100), dbus.FieldSignature: dbus.MakeVariant(dbus.SignatureOf(dbus.MakeVariant(""))),
-		}, Body: []any{dbus.MakeVariant("not asked")}}, binary.LittleEndian)
-		w.Flush()
-		// Then, as a manager would, it stays: the read must not wait on it.
-		time.Sleep(5 * time.Second)
-	}()
-	return "unix:path=" + path
+	}
+	if get.Type != dbus.TypeMethodCall || get.Serial() != 42 || !reflect.DeepEqual(get.Body, []any{"org.freedesktop.systemd1.Service", "MainPID"}) {
+		t.Errorf("Get decodes as %v", get)
+	}
+	if r.Len() != 0 {
+		t.Errorf("%d bytes left over", r.Len())
+	}
 }
 
-// Read pairs each answer with its call by serial, whatever comes between
-// or around them, in either byte order.
-func TestReadAmidSignals(t *testing.T) {
-	values := []any{"active", uint32(4242), uint64(1700000000123456), int64(-3), true, []byte{1, 2, 3}, dbus.ObjectPath("/org/freedesktop/systemd1/unit/x"), nil, int32(-7), "success"}
-	gets := make([]Get, len(values))
-	for i := range gets {
-		gets[i] = Get{Path: "/org/freedesktop/systemd1/unit/mosaic_2dx_2eservice", Iface: "org.freedesktop.systemd1.Service", Name: "P"}
+// An answer godbus encodes, in either byte order, reads as the value godbus
+// would give, of the same Go type.
+func TestBulkAnswerParses(t *testing.T) {
+	values := []any{"success", dbus.ObjectPath("/a/b"), uint32(4242), int32(-3), uint64(1 << 62), int64(-5), true, false, []byte{1, 2, 3}, []byte{}}
+	for _, order := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+		for i, v := range values {
+			msg := &dbus.Message{Type: dbus.TypeMethodReply, Headers: map[dbus.HeaderField]dbus.Variant{
+				dbus.FieldReplySerial: dbus.MakeVariant(uint32(100 + i)),
+				dbus.FieldSender:      dbus.MakeVariant(":1.2"),
+				dbus.FieldDestination: dbus.MakeVariant(":1.77"),
+				dbus.FieldSignature:   dbus.MakeVariant(dbus.SignatureOf(dbus.MakeVariant(v))),
+			}, Body: []any{dbus.MakeVariant(v)}}
+			var buf bytes.Buffer
+			if err := msg.EncodeTo(&buf, order); err != nil {
+				t.Fatal(err)
+			}
+			typ, replyTo, got0, body, err := readMessage(&buf)
+			if err != nil || typ != msgReturn || replyTo != uint32(100+i) || got0 != order {
+				t.Fatalf("%v %T: type %d, reply to %d, order %v, %v", order, v, typ, replyTo, got0, err)
+			}
+			got, err := parseVariant(body, got0)
+			if err != nil || !reflect.DeepEqual(got, v) {
+				t.Errorf("%v: %#v reads as %#v (%v)", order, v, got, err)
+			}
+		}
 	}
-	addr := fakeManager(t, len(gets), func(i int) any { return values[i] })
-	began := time.Now()
-	got, err := Read(context.Background(), addr, time.Second, 3*time.Second, gets)
+}
+
+// A message cut anywhere, or one that says it is huge, is an error, never a
+// panic or a read beyond it.
+func TestBulkAnswerCutShort(t *testing.T) {
+	msg := &dbus.Message{Type: dbus.TypeMethodReply, Headers: map[dbus.HeaderField]dbus.Variant{
+		dbus.FieldReplySerial: dbus.MakeVariant(uint32(7)),
+		dbus.FieldSignature:   dbus.MakeVariant(dbus.ParseSignatureMust("v")),
+	}, Body: []any{dbus.MakeVariant([]byte("0123456789abcdef"))}}
+	var buf bytes.Buffer
+	if err := msg.EncodeTo(&buf, binary.LittleEndian); err != nil {
+		t.Fatal(err)
+	}
+	whole := buf.Bytes()
+	for n := 0; n < len(whole); n++ {
+		if _, _, _, _, err := readMessage(bytes.NewReader(whole[:n])); err == nil {
+			t.Errorf("cut at %d of %d: no error", n, len(whole))
+		}
+	}
+	_, _, order, body, err := readMessage(bytes.NewReader(whole))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(began); took > time.Second {
-		t.Errorf("Read took %v: it waited for more than its answers", took)
+	for n := 0; n < len(body); n++ {
+		if v, err := parseVariant(body[:n], order); err == nil {
+			t.Errorf("body cut at %d: %#v, no error", n, v)
+		}
 	}
-	if !reflect.DeepEqual(got, values) {
-		t.Errorf("got  %#v\nwant %#v", got, values)
+	huge := append([]byte{}, whole...)
+	binary.LittleEndian.PutUint32(huge[4:], maxBulkMessage+1)
+	if _, _, _, _, err := readMessage(bytes.NewReader(huge)); err == nil {
+		t.Error("a body of more than maxBulkMessage: no error")
+	}
+}
+
+func TestUnixPath(t *testing.T) {
+	for addr, want := range map[string]string{
+		"unix:path=/run/user/1000/bus":              "/run/user/1000/bus",
+		"unix:path=/run/user/1000/bus,guid=0123abc": "/run/user/1000/bus",
+		"unix:abstract=/tmp/dbus-x":                 "",
+		"unix:path=/a%20b":                          "", // escaped: left to godbus
+		"tcp:host=localhost,port=1":                 "",
+		"unix:path=/a;unix:path=/b":                 "",
+	} {
+		got, ok := unixPath(addr)
+		if got != want || ok != (want != "") {
+			t.Errorf("unixPath(%q) = %q, %v", addr, got, ok)
+		}
 	}
 }
