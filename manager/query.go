@@ -152,14 +152,19 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 	}
 	values, err := bulkget.Read(cctx, m.private, dialTimeout, callTimeout, gets)
 	if err != nil {
+		// With a deadline of their own: the bulk read may have spent this
+		// one (a private socket that takes the connection and never
+		// answers), and a Get that fails leaves its session out.
+		fctx, fcancel := bounded(ctx)
+		defer fcancel()
 		values = make([]any, 0, len(gets))
 		var collect []func() map[string]any
 		for _, p := range all {
-			collect = append(collect, m.properties(cctx, p.u.Path, p.iface, p.props), m.properties(cctx, p.u.Path, "org.freedesktop.systemd1.Unit", p.unitPrp))
+			collect = append(collect, m.properties(fctx, p.u.Path, p.iface, p.props), m.properties(fctx, p.u.Path, "org.freedesktop.systemd1.Unit", p.unitPrp))
 		}
 		var root func() map[string]any
 		if unified {
-			root = m.properties(cctx, managerCgroupGet.Path, managerCgroupGet.Iface, []string{managerCgroupGet.Name})
+			root = m.properties(fctx, managerCgroupGet.Path, managerCgroupGet.Iface, []string{managerCgroupGet.Name})
 		}
 		for i, p := range all {
 			sp, up := collect[2*i](), collect[2*i+1]()
@@ -172,6 +177,11 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 		}
 		if unified {
 			values = append(values, root()[managerCgroupGet.Name])
+		}
+		// Sessions whose reads timed out are not gone: an error, not a
+		// list without them.
+		if fctx.Err() != nil {
+			return nil, bug("reading the sessions' properties", fctx.Err())
 		}
 	}
 	cgroup := ""

@@ -5,6 +5,7 @@ package manager
 import (
 	"io"
 	"os"
+	"os/signal"
 	"syscall"
 	"time"
 )
@@ -59,10 +60,33 @@ func testNoScopePromise() bool { return os.Getenv("MOSAIC_TEST_NO_SCOPE_PROMISE"
 // before it lets the held init run, and waits until the signal is queued for
 // the session: an interrupt during the start made deterministic. Under
 // MOSAIC_TEST_SIGNAL_HELD=dropped it drops what was queued: the weakened
-// mosaic that takes no notice of it and lets the init run.
+// mosaic that takes no notice of it and lets the init run. Under
+// MOSAIC_TEST_SIGNAL_HELD=resized eight SIGWINCH (a terminal window being
+// resized during the start) come before the SIGINT, each handed to mosaic's
+// channels before the next is sent.
 func testSignalWhileHeld(signals chan os.Signal) {
 	mode := os.Getenv("MOSAIC_TEST_SIGNAL_HELD")
 	if mode == "" {
+		return
+	}
+	if mode == "resized" {
+		// os/signal hands one signal to every channel before the next: once
+		// probe has a signal, so have (or have not, if full) the others.
+		probe := make(chan os.Signal, 1)
+		signal.Notify(probe, syscall.SIGWINCH, syscall.SIGINT)
+		defer signal.Stop(probe)
+		send := func(sig syscall.Signal) {
+			_ = syscall.Kill(os.Getpid(), sig)
+			select {
+			case <-probe:
+			case <-time.After(time.Second):
+			}
+		}
+		for i := 0; i < 8; i++ {
+			send(syscall.SIGWINCH)
+		}
+		send(syscall.SIGINT)
+		send(syscall.SIGWINCH) // a fence: the SIGINT has been handed out
 		return
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGINT)

@@ -249,13 +249,13 @@ func runCommand(out *output) *cli.Command {
 			forward := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP}
 			if req.Scope {
 				forward = append(forward, unix.SIGQUIT)
-				if term == nil {
-					forward = append(forward, unix.SIGWINCH)
-				}
 			}
 			sigs := make(chan os.Signal, 4)
 			signal.Notify(sigs, forward...)
 			defer signal.Stop(sigs)
+			if req.Scope && term == nil {
+				defer forwardWinch(sigs)()
+			}
 			var s manager.Session
 			if req.Scope {
 				s, err = m.RunScope(ctx, spec, secrets, stdio, sigs)
@@ -291,6 +291,33 @@ func runCommand(out *output) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// forwardWinch has SIGWINCH forwarded on sigs too, where a burst of them
+// (a terminal window being resized) never takes the last place: os/signal
+// drops a signal whose channel is full, and a Ctrl-C behind four SIGWINCH,
+// come while mosaic waits on systemd and reads none, would be lost. A
+// SIGWINCH says only "read the size again": the ones that find no room
+// are told by those queued. It returns what stops it.
+func forwardWinch(sigs chan os.Signal) (stop func()) {
+	winch, done := make(chan os.Signal, 1), make(chan struct{})
+	signal.Notify(winch, unix.SIGWINCH)
+	go func() {
+		for {
+			select {
+			case sig := <-winch:
+				if len(sigs) < cap(sigs)-1 {
+					select {
+					case sigs <- sig:
+					default:
+					}
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(winch); close(done) }
 }
 
 // interrupted reports a command cut short by Ctrl-C (or SIGTERM): one line

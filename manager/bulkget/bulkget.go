@@ -44,9 +44,9 @@ const maxBulkMessage = 1 << 20
 
 // Read reads every get over a new connection to addr, where systemd's
 // manager answers directly (its private socket: no bus, so no Hello); the
-// answer at i is get i's value, nil where there is none. Connecting takes
-// at most dial; the whole ends by ctx's deadline, or after timeout if that
-// comes first.
+// answer at i is get i's value, nil where there is none. Connecting and
+// authenticating take at most dial; the whole ends by ctx's deadline, or
+// after timeout if that comes first.
 func Read(ctx context.Context, addr string, dial, timeout time.Duration, gets []Get) ([]any, error) {
 	path, ok := unixPath(addr)
 	if !ok {
@@ -62,7 +62,14 @@ func Read(ctx context.Context, addr string, dial, timeout time.Duration, gets []
 		return nil, err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(deadline)
+	// Authenticating is part of connecting: something at addr that takes
+	// the connection and never answers costs dial, not the whole timeout,
+	// which the caller's fallback then has.
+	handshake := time.Now().Add(dial)
+	if handshake.After(deadline) {
+		handshake = deadline
+	}
+	_ = c.SetDeadline(handshake)
 	r := bufio.NewReaderSize(c, 64<<10)
 	// SASL EXTERNAL: the server checks the uid against the socket's
 	// credentials. BEGIN goes with the first messages.
@@ -77,6 +84,7 @@ func Read(ctx context.Context, addr string, dial, timeout time.Duration, gets []
 	if !strings.HasPrefix(line, "OK ") {
 		return nil, fmt.Errorf("authentication refused: %q", strings.TrimSpace(line))
 	}
+	_ = c.SetDeadline(deadline)
 	buf := []byte("BEGIN\r\n")
 	const first = 1 // the serial of gets[0]
 	written := make(chan error, 1)
@@ -96,7 +104,7 @@ func Read(ctx context.Context, addr string, dial, timeout time.Duration, gets []
 	}()
 	out := make([]any, len(gets))
 	for left := len(gets); left > 0; {
-		typ, replyTo, body, err := readMessage(r)
+		typ, replyTo, order, body, err := readMessage(r)
 		if err != nil {
 			c.Close() // ends the writer too
 			<-written
@@ -108,7 +116,7 @@ func Read(ctx context.Context, addr string, dial, timeout time.Duration, gets []
 		}
 		left--
 		if typ == msgReturn {
-			out[i], _ = parseVariant(body)
+			out[i], _ = parseVariant(body, order)
 		}
 	}
 	return out, <-written
@@ -193,31 +201,31 @@ func pad(b []byte, start, n int) []byte {
 }
 
 // readMessage reads one message and returns its type, the serial it
-// answers (0 if none) and its body.
-func readMessage(r io.Reader) (typ byte, replyTo uint32, body []byte, err error) {
+// answers (0 if none), its byte order (the sender's: sd-bus answers in
+// its own, whatever a call's) and its body.
+func readMessage(r io.Reader) (typ byte, replyTo uint32, order binary.ByteOrder, body []byte, err error) {
 	var fixed [16]byte
 	if _, err = io.ReadFull(r, fixed[:]); err != nil {
-		return 0, 0, nil, err
+		return 0, 0, nil, nil, err
 	}
-	var order binary.ByteOrder
 	switch fixed[0] {
 	case 'l':
 		order = binary.LittleEndian
 	case 'B':
 		order = binary.BigEndian
 	default:
-		return 0, 0, nil, errors.New("not a D-Bus message")
+		return 0, 0, nil, nil, errors.New("not a D-Bus message")
 	}
 	bodyLen, fieldsLen := order.Uint32(fixed[4:]), order.Uint32(fixed[12:])
 	if bodyLen > maxBulkMessage || fieldsLen > maxBulkMessage {
-		return 0, 0, nil, errors.New("a D-Bus message too long")
+		return 0, 0, nil, nil, errors.New("a D-Bus message too long")
 	}
 	headerLen := 16 + int(fieldsLen)
 	headerLen += (8 - headerLen%8) % 8
 	msg := make([]byte, headerLen+int(bodyLen))
 	copy(msg, fixed[:])
 	if _, err = io.ReadFull(r, msg[16:]); err != nil {
-		return 0, 0, nil, err
+		return 0, 0, nil, nil, err
 	}
 	p := &wire{b: msg[:16+fieldsLen], order: order, off: 16}
 	for p.off < len(p.b) {
@@ -230,19 +238,20 @@ func readMessage(r io.Reader) (typ byte, replyTo uint32, body []byte, err error)
 		}
 		p.skip(sig)
 		if p.err != nil {
-			return 0, 0, nil, p.err
+			return 0, 0, nil, nil, p.err
 		}
 	}
 	if p.err != nil {
-		return 0, 0, nil, p.err
+		return 0, 0, nil, nil, p.err
 	}
-	return fixed[1], replyTo, msg[headerLen:], nil
+	return fixed[1], replyTo, order, msg[headerLen:], nil
 }
 
-// parseVariant decodes a Get's answer, a variant, into the Go type godbus
-// gives (string, uint32, int32, uint64, int64, bool, []byte).
-func parseVariant(body []byte) (any, error) {
-	p := &wire{b: body, order: binary.LittleEndian}
+// parseVariant decodes a Get's answer, a variant in byte order order, into
+// the Go type godbus gives (string, uint32, int32, uint64, int64, bool,
+// []byte).
+func parseVariant(body []byte, order binary.ByteOrder) (any, error) {
+	p := &wire{b: body, order: order}
 	return p.variant()
 }
 

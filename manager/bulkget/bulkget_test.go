@@ -63,12 +63,11 @@ func TestBulkAnswerParses(t *testing.T) {
 			if err := msg.EncodeTo(&buf, order); err != nil {
 				t.Fatal(err)
 			}
-			typ, replyTo, body, err := readMessage(&buf)
-			if err != nil || typ != msgReturn || replyTo != uint32(100+i) {
-				t.Fatalf("%v %T: type %d, reply to %d, %v", order, v, typ, replyTo, err)
+			typ, replyTo, got0, body, err := readMessage(&buf)
+			if err != nil || typ != msgReturn || replyTo != uint32(100+i) || got0 != order {
+				t.Fatalf("%v %T: type %d, reply to %d, order %v, %v", order, v, typ, replyTo, got0, err)
 			}
-			p := &wire{b: body, order: order}
-			got, err := p.variant()
+			got, err := parseVariant(body, got0)
 			if err != nil || !reflect.DeepEqual(got, v) {
 				t.Errorf("%v: %#v reads as %#v (%v)", order, v, got, err)
 			}
@@ -89,22 +88,22 @@ func TestBulkAnswerCutShort(t *testing.T) {
 	}
 	whole := buf.Bytes()
 	for n := 0; n < len(whole); n++ {
-		if _, _, _, err := readMessage(bytes.NewReader(whole[:n])); err == nil {
+		if _, _, _, _, err := readMessage(bytes.NewReader(whole[:n])); err == nil {
 			t.Errorf("cut at %d of %d: no error", n, len(whole))
 		}
 	}
-	_, _, body, err := readMessage(bytes.NewReader(whole))
+	_, _, order, body, err := readMessage(bytes.NewReader(whole))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for n := 0; n < len(body); n++ {
-		if v, err := parseVariant(body[:n]); err == nil {
+		if v, err := parseVariant(body[:n], order); err == nil {
 			t.Errorf("body cut at %d: %#v, no error", n, v)
 		}
 	}
 	huge := append([]byte{}, whole...)
 	binary.LittleEndian.PutUint32(huge[4:], maxBulkMessage+1)
-	if _, _, _, err := readMessage(bytes.NewReader(huge)); err == nil {
+	if _, _, _, _, err := readMessage(bytes.NewReader(huge)); err == nil {
 		t.Error("a body of more than maxBulkMessage: no error")
 	}
 }

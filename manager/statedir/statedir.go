@@ -143,7 +143,9 @@ func Remove(stateDir string) error {
 	return RemoveTree(aside)
 }
 
-// RemoveLeftovers finishes the removals that were cut short.
+// RemoveLeftovers finishes the removals that were cut short, and removes
+// the lock files of names with no state that nobody holds (a run killed
+// after its state went: its lock file is released only by its holder).
 func RemoveLeftovers(stateRoot string) error {
 	entries, _ := os.ReadDir(filepath.Join(stateRoot, "sessions"))
 	var errs []error
@@ -152,6 +154,16 @@ func RemoveLeftovers(stateRoot string) error {
 			if err := RemoveTree(filepath.Join(stateRoot, "sessions", e.Name())); err != nil {
 				errs = append(errs, err)
 			}
+		}
+	}
+	locks, _ := os.ReadDir(filepath.Join(stateRoot, "locks"))
+	for _, e := range locks {
+		dir := filepath.Join(stateRoot, "sessions", e.Name())
+		if _, err := os.Lstat(dir); !os.IsNotExist(err) || !e.Type().IsRegular() {
+			continue
+		}
+		if l, err := LockName(dir); err == nil {
+			l.Release() // no state: the file goes
 		}
 	}
 	return errors.Join(errs...)
