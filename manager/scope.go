@@ -114,12 +114,17 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, err
 	}
 	mark(ctx, "scope started")
-	// Nothing is forwarded to the init before it is held (and the look for
-	// a stop below comes no sooner).
-	if err = untilHeld(sb, signals, spec.Name); err != nil {
+	// From here until the init runs, a start given up kills the held init
+	// and lets systemd end the scope it is in.
+	giveUp := func(err error) (Session, error) {
 		sb.abort()
 		m.awaitScopeEnd(ctx, spec, w)
 		return Session{}, err
+	}
+	// Nothing is forwarded to the init before it is held (and the look for
+	// a stop below comes no sooner).
+	if err = untilHeld(sb, signals, spec.Name); err != nil {
+		return giveUp(err)
 	}
 	mark(ctx, "init held")
 	testSignalWhileHeld(signals)
@@ -127,9 +132,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	// nothing has run yet, stop here rather than start the command only to
 	// forward it.
 	if interrupted(signals) {
-		sb.abort()
-		m.awaitScopeEnd(ctx, spec, w)
-		return Session{}, interruptedBeforeRun(spec.Name)
+		return giveUp(interruptedBeforeRun(spec.Name))
 	}
 	// So does a stop that began while the init was held (mosaic stop,
 	// systemctl --user stop). Its SIGTERM, sent before its news, which may
@@ -139,9 +142,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	// (Only the stop's own announcement counts: an "inactive" may still be
 	// the unit's first, announced before its start.)
 	if !testBlindToStop() && w.wasStopped() {
-		sb.abort()
-		m.awaitScopeEnd(ctx, spec, w)
-		return Session{}, errcode.StartFailed.New("session %s was stopped from outside before its command ran", spec.Name)
+		return giveUp(errcode.StartFailed.New("session %s was stopped from outside before its command ran", spec.Name))
 	}
 	testSignalAtRelease(sb.signal)
 	if err := sb.release(); err != nil {
@@ -410,7 +411,8 @@ func (m *Manager) awaitScopeEnd(ctx context.Context, spec units.Spec, w *unitWat
 }
 
 // scopeEnded is the ended scope session, from systemd's announcements and
-// the shim's own exit; a named one's end is recorded beside its state.
+// bwrap's exit (the init's status); a named one's end is recorded beside its
+// state.
 func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, waitErr error, began time.Time) (Session, error) {
 	p := w.snapshot()
 	s := session.Of(spec.Name, units.KindScope, p, p)
@@ -441,11 +443,11 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, waitErr error, beg
 	return s, nil
 }
 
-// scopeEnv is the exec shim's environment for a scope: what a unit would
-// have had (the spec's variables, the caller's PATH and identity) and the
-// secrets. The shim, as a service's, hands bwrap only what
-// sandbox.InitEnv keeps, and the init passes on only its allowlist and the
-// named credentials.
+// scopeEnv is the environment a scope's sandbox is made from: what a unit
+// would have had (the spec's variables, the caller's PATH and identity) and
+// the secrets. bwrap gets only what sandbox.InitEnv keeps of it
+// (HoldBwrap), as a service's exec shim hands on, and the init passes on
+// only its allowlist and the named credentials.
 func scopeEnv(spec units.Spec, secrets []credentials.Var) []string {
 	env := append([]string{}, spec.Env...)
 	for _, name := range []string{"PATH", "USER", "LOGNAME"} {

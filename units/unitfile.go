@@ -77,9 +77,11 @@ func argvFits(s Spec) error {
 	if total > maxArgBytes {
 		return errcode.TooManyArguments.New("the session's command line (%d arguments, %d variables passed by name) is %d bytes, more than the %d mosaic lets a command be given (the kernel's limit, with the environment, is a quarter of the stack limit): pass fewer or shorter arguments, e.g. through a file in the workspace", len(s.Command), len(s.Credentials)+len(s.Pass), total, maxArgBytes)
 	}
-	argv := ExecArgv(s)
+	var argv []string
 	if s.Scope {
 		argv, _ = ScopeBwrap(s)
+	} else {
+		argv = ExecArgv(s)
 	}
 	line, message, bwrapArgs, inBwrap := 0, 4096, 0, false
 	for _, a := range argv {
