@@ -135,7 +135,7 @@ func (m *Manager) Launch(ctx context.Context, req request.Request) (Session, err
 func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 	spec.MosaicBin = m.MosaicBin
 	spec.ExtraRO = append(spec.ExtraRO, testExtraRO()...)
-	if !spec.AllowWriteHostExec {
+	if !spec.AllowWriteHostExec && spec.Clone == nil { // a copy's files are never run by the host
 		protect, ids, err := sandbox.ProtectHostExec(spec.Workspace)
 		if err != nil {
 			return errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
@@ -145,6 +145,13 @@ func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 		spec.HostExecMissing = sandbox.MissingHostExec(spec.Workspace)
 	}
 	// (A scope's manager may still be connecting: its features are not read.)
+	m.encodePromise(spec, paths)
+	return nil
+}
+
+// encodePromise encodes what the sandbox's layers check (the host's facts,
+// the binds' identities) into spec.Promise.
+func (m *Manager) encodePromise(spec *units.Spec, paths request.Paths) {
 	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, !spec.Scope && !spec.Landlock() && m.features.PrivatePIDs)
 	if m.Outside != nil {
 		p.Apply(*m.Outside)
@@ -158,7 +165,6 @@ func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 		p.Binds = nil
 	}
 	spec.Promise = p.Encode()
-	return nil
 }
 
 // Start starts the session as a transient service and returns once systemd's
@@ -224,11 +230,18 @@ func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []creden
 	l.unit, l.undo, l.release = spec.Unit(), undo, release
 	defer func() {
 		if err != nil {
-			undo()
+			l.undo()
 			release()
 		}
 	}()
 	mark(ctx, "claim name, state directory")
+	if spec.Clone != nil {
+		if err := m.makeClone(ctx, spec); err != nil {
+			return l, err
+		}
+		l.undo = func() { removeClone(*spec); undo() }
+		mark(ctx, "clone: the session's copy")
+	}
 	if len(spec.Inject) > 0 {
 		// The injected keys go to the egress proxy's file only; the
 		// session's gets their placeholders.

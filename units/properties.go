@@ -137,7 +137,7 @@ func Properties(s Spec, f Features) []sd.Property {
 		// The shim and bwrap may live under the hidden home; the notification
 		// socket is the one file of the runtime dir the unit needs (the shim
 		// connects it; the sandbox never sees it).
-		prop("BindReadOnlyPaths", bindsOf(readOnlyPaths(s))),
+		prop("BindReadOnlyPaths", append(bindsOf(readOnlyPaths(s)), cloneReadOnly(s)...)),
 		prop("NoNewPrivileges", true),
 		prop("KillMode", "control-group"),
 		prop("TimeoutStopUSec", usec(stop)),
@@ -358,7 +358,7 @@ func Description(name string, command []string) string {
 // the session started, hence allowed to be missing) so that the shim and
 // ExecStopPost can delete the file.
 func readWriteBinds(s Spec) []bindEntry {
-	b := bindsOf(append([]string{s.Workspace, s.StateDir}, s.ExtraRW...))
+	b := append([]bindEntry{{Src: s.workspaceSource(), Dst: s.Workspace}}, bindsOf(append([]string{s.StateDir}, s.ExtraRW...))...)
 	b = append(b, bindsOf(landlockProtect(s, sandbox.KindRW))...)
 	if s.CredentialFile != "" {
 		d := filepath.Dir(s.CredentialFile)

@@ -328,7 +328,7 @@ func (b *bench) concurrency(ctx context.Context, r *Report) error {
 	}
 	r.Concurrency = append(r.Concurrency, Stat{Name: "stopping 200 sessions from one process, until all down", N: 1, MeanMs: ms(time.Since(t))})
 	for _, name := range all {
-		_ = b.m.Remove(ctx, name)
+		_ = b.m.Remove(ctx, name, true)
 	}
 	return nil
 }

@@ -347,7 +347,7 @@ func rmCommand(out *output) *cli.Command {
 		Name:         "rm",
 		Usage:        "forget an ended session: its record, its home and /tmp, and its failed unit",
 		ArgsUsage:    "NAME",
-		Flags:        []cli.Flag{jsonFlag},
+		Flags:        []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "also a clone-mode session whose change was neither applied nor discarded"}, jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			name, err := oneName(c)
@@ -355,7 +355,7 @@ func rmCommand(out *output) *cli.Command {
 				return err
 			}
 			return connected(func(ctx context.Context, m *manager.Manager) error {
-				if err := m.Remove(ctx, name); err != nil {
+				if err := m.Remove(ctx, name, c.Bool("force")); err != nil {
 					return err
 				}
 				out.result(map[string]any{"removed": []string{name}}, func(w io.Writer) { fmt.Fprintf(w, "removed session %s\n", name) })
@@ -375,7 +375,7 @@ func gcCommand(out *output) *cli.Command {
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			return connected(func(ctx context.Context, m *manager.Manager) error {
-				removed, kept, err := m.GC(ctx, !c.Bool("homes"))
+				removed, kept, unapplied, err := m.GC(ctx, !c.Bool("homes"))
 				if err != nil {
 					return err
 				}
@@ -385,7 +385,10 @@ func gcCommand(out *output) *cli.Command {
 				if kept == nil {
 					kept = []string{}
 				}
-				out.result(map[string]any{"removed": removed, "kept": kept}, func(w io.Writer) {
+				if unapplied == nil {
+					unapplied = []string{}
+				}
+				out.result(map[string]any{"removed": removed, "kept": kept, "kept_unapplied": unapplied}, func(w io.Writer) {
 					switch len(removed) {
 					case 0:
 						fmt.Fprintln(w, "no ended session to remove")
@@ -395,6 +398,10 @@ func gcCommand(out *output) *cli.Command {
 					if len(kept) > 0 {
 						fmt.Fprintf(w, "kept %s whose home holds a sign-in or settings: %s (mosaic rm NAME, or mosaic gc --homes)\n",
 							plural(len(kept), "ended session"), strings.Join(kept, ", "))
+					}
+					if len(unapplied) > 0 {
+						fmt.Fprintf(w, "kept %s whose change was neither applied nor discarded: %s (mosaic diff NAME, then mosaic apply or mosaic discard)\n",
+							plural(len(unapplied), "clone-mode session"), strings.Join(unapplied, ", "))
 					}
 				})
 				return nil

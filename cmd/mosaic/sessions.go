@@ -45,7 +45,7 @@ func sessionFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
 		&cli.BoolFlag{Name: "allow-write-host-exec", Usage: "let the session change the workspace's files your tools run (.git/config, .git/hooks, .vscode, .envrc, ...), read-only by default"},
 		jsonFlag,
-	), agentFlags()...)
+	), append(agentFlags(), cloneFlags()...)...)
 }
 
 // requestFrom reads a session request from the flags and arguments.
@@ -70,6 +70,8 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 		SignIn:      c.Bool("sign-in"),
 
 		AllowWriteHostExec: c.Bool("allow-write-host-exec"),
+		Clone:              c.Bool("clone") || c.String("base") != "",
+		Base:               c.String("base"),
 	}
 	if c.IsSet("name") && req.Name == "" {
 		return req, errcode.BadName.New("--name is empty: give a name or leave the flag out")
@@ -217,6 +219,9 @@ func runCommand(out *output) *cli.Command {
 			if c.IsSet("pty") {
 				req.TTY = c.Bool("pty")
 			}
+			if req.Clone && req.Name == "" {
+				req.Name = units.GenerateName(req.Command) // its change outlives the run
+			}
 			ctx := traced(context.Background())
 			m, spec, secrets, err := manager.Launch(ctx, req)
 			if err != nil {
@@ -273,6 +278,9 @@ func runCommand(out *output) *cli.Command {
 				return err
 			}
 			out.code = s.ExitCode()
+			if spec.Clone != nil {
+				finishAfter(ctx, out, m, spec.Name)
+			}
 			for _, m := range s.MovedAside {
 				line := records.MovedAsideLine(spec.Workspace, m)
 				if onTerminal(out.stderr) {
@@ -381,6 +389,9 @@ func stopCommand(out *output) *cli.Command {
 				prog.done()
 				if err != nil {
 					return err
+				}
+				if wasRunning && s.Clone != nil {
+					finishAfter(ctx, out, m, name)
 				}
 				out.result(s, func(w io.Writer) {
 					how := s.How()

@@ -51,6 +51,12 @@ type Request struct {
 	// AllowWriteHostExec leaves the workspace's host-executed entries
 	// (.git/config, .git/hooks, ...: sandbox.HostExecEntries) writable.
 	AllowWriteHostExec bool
+	// Clone makes a clone-mode session (units.Clone): the session works in
+	// its own copy of the workspace's repository, never in the checkout.
+	// Base, when set, is the commit (--base REF) the copy starts from
+	// instead of HEAD and the working tree.
+	Clone bool
+	Base  string
 }
 
 // RuntimeDir returns $XDG_RUNTIME_DIR, or a refusal saying how to get one.
@@ -270,6 +276,11 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	}
 	if mode == sandbox.ModeLandlock {
 		spec.BwrapBin = ""
+	}
+	if req.Clone || req.Base != "" {
+		if spec.Clone, err = cloneOf(req, spec); err != nil {
+			return units.Spec{}, none, err
+		}
 	}
 	spec.SeccompAllow = grant.Profile.SeccompAllow
 	spec.AllowWriteHostExec = req.AllowWriteHostExec

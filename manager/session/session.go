@@ -67,6 +67,9 @@ type Session struct {
 
 	// HostExecWritable: started with --allow-write-host-exec.
 	HostExecWritable bool `json:"host_exec_writable,omitempty"`
+	// Clone is a clone-mode session's copy and change (nil: direct mode,
+	// the session wrote the workspace itself).
+	Clone *records.Clone `json:"clone,omitempty"`
 	// HostExecCreated (a running session, status only): the host-executed
 	// entries missing at its start that it has created; they are moved
 	// aside when it ends, as MovedAside says.
@@ -218,6 +221,7 @@ func FromRecords(name, dir string) (Session, bool) {
 	}
 	s := Session{Name: name, Unit: units.UnitOf(name, KindOf(rec)), State: "inactive", SubState: "dead"}
 	Describe(rec, &s)
+	s.Clone, _ = records.ReadClone(dir)
 	if !rec.Started.IsZero() {
 		t := rec.Started
 		s.Since = &t
