@@ -57,6 +57,9 @@ type Profile struct {
 	// Sandbox is the session's inner layer unless --sandbox says
 	// otherwise: bwrap (the default) or landlock.
 	Sandbox string `json:"sandbox,omitempty"`
+	// Workspace is the sessions' workspace mode unless --clone says
+	// otherwise: clone (their own copy of the repository) or direct.
+	Workspace string `json:"workspace,omitempty"`
 	// MemoryMax, TasksMax and CPUQuota are the profile's session limits, as
 	// the flags take them (a flag wins); checked where they are used.
 	MemoryMax string `json:"memory_max,omitempty"`
@@ -354,6 +357,11 @@ func readProfile(path string) (Profile, error) {
 				return bad("Sandbox=%s: use bwrap or landlock", o.Value)
 			}
 			p.Sandbox = o.Value
+		case "Workspace":
+			if o.Value != "clone" && o.Value != "direct" {
+				return bad("Workspace=%s: use clone or direct", o.Value)
+			}
+			p.Workspace = o.Value
 		case "AllowHost":
 			p.AllowHosts = append(p.AllowHosts, fields...)
 		case "Inject":
@@ -371,7 +379,7 @@ func readProfile(path string) (Profile, error) {
 		case "CPUQuota":
 			p.CPUQuota = o.Value
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Network, AllowHost, SeccompAllow, Sandbox, Inject, MemoryMax, TasksMax, CPUQuota)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Network, AllowHost, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota)", o.Name)
 		}
 	}
 	return p, nil

@@ -89,7 +89,7 @@ func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error
 		} else {
 			return ch, errcode.NoChange.New("session %s made no commit and left no change: there is no branch to make", name)
 		}
-		err = clone.ApplyBranch(ctx, name, s.Workspace, bundle, ch.Clone.Head, branch, scratch)
+		err = clone.ApplyBranch(ctx, name, s.Workspace, bundle, ch.Clone.Head, ch.Clone.Base, branch, scratch)
 		ch.Clone.Applied = "branch " + branch
 	}
 	if err != nil {

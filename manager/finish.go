@@ -34,7 +34,7 @@ base=$1 parent=$2 out=/tmp/out
 mkdir -p "$out"
 export GIT_INDEX_FILE=/tmp/index GIT_AUTHOR_NAME=mosaic GIT_AUTHOR_EMAIL=mosaic@localhost GIT_COMMITTER_NAME=mosaic GIT_COMMITTER_EMAIL=mosaic@localhost
 if [ -f .git/index ]; then cp .git/index "$GIT_INDEX_FILE"; fi
-git add -A
+git add -A --ignore-errors 2>"$out/add-errors" || true
 tree=$(git write-tree)
 head=$(git rev-parse -q --verify 'HEAD^{commit}' || echo "$base")
 if [ "$tree" = "$(git rev-parse "$head^{tree}")" ]; then snap=$head
@@ -159,7 +159,7 @@ func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, 
 		return units.Spec{}, errcode.SandboxUnavailable.New("no sandbox can be built for the finish step: %v", err)
 	}
 	req := request.Request{
-		Workspace: rec.Workspace, Network: sandbox.NetworkNone, Profile: "generic", Clone: true,
+		Workspace: rec.Workspace, Network: sandbox.NetworkNone, Profile: "generic", Mode: request.ModeClone,
 		Command: []string{"/bin/sh", "-c", finishScript, "mosaic-finish", cl.Base, cl.Parent},
 		Env:     []string{"LANG=C.UTF-8", "PATH=" + sandbox.DefaultPath},
 	}

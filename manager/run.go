@@ -39,7 +39,7 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 	// run it sees between its start and its unit. A name mosaic made up
 	// leaves nothing.
 	defer l.release()
-	if !spec.NameGiven {
+	if !spec.NameGiven && spec.Clone == nil { // a clone's change outlives the run
 		defer statedir.Remove(spec.StateDir)
 		defer os.RemoveAll(spec.EgressDir)
 	}
@@ -98,7 +98,7 @@ func endedMovedAside(spec units.Spec, began time.Time) []sandbox.MovedAside {
 func removeUnnamed(spec units.Spec) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
-		if !spec.NameGiven {
+		if !spec.NameGiven && spec.Clone == nil {
 			statedir.Remove(spec.StateDir)
 			os.RemoveAll(spec.EgressDir)
 		}

@@ -235,7 +235,7 @@ func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []creden
 		}
 	}()
 	mark(ctx, "claim name, state directory")
-	if spec.Clone != nil {
+	if spec.Clone != nil && spec.Clone.Base == "" { // a finish step's copy is made already
 		if err := m.makeClone(ctx, spec); err != nil {
 			return l, err
 		}

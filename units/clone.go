@@ -17,7 +17,8 @@ import (
 type Clone struct {
 	Dir     string `json:"dir"`     // the copy, on the host: StateDir/clone
 	Objects string `json:"objects"` // the user's .git/objects, resolved
-	// Base is the commit the copy starts from: the user's HEAD plus the
+	// Base is the commit the copy starts from (empty until the copy is
+	// made): the user's HEAD plus the
 	// working tree's uncommitted changes (tracked and untracked, not
 	// ignored) as one commit on top, or the --base commit. The change the
 	// agent made is Base..(what it left).

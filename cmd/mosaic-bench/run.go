@@ -29,6 +29,8 @@ func runAll(args []string) (*Report, error) {
 	mosaicBin := fs.String("mosaic", "bin/mosaic", "the mosaic binary")
 	srt := fs.String("srt", "", "sandbox-runtime's srt, when installed")
 	n := fs.Int("n", 30, "runs per one-shot figure")
+	clone := fs.Bool("clone", true, "also measure clone mode (repositories of 1k, 10k, 100k files)")
+	onlyClone := fs.Bool("only-clone", false, "measure clone mode only")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -51,6 +53,13 @@ func runAll(args []string) (*Report, error) {
 	m.MosaicBin = abs // the sessions run the binary under test, not this one
 	b := &bench{mosaic: abs, ws: ws, m: m, n: *n}
 	r := &Report{Machine: machine(), Date: time.Now().UTC()}
+	if *onlyClone {
+		if err := b.cloneMode(ctx, r); err != nil {
+			return nil, err
+		}
+		r.Ratios = cloneRatios(r)
+		return r, nil
+	}
 	if err := b.oneShot(r, *srt); err != nil {
 		return nil, err
 	}
@@ -67,7 +76,12 @@ func runAll(args []string) (*Report, error) {
 		return nil, err
 	}
 	b.hardening(r)
-	r.Ratios = ratios(r)
+	if *clone {
+		if err := b.cloneMode(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	r.Ratios = append(ratios(r), cloneRatios(r)...)
 	return r, nil
 }
 

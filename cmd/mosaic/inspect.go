@@ -61,7 +61,15 @@ func printList(w io.Writer, list []manager.Session, all bool) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tSUB\tPID\tAGE\tMEMORY\tENDED")
+	clones := false // the CHANGE column, only where a clone-mode session is listed
+	for _, s := range list {
+		clones = clones || s.Clone != nil
+	}
+	if clones {
+		fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tSUB\tPID\tAGE\tMEMORY\tENDED\tCHANGE")
+	} else {
+		fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tSUB\tPID\tAGE\tMEMORY\tENDED")
+	}
 	for _, s := range list {
 		ended := "-"
 		if !s.Running() && s.How() != "" {
@@ -70,7 +78,14 @@ func printList(w io.Writer, list []manager.Session, all bool) {
 		if s.Problem != "" {
 			ended = "damaged: see mosaic status " + s.Name
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), age(s.Since), humanBytes(s.MemoryBytes), ended)
+		change := ""
+		if clones {
+			change = "\tdirect"
+			if s.Clone != nil {
+				change = "\tclone: " + s.Clone.Line()
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), age(s.Since), humanBytes(s.MemoryBytes), ended, change)
 	}
 	tw.Flush()
 }
@@ -181,6 +196,16 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 			fmt.Fprintf(w, " (given as %s, a symlink: the real path is bound)", safe(s.WorkspaceGivenAs))
 		}
 		fmt.Fprintln(w)
+	}
+	if c := s.Clone; c != nil {
+		base := "HEAD and your uncommitted changes, " + short(c.Base) + " on " + short(c.Parent)
+		if c.Ref != "" {
+			base = "--base " + safe(c.Ref) + ", " + short(c.Base)
+		}
+		fmt.Fprintf(w, "mode:      clone: the session works in its own copy, never in the workspace (base: %s)\n", base)
+		fmt.Fprintf(w, "change:    %s\n", c.Line())
+	} else if s.Workspace != "" {
+		fmt.Fprintln(w, "mode:      direct: the session writes the workspace itself")
 	}
 	if s.HostExecWritable {
 		fmt.Fprintln(w, "host-exec: WRITABLE (--allow-write-host-exec): the session may change .git/config, .git/hooks and the other files your tools run from the workspace")
@@ -448,4 +473,12 @@ func percent(n *uint64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%d%%", *n)
+}
+
+// short is a commit id's first 12 digits.
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }

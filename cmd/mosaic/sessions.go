@@ -70,8 +70,13 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 		SignIn:      c.Bool("sign-in"),
 
 		AllowWriteHostExec: c.Bool("allow-write-host-exec"),
-		Clone:              c.Bool("clone") || c.String("base") != "",
 		Base:               c.String("base"),
+	}
+	if c.IsSet("clone") {
+		req.Mode = request.ModeDirect
+		if c.Bool("clone") {
+			req.Mode = request.ModeClone
+		}
 	}
 	if c.IsSet("name") && req.Name == "" {
 		return req, errcode.BadName.New("--name is empty: give a name or leave the flag out")
@@ -218,9 +223,6 @@ func runCommand(out *output) *cli.Command {
 			req.TTY = isTerminal(os.Stdin) && isTerminal(os.Stdout) && !req.Scope
 			if c.IsSet("pty") {
 				req.TTY = c.Bool("pty")
-			}
-			if req.Clone && req.Name == "" {
-				req.Name = units.GenerateName(req.Command) // its change outlives the run
 			}
 			ctx := traced(context.Background())
 			m, spec, secrets, err := manager.Launch(ctx, req)

@@ -2,12 +2,50 @@ package request
 
 import (
 	"os"
+
+	"mosaic/credentials"
 	"path/filepath"
 	"strings"
 
 	"mosaic/units"
 	"mosaic/units/errcode"
 )
+
+// The workspace's modes (Request.Mode, a profile's Workspace=, mosaic.conf's
+// workspace =).
+const (
+	ModeDirect = "direct" // the session writes the workspace itself
+	ModeClone  = "clone"  // the session writes its own copy (units.Clone)
+)
+
+// cloneMode decides whether a session is in clone mode: --base, the
+// request's mode, the profile's, the user's mosaic.conf, else not.
+func cloneMode(req Request, profile credentials.Profile, p Paths) (bool, error) {
+	if req.Base != "" {
+		if req.Mode == ModeDirect {
+			return false, errcode.BadClone.New("--base is for clone mode: drop --clone=false or --base")
+		}
+		return true, nil
+	}
+	mode := req.Mode
+	if mode == "" {
+		mode = profile.Workspace
+	}
+	if mode == "" {
+		cfg, err := ReadConfig(p)
+		if err != nil {
+			return false, err
+		}
+		mode = cfg.Workspace
+	}
+	switch mode {
+	case "", ModeDirect:
+		return false, nil
+	case ModeClone:
+		return true, nil
+	}
+	return false, errcode.BadClone.New("workspace mode %q: use clone or direct", mode)
+}
 
 // cloneOf checks that a clone-mode request can have its copy
 // (units.Clone): a repository's top directory with a .git directory of its

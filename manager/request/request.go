@@ -51,12 +51,13 @@ type Request struct {
 	// AllowWriteHostExec leaves the workspace's host-executed entries
 	// (.git/config, .git/hooks, ...: sandbox.HostExecEntries) writable.
 	AllowWriteHostExec bool
-	// Clone makes a clone-mode session (units.Clone): the session works in
-	// its own copy of the workspace's repository, never in the checkout.
-	// Base, when set, is the commit (--base REF) the copy starts from
-	// instead of HEAD and the working tree.
-	Clone bool
-	Base  string
+	// Mode is the workspace's mode: ModeClone (units.Clone: the session
+	// works in its own copy of the workspace's repository, never in the
+	// checkout), ModeDirect, or "" for the profile's, else mosaic.conf's,
+	// else direct. Base, when set, is the commit (--base REF) a clone
+	// starts from instead of HEAD and the working tree; it implies clone.
+	Mode string
+	Base string
 }
 
 // RuntimeDir returns $XDG_RUNTIME_DIR, or a refusal saying how to get one.
@@ -277,7 +278,9 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if mode == sandbox.ModeLandlock {
 		spec.BwrapBin = ""
 	}
-	if req.Clone || req.Base != "" {
+	if clone, err := cloneMode(req, grant.Profile, p); err != nil {
+		return units.Spec{}, none, err
+	} else if clone {
 		if spec.Clone, err = cloneOf(req, spec); err != nil {
 			return units.Spec{}, none, err
 		}
