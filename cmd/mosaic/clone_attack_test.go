@@ -104,7 +104,7 @@ func plants(mark string) map[string]string {
 	return map[string]string{
 		"include": `printf '[core]\n\tfsmonitor = "touch ` + mark + `.include; false"\n' > inc.cfg
 git config include.path ../inc.cfg`,
-		"hook": `for h in pre-commit post-commit; do printf '#!/bin/sh\ntouch ` + mark + `.hook\n' > .git/hooks/$h; chmod +x .git/hooks/$h; done`,
+		"hook": `mkdir -p .git/hooks; for h in pre-commit post-commit; do printf '#!/bin/sh\ntouch ` + mark + `.hook\n' > .git/hooks/$h; chmod +x .git/hooks/$h; done`,
 		"hookspath": `mkdir -p .githooks && printf '#!/bin/sh\ntouch ` + mark + `.hookspath\n' > .githooks/pre-commit && chmod +x .githooks/pre-commit
 git config core.hooksPath .githooks`,
 		"filter": `echo '*.txt filter=evil' > .gitattributes

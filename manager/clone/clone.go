@@ -81,7 +81,7 @@ func Make(ctx context.Context, ws string, c units.Clone) (units.Clone, error) {
 		return c, errcode.BadClone.New("repository %s has no commit yet, which --clone starts from: commit once, or drop --clone", ws)
 	}
 	c.Parent, c.Base = parent, parent
-	if _, err := git(ctx, ws, nil, "clone", "-q", "--shared", "--no-checkout", "--template=", ws, c.Dir); err != nil {
+	if _, err := git(ctx, ws, nil, "clone", "-q", "--shared", "--no-checkout", ws, c.Dir); err != nil {
 		return fail(err)
 	}
 	gitDir := filepath.Join(c.Dir, ".git")
