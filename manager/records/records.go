@@ -2,8 +2,8 @@
 // directory ($XDG_STATE_HOME/mosaic/sessions/NAME/): session.json (what
 // systemd does not know: the binds' reasons, the workspace as given, the
 // profile), written at each start, and end.json (how it ended), written by
-// the unit's own ExecStopPost: the session-ended stage, whose argv writer
-// (EndedArgv) and parser (EndedMain) are both here. While systemd has a
+// the unit's own ExecStopPost: the session-ended stage, whose parser
+// (EndedMain) is here (its argv writer is units.EndedArgv). While systemd has a
 // session's unit, systemd is the record of how it runs and ended; systemd
 // collects a unit that ended cleanly at once, and then these files answer
 // `mosaic status` and `list --all` until `mosaic rm` or `mosaic gc`.

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"mosaic/units"
 )
 
 // The session-ended stage's writer and parser agree: what EndedArgv writes,
@@ -20,8 +22,8 @@ func TestEndedStageRoundTrip(t *testing.T) {
 	if err := os.WriteFile(cred, []byte("A=\"b\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	argv := EndedArgv("/bin/mosaic", dir, cred)
-	if argv[0] != "/bin/mosaic" || argv[1] != EndedStage {
+	argv := units.EndedArgv("/bin/mosaic", dir, cred)
+	if argv[0] != "/bin/mosaic" || argv[1] != units.EndedStage {
 		t.Fatalf("argv %v", argv)
 	}
 	env := map[string]string{"SERVICE_RESULT": "exit-code", "EXIT_CODE": "exited", "EXIT_STATUS": "3"}
@@ -38,7 +40,7 @@ func TestEndedStageRoundTrip(t *testing.T) {
 	}
 	// Without a record, the directory is not a session's: no end.json appears.
 	other := t.TempDir()
-	EndedMain(EndedArgv("/bin/mosaic", other, "")[2:], func(string) string { return "" })
+	EndedMain(units.EndedArgv("/bin/mosaic", other, "")[2:], func(string) string { return "" })
 	if _, ok := ReadEnd(other); ok {
 		t.Error("end.json written where there is no session")
 	}
