@@ -113,7 +113,7 @@ func removeUnnamed(spec units.Spec) <-chan struct{} {
 // back: the session cannot reach its state directory, and reading and
 // decoding the file cost the end of every run a few hundred microseconds.
 func recordAt(spec units.Spec, began time.Time) records.Record {
-	r := statedir.Record(spec)
+	r := records.RecordOf(spec)
 	r.Started = began
 	return r
 }

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"mosaic/manager"
+	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units/errcode"
 
@@ -389,7 +390,7 @@ type logged struct{ error }
 func (b *bus) refuse(who caller, req Request, err error) Answer {
 	e := errcode.Of(err)
 	_ = b.log.Append(LogEvent{Event: "refused", Verb: req.Verb, By: who.String(), ByInvocation: who.invocation, Session: req.Name,
-		Profile: req.Profile, Workspace: req.Workspace, Command: req.Command, Code: e.Code, Message: e.Message})
+		Description: records.Description{Profile: req.Profile, Workspace: req.Workspace, Command: req.Command}, Code: e.Code, Message: e.Message})
 	return Answer{Error: &AnswerError{Code: e.Code, Message: e.Message, Exit: e.Exit}}
 }
 

@@ -67,8 +67,9 @@ func (f *fakeClient) Launch(_ context.Context, r request.Request) (manager.Sessi
 	}
 	// As manager.Launch does: the session's record, written at its start.
 	_ = os.MkdirAll(f.paths.SessionDir(r.Name), 0o700)
-	_ = records.Write(f.paths.SessionDir(r.Name), records.Record{Name: r.Name, Profile: r.Profile, Workspace: r.Workspace, Started: time.Now()})
-	s := manager.Session{Name: r.Name, Unit: "mosaic-" + r.Name + ".service", State: "active", InvocationID: f.newInvocation(), Profile: r.Profile, Workspace: r.Workspace, Command: r.Command}
+	_ = records.Write(f.paths.SessionDir(r.Name), records.Record{Name: r.Name, Description: records.Description{Profile: r.Profile, Workspace: r.Workspace}, Started: time.Now()})
+	s := manager.Session{Name: r.Name, Unit: "mosaic-" + r.Name + ".service", State: "active", InvocationID: f.newInvocation(),
+		Description: records.Description{Profile: r.Profile, Workspace: r.Workspace, Command: r.Command}}
 	f.sessions[r.Name] = s
 	return s, nil
 }
@@ -194,7 +195,7 @@ func newRig(t *testing.T, policy string) *rig {
 	if err := os.MkdirAll(p.SessionDir("pm"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := records.Write(p.SessionDir("pm"), records.Record{Name: "pm", Workspace: ws, MayLaunch: true, Profile: "generic"}); err != nil {
+	if err := records.Write(p.SessionDir("pm"), records.Record{Name: "pm", Description: records.Description{Workspace: ws, MayLaunch: true, Profile: "generic"}}); err != nil {
 		t.Fatal(err)
 	}
 	log, _, err := OpenLaunchLog(LaunchLogPath(p))
@@ -367,13 +368,13 @@ func TestCapacity(t *testing.T) {
 	if err := os.MkdirAll(r.paths.SessionDir(s.Name), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	_ = records.Write(r.paths.SessionDir(s.Name), records.Record{Name: s.Name, Profile: "generic"})
+	_ = records.Write(r.paths.SessionDir(s.Name), records.Record{Name: s.Name, Description: records.Description{Profile: "generic"}})
 	wantCode(t, r.ask(req), "capacity-full")
 }
 
 func TestSessionWithoutMayLaunch(t *testing.T) {
 	r := newRig(t, policy)
-	_ = records.Write(r.paths.SessionDir("pm"), records.Record{Name: "pm", Workspace: r.ws})
+	_ = records.Write(r.paths.SessionDir("pm"), records.Record{Name: "pm", Description: records.Description{Workspace: r.ws}})
 	wantCode(t, r.ask(Request{Verb: "launch", Profile: "generic", Command: []string{"true"}, Workspace: filepath.Join(r.ws, "child")}), "not-permitted")
 }
 

@@ -51,7 +51,8 @@ func (b *bus) launch(ctx context.Context, who caller, req Request) (any, error) 
 		return nil, err
 	}
 	defer release()
-	event := LogEvent{Session: r.Name, By: who.String(), ByInvocation: who.invocation, Profile: r.Profile, Workspace: r.Workspace, Command: r.Command}
+	event := LogEvent{Session: r.Name, By: who.String(), ByInvocation: who.invocation,
+		Description: records.Description{Profile: r.Profile, Workspace: r.Workspace, Command: r.Command}}
 	intent := event
 	intent.Event = "launching"
 	if err := b.log.Append(intent); err != nil {
@@ -81,6 +82,7 @@ func (b *bus) launch(ctx context.Context, who caller, req Request) (any, error) 
 	b.mu.Unlock()
 	done := event
 	done.Event, done.Session, done.Invocation, done.RecordStarted = "launch", s.Name, s.InvocationID, started
+	done.Description = s.Description // as its record holds it, made from the plan
 	if err := b.log.Append(done); err != nil {
 		// The session runs; its intent is in the log.
 		_, _ = os.Stderr.WriteString("mosaic bus: " + err.Error() + "\n")

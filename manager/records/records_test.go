@@ -12,7 +12,7 @@ import (
 // EndedMain reads back into end.json and a removed credential file.
 func TestEndedStageRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	if err := Write(dir, Record{Name: "x", Command: []string{"true"}}); err != nil {
+	if err := Write(dir, Record{Name: "x", Description: Description{Command: []string{"true"}}}); err != nil {
 		t.Fatal(err)
 	}
 	cred := filepath.Join(t.TempDir(), "mosaic", "credentials", "x", "env")
@@ -46,5 +46,22 @@ func TestEndedStageRoundTrip(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "*.tmp*")); len(m) > 0 {
 		t.Errorf("temporary files left: %v", m)
+	}
+}
+
+// A record written before Description named its injected credentials
+// "credentials_injected" still says which they are.
+func TestOldRecordInjected(t *testing.T) {
+	dir := t.TempDir()
+	old := `{"name":"x","command":["true"],"workspace":"/w","binds":null,"started":"2026-01-01T00:00:00Z","injected":{"KEY":["api.example.com:443"]}}`
+	if err := os.WriteFile(filepath.Join(dir, recordFile), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadChecked(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Injected["KEY"]; len(got) != 1 || got[0] != "api.example.com:443" || r.OldInjected != nil {
+		t.Errorf("injected %v (old %v): want KEY's host, moved into Description", r.Injected, r.OldInjected)
 	}
 }
