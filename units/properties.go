@@ -70,7 +70,7 @@ func ExecArgv(s Spec) []string {
 		return landlockExecArgv(s)
 	}
 	initArgv := append([]string{sandbox.InitPath}, InitArgs(s)...)
-	shim := sandbox.Shim{Promise: s.Promise, Drop: s.CredentialFile, Bwrap: s.BwrapBin}
+	shim := sandbox.Shim{Promise: s.Promise.Encode(), Drop: s.CredentialFile, Bwrap: s.BwrapBin}
 	if s.InitArgsFile != "" {
 		initArgv = initArgv[:2] // InitPath "init"
 		shim.InitArgs = s.InitArgsFile

@@ -135,8 +135,10 @@ var defaultLimits = limits{maxLine: 64 << 10, idle: 30 * time.Second, write: 10 
 // Client is what the bus needs of systemd: *manager.Manager, or a fake in
 // tests. The bus acts only through it.
 type Client interface {
-	// Launch checks a request and starts its session (Spec, then Start).
-	Launch(ctx context.Context, req request.Request) (manager.Session, error)
+	// Plan checks a request and plans its session (manager.NewPlan);
+	// Start starts the plan.
+	Plan(req request.Request) (manager.Plan, error)
+	Start(ctx context.Context, plan manager.Plan) (manager.Session, error)
 	Stop(ctx context.Context, name string, timeout time.Duration, progress func(string)) (manager.Session, error)
 	// StopInvocation stops name only while it is the start whose
 	// invocation id is given, with no start of the name in between.

@@ -61,7 +61,11 @@ func (b *bus) launch(ctx context.Context, who caller, req Request) (any, error) 
 	// Not cancelled when the bus is told to stop: the start finishes and is
 	// recorded (Serve waits for it), rather than leaving a unit that may
 	// still start with no record of it.
-	s, err := b.m.Launch(context.WithoutCancel(ctx), r)
+	plan, err := b.m.Plan(r)
+	var s manager.Session
+	if err == nil {
+		s, err = b.m.Start(context.WithoutCancel(ctx), plan)
+	}
 	if err != nil {
 		e := errcode.Of(err)
 		failed := event
