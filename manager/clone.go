@@ -7,7 +7,6 @@ import (
 
 	"mosaic/manager/clone"
 	"mosaic/manager/records"
-	"mosaic/manager/request"
 	"mosaic/manager/statedir"
 	"mosaic/sandbox"
 	"mosaic/units"
@@ -35,11 +34,9 @@ func (m *Manager) makeClone(ctx context.Context, spec *units.Spec) error {
 		removeClone(*spec)
 		return errcode.CloneFailed.New("the session's copy %s: %v", c.Dir, err)
 	}
-	paths, err := request.UserPaths()
-	if err != nil {
-		return err
+	if !testSkipBindIdentity() {
+		spec.Promise.Binds = spec.BindIDs
 	}
-	m.encodePromise(spec, paths)
 	if err := records.WriteClone(spec.StateDir, records.Clone{Base: c.Base, Parent: c.Parent, Ref: c.Ref}); err != nil {
 		removeClone(*spec)
 		return errcode.StateDir.New("cannot write the session's clone.json: %v", statedir.Hint(err, spec.StateDir))

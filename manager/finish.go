@@ -98,7 +98,7 @@ func (m *Manager) Finish(ctx context.Context, name string) (Change, error) {
 	}
 	defer null.Close()
 	began := time.Now()
-	s, err := m.Run(ctx, spec, nil, [3]int{int(null.Fd()), int(log.Fd()), int(log.Fd())}, nil)
+	s, err := m.Run(ctx, Plan{Spec: spec}, [3]int{int(null.Fd()), int(log.Fd()), int(log.Fd())}, nil)
 	if err != nil {
 		return Change{}, err
 	}
@@ -154,16 +154,20 @@ func readChange(p request.Paths, name string, cl records.Clone) (Change, error) 
 // network, no credentials, a home and /tmp of its own
 // (StateRoot/sessions/NAME-finish), running finishScript.
 func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, p request.Paths) (units.Spec, error) {
-	bwrap, err := sandbox.FindBwrap()
+	h, err := ThisHost()
 	if err != nil {
-		return units.Spec{}, errcode.SandboxUnavailable.New("no sandbox can be built for the finish step: %v", err)
+		return units.Spec{}, err
+	}
+	h.MosaicBin, h.Outside = m.MosaicBin, m.Outside
+	if h.BwrapErr != nil {
+		return units.Spec{}, noSandbox(h.BwrapErr, "the finish step runs in the session's sandbox")
 	}
 	req := request.Request{
 		Workspace: rec.Workspace, Network: sandbox.NetworkNone, Profile: "generic", Mode: request.ModeClone,
 		Command: []string{"/bin/sh", "-c", finishScript, "mosaic-finish", cl.Base, cl.Parent},
 		Env:     []string{"LANG=C.UTF-8", "PATH=" + sandbox.DefaultPath},
 	}
-	spec, _, err := request.Prepare(req, p, bwrap)
+	spec, _, err := request.Prepare(req, p, h.Bwrap)
 	if err != nil {
 		return units.Spec{}, err
 	}
@@ -173,7 +177,7 @@ func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, 
 	if err := cloneIDs(&spec); err != nil {
 		return units.Spec{}, errcode.NoChange.New("session %s's copy is gone (%v): nothing to finish", name, err)
 	}
-	if err := m.complete(&spec, p); err != nil {
+	if err := complete(&spec, h); err != nil {
 		return units.Spec{}, err
 	}
 	return spec, nil
