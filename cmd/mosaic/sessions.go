@@ -157,7 +157,10 @@ func startCommand(out *output) *cli.Command {
 			if out.json { // the text result below says them
 				out.notes(spec.Notes)
 			}
+			prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr) && plan.Spec.Clone != nil, "mosaic start "+plan.Spec.Name)
+			prog.set("making the session's copy of " + termsafe.Escape(plan.Spec.Workspace, false) + " (clone mode)")
 			s, err := m.Start(ctx, plan)
+			prog.done()
 			if ctx.Err() != nil {
 				if _, err := m.Stop(context.Background(), spec.Name, time.Second, nil); err != nil {
 					return err
