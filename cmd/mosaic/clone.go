@@ -284,12 +284,15 @@ func discardCommand(out *output) *cli.Command {
 }
 
 // finishAfter snapshots a clone-mode session whose command ended (run,
-// stop) and says in one line on stderr what it left.
+// stop) and says in one line on stderr what it left (nothing with --json).
 func finishAfter(ctx context.Context, out *output, m *manager.Manager, name string) {
 	prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "mosaic: session "+name)
 	prog.set("snapshotting what it left (finish step)")
 	ch, err := m.Finish(ctx, name)
 	prog.done()
+	if out.json { // stderr holds run's JSON document: mosaic diff --json says the rest
+		return
+	}
 	if err != nil {
 		fmt.Fprintf(out.stderr, "mosaic: %s\n", out.safe(err.Error()))
 		return
