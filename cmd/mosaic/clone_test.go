@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // cloneRepo makes a repository in a fresh workspace with one commit, an
@@ -159,5 +160,41 @@ func TestCloneNotARepository(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(stateRoot(), "sessions", name)); err == nil {
 		t.Error("a refused clone left a state directory")
+	}
+}
+
+// TestCloneBaseRunningDiscardGC: --base starts the copy from a commit; a
+// running session's diff is a snapshot; list shows the change; gc keeps the
+// session until its change is discarded, and then rm needs no --force.
+func TestCloneBaseRunningDiscardGC(t *testing.T) {
+	needRig(t)
+	ws := cloneRepo(t)
+	gitMust(t, ws, "commit", "-qam", "two")
+	name := cloneSession(t)
+	mustMosaic(t, "start", "--base", "HEAD~1", "--name", name, "-w", ws, "--", "sh", "-c", `grep -qv "user's own" a.txt; test ! -e u.txt; echo b > b.txt; sleep 60`)
+	eventually(t, 20*time.Second, "the running session's snapshot to hold b.txt", func() bool {
+		return paths(diffOf(t, name)) == "b.txt"
+	})
+	if out := mustMosaic(t, "list").stdout; !strings.Contains(out, "CHANGE") || !strings.Contains(out, "clone: 1 file, +1 -0, not applied") {
+		t.Errorf("list does not show the change:\n%s", out)
+	}
+	if r := mosaic(t, "apply", name, "--json"); r.code != 3 || !strings.Contains(r.stdout, "session-running") {
+		t.Errorf("apply of a running session: exit %d %s", r.code, r.stdout)
+	}
+	mustMosaic(t, "stop", "--timeout", "1s", name)
+	var gc struct {
+		Kept []string `json:"kept_unapplied"`
+	}
+	json.Unmarshal([]byte(mustMosaic(t, "gc", "--json").stdout), &gc)
+	if !strings.Contains(strings.Join(gc.Kept, ","), name) {
+		t.Errorf("gc did not keep the unapplied session: %+v", gc)
+	}
+	mustMosaic(t, "discard", name)
+	if _, err := os.Lstat(filepath.Join(stateRoot(), "sessions", name, "clone")); err == nil {
+		t.Error("discard left the copy")
+	}
+	mustMosaic(t, "rm", name)
+	if _, err := os.Lstat(filepath.Join(stateRoot(), "sessions", name+"-finish")); err == nil {
+		t.Error("rm left the finish step's state")
 	}
 }
