@@ -171,7 +171,7 @@ func TestCloneBaseRunningDiscardGC(t *testing.T) {
 	ws := cloneRepo(t)
 	gitMust(t, ws, "commit", "-qam", "two")
 	name := cloneSession(t)
-	mustMosaic(t, "start", "--base", "HEAD~1", "--name", name, "-w", ws, "--", "sh", "-c", `! grep -q "user's own" a.txt; test ! -e u.txt; echo b > b.txt; sleep 60`)
+	mustMosaic(t, "start", "--base", "HEAD~1", "--name", name, "-w", ws, "--", "sh", "-c", `! grep -q "user's own" a.txt && test ! -e u.txt && echo b > b.txt; sleep 60`)
 	eventually(t, 20*time.Second, "the running session's snapshot to hold b.txt", func() bool {
 		return paths(diffOf(t, name)) == "b.txt"
 	})
