@@ -50,12 +50,9 @@ func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error
 	if err != nil {
 		return Change{}, err
 	}
-	lock, err := statedir.LockName(p.SessionDir(name))
-	if err == statedir.ErrBusy {
-		return Change{}, busyName(name)
-	}
+	lock, err := lockSession(p, name, "apply the change of")
 	if err != nil {
-		return Change{}, errcode.StateDir.New("cannot take the name %s: %v", name, err)
+		return Change{}, err
 	}
 	defer lock.Release()
 	s, err := m.Status(ctx, name)
@@ -108,12 +105,9 @@ func (m *Manager) Discard(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	lock, err := statedir.LockName(p.SessionDir(name))
-	if err == statedir.ErrBusy {
-		return busyName(name)
-	}
+	lock, err := lockSession(p, name, "discard the change of")
 	if err != nil {
-		return errcode.StateDir.New("cannot take the name %s: %v", name, err)
+		return err
 	}
 	defer lock.Release()
 	s, err := m.Status(ctx, name)
@@ -142,4 +136,17 @@ func removeFinishState(p request.Paths, name string) {
 	if _, err := os.Lstat(dir); err == nil {
 		statedir.Remove(dir)
 	}
+}
+
+// lockSession takes session name's lock for a command that changes its
+// state (what says which, for the error).
+func lockSession(p request.Paths, name, what string) (*statedir.Lock, error) {
+	lock, err := statedir.LockName(p.SessionDir(name))
+	if err == statedir.ErrBusy {
+		return nil, busyName(name)
+	}
+	if err != nil {
+		return nil, errcode.StateDir.New("cannot %s session %s: %v", what, name, statedir.Hint(err, p.StateRoot))
+	}
+	return lock, nil
 }

@@ -54,12 +54,9 @@ func (m *Manager) Remove(ctx context.Context, name string, force bool) error {
 	if err != nil {
 		return err
 	}
-	lock, err := statedir.LockName(p.SessionDir(name))
-	if err == statedir.ErrBusy {
-		return busyName(name)
-	}
+	lock, err := lockSession(p, name, "remove")
 	if err != nil {
-		return errcode.StateDir.New("cannot remove session %s: %v", name, statedir.Hint(err, p.StateRoot))
+		return err
 	}
 	defer lock.Release()
 	s, err := m.Status(ctx, name)
