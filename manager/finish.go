@@ -59,6 +59,9 @@ type Change struct {
 	Clone     records.Clone
 	Dir       string // the finish step's output
 	Workspace string // the user's checkout
+	// AddErrors is what git add said it could not add (a nested
+	// repository without a commit, an unreadable file): the change lacks it.
+	AddErrors string
 }
 
 // Finish runs session name's finish step as a transient service of its own
@@ -140,6 +143,9 @@ func readChange(p request.Paths, name string, cl records.Clone) (Change, error) 
 		return Change{}, errcode.CloneFailed.New("cannot read what the finish step of session %s wrote: %v", name, err)
 	default:
 		ch.Summary, ch.Refused = patchcheck.Parse(ch.Patch)
+	}
+	if b, err := clone.ReadOutput(filepath.Join(ch.Dir, "add-errors"), 4096); err == nil {
+		ch.AddErrors = strings.TrimSpace(string(b))
 	}
 	ch.Clone.Head, ch.Clone.Summary = strings.TrimSpace(string(head)), &ch.Summary
 	ch.Clone.Refused = ""

@@ -38,12 +38,14 @@ type changeDocument struct {
 	HostRun []patchcheck.File  `json:"host_run"`
 	Refused string             `json:"refused,omitempty"`
 	Applied string             `json:"applied,omitempty"`
-	Patch   string             `json:"patch,omitempty"`
+	// AddErrors is what the finish step's git add could not add.
+	AddErrors string `json:"add_errors,omitempty"`
+	Patch     string `json:"patch,omitempty"`
 }
 
 func documentOf(name string, ch manager.Change, withPatch bool) changeDocument {
 	d := changeDocument{Name: name, Base: ch.Clone.Base, Parent: ch.Clone.Parent, Head: ch.Clone.Head, Summary: ch.Summary,
-		Line: ch.Clone.Line(), HostRun: hostRun(ch.Summary), Applied: ch.Clone.Applied}
+		Line: ch.Clone.Line(), HostRun: hostRun(ch.Summary), Applied: ch.Clone.Applied, AddErrors: ch.AddErrors}
 	if d.Summary.Files == nil {
 		d.Summary.Files = []patchcheck.File{}
 	}
@@ -71,6 +73,9 @@ func hostRun(s patchcheck.Summary) []patchcheck.File {
 func callouts(w io.Writer, ch manager.Change, esc func(string) string) {
 	if ch.Refused != nil {
 		fmt.Fprintf(w, "mosaic: apply will refuse this change: %s\n", esc(ch.Refused.Error()))
+	}
+	if ch.AddErrors != "" {
+		fmt.Fprintf(w, "mosaic: the finish step could not add everything the session left, which this change lacks: %s\n", esc(strings.ReplaceAll(ch.AddErrors, "\n", " | ")))
 	}
 	if hr := hostRun(ch.Summary); len(hr) > 0 {
 		fmt.Fprintf(w, "mosaic: this change touches %d files your tools run; read them first:\n", len(hr))

@@ -185,3 +185,23 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func FuzzBundleHeader(f *testing.F) {
+	id := strings.Repeat("a", 40)
+	f.Add([]byte("# v2 git bundle\n-" + strings.Repeat("b", 40) + " x\n" + id + " " + SnapshotRef + "\n\nPACK"))
+	f.Add([]byte("# v3 git bundle\n@object-format=sha1\n" + id + " refs/heads/x\n\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := ParseBundleHeader(b)
+		if err != nil {
+			return
+		}
+		for name, id := range h.Refs {
+			if !IsObjectID(id) || !strings.HasPrefix(name, "refs/") {
+				t.Fatalf("accepted ref %q at %q", name, id)
+			}
+		}
+		if CheckBundle(h, id) == nil && (len(h.Refs) != 1 || h.Refs[SnapshotRef] != id) {
+			t.Fatalf("CheckBundle accepted %+v", h)
+		}
+	})
+}
