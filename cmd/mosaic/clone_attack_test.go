@@ -93,6 +93,34 @@ func TestCloneHostileOutputs(t *testing.T) {
 	}
 }
 
+// TestCloneSymlinkOutWeakened: a finish step's patch that makes a symlink
+// leading out of the repository is applied by git apply itself (a weakened
+// mosaic, whose checks accept everything, writes it into the checkout),
+// and refused by mosaic's checks with nothing changed.
+func TestCloneSymlinkOutWeakened(t *testing.T) {
+	needRig(t)
+	weak := weakenedMosaic(t)
+	for _, build := range []string{weak, mosaicBin} {
+		ws := cloneRepo(t)
+		name := cloneSession(t)
+		mustMosaic(t, "run", "--clone", "--name", name, "-w", ws, "--", "true")
+		out := filepath.Join(stateRoot(), "sessions", name+"-finish", "tmp", "out")
+		os.WriteFile(filepath.Join(out, "patch"), []byte(newFilePatch("escape", "120000", "../../../.ssh")), 0o644)
+		cmd := exec.Command(build, "apply", name, "--json")
+		r := runResult(t, cmd)
+		_, err := os.Lstat(filepath.Join(ws, "escape"))
+		if build == weak {
+			if r.code != 0 || err != nil {
+				t.Fatalf("the weakened build did not write the symlink (exit %d %s %s, %v): this test proves nothing", r.code, r.stdout, r.stderr, err)
+			}
+			continue
+		}
+		if code, _ := jsonError(t, r); r.code != 3 || code != "change-refused" || err == nil {
+			t.Errorf("mosaic applied a symlink leading out: exit %d %s, %v", r.code, r.stdout, err)
+		}
+	}
+}
+
 // plants are, by kind, each way a repository makes the user's git run a
 // command (each touching mark.KIND), as a session plants them: an
 // include.path target in the workspace with core.fsmonitor, hooks in
