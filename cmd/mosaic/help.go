@@ -77,13 +77,16 @@ func flagParts(f cli.Flag) (placeholder, usage string) {
 
 // examples are two or three typical uses of each verb, shown in its help.
 var examples = map[string][]string{
-	"start":    {"mosaic start --name fix-42 -w ~/src/app -- codex exec \"fix issue 42\"", "mosaic start --memory-max 4G --runtime-max 2h -- claude -p \"add tests\"", "mosaic start --network allow --allow-host api.example.com -- ./agent.sh"},
+	"start":    {"mosaic start --name fix-42 -w ~/src/app -- codex exec \"fix issue 42\"", "mosaic start --clone --name fix-43 -w ~/src/app -- claude -p \"fix issue 43\"", "mosaic start --memory-max 4G --runtime-max 2h -- claude -p \"add tests\"", "mosaic start --network allow --allow-host api.example.com -- ./agent.sh"},
 	"run":      {"mosaic run -- claude", "mosaic run --name scratch -w ~/src/app -- bash", "mosaic run --scope --pty=false -- make test"},
 	"stop":     {"mosaic stop fix-42", "mosaic stop fix-42 --timeout 2s", "mosaic stop fix-42 --json"},
 	"list":     {"mosaic list", "mosaic list --all", "mosaic list --json"},
 	"status":   {"mosaic status fix-42", "mosaic status fix-42 --json"},
 	"logs":     {"mosaic logs fix-42", "mosaic logs fix-42 -f", "mosaic logs fix-42 -n 50 -o short-iso"},
-	"rm":       {"mosaic rm fix-42"},
+	"rm":       {"mosaic rm fix-42", "mosaic rm --force fix-42"},
+	"diff":     {"mosaic diff fix-42", "mosaic diff fix-42 --stat", "mosaic diff fix-42 --json"},
+	"apply":    {"mosaic apply fix-42", "mosaic apply --branch fix-42", "mosaic apply fix-42 --branch agent/fix-42"},
+	"discard":  {"mosaic discard fix-42"},
 	"gc":       {"mosaic gc", "mosaic gc --json"},
 	"profiles": {"mosaic profiles", "mosaic profiles --json"},
 	"doctor":   {"mosaic doctor", "mosaic doctor --probe"},
