@@ -40,10 +40,14 @@ head=$(git rev-parse -q --verify 'HEAD^{commit}' || echo "$base")
 if [ "$tree" = "$(git rev-parse "$head^{tree}")" ]; then snap=$head
 else snap=$(git commit-tree "$tree" -p "$head" -m "mosaic: what the agent left uncommitted"); fi
 git update-ref refs/mosaic/snapshot "$snap"
-git diff --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames "$base" "$snap" -- >"$out/patch"
+git -c core.quotePath=true -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames --no-relative --src-prefix=a/ --dst-prefix=b/ "$base" "$snap" -- >"$out/patch"
 if [ "$snap" != "$parent" ]; then git bundle create -q "$out/bundle" refs/mosaic/snapshot "^$parent"; fi
 echo "$snap" >"$out/head"
 `
+
+// finishTimeout bounds a finish step (it runs the agent's git config,
+// which may never end); systemd stops it then (RuntimeMaxSec=).
+const finishTimeout = 5 * time.Minute
 
 // FinishDir is where session name's finish step leaves its output.
 func FinishDir(p request.Paths, name string) string {
@@ -170,6 +174,7 @@ func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, 
 	}
 	req := request.Request{
 		Workspace: rec.Workspace, Network: sandbox.NetworkNone, Profile: "generic", Mode: request.ModeClone,
+		Limits: units.Limits{RuntimeMax: finishTimeout},
 		Command: []string{"/bin/sh", "-c", finishScript, "mosaic-finish", cl.Base, cl.Parent},
 		Env:     []string{"LANG=C.UTF-8", "PATH=" + sandbox.DefaultPath},
 	}
