@@ -343,7 +343,7 @@ func (m *Manager) call(ctx context.Context, method string, args ...any) *dbus.Ca
 	return obj.CallWithContext(ctx, method, 0, args...)
 }
 
-// ctx bounds one go-systemd call by callTimeout.
+// bounded bounds one go-systemd call by callTimeout.
 func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, callTimeout)
 }

@@ -307,8 +307,6 @@ func listen(p request.Paths) ([]*net.UnixListener, error) {
 	return out, nil
 }
 
-// adopt takes over the sessions that run now, and records an end for every
-// session the log shows as launched that ended while no bus was watching.
 // serveConn answers one connection's requests, one line each. A line
 // longer than maxLine is refused and the connection closed: the reader's
 // buffer is all the memory a connection can make the bus hold.

@@ -314,9 +314,6 @@ func lastWins(env []string) []string {
 	return out
 }
 
-// limitsOf decides the session's limits, each from the first that sets it:
-// the request (flags), the profile, the user's mosaic.conf, the built-in
-// defaults; and mosaic.slice's, from mosaic.conf and the defaults.
 // DefaultLimits are the limits a session of profile gets when its request
 // names none: the profile's, the user's config, mosaic's defaults.
 func DefaultLimits(profile credentials.Profile, p Paths) (units.Limits, error) {
@@ -324,6 +321,9 @@ func DefaultLimits(profile credentials.Profile, p Paths) (units.Limits, error) {
 	return l, err
 }
 
+// limitsOf decides the session's limits, each from the first that sets it:
+// the request (flags), the profile, the user's mosaic.conf, the built-in
+// defaults; and mosaic.slice's, from mosaic.conf and the defaults.
 func limitsOf(req Request, profile credentials.Profile, p Paths) (session, slice units.Limits, err error) {
 	fromProfile, err := units.LimitStrings{MemoryMax: profile.MemoryMax, TasksMax: profile.TasksMax, CPUQuota: profile.CPUQuota}.Parse()
 	if err != nil {
@@ -415,10 +415,6 @@ func hostOfURL(e string) (string, error) {
 // systemDirs are where a command is found inside every sandbox.
 var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64"}
 
-// resolveCommand finds the command's binary on the caller's PATH. One that
-// lives outside the system directories (a per-user install such as
-// ~/.local/bin/claude) would not be found inside, so its real file is bound
-// read-only and run by that path; binary is that file, or "".
 // notPrivateTmp refuses /tmp and /var/tmp themselves as the workspace or a
 // bind: a session's are its own (systemd's PrivateTmp=, bwrap's /tmp), and
 // binding the host's over them fails late, as "PrivateTmp failed open".
@@ -452,6 +448,10 @@ func commandDir(name, workspace string) string {
 	return ""
 }
 
+// resolveCommand finds the command's binary on the caller's PATH. One that
+// lives outside the system directories (a per-user install such as
+// ~/.local/bin/claude) would not be found inside, so its real file is bound
+// read-only and run by that path; binary is that file, or "".
 func resolveCommand(command []string, workspace string) (resolved []string, binary string) {
 	name := command[0]
 	path := name

@@ -16,7 +16,7 @@ func TestReadmeNamesEveryCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("(?m)^\\| ([123]) \\| (.*)\\|$")
+	row := regexp.MustCompile(`(?m)^\| ([123]) \| (.*)\|$`)
 	code := regexp.MustCompile("`([a-z][a-z-]*)`")
 	inReadme := map[string]int{}
 	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
