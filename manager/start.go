@@ -12,6 +12,7 @@ import (
 	"mosaic/manager/request"
 	"mosaic/manager/statedir"
 	"mosaic/units/errcode"
+	"mosaic/units/testhook"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"golang.org/x/sys/unix"
@@ -117,7 +118,7 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 			return l, errcode.CredentialFile.New("cannot write the session's credential file: %v", statedir.Hint(err, filepath.Dir(spec.CredentialFile)))
 		}
 		defer credentials.RemoveSessionFile(spec.CredentialFile)
-		statedir.Pause("credentials-written")
+		testhook.Pause("credentials-written")
 	}
 	mark(ctx, "credentials")
 	if err := <-slice; err != nil {

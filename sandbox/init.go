@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/sandbox/egress"
+	"mosaic/units/testhook"
 )
 
 // NotifyFDEnv carries the number of the descriptor, connected to systemd's
@@ -106,7 +107,7 @@ func Init(args []string) int {
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	goFD := fs.Int(InitGoFD[2:], -1, "a scope's go socket: say on it that the init is held, then wait for one byte; EOF means mosaic is gone: refuse")
 	goOnEOF, ignoreHeld, slowStart := false, false, time.Duration(0)
-	if testHooks {
+	if testhook.Enabled {
 		fs.BoolVar(&goOnEOF, "test-go-on-eof", false, "test hook: run on EOF of --go-fd too (the weakened init)")
 		fs.BoolVar(&ignoreHeld, "test-ignore-held", false, "test hook: ignore the forwarded signals while held (the weakened init)")
 		fs.DurationVar(&slowStart, "test-slow-start", 0, "test hook: start this much slower (a sandbox or runtime still starting)")
