@@ -120,7 +120,8 @@ func (p Paths) SessionDir(name string) string {
 // Prepare checks a request and resolves it into a spec and the session's
 // secrets, which are kept out of the spec. Its errors are bad input (exit 2)
 // or, for credentials, refusals (exit 3); it changes nothing on disk.
-// The mosaic binary is filled in once connected (Manager.complete).
+// The mosaic binary and the host's facts are filled in by the plan
+// (manager.NewPlan).
 func Prepare(req Request, p Paths, bwrapBin string) (units.Spec, []credentials.Var, error) {
 	spec, grant, err := prepare(req, p, bwrapBin)
 	if err != nil {
