@@ -81,7 +81,8 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 	// The slice's limits are read (and set) while the name is claimed and
 	// the state made: its round trip to systemd costs nothing then.
 	slice := make(chan error, 1)
-	go func() { slice <- m.limitSlice(ctx, spec.SliceLimits) }()
+	limits := spec.SliceLimits // read here: claim may change spec meanwhile
+	go func() { slice <- m.limitSlice(ctx, limits) }()
 	release, undo, err := claim(ctx, spec, m.claimName)
 	if err != nil {
 		return l, err
