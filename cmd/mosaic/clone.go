@@ -113,7 +113,7 @@ func stat(w io.Writer, s patchcheck.Summary, esc func(string) string) {
 	fmt.Fprintf(w, " %s\n", s.Line())
 }
 
-// colors are git's defaults for a diff's lines.
+// colorLine colors a diff's line as git does by default.
 func colorLine(l string) string {
 	switch {
 	case strings.HasPrefix(l, "diff --git "), strings.HasPrefix(l, "index "), strings.HasPrefix(l, "--- "), strings.HasPrefix(l, "+++ "),
