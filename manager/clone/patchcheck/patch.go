@@ -160,6 +160,13 @@ func Parse(patch []byte) (Summary, error) {
 	if inHunk && (oldLeft > 0 || newLeft > 0) {
 		return s, refuse(cur.name(), "the patch ends inside a hunk")
 	}
+	summarize(&s)
+	return s, Check(s)
+}
+
+// summarize fills in what follows from the files read: a deleted file's
+// path as its old one, the totals, which files the host runs.
+func summarize(s *Summary) {
 	for i := range s.Files {
 		f := &s.Files[i]
 		if f.Status == "deleted" {
@@ -172,12 +179,8 @@ func Parse(patch []byte) (Summary, error) {
 		}
 		s.Added += f.Added
 		s.Deleted += f.Deleted
-		f.HostRun = HostRun(f.Path)
-		if f.Path == "" {
-			f.HostRun = HostRun(f.OldPath)
-		}
+		f.HostRun = HostRun(f.name())
 	}
-	return s, Check(s)
 }
 
 func (f *File) name() string {
