@@ -52,8 +52,11 @@ func makeRepo(dir string, n, size int) error {
 // the same by hand, at each of cloneSizes: a start, `git clone --shared` +
 // checkout, `git worktree add`; on the 10,000-file repository also the
 // finish step and mosaic diff of a 100-file change.
-func (b *bench) cloneMode(ctx context.Context, r *Report) error {
+func (b *bench) cloneMode(ctx context.Context, r *Report, only int) error {
 	for _, sz := range cloneSizes {
+		if only != 0 && sz.files != only {
+			continue
+		}
 		n := 3
 		if sz.files >= 100000 {
 			n = 1 // each copy takes seconds: one run, no warm-up (the page cache is warm from making it)

@@ -31,6 +31,7 @@ func runAll(args []string) (*Report, error) {
 	n := fs.Int("n", 30, "runs per one-shot figure")
 	clone := fs.Bool("clone", true, "also measure clone mode (repositories of 1k, 10k, 100k files)")
 	onlyClone := fs.Bool("only-clone", false, "measure clone mode only")
+	cloneFiles := fs.Int("clone-files", 0, "measure clone mode only at this many files (1000, 10000 or 100000; 0: all)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -54,7 +55,7 @@ func runAll(args []string) (*Report, error) {
 	b := &bench{mosaic: abs, ws: ws, m: m, n: *n}
 	r := &Report{Machine: machine(), Date: time.Now().UTC()}
 	if *onlyClone {
-		if err := b.cloneMode(ctx, r); err != nil {
+		if err := b.cloneMode(ctx, r, *cloneFiles); err != nil {
 			return nil, err
 		}
 		r.Ratios = cloneRatios(r)
@@ -77,7 +78,7 @@ func runAll(args []string) (*Report, error) {
 	}
 	b.hardening(r)
 	if *clone {
-		if err := b.cloneMode(ctx, r); err != nil {
+		if err := b.cloneMode(ctx, r, *cloneFiles); err != nil {
 			return nil, err
 		}
 	}
