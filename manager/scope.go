@@ -104,7 +104,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	defer m.forgetLater(unit)
 	result := "done"
 	if !testScopeOutside() {
-		result, err = m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(sb.initPID)), units.AuxUnits(spec))
+		result, err = m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(sb.initPID)), units.AuxUnits(spec), nil)
 	}
 	if err == nil && result != "done" {
 		err = errcode.StartFailed.New("session %s did not start: systemd's start job for %s ended %s", spec.Name, unit, result)
@@ -149,6 +149,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, errcode.StartFailed.New("session %s did not start: its sandbox (bwrap) died before it could run", spec.Name)
 	}
 	undo = nil // the session ran: what it made is its own now
+	_ = records.MarkLaunched(spec.StateDir)
 	started(ctx)
 	// Ctrl-Z on the inherited terminal would stop only mosaic's process
 	// group, and the shell would take the terminal back while the session,

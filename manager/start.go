@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/manager/statedir"
 	"mosaic/units/errcode"
@@ -203,9 +204,10 @@ type launched struct {
 	release func()
 }
 
-// launch claims the name, prepares the state directory and the credential
-// file, starts the unit and waits for the start job. The credential file is
-// removed as soon as the job is over: systemd read it before the command ran.
+// launch claims the name, prepares the state directory, holds the
+// credentials, starts the unit and waits for the start job. The credentials
+// are let go as soon as the job is over: systemd read them before the
+// command ran.
 // A name mosaic made up may change (see claim): spec is updated. On success
 // the caller holds the name until it calls l.release.
 func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []credentials.Var, watch bool) (l launched, err error) {
@@ -229,6 +231,8 @@ func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []creden
 		}
 	}()
 	mark(ctx, "claim name, state directory")
+	// The credentials are held in memory for the start (credentials.Hold):
+	// a crash of mosaic at any point leaves none of them anywhere.
 	if len(spec.Inject) > 0 {
 		// The injected keys go to the egress proxy's file only; the
 		// session's gets their placeholders.
@@ -240,19 +244,25 @@ func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []creden
 			extra, err = egress.CARoots(spec.CAFile)
 			roots = append(roots, extra...)
 		}
+		var h *credentials.Held
 		if err == nil {
-			err = credentials.WriteSessionFile(spec.EgressCredentialFile, append(proxyVars, roots...))
+			h, err = credentials.Hold(spec.Name+"-egress", append(proxyVars, roots...))
 		}
 		if err != nil {
-			return l, errcode.CredentialFile.New("cannot write the egress proxy's credential file: %v", err)
+			return l, errcode.CredentialFile.New("cannot hold the egress proxy's credentials: %v", err)
 		}
-		defer credentials.RemoveSessionFile(spec.EgressCredentialFile)
+		defer h.Close()
+		spec.EgressCredentialFile = h.Path
+		testCredentialsOnDisk(spec.Name+"-egress", append(proxyVars, roots...))
 	}
-	if spec.CredentialFile != "" {
-		if err := credentials.WriteSessionFile(spec.CredentialFile, secrets); err != nil {
-			return l, errcode.CredentialFile.New("cannot write the session's credential file: %v", statedir.Hint(err, filepath.Dir(spec.CredentialFile)))
+	if len(secrets) > 0 {
+		h, err := credentials.Hold(spec.Name, secrets)
+		if err != nil {
+			return l, errcode.CredentialFile.New("cannot hold the session's credentials: %v", err)
 		}
-		defer credentials.RemoveSessionFile(spec.CredentialFile)
+		defer h.Close()
+		spec.CredentialFile = h.Path
+		testCredentialsOnDisk(spec.Name, secrets)
 		statedir.Pause("credentials-written")
 	}
 	mark(ctx, "credentials")
@@ -263,7 +273,11 @@ func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []creden
 	if watch {
 		l.watch = m.watch(l.unit)
 	}
-	l.result, err = m.startUnit(ctx, l.unit, units.Properties(*spec, m.features), units.AuxUnits(*spec))
+	stateDir := spec.StateDir
+	props := units.Properties(*spec, m.features)
+	testEgressRequires(props)
+	l.result, err = m.startUnit(ctx, l.unit, props, units.AuxUnits(*spec),
+		func() { _ = records.MarkLaunched(stateDir) })
 	if err != nil {
 		if l.watch != nil {
 			l.watch.close()
@@ -305,8 +319,9 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 	return nil
 }
 
-// startUnit calls StartTransientUnit and waits for the job's result.
-func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Property, aux []sd.PropertyCollection) (string, error) {
+// startUnit calls StartTransientUnit and waits for the job's result;
+// accepted, when not nil, runs as soon as systemd has taken the unit.
+func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Property, aux []sd.PropertyCollection, accepted func()) (string, error) {
 	m.subscribe(ctx)
 	defer m.jobsOf(unit)()
 	ch := make(chan string, 1)
@@ -327,6 +342,9 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 			return "", errcode.StateDir.New("systemd could not start %s: %s", unit, full)
 		}
 		return "", bug("StartTransientUnit", err)
+	}
+	if accepted != nil {
+		accepted()
 	}
 	// systemd ends the job by TimeoutStartUSec; this bound is for the
 	// announcement of its end, which a lost connection never brings.

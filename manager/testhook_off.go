@@ -2,7 +2,13 @@
 
 package manager
 
-import "os"
+import (
+	"os"
+
+	"mosaic/credentials"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+)
 
 // Without the mosaic_testhooks build tag (every real build) the test hooks
 // do nothing; see testhook_on.go.
@@ -32,3 +38,7 @@ func testReleaseBytes(b []byte) []byte { return b }
 func testPauseHeld() {}
 
 func testBlindToStop() bool { return false }
+
+func testCredentialsOnDisk(string, []credentials.Var) {}
+
+func testEgressRequires([]sd.Property) {}

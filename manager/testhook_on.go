@@ -6,8 +6,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
+
+	"mosaic/credentials"
+	"mosaic/manager/request"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
 )
 
 // Test hooks, compiled only into the binary the race tests build with
@@ -167,3 +173,35 @@ func testPauseHeld() {
 // testBlindToStop, under MOSAIC_TEST_BLIND_TO_STOP=1, lets the held init run
 // although its scope is being stopped: the weakened mosaic.
 func testBlindToStop() bool { return os.Getenv("MOSAIC_TEST_BLIND_TO_STOP") == "1" }
+
+// testCredentialsOnDisk, under MOSAIC_TEST_CREDENTIALS_ON_DISK=1, also
+// writes the credentials held for name to the file in the runtime directory
+// where mosaic kept them before issue 31: the weakened mosaic whose crash
+// leaves the secret on disk, which the crash test is first shown to catch.
+func testCredentialsOnDisk(name string, vars []credentials.Var) {
+	if os.Getenv("MOSAIC_TEST_CREDENTIALS_ON_DISK") != "1" {
+		return
+	}
+	rt, err := request.RuntimeDir()
+	if err != nil {
+		return
+	}
+	path := credentials.SessionFile(rt, name)
+	if os.MkdirAll(filepath.Dir(path), 0o700) == nil {
+		_ = credentials.WriteFileAtomic(path, credentials.Encode(vars))
+	}
+}
+
+// testEgressRequires, under MOSAIC_TEST_EGRESS_REQUIRES=1, ties the session
+// to its egress proxy with Requires= in place of BindsTo=: the weakened
+// mosaic whose session runs on when its proxy dies.
+func testEgressRequires(props []sd.Property) {
+	if os.Getenv("MOSAIC_TEST_EGRESS_REQUIRES") != "1" {
+		return
+	}
+	for i := range props {
+		if props[i].Name == "BindsTo" {
+			props[i].Name = "Requires"
+		}
+	}
+}

@@ -161,7 +161,9 @@ type Spec struct {
 	SeccompAllow []string
 	// Credentials are the names of the secrets in CredentialFile, which
 	// systemd reads (EnvironmentFiles=) and the init requires and passes on.
-	// The values are never in the spec.
+	// The values are never in the spec: the file is held in mosaic's memory
+	// while it starts the unit, and its path (/proc/PID/fd/N) is set then
+	// (credentials.Hold).
 	Credentials    []string
 	CredentialFile string
 	// InitArgsFile, when set, holds the init's arguments (the command's
@@ -196,7 +198,7 @@ type Spec struct {
 	// Inject are the credentials the egress proxy puts into requests
 	// (names and hosts; the session holds placeholders), and
 	// EgressCredentialFile the proxy's own environment file with their
-	// values, deleted once it read them.
+	// values, held as the session's (CredentialFile).
 	Inject               []egress.Rule
 	EgressCredentialFile string
 	// CAFile is the session's --ca-file, which the egress proxy also trusts

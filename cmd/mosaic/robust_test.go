@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -24,8 +25,14 @@ import (
 // there; let it go on with goOn.
 func paused(t *testing.T, stage string, env []string, args ...string) (cmd *exec.Cmd, goOn func(), out *strings.Builder) {
 	t.Helper()
+	return pausedBin(t, mosaicBin, stage, env, args...)
+}
+
+// pausedBin is paused with another build of mosaic.
+func pausedBin(t *testing.T, bin, stage string, env []string, args ...string) (cmd *exec.Cmd, goOn func(), out *strings.Builder) {
+	t.Helper()
 	dir := t.TempDir()
-	cmd = exec.Command(mosaicBin, args...)
+	cmd = exec.Command(bin, args...)
 	cmd.Env = append(append(os.Environ(), env...), "MOSAIC_TEST_PAUSE_AT="+stage, "MOSAIC_TEST_PAUSE_DIR="+dir)
 	out = &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -81,39 +88,128 @@ func TestNameClaimRace(t *testing.T) {
 	}
 }
 
-// TestCredentialCrash (18.6): kill -9 of start between writing the
-// credential file and starting the unit; the next mosaic command removes
-// the secret, and list --all shows nothing that holds one.
+// TestCredentialCrash (18.6, 31.9): mosaic start killed -9 once it holds
+// the session's credentials and the egress proxy's key leaves the key in no
+// file, at once, before any other command; the weakened mosaic that also
+// writes them where mosaic kept them before issue 31 (the runtime
+// directory) is caught first. list --all then does not show the session as
+// one that ran.
 func TestCredentialCrash(t *testing.T) {
 	needRig(t)
 	t.Parallel()
-	ws := workspace(t)
+	for _, tc := range []struct {
+		label string
+		bin   string
+		env   []string
+		leaks bool
+	}{
+		{"weakened", hookedMosaic(t), []string{"MOSAIC_TEST_CREDENTIALS_ON_DISK=1"}, true},
+		{"mosaic", mosaicBin, nil, false},
+	} {
+		t.Run(tc.label, func(t *testing.T) {
+			ws := workspace(t)
+			name := sessionName(t)
+			key := "crash-canary-" + randomHex()
+			env := append([]string{"ANTHROPIC_API_KEY=" + key, "CLAUDE_CODE_OAUTH_TOKEN=", "ANTHROPIC_AUTH_TOKEN=", "ANTHROPIC_BASE_URL="}, tc.env...)
+			cmd, _, out := pausedBin(t, tc.bin, "credentials-written", env, "start", "--name", name, "--workspace", ws, "--profile", "claude-code", "--", "sleep", "300")
+			// The crash point is past both: the proxy holds the key, the
+			// session its placeholder.
+			held := heldCredentials(cmd.Process.Pid)
+			if !strings.Contains(held[name+"-egress"], key) || !strings.Contains(held[name], "ANTHROPIC_API_KEY=") || strings.Contains(held[name], key) {
+				t.Fatalf("at the pause, mosaic holds %q: want the key for the proxy and a placeholder for the session\n%s", held, out)
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			found := filesHolding(t, key, os.Getenv("XDG_RUNTIME_DIR"), stateRoot())
+			if tc.leaks {
+				if len(found) == 0 {
+					t.Fatal("the weakened mosaic left the key in no file: this test cannot see a leak")
+				}
+				for _, f := range found {
+					os.RemoveAll(filepath.Dir(f))
+				}
+				return
+			}
+			if len(found) > 0 {
+				t.Errorf("after kill -9, before any other command, the key is in %v", found)
+			}
+			var all []struct {
+				Name, Problem string
+				SubState      string     `json:"sub_state"`
+				Since         *time.Time `json:"since"`
+			}
+			json.Unmarshal([]byte(mustMosaic(t, "list", "--all", "--json").stdout), &all)
+			for _, s := range all {
+				if s.Name == name && (s.SubState != "never-started" || s.Since != nil || !strings.Contains(s.Problem, "never ran")) {
+					t.Errorf("list --all shows the session that never started as %+v", s)
+				}
+			}
+			mustMosaic(t, "rm", name)
+		})
+	}
+}
+
+// heldCredentials reads the credentials mosaic (pid) holds in memory, by
+// session: its memfds named mosaic-credentials-NAME.
+func heldCredentials(pid int) map[string]string {
+	held := map[string]string{}
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	for _, fd := range fds {
+		l, _ := os.Readlink(fd)
+		if n, ok := strings.CutPrefix(l, "/memfd:mosaic-credentials-"); ok {
+			b, _ := os.ReadFile(fd)
+			held[strings.TrimSuffix(n, " (deleted)")] = string(b)
+		}
+	}
+	return held
+}
+
+// filesHolding lists the regular files under roots whose first MiB holds s.
+func filesHolding(t *testing.T, s string, roots ...string) []string {
+	t.Helper()
+	var found []string
+	for _, root := range roots {
+		filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				return nil
+			}
+			defer f.Close()
+			b := make([]byte, 1<<20)
+			n, _ := io.ReadFull(f, b)
+			if strings.Contains(string(b[:n]), s) {
+				found = append(found, path)
+			}
+			return nil
+		})
+	}
+	return found
+}
+
+// TestLegacyCredentialSweep (31.9): a credential file a mosaic before
+// issue 31 left (it wrote them to the runtime directory), the session's and
+// its egress proxy's (NAME-egress), is gone after the next mosaic command.
+func TestLegacyCredentialSweep(t *testing.T) {
+	needRig(t)
+	t.Parallel()
 	name := sessionName(t)
-	env := []string{"OPENAI_API_KEY=crash-canary-" + randomHex()}
-	cmd, _, _ := paused(t, "credentials-written", env, "start", "--name", name, "--workspace", ws, "--profile", "codex", "--", "sleep", "300")
-	file := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "credentials", name, "env")
-	if _, err := os.Stat(file); err != nil {
-		t.Fatalf("the credential file is not there at the pause: %v", err)
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	if _, err := os.Stat(file); err != nil {
-		t.Fatalf("the crash point is wrong: the file is gone before any other command ran: %v", err)
+	var left []string
+	for _, n := range []string{name, name + "-egress"} {
+		f := filepath.Join(credentialDir(), n, "env")
+		os.MkdirAll(filepath.Dir(f), 0o700)
+		if err := os.WriteFile(f, []byte("ANTHROPIC_API_KEY=\"old\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, filepath.Dir(f))
 	}
 	mustMosaic(t, "list")
-	if _, err := os.Stat(filepath.Dir(file)); !os.IsNotExist(err) {
-		t.Errorf("after kill -9 and mosaic list, the credential directory is still there (%v)", err)
-	}
-	// A running session's own credential directory is left alone meanwhile.
-	other := sessionName(t)
-	c2, goOn, out := paused(t, "credentials-written", env, "start", "--name", other, "--workspace", ws, "--profile", "codex", "--", "sleep", "300")
-	mustMosaic(t, "list")
-	if _, err := os.Stat(filepath.Join(filepath.Dir(filepath.Dir(file)), other, "env")); err != nil {
-		t.Errorf("mosaic list removed the credential file of a start under way: %v", err)
-	}
-	goOn()
-	if err := c2.Wait(); err != nil {
-		t.Fatalf("start: %v\n%s", err, out)
+	for _, d := range left {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("after mosaic list, %s is still there (%v)", d, err)
+		}
 	}
 }
 

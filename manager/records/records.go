@@ -56,9 +56,42 @@ type Record struct {
 }
 
 const (
-	recordFile = "session.json"
-	endFile    = "end.json"
+	recordFile   = "session.json"
+	endFile      = "end.json"
+	startingFile = "starting"
 )
+
+// MarkStarting says, before a start writes its record, that the session has
+// not run yet, and removes the previous run's end.json: what is on disk
+// from then on is never taken for this run's ending. MarkLaunched, once
+// systemd has the unit (a scope: once its command runs), takes it back. A
+// start killed in between leaves the mark, and the session is shown as one
+// that never ran (Starting).
+func MarkStarting(dir string) error {
+	if err := os.Remove(filepath.Join(dir, endFile)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, startingFile), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// MarkLaunched removes the mark of MarkStarting.
+func MarkLaunched(dir string) error {
+	if err := os.Remove(filepath.Join(dir, startingFile)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}
+
+// Starting reports whether the session's last start has not (yet) reached
+// systemd: MarkStarting without MarkLaunched.
+func Starting(dir string) bool {
+	_, err := os.Lstat(filepath.Join(dir, startingFile))
+	return err == nil
+}
 
 // Write writes the record into a session's state directory.
 func Write(dir string, r Record) error {
@@ -100,6 +133,9 @@ type End struct {
 	// MovedAside are the host-executed entries the session created, moved
 	// aside when it ended (sandbox.MoveAsideCreated).
 	MovedAside []sandbox.MovedAside `json:"moved_aside,omitempty"`
+	// EgressDied: the session's egress proxy had died when the session
+	// ended (and systemd stopped the session with it, BindsTo=).
+	EgressDied bool `json:"egress_died,omitempty"`
 }
 
 // WriteEnd writes end.json into a session's state directory.

@@ -283,11 +283,6 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err := planInjection(&spec, grant, p); err != nil {
 		return units.Spec{}, none, err
 	}
-	// A scope's secrets go from mosaic to its exec shim in the environment
-	// of the exec, never through a file.
-	if len(grant.Secrets) > 0 && !req.Scope {
-		spec.CredentialFile = credentials.SessionFile(p.RuntimeDir, name)
-	}
 	// systemd refuses an environment that names a variable twice ("Invalid
 	// environment block"): the later entry wins, as in a shell (a --env
 	// over the caller's own, the proxy's CA variables over a --ca-file's).
