@@ -274,8 +274,7 @@ func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []creden
 		l.watch = m.watch(l.unit)
 	}
 	stateDir := spec.StateDir
-	props := units.Properties(*spec, m.features)
-	testEgressRequires(props)
+	props := testUnitProperties(units.Properties(*spec, m.features))
 	l.result, err = m.startUnit(ctx, l.unit, props, units.AuxUnits(*spec),
 		func() { _ = records.MarkLaunched(stateDir) })
 	if err != nil {

@@ -41,4 +41,4 @@ func testBlindToStop() bool { return false }
 
 func testCredentialsOnDisk(string, []credentials.Var) {}
 
-func testEgressRequires([]sd.Property) {}
+func testUnitProperties(p []sd.Property) []sd.Property { return p }

@@ -14,6 +14,7 @@ import (
 	"mosaic/manager/request"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
 )
 
 // Test hooks, compiled only into the binary the race tests build with
@@ -192,16 +193,24 @@ func testCredentialsOnDisk(name string, vars []credentials.Var) {
 	}
 }
 
-// testEgressRequires, under MOSAIC_TEST_EGRESS_REQUIRES=1, ties the session
-// to its egress proxy with Requires= in place of BindsTo=: the weakened
-// mosaic whose session runs on when its proxy dies.
-func testEgressRequires(props []sd.Property) {
-	if os.Getenv("MOSAIC_TEST_EGRESS_REQUIRES") != "1" {
-		return
-	}
-	for i := range props {
-		if props[i].Name == "BindsTo" {
-			props[i].Name = "Requires"
+// testUnitProperties changes a session's unit properties for a test:
+//   - MOSAIC_TEST_EGRESS_REQUIRES=1 ties the session to its egress proxy
+//     with Requires= in place of BindsTo=: the weakened mosaic whose
+//     session runs on when its proxy dies;
+//   - MOSAIC_TEST_OUTPUT_NULL=1 sends its output to /dev/null, as systemd
+//     does when it cannot reach journald (down while the session started),
+//     which a test cannot stop.
+func testUnitProperties(props []sd.Property) []sd.Property {
+	if os.Getenv("MOSAIC_TEST_EGRESS_REQUIRES") == "1" {
+		for i := range props {
+			if props[i].Name == "BindsTo" {
+				props[i].Name = "Requires"
+			}
 		}
 	}
+	if os.Getenv("MOSAIC_TEST_OUTPUT_NULL") == "1" {
+		props = append(props, sd.Property{Name: "StandardOutput", Value: dbus.MakeVariant("null")},
+			sd.Property{Name: "StandardError", Value: dbus.MakeVariant("null")})
+	}
+	return props
 }

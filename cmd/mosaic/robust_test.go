@@ -669,3 +669,58 @@ func TestKilledRunCleanedByGC(t *testing.T) {
 		t.Errorf("gc left the killed run's state (%v)", err)
 	}
 }
+
+// TestRuntimeDirFull (31.16): a start whose socket directory in a full
+// runtime directory cannot be made (ENOSPC, injected: the runtime
+// directory is a tmpfs in memory) says that the runtime directory is full
+// and how to see what fills it, not that `mosaic gc` would help, and
+// leaves no state and no empty directory.
+func TestRuntimeDirFull(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	egressDir := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "egress", name)
+	r := runResult(t, func() *exec.Cmd {
+		c := exec.Command(hookedMosaic(t), "start", "--json", "--name", name, "--workspace", workspace(t), "--network", "allow", "--allow-host", "testhost.mosaic.test", "--", "sleep", "300")
+		c.Env = append(os.Environ(), "MOSAIC_TEST_ENOSPC_UNDER="+filepath.Dir(egressDir))
+		return c
+	}())
+	code, msg := jsonError(t, r)
+	if r.code != 1 || code != "state-dir" || !strings.Contains(msg, "runtime directory") || strings.Contains(msg, "e.g. with `mosaic gc`") {
+		t.Errorf("exit %d, %s: %s", r.code, code, msg)
+	}
+	for _, d := range []string{egressDir, filepath.Join(stateRoot(), "sessions", name)} {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s was left", d)
+		}
+	}
+}
+
+// TestLogsOutputLost (31.16): a session whose output reached no journal
+// (systemd gives it /dev/null when journald is down as it starts,
+// injected here) makes `mosaic logs` fail with output-lost, not print
+// nothing with exit 0; a session of the same name started again with its
+// journal has its logs.
+func TestLogsOutputLost(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	ws := workspace(t)
+	start := exec.Command(hookedMosaic(t), "start", "--name", name, "--workspace", ws, "--", "sh", "-c", "echo lost-line; sleep 300")
+	start.Env = append(os.Environ(), "MOSAIC_TEST_OUTPUT_NULL=1")
+	if out, err := start.CombinedOutput(); err != nil {
+		t.Fatalf("start: %v %s", err, out)
+	}
+	defer mosaic(t, "rm", name)
+	r := mosaic(t, "logs", name)
+	if r.code != 1 || !strings.Contains(r.stderr, "reached no journal: journald") || strings.Contains(r.stdout, "lost-line") {
+		t.Errorf("logs of a session whose output was lost: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	mustMosaic(t, "stop", name)
+	mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "sh", "-c", "echo kept-line; sleep 300")
+	defer mosaic(t, "stop", name)
+	eventually(t, 10*time.Second, "the second run's line in its logs", func() bool {
+		r := mosaic(t, "logs", name)
+		return r.code == 0 && strings.Contains(r.stdout, "kept-line")
+	})
+}

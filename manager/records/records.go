@@ -62,14 +62,17 @@ const (
 )
 
 // MarkStarting says, before a start writes its record, that the session has
-// not run yet, and removes the previous run's end.json: what is on disk
-// from then on is never taken for this run's ending. MarkLaunched, once
+// not run yet, and removes the previous run's end.json (and its
+// sandbox.OutputLostName): what is on disk from then on is never taken for
+// this run's. MarkLaunched, once
 // systemd has the unit (a scope: once its command runs), takes it back. A
 // start killed in between leaves the mark, and the session is shown as one
 // that never ran (Starting).
 func MarkStarting(dir string) error {
-	if err := os.Remove(filepath.Join(dir, endFile)); err != nil && !os.IsNotExist(err) {
-		return err
+	for _, f := range []string{endFile, sandbox.OutputLostName} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
 	}
 	f, err := os.OpenFile(filepath.Join(dir, startingFile), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -188,4 +191,11 @@ func WriteJSONAtomic(path string, v any) error {
 		return err
 	}
 	return nil
+}
+
+// OutputLost reports whether the session's output reached no journal (its
+// exec shim found its stdout to be /dev/null, sandbox.OutputLostName).
+func OutputLost(dir string) bool {
+	_, err := os.Lstat(filepath.Join(dir, sandbox.OutputLostName))
+	return err == nil
 }

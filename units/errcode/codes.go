@@ -11,6 +11,7 @@ var (
 	CredentialFile = def("credential-file", ExitFailure, "the session's credentials could not be held for systemd to read")
 	StopTimeout    = def("stop-timeout", ExitFailure, "the session did not stop, even after SIGKILL")
 	NoJournal      = def("no-journal", ExitFailure, "journalctl could not be run to read a session's output")
+	OutputLost     = def("output-lost", ExitFailure, "the session's output reached no journal (journald was down when it started)")
 	PTY            = def("pty", ExitFailure, "a pseudo-terminal could not be made for the session")
 	BusError       = def("bus-error", ExitFailure, "the mosaic bus could not be reached or answered badly")
 	BusSocket      = def("bus-socket", ExitFailure, "the mosaic bus could not make its sockets")
