@@ -246,12 +246,17 @@ type Limits struct {
 	TasksMax   uint64        // processes and threads
 	CPUQuota   uint64        // percent of one CPU
 	RuntimeMax time.Duration // wall-clock time before systemd stops the session
+	// TmpSize bounds the session's /tmp, a tmpfs of its own (in memory,
+	// charged to its MemoryMax), in bytes; Infinity is the kernel's
+	// default for a tmpfs (half the RAM). It is no property of systemd's.
+	TmpSize uint64
 }
 
 // SessionHome is the directory mounted as the session's HOME.
 func (s Spec) SessionHome() string { return filepath.Join(s.StateDir, "home") }
 
-// SessionTmp is the directory mounted as the session's /tmp.
+// SessionTmp is the directory of the session's state that once was its
+// /tmp (a tmpfs now, Limits.TmpSize): a start still empties it.
 func (s Spec) SessionTmp() string { return filepath.Join(s.StateDir, "tmp") }
 
 // Binds are the sandbox's mounts for this session, with reasons.
@@ -260,7 +265,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		Workspace:   s.Workspace,
 		Home:        s.Home,
 		SessionHome: s.SessionHome(),
-		SessionTmp:  s.SessionTmp(),
+		TmpSize:     s.Limits.TmpSize,
 		MosaicBin:   s.MosaicBin,
 		Binary:      s.Binary,
 		ExtraRO:     s.ExtraRO,

@@ -13,10 +13,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"mosaic/sandbox"
 	"mosaic/units/regfile"
@@ -141,10 +144,33 @@ type End struct {
 	EgressDied bool `json:"egress_died,omitempty"`
 }
 
-// WriteEnd writes end.json into a session's state directory.
+// WriteEnd writes end.json into a session's state directory. When the
+// file system is full (a session filled its home, which shares it), the
+// room ReserveEnd kept is given up for it: how the session ended is still
+// recorded.
 func WriteEnd(dir string, e End) error {
-	return WriteJSONAtomic(filepath.Join(dir, endFile), e)
+	err := WriteJSONAtomic(filepath.Join(dir, endFile), e)
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		if os.Remove(filepath.Join(dir, reserveFile)) == nil {
+			err = WriteJSONAtomic(filepath.Join(dir, endFile), e)
+		}
+	}
+	return err
 }
+
+// reserveFile keeps room on the state's file system for end.json.
+const reserveFile = "end.reserve"
+
+// ReserveEnd keeps room for end.json (WriteEnd): 64 KiB written at the
+// start, when there is room, to be given up at the end if there is none.
+func ReserveEnd(dir string) error {
+	if fi, err := os.Lstat(filepath.Join(dir, reserveFile)); err == nil && fi.Mode().IsRegular() && fi.Size() == reserveSize {
+		return nil
+	}
+	return os.WriteFile(filepath.Join(dir, reserveFile), make([]byte, reserveSize), 0o600)
+}
+
+const reserveSize = 64 << 10
 
 // ReadEnd reads end.json from a session's state directory.
 func ReadEnd(dir string) (End, bool) {

@@ -320,7 +320,7 @@ func DefaultLimits(profile credentials.Profile, p Paths) (units.Limits, error) {
 }
 
 func limitsOf(req Request, profile credentials.Profile, p Paths) (session, slice units.Limits, err error) {
-	fromProfile, err := units.LimitStrings{MemoryMax: profile.MemoryMax, TasksMax: profile.TasksMax, CPUQuota: profile.CPUQuota}.Parse()
+	fromProfile, err := units.LimitStrings{MemoryMax: profile.MemoryMax, TasksMax: profile.TasksMax, CPUQuota: profile.CPUQuota, TmpSize: profile.TmpSize}.Parse()
 	if err != nil {
 		return session, slice, errcode.BadProfile.New("profile %s: %v", profile.Name, err)
 	}

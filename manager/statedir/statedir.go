@@ -324,6 +324,9 @@ func Prepare(s units.Spec) (undo func(), err error) {
 	if err := records.MarkStarting(s.StateDir); err != nil {
 		return fail(err)
 	}
+	if err := records.ReserveEnd(s.StateDir); err != nil {
+		return fail(err)
+	}
 	if err := records.Write(s.StateDir, Record(s)); err != nil {
 		return fail(err)
 	}
