@@ -31,6 +31,14 @@ import (
 // name; one mosaic named leaves nothing.
 func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
 	spec.Stdio = &stdio
+	t, err := startTie(m.MosaicBin)
+	if err != nil {
+		return Session{}, err
+	}
+	defer t.end()
+	if !testNoTie() {
+		spec.TiePID = t.pid()
+	}
 	l, err := m.launch(ctx, &spec, secrets, true)
 	if err != nil {
 		return Session{}, err

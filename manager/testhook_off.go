@@ -42,3 +42,5 @@ func testBlindToStop() bool { return false }
 func testCredentialsOnDisk(string, []credentials.Var) {}
 
 func testUnitProperties(p []sd.Property) []sd.Property { return p }
+
+func testNoTie() bool { return false }

@@ -193,6 +193,11 @@ func testCredentialsOnDisk(name string, vars []credentials.Var) {
 	}
 }
 
+// testNoTie, under MOSAIC_TEST_NO_TIE=1, does not tie a mosaic run's
+// session to the run: the weakened mosaic whose killed run leaves its
+// session running unwatched.
+func testNoTie() bool { return os.Getenv("MOSAIC_TEST_NO_TIE") == "1" }
+
 // testUnitProperties changes a session's unit properties for a test:
 //   - MOSAIC_TEST_EGRESS_REQUIRES=1 ties the session to its egress proxy
 //     with Requires= in place of BindsTo=: the weakened mosaic whose

@@ -199,7 +199,7 @@ func Properties(s Spec, f Features) []sd.Property {
 	if s.OwnNetwork() {
 		props = append(props, prop("PrivateNetwork", true))
 	}
-	props = append(props, egressDependency(s)...)
+	props = append(props, dependencies(s)...)
 	props = append(props, limitProperties(s.Limits)...)
 	if s.Stdio != nil {
 		props = append(props,
@@ -258,30 +258,57 @@ func ScopeProperties(s Spec, initPID uint32) []sd.Property {
 		prop("TimeoutStopUSec", usec(stop)),
 		prop("CollectMode", "inactive-or-failed"),
 	}
-	props = append(props, egressDependency(s)...)
+	props = append(props, dependencies(s)...)
 	return append(props, limitProperties(s.Limits)...)
 }
 
-// egressDependency makes a session with network allow need its egress
-// proxy, started first (After=): the session does not start without it.
-func egressDependency(s Spec) []sd.Property {
-	if s.Network != sandbox.NetworkAllow {
+// dependencies are the units a session is bound to, each started first
+// (After=): the session does not start without them, and stops when one
+// stops (BindsTo=). A session with network allow needs its egress proxy:
+// BindsTo, not Requires, so that a proxy that dies on its own (killed, out
+// of memory) stops the session too, rather than leave it running with a
+// network that answers nothing; how it ended then says so (the session's
+// ExecStopPost finds the proxy dead). A mosaic run's session needs its
+// run's tie scope (TieScope): the run killed, the session stops.
+func dependencies(s Spec) []sd.Property {
+	var to []string
+	if s.Network == sandbox.NetworkAllow {
+		to = append(to, s.EgressUnit())
+	}
+	if s.TiePID != 0 && !s.Scope {
+		to = append(to, TieScopeName(s.Name))
+	}
+	if len(to) == 0 {
 		return nil
 	}
-	// BindsTo, not Requires: a proxy that dies on its own (killed, out of
-	// memory) stops the session too, rather than leave it running with a
-	// network that answers nothing; how it ended then says so (the
-	// session's ExecStopPost finds the proxy dead).
-	return []sd.Property{prop("BindsTo", []string{s.EgressUnit()}), prop("After", []string{s.EgressUnit()})}
+	return []sd.Property{prop("BindsTo", to), prop("After", to)}
+}
+
+// TieScopeName is the scope of a mosaic run's tie. Its "." keeps it from
+// being taken for a session's (no session name has one).
+func TieScopeName(name string) string { return UnitPrefix + name + ".run" + ScopeSuffix }
+
+// TieScope is the scope that holds a mosaic run's tie (Spec.TiePID).
+func TieScope(s Spec) sd.PropertyCollection {
+	return sd.PropertyCollection{Name: TieScopeName(s.Name), Properties: []sd.Property{
+		prop("Description", fmt.Sprintf("mosaic run's tie of session %s: the session stops when it ends", s.Name)),
+		prop("Slice", Slice),
+		prop("PIDs", []uint32{s.TiePID}),
+		prop("CollectMode", "inactive-or-failed"),
+	}}
 }
 
 // AuxUnits are the units started with the session in the same call: its
-// egress proxy, for network allow.
+// egress proxy, for network allow; a mosaic run's tie scope.
 func AuxUnits(s Spec) []sd.PropertyCollection {
-	if s.Network != sandbox.NetworkAllow {
-		return nil
+	var aux []sd.PropertyCollection
+	if s.Network == sandbox.NetworkAllow {
+		aux = append(aux, sd.PropertyCollection{Name: s.EgressUnit(), Properties: EgressProperties(s)})
 	}
-	return []sd.PropertyCollection{{Name: s.EgressUnit(), Properties: EgressProperties(s)}}
+	if s.TiePID != 0 && !s.Scope {
+		aux = append(aux, TieScope(s))
+	}
+	return aux
 }
 
 // The egress unit's own resource limits. The proxy holds at most

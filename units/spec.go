@@ -180,6 +180,10 @@ type Spec struct {
 	// stdout and stderr (mosaic run), and the unit is collected once it ended
 	// even when it failed: a finished run leaves nothing behind.
 	Stdio *[3]int
+	// TiePID, for a mosaic run, is the run's tie (manager.TieStage): the
+	// session's unit is BindsTo= the scope it is put in (TieScope), so
+	// that the run's death stops the session.
+	TiePID uint32
 	// TTY says the session's stdin, stdout and stderr are a pseudo-terminal
 	// mosaic made for it, which the init makes the command's controlling
 	// terminal.
