@@ -224,9 +224,12 @@ func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []creden
 		return l, err
 	}
 	l.unit, l.undo, l.release = spec.Unit(), undo, release
+	kept := false // a start whose connection was lost, and whose unit runs
 	defer func() {
 		if err != nil {
-			undo()
+			if !kept {
+				undo()
+			}
 			release()
 		}
 	}()
@@ -280,6 +283,9 @@ func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []creden
 	if err != nil {
 		if l.watch != nil {
 			l.watch.close()
+		}
+		if m.lost(err) && !testUndoOnLoss() {
+			kept, err = afterLostStart(ctx, *spec, err)
 		}
 		return l, err
 	}
@@ -345,6 +351,7 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 	if accepted != nil {
 		accepted()
 	}
+	testLoseAtStart(m)
 	// systemd ends the job by TimeoutStartUSec; this bound is for the
 	// announcement of its end, which a lost connection never brings.
 	select {

@@ -44,3 +44,7 @@ func testCredentialsOnDisk(string, []credentials.Var) {}
 func testUnitProperties(p []sd.Property) []sd.Property { return p }
 
 func testNoTie() bool { return false }
+
+func testLoseAtStart(*Manager) {}
+
+func testUndoOnLoss() bool { return false }

@@ -5,6 +5,7 @@ package manager
 import (
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -192,6 +193,26 @@ func testCredentialsOnDisk(name string, vars []credentials.Var) {
 		_ = credentials.WriteFileAtomic(path, credentials.Encode(vars))
 	}
 }
+
+// testLoseAtStart, under MOSAIC_TEST_LOSE_AT_START, makes the connection
+// to systemd go away once systemd has taken a start (StartTransientUnit
+// answered): "close" closes it, as a killed dbus-daemon does; "reexec"
+// has systemd re-execute itself first (`systemctl --user daemon-reexec`,
+// as an upgrade does), then closes it.
+func testLoseAtStart(m *Manager) {
+	switch os.Getenv("MOSAIC_TEST_LOSE_AT_START") {
+	case "reexec":
+		_ = exec.Command("systemctl", "--user", "daemon-reexec").Run()
+		fallthrough
+	case "close":
+		m.bus.Close()
+	}
+}
+
+// testUndoOnLoss, under MOSAIC_TEST_UNDO_ON_LOSS=1, undoes a start whose
+// connection was lost as any failed start: the weakened mosaic that takes
+// a running session's state away.
+func testUndoOnLoss() bool { return os.Getenv("MOSAIC_TEST_UNDO_ON_LOSS") == "1" }
 
 // testNoTie, under MOSAIC_TEST_NO_TIE=1, does not tie a mosaic run's
 // session to the run: the weakened mosaic whose killed run leaves its

@@ -724,3 +724,54 @@ func TestLogsOutputLost(t *testing.T) {
 		return r.code == 0 && strings.Contains(r.stdout, "kept-line")
 	})
 }
+
+// TestStartLosesSystemd (31.11): a start whose connection to systemd goes
+// away once systemd took the job (closed, as by a killed dbus-daemon; or
+// after a daemon-reexec, as by an upgrade) connects again, finds the
+// session running and keeps its state, and says so; the session then ends
+// with its end recorded. The weakened mosaic that undoes such a start as
+// any failed one is shown first: the session runs with its state gone.
+// Not parallel: a daemon-reexec would cut the other tests' calls.
+func TestStartLosesSystemd(t *testing.T) {
+	needRig(t)
+	for _, tc := range []struct {
+		label string
+		env   []string
+		keeps bool
+	}{
+		{"weakened", []string{"MOSAIC_TEST_LOSE_AT_START=close", "MOSAIC_TEST_UNDO_ON_LOSS=1"}, false},
+		{"closed", []string{"MOSAIC_TEST_LOSE_AT_START=close"}, true},
+		{"reexec", []string{"MOSAIC_TEST_LOSE_AT_START=reexec"}, true},
+	} {
+		t.Run(tc.label, func(t *testing.T) {
+			name := sessionName(t)
+			cmd := exec.Command(hookedMosaic(t), "start", "--json", "--name", name, "--workspace", workspace(t), "--", "sleep", "300")
+			cmd.Env = append(os.Environ(), tc.env...)
+			r := runResult(t, cmd)
+			defer mosaic(t, "rm", name)
+			defer mosaic(t, "stop", name)
+			state := filepath.Join(stateRoot(), "sessions", name)
+			eventually(t, 10*time.Second, "the session to run", func() bool {
+				return unitProperty(t, "mosaic-"+name+".service", "ActiveState") == "active"
+			})
+			_, err := os.Stat(filepath.Join(state, "session.json"))
+			if !tc.keeps {
+				if err == nil {
+					t.Fatal("the weakened mosaic kept the state: this test cannot see it taken")
+				}
+				return
+			}
+			code, msg := jsonError(t, r)
+			if r.code != 1 || code != "systemd-gone" || !strings.Contains(msg, "systemd runs it: its state is kept") {
+				t.Errorf("exit %d, %s: %s", r.code, code, msg)
+			}
+			if err != nil {
+				t.Fatalf("the running session's state is gone: %v", err)
+			}
+			mustMosaic(t, "stop", name)
+			if _, err := os.Stat(filepath.Join(state, "end.json")); err != nil {
+				t.Errorf("the kept session's end was not recorded: %v", err)
+			}
+		})
+	}
+}
