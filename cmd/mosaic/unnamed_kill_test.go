@@ -95,18 +95,18 @@ func TestRunKilledStopsItsSession(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 			buf := make([]byte, 3)
 			if _, err := io.ReadFull(stdout, buf); err != nil {
 				t.Fatalf("the run did not start: %v", err)
 			}
 			var name string
-			var all []struct {
-				Name, State string
-				Command     []string
-			}
+			var all []struct{ Name string }
 			json.Unmarshal([]byte(mustMosaic(t, "list", "--json").stdout), &all)
 			for _, s := range all {
-				if strings.Contains(strings.Join(s.Command, " "), marker) {
+				var st struct{ Command []string }
+				json.Unmarshal([]byte(mosaic(t, "status", "--json", s.Name).stdout), &st)
+				if strings.Contains(strings.Join(st.Command, " "), marker) {
 					name = s.Name
 				}
 			}
