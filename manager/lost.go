@@ -54,9 +54,38 @@ func afterLostStart(ctx context.Context, spec units.Spec, cause error) (keep boo
 		return true, errcode.SystemdGone.New("the connection to systemd was lost while session %s started (%v), and systemd cannot be reached again: its state is kept; once systemd is back, `mosaic status %s` says whether it runs (if not, `mosaic rm %s`)", spec.Name, cause, spec.Name, spec.Name)
 	}
 	defer m.Close()
-	if m.unitRunning(ctx, unit) {
+	// A start job still under way (systemd re-executed meanwhile) is
+	// waited for, as the lost connection would have: only its end says
+	// whether the session runs.
+	st := m.unitState(ctx, unit)
+	for end := time.Now().Add(units.StartTimeout + callTimeout); (st == "activating" || st == "deactivating" || st == "reloading") && time.Now().Before(end) && ctx.Err() == nil; {
+		time.Sleep(50 * time.Millisecond)
+		st = m.unitState(ctx, unit)
+	}
+	switch st {
+	case "active", "activating", "deactivating", "reloading", "?":
 		return true, errcode.SystemdGone.New("the connection to systemd was lost while session %s started (%v); connected again, systemd runs it: its state is kept, see `mosaic status %s`", spec.Name, cause, spec.Name)
 	}
 	m.forget(ctx, unit)
-	return false, errcode.SystemdGone.New("the connection to systemd was lost while session %s started (%v); connected again, systemd does not run it: nothing of it is left, start it again", spec.Name, cause)
+	if st == "" {
+		st = "no such unit"
+	}
+	return false, errcode.SystemdGone.New("the connection to systemd was lost while session %s started (%v); connected again, systemd does not run it (%s): nothing of it is left, start it again", spec.Name, cause, st)
+}
+
+// unitState is the unit's ActiveState ("" when systemd does not have it,
+// "?" when systemd cannot be asked).
+func (m *Manager) unitState(ctx context.Context, unit string) string {
+	cctx, cancel := bounded(ctx)
+	defer cancel()
+	st, err := m.conn.ListUnitsByNamesContext(cctx, []string{unit})
+	if err != nil {
+		return "?"
+	}
+	for _, u := range st {
+		if u.LoadState != "not-found" {
+			return u.ActiveState
+		}
+	}
+	return ""
 }

@@ -189,6 +189,9 @@ func (m *Manager) Start(ctx context.Context, spec units.Spec, secrets []credenti
 	}
 	s, err := m.Status(ctx, spec.Name)
 	mark(ctx, "status")
+	if err != nil && m.lost(err) {
+		return Session{}, errcode.SystemdGone.New("session %s started, but the connection to systemd closed before its status could be read: see `mosaic status %s`", spec.Name, spec.Name)
+	}
 	return s, err
 }
 

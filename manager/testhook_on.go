@@ -197,13 +197,13 @@ func testCredentialsOnDisk(name string, vars []credentials.Var) {
 // testLoseAtStart, under MOSAIC_TEST_LOSE_AT_START, makes the connection
 // to systemd go away once systemd has taken a start (StartTransientUnit
 // answered): "close" closes it, as a killed dbus-daemon does; "reexec"
-// has systemd re-execute itself first (`systemctl --user daemon-reexec`,
-// as an upgrade does), then closes it.
+// closes it and has systemd re-execute itself (`systemctl --user
+// daemon-reexec`, as an upgrade does) while the start job is under way.
 func testLoseAtStart(m *Manager) {
 	switch os.Getenv("MOSAIC_TEST_LOSE_AT_START") {
 	case "reexec":
+		m.bus.Close()
 		_ = exec.Command("systemctl", "--user", "daemon-reexec").Run()
-		fallthrough
 	case "close":
 		m.bus.Close()
 	}
