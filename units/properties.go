@@ -11,7 +11,6 @@ import (
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 
-	"mosaic/manager/records"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 )
@@ -72,7 +71,7 @@ func ExecArgv(s Spec) []string {
 		return landlockExecArgv(s)
 	}
 	initArgv := append([]string{sandbox.InitPath}, InitArgs(s)...)
-	shim := sandbox.Shim{Promise: s.Promise, Bwrap: s.BwrapBin}
+	shim := sandbox.Shim{Promise: s.Promise.Encode(), Bwrap: s.BwrapBin}
 	if s.InitArgsFile != "" {
 		initArgv = initArgv[:2] // InitPath "init"
 		shim.InitArgs = s.InitArgsFile
@@ -174,7 +173,7 @@ func Properties(s Spec, f Features) []sd.Property {
 		if s.Network == sandbox.NetworkAllow {
 			egressSocket = filepath.Join(s.EgressDir, sandbox.EgressSocketName)
 		}
-		post := records.EndedArgv(s.MosaicBin, s.StateDir, egressSocket)
+		post := EndedArgv(s.MosaicBin, s.StateDir, egressSocket)
 		// ExecStopPost, not ExecStopPostEx: systemd 252 writes the latter
 		// into the transient unit file under a key it cannot read back, so
 		// a daemon-reload would lose how the session ends.
