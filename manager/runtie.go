@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -54,12 +55,13 @@ func startTie(mosaicBin string) (*tie, error) {
 // pid is the tie's PID, for its scope.
 func (t *tie) pid() uint32 { return uint32(t.cmd.Process.Pid) }
 
-// end lets the tie go (its scope ends; a session still running is
-// stopped). It does not wait for the tie to exit: the run is over.
+// end lets the tie go (its scope ends; a session still running is stopped).
 func (t *tie) end() {
 	if t == nil {
 		return
 	}
 	t.w.Close()
-	go func() { _ = t.cmd.Wait() }()
+	_ = t.cmd.Wait()
 }
+
+func (t *tie) String() string { return fmt.Sprintf("tie %d", t.cmd.Process.Pid) }
