@@ -43,6 +43,9 @@ func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-
 	if err != nil {
 		return Session{}, err
 	}
+	if spec.TiePID != 0 {
+		defer m.stopTie(ctx, spec.Name)
+	}
 	// The name is held until the run is over: gc never takes the state of a
 	// run it sees between its start and its unit. A name mosaic made up
 	// leaves nothing.

@@ -1,12 +1,14 @@
 package manager
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"syscall"
 
+	"mosaic/units"
 	"mosaic/units/errcode"
 )
 
@@ -65,3 +67,23 @@ func (t *tie) end() {
 }
 
 func (t *tie) String() string { return fmt.Sprintf("tie %d", t.cmd.Process.Pid) }
+
+// stopTie stops session name's tie scope and waits for that, once the
+// session ended: a finished run leaves no unit behind, and the scope would
+// otherwise end only when systemd hears that its cgroup is empty, after
+// the run returned.
+func (m *Manager) stopTie(ctx context.Context, name string) {
+	unit := units.TieScopeName(name)
+	defer m.jobsOf(unit)() // its job's end is all that is waited for
+	ch := make(chan string, 1)
+	cctx, cancel := bounded(ctx)
+	defer cancel()
+	if _, err := m.conn.StopUnitContext(cctx, unit, "replace", ch); err != nil {
+		return // gone already (its tie exited), or systemd cannot be asked
+	}
+	select {
+	case <-ch:
+	case <-cctx.Done():
+	case <-m.gone():
+	}
+}
