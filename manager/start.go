@@ -10,8 +10,8 @@ import (
 
 	"mosaic/manager/records"
 	"mosaic/manager/request"
-	"mosaic/manager/statedir"
 	"mosaic/units/errcode"
+	"mosaic/units/testhook"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"golang.org/x/sys/unix"
@@ -83,7 +83,8 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 	// The slice's limits are read (and set) while the name is claimed and
 	// the state made: its round trip to systemd costs nothing then.
 	slice := make(chan error, 1)
-	go func() { slice <- m.limitSlice(ctx, spec.SliceLimits) }()
+	limits := spec.SliceLimits // read here: claim may change spec meanwhile
+	go func() { slice <- m.limitSlice(ctx, limits) }()
 	release, undo, err := claim(ctx, spec, m.claimName)
 	if err != nil {
 		return l, err
@@ -131,7 +132,7 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 		defer h.Close()
 		spec.CredentialFile = h.Path
 		testCredentialsOnDisk(spec.Name, secrets)
-		statedir.Pause("credentials-written")
+		testhook.Pause("credentials-written")
 	}
 	mark(ctx, "credentials")
 	if err := <-slice; err != nil {

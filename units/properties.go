@@ -169,11 +169,7 @@ func Properties(s Spec, f Features) []sd.Property {
 	// reports the end and removes its state), so it goes without: the
 	// ExecStopPost costs a second namespace setup, some 8 ms of every run.
 	if s.Stdio == nil || s.NameGiven {
-		var egressSocket string
-		if s.Network == sandbox.NetworkAllow {
-			egressSocket = filepath.Join(s.EgressDir, sandbox.EgressSocketName)
-		}
-		post := EndedArgv(s.MosaicBin, s.StateDir, egressSocket)
+		post := EndedArgv(s.MosaicBin, s.StateDir, s.egressSocket())
 		// ExecStopPost, not ExecStopPostEx: systemd 252 writes the latter
 		// into the transient unit file under a key it cannot read back, so
 		// a daemon-reload would lose how the session ends.
@@ -457,3 +453,12 @@ func bindsOf(paths []string) []bindEntry {
 }
 
 func usec(d time.Duration) uint64 { return uint64(d / time.Microsecond) }
+
+// egressSocket is the egress proxy's socket (network allow), which the
+// ended stage looks at; "" for a session without one.
+func (s Spec) egressSocket() string {
+	if s.Network != sandbox.NetworkAllow {
+		return ""
+	}
+	return filepath.Join(s.EgressDir, sandbox.EgressSocketName)
+}

@@ -22,17 +22,12 @@ import (
 )
 
 // paused starts mosaic with args, paused at stage, and returns once it is
-// there; let it go on with goOn.
+// there; let it go on with goOn. It is the hooked mosaic (a pause is a
+// test hook, which mosaic itself ignores).
 func paused(t *testing.T, stage string, env []string, args ...string) (cmd *exec.Cmd, goOn func(), out *strings.Builder) {
 	t.Helper()
-	return pausedBin(t, mosaicBin, stage, env, args...)
-}
-
-// pausedBin is paused with another build of mosaic.
-func pausedBin(t *testing.T, bin, stage string, env []string, args ...string) (cmd *exec.Cmd, goOn func(), out *strings.Builder) {
-	t.Helper()
 	dir := t.TempDir()
-	cmd = exec.Command(bin, args...)
+	cmd = exec.Command(hookedMosaic(t), args...)
 	cmd.Env = append(append(os.Environ(), env...), "MOSAIC_TEST_PAUSE_AT="+stage, "MOSAIC_TEST_PAUSE_DIR="+dir)
 	out = &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -97,21 +92,22 @@ func TestNameClaimRace(t *testing.T) {
 func TestCredentialCrash(t *testing.T) {
 	needRig(t)
 	t.Parallel()
+	// Both are the hooked mosaic, which has the pause; the weakened one
+	// also writes the credentials to disk.
 	for _, tc := range []struct {
 		label string
-		bin   string
 		env   []string
 		leaks bool
 	}{
-		{"weakened", hookedMosaic(t), []string{"MOSAIC_TEST_CREDENTIALS_ON_DISK=1"}, true},
-		{"mosaic", mosaicBin, nil, false},
+		{"weakened", []string{"MOSAIC_TEST_CREDENTIALS_ON_DISK=1"}, true},
+		{"mosaic", nil, false},
 	} {
 		t.Run(tc.label, func(t *testing.T) {
 			ws := workspace(t)
 			name := sessionName(t)
 			key := "crash-canary-" + randomHex()
 			env := append([]string{"ANTHROPIC_API_KEY=" + key, "CLAUDE_CODE_OAUTH_TOKEN=", "ANTHROPIC_AUTH_TOKEN=", "ANTHROPIC_BASE_URL="}, tc.env...)
-			cmd, _, out := pausedBin(t, tc.bin, "credentials-written", env, "start", "--name", name, "--workspace", ws, "--profile", "claude-code", "--", "sleep", "300")
+			cmd, _, out := paused(t, "credentials-written", env, "start", "--name", name, "--workspace", ws, "--profile", "claude-code", "--", "sleep", "300")
 			// The crash point is past both: the proxy holds the key, the
 			// session its placeholder.
 			held := heldCredentials(cmd.Process.Pid)
