@@ -163,7 +163,14 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	case "none":
 		fmt.Fprintln(w, "network:   none: loopback only (no route out, no host loopback service, no host abstract socket)")
 	case "allow":
-		fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) to %s\n", units.EgressUnitName(s.Name), strings.Join(s.AllowHosts, ", "))
+		switch {
+		case s.EgressDied && s.Running():
+			fmt.Fprintf(w, "network:   allow, but its egress proxy (%s) DIED: no network; systemd stops the session with it (its log: journalctl --user -t %s)\n", units.EgressUnitName(s.Name), strings.TrimSuffix(units.EgressUnitName(s.Name), units.UnitSuffix))
+		case s.EgressDied:
+			fmt.Fprintf(w, "network:   allow, but its egress proxy (%s) DIED, and the session was stopped with it (its log: journalctl --user -t %s)\n", units.EgressUnitName(s.Name), strings.TrimSuffix(units.EgressUnitName(s.Name), units.UnitSuffix))
+		default:
+			fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) to %s\n", units.EgressUnitName(s.Name), strings.Join(s.AllowHosts, ", "))
+		}
 	case "host":
 		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network and loopback services; its abstract sockets only where the kernel has Landlock ABI 6)")
 	}
@@ -181,16 +188,7 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 		}
 		fmt.Fprintln(w)
 	}
-	if c := s.Clone; c != nil {
-		base := "HEAD and your uncommitted changes, " + short(c.Base) + " on " + short(c.Parent)
-		if c.Ref != "" {
-			base = "--base " + safe(c.Ref) + ", " + short(c.Base)
-		}
-		fmt.Fprintf(w, "mode:      clone: the session works in its own copy, never in the workspace (base: %s)\n", base)
-		fmt.Fprintf(w, "change:    %s\n", c.Line())
-	} else if s.Workspace != "" {
-		fmt.Fprintln(w, "mode:      direct: the session writes the workspace itself")
-	}
+	printMode(w, s, safe)
 	if s.HostExecWritable {
 		fmt.Fprintln(w, "host-exec: WRITABLE (--allow-write-host-exec): the session may change .git/config, .git/hooks and the other files your tools run from the workspace")
 	}
@@ -483,6 +481,24 @@ func percent(n *uint64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%d%%", *n)
+}
+
+// printMode writes status's lines of the workspace's mode: clone (with
+// its base and its change) or direct.
+func printMode(w io.Writer, s manager.Session, safe func(string) string) {
+	c := s.Clone
+	if c == nil {
+		if s.Workspace != "" {
+			fmt.Fprintln(w, "mode:      direct: the session writes the workspace itself")
+		}
+		return
+	}
+	base := "HEAD and your uncommitted changes, " + short(c.Base) + " on " + short(c.Parent)
+	if c.Ref != "" {
+		base = "--base " + safe(c.Ref) + ", " + short(c.Base)
+	}
+	fmt.Fprintf(w, "mode:      clone: the session works in its own copy, never in the workspace (base: %s)\n", base)
+	fmt.Fprintf(w, "change:    %s\n", c.Line())
 }
 
 // short is a commit id's first 12 digits.
