@@ -24,14 +24,15 @@ import (
 // session's copy, confined as the session was and without any network: it
 // commits what the agent left (tracked and untracked, not ignored; with an
 // index of its own, so the agent's is untouched) on top of the agent's own
-// commits, and writes to /tmp/out the patch from the base (git diff
-// --binary), a bundle of the commits since the user's own (refs/mosaic/
-// snapshot), and the snapshot's id. It may run the agent's own git config:
+// commits, and writes to $HOME/out (its own home, on disk: its /tmp is a
+// tmpfs) the patch from the base (git diff --binary), a bundle of the
+// commits since the user's own (refs/mosaic/snapshot), and the snapshot's
+// id. It may run the agent's own git config:
 // it is as confined as the agent was, and the host reads what it wrote as
 // untrusted data (patchcheck).
 const finishScript = `set -eu
-base=$1 parent=$2 out=/tmp/out
-mkdir -p "$out"
+base=$1 parent=$2 out=$HOME/out
+rm -rf "$out" && mkdir -p "$out"
 export GIT_INDEX_FILE=/tmp/index GIT_AUTHOR_NAME=mosaic GIT_AUTHOR_EMAIL=mosaic@localhost GIT_COMMITTER_NAME=mosaic GIT_COMMITTER_EMAIL=mosaic@localhost
 if [ -f .git/index ]; then cp .git/index "$GIT_INDEX_FILE"; fi
 git add -A --ignore-errors 2>"$out/add-errors" || true
@@ -51,7 +52,7 @@ const finishTimeout = 5 * time.Minute
 
 // FinishDir is where session name's finish step leaves its output.
 func FinishDir(p request.Paths, name string) string {
-	return filepath.Join(p.SessionDir(units.FinishName(name)), "tmp", "out")
+	return filepath.Join(p.SessionDir(units.FinishName(name)), "home", "out")
 }
 
 // Change is a clone-mode session's change as mosaic read it after a finish.

@@ -25,7 +25,7 @@ func TestCloneHostileOutputs(t *testing.T) {
 	os.Symlink("/tmp", filepath.Join(ws, "userlink")) // the user's own symlink, leading out
 	name := cloneSession(t)
 	mustMosaic(t, "run", "--clone", "--name", name, "-w", ws, "--", "sh", "-c", "echo x > new.txt")
-	out := filepath.Join(stateRoot(), "sessions", name+"-finish", "tmp", "out")
+	out := filepath.Join(stateRoot(), "sessions", name+"-finish", "home", "out")
 	realPatch, err := os.ReadFile(filepath.Join(out, "patch"))
 	if err != nil || !strings.Contains(string(realPatch), "new.txt") {
 		t.Fatalf("the finish step's patch: %v %q", err, realPatch)
@@ -104,7 +104,7 @@ func TestCloneSymlinkOutWeakened(t *testing.T) {
 		ws := cloneRepo(t)
 		name := cloneSession(t)
 		mustMosaic(t, "run", "--clone", "--name", name, "-w", ws, "--", "true")
-		out := filepath.Join(stateRoot(), "sessions", name+"-finish", "tmp", "out")
+		out := filepath.Join(stateRoot(), "sessions", name+"-finish", "home", "out")
 		os.WriteFile(filepath.Join(out, "patch"), []byte(newFilePatch("escape", "120000", "../../../.ssh")), 0o644)
 		cmd := exec.Command(build, "apply", name, "--json")
 		r := runResult(t, cmd)
