@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"mosaic/sandbox/egress"
 	"os"
 	"path/filepath"
 	"time"
@@ -42,6 +43,7 @@ func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credential
 	if !spec.NameGiven {
 		defer statedir.Remove(spec.StateDir)
 		defer os.RemoveAll(spec.EgressDir)
+		defer os.RemoveAll(egress.ControlDir(spec.EgressDir))
 	}
 	w, unit, result := l.watch, l.unit, l.result
 	defer w.close()
@@ -101,6 +103,7 @@ func removeUnnamed(spec units.Spec) <-chan struct{} {
 		if !spec.NameGiven {
 			statedir.Remove(spec.StateDir)
 			os.RemoveAll(spec.EgressDir)
+			os.RemoveAll(egress.ControlDir(spec.EgressDir))
 		}
 		close(done)
 	}()

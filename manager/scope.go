@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"mosaic/sandbox/egress"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -80,6 +81,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	if !spec.NameGiven {
 		defer statedir.Remove(spec.StateDir)
 		defer os.RemoveAll(spec.EgressDir)
+		defer os.RemoveAll(egress.ControlDir(spec.EgressDir))
 	}
 	mark(ctx, "claim name, state directory")
 

@@ -135,6 +135,15 @@ func (m *Manager) Launch(ctx context.Context, req request.Request) (Session, err
 func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 	spec.MosaicBin = m.MosaicBin
 	spec.ExtraRO = append(spec.ExtraRO, testExtraRO()...)
+	if spec.CABundle != "" {
+		ca, err := os.ReadFile(spec.CAFile)
+		if err == nil {
+			err = egress.WriteBundle(spec.CABundle, egress.Bundle(ca))
+		}
+		if err != nil {
+			return errcode.BadBind.New("--ca-file %s: cannot write its bundle with the system's roots: %v", spec.CAFile, err)
+		}
+	}
 	if !spec.AllowWriteHostExec {
 		protect, ids, err := sandbox.ProtectHostExec(spec.Workspace)
 		if err != nil {

@@ -293,8 +293,10 @@ const (
 // (StopWhenUnneeded), however the session ended.
 func EgressProperties(s Spec) []sd.Property {
 	argv := egress.Config{Session: s.Name, Socket: filepath.Join(s.EgressDir, sandbox.EgressSocketName), Allow: s.Allow,
-		Inject: s.Inject, Drop: s.EgressCredentialFile}.Argv(s.MosaicBin)
-	binds := bindsOf([]string{s.EgressDir})
+		Inject: s.Inject, Drop: s.EgressCredentialFile, Control: egress.ControlDir(s.EgressDir)}.Argv(s.MosaicBin)
+	// The control directory (grants, `mosaic allow`) is the proxy's and the
+	// user's only: no session binds it.
+	binds := bindsOf([]string{s.EgressDir, egress.ControlDir(s.EgressDir)})
 	if s.EgressCredentialFile != "" {
 		// Its directory is bound so that the proxy can delete the file.
 		d := filepath.Dir(s.EgressCredentialFile)

@@ -202,6 +202,9 @@ type Spec struct {
 	// CAFile is the session's --ca-file, which the egress proxy also trusts
 	// when it opens TLS to a host it injects into.
 	CAFile string
+	// CABundle is the bundle of the system's roots and CAFile the session's
+	// clients read (egress.TrustEnv), written when it starts.
+	CABundle string
 	// Notes are what mosaic start says about the session besides its
 	// name: how a credential travels when it cannot be injected, a custom
 	// endpoint's host allowed.

@@ -185,7 +185,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err := sandbox.CheckSeccompAllow(grant.Profile.SeccompAllow); err != nil {
 		return units.Spec{}, none, errcode.BadProfile.New("profile %s: %v", grant.Profile.Source, err)
 	}
-	ca, caEnv, err := caFile(req.CAFile, deny)
+	ca, caBundle, caEnv, err := caFile(req.CAFile, deny, filepath.Join(p.RuntimeDir, "mosaic", "ca"))
 	if err != nil {
 		return units.Spec{}, none, err
 	}
@@ -278,7 +278,8 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		spec.Pass = append(spec.Pass, sandbox.BusEnv)
 	}
 	if ca != nil {
-		spec.CAFile = ca.real
+		spec.CAFile, spec.CABundle = ca.real, caBundle
+		spec.ExtraRO = append(spec.ExtraRO, caBundle)
 	}
 	if err := planInjection(&spec, grant, p); err != nil {
 		return units.Spec{}, none, err

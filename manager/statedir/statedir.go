@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"mosaic/sandbox/egress"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -288,6 +289,9 @@ func Prepare(s units.Spec) (undo func(), err error) {
 	}
 	if s.Network == sandbox.NetworkAllow { // the egress proxy's socket goes here
 		if err := os.MkdirAll(s.EgressDir, 0o700); err != nil {
+			return fail(err)
+		}
+		if err := os.MkdirAll(egress.ControlDir(s.EgressDir), 0o700); err != nil {
 			return fail(err)
 		}
 	}
