@@ -135,10 +135,6 @@ func (m *Manager) Launch(ctx context.Context, req request.Request) (Session, err
 func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 	spec.MosaicBin = m.MosaicBin
 	spec.ExtraRO = append(spec.ExtraRO, testExtraRO()...)
-	if egress.Weakened && spec.Network == sandbox.NetworkAllow {
-		// The test build's hole in the control path (egress.Weakened).
-		spec.ExtraRO = append(spec.ExtraRO, egress.ControlDir(spec.EgressDir))
-	}
 	if spec.CABundle != "" {
 		ca, err := os.ReadFile(spec.CAFile)
 		if err == nil {

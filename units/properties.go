@@ -296,7 +296,10 @@ func EgressProperties(s Spec) []sd.Property {
 		Inject: s.Inject, Drop: s.EgressCredentialFile, Control: egress.ControlDir(s.EgressDir)}.Argv(s.MosaicBin)
 	// The control directory (grants, `mosaic allow`) is the proxy's and the
 	// user's only: no session binds it.
-	binds := bindsOf([]string{s.EgressDir, egress.ControlDir(s.EgressDir)})
+	binds := bindsOf([]string{s.EgressDir})
+	if c := egress.ControlDir(s.EgressDir); c != s.EgressDir {
+		binds = append(binds, bindsOf([]string{c})...)
+	}
 	if s.EgressCredentialFile != "" {
 		// Its directory is bound so that the proxy can delete the file.
 		d := filepath.Dir(s.EgressCredentialFile)
@@ -385,6 +388,9 @@ func readOnlyPaths(s Spec) []string {
 	}
 	if d := s.egressDir(); d != "" {
 		ro = append(ro, d)
+	}
+	if s.CABundle != "" { // bwrap binds it at sandbox.CABundleInside
+		ro = append(ro, s.CABundle)
 	}
 	return append(append(ro, s.ExtraRO...), landlockProtect(s, sandbox.KindRO)...)
 }

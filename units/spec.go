@@ -226,6 +226,9 @@ func (s Spec) LandlockPolicy() sandbox.LandlockPolicy {
 	if len(s.Inject) > 0 { // the egress proxy's CA, which the command trusts
 		ro = append(append([]string{}, ro...), s.EgressDir)
 	}
+	if s.CABundle != "" {
+		ro = append(append([]string{}, ro...), s.CABundle)
+	}
 	return sandbox.LandlockPolicyFor(sandbox.LandlockOptions{Workspace: s.Workspace, SessionHome: s.SessionHome(),
 		Binary: s.Binary, ExtraRO: ro, ExtraRW: s.ExtraRW, Network: s.Network})
 }
@@ -268,6 +271,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		ExtraRW:     s.ExtraRW,
 		BusDir:      s.busDir(),
 		EgressDir:   s.egressDir(),
+		CABundle:    s.CABundle,
 		BwrapBin:    s.BwrapBin,
 		Protect:     s.Protect,
 	})

@@ -15,23 +15,23 @@ import (
 )
 
 // caFile checks --ca-file: one readable PEM file of certificates. It
-// returns the file's real path (bound read-only at that path), the bundle
-// of the system's roots and it that the clients which read one file in
-// place of the system's get (its path, in bundleDir, and its content, which
-// the start writes), and the variables that point every common client at
-// them (egress.TrustEnv: Node and Codex, measured with each in issue 16;
-// curl, git, pip, Python's requests, Go and OpenSSL).
-func caFile(path string, deny []Deny, bundleDir string) (*checked, string, []string, error) {
+// returns the file's real path (bound read-only at that path) and the path
+// in bundleDir of the bundle of the system's roots and it, for the clients
+// that read one file in place of the system's (written when the session
+// starts; egress.TrustEnv names both to every common client: Node and
+// Codex, measured with each in issue 16; curl, git, pip, Python's
+// requests, Go and OpenSSL).
+func caFile(path string, deny []Deny, bundleDir string) (*checked, string, error) {
 	if path == "" {
-		return nil, "", nil, nil
+		return nil, "", nil
 	}
 	ro, err := checkExtra("ca-file", []string{path}, deny)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", err
 	}
 	b, err := os.ReadFile(ro[0].real)
 	if err != nil {
-		return nil, "", nil, errcode.BadBind.New("--ca-file %s: %v", path, err)
+		return nil, "", errcode.BadBind.New("--ca-file %s: %v", path, err)
 	}
 	n := 0
 	for rest := b; ; {
@@ -41,18 +41,17 @@ func caFile(path string, deny []Deny, bundleDir string) (*checked, string, []str
 			break
 		}
 		if blk.Type != "CERTIFICATE" {
-			return nil, "", nil, errcode.BadBind.New("--ca-file %s holds a %s: give only certificates (never a key)", path, blk.Type)
+			return nil, "", errcode.BadBind.New("--ca-file %s holds a %s: give only certificates (never a key)", path, blk.Type)
 		}
 		if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
-			return nil, "", nil, errcode.BadBind.New("--ca-file %s: %v", path, err)
+			return nil, "", errcode.BadBind.New("--ca-file %s: %v", path, err)
 		}
 		n++
 	}
 	if n == 0 {
-		return nil, "", nil, errcode.BadBind.New("--ca-file %s holds no PEM certificate (-----BEGIN CERTIFICATE-----): give one file with every CA the session should trust", path)
+		return nil, "", errcode.BadBind.New("--ca-file %s holds no PEM certificate (-----BEGIN CERTIFICATE-----): give one file with every CA the session should trust", path)
 	}
-	bundle := egress.BundlePath(bundleDir, egress.Bundle(b))
-	return &ro[0], bundle, egress.TrustEnv(ro[0].real, bundle), nil
+	return &ro[0], egress.BundlePath(bundleDir, egress.Bundle(b)), nil
 }
 
 // perUserInstall finds what a command installed outside the system

@@ -185,13 +185,9 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err := sandbox.CheckSeccompAllow(grant.Profile.SeccompAllow); err != nil {
 		return units.Spec{}, none, errcode.BadProfile.New("profile %s: %v", grant.Profile.Source, err)
 	}
-	ca, caBundle, caEnv, err := caFile(req.CAFile, deny, filepath.Join(p.RuntimeDir, "mosaic", "ca"))
+	ca, caBundle, err := caFile(req.CAFile, deny, filepath.Join(p.RuntimeDir, "mosaic", "ca"))
 	if err != nil {
 		return units.Spec{}, none, err
-	}
-	if ca != nil {
-		ro = append(ro, *ca)
-		grant.PassEnv = append(grant.PassEnv, caEnv...)
 	}
 	network, allow, err := networkOf(req, grant.Profile, grant.Allow)
 	if err != nil {
@@ -205,6 +201,14 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	mode, err := sandboxOf(req, grant.Profile)
 	if err != nil {
 		return units.Spec{}, none, err
+	}
+	if ca != nil {
+		ro = append(ro, *ca)
+		bundle := sandbox.CABundleInside
+		if mode == sandbox.ModeLandlock { // no bwrap: the command sees the host's path
+			bundle = caBundle
+		}
+		grant.PassEnv = append(grant.PassEnv, egress.TrustEnv(ca.real, bundle)...)
 	}
 	name := req.Name
 	if name == "" {
@@ -279,7 +283,6 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	}
 	if ca != nil {
 		spec.CAFile, spec.CABundle = ca.real, caBundle
-		spec.ExtraRO = append(spec.ExtraRO, caBundle)
 	}
 	if err := planInjection(&spec, grant, p); err != nil {
 		return units.Spec{}, none, err

@@ -2,8 +2,8 @@
 
 package egress
 
-// Weakened, only in a test build (go build -tags mosaic_weakened), lets
-// the proxy answer a control client inside mosaic.slice and binds the
-// control directory into the session (manager), so that the rig's attack
-// on the control path is first shown to work; no release build can.
+// Weakened, only in a test build (go build -tags mosaic_weakened), puts
+// the control socket in the egress directory the session sees and lets the
+// proxy answer a client inside mosaic.slice, so that the rig's attack on
+// the control path is first shown to work; no release build can.
 const Weakened = false
