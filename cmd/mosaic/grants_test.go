@@ -197,6 +197,7 @@ type shellSession struct {
 }
 
 const shellLoop = `
+exec 3>&1 # the session's own output (the journal), for a script to write to
 while :; do
   for f in req-*; do
     [ -e "$f" ] || continue
@@ -437,7 +438,7 @@ for s in "$sock" $found; do
   curl -sS --max-time 5 --unix-socket "$s" http://egress/v1/state 2>&1 | head -c 300 | sed 's/^/state: /'; echo
   curl -sS --max-time 5 --unix-socket "$s" -X POST -d '{"entries":["evil.mosaic.test"]}' http://egress/v1/allow 2>&1 | head -c 300 | sed 's/^/grant: /'; echo
 done
-echo "mosaic egress: session $victim: grant evil.mosaic.test:443 by uid 0, until the session ends"
+{ echo "mosaic egress: session $victim: grant evil.mosaic.test:443 by uid 0, until the session ends" >&3; } 2>/dev/null
 `
 
 // TestControlPathFromSessions: the control path is the user's on the host
@@ -491,7 +492,7 @@ func TestControlPathFromSessions(t *testing.T) {
 			if strings.Count(out, "found: ") > 1 || strings.Contains(out, `"state"`) || strings.Contains(out, `"grants"`) || strings.Contains(out, "ls: "+victim.name) {
 				t.Errorf("a session reached the control path:\n%s", out)
 			}
-			if tc.label == "may-launch" && (strings.Contains(out, "allow-rc=0") || strings.Contains(out, "evil.mosaic.test:443")) {
+			if tc.label == "may-launch" && (strings.Contains(out, "allow-rc=0") || strings.Contains(out, "may now reach")) {
 				t.Errorf("mosaic allow from a --may-launch session:\n%s", out)
 			}
 		})

@@ -216,8 +216,11 @@ func CAEnv(dirInside string) []string {
 // SSL_CERT_FILE, Python's requests REQUESTS_CA_BUNDLE, pip PIP_CERT (its
 // own certifi otherwise), curl CURL_CA_BUNDLE, git GIT_SSL_CAINFO, Codex
 // CODEX_CA_CERTIFICATE, each in place of the system's roots, hence the
-// bundle.
+// bundle. npm gets it as its cafile too: a distribution's /etc/npmrc may
+// name the system's bundle as cafile (Debian's and NodeSource's do), and
+// npm then ignores NODE_EXTRA_CA_CERTS.
 func TrustEnv(ca, bundle string) []string {
 	return []string{"NODE_EXTRA_CA_CERTS=" + ca, "SSL_CERT_FILE=" + bundle, "REQUESTS_CA_BUNDLE=" + bundle,
-		"CURL_CA_BUNDLE=" + bundle, "GIT_SSL_CAINFO=" + bundle, "PIP_CERT=" + bundle, "CODEX_CA_CERTIFICATE=" + bundle}
+		"CURL_CA_BUNDLE=" + bundle, "GIT_SSL_CAINFO=" + bundle, "PIP_CERT=" + bundle, "NPM_CONFIG_CAFILE=" + bundle,
+		"CODEX_CA_CERTIFICATE=" + bundle}
 }
