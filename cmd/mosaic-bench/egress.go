@@ -148,6 +148,42 @@ func (b *bench) egressTTFB(r *Report) error {
 		}
 		r.Egress = append(r.Egress, s)
 	}
+	// A grant (mosaic allow) costs a request nothing but a look at the
+	// grants: the same tunnel, its host granted at run time among 20 other
+	// grants, through the control socket as mosaic allow makes them.
+	egressDir := filepath.Join(dir, "egress", "bench")
+	e.ControlDir = egress.ControlDir(egressDir)
+	if err := os.MkdirAll(e.ControlDir, 0o700); err != nil {
+		return err
+	}
+	cl, err := net.Listen("unix", filepath.Join(e.ControlDir, egress.ControlSocketName))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	go e.ServeControl(cl)
+	granted := "granted.example.com:" + port
+	entries := []string{granted}
+	for i := range 20 {
+		entries = append(entries, fmt.Sprintf("other-%d.example.com", i))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := egress.NewControlClient(egressDir).Allow(ctx, entries, time.Hour); err != nil {
+		return fmt.Errorf("a grant through the control socket: %v", err)
+	}
+	s, err := measure("plain tunnel to a granted host (21 grants), new connection", "CONNECT, TLS, POST, first byte of an event stream", b.n, func() error {
+		c, err := open(granted, vendorRoots)
+		if err != nil {
+			return err
+		}
+		defer c.tc.Close()
+		return ask(c, granted)
+	})
+	if err != nil {
+		return err
+	}
+	r.Egress = append(r.Egress, s)
 	time.Sleep(10 * time.Millisecond)
 	return nil
 }
