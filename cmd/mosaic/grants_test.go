@@ -417,6 +417,12 @@ echo "SSL_CERT_FILE=$SSL_CERT_FILE"
 	if r.code != 0 || !strings.Contains(r.stdout, "npm-got: tiny from the stand-in registry") || !strings.Contains(r.stdout, "mosaic_tiny-1.0-py3-none-any.whl") {
 		t.Fatalf("exit %d\n%s%s\nthe registry saw:\n%s", r.code, r.stdout, r.stderr, reg.requests())
 	}
+	// --sandbox landlock sees the bundle at its own path.
+	r = mosaic(t, "run", "--sandbox", "landlock", "--workspace", ws, "--allow-host", "@npm", "--allow-host", n+".0/24", "--ca-file", ca, "--",
+		"curl", "-sS", "https://registry.npmjs.org/-/ping")
+	if r.code != 0 || !strings.Contains(r.stdout, "pong from registry.npmjs.org") {
+		t.Errorf("--sandbox landlock with --ca-file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	for _, want := range []string{"GET registry.npmjs.org /mosaic-tiny", "GET registry.npmjs.org /mosaic-tiny/-/mosaic-tiny-1.0.0.tgz",
 		"GET pypi.org /simple/mosaic-tiny/", "GET files.pythonhosted.org /packages/ab/cd/mosaic_tiny-1.0-py3-none-any.whl"} {
 		if !strings.Contains(reg.requests(), want) {
