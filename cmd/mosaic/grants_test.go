@@ -58,11 +58,12 @@ func (r *registry) requests() string {
 	return strings.Join(r.got, "\n")
 }
 
-// registryCA makes a CA and one server certificate for names.
-func registryCA(t *testing.T, names ...string) ([]byte, tls.Certificate) {
+// testCAFor makes a CA and one server certificate for names; it returns
+// the CA's PEM and the server's tls.Certificate.
+func testCAFor(t *testing.T, names ...string) ([]byte, tls.Certificate) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mosaic test registry CA"}, NotBefore: time.Now().Add(-time.Hour),
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mosaic test CA"}, NotBefore: time.Now().Add(-time.Hour),
 		NotAfter: time.Now().Add(2 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
 	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
 	if err != nil {
@@ -119,7 +120,7 @@ func pyWheel(t *testing.T) []byte {
 
 func startRegistry(t *testing.T, n string) *registry {
 	t.Helper()
-	caPEM, cert := registryCA(t, "registry.npmjs.org", "pypi.org", "files.pythonhosted.org", "deb.debian.org")
+	caPEM, cert := testCAFor(t, "registry.npmjs.org", "pypi.org", "files.pythonhosted.org", "deb.debian.org")
 	r := &registry{caPEM: caPEM, slow: make(chan struct{})}
 	tgz, whl := npmTarball(t), pyWheel(t)
 	sha1sum, sha512sum, whlSum := sha1.Sum(tgz), sha512.Sum512(tgz), sha256.Sum256(whl)
@@ -244,7 +245,8 @@ func curl(args string) string {
 	return `curl -sS --max-time 20 -w '\nstatus=%{http_code}\n' ` + args + " 2>&1; echo rc=$?\n"
 }
 
-func egressOf(t *testing.T, name string) struct {
+// egressView is what the tests read of status --json's egress.
+type egressView struct {
 	Egress struct {
 		Allow  []string
 		Grants []struct {
@@ -256,21 +258,11 @@ func egressOf(t *testing.T, name string) struct {
 			Count       int
 		}
 	}
-} {
+}
+
+func egressOf(t *testing.T, name string) egressView {
 	t.Helper()
-	return decode[struct {
-		Egress struct {
-			Allow  []string
-			Grants []struct {
-				Entry, By string
-				Until     *time.Time
-			}
-			Refused []struct {
-				Target, Why string
-				Count       int
-			}
-		}
-	}](t, mustMosaic(t, "status", "--json", name).stdout)
+	return decode[egressView](t, mustMosaic(t, "status", "--json", name).stdout)
 }
 
 // TestLiveGrants: in one running session, a host off its list is refused
