@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"io/fs"
-	"mosaic/sandbox/egress"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +12,7 @@ import (
 	"mosaic/manager/request"
 	"mosaic/manager/session"
 	"mosaic/manager/statedir"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 	"mosaic/units/errcode"
 )

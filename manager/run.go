@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"mosaic/sandbox/egress"
 	"os"
 	"path/filepath"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"mosaic/sandbox/egress"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,6 +21,7 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 

@@ -20,7 +20,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"mosaic/sandbox/egress"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,6 +30,7 @@ import (
 
 	"mosaic/manager/records"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 	"mosaic/units/errcode"
 )
