@@ -79,90 +79,57 @@ func (b *bench) egressTTFB(r *Report) error {
 	sessionRoots := x509.NewCertPool()
 	sessionRoots.AppendCertsFromPEM(in.CAPEM)
 
-	// A client as an agent is: CONNECT through the proxy, TLS (the
-	// vendor's certificate names example.com, also for the tunnel), one
-	// POST per measurement, time to the first byte of the body.
-	type conn struct {
-		tc *tls.Conn
-		r  *bufio.Reader
-	}
-	open := func(target string, roots *x509.CertPool) (*conn, error) {
-		c, err := net.Dial("unix", sock)
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil || resp.StatusCode != 200 {
-			c.Close()
-			return nil, fmt.Errorf("CONNECT %s: %v %v", target, resp, err)
-		}
-		tc := tls.Client(c, &tls.Config{RootCAs: roots, ServerName: "example.com", NextProtos: []string{"http/1.1"}})
-		if err := tc.Handshake(); err != nil {
-			c.Close()
-			return nil, err
-		}
-		return &conn{tc: tc, r: bufio.NewReader(tc)}, nil
-	}
-	ask := func(c *conn, target string) error {
-		body := `{"stream":true}`
-		fmt.Fprintf(c.tc, "POST /v1/messages HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-			target, session[0].Value, len(body), body)
-		resp, err := http.ReadResponse(c.r, nil)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		var one [1]byte
-		if _, err := io.ReadFull(resp.Body, one[:]); err != nil {
-			return err
-		}
-		_, err = io.Copy(io.Discard, resp.Body)
-		return err
-	}
 	for _, tc := range []struct {
 		name, target string
 		roots        *x509.CertPool
 	}{{"plain tunnel", tunneled, vendorRoots}, {"credential injection", injected, sessionRoots}} {
 		s, err := measure(tc.name+", new connection", "CONNECT, TLS, POST, first byte of an event stream", b.n, func() error {
-			c, err := open(tc.target, tc.roots)
+			c, err := openThrough(sock, tc.target, tc.roots)
 			if err != nil {
 				return err
 			}
 			defer c.tc.Close()
-			return ask(c, tc.target)
+			return c.ask(tc.target, session[0].Value)
 		})
 		if err != nil {
 			return err
 		}
 		r.Egress = append(r.Egress, s)
-		kept, err := open(tc.target, tc.roots)
+		kept, err := openThrough(sock, tc.target, tc.roots)
 		if err != nil {
 			return err
 		}
-		s, err = measure(tc.name+", kept-alive connection", "POST, first byte of an event stream", b.n, func() error { return ask(kept, tc.target) })
+		s, err = measure(tc.name+", kept-alive connection", "POST, first byte of an event stream", b.n, func() error { return kept.ask(tc.target, session[0].Value) })
 		kept.tc.Close()
 		if err != nil {
 			return err
 		}
 		r.Egress = append(r.Egress, s)
 	}
-	// A grant (mosaic allow) costs a request nothing but a look at the
-	// grants: the same tunnel, its host granted at run time among 20 other
-	// grants, through the control socket as mosaic allow makes them.
-	egressDir := filepath.Join(dir, "egress", "bench")
-	e.ControlDir = egress.ControlDir(egressDir)
-	if err := os.MkdirAll(e.ControlDir, 0o700); err != nil {
-		return err
-	}
-	cl, err := net.Listen("unix", filepath.Join(e.ControlDir, egress.ControlSocketName))
+	s, err := b.grantedTunnel(e, dir, sock, "granted.example.com:"+port, vendorRoots, session[0].Value)
 	if err != nil {
 		return err
 	}
+	r.Egress = append(r.Egress, s)
+	time.Sleep(10 * time.Millisecond)
+	return nil
+}
+
+// grantedTunnel measures a tunnel to granted, a host granted at run time
+// among 20 other grants (through the control socket, as mosaic allow makes
+// them): a grant costs a request nothing but a look at the grants.
+func (b *bench) grantedTunnel(e *egress.Egress, dir, sock, granted string, roots *x509.CertPool, placeholder string) (Stat, error) {
+	egressDir := filepath.Join(dir, "egress", "bench")
+	e.ControlDir = egress.ControlDir(egressDir)
+	if err := os.MkdirAll(e.ControlDir, 0o700); err != nil {
+		return Stat{}, err
+	}
+	cl, err := net.Listen("unix", filepath.Join(e.ControlDir, egress.ControlSocketName))
+	if err != nil {
+		return Stat{}, err
+	}
 	defer cl.Close()
 	go e.ServeControl(cl)
-	granted := "granted.example.com:" + port
 	entries := []string{granted}
 	for i := range 20 {
 		entries = append(entries, fmt.Sprintf("other-%d.example.com", i))
@@ -170,20 +137,62 @@ func (b *bench) egressTTFB(r *Report) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := egress.NewControlClient(egressDir).Allow(ctx, entries, time.Hour); err != nil {
-		return fmt.Errorf("a grant through the control socket: %v", err)
+		return Stat{}, fmt.Errorf("a grant through the control socket: %v", err)
 	}
-	s, err := measure("plain tunnel to a granted host (21 grants), new connection", "CONNECT, TLS, POST, first byte of an event stream", b.n, func() error {
-		c, err := open(granted, vendorRoots)
+	return measure("plain tunnel to a granted host (21 grants), new connection", "CONNECT, TLS, POST, first byte of an event stream", b.n, func() error {
+		c, err := openThrough(sock, granted, roots)
 		if err != nil {
 			return err
 		}
 		defer c.tc.Close()
-		return ask(c, granted)
+		return c.ask(granted, placeholder)
 	})
+}
+
+// benchConn is a client as an agent is: CONNECT through the proxy, TLS
+// (the vendor's certificate names example.com, also for the tunnel), one
+// POST per measurement, time to the first byte of the body.
+type benchConn struct {
+	tc *tls.Conn
+	r  *bufio.Reader
+}
+
+// openThrough opens a connection to target through the proxy at sock.
+func openThrough(sock, target string, roots *x509.CertPool) (*benchConn, error) {
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		c.Close()
+		return nil, fmt.Errorf("CONNECT %s: %v %v", target, resp, err)
+	}
+	tc := tls.Client(c, &tls.Config{RootCAs: roots, ServerName: "example.com", NextProtos: []string{"http/1.1"}})
+	if err := tc.Handshake(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &benchConn{tc: tc, r: bufio.NewReader(tc)}, nil
+}
+
+// ask POSTs a streaming request with the key's placeholder and reads its
+// answer, the first byte of the body first.
+func (c *benchConn) ask(target, placeholder string) error {
+	body := `{"stream":true}`
+	fmt.Fprintf(c.tc, "POST /v1/messages HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		target, placeholder, len(body), body)
+	resp, err := http.ReadResponse(c.r, nil)
 	if err != nil {
 		return err
 	}
-	r.Egress = append(r.Egress, s)
-	time.Sleep(10 * time.Millisecond)
-	return nil
+	defer resp.Body.Close()
+	var one [1]byte
+	if _, err := io.ReadFull(resp.Body, one[:]); err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"mosaic/credentials"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/units/errcode"
@@ -52,6 +53,21 @@ func caFile(path string, deny []Deny, bundleDir string) (*checked, string, error
 		return nil, "", errcode.BadBind.New("--ca-file %s holds no PEM certificate (-----BEGIN CERTIFICATE-----): give one file with every CA the session should trust", path)
 	}
 	return &ro[0], egress.BundlePath(bundleDir, egress.Bundle(b)), nil
+}
+
+// trustCA binds a --ca-file (ca, checked) read-only and points every
+// common client at it and at its bundle (egress.TrustEnv), which bwrap
+// binds at sandbox.CABundleInside and --sandbox landlock shows at its own
+// path.
+func trustCA(ro []checked, ca *checked, bundle, mode string, grant *credentials.Grant) []checked {
+	if ca == nil {
+		return ro
+	}
+	if mode != sandbox.ModeLandlock {
+		bundle = sandbox.CABundleInside
+	}
+	grant.PassEnv = append(grant.PassEnv, egress.TrustEnv(ca.real, bundle)...)
+	return append(ro, *ca)
 }
 
 // perUserInstall finds what a command installed outside the system
