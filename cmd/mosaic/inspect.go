@@ -109,6 +109,8 @@ func statusCommand(out *output) *cli.Command {
 					printStatus(&b, s, out.safe)
 					if v.Egress != nil {
 						printEgress(&b, s.Name, v.Egress, out.safe)
+					} else if s.Network == "allow" && s.Running() {
+						fmt.Fprintf(&b, "egress:    its proxy does not answer on its control socket: `systemctl --user status %s` says why\n", units.EgressUnitName(s.Name))
 					}
 					io.WriteString(w, wrapLines(b.String(), fitWidth(out, false)))
 				})
