@@ -372,6 +372,13 @@ func TestLiveGrants(t *testing.T) {
 			t.Errorf("logs --egress lacks %q:\n%s", want, logs)
 		}
 	}
+	// A grant ends with its session: a new session of the name has none.
+	mustMosaic(t, "allow", s.name, "@go")
+	mustMosaic(t, "stop", s.name)
+	mustMosaic(t, "start", "--name", s.name, "--workspace", s.ws, "--allow-host", n+".0/24", "--", "sleep", "300")
+	if st := egressOf(t, s.name); len(st.Egress.Grants) != 0 {
+		t.Errorf("a new session of the name has the old one's grants: %+v", st.Egress.Grants)
+	}
 	if r := mosaic(t, "allow", s.name, "bad_host!"); r.code != 2 {
 		t.Errorf("a bad entry: exit %d %s", r.code, r.stderr)
 	}

@@ -238,7 +238,13 @@ func Prepare(s units.Spec) (undo func(), err error) {
 		if err := os.MkdirAll(s.EgressDir, 0o700); err != nil {
 			return fail(err)
 		}
-		if err := os.MkdirAll(egress.ControlDir(s.EgressDir), 0o700); err != nil {
+		// A new session of a kept name starts with no grants: a grant
+		// outlives a restart of its proxy, never its session.
+		control := egress.ControlDir(s.EgressDir)
+		if err := os.RemoveAll(control); err != nil {
+			return fail(err)
+		}
+		if err := os.MkdirAll(control, 0o700); err != nil {
 			return fail(err)
 		}
 	}
