@@ -14,7 +14,7 @@
 set -euo pipefail
 
 suite=trixie
-packages=systemd,dbus,bubblewrap,dbus-user-session,python3,iproute2,socat,util-linux,procps,ca-certificates,curl,git
+packages=systemd,dbus,bubblewrap,dbus-user-session,python3,iproute2,socat,util-linux,procps,ca-certificates,curl,git,openssh-client,openssh-server
 cache=${MOSAIC_RIG_CACHE:-/var/cache/mosaic}
 root=$cache/rig-$suite
 # What the root is made from: a different list makes a different root.
