@@ -23,8 +23,8 @@ import (
 
 func listCommand(out *output) *cli.Command {
 	return &cli.Command{
-		Name:         "list",
-		Usage:        "list the sessions systemd has; with --all also the ended ones kept until `mosaic rm` or `mosaic gc`",
+		Name:  "list",
+		Usage: "list the sessions systemd has; with --all also the ended ones kept until `mosaic rm` or `mosaic gc`",
 		Flags: []cli.Flag{&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list ended sessions"}, fullFlag, jsonFlag,
 			// Both taken off by run before the library sees them.
 			&cli.StringSliceFlag{Name: "host", Aliases: []string{"H"}, Usage: "list the sessions of `[USER@]HOST[:PORT]` (repeatable; `local` is this machine), with a HOST column"},
