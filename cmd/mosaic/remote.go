@@ -23,6 +23,7 @@ import (
 	"mosaic/manager/remote"
 	"mosaic/units"
 	"mosaic/units/errcode"
+	"mosaic/units/termsafe"
 )
 
 // hostBound is how long a --host may take to answer ssh's connection, and,
@@ -179,9 +180,17 @@ func remoteMain(call hostCall, stdout, stderr io.Writer) int {
 	tty := isTerminal(os.Stdin) && isTerminal(os.Stdout) && (cmd == "run" || cmd == "login" || cmd == "attach")
 	var doc *bytes.Buffer
 	w := stdout
-	if out.json && !streaming[cmd] {
+	switch {
+	case out.json && !streaming[cmd]:
 		doc = &bytes.Buffer{}
 		w = doc
+	case !tty && onTerminal(stdout) && cmd != "run" && cmd != "login" && cmd != "attach":
+		// The remote's stdout is ssh's pipe, so it prints what a session
+		// chose (its output in logs, its command in status) as it is:
+		// escaped here, as a local mosaic escapes it on a terminal.
+		esc := &escaping{w: stdout}
+		defer esc.flush()
+		w = esc
 	}
 	code, err := callHost(t, frame, tty, cmd == "run", w, stderr, call.bound, false)
 	if err != nil {
@@ -200,7 +209,11 @@ func hostFailed(out *output, t remote.Target, err error) int {
 		_ = json.NewEncoder(out.stdout).Encode(map[string]any{"host": t.String(), "error": map[string]string{"code": e.Code, "message": e.Message}})
 		return e.Exit
 	}
-	fmt.Fprintf(out.stderr, "mosaic: %s\n", oneLine(e.Message))
+	msg := oneLine(e.Message)
+	if onTerminal(out.stderr) {
+		msg = termsafe.Escape(msg, false)
+	}
+	fmt.Fprintf(out.stderr, "mosaic: %s\n", msg)
 	return e.Exit
 }
 
@@ -425,8 +438,35 @@ func (s sshCall) exitOf(err error, diag *stderrTail, tty bool) (int, error) {
 	return code, nil
 }
 
+// escaping writes what passes line by line with every control character
+// but the newline and tab escaped (termsafe), for a terminal.
+type escaping struct {
+	w       io.Writer
+	partial []byte
+}
+
+func (e *escaping) Write(p []byte) (int, error) {
+	e.partial = append(e.partial, p...)
+	if i := bytes.LastIndexByte(e.partial, '\n'); i >= 0 {
+		if _, err := io.WriteString(e.w, termsafe.Escape(string(e.partial[:i+1]), true)); err != nil {
+			return 0, err
+		}
+		e.partial = append(e.partial[:0], e.partial[i+1:]...)
+	}
+	return len(p), nil
+}
+
+func (e *escaping) flush() {
+	if len(e.partial) > 0 {
+		_, _ = io.WriteString(e.w, termsafe.Escape(string(e.partial), true))
+		e.partial = nil
+	}
+}
+
 // stderrTail passes ssh's stderr on line by line, keeping back the remote
-// stage's own marker lines and the last line of ssh's, for exitOf.
+// stage's own marker lines and the last line of ssh's, for exitOf. On a
+// terminal each line is escaped: a remote's mosaic (or the shell before it)
+// prints on a pipe what a session chose, as it is.
 type stderrTail struct {
 	w       io.Writer
 	mu      sync.Mutex
@@ -469,7 +509,10 @@ func (s *stderrTail) line(l string) {
 		return
 	}
 	if text != "" {
-		s.last = text
+		s.last = termsafe.Escape(text, false)
+	}
+	if onTerminal(s.w) {
+		l = termsafe.Escape(l, true)
 	}
 	_, _ = io.WriteString(s.w, l)
 }

@@ -201,6 +201,21 @@ func TestRemoteHost(t *testing.T) {
 		}
 	})
 
+	t.Run("what a session printed is escaped on this terminal", func(t *testing.T) {
+		name := sessionName(t)
+		if res := r.mosaic(t, nil, "", "start", "--name", name, "--workspace", ws, "--", "/bin/sh", "-c", `printf 'title\033]0;pwned\007 done\n'; sleep 60`); res.code != 0 {
+			t.Fatalf("start: %d %s", res.code, res.stderr)
+		}
+		eventually(t, 10*time.Second, "the session's line in the journal", func() bool {
+			return strings.Contains(r.mosaic(t, nil, "", "logs", name).stdout, "done")
+		})
+		p := startOnPTYEnv(t, mosaicBin, r.env, 24, 80, "--host", r.target, "logs", name)
+		p.wait()
+		if got := p.output(); strings.Contains(got, "\033]0;") || !strings.Contains(got, `title\e]0;pwned\x07 done`) {
+			t.Errorf("logs over --host on a terminal: %q; want the escape sequence escaped", got)
+		}
+	})
+
 	t.Run("run: exit status and stdin", func(t *testing.T) {
 		res := r.mosaic(t, nil, "through-ssh\n", "run", "--workspace", ws, "--", "/bin/sh", "-c", `read l; echo "got:$l"; exit 7`)
 		if res.code != 7 || res.stdout != "got:through-ssh\n" {
@@ -260,6 +275,24 @@ func TestRemoteHost(t *testing.T) {
 		if res.code != 1 || !strings.Contains(res.stderr, silent) || !strings.HasPrefix(res.stdout, "HOST") && !strings.Contains(res.stdout, "no sessions") {
 			t.Errorf("list with a silent host: exit %d\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
 		}
+	})
+
+	t.Run("a run whose connection drops stops its session", func(t *testing.T) {
+		name := sessionName(t)
+		cmd := exec.Command(mosaicBin, "--host", r.target, "run", "--name", name, "--workspace", ws, "--", "sleep", "60")
+		cmd.Env = append(os.Environ(), r.env...)
+		must(t, cmd.Start())
+		defer cmd.Process.Kill()
+		eventually(t, 15*time.Second, "the remote run's session to start", func() bool {
+			return strings.Contains(mosaic(t, "status", name, "--json").stdout, `"state": "active"`)
+		})
+		for _, c := range childPIDs(cmd.Process.Pid) {
+			syscall.Kill(c, syscall.SIGKILL)
+		}
+		cmd.Wait()
+		eventually(t, 15*time.Second, "the session of a run whose ssh died to stop", func() bool {
+			return !strings.Contains(mosaic(t, "status", name, "--json").stdout, `"state": "active"`)
+		})
 	})
 
 	t.Run("ssh killed during logs -f", func(t *testing.T) {
