@@ -26,6 +26,7 @@ import (
 	"mosaic/manager/remote"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
+	"mosaic/units"
 )
 
 func main() {
@@ -35,7 +36,7 @@ func main() {
 		switch os.Args[1] {
 		case "init":
 			os.Exit(sandbox.Init(os.Args[2:]))
-		case records.EndedStage: // the unit's ExecStopPost
+		case units.EndedStage: // the unit's ExecStopPost
 			records.EndedMain(os.Args[2:], os.Getenv)
 			os.Exit(0)
 		case egress.Stage: // a session's egress proxy unit
