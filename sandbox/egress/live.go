@@ -86,10 +86,7 @@ func (e *Egress) hostAllowed(hp string) bool {
 	l := e.live
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.denied[hp] {
-		return false
-	}
-	return e.Allow.Hosts[hp] || l.granted(func(a Allow) bool { return a.Hosts[hp] })
+	return e.allowedLocked(hp, false)
 }
 
 // plainAllowed reports whether hp is a mirror host reached over plain HTTP.
@@ -97,10 +94,19 @@ func (e *Egress) plainAllowed(hp string) bool {
 	l := e.live
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return e.allowedLocked(hp, true)
+}
+
+// allowedLocked is hostAllowed (plainAllowed when plain); the caller holds mu.
+func (e *Egress) allowedLocked(hp string, plain bool) bool {
+	l := e.live
 	if l.denied[hp] {
 		return false
 	}
-	return e.Allow.Plain[hp] || l.granted(func(a Allow) bool { return a.Plain[hp] })
+	if plain {
+		return e.Allow.Plain[hp] || l.granted(func(a Allow) bool { return a.Plain[hp] })
+	}
+	return e.Allow.Hosts[hp] || l.granted(func(a Allow) bool { return a.Hosts[hp] })
 }
 
 // refusal says why a name may not lead to ip, with the granted addresses.
@@ -279,11 +285,21 @@ func (e *Egress) expire(g *liveGrant) {
 	e.save()
 }
 
-// track records an open tunnel to hp; its func forgets it.
-func (e *Egress) track(hp string, conns ...net.Conn) func() {
+// track records an open tunnel to hp (over plain HTTP when plain) if hp
+// is still allowed, and reports whether it is; its func forgets it. The
+// check and the record are one step under mu, as a deny's or an expiry's
+// removal and its closing of hp's tunnels are: a revocation that came while
+// the proxy was connecting (after the request's check, during the look-up
+// or the handshake) is seen here, and a tunnel recorded here is one the
+// next revocation closes.
+func (e *Egress) track(hp string, plain bool, conns ...net.Conn) (func(), bool) {
 	l := e.live
 	t := &openTunnel{conns: conns}
 	l.mu.Lock()
+	if !e.allowedLocked(hp, plain) {
+		l.mu.Unlock()
+		return nil, false
+	}
 	if l.tunnels[hp] == nil {
 		l.tunnels[hp] = map[*openTunnel]bool{}
 	}
@@ -296,7 +312,7 @@ func (e *Egress) track(hp string, conns ...net.Conn) func() {
 			delete(l.tunnels, hp)
 		}
 		l.mu.Unlock()
-	}
+	}, true
 }
 
 // untrackHost forgets hp's tunnels and returns their connections, for the

@@ -388,3 +388,60 @@ func TestMirror(t *testing.T) {
 		t.Errorf("refusals: %+v", st.Refused)
 	}
 }
+
+// TestRevokeWhileConnecting: a deny, or a grant's end, that comes while the
+// proxy is still connecting to the host (between its check of the list and
+// the tunnel's start: the name's look-up, the TCP handshake) leaves no
+// tunnel behind: a session that opens tunnels around the time a grant ends
+// keeps none past it. The look-up is held (a hook, not a timing) until the
+// grant is gone.
+func TestRevokeWhileConnecting(t *testing.T) {
+	for _, how := range []string{"deny", "expire"} {
+		t.Run(how, func(t *testing.T) {
+			lt := newLiveTest(t)
+			target := "racing.test:" + lt.port
+			inLookup, release := make(chan struct{}), make(chan struct{})
+			lt.e.Lookup = func(context.Context, string) ([]netip.Addr, error) {
+				close(inLookup)
+				<-release
+				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+			}
+			g, err := lt.e.grant([]string{target}, time.Hour, "tester")
+			if err != nil {
+				t.Fatal(err)
+			}
+			opened := make(chan net.Conn, 1)
+			status := make(chan string, 1)
+			go func() {
+				st, c := lt.open(t, target)
+				status <- st
+				opened <- c
+			}()
+			<-inLookup // checked and allowed, now connecting
+			if how == "deny" {
+				if _, err := lt.e.deny([]string{target}, "tester"); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				lt.e.live.mu.Lock()
+				lg := lt.e.live.grants[g[0].Entry]
+				lt.e.live.mu.Unlock()
+				lg.timer.Stop()
+				lt.e.expire(lg)
+			}
+			close(release)
+			st, c := <-status, <-opened
+			if c == nil {
+				if !strings.Contains(st, "403") {
+					t.Errorf("refused, but not as a refusal: %q", st)
+				}
+				return
+			}
+			defer c.Close()
+			c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			if _, err := c.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+				t.Errorf("a tunnel opened while its grant was taken back lives on (%q, %v); open tunnels: %d", st, err, lt.e.State().Tunnels)
+			}
+		})
+	}
+}

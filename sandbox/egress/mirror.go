@@ -46,7 +46,15 @@ func (e *Egress) relayMirror(c net.Conn, req *http.Request) bool {
 		return true
 	}
 	defer remote.Close()
-	defer e.track(hp, c)()
+	forget, ok := e.track(hp, true, c)
+	if !ok {
+		why := takenBack(hp)
+		e.logf("refused %s %s: %s", printable(req.Method), printable(req.URL.Redacted()), why)
+		e.refused(hp, RefusedNotListed, why)
+		refuse(c, http.StatusForbidden, e.sessionSays(why))
+		return true
+	}
+	defer forget()
 	req.Close = true
 	// The mirror's name, whatever Host the session sent: a CDN in front of
 	// a mirror delivers by Host.

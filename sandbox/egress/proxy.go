@@ -198,9 +198,12 @@ func (e *Egress) handle(c net.Conn) {
 		var hp string
 		hp, why, kind = e.check(req.Host)
 		if why == "" && e.Inject.covers(hp) {
-			defer e.track(hp, c)()
-			e.intercept(c, br, hp)
-			return
+			if forget, ok := e.track(hp, false, c); ok {
+				defer forget()
+				e.intercept(c, br, hp)
+				return
+			}
+			why, kind = takenBack(hp), RefusedNotListed
 		}
 		if why == "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -208,7 +211,13 @@ func (e *Egress) handle(c net.Conn) {
 			cancel()
 		}
 		if remote != nil {
-			defer e.track(hp, c)()
+			forget, ok := e.track(hp, false, c)
+			if !ok {
+				remote.Close()
+				remote, why, kind = nil, takenBack(hp), RefusedNotListed
+			} else {
+				defer forget()
+			}
 		}
 	}
 	if remote == nil {
@@ -270,6 +279,12 @@ func (e *Egress) check(target string) (hp, why, kind string) {
 		return "", fmt.Sprintf("%s is not on the session's allowlist (to allow it, run on the host: mosaic allow %s %s)", hp, e.Session, hp), RefusedNotListed
 	}
 	return hp, "", ""
+}
+
+// takenBack is the refusal of a host whose grant ended, or was denied,
+// while the proxy was connecting to it.
+func takenBack(hp string) string {
+	return hp + " was taken off the session's allowlist while the proxy connected to it"
 }
 
 // dial resolves the allowed "host:port" hp and connects to the first of
