@@ -467,11 +467,18 @@ func (e *escaping) flush() {
 // stage's own marker lines and the last line of ssh's, for exitOf. On a
 // terminal each line is escaped: a remote's mosaic (or the shell before it)
 // prints on a pipe what a session chose, as it is.
+//
+// A session's stderr is this same stream (run, logs), so a line that looks
+// like a marker may be the session's: a marker counts only as the stream's
+// last line, where the stage writes it just before it exits. One is held
+// back until the next line shows it was not the last, and is then passed on
+// as any other line.
 type stderrTail struct {
 	w       io.Writer
 	mu      sync.Mutex
 	partial []byte
 	last    string
+	held    string // a marker line, until a line after it
 	missing bool   // the remote has no mosaic
 	version string // the remote's mosaic speaks another protocol
 	exited  bool   // the remote stage reported its exit: a 255 is the command's
@@ -493,21 +500,30 @@ func (s *stderrTail) Write(p []byte) (int, error) {
 }
 
 func (s *stderrTail) line(l string) {
+	if held := s.held; held != "" { // not the last line: not the stage's
+		s.held, s.missing, s.version, s.exited = "", false, "", false
+		s.pass(held)
+	}
 	text := strings.TrimRight(l, "\r\n")
 	switch {
 	case strings.HasPrefix(text, remote.MissingMarker):
 		s.missing = true
-		return
 	case strings.HasPrefix(text, remote.VersionMarker):
 		s.version = strings.TrimPrefix(text, "mosaic-remote: ")
-		return
 	case strings.HasPrefix(text, exitMarker):
 		s.exited = true
-		return
 	case strings.Contains(text, `unknown command "remote-exec"`), strings.Contains(text, `unknown command "remote-hold"`):
 		s.version = "its mosaic predates --host"
+	default:
+		s.pass(l)
 		return
 	}
+	s.held = l
+}
+
+// pass writes a line that is not a marker on, and keeps it as the last.
+func (s *stderrTail) pass(l string) {
+	text := strings.TrimRight(l, "\r\n")
 	if text != "" {
 		s.last = termsafe.Escape(text, false)
 	}

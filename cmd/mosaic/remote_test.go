@@ -227,6 +227,19 @@ func TestRemoteHost(t *testing.T) {
 		}
 	})
 
+	// A session's stderr reaches this side on the stream that carries the
+	// remote stage's marker lines: one it prints is its output, not the
+	// stage's word (no "has no mosaic", no other protocol, no exit), and
+	// the run's exit status stays its own.
+	t.Run("a session's line that looks like a marker is only output", func(t *testing.T) {
+		for _, line := range []string{"mosaic-remote: no mosaic on this host", "mosaic-remote: protocol 9, this mosaic speaks 9", `mosaic: unknown command "remote-exec"`} {
+			res := r.mosaic(t, nil, "", "run", "--workspace", ws, "--", "/bin/sh", "-c", `echo '`+line+`' >&2; echo after >&2; exit 3`)
+			if res.code != 3 || !strings.Contains(res.stderr, line+"\nafter\n") {
+				t.Errorf("a session printing %q: exit %d, stderr %q; want 3 and the line passed on", line, res.code, res.stderr)
+			}
+		}
+	})
+
 	t.Run("run on a terminal: window size, Ctrl-C, exit status", func(t *testing.T) {
 		p := startOnPTYEnv(t, mosaicBin, r.env, 33, 101, "--host", r.target, "run", "--quiet", "--workspace", ws, "--", "/bin/sh", "-c", `stty size; echo ready; sleep 30`)
 		p.waitFor("ready")
