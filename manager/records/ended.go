@@ -56,14 +56,15 @@ func EndedMain(args []string, getenv func(string) string) {
 
 // MoveAside moves aside the host-executed entries r's session created in
 // its workspace (sandbox.MoveAsideCreated), and the links of the submodules
-// whose config it changed (sandbox.MoveAsideSubmodules).
+// whose config it changed and of the repositories it planted or changed
+// anywhere in the workspace (sandbox.MoveAsideRepos).
 func MoveAside(r Record) []sandbox.MovedAside {
 	if r.Workspace == "" || r.HostExecWritable {
 		return nil
 	}
 	moved := sandbox.MoveAsideCreated(r.Workspace, r.Name, r.HostExecMissing)
 	if !r.Started.IsZero() {
-		moved = append(moved, sandbox.MoveAsideSubmodules(r.Workspace, r.Name, r.Started)...)
+		moved = append(moved, sandbox.MoveAsideRepos(r.Workspace, r.Name, r.Started)...)
 	}
 	return moved
 }
