@@ -148,6 +148,11 @@ func moveAsideNested(ws, name, link string, t os.FileMode, since time.Time) []Mo
 func moveAsideInGitDir(ws, name, gitdir, reason string, since time.Time) []MovedAside {
 	var moved []MovedAside
 	for _, p := range gitDirChanges(ws, gitdir, since) {
+		if gitdir == ".git" && (p == ".git/config" || p == ".git/hooks" || strings.HasPrefix(p, ".git/hooks/")) {
+			// Bound read-only in the session: a change is the user's (a
+			// git init just before the start, within the second of margin).
+			continue
+		}
 		for _, m := range MoveAsideCreated(ws, name, []string{p}) {
 			if m.Reason = reason; strings.HasPrefix(p, filepath.Join(gitdir, "worktrees")+"/") {
 				m.Reason = worktreeReason

@@ -144,6 +144,10 @@ func Properties(s Spec, f Features) []sd.Property {
 		prop("TimeoutStartUSec", usec(startTimeout)),
 		prop("SuccessExitStatus", exitStatusSet{Status: []int32{exitSIGTERM}, Signals: []int32{}}),
 		prop("SyslogIdentifier", UnitPrefix+s.Name),
+		// A line the session prints starting "<0>" would otherwise be
+		// stored at that priority (emergency), which journald may wall to
+		// every terminal: the session does not choose its priority.
+		prop("SyslogLevelPrefix", false),
 		// journald reads LogExtraFields only for the system manager's units
 		// (systemd 252); set for when a user manager's are read too.
 		// `mosaic logs` matches the SyslogIdentifier.
@@ -325,6 +329,9 @@ func EgressProperties(s Spec) []sd.Property {
 		prop("CollectMode", "inactive-or-failed"),
 		prop("TimeoutStopUSec", usec(5*time.Second)),
 		prop("SyslogIdentifier", strings.TrimSuffix(s.EgressUnit(), UnitSuffix)),
+		// It logs what sessions send it (a host name): no "<N>" of theirs
+		// sets a priority.
+		prop("SyslogLevelPrefix", false),
 	}
 	// Its CPU share (its memory and tasks are bounded above, with the Go
 	// runtime's settings that keep it within them).

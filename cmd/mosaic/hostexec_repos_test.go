@@ -1,0 +1,130 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// gitRan runs the host's `git status` in dir, as a shell prompt would,
+// and reports whether it ran the session's command (it touches mark).
+func gitRan(dir, mark string) bool {
+	os.Remove(mark) // the session may write it itself: only the host's run counts
+	hostGit(dir, "status")
+	_, err := os.Stat(mark)
+	return err == nil
+}
+
+// gitSetup runs git on the host as the user, failing the test on error.
+func gitSetup(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.test"}, args...)...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+// fsmonitorLine is a config that has git status touch mark.
+func fsmonitorLine(mark string) string {
+	return `printf '[core]\n\tfsmonitor = "touch ` + mark + `; false"\n'`
+}
+
+// TestNestedRepoPlanted (issue 31, break 1): the session runs `git init`
+// in a directory of the workspace (at any depth) and sets core.fsmonitor in
+// its config; the host's `git status` there (any shell prompt entering it)
+// ran it. With --allow-write-host-exec the attack works; by default its .git
+// is moved aside when the session ends, run says so, and git there runs
+// nothing.
+func TestNestedRepoPlanted(t *testing.T) {
+	needRig(t)
+	attack := func(ws string) string {
+		return `set -e; mkdir -p a/b/c/src; git init -q a/b/c/src; ` + fsmonitorLine(filepath.Join(ws, "MARK")) + ` >> a/b/c/src/.git/config`
+	}
+	ws := workspace(t)
+	hostGit(ws, "init", "-q")
+	src := filepath.Join(ws, "a", "b", "c", "src")
+	mustMosaic(t, "run", "-w", ws, "--allow-write-host-exec", "--", "sh", "-c", attack(ws))
+	if !gitRan(src, filepath.Join(ws, "MARK")) {
+		t.Fatal("with --allow-write-host-exec the host's git status did not run the nested repository's fsmonitor, so this test proves nothing")
+	}
+	for _, mode := range [][]string{{"run"}, {"run", "--scope"}} {
+		ws := workspace(t)
+		hostGit(ws, "init", "-q")
+		time.Sleep(1100 * time.Millisecond) // the user's repository is older than the session
+		src := filepath.Join(ws, "a", "b", "c", "src")
+		r := mustMosaic(t, append(append(mode, "-w", ws, "--"), "sh", "-c", attack(ws))...)
+		if gitRan(src, filepath.Join(ws, "MARK")) {
+			t.Errorf("%v: the host's git status ran the repository the session made", mode)
+		}
+		if !strings.Contains(r.stderr, filepath.Join(src, ".git")) || !strings.Contains(r.stderr, "moved aside") {
+			t.Errorf("%v: run did not say it moved a/b/c/src/.git aside:\n%s", mode, r.stderr)
+		}
+	}
+}
+
+// TestLinkedWorktreePlanted (issue 31, break 2): the workspace is a main
+// repository whose linked worktree lives outside it; the session copies
+// .git, puts an fsmonitor in the copy's config and points
+// .git/worktrees/NAME/commondir at the copy: the host's git status in the
+// other worktree ran it. By default the commondir is moved aside and said.
+func TestLinkedWorktreePlanted(t *testing.T) {
+	needRig(t)
+	setup := func(t *testing.T) (ws, other string) {
+		ws = workspace(t)
+		other = ws + "-other"
+		t.Cleanup(func() { os.RemoveAll(other) })
+		gitSetup(t, ws, "init", "-q")
+		gitSetup(t, ws, "commit", "-q", "--allow-empty", "-m", "x")
+		gitSetup(t, ws, "worktree", "add", "-q", other)
+		time.Sleep(1100 * time.Millisecond)
+		return ws, other
+	}
+	attack := func(ws, other string) string {
+		name := filepath.Base(other)
+		return `set -e; cp -r .git copy; ` + fsmonitorLine(filepath.Join(ws, "MARK")) + ` >> copy/config; echo ../../../copy > .git/worktrees/` + name + `/commondir`
+	}
+	ws, other := setup(t)
+	mustMosaic(t, "run", "-w", ws, "--allow-write-host-exec", "--", "sh", "-c", attack(ws, other))
+	if !gitRan(other, filepath.Join(ws, "MARK")) {
+		t.Fatal("with --allow-write-host-exec the host's git status in the linked worktree did not run the copy's fsmonitor, so this test proves nothing")
+	}
+	ws, other = setup(t)
+	r := mustMosaic(t, "run", "-w", ws, "--", "sh", "-c", attack(ws, other))
+	if gitRan(other, filepath.Join(ws, "MARK")) {
+		t.Error("the host's git status in the linked worktree ran the config the session's commondir named")
+	}
+	if !strings.Contains(r.stderr, filepath.Join(ws, ".git", "worktrees", filepath.Base(other), "commondir")) || !strings.Contains(r.stderr, "linked worktree") {
+		t.Errorf("run did not say it moved the worktree's commondir aside:\n%s", r.stderr)
+	}
+}
+
+// TestIncludeReadOnly (issue 31, break 3): the repository's (read-only)
+// config includes ../.gitconfig-shared, a file of the workspace; the
+// session appended core.fsmonitor to it and the host's git status ran it.
+// With --allow-write-host-exec the attack works; by default the file is
+// bound read-only (the reason shown by status) and git runs nothing.
+func TestIncludeReadOnly(t *testing.T) {
+	needRig(t)
+	for _, weak := range []bool{true, false} {
+		ws := workspace(t)
+		gitSetup(t, ws, "init", "-q")
+		gitSetup(t, ws, "config", "include.path", "../.gitconfig-shared")
+		os.WriteFile(filepath.Join(ws, ".gitconfig-shared"), []byte("[user]\n\tname = t\n"), 0o644)
+		args := []string{"run", "-w", ws}
+		if weak {
+			args = append(args, "--allow-write-host-exec")
+		}
+		r := mosaic(t, append(args, "--", "sh", "-c", fsmonitorLine(filepath.Join(ws, "MARK"))+" >> .gitconfig-shared")...)
+		ran := gitRan(ws, filepath.Join(ws, "MARK"))
+		if weak && !ran {
+			t.Fatalf("with --allow-write-host-exec the host's git status did not run the included fsmonitor, so this test proves nothing\n%s", r.stderr)
+		}
+		if !weak && (ran || r.code == 0) {
+			t.Errorf("the session wrote the included config (exit %d) or the host ran it (%v)\n%s", r.code, ran, r.stderr)
+		}
+	}
+}
