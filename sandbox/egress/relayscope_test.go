@@ -121,3 +121,47 @@ func TestInjectPathScope(t *testing.T) {
 		t.Error("the journal holds the key")
 	}
 }
+
+// TestInjectOtherHostInside (issue 31, held): inside an injected
+// connection, a request in absolute form naming another host, and a
+// pipelined one whose Host is another, both go to the rule's host, with
+// its name in Host: the key never reaches another host.
+func TestInjectOtherHostInside(t *testing.T) {
+	m := newMockVendor(t)
+	_, sock, _, ph, hp := injectingProxy(t, m)
+	_, port, _ := net.SplitHostPort(hp)
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "CONNECT "+hp+" HTTP/1.1\r\nHost: "+hp+"\r\n\r\n")
+	br := bufio.NewReader(c)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	tc := tls.Client(&bufferedConn{Conn: c, r: br}, &tls.Config{InsecureSkipVerify: true, ServerName: "example.com"})
+	defer tc.Close()
+	other := "other.test:" + port
+	io.WriteString(tc, "GET https://"+other+"/absolute HTTP/1.1\r\nHost: "+other+"\r\nx-api-key: "+ph+"\r\n\r\n"+
+		"GET /pipelined HTTP/1.1\r\nHost: "+other+"\r\nx-api-key: "+ph+"\r\nConnection: close\r\n\r\n")
+	tr := bufio.NewReader(tc)
+	for i := 0; i < 2; i++ {
+		resp, err := http.ReadResponse(tr, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.hosts) != 2 {
+		t.Fatalf("the vendor got %d requests, want 2", len(m.hosts))
+	}
+	for i, h := range m.hosts {
+		if h != hp {
+			t.Errorf("request %d reached Host %q with x-api-key %.12q, want only %s", i, h, m.got[i].Get("X-Api-Key"), hp)
+		}
+	}
+}
