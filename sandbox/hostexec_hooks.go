@@ -28,8 +28,9 @@ var hookEntries = []HostExec{
 const hooksPathReason = "git on the host runs the hooks in it (core.hooksPath)"
 
 // hookExec lists ws's hook entries: hookEntries, the directory that
-// core.hooksPath names and the files the includes of git's configuration
-// name (gitconfig.go), when they lie inside ws. watch are those that are
+// core.hooksPath names, the files the includes of git's configuration name
+// (gitconfig.go) and those its .envrc loads (hostexec_nested.go), when they
+// lie inside ws. watch are those that are
 // missing and would be read once created (the config naming them is not
 // the session's to change).
 func hookExec(ws string) (entries []HostExec, watch []HostExec) {
@@ -43,6 +44,9 @@ func hookExec(ws string) (entries []HostExec, watch []HostExec) {
 		if p != ws && Within(p, ws) {
 			named = append(named, HostExec{Rel: strings.TrimPrefix(p, ws+"/"), Reason: includeReason})
 		}
+	}
+	for _, p := range envrcLoads(ws) {
+		named = append(named, HostExec{Rel: strings.TrimPrefix(p, ws+"/"), Reason: envrcReason})
 	}
 	for _, e := range named {
 		if protectedBy(ws, e.Rel, entries) || protectedBy(ws, e.Rel, watch) {

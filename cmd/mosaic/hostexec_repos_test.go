@@ -128,3 +128,57 @@ func TestIncludeReadOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestNpmrcPlanted (issue 31, beyond the eight): a project's .npmrc wins
+// over the user's own: a user who set ignore-scripts=true in ~/.npmrc had
+// the session's ignore-scripts=false take over, and `npm install` on the
+// host ran the package's scripts (a preinstall here). With
+// --allow-write-host-exec the attack works; by default the .npmrc the
+// session made is moved aside when it ends, and one that was there is
+// read-only.
+func TestNpmrcPlanted(t *testing.T) {
+	needRig(t)
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Fatal("npm missing on the host")
+	}
+	userrc := filepath.Join(t.TempDir(), "npmrc")
+	os.WriteFile(userrc, []byte("ignore-scripts=true\n"), 0o600)
+	hostInstall := func(ws string) bool {
+		mark := filepath.Join(ws, "MARK")
+		os.Remove(mark)
+		cmd := exec.Command(npm, "install", "--offline", "--no-audit", "--no-fund")
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "npm_config_userconfig="+userrc, "npm_config_cache="+filepath.Join(t.TempDir(), "cache"))
+		cmd.Run()
+		_, err := os.Stat(mark)
+		return err == nil
+	}
+	setup := func(t *testing.T) string {
+		ws := workspace(t)
+		os.WriteFile(filepath.Join(ws, "package.json"), []byte(`{"name":"x","version":"1.0.0","scripts":{"preinstall":"touch MARK"}}`), 0o644)
+		if hostInstall(ws) {
+			t.Fatal("npm ran the preinstall script despite the user's ignore-scripts=true: the test's setup is wrong")
+		}
+		return ws
+	}
+	attack := "printf 'ignore-scripts=false\\n' > .npmrc"
+	ws := setup(t)
+	mustMosaic(t, "run", "-w", ws, "--allow-write-host-exec", "--", "sh", "-c", attack)
+	if !hostInstall(ws) {
+		t.Fatal("with --allow-write-host-exec the host's npm install did not run the script the session's .npmrc let through, so this test proves nothing")
+	}
+	ws = setup(t)
+	r := mustMosaic(t, "run", "-w", ws, "--", "sh", "-c", attack)
+	if hostInstall(ws) {
+		t.Error("the host's npm install ran the script the session's .npmrc let through")
+	}
+	if !strings.Contains(r.stderr, filepath.Join(ws, ".npmrc")) {
+		t.Errorf("run did not say it moved .npmrc aside:\n%s", r.stderr)
+	}
+	ws = setup(t)
+	os.WriteFile(filepath.Join(ws, ".npmrc"), []byte("fund=false\n"), 0o644)
+	if r := mosaic(t, "run", "-w", ws, "--", "sh", "-c", "printf 'ignore-scripts=false\\n' >> .npmrc"); r.code == 0 || hostInstall(ws) {
+		t.Errorf("the session wrote an existing .npmrc (exit %d)", r.code)
+	}
+}
