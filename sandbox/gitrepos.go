@@ -24,7 +24,7 @@ import (
 // config it names in that worktree (outside the workspace).
 //
 // When the session ends the whole workspace is walked (every depth, up to
-// maxRepoWalk directories, PATH_MAX deep: git cannot run deeper, its
+// maxRepoWalk directories and maxRepoWalkTime, PATH_MAX deep: git cannot run deeper, its
 // getcwd fails), following no symlink, and for each repository found what
 // says what git runs (gitDirChanges) is checked against the session's
 // start (ctime, which no process can set back). A nested repository with
@@ -36,9 +36,13 @@ import (
 
 // maxRepoWalk and maxRepoEntries bound the directories and entries
 // walked: a session could make millions to slow its own end.
+// maxRepoWalkTime too: the walk runs in the ended unit's ExecStopPost,
+// which systemd kills after the stop timeout (10 s by default); some 30 µs
+// a directory here, warm.
 const (
-	maxRepoWalk    = 200000
-	maxRepoEntries = 2000000
+	maxRepoWalk     = 100000
+	maxRepoEntries  = 1000000
+	maxRepoWalkTime = 3 * time.Second
 )
 
 // Reasons of the entries moved aside.
@@ -54,13 +58,14 @@ func moveAsideRepos(ws, name string, since time.Time) []MovedAside {
 	var moved []MovedAside
 	queue := []string{"."}
 	walked, left := 0, maxRepoEntries
+	begin := time.Now()
 	for len(queue) > 0 {
 		rel := queue[0]
 		queue = queue[1:]
 		entries, err := readDirBeneath(ws, rel, left)
-		if walked++; walked > maxRepoWalk || err != nil && strings.Contains(err.Error(), "entries") {
+		if walked++; walked > maxRepoWalk || err != nil && strings.Contains(err.Error(), "entries") || time.Since(begin) > maxRepoWalkTime {
 			return append(moved, MovedAside{Path: ".", Reason: nestedRepoReason,
-				Error: fmt.Sprintf("holds over %d directories or %d entries: the repositories past them were not checked (find %s -name .git -o -name HEAD lists them)", maxRepoWalk, maxRepoEntries, ws)})
+				Error: fmt.Sprintf("holds over %d directories or %d entries, or took over %v to look through: the repositories and tools' files past them were not checked (find %s -name .git -o -name HEAD lists them)", maxRepoWalk, maxRepoEntries, maxRepoWalkTime, ws)})
 		}
 		if err != nil {
 			continue // gone, or made a symlink: nothing of it is walked

@@ -103,6 +103,12 @@ func RecordEnd(stateDir string, getenv func(string) string) error {
 	}
 	if r, err := ReadChecked(stateDir); err == nil {
 		TidyHome(stateDir, r)
+		// How it ended is written first: the walk of the workspace
+		// (sandbox.MoveAsideRepos) takes time, and systemd kills an
+		// ExecStopPost that passes the stop timeout.
+		if err := WriteEnd(stateDir, e); err != nil {
+			return err
+		}
 		e.MovedAside = MoveAside(r)
 		// Into the unit's journal, escaped: a path is the session's to
 		// choose (a submodule's). This stderr is the session's, which for
