@@ -11,7 +11,8 @@ import (
 
 // Host-executed entries below the workspace's top. rustup, cargo, npm and
 // yarn look for their files from the directory they run in upwards, as git
-// does for a repository: a rust-toolchain.toml a session leaves in
+// does for a repository, and an editor opened on a subfolder reads its
+// .vscode or .idea: a rust-toolchain.toml a session leaves in
 // crates/foo has the host run the toolchain it names when the user's shell
 // prompt runs rustc --version there. The top's entries are bound read-only
 // (HostExecEntries); the deeper ones are found by the walk at the
@@ -27,6 +28,10 @@ var nestedExec = map[string][]string{
 	".npmrc":              {".npmrc"},
 	".yarnrc.yml":         {".yarnrc.yml"},
 	".yarnrc":             {".yarnrc"},
+	// An editor trusts a folder's subfolders with it: opening one runs
+	// what its settings name (an interpreter's path) and its tasks.
+	".vscode": {".vscode/settings.json", ".vscode/tasks.json", ".vscode/launch.json"},
+	".idea":   {".idea/workspace.xml", ".idea/misc.xml", ".idea/runConfigurations"},
 }
 
 // moveAsideNestedExec moves aside what changed since of the nestedExec
@@ -50,7 +55,9 @@ func moveAsideNestedExec(ws, name, rel string, has map[string]os.FileMode, since
 				continue
 			}
 			for _, m := range MoveAsideCreated(ws, name, []string{p}) {
-				m.Reason = HostExecReason(strings.TrimPrefix(p, rel+"/"))
+				if m.Reason = HostExecReason(strings.TrimPrefix(p, rel+"/")); m.Reason == gitNamedReason {
+					m.Reason = HostExecReason(entry)
+				}
 				moved = append(moved, m)
 			}
 		}

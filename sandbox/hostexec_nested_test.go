@@ -25,6 +25,8 @@ func TestMoveAsideNestedExec(t *testing.T) {
 	os.MkdirAll(filepath.Join(ws, "web"), 0o755)
 	os.WriteFile(filepath.Join(ws, "web", ".npmrc"), []byte("ignore-scripts=false\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, "web", ".yarnrc.yml"), []byte("yarnPath: ./evil.js\n"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "web", ".vscode"), 0o755)
+	os.WriteFile(filepath.Join(ws, "web", ".vscode", "settings.json"), []byte(`{"python.defaultInterpreterPath": "./evil"}`), 0o644)
 	moved := MoveAsideRepos(ws, "s", start)
 	got := map[string]string{}
 	for _, m := range moved {
@@ -33,7 +35,7 @@ func TestMoveAsideNestedExec(t *testing.T) {
 		}
 		got[m.Path] = m.Why()
 	}
-	for _, want := range []string{"crates/a/b/rust-toolchain.toml", "crates/a/b/.cargo/config.toml", "web/.npmrc", "web/.yarnrc.yml"} {
+	for _, want := range []string{"crates/a/b/rust-toolchain.toml", "crates/a/b/.cargo/config.toml", "web/.npmrc", "web/.yarnrc.yml", "web/.vscode/settings.json"} {
 		if _, ok := got[want]; !ok {
 			t.Errorf("%s not moved aside: %v", want, got)
 		}
@@ -41,8 +43,11 @@ func TestMoveAsideNestedExec(t *testing.T) {
 	if !strings.Contains(got["crates/a/b/rust-toolchain.toml"], "rustup") {
 		t.Errorf("reason %q", got["crates/a/b/rust-toolchain.toml"])
 	}
-	if len(got) != 4 {
-		t.Errorf("moved %v, want the four the session wrote", got)
+	if !strings.Contains(got["web/.vscode/settings.json"], "VS Code") {
+		t.Errorf("reason %q", got["web/.vscode/settings.json"])
+	}
+	if len(got) != 5 {
+		t.Errorf("moved %v, want the five the session wrote", got)
 	}
 }
 
