@@ -60,6 +60,16 @@ var HostExecEntries = []HostExec{
 	{".npmrc", "npm on the host takes it over the user's own config: ignore-scripts=false, script-shell, node-options", false},
 	{".yarnrc.yml", "yarn on the host runs the program its yarnPath names at any yarn command", false},
 	{".yarnrc", "yarn on the host runs the program its yarn-path names at any yarn command", false},
+	// The other agents mosaic runs, when you run them on the host in the
+	// workspace: what a project's configuration makes them start.
+	{"opencode.json", "opencode on the host loads the plugins and starts the MCP servers it names", false},
+	{"opencode.jsonc", "opencode on the host loads the plugins and starts the MCP servers it names", false},
+	{".opencode", "opencode on the host loads the plugins in it (.opencode/plugins) and its config", false},
+	{".pi/settings.json", "pi on the host loads the packages and extensions it names", false},
+	{".pi/extensions", "pi on the host loads the extensions in it", false},
+	{".codex/config.toml", "Codex on the host starts the MCP servers and runs the commands it configures", false},
+	{".gemini/settings.json", "Gemini CLI on the host starts the MCP servers and runs the commands it configures", false},
+	{".cursor/mcp.json", "Cursor on the host starts the MCP servers it lists", false},
 }
 
 // ProtectHostExec prepares the binds that make ws's host-executed entries
