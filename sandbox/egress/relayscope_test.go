@@ -15,27 +15,35 @@ import (
 // intercepted TLS to hp, and returns the answer's status and body.
 func rawInjected(t *testing.T, sock, hp, ph, method, path string) (int, string) {
 	t.Helper()
-	c, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	io.WriteString(c, "CONNECT "+hp+" HTTP/1.1\r\nHost: "+hp+"\r\n\r\n")
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %v %v", resp, err)
-	}
-	tc := tls.Client(&bufferedConn{Conn: c, r: br}, &tls.Config{InsecureSkipVerify: true, ServerName: "example.com"}) // the session's CA: not what is tested
+	tc := injectedConn(t, sock, hp)
 	defer tc.Close()
 	io.WriteString(tc, method+" "+path+" HTTP/1.1\r\nHost: "+hp+"\r\nx-api-key: "+ph+"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-	resp, err = http.ReadResponse(bufio.NewReader(tc), nil)
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode, string(b)
+}
+
+// injectedConn opens a CONNECT to hp through the proxy at sock and the
+// session's side of the proxy's TLS in it.
+func injectedConn(t *testing.T, sock, hp string) *tls.Conn {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "CONNECT "+hp+" HTTP/1.1\r\nHost: "+hp+"\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		c.Close()
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	// The session's trust of the proxy's CA is not what is tested here.
+	return tls.Client(&bufferedConn{Conn: c, r: br}, &tls.Config{InsecureSkipVerify: true, ServerName: "example.com"})
 }
 
 // lastKey is the x-api-key the mock vendor got last.
@@ -130,17 +138,7 @@ func TestInjectOtherHostInside(t *testing.T) {
 	m := newMockVendor(t)
 	_, sock, _, ph, hp := injectingProxy(t, m)
 	_, port, _ := net.SplitHostPort(hp)
-	c, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	io.WriteString(c, "CONNECT "+hp+" HTTP/1.1\r\nHost: "+hp+"\r\n\r\n")
-	br := bufio.NewReader(c)
-	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %v %v", resp, err)
-	}
-	tc := tls.Client(&bufferedConn{Conn: c, r: br}, &tls.Config{InsecureSkipVerify: true, ServerName: "example.com"})
+	tc := injectedConn(t, sock, hp)
 	defer tc.Close()
 	other := "other.test:" + port
 	io.WriteString(tc, "GET https://"+other+"/absolute HTTP/1.1\r\nHost: "+other+"\r\nx-api-key: "+ph+"\r\n\r\n"+
