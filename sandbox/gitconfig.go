@@ -122,12 +122,13 @@ func includePath(v, from, home string) string {
 type gitConfigRead struct {
 	hooksPath string   // core.hooksPath, the last one read (as written)
 	includes  []string // every file an include names, absolute
+	top       string   // the repository's worktree top, which a relative hooksPath is taken from
 }
 
-// readGitConfig reads the configuration the host's git reads in the
-// repository at ws: /etc/gitconfig, the user's ($XDG_CONFIG_HOME/git/config,
-// ~/.gitconfig), the repository's (also through a .git file: its common
-// directory's) and its config.worktree, includes expanded in place.
+// readGitConfig reads the configuration the host's git reads in ws:
+// /etc/gitconfig, the user's ($XDG_CONFIG_HOME/git/config, ~/.gitconfig),
+// the repository's (repoDirs: also through a .git file, or one above ws)
+// and its config.worktree, includes expanded in place.
 func readGitConfig(ws string) gitConfigRead {
 	home, _ := os.UserHomeDir()
 	cfg := os.Getenv("XDG_CONFIG_HOME")
@@ -141,9 +142,9 @@ func readGitConfig(ws string) gitConfigRead {
 	if home != "" {
 		files = append(files, filepath.Join(home, ".gitconfig"))
 	}
-	gitdir, common := repoDirs(ws)
+	gitdir, common, top := repoDirs(ws)
 	files = append(files, filepath.Join(common, "config"), filepath.Join(gitdir, "config.worktree"))
-	var r gitConfigRead
+	r := gitConfigRead{top: top}
 	var read func(path string, depth int)
 	read = func(path string, depth int) {
 		b, err := regfile.Read(path, false, 1<<20)
@@ -172,17 +173,29 @@ func readGitConfig(ws string) gitConfigRead {
 	return r
 }
 
-// repoDirs are the git directory and common directory of the repository
-// at ws: ws/.git, or where a .git file and the commondir in it lead.
-func repoDirs(ws string) (gitdir, common string) {
-	gitdir = filepath.Join(ws, ".git")
-	if b, err := regfile.Read(gitdir, true, 4096); err == nil {
-		if t, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:"); ok {
-			t = strings.TrimSpace(t)
-			if !filepath.IsAbs(t) {
-				t = filepath.Join(ws, t)
+// repoDirs are the git directory, common directory and worktree top of
+// the repository git finds for ws: ws/.git, or where a .git file and the
+// commondir in it lead; when ws/.git is missing or empty (the placeholder
+// of a workspace inside a bigger repository), the nearest one above, as
+// git's discovery goes.
+func repoDirs(ws string) (gitdir, common, top string) {
+	for top = ws; ; top = filepath.Dir(top) {
+		gitdir = filepath.Join(top, ".git")
+		if st, err := os.Stat(filepath.Join(gitdir, "HEAD")); err == nil && st.Mode().IsRegular() {
+			break
+		}
+		if b, err := regfile.Read(gitdir, false, 4096); err == nil {
+			if t, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:"); ok {
+				t = strings.TrimSpace(t)
+				if !filepath.IsAbs(t) {
+					t = filepath.Join(top, t)
+				}
+				gitdir = filepath.Clean(t)
+				break
 			}
-			gitdir = filepath.Clean(t)
+		}
+		if top == "/" || top == "." {
+			return filepath.Join(ws, ".git"), filepath.Join(ws, ".git"), ws
 		}
 	}
 	common = gitdir
@@ -193,7 +206,7 @@ func repoDirs(ws string) (gitdir, common string) {
 		}
 		common = filepath.Clean(c)
 	}
-	return gitdir, common
+	return gitdir, common, top
 }
 
 // gitValue unquotes a config value and drops a trailing comment.

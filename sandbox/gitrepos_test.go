@@ -252,3 +252,25 @@ func TestHooksPathInGitDir(t *testing.T) {
 		t.Errorf("a missing .husky/_ that core.hooksPath names is not watched: %v", m)
 	}
 }
+
+// TestIncludesOfEnclosingRepo: a workspace inside a bigger repository
+// (its own .git the empty placeholder): the host's git there reads the
+// enclosing repository's config, whose core.hooksPath (relative to that
+// repository's top) and includes may lie inside the workspace.
+func TestIncludesOfEnclosingRepo(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", "")
+	outer := t.TempDir()
+	gitRun(t, outer, "init", "-q")
+	ws := filepath.Join(outer, "app")
+	os.MkdirAll(filepath.Join(ws, "hooks"), 0o755)
+	os.Mkdir(filepath.Join(ws, ".git"), 0o755)
+	os.WriteFile(filepath.Join(ws, "shared.inc"), nil, 0o644)
+	appendFile(t, filepath.Join(outer, ".git", "config"), "[core]\n\thooksPath = app/hooks\n[include]\n\tpath = ../app/shared.inc\n")
+	ro := strings.Join(readOnlyRels(t, ws), " ")
+	for _, want := range []string{"hooks", "shared.inc"} {
+		if !strings.Contains(" "+ro+" ", " "+want+" ") {
+			t.Errorf("%s, which the enclosing repository's config names, is not read-only: %s", want, ro)
+		}
+	}
+}

@@ -37,7 +37,7 @@ func hookExec(ws string) (entries []HostExec, watch []HostExec) {
 	entries = append(entries, hookEntries...)
 	cfg := readGitConfig(ws)
 	var named []HostExec
-	if rel := hooksPathIn(ws, cfg.hooksPath); rel != "" {
+	if rel := hooksPathIn(ws, cfg.top, cfg.hooksPath); rel != "" {
 		named = append(named, HostExec{Rel: rel, Reason: hooksPathReason})
 	}
 	for _, p := range cfg.includes {
@@ -78,9 +78,10 @@ func protectedBy(ws, rel string, entries []HostExec) bool {
 }
 
 // hooksPathIn is the core.hooksPath value v, relative to ws, when it names
-// a directory inside ws ("" otherwise): a relative path is the worktree's
-// top, ~/ the home, as git reads them.
-func hooksPathIn(ws, v string) string {
+// a directory inside ws ("" otherwise): a relative path is taken from the
+// worktree's top (ws, or the repository ws lies in), ~/ from the home, as
+// git reads them.
+func hooksPathIn(ws, top, v string) string {
 	home, _ := os.UserHomeDir()
 	switch {
 	case v == "":
@@ -88,7 +89,7 @@ func hooksPathIn(ws, v string) string {
 	case strings.HasPrefix(v, "~/") && home != "":
 		v = filepath.Join(home, v[2:])
 	case !filepath.IsAbs(v):
-		v = filepath.Join(ws, v)
+		v = filepath.Join(top, v)
 	}
 	v = filepath.Clean(v)
 	if v == ws || !Within(v, ws) {
