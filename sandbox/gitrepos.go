@@ -45,6 +45,9 @@ const (
 	maxRepoWalkTime = 3 * time.Second
 )
 
+// repoWalkDirs is maxRepoWalk, smaller in a test.
+var repoWalkDirs = maxRepoWalk
+
 // Reasons of the entries moved aside.
 const (
 	nestedRepoReason = "git on the host, in that directory, runs what this repository's config and hooks say (core.fsmonitor at every git status)"
@@ -63,7 +66,7 @@ func moveAsideRepos(ws, name string, since time.Time) []MovedAside {
 		rel := queue[0]
 		queue = queue[1:]
 		entries, err := readDirBeneath(ws, rel, left)
-		if walked++; walked > maxRepoWalk || err != nil && strings.Contains(err.Error(), "entries") || time.Since(begin) > maxRepoWalkTime {
+		if walked++; walked > repoWalkDirs || err != nil && strings.Contains(err.Error(), "entries") || time.Since(begin) > maxRepoWalkTime {
 			return append(moved, MovedAside{Path: ".", Reason: nestedRepoReason,
 				Error: fmt.Sprintf("holds over %d directories or %d entries, or took over %v to look through: the repositories and tools' files past them were not checked (find %s -name .git -o -name HEAD lists them)", maxRepoWalk, maxRepoEntries, maxRepoWalkTime, ws)})
 		}

@@ -274,3 +274,22 @@ func TestIncludesOfEnclosingRepo(t *testing.T) {
 		}
 	}
 }
+
+// TestMoveAsideReposBounded: a session that fills its workspace with
+// directories makes the walk stop at its bound, and the user is told that
+// what lies past it was not checked; what came before is still moved.
+func TestMoveAsideReposBounded(t *testing.T) {
+	defer func(n int) { repoWalkDirs = n }(repoWalkDirs)
+	repoWalkDirs = 50
+	ws := t.TempDir()
+	start := sessionStart()
+	os.MkdirAll(filepath.Join(ws, "a", ".cargo"), 0o755)
+	os.WriteFile(filepath.Join(ws, "a", ".cargo", "config.toml"), nil, 0o644)
+	for i := 0; i < 100; i++ {
+		os.MkdirAll(filepath.Join(ws, "z", strings.Repeat("d", i+1)), 0o755)
+	}
+	moved := MoveAsideRepos(ws, "s", start)
+	if len(moved) != 2 || moved[0].Path != "a/.cargo/config.toml" || moved[1].Error == "" || !strings.Contains(moved[1].Error, "not checked") {
+		t.Errorf("moved %+v", moved)
+	}
+}
