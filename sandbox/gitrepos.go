@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -69,6 +70,13 @@ func moveAsideRepos(ws, name string, since time.Time) []MovedAside {
 		if walked++; walked > repoWalkDirs || err != nil && strings.Contains(err.Error(), "entries") || time.Since(begin) > maxRepoWalkTime {
 			return append(moved, MovedAside{Path: ".", Reason: nestedRepoReason,
 				Error: fmt.Sprintf("holds over %d directories or %d entries, or took over %v to look through: the repositories and tools' files past them were not checked (find %s -name .git -o -name HEAD lists them)", maxRepoWalk, maxRepoEntries, maxRepoWalkTime, ws)})
+		}
+		if errors.Is(err, unix.EACCES) && rel != "." {
+			// A directory the user can enter (x) but not list (r): git
+			// runs in what lies below it all the same.
+			moved = append(moved, MovedAside{Path: rel, Reason: nestedRepoReason,
+				Error: "cannot be listed (its mode leaves no read access), so the repositories and tools' files in it were not checked: look inside before you run git or other tools there"})
+			continue
 		}
 		if err != nil {
 			continue // gone, or made a symlink: nothing of it is walked

@@ -293,3 +293,23 @@ func TestMoveAsideReposBounded(t *testing.T) {
 		t.Errorf("moved %+v", moved)
 	}
 }
+
+// TestMoveAsideReposUnlistable: a directory the session left enterable but
+// not listable (mode 0100) hides what lies below from the walk, while the
+// user's shell and git still reach it: the user is told it was not checked.
+func TestMoveAsideReposUnlistable(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads every directory whatever its mode: the walk cannot be kept out (run as a user, as the rig does)")
+	}
+	ws := t.TempDir()
+	start := sessionStart()
+	src := filepath.Join(ws, "hide", "src")
+	os.MkdirAll(src, 0o755)
+	gitRun(t, src, "init", "-q")
+	os.Chmod(filepath.Join(ws, "hide"), 0o100)
+	t.Cleanup(func() { os.Chmod(filepath.Join(ws, "hide"), 0o755) })
+	moved := MoveAsideRepos(ws, "s", start)
+	if len(moved) != 1 || moved[0].Path != "hide" || !strings.Contains(moved[0].Error, "not checked") {
+		t.Errorf("moved %+v", moved)
+	}
+}
