@@ -11,6 +11,7 @@ import (
 	"mosaic/manager/session"
 	"mosaic/manager/statedir"
 	"mosaic/units/errcode"
+	"mosaic/units/testhook"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -31,9 +32,20 @@ import (
 func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
 	spec := plan.Spec
 	spec.Stdio = &stdio
+	t, err := startTie(m.MosaicBin)
+	if err != nil {
+		return Session{}, err
+	}
+	defer t.end()
+	if !testNoTie() {
+		spec.TiePID = t.pid()
+	}
 	l, err := m.start(ctx, &spec, plan.Secrets, true)
 	if err != nil {
 		return Session{}, err
+	}
+	if spec.TiePID != 0 {
+		defer m.stopTie(ctx, spec.Name)
 	}
 	// The name is held until the run is over: gc never takes the state of a
 	// run it sees between its start and its unit. A name mosaic made up
@@ -158,7 +170,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	if !s.Running() {
 		return s, nil
 	}
-	statedir.Pause("stop-checked")
+	testhook.Pause("stop-checked")
 	w := m.watch(unit)
 	defer w.close()
 	defer m.jobsOf(unit)()
@@ -278,6 +290,6 @@ func (m *Manager) StopInvocation(ctx context.Context, name, invocation string, t
 	if invocation == "" || s.InvocationID != invocation {
 		return Session{}, errcode.NoSuchSession.New("session %s is no longer the one asked about (another start of the name runs now, or none)", name)
 	}
-	statedir.Pause("stop-invocation-checked")
+	testhook.Pause("stop-invocation-checked")
 	return m.Stop(ctx, name, timeout, nil)
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"mosaic/manager/request"
 	"mosaic/manager/statedir"
 	"mosaic/units"
 	"mosaic/units/errcode"
+	"mosaic/units/testhook"
 )
 
 // busyName is the refusal for a name another mosaic command holds.
@@ -42,7 +44,7 @@ func claim(ctx context.Context, spec *units.Spec, free func(context.Context, uni
 		if err != nil {
 			return nil, nil, errcode.StateDir.New("cannot claim the name %s: %v", spec.Name, statedir.Hint(err, filepath.Dir(statedir.LockPath(spec.StateDir))))
 		}
-		statedir.Pause("claimed")
+		testhook.Pause("claimed")
 		if err := free(ctx, *spec); err != nil {
 			lock.Release()
 			return nil, nil, err
@@ -73,9 +75,6 @@ func rename(spec *units.Spec) {
 	if spec.EgressDir != "" {
 		spec.EgressDir = filepath.Join(filepath.Dir(spec.EgressDir), name)
 	}
-	if spec.CredentialFile != "" {
-		spec.CredentialFile = filepath.Join(filepath.Dir(filepath.Dir(spec.CredentialFile)), name, filepath.Base(spec.CredentialFile))
-	}
 	if spec.Promise.Scope != "" {
 		spec.Promise.Scope = scopeCgroup(*spec)
 	}
@@ -83,8 +82,10 @@ func rename(spec *units.Spec) {
 
 // sweepCredentials removes every session credential file, and its directory,
 // that no running unit owns and no mosaic command is starting: what a start
-// killed between writing the file and starting its unit left behind.
-// Normally the directory is empty and this is one ReadDir.
+// of a mosaic before issue 31, killed between writing the file and starting
+// its unit, left behind (mosaic holds them in memory now, credentials.Hold).
+// An egress proxy's (NAME-egress) belongs to session NAME. Normally the
+// directory does not exist and this is one ReadDir.
 func (m *Manager) sweepCredentials(ctx context.Context) {
 	p, err := request.UserPaths()
 	if err != nil {
@@ -93,7 +94,7 @@ func (m *Manager) sweepCredentials(ctx context.Context) {
 	root := filepath.Join(p.RuntimeDir, "mosaic", "credentials")
 	entries, _ := os.ReadDir(root)
 	for _, e := range entries {
-		name := e.Name()
+		name := strings.TrimSuffix(e.Name(), egressSuffix)
 		if units.ValidateName(name) != nil || !e.IsDir() {
 			continue
 		}
@@ -102,12 +103,16 @@ func (m *Manager) sweepCredentials(ctx context.Context) {
 			continue // a start holds it (or the lock cannot be had): not ours to judge
 		}
 		if !m.unitRunning(ctx, units.UnitName(name)) {
-			os.Remove(filepath.Join(root, name, "env"))
-			os.Remove(filepath.Join(root, name))
+			os.Remove(filepath.Join(root, e.Name(), "env"))
+			os.Remove(filepath.Join(root, e.Name()))
 		}
 		lock.Release()
 	}
 }
+
+// egressSuffix ends the name of an egress proxy's credential directory;
+// no session name ends so (units.ValidateName).
+const egressSuffix = "-egress"
 
 // unitRunning reports whether systemd has unit up or on its way up or down;
 // when systemd cannot be asked, it says yes, which keeps what it guards.

@@ -225,9 +225,7 @@ func moveAsideSubmodules(ws, name string, since time.Time) []MovedAside {
 		if !changedSince(ws, rel, since) {
 			continue
 		}
-		for _, m := range MoveAsideCreated(ws, name, []string{rel}) {
-			moved = append(moved, m)
-		}
+		moved = append(moved, MoveAsideCreated(ws, name, []string{rel})...)
 	}
 	return append(moved, moveAsideGitDirs(ws, name, ".git/modules", since)...)
 }

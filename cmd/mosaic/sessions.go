@@ -91,12 +91,13 @@ func limitFlags() []cli.Flag {
 		&cli.StringFlag{Name: "tasks-max", Usage: "limit of `N` processes and threads (TasksMax=)"},
 		&cli.StringFlag{Name: "cpu-quota", Usage: "CPU time as a `PERCENT` of one CPU, e.g. 200% (CPUQuota=)"},
 		&cli.StringFlag{Name: "runtime-max", Usage: "stop the session after `DURATION`, e.g. 2h or 90 (seconds) (RuntimeMaxSec=)"},
+		&cli.StringFlag{Name: "tmp-size", Usage: "bound the session's own /tmp (a tmpfs, in memory) to `SIZE`, e.g. 4G (default 1G; infinity: half the RAM)"},
 	}
 }
 
 func limitsFrom(c *cli.Context) units.LimitStrings {
 	return units.LimitStrings{MemoryMax: c.String("memory-max"), TasksMax: c.String("tasks-max"),
-		CPUQuota: c.String("cpu-quota"), RuntimeMax: c.String("runtime-max")}
+		CPUQuota: c.String("cpu-quota"), RuntimeMax: c.String("runtime-max"), TmpSize: c.String("tmp-size")}
 }
 
 // callerEnv picks the non-secret variables a session inherits from the
@@ -275,24 +276,30 @@ func runCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			out.code = s.ExitCode()
-			for _, m := range s.MovedAside {
-				line := records.MovedAsideLine(spec.Workspace, m)
-				if onTerminal(out.stderr) {
-					line = termsafe.Escape(line, false)
-				}
-				fmt.Fprintln(out.stderr, "mosaic: "+line)
-			}
-			if out.json {
-				// stdout is the command's: the document goes to stderr.
-				enc := json.NewEncoder(out.stderr)
-				enc.SetIndent("", "  ")
-				_ = enc.Encode(s)
-			} else if why := stoppedReason(s); why != "" {
-				fmt.Fprintln(out.stderr, why)
-			}
+			reportRun(out, s, spec.Workspace)
 			return nil
 		},
+	}
+}
+
+// reportRun says how a run ended, on stderr (stdout is the command's): what
+// it moved aside, and the session (--json) or why it was stopped; mosaic
+// exits with the command's code.
+func reportRun(out *output, s manager.Session, workspace string) {
+	out.code = s.ExitCode()
+	for _, m := range s.MovedAside {
+		line := records.MovedAsideLine(workspace, m)
+		if onTerminal(out.stderr) {
+			line = termsafe.Escape(line, false)
+		}
+		fmt.Fprintln(out.stderr, "mosaic: "+line)
+	}
+	if out.json {
+		enc := json.NewEncoder(out.stderr)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(s)
+	} else if why := stoppedReason(s); why != "" {
+		fmt.Fprintln(out.stderr, why)
 	}
 }
 

@@ -47,10 +47,7 @@ func planInjection(spec *units.Spec, grant credentials.Grant, p Paths) error {
 			ruled = append(ruled, v.Name)
 			continue
 		}
-		rule := egress.Rule{Var: v.Name}
-		for _, h := range r.Headers {
-			rule.Headers = append(rule.Headers, h)
-		}
+		rule := egress.Rule{Var: v.Name, Headers: append([]string(nil), r.Headers...)}
 		for _, h := range r.Hosts {
 			// A base URL's path scopes the key to it (egress.SplitScope).
 			hp, prefix, err := egress.SplitScope(h)
@@ -81,8 +78,6 @@ func planInjection(spec *units.Spec, grant credentials.Grant, p Paths) error {
 		spec.Notes = append(spec.Notes, fmt.Sprintf("%s travel in the session's environment: %s", strings.Join(ruled, ", "), why))
 	}
 	if len(spec.Inject) > 0 {
-		// No session name ends in -egress: the directory is the proxy's own.
-		spec.EgressCredentialFile = credentials.SessionFile(p.RuntimeDir, spec.Name+"-egress")
 		dir := sandbox.EgressDirInside // where bwrap binds the proxy's directory
 		if spec.Landlock() {
 			dir = spec.EgressDir // no bwrap: the command sees the host's path

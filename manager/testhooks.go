@@ -1,45 +1,41 @@
-//go:build mosaic_testhooks
-
 package manager
 
 import (
-	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
+
+	"mosaic/credentials"
+	"mosaic/manager/request"
+	"mosaic/units/testhook"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
 )
 
-// Test hooks, compiled only into the binary the race tests build with
-// -tags mosaic_testhooks, never into mosaic itself.
+// The manager's test hooks, each a named point of package testhook: they
+// act only in the binary the race tests build with -tags mosaic_testhooks,
+// never in mosaic itself, where each is a constant no-op.
 
 // testPauseAfterCheck, when MOSAIC_TEST_PAUSE_AFTER_CHECK names a FIFO,
 // waits after the request's paths were checked until the test has opened
 // the FIFO (so it knows the check is done), changed the paths, and closed
 // it: a check-then-mount race made deterministic.
-func testPauseAfterCheck() {
-	fifo := os.Getenv("MOSAIC_TEST_PAUSE_AFTER_CHECK")
-	if fifo == "" {
-		return
-	}
-	f, err := os.Open(fifo)
-	if err != nil {
-		return
-	}
-	_, _ = io.Copy(io.Discard, f)
-	f.Close()
-}
+func testPauseAfterCheck() { testhook.Wait("MOSAIC_TEST_PAUSE_AFTER_CHECK") }
 
 // testSkipBindIdentity, under MOSAIC_TEST_SKIP_BIND_IDENTITY=1, sends the
 // sandbox no bind identities to check: the weakened mosaic the race test
 // first shows the attack against.
-func testSkipBindIdentity() bool { return os.Getenv("MOSAIC_TEST_SKIP_BIND_IDENTITY") == "1" }
+func testSkipBindIdentity() bool { return testhook.Flag("MOSAIC_TEST_SKIP_BIND_IDENTITY") }
 
 // testExtraRO, from MOSAIC_TEST_EXTRA_RO, is a path bound read-only past
 // the deny-list: the deliberately broken sandbox the escape table is first
 // shown to catch.
 func testExtraRO() []string {
-	if p := os.Getenv("MOSAIC_TEST_EXTRA_RO"); p != "" {
+	if p := testhook.Value("MOSAIC_TEST_EXTRA_RO"); p != "" {
 		return []string{p}
 	}
 	return nil
@@ -48,12 +44,12 @@ func testExtraRO() []string {
 // testScopeOutside, under MOSAIC_TEST_SCOPE_OUTSIDE=1, lets a scope's held
 // init run without asking systemd for the scope: what an init that ran
 // before the scope was made would do.
-func testScopeOutside() bool { return os.Getenv("MOSAIC_TEST_SCOPE_OUTSIDE") == "1" }
+func testScopeOutside() bool { return testhook.Flag("MOSAIC_TEST_SCOPE_OUTSIDE") }
 
 // testNoScopePromise, under MOSAIC_TEST_NO_SCOPE_PROMISE=1, names no scope
 // in a scope's promise: the weakened mosaic whose init does not check its
 // cgroup, which the test shows the attack against first.
-func testNoScopePromise() bool { return os.Getenv("MOSAIC_TEST_NO_SCOPE_PROMISE") == "1" }
+func testNoScopePromise() bool { return testhook.Flag("MOSAIC_TEST_NO_SCOPE_PROMISE") }
 
 // testSignalWhileHeld, under MOSAIC_TEST_SIGNAL_HELD=1, has mosaic send
 // itself SIGINT (Ctrl-C in the terminal) once systemd has made the scope and
@@ -65,7 +61,7 @@ func testNoScopePromise() bool { return os.Getenv("MOSAIC_TEST_NO_SCOPE_PROMISE"
 // resized during the start) come before the SIGINT, each handed to mosaic's
 // channels before the next is sent.
 func testSignalWhileHeld(signals chan os.Signal) {
-	mode := os.Getenv("MOSAIC_TEST_SIGNAL_HELD")
+	mode := testhook.Value("MOSAIC_TEST_SIGNAL_HELD")
 	if mode == "" {
 		return
 	}
@@ -101,7 +97,7 @@ func testSignalWhileHeld(signals chan os.Signal) {
 // testScopeSuspendable, under MOSAIC_TEST_SCOPE_SUSPENDABLE=1, leaves
 // SIGTSTP to its default: the weakened mosaic that Ctrl-Z suspends while
 // its scope session runs on.
-func testScopeSuspendable() bool { return os.Getenv("MOSAIC_TEST_SCOPE_SUSPENDABLE") == "1" }
+func testScopeSuspendable() bool { return testhook.Flag("MOSAIC_TEST_SCOPE_SUSPENDABLE") }
 
 // testInitOptions are a scope's init's test-only options (sandbox.Init
 // takes them in this build only):
@@ -118,7 +114,7 @@ func testInitOptions() []string {
 		{"MOSAIC_TEST_IGNORE_HELD", "--test-ignore-held"},
 		{"MOSAIC_TEST_SLOW_INIT", "--test-slow-start=300ms"},
 	} {
-		if os.Getenv(o.env) == "1" {
+		if testhook.Flag(o.env) {
 			opts = append(opts, o.opt)
 		}
 	}
@@ -130,7 +126,7 @@ func testInitOptions() []string {
 // harness's SIGTERM) that mosaic forwards as soon as it has sent the byte,
 // come before the init has read it, made deterministic.
 func testSignalAtRelease(forward func(os.Signal)) {
-	if os.Getenv("MOSAIC_TEST_SIGNAL_AT_RELEASE") == "1" {
+	if testhook.Flag("MOSAIC_TEST_SIGNAL_AT_RELEASE") {
 		forward(syscall.SIGINT)
 	}
 }
@@ -138,13 +134,13 @@ func testSignalAtRelease(forward func(os.Signal)) {
 // testNoAwaitHeld, under MOSAIC_TEST_NO_AWAIT_HELD=1, lets the init run and
 // forwards signals to it without waiting until it says it is held: the
 // weakened mosaic.
-func testNoAwaitHeld() bool { return os.Getenv("MOSAIC_TEST_NO_AWAIT_HELD") == "1" }
+func testNoAwaitHeld() bool { return testhook.Flag("MOSAIC_TEST_NO_AWAIT_HELD") }
 
 // testReleaseBytes, under MOSAIC_TEST_RELEASE_EOF=1, sends nothing where
 // mosaic lets the held init run: the EOF bwrap and the init see when mosaic
 // is killed once the scope exists and before the init runs.
 func testReleaseBytes(b []byte) []byte {
-	if os.Getenv("MOSAIC_TEST_RELEASE_EOF") == "1" {
+	if testhook.Flag("MOSAIC_TEST_RELEASE_EOF") {
 		return nil
 	}
 	return b
@@ -155,15 +151,76 @@ func testReleaseBytes(b []byte) []byte {
 // it does to the scope (stop it), and closed it; then it gives systemd's
 // announcement of that a moment to arrive.
 func testPauseHeld() {
-	if fifo := os.Getenv("MOSAIC_TEST_PAUSE_HELD"); fifo != "" {
-		if f, err := os.Open(fifo); err == nil {
-			_, _ = io.Copy(io.Discard, f)
-			f.Close()
-		}
+	if testhook.Wait("MOSAIC_TEST_PAUSE_HELD") {
 		time.Sleep(200 * time.Millisecond) // the stop's announcement reaches the watch
 	}
 }
 
 // testBlindToStop, under MOSAIC_TEST_BLIND_TO_STOP=1, lets the held init run
 // although its scope is being stopped: the weakened mosaic.
-func testBlindToStop() bool { return os.Getenv("MOSAIC_TEST_BLIND_TO_STOP") == "1" }
+func testBlindToStop() bool { return testhook.Flag("MOSAIC_TEST_BLIND_TO_STOP") }
+
+// testCredentialsOnDisk, under MOSAIC_TEST_CREDENTIALS_ON_DISK=1, also
+// writes the credentials held for name to the file in the runtime directory
+// where mosaic kept them before issue 31: the weakened mosaic whose crash
+// leaves the secret on disk, which the crash test is first shown to catch.
+func testCredentialsOnDisk(name string, vars []credentials.Var) {
+	if !testhook.Flag("MOSAIC_TEST_CREDENTIALS_ON_DISK") {
+		return
+	}
+	rt, err := request.RuntimeDir()
+	if err != nil {
+		return
+	}
+	path := credentials.SessionFile(rt, name)
+	if os.MkdirAll(filepath.Dir(path), 0o700) == nil {
+		_ = credentials.WriteFileAtomic(path, credentials.Encode(vars))
+	}
+}
+
+// testLoseAtStart, under MOSAIC_TEST_LOSE_AT_START, makes the connection
+// to systemd go away once systemd has taken a start (StartTransientUnit
+// answered): "close" closes it, as a killed dbus-daemon does; "reexec"
+// closes it and has systemd re-execute itself (`systemctl --user
+// daemon-reexec`, as an upgrade does) while the start job is under way.
+func testLoseAtStart(m *Manager) {
+	switch testhook.Value("MOSAIC_TEST_LOSE_AT_START") {
+	case "reexec":
+		m.conn.Close()
+		_ = exec.Command("systemctl", "--user", "daemon-reexec").Run()
+	case "close":
+		m.conn.Close()
+	}
+}
+
+// testUndoOnLoss, under MOSAIC_TEST_UNDO_ON_LOSS=1, undoes a start whose
+// connection was lost as any failed start: the weakened mosaic that takes
+// a running session's state away.
+func testUndoOnLoss() bool { return testhook.Flag("MOSAIC_TEST_UNDO_ON_LOSS") }
+
+// testNoTie, under MOSAIC_TEST_NO_TIE=1, does not tie a mosaic run's
+// session to the run: the weakened mosaic whose killed run leaves its
+// session running unwatched.
+func testNoTie() bool { return testhook.Flag("MOSAIC_TEST_NO_TIE") }
+
+// testUnitProperties changes a session's unit properties for a test:
+//   - MOSAIC_TEST_EGRESS_REQUIRES=1 ties the session to its egress proxy
+//     with Requires= in place of BindsTo=: the weakened mosaic whose
+//     session runs on when its proxy dies;
+//   - MOSAIC_TEST_OUTPUT_NULL=1 sends its output to /dev/null, as systemd
+//     does when it cannot reach journald (down while the session started),
+//     which a test cannot stop.
+func testUnitProperties(props []sd.Property) []sd.Property {
+	if testhook.Flag("MOSAIC_TEST_EGRESS_REQUIRES") {
+		for i := range props {
+			if props[i].Name == "BindsTo" {
+				props[i].Name = "Requires"
+			}
+		}
+	}
+	if testhook.Flag("MOSAIC_TEST_OUTPUT_NULL") {
+		props = append(props, sd.Property{Name: "StandardOutput", Value: dbus.MakeVariant("null")},
+			sd.Property{Name: "StandardError", Value: dbus.MakeVariant("null")})
+	}
+	return props
+}
