@@ -18,14 +18,18 @@ import (
 	"mosaic/credentials"
 	"mosaic/manager"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 
 func listCommand(out *output) *cli.Command {
 	return &cli.Command{
-		Name:         "list",
-		Usage:        "list the sessions systemd has; with --all also the ended ones kept until `mosaic rm` or `mosaic gc`",
-		Flags:        []cli.Flag{&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list ended sessions"}, fullFlag, jsonFlag},
+		Name:  "list",
+		Usage: "list the sessions systemd has; with --all also the ended ones kept until `mosaic rm` or `mosaic gc`",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list ended sessions"}, fullFlag, jsonFlag,
+			// Both taken off by run before the library sees them.
+			&cli.StringSliceFlag{Name: "host", Aliases: []string{"H"}, Usage: "list the sessions of `[USER@]HOST[:PORT]` (repeatable; `local` is this machine), with a HOST column"},
+			&cli.BoolFlag{Name: "all-hosts", Usage: "list the sessions of every host in ~/.config/mosaic/hosts"}},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			return connected(func(ctx context.Context, m *manager.Manager) error {
@@ -61,18 +65,33 @@ func printList(w io.Writer, list []manager.Session, all bool) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tSUB\tPID\tAGE\tMEMORY\tENDED")
+	fmt.Fprintln(tw, listHeader)
 	for _, s := range list {
-		ended := "-"
-		if !s.Running() && s.How() != "" {
-			ended = s.How()
-		}
-		if s.Problem != "" {
-			ended = "damaged: see mosaic status " + s.Name
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), age(s.Since), humanBytes(s.MemoryBytes), ended)
+		fmt.Fprintln(tw, listRow(s))
 	}
 	tw.Flush()
+}
+
+// statusView is what status shows: the session, and its egress proxy's
+// live view while it runs.
+type statusView struct {
+	manager.Session
+	Egress *egress.State `json:"egress,omitempty"`
+}
+
+// listHeader and listRow are list's table, also with a HOST column before
+// them (mosaic list --host A --host B).
+const listHeader = "NAME\tKIND\tSTATE\tSUB\tPID\tAGE\tMEMORY\tENDED"
+
+func listRow(s manager.Session) string {
+	ended := "-"
+	if !s.Running() && s.How() != "" {
+		ended = s.How()
+	}
+	if s.Problem != "" {
+		ended = "damaged: see mosaic status " + s.Name
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), age(s.Since), humanBytes(s.MemoryBytes), ended)
 }
 
 func statusCommand(out *output) *cli.Command {
@@ -92,9 +111,18 @@ func statusCommand(out *output) *cli.Command {
 				if err != nil {
 					return err
 				}
-				out.result(s, func(w io.Writer) {
+				// The egress proxy's live view (grants, refusals) comes from
+				// the proxy itself, never from the journal, where a session
+				// could print a line that looks like one.
+				v := statusView{Session: s, Egress: egressState(ctx, s)}
+				out.result(v, func(w io.Writer) {
 					var b strings.Builder
 					printStatus(&b, s, out.safe)
+					if v.Egress != nil {
+						printEgress(&b, s.Name, v.Egress, out.safe)
+					} else if s.Network == "allow" && s.Running() {
+						fmt.Fprintf(&b, "egress:    its proxy does not answer on its control socket: `systemctl --user status %s` says why\n", units.EgressUnitName(s.Name))
+					}
 					io.WriteString(w, wrapLines(b.String(), fitWidth(out, false)))
 				})
 				warnDropped(s)
@@ -312,10 +340,14 @@ func cpu(ns *uint64) string {
 func profilesCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:         "profiles",
-		Usage:        "list the agent profiles: built-in ones and yours in ~/.config/mosaic/profiles/NAME.conf",
-		Flags:        []cli.Flag{fullFlag, jsonFlag},
+		Usage:        "list the agent profiles: built-in ones and yours in ~/.config/mosaic/profiles/NAME.conf; and the host groups",
+		Flags:        []cli.Flag{fullFlag, jsonFlag, &cli.BoolFlag{Name: "groups", Usage: "list only the host groups (@npm, ...) with each host and why it is there"}},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
+			if c.Bool("groups") {
+				out.result(egress.Groups(), func(w io.Writer) { printGroups(w, true) })
+				return nil
+			}
 			home, err := os.UserHomeDir()
 			if err != nil {
 				return errcode.NoHome.New("cannot tell your home directory: %v (set HOME)", err)
@@ -353,6 +385,8 @@ func profilesCommand(out *output) *cli.Command {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, bin, tested, network, p.Source, cred)
 				}
 				tw.Flush()
+				fmt.Fprintln(&b)
+				printGroups(&b, false)
 			})
 			return nil
 		},
@@ -458,4 +492,24 @@ func percent(n *uint64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%d%%", *n)
+}
+
+// printGroups prints the host groups, with each host when full.
+func printGroups(w io.Writer, full bool) {
+	fmt.Fprintln(w, "GROUPS (--allow-host @NAME, AllowHost=@NAME, mosaic allow SESSION @NAME; mosaic profiles --groups lists each host)")
+	for _, g := range egress.Groups() {
+		fmt.Fprintf(w, "@%s: %s\n", g.Name, g.Purpose)
+		if !full {
+			continue
+		}
+		if len(g.Of) > 0 {
+			fmt.Fprintf(w, "  = @%s\n", strings.Join(g.Of, " + @"))
+		}
+		for _, h := range g.Hosts {
+			fmt.Fprintf(w, "  %s  %s\n", h.Host, h.Why)
+		}
+		for _, h := range g.Plain {
+			fmt.Fprintf(w, "  %s  (plain HTTP, GET and HEAD only) %s\n", h.Host, h.Why)
+		}
+	}
 }
