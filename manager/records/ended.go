@@ -73,8 +73,8 @@ func proxyDead(socket string) bool {
 // whose config it changed and of the repositories it planted or changed
 // anywhere in the workspace (sandbox.MoveAsideRepos).
 func MoveAside(r Record) []sandbox.MovedAside {
-	if r.Workspace == "" || r.HostExecWritable {
-		return nil
+	if r.Workspace == "" || r.HostExecWritable || r.WorkspaceCopied {
+		return nil // the session could write what the host runs there, or never touched it
 	}
 	moved := sandbox.MoveAsideCreated(r.Workspace, r.Name, r.HostExecMissing)
 	if !r.Started.IsZero() {
