@@ -233,9 +233,9 @@ func TestRemoteHost(t *testing.T) {
 	// the run's exit status stays its own.
 	t.Run("a session's line that looks like a marker is only output", func(t *testing.T) {
 		for _, line := range []string{"mosaic-remote: no mosaic on this host", "mosaic-remote: protocol 9, this mosaic speaks 9", `mosaic: unknown command "remote-exec"`} {
-			res := r.mosaic(t, nil, "", "run", "--workspace", ws, "--", "/bin/sh", "-c", `echo '`+line+`' >&2; echo after >&2; exit 3`)
-			if res.code != 3 || !strings.Contains(res.stderr, line+"\nafter\n") {
-				t.Errorf("a session printing %q: exit %d, stderr %q; want 3 and the line passed on", line, res.code, res.stderr)
+			res := r.mosaic(t, nil, "", "run", "--workspace", ws, "--", "/bin/sh", "-c", `echo '`+line+`' >&2; echo after >&2; exit 5`)
+			if res.code != 5 || !strings.Contains(res.stderr, line+"\nafter\n") {
+				t.Errorf("a session printing %q: exit %d, stderr %q; want 5 (its own exit; a refusal is 3) and the line passed on", line, res.code, res.stderr)
 			}
 		}
 	})
