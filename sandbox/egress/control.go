@@ -194,13 +194,23 @@ func inSession(cgroup string) bool {
 	return false
 }
 
-// save writes the running grants into the control directory (0600,
-// atomically), for a proxy started again.
+// kept is what the control directory keeps for a proxy started again: the
+// running grants and the hosts taken back (a start-list entry denied stays
+// denied across a restart). An earlier proxy kept the grants alone, as a
+// JSON list; restore reads that too.
+type kept struct {
+	Grants []Grant  `json:"grants"`
+	Denied []string `json:"denied,omitempty"`
+}
+
+// save writes the running grants and the hosts taken back into the control
+// directory (0600, atomically), for a proxy started again.
 func (e *Egress) save() {
 	if e.ControlDir == "" {
 		return
 	}
-	b, _ := json.Marshal(e.State().Grants)
+	st := e.State()
+	b, _ := json.Marshal(kept{Grants: st.Grants, Denied: st.Denied})
 	tmp := filepath.Join(e.ControlDir, "."+grantsFileName+".tmp")
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		e.logf("cannot keep the grants: %v", err)
@@ -212,7 +222,7 @@ func (e *Egress) save() {
 }
 
 // restore takes back the grants a previous proxy of the session kept, but
-// for those whose time is up.
+// for those whose time is up, and the hosts it had taken back.
 func (e *Egress) restore() {
 	if e.ControlDir == "" {
 		return
@@ -221,13 +231,15 @@ func (e *Egress) restore() {
 	if err != nil {
 		return
 	}
-	var gs []Grant
-	if err := json.Unmarshal(b, &gs); err != nil {
-		e.logf("the kept grants are unreadable, none restored: %v", err)
-		return
+	var k kept
+	if err := json.Unmarshal(b, &k); err != nil {
+		if err := json.Unmarshal(b, &k.Grants); err != nil { // the earlier form
+			e.logf("the kept grants are unreadable, none restored: %v", err)
+			return
+		}
 	}
 	now := e.live.now()
-	for _, g := range gs {
+	for _, g := range k.Grants {
 		var d time.Duration
 		if g.Until != nil {
 			if d = g.Until.Sub(now); d <= 0 {
@@ -238,6 +250,14 @@ func (e *Egress) restore() {
 			e.logf("a kept grant is not restored: %v", err)
 		}
 	}
+	l := e.live
+	l.mu.Lock()
+	for _, h := range k.Denied {
+		if hp, err := NormalizeHost(h); err == nil {
+			l.denied[hp] = true
+		}
+	}
+	l.mu.Unlock()
 }
 
 // A ControlClient is `mosaic allow`'s, `deny`'s and `status`'s way to a

@@ -445,3 +445,37 @@ func TestRevokeWhileConnecting(t *testing.T) {
 		})
 	}
 }
+
+// TestDenyOutlivesRestart: an entry of the start list taken back stays
+// taken back when the proxy starts again (systemctl --user restart, which
+// the session follows): the proxy keeps its revocations beside its grants,
+// and a proxy started again reads both. A grants file of the earlier form
+// (a list of grants) is still read.
+func TestDenyOutlivesRestart(t *testing.T) {
+	lt := newLiveTest(t, "start.test:PORT")
+	start := "start.test:" + lt.port
+	if _, err := lt.e.grant([]string{"kept.test:" + lt.port}, 0, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	lt.e.save()
+	if _, err := lt.e.deny([]string{start}, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	again := &Egress{Session: "s1", Allow: lt.e.Allow, ControlDir: lt.e.ControlDir, Log: io.Discard}
+	again.start()
+	again.restore()
+	if again.hostAllowed(start) || !again.hostAllowed("kept.test:"+lt.port) {
+		t.Errorf("after a restart: start-list host taken back allowed %v, grant kept %v; want false, true", again.hostAllowed(start), again.hostAllowed("kept.test:"+lt.port))
+	}
+	if st := again.State(); len(st.Denied) != 1 || st.Denied[0] != start {
+		t.Errorf("after a restart, taken back: %v", st.Denied)
+	}
+	// The earlier form: a bare list of grants.
+	os.WriteFile(filepath.Join(lt.e.ControlDir, grantsFileName), []byte(`[{"entry":"old.test:443","by":"tester"}]`), 0o600)
+	old := &Egress{Session: "s1", Allow: lt.e.Allow, ControlDir: lt.e.ControlDir, Log: io.Discard}
+	old.start()
+	old.restore()
+	if !old.hostAllowed("old.test:443") {
+		t.Errorf("a grants file of the earlier form is not read: %+v", old.State())
+	}
+}
