@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"time"
 
 	"mosaic/manager/records"
 	"mosaic/units/errcode"
@@ -45,17 +47,38 @@ func main() {
 			os.Exit(sandbox.ExitSandboxRefused)
 		}
 	}
-	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+	code, sig := runCLI(os.Args, os.Stdout, os.Stderr)
+	if sig != nil {
+		dieOf(sig)
+	}
+	os.Exit(code)
 }
 
 // run runs the CLI and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	code, _ := runCLI(args, stdout, stderr)
+	return code
+}
+
+// runCLI runs the CLI and returns the exit code, and the signal mosaic
+// should die of instead, if any (see output.dieOf).
+func runCLI(args []string, stdout, stderr io.Writer) (int, os.Signal) {
 	out := &output{json: wantsJSON(args[1:]), stdout: stdout, stderr: stderr}
 	app := newApp(out)
 	if err := app.Run(reorderArgs(app, args)); err != nil {
-		return out.fail(err)
+		return out.fail(err), nil
 	}
-	return out.code
+	return out.code, out.dieOf
+}
+
+// dieOf ends mosaic by sig's default action (the Go runtime's handler
+// gone), so that its parent sees a death by that signal.
+func dieOf(sig os.Signal) {
+	signal.Reset(sig)
+	s := sig.(unix.Signal)
+	_ = unix.Tgkill(unix.Getpid(), unix.Gettid(), s)
+	_ = unix.Kill(unix.Getpid(), s)
+	time.Sleep(time.Second) // the signal is on its way
 }
 
 // newApp is mosaic's command line.
@@ -159,6 +182,11 @@ type output struct {
 	json           bool
 	stdout, stderr io.Writer
 	code           int // the exit code a command chose (mosaic run)
+	// dieOf, when set, is the signal mosaic dies of instead of exiting
+	// with code: a run whose command Ctrl-C ended, as a shell's child
+	// should (the shell then prints its prompt on a new line, and a loop
+	// running mosaic stops).
+	dieOf os.Signal
 }
 
 // onTerminal reports whether w is a terminal, where control characters a

@@ -213,7 +213,11 @@ func runCommand(out *output) *cli.Command {
 				return err
 			}
 			req.Scope = c.Bool("scope")
-			req.TTY = isTerminal(os.Stdin) && isTerminal(os.Stdout) && !req.Scope
+			// A run in the background of its shell (`mosaic run -- cmd &`,
+			// `timeout 20 mosaic run ...`) pipes, as systemd-run --pipe
+			// does: a pseudo-terminal would need the terminal's modes set,
+			// which stops a background job (SIGTTOU).
+			req.TTY = isTerminal(os.Stdin) && isTerminal(os.Stdout) && foreground(os.Stdin) && !req.Scope
 			if c.IsSet("pty") {
 				req.TTY = c.Bool("pty")
 			}
@@ -224,13 +228,16 @@ func runCommand(out *output) *cli.Command {
 			}
 			defer m.Close()
 			warnUnconfined(out, spec)
-			if !c.Bool("quiet") && isTerminal(os.Stderr) && (req.TTY || isTerminal(os.Stdin)) {
+			quiet := c.Bool("quiet")
+			if !quiet && !out.json && isTerminal(os.Stderr) && foreground(os.Stderr) && (req.TTY || isTerminal(os.Stdin)) {
 				// As systemd-run --pty says where it runs: a sign that the
 				// shell the user now types into is confined.
 				fmt.Fprintf(os.Stderr, "mosaic: session %s: workspace %s, network %s; exit the command to leave\n",
 					spec.Name, termsafe.Escape(spec.Workspace, false), spec.Network)
 			}
-			out.notes(spec.Notes)
+			if !quiet {
+				out.notes(spec.Notes)
+			}
 			stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
 			var term *terminal
 			if req.TTY {
@@ -257,10 +264,12 @@ func runCommand(out *output) *cli.Command {
 				defer forwardWinch(sigs)()
 			}
 			var s manager.Session
+			var first *signalTee
 			if req.Scope {
-				s, err = m.RunScope(ctx, spec, secrets, stdio, sigs)
+				s, err = m.RunScope(ctx, spec, secrets, stdio, sigs) // its init gets each signal itself
 			} else {
-				s, err = m.Run(ctx, spec, secrets, [3]int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}, sigs)
+				first = firstSignal(sigs)
+				s, err = m.Run(ctx, spec, secrets, [3]int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}, first.relay)
 			}
 			if term != nil {
 				term.finish()
@@ -273,6 +282,13 @@ func runCommand(out *output) *cli.Command {
 				return err
 			}
 			out.code = s.ExitCode()
+			if s.Signal == "SIGINT" || (first != nil && s.StoppedBy == "signal" && first.was(unix.SIGINT)) {
+				// Ctrl-C ended the command (a key on its own terminal) or,
+				// piped, had mosaic stop the session: mosaic dies of SIGINT
+				// as the command would have, so that the shell puts its
+				// prompt on a new line, reports 130 and leaves a loop.
+				out.dieOf = unix.SIGINT
+			}
 			for _, m := range s.MovedAside {
 				line := records.MovedAsideLine(spec.Workspace, m)
 				if onTerminal(out.stderr) {
@@ -290,6 +306,40 @@ func runCommand(out *output) *cli.Command {
 			}
 			return nil
 		},
+	}
+}
+
+// A signalTee passes the signals mosaic run gets on to the session and
+// remembers the first: a Ctrl-C that stopped a piped session makes mosaic
+// exit as one, whatever the command did with the SIGTERM of the stop.
+type signalTee struct {
+	relay chan os.Signal
+	first chan os.Signal // holds the first signal, once one came
+}
+
+// firstSignal tees sigs.
+func firstSignal(sigs <-chan os.Signal) *signalTee {
+	t := &signalTee{relay: make(chan os.Signal, cap(sigs)), first: make(chan os.Signal, 1)}
+	go func() {
+		for sig := range sigs {
+			select {
+			case t.first <- sig:
+			default:
+			}
+			t.relay <- sig
+		}
+	}()
+	return t
+}
+
+// was reports whether the first signal was sig.
+func (t *signalTee) was(sig os.Signal) bool {
+	select {
+	case s := <-t.first:
+		t.first <- s
+		return s == sig
+	default:
+		return false
 	}
 }
 
