@@ -1,9 +1,12 @@
 package manager
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"mosaic/manager/bulkget"
@@ -77,6 +80,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 		s.PIDs = servicePIDs()
 	case s.Running():
 		s.PIDs = m.pidsAsync(cctx, unit)()
+		s.MainPID = scopeLeader(s.PIDs)
 	}
 	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
 		session.Describe(rec, &s)
@@ -136,6 +140,10 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 		var unitProps []string
 		if invocations {
 			unitProps = []string{"InvocationID"}
+		}
+		if kind == units.KindScope {
+			// A scope's start is its unit's (it has no ExecMain*).
+			unitProps = append(unitProps, "ActiveEnterTimestamp")
 		}
 		all = append(all, pending{name, kind, u, iface, props, unitProps})
 		for _, n := range props {
@@ -210,6 +218,17 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 		s := session.Of(p.name, p.kind, up, sp)
 		counters(&s, cgroup)
 		out = append(out, s)
+	}
+	// A scope has no MainPID: its leader is read from its processes, one
+	// call per running scope (interactive sessions, few), all sent at once.
+	leaders := map[int]func() []uint32{}
+	for i, s := range out {
+		if s.Kind == units.KindScope && s.Running() {
+			leaders[i] = m.pidsAsync(cctx, s.Unit)
+		}
+	}
+	for i, pids := range leaders {
+		out[i].MainPID = scopeLeader(pids())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -293,6 +312,41 @@ func (m *Manager) pidsAsync(ctx context.Context, unit string) func() []uint32 {
 		}
 		return out
 	}
+}
+
+// scopeLeader is the process of a scope whose parent is outside it (a
+// session's init: mosaic's bwrap, which started it, stays outside the
+// scope), or 0. Of several (none should be), the first.
+func scopeLeader(pids []uint32) uint32 {
+	in := make(map[int]bool, len(pids))
+	for _, p := range pids {
+		in[int(p)] = true
+	}
+	for _, p := range pids {
+		if ppid := parentOf(int(p)); ppid > 0 && !in[ppid] {
+			return p
+		}
+	}
+	return 0
+}
+
+// parentOf is pid's parent as /proc/PID/stat says, or 0.
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 // mustPaths is UserPaths for readers that can do without it (a missing

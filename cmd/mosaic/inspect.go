@@ -344,22 +344,33 @@ func profilesCommand(out *output) *cli.Command {
 
 func rmCommand(out *output) *cli.Command {
 	return &cli.Command{
-		Name:         "rm",
-		Usage:        "forget an ended session: its record, its home and /tmp, and its failed unit",
-		ArgsUsage:    "NAME",
-		Flags:        []cli.Flag{jsonFlag},
+		Name:  "rm",
+		Usage: "forget ended sessions: each one's record, its home and /tmp, and its failed unit",
+		Description: "A running session is refused (stop it first) unless --force is given, which stops it\n" +
+			"(SIGTERM, SIGKILL after 10s) and then removes it. Several sessions are removed in turn.",
+		ArgsUsage: "NAME...",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "stop a running session first"},
+			jsonFlag,
+		},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			name, err := oneName(c)
+			names, err := someNames(c)
 			if err != nil {
 				return err
 			}
 			return connected(func(ctx context.Context, m *manager.Manager) error {
-				if err := m.Remove(ctx, name); err != nil {
-					return err
-				}
-				out.result(map[string]any{"removed": []string{name}}, func(w io.Writer) { fmt.Fprintf(w, "removed session %s\n", name) })
-				return nil
+				return eachName(out, names, func(name string) (any, func(io.Writer), error) {
+					if c.Bool("force") {
+						if _, _, err := stopOne(ctx, m, out, name, units.DefaultStopTimeout); err != nil {
+							return nil, nil, err
+						}
+					}
+					if err := m.Remove(ctx, name); err != nil {
+						return nil, nil, err
+					}
+					return map[string]any{"removed": []string{name}}, func(w io.Writer) { fmt.Fprintf(w, "removed session %s\n", name) }, nil
+				})
 			})
 		},
 	}

@@ -66,6 +66,9 @@ func logsCommand(out *output) *cli.Command {
 					return err
 				}
 				if s.Kind == units.KindScope || s.Output == "terminal" {
+					if s.Running() {
+						return errcode.NoLogs.New("session %s runs in the foreground (mosaic run): its output goes to the terminal or pipes it runs on, not to the journal; start it with mosaic start to keep its output", name)
+					}
 					return errcode.NoLogs.New("session %s ran in the foreground (mosaic run): its output went to the terminal or pipes it ran on, not to the journal; start it with mosaic start to keep its output", name)
 				}
 				// journalctl, not go-systemd's sdjournal: sdjournal links

@@ -118,10 +118,12 @@ func callerEnv(environ []string) []string {
 
 func startCommand(out *output) *cli.Command {
 	return &cli.Command{
-		Name:         "start",
-		Usage:        "start a confined session in the background",
-		ArgsUsage:    "-- COMMAND [ARG...]",
-		Flags:        sessionFlags(),
+		Name:      "start",
+		Usage:     "start a confined session in the background",
+		ArgsUsage: "-- COMMAND [ARG...]",
+		Flags: append(sessionFlags(),
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the session's name (and errors), no notes: name=$(mosaic start -q -- CMD)"},
+		),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			req, err := requestFrom(c)
@@ -150,7 +152,10 @@ func startCommand(out *output) *cli.Command {
 			}
 			defer m.Close()
 			warnUnconfined(out, spec)
-			out.notes(spec.Notes)
+			quiet := c.Bool("quiet")
+			if !quiet {
+				out.notes(spec.Notes)
+			}
 			s, err := m.Start(ctx, spec, secrets)
 			if ctx.Err() != nil {
 				if _, err := m.Stop(context.Background(), spec.Name, time.Second, nil); err != nil {
@@ -162,6 +167,10 @@ func startCommand(out *output) *cli.Command {
 				return err
 			}
 			out.result(s, func(w io.Writer) {
+				if quiet {
+					fmt.Fprintln(w, s.Name)
+					return
+				}
 				if !s.Running() {
 					// The command ran and is already gone: say how, not "started".
 					how := s.How()
@@ -402,17 +411,17 @@ func stoppedReason(s manager.Session) string {
 func stopCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:      "stop",
-		Usage:     "stop a session: SIGTERM to all its processes, SIGKILL after --timeout",
-		ArgsUsage: "NAME",
+		Usage:     "stop sessions: SIGTERM to all their processes, SIGKILL after --timeout",
+		ArgsUsage: "NAME...",
 		Description: "The session's own stop timeout (start --stop-timeout, default 10s) also applies:\n" +
-			"systemd sends SIGKILL when the shorter of the two has passed.",
+			"systemd sends SIGKILL when the shorter of the two has passed. Several sessions are stopped in turn.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "timeout", Usage: "`DURATION` between SIGTERM and SIGKILL (0: at once)", Value: units.DefaultStopTimeout.String()},
 			jsonFlag,
 		},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			name, err := oneName(c)
+			names, err := someNames(c)
 			if err != nil {
 				return err
 			}
@@ -421,35 +430,42 @@ func stopCommand(out *output) *cli.Command {
 				return err
 			}
 			return connected(func(ctx context.Context, m *manager.Manager) error {
-				before, err := m.Status(ctx, name)
-				if err != nil {
-					return err
-				}
-				wasRunning := before.Running()
-				prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "stopping "+name)
-				s, err := m.Stop(ctx, name, timeout, prog.set)
-				prog.done()
-				if err != nil {
-					return err
-				}
-				out.result(s, func(w io.Writer) {
-					how := s.How()
-					if how == "" {
-						how = s.State
+				return eachName(out, names, func(name string) (any, func(io.Writer), error) {
+					s, wasRunning, err := stopOne(ctx, m, out, name, timeout)
+					if err != nil {
+						return nil, nil, err
 					}
-					if !wasRunning {
-						fmt.Fprintf(w, "session %s had already ended (%s): nothing to stop\n", s.Name, how)
-						return
-					}
-					fmt.Fprintf(w, "stopped session %s (%s)\n", s.Name, how)
-					for _, m := range s.MovedAside {
-						fmt.Fprintln(w, out.safe(records.MovedAsideLine(s.Workspace, m)))
-					}
+					return s, func(w io.Writer) {
+						how := s.How()
+						if how == "" {
+							how = s.State
+						}
+						if !wasRunning {
+							fmt.Fprintf(w, "session %s had already ended (%s): nothing to stop\n", s.Name, how)
+							return
+						}
+						fmt.Fprintf(w, "stopped session %s (%s)\n", s.Name, how)
+						for _, m := range s.MovedAside {
+							fmt.Fprintln(w, out.safe(records.MovedAsideLine(s.Workspace, m)))
+						}
+					}, nil
 				})
-				return nil
 			})
 		},
 	}
+}
+
+// stopOne stops one session, with a progress line on a terminal, and says
+// whether it was running.
+func stopOne(ctx context.Context, m *manager.Manager, out *output, name string, timeout time.Duration) (manager.Session, bool, error) {
+	before, err := m.Status(ctx, name)
+	if err != nil {
+		return manager.Session{}, false, err
+	}
+	prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "stopping "+name)
+	s, err := m.Stop(ctx, name, timeout, prog.set)
+	prog.done()
+	return s, before.Running(), err
 }
 
 // traced turns on MOSAIC_TRACE=1's step timings on stderr.
@@ -458,6 +474,64 @@ func traced(ctx context.Context) context.Context {
 		return manager.WithTrace(ctx, os.Stderr)
 	}
 	return ctx
+}
+
+// someNames reads one or more NAME arguments, each checked before any is
+// acted on (a typo among them changes nothing).
+func someNames(c *cli.Context) ([]string, error) {
+	if c.NArg() == 0 {
+		return nil, errcode.Usage.New("mosaic %s takes one or more session NAMEs: see `mosaic list`", c.Command.Name)
+	}
+	names := c.Args().Slice()
+	for _, n := range names {
+		if err := units.ValidateName(n); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
+}
+
+// eachName runs do for every name in turn, as systemctl and docker do with
+// several: a failure is reported (one line, or its JSON error in the
+// list) and the others still run; mosaic exits with the first failure's
+// code. With one name, --json prints that name's document alone; with
+// several, a list of them.
+func eachName(out *output, names []string, do func(name string) (doc any, text func(io.Writer), err error)) error {
+	if len(names) == 1 {
+		doc, text, err := do(names[0])
+		if err != nil {
+			return err
+		}
+		out.result(doc, text)
+		return nil
+	}
+	var docs []any
+	code := 0
+	for _, n := range names {
+		doc, text, err := do(n)
+		if err != nil {
+			e := errcode.Of(err)
+			if code == 0 {
+				code = e.Exit
+			}
+			if out.json {
+				docs = append(docs, map[string]any{"name": n, "error": map[string]string{"code": e.Code, "message": e.Message}})
+			} else {
+				out.fail(err)
+			}
+			continue
+		}
+		if out.json {
+			docs = append(docs, doc)
+		} else {
+			text(out.stdout)
+		}
+	}
+	if out.json {
+		out.result(docs, nil)
+	}
+	out.code = code
+	return nil
 }
 
 // oneName reads the single NAME argument.
