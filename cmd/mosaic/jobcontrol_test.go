@@ -72,7 +72,18 @@ func TestRunAsBackgroundJob(t *testing.T) {
 	sh := startShell(t)
 	out := filepath.Join(ws, "out.txt")
 
-	if code := sh.status(fmt.Sprintf("%s run -w %s -- sh -c 'echo from-the-session' > %s &\nwait $!", mosaicBin, ws, out)); code != 0 {
+	// Each line is typed once the session it waits for runs (a file it
+	// made says so): keys typed ahead while a session with the terminal as
+	// its stdin starts can be lost.
+	started, goOn := filepath.Join(ws, "started"), filepath.Join(ws, "go-on")
+	sh.typeKeys(fmt.Sprintf("%s run -w %s -- sh -c 'touch started; while [ ! -e go-on ]; do sleep 0.02; done; echo from-the-session' > %s &\n", mosaicBin, ws, out))
+	eventually(t, 30*time.Second, "the background session to run", func() bool { _, err := os.Stat(started); return err == nil })
+	sh.n++
+	sh.typeKeys(fmt.Sprintf("wait $!; echo \"rc%d\"\"=$? end\"\n", sh.n))
+	if err := os.WriteFile(goOn, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := sh.lastStatus(); code != 0 {
 		t.Errorf("a background run: wait says %d, want 0 (150 is SIGTTOU: stopped); terminal:\n%s", code, sh.output())
 	}
 	if b, _ := os.ReadFile(out); string(b) != "from-the-session\n" {
@@ -82,7 +93,12 @@ func TestRunAsBackgroundJob(t *testing.T) {
 		t.Errorf("a job stopped:\n%s", sh.output())
 	}
 
-	if code := sh.status(fmt.Sprintf("timeout 20 %s run -w %s -- ls / </dev/tty >%s", mosaicBin, ws, out)); code != 0 {
+	done := filepath.Join(ws, "done")
+	sh.typeKeys(fmt.Sprintf("timeout 20 %s run -w %s -- sh -c 'ls /; touch done' </dev/tty >%s\n", mosaicBin, ws, out))
+	eventually(t, 30*time.Second, "the session under timeout to run", func() bool { _, err := os.Stat(done); return err == nil })
+	sh.n++
+	sh.typeKeys(fmt.Sprintf("echo \"rc%d\"\"=$? end\"\n", sh.n))
+	if code := sh.lastStatus(); code != 0 {
 		t.Errorf("timeout 20 mosaic run ls </dev/tty >file: %d, want 0 (124: it hung); terminal:\n%s", code, sh.output())
 	}
 	if b, _ := os.ReadFile(out); !strings.Contains(string(b), "usr") {

@@ -67,6 +67,9 @@ func startOnPTYAs(t *testing.T, bin string, rows, cols uint16, args ...string) *
 		r.code = 0
 		if ee, ok := err.(*exec.ExitError); ok {
 			r.code = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				r.code = 128 + int(ws.Signal()) // as a shell says
+			}
 		}
 		close(r.exited)
 	}()
