@@ -287,7 +287,7 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 	}
 	cctx, cancel := bounded(ctx)
 	defer cancel()
-	st, err := m.conn.ListUnitsByNamesContext(cctx, []string{units.UnitName(spec.Name), units.ScopeName(spec.Name), units.EgressUnitName(spec.Name)})
+	st, err := m.conn.ListUnitsByNamesContext(cctx, []string{units.UnitName(spec.Name), units.ScopeName(spec.Name), units.EgressUnitName(spec.Name), units.PTYUnitName(spec.Name)})
 	if err != nil {
 		return bug("ListUnitsByNames", err)
 	}
@@ -296,8 +296,9 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 		case u.LoadState == "not-found":
 		case u.ActiveState == "inactive" || u.ActiveState == "failed":
 			m.forget(ctx, u.Name)
-		case u.Name == units.EgressUnitName(spec.Name):
-			// A proxy still stopping after its session: it is gone in a moment.
+		case u.Name == units.EgressUnitName(spec.Name), u.Name == units.PTYUnitName(spec.Name):
+			// A proxy or terminal holder still stopping after its session:
+			// it is gone in a moment.
 		default:
 			return errcode.SessionExists.New("a session named %s is already %s: pick another --name, or stop it first with `mosaic stop %s`", spec.Name, u.ActiveState, spec.Name)
 		}

@@ -170,7 +170,7 @@ func Properties(s Spec, f Features) []sd.Property {
 	// reports the end and removes its state), so unless it has a credential
 	// file to guard it goes without: the ExecStopPost costs a second
 	// namespace setup, some 8 ms of every run.
-	if s.Stdio == nil || s.NameGiven || s.CredentialFile != "" {
+	if s.Stdio == nil || s.Attach != nil || s.NameGiven || s.CredentialFile != "" {
 		post := records.EndedArgv(s.MosaicBin, s.StateDir, s.CredentialFile)
 		// ExecStopPost, not ExecStopPostEx: systemd 252 writes the latter
 		// into the transient unit file under a key it cannot read back, so
@@ -196,15 +196,19 @@ func Properties(s Spec, f Features) []sd.Property {
 	if s.OwnNetwork() {
 		props = append(props, prop("PrivateNetwork", true))
 	}
-	props = append(props, egressDependency(s)...)
+	props = append(props, auxDependency(s)...)
 	props = append(props, limitProperties(s.Limits)...)
 	if s.Stdio != nil {
 		props = append(props,
 			prop("StandardInputFileDescriptor", dbus.UnixFD(s.Stdio[0])),
 			prop("StandardOutputFileDescriptor", dbus.UnixFD(s.Stdio[1])),
 			prop("StandardErrorFileDescriptor", dbus.UnixFD(s.Stdio[2])),
-			prop("CollectMode", "inactive-or-failed"),
 		)
+	}
+	if s.Stdio != nil && s.Attach == nil {
+		// A run's unit: nothing is left once it ended, even failed (a
+		// start --pty session's stays, as any started one's).
+		props = append(props, prop("CollectMode", "inactive-or-failed"))
 	}
 	return props
 }
@@ -255,26 +259,35 @@ func ScopeProperties(s Spec, initPID uint32) []sd.Property {
 		prop("TimeoutStopUSec", usec(stop)),
 		prop("CollectMode", "inactive-or-failed"),
 	}
-	props = append(props, egressDependency(s)...)
+	props = append(props, auxDependency(s)...)
 	return append(props, limitProperties(s.Limits)...)
 }
 
-// egressDependency makes a session with network allow need its egress
-// proxy, started first (After=): the session does not start without it.
-func egressDependency(s Spec) []sd.Property {
-	if s.Network != sandbox.NetworkAllow {
+// auxDependency makes a session need the units started with it (AuxUnits),
+// each started first (After=): the session does not start without them.
+func auxDependency(s Spec) []sd.Property {
+	var aux []string
+	for _, u := range AuxUnits(s) {
+		aux = append(aux, u.Name)
+	}
+	if len(aux) == 0 {
 		return nil
 	}
-	return []sd.Property{prop("Requires", []string{s.EgressUnit()}), prop("After", []string{s.EgressUnit()})}
+	return []sd.Property{prop("Requires", aux), prop("After", aux)}
 }
 
 // AuxUnits are the units started with the session in the same call: its
-// egress proxy, for network allow.
+// egress proxy, for network allow, and the holder of its terminal, for
+// start --pty.
 func AuxUnits(s Spec) []sd.PropertyCollection {
-	if s.Network != sandbox.NetworkAllow {
-		return nil
+	var aux []sd.PropertyCollection
+	if s.Network == sandbox.NetworkAllow {
+		aux = append(aux, sd.PropertyCollection{Name: s.EgressUnit(), Properties: EgressProperties(s)})
 	}
-	return []sd.PropertyCollection{{Name: s.EgressUnit(), Properties: EgressProperties(s)}}
+	if s.Attach != nil && !s.Scope {
+		aux = append(aux, sd.PropertyCollection{Name: s.PTYUnit(), Properties: PTYProperties(s)})
+	}
+	return aux
 }
 
 // The egress unit's own resource limits. The proxy holds at most

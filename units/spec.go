@@ -182,6 +182,10 @@ type Spec struct {
 	// mosaic made for it, which the init makes the command's controlling
 	// terminal.
 	TTY bool
+	// Attach, when set, is the master side of the session's terminal
+	// (Stdio is its slave side), handed to the unit that holds it for
+	// mosaic attach (start --pty, PTYProperties).
+	Attach *int
 	// MayLaunch binds the bus's socket directory (BusDir) into the session,
 	// which may then ask the bus to launch others.
 	MayLaunch bool

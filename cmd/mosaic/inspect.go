@@ -207,6 +207,8 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 		printLandlockRows(w)
 	}
 	switch {
+	case s.Output == "pty":
+		fmt.Fprintf(w, "output:    a terminal of its own, held by %s: mosaic attach %s (detach: Ctrl-P Ctrl-Q)\n", units.PTYUnitName(s.Name), s.Name)
 	case s.Kind == units.KindScope || s.Output == "terminal":
 		fmt.Fprintln(w, "output:    went to the terminal or pipes of mosaic run (not the journal)")
 	default:

@@ -65,6 +65,9 @@ func logsCommand(out *output) *cli.Command {
 				if err != nil {
 					return err
 				}
+				if s.Output == "pty" {
+					return errcode.NoLogs.New("session %s has a terminal of its own (start --pty): its output goes there, not to the journal; see it with `mosaic attach %s`", name, name)
+				}
 				if s.Kind == units.KindScope || s.Output == "terminal" {
 					if s.Running() {
 						return errcode.NoLogs.New("session %s runs in the foreground (mosaic run): its output goes to the terminal or pipes it runs on, not to the journal; start it with mosaic start to keep its output", name)

@@ -27,6 +27,7 @@ import (
 	"mosaic/manager"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
+	"mosaic/sandbox/ptyhold"
 )
 
 func main() {
@@ -41,6 +42,8 @@ func main() {
 			os.Exit(0)
 		case egress.Stage: // a session's egress proxy unit
 			os.Exit(egress.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
+		case ptyhold.Stage: // the unit holding a start --pty session's terminal
+			os.Exit(ptyhold.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
 		case sandbox.ShimStage:
 			err := sandbox.ShimMain(os.Args[2:])
 			fmt.Fprintf(os.Stderr, "mosaic: refusing to build the sandbox: %v\n", err)
@@ -93,7 +96,7 @@ func newApp(out *output) *cli.App {
 		ExitErrHandler:            func(*cli.Context, error) {},
 		OnUsageError:              usageError,
 		Commands: []*cli.Command{
-			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), logsCommand(out), rmCommand(out), gcCommand(out), profilesCommand(out), loginCommand(out), homeCommand(out), doctorCommand(out), busCommand(out), versionCommand(out),
+			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), attachCommand(out), logsCommand(out), rmCommand(out), gcCommand(out), profilesCommand(out), loginCommand(out), homeCommand(out), doctorCommand(out), busCommand(out), versionCommand(out),
 			completionCommand(out),
 		},
 	}

@@ -60,7 +60,7 @@ func TestRunQuietAndJSON(t *testing.T) {
 	ws := workspace(t)
 	args := []string{"-w", ws, "--profile", "claude-code", "--sign-in", "--env", "ANTHROPIC_BASE_URL=https://testhost.mosaic.test", "--", "true"}
 	loud := mosaic(t, append([]string{"run"}, args...)...)
-	if loud.code != 0 || !strings.Contains(loud.stderr, "testhost.mosaic.test: the session may reach it") {
+	if loud.code != 0 || !strings.Contains(loud.stderr, "names testhost.mosaic.test") {
 		t.Fatalf("the control run shows no note (exit %d): %s", loud.code, loud.stderr)
 	}
 	if quiet := mustMosaic(t, append([]string{"run", "-q"}, args...)...); strings.Contains(quiet.stderr, "may reach it") {

@@ -123,6 +123,7 @@ func startCommand(out *output) *cli.Command {
 		ArgsUsage: "-- COMMAND [ARG...]",
 		Flags: append(sessionFlags(),
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the session's name (and errors), no notes: name=$(mosaic start -q -- CMD)"},
+			&cli.BoolFlag{Name: "pty", Aliases: []string{"t"}, Usage: "give the session a terminal of its own that lives with it, to connect to with `mosaic attach NAME` (its output goes there, not to the journal)"},
 		),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
@@ -130,6 +131,7 @@ func startCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
+			req.TTY = c.Bool("pty")
 			// Ctrl-C while the session starts cancels it: what was started is
 			// stopped, and mosaic says so (exit 130), instead of dying while
 			// the session starts anyway.
@@ -155,6 +157,13 @@ func startCommand(out *output) *cli.Command {
 			quiet := c.Bool("quiet")
 			if !quiet {
 				out.notes(spec.Notes)
+			}
+			if req.TTY {
+				release, err := givePTY(&spec)
+				if err != nil {
+					return err
+				}
+				defer release()
 			}
 			s, err := m.Start(ctx, spec, secrets)
 			if ctx.Err() != nil {
@@ -188,7 +197,11 @@ func startCommand(out *output) *cli.Command {
 					fmt.Fprintf(w, "started session %s\n", s.Name)
 				}
 				fmt.Fprintf(w, "  status: mosaic status %s   or   systemctl --user status %s\n", s.Name, s.Unit)
-				fmt.Fprintf(w, "  output: mosaic logs %s   or   journalctl --user -t mosaic-%s\n", s.Name, s.Name)
+				if req.TTY {
+					fmt.Fprintf(w, "  attach: mosaic attach %s   (detach: Ctrl-P Ctrl-Q)\n", s.Name)
+				} else {
+					fmt.Fprintf(w, "  output: mosaic logs %s   or   journalctl --user -t mosaic-%s\n", s.Name, s.Name)
+				}
 				fmt.Fprintf(w, "  stop:   mosaic stop %s\n", s.Name)
 				for _, n := range spec.Notes {
 					fmt.Fprintf(w, "  note:   %s\n", n)

@@ -215,8 +215,12 @@ const InitArgsName = "init-args"
 var ErrNameTaken = errors.New("generated name taken")
 
 // outputOf is where a session's output goes: the journal for a
-// background service, the caller's terminal or pipes for mosaic run.
+// background service, the caller's terminal or pipes for mosaic run, a
+// terminal of its own for start --pty ("pty": mosaic attach).
 func outputOf(s units.Spec) string {
+	if s.Attach != nil {
+		return "pty"
+	}
 	if s.Stdio != nil || s.Scope {
 		return "terminal"
 	}
