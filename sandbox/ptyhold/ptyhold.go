@@ -84,17 +84,13 @@ func Main(args []string, ready func()) int {
 
 // masterOnStdin is fd 0 checked to be a pseudo-terminal's master side
 // (only a master answers TIOCGPTN), non-blocking so that its reads can be
-// cut short when a client takes it over. systemd starts a service as a
-// session leader, which may have taken it as its controlling terminal:
-// given up first.
+// cut short when a client takes it over.
 func masterOnStdin() (*os.File, error) {
 	if _, err := unix.IoctlGetInt(0, unix.TIOCGPTN); err != nil {
 		return nil, fmt.Errorf("stdin is not a pseudo-terminal's master side: %v", err)
 	}
-	if _, err := unix.IoctlGetInt(0, unix.TIOCGSID); err == nil {
-		signal.Ignore(unix.SIGHUP)
-		_ = unix.IoctlSetInt(0, unix.TIOCNOTTY, 0)
-		signal.Reset(unix.SIGHUP)
+	if err := releaseSlave(); err != nil {
+		return nil, err
 	}
 	fd, err := unix.FcntlInt(0, unix.F_DUPFD_CLOEXEC, 3)
 	if err != nil {
@@ -104,6 +100,37 @@ func masterOnStdin() (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), "pty-master"), nil
+}
+
+// releaseSlave gives up the terminal's slave side as this process's
+// controlling terminal. systemd starts a service as a session leader that
+// acquires the terminal on its stdin, and for a master the kernel makes
+// that its slave (TIOCSCTTY, like TIOCGSID, acts on a master's peer): the
+// session's init could then not make it its command's controlling terminal
+// (EPERM, and the session ends with 127). TIOCNOTTY must be asked of the
+// slave itself; the holder is not ready (and the session not started)
+// before it is done.
+func releaseSlave() error {
+	s, _, errno := unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
+	if errno != 0 {
+		return fmt.Errorf("cannot open the terminal's slave side: %v", errno)
+	}
+	slave := int(s)
+	defer unix.Close(slave)
+	if _, err := unix.IoctlGetInt(slave, unix.TIOCGSID); err != nil {
+		return nil // not our controlling terminal
+	}
+	// A session leader letting go sends SIGHUP to its foreground group:
+	// this process.
+	signal.Ignore(unix.SIGHUP)
+	defer signal.Reset(unix.SIGHUP)
+	if err := unix.IoctlSetInt(slave, unix.TIOCNOTTY, 0); err != nil {
+		return fmt.Errorf("cannot give up the session's terminal as the holder's own: %v", err)
+	}
+	if _, err := unix.IoctlGetInt(slave, unix.TIOCGSID); err == nil {
+		return errors.New("the session's terminal is still the holder's controlling terminal")
+	}
+	return nil
 }
 
 type holder struct {
