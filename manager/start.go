@@ -144,6 +144,9 @@ func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
 		spec.BindIDs = append(spec.BindIDs, ids...)
 		spec.HostExecMissing = sandbox.MissingHostExec(spec.Workspace)
 	}
+	if err := checkPublish(*spec); err != nil {
+		return err
+	}
 	// (A scope's manager may still be connecting: its features are not read.)
 	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, !spec.Scope && !spec.Landlock() && m.features.PrivatePIDs)
 	if m.Outside != nil {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/sandbox/egress"
+	"mosaic/sandbox/publish"
 )
 
 // NotifyFDEnv carries the number of the descriptor, connected to systemd's
@@ -48,6 +49,7 @@ type InitOptions struct {
 	Pass          []string // variables to let through when set
 	Credentials   []string // variables that must have arrived (names only)
 	SeccompAllow  []string // rows of SyscallRules a profile lifted
+	Publish       []int    // session ports the host reaches through the publish forwarder (--publish)
 	// Landlock, for --sandbox landlock, is the encoded LandlockPolicy the
 	// command runs under (no bwrap: the init runs in the unit directly);
 	// EgressSocket is then the egress proxy's socket at its own path.
@@ -76,6 +78,9 @@ func InitArgv(o InitOptions, command []string) []string {
 	}
 	for _, r := range o.SeccompAllow {
 		argv = append(argv, "--seccomp-allow", r)
+	}
+	for _, p := range o.Publish {
+		argv = append(argv, "--publish", strconv.Itoa(p))
 	}
 	return append(append(argv, "--"), command...)
 }
@@ -117,7 +122,8 @@ func Init(args []string) int {
 	relay := fs.Bool("egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
 	landlock := fs.String("landlock", "", "no bwrap: run the command under this Landlock policy (JSON)")
 	egressSocket := fs.String("egress-socket", EgressSocketInside, "the egress proxy's socket")
-	var pass, creds, seccompAllow stringList
+	var pass, creds, seccompAllow, published stringList
+	fs.Var(&published, "publish", "a session port the host reaches through the publish forwarder's socket")
 	fs.Var(&pass, "pass", "extra variable to pass to the command")
 	fs.Var(&creds, "credential", "credential that must have arrived, passed to the command")
 	fs.Var(&seccompAllow, "seccomp-allow", "row of the syscall filter to lift")
@@ -184,6 +190,18 @@ func Init(args []string) int {
 		}
 		go egress.Relay(l, *egressSocket)
 		env = append(env, ProxyEnv(env)...)
+	}
+	if len(published) > 0 {
+		var ports []int
+		for _, p := range published {
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: bad --publish %q\n", p)
+				return ExitSandboxRefused
+			}
+			ports = append(ports, n)
+		}
+		publish.Offer(publish.SocketInside, ports)
 	}
 	if err := InstallSyscallFilter(seccompAllow); err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)

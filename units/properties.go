@@ -104,7 +104,8 @@ func netArgs(s Spec) []string {
 // InitArgs are the arguments of the session's init, from "init" on.
 func InitArgs(s Spec) []string {
 	return sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY,
-		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials, SeccompAllow: s.SeccompAllow}, s.Command)
+		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials, SeccompAllow: s.SeccompAllow,
+		Publish: publishedPorts(s)}, s.Command)
 }
 
 // Properties are the transient service's properties for spec s on a manager
@@ -284,6 +285,9 @@ func AuxUnits(s Spec) []sd.PropertyCollection {
 	if s.Network == sandbox.NetworkAllow {
 		aux = append(aux, sd.PropertyCollection{Name: s.EgressUnit(), Properties: EgressProperties(s)})
 	}
+	if len(s.Publish) > 0 {
+		aux = append(aux, sd.PropertyCollection{Name: s.PublishUnit(), Properties: PublishProperties(s)})
+	}
 	if s.Attach != nil && !s.Scope {
 		aux = append(aux, sd.PropertyCollection{Name: s.PTYUnit(), Properties: PTYProperties(s)})
 	}
@@ -397,6 +401,9 @@ func readOnlyPaths(s Spec) []string {
 	if d := s.egressDir(); d != "" {
 		ro = append(ro, d)
 	}
+	if d := s.publishDir(); d != "" {
+		ro = append(ro, d)
+	}
 	return append(append(ro, s.ExtraRO...), landlockProtect(s, sandbox.KindRO)...)
 }
 
@@ -427,3 +434,16 @@ func bindsOf(paths []string) []bindEntry {
 }
 
 func usec(d time.Duration) uint64 { return uint64(d / time.Microsecond) }
+
+// publishedPorts are the session ports of s's --publish, each once.
+func publishedPorts(s Spec) []int {
+	var ports []int
+	seen := map[int]bool{}
+	for _, p := range s.Publish {
+		if !seen[p.Port] {
+			seen[p.Port] = true
+			ports = append(ports, p.Port)
+		}
+	}
+	return ports
+}

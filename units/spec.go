@@ -17,6 +17,7 @@ import (
 
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
+	"mosaic/sandbox/publish"
 )
 
 // Slice is the slice every session runs in, so that all sessions can be
@@ -182,6 +183,9 @@ type Spec struct {
 	// mosaic made for it, which the init makes the command's controlling
 	// terminal.
 	TTY bool
+	// Publish are the session's published ports (--publish): its
+	// forwarder (PublishProperties) listens on the host side of each.
+	Publish []publish.Port
 	// Attach, when set, is the master side of the session's terminal
 	// (Stdio is its slave side), handed to the unit that holds it for
 	// mosaic attach (start --pty, PTYProperties).
@@ -269,9 +273,19 @@ func (s Spec) Binds() []sandbox.Bind {
 		ExtraRW:     s.ExtraRW,
 		BusDir:      s.busDir(),
 		EgressDir:   s.egressDir(),
+		PublishDir:  s.publishDir(),
 		BwrapBin:    s.BwrapBin,
 		Protect:     s.Protect,
 	})
+}
+
+// publishDir is the publish forwarder's socket directory, or "" without
+// --publish.
+func (s Spec) publishDir() string {
+	if len(s.Publish) == 0 {
+		return ""
+	}
+	return PublishDir(s.RuntimeDir, s.Name)
 }
 
 func (s Spec) egressDir() string {

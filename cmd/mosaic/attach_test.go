@@ -40,7 +40,7 @@ func TestAttach(t *testing.T) {
 
 	// First attach, right after the start: the holder's socket is there.
 	a := startOnPTY(t, 30, 100, "attach", name)
-	a.waitFor("printed-while-nobody-was-attached")
+	a.waitFor("printed-while-nobody-was-attached") // written once the terminal is raw
 	a.typeKeys("echo $((6*7))-answer\r")
 	a.waitFor("42-answer")
 	a.typeKeys("stty size; stat -L -c 'dev=%t:%T' /proc/self/fd/0; echo stat-$((1+1))-done\r")
@@ -77,10 +77,11 @@ func TestAttach(t *testing.T) {
 		t.Fatalf("the session did not run on after the detach: %s", st)
 	}
 
-	// Attach again: what was printed before the detach is shown again,
-	// and the end of its command ends the attach with its status.
+	// Attach again: what was printed while nobody was attached is shown
+	// again, bash redraws its prompt (the attach's SIGWINCH), and the end
+	// of its command ends the attach with its status.
 	b := startOnPTY(t, 24, 80, "attach", name)
-	b.waitFor("42-answer")
+	b.waitFor("printed-while-nobody-was-attached")
 	b.typeKeys("echo second-$((1+1))\r")
 	b.waitFor("second-2")
 	b.typeKeys("exit 7\r")
@@ -108,7 +109,7 @@ func TestAttachPointUnreachable(t *testing.T) {
 	needRig(t)
 	ws := workspace(t)
 	name := sessionName(t)
-	mustMosaic(t, "start", "--pty", "--name", name, "-w", ws, "--", "sleep", "300")
+	mustMosaic(t, "start", "--pty", "--name", name, "-w", ws, "--", "sh", "-c", "echo ready-for-attach; exec sleep 300")
 	sock := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "attach", name)
 	if fi, err := os.Lstat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm()&0o077 != 0 {
 		t.Fatalf("on the host the attach socket is not there as the user's own: %v %v", fi, err)
@@ -124,6 +125,7 @@ func TestAttachPointUnreachable(t *testing.T) {
 		}
 	}
 	r := startOnPTY(t, 24, 80, "attach", name)
+	r.waitFor("ready-for-attach") // written once the terminal is raw
 	r.typeKeys("\x10\x11")
 	if code := r.wait(); code != 0 {
 		t.Errorf("the host's attach: exit %d:\n%s", code, r.output())

@@ -28,6 +28,7 @@ import (
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/sandbox/ptyhold"
+	"mosaic/sandbox/publish"
 )
 
 func main() {
@@ -42,6 +43,8 @@ func main() {
 			os.Exit(0)
 		case egress.Stage: // a session's egress proxy unit
 			os.Exit(egress.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
+		case publish.Stage: // a session's publish forwarder unit
+			os.Exit(publish.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
 		case ptyhold.Stage: // the unit holding a start --pty session's terminal
 			os.Exit(ptyhold.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
 		case sandbox.ShimStage:

@@ -53,6 +53,8 @@ type Record struct {
 	// at the start: what the session creates there is moved aside at its end.
 	HostExecMissing []string `json:"host_exec_missing,omitempty"`
 	Environment     []string `json:"environment,omitempty"` // non-secret NAME=VALUE the session was given
+	// Published are its --publish ports, "ADDR:HOSTPORT -> PORT".
+	Published []string `json:"published,omitempty"`
 }
 
 const (

@@ -48,6 +48,7 @@ type Request struct {
 	CAFile      string   // --ca-file: a CA the agents trust besides the system's
 	SignIn      bool     // --sign-in: no credential needed, the agent signs in inside
 	Sandbox     string   // bwrap or landlock; empty: the profile's, else bwrap
+	Publish     []string // --publish [ADDR:]HOSTPORT[:PORT]
 	// AllowWriteHostExec leaves the workspace's host-executed entries
 	// (.git/config, .git/hooks, ...: sandbox.HostExecEntries) writable.
 	AllowWriteHostExec bool
@@ -206,6 +207,10 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err != nil {
 		return units.Spec{}, none, err
 	}
+	published, err := publishOf(req, network, mode)
+	if err != nil {
+		return units.Spec{}, none, err
+	}
 	name := req.Name
 	if name == "" {
 		name = units.GenerateName(req.Command)
@@ -267,6 +272,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		EgressDir:   p.EgressDir(name),
 		Notes:       grant.Notes,
 		Sandbox:     mode,
+		Publish:     published,
 	}
 	if mode == sandbox.ModeLandlock {
 		spec.BwrapBin = ""

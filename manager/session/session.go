@@ -80,6 +80,7 @@ type Session struct {
 	// (a damaged record); rm removes it.
 	Problem     string   `json:"problem,omitempty"`
 	Environment []string `json:"environment,omitempty"` // non-secret NAME=VALUE (profile, --env, --pass-env)
+	Published   []string `json:"published,omitempty"`   // --publish: "ADDR:HOSTPORT -> PORT" (host -> session)
 }
 
 // Running reports whether the session's unit is up, on its way up, or on
@@ -171,6 +172,7 @@ func Describe(r records.Record, s *Session) {
 		s.Sandbox = sandbox.ModeBwrap
 	}
 	s.Environment = r.Environment
+	s.Published = r.Published
 	if s.Network == "" {
 		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
 	}

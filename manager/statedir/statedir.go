@@ -236,7 +236,7 @@ func Record(s units.Spec) records.Record {
 	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: binds, Sandbox: s.Sandbox,
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
 		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow, Injected: injected(s), HostExecWritable: s.AllowWriteHostExec,
-		HostExecMissing: s.HostExecMissing, Environment: s.Env}
+		HostExecMissing: s.HostExecMissing, Environment: s.Env, Published: published(s)}
 }
 
 // injected maps each credential the egress proxy injects to its hosts.
@@ -295,6 +295,11 @@ func Prepare(s units.Spec) (undo func(), err error) {
 			return fail(err)
 		}
 	}
+	if len(s.Publish) > 0 { // the publish forwarder's socket goes here
+		if err := os.MkdirAll(units.PublishDir(s.RuntimeDir, s.Name), 0o700); err != nil {
+			return fail(err)
+		}
+	}
 	if err := records.Write(s.StateDir, Record(s)); err != nil {
 		return fail(err)
 	}
@@ -305,4 +310,13 @@ func Prepare(s units.Spec) (undo func(), err error) {
 		}
 	}
 	return undo, nil
+}
+
+// published is how the record names s's published ports.
+func published(s units.Spec) []string {
+	var out []string
+	for _, p := range s.Publish {
+		out = append(out, p.String())
+	}
+	return out
 }
