@@ -263,6 +263,20 @@ func runCommand(out *output) *cli.Command {
 				out.notes(spec.Notes)
 			}
 			stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
+			if !req.TTY && !req.Scope && isTerminal(os.Stdin) && !foreground(os.Stdin) {
+				// A background job does not read its terminal (a shell
+				// stops one that tries, SIGTTIN), and systemd resets a
+				// terminal it gets as a unit's stdin: it flushes what the
+				// user has typed at the shell's prompt meanwhile and sets
+				// the terminal's modes under the shell. So the session's
+				// stdin is /dev/null.
+				null, err := os.Open(os.DevNull)
+				if err != nil {
+					return err
+				}
+				defer null.Close()
+				stdio[0] = null
+			}
 			var term *terminal
 			if req.TTY {
 				if term, err = openTerminal(os.Stdin, os.Stdout); err != nil {
