@@ -28,6 +28,12 @@ func publishOf(req Request, network, mode string) ([]publish.Port, error) {
 		if err != nil {
 			return nil, errcode.BadPublish.New("--publish %v: write it as docker run -p does, [ADDR:]HOSTPORT[:PORT], e.g. 8000 or 127.0.0.1:8080:8000", err)
 		}
+		if network == sandbox.NetworkAllow && p.Port == sandbox.ProxyPort {
+			// Whoever reaches the host's port (any local user, on
+			// loopback) would use the session's egress proxy, with the
+			// keys it injects.
+			return nil, errcode.BadPublish.New("--publish %s: port %d inside the session is its egress relay, which the host must not reach: publish another port", v, p.Port)
+		}
 		if seen[p.HostAddr()] {
 			return nil, errcode.BadPublish.New("--publish: %s is given twice", p.HostAddr())
 		}
