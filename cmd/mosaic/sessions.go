@@ -137,37 +137,34 @@ func startCommand(out *output) *cli.Command {
 			// Ctrl-C while the session starts cancels it: what was started is
 			// stopped, and mosaic says so (exit 130), instead of dying while
 			// the session starts anyway.
-			ctx, cancel := context.WithCancel(traced(context.Background()))
-			defer cancel()
-			sigs := make(chan os.Signal, 1)
-			signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
-			defer signal.Stop(sigs)
-			go func() {
-				if _, ok := <-sigs; ok {
-					cancel()
-				}
-			}()
-			m, spec, secrets, err := manager.Launch(ctx, req)
+			ctx, stop := signal.NotifyContext(traced(context.Background()), unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+			defer stop()
+			conn, plan, err := manager.Open(ctx, req)
 			if ctx.Err() != nil {
 				return interrupted(out, "interrupted: nothing was started")
 			}
 			if err != nil {
 				return err
 			}
-			defer m.Close()
+			defer conn.Close()
+			m, err := conn.Manager(ctx) // a service's: there once Open returns
+			if err != nil {
+				return err
+			}
+			spec := plan.Spec
 			warnUnconfined(out, spec)
 			quiet := c.Bool("quiet")
-			if !quiet {
+			if out.json && !quiet { // the text result below says them
 				out.notes(spec.Notes)
 			}
 			if req.TTY {
-				release, err := givePTY(&spec)
+				release, err := givePTY(&plan.Spec)
 				if err != nil {
 					return err
 				}
 				defer release()
 			}
-			s, err := m.Start(ctx, spec, secrets)
+			s, err := m.Start(ctx, plan)
 			if ctx.Err() != nil {
 				if _, err := m.Stop(context.Background(), spec.Name, time.Second, nil); err != nil {
 					return err
@@ -246,11 +243,12 @@ func runCommand(out *output) *cli.Command {
 				req.TTY = c.Bool("pty")
 			}
 			ctx := traced(context.Background())
-			m, spec, secrets, err := manager.Launch(ctx, req)
+			conn, plan, err := manager.Open(ctx, req)
 			if err != nil {
 				return err
 			}
-			defer m.Close()
+			defer conn.Close()
+			spec := plan.Spec
 			warnUnconfined(out, spec)
 			quiet := c.Bool("quiet")
 			if !quiet && !out.json && isTerminal(os.Stderr) && foreground(os.Stderr) && (req.TTY || isTerminal(os.Stdin)) {
@@ -304,10 +302,13 @@ func runCommand(out *output) *cli.Command {
 			var s manager.Session
 			var first *signalTee
 			if req.Scope {
-				s, err = m.RunScope(ctx, spec, secrets, stdio, sigs) // its init gets each signal itself
+				s, err = conn.RunScope(ctx, plan, stdio, sigs) // its init gets each signal itself
 			} else {
-				first = firstSignal(sigs)
-				s, err = m.Run(ctx, spec, secrets, [3]int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}, first.relay)
+				var m *manager.Manager
+				if m, err = conn.Manager(ctx); err == nil { // a service's: there once Open returns
+					first = firstSignal(sigs)
+					s, err = m.Run(ctx, plan, [3]int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}, first.relay)
+				}
 			}
 			if term != nil {
 				term.finish()
