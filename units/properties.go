@@ -316,32 +316,8 @@ func EgressProperties(s Spec) []sd.Property {
 		d := filepath.Dir(s.EgressCredentialFile)
 		binds = append(binds, bindEntry{Src: d, Dst: d, IgnoreENOENT: true})
 	}
-	props := []sd.Property{
-		prop("Description", "mosaic egress proxy of session "+s.Name),
-		prop("Slice", Slice),
-		prop("ExecStartEx", []execEx{{Path: argv[0], Argv: argv, Flags: []string{"no-env-expand"}}}),
-		prop("Type", "notify"),
-		prop("NotifyAccess", "main"),
-		prop("PrivateUsers", true),
-		prop("PrivateTmp", true),
-		prop("ProtectSystem", "strict"),
-		prop("TemporaryFileSystem", []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}),
-		prop("BindPaths", binds),
-		prop("BindReadOnlyPaths", bindsOf([]string{s.MosaicBin, filepath.Join(s.RuntimeDir, "systemd", "notify")})),
-		prop("NoNewPrivileges", true),
-		// The proxy reads what the session sends: its own bounds keep a
-		// session from growing it past them, whatever the session's limits.
-		prop("MemoryMax", EgressMemoryMax),
-		prop("TasksMax", EgressTasksMax),
-		// GOMAXPROCS keeps the Go runtime's threads within TasksMax on a
-		// machine of many cores; GOMEMLIMIT makes it collect before the
-		// cgroup's limit is reached.
-		prop("Environment", []string{"GOMAXPROCS=2", fmt.Sprintf("GOMEMLIMIT=%d", EgressMemoryMax*3/4)}),
-		prop("StopWhenUnneeded", true),
-		prop("CollectMode", "inactive-or-failed"),
-		prop("TimeoutStopUSec", usec(5*time.Second)),
-		prop("SyslogIdentifier", strings.TrimSuffix(s.EgressUnit(), UnitSuffix)),
-	}
+	props := brokerProperties(s, broker{Description: "mosaic egress proxy of session " + s.Name, Unit: s.EgressUnit(),
+		Argv: argv, Binds: binds, MemoryMax: EgressMemoryMax, TasksMax: EgressTasksMax, Procs: 2})
 	// Its CPU share (its memory and tasks are bounded above, with the Go
 	// runtime's settings that keep it within them).
 	props = append(props, prop("CPUQuotaPerSecUSec", EgressLimits.CPUQuota*10000))
@@ -433,6 +409,52 @@ func bindsOf(paths []string) []bindEntry {
 }
 
 func usec(d time.Duration) uint64 { return uint64(d / time.Microsecond) }
+
+// A broker is a unit beside a session whose input is the session's (the
+// egress proxy, the terminal holder, the publish forwarder): the mosaic
+// binary in one of its stages, confined as brokerProperties says.
+type broker struct {
+	Description, Unit string
+	Argv              []string
+	Binds             []bindEntry // read-write: its sockets' directories
+	MemoryMax         uint64
+	TasksMax          uint64
+	Procs             int // GOMAXPROCS
+}
+
+// brokerProperties are the properties every broker unit has: Type=notify
+// (the session, After= it, starts once it is ready), no home and no runtime
+// dir but b.Binds (TemporaryFileSystem over both), the system read-only,
+// no new privileges, its own memory and task bounds whatever the session's
+// (it reads what the session sends: the session cannot grow it past them),
+// and stopped by systemd once the session no longer needs it
+// (StopWhenUnneeded), however the session ended.
+func brokerProperties(s Spec, b broker) []sd.Property {
+	return []sd.Property{
+		prop("Description", b.Description),
+		prop("Slice", Slice),
+		prop("ExecStartEx", []execEx{{Path: b.Argv[0], Argv: b.Argv, Flags: []string{"no-env-expand"}}}),
+		prop("Type", "notify"),
+		prop("NotifyAccess", "main"),
+		prop("PrivateUsers", true),
+		prop("PrivateTmp", true),
+		prop("ProtectSystem", "strict"),
+		prop("TemporaryFileSystem", []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}),
+		prop("BindPaths", b.Binds),
+		prop("BindReadOnlyPaths", bindsOf([]string{s.MosaicBin, filepath.Join(s.RuntimeDir, "systemd", "notify")})),
+		prop("NoNewPrivileges", true),
+		prop("MemoryMax", b.MemoryMax),
+		prop("TasksMax", b.TasksMax),
+		// GOMAXPROCS keeps the Go runtime's threads within TasksMax on a
+		// machine of many cores; GOMEMLIMIT makes it collect before the
+		// cgroup's limit is reached.
+		prop("Environment", []string{fmt.Sprintf("GOMAXPROCS=%d", b.Procs), fmt.Sprintf("GOMEMLIMIT=%d", b.MemoryMax*3/4)}),
+		prop("StopWhenUnneeded", true),
+		prop("CollectMode", "inactive-or-failed"),
+		prop("TimeoutStopUSec", usec(5*time.Second)),
+		prop("SyslogIdentifier", strings.TrimSuffix(b.Unit, UnitSuffix)),
+	}
+}
 
 // publishedPorts are the session ports of s's --publish, each once.
 func publishedPorts(s Spec) []int {

@@ -1,10 +1,7 @@
 package units
 
 import (
-	"fmt"
 	"path/filepath"
-	"strings"
-	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -33,37 +30,17 @@ const (
 )
 
 // PTYProperties are the properties of the unit holding session s's
-// terminal: the mosaic binary as the holder, with the terminal's master side
-// (s.Attach) as its stdin, no network, confined as the egress proxy is (no
-// home, no runtime dir but the attach sockets' directory), stopped once the
-// session no longer needs it (StopWhenUnneeded), however the session ended.
+// terminal: a broker (brokerProperties) with the terminal's master side
+// (s.Attach) as its stdin, its output to the journal (systemd would
+// otherwise have it inherit the master: into the session's terminal), no
+// network, and the attach sockets' directory the one it may write.
 func PTYProperties(s Spec) []sd.Property {
 	argv := ptyhold.Argv(s.MosaicBin, s.Name, AttachSocket(s.RuntimeDir, s.Name))
-	return []sd.Property{
-		prop("Description", "mosaic terminal of session "+s.Name),
-		prop("Slice", Slice),
-		prop("ExecStartEx", []execEx{{Path: argv[0], Argv: argv, Flags: []string{"no-env-expand"}}}),
-		// notify: the session starts once the socket is there, so that an
-		// attach right after mosaic start finds it.
-		prop("Type", "notify"),
-		prop("NotifyAccess", "main"),
+	return append(brokerProperties(s, broker{Description: "mosaic terminal of session " + s.Name, Unit: s.PTYUnit(),
+		Argv: argv, Binds: bindsOf([]string{AttachDir(s.RuntimeDir)}), MemoryMax: PTYMemoryMax, TasksMax: PTYTasksMax, Procs: 1}),
 		prop("StandardInputFileDescriptor", dbus.UnixFD(*s.Attach)),
 		prop("StandardOutput", "journal"),
 		prop("StandardError", "journal"),
-		prop("PrivateUsers", true),
-		prop("PrivateTmp", true),
 		prop("PrivateNetwork", true),
-		prop("ProtectSystem", "strict"),
-		prop("TemporaryFileSystem", []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}),
-		prop("BindPaths", bindsOf([]string{AttachDir(s.RuntimeDir)})),
-		prop("BindReadOnlyPaths", bindsOf([]string{s.MosaicBin, filepath.Join(s.RuntimeDir, "systemd", "notify")})),
-		prop("NoNewPrivileges", true),
-		prop("MemoryMax", PTYMemoryMax),
-		prop("TasksMax", PTYTasksMax),
-		prop("Environment", []string{"GOMAXPROCS=1", fmt.Sprintf("GOMEMLIMIT=%d", PTYMemoryMax/2)}),
-		prop("StopWhenUnneeded", true),
-		prop("CollectMode", "inactive-or-failed"),
-		prop("TimeoutStopUSec", usec(5*time.Second)),
-		prop("SyslogIdentifier", strings.TrimSuffix(s.PTYUnit(), UnitSuffix)),
-	}
+	)
 }
