@@ -28,6 +28,9 @@ func TestStopAndRmTakeSeveralNames(t *testing.T) {
 			t.Errorf("start -q printed %q, want the name alone", r.stdout)
 		}
 	}
+	if r := mosaic(t, "attach", "--json", a); r.code != 3 || !strings.Contains(r.stdout, "no-terminal") {
+		t.Errorf("attach to a session started without --pty: exit %d, %s%s", r.code, r.stdout, r.stderr)
+	}
 	if r := mosaic(t, "stop", a, "Bad_Name"); r.code != 2 || !strings.Contains(mustMosaic(t, "status", a).stdout, "active (running)") {
 		t.Fatalf("stop with a bad name among good ones: exit %d (want 2), and it must stop nothing: %s", r.code, r.stderr)
 	}
