@@ -131,3 +131,47 @@ func TestAttachPointUnreachable(t *testing.T) {
 		t.Errorf("the host's attach: exit %d:\n%s", code, r.output())
 	}
 }
+
+// cursesApp is a full-screen program (python's curses): it draws a
+// counter, and says each resize (SIGWINCH, KEY_RESIZE) with the size it
+// then has, as a TUI redraws on one.
+const cursesApp = `import curses
+def main(s):
+    s.timeout(100)
+    n = 0
+    while True:
+        k = s.getch()
+        if k == curses.KEY_RESIZE:
+            y, x = s.getmaxyx()
+            n += 1
+            s.addstr(1, 0, "redraw-%d-at-%dx%d " % (n, y, x))
+        elif k == ord("q"):
+            return
+        s.addstr(0, 0, "curses-up")
+        s.refresh()
+curses.wrapper(main)
+`
+
+// TestAttachCurses (issue 30): a curses program started in the background
+// with start --pty is redrawn for each attach, at the attaching terminal's
+// size, also when that size is the one it had (the attach's SIGWINCH: the
+// kernel sends none for an unchanged size), and takes keys.
+func TestAttachCurses(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	if err := os.WriteFile(filepath.Join(ws, "app.py"), []byte(cursesApp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	name := sessionName(t)
+	mustMosaic(t, "start", "--pty", "--name", name, "-w", ws, "--", "python3", "app.py")
+	a := startOnPTY(t, 30, 100, "attach", name)
+	a.waitFor("redraw-1-at-30x100")
+	a.typeKeys("\x10\x11")
+	a.wait()
+	b := startOnPTY(t, 30, 100, "attach", name) // the same size
+	b.waitFor("redraw-2-at-30x100")
+	b.typeKeys("q")
+	if code := b.wait(); code != 0 || !strings.Contains(b.output(), "session "+name+" ended") {
+		t.Errorf("q in the attached curses program: exit %d\n%s", code, b.output())
+	}
+}
