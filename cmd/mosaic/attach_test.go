@@ -138,6 +138,7 @@ func TestAttachPointUnreachable(t *testing.T) {
 const cursesApp = `import curses
 def main(s):
     s.timeout(100)
+    open("up", "w").close()  # curses is set up: a SIGWINCH from now on is a KEY_RESIZE
     n = 0
     while True:
         k = s.getch()
@@ -164,6 +165,7 @@ func TestAttachCurses(t *testing.T) {
 	}
 	name := sessionName(t)
 	mustMosaic(t, "start", "--pty", "--name", name, "-w", ws, "--", "python3", "app.py")
+	eventually(t, 30*time.Second, "the curses program to be up", func() bool { _, err := os.Stat(filepath.Join(ws, "up")); return err == nil })
 	a := startOnPTY(t, 30, 100, "attach", name)
 	a.waitFor("redraw-1-at-30x100")
 	a.typeKeys("\x10\x11")
