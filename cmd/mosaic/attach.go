@@ -129,13 +129,19 @@ func relayAttached(a *ptyhold.Attachment, in, out *os.File) (detached bool) {
 		}
 	}
 	_, _ = out.Write(a.Replay)
-	resize := func() {
-		if ws, err := unix.IoctlGetWinsize(int(in.Fd()), unix.TIOCGWINSZ); err == nil {
-			_ = unix.IoctlSetWinsize(int(a.Master.Fd()), unix.TIOCSWINSZ, ws)
+	resize := func() bool {
+		ws, err := unix.IoctlGetWinsize(int(in.Fd()), unix.TIOCGWINSZ)
+		if err != nil {
+			return false
 		}
+		cur, err := unix.IoctlGetWinsize(int(a.Master.Fd()), unix.TIOCGWINSZ)
+		changed := err != nil || cur.Row != ws.Row || cur.Col != ws.Col
+		_ = unix.IoctlSetWinsize(int(a.Master.Fd()), unix.TIOCSWINSZ, ws)
+		return changed
 	}
-	resize()
-	redraw(a.Master)
+	if !resize() {
+		redraw(a.Master)
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, unix.SIGWINCH, unix.SIGTERM, unix.SIGHUP, unix.SIGINT)
 	defer signal.Stop(sigs)
@@ -154,19 +160,31 @@ func relayAttached(a *ptyhold.Attachment, in, out *os.File) (detached bool) {
 		case <-ended:
 			return false
 		case <-keys:
+			leaveNarrower(a.Master)
 			return true
 		case sig := <-sigs:
-			switch sig {
-			case unix.SIGWINCH:
+			if sig == unix.SIGWINCH {
 				resize()
-			case unix.SIGINT:
-				// Not from a key (the terminal is raw): a kill -INT of mosaic
-				// detaches, as SIGTERM does.
-				return true
-			default:
-				return true
+				continue
 			}
+			// SIGTERM, SIGHUP, or a SIGINT that is no key (the terminal
+			// is raw): detach.
+			leaveNarrower(a.Master)
+			return true
 		}
+	}
+}
+
+// leaveNarrower leaves a detached session's terminal one column narrower
+// than it was, so that the next attach changes its size, whatever the
+// attaching terminal's, and its program redraws: curses and Node's TUIs
+// redraw on a SIGWINCH only when the size changed (ncurses makes no
+// KEY_RESIZE otherwise), and the next attach is mostly from a terminal of
+// the same size. Its program redraws now too, for nobody.
+func leaveNarrower(master *os.File) {
+	if ws, err := unix.IoctlGetWinsize(int(master.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 1 {
+		ws.Col--
+		_ = unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, ws)
 	}
 }
 
@@ -176,11 +194,13 @@ func currentLdisc(f *os.File) int {
 	return ld
 }
 
-// redraw has the session's foreground program draw its screen again, for
-// the client that just attached: SIGWINCH to the terminal's foreground
-// process group, as a resize would send (the kernel sends none when the
-// size did not change). The session is the user's own: the signal needs no
-// privilege, and is all that passes from the client to it but its keys.
+// redraw asks the session's foreground program to draw its screen again,
+// for the client that just attached, when the attach did not change the
+// terminal's size (the kernel then sends no SIGWINCH): SIGWINCH to the
+// terminal's foreground process group. Programs that redraw only on a new
+// size ignore it; leaveNarrower makes the next attach a new size. The
+// session is the user's own: the signal needs no privilege, and is all that
+// passes from the client to it but its keys.
 func redraw(master *os.File) {
 	if pgrp, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPGRP); err == nil && pgrp > 1 {
 		_ = unix.Kill(-pgrp, unix.SIGWINCH)
