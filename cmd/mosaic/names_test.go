@@ -42,6 +42,11 @@ func TestStopAndRmTakeSeveralNames(t *testing.T) {
 	if !strings.Contains(r.stdout, "stopped session "+a) || !strings.Contains(r.stderr, missing) {
 		t.Errorf("stop A MISSING: stdout %q stderr %q", r.stdout, r.stderr)
 	}
+	js := mosaic(t, "stop", "--json", a, missing)
+	docs := decode[[]map[string]any](t, js.stdout)
+	if len(docs) != 2 || docs[0]["name"] != a || docs[1]["error"] == nil || js.code == 0 {
+		t.Errorf("stop --json A MISSING: exit %d, %s", js.code, js.stdout)
+	}
 	if r := mosaic(t, "rm", b); r.code == 0 {
 		t.Errorf("rm of a running session succeeded without -f")
 	}
