@@ -260,21 +260,14 @@ func runCommand(out *output) *cli.Command {
 			if !quiet {
 				out.notes(spec.Notes)
 			}
-			stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
-			if !req.TTY && !req.Scope && isTerminal(os.Stdin) && !foreground(os.Stdin) {
-				// A background job does not read its terminal (a shell
-				// stops one that tries, SIGTTIN), and systemd resets a
-				// terminal it gets as a unit's stdin: it flushes what the
-				// user has typed at the shell's prompt meanwhile and sets
-				// the terminal's modes under the shell. So the session's
-				// stdin is /dev/null.
-				null, err := os.Open(os.DevNull)
-				if err != nil {
-					return err
-				}
-				defer null.Close()
-				stdio[0] = null
+			stdin, err := runStdin(req)
+			if err != nil {
+				return err
 			}
+			if stdin != os.Stdin {
+				defer stdin.Close()
+			}
+			stdio := [3]*os.File{stdin, os.Stdout, os.Stderr}
 			var term *terminal
 			if req.TTY {
 				if term, err = openTerminal(os.Stdin, os.Stdout); err != nil {
@@ -346,6 +339,19 @@ func runCommand(out *output) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// runStdin is a piped run's stdin for its session: mosaic's own, but
+// /dev/null for a run in the background of its terminal. A background job
+// does not read its terminal (a shell stops one that tries, SIGTTIN), and
+// systemd resets a terminal it gets as a unit's stdin: it flushes what the
+// user typed at the shell's prompt meanwhile and sets the terminal's modes
+// under the shell.
+func runStdin(req request.Request) (*os.File, error) {
+	if req.TTY || req.Scope || !isTerminal(os.Stdin) || foreground(os.Stdin) {
+		return os.Stdin, nil
+	}
+	return os.Open(os.DevNull)
 }
 
 // A signalTee passes the signals mosaic run gets on to the session and
