@@ -68,7 +68,8 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 		return errcode.SessionRunning.New("session %s is %s: stop it first with `mosaic stop %s`", name, s.State, name)
 	}
 	m.forget(ctx, s.Unit)
-	os.RemoveAll(p.EgressDir(name)) // its proxy's socket directory
+	os.RemoveAll(p.EgressDir(name))                    // its proxy's socket directory
+	os.RemoveAll(units.PublishDir(p.RuntimeDir, name)) // its publish forwarder's
 	if err := statedir.Remove(p.SessionDir(name)); err != nil {
 		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, statedir.Hint(err, p.SessionDir(name)))
 	}

@@ -42,6 +42,7 @@ func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-
 	if !spec.NameGiven {
 		defer statedir.Remove(spec.StateDir)
 		defer os.RemoveAll(spec.EgressDir)
+		defer os.RemoveAll(units.PublishDir(spec.RuntimeDir, spec.Name))
 	}
 	w, unit, result := l.watch, l.unit, l.result
 	defer w.close()
@@ -101,6 +102,7 @@ func removeUnnamed(spec units.Spec) <-chan struct{} {
 		if !spec.NameGiven {
 			statedir.Remove(spec.StateDir)
 			os.RemoveAll(spec.EgressDir)
+			os.RemoveAll(units.PublishDir(spec.RuntimeDir, spec.Name))
 		}
 		close(done)
 	}()

@@ -153,4 +153,8 @@ func TestPublish(t *testing.T) {
 		}
 		return err != nil && !strings.Contains(mosaicUnits(t), name+"-publish")
 	})
+	mustMosaic(t, "rm", name)
+	if _, err := os.Stat(filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "publish", name)); !os.IsNotExist(err) {
+		t.Errorf("rm left the forwarder's socket directory: %v", err)
+	}
 }
