@@ -198,16 +198,23 @@ func Properties(s Spec, f Features) []sd.Property {
 	}
 	props = append(props, auxDependency(s)...)
 	props = append(props, limitProperties(s.Limits)...)
-	if s.Stdio != nil {
-		props = append(props,
-			prop("StandardInputFileDescriptor", dbus.UnixFD(s.Stdio[0])),
-			prop("StandardOutputFileDescriptor", dbus.UnixFD(s.Stdio[1])),
-			prop("StandardErrorFileDescriptor", dbus.UnixFD(s.Stdio[2])),
-		)
+	return append(props, stdioProperties(s)...)
+}
+
+// stdioProperties hand the session's stdin, stdout and stderr to the unit
+// when mosaic gives them (Stdio); a run's unit is then collected once it
+// ended, even failed, so that nothing is left (a start --pty session's
+// stays, as any started one's).
+func stdioProperties(s Spec) []sd.Property {
+	if s.Stdio == nil {
+		return nil
 	}
-	if s.Stdio != nil && s.Attach == nil {
-		// A run's unit: nothing is left once it ended, even failed (a
-		// start --pty session's stays, as any started one's).
+	props := []sd.Property{
+		prop("StandardInputFileDescriptor", dbus.UnixFD(s.Stdio[0])),
+		prop("StandardOutputFileDescriptor", dbus.UnixFD(s.Stdio[1])),
+		prop("StandardErrorFileDescriptor", dbus.UnixFD(s.Stdio[2])),
+	}
+	if s.Attach == nil {
 		props = append(props, prop("CollectMode", "inactive-or-failed"))
 	}
 	return props

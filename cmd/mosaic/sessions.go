@@ -250,23 +250,12 @@ func runCommand(out *output) *cli.Command {
 			defer conn.Close()
 			spec := plan.Spec
 			warnUnconfined(out, spec)
-			quiet := c.Bool("quiet")
-			if !quiet && !out.json && isTerminal(os.Stderr) && foreground(os.Stderr) && (req.TTY || isTerminal(os.Stdin)) {
-				// As systemd-run --pty says where it runs: a sign that the
-				// shell the user now types into is confined.
-				fmt.Fprintf(os.Stderr, "mosaic: session %s: workspace %s, network %s; exit the command to leave\n",
-					spec.Name, termsafe.Escape(spec.Workspace, false), spec.Network)
-			}
-			if !quiet {
-				out.notes(spec.Notes)
-			}
-			stdin, err := runStdin(req)
+			announceRun(out, spec, req, c.Bool("quiet"))
+			stdin, closeStdin, err := runStdin(req)
 			if err != nil {
 				return err
 			}
-			if stdin != os.Stdin {
-				defer stdin.Close()
-			}
+			defer closeStdin()
 			stdio := [3]*os.File{stdin, os.Stdout, os.Stderr}
 			var term *terminal
 			if req.TTY {
@@ -313,32 +302,37 @@ func runCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			out.code = s.ExitCode()
-			if s.Signal == "SIGINT" || (first != nil && s.StoppedBy == "signal" && first.was(unix.SIGINT)) {
-				// Ctrl-C ended the command (a key on its own terminal) or,
-				// piped, had mosaic stop the session: mosaic dies of SIGINT
-				// as the command would have, so that the shell puts its
-				// prompt on a new line, reports 130 and leaves a loop.
+			reportRun(out, s, spec.Workspace)
+			if interruptedRun(s, first) {
 				out.dieOf = unix.SIGINT
-			}
-			for _, m := range s.MovedAside {
-				line := records.MovedAsideLine(spec.Workspace, m)
-				if onTerminal(out.stderr) {
-					line = termsafe.Escape(line, false)
-				}
-				fmt.Fprintln(out.stderr, "mosaic: "+line)
-			}
-			if out.json {
-				// stdout is the command's: the document goes to stderr.
-				enc := json.NewEncoder(out.stderr)
-				enc.SetIndent("", "  ")
-				_ = enc.Encode(s)
-			} else if why := stoppedReason(s); why != "" {
-				fmt.Fprintln(out.stderr, why)
 			}
 			return nil
 		},
 	}
+}
+
+// announceRun says on stderr where a run runs, on a terminal in the
+// foreground only (as systemd-run --pty does: a sign that the shell the
+// user now types into is confined), and the notes; quiet drops both,
+// --json the first.
+func announceRun(out *output, spec units.Spec, req request.Request, quiet bool) {
+	if quiet {
+		return
+	}
+	if !out.json && isTerminal(os.Stderr) && foreground(os.Stderr) && (req.TTY || isTerminal(os.Stdin)) {
+		fmt.Fprintf(os.Stderr, "mosaic: session %s: workspace %s, network %s; exit the command to leave\n",
+			spec.Name, termsafe.Escape(spec.Workspace, false), spec.Network)
+	}
+	out.notes(spec.Notes)
+}
+
+// interruptedRun reports whether Ctrl-C ended a run: it reached the command
+// (a key on the session's own terminal, or forwarded to a scope), or, piped,
+// its SIGINT had mosaic stop the session (first: the run's signals). mosaic
+// then dies of SIGINT as the command would have, so that the shell puts its
+// prompt on a new line, reports 130 and leaves a loop.
+func interruptedRun(s manager.Session, first *signalTee) bool {
+	return s.Signal == "SIGINT" || (first != nil && s.StoppedBy == "signal" && first.was(unix.SIGINT))
 }
 
 // runStdin is a piped run's stdin for its session: mosaic's own, but
@@ -347,11 +341,16 @@ func runCommand(out *output) *cli.Command {
 // systemd resets a terminal it gets as a unit's stdin: it flushes what the
 // user typed at the shell's prompt meanwhile and sets the terminal's modes
 // under the shell.
-func runStdin(req request.Request) (*os.File, error) {
+// The returned function closes what runStdin opened.
+func runStdin(req request.Request) (*os.File, func(), error) {
 	if req.TTY || req.Scope || !isTerminal(os.Stdin) || foreground(os.Stdin) {
-		return os.Stdin, nil
+		return os.Stdin, func() {}, nil
 	}
-	return os.Open(os.DevNull)
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, nil, err
+	}
+	return null, func() { null.Close() }, nil
 }
 
 // A signalTee passes the signals mosaic run gets on to the session and
@@ -385,6 +384,27 @@ func (t *signalTee) was(sig os.Signal) bool {
 		return s == sig
 	default:
 		return false
+	}
+}
+
+// reportRun says how a run ended, on stderr (stdout is the command's): what
+// it moved aside, and the session (--json) or why it was stopped; mosaic
+// exits with the command's code.
+func reportRun(out *output, s manager.Session, workspace string) {
+	out.code = s.ExitCode()
+	for _, m := range s.MovedAside {
+		line := records.MovedAsideLine(workspace, m)
+		if onTerminal(out.stderr) {
+			line = termsafe.Escape(line, false)
+		}
+		fmt.Fprintln(out.stderr, "mosaic: "+line)
+	}
+	if out.json {
+		enc := json.NewEncoder(out.stderr)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(s)
+	} else if why := stoppedReason(s); why != "" {
+		fmt.Fprintln(out.stderr, why)
 	}
 }
 

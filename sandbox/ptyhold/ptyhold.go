@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/units/acceptloop"
 )
 
 // Stage is the hidden mosaic stage the holder unit runs:
@@ -171,28 +173,21 @@ func (h *holder) drain() {
 
 // serve accepts clients, one attached at a time.
 func (h *holder) serve(l *net.UnixListener) {
-	for {
-		c, err := l.AcceptUnix()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond) // EMFILE and the like: bounded retry
-			continue
-		}
+	_ = acceptloop.Serve(l, func(nc net.Conn) {
+		c := nc.(*net.UnixConn)
 		if !sameUser(c) {
 			c.Close()
-			continue
+			return
 		}
 		select {
 		case h.attached <- struct{}{}:
 		default:
 			_, _ = c.Write(refusal("the session's terminal is attached elsewhere: detach there first (Ctrl-P Ctrl-Q)"))
 			c.Close()
-			continue
+			return
 		}
 		go h.attach(c)
-	}
+	})
 }
 
 // sameUser reports whether the peer of c runs as this process's user.

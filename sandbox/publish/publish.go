@@ -23,7 +23,6 @@ package publish
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -35,6 +34,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/units/acceptloop"
 )
 
 // A Port is one --publish: the host's Addr:HostPort leads to the session's
@@ -200,39 +201,23 @@ type forwarder struct {
 
 // takeOffers keeps the session's offers, at most MaxIdle.
 func (f *forwarder) takeOffers(l *net.UnixListener) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
+	_ = acceptloop.Serve(l, func(c net.Conn) {
 		select {
 		case f.idle <- c:
 		default:
 			c.Close()
 		}
-	}
+	})
 }
 
 // serveHost relays each host client of p to an offer.
 func (f *forwarder) serveHost(l net.Listener, p Port) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
+	_ = acceptloop.Serve(l, func(c net.Conn) {
 		select {
 		case f.slots <- struct{}{}:
 		default:
 			c.Close()
-			continue
+			return
 		}
 		go func() {
 			defer func() { <-f.slots }()
@@ -244,7 +229,7 @@ func (f *forwarder) serveHost(l net.Listener, p Port) {
 			defer o.Close()
 			relay(c, o)
 		}()
-	}
+	})
 }
 
 // offer takes an idle offer and asks it for port, or nil when none came in
