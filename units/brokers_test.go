@@ -19,7 +19,7 @@ func TestBrokerUnits(t *testing.T) {
 	s.MosaicBin = "/usr/bin/mosaic"
 	s.RuntimeDir = "/run/user/1000"
 	master, slave := 7, 8
-	s.Stdio, s.Attach = &[3]int{slave, slave, slave}, &master
+	s.Stdio, s.Attach, s.TTY = &[3]int{slave, slave, slave}, &master, true
 	s.Publish = []publish.Port{{Addr: "127.0.0.1", HostPort: 8080, Port: 8000}}
 	aux := AuxUnits(s)
 	names := map[string][]string{}
