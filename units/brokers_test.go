@@ -9,7 +9,7 @@ import (
 )
 
 // TestBrokerUnits: the terminal holder and the publish forwarder start with
-// the session in one call, which Requires= and comes After= them; the
+// the session in one call, which is BindsTo= them and comes After=; the
 // holder gets the master on stdin and its output goes to the journal
 // (systemd would have it inherit stdin: into the session's terminal), with
 // no network; the forwarder is in the host's network (it listens there),
@@ -47,7 +47,7 @@ func TestBrokerUnits(t *testing.T) {
 		t.Errorf("the forwarder: %v", b)
 	}
 	p := props(Properties(s, Features{}))
-	for _, k := range []string{"Requires", "After"} {
+	for _, k := range []string{"BindsTo", "After"} {
 		if v := fmt.Sprint(p[k].Value.Value()); !strings.Contains(v, s.PTYUnit()) || !strings.Contains(v, s.PublishUnit()) {
 			t.Errorf("the session's %s: %s", k, v)
 		}
