@@ -12,6 +12,7 @@ import (
 	"mosaic/manager/request"
 	"mosaic/manager/session"
 	"mosaic/manager/statedir"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 	"mosaic/units/errcode"
 )
@@ -68,7 +69,8 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 		return errcode.SessionRunning.New("session %s is %s: stop it first with `mosaic stop %s`", name, s.State, name)
 	}
 	m.forget(ctx, s.Unit)
-	os.RemoveAll(p.EgressDir(name))                    // its proxy's socket directory
+	os.RemoveAll(p.EgressDir(name)) // its proxy's socket directory
+	os.RemoveAll(egress.ControlDir(p.EgressDir(name)))
 	os.RemoveAll(units.PublishDir(p.RuntimeDir, name)) // its publish forwarder's
 	if err := statedir.Remove(p.SessionDir(name)); err != nil {
 		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, statedir.Hint(err, p.SessionDir(name)))

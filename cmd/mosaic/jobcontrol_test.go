@@ -20,7 +20,7 @@ type shell struct {
 	n int
 }
 
-func startShell(t *testing.T) *shell {
+func startJobShell(t *testing.T) *shell {
 	t.Helper()
 	r := startOnPTYAs(t, "/bin/bash", 24, 80, "--norc", "--noprofile", "--noediting", "-i")
 	sh := &shell{ptyRun: r}
@@ -69,7 +69,7 @@ func (sh *shell) lastStatus() int {
 func TestRunAsBackgroundJob(t *testing.T) {
 	needRig(t)
 	ws := workspace(t)
-	sh := startShell(t)
+	sh := startJobShell(t)
 	out := filepath.Join(ws, "out.txt")
 
 	// The next line is typed ahead, while the session starts: systemd
@@ -128,7 +128,7 @@ func TestRunAsBackgroundJob(t *testing.T) {
 func TestRunCtrlC(t *testing.T) {
 	needRig(t)
 	ws := workspace(t)
-	sh := startShell(t)
+	sh := startJobShell(t)
 	for i, mode := range []string{"piped", "pty"} {
 		ready := filepath.Join(ws, fmt.Sprintf("ready%d", i))
 		redirect := "> " + filepath.Join(ws, "out.txt")

@@ -55,6 +55,7 @@ var (
 	NoLogs                 = def("no-logs", ExitRefused, "the session's output went to a terminal, not the journal")
 	PublishUnavailable     = def("publish-unavailable", ExitRefused, "a --publish host address cannot be listened on (in use, or not this machine's)")
 	NoTerminal             = def("no-terminal", ExitRefused, "the session has no terminal to attach to (start it with --pty), or it is attached elsewhere")
+	NoEgress               = def("no-egress", ExitRefused, "the session has no running egress proxy to change (its network is not allow, or it ended)")
 	NoBus                  = def("no-bus", ExitRefused, "no mosaic bus answers")
 	BusRunning             = def("bus-running", ExitRefused, "another mosaic bus already answers")
 	NotPermitted           = def("not-permitted", ExitRefused, "the caller may not do that (a session asking the bus beyond what it may)")
