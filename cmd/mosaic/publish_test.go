@@ -35,17 +35,6 @@ func hostLoopbackService(t *testing.T, marker string) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// freePort is a port of the host's loopback nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // probePorts is a python3 script that connects to each 127.0.0.1 port of
 // its arguments and prints what it got.
 const probePorts = `import socket, sys
