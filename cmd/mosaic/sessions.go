@@ -46,7 +46,7 @@ func sessionFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
 		&cli.BoolFlag{Name: "allow-write-host-exec", Usage: "let the session change the workspace's files your tools run (.git/config, .git/hooks, .vscode, .envrc, ...), read-only by default"},
 		jsonFlag,
-	), agentFlags()...)
+	), append(agentFlags(), cloneFlags()...)...)
 }
 
 // requestFrom reads a session request from the flags and arguments.
@@ -72,6 +72,13 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 		SignIn:      c.Bool("sign-in"),
 
 		AllowWriteHostExec: c.Bool("allow-write-host-exec"),
+		Base:               c.String("base"),
+	}
+	if c.IsSet("clone") {
+		req.Mode = request.ModeDirect
+		if c.Bool("clone") {
+			req.Mode = request.ModeClone
+		}
 	}
 	if c.IsSet("name") && req.Name == "" {
 		return req, errcode.BadName.New("--name is empty: give a name or leave the flag out")
@@ -165,7 +172,10 @@ func startCommand(out *output) *cli.Command {
 				}
 				defer release()
 			}
+			prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr) && plan.Spec.Clone != nil, "mosaic start "+plan.Spec.Name)
+			prog.set("making the session's copy of " + termsafe.Escape(plan.Spec.Workspace, false) + " (clone mode)")
 			s, err := m.Start(ctx, plan)
+			prog.done()
 			if ctx.Err() != nil {
 				if _, err := m.Stop(context.Background(), spec.Name, time.Second, nil); err != nil {
 					return err
@@ -282,17 +292,7 @@ func runCommand(out *output) *cli.Command {
 			if req.Scope && term == nil {
 				defer forwardWinch(sigs)()
 			}
-			var s manager.Session
-			var first *signalTee
-			if req.Scope {
-				s, err = conn.RunScope(ctx, plan, stdio, sigs) // its init gets each signal itself
-			} else {
-				var m *manager.Manager
-				if m, err = conn.Manager(ctx); err == nil { // a service's: there once Open returns
-					first = firstSignal(sigs)
-					s, err = m.Run(ctx, plan, [3]int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}, first.relay)
-				}
-			}
+			s, first, err := runPlan(ctx, conn, plan, stdio, sigs)
 			if term != nil {
 				term.finish()
 			}
@@ -303,6 +303,11 @@ func runCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
+			if spec.Clone != nil { // a service: its manager is there (clone mode is never a scope)
+				if m, err := conn.Manager(ctx); err == nil {
+					finishAfter(ctx, out, m, spec.Name)
+				}
+			}
 			reportRun(out, s, spec.Workspace)
 			if interruptedRun(s, first) {
 				out.dieOf = unix.SIGINT
@@ -310,6 +315,23 @@ func runCommand(out *output) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// runPlan runs a planned session on stdio, as a scope (whose init gets
+// each signal of sigs itself) or a service (whose run stops it on one; the
+// returned tee says which came first; nil for a scope).
+func runPlan(ctx context.Context, conn *manager.Connecting, plan manager.Plan, stdio [3]*os.File, sigs chan os.Signal) (manager.Session, *signalTee, error) {
+	if plan.Spec.Scope {
+		s, err := conn.RunScope(ctx, plan, stdio, sigs)
+		return s, nil, err
+	}
+	m, err := conn.Manager(ctx) // a service's: there once Open returns
+	if err != nil {
+		return manager.Session{}, nil, err
+	}
+	first := firstSignal(sigs)
+	s, err := m.Run(ctx, plan, [3]int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}, first.relay)
+	return s, first, err
 }
 
 // announceRun says on stderr where a run runs, on a terminal in the
@@ -491,6 +513,9 @@ func stopCommand(out *output) *cli.Command {
 					s, wasRunning, err := stopOne(ctx, m, out, name, timeout)
 					if err != nil {
 						return nil, nil, err
+					}
+					if wasRunning && s.Clone != nil {
+						finishAfter(ctx, out, m, name)
 					}
 					return s, func(w io.Writer) {
 						how := s.How()
