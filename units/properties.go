@@ -144,12 +144,12 @@ func Properties(s Spec, f Features) []sd.Property {
 		prop("TimeoutStopUSec", usec(stop)),
 		prop("TimeoutStartUSec", usec(startTimeout)),
 		prop("SuccessExitStatus", exitStatusSet{Status: []int32{exitSIGTERM}, Signals: []int32{}}),
-		prop("SyslogIdentifier", UnitPrefix+s.Name),
 		// journald reads LogExtraFields only for the system manager's units
 		// (systemd 252); set for when a user manager's are read too.
 		// `mosaic logs` matches the SyslogIdentifier.
 		prop("LogExtraFields", [][]byte{[]byte("MOSAIC_SESSION=" + s.Name)}),
 	}
+	props = append(props, journalIdentity(UnitPrefix+s.Name)...)
 	if len(s.Env) > 0 {
 		props = append(props, prop("Environment", s.Env))
 	}
@@ -217,6 +217,14 @@ func stdioProperties(s Spec) []sd.Property {
 		props = append(props, prop("CollectMode", "inactive-or-failed"))
 	}
 	return props
+}
+
+// journalIdentity is how a unit's output is stored: under identifier,
+// at the unit's own priority. A line starting "<0>" would otherwise be
+// stored at that priority (emergency), which journald may wall to every
+// terminal: what a session prints never chooses its priority.
+func journalIdentity(identifier string) []sd.Property {
+	return []sd.Property{prop("SyslogIdentifier", identifier), prop("SyslogLevelPrefix", false)}
 }
 
 // limitProperties are the resource limits asked for, which a service and a
@@ -488,7 +496,8 @@ type broker struct {
 // and stopped by systemd once the session no longer needs it
 // (StopWhenUnneeded), however the session ended.
 func brokerProperties(s Spec, b broker) []sd.Property {
-	return []sd.Property{
+	// It logs what sessions send it (journalIdentity: no priority prefix).
+	return append([]sd.Property{
 		prop("Description", b.Description),
 		prop("Slice", Slice),
 		prop("ExecStartEx", []execEx{{Path: b.Argv[0], Argv: b.Argv, Flags: []string{"no-env-expand"}}}),
@@ -510,8 +519,7 @@ func brokerProperties(s Spec, b broker) []sd.Property {
 		prop("StopWhenUnneeded", true),
 		prop("CollectMode", "inactive-or-failed"),
 		prop("TimeoutStopUSec", usec(5*time.Second)),
-		prop("SyslogIdentifier", strings.TrimSuffix(b.Unit, UnitSuffix)),
-	}
+	}, journalIdentity(strings.TrimSuffix(b.Unit, UnitSuffix))...)
 }
 
 // publishedPorts are the session ports of s's --publish, each once.
