@@ -12,8 +12,10 @@
 # dbus-daemon and `systemd --user` as the test user, in a delegated cgroup at
 # user.slice/user-UID.slice/user@UID.service in both hierarchies (so journald
 # attributes entries to _SYSTEMD_USER_UNIT as on a real machine). With --src the
-# tree is copied into the test user's home and COMMAND runs there (the user
-# cannot read a checkout under /root). Everything is stopped by PID at the end,
+# tree is copied into ~/mosaic-rig-src of the test user and COMMAND runs there
+# (the user cannot read a checkout under /root). The test user is one the rig
+# made (marked in its passwd comment): an existing user it did not make is
+# refused, and so is a ~/mosaic-rig-src without the rig's mark in it. Everything is stopped by PID at the end,
 # and COMMAND's exit status is the script's. COMMAND gets MOSAIC_RIG_SYSTEMD,
 # the major version of the systemd it runs under.
 #
@@ -56,6 +58,11 @@ while [ $# -gt 0 ]; do
 done
 
 die() { echo "rig: $*" >&2; exit 1; }
+
+# The marks of what the rig made: its users' passwd comment, and a file in
+# the directory --src copies the tree into.
+rig_mark="mosaic rig test user (contrib/rig.sh)"
+src_mark=.mosaic-rig-src
 
 # The test network's candidates: documentation and benchmarking ranges, never
 # routed on the internet.
@@ -169,20 +176,42 @@ if [ "${1:-}" = "run" ]; then
 			command -v "$b" >/dev/null || die "$b is missing (apt-get install bubblewrap dbus systemd util-linux)"
 		done
 	fi
+	# The rig copies a tree into its user's home and runs tests as it: only
+	# a user the rig made itself (marked in its passwd comment), never
+	# someone's account.
 	if ! id -u "$rig_user" >/dev/null 2>&1; then
-		useradd --create-home --shell /bin/bash --user-group "$rig_user"
+		useradd --create-home --shell /bin/bash --user-group --comment "$rig_mark" "$rig_user"
+	else
+		gecos=$(getent passwd "$rig_user" | cut -d: -f5)
+		if [ "$gecos" != "$rig_mark" ]; then
+			# Rig users made before the mark existed: named mosaic-rig..., no comment.
+			[[ "$rig_user" == mosaic-rig* ]] && [ -z "$gecos" ] ||
+				die "the user $rig_user exists and the rig did not make it (its passwd comment is not \"$rig_mark\"): the rig works only as a test user of its own; name one that does not exist (MOSAIC_RIG_USER=mosaic-rig-NAME)"
+			usermod --comment "$rig_mark" "$rig_user"
+			echo "rig: marked $rig_user, a rig user made before the mark, as the rig's" >&2
+		fi
 	fi
-	getent group systemd-journal >/dev/null || groupadd --system systemd-journal
-	usermod -a -G systemd-journal "$rig_user"
 	# The tree goes to the user's home (the user cannot read a checkout under
-	# /root); with --root that home is bound into the root as it is.
+	# /root); with --root that home is bound into the root as it is. The
+	# directory is the rig's own, replaced at each run: one that holds no
+	# mark of the rig's is left alone.
 	home=$(getent passwd "$rig_user" | cut -d: -f6)
 	export RIG_WORKDIR=$home
 	if [ -n "$src" ]; then
-		RIG_WORKDIR=$home/src
-		rm -rf "$RIG_WORKDIR"; mkdir -p "$RIG_WORKDIR"
+		RIG_WORKDIR=$home/mosaic-rig-src
+		if [ -e "$RIG_WORKDIR" ] || [ -L "$RIG_WORKDIR" ]; then
+			[ -d "$RIG_WORKDIR" ] && [ ! -L "$RIG_WORKDIR" ] && [ -f "$RIG_WORKDIR/$src_mark" ] ||
+				die "$RIG_WORKDIR exists and the rig did not make it (no $src_mark in it): move it away"
+		fi
+	fi
+	getent group systemd-journal >/dev/null || groupadd --system systemd-journal
+	usermod -a -G systemd-journal "$rig_user"
+	if [ -n "$src" ]; then
+		rm -rf "$RIG_WORKDIR"
+		mkdir -m 0755 "$RIG_WORKDIR"
 		tar -C "$src" --exclude=./.git -cf - . | tar -C "$RIG_WORKDIR" -xf -
 		chown -R "$(id -u "$rig_user"):$(id -g "$rig_user")" "$RIG_WORKDIR"
+		echo "made by contrib/rig.sh --src, replaced at each run" >"$RIG_WORKDIR/$src_mark"
 	fi
 	exec unshare --mount --propagation private -- "$0" --user "$rig_user" ${rig_root:+--root "$rig_root"} --inner "$@"
 fi
