@@ -79,7 +79,8 @@ var agentCases = []agentCase{
 	},
 }
 
-// pinnedAgents reads contrib/agents.txt: binary -> package@version.
+// pinnedAgents reads contrib/agents.txt: binary -> package@version (each
+// line: package, version, binary, the packages whose install scripts run).
 func pinnedAgents(t *testing.T) map[string][2]string {
 	t.Helper()
 	f, err := os.Open(filepath.Join(repoRoot(), "contrib", "agents.txt"))
@@ -91,7 +92,7 @@ func pinnedAgents(t *testing.T) map[string][2]string {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) == 3 && !strings.HasPrefix(fields[0], "#") {
+		if len(fields) >= 3 && !strings.HasPrefix(fields[0], "#") {
 			out[fields[2]] = [2]string{fields[0], fields[1]}
 		}
 	}
