@@ -48,7 +48,8 @@ verify() {
 	out=$(cd "$scratch" && timeout 60 env -i PATH="$PATH" HOME="$scratch" TMPDIR="$scratch" LANG=C.UTF-8 \
 		"$dir/node_modules/.bin/$bin" --version </dev/null 2>&1) || rc=$?
 	rm -rf "$scratch"
-	if [ $rc = 0 ] && grep -qwF -- "$ver" <<<"$out"; then
+	# VERSION as a word of its own (3.0.0 is not in 3.0.0.1), or vVERSION.
+	if [ $rc = 0 ] && tr -c '0-9A-Za-z.+-' '\n' <<<"$out" | grep -qxF -e "$ver" -e "v$ver"; then
 		return 0
 	fi
 	{

@@ -165,6 +165,10 @@ if [ "${1:-}" = "run" ]; then
 	[ "$(id -u)" = 0 ] || die "must run as root (it creates a test user and a mount namespace)"
 	if [ -n "$rig_root" ]; then
 		rig_root=$(cd "$rig_root" && pwd) || die "no root at $rig_root"
+		# Held while the rig runs (fd 8, shared): rig-root.sh removes no
+		# root a rig holds. The test user's processes do not inherit it.
+		exec 8<"$rig_root"
+		flock -s 8
 		for b in bwrap dbus-daemon setpriv /lib/systemd/systemd /lib/systemd/systemd-journald; do
 			[ -x "$rig_root/usr/bin/$b" ] || [ -x "$rig_root/$b" ] || die "$rig_root has no $b (make it with contrib/rig-root.sh)"
 		done
@@ -386,9 +390,9 @@ user_env=(env HOME="$home" USER="$rig_user" LOGNAME="$rig_user" SHELL=/bin/bash
 	XDG_RUNTIME_DIR="$runtime" DBUS_SESSION_BUS_ADDRESS="unix:path=$runtime/bus" LANG=C.UTF-8)
 
 "${as_user[@]}" "${user_env[@]}" dbus-daemon --session --nofork --nopidfile \
-	--address="unix:path=$runtime/bus" >/dev/null 2>&1 &
+	--address="unix:path=$runtime/bus" >/dev/null 2>&1 8<&- &
 pids+=($!)
-"${as_user[@]}" "${user_env[@]}" /lib/systemd/systemd --user >/dev/null 2>&1 &
+"${as_user[@]}" "${user_env[@]}" /lib/systemd/systemd --user >/dev/null 2>&1 8<&- &
 pids+=($!)
 for _ in $(seq 200); do [ -S "$runtime/systemd/private" ] && [ -S "$runtime/bus" ] && break; sleep 0.05; done
 [ -S "$runtime/systemd/private" ] || die "systemd --user did not come up (is $cg_v1 writable?)"
@@ -409,7 +413,7 @@ mkdir -p "$home/tmp"; chown "$uid:$gid" "$home/tmp"
 set +e
 (cd "${RIG_WORKDIR:-$home}" && "${as_user[@]}" "${user_env[@]}" TMPDIR="$home/tmp" MOSAIC_RIG=1 MOSAIC_RIG_SYSTEMD="$version" \
 	${CI:+CI="$CI"} ${MOSAIC_AGENTS_CACHE:+MOSAIC_AGENTS_CACHE="$MOSAIC_AGENTS_CACHE"} ${GOPROXY:+GOPROXY="$GOPROXY"} ${GOFLAGS:+GOFLAGS="$GOFLAGS"} ${GOTOOLCHAIN:+GOTOOLCHAIN="$GOTOOLCHAIN"} \
-	"${go_env[@]}" ${TERM:+TERM="$TERM"} ${net:+MOSAIC_TESTNET="$net"} "$@")
+	"${go_env[@]}" ${TERM:+TERM="$TERM"} ${net:+MOSAIC_TESTNET="$net"} "$@" 8<&-)
 rc=$?
 set -e
 if [ $rc != 0 ]; then

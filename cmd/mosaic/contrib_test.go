@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The README's commands never touch a person's files (issue 26): the rig
@@ -134,5 +136,213 @@ func TestDemoLeavesNothingInHome(t *testing.T) {
 	})
 	if len(left) > 0 {
 		t.Errorf("the demo left in the home: %s", strings.Join(left, ", "))
+	}
+}
+
+// script writes an executable script at dir/name.
+func script(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// countLines counts the lines of a log file (0 when there is none).
+func countLines(p string) int {
+	b, _ := os.ReadFile(p)
+	return strings.Count(string(b), "\n")
+}
+
+// fakeNPM is an npm for TestAgentsInstallKeepsOnlyWhatWorks: it logs its
+// arguments and the package.json it finds in --prefix, and installs a CLI
+// that answers --version as the package's name says: good-cli with its
+// version, stub-cli with npm's placeholder (no #!), wrong-cli with another
+// version.
+const fakeNPM = `#!/bin/bash
+set -eu
+prefix="" spec="" prev=""
+for a in "$@"; do
+	case "$prev" in --prefix) prefix=$a ;; esac
+	case "$a" in *@[0-9]*) spec=$a ;; esac
+	prev=$a
+done
+echo "$*" >>"$FAKE_LOG"
+cat "$prefix/package.json" >>"$FAKE_LOG"
+pkg=${spec%@*} ver=${spec##*@}
+mkdir -p "$prefix/node_modules/$pkg/bin" "$prefix/node_modules/.bin"
+case "$pkg" in
+good-cli) printf '#!/bin/sh\necho "%s (good)"\n' "$ver" ;;
+stub-cli) printf 'echo "Error: stub native binary not installed." >&2\nexit 1\n' ;;
+wrong-cli) printf '#!/bin/sh\necho "%s.1"\n' "$ver" ;;
+esac >"$prefix/node_modules/$pkg/bin/cli.exe"
+chmod 0755 "$prefix/node_modules/$pkg/bin/cli.exe"
+ln -s "../$pkg/bin/cli.exe" "$prefix/node_modules/.bin/${pkg%-cli}"
+`
+
+// TestAgentsInstallKeepsOnlyWhatWorks drives contrib/agents.sh install with
+// an npm (and node) of the test's: an entry is kept only when its CLI
+// answers --version with the pin on the host; a placeholder or a wrong
+// version is removed and the failure names the package, the command and
+// what it printed; an entry of another recipe (agents.sh or its line of
+// agents.txt changed) or one that stopped working is installed again; the
+// approved install scripts reach npm as allowScripts, with
+// --strict-allow-scripts.
+func TestAgentsInstallKeepsOnlyWhatWorks(t *testing.T) {
+	t.Parallel()
+	real, err := os.ReadFile("../../contrib/agents.sh")
+	if err != nil {
+		t.Skip("contrib/agents.sh is not beside this package")
+	}
+	dir := t.TempDir()
+	tree, bin, cache, log := filepath.Join(dir, "tree"), filepath.Join(dir, "bin"), filepath.Join(dir, "cache"), filepath.Join(dir, "npm.log")
+	agents := script(t, filepath.Join(tree, "contrib"), "agents.sh", string(real))
+	script(t, bin, "npm", fakeNPM)
+	script(t, bin, "node", "#!/bin/sh\necho v20.20.2\n")
+	list := func(lines ...string) {
+		if err := os.WriteFile(filepath.Join(tree, "contrib", "agents.txt"), []byte("# test\n"+strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install := func() result {
+		cmd := exec.Command("bash", agents, "install")
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "MOSAIC_AGENTS_CACHE="+cache, "FAKE_LOG="+log)
+		return runResult(t, cmd)
+	}
+	entry := filepath.Join(cache, "good-cli@1.0.0")
+	stamp := func() string { b, _ := os.ReadFile(filepath.Join(entry, ".mosaic-recipe")); return string(b) }
+
+	list("good-cli 1.0.0 good good-cli,dep-a")
+	if r := install(); r.code != 0 {
+		t.Fatalf("install: exit %d\n%s", r.code, r.stderr)
+	}
+	first := stamp()
+	npmLog, _ := os.ReadFile(log)
+	for _, want := range []string{"--strict-allow-scripts", "--ignore-scripts=false", "--include=optional", `"allowScripts":{"good-cli":true,"dep-a":true}`} {
+		if !strings.Contains(string(npmLog), want) {
+			t.Errorf("npm was not given %s:\n%s", want, npmLog)
+		}
+	}
+	if len(first) < 64 || countLines(log) != 2 {
+		t.Fatalf("after one install: stamp %q, npm log %d lines", first, countLines(log))
+	}
+	if r := install(); r.code != 0 || countLines(log) != 2 {
+		t.Errorf("a second install: exit %d, npm ran again (%d lines)\n%s", r.code, countLines(log), r.stderr)
+	}
+	list("good-cli 1.0.0 good good-cli")
+	if r := install(); r.code != 0 || countLines(log) != 4 || stamp() == first {
+		t.Errorf("agents.txt's line changed: exit %d, npm log %d lines (want 4), stamp %q (was %q)\n%s", r.code, countLines(log), stamp(), first, r.stderr)
+	}
+	second := stamp()
+	if err := os.WriteFile(agents, append(real, "# a change\n"...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := install(); r.code != 0 || countLines(log) != 6 || stamp() == second {
+		t.Errorf("agents.sh changed: exit %d, npm log %d lines (want 6)\n%s", r.code, countLines(log), r.stderr)
+	}
+	// An entry that stopped answering is removed and installed again.
+	if err := os.WriteFile(filepath.Join(entry, "node_modules", "good-cli", "bin", "cli.exe"), []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := install(); r.code != 0 || countLines(log) != 8 || !strings.Contains(r.stderr, "exited 3") {
+		t.Errorf("a broken entry: exit %d, npm log %d lines (want 8)\n%s", r.code, countLines(log), r.stderr)
+	}
+
+	for _, c := range []struct{ line, pkg, want string }{
+		{"stub-cli 2.0.0 stub stub-cli", "stub-cli@2.0.0", "Error: stub native binary not installed."},
+		{"wrong-cli 3.0.0 wrong -", "wrong-cli@3.0.0", "3.0.0.1"},
+	} {
+		list(c.line)
+		r := install()
+		dir := filepath.Join(cache, c.pkg)
+		cmdline := dir + "/node_modules/.bin/" + strings.Fields(c.line)[2] + " --version"
+		if r.code == 0 {
+			t.Errorf("%s: the install passed\n%s", c.pkg, r.stderr)
+		}
+		for _, w := range []string{c.pkg + " does not work", cmdline, c.want, "removed " + dir} {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%s: the failure does not say %q:\n%s", c.pkg, w, r.stderr)
+			}
+		}
+		for _, p := range []string{dir, dir + ".tmp"} {
+			if _, err := os.Lstat(p); err == nil {
+				t.Errorf("%s: %s is left", c.pkg, p)
+			}
+		}
+	}
+}
+
+// fakeDebootstrap makes a root of one file and logs its call.
+const fakeDebootstrap = `#!/bin/sh
+echo "$*" >>"$FAKE_LOG"
+for a; do dir=$prev; prev=$a; done
+mkdir -p "$dir/etc" && echo trixie >"$dir/etc/debian_version"
+`
+
+// TestRigRootIsTodays drives contrib/rig-root.sh (as root: it insists) with
+// a debootstrap of the test's: the root's path and stamp carry a hash of
+// the script, a second run builds nothing, a changed script builds a root
+// of its own and removes the old one, unless a rig holds it (a shared
+// flock, as rig.sh --root takes); a root of the older layout is left alone.
+func TestRigRootIsTodays(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("rig-root.sh runs only as root; make test runs this on the host before the rigs")
+	}
+	t.Parallel()
+	real, err := os.ReadFile("../../contrib/rig-root.sh")
+	if err != nil {
+		t.Skip("contrib/rig-root.sh is not beside this package")
+	}
+	dir := t.TempDir()
+	bin, cache, log := filepath.Join(dir, "bin"), filepath.Join(dir, "cache"), filepath.Join(dir, "debootstrap.log")
+	script(t, bin, "debootstrap", fakeDebootstrap)
+	legacy := filepath.Join(cache, "rig-trixie")
+	os.MkdirAll(legacy, 0o755)
+	os.WriteFile(filepath.Join(legacy, ".mosaic-rig-stamp"), []byte("debootstrap --variant=minbase ...\n"), 0o644)
+	build := func(version string) (string, result) {
+		s := script(t, filepath.Join(dir, version), "rig-root.sh", string(real)+"# "+version+"\n")
+		cmd := exec.Command("bash", s)
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "MOSAIC_RIG_CACHE="+cache, "MOSAIC_RIG_MIRROR=http://deb.example/debian", "FAKE_LOG="+log)
+		r := runResult(t, cmd)
+		return strings.TrimSpace(r.stdout), r
+	}
+	a, r := build("a")
+	if r.code != 0 || !strings.HasPrefix(a, filepath.Join(cache, "rig-trixie-")) || countLines(log) != 1 {
+		t.Fatalf("first build: exit %d, root %q, %d debootstraps\n%s", r.code, a, countLines(log), r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(a, ".mosaic-rig-stamp")); !strings.HasPrefix(string(b), a[len(a)-12:]) {
+		t.Errorf("stamp %q does not start with the path's hash", b)
+	}
+	if again, r := build("a"); again != a || countLines(log) != 1 {
+		t.Errorf("the same script again: %q (exit %d), %d debootstraps", again, r.code, countLines(log))
+	}
+	b, r := build("b")
+	if r.code != 0 || b == a || countLines(log) != 2 {
+		t.Fatalf("a changed script: root %q (was %q), %d debootstraps\n%s", b, a, countLines(log), r.stderr)
+	}
+	if _, err := os.Stat(a); err == nil {
+		t.Errorf("the older root %s is left", a)
+	}
+	// A rig holds b while c builds.
+	f, err := os.Open(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	if c, r := build("c"); r.code != 0 || c == b {
+		t.Fatalf("third build: %q exit %d\n%s", c, r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(b, "etc", "debian_version")); err != nil {
+		t.Errorf("the root a rig holds was removed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(legacy, ".mosaic-rig-stamp")); err != nil {
+		t.Errorf("the root of the older layout was touched: %v", err)
 	}
 }
