@@ -68,7 +68,10 @@ install_one() {
 	stamp=$(recipe "$line")
 	if [ -e "$dir" ]; then
 		if [ "$(cat "$dir/.mosaic-recipe" 2>/dev/null)" = "$stamp" ]; then
-			verify "$dir" "$pkg" "$ver" "$bin" && return 0
+			if verify "$dir" "$pkg" "$ver" "$bin"; then
+				echo "agents: $pkg@$ver: cached by this recipe, answers --version" >&2
+				return 0
+			fi
 			echo "agents: removing $dir; installing it again" >&2
 		else
 			echo "agents: $dir was made by another recipe (contrib/agents.sh or its line of agents.txt changed): installing it again" >&2
