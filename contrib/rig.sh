@@ -214,8 +214,9 @@ if [ "${1:-}" = "run" ]; then
 		rm -rf "$RIG_WORKDIR"
 		mkdir -m 0755 "$RIG_WORKDIR"
 		tar -C "$src" --exclude=./.git -cf - . | tar -C "$RIG_WORKDIR" -xf -
-		chown -R "$(id -u "$rig_user"):$(id -g "$rig_user")" "$RIG_WORKDIR"
+		# Marked while root still owns it: root writes no path the user controls.
 		echo "made by contrib/rig.sh --src, replaced at each run" >"$RIG_WORKDIR/$src_mark"
+		chown -R "$(id -u "$rig_user"):$(id -g "$rig_user")" "$RIG_WORKDIR"
 	fi
 	exec unshare --mount --propagation private -- "$0" --user "$rig_user" ${rig_root:+--root "$rig_root"} --inner "$@"
 fi
@@ -406,7 +407,7 @@ for _ in $(seq 100); do
 	sleep 0.02
 done
 
-mkdir -p "$home/tmp"; chown "$uid:$gid" "$home/tmp"
+mkdir -p "$home/tmp"; chown -h "$uid:$gid" "$home/tmp"
 
 # The command, as the test user, with only what a login would give it (plus
 # Go's settings and CI's marker, so the tests know they must not skip).
@@ -419,7 +420,8 @@ set -e
 if [ $rc != 0 ]; then
 	# The journal dies with the rig: keep the test user's (its manager and
 	# units) where the failure can be read.
-	journalctl --no-pager -o short-precise _UID="$uid" >"$home/rig-journal.txt" 2>/dev/null && chown "$uid:$gid" "$home/rig-journal.txt" &&
+	# Written as the user: a path in its home is the user's to point elsewhere.
+	journalctl --no-pager -o short-precise _UID="$uid" 2>/dev/null | "${as_user[@]}" tee "$home/rig-journal.txt" >/dev/null &&
 		echo "rig: its journal is in $home/rig-journal.txt" >&2
 	echo "rig: $1 exited $rc under systemd $version${rig_root:+ (root $rig_root)}" >&2
 fi
