@@ -158,7 +158,7 @@ func countLines(p string) int {
 	return strings.Count(string(b), "\n")
 }
 
-// fakeNPM is an npm for TestAgentsInstallKeepsOnlyWhatWorks: it logs its
+// fakeNPM is an npm for TestAgentInstallKeepsOnlyWhatWorks: it logs its
 // arguments and the package.json it finds in --prefix, and installs a CLI
 // that answers --version as the package's name says: good-cli with its
 // version, stub-cli with npm's placeholder (no #!), wrong-cli with another
@@ -184,7 +184,7 @@ chmod 0755 "$prefix/node_modules/$pkg/bin/cli.exe"
 ln -s "../$pkg/bin/cli.exe" "$prefix/node_modules/.bin/${pkg%-cli}"
 `
 
-// TestAgentsInstallKeepsOnlyWhatWorks drives contrib/agents.sh install with
+// TestAgentInstallKeepsOnlyWhatWorks drives contrib/agents.sh install with
 // an npm (and node) of the test's: an entry is kept only when its CLI
 // answers --version with the pin on the host; a placeholder or a wrong
 // version is removed and the failure names the package, the command and
@@ -192,7 +192,7 @@ ln -s "../$pkg/bin/cli.exe" "$prefix/node_modules/.bin/${pkg%-cli}"
 // agents.txt changed) or one that stopped working is installed again; the
 // approved install scripts reach npm as allowScripts, with
 // --strict-allow-scripts.
-func TestAgentsInstallKeepsOnlyWhatWorks(t *testing.T) {
+func TestAgentInstallKeepsOnlyWhatWorks(t *testing.T) {
 	t.Parallel()
 	real, err := os.ReadFile("../../contrib/agents.sh")
 	if err != nil {
