@@ -17,8 +17,8 @@
 # so none is skipped unseen. Then, on the host, the CLI must answer
 # `--version` with the pinned version, or the entry is removed and the
 # install fails naming the package, the command and what it printed. Each
-# entry keeps a stamp of its recipe (a hash of this script and its line of
-# agents.txt); an entry of another recipe is rebuilt, and every run checks
+# entry keeps a stamp of its recipe (a hash of this script, its line of
+# agents.txt and the node and npm versions); an entry of another recipe is rebuilt, and every run checks
 # `--version` again, so no test runs on an entry this script did not make.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,8 +35,9 @@ die() { echo "agents: $*" >&2; exit 1; }
 # printable keeps what a terminal shows as text of a CLI's output.
 printable() { LC_ALL=C tr -c '\t\n\40-\176' '?'; }
 
-# recipe prints the stamp of how an entry is made from LINE of agents.txt.
-recipe() { { cat "$here/contrib/agents.sh"; printf '%s\n' "$1"; } | sha256sum | cut -d' ' -f1; }
+# recipe prints the stamp of how an entry is made from LINE of agents.txt:
+# this script, the line, and the node and npm that install it ($tools).
+recipe() { { cat "$here/contrib/agents.sh"; printf '%s\n%s\n' "$1" "$tools"; } | sha256sum | cut -d' ' -f1; }
 
 # verify DIR PKG VERSION BIN runs the entry's BIN --version on the host, with
 # a throwaway HOME (a CLI may write its state there), and says what is wrong
@@ -115,6 +116,7 @@ install() {
 	v=${v#v}
 	[ "$(printf '%s\n%s\n' "$node_min" "$v" | sort -V | head -n 1)" = "$node_min" ] ||
 		die "the pinned CLIs need Node $node_min or newer (pi's engines) and this machine has $v: install a newer nodejs (Debian 13's, or NodeSource's for Debian 12)"
+	tools="node $v, npm $(npm --version)"
 	mkdir -p "$cache"
 	chmod 0755 "$cache"
 	# One install at a time; a test holds it shared (below) so that no

@@ -165,6 +165,7 @@ func countLines(p string) int {
 // version.
 const fakeNPM = `#!/bin/bash
 set -eu
+[ "$1" != --version ] || { echo "${FAKE_NPM_VERSION:-11.19.1}"; exit 0; }
 prefix="" spec="" prev=""
 for a in "$@"; do
 	case "$prev" in --prefix) prefix=$a ;; esac
@@ -188,8 +189,8 @@ ln -s "../$pkg/bin/cli.exe" "$prefix/node_modules/.bin/${pkg%-cli}"
 // an npm (and node) of the test's: an entry is kept only when its CLI
 // answers --version with the pin on the host; a placeholder or a wrong
 // version is removed and the failure names the package, the command and
-// what it printed; an entry of another recipe (agents.sh or its line of
-// agents.txt changed) or one that stopped working is installed again; the
+// what it printed; an entry of another recipe (agents.sh, its line of
+// agents.txt or npm changed) or one that stopped working is installed again; the
 // approved install scripts reach npm as allowScripts, with
 // --strict-allow-scripts.
 func TestAgentInstallKeepsOnlyWhatWorks(t *testing.T) {
@@ -208,9 +209,10 @@ func TestAgentInstallKeepsOnlyWhatWorks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	npmVersion := "11.19.1"
 	install := func() result {
 		cmd := exec.Command("bash", agents, "install")
-		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "MOSAIC_AGENTS_CACHE="+cache, "FAKE_LOG="+log)
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "MOSAIC_AGENTS_CACHE="+cache, "FAKE_LOG="+log, "FAKE_NPM_VERSION="+npmVersion)
 		return runResult(t, cmd)
 	}
 	entry := filepath.Join(cache, "good-cli@1.0.0")
@@ -244,12 +246,17 @@ func TestAgentInstallKeepsOnlyWhatWorks(t *testing.T) {
 	if r := install(); r.code != 0 || countLines(log) != 6 || stamp() == second {
 		t.Errorf("agents.sh changed: exit %d, npm log %d lines (want 6)\n%s", r.code, countLines(log), r.stderr)
 	}
+	third := stamp()
+	npmVersion = "11.20.0"
+	if r := install(); r.code != 0 || countLines(log) != 8 || stamp() == third {
+		t.Errorf("another npm: exit %d, npm log %d lines (want 8)\n%s", r.code, countLines(log), r.stderr)
+	}
 	// An entry that stopped answering is removed and installed again.
 	if err := os.WriteFile(filepath.Join(entry, "node_modules", "good-cli", "bin", "cli.exe"), []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if r := install(); r.code != 0 || countLines(log) != 8 || !strings.Contains(r.stderr, "exited 3") {
-		t.Errorf("a broken entry: exit %d, npm log %d lines (want 8)\n%s", r.code, countLines(log), r.stderr)
+	if r := install(); r.code != 0 || countLines(log) != 10 || !strings.Contains(r.stderr, "exited 3") {
+		t.Errorf("a broken entry: exit %d, npm log %d lines (want 10)\n%s", r.code, countLines(log), r.stderr)
 	}
 
 	for _, c := range []struct{ line, pkg, want string }{
