@@ -75,7 +75,7 @@ install_one() {
 			fi
 			echo "agents: removing $dir; installing it again" >&2
 		else
-			echo "agents: $dir was made by another recipe (contrib/agents.sh or its line of agents.txt changed): installing it again" >&2
+			echo "agents: $dir was made by another recipe (contrib/agents.sh, its line of agents.txt, node or npm changed): installing it again" >&2
 		fi
 		rm -rf "$dir"
 	fi
