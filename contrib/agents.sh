@@ -18,8 +18,9 @@
 # `--version` with the pinned version, or the entry is removed and the
 # install fails naming the package, the command and what it printed. Each
 # entry keeps a stamp of its recipe (a hash of this script, its line of
-# agents.txt and the node and npm versions); an entry of another recipe is rebuilt, and every run checks
-# `--version` again, so no test runs on an entry this script did not make.
+# agents.txt and the node and npm versions); an entry of another recipe is
+# rebuilt, and every run checks `--version` again, so no test runs on an
+# entry this script did not make.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cache=${MOSAIC_AGENTS_CACHE:-/var/cache/mosaic/agents}
