@@ -171,6 +171,10 @@ func TestAgents(t *testing.T) {
 			if _, err := os.Stat(bin); err != nil {
 				t.Fatalf("%s@%s is not installed: %v (contrib/agents.sh install)", pv[0], pv[1], err)
 			}
+			// agents.sh stamps an entry only once its CLI answered --version.
+			if _, err := os.Stat(filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(bin))), ".mosaic-recipe")); err != nil {
+				t.Fatalf("%s@%s was not made by contrib/agents.sh install (no stamp of its recipe): %v", pv[0], pv[1], err)
+			}
 			name := "agent-" + ac.bin
 			t.Cleanup(func() { exec.Command(mosaicBin, "rm", name).Run() })
 			ws := workspace(t)
