@@ -105,6 +105,36 @@ func TestRigRefusesWhatItDidNotMake(t *testing.T) {
 	}
 }
 
+// TestRigMarksItsOlderUsers: a rig user an older rig made (named
+// mosaic-rig..., no passwd comment) is marked once and used; its ~/src, where
+// that rig copied the tree, is left alone.
+func TestRigMarksItsOlderUsers(t *testing.T) {
+	if os.Getuid() != 0 || os.Getenv("MOSAIC_RIG") != "" {
+		t.Skip("needs root on the host (it makes users); make test runs it there before the rigs")
+	}
+	if _, err := exec.LookPath("useradd"); err != nil {
+		t.Skip("no useradd")
+	}
+	wum, err := filepath.Abs("../../contrib/with-user-manager.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := "mosaic-rig-older-" + randomHex()[:6]
+	files := asPerson(t, user, "", false)
+	cmd := exec.Command(wum, "sh", "-c", "pwd; cat .mosaic-rig-src")
+	cmd.Env = append(os.Environ(), "MOSAIC_RIG_USER="+user)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "/home/"+user+"/mosaic-rig-src\nmade by contrib/rig.sh") {
+		t.Fatalf("the rig as an older rig user: %v\n%s", err, out)
+	}
+	if b, _ := exec.Command("getent", "passwd", user).Output(); strings.Split(string(b), ":")[4] != rigMark {
+		t.Errorf("the user is not marked: %q", b)
+	}
+	if b, err := os.ReadFile(files[0]); err != nil || string(b) != "mine\n" {
+		t.Errorf("%s: %q %v", files[0], b, err)
+	}
+}
+
 // TestDemoLeavesNothingInHome runs contrib/demo.sh as the user (what make
 // demo does where the user has a manager) with a home of its own: when it
 // ends, that home holds nothing. The demo of main before this change left
