@@ -15,8 +15,9 @@
 # tree is copied into ~/mosaic-rig-src of the test user and COMMAND runs there
 # (the user cannot read a checkout under /root). The test user is one the rig
 # made (marked in its passwd comment): an existing user it did not make is
-# refused, and so is a ~/mosaic-rig-src without the rig's mark in it. Everything is stopped by PID at the end,
-# and COMMAND's exit status is the script's. COMMAND gets MOSAIC_RIG_SYSTEMD,
+# refused, and so is a ~/mosaic-rig-src without the rig's mark in it.
+# Everything is stopped by PID at the end, and COMMAND's exit status is the
+# script's. COMMAND gets MOSAIC_RIG_SYSTEMD,
 # the major version of the systemd it runs under.
 #
 # With --root DIR (a Debian root from contrib/rig-root.sh: systemd 257) the same
