@@ -15,7 +15,7 @@ export XDG_STATE_HOME=$demo/state
 ws=$demo/workspace
 secret=$demo/ssh/id_demo
 mkdir -p "$ws" "$demo/ssh"
-echo "a private key stand-in" >"$secret"
+(umask 077 && echo "a private key stand-in" >"$secret")
 # A session name no other session has; stopped only if the demo started it.
 name=demo-$$ started=""
 cleanup() {
