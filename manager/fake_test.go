@@ -1,0 +1,203 @@
+package manager
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+
+	"mosaic/manager/request"
+	"mosaic/units"
+)
+
+// fakeSystemd is a systemdClient that answers as a user manager would,
+// from what the test says the units are, and records what it was asked:
+// the start, claim and scope control flow tested without systemd (the
+// rig's tests run the same against a real one).
+type fakeSystemd struct {
+	mu      sync.Mutex
+	units   map[string]string // unit -> ActiveState; absent: not-found
+	started []string          // StartTransientUnit's units, in order
+	reset   []string          // ResetFailedUnit's
+	// onStart, when set, answers StartTransientUnit: the job's result (""
+	// for none, as when systemd never says) or the call's error.
+	onStart func(unit string, props []sd.Property) (result string, err error)
+	// onStop, when set, runs at StopUnit (after it is recorded in stops).
+	onStop func(unit string)
+	stops  []string
+	// signals is where the bus's announcements go (fakeBus.Signal).
+	signals chan<- *dbus.Signal
+}
+
+// announce sends what systemd announces of unit's properties of iface
+// (PropertiesChanged), as the bus hands it to mosaic.
+func (f *fakeSystemd) announce(unit, iface string, changed map[string]any) {
+	v := map[string]dbus.Variant{}
+	for k, x := range changed {
+		v[k] = dbus.MakeVariant(x)
+	}
+	f.mu.Lock()
+	ch := f.signals
+	f.mu.Unlock()
+	ch <- &dbus.Signal{Path: unitPath(unit), Name: "org.freedesktop.DBus.Properties.PropertiesChanged", Body: []any{iface, v, []string{}}}
+}
+
+// ended announces unit's end as systemd does: its service's result and
+// exit, then the unit inactive.
+func (f *fakeSystemd) ended(unit string, status int32) {
+	f.announce(unit, "org.freedesktop.systemd1.Service", map[string]any{"Result": "success", "ExecMainCode": int32(1), "ExecMainStatus": status})
+	f.announce(unit, "org.freedesktop.systemd1.Unit", map[string]any{"ActiveState": "inactive", "SubState": "dead"})
+}
+
+// fakeBus is the bus side of a fakeManager: calls sent without waiting
+// (Go) are dropped, as the real ones' answers are; signals come from the
+// fakeSystemd.
+type fakeBus struct{ f *fakeSystemd }
+
+func (b fakeBus) Object(string, dbus.ObjectPath) dbus.BusObject { return fakeObject{} }
+func (b fakeBus) Signal(ch chan<- *dbus.Signal) {
+	b.f.mu.Lock()
+	b.f.signals = ch
+	b.f.mu.Unlock()
+}
+func (b fakeBus) AddMatchSignal(...dbus.MatchOption) error { return nil }
+
+// fakeObject answers only what a call sent without waiting needs; any
+// other method is a test that reached further than its fake (nil panics).
+type fakeObject struct{ dbus.BusObject }
+
+func (fakeObject) Go(method string, _ dbus.Flags, ch chan *dbus.Call, args ...any) *dbus.Call {
+	return &dbus.Call{Method: method, Args: args, Done: ch}
+}
+
+func (f *fakeSystemd) ListUnitsByNamesContext(_ context.Context, names []string) ([]sd.UnitStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []sd.UnitStatus
+	for _, n := range names {
+		st, ok := f.units[n]
+		if !ok {
+			out = append(out, sd.UnitStatus{Name: n, LoadState: "not-found", ActiveState: "inactive"})
+			continue
+		}
+		out = append(out, sd.UnitStatus{Name: n, LoadState: "loaded", ActiveState: st})
+	}
+	return out, nil
+}
+
+func (f *fakeSystemd) ListUnitsByPatternsContext(context.Context, []string, []string) ([]sd.UnitStatus, error) {
+	return nil, nil
+}
+
+func (f *fakeSystemd) ResetFailedUnitContext(_ context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reset = append(f.reset, name)
+	if f.units[name] == "failed" || f.units[name] == "inactive" {
+		delete(f.units, name)
+	}
+	return nil
+}
+
+func (f *fakeSystemd) SetUnitPropertiesContext(context.Context, string, bool, ...sd.Property) error {
+	return nil
+}
+
+func (f *fakeSystemd) StartTransientUnitAux(_ context.Context, name, _ string, props []sd.Property, _ []sd.PropertyCollection, ch chan<- string) (int, error) {
+	f.mu.Lock()
+	f.started = append(f.started, name)
+	on := f.onStart
+	f.mu.Unlock()
+	result := "done"
+	if on != nil {
+		var err error
+		if result, err = on(name, props); err != nil {
+			return 0, err
+		}
+	}
+	if result != "" {
+		ch <- result
+	}
+	f.mu.Lock()
+	if result == "done" {
+		f.units[name] = "active"
+	}
+	f.mu.Unlock()
+	return 1, nil
+}
+
+func (f *fakeSystemd) StopUnitContext(_ context.Context, name, _ string, ch chan<- string) (int, error) {
+	f.mu.Lock()
+	f.stops = append(f.stops, name)
+	on := f.onStop
+	f.mu.Unlock()
+	if on != nil {
+		go on(name)
+	}
+	if ch != nil {
+		ch <- "done"
+	}
+	return 1, nil
+}
+
+func (f *fakeSystemd) KillUnitWithTarget(context.Context, string, sd.Who, int32) error { return nil }
+
+func (f *fakeSystemd) Close() {}
+
+// fakeManager is a Manager on f, whole as Connect makes one: a 257 manager
+// reached on its private socket (no match rules to send), mosaic.slice
+// already limited (limitSlice reads properties, which go over the bus).
+func fakeManager(t *testing.T, f *fakeSystemd) *Manager {
+	t.Helper()
+	if f.units == nil {
+		f.units = map[string]string{}
+	}
+	closed := make(chan struct{})
+	t.Cleanup(func() { close(closed) })
+	return &Manager{conn: f, bus: fakeBus{f}, closed: closed, features: units.FeaturesFor(257), MosaicBin: "/usr/bin/mosaic",
+		watchers: map[dbus.ObjectPath][]*unitWatch{}, sliceLimited: true}
+}
+
+// testHost is a user's home, runtime and state directories of the test's
+// own, and the host's facts a plan is made against there.
+func testHost(t *testing.T) Host {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"home", "run", "state"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("HOME", filepath.Join(root, "home"))
+	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(root, "run"))
+	t.Setenv("XDG_STATE_HOME", filepath.Join(root, "state"))
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(root, "home", ".config"))
+	p, err := request.UserPaths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Host{Paths: p, Bwrap: "/usr/bin/bwrap", MosaicBin: "/usr/bin/mosaic"}
+}
+
+// testPlan plans req (a workspace of its own, the command true) on h.
+func testPlan(t *testing.T, h Host, req request.Request) Plan {
+	t.Helper()
+	if req.Workspace == "" {
+		req.Workspace = filepath.Join(h.Paths.Home, "ws")
+		if err := os.MkdirAll(req.Workspace, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if req.Command == nil {
+		req.Command = []string{"true"}
+	}
+	plan, err := NewPlan(req, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
