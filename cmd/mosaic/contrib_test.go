@@ -313,15 +313,19 @@ func TestAgentInstallKeepsOnlyWhatWorks(t *testing.T) {
 	}
 }
 
-// fakeDebootstrap makes a root of one file and logs its call.
-const fakeDebootstrap = `#!/bin/sh
+// fakeDebootstrap makes a root of two files and logs its call; fakeChroot
+// stands for the apt-get run inside it.
+const (
+	fakeDebootstrap = `#!/bin/sh
 echo "$*" >>"$FAKE_LOG"
 for a; do dir=$prev; prev=$a; done
-mkdir -p "$dir/etc" && echo trixie >"$dir/etc/debian_version"
+mkdir -p "$dir/etc" && echo trixie >"$dir/etc/debian_version" && echo "127.0.0.1 localhost" >"$dir/etc/hosts"
 `
+	fakeChroot = "#!/bin/sh\nexit 0\n"
+)
 
 // TestRigRootIsTodays drives contrib/rig-root.sh (as root: it insists) with
-// a debootstrap of the test's: the root's path and stamp carry a hash of
+// a debootstrap (and chroot) of the test's: the root's path and stamp carry a hash of
 // the script, a second run builds nothing, a changed script builds a root
 // of its own and removes the old one, unless a rig holds it (a shared
 // flock, as rig.sh --root takes); a root of the older layout is left alone.
@@ -337,6 +341,7 @@ func TestRigRootIsTodays(t *testing.T) {
 	dir := t.TempDir()
 	bin, cache, log := filepath.Join(dir, "bin"), filepath.Join(dir, "cache"), filepath.Join(dir, "debootstrap.log")
 	script(t, bin, "debootstrap", fakeDebootstrap)
+	script(t, bin, "chroot", fakeChroot)
 	legacy := filepath.Join(cache, "rig-trixie")
 	os.MkdirAll(legacy, 0o755)
 	os.WriteFile(filepath.Join(legacy, ".mosaic-rig-stamp"), []byte("debootstrap --variant=minbase ...\n"), 0o644)
