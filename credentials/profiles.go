@@ -57,6 +57,9 @@ type Profile struct {
 	// Sandbox is the session's inner layer unless --sandbox says
 	// otherwise: bwrap (the default) or landlock.
 	Sandbox string `json:"sandbox,omitempty"`
+	// Workspace is the sessions' workspace mode unless --clone says
+	// otherwise: clone (their own copy of the repository) or direct.
+	Workspace string `json:"workspace,omitempty"`
 	// MemoryMax, TasksMax, CPUQuota and TmpSize (the bound of its /tmp)
 	// are the profile's session limits, as the flags take them (a flag
 	// wins); checked where they are used.
@@ -356,6 +359,11 @@ func readProfile(path string) (Profile, error) {
 				return bad("Sandbox=%s: use bwrap or landlock", o.Value)
 			}
 			p.Sandbox = o.Value
+		case "Workspace":
+			if o.Value != "clone" && o.Value != "direct" {
+				return bad("Workspace=%s: use clone or direct", o.Value)
+			}
+			p.Workspace = o.Value
 		case "AllowHost":
 			p.AllowHosts = append(p.AllowHosts, fields...)
 		case "Inject":
@@ -375,7 +383,7 @@ func readProfile(path string) (Profile, error) {
 		case "TmpSize":
 			p.TmpSize = o.Value
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Network, AllowHost, SeccompAllow, Sandbox, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Network, AllowHost, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize)", o.Name)
 		}
 	}
 	return p, nil

@@ -45,7 +45,7 @@ func sessionFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
 		&cli.BoolFlag{Name: "allow-write-host-exec", Usage: "let the session change the workspace's files your tools run (.git/config, .git/hooks, .vscode, .envrc, ...), read-only by default"},
 		jsonFlag,
-	), agentFlags()...)
+	), append(agentFlags(), cloneFlags()...)...)
 }
 
 // requestFrom reads a session request from the flags and arguments.
@@ -70,6 +70,13 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 		SignIn:      c.Bool("sign-in"),
 
 		AllowWriteHostExec: c.Bool("allow-write-host-exec"),
+		Base:               c.String("base"),
+	}
+	if c.IsSet("clone") {
+		req.Mode = request.ModeDirect
+		if c.Bool("clone") {
+			req.Mode = request.ModeClone
+		}
 	}
 	if c.IsSet("name") && req.Name == "" {
 		return req, errcode.BadName.New("--name is empty: give a name or leave the flag out")
@@ -151,7 +158,10 @@ func startCommand(out *output) *cli.Command {
 			if out.json { // the text result below says them
 				out.notes(spec.Notes)
 			}
+			prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr) && plan.Spec.Clone != nil, "mosaic start "+plan.Spec.Name)
+			prog.set("making the session's copy of " + termsafe.Escape(plan.Spec.Workspace, false) + " (clone mode)")
 			s, err := m.Start(ctx, plan)
+			prog.done()
 			if ctx.Err() != nil {
 				if _, err := m.Stop(context.Background(), spec.Name, time.Second, nil); err != nil {
 					return err
@@ -276,6 +286,11 @@ func runCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
+			if spec.Clone != nil { // a service: its manager is there (clone mode is never a scope)
+				if m, err := conn.Manager(ctx); err == nil {
+					finishAfter(ctx, out, m, spec.Name)
+				}
+			}
 			reportRun(out, s, spec.Workspace)
 			return nil
 		},
@@ -391,6 +406,9 @@ func stopCommand(out *output) *cli.Command {
 				prog.done()
 				if err != nil {
 					return err
+				}
+				if wasRunning && s.Clone != nil {
+					finishAfter(ctx, out, m, name)
 				}
 				out.result(s, func(w io.Writer) {
 					how := s.How()
