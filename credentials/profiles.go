@@ -27,6 +27,9 @@ type Profile struct {
 	Aliases  map[string]string `json:"credential_aliases,omitempty"`
 	PassEnv  []string          `json:"pass_environment,omitempty"`
 	ReadOnly []string          `json:"read_only_paths,omitempty"`
+	// Toolchains are directories (~/ for the home) bound read-only for the
+	// session's PATH, their bin/ (or themselves) on it after the user's.
+	Toolchains []string `json:"toolchains,omitempty"`
 	// Env are non-secret NAME=VALUE the session gets unless the caller sets
 	// the same name (--env, --pass-env): the vendors' switches for
 	// non-essential traffic.
@@ -279,6 +282,7 @@ func ProfileFor(dir string, command []string) (Profile, error) {
 //	PassEnvironment=MY_MODEL
 //	Environment=MY_TELEMETRY=off
 //	ReadOnlyPaths=/opt/myagent
+//	Toolchain=~/.local/share/zig /opt/jdk-21
 //	Network=allow
 //	AllowHost=api.example.com api.example.com:8443
 //	Inject=MY_API_KEY authorization api.example.com
@@ -344,6 +348,13 @@ func readProfile(path string) (Profile, error) {
 				}
 			}
 			p.ReadOnly = append(p.ReadOnly, fields...)
+		case "Toolchain":
+			for _, v := range fields {
+				if !filepath.IsAbs(v) && !strings.HasPrefix(v, "~/") {
+					return bad("Toolchain: %q is neither an absolute path nor one under ~/", v)
+				}
+			}
+			p.Toolchains = append(p.Toolchains, fields...)
 		case "Network":
 			if o.Value != "none" && o.Value != "allow" && o.Value != "host" {
 				return bad("Network=%s: use none, allow or host", o.Value)
@@ -371,7 +382,7 @@ func readProfile(path string) (Profile, error) {
 		case "CPUQuota":
 			p.CPUQuota = o.Value
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Network, AllowHost, SeccompAllow, Sandbox, Inject, MemoryMax, TasksMax, CPUQuota)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, SeccompAllow, Sandbox, Inject, MemoryMax, TasksMax, CPUQuota)", o.Name)
 		}
 	}
 	return p, nil

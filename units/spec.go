@@ -144,6 +144,11 @@ type Spec struct {
 	BwrapBin   string   // the bwrap binary
 	ExtraRO    []string // --ro paths, resolved
 	ExtraRW    []string // --rw paths, resolved
+	// Toolchains are the directories of ExtraRO bound for the session's
+	// PATH (the user's toolchains, read-only); PathDropped the user's PATH
+	// directories left out of it, each "DIR: why" (request.sessionPath).
+	Toolchains  []string
+	PathDropped []string
 	// BindIDs are the workspace's and the --ro/--rw paths' identities as
 	// checked, which the sandbox's layers compare with what they mounted.
 	BindIDs []sandbox.BindID
@@ -263,6 +268,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		Binary:      s.Binary,
 		ExtraRO:     s.ExtraRO,
 		ExtraRW:     s.ExtraRW,
+		Toolchains:  s.Toolchains,
 		BusDir:      s.busDir(),
 		EgressDir:   s.egressDir(),
 		BwrapBin:    s.BwrapBin,

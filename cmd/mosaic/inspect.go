@@ -160,6 +160,9 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	if len(s.Environment) > 0 {
 		fmt.Fprintf(w, "environment (not secret): %s\n", strings.Join(s.Environment, " "))
 	}
+	for _, d := range s.PathDropped {
+		fmt.Fprintf(w, "PATH:      dropped %s\n", safe(d))
+	}
 	switch s.Network {
 	case "none":
 		fmt.Fprintln(w, "network:   none: loopback only (no route out, no host loopback service, no host abstract socket)")

@@ -53,6 +53,17 @@ type Record struct {
 	// at the start: what the session creates there is moved aside at its end.
 	HostExecMissing []string `json:"host_exec_missing,omitempty"`
 	Environment     []string `json:"environment,omitempty"` // non-secret NAME=VALUE the session was given
+	// PathDropped are the user's PATH directories left out of the
+	// session's, each "DIR: why"; Limits the limits it was started with.
+	PathDropped []string `json:"path_dropped,omitempty"`
+	Limits      *Limits  `json:"limits,omitempty"`
+}
+
+// Limits are a session's resource limits as it was started; 0 is none.
+type Limits struct {
+	MemoryMax uint64 `json:"memory_max,omitempty"` // bytes
+	TasksMax  uint64 `json:"tasks_max,omitempty"`
+	CPUQuota  uint64 `json:"cpu_quota_percent,omitempty"` // percent of one CPU
 }
 
 const (

@@ -220,6 +220,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if len(grant.Args) > 0 {
 		command = append(append([]string{command[0]}, grant.Args...), command[1:]...)
 	}
+	var commandPath []string
 	if binary != "" {
 		more, dirs := perUserInstall(binary)
 		// Checked and pinned by identity like every other bind.
@@ -228,10 +229,10 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 			return units.Spec{}, none, err
 		}
 		ro = append(ro, moreRO...)
-		if len(dirs) > 0 {
-			grant.PassEnv = append(grant.PassEnv, "PATH="+strings.Join(dirs, ":")+":"+sandbox.DefaultPath)
-		}
+		commandPath = dirs
 	}
+	up := pathOf(&grant, commandPath, p, name, real, ro, rw, deny)
+	ro = append(ro, up.Binds...)
 	var pass []string
 	for _, kv := range grant.PassEnv {
 		n, _, _ := strings.Cut(kv, "=")
@@ -267,6 +268,8 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		EgressDir:   p.EgressDir(name),
 		Notes:       grant.Notes,
 		Sandbox:     mode,
+		Toolchains:  realPaths(up.Binds),
+		PathDropped: up.Dropped,
 	}
 	if mode == sandbox.ModeLandlock {
 		spec.BwrapBin = ""

@@ -80,6 +80,9 @@ type Session struct {
 	// (a damaged record); rm removes it.
 	Problem     string   `json:"problem,omitempty"`
 	Environment []string `json:"environment,omitempty"` // non-secret NAME=VALUE (profile, --env, --pass-env)
+	// PathDropped are the user's PATH directories the session's PATH
+	// left out, each "DIR: why".
+	PathDropped []string `json:"path_dropped,omitempty"`
 }
 
 // Running reports whether the session's unit is up, on its way up, or on
@@ -171,6 +174,17 @@ func Describe(r records.Record, s *Session) {
 		s.Sandbox = sandbox.ModeBwrap
 	}
 	s.Environment = r.Environment
+	s.PathDropped = r.PathDropped
+	if l := r.Limits; l != nil && s.MemoryMax == nil && s.TasksMax == nil && s.CPUQuota == nil {
+		// Ended and collected: systemd no longer says, the record does.
+		nonzero := func(v uint64) *uint64 {
+			if v == 0 {
+				return nil
+			}
+			return &v
+		}
+		s.MemoryMax, s.TasksMax, s.CPUQuota = nonzero(l.MemoryMax), nonzero(l.TasksMax), nonzero(l.CPUQuota)
+	}
 	if s.Network == "" {
 		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
 	}

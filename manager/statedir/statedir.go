@@ -232,7 +232,8 @@ func Record(s units.Spec) records.Record {
 	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: binds, Sandbox: s.Sandbox,
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
 		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow, Injected: injected(s), HostExecWritable: s.AllowWriteHostExec,
-		HostExecMissing: s.HostExecMissing, Environment: s.Env}
+		HostExecMissing: s.HostExecMissing, Environment: s.Env, PathDropped: s.PathDropped,
+		Limits: &records.Limits{MemoryMax: s.Limits.MemoryMax, TasksMax: s.Limits.TasksMax, CPUQuota: s.Limits.CPUQuota}}
 }
 
 // injected maps each credential the egress proxy injects to its hosts.
