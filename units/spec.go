@@ -149,6 +149,10 @@ type Spec struct {
 	// directories left out of it, each "DIR: why" (request.sessionPath).
 	Toolchains  []string
 	PathDropped []string
+	// GitConfig is the session's ~/.gitconfig, written at each start: the
+	// user's identity and harmless settings (request.gitSettings); "" for
+	// none (--no-git-identity, or the user has none).
+	GitConfig string
 	// BindIDs are the workspace's and the --ro/--rw paths' identities as
 	// checked, which the sandbox's layers compare with what they mounted.
 	BindIDs []sandbox.BindID

@@ -43,6 +43,7 @@ func sessionFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also let the session reach `HOST[:PORT]` (port 443 unless given; repeatable)"},
 		&cli.StringFlag{Name: "sandbox", Usage: "the inner layer: bwrap (namespaces of its own) or landlock (for hosts where bwrap cannot run: less confined, see `mosaic doctor`) (default: the profile's, else bwrap)"},
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
+		&cli.BoolFlag{Name: "no-git-identity", Usage: "give the session no ~/.gitconfig with your user.name, user.email and harmless git settings"},
 		&cli.BoolFlag{Name: "allow-write-host-exec", Usage: "let the session change the workspace's files your tools run (.git/config, .git/hooks, .vscode, .envrc, ...), read-only by default"},
 		jsonFlag,
 	), agentFlags()...)
@@ -70,6 +71,7 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 		SignIn:      c.Bool("sign-in"),
 
 		AllowWriteHostExec: c.Bool("allow-write-host-exec"),
+		NoGitIdentity:      c.Bool("no-git-identity"),
 	}
 	if c.IsSet("name") && req.Name == "" {
 		return req, errcode.BadName.New("--name is empty: give a name or leave the flag out")

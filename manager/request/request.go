@@ -48,6 +48,8 @@ type Request struct {
 	CAFile      string   // --ca-file: a CA the agents trust besides the system's
 	SignIn      bool     // --sign-in: no credential needed, the agent signs in inside
 	Sandbox     string   // bwrap or landlock; empty: the profile's, else bwrap
+	// NoGitIdentity keeps the user's git identity (gitSettings) out.
+	NoGitIdentity bool
 	// AllowWriteHostExec leaves the workspace's host-executed entries
 	// (.git/config, .git/hooks, ...: sandbox.HostExecEntries) writable.
 	AllowWriteHostExec bool
@@ -276,6 +278,9 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	}
 	spec.SeccompAllow = grant.Profile.SeccompAllow
 	spec.AllowWriteHostExec = req.AllowWriteHostExec
+	if !req.NoGitIdentity {
+		spec.GitConfig = gitConfigFor(readUserGitConfig())
+	}
 	if req.MayLaunch {
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
 		spec.Pass = append(spec.Pass, sandbox.BusEnv)

@@ -28,6 +28,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/credentials"
 	"mosaic/manager/records"
 	"mosaic/sandbox"
 	"mosaic/units"
@@ -292,6 +293,7 @@ func Prepare(s units.Spec) (undo func(), err error) {
 			return fail(err)
 		}
 	}
+	writeGitConfig(s)
 	if err := records.Write(s.StateDir, Record(s)); err != nil {
 		return fail(err)
 	}
@@ -302,4 +304,14 @@ func Prepare(s units.Spec) (undo func(), err error) {
 		}
 	}
 	return undo, nil
+}
+
+// writeGitConfig writes the session's ~/.gitconfig (units.Spec.GitConfig)
+// into its home, atomically: renamed over whatever the session left at
+// that name, a symlink included, never followed. A home where it cannot be
+// written (a directory of that name) gets none; the start goes on.
+func writeGitConfig(s units.Spec) {
+	if s.GitConfig != "" {
+		_ = credentials.WriteFileAtomic(filepath.Join(s.SessionHome(), ".gitconfig"), []byte(s.GitConfig))
+	}
 }

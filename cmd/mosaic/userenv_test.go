@@ -1,0 +1,174 @@
+package main
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Issue 30: an agent works as its user does, with the user's toolchain
+// and git identity, in a session that names itself.
+
+// TestSessionHostname: inside, the host name and MOSAIC_SESSION are the
+// session's, so a prompt says where one types.
+func TestSessionHostname(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	r := mosaic(t, "run", "--name", name, "-w", workspace(t), "--", "sh", "-c", `cat /proc/sys/kernel/hostname; echo "$MOSAIC_SESSION"`)
+	if r.code != 0 || r.stdout != name+"\n"+name+"\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want the session's name twice", r.code, r.stdout, r.stderr)
+	}
+	if h, _ := os.Hostname(); h == name {
+		t.Errorf("the host's name became %s", h)
+	}
+}
+
+// copyFile copies src to dst (made executable with mode), skipping the
+// copy when dst already has src's size (a copy a previous run made).
+func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
+	t.Helper()
+	si, err := os.Stat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if di, err := os.Stat(dst); err == nil && di.Size() == si.Size() {
+		return
+	}
+	os.MkdirAll(filepath.Dir(dst), 0o755)
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst+".tmp", os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	if err := os.Rename(dst+".tmp", dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUserToolchains: a Go, Rust, Node and Python project builds inside a
+// session with the user's own toolchains, found on the user's PATH where
+// they are installed: Go under /usr/local, Rust's rustup under ~/.cargo
+// (its toolchain linked from /opt) and Rust under /opt, node under
+// ~/.nvm, a pip --user module and script under ~/.local. Nothing of
+// ~/.cargo but its bin/ is there (credentials.toml stays out), the
+// caches are written in the session's own home, and a PATH directory the
+// session cannot see is dropped and named in status.
+func TestUserToolchains(t *testing.T) {
+	needRig(t)
+	home := homeDir()
+	h := func(rel string) string { return filepath.Join(home, rel) }
+	for _, need := range []string{"/opt/rust/bin/cargo", "/opt/rustup/rustup", "/usr/local/go/bin/go", "/usr/bin/node", "/usr/bin/python3", "/usr/bin/cc"} {
+		if _, err := os.Stat(need); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is missing: contrib/rig.sh gives the rig root's Rust toolchain in /opt (rig_toolchains); the machine needs Go, node, python3 and cc", need)
+			}
+			t.Skipf("%s is missing (contrib/rig.sh binds root's Rust toolchain at /opt/rust)", need)
+		}
+	}
+	// rustup under ~/.cargo, its toolchain linked (rustup toolchain link).
+	copyFile(t, "/opt/rustup/rustup", h(".cargo/bin/rustup"), 0o755)
+	for _, proxy := range []string{"cargo", "rustc"} {
+		os.Remove(h(".cargo/bin/" + proxy))
+		if err := os.Link(h(".cargo/bin/rustup"), h(".cargo/bin/"+proxy)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, h(".cargo/credentials.toml"), "[registry]\ntoken = \"cio-secret-token\"\n")
+	os.MkdirAll(h(".rustup/toolchains"), 0o755)
+	writeFile(t, h(".rustup/settings.toml"), "version = \"12\"\ndefault_toolchain = \"rig\"\nprofile = \"minimal\"\n")
+	os.Remove(h(".rustup/toolchains/rig"))
+	if err := os.Symlink("/opt/rust", h(".rustup/toolchains/rig")); err != nil {
+		t.Fatal(err)
+	}
+	// node as nvm installs it; a pip --user module and its script.
+	nodeDir := h(".nvm/versions/node/v99.0.0-rig/bin")
+	copyFile(t, "/usr/bin/node", filepath.Join(nodeDir, "node"), 0o755)
+	site, err := exec.Command("/usr/bin/python3", "-c", "import site; print(site.getusersitepackages())").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(strings.TrimSpace(string(site)), "rigmod.py"), "GREETING = 'python from ~/.local'\n")
+	writeFile(t, h(".local/bin/rigtool"), "#!/usr/bin/python3\nimport rigmod\nprint(rigmod.GREETING)\n")
+	os.Chmod(h(".local/bin/rigtool"), 0o755)
+	os.MkdirAll(h("not-a-toolchain/bin"), 0o755)
+	t.Cleanup(func() {
+		for _, d := range []string{".rustup", ".nvm", "not-a-toolchain"} {
+			os.RemoveAll(h(d))
+		}
+		os.Remove(h(".cargo/credentials.toml"))
+	})
+
+	ws := workspace(t)
+	writeFile(t, filepath.Join(ws, "goproj/go.mod"), "module example.com/goproj\n\ngo 1.21\n")
+	writeFile(t, filepath.Join(ws, "goproj/main.go"), "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"go built\") }\n")
+	writeFile(t, filepath.Join(ws, "rustproj/Cargo.toml"), "[package]\nname = \"rustproj\"\nversion = \"0.1.0\"\nedition = \"2021\"\n")
+	writeFile(t, filepath.Join(ws, "rustproj/src/main.rs"), "fn main() { println!(\"rust built\"); }\n")
+	writeFile(t, filepath.Join(ws, "nodeproj/package.json"), `{"name":"nodeproj","version":"1.0.0","scripts":{"build":"node build.js"}}`)
+	writeFile(t, filepath.Join(ws, "nodeproj/build.js"), "require('fs').writeFileSync('out.txt', 'node ' + process.execPath + '\\n')\n")
+	writeFile(t, filepath.Join(ws, "pyproj/app.py"), "import rigmod\nprint('python built')\n")
+
+	script := `set -e
+cd goproj && go build -o app . && ./app && cd ..
+cd rustproj && cargo build -q --offline && ./target/debug/rustproj && cd ..
+cd nodeproj && npm run -s build && cat out.txt && cd ..
+cd pyproj && python3 -m py_compile app.py && rigtool && cd ..
+test ! -e ~/.cargo/credentials.toml && echo "no credentials.toml"
+ls ~/.cargo
+`
+	name := sessionName(t)
+	path := strings.Join([]string{h("not-a-toolchain/bin"), h(".cargo/bin"), nodeDir, h(".local/bin"), "/usr/local/go/bin", "/usr/local/bin", "/usr/bin", "/bin"}, ":")
+	r := mosaicWith(t, []string{"PATH=" + path}, "", "run", "--name", name, "-w", ws, "--env", "GOTOOLCHAIN=local", "--env", "GOFLAGS=-buildvcs=false", "--", "sh", "-c", script)
+	want := "go built\nrust built\nnode " + filepath.Join(nodeDir, "node") + "\npython from ~/.local\nno credentials.toml\nbin\n"
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("exit %d\nstdout %q\nwant   %q\nstderr %s", r.code, r.stdout, want, r.stderr)
+	}
+	if strings.Contains(r.stdout+r.stderr, "cio-secret-token") {
+		t.Error("the cargo token reached the session")
+	}
+	own := filepath.Join(stateRoot(), "sessions", name, "home")
+	for _, cache := range []string{".cache/go-build", ".npm"} {
+		if _, err := os.Stat(filepath.Join(own, cache)); err != nil {
+			t.Errorf("the session's own home has no %s: %v", cache, err)
+		}
+	}
+	st := decode[struct {
+		PathDropped []string `json:"path_dropped"`
+		Binds       []struct{ Src, Reason string }
+	}](t, mustMosaic(t, "status", "--json", name).stdout)
+	if len(st.PathDropped) != 1 || !strings.HasPrefix(st.PathDropped[0], h("not-a-toolchain/bin")+": ") {
+		t.Errorf("status names as dropped %q, want only %s", st.PathDropped, h("not-a-toolchain/bin"))
+	}
+	bound := map[string]bool{}
+	for _, b := range st.Binds {
+		if strings.HasPrefix(b.Reason, "a toolchain on your PATH") {
+			bound[b.Src] = true
+		}
+	}
+	for _, b := range []string{h(".cargo/bin"), h(".rustup"), "/opt/rust", filepath.Dir(nodeDir), h(".local/bin"), h(".local/lib")} {
+		if !bound[b] {
+			t.Errorf("%s is not bound as a toolchain: %v", b, bound)
+		}
+	}
+	if bound[h(".cargo")] {
+		t.Error("~/.cargo is bound whole")
+	}
+
+	// Rust under /opt alone, from a PATH given with --env.
+	writeFile(t, filepath.Join(ws, "rustproj/src/main.rs"), "fn main() { println!(\"rust from /opt\"); }\n")
+	r = mosaic(t, "run", "-w", ws, "--env", "PATH=/opt/rust/bin:/usr/bin:/bin", "--", "sh", "-c", "cd rustproj && cargo build -q --offline && ./target/debug/rustproj && command -v cargo")
+	if r.code != 0 || r.stdout != "rust from /opt\n/opt/rust/bin/cargo\n" {
+		t.Errorf("Rust from /opt: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+}
