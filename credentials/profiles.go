@@ -74,6 +74,7 @@ var (
 		"api.anthropic.com":     "the Anthropic API (the model), and sign-in's token exchange",
 		"console.anthropic.com": "sign-in with an Anthropic Console account (mosaic login claude-code)",
 		"claude.ai":             "sign-in with a Claude subscription (mosaic login claude-code)",
+		"platform.claude.com":   "sign-in, where Claude Code 2.1.332 and later send it (mosaic login claude-code)",
 	}
 	codexHosts = map[string]string{
 		"api.openai.com":  "the OpenAI API (the model)",
@@ -176,18 +177,20 @@ var builtins = []Profile{
 
 // Profiles returns the built-in profiles with the user's from dir
 // (~/.config/mosaic/profiles) laid over them: a user profile of a built-in's
-// name replaces it. Sorted by name.
-func Profiles(dir string) ([]Profile, error) {
-	out, broken := usable(dir)
-	names := make([]string, 0, len(broken))
-	for n := range broken {
+// name replaces it. Sorted by name. A file that cannot be read is left
+// out, with its error among broken (sorted by name): one bad file must not
+// hide the others.
+func Profiles(dir string) (list []Profile, broken []error) {
+	out, bad := usable(dir)
+	names := make([]string, 0, len(bad))
+	for n := range bad {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	if len(names) > 0 {
-		return nil, broken[names[0]]
+	for _, n := range names {
+		broken = append(broken, bad[n])
 	}
-	return out, nil
+	return out, broken
 }
 
 // usable is every profile but the user's broken ones, which are returned

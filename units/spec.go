@@ -149,6 +149,9 @@ type Spec struct {
 	// directories left out of it, each "DIR: why" (request.sessionPath).
 	Toolchains  []string
 	PathDropped []string
+	// OwnGitDir is the session's own repository in its state, bound over
+	// the workspace's .git placeholder (sandbox.OwnGitDir); "" for none.
+	OwnGitDir string
 	// GitConfig is the session's ~/.gitconfig, written at each start: the
 	// user's identity and harmless settings (request.gitSettings); "" for
 	// none (--no-git-identity, or the user has none).

@@ -49,7 +49,8 @@ func TestSuggestions(t *testing.T) {
 }
 
 func TestHelpAndVersion(t *testing.T) {
-	for _, args := range [][]string{{"mosaic", "--version"}, {"mosaic", "version"}, {"mosaic", "help"}, {"mosaic", "help", "start"}, {"mosaic", "stop", "--help"}} {
+	for _, args := range [][]string{{"mosaic", "--version"}, {"mosaic", "version"}, {"mosaic", "help"}, {"mosaic", "help", "start"}, {"mosaic", "stop", "--help"},
+		{"mosaic", "login", "--help"}, {"mosaic", "login", "-h"}} {
 		var stdout, stderr bytes.Buffer
 		if code := run(args, &stdout, &stderr); code != 0 || stdout.Len() == 0 {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout.String(), stderr.String())
@@ -58,6 +59,33 @@ func TestHelpAndVersion(t *testing.T) {
 			t.Errorf("%v: %q", args, stdout.String())
 		}
 	}
+}
+
+// A flag's placeholder is a word in capitals (`DIR`, `MODE`), never a
+// phrase a usage text quotes, as urfave/cli takes the first backquoted
+// text for it (issue 30: --sandbox showed "mosaic doctor").
+func TestFlagPlaceholders(t *testing.T) {
+	app := newApp(&output{})
+	var walk func(cmds []*cli.Command)
+	walk = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			for _, f := range c.Flags {
+				df, ok := f.(cli.DocGenerationFlag)
+				if !ok {
+					continue
+				}
+				name := "" // as urfave/cli's unquoteUsage reads it
+				if _, rest, ok := strings.Cut(df.GetUsage(), "`"); ok {
+					name, _, _ = strings.Cut(rest, "`")
+				}
+				if strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_=[]:.-") != "" {
+					t.Errorf("mosaic %s --%s: placeholder %q", c.Name, f.Names()[0], name)
+				}
+			}
+			walk(c.Subcommands)
+		}
+	}
+	walk(app.Commands)
 }
 
 func TestCompletionWords(t *testing.T) {

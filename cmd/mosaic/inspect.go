@@ -160,6 +160,9 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	if len(s.Environment) > 0 {
 		fmt.Fprintf(w, "environment (not secret): %s\n", strings.Join(s.Environment, " "))
 	}
+	if s.OwnGitDir != "" {
+		fmt.Fprintf(w, "git:       the session's own repository is %s, not in the workspace (your git never runs it: git fetch from it is yours to choose)\n", safe(s.OwnGitDir))
+	}
 	for _, d := range s.PathDropped {
 		fmt.Fprintf(w, "PATH:      dropped %s\n", safe(d))
 	}
@@ -298,7 +301,8 @@ func cpu(ns *uint64) string {
 func profilesCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:         "profiles",
-		Usage:        "list the agent profiles: built-in ones and yours in ~/.config/mosaic/profiles/NAME.conf",
+		Usage:        "list the agent profiles: built-in ones and yours in ~/.config/mosaic/profiles/NAME.conf; with NAME, every setting of that one",
+		ArgsUsage:    "[NAME]",
 		Flags:        []cli.Flag{fullFlag, jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
@@ -306,9 +310,20 @@ func profilesCommand(out *output) *cli.Command {
 			if err != nil {
 				return errcode.NoHome.New("cannot tell your home directory: %v (set HOME)", err)
 			}
-			list, err := credentials.Profiles(credentials.ProfileDir(home))
-			if err != nil {
-				return err
+			if c.NArg() > 1 {
+				return errcode.Usage.New("mosaic profiles [NAME]: name one profile, or none to list them all")
+			}
+			if c.NArg() == 1 {
+				p, err := credentials.FindProfile(credentials.ProfileDir(home), c.Args().First())
+				if err != nil {
+					return err
+				}
+				out.result(p, func(w io.Writer) { printProfile(w, p) })
+				return nil
+			}
+			list, broken := credentials.Profiles(credentials.ProfileDir(home))
+			for _, err := range broken {
+				fmt.Fprintf(out.stderr, "mosaic: warning: a profile was left out: %v\n", err)
 			}
 			out.result(list, func(w io.Writer) {
 				var b strings.Builder
@@ -444,4 +459,49 @@ func percent(n *uint64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%d%%", *n)
+}
+
+// printProfile prints every setting of one profile, a line each.
+func printProfile(w io.Writer, p credentials.Profile) {
+	line := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%-13s %s\n", k+":", v)
+		}
+	}
+	line("profile", p.Name)
+	line("description", p.Description)
+	line("source", p.Source)
+	line("binary", p.Binary)
+	line("tested", p.Tested)
+	sets := make([]string, len(p.CredentialSets))
+	for i, s := range p.CredentialSets {
+		sets[i] = strings.Join(s, "+")
+	}
+	line("credentials", strings.Join(sets, " | "))
+	line("pass", strings.Join(p.PassEnv, " "))
+	line("environment", strings.Join(p.Env, " "))
+	line("arguments", strings.Join(p.Args, " "))
+	line("read-only", strings.Join(p.ReadOnly, " "))
+	line("toolchains", strings.Join(p.Toolchains, " "))
+	line("sandbox", p.Sandbox)
+	line("network", p.Network)
+	for _, h := range p.AllowHosts {
+		fmt.Fprintf(w, "  allow %s", h)
+		if r := p.HostReasons[h]; r != "" {
+			fmt.Fprintf(w, ": %s", r)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, r := range p.Inject {
+		fmt.Fprintf(w, "  inject %s into %s for %s\n", r.Var, strings.Join(r.Headers, ", "), strings.Join(r.Hosts, ", "))
+	}
+	line("seccomp", strings.Join(p.SeccompAllow, " "))
+	line("limits", strings.TrimSpace(strings.Join([]string{pre("memory ", p.MemoryMax), pre("tasks ", p.TasksMax), pre("cpu ", p.CPUQuota)}, " ")))
+}
+
+func pre(prefix, v string) string {
+	if v == "" {
+		return ""
+	}
+	return prefix + v
 }

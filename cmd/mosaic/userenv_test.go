@@ -172,3 +172,60 @@ ls ~/.cargo
 		t.Errorf("Rust from /opt: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestGitInSession: git inside knows who the user is (their user.name and
+// user.email, from their global config, includes followed) and nothing
+// else of their config reaches it (credential helper, include, url
+// rewrite, sshCommand, alias); --no-git-identity gives none. git init and
+// git commit work in a plain workspace and in a repository's
+// subdirectory, and nothing empty is left on the host.
+func TestGitInSession(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	cfg := filepath.Join(workspace(t), "config")
+	writeFile(t, filepath.Join(cfg, "git", "config"), `[user]
+	name = Rig User
+[include]
+	path = identity
+[credential]
+	helper = store --file /tmp/creds
+[url "git@example.com:"]
+	insteadOf = https://example.com/
+[core]
+	sshCommand = ssh -i /nonexistent/key
+[alias]
+	st = !echo alias ran
+[init]
+	defaultBranch = trunk
+`)
+	writeFile(t, filepath.Join(cfg, "git", "identity"), "[user]\n\temail = rig@example.com\n")
+	env := []string{"XDG_CONFIG_HOME=" + cfg}
+	script := `set -e
+git config --global --list
+git init -q . && echo x >f && git add f && git commit -q -m one && git log --format='%an <%ae> %s' && git branch --show-current
+`
+	for _, where := range []string{"plain", "subdir"} {
+		ws := workspace(t)
+		if where == "subdir" {
+			if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+				t.Fatalf("git init: %v %s", err, out)
+			}
+			ws = filepath.Join(ws, "sub")
+			os.MkdirAll(ws, 0o755)
+		}
+		r := mosaicWith(t, env, "", "run", "-w", ws, "--", "sh", "-c", script)
+		want := "init.defaultbranch=trunk\nuser.email=rig@example.com\nuser.name=Rig User\nRig User <rig@example.com> one\ntrunk\n"
+		if r.code != 0 || r.stdout != want {
+			t.Errorf("%s: exit %d\nstdout %q\nwant   %q\nstderr %s", where, r.code, r.stdout, want, r.stderr)
+		}
+		if entries, _ := os.ReadDir(filepath.Join(ws, ".git")); len(entries) == 0 {
+			if _, err := os.Lstat(filepath.Join(ws, ".git")); err == nil {
+				t.Errorf("%s: an empty .git is left in %s", where, ws)
+			}
+		}
+	}
+	r := mosaicWith(t, env, "", "run", "-w", workspace(t), "--no-git-identity", "--", "sh", "-c", "git config --global --list; test -e ~/.gitconfig && echo has gitconfig; true")
+	if r.code != 0 || r.stdout != "" {
+		t.Errorf("--no-git-identity: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+}

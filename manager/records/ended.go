@@ -61,6 +61,9 @@ func MoveAside(r Record) []sandbox.MovedAside {
 	if r.Workspace == "" || r.HostExecWritable {
 		return nil
 	}
+	if r.OwnGitDir != "" {
+		sandbox.RemoveGitPlaceholder(r.Workspace)
+	}
 	moved := sandbox.MoveAsideCreated(r.Workspace, r.Name, r.HostExecMissing)
 	if !r.Started.IsZero() {
 		moved = append(moved, sandbox.MoveAsideSubmodules(r.Workspace, r.Name, r.Started)...)

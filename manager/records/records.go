@@ -57,6 +57,9 @@ type Record struct {
 	// session's, each "DIR: why"; Limits the limits it was started with.
 	PathDropped []string `json:"path_dropped,omitempty"`
 	Limits      *Limits  `json:"limits,omitempty"`
+	// OwnGitDir is the session's own repository, bound over the
+	// workspace's .git placeholder (sandbox.OwnGitDir), removed at its end.
+	OwnGitDir string `json:"own_git_dir,omitempty"`
 }
 
 // Limits are a session's resource limits as it was started; 0 is none.

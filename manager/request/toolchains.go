@@ -213,7 +213,7 @@ func placePathDir(dir, home, ownHome string, visible visibleFunc, deny []Deny) (
 			return "", nil, fmt.Sprintf("%s's %s cannot be bound: %v", name, r, strings.TrimPrefix(err.Error(), "toolchain "))
 		}
 		binds = append(binds, c)
-		if i == 0 && name == "rustup" {
+		if filepath.Base(r) == ".rustup" {
 			binds = append(binds, linkedToolchains(c.real, deny)...)
 		}
 	}

@@ -36,7 +36,7 @@ func TestSessionPath(t *testing.T) {
 	systemToolchainRoots = []string{opt}
 	visible := func(real string) bool { return systemFile(real) || strings.HasPrefix(real+"/", app+"/") }
 
-	user := strings.Join([]string{h(".cargo/bin"), "/usr/local/go/bin", h("bin"), filepath.Join(opt, "rust/bin"), "bin", "",
+	user := strings.Join([]string{h(".cargo/bin"), "/usr/local/go/bin", h("bin"), "bin", "",
 		h(".nvm/versions/node/v22.1.0/bin"), filepath.Join(root, "nope"), h(".local/bin"), h(".ssh/bin"), app + "/node_modules/.bin",
 		filepath.Join(opt, "bin"), h(".bun/bin"), "/usr/bin", h(".cargo/bin"), h("go/bin")}, ":")
 	if _, err := os.Stat("/usr/local/go/bin"); err != nil {
@@ -44,7 +44,7 @@ func TestSessionPath(t *testing.T) {
 	}
 	up := sessionPath(user, []string{"~/.cargo", filepath.Join(opt, "jdk")}, nil, p.Home, own, visible, deny)
 
-	wantPath := []string{h(".cargo/bin"), "/usr/local/go/bin", filepath.Join(opt, "rust/bin"), h(".nvm/versions/node/v22.1.0/bin"), h(".local/bin"),
+	wantPath := []string{h(".cargo/bin"), "/usr/local/go/bin", h(".nvm/versions/node/v22.1.0/bin"), h(".local/bin"),
 		app + "/node_modules/.bin", filepath.Join(opt, "bin"), h(".bun/bin"), "/usr/bin", h("go/bin"), filepath.Join(opt, "jdk/bin"), "/usr/local/bin", "/bin"}
 	if _, err := os.Stat("/usr/local/go/bin"); err != nil {
 		wantPath = slices.Delete(wantPath, 1, 2)

@@ -5,9 +5,12 @@ package session
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -83,6 +86,9 @@ type Session struct {
 	// PathDropped are the user's PATH directories the session's PATH
 	// left out, each "DIR: why".
 	PathDropped []string `json:"path_dropped,omitempty"`
+	// OwnGitDir is where the session's own repository is kept (git init
+	// inside a workspace without one), when it made one.
+	OwnGitDir string `json:"own_git_dir,omitempty"`
 }
 
 // Running reports whether the session's unit is up, on its way up, or on
@@ -175,6 +181,9 @@ func Describe(r records.Record, s *Session) {
 	}
 	s.Environment = r.Environment
 	s.PathDropped = r.PathDropped
+	if _, err := os.Stat(filepath.Join(r.OwnGitDir, "HEAD")); r.OwnGitDir != "" && err == nil {
+		s.OwnGitDir = r.OwnGitDir
+	}
 	if l := r.Limits; l != nil && s.MemoryMax == nil && s.TasksMax == nil && s.CPUQuota == nil {
 		// Ended and collected: systemd no longer says, the record does.
 		nonzero := func(v uint64) *uint64 {
@@ -227,6 +236,10 @@ func FromRecords(name, dir string) (Session, bool) {
 		if fi, lerr := os.Lstat(dir); lerr != nil || !fi.IsDir() {
 			return Session{}, false
 		}
+		if errors.Is(err, fs.ErrNotExist) && onlyHome(dir) {
+			return Session{Name: name, Unit: units.UnitName(name), Kind: units.KindService, State: "inactive", SubState: "dead",
+				Problem: "it has not run yet: its home was made with mosaic home --create (`mosaic rm " + name + "` removes it)"}, true
+		}
 		return Session{Name: name, Unit: units.UnitName(name), Kind: units.KindService, State: "inactive", SubState: "dead",
 			Problem: "its record cannot be read: " + err.Error() + " (`mosaic rm " + name + "` removes it)"}, true
 	}
@@ -251,4 +264,19 @@ func FromRecords(name, dir string) (Session, bool) {
 		s.MovedAside = end.MovedAside
 	}
 	return s, true
+}
+
+// onlyHome reports whether a state directory holds its home alone (made by
+// `mosaic home --create` before any run).
+func onlyHome(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.Name() != "home" {
+			return false
+		}
+	}
+	return true
 }

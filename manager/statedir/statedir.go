@@ -233,7 +233,7 @@ func Record(s units.Spec) records.Record {
 	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: binds, Sandbox: s.Sandbox,
 		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
 		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow, Injected: injected(s), HostExecWritable: s.AllowWriteHostExec,
-		HostExecMissing: s.HostExecMissing, Environment: s.Env, PathDropped: s.PathDropped,
+		HostExecMissing: s.HostExecMissing, Environment: s.Env, PathDropped: s.PathDropped, OwnGitDir: s.OwnGitDir,
 		Limits: &records.Limits{MemoryMax: s.Limits.MemoryMax, TasksMax: s.Limits.TasksMax, CPUQuota: s.Limits.CPUQuota}}
 }
 
@@ -294,6 +294,11 @@ func Prepare(s units.Spec) (undo func(), err error) {
 		}
 	}
 	writeGitConfig(s)
+	if s.OwnGitDir != "" {
+		if err := os.MkdirAll(s.OwnGitDir, 0o700); err != nil {
+			return fail(err)
+		}
+	}
 	if err := records.Write(s.StateDir, Record(s)); err != nil {
 		return fail(err)
 	}
