@@ -54,3 +54,44 @@ func TestOwnGitDir(t *testing.T) {
 		t.Error("a .git file was replaced")
 	}
 }
+
+// What is moved aside in a repository goes into .git, out of git status's
+// sight; without a .git directory, or through a symlink the session
+// planted, it stays beside its place (issue 30).
+func TestOutOfStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(ws string)
+		into  bool
+	}{
+		{"repository", func(ws string) { os.MkdirAll(filepath.Join(ws, ".git"), 0o755) }, true},
+		{"no repository", func(ws string) {}, false},
+		{"planted symlink", func(ws string) {
+			os.MkdirAll(filepath.Join(ws, ".git"), 0o755)
+			os.Symlink(t.TempDir(), filepath.Join(ws, MovedAsideDir))
+		}, false},
+	} {
+		ws := t.TempDir()
+		tc.setup(ws)
+		os.MkdirAll(filepath.Join(ws, ".claude"), 0o755)
+		os.WriteFile(filepath.Join(ws, ".envrc.mosaic-moved-s-1"), []byte("x"), 0o644)
+		os.WriteFile(filepath.Join(ws, ".claude/settings.local.json.mosaic-moved-s-2"), []byte("x"), 0o644)
+		moved := OutOfStatus(ws, []MovedAside{
+			{Path: ".envrc", To: ".envrc.mosaic-moved-s-1"},
+			{Path: ".claude/settings.local.json", To: ".claude/settings.local.json.mosaic-moved-s-2"},
+			{Path: ".git/commondir", To: ".git/commondir.mosaic-moved-s-3"},
+		})
+		for _, m := range moved {
+			inside := filepath.Dir(m.To) == MovedAsideDir
+			if m.Path != ".git/commondir" && inside != tc.into {
+				t.Errorf("%s: %s moved to %s", tc.name, m.Path, m.To)
+			}
+			if m.Path == ".git/commondir" && inside {
+				t.Errorf("%s: an entry under .git was moved again", tc.name)
+			}
+			if _, err := os.Lstat(filepath.Join(ws, m.To)); err != nil && m.Path != ".git/commondir" {
+				t.Errorf("%s: %s is not at %s: %v", tc.name, m.Path, m.To, err)
+			}
+		}
+	}
+}

@@ -64,7 +64,7 @@ func MoveAside(r Record) []sandbox.MovedAside {
 	if r.OwnGitDir != "" {
 		sandbox.RemoveGitPlaceholder(r.Workspace)
 	}
-	moved := sandbox.MoveAsideCreated(r.Workspace, r.Name, r.HostExecMissing)
+	moved := sandbox.OutOfStatus(r.Workspace, sandbox.MoveAsideCreated(r.Workspace, r.Name, r.HostExecMissing))
 	if !r.Started.IsZero() {
 		moved = append(moved, sandbox.MoveAsideSubmodules(r.Workspace, r.Name, r.Started)...)
 	}
