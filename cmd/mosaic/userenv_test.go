@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Issue 30: an agent works as its user does, with the user's toolchain
@@ -227,5 +228,89 @@ git init -q . && echo x >f && git add f && git commit -q -m one && git log --for
 	r := mosaicWith(t, env, "", "run", "-w", workspace(t), "--no-git-identity", "--", "sh", "-c", "git config --global --list; test -e ~/.gitconfig && echo has gitconfig; true")
 	if r.code != 0 || r.stdout != "" {
 		t.Errorf("--no-git-identity: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestLoginFromHome: mosaic login runs from the home (which no session may
+// have as its workspace), binding no project: the sign-in gets an empty
+// directory of its own, removed afterwards; login --help is help.
+func TestLoginFromHome(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	bin := workspace(t)
+	os.WriteFile(filepath.Join(bin, "codex"), []byte("#!/bin/sh\necho \"$PWD\"; ls -A\n"), 0o700)
+	name := sessionName(t)
+	cmd := exec.Command(mosaicBin, "login", "codex", "--name", name, "--pty=false")
+	cmd.Dir = homeDir()
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "OPENAI_API_KEY=", "CODEX_API_KEY=")
+	r := runResult(t, cmd)
+	dir := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !strings.Contains(filepath.Base(dir), "mosaic-login-") {
+		t.Fatalf("mosaic login from ~: exit %d, stdout %q, stderr %q; want it run in an empty directory of its own", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Errorf("the sign-in's directory %s is left: %v", dir, err)
+	}
+	st := decode[struct {
+		Workspace string
+		Binds     []struct{ Src, Kind string }
+	}](t, mustMosaic(t, "status", "--json", name).stdout)
+	for _, b := range st.Binds {
+		if b.Kind == "bind" && (b.Src == homeDir() || strings.HasPrefix(b.Src, homeDir()+"/") && !strings.Contains(b.Src, "/.local/state/mosaic/")) {
+			t.Errorf("the sign-in bound %s read-write", b.Src)
+		}
+	}
+	if r := mosaic(t, "login", "--help"); r.code != 0 || !strings.Contains(r.stdout, "mosaic login") {
+		t.Errorf("login --help: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestEndedStatusLimits: an ended session's status shows the limits it ran
+// with, from its record, once systemd has forgotten its unit.
+func TestEndedStatusLimits(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	mustMosaic(t, "run", "--name", name, "-w", workspace(t), "--memory-max", "300M", "--tasks-max", "77", "--cpu-quota", "150%", "--", "true")
+	eventually(t, 5*time.Second, "the unit collected", func() bool { return unitProperty(t, "mosaic-"+name+".service", "LoadState") == "not-found" })
+	st := decode[struct {
+		MemoryMax *uint64 `json:"memory_max"`
+		TasksMax  *uint64 `json:"tasks_max"`
+		CPUQuota  *uint64 `json:"cpu_quota_percent"`
+	}](t, mustMosaic(t, "status", "--json", name).stdout)
+	if st.MemoryMax == nil || *st.MemoryMax != 300<<20 || st.TasksMax == nil || *st.TasksMax != 77 || st.CPUQuota == nil || *st.CPUQuota != 150 {
+		t.Errorf("ended session's limits: %+v", st)
+	}
+	if text := mustMosaic(t, "status", name).stdout; strings.Contains(text, "memory none") {
+		t.Errorf("status says no memory limit:\n%s", text)
+	}
+}
+
+// TestHomeOfNoSession: mosaic home of a name with no state (a typo) makes
+// nothing; with --create it makes the home, which list --all shows as not
+// run yet (not damaged) and rm removes.
+func TestHomeOfNoSession(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	dir := filepath.Join(stateRoot(), "sessions", name)
+	r := mosaic(t, "home", "--json", name)
+	if code, _ := jsonError(t, r); r.code != 3 || code != "no-such-session" {
+		t.Errorf("home of no session: exit %d, %s", r.code, r.stdout)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Errorf("mosaic home of a typo made %s", dir)
+	}
+	mustMosaic(t, "home", "--create", name)
+	list := mustMosaic(t, "list", "--all").stdout
+	if !strings.Contains(list, name) || strings.Contains(list, "damaged") {
+		t.Errorf("list --all:\n%s", list)
+	}
+	if st := mustMosaic(t, "status", name).stdout; !strings.Contains(st, "has not run yet") {
+		t.Errorf("status:\n%s", st)
+	}
+	mustMosaic(t, "rm", name)
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Errorf("rm left %s", dir)
 	}
 }
