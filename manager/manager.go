@@ -59,13 +59,6 @@ type Manager struct {
 	onSession  func(unit, iface string, changed map[string]any) // WatchSessions
 
 	sliceLimited bool // limitSlice's work is done (under mu)
-
-	// ready, when not nil, is closed once the connection Launch left being
-	// made for a scope run is there (or readyErr says why not): see
-	// connected. swept is the credential sweep made then.
-	ready    chan struct{}
-	readyErr error
-	swept    sync.Once
 }
 
 type address struct {
@@ -183,7 +176,7 @@ func Connect(ctx context.Context) (*Manager, error) {
 }
 
 // connect is Connect without the sweep of credential files, for a caller
-// that sweeps once it knows its request is good (Launch).
+// that sweeps once it knows its request is good (Open).
 func connect(ctx context.Context) (*Manager, error) {
 	rt, err := request.RuntimeDir()
 	if err != nil {
@@ -242,43 +235,57 @@ func executable() string {
 	return bin
 }
 
-// connecting is a manager whose connection is still being made, as conn
-// will say: Launch returns it for a scope run, whose name, state and
-// sandbox need no connection, so that they are made meanwhile.
-func connecting(conn <-chan connection) *Manager {
-	m := &Manager{MosaicBin: executable(), ready: make(chan struct{})}
+// Connecting is a connection to systemd still being made: Open starts it
+// before the request is checked, so that its round trips (waits) overlap
+// the check (work). Manager waits for it; a scope run waits for it only
+// where it must (RunScope), and makes its name, state and sandbox
+// meanwhile. No Manager exists before its connection does.
+type Connecting struct {
+	done  chan struct{} // closed once m or err is set
+	m     *Manager
+	err   error
+	swept sync.Once
+}
+
+// connectInBackground starts connecting (connect, without the sweep).
+func connectInBackground(ctx context.Context) *Connecting {
+	c := &Connecting{done: make(chan struct{})}
 	go func() {
-		defer close(m.ready)
-		c := <-conn
-		if c.err != nil {
-			m.readyErr = c.err
-			return
-		}
-		m.conn, m.bus, m.features, m.viaBus, m.private, m.version, m.watchers = c.m.conn, c.m.bus, c.m.features, c.m.viaBus, c.m.private, c.m.version, c.m.watchers
+		defer close(c.done)
+		c.m, c.err = connect(ctx)
 	}()
-	return m
+	return c
 }
 
-// connection is what a connect made in the background ended with.
-type connection struct {
-	m   *Manager
-	err error
+// Manager waits for the connection and returns its manager, whole; the
+// first call also sweeps credential files (see Connect), which Open does
+// only once its request is known to be good.
+func (c *Connecting) Manager(ctx context.Context) (*Manager, error) {
+	<-c.done
+	if c.err != nil {
+		return nil, c.err
+	}
+	c.swept.Do(func() { c.m.sweepCredentials(ctx) })
+	return c.m, nil
 }
 
-// connected waits for the connection of a manager made by connecting, and
-// sweeps credential files once it is there (see Connect); for any other it
-// returns at once. Whatever uses the connection of a manager Launch
-// returned calls it first.
-func (m *Manager) connected(ctx context.Context) error {
-	if m.ready == nil {
-		return nil
+// Close closes the connection; one still being made (a scope run
+// interrupted meanwhile) is closed once it is there, without waiting.
+func (c *Connecting) Close() {
+	closeManager := func() {
+		if c.m != nil {
+			c.m.Close()
+		}
 	}
-	<-m.ready
-	if m.readyErr != nil {
-		return m.readyErr
+	select {
+	case <-c.done:
+		closeManager()
+	default:
+		go func() {
+			<-c.done
+			closeManager()
+		}()
 	}
-	m.swept.Do(func() { m.sweepCredentials(ctx) })
-	return nil
 }
 
 // readVersion reads the manager's version; through a bus within
@@ -311,24 +318,8 @@ func errGone(what string) error {
 	return errcode.SystemdGone.New("%s: the connection to systemd closed: check `systemctl --user status`, then try again", what)
 }
 
-// Close closes the connection; one still being made (a scope run
-// interrupted meanwhile) is closed once it is there, without waiting.
-func (m *Manager) Close() {
-	if m.ready != nil {
-		select {
-		case <-m.ready:
-		default:
-			go func() {
-				<-m.ready
-				m.Close()
-			}()
-			return
-		}
-	}
-	if m.conn != nil {
-		m.conn.Close()
-	}
-}
+// Close closes the connection.
+func (m *Manager) Close() { m.conn.Close() }
 
 // Features are what the connected manager supports.
 func (m *Manager) Features() units.Features { return m.features }
@@ -338,7 +329,7 @@ func (m *Manager) Features() units.Features { return m.features }
 func (m *Manager) ControlGroup(ctx context.Context) (string, error) {
 	var v dbus.Variant
 	if err := m.call(ctx, "org.freedesktop.DBus.Properties.Get", "org.freedesktop.systemd1.Manager", "ControlGroup").Store(&v); err != nil {
-		return "", bug("reading the manager's ControlGroup", err)
+		return "", systemdError("reading the manager's ControlGroup", err)
 	}
 	cg, _ := v.Value().(string)
 	return cg, nil
@@ -378,17 +369,19 @@ const (
 	errNoUnitForPID = "org.freedesktop.systemd1.NoUnitForPID"
 )
 
-// bug classifies an error of a call to systemd: a missed deadline, a closed
-// connection and a unit that is gone each get a code of their own, and only
-// what is left is called a bug.
-func bug(what string, err error) error {
+// systemdError classifies an error systemd (or the connection to it)
+// answered a call with: a missed deadline, a closed connection and a unit
+// that is gone each get a code of their own, and what is left is
+// systemd-error, an answer mosaic did not expect. Each keeps err as its
+// cause.
+func systemdError(what string, err error) error {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return errcode.SystemdTimeout.New("%s: systemd did not answer within %s: check `systemctl --user status` (a stopped dbus-daemon or a wedged manager)", what, callTimeout)
+		return errcode.SystemdTimeout.Wrap(err, "%s: systemd did not answer within %s: check `systemctl --user status` (a stopped dbus-daemon or a wedged manager)", what, callTimeout)
 	case errors.Is(err, dbus.ErrClosed) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
-		return errcode.SystemdGone.New("%s: the connection to systemd closed: check `systemctl --user status`, then try again", what)
+		return errcode.SystemdGone.Wrap(err, "%s: the connection to systemd closed: check `systemctl --user status`, then try again", what)
 	case dbusErrorName(err) == errNoSuchUnit:
-		return errcode.NoSuchSession.New("%s: systemd no longer has that unit (the session ended meanwhile): see `mosaic list --all`", what)
+		return errcode.NoSuchSession.Wrap(err, "%s: systemd no longer has that unit (the session ended meanwhile): see `mosaic list --all`", what)
 	}
-	return errcode.SystemdError.New("%s: %v (this is a bug in mosaic or an unexpected systemd; please report it with `mosaic doctor` output)", what, err)
+	return errcode.SystemdError.New("%s: %w (an answer mosaic did not expect from systemd; please report it with `mosaic doctor` output)", what, err)
 }

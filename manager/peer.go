@@ -22,7 +22,7 @@ func (m *Manager) UnitByPID(ctx context.Context, pid uint32) (unit, invocationID
 		if dbusErrorName(err) == errNoUnitForPID {
 			return "", "", errcode.NoSuchSession.New("process %d is in no unit", pid)
 		}
-		return "", "", bug("GetUnitByPID", err)
+		return "", "", systemdError("GetUnitByPID", err)
 	}
 	cctx, cancel := bounded(ctx)
 	defer cancel()
@@ -30,7 +30,7 @@ func (m *Manager) UnitByPID(ctx context.Context, pid uint32) (unit, invocationID
 	unit, _ = p["Id"].(string)
 	id, _ := p["InvocationID"].([]byte)
 	if unit == "" {
-		return "", "", bug("reading the Id of "+string(path), fmt.Errorf("systemd answered no Id"))
+		return "", "", systemdError("reading the Id of "+string(path), fmt.Errorf("systemd answered no Id"))
 	}
 	return unit, hex.EncodeToString(id), nil
 }
@@ -47,7 +47,7 @@ func (m *Manager) UnitByPIDFD(ctx context.Context, pidfd int) (unit, invocationI
 		if dbusErrorName(err) == errNoUnitForPID {
 			return "", "", errcode.NoSuchSession.New("the process of pidfd %d is in no unit", pidfd)
 		}
-		return "", "", bug("GetUnitByPIDFD", err)
+		return "", "", systemdError("GetUnitByPIDFD", err)
 	}
 	return unit, hex.EncodeToString(id), nil
 }

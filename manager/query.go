@@ -53,7 +53,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	up, sp := unitProps(), serviceProps()
 	managerCgroup, _ := managerProps()[managerCgroupGet.Name].(string)
 	if len(up) == 0 {
-		return Session{}, bug("reading "+unit, errors.New("systemd answered no property"))
+		return Session{}, systemdError("reading "+unit, errors.New("systemd answered no property"))
 	}
 	if scope := scopeProps(); up["LoadState"] == "not-found" && scope["LoadState"] != "not-found" && len(scope) > 0 {
 		unit, kind, up = units.ScopeName(name), units.KindScope, scope
@@ -103,7 +103,7 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 	defer cancel()
 	st, err := m.conn.ListUnitsByPatternsContext(cctx, nil, []string{units.UnitPrefix + "*" + units.UnitSuffix, units.UnitPrefix + "*" + units.ScopeSuffix})
 	if err != nil {
-		return nil, bug("ListUnitsByPatterns", err)
+		return nil, systemdError("ListUnitsByPatterns", err)
 	}
 	// Only the properties a list shows, each a Get (a GetAll of a service
 	// is some 250 properties), for every session at once, then collected:
@@ -181,7 +181,7 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 		// Sessions whose reads timed out are not gone: an error, not a
 		// list without them.
 		if fctx.Err() != nil {
-			return nil, bug("reading the sessions' properties", fctx.Err())
+			return nil, systemdError("reading the sessions' properties", fctx.Err())
 		}
 	}
 	cgroup := ""

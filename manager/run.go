@@ -16,7 +16,6 @@ import (
 	"github.com/godbus/dbus/v5"
 	"golang.org/x/sys/unix"
 
-	"mosaic/credentials"
 	"mosaic/sandbox"
 	"mosaic/units"
 )
@@ -29,9 +28,10 @@ import (
 // from systemd's last announcement): a finished run leaves no unit behind.
 // A session named by the caller keeps its home for a later run of the same
 // name; one mosaic named leaves nothing.
-func (m *Manager) Run(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
+func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
+	spec := plan.Spec
 	spec.Stdio = &stdio
-	l, err := m.launch(ctx, &spec, secrets, true)
+	l, err := m.start(ctx, &spec, plan.Secrets, true)
 	if err != nil {
 		return Session{}, err
 	}
@@ -113,7 +113,7 @@ func removeUnnamed(spec units.Spec) <-chan struct{} {
 // back: the session cannot reach its state directory, and reading and
 // decoding the file cost the end of every run a few hundred microseconds.
 func recordAt(spec units.Spec, began time.Time) records.Record {
-	r := statedir.Record(spec)
+	r := records.RecordOf(spec)
 	r.Started = began
 	return r
 }
@@ -172,7 +172,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 			// how, as for a session that had ended before.
 			return m.Status(ctx, name)
 		}
-		return Session{}, bug("StopUnit "+unit, err)
+		return Session{}, systemdError("StopUnit "+unit, err)
 	}
 	if progress != nil {
 		progress("SIGTERM sent; SIGKILL in " + timeout.String())

@@ -43,33 +43,34 @@ import (
 // command: Ctrl-C in the terminal reaches the command, not only mosaic. The
 // secrets reach the init in the environment of the exec (never a command
 // line, never a file).
-func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File, signals chan os.Signal) (s Session, err error) {
+func (c *Connecting) RunScope(ctx context.Context, plan Plan, stdio [3]*os.File, signals chan os.Signal) (s Session, err error) {
+	spec := plan.Spec
 	if !spec.Scope {
-		return Session{}, bug("RunScope", os.ErrInvalid)
+		return Session{}, errcode.Bug.New("RunScope was given a plan that is not a scope's (session %s)", spec.Name)
 	}
 	began := time.Now()
-	if spec.NameGiven { // the claim asks systemd whether the name is free
-		ready := make(chan error, 1)
-		go func() { ready <- m.connected(ctx) }()
-		if err := untilSignal(ready, signals, spec.Name); err != nil {
+	free := func(context.Context, units.Spec) error { return nil } // a name mosaic made up is free
+	if spec.NameGiven {                                            // the claim asks systemd whether the name is free
+		m, err := untilConnected(ctx, c, signals, spec.Name)
+		if err != nil {
 			return Session{}, err
 		}
+		free = m.claimName
 	}
-	// The connection (see Launch) and the slice's limits are waited for
+	// The connection (see Open) and the slice's limits are waited for
 	// while the name is claimed and the sandbox built.
 	slice := make(chan error, 1)
 	go func() {
-		if err := m.connected(ctx); err != nil {
-			slice <- err
-			return
+		m, err := c.Manager(ctx)
+		if err == nil {
+			err = m.limitSlice(ctx, spec.SliceLimits)
 		}
-		slice <- m.limitSlice(ctx, spec.SliceLimits)
+		slice <- err
 	}()
-	release, undo, err := m.claim(ctx, &spec)
+	release, undo, err := claim(ctx, &spec, free)
 	if err != nil {
 		return Session{}, err
 	}
-	unit := spec.Unit()
 	defer release()
 	// One undo for every failure before the session runs.
 	defer func() {
@@ -87,7 +88,7 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	// live as long as the session: this goroutine keeps it.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	sb, err := startHeld(ctx, spec, secrets, stdio)
+	sb, err := startHeld(ctx, spec, plan.Secrets, stdio)
 	if err != nil {
 		return Session{}, err
 	}
@@ -98,11 +99,33 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, err
 	}
 	mark(ctx, "connection, slice limits (overlap)")
+	m, _ := c.Manager(ctx) // there: the slice's limits were set through it
+	return m.runHeld(ctx, spec, sb, signals, began, &undo)
+}
 
+// untilConnected waits for the connection, or for a signal that
+// interrupts (see untilSignal).
+func untilConnected(ctx context.Context, c *Connecting, signals <-chan os.Signal, name string) (*Manager, error) {
+	ready := make(chan error, 1)
+	go func() {
+		_, err := c.Manager(ctx)
+		ready <- err
+	}()
+	if err := untilSignal(ready, signals, name); err != nil {
+		return nil, err
+	}
+	return c.Manager(ctx)
+}
+
+// runHeld has systemd make the scope around the held sandbox sb, lets its
+// init run, and relays signals to it until it ends. *undo, what a failed
+// start undoes, is cleared once the session ran: what it made is its own.
+func (m *Manager) runHeld(ctx context.Context, spec units.Spec, sb *held, signals chan os.Signal, began time.Time, undo *func()) (Session, error) {
+	unit := spec.Unit()
 	w := m.watch(unit)
 	defer w.close()
 	defer m.forgetLater(unit)
-	result := "done"
+	result, err := "done", error(nil)
 	if !testScopeOutside() {
 		result, err = m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(sb.initPID)), units.AuxUnits(spec))
 	}
@@ -114,16 +137,45 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 		return Session{}, err
 	}
 	mark(ctx, "scope started")
-	// From here until the init runs, a start given up kills the held init
-	// and lets systemd end the scope it is in.
-	giveUp := func(err error) (Session, error) {
+	if err := m.letRun(ctx, spec, sb, w, signals); err != nil {
+		return Session{}, err
+	}
+	*undo = nil // the session ran: what it made is its own now
+	started(ctx)
+	// Ctrl-Z on the inherited terminal would stop only mosaic's process
+	// group, and the shell would take the terminal back while the session,
+	// in a group of its own, ran on reading and writing it. mosaic takes
+	// SIGTSTP and forwards it as the others: the command's handler runs and
+	// the init resumes it, as with --tty.
+	if !testScopeSuspendable() {
+		signal.Notify(signals, unix.SIGTSTP)
+	}
+
+	waitErr := relayUntilExit(sb, signals)
+	mark(ctx, "session ended")
+	// Nothing of the session is left (its PID namespace ended with the
+	// init): an unnamed run's state goes while systemd reports the end and
+	// the workspace is looked at (scopeEnded).
+	removed := removeUnnamed(spec)
+	defer func() { <-removed }()
+	m.awaitScopeEnd(ctx, spec, w)
+	mark(ctx, "scope ended")
+	return scopeEnded(spec, w, sb.cmd, waitErr, began)
+}
+
+// letRun lets the held init in its scope run, unless the start is given
+// up first: a signal that interrupts, or a stop of the scope, from the
+// moment the init is held until it is let go. A start given up kills the
+// held init and lets systemd end the scope it is in.
+func (m *Manager) letRun(ctx context.Context, spec units.Spec, sb *held, w *unitWatch, signals chan os.Signal) error {
+	giveUp := func(err error) error {
 		sb.abort()
 		m.awaitScopeEnd(ctx, spec, w)
-		return Session{}, err
+		return err
 	}
 	// Nothing is forwarded to the init before it is held (and the look for
 	// a stop below comes no sooner).
-	if err = untilHeld(sb, signals, spec.Name); err != nil {
+	if err := untilHeld(sb, signals, spec.Name); err != nil {
 		return giveUp(err)
 	}
 	mark(ctx, "init held")
@@ -146,29 +198,9 @@ func (m *Manager) RunScope(ctx context.Context, spec units.Spec, secrets []crede
 	}
 	testSignalAtRelease(sb.signal)
 	if err := sb.release(); err != nil {
-		return Session{}, errcode.StartFailed.New("session %s did not start: its sandbox (bwrap) died before it could run", spec.Name)
+		return errcode.StartFailed.New("session %s did not start: its sandbox (bwrap) died before it could run", spec.Name)
 	}
-	undo = nil // the session ran: what it made is its own now
-	started(ctx)
-	// Ctrl-Z on the inherited terminal would stop only mosaic's process
-	// group, and the shell would take the terminal back while the session,
-	// in a group of its own, ran on reading and writing it. mosaic takes
-	// SIGTSTP and forwards it as the others: the command's handler runs and
-	// the init resumes it, as with --tty.
-	if !testScopeSuspendable() {
-		signal.Notify(signals, unix.SIGTSTP)
-	}
-
-	waitErr := relayUntilExit(sb, signals)
-	mark(ctx, "session ended")
-	// Nothing of the session is left (its PID namespace ended with the
-	// init): an unnamed run's state goes while systemd reports the end and
-	// the workspace is looked at (scopeEnded).
-	removed := removeUnnamed(spec)
-	defer func() { <-removed }()
-	m.awaitScopeEnd(ctx, spec, w)
-	mark(ctx, "scope ended")
-	return scopeEnded(spec, w, sb.cmd, waitErr, began)
+	return nil
 }
 
 // held is a scope's bwrap, started by mosaic: its init made (the sandbox
@@ -197,14 +229,14 @@ type held struct {
 func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File) (*held, error) {
 	bwrapArgv, initArgs := units.ScopeBwrap(spec)
 	initArgs = append(append(testInitOptions(), sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)), initArgs...)
-	h, err := sandbox.HoldBwrap(bwrapArgv, initArgs, scopeEnv(spec, secrets), spec.Promise)
+	h, err := sandbox.HoldBwrap(bwrapArgv, initArgs, scopeEnv(spec, secrets), spec.Promise.Encode())
 	if err != nil {
 		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %v", err)
 	}
 	defer h.Args.Close()
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
-		return nil, bug("pipe", err)
+		return nil, errcode.StartFailed.New("cannot start the session's sandbox: a pipe: %w", err)
 	}
 	defer infoW.Close()
 	defer infoR.Close()
@@ -213,13 +245,13 @@ func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, 
 	// runtime still starting, PID 1 of its namespace drops them.
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
-		return nil, bug("socketpair", err)
+		return nil, errcode.StartFailed.New("cannot start the session's sandbox: a socket pair: %w", err)
 	}
 	goW := os.NewFile(uintptr(pair[0]), "go")
 	if err := unix.SetNonblock(pair[1], false); err != nil {
 		unix.Close(pair[1])
 		goW.Close()
-		return nil, bug("socketpair", err)
+		return nil, errcode.StartFailed.New("cannot start the session's sandbox: a socket pair: %w", err)
 	}
 	goR := os.NewFile(uintptr(pair[1]), "init go")
 	defer goR.Close()
@@ -318,7 +350,7 @@ func (sb *held) close() {
 }
 
 // untilSignal waits for done's error, or for a signal that interrupts.
-// mosaic handles the signals from Launch's return on, while it is still
+// mosaic handles the signals from Open's return on, while it is still
 // connecting to systemd (for up to dialTimeout and a call's timeout when the
 // bus or the manager does not answer): Ctrl-C or SIGTERM must not wait for
 // that, nor end in the connection's error.
@@ -420,7 +452,7 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, waitErr error, beg
 		s.State, s.SubState = "inactive", "dead"
 	}
 	if cmd.ProcessState == nil {
-		return s, bug("waiting for the session", waitErr)
+		return s, errcode.Bug.New("session %s: its sandbox (bwrap) was waited for and no status came back: %v", spec.Name, waitErr)
 	}
 	kind, status := "exited", cmd.ProcessState.ExitCode()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

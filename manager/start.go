@@ -22,159 +22,13 @@ import (
 	"mosaic/units"
 )
 
-// Launch is everything a start or a run needs that is not the spec itself.
-// The probe runs while the connection is made, so its cost hides behind it.
-// The secrets are returned apart from the spec, which never holds a value.
-func Launch(ctx context.Context, req request.Request) (*Manager, units.Spec, []credentials.Var, error) {
-	paths, err := request.UserPaths()
-	if err != nil {
-		return nil, units.Spec{}, nil, err
-	}
-	// The connection is made while the request is checked: its round trips
-	// are waits, the check is work. Bad input is still reported first, and
-	// changes nothing: the credential sweep waits for a good request.
-	conn := make(chan connection, 1)
-	go func() {
-		m, err := connect(ctx)
-		conn <- connection{m, err}
-	}()
-	abandon := func() {
-		go func() {
-			if c := <-conn; c.m != nil {
-				c.m.Close()
-			}
-		}()
-	}
-	bwrap, bwrapErr := sandbox.FindBwrap()
-	// Bad input first: it must be reported whatever the state of the host.
-	spec, secrets, err := request.Prepare(req, paths, bwrap)
-	if err != nil {
-		abandon()
-		return nil, units.Spec{}, nil, err
-	}
-	mark(ctx, "check request")
-	if spec.Landlock() {
-		c := <-conn
-		return launchLandlock(ctx, c.m, c.err, spec, secrets, paths)
-	}
-	if bwrapErr != nil {
-		abandon()
-		return nil, units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", bwrapErr)
-	}
-	probe := make(chan error, 1)
-	go func() { probe <- sandbox.ProbeCached(ctx, bwrap, filepath.Join(paths.RuntimeDir, "mosaic")) }()
-	var m *Manager
-	if spec.Scope {
-		// A scope run needs the connection only to start its scope: its
-		// name, state directory and sandbox are made while it is made
-		// (RunScope waits for it).
-		m = connecting(conn)
-	} else {
-		c := <-conn
-		if c.err != nil {
-			<-probe // it may be writing its cache
-			return nil, units.Spec{}, nil, c.err
-		}
-		m = c.m
-		m.sweepCredentials(ctx)
-		mark(ctx, "connect, read version (overlap)")
-	}
-	if perr := <-probe; perr != nil {
-		m.Close()
-		return nil, units.Spec{}, nil, errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v (run `mosaic doctor` for the host's namespace settings)", perr)
-	}
-	mark(ctx, "bwrap probe (overlap)")
-	if err := m.complete(&spec, paths); err != nil {
-		m.Close()
-		return nil, units.Spec{}, nil, err
-	}
-	testPauseAfterCheck()
-	return m, spec, secrets, nil
-}
-
-// Spec checks a request and resolves it into a spec for this manager, as
-// Launch does, for a caller that starts several sessions on one connection.
-func (m *Manager) Spec(req request.Request) (units.Spec, []credentials.Var, error) {
-	paths, err := request.UserPaths()
-	if err != nil {
-		return units.Spec{}, nil, err
-	}
-	bwrap, bwrapErr := sandbox.FindBwrap()
-	spec, secrets, err := request.Prepare(req, paths, bwrap)
-	if err != nil {
-		return units.Spec{}, nil, err
-	}
-	if spec.Landlock() {
-		bwrapErr = landlockUnavailable()
-	} else if bwrapErr != nil {
-		bwrapErr = errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %v", bwrapErr)
-	}
-	if bwrapErr != nil {
-		return units.Spec{}, nil, bwrapErr
-	}
-	if err := m.complete(&spec, paths); err != nil {
-		return units.Spec{}, nil, err
-	}
-	testPauseAfterCheck()
-	return spec, secrets, nil
-}
-
-// Launch checks a request and starts its session: Spec, then Start.
-func (m *Manager) Launch(ctx context.Context, req request.Request) (Session, error) {
-	spec, secrets, err := m.Spec(req)
-	if err != nil {
-		return Session{}, err
-	}
-	return m.Start(ctx, spec, secrets)
-}
-
-// complete fills in what only a connected manager knows: the mosaic binary
-// the unit runs, and the host's facts the sandbox is checked against; and,
-// once the request is known to be good, protects the workspace's
-// host-executed entries (which may make placeholders on disk).
-func (m *Manager) complete(spec *units.Spec, paths request.Paths) error {
-	spec.MosaicBin = m.MosaicBin
-	spec.ExtraRO = append(spec.ExtraRO, testExtraRO()...)
-	if !spec.AllowWriteHostExec {
-		protect, ids, err := sandbox.ProtectHostExec(spec.Workspace)
-		if err != nil {
-			return errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
-		}
-		spec.OwnGitDir = ""
-		if !spec.Landlock() { // (no bwrap to cover the placeholder with)
-			own := filepath.Join(spec.StateDir, "git")
-			var ok bool
-			if protect, ids, ok = sandbox.OwnGitDir(spec.Workspace, own, protect, ids); ok {
-				spec.OwnGitDir = own
-			}
-		}
-		spec.Protect = protect
-		spec.BindIDs = append(spec.BindIDs, ids...)
-		spec.HostExecMissing = sandbox.MissingHostExec(spec.Workspace)
-	}
-	// (A scope's manager may still be connecting: its features are not read.)
-	p := sandbox.HostPromise(paths.Home, paths.RuntimeDir, !spec.Scope && !spec.Landlock() && m.features.PrivatePIDs)
-	if m.Outside != nil {
-		p.Apply(*m.Outside)
-	}
-	if spec.Scope && !testNoScopePromise() {
-		p.Scope = "/" + units.Slice + "/" + spec.Unit()
-	}
-	p.Net = spec.OwnNetwork()
-	p.Binds = spec.BindIDs
-	if testSkipBindIdentity() {
-		p.Binds = nil
-	}
-	spec.Promise = p.Encode()
-	return nil
-}
-
 // Start starts the session as a transient service and returns once systemd's
 // start job is done, which for a session means the init inside the sandbox
 // has checked it and started the command (Type=notify). When it is not, the
 // unit is cleared and the error says why, with the unit's first log lines.
-func (m *Manager) Start(ctx context.Context, spec units.Spec, secrets []credentials.Var) (Session, error) {
-	l, err := m.launch(ctx, &spec, secrets, false)
+func (m *Manager) Start(ctx context.Context, plan Plan) (Session, error) {
+	spec := plan.Spec
+	l, err := m.start(ctx, &spec, plan.Secrets, false)
 	if err != nil {
 		return Session{}, err
 	}
@@ -199,8 +53,8 @@ func (m *Manager) Start(ctx context.Context, spec units.Spec, secrets []credenti
 	return s, err
 }
 
-// launched is a unit whose start job has finished, one way or the other.
-type launched struct {
+// startedUnit is a unit whose start job has finished, one way or the other.
+type startedUnit struct {
 	unit   string
 	result string     // the start job's result: "done" when the session runs
 	began  time.Time  // when the start was asked for
@@ -211,21 +65,23 @@ type launched struct {
 	release func()
 }
 
-// launch claims the name, prepares the state directory and the credential
-// file, starts the unit and waits for the start job. The credential file is
-// removed as soon as the job is over: systemd read it before the command ran.
-// A name mosaic made up may change (see claim): spec is updated. On success
-// the caller holds the name until it calls l.release.
-func (m *Manager) launch(ctx context.Context, spec *units.Spec, secrets []credentials.Var, watch bool) (l launched, err error) {
-	l = launched{unit: spec.Unit(), began: time.Now()}
-	if err := m.connected(ctx); err != nil {
-		return l, err
-	}
+// start is the one way a plan's service starts (Start and Run): it claims
+// the name, prepares the state directory and the credential file, starts
+// the unit and waits for the start job. The credential file is removed as
+// soon as the job is over: systemd read it before the command ran. A name
+// mosaic made up may change (see claim): spec is updated. On success the
+// caller holds the name until it calls l.release.
+func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credentials.Var, watch bool) (l startedUnit, err error) {
+	l = startedUnit{unit: spec.Unit(), began: time.Now()}
+	// The one fact of the promise the plan leaves to the manager: the
+	// unit gets a PID namespace of its own where this manager has
+	// PrivatePIDs (units.Properties sends it), and the init checks it has.
+	spec.Promise.PIDs = !spec.Landlock() && m.features.PrivatePIDs
 	// The slice's limits are read (and set) while the name is claimed and
 	// the state made: its round trip to systemd costs nothing then.
 	slice := make(chan error, 1)
 	go func() { slice <- m.limitSlice(ctx, spec.SliceLimits) }()
-	release, undo, err := m.claim(ctx, spec)
+	release, undo, err := claim(ctx, spec, m.claimName)
 	if err != nil {
 		return l, err
 	}
@@ -297,7 +153,7 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 	defer cancel()
 	st, err := m.conn.ListUnitsByNamesContext(cctx, []string{units.UnitName(spec.Name), units.ScopeName(spec.Name), units.EgressUnitName(spec.Name)})
 	if err != nil {
-		return bug("ListUnitsByNames", err)
+		return systemdError("ListUnitsByNames", err)
 	}
 	for _, u := range st {
 		switch {
@@ -334,7 +190,7 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 		if full := runtimeDirFull(); full != "" {
 			return "", errcode.StateDir.New("systemd could not start %s: %s", unit, full)
 		}
-		return "", bug("StartTransientUnit", err)
+		return "", systemdError("StartTransientUnit", err)
 	}
 	// systemd ends the job by TimeoutStartUSec; this bound is for the
 	// announcement of its end, which a lost connection never brings.

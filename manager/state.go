@@ -16,12 +16,14 @@ func busyName(name string) error {
 	return errcode.SessionExists.New("session %s is being started or removed by another mosaic command right now: pick another --name, or try again", name)
 }
 
-// claim takes the session's name and prepares its state directory. A name
-// mosaic made up is taken only if no state directory has it yet: on a clash
-// another is made up (spec is changed), so a session never reuses another's
-// home. release lets the name go; undo removes what this call made, for a
-// start that fails; call undo before release.
-func (m *Manager) claim(ctx context.Context, spec *units.Spec) (release, undo func(), err error) {
+// claim takes the session's name and prepares its state directory; free
+// says whether systemd has the name free (claimName; a scope run that
+// made its name up need not ask). A name mosaic made up is taken only if
+// no state directory has it yet: on a clash another is made up (spec is
+// changed), so a session never reuses another's home. release lets the
+// name go; undo removes what this call made, for a start that fails; call
+// undo before release.
+func claim(ctx context.Context, spec *units.Spec, free func(context.Context, units.Spec) error) (release, undo func(), err error) {
 	if !spec.Scope { // a scope's init gets them from mosaic directly (units.ScopeBwrap)
 		spec.InitArgsFile = filepath.Join(spec.StateDir, statedir.InitArgsName)
 	}
@@ -32,7 +34,7 @@ func (m *Manager) claim(ctx context.Context, spec *units.Spec) (release, undo fu
 		lock, err := statedir.LockName(spec.StateDir)
 		if err == statedir.ErrBusy {
 			if !spec.NameGiven && try < 5 {
-				m.rename(spec)
+				rename(spec)
 				continue
 			}
 			return nil, nil, busyName(spec.Name)
@@ -41,14 +43,14 @@ func (m *Manager) claim(ctx context.Context, spec *units.Spec) (release, undo fu
 			return nil, nil, errcode.StateDir.New("cannot claim the name %s: %v", spec.Name, statedir.Hint(err, filepath.Dir(statedir.LockPath(spec.StateDir))))
 		}
 		statedir.Pause("claimed")
-		if err := m.claimName(ctx, *spec); err != nil {
+		if err := free(ctx, *spec); err != nil {
 			lock.Release()
 			return nil, nil, err
 		}
 		undo, err := statedir.Prepare(*spec)
 		if err == statedir.ErrNameTaken && try < 5 {
 			lock.Release()
-			m.rename(spec)
+			rename(spec)
 			continue
 		}
 		if err != nil {
@@ -60,8 +62,8 @@ func (m *Manager) claim(ctx context.Context, spec *units.Spec) (release, undo fu
 }
 
 // rename gives a spec whose name mosaic made up another one, with every
-// path that holds the name.
-func (m *Manager) rename(spec *units.Spec) {
+// path that holds the name, and the scope its promise names.
+func rename(spec *units.Spec) {
 	name := units.GenerateName(spec.Command)
 	spec.Name = name
 	spec.StateDir = filepath.Join(filepath.Dir(spec.StateDir), name)
@@ -74,8 +76,8 @@ func (m *Manager) rename(spec *units.Spec) {
 	if spec.CredentialFile != "" {
 		spec.CredentialFile = filepath.Join(filepath.Dir(filepath.Dir(spec.CredentialFile)), name, filepath.Base(spec.CredentialFile))
 	}
-	if p, err := request.UserPaths(); err == nil {
-		m.complete(spec, p)
+	if spec.Promise.Scope != "" {
+		spec.Promise.Scope = scopeCgroup(*spec)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 
-	"mosaic/manager/records"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 )
@@ -71,7 +70,7 @@ func ExecArgv(s Spec) []string {
 		return landlockExecArgv(s)
 	}
 	initArgv := append([]string{sandbox.InitPath}, InitArgs(s)...)
-	shim := sandbox.Shim{Promise: s.Promise, Drop: s.CredentialFile, Bwrap: s.BwrapBin}
+	shim := sandbox.Shim{Promise: s.Promise.Encode(), Drop: s.CredentialFile, Bwrap: s.BwrapBin}
 	if s.InitArgsFile != "" {
 		initArgv = initArgv[:2] // InitPath "init"
 		shim.InitArgs = s.InitArgsFile
@@ -173,7 +172,7 @@ func Properties(s Spec, f Features) []sd.Property {
 	// file to guard it goes without: the ExecStopPost costs a second
 	// namespace setup, some 8 ms of every run.
 	if s.Stdio == nil || s.NameGiven || s.CredentialFile != "" {
-		post := records.EndedArgv(s.MosaicBin, s.StateDir, s.CredentialFile)
+		post := EndedArgv(s.MosaicBin, s.StateDir, s.CredentialFile)
 		// ExecStopPost, not ExecStopPostEx: systemd 252 writes the latter
 		// into the transient unit file under a key it cannot read back, so
 		// a daemon-reload would lose how the session ends.
@@ -339,7 +338,7 @@ func EgressProperties(s Spec) []sd.Property {
 		// deletes it.
 		props = append(props, prop("EnvironmentFiles", []envFile{{s.EgressCredentialFile, true}}),
 			// The old form, as the session's (see Properties): 252 reads it back.
-			prop("ExecStopPost", []execCmd{{Path: s.MosaicBin, Argv: []string{s.MosaicBin, records.EndedStage, "--drop", s.EgressCredentialFile},
+			prop("ExecStopPost", []execCmd{{Path: s.MosaicBin, Argv: []string{s.MosaicBin, EndedStage, "--drop", s.EgressCredentialFile},
 				IgnoreFailure: true}}))
 	}
 	return props

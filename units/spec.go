@@ -133,17 +133,19 @@ type Spec struct {
 	Name       string
 	NameGiven  bool // false when mosaic made the name up (and so it is free)
 	Command    []string
-	Binary     string   // the command's binary, bound read-only when it lives outside the system dirs
-	Workspace  string   // the workspace's real path
-	GivenAs    string   // the workspace as the user gave it, when that was a symlink
-	Home       string   // the user's home: hidden, and HOME's path inside
-	RuntimeDir string   // $XDG_RUNTIME_DIR: hidden
-	StateDir   string   // the session's own state: home/ and tmp/ below it
-	MosaicBin  string   // the mosaic binary, for the exec shim and the init
-	Promise    string   // the encoded sandbox.Promise the shim and the init check
-	BwrapBin   string   // the bwrap binary
-	ExtraRO    []string // --ro paths, resolved
-	ExtraRW    []string // --rw paths, resolved
+	Binary     string // the command's binary, bound read-only when it lives outside the system dirs
+	Workspace  string // the workspace's real path
+	GivenAs    string // the workspace as the user gave it, when that was a symlink
+	Home       string // the user's home: hidden, and HOME's path inside
+	RuntimeDir string // $XDG_RUNTIME_DIR: hidden
+	StateDir   string // the session's own state: home/ and tmp/ below it
+	MosaicBin  string // the mosaic binary, for the exec shim and the init
+	// Promise is what the shim and the init check the sandbox against
+	// (encoded onto their command line).
+	Promise  sandbox.Promise
+	BwrapBin string   // the bwrap binary
+	ExtraRO  []string // --ro paths, resolved
+	ExtraRW  []string // --rw paths, resolved
 	// Toolchains are the directories of ExtraRO bound for the session's
 	// PATH (the user's toolchains, read-only); PathDropped the user's PATH
 	// directories left out of it, each "DIR: why" (request.sessionPath).

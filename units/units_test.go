@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/units/errcode"
 
@@ -132,7 +133,7 @@ func testSpec() Spec {
 		StateDir:   "/home/u/.local/state/mosaic/sessions/s1",
 		MosaicBin:  "/home/u/go/bin/mosaic",
 		BwrapBin:   "/usr/bin/bwrap",
-		Promise:    `{"ns":{"mnt":"mnt:[1]"}}`,
+		Promise:    sandbox.Promise{NS: map[string]string{"mnt": "mnt:[1]"}},
 		ExtraRO:    []string{"/opt/data"},
 		ExtraRW:    []string{"/srv/cache"},
 	}
@@ -242,7 +243,7 @@ func TestPropertiesConfinement(t *testing.T) {
 		t.Fatalf("ExecStartEx = %v, want one command with no-env-expand", exec)
 	}
 	argv := exec[0].Argv
-	if argv[0] != s.MosaicBin || argv[1] != "exec-bwrap" || argv[2] != "--promise" || argv[3] != s.Promise || argv[4] != s.BwrapBin {
+	if argv[0] != s.MosaicBin || argv[1] != "exec-bwrap" || argv[2] != "--promise" || argv[3] != s.Promise.Encode() || argv[4] != s.BwrapBin {
 		t.Errorf("ExecStart starts %v, want the shim with the promise, then bwrap", argv[:5])
 	}
 	tail := strings.Join(argv[len(argv)-9:], " ")

@@ -75,10 +75,11 @@ func runAll(args []string) (*Report, error) {
 // sends (as -p assignments) and the same ExecStart (exec shim, bwrap argv,
 // init): the peer the one-shot target is measured against.
 func (b *bench) equivalent(name string, command []string, wait bool) ([]string, error) {
-	spec, _, err := b.m.Spec(request.Request{Name: name, Workspace: b.ws, Command: command})
+	plan, err := b.m.Plan(request.Request{Name: name, Workspace: b.ws, Command: command})
 	if err != nil {
 		return nil, err
 	}
+	spec := plan.Spec
 	for _, d := range []string{spec.SessionHome(), spec.SessionTmp()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
@@ -260,16 +261,16 @@ func (b *bench) concurrency(ctx context.Context, r *Report) error {
 		return n
 	}
 	one, many := names("bench-one"), names("bench-many")
-	specs := make([]units.Spec, batch)
+	plans := make([]manager.Plan, batch)
 	for i, name := range one {
-		s, _, err := b.m.Spec(request.Request{Name: name, Workspace: b.ws, Command: []string{"sleep", "600"}})
+		p, err := b.m.Plan(request.Request{Name: name, Workspace: b.ws, Command: []string{"sleep", "600"}})
 		if err != nil {
 			return err
 		}
-		specs[i] = s
+		plans[i] = p
 	}
 	t := time.Now()
-	if err := parallel(batch, func(i int) error { _, err := b.m.Start(ctx, specs[i], nil); return err }); err != nil {
+	if err := parallel(batch, func(i int) error { _, err := b.m.Start(ctx, plans[i]); return err }); err != nil {
 		return err
 	}
 	r.Concurrency = append(r.Concurrency, Stat{Name: "100 starts from one process (one connection), until all active", N: 1, MeanMs: ms(time.Since(t))})

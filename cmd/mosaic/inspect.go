@@ -160,7 +160,7 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	if len(s.Environment) > 0 {
 		fmt.Fprintf(w, "environment (not secret): %s\n", strings.Join(s.Environment, " "))
 	}
-	if s.OwnGitDir != "" {
+	if _, err := os.Stat(filepath.Join(s.OwnGitDir, "HEAD")); s.OwnGitDir != "" && err == nil {
 		fmt.Fprintf(w, "git:       the session's own repository is %s, not in the workspace (your git never runs it: git fetch from it is yours to choose)\n", safe(s.OwnGitDir))
 	}
 	for _, d := range s.PathDropped {

@@ -25,6 +25,7 @@ import (
 	"mosaic/manager"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
+	"mosaic/units"
 )
 
 func main() {
@@ -34,7 +35,7 @@ func main() {
 		switch os.Args[1] {
 		case "init":
 			os.Exit(sandbox.Init(os.Args[2:]))
-		case records.EndedStage: // the unit's ExecStopPost
+		case units.EndedStage: // the unit's ExecStopPost
 			records.EndedMain(os.Args[2:], os.Getenv)
 			os.Exit(0)
 		case egress.Stage: // a session's egress proxy unit

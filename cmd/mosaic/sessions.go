@@ -133,27 +133,26 @@ func startCommand(out *output) *cli.Command {
 			// Ctrl-C while the session starts cancels it: what was started is
 			// stopped, and mosaic says so (exit 130), instead of dying while
 			// the session starts anyway.
-			ctx, cancel := context.WithCancel(traced(context.Background()))
-			defer cancel()
-			sigs := make(chan os.Signal, 1)
-			signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
-			defer signal.Stop(sigs)
-			go func() {
-				if _, ok := <-sigs; ok {
-					cancel()
-				}
-			}()
-			m, spec, secrets, err := manager.Launch(ctx, req)
+			ctx, stop := signal.NotifyContext(traced(context.Background()), unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+			defer stop()
+			conn, plan, err := manager.Open(ctx, req)
 			if ctx.Err() != nil {
 				return interrupted(out, "interrupted: nothing was started")
 			}
 			if err != nil {
 				return err
 			}
-			defer m.Close()
+			defer conn.Close()
+			m, err := conn.Manager(ctx) // a service's: there once Open returns
+			if err != nil {
+				return err
+			}
+			spec := plan.Spec
 			warnUnconfined(out, spec)
-			out.notes(spec.Notes)
-			s, err := m.Start(ctx, spec, secrets)
+			if out.json { // the text result below says them
+				out.notes(spec.Notes)
+			}
+			s, err := m.Start(ctx, plan)
 			if ctx.Err() != nil {
 				if _, err := m.Stop(context.Background(), spec.Name, time.Second, nil); err != nil {
 					return err
@@ -220,11 +219,12 @@ func runCommand(out *output) *cli.Command {
 				req.TTY = c.Bool("pty")
 			}
 			ctx := traced(context.Background())
-			m, spec, secrets, err := manager.Launch(ctx, req)
+			conn, plan, err := manager.Open(ctx, req)
 			if err != nil {
 				return err
 			}
-			defer m.Close()
+			defer conn.Close()
+			spec := plan.Spec
 			warnUnconfined(out, spec)
 			if !c.Bool("quiet") && isTerminal(os.Stderr) && (req.TTY || isTerminal(os.Stdin)) {
 				// As systemd-run --pty says where it runs: a sign that the
@@ -260,9 +260,12 @@ func runCommand(out *output) *cli.Command {
 			}
 			var s manager.Session
 			if req.Scope {
-				s, err = m.RunScope(ctx, spec, secrets, stdio, sigs)
+				s, err = conn.RunScope(ctx, plan, stdio, sigs)
 			} else {
-				s, err = m.Run(ctx, spec, secrets, [3]int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}, sigs)
+				var m *manager.Manager
+				if m, err = conn.Manager(ctx); err == nil { // a service's: there once Open returns
+					s, err = m.Run(ctx, plan, [3]int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}, sigs)
+				}
 			}
 			if term != nil {
 				term.finish()

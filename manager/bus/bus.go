@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"mosaic/manager"
+	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units/errcode"
 
@@ -134,8 +135,10 @@ var defaultLimits = limits{maxLine: 64 << 10, idle: 30 * time.Second, write: 10 
 // Client is what the bus needs of systemd: *manager.Manager, or a fake in
 // tests. The bus acts only through it.
 type Client interface {
-	// Launch checks a request and starts its session (Spec, then Start).
-	Launch(ctx context.Context, req request.Request) (manager.Session, error)
+	// Plan checks a request and plans its session (manager.NewPlan);
+	// Start starts the plan.
+	Plan(req request.Request) (manager.Plan, error)
+	Start(ctx context.Context, plan manager.Plan) (manager.Session, error)
 	Stop(ctx context.Context, name string, timeout time.Duration, progress func(string)) (manager.Session, error)
 	// StopInvocation stops name only while it is the start whose
 	// invocation id is given, with no start of the name in between.
@@ -389,7 +392,7 @@ type logged struct{ error }
 func (b *bus) refuse(who caller, req Request, err error) Answer {
 	e := errcode.Of(err)
 	_ = b.log.Append(LogEvent{Event: "refused", Verb: req.Verb, By: who.String(), ByInvocation: who.invocation, Session: req.Name,
-		Profile: req.Profile, Workspace: req.Workspace, Command: req.Command, Code: e.Code, Message: e.Message})
+		Description: records.Description{Profile: req.Profile, Workspace: req.Workspace, Command: req.Command}, Code: e.Code, Message: e.Message})
 	return Answer{Error: &AnswerError{Code: e.Code, Message: e.Message, Exit: e.Exit}}
 }
 

@@ -39,8 +39,9 @@ type fakeClient struct {
 	statuses   int   // Status calls
 	sessions   map[string]manager.Session
 	launched   []request.Request
+	planned    map[string]request.Request // by name: what Start starts
 	stopped    []string
-	// beforeLaunch, when set, runs at the start of each Launch (outside
+	// beforeLaunch, when set, runs at the start of each Start (outside
 	// the fake's lock): a hook to hold a launch in flight.
 	beforeLaunch func(request.Request)
 	// afterStatus, when set, runs after each Status (outside the fake's
@@ -55,7 +56,21 @@ func (f *fakeClient) newInvocation() string {
 	return fmt.Sprintf("%032x", f.ids)
 }
 
-func (f *fakeClient) Launch(_ context.Context, r request.Request) (manager.Session, error) {
+// Plan keeps the request for Start; the plan names it.
+func (f *fakeClient) Plan(r request.Request) (manager.Plan, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.planned == nil {
+		f.planned = map[string]request.Request{}
+	}
+	f.planned[r.Name] = r
+	return manager.Plan{Spec: units.Spec{Name: r.Name, NameGiven: true, Profile: r.Profile, Workspace: r.Workspace, Command: r.Command}}, nil
+}
+
+func (f *fakeClient) Start(_ context.Context, plan manager.Plan) (manager.Session, error) {
+	f.mu.Lock()
+	r := f.planned[plan.Spec.Name]
+	f.mu.Unlock()
 	if f.beforeLaunch != nil {
 		f.beforeLaunch(r)
 	}
@@ -65,10 +80,11 @@ func (f *fakeClient) Launch(_ context.Context, r request.Request) (manager.Sessi
 	if old, ok := f.sessions[r.Name]; ok && old.Running() {
 		return manager.Session{}, errcode.SessionExists.New("%s runs", r.Name)
 	}
-	// As manager.Launch does: the session's record, written at its start.
+	// As manager.Start does: the session's record, written at its start.
 	_ = os.MkdirAll(f.paths.SessionDir(r.Name), 0o700)
-	_ = records.Write(f.paths.SessionDir(r.Name), records.Record{Name: r.Name, Profile: r.Profile, Workspace: r.Workspace, Started: time.Now()})
-	s := manager.Session{Name: r.Name, Unit: "mosaic-" + r.Name + ".service", State: "active", InvocationID: f.newInvocation(), Profile: r.Profile, Workspace: r.Workspace, Command: r.Command}
+	_ = records.Write(f.paths.SessionDir(r.Name), records.Record{Name: r.Name, Description: records.Description{Profile: r.Profile, Workspace: r.Workspace}, Started: time.Now()})
+	s := manager.Session{Name: r.Name, Unit: "mosaic-" + r.Name + ".service", State: "active", InvocationID: f.newInvocation(),
+		Description: records.Description{Profile: r.Profile, Workspace: r.Workspace, Command: r.Command}}
 	f.sessions[r.Name] = s
 	return s, nil
 }
@@ -194,7 +210,7 @@ func newRig(t *testing.T, policy string) *rig {
 	if err := os.MkdirAll(p.SessionDir("pm"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := records.Write(p.SessionDir("pm"), records.Record{Name: "pm", Workspace: ws, MayLaunch: true, Profile: "generic"}); err != nil {
+	if err := records.Write(p.SessionDir("pm"), records.Record{Name: "pm", Description: records.Description{Workspace: ws, MayLaunch: true, Profile: "generic"}}); err != nil {
 		t.Fatal(err)
 	}
 	log, _, err := OpenLaunchLog(LaunchLogPath(p))
@@ -367,13 +383,13 @@ func TestCapacity(t *testing.T) {
 	if err := os.MkdirAll(r.paths.SessionDir(s.Name), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	_ = records.Write(r.paths.SessionDir(s.Name), records.Record{Name: s.Name, Profile: "generic"})
+	_ = records.Write(r.paths.SessionDir(s.Name), records.Record{Name: s.Name, Description: records.Description{Profile: "generic"}})
 	wantCode(t, r.ask(req), "capacity-full")
 }
 
 func TestSessionWithoutMayLaunch(t *testing.T) {
 	r := newRig(t, policy)
-	_ = records.Write(r.paths.SessionDir("pm"), records.Record{Name: "pm", Workspace: r.ws})
+	_ = records.Write(r.paths.SessionDir("pm"), records.Record{Name: "pm", Description: records.Description{Workspace: r.ws}})
 	wantCode(t, r.ask(Request{Verb: "launch", Profile: "generic", Command: []string{"true"}, Workspace: filepath.Join(r.ws, "child")}), "not-permitted")
 }
 

@@ -361,7 +361,7 @@ func TestLaunchLogSurvivesDamage(t *testing.T) {
 		return string(b) + "\n"
 	}
 	launch := event(LogEvent{Event: "launch", Session: "a", By: "user"})
-	huge := event(LogEvent{Event: "refused", Verb: "launch", Command: []string{strings.Repeat("x", 17<<20)}, Code: "bind-not-allowed"})
+	huge := event(LogEvent{Event: "refused", Verb: "launch", Description: records.Description{Command: []string{strings.Repeat("x", 17<<20)}}, Code: "bind-not-allowed"})
 	odd := "{}\n[1,2]\n\"x\"\n{\"event\":\"launch\",\"session\":\"../../x\"}\n"
 	torn := event(LogEvent{Event: "end", Session: "a", Result: "success"})
 	torn = torn[:len(torn)/2]
@@ -460,10 +460,10 @@ func TestAdoptFromOneList(t *testing.T) {
 	inv := func(n int) string { return fmt.Sprintf("%032x", 1000+n) }
 	for _, e := range []LogEvent{
 		{Event: "launching", Session: "half", By: "user"},
-		{Event: "launching", Session: "kid", By: "session pm", ByInvocation: pmInvocation, Profile: "generic"},
-		{Event: "launch", Session: "kid", Invocation: inv(1), By: "session pm", ByInvocation: pmInvocation, Profile: "generic"},
+		{Event: "launching", Session: "kid", By: "session pm", ByInvocation: pmInvocation, Description: records.Description{Profile: "generic"}},
+		{Event: "launch", Session: "kid", Invocation: inv(1), By: "session pm", ByInvocation: pmInvocation, Description: records.Description{Profile: "generic"}},
 		{Event: "launch", Session: "gone", Invocation: inv(2), By: "user"},
-		{Event: "launch", Session: "reused", Invocation: inv(3), By: "session pm", ByInvocation: pmInvocation, Profile: "generic"},
+		{Event: "launch", Session: "reused", Invocation: inv(3), By: "session pm", ByInvocation: pmInvocation, Description: records.Description{Profile: "generic"}},
 	} {
 		if err := r.b.log.Append(e); err != nil {
 			t.Fatal(err)

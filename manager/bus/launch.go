@@ -51,7 +51,8 @@ func (b *bus) launch(ctx context.Context, who caller, req Request) (any, error) 
 		return nil, err
 	}
 	defer release()
-	event := LogEvent{Session: r.Name, By: who.String(), ByInvocation: who.invocation, Profile: r.Profile, Workspace: r.Workspace, Command: r.Command}
+	event := LogEvent{Session: r.Name, By: who.String(), ByInvocation: who.invocation,
+		Description: records.Description{Profile: r.Profile, Workspace: r.Workspace, Command: r.Command}}
 	intent := event
 	intent.Event = "launching"
 	if err := b.log.Append(intent); err != nil {
@@ -60,7 +61,11 @@ func (b *bus) launch(ctx context.Context, who caller, req Request) (any, error) 
 	// Not cancelled when the bus is told to stop: the start finishes and is
 	// recorded (Serve waits for it), rather than leaving a unit that may
 	// still start with no record of it.
-	s, err := b.m.Launch(context.WithoutCancel(ctx), r)
+	plan, err := b.m.Plan(r)
+	var s manager.Session
+	if err == nil {
+		s, err = b.m.Start(context.WithoutCancel(ctx), plan)
+	}
 	if err != nil {
 		e := errcode.Of(err)
 		failed := event
@@ -81,6 +86,7 @@ func (b *bus) launch(ctx context.Context, who caller, req Request) (any, error) 
 	b.mu.Unlock()
 	done := event
 	done.Event, done.Session, done.Invocation, done.RecordStarted = "launch", s.Name, s.InvocationID, started
+	done.Description = s.Description // as its record holds it, made from the plan
 	if err := b.log.Append(done); err != nil {
 		// The session runs; its intent is in the log.
 		_, _ = os.Stderr.WriteString("mosaic bus: " + err.Error() + "\n")

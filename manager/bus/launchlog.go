@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units"
 	"mosaic/units/errcode"
@@ -30,13 +31,14 @@ type LogEvent struct {
 	// By is who asked: "user" or "session NAME" (launching, launch,
 	// refused), ByInvocation that session's invocation id: who owns what
 	// it launched.
-	By           string   `json:"by,omitempty"`
-	ByInvocation string   `json:"by_invocation,omitempty"`
-	Verb         string   `json:"verb,omitempty"`
-	Profile      string   `json:"profile,omitempty"`
-	Command      []string `json:"command,omitempty"`
-	// Workspace is the launched (or refused) session's workspace.
-	Workspace string `json:"workspace,omitempty"`
+	By           string `json:"by,omitempty"`
+	ByInvocation string `json:"by_invocation,omitempty"`
+	Verb         string `json:"verb,omitempty"`
+	// Description is the session: as the request asked for it (launching,
+	// launch-failed, refused: its profile, workspace and command), as it
+	// was started (launch: the description its record holds), its profile
+	// (end).
+	records.Description
 	// RecordStarted (launch) is the start time in the session's record the
 	// launch wrote: a later start of the name by anyone else changes it.
 	RecordStarted time.Time `json:"record_started,omitzero"`

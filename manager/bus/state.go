@@ -66,7 +66,8 @@ func (b *bus) adopt(ctx context.Context, events []LogEvent) error {
 			}
 			continue
 		}
-		end := LogEvent{Event: "end", Session: name, Invocation: l.Invocation, Profile: l.Profile, Result: "unknown", Recovered: true}
+		end := LogEvent{Event: "end", Session: name, Invocation: l.Invocation, Result: "unknown", Recovered: true}
+		end.Profile = l.Profile
 		if same {
 			end.Invocation = s.InvocationID
 			if s.Result != "" {

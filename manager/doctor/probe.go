@@ -125,11 +125,11 @@ func ProbeSandbox(ctx context.Context, m *manager.Manager, mode string) ([]Probe
 	defer null.Close()
 	req := request.Request{Workspace: work, Network: sandbox.NetworkNone, Sandbox: mode,
 		Command: append([]string{"sh", "-c", escapes.Script(probeChecks), "sh"}, stand.Args()...)}
-	spec, secrets, err := m.Spec(req)
+	plan, err := m.Plan(req)
 	if err != nil {
 		return nil, err
 	}
-	s, err := m.Run(ctx, spec, secrets, [3]int{int(null.Fd()), int(out.Fd()), int(out.Fd())}, nil)
+	s, err := m.Run(ctx, plan, [3]int{int(null.Fd()), int(out.Fd()), int(out.Fd())}, nil)
 	if err != nil {
 		return nil, err
 	}

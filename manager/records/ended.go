@@ -8,10 +8,12 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
+	"mosaic/units"
 	"mosaic/units/termsafe"
 )
 
-// The session-ended stage is a service's ExecStopPost:
+// The session-ended stage is a service's ExecStopPost (its command line is
+// units.EndedArgv):
 //
 //	mosaic session-ended --state DIR [--drop FILE]
 //
@@ -21,18 +23,6 @@ import (
 // points bwrap left in its kept home (TidyHome), and deletes the session's credential file if it is
 // still there (a unit that died before its exec shim ran). It runs inside
 // the ended session's unit, so it is quick and never fails the unit.
-
-// EndedStage is the stage's name, mosaic's first argument.
-const EndedStage = "session-ended"
-
-// EndedArgv is the stage's command line; dropFile may be "".
-func EndedArgv(mosaicBin, stateDir, dropFile string) []string {
-	argv := []string{mosaicBin, EndedStage, "--state", stateDir}
-	if dropFile != "" {
-		argv = append(argv, "--drop", dropFile)
-	}
-	return argv
-}
 
 // EndedMain runs the stage with the arguments after its name; it reports
 // problems on stderr (the unit's journal) and never fails.
@@ -45,7 +35,7 @@ func EndedMain(args []string, getenv func(string) string) {
 		case "--drop":
 			err = credentials.RemoveSessionFile(args[1])
 		default:
-			err = fmt.Errorf("%s: unknown option %q", EndedStage, args[0])
+			err = fmt.Errorf("%s: unknown option %q", units.EndedStage, args[0])
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)

@@ -38,7 +38,7 @@ func endedOutput(t *testing.T, output, sub string) []byte {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := Write(dir, Record{Name: "x", Command: []string{"true"}, Workspace: ws, Started: start, Output: output}); err != nil {
+	if err := Write(dir, Record{Name: "x", Description: Description{Command: []string{"true"}, Workspace: ws, Output: output}, Started: start}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))

@@ -2,8 +2,8 @@
 // directory ($XDG_STATE_HOME/mosaic/sessions/NAME/): session.json (what
 // systemd does not know: the binds' reasons, the workspace as given, the
 // profile), written at each start, and end.json (how it ended), written by
-// the unit's own ExecStopPost: the session-ended stage, whose argv writer
-// (EndedArgv) and parser (EndedMain) are both here. While systemd has a
+// the unit's own ExecStopPost: the session-ended stage, whose parser
+// (EndedMain) is here (its argv writer is units.EndedArgv). While systemd has a
 // session's unit, systemd is the record of how it runs and ended; systemd
 // collects a unit that ended cleanly at once, and then these files answer
 // `mosaic status` and `list --all` until `mosaic rm` or `mosaic gc`.
@@ -19,46 +19,50 @@ import (
 	"time"
 
 	"mosaic/sandbox"
+	"mosaic/units"
 	"mosaic/units/regfile"
 )
 
-// Record is what mosaic keeps about a session beside its state.
-type Record struct {
-	Name        string         `json:"name"`
-	Command     []string       `json:"command"`
-	Workspace   string         `json:"workspace"`
-	GivenAs     string         `json:"workspace_given_as,omitempty"`
-	Binds       []sandbox.Bind `json:"binds"`
-	Started     time.Time      `json:"started"`
-	Profile     string         `json:"profile,omitempty"`
-	Credentials []string       `json:"credentials,omitempty"` // names only
-	Kind        string         `json:"kind,omitempty"`        // service (or empty) or scope
-	MayLaunch   bool           `json:"may_launch,omitempty"`  // the bus lets it launch sessions
-	Network     string         `json:"network,omitempty"`
-	AllowHosts  []string       `json:"allow_hosts,omitempty"`
-	// Injected are the credentials the egress proxy puts into requests,
-	// each with its hosts; the session holds only placeholders for them.
-	Injected map[string][]string `json:"injected,omitempty"`
+// Description is what one session is, as its start planned it: what it
+// runs, where, with which binds, network, credentials (by name), and in
+// which mode. It is made once, by Describe from the session's spec, and
+// embedded as it is in the record (session.json), in what status and list
+// report (session.Session) and in the bus's launch log (bus.LogEvent): a
+// new attribute of a session is a field here. Its JSON names are the ones
+// users' scripts read: never rename one.
+type Description struct {
+	Command          []string       `json:"command,omitempty"`
+	Workspace        string         `json:"workspace,omitempty"`          // its real path
+	WorkspaceGivenAs string         `json:"workspace_given_as,omitempty"` // as the user gave it, when that was a symlink
+	Binds            []sandbox.Bind `json:"binds,omitempty"`              // bwrap's mounts, each with its reason
+	Profile          string         `json:"profile,omitempty"`
+	Credentials      []string       `json:"credentials,omitempty"` // names; values never leave the env file
+	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch: the bus lets it launch sessions
+	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
+	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
 	// Output is where the command's stdout and stderr went: "journal"
 	// (mosaic start), or "terminal" (mosaic run: the caller's terminal or
 	// pipes, which the journal never saw).
-	Output  string `json:"output,omitempty"`
-	Sandbox string `json:"sandbox,omitempty"` // bwrap (or empty) or landlock
-	// SeccompAllow are the rows of the syscall filter the profile lifted.
+	Output string `json:"output,omitempty"`
+	// SeccompAllow are the rows of the syscall filter its profile lifted.
 	SeccompAllow []string `json:"seccomp_allow,omitempty"`
+	Sandbox      string   `json:"sandbox,omitempty"` // bwrap (or empty) or landlock (no bwrap)
 	// HostExecWritable: started with --allow-write-host-exec, the
 	// workspace's host-executed entries are writable.
 	HostExecWritable bool `json:"host_exec_writable,omitempty"`
-	// HostExecMissing are the host-executed entries that did not exist
-	// at the start: what the session creates there is moved aside at its end.
-	HostExecMissing []string `json:"host_exec_missing,omitempty"`
-	Environment     []string `json:"environment,omitempty"` // non-secret NAME=VALUE the session was given
-	// PathDropped are the user's PATH directories left out of the
-	// session's, each "DIR: why"; Limits the limits it was started with.
+	// Injected are the credentials the egress proxy puts into requests,
+	// each with its hosts; the session holds only placeholders for them.
+	Injected    map[string][]string `json:"credentials_injected,omitempty"`
+	Environment []string            `json:"environment,omitempty"` // non-secret NAME=VALUE the session was given
+	// PathDropped are the user's PATH directories the session's PATH
+	// left out, each "DIR: why" (request.sessionPath).
 	PathDropped []string `json:"path_dropped,omitempty"`
-	Limits      *Limits  `json:"limits,omitempty"`
+	// Limits are the limits the session was started with, which status
+	// shows once systemd has forgotten its unit.
+	Limits *Limits `json:"limits,omitempty"`
 	// OwnGitDir is the session's own repository, bound over the
-	// workspace's .git placeholder (sandbox.OwnGitDir), removed at its end.
+	// workspace's .git placeholder (sandbox.OwnGitDir), which is removed
+	// at its end.
 	OwnGitDir string `json:"own_git_dir,omitempty"`
 }
 
@@ -67,6 +71,60 @@ type Limits struct {
 	MemoryMax uint64 `json:"memory_max,omitempty"` // bytes
 	TasksMax  uint64 `json:"tasks_max,omitempty"`
 	CPUQuota  uint64 `json:"cpu_quota_percent,omitempty"` // percent of one CPU
+}
+
+// Describe is the description of the session spec starts.
+func Describe(s units.Spec) Description {
+	binds := s.Binds()
+	if s.Landlock() {
+		binds = nil // no bwrap: the record says the mode, status its rows
+	}
+	return Description{Command: s.Command, Workspace: s.Workspace, WorkspaceGivenAs: s.GivenAs, Binds: binds,
+		Profile: s.Profile, Credentials: s.Credentials, MayLaunch: s.MayLaunch, Network: s.Network, AllowHosts: s.Allow,
+		Output: outputOf(s), SeccompAllow: s.SeccompAllow, Sandbox: s.Sandbox, HostExecWritable: s.AllowWriteHostExec,
+		Injected: injected(s), Environment: s.Env, PathDropped: s.PathDropped, OwnGitDir: s.OwnGitDir,
+		Limits: &Limits{MemoryMax: s.Limits.MemoryMax, TasksMax: s.Limits.TasksMax, CPUQuota: s.Limits.CPUQuota}}
+}
+
+// outputOf is where a session's output goes: the journal for a
+// background service, the caller's terminal or pipes for mosaic run.
+func outputOf(s units.Spec) string {
+	if s.Stdio != nil || s.Scope {
+		return "terminal"
+	}
+	return "journal"
+}
+
+// injected maps each credential the egress proxy injects to its hosts.
+func injected(s units.Spec) map[string][]string {
+	if len(s.Inject) == 0 {
+		return nil
+	}
+	m := map[string][]string{}
+	for _, r := range s.Inject {
+		m[r.Var] = r.Hosts
+	}
+	return m
+}
+
+// Record is what mosaic keeps about a session beside its state: its
+// description, and what only the host side needs of it.
+type Record struct {
+	Name string `json:"name"`
+	Description
+	Started time.Time `json:"started"`
+	Kind    string    `json:"kind,omitempty"` // service (or empty) or scope
+	// HostExecMissing are the host-executed entries that did not exist
+	// at the start: what the session creates there is moved aside at its end.
+	HostExecMissing []string `json:"host_exec_missing,omitempty"`
+	// OldInjected is Injected as records written before Description
+	// named it ("injected"); ReadChecked moves it into Injected.
+	OldInjected map[string][]string `json:"injected,omitempty"`
+}
+
+// RecordOf is the record of the session spec is about to start.
+func RecordOf(s units.Spec) Record {
+	return Record{Name: s.Name, Description: Describe(s), Started: time.Now(), Kind: s.Kind(), HostExecMissing: s.HostExecMissing}
 }
 
 const (
@@ -101,6 +159,10 @@ func ReadChecked(dir string) (Record, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return r, fmt.Errorf("%s is damaged: %v", recordFile, err)
 	}
+	if r.Injected == nil {
+		r.Injected = r.OldInjected
+	}
+	r.OldInjected = nil
 	return r, nil
 }
 

@@ -4,13 +4,15 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"mosaic/units"
 )
 
 // The session-ended stage's writer and parser agree: what EndedArgv writes,
 // EndedMain reads back into end.json and a removed credential file.
 func TestEndedStageRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	if err := Write(dir, Record{Name: "x", Command: []string{"true"}}); err != nil {
+	if err := Write(dir, Record{Name: "x", Description: Description{Command: []string{"true"}}}); err != nil {
 		t.Fatal(err)
 	}
 	cred := filepath.Join(t.TempDir(), "mosaic", "credentials", "x", "env")
@@ -20,8 +22,8 @@ func TestEndedStageRoundTrip(t *testing.T) {
 	if err := os.WriteFile(cred, []byte("A=\"b\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	argv := EndedArgv("/bin/mosaic", dir, cred)
-	if argv[0] != "/bin/mosaic" || argv[1] != EndedStage {
+	argv := units.EndedArgv("/bin/mosaic", dir, cred)
+	if argv[0] != "/bin/mosaic" || argv[1] != units.EndedStage {
 		t.Fatalf("argv %v", argv)
 	}
 	env := map[string]string{"SERVICE_RESULT": "exit-code", "EXIT_CODE": "exited", "EXIT_STATUS": "3"}
@@ -38,11 +40,28 @@ func TestEndedStageRoundTrip(t *testing.T) {
 	}
 	// Without a record, the directory is not a session's: no end.json appears.
 	other := t.TempDir()
-	EndedMain(EndedArgv("/bin/mosaic", other, "")[2:], func(string) string { return "" })
+	EndedMain(units.EndedArgv("/bin/mosaic", other, "")[2:], func(string) string { return "" })
 	if _, ok := ReadEnd(other); ok {
 		t.Error("end.json written where there is no session")
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "*.tmp*")); len(m) > 0 {
 		t.Errorf("temporary files left: %v", m)
+	}
+}
+
+// A record written before Description named its injected credentials
+// "credentials_injected" still says which they are.
+func TestOldRecordInjected(t *testing.T) {
+	dir := t.TempDir()
+	old := `{"name":"x","command":["true"],"workspace":"/w","binds":null,"started":"2026-01-01T00:00:00Z","injected":{"KEY":["api.example.com:443"]}}`
+	if err := os.WriteFile(filepath.Join(dir, recordFile), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadChecked(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Injected["KEY"]; len(got) != 1 || got[0] != "api.example.com:443" || r.OldInjected != nil {
+		t.Errorf("injected %v (old %v): want KEY's host, moved into Description", r.Injected, r.OldInjected)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -22,8 +21,10 @@ import (
 	"mosaic/units"
 )
 
-// Session is what mosaic reports about one session; systemd is the source
-// of every field but the last four, which come from the session's record.
+// Session is what mosaic reports about one session: systemd is the source
+// of the fields before its Description, the session's record of that, and
+// the last ones are what mosaic found on disk (HostExecCreated,
+// MovedAside, Problem).
 type Session struct {
 	Name string `json:"name"`
 	Unit string `json:"unit"`
@@ -53,42 +54,17 @@ type Session struct {
 	// "runtime-max".
 	StoppedBy string `json:"stopped_by,omitempty"`
 
-	Command          []string       `json:"command,omitempty"`
-	Workspace        string         `json:"workspace,omitempty"`
-	WorkspaceGivenAs string         `json:"workspace_given_as,omitempty"`
-	Binds            []sandbox.Bind `json:"binds,omitempty"`
-	Profile          string         `json:"profile,omitempty"`
-	Credentials      []string       `json:"credentials,omitempty"` // names; values never leave the env file
-	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch
-	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
-	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
-	Output           string         `json:"output,omitempty"`      // journal (mosaic start) or terminal (mosaic run)
-
-	// The rows of the syscall filter its profile lifted.
-	SeccompAllow []string `json:"seccomp_allow,omitempty"`
-	Sandbox      string   `json:"sandbox,omitempty"` // bwrap, or landlock (no bwrap: see Confinement)
-
-	// HostExecWritable: started with --allow-write-host-exec.
-	HostExecWritable bool `json:"host_exec_writable,omitempty"`
+	// Description is what the session's record says it is (none for a
+	// session with no record, a unit mosaic did not start).
+	records.Description
 	// HostExecCreated (a running session, status only): the host-executed
 	// entries missing at its start that it has created; they are moved
 	// aside when it ends, as MovedAside says.
 	HostExecCreated []string             `json:"host_exec_created,omitempty"`
 	MovedAside      []sandbox.MovedAside `json:"moved_aside,omitempty"`
-	// Injected: the credentials the egress proxy puts into requests, with
-	// their hosts (the session holds placeholders); the others are in the
-	// session's environment.
-	Injected map[string][]string `json:"credentials_injected,omitempty"`
 	// Problem says what is wrong with a session mosaic cannot fully read
 	// (a damaged record); rm removes it.
-	Problem     string   `json:"problem,omitempty"`
-	Environment []string `json:"environment,omitempty"` // non-secret NAME=VALUE (profile, --env, --pass-env)
-	// PathDropped are the user's PATH directories the session's PATH
-	// left out, each "DIR: why".
-	PathDropped []string `json:"path_dropped,omitempty"`
-	// OwnGitDir is where the session's own repository is kept (git init
-	// inside a workspace without one), when it made one.
-	OwnGitDir string `json:"own_git_dir,omitempty"`
+	Problem string `json:"problem,omitempty"`
 }
 
 // Running reports whether the session's unit is up, on its way up, or on
@@ -164,25 +140,13 @@ func counter(v any) *uint64 {
 	return &n
 }
 
-// Describe fills in what a session's record knows of s.
+// Describe fills in what a session's record knows of s: its description
+// (with the defaults of records older than a field) and kind.
 func Describe(r records.Record, s *Session) {
-	s.Command, s.Workspace, s.WorkspaceGivenAs, s.Binds = r.Command, r.Workspace, r.GivenAs, r.Binds
-	s.Profile, s.Credentials = r.Profile, r.Credentials
+	s.Description = r.Description
 	s.Kind = KindOf(r)
-	s.MayLaunch = r.MayLaunch
-	s.HostExecWritable = r.HostExecWritable
-	s.Network, s.AllowHosts = r.Network, r.AllowHosts
-	s.Injected = r.Injected
-	s.Output = r.Output
-	s.SeccompAllow = r.SeccompAllow
-	s.Sandbox = r.Sandbox
 	if s.Sandbox == "" {
 		s.Sandbox = sandbox.ModeBwrap
-	}
-	s.Environment = r.Environment
-	s.PathDropped = r.PathDropped
-	if _, err := os.Stat(filepath.Join(r.OwnGitDir, "HEAD")); r.OwnGitDir != "" && err == nil {
-		s.OwnGitDir = r.OwnGitDir
 	}
 	if l := r.Limits; l != nil && s.MemoryMax == nil && s.TasksMax == nil && s.CPUQuota == nil {
 		// Ended and collected: systemd no longer says, the record does.

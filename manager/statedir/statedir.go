@@ -215,40 +215,6 @@ const InitArgsName = "init-args"
 // ErrNameTaken: a made-up name has a state directory already.
 var ErrNameTaken = errors.New("generated name taken")
 
-// outputOf is where a session's output goes: the journal for a
-// background service, the caller's terminal or pipes for mosaic run.
-func outputOf(s units.Spec) string {
-	if s.Stdio != nil || s.Scope {
-		return "terminal"
-	}
-	return "journal"
-}
-
-// Record is the record of a spec about to start.
-func Record(s units.Spec) records.Record {
-	binds := s.Binds()
-	if s.Landlock() {
-		binds = nil // no bwrap: the record says the mode, status its rows
-	}
-	return records.Record{Name: s.Name, Command: s.Command, Workspace: s.Workspace, GivenAs: s.GivenAs, Binds: binds, Sandbox: s.Sandbox,
-		Started: time.Now(), Profile: s.Profile, Credentials: s.Credentials, Kind: s.Kind(), MayLaunch: s.MayLaunch,
-		Network: s.Network, AllowHosts: s.Allow, Output: outputOf(s), SeccompAllow: s.SeccompAllow, Injected: injected(s), HostExecWritable: s.AllowWriteHostExec,
-		HostExecMissing: s.HostExecMissing, Environment: s.Env, PathDropped: s.PathDropped, OwnGitDir: s.OwnGitDir,
-		Limits: &records.Limits{MemoryMax: s.Limits.MemoryMax, TasksMax: s.Limits.TasksMax, CPUQuota: s.Limits.CPUQuota}}
-}
-
-// injected maps each credential the egress proxy injects to its hosts.
-func injected(s units.Spec) map[string][]string {
-	if len(s.Inject) == 0 {
-		return nil
-	}
-	m := map[string][]string{}
-	for _, r := range s.Inject {
-		m[r.Var] = r.Hosts
-	}
-	return m
-}
-
 // Prepare makes the session's state directory: home/ kept across runs of
 // the same name (an agent's login and settings), tmp/ emptied each time,
 // and the record. It returns a function that undoes what it created, for a
@@ -299,7 +265,7 @@ func Prepare(s units.Spec) (undo func(), err error) {
 			return fail(err)
 		}
 	}
-	if err := records.Write(s.StateDir, Record(s)); err != nil {
+	if err := records.Write(s.StateDir, records.RecordOf(s)); err != nil {
 		return fail(err)
 	}
 	if s.InitArgsFile != "" {

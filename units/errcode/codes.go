@@ -5,6 +5,7 @@ var (
 	Unexpected     = def("error", ExitFailure, "an error mosaic did not expect; the message says what failed")
 	StartFailed    = def("start-failed", ExitFailure, "the session's unit did not start; the message gives systemd's result and the unit's first log lines")
 	SystemdError   = def("systemd-error", ExitFailure, "systemd answered a call with an error mosaic did not expect")
+	Bug            = def("bug", ExitFailure, "mosaic broke one of its own rules (a bug in mosaic): please report it with the message")
 	SystemdTimeout = def("systemd-timeout", ExitFailure, "systemd (or the bus between) did not answer in time")
 	SystemdGone    = def("systemd-gone", ExitFailure, "the connection to systemd closed while mosaic was waiting on it")
 	StateDir       = def("state-dir", ExitFailure, "mosaic's state directory could not be made, read or removed")

@@ -42,20 +42,34 @@ func def(name string, exit int, meaning string) Code {
 }
 
 // New makes an error of this code with a one-line message that says what to
-// do next.
+// do next. The format is fmt.Errorf's: an error given with %w is kept as
+// the cause (errors.Is and errors.As see it through Unwrap), its text in
+// the message.
 func (c Code) New(format string, args ...any) *Error {
-	return &Error{Code: c.Name, Message: fmt.Sprintf(format, args...), Exit: c.Exit}
+	err := fmt.Errorf(format, args...)
+	return &Error{Code: c.Name, Message: err.Error(), Exit: c.Exit, cause: errors.Unwrap(err)}
+}
+
+// Wrap makes an error of this code whose cause is err, with a message
+// that says in its own words what err means (err's text is not in it).
+func (c Code) Wrap(err error, format string, args ...any) *Error {
+	return &Error{Code: c.Name, Message: fmt.Sprintf(format, args...), Exit: c.Exit, cause: err}
 }
 
 // Error is an error a user can act on: a registered code, a one-line message
-// and the exit code the code maps to.
+// and the exit code the code maps to; and what caused it, when the message
+// was made from another error (%w).
 type Error struct {
 	Code    string
 	Message string
 	Exit    int
+	cause   error
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// Unwrap is the error this one was made from (with %w), or nil.
+func (e *Error) Unwrap() error { return e.cause }
 
 // Is lets errors.Is match an error against a Code: errors.Is(err, errcode.NoSuchSession).
 func (e *Error) Is(target error) bool {

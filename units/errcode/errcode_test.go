@@ -1,6 +1,7 @@
 package errcode
 
 import (
+	"errors"
 	"os"
 	"regexp"
 	"sort"
@@ -53,5 +54,28 @@ func TestCodesAreKebabCaseWithAMeaning(t *testing.T) {
 		if !kebab.MatchString(c.Name) || strings.TrimSpace(c.Meaning) == "" || c.Exit < 1 || c.Exit > 3 {
 			t.Errorf("code %+v: want a kebab-case name, a meaning and an exit class 1-3", c)
 		}
+	}
+}
+
+// An error made with %w keeps its cause: errors.Is and errors.As reach it,
+// while the message is one line and the code is the one made.
+func TestNewKeepsItsCause(t *testing.T) {
+	cause := &os.PathError{Op: "open", Path: "/x", Err: os.ErrNotExist}
+	err := BadWorkspace.New("workspace /x: %w", cause)
+	if !errors.Is(err, os.ErrNotExist) || !errors.Is(err, BadWorkspace.Target()) {
+		t.Errorf("%v: want both its cause and its code seen by errors.Is", err)
+	}
+	var pe *os.PathError
+	if !errors.As(err, &pe) || pe != cause {
+		t.Errorf("%v: errors.As does not find its cause", err)
+	}
+	if err.Message != "workspace /x: open /x: file does not exist" || Of(err).Code != "bad-workspace" {
+		t.Errorf("message %q, code %q", err.Message, Of(err).Code)
+	}
+	if w := SystemdGone.Wrap(cause, "gone"); w.Message != "gone" || !errors.Is(w, os.ErrNotExist) {
+		t.Errorf("Wrap: message %q, cause %v", w.Message, w.Unwrap())
+	}
+	if plain := BadName.New("no cause: %v", cause); plain.Unwrap() != nil {
+		t.Errorf("%%v kept a cause: %v", plain.Unwrap())
 	}
 }

@@ -1,0 +1,196 @@
+package manager
+
+import (
+	"context"
+	"path/filepath"
+
+	"mosaic/credentials"
+	"mosaic/manager/request"
+	"mosaic/sandbox"
+	"mosaic/units"
+	"mosaic/units/errcode"
+)
+
+// Plan is one session ready to start: its spec, complete (every path
+// checked and resolved, the host's facts its sandbox is checked against,
+// the workspace's host-executed entries protected), and its secrets, kept
+// apart from the spec, which never holds a value. NewPlan makes it;
+// (*Manager).Start and Run, and (*Connecting).RunScope, start it.
+type Plan struct {
+	Spec    units.Spec
+	Secrets []credentials.Var
+}
+
+// Host is what a plan is made against besides its request: facts of this
+// host and process, none of which needs systemd.
+type Host struct {
+	Paths request.Paths
+	// Bwrap is the bwrap binary; BwrapErr says why there is none.
+	Bwrap    string
+	BwrapErr error
+	// MosaicBin is the mosaic binary sessions run as their exec shim and
+	// init.
+	MosaicBin string
+	// Outside, when set, is what sessions' sandbox checks compare against
+	// instead of this process's own namespaces and /tmp (a confined bus).
+	Outside *sandbox.Outside
+}
+
+// ThisHost reads the host's facts as this process sees them.
+func ThisHost() (Host, error) {
+	paths, err := request.UserPaths()
+	if err != nil {
+		return Host{}, err
+	}
+	bwrap, bwrapErr := sandbox.FindBwrap()
+	return Host{Paths: paths, Bwrap: bwrap, BwrapErr: bwrapErr, MosaicBin: executable()}, nil
+}
+
+// NewPlan is the one step from a request to a plan: the request checked
+// (request.Prepare; bad input is reported before anything about the host),
+// a sandbox the host can build for it, and the spec completed with the
+// host's facts (complete). It starts nothing and talks to no one; the
+// manager a plan is started on adds only what it alone knows (the
+// promise's PrivatePIDs, see start).
+func NewPlan(req request.Request, h Host) (Plan, error) {
+	spec, secrets, err := request.Prepare(req, h.Paths, h.Bwrap)
+	if err != nil {
+		return Plan{}, err
+	}
+	if err := sandboxAvailable(spec, h); err != nil {
+		return Plan{}, err
+	}
+	if err := complete(&spec, h); err != nil {
+		return Plan{}, err
+	}
+	testPauseAfterCheck()
+	return Plan{Spec: spec, Secrets: secrets}, nil
+}
+
+// Plan is NewPlan on this host, for sessions started through this
+// manager (its MosaicBin and Outside): for a caller that starts several
+// sessions on one connection (the bus, the probe, the bench).
+func (m *Manager) Plan(req request.Request) (Plan, error) {
+	h, err := ThisHost()
+	if err != nil {
+		return Plan{}, err
+	}
+	h.MosaicBin, h.Outside = m.MosaicBin, m.Outside
+	return NewPlan(req, h)
+}
+
+// sandboxAvailable is the refusal of a session whose inner layer this host
+// cannot give it, or nil: no bwrap (a --sandbox landlock session needs
+// none, but a kernel with the Landlock it needs). Whether bwrap can build
+// a sandbox here is the probe's to say (Open).
+func sandboxAvailable(spec units.Spec, h Host) error {
+	if spec.Landlock() {
+		if abi := sandbox.LandlockABI(); abi < sandbox.LandlockMinABI {
+			return errcode.SandboxUnavailable.New("--sandbox landlock needs Landlock ABI %d (Linux 6.12+, landlock in the lsm= boot list); this kernel offers %d, so nothing was started", sandbox.LandlockMinABI, abi)
+		}
+		return nil
+	}
+	if h.BwrapErr != nil {
+		return noSandbox(h.BwrapErr, "")
+	}
+	return nil
+}
+
+// noSandbox is the refusal of a session no sandbox can be built for,
+// keeping why (cause); hint, when not "", says where to look.
+func noSandbox(cause error, hint string) error {
+	if hint != "" {
+		return errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %w (%s)", cause, hint)
+	}
+	return errcode.SandboxUnavailable.New("no sandbox can be built, so nothing was started: %w", cause)
+}
+
+// complete fills in what the host knows of a checked spec: the mosaic
+// binary the unit runs, and the host's facts the sandbox is checked
+// against (the promise); and, the request known to be good, protects the
+// workspace's host-executed entries (which may make placeholders on disk).
+func complete(spec *units.Spec, h Host) error {
+	spec.MosaicBin = h.MosaicBin
+	spec.ExtraRO = append(spec.ExtraRO, testExtraRO()...)
+	if !spec.AllowWriteHostExec {
+		protect, ids, err := sandbox.ProtectHostExec(spec.Workspace)
+		if err != nil {
+			return errcode.BadWorkspace.New("workspace %s: %w", spec.Workspace, err)
+		}
+		spec.OwnGitDir = ""
+		if !spec.Landlock() { // (no bwrap to cover the placeholder with)
+			own := filepath.Join(spec.StateDir, "git")
+			var ok bool
+			if protect, ids, ok = sandbox.OwnGitDir(spec.Workspace, own, protect, ids); ok {
+				spec.OwnGitDir = own
+			}
+		}
+		spec.Protect = protect
+		spec.BindIDs = append(spec.BindIDs, ids...)
+		spec.HostExecMissing = sandbox.MissingHostExec(spec.Workspace)
+	}
+	// PIDs is the start's to say (see start): the plan needs no manager.
+	p := sandbox.HostPromise(h.Paths.Home, h.Paths.RuntimeDir, false)
+	if h.Outside != nil {
+		p.Apply(*h.Outside)
+	}
+	if spec.Scope && !testNoScopePromise() {
+		p.Scope = scopeCgroup(*spec)
+	}
+	p.Net = spec.OwnNetwork()
+	p.Binds = spec.BindIDs
+	if testSkipBindIdentity() {
+		p.Binds = nil
+	}
+	spec.Promise = p
+	return nil
+}
+
+// scopeCgroup is the end of the cgroup path a scope session's init must
+// be in.
+func scopeCgroup(spec units.Spec) string { return "/" + units.Slice + "/" + spec.Unit() }
+
+// Open checks a request and plans its session (NewPlan) while the
+// connection to systemd is made (Connecting) and, for bwrap, the host is
+// probed: the connection's round trips are waits, the check is work. Bad
+// input is still reported first, and changes nothing (the credential sweep
+// waits for a good request). A service's connection is there when Open
+// returns; a scope run's may still be being made (RunScope waits for it
+// only where it must). The caller closes what Open returns.
+func Open(ctx context.Context, req request.Request) (*Connecting, Plan, error) {
+	h, err := ThisHost()
+	if err != nil {
+		return nil, Plan{}, err
+	}
+	c := connectInBackground(ctx)
+	plan, err := NewPlan(req, h)
+	if err != nil {
+		c.Close()
+		return nil, Plan{}, err
+	}
+	mark(ctx, "check request")
+	probe := make(chan error, 1)
+	if plan.Spec.Landlock() {
+		probe <- nil // no bwrap to probe
+	} else {
+		go func() { probe <- sandbox.ProbeCached(ctx, h.Bwrap, filepath.Join(h.Paths.RuntimeDir, "mosaic")) }()
+	}
+	if !plan.Spec.Scope {
+		// A service needs the connection to start: a failure to connect
+		// is said before the probe's.
+		if _, err := c.Manager(ctx); err != nil {
+			<-probe // it may be writing its cache
+			c.Close()
+			return nil, Plan{}, err
+		}
+		mark(ctx, "connect, read version (overlap)")
+	}
+	if perr := <-probe; perr != nil {
+		c.Close()
+		return nil, Plan{}, noSandbox(perr, "run `mosaic doctor` for the host's namespace settings")
+	}
+	if !plan.Spec.Landlock() {
+		mark(ctx, "bwrap probe (overlap)")
+	}
+	return c, plan, nil
+}
