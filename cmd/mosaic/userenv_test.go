@@ -244,7 +244,10 @@ func TestLoginFromHome(t *testing.T) {
 	cmd.Dir = homeDir()
 	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "OPENAI_API_KEY=", "CODEX_API_KEY=")
 	r := runResult(t, cmd)
-	dir := strings.TrimSpace(r.stdout)
+	dir, listed, _ := strings.Cut(r.stdout, "\n")
+	if strings.TrimSpace(strings.ReplaceAll(listed, ".git", "")) != "" {
+		t.Errorf("the sign-in's directory is not empty: %q", listed)
+	}
 	if r.code != 0 || !strings.Contains(filepath.Base(dir), "mosaic-login-") {
 		t.Fatalf("mosaic login from ~: exit %d, stdout %q, stderr %q; want it run in an empty directory of its own", r.code, r.stdout, r.stderr)
 	}
@@ -256,7 +259,7 @@ func TestLoginFromHome(t *testing.T) {
 		Binds     []struct{ Src, Kind string }
 	}](t, mustMosaic(t, "status", "--json", name).stdout)
 	for _, b := range st.Binds {
-		if b.Kind == "bind" && (b.Src == homeDir() || strings.HasPrefix(b.Src, homeDir()+"/") && !strings.Contains(b.Src, "/.local/state/mosaic/")) {
+		if b.Kind == "bind" && b.Src != dir && (b.Src == homeDir() || strings.HasPrefix(b.Src, homeDir()+"/") && !strings.Contains(b.Src, "/.local/state/mosaic/")) {
 			t.Errorf("the sign-in bound %s read-write", b.Src)
 		}
 	}
@@ -306,7 +309,7 @@ func TestHomeOfNoSession(t *testing.T) {
 	if !strings.Contains(list, name) || strings.Contains(list, "damaged") {
 		t.Errorf("list --all:\n%s", list)
 	}
-	if st := mustMosaic(t, "status", name).stdout; !strings.Contains(st, "has not run yet") {
+	if st := mustMosaic(t, "status", name).stdout; !strings.Contains(st, "not-run-yet") {
 		t.Errorf("status:\n%s", st)
 	}
 	mustMosaic(t, "rm", name)

@@ -201,8 +201,9 @@ func FromRecords(name, dir string) (Session, bool) {
 			return Session{}, false
 		}
 		if errors.Is(err, fs.ErrNotExist) && onlyHome(dir) {
-			return Session{Name: name, Unit: units.UnitName(name), Kind: units.KindService, State: "inactive", SubState: "dead",
-				Problem: "it has not run yet: its home was made with mosaic home --create (`mosaic rm " + name + "` removes it)"}, true
+			// Not damaged: a home made with mosaic home --create,
+			// for a session that has not run yet.
+			return Session{Name: name, Unit: units.UnitName(name), Kind: units.KindService, State: "inactive", SubState: NotRunYet}, true
 		}
 		return Session{Name: name, Unit: units.UnitName(name), Kind: units.KindService, State: "inactive", SubState: "dead",
 			Problem: "its record cannot be read: " + err.Error() + " (`mosaic rm " + name + "` removes it)"}, true
@@ -229,6 +230,10 @@ func FromRecords(name, dir string) (Session, bool) {
 	}
 	return s, true
 }
+
+// NotRunYet is the sub-state of a session whose home was made (mosaic home
+// --create) before it ever ran.
+const NotRunYet = "not-run-yet"
 
 // onlyHome reports whether a state directory holds its home alone (made by
 // `mosaic home --create` before any run).
