@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -148,5 +150,34 @@ func TestEveryCommandHasJSON(t *testing.T) {
 	var b bytes.Buffer
 	if code := run([]string{"mosaic", "completion", "bash", "--json"}, &b, &b); code != 0 || !strings.Contains(b.String(), `"script"`) {
 		t.Errorf("completion --json: %d %s", code, b.String())
+	}
+}
+
+// mosaic profiles NAME shows that one; a bad profile file is named and the
+// others are still listed (issue 30).
+func TestProfilesCommand(t *testing.T) {
+	cfg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	os.MkdirAll(filepath.Join(cfg, "mosaic", "profiles"), 0o700)
+	os.WriteFile(filepath.Join(cfg, "mosaic", "profiles", "broken.conf"), []byte("[Profile]\nNoSuchSetting=1\n"), 0o600)
+	os.WriteFile(filepath.Join(cfg, "mosaic", "profiles", "mine.conf"), []byte("[Profile]\nBinary=mine\nToolchain=~/.local/share/zig\n"), 0o600)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"mosaic", "profiles"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "claude-code") ||
+		!strings.Contains(stdout.String(), "mine") || !strings.Contains(stderr.String(), "broken.conf") {
+		t.Errorf("profiles: exit %d\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"mosaic", "profiles", "claude-code"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "platform.claude.com") ||
+		strings.Contains(stdout.String(), "codex") {
+		t.Errorf("profiles claude-code: exit %d\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"mosaic", "profiles", "--json", "mine"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), `"toolchains"`) {
+		t.Errorf("profiles --json mine: exit %d\nstdout %s", code, stdout.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"mosaic", "profiles", "broken"}, &stdout, &stderr); code != 2 {
+		t.Errorf("profiles broken: exit %d, want 2 (bad-profile)", code)
 	}
 }

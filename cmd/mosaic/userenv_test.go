@@ -317,3 +317,39 @@ func TestHomeOfNoSession(t *testing.T) {
 		t.Errorf("rm left %s", dir)
 	}
 }
+
+// TestGitConfigPlantedSymlink: a session leaves ~/.gitconfig in its kept
+// home as a symlink into the user's real home; a plain write of the next
+// start's gitconfig through it would change the user's file (shown on the
+// host first); mosaic replaces the link and leaves the user's file alone.
+func TestGitConfigPlantedSymlink(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	decoy := filepath.Join(homeDir(), ".mosaic-test-decoy-"+randomHex())
+	writeFile(t, decoy, "the user's own\n")
+	t.Cleanup(func() { os.Remove(decoy) })
+	cfg := filepath.Join(workspace(t), "config")
+	writeFile(t, filepath.Join(cfg, "git", "config"), "[user]\n\tname = Rig User\n\temail = rig@example.com\n")
+	env := []string{"XDG_CONFIG_HOME=" + cfg}
+	name := sessionName(t)
+	if r := mosaicWith(t, env, "", "run", "--name", name, "-w", workspace(t), "--", "sh", "-c", "rm -f ~/.gitconfig && ln -s "+decoy+" ~/.gitconfig"); r.code != 0 {
+		t.Fatalf("planting: exit %d %s", r.code, r.stderr)
+	}
+	planted := filepath.Join(stateRoot(), "sessions", name, "home", ".gitconfig")
+	// The attack works against a writer that follows the link.
+	os.WriteFile(planted, []byte("[user]\n\tname = x\n"), 0o600)
+	if b, _ := os.ReadFile(decoy); string(b) == "the user's own\n" {
+		t.Fatal("a write through the planted link did not reach the user's file: the test shows nothing")
+	}
+	writeFile(t, decoy, "the user's own\n")
+	r := mosaicWith(t, env, "", "run", "--name", name, "-w", workspace(t), "--", "git", "config", "--global", "user.name")
+	if r.code != 0 || r.stdout != "Rig User\n" {
+		t.Errorf("second run: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	if b, _ := os.ReadFile(decoy); string(b) != "the user's own\n" {
+		t.Errorf("the user's file was written through the session's link: %q", b)
+	}
+	if fi, err := os.Lstat(planted); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("the session's ~/.gitconfig: %v %v, want a regular file", fi, err)
+	}
+}
