@@ -370,4 +370,9 @@ func TestGitConfigPlantedSymlink(t *testing.T) {
 	if fi, err := os.Lstat(planted); err != nil || !fi.Mode().IsRegular() {
 		t.Errorf("the session's ~/.gitconfig: %v %v, want a regular file", fi, err)
 	}
+	// --no-git-identity: what an earlier start wrote in the kept home goes.
+	r = mosaicWith(t, env, "", "run", "--name", name, "-w", workspace(t), "--no-git-identity", "--", "sh", "-c", "git config --global user.name; test -e ~/.gitconfig && echo left; true")
+	if r.code != 0 || r.stdout != "" {
+		t.Errorf("--no-git-identity in a kept home: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
 }

@@ -99,7 +99,7 @@ func gitConfigFor(out []byte) string {
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	b.WriteString("# Written by mosaic at each start of this session: the settings of your git\n")
+	b.WriteString(GitConfigHeader)
 	b.WriteString("# config that sessions get (user.name, user.email, init.defaultBranch, ...),\n")
 	b.WriteString("# nothing else of it. Changes here last until the session's next start.\n")
 	for _, s := range names {
@@ -110,6 +110,10 @@ func gitConfigFor(out []byte) string {
 	}
 	return b.String()
 }
+
+// GitConfigHeader is the first line of every session's ~/.gitconfig that
+// mosaic wrote, by which a later start with --no-git-identity knows it.
+const GitConfigHeader = "# Written by mosaic at each start of this session: the settings of your git\n"
 
 // plainGitValue reports whether a value can be written on one line of a
 // config file: no control character.

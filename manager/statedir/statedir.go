@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,6 +31,7 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/manager/records"
+	"mosaic/manager/request"
 	"mosaic/sandbox"
 	"mosaic/units"
 	"mosaic/units/errcode"
@@ -280,9 +282,23 @@ func Prepare(s units.Spec) (undo func(), err error) {
 // writeGitConfig writes the session's ~/.gitconfig (units.Spec.GitConfig)
 // into its home, atomically: renamed over whatever the session left at
 // that name, a symlink included, never followed. A home where it cannot be
-// written (a directory of that name) gets none; the start goes on.
+// written (a directory of that name) gets none; the start goes on. With no
+// git identity (--no-git-identity), one an earlier start wrote is removed.
 func writeGitConfig(s units.Spec) {
+	path := filepath.Join(s.SessionHome(), ".gitconfig")
 	if s.GitConfig != "" {
-		_ = credentials.WriteFileAtomic(filepath.Join(s.SessionHome(), ".gitconfig"), []byte(s.GitConfig))
+		_ = credentials.WriteFileAtomic(path, []byte(s.GitConfig))
+		return
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return
+	}
+	head := make([]byte, len(request.GitConfigHeader))
+	n, _ := io.ReadFull(f, head)
+	fi, serr := f.Stat()
+	f.Close()
+	if serr == nil && fi.Mode().IsRegular() && string(head[:n]) == request.GitConfigHeader {
+		os.Remove(path)
 	}
 }
