@@ -80,7 +80,7 @@ func gitConfigFor(out []byte) string {
 	for i := 0; i+1 < len(fields); i += 2 {
 		scope := string(fields[i])
 		key, value, _ := strings.Cut(string(fields[i+1]), "\n")
-		if (scope != "system" && scope != "global") || !allowed[strings.ToLower(key)] || !plainGitValue(value) {
+		if (scope != "system" && scope != "global") || !allowed[strings.ToLower(key)] || !plainValue(value) {
 			continue
 		}
 		values[strings.ToLower(key)] = value
@@ -115,9 +115,9 @@ func gitConfigFor(out []byte) string {
 // mosaic wrote, by which a later start with --no-git-identity knows it.
 const GitConfigHeader = "# Written by mosaic at each start of this session: the settings of your git\n"
 
-// plainGitValue reports whether a value can be written on one line of a
+// plainValue reports whether a value can be written on one line of a
 // config file: no control character.
-func plainGitValue(v string) bool {
+func plainValue(v string) bool {
 	return !strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 

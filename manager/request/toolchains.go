@@ -341,5 +341,40 @@ func pathOf(g *credentials.Grant, commandPath []string, p Paths, name, workspace
 	}
 	up := sessionPath(path, g.Profile.Toolchains, commandPath, p.Home, filepath.Join(p.SessionDir(name), "home"), visible, deny)
 	g.PassEnv = append(rest, "PATH="+up.Path)
+	g.PassEnv = append(g.PassEnv, toolchainVars(os.LookupEnv, g.PassEnv, func(real string) bool {
+		if visible(real) {
+			return true
+		}
+		for _, c := range up.Binds {
+			if sandbox.Within(real, c.real) {
+				return true
+			}
+		}
+		return false
+	})...)
 	return up
+}
+
+// locationVars are the variables that tell a toolchain where it is
+// installed when that is not its default (RUSTUP_HOME=/opt/rustup for
+// ~/.cargo/bin's proxies, sdkman's JAVA_HOME): the session gets each one
+// set in the caller's environment whose directory it can see. Those naming
+// where caches and credentials go (CARGO_HOME, GOPATH, npm's prefix) are
+// not among them: there the session's own home is used.
+var locationVars = []string{"RUSTUP_HOME", "GOROOT", "JAVA_HOME", "PYENV_ROOT", "RBENV_ROOT", "ASDF_DIR", "VOLTA_HOME", "SDKMAN_DIR", "BUN_INSTALL", "DENO_INSTALL"}
+
+// toolchainVars are NAME=VALUE of the locationVars set by lookup, not in
+// env already, that name a directory visible in the session.
+func toolchainVars(lookup func(string) (string, bool), env []string, visible visibleFunc) []string {
+	var out []string
+	for _, name := range locationVars {
+		v, ok := lookup(name)
+		if !ok || !filepath.IsAbs(v) || hasVar(env, name) || !plainValue(v) {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(v); err == nil && visible(real) {
+			out = append(out, name+"="+v)
+		}
+	}
+	return out
 }

@@ -114,3 +114,16 @@ func TestPathGiven(t *testing.T) {
 		}
 	}
 }
+
+// A toolchain's location variable reaches the session where it names a
+// directory the session sees; one it does not see, or that the user set
+// already, is left alone.
+func TestToolchainVars(t *testing.T) {
+	seen, unseen := t.TempDir(), t.TempDir()
+	env := map[string]string{"RUSTUP_HOME": seen, "JAVA_HOME": unseen, "GOROOT": seen, "CARGO_HOME": seen, "PYENV_ROOT": "relative"}
+	lookup := func(n string) (string, bool) { v, ok := env[n]; return v, ok }
+	got := toolchainVars(lookup, []string{"GOROOT=/given"}, func(real string) bool { return real == seen })
+	if strings.Join(got, " ") != "RUSTUP_HOME="+seen {
+		t.Errorf("got %v", got)
+	}
+}
