@@ -58,6 +58,7 @@ func builtinRules(p Profile) []InjectRule {
 func parseInject(value string) (InjectRule, error) {
 	f := strings.Fields(value)
 	if len(f) < 3 {
+		//lint:ignore ST1005 it begins with the profile's key as the user wrote it
 		return InjectRule{}, fmt.Errorf("Inject=%s: use Inject=VAR HEADER[,HEADER] HOST[:PORT]... (e.g. Inject=MY_API_KEY authorization api.example.com)", value)
 	}
 	if err := ValidateName(f[0]); err != nil {

@@ -38,8 +38,9 @@ const callTimeout = 10 * time.Second
 
 // Manager is a connection to the user's systemd manager.
 type Manager struct {
-	conn     *sd.Conn
+	conn     systemdClient
 	bus      *dbus.Conn
+	closed   <-chan struct{} // closed when the connection is (gone)
 	features units.Features
 	// MosaicBin is the mosaic binary that sessions run as their exec shim
 	// and init; it defaults to this process's own executable.
@@ -59,6 +60,21 @@ type Manager struct {
 	onSession  func(unit, iface string, changed map[string]any) // WatchSessions
 
 	sliceLimited bool // limitSlice's work is done (under mu)
+}
+
+// systemdClient is what mosaic calls of go-systemd's Conn (the unit
+// methods; properties and signals go over bus). *sd.Conn is the one real
+// one; a test's fake (fake_test.go) runs the start, claim and scope
+// control flow without systemd.
+type systemdClient interface {
+	ListUnitsByNamesContext(ctx context.Context, units []string) ([]sd.UnitStatus, error)
+	ListUnitsByPatternsContext(ctx context.Context, states, patterns []string) ([]sd.UnitStatus, error)
+	ResetFailedUnitContext(ctx context.Context, name string) error
+	SetUnitPropertiesContext(ctx context.Context, name string, runtime bool, properties ...sd.Property) error
+	StartTransientUnitAux(ctx context.Context, name, mode string, properties []sd.Property, aux []sd.PropertyCollection, ch chan<- string) (int, error)
+	StopUnitContext(ctx context.Context, name, mode string, ch chan<- string) (int, error)
+	KillUnitWithTarget(ctx context.Context, name string, target sd.Who, signal int32) error
+	Close()
 }
 
 type address struct {
@@ -201,7 +217,7 @@ func connect(ctx context.Context) (*Manager, error) {
 			tried = append(tried, fmt.Sprintf("%s: %v", a.addr, err))
 			continue
 		}
-		m = &Manager{conn: conn, bus: bus, viaBus: a.viaBus, private: privateSocket(rt), watchers: map[dbus.ObjectPath][]*unitWatch{}}
+		m = &Manager{conn: conn, bus: bus, closed: bus.Context().Done(), viaBus: a.viaBus, private: privateSocket(rt), watchers: map[dbus.ObjectPath][]*unitWatch{}}
 		// A bus with no systemd on it, or one that answers Hello and then
 		// nothing, is passed over for the next address, as a dead one is.
 		if err = m.readVersion(ctx, a.viaBus); err == nil {
@@ -307,7 +323,7 @@ func (m *Manager) readVersion(ctx context.Context, viaBus bool) error {
 
 // gone is closed when the connection to systemd is: every wait for an
 // announcement also waits on it, so that a lost connection wakes them all.
-func (m *Manager) gone() <-chan struct{} { return m.bus.Context().Done() }
+func (m *Manager) gone() <-chan struct{} { return m.closed }
 
 // Done is closed when the connection to systemd is: a long-lived client
 // (the bus) exits then, so that systemd restarts it with a new one.
@@ -343,7 +359,7 @@ func (m *Manager) call(ctx context.Context, method string, args ...any) *dbus.Ca
 	return obj.CallWithContext(ctx, method, 0, args...)
 }
 
-// ctx bounds one go-systemd call by callTimeout.
+// bounded bounds one go-systemd call by callTimeout.
 func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, callTimeout)
 }

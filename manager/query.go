@@ -98,6 +98,13 @@ func (m *Manager) List(ctx context.Context) ([]Session, error) { return m.list(c
 // without.
 func (m *Manager) ListInvocations(ctx context.Context) ([]Session, error) { return m.list(ctx, true) }
 
+// list lists the sessions systemd has: their units, then only the
+// properties a list shows, each a Get (a GetAll of a service is some 250
+// properties), for every session at once, then collected: systemd answers
+// them in a row. They go over a bulk connection (see package bulkget) to
+// the manager's private socket, where no dbus-daemon relays each call and
+// answer (at 200 sessions a list took ~15 ms less than through the bus),
+// or one by one over this one where it cannot be made.
 func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error) {
 	cctx, cancel := bounded(ctx)
 	defer cancel()
@@ -105,20 +112,37 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 	if err != nil {
 		return nil, systemdError("ListUnitsByPatterns", err)
 	}
-	// Only the properties a list shows, each a Get (a GetAll of a service
-	// is some 250 properties), for every session at once, then collected:
-	// systemd answers them in a row. They go over a bulk connection (see
-	// package bulkget) to the manager's private socket, where no
-	// dbus-daemon relays each call and answer (at 200 sessions a list took
-	// ~15 ms less than through the bus), or one by one over this one where
-	// it cannot be made.
-	type pending struct {
-		name, kind     string
-		u              sd.UnitStatus
-		iface          string
-		props, unitPrp []string
+	all, gets := listedSessions(st, invocations)
+	// The manager's own cgroup, under which the counters are read, last.
+	unified := cgcount.Unified()
+	if unified {
+		gets = append(gets, managerCgroupGet)
 	}
-	var all []pending
+	values, err := bulkget.Read(cctx, m.private, dialTimeout, callTimeout, gets)
+	if err != nil {
+		if values, err = m.readOneByOne(ctx, all, unified, len(gets)); err != nil {
+			return nil, err
+		}
+	}
+	cgroup := ""
+	if unified {
+		cgroup, _ = values[len(values)-1].(string)
+	}
+	return sessionsOf(all, values, cgroup), nil
+}
+
+// listed is one session's unit in a list, and the properties read of it.
+type listed struct {
+	name, kind     string
+	u              sd.UnitStatus
+	iface          string
+	props, unitPrp []string
+}
+
+// listedSessions picks the sessions among units, with the Gets of what a
+// list shows of each (and its InvocationID, with invocations).
+func listedSessions(st []sd.UnitStatus, invocations bool) ([]listed, []bulkget.Get) {
+	var all []listed
 	var gets []bulkget.Get
 	for _, u := range st {
 		name, kind := units.SessionName(u.Name)
@@ -137,7 +161,7 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 		if invocations {
 			unitProps = []string{"InvocationID"}
 		}
-		all = append(all, pending{name, kind, u, iface, props, unitProps})
+		all = append(all, listed{name, kind, u, iface, props, unitProps})
 		for _, n := range props {
 			gets = append(gets, bulkget.Get{Path: u.Path, Iface: iface, Name: n})
 		}
@@ -145,49 +169,49 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 			gets = append(gets, bulkget.Get{Path: u.Path, Iface: "org.freedesktop.systemd1.Unit", Name: n})
 		}
 	}
-	// The manager's own cgroup, under which the counters are read, last.
-	unified := cgcount.Unified()
+	return all, gets
+}
+
+// readOneByOne reads what the bulk read could not (n values, in its
+// order) one Get at a time over this connection, with a deadline of its
+// own: the bulk read may have spent the caller's (a private socket that
+// takes the connection and never answers), and a Get that fails leaves
+// its session out.
+func (m *Manager) readOneByOne(ctx context.Context, all []listed, unified bool, n int) ([]any, error) {
+	fctx, fcancel := bounded(ctx)
+	defer fcancel()
+	values := make([]any, 0, n)
+	var collect []func() map[string]any
+	for _, p := range all {
+		collect = append(collect, m.properties(fctx, p.u.Path, p.iface, p.props), m.properties(fctx, p.u.Path, "org.freedesktop.systemd1.Unit", p.unitPrp))
+	}
+	var root func() map[string]any
 	if unified {
-		gets = append(gets, managerCgroupGet)
+		root = m.properties(fctx, managerCgroupGet.Path, managerCgroupGet.Iface, []string{managerCgroupGet.Name})
 	}
-	values, err := bulkget.Read(cctx, m.private, dialTimeout, callTimeout, gets)
-	if err != nil {
-		// With a deadline of their own: the bulk read may have spent this
-		// one (a private socket that takes the connection and never
-		// answers), and a Get that fails leaves its session out.
-		fctx, fcancel := bounded(ctx)
-		defer fcancel()
-		values = make([]any, 0, len(gets))
-		var collect []func() map[string]any
-		for _, p := range all {
-			collect = append(collect, m.properties(fctx, p.u.Path, p.iface, p.props), m.properties(fctx, p.u.Path, "org.freedesktop.systemd1.Unit", p.unitPrp))
+	for i, p := range all {
+		sp, up := collect[2*i](), collect[2*i+1]()
+		for _, n := range p.props {
+			values = append(values, sp[n])
 		}
-		var root func() map[string]any
-		if unified {
-			root = m.properties(fctx, managerCgroupGet.Path, managerCgroupGet.Iface, []string{managerCgroupGet.Name})
-		}
-		for i, p := range all {
-			sp, up := collect[2*i](), collect[2*i+1]()
-			for _, n := range p.props {
-				values = append(values, sp[n])
-			}
-			for _, n := range p.unitPrp {
-				values = append(values, up[n])
-			}
-		}
-		if unified {
-			values = append(values, root()[managerCgroupGet.Name])
-		}
-		// Sessions whose reads timed out are not gone: an error, not a
-		// list without them.
-		if fctx.Err() != nil {
-			return nil, systemdError("reading the sessions' properties", fctx.Err())
+		for _, n := range p.unitPrp {
+			values = append(values, up[n])
 		}
 	}
-	cgroup := ""
 	if unified {
-		cgroup, _ = values[len(values)-1].(string)
+		values = append(values, root()[managerCgroupGet.Name])
 	}
+	// Sessions whose reads timed out are not gone: an error, not a list
+	// without them.
+	if fctx.Err() != nil {
+		return nil, systemdError("reading the sessions' properties", fctx.Err())
+	}
+	return values, nil
+}
+
+// sessionsOf is the sessions of a list from the values read of them, in
+// the order of their Gets, by name.
+func sessionsOf(all []listed, values []any, cgroup string) []Session {
 	var out []Session
 	for _, p := range all {
 		sp, up := map[string]any{}, map[string]any{}
@@ -212,7 +236,7 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out
 }
 
 // managerCgroupGet reads the user manager's cgroup, under which its units

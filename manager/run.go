@@ -11,6 +11,7 @@ import (
 	"mosaic/manager/session"
 	"mosaic/manager/statedir"
 	"mosaic/units/errcode"
+	"mosaic/units/testhook"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -158,7 +159,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	if !s.Running() {
 		return s, nil
 	}
-	statedir.Pause("stop-checked")
+	testhook.Pause("stop-checked")
 	w := m.watch(unit)
 	defer w.close()
 	defer m.jobsOf(unit)()
@@ -278,6 +279,6 @@ func (m *Manager) StopInvocation(ctx context.Context, name, invocation string, t
 	if invocation == "" || s.InvocationID != invocation {
 		return Session{}, errcode.NoSuchSession.New("session %s is no longer the one asked about (another start of the name runs now, or none)", name)
 	}
-	statedir.Pause("stop-invocation-checked")
+	testhook.Pause("stop-invocation-checked")
 	return m.Stop(ctx, name, timeout, nil)
 }

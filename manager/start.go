@@ -12,6 +12,7 @@ import (
 	"mosaic/manager/request"
 	"mosaic/manager/statedir"
 	"mosaic/units/errcode"
+	"mosaic/units/testhook"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"golang.org/x/sys/unix"
@@ -80,7 +81,8 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 	// The slice's limits are read (and set) while the name is claimed and
 	// the state made: its round trip to systemd costs nothing then.
 	slice := make(chan error, 1)
-	go func() { slice <- m.limitSlice(ctx, spec.SliceLimits) }()
+	limits := spec.SliceLimits // read here: claim may change spec meanwhile
+	go func() { slice <- m.limitSlice(ctx, limits) }()
 	release, undo, err := claim(ctx, spec, m.claimName)
 	if err != nil {
 		return l, err
@@ -117,7 +119,7 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 			return l, errcode.CredentialFile.New("cannot write the session's credential file: %v", statedir.Hint(err, filepath.Dir(spec.CredentialFile)))
 		}
 		defer credentials.RemoveSessionFile(spec.CredentialFile)
-		statedir.Pause("credentials-written")
+		testhook.Pause("credentials-written")
 	}
 	mark(ctx, "credentials")
 	if err := <-slice; err != nil {

@@ -9,6 +9,7 @@ import (
 	"mosaic/manager/statedir"
 	"mosaic/units"
 	"mosaic/units/errcode"
+	"mosaic/units/testhook"
 )
 
 // busyName is the refusal for a name another mosaic command holds.
@@ -42,7 +43,7 @@ func claim(ctx context.Context, spec *units.Spec, free func(context.Context, uni
 		if err != nil {
 			return nil, nil, errcode.StateDir.New("cannot claim the name %s: %v", spec.Name, statedir.Hint(err, filepath.Dir(statedir.LockPath(spec.StateDir))))
 		}
-		statedir.Pause("claimed")
+		testhook.Pause("claimed")
 		if err := free(ctx, *spec); err != nil {
 			lock.Release()
 			return nil, nil, err

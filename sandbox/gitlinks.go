@@ -209,9 +209,7 @@ func MoveAsideSubmodules(ws, name string, since time.Time) []MovedAside {
 		if !changedSince(ws, rel, since) {
 			continue
 		}
-		for _, m := range MoveAsideCreated(ws, name, []string{rel}) {
-			moved = append(moved, m)
-		}
+		moved = append(moved, MoveAsideCreated(ws, name, []string{rel})...)
 	}
 	moved = append(moved, moveAsideGitDirs(ws, name, since)...)
 	if len(moved) > maxListed {

@@ -171,7 +171,7 @@ func TestSubmoduleGitDirs(t *testing.T) {
 		plantHook(t, filepath.Join(ws, ".git", "modules", "sub", "hooks"), "post-checkout", mark)
 		return ws, orig, start
 	}
-	ws, orig, start := setup()
+	ws, orig, _ := setup()
 	// The hook written into an existing submodule's git directory.
 	hooks := filepath.Join(orig, ".git", "modules", "sub", "hooks")
 	// Its sample hooks are older than the session.
@@ -194,7 +194,7 @@ func TestSubmoduleGitDirs(t *testing.T) {
 	}
 
 	// Again, with mosaic's end of the session in between.
-	ws, _, start = setup()
+	ws, _, start := setup()
 	moved := MoveAsideSubmodules(ws, "s", start)
 	os.Remove(mark)
 	gitIn(t, ws, "submodule", "update", "-q", "--init")

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/units/testhook"
 )
 
 // Files the host later executes. A session's workspace is read-write, and
@@ -87,7 +89,7 @@ func ProtectHostExec(ws string) ([]Bind, []BindID, error) {
 			if _, perr := StatNoFollow(parent); perr != nil {
 				continue // its directory is missing too, and is protected itself
 			}
-			testBeforePlaceholder(parent)
+			testhook.Call(hookBeforePlaceholder, parent)
 			// Made in the directory checked, not by its path again: a
 			// session sharing the workspace may have swapped a directory on
 			// the way for a symlink since, to have mosaic make the directory
@@ -143,9 +145,9 @@ func under(rel string, dirs map[string]bool) bool {
 	return false
 }
 
-// testBeforePlaceholder is a test's hook between the check of a
-// placeholder's directory and the making of the placeholder.
-var testBeforePlaceholder = func(dir string) {}
+// hookBeforePlaceholder is the test hook (testhook.Call) between the check
+// of a placeholder's directory and the making of the placeholder.
+const hookBeforePlaceholder = "before-placeholder"
 
 // mkdirNoFollow makes the directory path, following no symlink on the way.
 func mkdirNoFollow(path string, mode uint32) error {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"mosaic/units/testhook"
 )
 
 func TestGitConfigValue(t *testing.T) {
@@ -79,13 +81,12 @@ func TestHookEntries(t *testing.T) {
 func TestPlaceholderSwap(t *testing.T) {
 	ws, elsewhere := t.TempDir(), t.TempDir()
 	os.MkdirAll(filepath.Join(ws, ".git"), 0o755) // no hooks: a placeholder is due
-	testBeforePlaceholder = func(dir string) {
+	testhook.Set(t, hookBeforePlaceholder, func(dir string) {
 		if dir == filepath.Join(ws, ".git") {
 			os.Rename(dir, filepath.Join(ws, "git-old"))
 			os.Symlink(elsewhere, dir)
 		}
-	}
-	defer func() { testBeforePlaceholder = func(string) {} }()
+	})
 	if _, _, err := ProtectHostExec(ws); err == nil {
 		t.Error("the start went on after the swap")
 	}

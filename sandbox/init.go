@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/sandbox/egress"
+	"mosaic/units/testhook"
 )
 
 // NotifyFDEnv carries the number of the descriptor, connected to systemd's
@@ -103,93 +104,54 @@ func Init(args []string) int {
 			return ExitSandboxRefused
 		}
 	}
-	fs := flag.NewFlagSet("init", flag.ContinueOnError)
-	goFD := fs.Int(InitGoFD[2:], -1, "a scope's go socket: say on it that the init is held, then wait for one byte; EOF means mosaic is gone: refuse")
-	goOnEOF, ignoreHeld, slowStart := false, false, time.Duration(0)
-	if testHooks {
-		fs.BoolVar(&goOnEOF, "test-go-on-eof", false, "test hook: run on EOF of --go-fd too (the weakened init)")
-		fs.BoolVar(&ignoreHeld, "test-ignore-held", false, "test hook: ignore the forwarded signals while held (the weakened init)")
-		fs.DurationVar(&slowStart, "test-slow-start", 0, "test hook: start this much slower (a sandbox or runtime still starting)")
-	}
-	session := fs.String("session", "", "session name")
-	home := fs.String("home", "", "HOME inside the sandbox")
-	tty := fs.Bool("tty", false, "stdin is the session's own pseudo-terminal: make it the command's controlling terminal")
-	relay := fs.Bool("egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
-	landlock := fs.String("landlock", "", "no bwrap: run the command under this Landlock policy (JSON)")
-	egressSocket := fs.String("egress-socket", EgressSocketInside, "the egress proxy's socket")
-	var pass, creds, seccompAllow stringList
-	fs.Var(&pass, "pass", "extra variable to pass to the command")
-	fs.Var(&creds, "credential", "credential that must have arrived, passed to the command")
-	fs.Var(&seccompAllow, "seccomp-allow", "row of the syscall filter to lift")
-	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
+	o, ok := parseInitOptions(args)
+	if !ok {
 		fmt.Fprintln(os.Stderr, "mosaic init: usage: init --session NAME --home DIR [--pass VAR]... [--credential VAR]... -- COMMAND [ARG...]")
 		return ExitSandboxRefused
 	}
-	// From here on, held or not, no signal is lost (nor ends the init): each
-	// is forwarded to the command once it runs, and SIGCHLD is there before
-	// the child.
-	time.Sleep(slowStart)
-	sigs := make(chan os.Signal, 16)
-	if ignoreHeld {
-		signal.Ignore(forwardedSignals...)
-	} else {
-		signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD}, forwardedSignals...)...)
-	}
-	if *goFD >= 0 {
-		// Held: mosaic has not yet had systemd put this process into the
-		// session's scope. A signal now is kept for the command, not
-		// dropped: systemd's SIGTERM of a stop that began while held (mosaic
-		// stop, systemctl --user stop) comes before its news over D-Bus,
-		// which mosaic, looking before it lets the init run, may miss; the
-		// command then ends on it at once instead of running until the stop
-		// timeout's SIGKILL. (mosaic itself stops a held session with
-		// SIGKILL.)
-		if err := awaitGo(*goFD, goOnEOF); err != nil {
-			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
-			return ExitSandboxRefused
-		}
-	}
-	if ignoreHeld {
-		signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD}, forwardedSignals...)...)
+	sigs, err := holdSignals(o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
+		return ExitSandboxRefused
 	}
 	notify := notifyFD()
 	closeInherited()
 	promise, promiseErr := DecodePromise(os.Getenv(PromiseEnv))
 	os.Unsetenv(PromiseEnv)
-	for _, c := range creds {
+	for _, c := range o.creds {
 		if _, ok := os.LookupEnv(c); !ok {
 			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: credential %s did not arrive (its environment file was gone before the session started)\n", c)
 			notifyStatus(notify, "STATUS=credential "+c+" did not arrive")
 			return ExitSandboxRefused
 		}
 	}
-	pass = append(pass, creds...)
-	err := promiseErr
+	o.pass = append(o.pass, o.creds...)
+	err = promiseErr
 	var ruleset *LandlockRuleset
 	if err == nil {
-		ruleset, err = confineCommand(promise, *landlock)
+		ruleset, err = confineCommand(promise, o.landlock)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 		notifyStatus(notify, "STATUS=sandbox check failed: "+err.Error())
 		return ExitSandboxRefused
 	}
-	env := CommandEnv(os.Environ(), *session, *home, pass)
-	if *relay {
+	env := CommandEnv(os.Environ(), o.session, o.home, o.pass)
+	if o.relay {
 		// Listening before READY=1: the command can use the proxy at once.
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ProxyPort))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: cannot listen for the egress relay: %v\n", err)
 			return ExitSandboxRefused
 		}
-		go egress.Relay(l, *egressSocket)
+		go egress.Relay(l, o.egressSocket)
 		env = append(env, ProxyEnv(env)...)
 	}
-	if err := InstallSyscallFilter(seccompAllow); err != nil {
+	if err := InstallSyscallFilter(o.seccompAllow); err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 		return ExitSandboxRefused
 	}
-	command := fs.Args()
+	command := o.command
 	path, err := lookPath(command[0], env)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: %v\n", err)
@@ -197,7 +159,7 @@ func Init(args []string) int {
 	}
 
 	attr := &os.ProcAttr{Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}}
-	if *tty {
+	if o.tty {
 		// The command leads a session of its own whose controlling terminal
 		// is the PTY, in the foreground: Ctrl-C, Ctrl-Z and Ctrl-\ reach it
 		// from the line discipline, and job control works inside.
@@ -219,10 +181,81 @@ func Init(args []string) int {
 		notifyBarrier(notify, notifyBarrierTimeout)
 		unix.Close(notify)
 	}
-	if *tty {
+	if o.tty {
 		go endOnHangup(proc.Pid)
 	}
-	return supervise(proc.Pid, *tty, sigs)
+	return supervise(proc.Pid, o.tty, sigs)
+}
+
+// holdSignals takes the signals the init forwards (from here on, held or
+// not, none is lost), and, for a held scope (--go-fd), waits until mosaic
+// lets it run.
+func holdSignals(o initOptions) (chan os.Signal, error) {
+	// No signal is lost (nor ends the init): each is forwarded to the
+	// command once it runs, and SIGCHLD is there before the child.
+	time.Sleep(o.slowStart)
+	sigs := make(chan os.Signal, 16)
+	if o.ignoreHeld {
+		signal.Ignore(forwardedSignals...)
+	} else {
+		signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD}, forwardedSignals...)...)
+	}
+	if o.goFD >= 0 {
+		// Held: mosaic has not yet had systemd put this process into the
+		// session's scope. A signal now is kept for the command, not
+		// dropped: systemd's SIGTERM of a stop that began while held (mosaic
+		// stop, systemctl --user stop) comes before its news over D-Bus,
+		// which mosaic, looking before it lets the init run, may miss; the
+		// command then ends on it at once instead of running until the stop
+		// timeout's SIGKILL. (mosaic itself stops a held session with
+		// SIGKILL.)
+		if err := awaitGo(o.goFD, o.goOnEOF); err != nil {
+			return nil, err
+		}
+	}
+	if o.ignoreHeld {
+		signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD}, forwardedSignals...)...)
+	}
+	return sigs, nil
+}
+
+// initOptions are the init's arguments (see Init's flags).
+type initOptions struct {
+	goFD                      int
+	goOnEOF, ignoreHeld       bool          // test hooks (testhook.Enabled only)
+	slowStart                 time.Duration // a test hook too
+	session, home             string
+	tty, relay                bool
+	landlock, egressSocket    string
+	pass, creds, seccompAllow stringList
+	command                   []string // after the options
+}
+
+// parseInitOptions reads the init's arguments; false when they are not
+// the init's (no command among them).
+func parseInitOptions(args []string) (initOptions, bool) {
+	var o initOptions
+	fs := flag.NewFlagSet("init", flag.ContinueOnError)
+	fs.IntVar(&o.goFD, InitGoFD[2:], -1, "a scope's go socket: say on it that the init is held, then wait for one byte; EOF means mosaic is gone: refuse")
+	if testhook.Enabled {
+		fs.BoolVar(&o.goOnEOF, "test-go-on-eof", false, "test hook: run on EOF of --go-fd too (the weakened init)")
+		fs.BoolVar(&o.ignoreHeld, "test-ignore-held", false, "test hook: ignore the forwarded signals while held (the weakened init)")
+		fs.DurationVar(&o.slowStart, "test-slow-start", 0, "test hook: start this much slower (a sandbox or runtime still starting)")
+	}
+	fs.StringVar(&o.session, "session", "", "session name")
+	fs.StringVar(&o.home, "home", "", "HOME inside the sandbox")
+	fs.BoolVar(&o.tty, "tty", false, "stdin is the session's own pseudo-terminal: make it the command's controlling terminal")
+	fs.BoolVar(&o.relay, "egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
+	fs.StringVar(&o.landlock, "landlock", "", "no bwrap: run the command under this Landlock policy (JSON)")
+	fs.StringVar(&o.egressSocket, "egress-socket", EgressSocketInside, "the egress proxy's socket")
+	fs.Var(&o.pass, "pass", "extra variable to pass to the command")
+	fs.Var(&o.creds, "credential", "credential that must have arrived, passed to the command")
+	fs.Var(&o.seccompAllow, "seccomp-allow", "row of the syscall filter to lift")
+	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
+		return o, false
+	}
+	o.command = fs.Args()
+	return o, true
 }
 
 // forwardedSignals are the signals the init forwards to the command.

@@ -79,69 +79,27 @@ func (b *bench) egressTTFB(r *Report) error {
 	sessionRoots := x509.NewCertPool()
 	sessionRoots.AppendCertsFromPEM(in.CAPEM)
 
-	// A client as an agent is: CONNECT through the proxy, TLS (the
-	// vendor's certificate names example.com, also for the tunnel), one
-	// POST per measurement, time to the first byte of the body.
-	type conn struct {
-		tc *tls.Conn
-		r  *bufio.Reader
-	}
-	open := func(target string, roots *x509.CertPool) (*conn, error) {
-		c, err := net.Dial("unix", sock)
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil || resp.StatusCode != 200 {
-			c.Close()
-			return nil, fmt.Errorf("CONNECT %s: %v %v", target, resp, err)
-		}
-		tc := tls.Client(c, &tls.Config{RootCAs: roots, ServerName: "example.com", NextProtos: []string{"http/1.1"}})
-		if err := tc.Handshake(); err != nil {
-			c.Close()
-			return nil, err
-		}
-		return &conn{tc: tc, r: bufio.NewReader(tc)}, nil
-	}
-	ask := func(c *conn, target string) error {
-		body := `{"stream":true}`
-		fmt.Fprintf(c.tc, "POST /v1/messages HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-			target, session[0].Value, len(body), body)
-		resp, err := http.ReadResponse(c.r, nil)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		var one [1]byte
-		if _, err := io.ReadFull(resp.Body, one[:]); err != nil {
-			return err
-		}
-		_, err = io.Copy(io.Discard, resp.Body)
-		return err
-	}
 	for _, tc := range []struct {
 		name, target string
 		roots        *x509.CertPool
 	}{{"plain tunnel", tunneled, vendorRoots}, {"credential injection", injected, sessionRoots}} {
 		s, err := measure(tc.name+", new connection", "CONNECT, TLS, POST, first byte of an event stream", b.n, func() error {
-			c, err := open(tc.target, tc.roots)
+			c, err := openThrough(sock, tc.target, tc.roots)
 			if err != nil {
 				return err
 			}
 			defer c.tc.Close()
-			return ask(c, tc.target)
+			return c.ask(tc.target, session[0].Value)
 		})
 		if err != nil {
 			return err
 		}
 		r.Egress = append(r.Egress, s)
-		kept, err := open(tc.target, tc.roots)
+		kept, err := openThrough(sock, tc.target, tc.roots)
 		if err != nil {
 			return err
 		}
-		s, err = measure(tc.name+", kept-alive connection", "POST, first byte of an event stream", b.n, func() error { return ask(kept, tc.target) })
+		s, err = measure(tc.name+", kept-alive connection", "POST, first byte of an event stream", b.n, func() error { return kept.ask(tc.target, session[0].Value) })
 		kept.tc.Close()
 		if err != nil {
 			return err
@@ -150,4 +108,52 @@ func (b *bench) egressTTFB(r *Report) error {
 	}
 	time.Sleep(10 * time.Millisecond)
 	return nil
+}
+
+// benchConn is a client as an agent is: CONNECT through the proxy, TLS
+// (the vendor's certificate names example.com, also for the tunnel), one
+// POST per measurement, time to the first byte of the body.
+type benchConn struct {
+	tc *tls.Conn
+	r  *bufio.Reader
+}
+
+// openThrough opens a connection to target through the proxy at sock.
+func openThrough(sock, target string, roots *x509.CertPool) (*benchConn, error) {
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		c.Close()
+		return nil, fmt.Errorf("CONNECT %s: %v %v", target, resp, err)
+	}
+	tc := tls.Client(c, &tls.Config{RootCAs: roots, ServerName: "example.com", NextProtos: []string{"http/1.1"}})
+	if err := tc.Handshake(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &benchConn{tc: tc, r: bufio.NewReader(tc)}, nil
+}
+
+// ask POSTs a streaming request with the key's placeholder and reads its
+// answer, the first byte of the body first.
+func (c *benchConn) ask(target, placeholder string) error {
+	body := `{"stream":true}`
+	fmt.Fprintf(c.tc, "POST /v1/messages HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		target, placeholder, len(body), body)
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var one [1]byte
+	if _, err := io.ReadFull(resp.Body, one[:]); err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
 }

@@ -235,5 +235,9 @@ func TestKeyInjection(t *testing.T) {
 		if !strings.Contains(start.stdout, "ANTHROPIC_API_KEY travel in the session's environment: network host has no egress proxy") {
 			t.Errorf("mosaic start does not say how the key travels: %q", start.stdout)
 		}
+		// Once: the note is part of start's text, not also a line before it.
+		if n := strings.Count(start.stdout+start.stderr, "travel in the session's environment"); n != 1 {
+			t.Errorf("mosaic start says how the key travels %d times, want once:\n%s%s", n, start.stdout, start.stderr)
+		}
 	})
 }

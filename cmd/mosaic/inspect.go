@@ -140,23 +140,7 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	fmt.Fprintf(w, "resources: memory %s, tasks %s, cpu %s\n", humanBytes(s.MemoryBytes), count(s.Tasks), cpu(s.CPUNSec))
 	fmt.Fprintf(w, "limits:    memory %s, tasks %s, cpu %s (flags, profile, mosaic.conf or mosaic's defaults; `mosaic doctor` says whether they are enforced)\n",
 		orNone(humanBytes(s.MemoryMax)), orNone(count(s.TasksMax)), orNone(percent(s.CPUQuota)))
-	if s.Profile != "" {
-		creds := "none"
-		if len(s.Credentials) > 0 {
-			creds = strings.Join(s.Credentials, ", ") + " (through an environment file, deleted once the session started)"
-			if s.Kind == units.KindScope {
-				creds = strings.Join(s.Credentials, ", ") + " (through the environment of mosaic's exec)"
-			}
-		}
-		fmt.Fprintf(w, "profile:   %s; credentials: %s\n", s.Profile, creds)
-		for _, c := range s.Credentials {
-			if hosts, ok := s.Injected[c]; ok {
-				fmt.Fprintf(w, "  %s: injected by the egress proxy for %s (the session holds a placeholder)\n", c, strings.Join(hosts, ", "))
-			} else {
-				fmt.Fprintf(w, "  %s: in the environment\n", c)
-			}
-		}
-	}
+	printCredentials(w, s)
 	if len(s.Environment) > 0 {
 		fmt.Fprintf(w, "environment (not secret): %s\n", strings.Join(s.Environment, " "))
 	}
@@ -197,18 +181,7 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	for _, m := range s.MovedAside {
 		fmt.Fprintf(w, "moved:     %s\n", safe(records.MovedAsideLine(s.Workspace, m)))
 	}
-	if len(s.Binds) > 0 {
-		fmt.Fprintln(w, "sandbox:")
-		for _, b := range s.Binds {
-			// The path on one line, why it is there on the next: fits 80
-			// columns however long the path.
-			from := ""
-			if b.Src != "" && b.Src != b.Dst {
-				from = " (from " + safe(b.Src) + ")"
-			}
-			fmt.Fprintf(w, "  %-6s %s%s\n         %s\n", b.Kind, safe(b.Dst), from, b.Reason)
-		}
-	}
+	printBinds(w, s.Binds, safe)
 	if s.Sandbox == sandbox.ModeLandlock {
 		printLandlockRows(w)
 	}
@@ -220,6 +193,43 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	}
 	if s.Running() {
 		fmt.Fprintf(w, "inspect:   systemctl --user status %s\n", s.Unit)
+	}
+}
+
+// printCredentials says a session's profile and how each of its
+// credentials travels.
+func printCredentials(w io.Writer, s manager.Session) {
+	if s.Profile != "" {
+		creds := "none"
+		if len(s.Credentials) > 0 {
+			creds = strings.Join(s.Credentials, ", ") + " (through an environment file, deleted once the session started)"
+			if s.Kind == units.KindScope {
+				creds = strings.Join(s.Credentials, ", ") + " (through the environment of mosaic's exec)"
+			}
+		}
+		fmt.Fprintf(w, "profile:   %s; credentials: %s\n", s.Profile, creds)
+		for _, c := range s.Credentials {
+			if hosts, ok := s.Injected[c]; ok {
+				fmt.Fprintf(w, "  %s: injected by the egress proxy for %s (the session holds a placeholder)\n", c, strings.Join(hosts, ", "))
+			} else {
+				fmt.Fprintf(w, "  %s: in the environment\n", c)
+			}
+		}
+	}
+}
+
+// printBinds lists the sandbox's mounts: the path on one line, why it is
+// there on the next (80 columns however long the path).
+func printBinds(w io.Writer, binds []sandbox.Bind, safe func(string) string) {
+	if len(binds) > 0 {
+		fmt.Fprintln(w, "sandbox:")
+		for _, b := range binds {
+			from := ""
+			if b.Src != "" && b.Src != b.Dst {
+				from = " (from " + safe(b.Src) + ")"
+			}
+			fmt.Fprintf(w, "  %-6s %s%s\n         %s\n", b.Kind, safe(b.Dst), from, b.Reason)
+		}
 	}
 }
 

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -71,4 +76,86 @@ func readmeLayers(t *testing.T) map[string]int {
 		t.Fatal("the README's layers table has no rows")
 	}
 	return layer
+}
+
+// TestDocCommentsNameTheirDeclaration: a doc comment sits on the thing it
+// describes. Each begins with the name of its function or type (or "A",
+// "An" or "The" and the name): a comment left above another declaration
+// (two stacked, the first one's function moved away) names the wrong one.
+func TestDocCommentsNameTheirDeclaration(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			name, doc := declDoc(decl)
+			if doc == nil || name == "init" {
+				continue
+			}
+			words := strings.Fields(doc.Text())
+			if len(words) > 1 && (words[0] == "A" || words[0] == "An" || words[0] == "The") {
+				words = words[1:]
+			}
+			if len(words) > 0 && strings.TrimRight(words[0], ".,:") != name {
+				t.Errorf("%s: the doc comment of %s begins %q: it belongs to another declaration, or should name %s", fset.Position(decl.Pos()), name, words[0], name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// declDoc is a function's or a lone type's name and doc comment.
+func declDoc(decl ast.Decl) (string, *ast.CommentGroup) {
+	switch d := decl.(type) {
+	case *ast.FuncDecl:
+		return d.Name.Name, d.Doc
+	case *ast.GenDecl:
+		if len(d.Specs) == 1 {
+			if ts, ok := d.Specs[0].(*ast.TypeSpec); ok {
+				return ts.Name.Name, d.Doc
+			}
+		}
+	}
+	return "", nil
+}
+
+// maxFuncLines bounds a function's length (from its func line to its
+// closing brace): one longer hides a name for each of its steps.
+const maxFuncLines = 100
+
+// TestFunctionsFit: no function outside the tests is longer than
+// maxFuncLines.
+func TestFunctionsFit(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			fn, ok := n.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				return true
+			}
+			if lines := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; lines > maxFuncLines {
+				t.Errorf("%s: %s is %d lines long, more than %d: give its steps names of their own", fset.Position(fn.Pos()), fn.Name.Name, lines, maxFuncLines)
+			}
+			return false
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

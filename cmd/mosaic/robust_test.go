@@ -21,11 +21,12 @@ import (
 )
 
 // paused starts mosaic with args, paused at stage, and returns once it is
-// there; let it go on with goOn.
+// there; let it go on with goOn. It is the hooked mosaic (a pause is a
+// test hook, which mosaic itself ignores).
 func paused(t *testing.T, stage string, env []string, args ...string) (cmd *exec.Cmd, goOn func(), out *strings.Builder) {
 	t.Helper()
 	dir := t.TempDir()
-	cmd = exec.Command(mosaicBin, args...)
+	cmd = exec.Command(hookedMosaic(t), args...)
 	cmd.Env = append(append(os.Environ(), env...), "MOSAIC_TEST_PAUSE_AT="+stage, "MOSAIC_TEST_PAUSE_DIR="+dir)
 	out = &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out

@@ -277,24 +277,30 @@ func runCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			out.code = s.ExitCode()
-			for _, m := range s.MovedAside {
-				line := records.MovedAsideLine(spec.Workspace, m)
-				if onTerminal(out.stderr) {
-					line = termsafe.Escape(line, false)
-				}
-				fmt.Fprintln(out.stderr, "mosaic: "+line)
-			}
-			if out.json {
-				// stdout is the command's: the document goes to stderr.
-				enc := json.NewEncoder(out.stderr)
-				enc.SetIndent("", "  ")
-				_ = enc.Encode(s)
-			} else if why := stoppedReason(s); why != "" {
-				fmt.Fprintln(out.stderr, why)
-			}
+			reportRun(out, s, spec.Workspace)
 			return nil
 		},
+	}
+}
+
+// reportRun says how a run ended, on stderr (stdout is the command's): what
+// it moved aside, and the session (--json) or why it was stopped; mosaic
+// exits with the command's code.
+func reportRun(out *output, s manager.Session, workspace string) {
+	out.code = s.ExitCode()
+	for _, m := range s.MovedAside {
+		line := records.MovedAsideLine(workspace, m)
+		if onTerminal(out.stderr) {
+			line = termsafe.Escape(line, false)
+		}
+		fmt.Fprintln(out.stderr, "mosaic: "+line)
+	}
+	if out.json {
+		enc := json.NewEncoder(out.stderr)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(s)
+	} else if why := stoppedReason(s); why != "" {
+		fmt.Fprintln(out.stderr, why)
 	}
 }
 

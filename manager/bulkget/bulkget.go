@@ -62,6 +62,9 @@ func Read(ctx context.Context, addr string, dial, timeout time.Duration, gets []
 		return nil, err
 	}
 	defer c.Close()
+	// ctx bounds the whole, not only the dial: cancelled (Ctrl-C), it
+	// closes the connection, which ends every read and write below.
+	defer context.AfterFunc(ctx, func() { c.Close() })()
 	// Authenticating is part of connecting: something at addr that takes
 	// the connection and never answers costs dial, not the whole timeout,
 	// which the caller's fallback then has.
@@ -108,6 +111,9 @@ func Read(ctx context.Context, addr string, dial, timeout time.Duration, gets []
 		if err != nil {
 			c.Close() // ends the writer too
 			<-written
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			return nil, err
 		}
 		i := int(replyTo - first)

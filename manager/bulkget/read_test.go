@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -118,5 +120,38 @@ func TestReadAmidSignals(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, values) {
 		t.Errorf("got  %#v\nwant %#v", got, values)
+	}
+}
+
+// A Read whose context is cancelled after the dial ends then, with the
+// context's error, not when its timeout passes: a manager that took the
+// calls and never answers holds no list past a Ctrl-C.
+func TestReadEndsWithItsContext(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "private")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		if _, err := r.ReadString('\n'); err != nil {
+			return
+		}
+		c.Write([]byte("OK 0123456789abcdef0123456789abcdef\r\n"))
+		_, _ = io.Copy(io.Discard, r) // takes every call, answers none
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	began := time.Now()
+	_, err = Read(ctx, "unix:path="+path, time.Second, 30*time.Second, []Get{{Path: "/org/freedesktop/systemd1", Iface: "org.freedesktop.systemd1.Manager", Name: "Version"}})
+	if !errors.Is(err, context.Canceled) || time.Since(began) > 5*time.Second {
+		t.Errorf("Read = %v after %s, want context.Canceled soon after the cancel", err, time.Since(began))
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"mosaic/manager"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
+	"mosaic/units/acceptloop"
 	"mosaic/units/errcode"
 
 	"golang.org/x/sys/unix"
@@ -249,13 +250,11 @@ func (b *bus) shutdown() {
 // accept serves a listener's connections, at most perListener at once:
 // each socket has its own slots, so sessions (who reach only theirs)
 // cannot take the user's.
-func (b *bus) accept(ctx context.Context, l *net.UnixListener) {
+// An Accept that fails for a moment (EMFILE) is retried (acceptloop).
+func (b *bus) accept(ctx context.Context, l net.Listener) {
 	slots := make(chan struct{}, b.lim.perListener)
-	for {
-		c, err := l.AcceptUnix()
-		if err != nil {
-			return
-		}
+	_ = acceptloop.Serve(l, func(nc net.Conn) {
+		c := nc.(*net.UnixConn)
 		select {
 		case slots <- struct{}{}:
 			go func() {
@@ -265,7 +264,7 @@ func (b *bus) accept(ctx context.Context, l *net.UnixListener) {
 		default:
 			b.busy(c, "the mosaic bus holds as many connections on this socket as it takes")
 		}
-	}
+	})
 }
 
 // busy answers a connection the bus will not serve, and closes it.
@@ -307,8 +306,6 @@ func listen(p request.Paths) ([]*net.UnixListener, error) {
 	return out, nil
 }
 
-// adopt takes over the sessions that run now, and records an end for every
-// session the log shows as launched that ended while no bus was watching.
 // serveConn answers one connection's requests, one line each. A line
 // longer than maxLine is refused and the connection closed: the reader's
 // buffer is all the memory a connection can make the bus hold.

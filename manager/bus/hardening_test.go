@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -538,4 +540,39 @@ func TestPIDReusedDuringLookupRefused(t *testing.T) {
 	if a := r.ask(Request{Verb: "stop", Name: "pm"}); !a.OK {
 		t.Errorf("stop by the user: %+v", a)
 	}
+}
+
+// emfileOnce is a listener whose first Accept fails as a process out of
+// descriptors sees it (EMFILE).
+type emfileOnce struct {
+	net.Listener
+	failed atomic.Bool
+}
+
+func (l *emfileOnce) Accept() (net.Conn, error) {
+	if !l.failed.Swap(true) {
+		return nil, &net.OpError{Op: "accept", Net: "unix", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// An Accept that fails (EMFILE: the bus out of descriptors for a moment)
+// does not end the bus's loop on that socket, as it did before acceptloop
+// with the bus up and the socket unserved: the connection made meanwhile
+// is answered (here, bus-busy: the socket takes none).
+func TestAcceptOutlivesEMFILE(t *testing.T) {
+	r := newRig(t, policy)
+	r.b.lim.perListener = 0
+	l, err := net.Listen("unix", filepath.Join(r.paths.RuntimeDir, "t.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go r.b.accept(context.Background(), &emfileOnce{Listener: l})
+	c, err := net.Dial("unix", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	wantCode(t, r.read(c.(*net.UnixConn)), "bus-busy")
 }

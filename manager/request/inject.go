@@ -47,10 +47,7 @@ func planInjection(spec *units.Spec, grant credentials.Grant, p Paths) error {
 			ruled = append(ruled, v.Name)
 			continue
 		}
-		rule := egress.Rule{Var: v.Name}
-		for _, h := range r.Headers {
-			rule.Headers = append(rule.Headers, h)
-		}
+		rule := egress.Rule{Var: v.Name, Headers: append([]string(nil), r.Headers...)}
 		for _, h := range r.Hosts {
 			hp, err := egress.NormalizeHost(h)
 			if err != nil {

@@ -122,7 +122,8 @@ func (p Paths) SessionDir(name string) string {
 // Prepare checks a request and resolves it into a spec and the session's
 // secrets, which are kept out of the spec. Its errors are bad input (exit 2)
 // or, for credentials, refusals (exit 3); it changes nothing on disk.
-// The mosaic binary is filled in once connected (Manager.complete).
+// The mosaic binary and the host's facts are filled in by the plan
+// (manager.NewPlan).
 func Prepare(req Request, p Paths, bwrapBin string) (units.Spec, []credentials.Var, error) {
 	spec, grant, err := prepare(req, p, bwrapBin)
 	if err != nil {
@@ -133,34 +134,11 @@ func Prepare(req Request, p Paths, bwrapBin string) (units.Spec, []credentials.V
 
 func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Grant, error) {
 	var none credentials.Grant
-	// The caller's own words first: they are wrong whatever the host holds.
-	if req.Name != "" {
-		if err := units.ValidateName(req.Name); err != nil {
-			return units.Spec{}, none, err
-		}
-	}
-	ws := req.Workspace
-	if ws == "" {
-		ws = "."
-	}
-	deny, err := DenyList(p)
-	if err != nil {
-		return units.Spec{}, none, err
-	}
-	wsc, err := checkWorkspace(ws, deny)
+	deny, wsc, rw, err := checkWords(req, p)
 	if err != nil {
 		return units.Spec{}, none, err
 	}
 	real, givenAs := wsc.real, wsc.givenAs
-	rw, err := checkExtra("rw", req.ExtraRW, deny)
-	if err != nil {
-		return units.Spec{}, none, err
-	}
-	for _, kv := range req.Env {
-		if strings.ContainsAny(kv, "\n\x00") || !strings.Contains(kv, "=") {
-			return units.Spec{}, none, errcode.BadEnv.New("environment entry %q cannot be passed to a unit", kv)
-		}
-	}
 	// Then the credentials, whose profile may also name the command.
 	grant, err := credentials.Resolve(credentials.Request{
 		Profile: req.Profile, Credentials: req.Credentials, EnvFiles: req.EnvFiles,
@@ -195,51 +173,24 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		ro = append(ro, *ca)
 		grant.PassEnv = append(grant.PassEnv, caEnv...)
 	}
-	network, allow, err := networkOf(req, grant.Profile, grant.Allow)
+	network, allow, err := networkFor(req, &grant)
 	if err != nil {
 		return units.Spec{}, none, err
-	}
-	if egress.HasLocal(allow) && !hasVar(grant.PassEnv, "NO_PROXY") {
-		// The host's loopback port is reached through the proxy: the
-		// agents must not take localhost for their own.
-		grant.PassEnv = append(grant.PassEnv, "NO_PROXY=", "no_proxy=")
 	}
 	mode, err := sandboxOf(req, grant.Profile)
 	if err != nil {
 		return units.Spec{}, none, err
 	}
-	name := req.Name
-	if name == "" {
-		name = units.GenerateName(req.Command)
-	}
+	name := nameOf(req)
 	if err := notPrivateTmp(real, realPaths(rw), realPaths(ro)); err != nil {
 		return units.Spec{}, none, err
 	}
-	if dir := commandDir(req.Command[0], real); dir != "" {
-		return units.Spec{}, none, errcode.BadCommand.New("the command %s is a directory (%s), not a program: name the program to run after --", req.Command[0], dir)
+	command, binary, ro, interpDirs, err := commandOf(req, &grant, real, deny, ro)
+	if err != nil {
+		return units.Spec{}, none, err
 	}
-	command, binary := resolveCommand(req.Command, real)
-	if len(grant.Args) > 0 {
-		command = append(append([]string{command[0]}, grant.Args...), command[1:]...)
-	}
-	var commandPath []string
-	if binary != "" {
-		more, dirs := perUserInstall(binary)
-		// Checked and pinned by identity like every other bind.
-		moreRO, err := checkExtra("ro", more, deny)
-		if err != nil {
-			return units.Spec{}, none, err
-		}
-		ro = append(ro, moreRO...)
-		commandPath = dirs
-	}
-	up := pathOf(&grant, commandPath, p, name, real, ro, rw, deny)
+	up := pathOf(&grant, interpDirs, p, name, real, ro, rw, deny)
 	ro = append(ro, up.Binds...)
-	var pass []string
-	for _, kv := range grant.PassEnv {
-		n, _, _ := strings.Cut(kv, "=")
-		pass = append(pass, n)
-	}
 	spec := units.Spec{
 		Name:        name,
 		NameGiven:   req.Name != "",
@@ -255,7 +206,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		ExtraRW:     realPaths(rw),
 		BindIDs:     bindIDs(append(append([]checked{wsc}, rw...), ro...)),
 		Env:         append(append([]string{}, req.Env...), grant.PassEnv...),
-		Pass:        pass,
+		Pass:        varNames(grant.PassEnv),
 		Credentials: grant.Names(),
 		Profile:     grant.Profile.Name,
 		Limits:      limits,
@@ -273,7 +224,112 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		Toolchains:  realPaths(up.Binds),
 		PathDropped: up.Dropped,
 	}
-	if mode == sandbox.ModeLandlock {
+	if ca != nil {
+		spec.CAFile = ca.real
+	}
+	if err := finishSpec(&spec, req, grant, p); err != nil {
+		return units.Spec{}, none, err
+	}
+	return spec, grant, nil
+}
+
+// nameOf is the session's name: the request's, else one made from its
+// command.
+func nameOf(req Request) string {
+	if req.Name != "" {
+		return req.Name
+	}
+	return units.GenerateName(req.Command)
+}
+
+// varNames are the names of NAME=VALUE entries.
+func varNames(env []string) []string {
+	var names []string
+	for _, kv := range env {
+		n, _, _ := strings.Cut(kv, "=")
+		names = append(names, n)
+	}
+	return names
+}
+
+// checkWords checks what the caller said, first: it is wrong whatever
+// the host holds (a name, the workspace and the --rw paths against the
+// deny-list, the environment's entries).
+func checkWords(req Request, p Paths) ([]Deny, checked, []checked, error) {
+	if req.Name != "" {
+		if err := units.ValidateName(req.Name); err != nil {
+			return nil, checked{}, nil, err
+		}
+	}
+	ws := req.Workspace
+	if ws == "" {
+		ws = "."
+	}
+	deny, err := DenyList(p)
+	if err != nil {
+		return nil, checked{}, nil, err
+	}
+	wsc, err := checkWorkspace(ws, deny)
+	if err != nil {
+		return nil, checked{}, nil, err
+	}
+	rw, err := checkExtra("rw", req.ExtraRW, deny)
+	if err != nil {
+		return nil, checked{}, nil, err
+	}
+	for _, kv := range req.Env {
+		if strings.ContainsAny(kv, "\n\x00") || !strings.Contains(kv, "=") {
+			return nil, checked{}, nil, errcode.BadEnv.New("environment entry %q cannot be passed to a unit", kv)
+		}
+	}
+	return deny, wsc, rw, nil
+}
+
+// networkFor is the session's network and allowlist (networkOf); a host
+// loopback port among them is reached through the proxy, so the agents
+// must not take localhost for their own (NO_PROXY, into grant).
+func networkFor(req Request, grant *credentials.Grant) (string, []string, error) {
+	network, allow, err := networkOf(req, grant.Profile, grant.Allow)
+	if err != nil {
+		return "", nil, err
+	}
+	if egress.HasLocal(allow) && !hasVar(grant.PassEnv, "NO_PROXY") {
+		grant.PassEnv = append(grant.PassEnv, "NO_PROXY=", "no_proxy=")
+	}
+	return network, allow, nil
+}
+
+// commandOf resolves the request's command in the workspace real: a
+// directory is refused; the profile's arguments go first; a binary of a
+// per-user install brings the files it needs (read-only, checked and
+// pinned like every bind, added to ro) and the directories of the
+// interpreters it runs, for the session's PATH (pathOf).
+func commandOf(req Request, grant *credentials.Grant, real string, deny []Deny, ro []checked) (command []string, binary string, _ []checked, interpDirs []string, _ error) {
+	if dir := commandDir(req.Command[0], real); dir != "" {
+		return nil, "", nil, nil, errcode.BadCommand.New("the command %s is a directory (%s), not a program: name the program to run after --", req.Command[0], dir)
+	}
+	command, binary = resolveCommand(req.Command, real)
+	if len(grant.Args) > 0 {
+		command = append(append([]string{command[0]}, grant.Args...), command[1:]...)
+	}
+	if binary != "" {
+		more, dirs := perUserInstall(binary)
+		// Checked and pinned by identity like every other bind.
+		moreRO, err := checkExtra("ro", more, deny)
+		if err != nil {
+			return nil, "", nil, nil, err
+		}
+		ro = append(ro, moreRO...)
+		interpDirs = dirs
+	}
+	return command, binary, ro, interpDirs, nil
+}
+
+// finishSpec adds to a spec what follows from its mode, profile and
+// secrets: no bwrap for landlock, the bus's variable for --may-launch, the
+// egress proxy's injection, the credential file, one entry per variable.
+func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths) error {
+	if spec.Sandbox == sandbox.ModeLandlock {
 		spec.BwrapBin = ""
 	}
 	spec.SeccompAllow = grant.Profile.SeccompAllow
@@ -285,22 +341,19 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
 		spec.Pass = append(spec.Pass, sandbox.BusEnv)
 	}
-	if ca != nil {
-		spec.CAFile = ca.real
-	}
-	if err := planInjection(&spec, grant, p); err != nil {
-		return units.Spec{}, none, err
+	if err := planInjection(spec, grant, p); err != nil {
+		return err
 	}
 	// A scope's secrets go from mosaic to its exec shim in the environment
 	// of the exec, never through a file.
 	if len(grant.Secrets) > 0 && !req.Scope {
-		spec.CredentialFile = credentials.SessionFile(p.RuntimeDir, name)
+		spec.CredentialFile = credentials.SessionFile(p.RuntimeDir, spec.Name)
 	}
 	// systemd refuses an environment that names a variable twice ("Invalid
 	// environment block"): the later entry wins, as in a shell (a --env
 	// over the caller's own, the proxy's CA variables over a --ca-file's).
 	spec.Env = lastWins(spec.Env)
-	return spec, grant, nil
+	return nil
 }
 
 // lastWins keeps, of the entries naming one variable, the last, in the
@@ -322,9 +375,6 @@ func lastWins(env []string) []string {
 	return out
 }
 
-// limitsOf decides the session's limits, each from the first that sets it:
-// the request (flags), the profile, the user's mosaic.conf, the built-in
-// defaults; and mosaic.slice's, from mosaic.conf and the defaults.
 // DefaultLimits are the limits a session of profile gets when its request
 // names none: the profile's, the user's config, mosaic's defaults.
 func DefaultLimits(profile credentials.Profile, p Paths) (units.Limits, error) {
@@ -332,6 +382,9 @@ func DefaultLimits(profile credentials.Profile, p Paths) (units.Limits, error) {
 	return l, err
 }
 
+// limitsOf decides the session's limits, each from the first that sets it:
+// the request (flags), the profile, the user's mosaic.conf, the built-in
+// defaults; and mosaic.slice's, from mosaic.conf and the defaults.
 func limitsOf(req Request, profile credentials.Profile, p Paths) (session, slice units.Limits, err error) {
 	fromProfile, err := units.LimitStrings{MemoryMax: profile.MemoryMax, TasksMax: profile.TasksMax, CPUQuota: profile.CPUQuota}.Parse()
 	if err != nil {
@@ -423,10 +476,6 @@ func hostOfURL(e string) (string, error) {
 // systemDirs are where a command is found inside every sandbox.
 var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64"}
 
-// resolveCommand finds the command's binary on the caller's PATH. One that
-// lives outside the system directories (a per-user install such as
-// ~/.local/bin/claude) would not be found inside, so its real file is bound
-// read-only and run by that path; binary is that file, or "".
 // notPrivateTmp refuses /tmp and /var/tmp themselves as the workspace or a
 // bind: a session's are its own (systemd's PrivateTmp=, bwrap's /tmp), and
 // binding the host's over them fails late, as "PrivateTmp failed open".
@@ -460,6 +509,10 @@ func commandDir(name, workspace string) string {
 	return ""
 }
 
+// resolveCommand finds the command's binary on the caller's PATH. One that
+// lives outside the system directories (a per-user install such as
+// ~/.local/bin/claude) would not be found inside, so its real file is bound
+// read-only and run by that path; binary is that file, or "".
 func resolveCommand(command []string, workspace string) (resolved []string, binary string) {
 	name := command[0]
 	path := name

@@ -25,7 +25,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -35,6 +34,7 @@ import (
 	"mosaic/sandbox"
 	"mosaic/units"
 	"mosaic/units/errcode"
+	"mosaic/units/testhook"
 )
 
 // Lock is a session name this process holds.
@@ -95,26 +95,6 @@ func (l *Lock) Release() {
 	l.f.Close()
 }
 
-// Pause is a crash point for tests: when MOSAIC_TEST_PAUSE_AT names
-// stage, mosaic creates MOSAIC_TEST_PAUSE_DIR/STAGE.reached and waits until
-// MOSAIC_TEST_PAUSE_DIR/STAGE.go exists (at most a minute). Only tests set
-// these variables; they let a test kill or race mosaic at an exact point.
-func Pause(stage string) {
-	if os.Getenv("MOSAIC_TEST_PAUSE_AT") != stage {
-		return
-	}
-	dir := os.Getenv("MOSAIC_TEST_PAUSE_DIR")
-	if dir == "" {
-		return
-	}
-	_ = os.WriteFile(filepath.Join(dir, stage+".reached"), []byte(strconv.Itoa(os.Getpid())), 0o600)
-	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(dir, stage+".go")); err == nil {
-			return
-		}
-	}
-}
-
 // Hint says what to do about an error on mosaic's state: a full disk
 // is not a permission problem.
 func Hint(err error, dir string) string {
@@ -142,7 +122,7 @@ func Remove(stateDir string) error {
 		}
 		return err
 	}
-	Pause("renamed-aside")
+	testhook.Pause("renamed-aside")
 	return RemoveTree(aside)
 }
 

@@ -6,9 +6,11 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -340,5 +342,44 @@ func TestMaxConns(t *testing.T) {
 		}
 		c.Close()
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// emfileOnce is a listener whose first Accept fails as a process out of
+// descriptors sees it (EMFILE).
+type emfileOnce struct {
+	net.Listener
+	failed atomic.Bool
+}
+
+func (l *emfileOnce) Accept() (net.Conn, error) {
+	if !l.failed.Swap(true) {
+		return nil, &net.OpError{Op: "accept", Net: "unix", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestServeOutlivesEMFILE: an Accept that fails (EMFILE: the proxy out of
+// descriptors for a moment) does not end the proxy's loop, as it did
+// before acceptloop, with the proxy up and nothing listening: the
+// connection made meanwhile is answered.
+func TestServeOutlivesEMFILE(t *testing.T) {
+	l, err := net.Listen("unix", t.TempDir()+"/proxy.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	e, _ := loopbackHost(t, func(c net.Conn) { c.Close() })
+	go e.Serve(&emfileOnce{Listener: l})
+	c, err := net.Dial("unix", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "CONNECT elsewhere.test:443 HTTP/1.1\r\nHost: elsewhere.test:443\r\n\r\n")
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 403") {
+		t.Fatalf("after an EMFILE the proxy answered %q (%v), want its refusal of a host not allowed", line, err)
 	}
 }

@@ -91,7 +91,7 @@ func newMockVendor(t *testing.T) *mockVendor {
 
 // injectingProxy runs a proxy that puts testKey into x-api-key and
 // Authorization for example.com:PORT (the mock), and tunnels other.test.
-func injectingProxy(t *testing.T, m *mockVendor, limits ...Limits) (client *http.Client, sock string, log *strings.Builder, placeholder string, hp string) {
+func injectingProxy(t *testing.T, m *mockVendor, limits ...Limits) (client *http.Client, sock string, log *lockedLog, placeholder string, hp string) {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(m.srv.Listener.Addr().String())
 	hp = "example.com:" + port
@@ -112,8 +112,8 @@ func injectingProxy(t *testing.T, m *mockVendor, limits ...Limits) (client *http
 		t.Fatal(err)
 	}
 	al, _ := ParseAllow([]string{hp, "other.test:" + port, "127.0.0.1"})
-	log = &strings.Builder{}
-	e := &Egress{Session: "s1", Allow: al, Log: &lockedWriter{w: log}, Inject: in, Lookup: func(context.Context, string) ([]netip.Addr, error) {
+	log = &lockedLog{}
+	e := &Egress{Session: "s1", Allow: al, Log: log, Inject: in, Lookup: func(context.Context, string) ([]netip.Addr, error) {
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 	}}
 	if len(limits) > 0 {
@@ -141,15 +141,24 @@ func injectingProxy(t *testing.T, m *mockVendor, limits ...Limits) (client *http
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}, sock, log, placeholder, hp
 }
 
-type lockedWriter struct {
+// lockedLog is a proxy's log in a test: the proxy's goroutines write it
+// while the test reads it, each under its lock (go test -race found
+// TestInject reading it without).
+type lockedLog struct {
 	mu sync.Mutex
-	w  io.Writer
+	b  strings.Builder
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
+func (l *lockedLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestInject (issue 15): the session holds a placeholder of the key's

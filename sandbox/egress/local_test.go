@@ -126,9 +126,8 @@ func TestInjectPlainLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	al, _ := ParseAllow([]string{"localhost:" + port, "localhost:" + otherPort})
-	var log strings.Builder
-	lw := &lockedWriter{w: &log}
-	e := &Egress{Session: "s1", Allow: al, Log: lw, Inject: in}
+	log := &lockedLog{}
+	e := &Egress{Session: "s1", Allow: al, Log: log, Inject: in}
 	l, err := net.Listen("unix", t.TempDir()+"/proxy.sock")
 	if err != nil {
 		t.Fatal(err)
@@ -162,9 +161,7 @@ func TestInjectPlainLocal(t *testing.T) {
 	if h := send(otherPort); h.Get("x-api-key") != ph {
 		t.Errorf("a loopback port no rule names got x-api-key %q, want the placeholder", h.Get("x-api-key"))
 	}
-	lw.mu.Lock()
 	journal := log.String()
-	lw.mu.Unlock()
 	if strings.Contains(journal, testKey) || !strings.Contains(journal, "injected ANTHROPIC_API_KEY") {
 		t.Errorf("the journal: %s", journal)
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"mosaic/units/acceptloop"
 )
 
 // Limits bound what one session can make its proxy hold. The zero value of
@@ -96,22 +98,12 @@ func (e *Egress) logf(format string, args ...any) {
 	fmt.Fprintf(e.Log, "mosaic egress: session %s: "+format+"\n", append([]any{e.Session}, args...)...)
 }
 
-// Serve answers connections on l until it is closed.
+// Serve answers connections on l until it is closed; an Accept that fails
+// for a moment (EMFILE) is retried (acceptloop).
 func (e *Egress) Serve(l net.Listener) error {
 	e.Limits = e.Limits.withDefaults()
 	e.slots = make(chan struct{}, e.Limits.MaxConns)
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return err
-		}
+	return acceptloop.Serve(l, func(c net.Conn) {
 		select {
 		case e.slots <- struct{}{}:
 			go func() {
@@ -126,7 +118,7 @@ func (e *Egress) Serve(l net.Listener) error {
 			refuse(c, http.StatusServiceUnavailable, fmt.Sprintf("mosaic egress: the session has %d connections open, the most it may have", e.Limits.MaxConns))
 			c.Close()
 		}
-	}
+	})
 }
 
 // handle answers one client: a CONNECT to an allowed name (opened to an
@@ -402,11 +394,7 @@ func closeWrite(c net.Conn) {
 // 127.0.0.1:ProxyPort inside the session's network namespace and joins each
 // connection to the egress proxy's socket.
 func Relay(l net.Listener, socket string) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
+	_ = acceptloop.Serve(l, func(c net.Conn) {
 		go func() {
 			defer c.Close()
 			p, err := net.Dial("unix", socket)
@@ -417,5 +405,5 @@ func Relay(l net.Listener, socket string) {
 			defer p.Close()
 			splice(c, c, p)
 		}()
-	}
+	})
 }

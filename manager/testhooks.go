@@ -1,45 +1,34 @@
-//go:build mosaic_testhooks
-
 package manager
 
 import (
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"mosaic/units/testhook"
 )
 
-// Test hooks, compiled only into the binary the race tests build with
-// -tags mosaic_testhooks, never into mosaic itself.
+// The manager's test hooks, each a named point of package testhook: they
+// act only in the binary the race tests build with -tags mosaic_testhooks,
+// never in mosaic itself, where each is a constant no-op.
 
 // testPauseAfterCheck, when MOSAIC_TEST_PAUSE_AFTER_CHECK names a FIFO,
 // waits after the request's paths were checked until the test has opened
 // the FIFO (so it knows the check is done), changed the paths, and closed
 // it: a check-then-mount race made deterministic.
-func testPauseAfterCheck() {
-	fifo := os.Getenv("MOSAIC_TEST_PAUSE_AFTER_CHECK")
-	if fifo == "" {
-		return
-	}
-	f, err := os.Open(fifo)
-	if err != nil {
-		return
-	}
-	_, _ = io.Copy(io.Discard, f)
-	f.Close()
-}
+func testPauseAfterCheck() { testhook.Wait("MOSAIC_TEST_PAUSE_AFTER_CHECK") }
 
 // testSkipBindIdentity, under MOSAIC_TEST_SKIP_BIND_IDENTITY=1, sends the
 // sandbox no bind identities to check: the weakened mosaic the race test
 // first shows the attack against.
-func testSkipBindIdentity() bool { return os.Getenv("MOSAIC_TEST_SKIP_BIND_IDENTITY") == "1" }
+func testSkipBindIdentity() bool { return testhook.Flag("MOSAIC_TEST_SKIP_BIND_IDENTITY") }
 
 // testExtraRO, from MOSAIC_TEST_EXTRA_RO, is a path bound read-only past
 // the deny-list: the deliberately broken sandbox the escape table is first
 // shown to catch.
 func testExtraRO() []string {
-	if p := os.Getenv("MOSAIC_TEST_EXTRA_RO"); p != "" {
+	if p := testhook.Value("MOSAIC_TEST_EXTRA_RO"); p != "" {
 		return []string{p}
 	}
 	return nil
@@ -48,12 +37,12 @@ func testExtraRO() []string {
 // testScopeOutside, under MOSAIC_TEST_SCOPE_OUTSIDE=1, lets a scope's held
 // init run without asking systemd for the scope: what an init that ran
 // before the scope was made would do.
-func testScopeOutside() bool { return os.Getenv("MOSAIC_TEST_SCOPE_OUTSIDE") == "1" }
+func testScopeOutside() bool { return testhook.Flag("MOSAIC_TEST_SCOPE_OUTSIDE") }
 
 // testNoScopePromise, under MOSAIC_TEST_NO_SCOPE_PROMISE=1, names no scope
 // in a scope's promise: the weakened mosaic whose init does not check its
 // cgroup, which the test shows the attack against first.
-func testNoScopePromise() bool { return os.Getenv("MOSAIC_TEST_NO_SCOPE_PROMISE") == "1" }
+func testNoScopePromise() bool { return testhook.Flag("MOSAIC_TEST_NO_SCOPE_PROMISE") }
 
 // testSignalWhileHeld, under MOSAIC_TEST_SIGNAL_HELD=1, has mosaic send
 // itself SIGINT (Ctrl-C in the terminal) once systemd has made the scope and
@@ -65,7 +54,7 @@ func testNoScopePromise() bool { return os.Getenv("MOSAIC_TEST_NO_SCOPE_PROMISE"
 // resized during the start) come before the SIGINT, each handed to mosaic's
 // channels before the next is sent.
 func testSignalWhileHeld(signals chan os.Signal) {
-	mode := os.Getenv("MOSAIC_TEST_SIGNAL_HELD")
+	mode := testhook.Value("MOSAIC_TEST_SIGNAL_HELD")
 	if mode == "" {
 		return
 	}
@@ -101,7 +90,7 @@ func testSignalWhileHeld(signals chan os.Signal) {
 // testScopeSuspendable, under MOSAIC_TEST_SCOPE_SUSPENDABLE=1, leaves
 // SIGTSTP to its default: the weakened mosaic that Ctrl-Z suspends while
 // its scope session runs on.
-func testScopeSuspendable() bool { return os.Getenv("MOSAIC_TEST_SCOPE_SUSPENDABLE") == "1" }
+func testScopeSuspendable() bool { return testhook.Flag("MOSAIC_TEST_SCOPE_SUSPENDABLE") }
 
 // testInitOptions are a scope's init's test-only options (sandbox.Init
 // takes them in this build only):
@@ -118,7 +107,7 @@ func testInitOptions() []string {
 		{"MOSAIC_TEST_IGNORE_HELD", "--test-ignore-held"},
 		{"MOSAIC_TEST_SLOW_INIT", "--test-slow-start=300ms"},
 	} {
-		if os.Getenv(o.env) == "1" {
+		if testhook.Flag(o.env) {
 			opts = append(opts, o.opt)
 		}
 	}
@@ -130,7 +119,7 @@ func testInitOptions() []string {
 // harness's SIGTERM) that mosaic forwards as soon as it has sent the byte,
 // come before the init has read it, made deterministic.
 func testSignalAtRelease(forward func(os.Signal)) {
-	if os.Getenv("MOSAIC_TEST_SIGNAL_AT_RELEASE") == "1" {
+	if testhook.Flag("MOSAIC_TEST_SIGNAL_AT_RELEASE") {
 		forward(syscall.SIGINT)
 	}
 }
@@ -138,13 +127,13 @@ func testSignalAtRelease(forward func(os.Signal)) {
 // testNoAwaitHeld, under MOSAIC_TEST_NO_AWAIT_HELD=1, lets the init run and
 // forwards signals to it without waiting until it says it is held: the
 // weakened mosaic.
-func testNoAwaitHeld() bool { return os.Getenv("MOSAIC_TEST_NO_AWAIT_HELD") == "1" }
+func testNoAwaitHeld() bool { return testhook.Flag("MOSAIC_TEST_NO_AWAIT_HELD") }
 
 // testReleaseBytes, under MOSAIC_TEST_RELEASE_EOF=1, sends nothing where
 // mosaic lets the held init run: the EOF bwrap and the init see when mosaic
 // is killed once the scope exists and before the init runs.
 func testReleaseBytes(b []byte) []byte {
-	if os.Getenv("MOSAIC_TEST_RELEASE_EOF") == "1" {
+	if testhook.Flag("MOSAIC_TEST_RELEASE_EOF") {
 		return nil
 	}
 	return b
@@ -155,15 +144,11 @@ func testReleaseBytes(b []byte) []byte {
 // it does to the scope (stop it), and closed it; then it gives systemd's
 // announcement of that a moment to arrive.
 func testPauseHeld() {
-	if fifo := os.Getenv("MOSAIC_TEST_PAUSE_HELD"); fifo != "" {
-		if f, err := os.Open(fifo); err == nil {
-			_, _ = io.Copy(io.Discard, f)
-			f.Close()
-		}
+	if testhook.Wait("MOSAIC_TEST_PAUSE_HELD") {
 		time.Sleep(200 * time.Millisecond) // the stop's announcement reaches the watch
 	}
 }
 
 // testBlindToStop, under MOSAIC_TEST_BLIND_TO_STOP=1, lets the held init run
 // although its scope is being stopped: the weakened mosaic.
-func testBlindToStop() bool { return os.Getenv("MOSAIC_TEST_BLIND_TO_STOP") == "1" }
+func testBlindToStop() bool { return testhook.Flag("MOSAIC_TEST_BLIND_TO_STOP") }

@@ -1,0 +1,171 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+
+	"mosaic/credentials"
+	"mosaic/manager/records"
+	"mosaic/manager/request"
+	"mosaic/units"
+	"mosaic/units/errcode"
+)
+
+// A plan's start claims its name, writes its state and its record, hands
+// systemd its credential file (0600, there while the start job runs) and
+// removes it once the job is over; the promise gets the PID namespace this
+// manager gives (257: PrivatePIDs).
+func TestStartWritesStateAndDropsCredentials(t *testing.T) {
+	h := testHost(t)
+	t.Setenv("MY_TOKEN", "s3cret")
+	plan := testPlan(t, h, request.Request{Name: "one", Credentials: []string{"MY_TOKEN"}})
+	f := &fakeSystemd{}
+	var during os.FileMode
+	f.onStart = func(unit string, props []sd.Property) (string, error) {
+		if fi, err := os.Stat(plan.Spec.CredentialFile); err == nil {
+			during = fi.Mode().Perm()
+		}
+		return "done", nil
+	}
+	m := fakeManager(t, f)
+	spec := plan.Spec
+	l, err := m.start(context.Background(), &spec, plan.Secrets, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.release()
+	if l.result != "done" || len(f.started) != 1 || f.started[0] != "mosaic-one.service" {
+		t.Fatalf("result %q, started %v", l.result, f.started)
+	}
+	if during != 0o600 {
+		t.Errorf("the credential file during the start job: mode %v, want it there, 0600", during)
+	}
+	if _, err := os.Stat(spec.CredentialFile); !os.IsNotExist(err) {
+		t.Errorf("the credential file is still there after the start job: %v", err)
+	}
+	rec, ok := records.Read(spec.StateDir)
+	if !ok || rec.Name != "one" || rec.Credentials[0] != "MY_TOKEN" || rec.Workspace != spec.Workspace {
+		t.Errorf("record %+v (%v): want the session's description", rec, ok)
+	}
+	if !spec.Promise.PIDs {
+		t.Error("a 257 manager's service: the promise does not ask for the PID namespace PrivatePIDs gives")
+	}
+}
+
+// A name systemd has running is refused before anything is made: no state,
+// no lock file left, no start asked for. One it holds as failed is cleared
+// (ResetFailedUnit) and started.
+func TestStartClaimsTheName(t *testing.T) {
+	h := testHost(t)
+	plan := testPlan(t, h, request.Request{Name: "busy"})
+	f := &fakeSystemd{units: map[string]string{"mosaic-busy.service": "active"}}
+	m := fakeManager(t, f)
+	spec := plan.Spec
+	_, err := m.start(context.Background(), &spec, nil, false)
+	if !errors.Is(err, errcode.SessionExists.Target()) {
+		t.Fatalf("start of a running name: %v, want session-exists", err)
+	}
+	if len(f.started) != 0 {
+		t.Errorf("started %v anyway", f.started)
+	}
+	for _, p := range []string{spec.StateDir, filepath.Join(h.Paths.StateRoot, "locks", "busy")} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is left after the refusal (%v)", p, err)
+		}
+	}
+
+	f.units["mosaic-busy.service"] = "failed"
+	spec = plan.Spec
+	l, err := m.start(context.Background(), &spec, nil, false)
+	if err != nil {
+		t.Fatalf("start of a failed name: %v", err)
+	}
+	l.release()
+	if len(f.reset) == 0 || f.reset[0] != "mosaic-busy.service" {
+		t.Errorf("reset %v: want the failed unit cleared first", f.reset)
+	}
+}
+
+// A made-up name whose state directory another session has is made up
+// again (claim's rename), with every path that holds it.
+func TestStartRenamesAMadeUpNameThatIsTaken(t *testing.T) {
+	h := testHost(t)
+	plan := testPlan(t, h, request.Request{})
+	if plan.Spec.NameGiven {
+		t.Fatal("a request without a name: the plan says it was given")
+	}
+	taken := plan.Spec.Name
+	if err := os.MkdirAll(plan.Spec.StateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m := fakeManager(t, &fakeSystemd{})
+	spec := plan.Spec
+	l, err := m.start(context.Background(), &spec, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.release()
+	if spec.Name == taken || filepath.Base(spec.StateDir) != spec.Name || filepath.Base(filepath.Dir(spec.InitArgsFile)) != spec.Name || l.unit != units.UnitName(spec.Name) {
+		t.Errorf("renamed %s to %s: state %s, init args %s, unit %s", taken, spec.Name, spec.StateDir, spec.InitArgsFile, l.unit)
+	}
+}
+
+// A start systemd refuses (UnitExists) is undone: the state it made goes,
+// and the refusal is session-exists, keeping systemd's answer as its cause.
+func TestStartRefusedIsUndone(t *testing.T) {
+	h := testHost(t)
+	plan := testPlan(t, h, request.Request{Name: "late"})
+	exists := dbus.Error{Name: errUnitExists, Body: []any{"unit exists"}}
+	f := &fakeSystemd{onStart: func(string, []sd.Property) (string, error) { return "", exists }}
+	m := fakeManager(t, f)
+	spec := plan.Spec
+	_, err := m.start(context.Background(), &spec, nil, false)
+	if !errors.Is(err, errcode.SessionExists.Target()) {
+		t.Fatalf("start: %v, want session-exists", err)
+	}
+	if _, err := os.Lstat(spec.StateDir); !os.IsNotExist(err) {
+		t.Errorf("the state directory is left after a refused start (%v)", err)
+	}
+}
+
+// A start job whose end never comes: a cancelled context ends the wait as
+// interrupted, a lost connection as systemd-gone.
+func TestStartUnitWaitEnds(t *testing.T) {
+	f := &fakeSystemd{onStart: func(string, []sd.Property) (string, error) { return "", nil }}
+	m := fakeManager(t, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	if _, err := m.startUnit(ctx, "mosaic-x.service", nil, nil); !errors.Is(err, errcode.Interrupted.Target()) {
+		t.Errorf("cancelled: %v, want interrupted", err)
+	}
+	closed := make(chan struct{})
+	m.closed = closed
+	time.AfterFunc(20*time.Millisecond, func() { close(closed) })
+	if _, err := m.startUnit(context.Background(), "mosaic-x.service", nil, nil); !errors.Is(err, errcode.SystemdGone.Target()) {
+		t.Errorf("connection gone: %v, want systemd-gone", err)
+	}
+}
+
+// A plan names its secrets apart from its spec, which holds only their
+// names: nothing of a value reaches what is sent to systemd.
+func TestPlanKeepsSecretsApart(t *testing.T) {
+	h := testHost(t)
+	t.Setenv("MY_TOKEN", "s3cret-value")
+	plan := testPlan(t, h, request.Request{Name: "s", Credentials: []string{"MY_TOKEN"}})
+	if len(plan.Secrets) != 1 || plan.Secrets[0] != (credentials.Var{Name: "MY_TOKEN", Value: "s3cret-value"}) {
+		t.Fatalf("secrets %v", plan.Secrets)
+	}
+	for _, p := range units.Properties(plan.Spec, units.FeaturesFor(257)) {
+		if strings.Contains(p.Value.String(), "s3cret-value") {
+			t.Errorf("property %s holds the secret", p.Name)
+		}
+	}
+}

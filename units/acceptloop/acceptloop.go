@@ -1,0 +1,53 @@
+// Package acceptloop accepts a listener's connections as net/http's Server
+// does: an Accept that fails because the process or the system is out of
+// something for a moment (EMFILE, ENFILE, ENOBUFS, ENOMEM, a connection
+// aborted before it was accepted) is retried after a pause that doubles
+// from 5 ms to 1 s, so a server outlives a burst of connections instead of
+// staying up with nothing listening; only a closed listener, or an error of
+// another kind, ends the loop.
+package acceptloop
+
+import (
+	"errors"
+	"net"
+	"syscall"
+	"time"
+)
+
+// Serve calls handle with each connection l accepts, in turn (handle
+// starts what must run beside the loop), until l is closed (nil) or
+// Accept fails for good (that error).
+func Serve(l net.Listener, handle func(net.Conn)) error {
+	var pause time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			if !passing(err) {
+				return err
+			}
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			time.Sleep(pause)
+			continue
+		}
+		pause = 0
+		handle(c)
+	}
+}
+
+// passing reports whether an Accept's error is one that passes: the
+// listener is still there.
+func passing(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR, syscall.EAGAIN} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
