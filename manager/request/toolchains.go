@@ -65,7 +65,7 @@ var homeInstallers = []installer{
 // gets its install's prefix (the directory above bin/) bound read-only;
 // /nix/store is bound whole (world-readable by design, and every
 // store path refers to others).
-var systemToolchainRoots = []string{"/opt", "/nix/store", "/home/linuxbrew/.linuxbrew", "/snap"}
+var systemToolchainRoots = []string{"/opt", "/nix/store", "/home/linuxbrew/.linuxbrew"}
 
 // userPath is the session's PATH and what it takes.
 type userPath struct {
