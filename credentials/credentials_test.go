@@ -332,27 +332,11 @@ func TestUserProfiles(t *testing.T) {
 	}
 }
 
-func TestSessionFile(t *testing.T) {
+func TestRemoveSessionFile(t *testing.T) {
 	rt := t.TempDir()
 	p := SessionFile(rt, "s1")
-	if err := WriteSessionFile(p, []Var{{"A", "x y"}}); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []string{filepath.Dir(p), filepath.Dir(filepath.Dir(p)), filepath.Dir(filepath.Dir(filepath.Dir(p)))} {
-		if fi, _ := os.Stat(d); fi.Mode().Perm() != 0o700 {
-			t.Errorf("%s mode %v, want 0700", d, fi.Mode().Perm())
-		}
-	}
-	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
-		t.Errorf("file mode %v, want 0600", fi.Mode().Perm())
-	}
-	if b, _ := os.ReadFile(p); string(b) != "A=\"x y\"\n" {
-		t.Errorf("content %q", b)
-	}
-	os.Chmod(filepath.Dir(p), 0o755)
-	if err := WriteSessionFile(p, nil); err == nil {
-		t.Error("wrote into a directory others can enter")
-	}
+	os.MkdirAll(filepath.Dir(p), 0o700)
+	os.WriteFile(p, []byte("A=\"x y\"\n"), 0o600)
 	if err := RemoveSessionFile(p); err != nil {
 		t.Errorf("RemoveSessionFile: %v", err)
 	}
@@ -367,6 +351,32 @@ func TestSessionFile(t *testing.T) {
 		if err := RemoveSessionFile(bad); err == nil {
 			t.Errorf("RemoveSessionFile(%q) accepted", bad)
 		}
+	}
+}
+
+// TestHold: the held file reads back as the environment file, by its
+// /proc path, is sealed against writes, and is gone once closed.
+func TestHold(t *testing.T) {
+	h, err := Hold("s1", []Var{{"A", "x y"}, {"B", `q"$`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(h.Path, fmt.Sprintf("/proc/%d/fd/", os.Getpid())) {
+		t.Errorf("path %s", h.Path)
+	}
+	if b, err := os.ReadFile(h.Path); err != nil || string(b) != "A=\"x y\"\nB=\"q\\\"\\$\"\n" {
+		t.Errorf("content %q, %v", b, err)
+	}
+	if f, err := os.OpenFile(h.Path, os.O_WRONLY, 0); err == nil {
+		_, werr := f.Write([]byte("C=1\n"))
+		f.Close()
+		if werr == nil {
+			t.Error("the sealed file took a write")
+		}
+	}
+	h.Close()
+	if l, err := os.Readlink(h.Path); err == nil && strings.HasPrefix(l, "/memfd:mosaic-credentials-") {
+		t.Error("the file outlived its Close")
 	}
 }
 

@@ -60,11 +60,13 @@ type Profile struct {
 	// Sandbox is the session's inner layer unless --sandbox says
 	// otherwise: bwrap (the default) or landlock.
 	Sandbox string `json:"sandbox,omitempty"`
-	// MemoryMax, TasksMax and CPUQuota are the profile's session limits, as
-	// the flags take them (a flag wins); checked where they are used.
+	// MemoryMax, TasksMax, CPUQuota and TmpSize (the bound of its /tmp)
+	// are the profile's session limits, as the flags take them (a flag
+	// wins); checked where they are used.
 	MemoryMax string `json:"memory_max,omitempty"`
 	TasksMax  string `json:"tasks_max,omitempty"`
 	CPUQuota  string `json:"cpu_quota,omitempty"`
+	TmpSize   string `json:"tmp_size,omitempty"`
 }
 
 // The hosts each provider's API is reached at, for the built-in profiles'
@@ -384,8 +386,10 @@ func readProfile(path string) (Profile, error) {
 			p.TasksMax = o.Value
 		case "CPUQuota":
 			p.CPUQuota = o.Value
+		case "TmpSize":
+			p.TmpSize = o.Value
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, SeccompAllow, Sandbox, Inject, MemoryMax, TasksMax, CPUQuota)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, SeccompAllow, Sandbox, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize)", o.Name)
 		}
 	}
 	return p, nil

@@ -4,42 +4,21 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
-// SessionFile is where a session's credentials are written for systemd's
-// EnvironmentFile=: a 0600 file in a 0700 directory of its own in the user's
-// runtime directory, which no sandbox can see (the user bus and systemd's
-// socket live there too). The session's unit binds that one directory, so
-// that its exec shim can delete the file the moment systemd has read it.
+// SessionFile is where mosaic up to issue 31 wrote a session's credentials
+// for systemd's EnvironmentFile= (a 0600 file in a 0700 directory of its own
+// in the user's runtime directory); they are held in memory now (Hold). The
+// path is kept for the sweep of such files that an older mosaic's crashed
+// start left, and for the units it started, whose commands still name it.
 func SessionFile(runtimeDir, session string) string {
 	return filepath.Join(runtimeDir, "mosaic", "credentials", session, "env")
 }
 
-// WriteSessionFile writes vars to path (from SessionFile), making its
-// directories 0700 and refusing one that others could enter.
-func WriteSessionFile(path string, vars []Var) error {
-	dir := filepath.Dir(path)
-	for _, d := range []string{filepath.Dir(filepath.Dir(dir)), filepath.Dir(dir), dir} {
-		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
-			return fmt.Errorf("cannot make %s: %v", d, err)
-		}
-		fi, err := os.Lstat(d)
-		if err != nil {
-			return err
-		}
-		st, _ := fi.Sys().(*syscall.Stat_t)
-		if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 || st == nil || int(st.Uid) != os.Getuid() {
-			return fmt.Errorf("%s must be a directory of yours with mode 0700 (it holds credentials): fix it with chmod 700 %s", d, d)
-		}
-	}
-	return WriteFileAtomic(path, Encode(vars))
-}
-
-// RemoveSessionFile removes a session's credential file, and its directory
-// where that is not a mount point. It refuses any path but such a file, since
-// it also runs from the unit (the exec shim, ExecStopPost) with a path from
-// the unit's command line.
+// RemoveSessionFile removes a session's credential file (SessionFile), and
+// its directory where that is not a mount point. It refuses any path but such
+// a file, since it also runs from the unit (the exec shim, ExecStopPost of a
+// unit an older mosaic started) with a path from the unit's command line.
 func RemoveSessionFile(path string) error {
 	dir := filepath.Dir(path)
 	if filepath.Base(path) != "env" || filepath.Base(filepath.Dir(dir)) != "credentials" ||

@@ -26,6 +26,52 @@ type fakeSystemd struct {
 	// onStart, when set, answers StartTransientUnit: the job's result (""
 	// for none, as when systemd never says) or the call's error.
 	onStart func(unit string, props []sd.Property) (result string, err error)
+	// onStop, when set, runs at StopUnit (after it is recorded in stops).
+	onStop func(unit string)
+	stops  []string
+	// signals is where the bus's announcements go (fakeBus.Signal).
+	signals chan<- *dbus.Signal
+}
+
+// announce sends what systemd announces of unit's properties of iface
+// (PropertiesChanged), as the bus hands it to mosaic.
+func (f *fakeSystemd) announce(unit, iface string, changed map[string]any) {
+	v := map[string]dbus.Variant{}
+	for k, x := range changed {
+		v[k] = dbus.MakeVariant(x)
+	}
+	f.mu.Lock()
+	ch := f.signals
+	f.mu.Unlock()
+	ch <- &dbus.Signal{Path: unitPath(unit), Name: "org.freedesktop.DBus.Properties.PropertiesChanged", Body: []any{iface, v, []string{}}}
+}
+
+// ended announces unit's end as systemd does: its service's result and
+// exit, then the unit inactive.
+func (f *fakeSystemd) ended(unit string, status int32) {
+	f.announce(unit, "org.freedesktop.systemd1.Service", map[string]any{"Result": "success", "ExecMainCode": int32(1), "ExecMainStatus": status})
+	f.announce(unit, "org.freedesktop.systemd1.Unit", map[string]any{"ActiveState": "inactive", "SubState": "dead"})
+}
+
+// fakeBus is the bus side of a fakeManager: calls sent without waiting
+// (Go) are dropped, as the real ones' answers are; signals come from the
+// fakeSystemd.
+type fakeBus struct{ f *fakeSystemd }
+
+func (b fakeBus) Object(string, dbus.ObjectPath) dbus.BusObject { return fakeObject{} }
+func (b fakeBus) Signal(ch chan<- *dbus.Signal) {
+	b.f.mu.Lock()
+	b.f.signals = ch
+	b.f.mu.Unlock()
+}
+func (b fakeBus) AddMatchSignal(...dbus.MatchOption) error { return nil }
+
+// fakeObject answers only what a call sent without waiting needs; any
+// other method is a test that reached further than its fake (nil panics).
+type fakeObject struct{ dbus.BusObject }
+
+func (fakeObject) Go(method string, _ dbus.Flags, ch chan *dbus.Call, args ...any) *dbus.Call {
+	return &dbus.Call{Method: method, Args: args, Done: ch}
 }
 
 func (f *fakeSystemd) ListUnitsByNamesContext(_ context.Context, names []string) ([]sd.UnitStatus, error) {
@@ -84,7 +130,17 @@ func (f *fakeSystemd) StartTransientUnitAux(_ context.Context, name, _ string, p
 	return 1, nil
 }
 
-func (f *fakeSystemd) StopUnitContext(context.Context, string, string, chan<- string) (int, error) {
+func (f *fakeSystemd) StopUnitContext(_ context.Context, name, _ string, ch chan<- string) (int, error) {
+	f.mu.Lock()
+	f.stops = append(f.stops, name)
+	on := f.onStop
+	f.mu.Unlock()
+	if on != nil {
+		go on(name)
+	}
+	if ch != nil {
+		ch <- "done"
+	}
 	return 1, nil
 }
 
@@ -102,7 +158,9 @@ func fakeManager(t *testing.T, f *fakeSystemd) *Manager {
 	}
 	closed := make(chan struct{})
 	t.Cleanup(func() { close(closed) })
-	return &Manager{conn: f, closed: closed, features: units.FeaturesFor(257), MosaicBin: "/usr/bin/mosaic",
+	// MosaicBin is what a run's tie is started from (manager.TieStage):
+	// cat, which exits at once on its argument, stands in for it.
+	return &Manager{conn: f, bus: fakeBus{f}, closed: closed, features: units.FeaturesFor(257), MosaicBin: "/bin/cat",
 		watchers: map[dbus.ObjectPath][]*unitWatch{}, sliceLimited: true}
 }
 

@@ -39,7 +39,7 @@ const callTimeout = 10 * time.Second
 // Manager is a connection to the user's systemd manager.
 type Manager struct {
 	conn     systemdClient
-	bus      *dbus.Conn
+	bus      busConn
 	closed   <-chan struct{} // closed when the connection is (gone)
 	features units.Features
 	// MosaicBin is the mosaic binary that sessions run as their exec shim
@@ -75,6 +75,14 @@ type systemdClient interface {
 	StopUnitContext(ctx context.Context, name, mode string, ch chan<- string) (int, error)
 	KillUnitWithTarget(ctx context.Context, name string, target sd.Who, signal int32) error
 	Close()
+}
+
+// busConn is what mosaic uses of godbus's Conn (properties, signals, calls
+// sent without waiting): *dbus.Conn, or a test's fake.
+type busConn interface {
+	Object(dest string, path dbus.ObjectPath) dbus.BusObject
+	Signal(ch chan<- *dbus.Signal)
+	AddMatchSignal(options ...dbus.MatchOption) error
 }
 
 type address struct {

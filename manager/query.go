@@ -82,8 +82,11 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 		session.Describe(rec, &s)
 		if s.Running() {
 			s.HostExecCreated = sandbox.Created(rec.Workspace, rec.HostExecMissing)
+			if s.Network == sandbox.NetworkAllow && kind == units.KindService {
+				s.EgressDied = !m.unitRunning(ctx, units.EgressUnitName(name))
+			}
 		} else if e, ok := records.ReadEnd(mustPaths().SessionDir(name)); ok {
-			s.MovedAside = e.MovedAside
+			s.MovedAside, s.EgressDied = e.MovedAside, e.EgressDied
 		}
 	}
 	return s, nil

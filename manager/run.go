@@ -32,9 +32,20 @@ import (
 func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
 	spec := plan.Spec
 	spec.Stdio = &stdio
+	t, err := startTie(m.MosaicBin)
+	if err != nil {
+		return Session{}, err
+	}
+	defer t.end()
+	if !testNoTie() {
+		spec.TiePID = t.pid()
+	}
 	l, err := m.start(ctx, &spec, plan.Secrets, true)
 	if err != nil {
 		return Session{}, err
+	}
+	if spec.TiePID != 0 {
+		defer m.stopTie(ctx, spec.Name)
 	}
 	// The name is held until the run is over: gc never takes the state of a
 	// run it sees between its start and its unit. A name mosaic made up

@@ -127,7 +127,7 @@ func (m *Manager) runHeld(ctx context.Context, spec units.Spec, sb *held, signal
 	defer m.forgetLater(unit)
 	result, err := "done", error(nil)
 	if !testScopeOutside() {
-		result, err = m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(sb.initPID)), units.AuxUnits(spec))
+		result, err = m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(sb.initPID)), units.AuxUnits(spec), nil)
 	}
 	if err == nil && result != "done" {
 		err = errcode.StartFailed.New("session %s did not start: systemd's start job for %s ended %s", spec.Name, unit, result)
@@ -141,6 +141,7 @@ func (m *Manager) runHeld(ctx context.Context, spec units.Spec, sb *held, signal
 		return Session{}, err
 	}
 	*undo = nil // the session ran: what it made is its own now
+	_ = records.MarkLaunched(spec.StateDir)
 	started(ctx)
 	// Ctrl-Z on the inherited terminal would stop only mosaic's process
 	// group, and the shell would take the terminal back while the session,

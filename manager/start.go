@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"mosaic/manager/records"
 	"mosaic/manager/request"
-	"mosaic/manager/statedir"
 	"mosaic/units/errcode"
 	"mosaic/units/testhook"
 
@@ -51,6 +50,9 @@ func (m *Manager) Start(ctx context.Context, plan Plan) (Session, error) {
 	}
 	s, err := m.Status(ctx, spec.Name)
 	mark(ctx, "status")
+	if err != nil && m.lost(err) {
+		return Session{}, errcode.SystemdGone.New("session %s started, but the connection to systemd closed before its status could be read: see `mosaic status %s`", spec.Name, spec.Name)
+	}
 	return s, err
 }
 
@@ -67,9 +69,9 @@ type startedUnit struct {
 }
 
 // start is the one way a plan's service starts (Start and Run): it claims
-// the name, prepares the state directory and the credential file, starts
-// the unit and waits for the start job. The credential file is removed as
-// soon as the job is over: systemd read it before the command ran. A name
+// the name, prepares the state directory, holds the credentials, starts
+// the unit and waits for the start job. The credentials are let go as soon
+// as the job is over: systemd read them before the command ran. A name
 // mosaic made up may change (see claim): spec is updated. On success the
 // caller holds the name until it calls l.release.
 func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credentials.Var, watch bool) (l startedUnit, err error) {
@@ -88,13 +90,18 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 		return l, err
 	}
 	l.unit, l.undo, l.release = spec.Unit(), undo, release
+	kept := false // a start whose connection was lost, and whose unit runs
 	defer func() {
 		if err != nil {
-			undo()
+			if !kept {
+				undo()
+			}
 			release()
 		}
 	}()
 	mark(ctx, "claim name, state directory")
+	// The credentials are held in memory for the start (credentials.Hold):
+	// a crash of mosaic at any point leaves none of them anywhere.
 	if len(spec.Inject) > 0 {
 		// The injected keys go to the egress proxy's file only; the
 		// session's gets their placeholders.
@@ -106,19 +113,25 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 			extra, err = egress.CARoots(spec.CAFile)
 			roots = append(roots, extra...)
 		}
+		var h *credentials.Held
 		if err == nil {
-			err = credentials.WriteSessionFile(spec.EgressCredentialFile, append(proxyVars, roots...))
+			h, err = credentials.Hold(spec.Name+"-egress", append(proxyVars, roots...))
 		}
 		if err != nil {
-			return l, errcode.CredentialFile.New("cannot write the egress proxy's credential file: %v", err)
+			return l, errcode.CredentialFile.New("cannot hold the egress proxy's credentials: %v", err)
 		}
-		defer credentials.RemoveSessionFile(spec.EgressCredentialFile)
+		defer h.Close()
+		spec.EgressCredentialFile = h.Path
+		testCredentialsOnDisk(spec.Name+"-egress", append(proxyVars, roots...))
 	}
-	if spec.CredentialFile != "" {
-		if err := credentials.WriteSessionFile(spec.CredentialFile, secrets); err != nil {
-			return l, errcode.CredentialFile.New("cannot write the session's credential file: %v", statedir.Hint(err, filepath.Dir(spec.CredentialFile)))
+	if len(secrets) > 0 {
+		h, err := credentials.Hold(spec.Name, secrets)
+		if err != nil {
+			return l, errcode.CredentialFile.New("cannot hold the session's credentials: %v", err)
 		}
-		defer credentials.RemoveSessionFile(spec.CredentialFile)
+		defer h.Close()
+		spec.CredentialFile = h.Path
+		testCredentialsOnDisk(spec.Name, secrets)
 		testhook.Pause("credentials-written")
 	}
 	mark(ctx, "credentials")
@@ -129,10 +142,16 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 	if watch {
 		l.watch = m.watch(l.unit)
 	}
-	l.result, err = m.startUnit(ctx, l.unit, units.Properties(*spec, m.features), units.AuxUnits(*spec))
+	stateDir := spec.StateDir
+	props := testUnitProperties(units.Properties(*spec, m.features))
+	l.result, err = m.startUnit(ctx, l.unit, props, units.AuxUnits(*spec),
+		func() { _ = records.MarkLaunched(stateDir) })
 	if err != nil {
 		if l.watch != nil {
 			l.watch.close()
+		}
+		if m.lost(err) && !testUndoOnLoss() {
+			kept, err = afterLostStart(ctx, *spec, err)
 		}
 		return l, err
 	}
@@ -171,8 +190,9 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 	return nil
 }
 
-// startUnit calls StartTransientUnit and waits for the job's result.
-func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Property, aux []sd.PropertyCollection) (string, error) {
+// startUnit calls StartTransientUnit and waits for the job's result;
+// accepted, when not nil, runs as soon as systemd has taken the unit.
+func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Property, aux []sd.PropertyCollection, accepted func()) (string, error) {
 	m.subscribe(ctx)
 	defer m.jobsOf(unit)()
 	ch := make(chan string, 1)
@@ -194,6 +214,10 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 		}
 		return "", systemdError("StartTransientUnit", err)
 	}
+	if accepted != nil {
+		accepted()
+	}
+	testLoseAtStart(m)
 	// systemd ends the job by TimeoutStartUSec; this bound is for the
 	// announcement of its end, which a lost connection never brings.
 	select {

@@ -20,23 +20,23 @@ import (
 )
 
 // A plan's start claims its name, writes its state and its record, hands
-// systemd its credential file (0600, there while the start job runs) and
-// removes it once the job is over; the promise gets the PID namespace this
-// manager gives (257: PrivatePIDs).
+// systemd its credentials in a file that exists only in mosaic's memory
+// while the start job runs (credentials.Hold, 31.9: nothing of it on disk)
+// and lets it go once the job is over; the promise gets the PID namespace
+// this manager gives (257: PrivatePIDs).
 func TestStartWritesStateAndDropsCredentials(t *testing.T) {
 	h := testHost(t)
 	t.Setenv("MY_TOKEN", "s3cret")
 	plan := testPlan(t, h, request.Request{Name: "one", Credentials: []string{"MY_TOKEN"}})
 	f := &fakeSystemd{}
-	var during os.FileMode
+	spec := plan.Spec
+	var during string
 	f.onStart = func(unit string, props []sd.Property) (string, error) {
-		if fi, err := os.Stat(plan.Spec.CredentialFile); err == nil {
-			during = fi.Mode().Perm()
-		}
+		b, _ := os.ReadFile(spec.CredentialFile)
+		during = string(b)
 		return "done", nil
 	}
 	m := fakeManager(t, f)
-	spec := plan.Spec
 	l, err := m.start(context.Background(), &spec, plan.Secrets, false)
 	if err != nil {
 		t.Fatal(err)
@@ -45,11 +45,14 @@ func TestStartWritesStateAndDropsCredentials(t *testing.T) {
 	if l.result != "done" || len(f.started) != 1 || f.started[0] != "mosaic-one.service" {
 		t.Fatalf("result %q, started %v", l.result, f.started)
 	}
-	if during != 0o600 {
-		t.Errorf("the credential file during the start job: mode %v, want it there, 0600", during)
+	if !strings.HasPrefix(spec.CredentialFile, "/proc/") || during != "MY_TOKEN=\"s3cret\"\n" {
+		t.Errorf("the credential file %s during the start job held %q, want the token, in memory", spec.CredentialFile, during)
 	}
-	if _, err := os.Stat(spec.CredentialFile); !os.IsNotExist(err) {
-		t.Errorf("the credential file is still there after the start job: %v", err)
+	if l, err := os.Readlink(spec.CredentialFile); err == nil && strings.HasPrefix(l, "/memfd:mosaic-credentials-") {
+		t.Errorf("the credentials are still held after the start job")
+	}
+	if found, _ := filepath.Glob(filepath.Join(h.Paths.RuntimeDir, "mosaic", "credentials", "*")); len(found) > 0 {
+		t.Errorf("credentials on disk: %v", found)
 	}
 	rec, ok := records.Read(spec.StateDir)
 	if !ok || rec.Name != "one" || rec.Credentials[0] != "MY_TOKEN" || rec.Workspace != spec.Workspace {
@@ -143,13 +146,13 @@ func TestStartUnitWaitEnds(t *testing.T) {
 	m := fakeManager(t, f)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(20*time.Millisecond, cancel)
-	if _, err := m.startUnit(ctx, "mosaic-x.service", nil, nil); !errors.Is(err, errcode.Interrupted.Target()) {
+	if _, err := m.startUnit(ctx, "mosaic-x.service", nil, nil, nil); !errors.Is(err, errcode.Interrupted.Target()) {
 		t.Errorf("cancelled: %v, want interrupted", err)
 	}
 	closed := make(chan struct{})
 	m.closed = closed
 	time.AfterFunc(20*time.Millisecond, func() { close(closed) })
-	if _, err := m.startUnit(context.Background(), "mosaic-x.service", nil, nil); !errors.Is(err, errcode.SystemdGone.Target()) {
+	if _, err := m.startUnit(context.Background(), "mosaic-x.service", nil, nil, nil); !errors.Is(err, errcode.SystemdGone.Target()) {
 		t.Errorf("connection gone: %v, want systemd-gone", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"mosaic/manager/request"
 	"mosaic/manager/statedir"
@@ -74,9 +75,6 @@ func rename(spec *units.Spec) {
 	if spec.EgressDir != "" {
 		spec.EgressDir = filepath.Join(filepath.Dir(spec.EgressDir), name)
 	}
-	if spec.CredentialFile != "" {
-		spec.CredentialFile = filepath.Join(filepath.Dir(filepath.Dir(spec.CredentialFile)), name, filepath.Base(spec.CredentialFile))
-	}
 	if spec.Promise.Scope != "" {
 		spec.Promise.Scope = scopeCgroup(*spec)
 	}
@@ -84,8 +82,10 @@ func rename(spec *units.Spec) {
 
 // sweepCredentials removes every session credential file, and its directory,
 // that no running unit owns and no mosaic command is starting: what a start
-// killed between writing the file and starting its unit left behind.
-// Normally the directory is empty and this is one ReadDir.
+// of a mosaic before issue 31, killed between writing the file and starting
+// its unit, left behind (mosaic holds them in memory now, credentials.Hold).
+// An egress proxy's (NAME-egress) belongs to session NAME. Normally the
+// directory does not exist and this is one ReadDir.
 func (m *Manager) sweepCredentials(ctx context.Context) {
 	p, err := request.UserPaths()
 	if err != nil {
@@ -94,7 +94,7 @@ func (m *Manager) sweepCredentials(ctx context.Context) {
 	root := filepath.Join(p.RuntimeDir, "mosaic", "credentials")
 	entries, _ := os.ReadDir(root)
 	for _, e := range entries {
-		name := e.Name()
+		name := strings.TrimSuffix(e.Name(), egressSuffix)
 		if units.ValidateName(name) != nil || !e.IsDir() {
 			continue
 		}
@@ -103,12 +103,16 @@ func (m *Manager) sweepCredentials(ctx context.Context) {
 			continue // a start holds it (or the lock cannot be had): not ours to judge
 		}
 		if !m.unitRunning(ctx, units.UnitName(name)) {
-			os.Remove(filepath.Join(root, name, "env"))
-			os.Remove(filepath.Join(root, name))
+			os.Remove(filepath.Join(root, e.Name(), "env"))
+			os.Remove(filepath.Join(root, e.Name()))
 		}
 		lock.Release()
 	}
 }
+
+// egressSuffix ends the name of an egress proxy's credential directory;
+// no session name ends so (units.ValidateName).
+const egressSuffix = "-egress"
 
 // unitRunning reports whether systemd has unit up or on its way up or down;
 // when systemd cannot be asked, it says yes, which keeps what it guards.

@@ -2,11 +2,18 @@ package manager
 
 import (
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
+	"mosaic/credentials"
+	"mosaic/manager/request"
 	"mosaic/units/testhook"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
 )
 
 // The manager's test hooks, each a named point of package testhook: they
@@ -152,3 +159,68 @@ func testPauseHeld() {
 // testBlindToStop, under MOSAIC_TEST_BLIND_TO_STOP=1, lets the held init run
 // although its scope is being stopped: the weakened mosaic.
 func testBlindToStop() bool { return testhook.Flag("MOSAIC_TEST_BLIND_TO_STOP") }
+
+// testCredentialsOnDisk, under MOSAIC_TEST_CREDENTIALS_ON_DISK=1, also
+// writes the credentials held for name to the file in the runtime directory
+// where mosaic kept them before issue 31: the weakened mosaic whose crash
+// leaves the secret on disk, which the crash test is first shown to catch.
+func testCredentialsOnDisk(name string, vars []credentials.Var) {
+	if !testhook.Flag("MOSAIC_TEST_CREDENTIALS_ON_DISK") {
+		return
+	}
+	rt, err := request.RuntimeDir()
+	if err != nil {
+		return
+	}
+	path := credentials.SessionFile(rt, name)
+	if os.MkdirAll(filepath.Dir(path), 0o700) == nil {
+		_ = credentials.WriteFileAtomic(path, credentials.Encode(vars))
+	}
+}
+
+// testLoseAtStart, under MOSAIC_TEST_LOSE_AT_START, makes the connection
+// to systemd go away once systemd has taken a start (StartTransientUnit
+// answered): "close" closes it, as a killed dbus-daemon does; "reexec"
+// closes it and has systemd re-execute itself (`systemctl --user
+// daemon-reexec`, as an upgrade does) while the start job is under way.
+func testLoseAtStart(m *Manager) {
+	switch testhook.Value("MOSAIC_TEST_LOSE_AT_START") {
+	case "reexec":
+		m.conn.Close()
+		_ = exec.Command("systemctl", "--user", "daemon-reexec").Run()
+	case "close":
+		m.conn.Close()
+	}
+}
+
+// testUndoOnLoss, under MOSAIC_TEST_UNDO_ON_LOSS=1, undoes a start whose
+// connection was lost as any failed start: the weakened mosaic that takes
+// a running session's state away.
+func testUndoOnLoss() bool { return testhook.Flag("MOSAIC_TEST_UNDO_ON_LOSS") }
+
+// testNoTie, under MOSAIC_TEST_NO_TIE=1, does not tie a mosaic run's
+// session to the run: the weakened mosaic whose killed run leaves its
+// session running unwatched.
+func testNoTie() bool { return testhook.Flag("MOSAIC_TEST_NO_TIE") }
+
+// testUnitProperties changes a session's unit properties for a test:
+//   - MOSAIC_TEST_EGRESS_REQUIRES=1 ties the session to its egress proxy
+//     with Requires= in place of BindsTo=: the weakened mosaic whose
+//     session runs on when its proxy dies;
+//   - MOSAIC_TEST_OUTPUT_NULL=1 sends its output to /dev/null, as systemd
+//     does when it cannot reach journald (down while the session started),
+//     which a test cannot stop.
+func testUnitProperties(props []sd.Property) []sd.Property {
+	if testhook.Flag("MOSAIC_TEST_EGRESS_REQUIRES") {
+		for i := range props {
+			if props[i].Name == "BindsTo" {
+				props[i].Name = "Requires"
+			}
+		}
+	}
+	if testhook.Flag("MOSAIC_TEST_OUTPUT_NULL") {
+		props = append(props, sd.Property{Name: "StandardOutput", Value: dbus.MakeVariant("null")},
+			sd.Property{Name: "StandardError", Value: dbus.MakeVariant("null")})
+	}
+	return props
+}

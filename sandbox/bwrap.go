@@ -9,9 +9,11 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -47,6 +49,7 @@ type Bind struct {
 	Src    string `json:"src,omitempty"`
 	Dst    string `json:"dst"`
 	Reason string `json:"reason"`
+	Size   uint64 `json:"size,omitempty"` // a tmpfs's bound in bytes (bwrap --size)
 }
 
 // Options are the paths one session's sandbox is made of. All paths are
@@ -55,7 +58,7 @@ type Options struct {
 	Workspace   string   // read-write at its own path; the working directory
 	Home        string   // the path HOME has inside (the user's home path)
 	SessionHome string   // the session's own home on disk, mounted at Home
-	SessionTmp  string   // the session's own /tmp on disk
+	TmpSize     uint64   // the bound of the session's own /tmp, a tmpfs; 0 or ^0 for the kernel's default
 	MosaicBin   string   // this binary, bound at InitPath
 	Binary      string   // the command's binary when outside the system dirs, bound read-only
 	ExtraRO     []string // --ro PATH
@@ -87,7 +90,7 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 	b = append(b,
 		Bind{Kind: KindRO, Src: o.MosaicBin, Dst: InitPath, Reason: "mosaic's init, PID 1 of the session, read-only"},
 		Bind{Kind: KindRW, Src: o.SessionHome, Dst: o.Home, Reason: "the session's own HOME: the user's real home (~/.ssh, ~/.aws, agents' state) is never mounted"},
-		Bind{Kind: KindRW, Src: o.SessionTmp, Dst: "/tmp", Reason: "the session's own /tmp, on disk under its state directory: private, not the host's"},
+		tmpBind(o.TmpSize),
 		Bind{Kind: KindRW, Src: o.Workspace, Dst: o.Workspace, Reason: "the workspace, read-write at its own path"},
 	)
 	if o.EgressDir != "" {
@@ -113,9 +116,21 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 		b = append(b, Bind{Kind: KindRW, Src: p, Dst: p, Reason: "asked for with --rw"})
 	}
 	b = append(b, o.Protect...)
-	writable := append([]string{o.Workspace, o.SessionHome, o.SessionTmp}, o.ExtraRW...)
+	writable := append([]string{o.Workspace, o.SessionHome}, o.ExtraRW...)
 	b = append(b, pinBinary(o.MosaicBin, "the mosaic binary the user and the bus run next", writable)...)
 	return append(b, pinBinary(o.BwrapBin, "the bwrap every later session runs", writable)...)
+}
+
+// tmpBind is the session's /tmp: a tmpfs of its own, in memory (charged
+// to the session's memory limit), bounded so that a session that fills it
+// gets ENOSPC there and fills nothing of the user's.
+func tmpBind(size uint64) Bind {
+	b := Bind{Kind: KindTmpfs, Dst: "/tmp", Reason: "the session's own /tmp, a tmpfs in memory: private, not the host's, emptied at each start"}
+	if size > 0 && size != ^uint64(0) {
+		b.Size = size
+		b.Reason += fmt.Sprintf(", at most %d MiB (--tmp-size)", size>>20)
+	}
+	return b
 }
 
 // pinBinary binds bin read-only at its own path, last, when a writable bind
@@ -201,7 +216,12 @@ func Argv(binds []Bind, workdir string, command []string, extra ...string) []str
 	args := append(append([]string{}, namespaceArgs...), extra...)
 	for _, b := range binds {
 		switch b.Kind {
-		case KindDev, KindProc, KindTmpfs:
+		case KindTmpfs:
+			if b.Size > 0 {
+				args = append(args, "--size", strconv.FormatUint(b.Size, 10))
+			}
+			args = append(args, "--"+b.Kind, b.Dst)
+		case KindDev, KindProc:
 			args = append(args, "--"+b.Kind, b.Dst)
 		default:
 			args = append(args, "--"+b.Kind, b.Src, b.Dst)

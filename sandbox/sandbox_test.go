@@ -40,7 +40,7 @@ var opts = Options{
 	Workspace:   "/home/u/proj",
 	Home:        "/home/u",
 	SessionHome: "/home/u/.local/state/mosaic/sessions/s/home",
-	SessionTmp:  "/home/u/.local/state/mosaic/sessions/s/tmp",
+	TmpSize:     64 << 20,
 	MosaicBin:   "/home/u/go/bin/mosaic",
 	ExtraRO:     []string{"/opt/ro"},
 	ExtraRW:     []string{"/srv/rw"},
@@ -76,7 +76,7 @@ func TestBinds(t *testing.T) {
 		"proc  /proc",
 		"ro-bind /home/u/go/bin/mosaic " + InitPath,
 		"bind /home/u/.local/state/mosaic/sessions/s/home /home/u",
-		"bind /home/u/.local/state/mosaic/sessions/s/tmp /tmp",
+		"tmpfs  /tmp",
 		"bind /home/u/proj /home/u/proj",
 		"ro-bind /opt/ro /opt/ro",
 		"bind /srv/rw /srv/rw",
@@ -98,6 +98,9 @@ func TestArgv(t *testing.T) {
 	lstat, readlink := host()
 	argv := Argv(Binds(opts, lstat, readlink), opts.Workspace, []string{InitPath, "init", "--", "cmd"})
 	s := strings.Join(argv, " ")
+	if !strings.Contains(s, " --size 67108864 --tmpfs /tmp ") {
+		t.Errorf("the session's /tmp is not a tmpfs of its bound: %s", s)
+	}
 	for _, flag := range []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", "--cap-drop ALL", "--as-pid-1"} {
 		if !strings.Contains(s, flag) {
 			t.Errorf("argv lacks %s: %s", flag, s)

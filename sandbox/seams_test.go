@@ -23,7 +23,7 @@ func TestPinBinary(t *testing.T) {
 		t.Errorf("a binary no writable bind holds is pinned: %+v", b)
 	}
 	// After every other bind.
-	o := Options{Workspace: ws, Home: "/home/u", SessionHome: "/s/home", SessionTmp: "/s/tmp", MosaicBin: ws + "/mosaic", BwrapBin: "/usr/bin/bwrap",
+	o := Options{Workspace: ws, Home: "/home/u", SessionHome: "/s/home", MosaicBin: ws + "/mosaic", BwrapBin: "/usr/bin/bwrap",
 		ExtraRW: []string{"/data"}, Protect: []Bind{{Kind: KindRO, Src: ws + "/.git/config", Dst: ws + "/.git/config", Reason: "r"}}}
 	all := Binds(o, os.Lstat, os.Readlink)
 	if last := all[len(all)-1]; last.Dst != ws+"/mosaic" || last.Kind != KindRO {

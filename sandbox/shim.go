@@ -3,6 +3,9 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	"mosaic/credentials"
 )
@@ -79,7 +82,10 @@ func ShimMain(args []string) error {
 	if err := checkOuter(s.Promise); err != nil {
 		return err
 	}
-	if s.Drop != "" {
+	if s.InitArgs != "" {
+		noteOutputLost(filepath.Join(filepath.Dir(s.InitArgs), OutputLostName))
+	}
+	if s.Drop != "" { // a unit of a mosaic before issue 31 (credentials on disk)
 		// systemd has read the credential file into our environment: it
 		// has no reason to exist any more.
 		if err := credentials.RemoveSessionFile(s.Drop); err != nil {
@@ -108,4 +114,24 @@ func checkOuter(encoded string) error {
 		return err
 	}
 	return os.Setenv(PromiseEnv, p.Inner().Encode())
+}
+
+// OutputLostName is the file in a service's state directory that says its
+// output reached no journal (noteOutputLost); `mosaic logs` reports it.
+const OutputLostName = "output-lost"
+
+// noteOutputLost writes the file at path when the unit's stdout is
+// /dev/null: what systemd gives a unit whose output is for the journal
+// when it cannot reach journald (not running, its socket gone), instead of
+// failing the start. The session's output is then lost, and nothing else
+// would say so. (A mosaic run to /dev/null writes it too: logs has nothing
+// to say of a run's output anyway.)
+func noteOutputLost(path string) {
+	var out, null unix.Stat_t
+	if unix.Fstat(1, &out) != nil || unix.Stat(os.DevNull, &null) != nil {
+		return
+	}
+	if out.Mode&unix.S_IFMT == unix.S_IFCHR && out.Rdev == null.Rdev {
+		_ = os.WriteFile(path, nil, 0o600)
+	}
 }

@@ -41,8 +41,13 @@ func ThisHost() Host {
 
 // SessionDefaults are one session's default limits on h.
 func SessionDefaults(h Host) Limits {
-	return Limits{MemoryMax: h.RAM / 2, TasksMax: 4096, CPUQuota: cpuShare(h, 75)}
+	return Limits{MemoryMax: h.RAM / 2, TasksMax: 4096, CPUQuota: cpuShare(h, 75), TmpSize: DefaultTmpSize}
 }
+
+// DefaultTmpSize bounds a session's /tmp unless --tmp-size, its profile's
+// TmpSize= or mosaic.conf says otherwise: a session that fills it gets
+// ENOSPC there, and nothing else of the user's is touched.
+const DefaultTmpSize uint64 = 1 << 30
 
 // SliceDefaults are mosaic.slice's default limits on h: every session
 // together.
@@ -76,6 +81,9 @@ func (l Limits) Or(d Limits) Limits {
 	}
 	if l.RuntimeMax == 0 {
 		l.RuntimeMax = d.RuntimeMax
+	}
+	if l.TmpSize == 0 {
+		l.TmpSize = d.TmpSize
 	}
 	return l
 }

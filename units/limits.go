@@ -143,6 +143,7 @@ type LimitStrings struct {
 	TasksMax   string `json:"tasks_max,omitempty"`
 	CPUQuota   string `json:"cpu_quota,omitempty"`
 	RuntimeMax string `json:"runtime_max,omitempty"`
+	TmpSize    string `json:"tmp_size,omitempty"`
 }
 
 // Parse reads every limit given, naming the flag of the first that is wrong.
@@ -166,6 +167,11 @@ func (l LimitStrings) Parse() (Limits, error) {
 	}
 	if l.RuntimeMax != "" {
 		if out.RuntimeMax, err = ParseDuration("runtime-max", l.RuntimeMax); err != nil {
+			return out, err
+		}
+	}
+	if l.TmpSize != "" {
+		if out.TmpSize, err = ParseSize("tmp-size", l.TmpSize); err != nil {
 			return out, err
 		}
 	}

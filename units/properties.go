@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -70,7 +71,7 @@ func ExecArgv(s Spec) []string {
 		return landlockExecArgv(s)
 	}
 	initArgv := append([]string{sandbox.InitPath}, InitArgs(s)...)
-	shim := sandbox.Shim{Promise: s.Promise.Encode(), Drop: s.CredentialFile, Bwrap: s.BwrapBin}
+	shim := sandbox.Shim{Promise: s.Promise.Encode(), Bwrap: s.BwrapBin}
 	if s.InitArgsFile != "" {
 		initArgv = initArgv[:2] // InitPath "init"
 		shim.InitArgs = s.InitArgsFile
@@ -154,25 +155,23 @@ func Properties(s Spec, f Features) []sd.Property {
 		props = append(props, prop("Environment", s.Env))
 	}
 	if s.CredentialFile != "" {
-		// Missing is allowed because the exec shim deletes the file as soon
-		// as systemd has read it, and systemd loads it again for
-		// ExecStopPost; the init refuses to run the command when a promised
-		// credential did not arrive.
+		// The file lives only while mosaic starts the unit
+		// (credentials.Hold). Missing is allowed because systemd loads it
+		// again for ExecStopPost, when it is long gone; the init refuses to
+		// run the command when a promised credential did not arrive.
 		props = append(props, prop("EnvironmentFiles", []envFile{{s.CredentialFile, true}}))
 	}
 	// When the session ends, whoever is or is not watching, the unit itself
-	// records how (systemd passes SERVICE_RESULT, EXIT_CODE, EXIT_STATUS)
-	// and deletes a credential file that is still there (a unit that died
-	// before its exec shim ran). It runs inside the unit's namespaces, where
-	// the state and credential directories are bound: a "privileged"
+	// records how (systemd passes SERVICE_RESULT, EXIT_CODE, EXIT_STATUS).
+	// It runs inside the unit's namespaces, where the state directory is
+	// bound: a "privileged"
 	// ExecStopPost would escape them, but a 252 user manager cannot run one
 	// (226/NAMESPACE).
 	// A one-shot run that mosaic named itself keeps no record (mosaic run
-	// reports the end and removes its state), so unless it has a credential
-	// file to guard it goes without: the ExecStopPost costs a second
-	// namespace setup, some 8 ms of every run.
-	if s.Stdio == nil || s.NameGiven || s.CredentialFile != "" {
-		post := EndedArgv(s.MosaicBin, s.StateDir, s.CredentialFile)
+	// reports the end and removes its state), so it goes without: the
+	// ExecStopPost costs a second namespace setup, some 8 ms of every run.
+	if s.Stdio == nil || s.NameGiven {
+		post := EndedArgv(s.MosaicBin, s.StateDir, s.egressSocket())
 		// ExecStopPost, not ExecStopPostEx: systemd 252 writes the latter
 		// into the transient unit file under a key it cannot read back, so
 		// a daemon-reload would lose how the session ends.
@@ -197,7 +196,7 @@ func Properties(s Spec, f Features) []sd.Property {
 	if s.OwnNetwork() {
 		props = append(props, prop("PrivateNetwork", true))
 	}
-	props = append(props, egressDependency(s)...)
+	props = append(props, dependencies(s)...)
 	props = append(props, limitProperties(s.Limits)...)
 	if s.Stdio != nil {
 		props = append(props,
@@ -256,26 +255,57 @@ func ScopeProperties(s Spec, initPID uint32) []sd.Property {
 		prop("TimeoutStopUSec", usec(stop)),
 		prop("CollectMode", "inactive-or-failed"),
 	}
-	props = append(props, egressDependency(s)...)
+	props = append(props, dependencies(s)...)
 	return append(props, limitProperties(s.Limits)...)
 }
 
-// egressDependency makes a session with network allow need its egress
-// proxy, started first (After=): the session does not start without it.
-func egressDependency(s Spec) []sd.Property {
-	if s.Network != sandbox.NetworkAllow {
+// dependencies are the units a session is bound to, each started first
+// (After=): the session does not start without them, and stops when one
+// stops (BindsTo=). A session with network allow needs its egress proxy:
+// BindsTo, not Requires, so that a proxy that dies on its own (killed, out
+// of memory) stops the session too, rather than leave it running with a
+// network that answers nothing; how it ended then says so (the session's
+// ExecStopPost finds the proxy dead). A mosaic run's session needs its
+// run's tie scope (TieScope): the run killed, the session stops.
+func dependencies(s Spec) []sd.Property {
+	var to []string
+	if s.Network == sandbox.NetworkAllow {
+		to = append(to, s.EgressUnit())
+	}
+	if s.TiePID != 0 && !s.Scope {
+		to = append(to, TieScopeName(s.Name))
+	}
+	if len(to) == 0 {
 		return nil
 	}
-	return []sd.Property{prop("Requires", []string{s.EgressUnit()}), prop("After", []string{s.EgressUnit()})}
+	return []sd.Property{prop("BindsTo", to), prop("After", to)}
+}
+
+// TieScopeName is the scope of a mosaic run's tie. Its "." keeps it from
+// being taken for a session's (no session name has one).
+func TieScopeName(name string) string { return UnitPrefix + name + ".run" + ScopeSuffix }
+
+// TieScope is the scope that holds a mosaic run's tie (Spec.TiePID).
+func TieScope(s Spec) sd.PropertyCollection {
+	return sd.PropertyCollection{Name: TieScopeName(s.Name), Properties: []sd.Property{
+		prop("Description", fmt.Sprintf("mosaic run's tie of session %s: the session stops when it ends", s.Name)),
+		prop("Slice", Slice),
+		prop("PIDs", []uint32{s.TiePID}),
+		prop("CollectMode", "inactive-or-failed"),
+	}}
 }
 
 // AuxUnits are the units started with the session in the same call: its
-// egress proxy, for network allow.
+// egress proxy, for network allow; a mosaic run's tie scope.
 func AuxUnits(s Spec) []sd.PropertyCollection {
-	if s.Network != sandbox.NetworkAllow {
-		return nil
+	var aux []sd.PropertyCollection
+	if s.Network == sandbox.NetworkAllow {
+		aux = append(aux, sd.PropertyCollection{Name: s.EgressUnit(), Properties: EgressProperties(s)})
 	}
-	return []sd.PropertyCollection{{Name: s.EgressUnit(), Properties: EgressProperties(s)}}
+	if s.TiePID != 0 && !s.Scope {
+		aux = append(aux, TieScope(s))
+	}
+	return aux
 }
 
 // The egress unit's own resource limits. The proxy holds at most
@@ -294,13 +324,8 @@ const (
 // (StopWhenUnneeded), however the session ended.
 func EgressProperties(s Spec) []sd.Property {
 	argv := egress.Config{Session: s.Name, Socket: filepath.Join(s.EgressDir, sandbox.EgressSocketName), Allow: s.Allow,
-		Inject: s.Inject, Drop: s.EgressCredentialFile}.Argv(s.MosaicBin)
+		Inject: s.Inject}.Argv(s.MosaicBin)
 	binds := bindsOf([]string{s.EgressDir})
-	if s.EgressCredentialFile != "" {
-		// Its directory is bound so that the proxy can delete the file.
-		d := filepath.Dir(s.EgressCredentialFile)
-		binds = append(binds, bindEntry{Src: d, Dst: d, IgnoreENOENT: true})
-	}
 	props := []sd.Property{
 		prop("Description", "mosaic egress proxy of session "+s.Name),
 		prop("Slice", Slice),
@@ -332,40 +357,55 @@ func EgressProperties(s Spec) []sd.Property {
 	props = append(props, prop("CPUQuotaPerSecUSec", EgressLimits.CPUQuota*10000))
 	if s.EgressCredentialFile != "" {
 		// The keys the proxy injects reach it, and only it, through its
-		// own environment file (missing allowed: the proxy deletes it once
-		// read, and systemd reads it again at stop). Should the proxy die
-		// before it read it (and mosaic with it), the unit's ExecStopPost
-		// deletes it.
-		props = append(props, prop("EnvironmentFiles", []envFile{{s.EgressCredentialFile, true}}),
-			// The old form, as the session's (see Properties): 252 reads it back.
-			prop("ExecStopPost", []execCmd{{Path: s.MosaicBin, Argv: []string{s.MosaicBin, EndedStage, "--drop", s.EgressCredentialFile},
-				IgnoreFailure: true}}))
+		// own environment file, held in mosaic's memory while it starts
+		// the session (credentials.Hold; missing allowed, as the session's).
+		props = append(props, prop("EnvironmentFiles", []envFile{{s.EgressCredentialFile, true}}))
 	}
 	return props
 }
 
 // Description is the unit's Description: the marker prefix, the name and the
-// command, shortened.
+// command, shortened to at most 200 bytes. It is valid UTF-8, as D-Bus
+// requires of every string: a byte of the command that is not UTF-8 is
+// shown as \xNN, and the cut never falls inside a character.
 func Description(name string, command []string) string {
-	d := DescriptionPrefix + name + ": " + strings.Join(command, " ")
+	args := make([]string, len(command))
+	for i, a := range command {
+		args[i] = escapeInvalid(a)
+	}
+	d := DescriptionPrefix + name + ": " + strings.Join(args, " ")
 	if len(d) > 200 {
-		d = d[:197] + "..."
+		cut := 197
+		for cut > 0 && !utf8.RuneStart(d[cut]) {
+			cut--
+		}
+		d = d[:cut] + "..."
 	}
 	return d
 }
 
+// escapeInvalid writes each byte of a that is not part of a UTF-8
+// character as \xNN.
+func escapeInvalid(a string) string {
+	var b strings.Builder
+	for i := 0; i < len(a); {
+		r, n := utf8.DecodeRuneInString(a[i:])
+		if r == utf8.RuneError && n <= 1 {
+			fmt.Fprintf(&b, "\\x%02x", a[i])
+			i++
+			continue
+		}
+		b.WriteString(a[i : i+n])
+		i += n
+	}
+	return b.String()
+}
+
 // readWriteBinds are the unit's writable binds: the workspace, the session's
-// state, --rw paths, and the session's own credential directory (gone once
-// the session started, hence allowed to be missing) so that the shim and
-// ExecStopPost can delete the file.
+// state and --rw paths.
 func readWriteBinds(s Spec) []bindEntry {
 	b := bindsOf(append([]string{s.Workspace, s.StateDir}, s.ExtraRW...))
-	b = append(b, bindsOf(landlockProtect(s, sandbox.KindRW))...)
-	if s.CredentialFile != "" {
-		d := filepath.Dir(s.CredentialFile)
-		b = append(b, bindEntry{Src: d, Dst: d, IgnoreENOENT: true})
-	}
-	return b
+	return append(b, bindsOf(landlockProtect(s, sandbox.KindRW))...)
 }
 
 // readOnlyPaths are the unit's read-only binds: what the exec shim, bwrap and
@@ -415,3 +455,12 @@ func bindsOf(paths []string) []bindEntry {
 }
 
 func usec(d time.Duration) uint64 { return uint64(d / time.Microsecond) }
+
+// egressSocket is the egress proxy's socket (network allow), which the
+// ended stage looks at; "" for a session without one.
+func (s Spec) egressSocket() string {
+	if s.Network != sandbox.NetworkAllow {
+		return ""
+	}
+	return filepath.Join(s.EgressDir, sandbox.EgressSocketName)
+}

@@ -175,7 +175,9 @@ type Spec struct {
 	SeccompAllow []string
 	// Credentials are the names of the secrets in CredentialFile, which
 	// systemd reads (EnvironmentFiles=) and the init requires and passes on.
-	// The values are never in the spec.
+	// The values are never in the spec: the file is held in mosaic's memory
+	// while it starts the unit, and its path (/proc/PID/fd/N) is set then
+	// (credentials.Hold).
 	Credentials    []string
 	CredentialFile string
 	// InitArgsFile, when set, holds the init's arguments (the command's
@@ -192,6 +194,10 @@ type Spec struct {
 	// stdout and stderr (mosaic run), and the unit is collected once it ended
 	// even when it failed: a finished run leaves nothing behind.
 	Stdio *[3]int
+	// TiePID, for a mosaic run, is the run's tie (manager.TieStage): the
+	// session's unit is BindsTo= the scope it is put in (TieScope), so
+	// that the run's death stops the session.
+	TiePID uint32
 	// TTY says the session's stdin, stdout and stderr are a pseudo-terminal
 	// mosaic made for it, which the init makes the command's controlling
 	// terminal.
@@ -210,7 +216,7 @@ type Spec struct {
 	// Inject are the credentials the egress proxy puts into requests
 	// (names and hosts; the session holds placeholders), and
 	// EgressCredentialFile the proxy's own environment file with their
-	// values, deleted once it read them.
+	// values, held as the session's (CredentialFile).
 	Inject               []egress.Rule
 	EgressCredentialFile string
 	// CAFile is the session's --ca-file, which the egress proxy also trusts
@@ -258,12 +264,17 @@ type Limits struct {
 	TasksMax   uint64        // processes and threads
 	CPUQuota   uint64        // percent of one CPU
 	RuntimeMax time.Duration // wall-clock time before systemd stops the session
+	// TmpSize bounds the session's /tmp, a tmpfs of its own (in memory,
+	// charged to its MemoryMax), in bytes; Infinity is the kernel's
+	// default for a tmpfs (half the RAM). It is no property of systemd's.
+	TmpSize uint64
 }
 
 // SessionHome is the directory mounted as the session's HOME.
 func (s Spec) SessionHome() string { return filepath.Join(s.StateDir, "home") }
 
-// SessionTmp is the directory mounted as the session's /tmp.
+// SessionTmp is the directory of the session's state that once was its
+// /tmp (a tmpfs now, Limits.TmpSize): a start still empties it.
 func (s Spec) SessionTmp() string { return filepath.Join(s.StateDir, "tmp") }
 
 // Binds are the sandbox's mounts for this session, with reasons.
@@ -272,7 +283,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		Workspace:   s.Workspace,
 		Home:        s.Home,
 		SessionHome: s.SessionHome(),
-		SessionTmp:  s.SessionTmp(),
+		TmpSize:     s.Limits.TmpSize,
 		MosaicBin:   s.MosaicBin,
 		Binary:      s.Binary,
 		ExtraRO:     s.ExtraRO,

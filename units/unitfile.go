@@ -1,8 +1,10 @@
 package units
 
 import (
+	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"mosaic/sandbox"
 	"mosaic/units/errcode"
@@ -17,6 +19,9 @@ import (
 // or a backslash would be read back as quoting, a colon as a separator.
 func UnitFileSafe(s Spec) error {
 	if err := argvFits(s); err != nil { // a scope's shim is exec'd too
+		return err
+	}
+	if err := carriable(s); err != nil {
 		return err
 	}
 	if s.Scope { // a scope has no unit file of systemd's
@@ -39,6 +44,41 @@ func UnitFileSafe(s Spec) error {
 	for _, p := range []string{s.Home, s.RuntimeDir, s.StateDir, s.MosaicBin, s.BwrapBin, s.Binary, s.BusDir, s.EgressDir, s.CredentialFile} {
 		if err := check(p, errcode.StateDir, "mosaic's path"); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// carriable refuses what D-Bus cannot carry to systemd: its strings are
+// UTF-8 only (godbus refuses to send any other, and systemd would too). A
+// workspace or bind that is not UTF-8 is in the unit's properties and in
+// mosaic's records (JSON, UTF-8 too), so it is refused; a command's
+// arguments are not (the init reads them from Spec.InitArgsFile, a scope's
+// bwrap is exec'd) and run as they are, but in --sandbox landlock, where
+// they are in the unit's command line. (Description escapes what it shows.)
+func carriable(s Spec) error {
+	notUTF8 := func(what, p string) string {
+		return what + " " + strconv.Quote(p) + " is not valid UTF-8, which systemd's D-Bus interface and mosaic's records cannot carry: rename it"
+	}
+	if !utf8.ValidString(s.Workspace) {
+		return errcode.BadWorkspace.New("%s", notUTF8("the workspace", s.Workspace))
+	}
+	for _, p := range append(append([]string{}, s.ExtraRW...), s.ExtraRO...) {
+		if !utf8.ValidString(p) {
+			return errcode.BadBind.New("%s", notUTF8("the bind", p))
+		}
+	}
+	for _, e := range s.Env {
+		if !utf8.ValidString(e) {
+			n, _, _ := strings.Cut(e, "=")
+			return errcode.BadEnv.New("the value of %s is not valid UTF-8, which systemd's D-Bus interface cannot carry into the session's environment", strconv.Quote(n))
+		}
+	}
+	if s.Landlock() && !s.Scope {
+		for i, a := range s.Command {
+			if !utf8.ValidString(a) {
+				return errcode.BadCommand.New("argument %d of the command, %s, is not valid UTF-8, which systemd cannot carry in a --sandbox landlock session's command line: run it in the default sandbox (bwrap), where it is passed as it is", i, strconv.Quote(a))
+			}
 		}
 	}
 	return nil

@@ -1,11 +1,13 @@
 package units
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
@@ -159,8 +161,9 @@ func TestPropertySignatures(t *testing.T) {
 	s.Limits = Limits{MemoryMax: 1 << 30, TasksMax: 64, CPUQuota: 50, RuntimeMax: time.Minute}
 	s.Env = []string{"TERM=xterm"}
 	s.Stdio = &[3]int{0, 1, 2}
+	s.NameGiven = true
 	s.Credentials = []string{"ANTHROPIC_API_KEY"}
-	s.CredentialFile = "/run/user/1000/mosaic/credentials/s1/env"
+	s.CredentialFile = "/proc/4242/fd/7"
 	got := props(Properties(s, FeaturesFor(257)))
 	want := map[string]string{
 		"Description": "s", "Slice": "s", "ExecStartEx": "a(sasas)", "Type": "s", "NotifyAccess": "s",
@@ -267,25 +270,18 @@ func TestDescription(t *testing.T) {
 func TestCredentialsInTheUnit(t *testing.T) {
 	s := testSpec()
 	s.Credentials = []string{"ANTHROPIC_API_KEY"}
-	s.CredentialFile = "/run/user/1000/mosaic/credentials/s1/env"
+	s.CredentialFile = "/proc/4242/fd/7"
 	p := props(Properties(s, FeaturesFor(252)))
 	ef := p["EnvironmentFiles"].Value.Value().([]envFile)
 	if len(ef) != 1 || ef[0].Path != s.CredentialFile || !ef[0].IgnoreMissing {
 		t.Errorf("EnvironmentFiles = %v", ef)
 	}
 	argv := strings.Join(p["ExecStartEx"].Value.Value().([]execEx)[0].Argv, " ")
-	if !strings.Contains(argv, "--drop "+s.CredentialFile+" /usr/bin/bwrap") || !strings.Contains(argv, "--credential ANTHROPIC_API_KEY --") {
-		t.Errorf("ExecStart %q: want the shim to drop the file and the init to require the credential", argv)
+	if strings.Contains(argv, "--drop") || !strings.Contains(argv, "--credential ANTHROPIC_API_KEY --") {
+		t.Errorf("ExecStart %q: want no file to drop (it is held in memory) and the init to require the credential", argv)
 	}
-	rw := p["BindPaths"].Value.Value().([]bindEntry)
-	last := rw[len(rw)-1]
-	if last.Src != "/run/user/1000/mosaic/credentials/s1" || !last.IgnoreENOENT {
-		t.Errorf("the credential directory is not bound (allowed missing): %v", rw)
-	}
-	for _, b := range ExecArgv(s) {
-		if strings.Contains(b, "credentials/s1") && !strings.HasSuffix(b, "/env") {
-			t.Errorf("argv names the credential directory in %q", b)
-		}
+	if rw := fmt.Sprint(p["BindPaths"].Value.Value()); strings.Contains(rw, "/proc") || strings.Contains(rw, "credentials") {
+		t.Errorf("a credential path is bound: %v", rw)
 	}
 }
 
@@ -300,7 +296,8 @@ func TestEndRecordOnlyWhereKept(t *testing.T) {
 		{"start", false, false, false, true},
 		{"unnamed run", true, false, false, false},
 		{"named run", true, true, false, true},
-		{"unnamed run with a credential", true, false, true, true},
+		// Nothing on disk to guard: the credentials are held in memory.
+		{"unnamed run with a credential", true, false, true, false},
 	} {
 		s := testSpec()
 		s.NameGiven = tc.named
@@ -308,7 +305,7 @@ func TestEndRecordOnlyWhereKept(t *testing.T) {
 			s.Stdio = &[3]int{0, 1, 2}
 		}
 		if tc.cred {
-			s.CredentialFile = "/run/user/1000/mosaic/credentials/s1/env"
+			s.CredentialFile = "/proc/4242/fd/7"
 		}
 		_, got := props(Properties(s, FeaturesFor(252)))["ExecStopPost"]
 		if got != tc.want {
@@ -388,10 +385,14 @@ func TestNetworkProperties(t *testing.T) {
 		s.Allow = []string{"api.example.com:443"}
 		p := props(Properties(s, FeaturesFor(252)))
 		_, pn := p["PrivateNetwork"]
-		_, req := p["Requires"]
+		_, req := p["BindsTo"] // a proxy that dies stops the session (31.14)
 		argv := strings.Join(ExecArgv(s), " ")
 		if pn != tc.privateNet || req != tc.deps || strings.Contains(argv, "--unshare-net") != tc.privateNet {
-			t.Errorf("%s: PrivateNetwork %v, Requires %v, argv %s", tc.network, pn, req, argv)
+			t.Errorf("%s: PrivateNetwork %v, BindsTo %v, argv %s", tc.network, pn, req, argv)
+		}
+		post := fmt.Sprint(p["ExecStopPost"].Value.Value())
+		if strings.Contains(post, "--egress "+s.EgressDir+"/") != tc.deps {
+			t.Errorf("%s: ExecStopPost %s: want it to look at the proxy's socket exactly with network allow", tc.network, post)
 		}
 		if strings.Contains(argv, "--egress") != tc.deps || strings.Contains(argv, s.EgressDir) != tc.deps {
 			t.Errorf("%s: init or egress bind wrong: %s", tc.network, argv)
@@ -433,19 +434,16 @@ func TestEgressInjection(t *testing.T) {
 	s.Network = "allow"
 	s.EgressDir = "/run/user/1000/mosaic/egress/s1"
 	s.Inject = []egress.Rule{{Var: "ANTHROPIC_API_KEY", Headers: []string{"X-Api-Key"}, Hosts: []string{"api.anthropic.com:443"}}}
-	s.EgressCredentialFile = "/run/user/1000/mosaic/credentials/s1-egress/env"
+	s.EgressCredentialFile = "/proc/4242/fd/8"
 	e := props(EgressProperties(s))
 	argv := fmt.Sprint(e["ExecStartEx"].Value.Value())
-	if !strings.Contains(argv, "--inject ANTHROPIC_API_KEY=X-Api-Key@api.anthropic.com:443") || !strings.Contains(argv, "--drop "+s.EgressCredentialFile) {
+	if !strings.Contains(argv, "--inject ANTHROPIC_API_KEY=X-Api-Key@api.anthropic.com:443") || strings.Contains(argv, "--drop") {
 		t.Errorf("argv %s", argv)
 	}
 	if f := fmt.Sprint(e["EnvironmentFiles"].Value.Value()); !strings.Contains(f, s.EgressCredentialFile) {
 		t.Errorf("EnvironmentFiles %s", f)
 	}
-	if post := fmt.Sprint(e["ExecStopPost"].Value.Value()); !strings.Contains(post, "session-ended --drop "+s.EgressCredentialFile) {
-		t.Errorf("ExecStopPost %s", post)
-	}
-	if b := fmt.Sprint(e["BindPaths"].Value.Value()); !strings.Contains(b, "/run/user/1000/mosaic/credentials/s1-egress") {
+	if b := fmt.Sprint(e["BindPaths"].Value.Value()); strings.Contains(b, "/proc") {
 		t.Errorf("BindPaths %s", b)
 	}
 }
@@ -486,6 +484,50 @@ func TestValidNameMatchesPattern(t *testing.T) {
 	for _, c := range cases {
 		if got, want := validName(c), pattern.MatchString(c); got != want {
 			t.Errorf("validName(%q) = %v, the pattern says %v", c, got, want)
+		}
+	}
+}
+
+// TestDescriptionUTF8 (31.10): the Description is valid UTF-8 whatever the
+// command: cut on a character's boundary at any padding, with a byte that
+// is not UTF-8 shown as \xNN.
+func TestDescriptionUTF8(t *testing.T) {
+	for pad := 0; pad < 4; pad++ {
+		cmd := []string{"printf", "%s", strings.Repeat("x", pad) + strings.Repeat("修", 80)}
+		d := Description("s1", cmd)
+		if !utf8.ValidString(d) || len(d) > 200 || !strings.HasSuffix(d, "修...") {
+			t.Errorf("pad %d: %q (%d bytes, valid %v)", pad, d, len(d), utf8.ValidString(d))
+		}
+	}
+	if d := Description("s1", []string{"echo", "a\xffb", "ws-\xff"}); d != DescriptionPrefix+`s1: echo a\xffb ws-\xff` {
+		t.Errorf("not UTF-8: %q", d)
+	}
+}
+
+// TestNotUTF8Refused (31.10): what D-Bus cannot carry is refused with a
+// clear code; a command's arguments in the default sandbox are carried.
+func TestNotUTF8Refused(t *testing.T) {
+	for _, tc := range []struct {
+		label string
+		set   func(*Spec)
+		code  string
+	}{
+		{"workspace", func(s *Spec) { s.Workspace = "/home/u/ws-\xff" }, "bad-workspace"},
+		{"bind", func(s *Spec) { s.ExtraRO = []string{"/opt/\xff"} }, "bad-bind"},
+		{"env", func(s *Spec) { s.Env = []string{"LANG=\xff"} }, "bad-env"},
+		{"landlock argument", func(s *Spec) { s.Sandbox = sandbox.ModeLandlock; s.Command = []string{"echo", "a\xffb"} }, "bad-command"},
+		{"argument", func(s *Spec) { s.Command = []string{"echo", "a\xffb"} }, ""},
+		{"scope argument", func(s *Spec) { s.Scope = true; s.Command = []string{"echo", "a\xffb"} }, ""},
+	} {
+		s := testSpec()
+		tc.set(&s)
+		err := carriable(s)
+		var e *errcode.Error
+		switch {
+		case tc.code == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.label, err)
+		case tc.code != "" && (!errors.As(err, &e) || e.Code != tc.code || !utf8.ValidString(e.Message)):
+			t.Errorf("%s: %v, want %s", tc.label, err, tc.code)
 		}
 	}
 }

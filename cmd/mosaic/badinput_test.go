@@ -115,3 +115,44 @@ func TestSandboxUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestAnyScriptRuns (31.10): a long command in a script of several bytes a
+// character runs whatever the padding puts at the Description's cut, in a
+// service and a scope; an argument that is not UTF-8 runs byte for byte; a
+// workspace that is not UTF-8 (which systemd's D-Bus interface cannot
+// carry) is refused as bad-workspace, exit 2, nothing made.
+func TestAnyScriptRuns(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	ws := workspace(t)
+	for pad := 0; pad < 3; pad++ {
+		arg := strings.Repeat("x", pad) + strings.Repeat("修", 80)
+		for _, scope := range []bool{false, true} {
+			args := []string{"run", "--workspace", ws}
+			if scope {
+				args = append(args, "--scope")
+			}
+			r := mosaic(t, append(args, "--", "printf", "%s", arg)...)
+			if r.code != 0 || r.stdout != arg {
+				t.Errorf("pad %d, scope %v: exit %d, stdout %q, stderr %s", pad, scope, r.code, r.stdout, r.stderr)
+			}
+		}
+	}
+	r := mosaic(t, "run", "--workspace", ws, "--", "printf", "%s", "a\xffb")
+	if r.code != 0 || r.stdout != "a\xffb" {
+		t.Errorf("an argument not UTF-8: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	bad := filepath.Join(ws, "ws-\xff")
+	os.Mkdir(bad, 0o700)
+	name := sessionName(t)
+	r = mosaic(t, "start", "--json", "--name", name, "--workspace", bad, "--", "true")
+	if code, msg := jsonError(t, r); r.code != 2 || code != "bad-workspace" || strings.Contains(msg, "bug") {
+		t.Errorf("a workspace not UTF-8: exit %d, %s: %s", r.code, code, msg)
+	}
+	if _, err := os.Stat(filepath.Join(stateRoot(), "sessions", name)); err == nil {
+		t.Error("a refused start left a state directory")
+	}
+	if u := mosaicUnits(t); strings.Contains(u, name) {
+		t.Errorf("a refused start left a unit: %s", u)
+	}
+}

@@ -182,6 +182,24 @@ func busSocket() (string, error) {
 // busAnswerTimeout bounds how long a bus client waits for its answer.
 const busAnswerTimeout = 2 * time.Minute
 
+// mayHaveHappened says, for a request the bus took and did not answer (it
+// died, or was stopped, on the way), what may have been done and how to
+// tell: the bus starts the session before it answers, and its death does
+// not undo a start.
+func mayHaveHappened(req bus.Request) string {
+	check := "`mosaic bus list`"
+	if req.Name != "" {
+		check = "`mosaic bus status " + req.Name + "`"
+	}
+	switch req.Verb {
+	case "launch":
+		return ": the session may have been launched all the same; check with " + check + " (outside a session, `mosaic list`) before launching it again"
+	case "stop":
+		return ": the session may have been stopped all the same; check with " + check
+	}
+	return ""
+}
+
 // askBus sends one request and decodes the result into v.
 func askBus(req bus.Request, v any) error {
 	path, err := busSocket()
@@ -207,7 +225,7 @@ func askBus(req bus.Request, v any) error {
 	}
 	answer, err := bufio.NewReader(conn).ReadBytes('\n')
 	if err != nil {
-		return errcode.BusError.New("the mosaic bus did not answer: %v (see `journalctl --user -u mosaic-bus`)", err)
+		return errcode.BusError.New("the mosaic bus did not answer (%v)%s (see `journalctl --user -u mosaic-bus`)", err, mayHaveHappened(req))
 	}
 	var a bus.Answer
 	if err := json.Unmarshal(answer, &a); err != nil {

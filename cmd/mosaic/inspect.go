@@ -154,7 +154,14 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	case "none":
 		fmt.Fprintln(w, "network:   none: loopback only (no route out, no host loopback service, no host abstract socket)")
 	case "allow":
-		fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) to %s\n", units.EgressUnitName(s.Name), strings.Join(s.AllowHosts, ", "))
+		switch {
+		case s.EgressDied && s.Running():
+			fmt.Fprintf(w, "network:   allow, but its egress proxy (%s) DIED: no network; systemd stops the session with it (its log: journalctl --user -t %s)\n", units.EgressUnitName(s.Name), strings.TrimSuffix(units.EgressUnitName(s.Name), units.UnitSuffix))
+		case s.EgressDied:
+			fmt.Fprintf(w, "network:   allow, but its egress proxy (%s) DIED, and the session was stopped with it (its log: journalctl --user -t %s)\n", units.EgressUnitName(s.Name), strings.TrimSuffix(units.EgressUnitName(s.Name), units.UnitSuffix))
+		default:
+			fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) to %s\n", units.EgressUnitName(s.Name), strings.Join(s.AllowHosts, ", "))
+		}
 	case "host":
 		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network and loopback services; its abstract sockets only where the kernel has Landlock ABI 6)")
 	}

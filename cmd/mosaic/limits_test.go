@@ -64,3 +64,53 @@ func TestDefaultLimits(t *testing.T) {
 		t.Errorf("a bad mosaic.conf: exit %d %s", r.code, r.stdout)
 	}
 }
+
+// TestTmpBounded (31.15): a session's /tmp is bounded by default (1 GiB),
+// by a profile's TmpSize= and by --tmp-size over it; with --tmp-size
+// infinity (the weakened case, which shows the check can fail) it is not.
+// A session that fills its /tmp gets ENOSPC there, while another session's
+// /tmp takes writes, and its end is recorded.
+func TestTmpBounded(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	cfg := t.TempDir()
+	env := []string{"XDG_CONFIG_HOME=" + cfg}
+	writeFile(t, filepath.Join(cfg, "mosaic", "profiles", "smalltmp.conf"), "[Profile]\nTmpSize=16M\n")
+	size := func(args ...string) string {
+		t.Helper()
+		r := mosaicWith(t, env, "", append(append([]string{"run", "-w", workspace(t)}, args...), "--", "sh", "-c", "df -k /tmp | tail -1 | awk '{print $2}'")...)
+		if r.code != 0 {
+			t.Fatalf("run %v: exit %d %s", args, r.code, r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	if got := size("--tmp-size", "infinity"); got == "1048576" || got == "16384" {
+		t.Fatalf("--tmp-size infinity gave a /tmp of %s KiB: the checks below could not fail", got)
+	}
+	for _, tc := range []struct {
+		args []string
+		kib  string
+	}{{nil, "1048576"}, {[]string{"--profile", "smalltmp"}, "16384"}, {[]string{"--profile", "smalltmp", "--tmp-size", "8M"}, "8192"}} {
+		if got := size(tc.args...); got != tc.kib {
+			t.Errorf("%v: /tmp of %s KiB, want %s", tc.args, got, tc.kib)
+		}
+	}
+	other := sessionName(t)
+	mustMosaic(t, "start", "--name", other, "-w", workspace(t), "--", "sh", "-c", "sleep 300")
+	defer mosaic(t, "rm", other)
+	defer mosaic(t, "stop", other)
+	name := sessionName(t)
+	r := mosaic(t, "run", "--name", name, "-w", workspace(t), "--tmp-size", "8M", "--", "sh", "-c", "dd if=/dev/zero of=/tmp/fill bs=1M count=32 2>&1; echo dd=$?")
+	if !strings.Contains(r.stdout, "No space left on device") || strings.Contains(r.stdout, "dd=0") {
+		t.Errorf("filling an 8M /tmp with 32M: %s %s", r.stdout, r.stderr)
+	}
+	defer mosaic(t, "rm", name)
+	if _, err := os.Stat(filepath.Join(stateRoot(), "sessions", name, "end.json")); err != nil {
+		t.Errorf("the full session's end was not recorded: %v", err)
+	}
+	// The other session's /tmp is its own: writes there still work.
+	w := mosaic(t, "run", "-w", workspace(t), "--", "sh", "-c", "dd if=/dev/zero of=/tmp/x bs=1M count=4 2>/dev/null && echo ok")
+	if strings.TrimSpace(w.stdout) != "ok" {
+		t.Errorf("another session's /tmp: %s %s", w.stdout, w.stderr)
+	}
+}

@@ -18,6 +18,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"mosaic/manager"
+	"mosaic/manager/records"
+	"mosaic/manager/request"
 	"mosaic/units"
 )
 
@@ -91,6 +93,9 @@ func logsCommand(out *output) *cli.Command {
 					err = follow(ctx, m, name, first, base)
 				}
 				warnDropped(s)
+				if err == nil {
+					err = outputLost(name)
+				}
 				return err
 			})
 		},
@@ -171,4 +176,15 @@ func journalctl(args []string) error {
 		return errcode.Usage.New("journalctl refused: %s", oneLine(msg))
 	}
 	return nil
+}
+
+// outputLost is the error for a session whose output reached no journal
+// (records.OutputLost), which would otherwise show as one that printed
+// nothing.
+func outputLost(name string) error {
+	p, err := request.UserPaths()
+	if err != nil || !records.OutputLost(p.SessionDir(name)) {
+		return nil
+	}
+	return errcode.OutputLost.New("session %s's output reached no journal: journald was not running (or not reachable) when it started, and systemd then sends a unit's output to /dev/null, so it is lost; check `systemctl status systemd-journald`, then start the session again", name)
 }

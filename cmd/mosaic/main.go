@@ -40,6 +40,9 @@ func main() {
 			os.Exit(0)
 		case egress.Stage: // a session's egress proxy unit
 			os.Exit(egress.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
+		case manager.TieStage: // what ties a mosaic run's session to it
+			manager.TieMain()
+			os.Exit(0)
 		case sandbox.ShimStage:
 			err := sandbox.ShimMain(os.Args[2:])
 			fmt.Fprintf(os.Stderr, "mosaic: refusing to build the sandbox: %v\n", err)

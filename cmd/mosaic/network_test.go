@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -264,5 +265,68 @@ func TestNetworkBadInput(t *testing.T) {
 	}
 	if u := mosaicUnits(t); strings.Contains(u, "egress") {
 		t.Errorf("units left behind: %s", u)
+	}
+}
+
+// TestEgressDeathStopsSession (31.14): the egress proxy killed, the session
+// is stopped with it, and status says the proxy died, while it stops and
+// once it ended. The weakened mosaic (Requires= in place of BindsTo=) is
+// shown first: its session runs on, and status says the proxy is dead.
+func TestEgressDeathStopsSession(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		label, bin string
+		env        []string
+		stops      bool
+	}{
+		{"weakened", hookedMosaic(t), []string{"MOSAIC_TEST_EGRESS_REQUIRES=1"}, false},
+		{"mosaic", mosaicBin, nil, true},
+	} {
+		t.Run(tc.label, func(t *testing.T) {
+			name := sessionName(t)
+			start := exec.Command(tc.bin, "start", "--name", name, "--workspace", workspace(t), "--network", "allow", "--allow-host", "testhost.mosaic.test", "--", "sleep", "300")
+			start.Env = append(os.Environ(), tc.env...)
+			if out, err := start.CombinedOutput(); err != nil {
+				t.Fatalf("start: %v %s", err, out)
+			}
+			defer mosaic(t, "rm", name)
+			defer mosaic(t, "stop", name)
+			proxy := "mosaic-" + name + "-egress.service"
+			systemctl(t, "kill", "--signal", "KILL", proxy)
+			eventually(t, 10*time.Second, "the proxy to be dead", func() bool {
+				st := unitProperty(t, proxy, "ActiveState")
+				return st == "failed" || st == "inactive"
+			})
+			// systemd queues the session's stop as it takes the proxy's
+			// death (BindsTo=): by now it is stopping or stopped.
+			st := unitProperty(t, "mosaic-"+name+".service", "ActiveState")
+			if !tc.stops {
+				if st != "active" || strings.Contains(systemctl(t, "list-jobs", "--no-legend", "--plain"), "mosaic-"+name+".service") {
+					t.Fatalf("the weakened session is %s, with a job: this test cannot see a session that runs on", st)
+				}
+				if s := mustMosaic(t, "status", name).stdout; !strings.Contains(s, "DIED: no network") {
+					t.Errorf("status of a running session whose proxy died does not say so:\n%s", s)
+				}
+				return
+			}
+			if st == "active" && !strings.Contains(systemctl(t, "list-jobs", "--no-legend", "--plain"), "mosaic-"+name+".service") {
+				t.Fatalf("the proxy is dead and the session runs on, with no stop under way")
+			}
+			eventually(t, 15*time.Second, "the session to end", func() bool {
+				s, _ := statusOf(t, name)
+				return s.State == "inactive" || s.State == "failed"
+			})
+			var js struct {
+				EgressDied bool `json:"egress_died"`
+			}
+			r := mustMosaic(t, "status", "--json", name)
+			if json.Unmarshal([]byte(r.stdout), &js); !js.EgressDied {
+				t.Errorf("status --json does not say the proxy died: %s", r.stdout)
+			}
+			if s := mustMosaic(t, "status", name).stdout; !strings.Contains(s, "DIED, and the session was stopped with it") {
+				t.Errorf("status does not say the proxy died:\n%s", s)
+			}
+		})
 	}
 }

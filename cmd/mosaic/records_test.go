@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -211,4 +213,55 @@ func TestGCKeepsHomes(t *testing.T) {
 	if _, err := os.Stat(home); !os.IsNotExist(err) {
 		t.Errorf("gc --homes left the home: %v", err)
 	}
+}
+
+// TestStatusNotAnEarlierEnd (31.12): a named session's second run, a
+// `run --scope` killed -9 (no end is recorded for it), is not shown with
+// the first run's ending: the first's end.json is gone with the second's
+// start, and one put back (as a mosaic before issue 31 kept it) is older
+// than the record and not taken for this run's.
+func TestStatusNotAnEarlierEnd(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	ws := workspace(t)
+	mustMosaic(t, "run", "--name", name, "--workspace", ws, "--", "true")
+	endFile := filepath.Join(stateRoot(), "sessions", name, "end.json")
+	first, err := os.ReadFile(endFile)
+	if err != nil {
+		t.Fatalf("the first run recorded no end: %v", err)
+	}
+	cmd := exec.Command(mosaicBin, "run", "--scope", "--name", name, "--workspace", ws, "--", "sh", "-c", "echo up; exec sleep 300")
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 3)
+	if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "up\n" {
+		t.Fatalf("the second run did not start: %q %v", buf, err)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	eventually(t, 10*time.Second, "the killed run's scope to end", func() bool {
+		s, _ := statusOf(t, name)
+		return s.State != "active" && s.State != "deactivating"
+	})
+	check := func(when string) {
+		var s struct {
+			State, Result string
+			ExitStatus    *int       `json:"exit_status"`
+			Since         *time.Time `json:"since"`
+			Ended         *time.Time `json:"ended"`
+		}
+		json.Unmarshal([]byte(mustMosaic(t, "status", "--json", name).stdout), &s)
+		if s.Result == "success" || s.ExitStatus != nil || (s.Ended != nil && s.Since != nil && s.Ended.Before(*s.Since)) {
+			t.Errorf("%s: status shows the first run's end as the second's: %+v", when, s)
+		}
+	}
+	check("after the second run")
+	if err := os.WriteFile(endFile, first, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check("with the first run's end.json put back")
+	mustMosaic(t, "rm", name)
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -82,39 +83,129 @@ func TestNameClaimRace(t *testing.T) {
 	}
 }
 
-// TestCredentialCrash (18.6): kill -9 of start between writing the
-// credential file and starting the unit; the next mosaic command removes
-// the secret, and list --all shows nothing that holds one.
+// TestCredentialCrash (18.6, 31.9): mosaic start killed -9 once it holds
+// the session's credentials and the egress proxy's key leaves the key in no
+// file, at once, before any other command; the weakened mosaic that also
+// writes them where mosaic kept them before issue 31 (the runtime
+// directory) is caught first. list --all then does not show the session as
+// one that ran.
 func TestCredentialCrash(t *testing.T) {
 	needRig(t)
 	t.Parallel()
-	ws := workspace(t)
+	// Both are the hooked mosaic, which has the pause; the weakened one
+	// also writes the credentials to disk.
+	for _, tc := range []struct {
+		label string
+		env   []string
+		leaks bool
+	}{
+		{"weakened", []string{"MOSAIC_TEST_CREDENTIALS_ON_DISK=1"}, true},
+		{"mosaic", nil, false},
+	} {
+		t.Run(tc.label, func(t *testing.T) {
+			ws := workspace(t)
+			name := sessionName(t)
+			key := "crash-canary-" + randomHex()
+			env := append([]string{"ANTHROPIC_API_KEY=" + key, "CLAUDE_CODE_OAUTH_TOKEN=", "ANTHROPIC_AUTH_TOKEN=", "ANTHROPIC_BASE_URL="}, tc.env...)
+			cmd, _, out := paused(t, "credentials-written", env, "start", "--name", name, "--workspace", ws, "--profile", "claude-code", "--", "sleep", "300")
+			// The crash point is past both: the proxy holds the key, the
+			// session its placeholder.
+			held := heldCredentials(cmd.Process.Pid)
+			if !strings.Contains(held[name+"-egress"], key) || !strings.Contains(held[name], "ANTHROPIC_API_KEY=") || strings.Contains(held[name], key) {
+				t.Fatalf("at the pause, mosaic holds %q: want the key for the proxy and a placeholder for the session\n%s", held, out)
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			found := filesHolding(t, key, os.Getenv("XDG_RUNTIME_DIR"), stateRoot())
+			if tc.leaks {
+				if len(found) == 0 {
+					t.Fatal("the weakened mosaic left the key in no file: this test cannot see a leak")
+				}
+				for _, f := range found {
+					os.RemoveAll(filepath.Dir(f))
+				}
+				return
+			}
+			if len(found) > 0 {
+				t.Errorf("after kill -9, before any other command, the key is in %v", found)
+			}
+			var all []struct {
+				Name, Problem string
+				SubState      string     `json:"sub_state"`
+				Since         *time.Time `json:"since"`
+			}
+			json.Unmarshal([]byte(mustMosaic(t, "list", "--all", "--json").stdout), &all)
+			for _, s := range all {
+				if s.Name == name && (s.SubState != "never-started" || s.Since != nil || !strings.Contains(s.Problem, "never ran")) {
+					t.Errorf("list --all shows the session that never started as %+v", s)
+				}
+			}
+			mustMosaic(t, "rm", name)
+		})
+	}
+}
+
+// heldCredentials reads the credentials mosaic (pid) holds in memory, by
+// session: its memfds named mosaic-credentials-NAME.
+func heldCredentials(pid int) map[string]string {
+	held := map[string]string{}
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	for _, fd := range fds {
+		l, _ := os.Readlink(fd)
+		if n, ok := strings.CutPrefix(l, "/memfd:mosaic-credentials-"); ok {
+			b, _ := os.ReadFile(fd)
+			held[strings.TrimSuffix(n, " (deleted)")] = string(b)
+		}
+	}
+	return held
+}
+
+// filesHolding lists the regular files under roots whose first MiB holds s.
+func filesHolding(t *testing.T, s string, roots ...string) []string {
+	t.Helper()
+	var found []string
+	for _, root := range roots {
+		filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				return nil
+			}
+			defer f.Close()
+			b := make([]byte, 1<<20)
+			n, _ := io.ReadFull(f, b)
+			if strings.Contains(string(b[:n]), s) {
+				found = append(found, path)
+			}
+			return nil
+		})
+	}
+	return found
+}
+
+// TestLegacyCredentialSweep (31.9): a credential file a mosaic before
+// issue 31 left (it wrote them to the runtime directory), the session's and
+// its egress proxy's (NAME-egress), is gone after the next mosaic command.
+func TestLegacyCredentialSweep(t *testing.T) {
+	needRig(t)
+	t.Parallel()
 	name := sessionName(t)
-	env := []string{"OPENAI_API_KEY=crash-canary-" + randomHex()}
-	cmd, _, _ := paused(t, "credentials-written", env, "start", "--name", name, "--workspace", ws, "--profile", "codex", "--", "sleep", "300")
-	file := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "credentials", name, "env")
-	if _, err := os.Stat(file); err != nil {
-		t.Fatalf("the credential file is not there at the pause: %v", err)
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	if _, err := os.Stat(file); err != nil {
-		t.Fatalf("the crash point is wrong: the file is gone before any other command ran: %v", err)
+	var left []string
+	for _, n := range []string{name, name + "-egress"} {
+		f := filepath.Join(credentialDir(), n, "env")
+		os.MkdirAll(filepath.Dir(f), 0o700)
+		if err := os.WriteFile(f, []byte("ANTHROPIC_API_KEY=\"old\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, filepath.Dir(f))
 	}
 	mustMosaic(t, "list")
-	if _, err := os.Stat(filepath.Dir(file)); !os.IsNotExist(err) {
-		t.Errorf("after kill -9 and mosaic list, the credential directory is still there (%v)", err)
-	}
-	// A running session's own credential directory is left alone meanwhile.
-	other := sessionName(t)
-	c2, goOn, out := paused(t, "credentials-written", env, "start", "--name", other, "--workspace", ws, "--profile", "codex", "--", "sleep", "300")
-	mustMosaic(t, "list")
-	if _, err := os.Stat(filepath.Join(filepath.Dir(filepath.Dir(file)), other, "env")); err != nil {
-		t.Errorf("mosaic list removed the credential file of a start under way: %v", err)
-	}
-	goOn()
-	if err := c2.Wait(); err != nil {
-		t.Fatalf("start: %v\n%s", err, out)
+	for _, d := range left {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("after mosaic list, %s is still there (%v)", d, err)
+		}
 	}
 }
 
@@ -572,5 +663,123 @@ func TestKilledRunCleanedByGC(t *testing.T) {
 	mustMosaic(t, "gc")
 	if _, err := os.Lstat(state[0]); !os.IsNotExist(err) {
 		t.Errorf("gc left the killed run's state (%v)", err)
+	}
+}
+
+// TestRuntimeDirFull (31.16): a start whose socket directory in a full
+// runtime directory cannot be made (ENOSPC, injected: the runtime
+// directory is a tmpfs in memory) says that the runtime directory is full
+// and how to see what fills it, not that `mosaic gc` would help, and
+// leaves no state and no empty directory.
+func TestRuntimeDirFull(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	egressDir := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "egress", name)
+	r := runResult(t, func() *exec.Cmd {
+		c := exec.Command(hookedMosaic(t), "start", "--json", "--name", name, "--workspace", workspace(t), "--network", "allow", "--allow-host", "testhost.mosaic.test", "--", "sleep", "300")
+		c.Env = append(os.Environ(), "MOSAIC_TEST_ENOSPC_UNDER="+filepath.Dir(egressDir))
+		return c
+	}())
+	code, msg := jsonError(t, r)
+	if r.code != 1 || code != "state-dir" || !strings.Contains(msg, "runtime directory") || strings.Contains(msg, "e.g. with `mosaic gc`") {
+		t.Errorf("exit %d, %s: %s", r.code, code, msg)
+	}
+	for _, d := range []string{egressDir, filepath.Join(stateRoot(), "sessions", name)} {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s was left", d)
+		}
+	}
+}
+
+// TestLogsOutputLost (31.16): a session whose output reached no journal
+// (systemd gives it /dev/null when journald is down as it starts,
+// injected here) makes `mosaic logs` fail with output-lost, not print
+// nothing with exit 0; a session of the same name started again with its
+// journal has its logs.
+func TestLogsOutputLost(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	ws := workspace(t)
+	start := exec.Command(hookedMosaic(t), "start", "--name", name, "--workspace", ws, "--", "sh", "-c", "echo lost-line; sleep 300")
+	start.Env = append(os.Environ(), "MOSAIC_TEST_OUTPUT_NULL=1")
+	if out, err := start.CombinedOutput(); err != nil {
+		t.Fatalf("start: %v %s", err, out)
+	}
+	defer mosaic(t, "rm", name)
+	r := mosaic(t, "logs", name)
+	if r.code != 1 || !strings.Contains(r.stderr, "reached no journal: journald") || strings.Contains(r.stdout, "lost-line") {
+		t.Errorf("logs of a session whose output was lost: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	mustMosaic(t, "stop", name)
+	mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "sh", "-c", "echo kept-line; sleep 300")
+	defer mosaic(t, "stop", name)
+	eventually(t, 10*time.Second, "the second run's line in its logs", func() bool {
+		r := mosaic(t, "logs", name)
+		return r.code == 0 && strings.Contains(r.stdout, "kept-line")
+	})
+}
+
+// TestStartLosesSystemd (31.11): a start whose connection to systemd goes
+// away once systemd took the job (closed, as by a killed dbus-daemon; or
+// after a daemon-reexec, as by an upgrade) connects again, waits for the
+// start job's end, and says which it was: a session that runs keeps its
+// state (and its end is recorded when it ends); one that does not leaves
+// nothing. (systemd 257 may fail a session whose start a daemon-reexec
+// cut: exit 1 before its command ran.) The weakened mosaic that undoes such
+// a start as any failed one is shown first: the state of a session systemd
+// took goes from under it. Not parallel: a daemon-reexec would cut the
+// other tests' calls.
+func TestStartLosesSystemd(t *testing.T) {
+	needRig(t)
+	for _, tc := range []struct {
+		label string
+		env   []string
+		keeps bool
+	}{
+		{"weakened", []string{"MOSAIC_TEST_LOSE_AT_START=close", "MOSAIC_TEST_UNDO_ON_LOSS=1"}, false},
+		{"closed", []string{"MOSAIC_TEST_LOSE_AT_START=close"}, true},
+		{"reexec", []string{"MOSAIC_TEST_LOSE_AT_START=reexec"}, true},
+	} {
+		t.Run(tc.label, func(t *testing.T) {
+			name := sessionName(t)
+			cmd := exec.Command(hookedMosaic(t), "start", "--json", "--name", name, "--workspace", workspace(t), "--", "sleep", "300")
+			cmd.Env = append(os.Environ(), tc.env...)
+			r := runResult(t, cmd)
+			defer mosaic(t, "rm", name)
+			defer mosaic(t, "stop", name)
+			state := filepath.Join(stateRoot(), "sessions", name)
+			unit := "mosaic-" + name + ".service"
+			if !tc.keeps {
+				// systemd took the start; its state went from under it
+				// (the session fails 226/NAMESPACE, or runs without it).
+				st := unitProperty(t, unit, "ActiveState")
+				if _, err := os.Stat(filepath.Join(state, "session.json")); err == nil || st == "inactive" || st == "" {
+					t.Fatalf("the weakened mosaic's session is %q with its state there (%v): this test cannot see it taken\n%s %s", st, err, r.stdout, r.stderr)
+				}
+				return
+			}
+			st := unitProperty(t, unit, "ActiveState")
+			_, err := os.Stat(filepath.Join(state, "session.json"))
+			code, msg := jsonError(t, r)
+			if r.code != 1 || code != "systemd-gone" {
+				t.Errorf("exit %d, %s: %s", r.code, code, msg)
+			}
+			if st != "active" {
+				if tc.label == "closed" || !strings.Contains(msg, "systemd does not run it") || err == nil {
+					t.Fatalf("the session is %q, its state there: %v; mosaic said: %s", st, err == nil, msg)
+				}
+				t.Logf("systemd did not run the session across its daemon-reexec, and mosaic said so: %s", msg)
+				return
+			}
+			if !strings.Contains(msg, "systemd runs it: its state is kept") || err != nil {
+				t.Fatalf("the session runs; mosaic said: %s; its state: %v", msg, err)
+			}
+			mustMosaic(t, "stop", name)
+			if _, err := os.Stat(filepath.Join(state, "end.json")); err != nil {
+				t.Errorf("the kept session's end was not recorded: %v", err)
+			}
+		})
 	}
 }

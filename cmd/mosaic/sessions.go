@@ -93,12 +93,13 @@ func limitFlags() []cli.Flag {
 		&cli.StringFlag{Name: "tasks-max", Usage: "limit of `N` processes and threads (TasksMax=)"},
 		&cli.StringFlag{Name: "cpu-quota", Usage: "CPU time as a `PERCENT` of one CPU, e.g. 200% (CPUQuota=)"},
 		&cli.StringFlag{Name: "runtime-max", Usage: "stop the session after `DURATION`, e.g. 2h or 90 (seconds) (RuntimeMaxSec=)"},
+		&cli.StringFlag{Name: "tmp-size", Usage: "bound the session's own /tmp (a tmpfs, in memory) to `SIZE`, e.g. 4G (default 1G; infinity: half the RAM)"},
 	}
 }
 
 func limitsFrom(c *cli.Context) units.LimitStrings {
 	return units.LimitStrings{MemoryMax: c.String("memory-max"), TasksMax: c.String("tasks-max"),
-		CPUQuota: c.String("cpu-quota"), RuntimeMax: c.String("runtime-max")}
+		CPUQuota: c.String("cpu-quota"), RuntimeMax: c.String("runtime-max"), TmpSize: c.String("tmp-size")}
 }
 
 // callerEnv picks the non-secret variables a session inherits from the

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -66,4 +69,73 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestRunKilledStopsItsSession (31.13): `mosaic run` (the service path)
+// killed -9 while its command runs does not leave the session running
+// unwatched: systemd stops it (the run's tie ended, BindsTo=), and gc then
+// takes its state. The weakened mosaic without the tie is shown first: its
+// session runs on after the run is gone and gc has run.
+func TestRunKilledStopsItsSession(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		label, bin string
+		env        []string
+		stops      bool
+	}{
+		{"weakened", hookedMosaic(t), []string{"MOSAIC_TEST_NO_TIE=1"}, false},
+		{"mosaic", mosaicBin, nil, true},
+	} {
+		t.Run(tc.label, func(t *testing.T) {
+			marker := "marker-" + randomHex()
+			cmd := exec.Command(tc.bin, "run", "--pty=false", "-w", workspace(t), "--", "sh", "-c", "echo up; exec sleep 300", marker)
+			cmd.Env = append(os.Environ(), tc.env...)
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			buf := make([]byte, 3)
+			if _, err := io.ReadFull(stdout, buf); err != nil {
+				t.Fatalf("the run did not start: %v", err)
+			}
+			var name string
+			var all []struct{ Name string }
+			json.Unmarshal([]byte(mustMosaic(t, "list", "--json").stdout), &all)
+			for _, s := range all {
+				var st struct{ Command []string }
+				json.Unmarshal([]byte(mosaic(t, "status", "--json", s.Name).stdout), &st)
+				if strings.Contains(strings.Join(st.Command, " "), marker) {
+					name = s.Name
+				}
+			}
+			if name == "" {
+				t.Fatalf("the run's session is not listed: %v", all)
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			unit := "mosaic-" + name + ".service"
+			if !tc.stops {
+				mosaic(t, "gc")
+				if st := unitProperty(t, unit, "ActiveState"); st != "active" || strings.Contains(systemctl(t, "list-jobs", "--no-legend", "--plain"), unit) {
+					t.Fatalf("the weakened run's session is %s: this test cannot see one left running", st)
+				}
+				mustMosaic(t, "stop", name)
+				mosaic(t, "rm", name)
+				return
+			}
+			eventually(t, 15*time.Second, "the killed run's session to end", func() bool {
+				st := unitProperty(t, unit, "ActiveState")
+				return st == "inactive" || st == "failed" || st == ""
+			})
+			mosaic(t, "gc")
+			if _, err := os.Lstat(filepath.Join(stateRoot(), "sessions", name)); !os.IsNotExist(err) {
+				t.Errorf("gc left the killed run's state (%v)", err)
+			}
+			if u := systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-"+name+"*"); u != "" {
+				t.Errorf("units left: %s", u)
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package records
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -25,13 +26,18 @@ import (
 // the ended session's unit, so it is quick and never fails the unit.
 
 // EndedMain runs the stage with the arguments after its name; it reports
-// problems on stderr (the unit's journal) and never fails.
+// problems on stderr (the unit's journal) and never fails. (--drop FILE is
+// for the units a mosaic before issue 31 started, whose credential file was
+// on disk.)
 func EndedMain(args []string, getenv func(string) string) {
+	var state, egressSocket string
 	for len(args) >= 2 {
 		var err error
 		switch args[0] {
 		case "--state":
-			err = RecordEnd(args[1], getenv)
+			state = args[1]
+		case "--egress":
+			egressSocket = args[1]
 		case "--drop":
 			err = credentials.RemoveSessionFile(args[1])
 		default:
@@ -42,6 +48,24 @@ func EndedMain(args []string, getenv func(string) string) {
 		}
 		args = args[2:]
 	}
+	if state != "" {
+		if err := RecordEnd(state, getenv, egressSocket); err != nil {
+			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
+		}
+	}
+}
+
+// proxyDead reports whether the egress proxy at socket no longer answers.
+// The session's ExecStopPost runs before its proxy is stopped (the session
+// is ordered after it), so a proxy that does not answer then died first,
+// and took the session with it (BindsTo=).
+func proxyDead(socket string) bool {
+	c, err := net.DialTimeout("unix", socket, time.Second)
+	if err != nil {
+		return true
+	}
+	c.Close()
+	return false
 }
 
 // MoveAside moves aside the host-executed entries r's session created in
@@ -83,12 +107,13 @@ func MovedAsideLine(ws string, m sandbox.MovedAside) string {
 
 // RecordEnd writes end.json into a session's state directory from the
 // variables systemd gives ExecStopPost.
-func RecordEnd(stateDir string, getenv func(string) string) error {
+func RecordEnd(stateDir string, getenv func(string) string, egressSocket string) error {
 	e := End{
 		Result:     getenv("SERVICE_RESULT"),
 		ExitCode:   getenv("EXIT_CODE"),
 		ExitStatus: getenv("EXIT_STATUS"),
 		Ended:      time.Now(),
+		EgressDied: egressSocket != "" && proxyDead(egressSocket),
 	}
 	if _, err := os.Stat(stateDir + "/" + recordFile); err != nil {
 		return err // not a session's state directory (or already removed)

@@ -47,7 +47,7 @@ func endedOutput(t *testing.T, output, sub string) []byte {
 	}
 	saved := os.Stderr
 	os.Stderr = f
-	err = RecordEnd(dir, func(string) string { return "" })
+	err = RecordEnd(dir, func(string) string { return "" }, "")
 	os.Stderr = saved
 	if err != nil {
 		t.Fatal(err)

@@ -13,10 +13,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"mosaic/sandbox"
 	"mosaic/units"
@@ -128,9 +131,45 @@ func RecordOf(s units.Spec) Record {
 }
 
 const (
-	recordFile = "session.json"
-	endFile    = "end.json"
+	recordFile   = "session.json"
+	endFile      = "end.json"
+	startingFile = "starting"
 )
+
+// MarkStarting says, before a start writes its record, that the session has
+// not run yet, and removes the previous run's end.json (and its
+// sandbox.OutputLostName): what is on disk from then on is never taken for
+// this run's. MarkLaunched, once
+// systemd has the unit (a scope: once its command runs), takes it back. A
+// start killed in between leaves the mark, and the session is shown as one
+// that never ran (Starting).
+func MarkStarting(dir string) error {
+	for _, f := range []string{endFile, sandbox.OutputLostName} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(dir, startingFile), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// MarkLaunched removes the mark of MarkStarting.
+func MarkLaunched(dir string) error {
+	if err := os.Remove(filepath.Join(dir, startingFile)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}
+
+// Starting reports whether the session's last start has not (yet) reached
+// systemd: MarkStarting without MarkLaunched.
+func Starting(dir string) bool {
+	_, err := os.Lstat(filepath.Join(dir, startingFile))
+	return err == nil
+}
 
 // Write writes the record into a session's state directory.
 func Write(dir string, r Record) error {
@@ -176,12 +215,38 @@ type End struct {
 	// MovedAside are the host-executed entries the session created, moved
 	// aside when it ended (sandbox.MoveAsideCreated).
 	MovedAside []sandbox.MovedAside `json:"moved_aside,omitempty"`
+	// EgressDied: the session's egress proxy had died when the session
+	// ended (and systemd stopped the session with it, BindsTo=).
+	EgressDied bool `json:"egress_died,omitempty"`
 }
 
-// WriteEnd writes end.json into a session's state directory.
+// WriteEnd writes end.json into a session's state directory. When the
+// file system is full (a session filled its home, which shares it), the
+// room ReserveEnd kept is given up for it: how the session ended is still
+// recorded.
 func WriteEnd(dir string, e End) error {
-	return WriteJSONAtomic(filepath.Join(dir, endFile), e)
+	err := WriteJSONAtomic(filepath.Join(dir, endFile), e)
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		if os.Remove(filepath.Join(dir, reserveFile)) == nil {
+			err = WriteJSONAtomic(filepath.Join(dir, endFile), e)
+		}
+	}
+	return err
 }
+
+// reserveFile keeps room on the state's file system for end.json.
+const reserveFile = "end.reserve"
+
+// ReserveEnd keeps room for end.json (WriteEnd): 64 KiB written at the
+// start, when there is room, to be given up at the end if there is none.
+func ReserveEnd(dir string) error {
+	if fi, err := os.Lstat(filepath.Join(dir, reserveFile)); err == nil && fi.Mode().IsRegular() && fi.Size() == reserveSize {
+		return nil
+	}
+	return os.WriteFile(filepath.Join(dir, reserveFile), make([]byte, reserveSize), 0o600)
+}
+
+const reserveSize = 64 << 10
 
 // ReadEnd reads end.json from a session's state directory.
 func ReadEnd(dir string) (End, bool) {
@@ -228,4 +293,11 @@ func WriteJSONAtomic(path string, v any) error {
 		return err
 	}
 	return nil
+}
+
+// OutputLost reports whether the session's output reached no journal (its
+// exec shim found its stdout to be /dev/null, sandbox.OutputLostName).
+func OutputLost(dir string) bool {
+	_, err := os.Lstat(filepath.Join(dir, sandbox.OutputLostName))
+	return err == nil
 }

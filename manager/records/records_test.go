@@ -1,6 +1,7 @@
 package records
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,7 +10,9 @@ import (
 )
 
 // The session-ended stage's writer and parser agree: what EndedArgv writes,
-// EndedMain reads back into end.json and a removed credential file.
+// EndedMain reads back into end.json, with whether the egress proxy still
+// answered; and --drop, which units of a mosaic before issue 31 name,
+// still removes their credential file.
 func TestEndedStageRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	if err := Write(dir, Record{Name: "x", Description: Description{Command: []string{"true"}}}); err != nil {
@@ -22,15 +25,25 @@ func TestEndedStageRoundTrip(t *testing.T) {
 	if err := os.WriteFile(cred, []byte("A=\"b\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	argv := units.EndedArgv("/bin/mosaic", dir, cred)
+	sock := filepath.Join(t.TempDir(), "proxy.sock")
+	argv := units.EndedArgv("/bin/mosaic", dir, sock)
 	if argv[0] != "/bin/mosaic" || argv[1] != units.EndedStage {
 		t.Fatalf("argv %v", argv)
 	}
 	env := map[string]string{"SERVICE_RESULT": "exit-code", "EXIT_CODE": "exited", "EXIT_STATUS": "3"}
-	EndedMain(argv[2:], func(k string) string { return env[k] })
+	EndedMain(append(argv[2:], "--drop", cred), func(k string) string { return env[k] })
 	e, ok := ReadEnd(dir)
-	if !ok || e.Result != "exit-code" || e.ExitCode != "exited" || e.ExitStatus != "3" || e.Ended.IsZero() {
-		t.Errorf("end %+v, %v", e, ok)
+	if !ok || e.Result != "exit-code" || e.ExitCode != "exited" || e.ExitStatus != "3" || e.Ended.IsZero() || !e.EgressDied {
+		t.Errorf("end %+v, %v (no proxy answers: want egress_died)", e, ok)
+	}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	EndedMain(argv[2:], func(k string) string { return env[k] })
+	if e, _ := ReadEnd(dir); e.EgressDied {
+		t.Errorf("end %+v: the proxy answers, but egress_died", e)
 	}
 	if _, err := os.Stat(cred); !os.IsNotExist(err) {
 		t.Errorf("the credential file is still there: %v", err)

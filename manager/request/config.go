@@ -46,7 +46,7 @@ func ReadConfig(p Paths) (Config, error) {
 	}
 	var session, slice units.LimitStrings
 	keys := map[string]*string{
-		"memory-max": &session.MemoryMax, "tasks-max": &session.TasksMax, "cpu-quota": &session.CPUQuota,
+		"memory-max": &session.MemoryMax, "tasks-max": &session.TasksMax, "cpu-quota": &session.CPUQuota, "tmp-size": &session.TmpSize,
 		"slice-memory-max": &slice.MemoryMax, "slice-tasks-max": &slice.TasksMax, "slice-cpu-quota": &slice.CPUQuota,
 	}
 	sc := bufio.NewScanner(io.LimitReader(f, 1<<20))

@@ -38,8 +38,8 @@ func TestPlanInjection(t *testing.T) {
 		t.Fatalf("rules %+v", spec.Inject)
 	}
 	// The one note is the custom endpoint's host allowed (issue 16).
-	if !slices.Contains(spec.Allow, "gateway.example.com:8443") || spec.EgressCredentialFile == "" || len(spec.Notes) != 1 || !strings.Contains(spec.Notes[0], "gateway.example.com") {
-		t.Errorf("allow %v, egress file %q, notes %v", spec.Allow, spec.EgressCredentialFile, spec.Notes)
+	if !slices.Contains(spec.Allow, "gateway.example.com:8443") || len(spec.Notes) != 1 || !strings.Contains(spec.Notes[0], "gateway.example.com") {
+		t.Errorf("allow %v, notes %v", spec.Allow, spec.Notes)
 	}
 	for _, v := range []string{"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "CODEX_CA_CERTIFICATE"} {
 		if !slices.Contains(spec.Pass, v) {

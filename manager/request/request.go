@@ -344,11 +344,6 @@ func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths)
 	if err := planInjection(spec, grant, p); err != nil {
 		return err
 	}
-	// A scope's secrets go from mosaic to its exec shim in the environment
-	// of the exec, never through a file.
-	if len(grant.Secrets) > 0 && !req.Scope {
-		spec.CredentialFile = credentials.SessionFile(p.RuntimeDir, spec.Name)
-	}
 	// systemd refuses an environment that names a variable twice ("Invalid
 	// environment block"): the later entry wins, as in a shell (a --env
 	// over the caller's own, the proxy's CA variables over a --ca-file's).
@@ -386,7 +381,7 @@ func DefaultLimits(profile credentials.Profile, p Paths) (units.Limits, error) {
 // the request (flags), the profile, the user's mosaic.conf, the built-in
 // defaults; and mosaic.slice's, from mosaic.conf and the defaults.
 func limitsOf(req Request, profile credentials.Profile, p Paths) (session, slice units.Limits, err error) {
-	fromProfile, err := units.LimitStrings{MemoryMax: profile.MemoryMax, TasksMax: profile.TasksMax, CPUQuota: profile.CPUQuota}.Parse()
+	fromProfile, err := units.LimitStrings{MemoryMax: profile.MemoryMax, TasksMax: profile.TasksMax, CPUQuota: profile.CPUQuota, TmpSize: profile.TmpSize}.Parse()
 	if err != nil {
 		return session, slice, errcode.BadProfile.New("profile %s: %v", profile.Name, err)
 	}

@@ -62,6 +62,9 @@ type Session struct {
 	// aside when it ends, as MovedAside says.
 	HostExecCreated []string             `json:"host_exec_created,omitempty"`
 	MovedAside      []sandbox.MovedAside `json:"moved_aside,omitempty"`
+	// EgressDied (network allow): its egress proxy is dead, so it has no
+	// network, and systemd stops it with the proxy (or did: how it ended).
+	EgressDied bool `json:"egress_died,omitempty"`
 	// Problem says what is wrong with a session mosaic cannot fully read
 	// (a damaged record); rm removes it.
 	Problem string `json:"problem,omitempty"`
@@ -214,7 +217,17 @@ func FromRecords(name, dir string) (Session, bool) {
 		t := rec.Started
 		s.Since = &t
 	}
-	if end, ok := records.ReadEnd(dir); ok {
+	if records.Starting(dir) {
+		// Killed between its state and systemd: it never ran. (A start
+		// under way holds the name and is not listed meanwhile as ended.)
+		s.SubState = "never-started"
+		s.Since = nil
+		s.Problem = "it never ran: its start was cut short before systemd took it, or is under way (`mosaic rm " + name + "` removes what it left)"
+		return s, true
+	}
+	// An end from before this run's start is an earlier run's (a record
+	// written before MarkStarting removed the old one): not this one's.
+	if end, ok := records.ReadEnd(dir); ok && !end.Ended.Before(rec.Started) {
 		s.Result = end.Result
 		if s.Result != "" && s.Result != "success" {
 			s.State, s.SubState = "failed", "failed"
@@ -227,6 +240,7 @@ func FromRecords(name, dir string) (Session, bool) {
 		t := end.Ended
 		s.Ended = &t
 		s.MovedAside = end.MovedAside
+		s.EgressDied = end.EgressDied
 	}
 	return s, true
 }

@@ -98,7 +98,13 @@ func (l *Lock) Release() {
 // Hint says what to do about an error on mosaic's state: a full disk
 // is not a permission problem.
 func Hint(err error, dir string) string {
+	rt := os.Getenv("XDG_RUNTIME_DIR")
+	inRuntime := rt != "" && (dir == rt || strings.HasPrefix(dir, rt+"/"))
 	switch {
+	case inRuntime && (errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)):
+		// mosaic keeps only sockets' directories there, and gc frees
+		// nothing in it: what fills it is another program's.
+		return fmt.Sprintf("%v (the runtime directory %s, a small file system in memory, is full: see what fills it with `du -sh %s/* | sort -h` and remove it; `mosaic gc` frees nothing there)", err, rt, rt)
 	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 		return fmt.Sprintf("%v (the file system of %s is full: free some space, e.g. with `mosaic gc`)", err, dir)
 	case errors.Is(err, unix.EROFS):
@@ -203,14 +209,38 @@ var ErrNameTaken = errors.New("generated name taken")
 // start that fails.
 func Prepare(s units.Spec) (undo func(), err error) {
 	fresh := false
+	var made []string // the socket directories this start made
 	undo = func() {
 		if fresh {
 			Remove(s.StateDir)
 		}
+		for _, d := range made {
+			os.Remove(d)
+		}
 	}
 	fail := func(err error) (func(), error) {
 		undo()
-		return nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %v", s.StateDir, Hint(err, filepath.Dir(s.StateDir)))
+		var pe *os.PathError
+		dir := filepath.Dir(s.StateDir)
+		if errors.As(err, &pe) {
+			dir = filepath.Dir(pe.Path)
+		}
+		return nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %v", s.StateDir, Hint(err, dir))
+	}
+	// mkdir makes a socket directory in the runtime directory, which undo
+	// removes again if this start made it.
+	mkdir := func(d string) error {
+		if _, err := os.Lstat(d); err == nil {
+			return nil
+		}
+		if err := testMkdirError(d); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+		made = append(made, d)
+		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(s.StateDir), 0o700); err != nil {
 		return fail(err)
@@ -232,12 +262,12 @@ func Prepare(s units.Spec) (undo func(), err error) {
 		}
 	}
 	if s.MayLaunch { // bound into the session whether the bus runs yet or not
-		if err := os.MkdirAll(s.BusDir, 0o700); err != nil {
+		if err := mkdir(s.BusDir); err != nil {
 			return fail(err)
 		}
 	}
 	if s.Network == sandbox.NetworkAllow { // the egress proxy's socket goes here
-		if err := os.MkdirAll(s.EgressDir, 0o700); err != nil {
+		if err := mkdir(s.EgressDir); err != nil {
 			return fail(err)
 		}
 	}
@@ -246,6 +276,12 @@ func Prepare(s units.Spec) (undo func(), err error) {
 		if err := os.MkdirAll(s.OwnGitDir, 0o700); err != nil {
 			return fail(err)
 		}
+	}
+	if err := records.MarkStarting(s.StateDir); err != nil {
+		return fail(err)
+	}
+	if err := records.ReserveEnd(s.StateDir); err != nil {
+		return fail(err)
 	}
 	if err := records.Write(s.StateDir, records.RecordOf(s)); err != nil {
 		return fail(err)
