@@ -4,7 +4,7 @@
 # systemd's binaries (for the rig's private user manager and journald),
 # util-linux (setpriv, unshare), iproute2, socat and python3 (the rig's test
 # network), git (the host-executed files' tests), debootstrap (the systemd 257 rig's Debian 13 root), npm (the real
-# agent CLIs). It changes nothing when all are there; as another user it only
+# agent CLIs, and with python3-pip the package managers' egress tests). It changes nothing when all are there; as another user it only
 # says what is missing.
 # `make demo`, `make test` and .ci/run call it.
 set -euo pipefail
@@ -21,8 +21,10 @@ command -v python3 >/dev/null || need+=(python3)
 command -v git >/dev/null || need+=(git)
 # The systemd 257 rig's root (contrib/rig-root.sh, cached in /var/cache/mosaic).
 command -v debootstrap >/dev/null || need+=(debootstrap)
-# The real agent CLIs come from npm (contrib/agents.sh).
+# The real agent CLIs come from npm (contrib/agents.sh); the egress tests
+# run npm and pip against a stand-in registry.
 command -v npm >/dev/null || need+=(npm)
+python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 [ ${#need[@]} -gt 0 ] || exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "install-deps: missing ${need[*]}: sudo apt-get install ${need[*]}" >&2

@@ -15,10 +15,14 @@ set -euo pipefail
 
 suite=trixie
 packages=systemd,dbus,bubblewrap,dbus-user-session,python3,iproute2,socat,util-linux,procps,ca-certificates,curl,git
+# Installed by apt inside the root after debootstrap: debootstrap's resolver
+# does not follow virtual packages, and npm's node-* dependencies need them
+# (node-cli-table3 is provided by node-cli-table, ...).
+extra="npm python3-pip"
 cache=${MOSAIC_RIG_CACHE:-/var/cache/mosaic}
 root=$cache/rig-$suite
 # What the root is made from: a different list makes a different root.
-stamp="debootstrap --variant=minbase --include=$packages $suite"
+stamp="debootstrap --variant=minbase --include=$packages $suite; apt-get install $extra"
 
 die() { echo "rig-root: $*" >&2; exit 1; }
 
@@ -66,6 +70,18 @@ if ! debootstrap --variant=minbase --include="$packages" "$suite" "$tmp" "$url" 
 	rm -f "$tmp.log"
 	die "debootstrap $suite failed (log above)"
 fi
+# apt reaches the mirror as this machine does (its /etc/hosts may name it);
+# the root keeps its own files.
+cp "$tmp/etc/hosts" "$tmp.hosts"
+cp /etc/hosts "$tmp/etc/hosts"
+cp -L /etc/resolv.conf "$tmp/etc/resolv.conf" 2>/dev/null || true
+if ! chroot "$tmp" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+	sh -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends $extra" >"$tmp.log" 2>&1; then
+	tail -n 20 "$tmp.log" >&2
+	rm -f "$tmp.log" "$tmp.hosts"
+	die "apt-get install $extra in the $suite root failed (log above)"
+fi
+mv "$tmp.hosts" "$tmp/etc/hosts"
 rm -f "$tmp.log"
 rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/*
 echo "$stamp" >"$tmp/.mosaic-rig-stamp"

@@ -2,11 +2,13 @@ package manager
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 
 	"mosaic/credentials"
 	"mosaic/manager/request"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 	"mosaic/units/errcode"
 )
@@ -112,6 +114,15 @@ func noSandbox(cause error, hint string) error {
 func complete(spec *units.Spec, h Host) error {
 	spec.MosaicBin = h.MosaicBin
 	spec.ExtraRO = append(spec.ExtraRO, testExtraRO()...)
+	if spec.CABundle != "" { // bound into the session: written before it starts
+		ca, err := os.ReadFile(spec.CAFile)
+		if err == nil {
+			err = egress.WriteBundle(spec.CABundle, egress.Bundle(ca))
+		}
+		if err != nil {
+			return errcode.BadBind.New("--ca-file %s: cannot write its bundle with the system's roots: %w", spec.CAFile, err)
+		}
+	}
 	if !spec.AllowWriteHostExec {
 		protect, ids, err := sandbox.ProtectHostExec(spec.Workspace)
 		if err != nil {

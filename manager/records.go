@@ -12,6 +12,7 @@ import (
 	"mosaic/manager/request"
 	"mosaic/manager/session"
 	"mosaic/manager/statedir"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 	"mosaic/units/errcode"
 )
@@ -69,6 +70,7 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 	}
 	m.forget(ctx, s.Unit)
 	os.RemoveAll(p.EgressDir(name)) // its proxy's socket directory
+	os.RemoveAll(egress.ControlDir(p.EgressDir(name)))
 	if err := statedir.Remove(p.SessionDir(name)); err != nil {
 		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, statedir.Hint(err, p.SessionDir(name)))
 	}

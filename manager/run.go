@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 
@@ -54,6 +55,7 @@ func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-
 	if !spec.NameGiven {
 		defer statedir.Remove(spec.StateDir)
 		defer os.RemoveAll(spec.EgressDir)
+		defer os.RemoveAll(egress.ControlDir(spec.EgressDir))
 	}
 	w, unit, result := l.watch, l.unit, l.result
 	defer w.close()
@@ -113,6 +115,7 @@ func removeUnnamed(spec units.Spec) <-chan struct{} {
 		if !spec.NameGiven {
 			statedir.Remove(spec.StateDir)
 			os.RemoveAll(spec.EgressDir)
+			os.RemoveAll(egress.ControlDir(spec.EgressDir))
 		}
 		close(done)
 	}()

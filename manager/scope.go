@@ -21,6 +21,7 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 
@@ -81,6 +82,7 @@ func (c *Connecting) RunScope(ctx context.Context, plan Plan, stdio [3]*os.File,
 	if !spec.NameGiven {
 		defer statedir.Remove(spec.StateDir)
 		defer os.RemoveAll(spec.EgressDir)
+		defer os.RemoveAll(egress.ControlDir(spec.EgressDir))
 	}
 	mark(ctx, "claim name, state directory")
 

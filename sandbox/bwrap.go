@@ -33,6 +33,10 @@ const (
 	BusEnv          = "MOSAIC_BUS"
 )
 
+// CABundleInside is where a --ca-file session's bundle of the system's
+// roots and its CA appears (Options.CABundle).
+const CABundleInside = "/run/mosaic/ca-bundle.pem"
+
 // Mount kinds, as bwrap spells the option without its dashes.
 const (
 	KindRO      = "ro-bind"
@@ -66,6 +70,7 @@ type Options struct {
 	Toolchains  []string // those of ExtraRO that are the user's toolchains, for the session's PATH
 	BusDir      string   // the bus's socket directory, for a session that may launch others; "" for none
 	EgressDir   string   // the egress proxy's socket directory (network allow); "" for none
+	CABundle    string   // --ca-file's bundle with the system's roots, bound at CABundleInside; "" for none
 	BwrapBin    string   // bwrap, pinned read-only at its own path when a writable bind holds it
 	Protect     []Bind   // the workspace's host-executed entries (ProtectHostExec), after every other bind
 }
@@ -95,6 +100,9 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 	)
 	if o.EgressDir != "" {
 		b = append(b, Bind{Kind: KindRO, Src: o.EgressDir, Dst: EgressDirInside, Reason: "the egress proxy's socket (network allow): the only way out of the session's network namespace, to allowed hosts"})
+	}
+	if o.CABundle != "" {
+		b = append(b, Bind{Kind: KindRO, Src: o.CABundle, Dst: CABundleInside, Reason: "--ca-file's certificates after the system's roots, for the clients that read one file in place of the system's (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, PIP_CERT)"})
 	}
 	if o.BusDir != "" {
 		b = append(b,

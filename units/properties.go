@@ -324,8 +324,13 @@ const (
 // (StopWhenUnneeded), however the session ended.
 func EgressProperties(s Spec) []sd.Property {
 	argv := egress.Config{Session: s.Name, Socket: filepath.Join(s.EgressDir, sandbox.EgressSocketName), Allow: s.Allow,
-		Inject: s.Inject}.Argv(s.MosaicBin)
+		Inject: s.Inject, Control: egress.ControlDir(s.EgressDir)}.Argv(s.MosaicBin)
+	// The control directory (grants, `mosaic allow`) is the proxy's and the
+	// user's only: no session binds it.
 	binds := bindsOf([]string{s.EgressDir})
+	if c := egress.ControlDir(s.EgressDir); c != s.EgressDir {
+		binds = append(binds, bindsOf([]string{c})...)
+	}
 	props := []sd.Property{
 		prop("Description", "mosaic egress proxy of session "+s.Name),
 		prop("Slice", Slice),
@@ -424,6 +429,9 @@ func readOnlyPaths(s Spec) []string {
 	}
 	if d := s.egressDir(); d != "" {
 		ro = append(ro, d)
+	}
+	if s.CABundle != "" { // bwrap binds it at sandbox.CABundleInside
+		ro = append(ro, s.CABundle)
 	}
 	return append(append(ro, s.ExtraRO...), landlockProtect(s, sandbox.KindRO)...)
 }

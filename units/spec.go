@@ -222,6 +222,9 @@ type Spec struct {
 	// CAFile is the session's --ca-file, which the egress proxy also trusts
 	// when it opens TLS to a host it injects into.
 	CAFile string
+	// CABundle is the bundle of the system's roots and CAFile the session's
+	// clients read (egress.TrustEnv), written when it starts.
+	CABundle string
 	// Notes are what mosaic start says about the session besides its
 	// name: how a credential travels when it cannot be injected, a custom
 	// endpoint's host allowed.
@@ -242,6 +245,9 @@ func (s Spec) LandlockPolicy() sandbox.LandlockPolicy {
 	ro := s.ExtraRO
 	if len(s.Inject) > 0 { // the egress proxy's CA, which the command trusts
 		ro = append(append([]string{}, ro...), s.EgressDir)
+	}
+	if s.CABundle != "" {
+		ro = append(append([]string{}, ro...), s.CABundle)
 	}
 	return sandbox.LandlockPolicyFor(sandbox.LandlockOptions{Workspace: s.Workspace, SessionHome: s.SessionHome(),
 		Binary: s.Binary, ExtraRO: ro, ExtraRW: s.ExtraRW, Network: s.Network})
@@ -291,6 +297,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		Toolchains:  s.Toolchains,
 		BusDir:      s.busDir(),
 		EgressDir:   s.egressDir(),
+		CABundle:    s.CABundle,
 		BwrapBin:    s.BwrapBin,
 		Protect:     s.Protect,
 	})

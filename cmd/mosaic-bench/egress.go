@@ -106,8 +106,47 @@ func (b *bench) egressTTFB(r *Report) error {
 		}
 		r.Egress = append(r.Egress, s)
 	}
+	s, err := b.grantedTunnel(e, dir, sock, "granted.example.com:"+port, vendorRoots, session[0].Value)
+	if err != nil {
+		return err
+	}
+	r.Egress = append(r.Egress, s)
 	time.Sleep(10 * time.Millisecond)
 	return nil
+}
+
+// grantedTunnel measures a tunnel to granted, a host granted at run time
+// among 20 other grants (through the control socket, as mosaic allow makes
+// them): a grant costs a request nothing but a look at the grants.
+func (b *bench) grantedTunnel(e *egress.Egress, dir, sock, granted string, roots *x509.CertPool, placeholder string) (Stat, error) {
+	egressDir := filepath.Join(dir, "egress", "bench")
+	e.ControlDir = egress.ControlDir(egressDir)
+	if err := os.MkdirAll(e.ControlDir, 0o700); err != nil {
+		return Stat{}, err
+	}
+	cl, err := net.Listen("unix", filepath.Join(e.ControlDir, egress.ControlSocketName))
+	if err != nil {
+		return Stat{}, err
+	}
+	defer cl.Close()
+	go e.ServeControl(cl)
+	entries := []string{granted}
+	for i := range 20 {
+		entries = append(entries, fmt.Sprintf("other-%d.example.com", i))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := egress.NewControlClient(egressDir).Allow(ctx, entries, time.Hour); err != nil {
+		return Stat{}, fmt.Errorf("a grant through the control socket: %v", err)
+	}
+	return measure("plain tunnel to a granted host (21 grants), new connection", "CONNECT, TLS, POST, first byte of an event stream", b.n, func() error {
+		c, err := openThrough(sock, granted, roots)
+		if err != nil {
+			return err
+		}
+		defer c.tc.Close()
+		return c.ask(granted, placeholder)
+	})
 }
 
 // benchConn is a client as an agent is: CONNECT through the proxy, TLS

@@ -24,7 +24,7 @@ func agentFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringSliceFlag{Name: "env", Usage: "set `NAME=VALUE` in the session: a plain, non-secret variable (a base URL, a model, a switch), shown by mosaic status (repeatable)"},
 		&cli.StringSliceFlag{Name: "pass-env", Usage: "pass `NAME` from this environment to the session as a plain, non-secret variable (repeatable)"},
-		&cli.StringFlag{Name: "ca-file", Usage: "trust the CAs in PEM `FILE` besides the system's: bound read-only, named by NODE_EXTRA_CA_CERTS (Claude Code, opencode, pi) and CODEX_CA_CERTIFICATE (Codex)"},
+		&cli.StringFlag{Name: "ca-file", Usage: "trust the CAs in PEM `FILE` besides the system's: bound read-only, named by NODE_EXTRA_CA_CERTS (Node, Bun), and a bundle of the system's roots and it by SSL_CERT_FILE, REQUESTS_CA_BUNDLE, PIP_CERT, CURL_CA_BUNDLE, GIT_SSL_CAINFO and CODEX_CA_CERTIFICATE"},
 		&cli.BoolFlag{Name: "sign-in", Usage: "start without the profile's credentials, to sign the agent in inside; give --name to keep the login in that session's home"},
 	}
 }

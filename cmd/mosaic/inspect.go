@@ -18,6 +18,7 @@ import (
 	"mosaic/credentials"
 	"mosaic/manager"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 
@@ -75,6 +76,13 @@ func printList(w io.Writer, list []manager.Session, all bool) {
 	tw.Flush()
 }
 
+// statusView is what status shows: the session, and its egress proxy's
+// live view while it runs.
+type statusView struct {
+	manager.Session
+	Egress *egress.State `json:"egress,omitempty"`
+}
+
 func statusCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:         "status",
@@ -92,9 +100,18 @@ func statusCommand(out *output) *cli.Command {
 				if err != nil {
 					return err
 				}
-				out.result(s, func(w io.Writer) {
+				// The egress proxy's live view (grants, refusals) comes from
+				// the proxy itself, never from the journal, where a session
+				// could print a line that looks like one.
+				v := statusView{Session: s, Egress: egressState(ctx, s)}
+				out.result(v, func(w io.Writer) {
 					var b strings.Builder
 					printStatus(&b, s, out.safe)
+					if v.Egress != nil {
+						printEgress(&b, s.Name, v.Egress, out.safe)
+					} else if s.Network == "allow" && s.Running() {
+						fmt.Fprintf(&b, "egress:    its proxy does not answer on its control socket: `systemctl --user status %s` says why\n", units.EgressUnitName(s.Name))
+					}
 					io.WriteString(w, wrapLines(b.String(), fitWidth(out, false)))
 				})
 				warnDropped(s)
@@ -318,11 +335,15 @@ func cpu(ns *uint64) string {
 func profilesCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:         "profiles",
-		Usage:        "list the agent profiles: built-in ones and yours in ~/.config/mosaic/profiles/NAME.conf; with NAME, every setting of that one",
+		Usage:        "list the agent profiles: built-in ones and yours in ~/.config/mosaic/profiles/NAME.conf, and the host groups; with NAME, every setting of that one",
 		ArgsUsage:    "[NAME]",
-		Flags:        []cli.Flag{fullFlag, jsonFlag},
+		Flags:        []cli.Flag{fullFlag, jsonFlag, &cli.BoolFlag{Name: "groups", Usage: "list only the host groups (@npm, ...) with each host and why it is there"}},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
+			if c.Bool("groups") {
+				out.result(egress.Groups(), func(w io.Writer) { printGroups(w, true) })
+				return nil
+			}
 			home, err := os.UserHomeDir()
 			if err != nil {
 				return errcode.NoHome.New("cannot tell your home directory: %v (set HOME)", err)
@@ -371,6 +392,8 @@ func profilesCommand(out *output) *cli.Command {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, bin, tested, network, p.Source, cred)
 				}
 				tw.Flush()
+				fmt.Fprintln(&b)
+				printGroups(&b, false)
 			})
 			return nil
 		},
@@ -521,4 +544,24 @@ func pre(prefix, v string) string {
 		return ""
 	}
 	return prefix + v
+}
+
+// printGroups prints the host groups, with each host when full.
+func printGroups(w io.Writer, full bool) {
+	fmt.Fprintln(w, "GROUPS (--allow-host @NAME, AllowHost=@NAME, mosaic allow SESSION @NAME; mosaic profiles --groups lists each host)")
+	for _, g := range egress.Groups() {
+		fmt.Fprintf(w, "@%s: %s\n", g.Name, g.Purpose)
+		if !full {
+			continue
+		}
+		if len(g.Of) > 0 {
+			fmt.Fprintf(w, "  = @%s\n", strings.Join(g.Of, " + @"))
+		}
+		for _, h := range g.Hosts {
+			fmt.Fprintf(w, "  %s  %s\n", h.Host, h.Why)
+		}
+		for _, h := range g.Plain {
+			fmt.Fprintf(w, "  %s  (plain HTTP, GET and HEAD only) %s\n", h.Host, h.Why)
+		}
+	}
 }

@@ -47,6 +47,7 @@ func logsCommand(out *output) *cli.Command {
 			&cli.StringFlag{Name: "since", Usage: "only lines since `TIME`, as journalctl takes it (e.g. \"10 min ago\", \"2026-11-29 12:00\")"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "`FORMAT`: cat, short, short-iso, short-precise, json, json-pretty or verbose", Value: "cat"},
 			&cli.BoolFlag{Name: "json", Usage: "the same as -o json: one JSON object per line, as journalctl writes them"},
+			&cli.BoolFlag{Name: "egress", Usage: "show the session's egress proxy's lines instead: its tunnels, refusals, grants and revocations"},
 		},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
@@ -67,7 +68,11 @@ func logsCommand(out *output) *cli.Command {
 				if err != nil {
 					return err
 				}
-				if s.Kind == units.KindScope || s.Output == "terminal" {
+				egressOnly := c.Bool("egress")
+				if egressOnly && s.Network != "allow" {
+					return errcode.NoEgress.New("session %s has network %s, not allow: it has no egress proxy", name, orDash(s.Network))
+				}
+				if !egressOnly && (s.Kind == units.KindScope || s.Output == "terminal") {
 					return errcode.NoLogs.New("session %s ran in the foreground (mosaic run): its output went to the terminal or pipes it ran on, not to the journal; start it with mosaic start to keep its output", name)
 				}
 				// journalctl, not go-systemd's sdjournal: sdjournal links
@@ -78,6 +83,15 @@ func logsCommand(out *output) *cli.Command {
 				// apply to a user manager's units, nor the unit, which it can
 				// miss for the last lines of a command that exits at once.
 				base := []string{"--user", "-t", units.UnitPrefix + name, "--no-pager", "-q", "-o", format}
+				if egressOnly {
+					// The proxy's identifier and its unit: journald sets the
+					// unit (a trusted field) from the sender's cgroup, so a
+					// session that writes a line with the proxy's identifier
+					// into the journal does not get it shown here. The proxy
+					// runs as long as its session, so its lines have their unit.
+					egressUnit := units.EgressUnitName(name)
+					base = []string{"--user", "-t", strings.TrimSuffix(egressUnit, units.UnitSuffix), "_SYSTEMD_USER_UNIT=" + egressUnit, "--no-pager", "-q", "-o", format}
+				}
 				first := append([]string{}, base...)
 				if n := c.Int("lines"); n > 0 || (n == 0 && !c.Bool("follow")) {
 					first = append(first, "-n", strconv.Itoa(n))

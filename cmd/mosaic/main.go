@@ -74,7 +74,7 @@ func newApp(out *output) *cli.App {
 		ExitErrHandler:            func(*cli.Context, error) {},
 		OnUsageError:              usageError,
 		Commands: []*cli.Command{
-			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), logsCommand(out), rmCommand(out), gcCommand(out), profilesCommand(out), loginCommand(out), homeCommand(out), doctorCommand(out), busCommand(out), versionCommand(out),
+			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), logsCommand(out), allowCommand(out), denyCommand(out), rmCommand(out), gcCommand(out), profilesCommand(out), loginCommand(out), homeCommand(out), doctorCommand(out), busCommand(out), versionCommand(out),
 			completionCommand(out),
 		},
 	}

@@ -9,31 +9,30 @@ import (
 	"path/filepath"
 	"strings"
 
+	"mosaic/credentials"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units/errcode"
 )
 
-// caVars are the variables through which the agents add a CA to the ones
-// they trust, measured with each (issue 16): Node and Bun (Claude Code,
-// opencode, pi) read NODE_EXTRA_CA_CERTS, Codex (Rust) reads
-// CODEX_CA_CERTIFICATE. Both add to the system's roots; SSL_CERT_FILE is
-// not set, since for Codex it replaces them.
-var caVars = []string{"NODE_EXTRA_CA_CERTS", "CODEX_CA_CERTIFICATE"}
-
 // caFile checks --ca-file: one readable PEM file of certificates. It
-// returns the file's real path (bound read-only at that path) and the
-// variables that point the agents at it.
-func caFile(path string, deny []Deny) (*checked, []string, error) {
+// returns the file's real path (bound read-only at that path) and the path
+// in bundleDir of the bundle of the system's roots and it, for the clients
+// that read one file in place of the system's (written when the session
+// starts; egress.TrustEnv names both to every common client: Node and
+// Codex, measured with each in issue 16; curl, git, pip, Python's
+// requests, Go and OpenSSL).
+func caFile(path string, deny []Deny, bundleDir string) (*checked, string, error) {
 	if path == "" {
-		return nil, nil, nil
+		return nil, "", nil
 	}
 	ro, err := checkExtra("ca-file", []string{path}, deny)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", err
 	}
 	b, err := os.ReadFile(ro[0].real)
 	if err != nil {
-		return nil, nil, errcode.BadBind.New("--ca-file %s: %v", path, err)
+		return nil, "", errcode.BadBind.New("--ca-file %s: %v", path, err)
 	}
 	n := 0
 	for rest := b; ; {
@@ -43,21 +42,32 @@ func caFile(path string, deny []Deny) (*checked, []string, error) {
 			break
 		}
 		if blk.Type != "CERTIFICATE" {
-			return nil, nil, errcode.BadBind.New("--ca-file %s holds a %s: give only certificates (never a key)", path, blk.Type)
+			return nil, "", errcode.BadBind.New("--ca-file %s holds a %s: give only certificates (never a key)", path, blk.Type)
 		}
 		if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
-			return nil, nil, errcode.BadBind.New("--ca-file %s: %v", path, err)
+			return nil, "", errcode.BadBind.New("--ca-file %s: %v", path, err)
 		}
 		n++
 	}
 	if n == 0 {
-		return nil, nil, errcode.BadBind.New("--ca-file %s holds no PEM certificate (-----BEGIN CERTIFICATE-----): give one file with every CA the session should trust", path)
+		return nil, "", errcode.BadBind.New("--ca-file %s holds no PEM certificate (-----BEGIN CERTIFICATE-----): give one file with every CA the session should trust", path)
 	}
-	var env []string
-	for _, v := range caVars {
-		env = append(env, v+"="+ro[0].real)
+	return &ro[0], egress.BundlePath(bundleDir, egress.Bundle(b)), nil
+}
+
+// trustCA binds a --ca-file (ca, checked) read-only and points every
+// common client at it and at its bundle (egress.TrustEnv), which bwrap
+// binds at sandbox.CABundleInside and --sandbox landlock shows at its own
+// path.
+func trustCA(ro []checked, ca *checked, bundle, mode string, grant *credentials.Grant) []checked {
+	if ca == nil {
+		return ro
 	}
-	return &ro[0], env, nil
+	if mode != sandbox.ModeLandlock {
+		bundle = sandbox.CABundleInside
+	}
+	grant.PassEnv = append(grant.PassEnv, egress.TrustEnv(ca.real, bundle)...)
+	return append(ro, *ca)
 }
 
 // perUserInstall finds what a command installed outside the system

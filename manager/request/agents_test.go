@@ -24,6 +24,36 @@ func TestPrepareAgents(t *testing.T) {
 			t.Errorf("--ca-file %s: %v, want bad-bind", name, err)
 		}
 	}
+	// A good --ca-file: the CA for Node, a bundle with the system's roots
+	// for every client that reads one file in place of them, bound at a
+	// path of its own (bwrap) or at its own (landlock).
+	good := writeTestCA(t, root)
+	for _, mode := range []string{"bwrap", "landlock"} {
+		spec, _, err := Prepare(Request{Workspace: app, Command: []string{"true"}, CAFile: good, Sandbox: mode}, p, "/usr/bin/bwrap")
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{}
+		for _, kv := range spec.Env {
+			n, v, _ := strings.Cut(kv, "=")
+			env[n] = v
+		}
+		bundle := "/run/mosaic/ca-bundle.pem"
+		if mode == "landlock" {
+			bundle = spec.CABundle
+		}
+		if env["NODE_EXTRA_CA_CERTS"] != spec.CAFile || !strings.HasPrefix(spec.CABundle, filepath.Join(p.RuntimeDir, "mosaic", "ca")+"/bundle-") {
+			t.Errorf("%s: NODE_EXTRA_CA_CERTS=%q CAFile %q bundle %q", mode, env["NODE_EXTRA_CA_CERTS"], spec.CAFile, spec.CABundle)
+		}
+		for _, v := range []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "PIP_CERT", "NPM_CONFIG_CAFILE", "CODEX_CA_CERTIFICATE"} {
+			if env[v] != bundle || !slices.Contains(spec.Pass, v) {
+				t.Errorf("%s: %s=%q, want %s", mode, v, env[v], bundle)
+			}
+		}
+		if _, err := os.Stat(spec.CABundle); err == nil {
+			t.Errorf("%s: Prepare wrote the bundle (it changes nothing on disk)", mode)
+		}
+	}
 	spec, _, err := Prepare(Request{Workspace: app, Command: []string{"true"}, AllowHosts: []string{"127.0.0.1:11434"}}, p, "/usr/bin/bwrap")
 	if err != nil {
 		t.Fatal(err)

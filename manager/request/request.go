@@ -165,13 +165,9 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err := sandbox.CheckSeccompAllow(grant.Profile.SeccompAllow); err != nil {
 		return units.Spec{}, none, errcode.BadProfile.New("profile %s: %v", grant.Profile.Source, err)
 	}
-	ca, caEnv, err := caFile(req.CAFile, deny)
+	ca, caBundle, err := caFile(req.CAFile, deny, filepath.Join(p.RuntimeDir, "mosaic", "ca"))
 	if err != nil {
 		return units.Spec{}, none, err
-	}
-	if ca != nil {
-		ro = append(ro, *ca)
-		grant.PassEnv = append(grant.PassEnv, caEnv...)
 	}
 	network, allow, err := networkFor(req, &grant)
 	if err != nil {
@@ -181,6 +177,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err != nil {
 		return units.Spec{}, none, err
 	}
+	ro = trustCA(ro, ca, caBundle, mode, &grant)
 	name := nameOf(req)
 	if err := notPrivateTmp(real, realPaths(rw), realPaths(ro)); err != nil {
 		return units.Spec{}, none, err
@@ -225,7 +222,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		PathDropped: up.Dropped,
 	}
 	if ca != nil {
-		spec.CAFile = ca.real
+		spec.CAFile, spec.CABundle = ca.real, caBundle
 	}
 	if err := finishSpec(&spec, req, grant, p); err != nil {
 		return units.Spec{}, none, err

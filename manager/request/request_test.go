@@ -72,6 +72,7 @@ func TestPrepareRefusals(t *testing.T) {
 		{"allow-host with host", Request{Workspace: app, Network: "host", AllowHosts: []string{"example.com"}, Command: []string{"true"}}, "bad-allow-host"},
 		{"allow-host bad port", Request{Workspace: app, AllowHosts: []string{"example.com:http"}, Command: []string{"true"}}, "bad-allow-host"},
 		{"allow-host unknown scheme", Request{Workspace: app, AllowHosts: []string{"gopher://example.com"}, Command: []string{"true"}}, "bad-allow-host"},
+		{"allow-host unknown group", Request{Workspace: app, AllowHosts: []string{"@nope"}, Command: []string{"true"}}, "bad-allow-host"},
 		{"unknown profile", Request{Workspace: app, Profile: "nope", Command: []string{"true"}}, "unknown-profile"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,6 +122,7 @@ func TestNetworkAndAllowHosts(t *testing.T) {
 		{Request{Network: "host"}, "host", ""},
 		{Request{AllowHosts: []string{"https://API.example.com/v1/messages"}}, "allow", "api.example.com:443"},
 		{Request{AllowHosts: []string{"https://gw.example.com:8443"}}, "allow", "gw.example.com:8443"},
+		{Request{AllowHosts: []string{"@pypi", "@npm", "x.example.com"}}, "allow", "@npm,@pypi,x.example.com:443"},
 	} {
 		tc.req.Workspace, tc.req.Command = app, []string{"true"}
 		spec, _, err := Prepare(tc.req, p, "/usr/bin/bwrap")

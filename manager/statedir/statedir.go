@@ -32,6 +32,7 @@ import (
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 	"mosaic/units/errcode"
 	"mosaic/units/testhook"
@@ -268,6 +269,15 @@ func Prepare(s units.Spec) (undo func(), err error) {
 	}
 	if s.Network == sandbox.NetworkAllow { // the egress proxy's socket goes here
 		if err := mkdir(s.EgressDir); err != nil {
+			return fail(err)
+		}
+		// A new session of a kept name starts with no grants: a grant
+		// outlives a restart of its proxy, never its session.
+		control := egress.ControlDir(s.EgressDir)
+		if err := os.RemoveAll(control); err != nil {
+			return fail(err)
+		}
+		if err := os.MkdirAll(control, 0o700); err != nil {
 			return fail(err)
 		}
 	}

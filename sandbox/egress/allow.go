@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,17 +14,33 @@ import (
 // (private, loopback, link-local) those names may resolve to because the
 // list names them explicitly.
 type Allow struct {
-	Hosts map[string]bool // "name:port"
+	Hosts map[string]bool // "name:port", named or through a group
 	Addrs []netip.Prefix  // explicitly allowed special addresses
 	Local map[int]bool    // ports of the host's loopback (local.go)
+	// Plain are the "name:80" of mirror groups (@debian, @ubuntu), reached
+	// over plain HTTP, GET and HEAD only (mirror.go).
+	Plain map[string]bool
+	// Groups are the groups named ("@npm"), named lists the hosts named
+	// themselves: Strings gives back what was named.
+	Groups []string
+	named  map[string]bool
 }
 
 // ParseAllow reads --allow-host entries: HOST[:PORT] (port 443 unless
-// given) for a name, or an IP address or prefix that allowed names may
-// resolve to although it is private, loopback or link-local.
+// given) for a name, @GROUP for a group of names (groups.go), or an IP
+// address or prefix that allowed names may resolve to although it is
+// private, loopback or link-local.
 func ParseAllow(entries []string) (Allow, error) {
-	a := Allow{Hosts: map[string]bool{}, Local: map[int]bool{}}
+	a := Allow{Hosts: map[string]bool{}, Local: map[int]bool{}, Plain: map[string]bool{}, named: map[string]bool{}}
 	for _, e := range entries {
+		if strings.HasPrefix(e, "@") {
+			g := LookupGroup(e)
+			if g == nil {
+				return Allow{}, fmt.Errorf("%q is not a host group (the groups: %s; `mosaic profiles` lists their hosts)", e, groupNames())
+			}
+			a.addGroup(g)
+			continue
+		}
 		if port, ok, err := parseLocal(e); ok {
 			if err != nil {
 				return Allow{}, err
@@ -44,8 +61,21 @@ func ParseAllow(entries []string) (Allow, error) {
 			return Allow{}, err
 		}
 		a.Hosts[hp] = true
+		a.named[hp] = true
 	}
 	return a, nil
+}
+
+func (a *Allow) addGroup(g *Group) {
+	if !slices.Contains(a.Groups, "@"+g.Name) {
+		a.Groups = append(a.Groups, "@"+g.Name)
+	}
+	for _, h := range g.Members() {
+		a.Hosts[h.Host] = true
+	}
+	for _, h := range g.PlainMembers() {
+		a.Plain[h.Host] = true
+	}
 }
 
 // NormalizeHost checks HOST[:PORT] and returns "host:port" in lower case,
@@ -89,9 +119,11 @@ func validHostName(h string) bool {
 
 // Strings lists the allowlist as --allow-host arguments, sorted.
 func (a Allow) Strings() []string {
-	var out []string
+	out := append([]string{}, a.Groups...)
 	for h := range a.Hosts {
-		out = append(out, h)
+		if a.named[h] || a.named == nil {
+			out = append(out, h)
+		}
 	}
 	for _, p := range a.Addrs {
 		if p.IsSingleIP() {

@@ -1,12 +1,15 @@
 package egress
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -134,6 +137,19 @@ const (
 // WriteCA writes the CA certificate and the bundle into dir, the egress
 // unit's socket directory, which the session has bound read-only.
 func (in *Injector) WriteCA(dir string) error {
+	// The session's own --ca-file goes in the same files: a runtime reads
+	// one variable, and it must trust both.
+	ca := append(append([]byte{}, in.CAPEM...), in.ExtraPEM...)
+	for name, data := range map[string][]byte{CAFile: ca, BundleFile: Bundle(ca)} {
+		if err := writePublic(filepath.Join(dir, name), data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Bundle is the system's root certificates followed by extra (PEM).
+func Bundle(extra []byte) []byte {
 	bundle := []byte{}
 	for _, f := range systemBundles {
 		if b, err := os.ReadFile(f); err == nil {
@@ -141,20 +157,47 @@ func (in *Injector) WriteCA(dir string) error {
 			break
 		}
 	}
-	// The session's own --ca-file goes in the same files: a runtime reads
-	// one variable, and it must trust both.
-	ca := append(append([]byte{}, in.CAPEM...), in.ExtraPEM...)
-	bundle = append(bundle, ca...)
-	for name, data := range map[string][]byte{CAFile: ca, BundleFile: bundle} {
-		tmp := filepath.Join(dir, "."+name+".tmp")
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-			return err
-		}
+	return append(bundle, extra...)
+}
+
+// BundlePath names, in dir, the file of bundle: by its content, so that
+// sessions trusting one CA share one file and a file once written never
+// changes under a session reading it.
+func BundlePath(dir string, bundle []byte) string {
+	sum := sha256.Sum256(bundle)
+	return filepath.Join(dir, "bundle-"+hex.EncodeToString(sum[:12])+".pem")
+}
+
+// WriteBundle writes bundle at path (BundlePath's) unless it is there.
+func WriteBundle(path string, bundle []byte) error {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, bundle) {
+		return nil
 	}
-	return nil
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return writePublic(path, bundle)
+}
+
+// writePublic writes certificates (nothing secret) atomically.
+func writePublic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // CAEnv are the variables that make a session's runtimes trust its CA,
@@ -163,7 +206,21 @@ func (in *Injector) WriteCA(dir string) error {
 // rustls-native-certs, Python's requests, curl and Codex read one file in
 // place of the system's, hence the bundle.
 func CAEnv(dirInside string) []string {
-	ca, bundle := dirInside+"/"+CAFile, dirInside+"/"+BundleFile
+	return TrustEnv(dirInside+"/"+CAFile, dirInside+"/"+BundleFile)
+}
+
+// TrustEnv are the variables that make the common clients trust a CA, given
+// its certificates alone (ca) and a bundle of the system's roots and them:
+// Node and Bun add NODE_EXTRA_CA_CERTS to their own roots; OpenSSL (and
+// what links it), Go, Rust's native-tls and rustls-native-certs read
+// SSL_CERT_FILE, Python's requests REQUESTS_CA_BUNDLE, pip PIP_CERT (its
+// own certifi otherwise), curl CURL_CA_BUNDLE, git GIT_SSL_CAINFO, Codex
+// CODEX_CA_CERTIFICATE, each in place of the system's roots, hence the
+// bundle. npm gets it as its cafile too: a distribution's /etc/npmrc may
+// name the system's bundle as cafile (Debian's and NodeSource's do), and
+// npm then ignores NODE_EXTRA_CA_CERTS.
+func TrustEnv(ca, bundle string) []string {
 	return []string{"NODE_EXTRA_CA_CERTS=" + ca, "SSL_CERT_FILE=" + bundle, "REQUESTS_CA_BUNDLE=" + bundle,
-		"CURL_CA_BUNDLE=" + bundle, "CODEX_CA_CERTIFICATE=" + bundle}
+		"CURL_CA_BUNDLE=" + bundle, "GIT_SSL_CAINFO=" + bundle, "PIP_CERT=" + bundle, "NPM_CONFIG_CAFILE=" + bundle,
+		"CODEX_CA_CERTIFICATE=" + bundle}
 }

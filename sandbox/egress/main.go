@@ -32,6 +32,9 @@ type Config struct {
 	// which the proxy deletes once it has read it.
 	Inject []Rule
 	Drop   string
+	// Control is the directory of the control socket (ControlDir), which
+	// no session sees.
+	Control string
 }
 
 // Argv is the egress unit's command line, argv[0] being the mosaic binary.
@@ -45,6 +48,9 @@ func (c Config) Argv(mosaicBin string) []string {
 	}
 	if c.Drop != "" {
 		argv = append(argv, "--drop", c.Drop)
+	}
+	if c.Control != "" {
+		argv = append(argv, "--control", c.Control)
 	}
 	return argv
 }
@@ -68,13 +74,15 @@ func ParseArgs(args []string) (Config, error) {
 			c.Inject = append(c.Inject, r)
 		case "--drop":
 			c.Drop = args[1]
+		case "--control":
+			c.Control = args[1]
 		default:
 			return Config{}, fmt.Errorf("unknown option %s", args[0])
 		}
 		args = args[2:]
 	}
 	if c.Socket == "" || len(args) > 0 {
-		return Config{}, errors.New("usage: egress --session NAME --socket PATH [--allow HOST[:PORT]]... [--inject VAR=HEADER@HOST:PORT]... [--drop ENVFILE]")
+		return Config{}, errors.New("usage: egress --session NAME --socket PATH [--allow HOST[:PORT]]... [--inject VAR=HEADER@HOST:PORT]... [--drop ENVFILE] [--control DIR]")
 	}
 	return c, nil
 }
@@ -94,7 +102,7 @@ func serveMain(args []string, notify func()) error {
 	if err != nil {
 		return err
 	}
-	e := &Egress{Session: c.Session, Log: os.Stderr}
+	e := &Egress{Session: c.Session, Log: os.Stderr, ControlDir: c.Control}
 	if e.Allow, err = ParseAllow(c.Allow); err != nil {
 		return err
 	}
@@ -113,6 +121,19 @@ func serveMain(args []string, notify func()) error {
 	}
 	_ = os.Chmod(c.Socket, 0o600)
 	fmt.Fprintf(os.Stderr, "mosaic egress: session %s: allowing %s\n", e.Session, strings.Join(e.Allow.Strings(), ", "))
+	if c.Control != "" {
+		cl, err := listenControl(c.Control)
+		if err != nil {
+			return fmt.Errorf("cannot make the control socket: %v", err)
+		}
+		e.start()
+		e.restore()
+		go func() {
+			if err := e.ServeControl(cl); err != nil {
+				fmt.Fprintf(os.Stderr, "mosaic egress: session %s: the control socket failed: %v\n", e.Session, err)
+			}
+		}()
+	}
 	notify()
 	return e.Serve(l)
 }

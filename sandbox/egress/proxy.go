@@ -82,6 +82,12 @@ type Egress struct {
 	// it terminates the session's TLS; every other host is a tunnel it
 	// does not read.
 	Inject *Injector
+	// ControlDir, when set, is where the proxy keeps its grants
+	// (control.go); its socket is served by ServeControl.
+	ControlDir string
+
+	liveOnce sync.Once
+	live     *live // grants, revocations, open tunnels, refusals (live.go)
 
 	logMu  sync.Mutex
 	slots  chan struct{}
@@ -98,9 +104,21 @@ func (e *Egress) logf(format string, args ...any) {
 	fmt.Fprintf(e.Log, "mosaic egress: session %s: "+format+"\n", append([]any{e.Session}, args...)...)
 }
 
+// start makes what Serve and ServeControl share.
+func (e *Egress) start() {
+	e.liveOnce.Do(func() { e.live = newLive() })
+}
+
+// ServeControl answers the control socket l (control.go) until it is closed.
+func (e *Egress) ServeControl(l net.Listener) error {
+	e.start()
+	return e.serveControl(l)
+}
+
 // Serve answers connections on l until it is closed; an Accept that fails
 // for a moment (EMFILE) is retried (acceptloop).
 func (e *Egress) Serve(l net.Listener) error {
+	e.start()
 	e.Limits = e.Limits.withDefaults()
 	e.slots = make(chan struct{}, e.Limits.MaxConns)
 	return acceptloop.Serve(l, func(c net.Conn) {
@@ -115,6 +133,7 @@ func (e *Egress) Serve(l net.Listener) error {
 			// takes the answer without blocking, and refusing must not cost
 			// what accepting would.
 			e.logf("refused a connection: %d are open, the most a session may have", e.Limits.MaxConns)
+			e.refused("-", RefusedLimit, fmt.Sprintf("%d connections open, the most a session may have", e.Limits.MaxConns))
 			refuse(c, http.StatusServiceUnavailable, fmt.Sprintf("mosaic egress: the session has %d connections open, the most it may have", e.Limits.MaxConns))
 			c.Close()
 		}
@@ -139,6 +158,7 @@ func (e *Egress) handle(c net.Conn) {
 		switch {
 		case lr.N <= 0:
 			e.logf("refused a request whose head is over %d bytes", e.Limits.MaxHeadBytes)
+			e.refused("-", RefusedLimit, fmt.Sprintf("a request head over %d bytes", e.Limits.MaxHeadBytes))
 			refuse(c, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("mosaic egress: the request's head is over %d bytes", e.Limits.MaxHeadBytes))
 		case isTimeout(err) || !time.Now().Before(headDeadline): // textproto may hide the timeout behind a short line
 			e.logf("closed a connection that sent no whole request in %s", e.Limits.HeadTimeout)
@@ -153,14 +173,18 @@ func (e *Egress) handle(c net.Conn) {
 	if req.Method != http.MethodConnect && e.relayPlain(c, req) {
 		return // plain HTTP to an allowed port of the host's loopback (local.go)
 	}
+	if req.Method != http.MethodConnect && e.relayMirror(c, req) {
+		return // plain HTTP GET or HEAD to a mirror group's host (mirror.go)
+	}
 	if req.Method != http.MethodConnect {
 		e.logf("refused %s %s: plain HTTP is not relayed, only CONNECT (HTTPS)", printable(req.Method), printable(req.URL.Redacted()))
-		refuse(c, http.StatusForbidden, "mosaic egress: plain HTTP is refused (but to a host loopback port allowed with --allow-host localhost:PORT); use HTTPS (CONNECT)")
+		e.refused(plainTarget(req), RefusedPlain, "plain HTTP "+printable(req.Method))
+		refuse(c, http.StatusForbidden, e.sessionSays("plain HTTP is refused (but GET and HEAD to the mirror groups' hosts, @debian and @ubuntu, and to a host loopback port allowed with --allow-host localhost:PORT); use HTTPS (CONNECT)"))
 		return
 	}
 	target := printable(req.Host)
 	var remote net.Conn
-	var why string
+	var why, kind string
 	if port, ok := e.localTarget(req.Host); ok {
 		// A host loopback port a key is injected into (a gateway on
 		// localhost named by a base URL) gets the same TLS termination.
@@ -169,22 +193,28 @@ func (e *Egress) handle(c net.Conn) {
 			return
 		}
 		remote, why = e.dialLocal(port)
+		kind = RefusedUnreachable
 	} else {
 		var hp string
-		hp, why = e.check(req.Host)
+		hp, why, kind = e.check(req.Host)
 		if why == "" && e.Inject.covers(hp) {
+			defer e.track(hp, c)()
 			e.intercept(c, br, hp)
 			return
 		}
 		if why == "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			remote, why = e.dial(ctx, hp)
+			remote, why, kind = e.dialWhy(ctx, hp)
 			cancel()
+		}
+		if remote != nil {
+			defer e.track(hp, c)()
 		}
 	}
 	if remote == nil {
 		e.logf("refused CONNECT %s: %s", target, why)
-		refuse(c, http.StatusForbidden, "mosaic egress: "+why)
+		e.refused(target, kind, why)
+		refuse(c, http.StatusForbidden, e.sessionSays(why))
 		return
 	}
 	defer remote.Close()
@@ -216,27 +246,42 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
+// sessionSays is a refusal's body: it names the session, for an agent to
+// tell its user which session it is in.
+func (e *Egress) sessionSays(why string) string {
+	return "mosaic egress: session " + e.Session + ": " + why
+}
+
 // check checks target against the allowlist and returns it as
-// "host:port", or why not.
-func (e *Egress) check(target string) (string, string) {
+// "host:port", or why not and the kind of refusal.
+func (e *Egress) check(target string) (hp, why, kind string) {
 	host, _, err := net.SplitHostPort(target)
 	if err != nil {
-		return "", fmt.Sprintf("%q is not HOST:PORT", printable(target))
+		return "", fmt.Sprintf("%q is not HOST:PORT", printable(target)), RefusedNotListed
 	}
 	if _, err := netip.ParseAddr(host); err == nil {
-		return "", fmt.Sprintf("%s is an IP address: connections go to names on the allowlist only", printable(host))
+		return "", fmt.Sprintf("%s is an IP address: connections go to names on the allowlist only", printable(host)), RefusedNotListed
 	}
-	hp, err := NormalizeHost(target)
-	if err != nil || !e.Allow.Hosts[hp] {
-		t := printable(target)
-		return "", fmt.Sprintf("%s is not on the session's allowlist (add it with --allow-host %s)", t, t)
+	hp, err = NormalizeHost(target)
+	if err != nil {
+		return "", fmt.Sprintf("%q is not a host name", printable(target)), RefusedNotListed
 	}
-	return hp, ""
+	if !e.hostAllowed(hp) {
+		return "", fmt.Sprintf("%s is not on the session's allowlist (to allow it, run on the host: mosaic allow %s %s)", hp, e.Session, hp), RefusedNotListed
+	}
+	return hp, "", ""
 }
 
 // dial resolves the allowed "host:port" hp and connects to the first of
-// its addresses that is not special (or that the list names).
+// its addresses that is not special (or that the list names), or says why
+// not.
 func (e *Egress) dial(ctx context.Context, hp string) (net.Conn, string) {
+	c, why, _ := e.dialWhy(ctx, hp)
+	return c, why
+}
+
+// dialWhy is dial, also telling the kind of refusal.
+func (e *Egress) dialWhy(ctx context.Context, hp string) (net.Conn, string, string) {
 	host, port, _ := net.SplitHostPort(hp)
 	lookup := e.Lookup
 	if lookup == nil {
@@ -246,8 +291,9 @@ func (e *Egress) dial(ctx context.Context, hp string) (net.Conn, string) {
 	}
 	addrs, err := lookup(ctx, host)
 	if err != nil || len(addrs) == 0 {
-		return nil, fmt.Sprintf("cannot resolve %s: %v", host, err)
+		return nil, fmt.Sprintf("cannot resolve %s: %v", host, err), RefusedUnreachable
 	}
+	kind := RefusedUnreachable
 	var reasons []string
 	timeout := e.DialTimeout
 	if timeout == 0 {
@@ -259,8 +305,9 @@ func (e *Egress) dial(ctx context.Context, hp string) (net.Conn, string) {
 		// the kernel connects to a mapped address over IPv4: it is checked
 		// as the IPv4 address it is.
 		ip = ip.Unmap()
-		if why := e.Allow.refusal(ip); why != "" {
-			reasons = append(reasons, fmt.Sprintf("%s resolves to %s, %s (allow it explicitly with --allow-host %s)", host, ip, why, ip))
+		if why := e.refusal(ip); why != "" {
+			reasons = append(reasons, fmt.Sprintf("%s resolves to %s, %s (allow it explicitly with --allow-host %s, or on the host: mosaic allow %s %s)", host, ip, why, ip, e.Session, ip))
+			kind = RefusedSpecial
 			continue
 		}
 		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip.String(), port))
@@ -268,9 +315,9 @@ func (e *Egress) dial(ctx context.Context, hp string) (net.Conn, string) {
 			reasons = append(reasons, fmt.Sprintf("%s (%s): %v", host, ip, err))
 			continue
 		}
-		return conn, ""
+		return conn, "", ""
 	}
-	return nil, strings.Join(reasons, "; ")
+	return nil, strings.Join(reasons, "; "), kind
 }
 
 func refuse(c net.Conn, status int, msg string) {

@@ -52,6 +52,7 @@ var (
 	SessionRunning         = def("session-running", ExitRefused, "the session is running: stop it first")
 	NoSuchSession          = def("no-such-session", ExitRefused, "there is no mosaic session of that name")
 	NoLogs                 = def("no-logs", ExitRefused, "the session's output went to a terminal, not the journal")
+	NoEgress               = def("no-egress", ExitRefused, "the session has no running egress proxy to change (its network is not allow, or it ended)")
 	NoBus                  = def("no-bus", ExitRefused, "no mosaic bus answers")
 	BusRunning             = def("bus-running", ExitRefused, "another mosaic bus already answers")
 	NotPermitted           = def("not-permitted", ExitRefused, "the caller may not do that (a session asking the bus beyond what it may)")

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"mosaic/manager"
+	"mosaic/manager/request"
+	"mosaic/sandbox/egress"
+	"mosaic/units"
+	"mosaic/units/errcode"
+)
+
+// allowCommand and denyCommand change a running session's allowlist
+// through its egress proxy's control socket, which only the user's own
+// processes outside every session reach (sandbox/egress/control.go).
+func allowCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:      "allow",
+		Usage:     "let a running session (network allow) reach more hosts, at once, without a restart",
+		ArgsUsage: "NAME HOST[:PORT]|@GROUP|ADDRESS...",
+		Description: "Adds each entry to the session's allowlist in its egress proxy: a host name (port 443 unless given), a group\n" +
+			"(`mosaic profiles` lists them) or an address or prefix an allowed name may resolve to. With --for the grant ends\n" +
+			"by itself. Each grant is one line in the proxy's journal (`mosaic logs NAME --egress`) and shows in `mosaic status`.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "for", Usage: "end the grant after `DURATION` (90s, 10min, 2h; default: when the session ends)"},
+			jsonFlag,
+		},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			name, entries, err := nameAndEntries(c)
+			if err != nil {
+				return err
+			}
+			var d time.Duration
+			if v := c.String("for"); v != "" {
+				if d, err = units.ParseDuration("for", v); err != nil {
+					return err
+				}
+			}
+			return withControl(name, func(ctx context.Context, cc *egress.ControlClient) error {
+				grants, err := cc.Allow(ctx, entries, d)
+				if err != nil {
+					return controlError(name, err)
+				}
+				out.result(map[string]any{"session": name, "grants": grants}, func(w io.Writer) {
+					for _, g := range grants {
+						fmt.Fprintf(w, "session %s may now reach %s%s, %s\n", name, g.Entry, hostList(g), untilText(g))
+					}
+				})
+				return nil
+			})
+		},
+	}
+}
+
+func denyCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:      "deny",
+		Usage:     "take back what a running session may reach (a grant or a host it started with), closing its open tunnels there",
+		ArgsUsage: "NAME HOST[:PORT]|@GROUP|ADDRESS...",
+		Description: "Removes each entry's grant, refuses its hosts from now on (also those the session started with) and closes the\n" +
+			"session's open connections to them. `mosaic allow` gives a host back.",
+		Flags:        []cli.Flag{jsonFlag},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			name, entries, err := nameAndEntries(c)
+			if err != nil {
+				return err
+			}
+			return withControl(name, func(ctx context.Context, cc *egress.ControlClient) error {
+				closed, err := cc.Deny(ctx, entries)
+				if err != nil {
+					return controlError(name, err)
+				}
+				out.result(map[string]any{"session": name, "denied": entries, "closed_connections": closed}, func(w io.Writer) {
+					fmt.Fprintf(w, "session %s may no longer reach %s (%d open connections closed)\n", name, strings.Join(entries, ", "), closed)
+				})
+				return nil
+			})
+		},
+	}
+}
+
+func nameAndEntries(c *cli.Context) (string, []string, error) {
+	if c.NArg() < 2 {
+		return "", nil, errcode.Usage.New("mosaic %s takes a session NAME and at least one HOST[:PORT], @GROUP or address", c.Command.Name)
+	}
+	name := c.Args().First()
+	if err := units.ValidateName(name); err != nil {
+		return "", nil, err
+	}
+	entries := c.Args().Slice()[1:]
+	for _, e := range entries {
+		if _, err := egress.ParseAllow([]string{e}); err != nil {
+			return "", nil, errcode.BadAllowHost.New("%v", err)
+		}
+	}
+	return name, entries, nil
+}
+
+// withControl runs f against the control socket of session name's running
+// egress proxy, or says why there is none.
+func withControl(name string, f func(ctx context.Context, cc *egress.ControlClient) error) error {
+	return connected(func(ctx context.Context, m *manager.Manager) error {
+		s, err := m.Status(ctx, name)
+		if err != nil {
+			return err
+		}
+		if s.Network != "allow" {
+			return errcode.NoEgress.New("session %s has network %s, not allow: it has no egress proxy whose list could change (start it with --network allow or --allow-host)", name, orDash(s.Network))
+		}
+		if !s.Running() {
+			return errcode.NoEgress.New("session %s is %s: its egress proxy is gone with it", name, s.State)
+		}
+		p, err := request.UserPaths()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return f(ctx, egress.NewControlClient(p.EgressDir(name)))
+	})
+}
+
+func controlError(name string, err error) error {
+	var ce *egress.ControlError
+	switch {
+	case errors.As(err, &ce) && strings.Contains(ce.Msg, "not a client the proxy answers"):
+		return errcode.NotPermitted.New("session %s's egress proxy refused: %s", name, ce.Msg)
+	case errors.As(err, &ce):
+		return errcode.BadAllowHost.New("%s", ce.Msg)
+	case errors.Is(err, egress.ErrNoProxy):
+		return errcode.NoEgress.New("session %s's egress proxy does not answer (%v): `systemctl --user status %s` says why", name, err, units.EgressUnitName(name))
+	}
+	return errcode.Unexpected.New("session %s's egress proxy: %v", name, err)
+}
+
+// egressState is the live view of a running session's proxy for status,
+// or nil when it has none or it does not answer.
+func egressState(ctx context.Context, s manager.Session) *egress.State {
+	if s.Network != "allow" || !s.Running() {
+		return nil
+	}
+	p, err := request.UserPaths()
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	st, err := egress.NewControlClient(p.EgressDir(s.Name)).State(ctx)
+	if err != nil {
+		return nil
+	}
+	return &st
+}
+
+// printEgress prints the proxy's live view under status's network line.
+func printEgress(w io.Writer, name string, st *egress.State, safe func(string) string) {
+	fmt.Fprintf(w, "allowed now: %s\n", strings.Join(st.Allow, ", "))
+	for _, g := range st.Grants {
+		fmt.Fprintf(w, "  granted %s%s by %s at %s, %s\n", g.Entry, hostList(g), g.By, g.At.Local().Format(time.TimeOnly), untilText(g))
+	}
+	if len(st.Denied) > 0 {
+		fmt.Fprintf(w, "  taken back: %s\n", strings.Join(st.Denied, ", "))
+	}
+	if len(st.Refused) == 0 {
+		fmt.Fprintln(w, "refused:   nothing so far")
+		return
+	}
+	fmt.Fprintf(w, "refused:   (`mosaic allow %s HOST` adds one; `mosaic logs %s --egress` has every line)\n", name, name)
+	for _, r := range st.Refused {
+		fmt.Fprintf(w, "  %s  %d×, last %s: %s\n", safe(r.Target), r.Count, r.Last.Local().Format(time.TimeOnly), refusalText(r.Why))
+	}
+	if st.RefusedOther > 0 {
+		fmt.Fprintf(w, "  and %d refusals of other targets\n", st.RefusedOther)
+	}
+}
+
+func refusalText(why string) string {
+	switch why {
+	case egress.RefusedNotListed:
+		return "not on the list"
+	case egress.RefusedSpecial:
+		return "resolves to a special range (private, loopback, link-local, reserved)"
+	case egress.RefusedPlain:
+		return "plain HTTP"
+	case egress.RefusedLimit:
+		return "over a limit (connections, head size)"
+	case egress.RefusedUnreachable:
+		return "unreachable (no address, or no answer)"
+	}
+	return why
+}
+
+func hostList(g egress.Grant) string {
+	if len(g.Hosts) == 0 || (len(g.Hosts) == 1 && g.Hosts[0] == g.Entry) {
+		return ""
+	}
+	return " (" + strings.Join(g.Hosts, ", ") + ")"
+}
+
+func untilText(g egress.Grant) string {
+	if g.Until == nil {
+		return "until the session ends"
+	}
+	return "until " + g.Until.Local().Format(time.TimeOnly) + " (" + time.Until(*g.Until).Round(time.Second).String() + " from now)"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
