@@ -326,8 +326,14 @@ func TestHomeOfNoSession(t *testing.T) {
 	}
 	mustMosaic(t, "home", "--create", name)
 	list := mustMosaic(t, "list", "--all").stdout
-	if !strings.Contains(list, name) || strings.Contains(list, "damaged") {
-		t.Errorf("list --all:\n%s", list)
+	line := ""
+	for _, l := range strings.Split(list, "\n") {
+		if strings.HasPrefix(l, name+" ") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "not-run-yet") || strings.Contains(line, "damaged") {
+		t.Errorf("list --all shows %s as %q:\n%s", name, line, list)
 	}
 	if st := mustMosaic(t, "status", name).stdout; !strings.Contains(st, "not-run-yet") {
 		t.Errorf("status:\n%s", st)
