@@ -4,7 +4,9 @@
 # systemd's binaries (for the rig's private user manager and journald),
 # util-linux (setpriv, unshare), iproute2, socat and python3 (the rig's test
 # network), git (the host-executed files' tests), debootstrap (the systemd 257 rig's Debian 13 root), npm (the real
-# agent CLIs, and with python3-pip the package managers' egress tests). It changes nothing when all are there; as another user it only
+# agent CLIs, and with python3-pip the package managers' egress tests),
+# openssh-server and -client (the --host tests' sshd on loopback; nothing
+# installed is started). It changes nothing when all are there; as another user it only
 # says what is missing.
 # `make demo`, `make test` and .ci/run call it.
 set -euo pipefail
@@ -25,6 +27,9 @@ command -v debootstrap >/dev/null || need+=(debootstrap)
 # run npm and pip against a stand-in registry.
 command -v npm >/dev/null || need+=(npm)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+# mosaic --host's tests log in to a real sshd on loopback, started by the test.
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ssh >/dev/null || need+=(openssh-client)
 [ ${#need[@]} -gt 0 ] || exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "install-deps: missing ${need[*]}: sudo apt-get install ${need[*]}" >&2
@@ -36,4 +41,14 @@ if ! command -v apt-get >/dev/null; then
 fi
 echo "install-deps: installing ${need[*]}" >&2
 apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+# Nothing installed is started (openssh-server would start an sshd on port
+# 22 of every address): the tests start what they need themselves.
+policy=/usr/sbin/policy-rc.d
+made_policy=
+if [ ! -e "$policy" ]; then
+	printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && made_policy=1
+fi
+rc=0
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null || rc=$?
+[ -z "$made_policy" ] || rm -f "$policy"
+exit $rc

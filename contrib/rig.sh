@@ -178,6 +178,9 @@ if [ "${1:-}" = "run" ]; then
 	fi
 	getent group systemd-journal >/dev/null || groupadd --system systemd-journal
 	usermod -a -G systemd-journal "$rig_user"
+	# An sshd that is not root gives its own user a terminal only if the
+	# user may chown the pty to group tty (mosaic --host's tests, ssh -t).
+	usermod -a -G tty "$rig_user"
 	# The tree goes to the user's home (the user cannot read a checkout under
 	# /root); with --root that home is bound into the root as it is.
 	home=$(getent passwd "$rig_user" | cut -d: -f6)
@@ -247,10 +250,10 @@ enter_root() {
 	cp -L /etc/resolv.conf "$m/etc/resolv.conf"
 	cp -L /etc/hosts "$m/etc/hosts"
 	# The test user as the host has it (its home is the host's), in the
-	# root's systemd-journal group.
+	# root's systemd-journal and tty groups.
 	getent passwd "$rig_user" >>"$m/etc/passwd"
 	getent group "$gid" >>"$m/etc/group"
-	sed -i -E "/^systemd-journal:/ { s/\$/,$rig_user/; s/:,/:/ }" "$m/etc/group"
+	sed -i -E "/^(systemd-journal|tty):/ { s/\$/,$rig_user/; s/:,/:/ }" "$m/etc/group"
 	install -m 0755 "$0" "$m/usr/local/sbin/mosaic-rig.sh"
 	mkdir "$m/.old-root"
 	cd "$m"

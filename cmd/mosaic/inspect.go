@@ -24,9 +24,12 @@ import (
 
 func listCommand(out *output) *cli.Command {
 	return &cli.Command{
-		Name:         "list",
-		Usage:        "list the sessions systemd has; with --all also the ended ones kept until `mosaic rm` or `mosaic gc`",
-		Flags:        []cli.Flag{&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list ended sessions"}, fullFlag, jsonFlag},
+		Name:  "list",
+		Usage: "list the sessions systemd has; with --all also the ended ones kept until `mosaic rm` or `mosaic gc`",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list ended sessions"}, fullFlag, jsonFlag,
+			// Both taken off by run before the library sees them.
+			&cli.StringSliceFlag{Name: "host", Aliases: []string{"H"}, Usage: "list the sessions of `[USER@]HOST[:PORT]` (repeatable; `local` is this machine), with a HOST column"},
+			&cli.BoolFlag{Name: "all-hosts", Usage: "list the sessions of every host in ~/.config/mosaic/hosts"}},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			return connected(func(ctx context.Context, m *manager.Manager) error {
@@ -62,16 +65,9 @@ func printList(w io.Writer, list []manager.Session, all bool) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tSUB\tPID\tAGE\tMEMORY\tENDED")
+	fmt.Fprintln(tw, listHeader)
 	for _, s := range list {
-		ended := "-"
-		if !s.Running() && s.How() != "" {
-			ended = s.How()
-		}
-		if s.Problem != "" {
-			ended = "damaged: see mosaic status " + s.Name
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), age(s.Since), humanBytes(s.MemoryBytes), ended)
+		fmt.Fprintln(tw, listRow(s))
 	}
 	tw.Flush()
 }
@@ -81,6 +77,21 @@ func printList(w io.Writer, list []manager.Session, all bool) {
 type statusView struct {
 	manager.Session
 	Egress *egress.State `json:"egress,omitempty"`
+}
+
+// listHeader and listRow are list's table, also with a HOST column before
+// them (mosaic list --host A --host B).
+const listHeader = "NAME\tKIND\tSTATE\tSUB\tPID\tAGE\tMEMORY\tENDED"
+
+func listRow(s manager.Session) string {
+	ended := "-"
+	if !s.Running() && s.How() != "" {
+		ended = s.How()
+	}
+	if s.Problem != "" {
+		ended = "damaged: see mosaic status " + s.Name
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Name, s.Kind, s.State, s.SubState, pid(s.MainPID), age(s.Since), humanBytes(s.MemoryBytes), ended)
 }
 
 func statusCommand(out *output) *cli.Command {

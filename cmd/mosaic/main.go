@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/manager"
+	"mosaic/manager/remote"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
@@ -43,6 +44,10 @@ func main() {
 		case manager.TieStage: // what ties a mosaic run's session to it
 			manager.TieMain()
 			os.Exit(0)
+		case remote.ExecStage: // mosaic --host on the other end of ssh
+			os.Exit(remoteExec(os.Args[2:]))
+		case remote.HoldStage:
+			os.Exit(remoteHold(os.Args[2:]))
 		case sandbox.ShimStage:
 			err := sandbox.ShimMain(os.Args[2:])
 			fmt.Fprintf(os.Stderr, "mosaic: refusing to build the sandbox: %v\n", err)
@@ -52,8 +57,21 @@ func main() {
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 
-// run runs the CLI and returns the exit code.
+// run runs the CLI and returns the exit code: on another machine, with
+// --host (-H, MOSAIC_HOST), else here.
 func run(args []string, stdout, stderr io.Writer) int {
+	call, err := hostArgs(args[1:], os.Getenv)
+	if err != nil {
+		return (&output{json: wantsJSON(args[1:]), stdout: stdout, stderr: stderr}).fail(err)
+	}
+	if len(call.targets) > 0 {
+		return remoteMain(call, stdout, stderr)
+	}
+	return runHere(append([]string{args[0]}, call.args...), stdout, stderr)
+}
+
+// runHere runs the CLI against this machine's user manager.
+func runHere(args []string, stdout, stderr io.Writer) int {
 	out := &output{json: wantsJSON(args[1:]), stdout: stdout, stderr: stderr}
 	app := newApp(out)
 	if err := app.Run(reorderArgs(app, args)); err != nil {
@@ -73,6 +91,10 @@ func newApp(out *output) *cli.App {
 		ErrWriter:                 out.stderr,
 		ExitErrHandler:            func(*cli.Context, error) {},
 		OnUsageError:              usageError,
+		// Taken off the command line before the library sees it (run);
+		// declared here for help, the man page and completion.
+		Flags: []cli.Flag{&cli.StringSliceFlag{Name: "host", Aliases: []string{"H"}, EnvVars: []string{"MOSAIC_HOST"},
+			Usage: "run the command on `[USER@]HOST[:PORT]` over your ssh, against that machine's mosaic and user manager (list: repeatable, or --all-hosts for ~/.config/mosaic/hosts)"}},
 		Commands: []*cli.Command{
 			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), logsCommand(out), allowCommand(out), denyCommand(out), rmCommand(out), gcCommand(out), profilesCommand(out), loginCommand(out), homeCommand(out), doctorCommand(out), busCommand(out), versionCommand(out),
 			completionCommand(out),

@@ -35,6 +35,12 @@ func startOnPTY(t *testing.T, rows, cols uint16, args ...string) *ptyRun {
 // startOnPTYAs is startOnPTY with another mosaic binary.
 func startOnPTYAs(t *testing.T, bin string, rows, cols uint16, args ...string) *ptyRun {
 	t.Helper()
+	return startOnPTYEnv(t, bin, nil, rows, cols, args...)
+}
+
+// startOnPTYEnv is startOnPTYAs with variables added to the environment.
+func startOnPTYEnv(t *testing.T, bin string, env []string, rows, cols uint16, args ...string) *ptyRun {
+	t.Helper()
 	master, slave, err := openPTY()
 	if err != nil {
 		t.Fatalf("opening a pty: %v", err)
@@ -44,7 +50,7 @@ func startOnPTYAs(t *testing.T, bin string, rows, cols uint16, args ...string) *
 	}
 	r := &ptyRun{t: t, master: master, slave: slave, exited: make(chan struct{}), before: termios(t, slave)}
 	r.cmd = exec.Command(bin, args...)
-	r.cmd.Env = append(os.Environ(), "TERM=xterm-256color", "COLORTERM=truecolor")
+	r.cmd.Env = append(append(os.Environ(), "TERM=xterm-256color", "COLORTERM=truecolor"), env...)
 	r.cmd.Stdin, r.cmd.Stdout, r.cmd.Stderr = slave, slave, slave
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := r.cmd.Start(); err != nil {

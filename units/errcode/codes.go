@@ -19,6 +19,7 @@ var (
 	LaunchLog      = def("launch-log", ExitFailure, "the bus's launch log could not be written")
 	Interrupted    = def("interrupted", ExitFailure, "mosaic was interrupted while waiting; the session may still be starting or running")
 	NoHome         = def("no-home", ExitFailure, "the user's home directory is unknown (HOME is not set)")
+	RemoteLost     = def("remote-unreachable", ExitFailure, "ssh could not reach the --host, or the connection to it was lost; a session started there runs on")
 )
 
 // Bad input (exit 2): nothing was changed.
@@ -44,6 +45,7 @@ var (
 	BadSandbox            = def("bad-sandbox", ExitBadInput, "--sandbox is not bwrap or landlock, or landlock with --scope or --may-launch")
 	BadConfig             = def("bad-config", ExitBadInput, "a mosaic configuration file (deny.conf, mosaic.conf) cannot be read")
 	BadProfile            = def("bad-profile", ExitBadInput, "a profile file cannot be read")
+	BadHost               = def("bad-host", ExitBadInput, "a --host is not [USER@]HOST[:PORT], or the hosts file cannot be read")
 )
 
 // Refusals (exit 3): the request was understood and declined.
@@ -67,4 +69,5 @@ var (
 	SystemdTooOld          = def("systemd-too-old", ExitRefused, "the user manager is older than systemd 252")
 	NoSessionCredential    = def("no-session-credential", ExitRefused, "the profile needs a credential that is not set")
 	CredentialFileInsecure = def("credential-file-insecure", ExitRefused, "an --env-file is not a regular file of yours with mode 0600 or 0400")
+	RemoteNoMosaic         = def("remote-no-mosaic", ExitRefused, "the --host has no mosaic installed, or one too old or new to serve this one")
 )

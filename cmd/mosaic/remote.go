@@ -1,0 +1,812 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mosaic/credentials"
+	"mosaic/manager"
+	"mosaic/manager/remote"
+	"mosaic/units"
+	"mosaic/units/errcode"
+	"mosaic/units/termsafe"
+)
+
+// hostBound is how long a --host may take to answer ssh's connection, and,
+// in thirds, how long a silent one is borne (ServerAliveInterval × 3).
+const hostBound = 10
+
+// hostCall is one command line bound for other machines: the targets, and
+// mosaic's arguments without the --host flags.
+type hostCall struct {
+	targets []remote.Target
+	args    []string // after mosaic's name, --host flags taken out
+	bound   time.Duration
+}
+
+// hostArgs takes the --host (-H) flags from the front of args (and, for
+// list, from anywhere before --), or MOSAIC_HOST when there is none, and
+// `list --all-hosts` reads ~/.config/mosaic/hosts. It returns no targets
+// for a local command.
+func hostArgs(args []string, env func(string) string) (hostCall, error) {
+	var names []string
+	var rest []string
+	call := hostCall{bound: hostBound * time.Second}
+	if v := env("MOSAIC_HOST_TIMEOUT"); v != "" {
+		d, err := units.ParseDuration("MOSAIC_HOST_TIMEOUT", v)
+		if err != nil || d < time.Second {
+			return call, errcode.BadHost.New("MOSAIC_HOST_TIMEOUT=%q is not a duration of a second or more (e.g. 10s)", v)
+		}
+		call.bound = d
+	}
+	take := func(i int) (int, bool, error) {
+		a := args[i]
+		switch {
+		case a == "--host" || a == "-H" || a == "-host":
+			if i+1 >= len(args) {
+				return i, false, errcode.BadHost.New("%s needs a value: [USER@]HOST[:PORT]", a)
+			}
+			names = append(names, args[i+1])
+			return i + 1, true, nil
+		case strings.HasPrefix(a, "--host=") || strings.HasPrefix(a, "-H="):
+			_, v, _ := strings.Cut(a, "=")
+			names = append(names, v)
+			return i, true, nil
+		}
+		return i, false, nil
+	}
+	i := 0
+	for ; i < len(args); i++ {
+		j, ok, err := take(i)
+		if err != nil {
+			return call, err
+		}
+		if !ok {
+			break
+		}
+		i = j
+	}
+	isList := i < len(args) && args[i] == "list"
+	allHosts := false
+	for ; i < len(args); i++ {
+		if isList && args[i] != "--" {
+			j, ok, err := take(i)
+			if err != nil {
+				return call, err
+			}
+			if ok {
+				i = j
+				continue
+			}
+			if args[i] == "--all-hosts" {
+				allHosts = true
+				continue
+			}
+		}
+		rest = append(rest, args[i])
+		if args[i] == "--" {
+			rest = append(rest, args[i+1:]...)
+			break
+		}
+	}
+	if allHosts {
+		listed, err := readHostsFile(env("HOME"), env("XDG_CONFIG_HOME"))
+		if err != nil {
+			return call, err
+		}
+		names = append(names, listed...)
+	}
+	if len(names) == 0 && env("MOSAIC_HOST") != "" {
+		names = []string{env("MOSAIC_HOST")}
+	}
+	for _, n := range names {
+		if n == "local" {
+			call.targets = append(call.targets, remote.Target{})
+			continue
+		}
+		t, err := remote.ParseTarget(n)
+		if err != nil {
+			return call, err
+		}
+		call.targets = append(call.targets, t)
+	}
+	call.args = rest
+	if len(call.targets) > 1 && !isList {
+		return call, errcode.BadHost.New("only `mosaic list` takes several --host; give one, or run the command once per host")
+	}
+	if len(call.targets) == 1 && call.targets[0] == (remote.Target{}) && !isList {
+		call.targets = nil // --host local: this machine
+	}
+	return call, nil
+}
+
+// readHostsFile reads ~/.config/mosaic/hosts: one [USER@]HOST[:PORT] a line
+// (or `local`), # comments.
+func readHostsFile(home, config string) ([]string, error) {
+	if config == "" || !filepath.IsAbs(config) {
+		config = filepath.Join(home, ".config")
+	}
+	path := filepath.Join(config, "mosaic", "hosts")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, errcode.BadHost.New("--all-hosts reads %s: %v (one [USER@]HOST[:PORT] a line, `local` for this machine)", path, err)
+	}
+	var hosts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		if line = strings.TrimSpace(line); line != "" {
+			hosts = append(hosts, line)
+		}
+	}
+	if len(hosts) == 0 {
+		return nil, errcode.BadHost.New("%s names no host", path)
+	}
+	return hosts, nil
+}
+
+// streaming are the commands whose stdout is not one JSON document (a
+// session's own output, or the journal's lines), passed through as it is.
+var streaming = map[string]bool{"run": true, "logs": true, "login": true, "attach": true}
+
+// remoteMain runs a command line on other machines and returns the exit code.
+func remoteMain(call hostCall, stdout, stderr io.Writer) int {
+	out := &output{json: wantsJSON(call.args), stdout: stdout, stderr: stderr}
+	if len(call.args) > 0 && call.args[0] == "list" && len(call.targets) > 1 {
+		return listHosts(out, call)
+	}
+	t := call.targets[0]
+	frame, err := frameFor(call.args, os.LookupEnv)
+	if err != nil {
+		return hostFailed(out, t, err)
+	}
+	cmd := ""
+	if len(call.args) > 0 {
+		cmd = call.args[0]
+	}
+	tty := isTerminal(os.Stdin) && isTerminal(os.Stdout) && (cmd == "run" || cmd == "login" || cmd == "attach")
+	var doc *bytes.Buffer
+	w := stdout
+	switch {
+	case out.json && !streaming[cmd]:
+		doc = &bytes.Buffer{}
+		w = doc
+	case !tty && onTerminal(stdout) && cmd != "run" && cmd != "login" && cmd != "attach":
+		// The remote's stdout is ssh's pipe, so it prints what a session
+		// chose (its output in logs, its command in status) as it is:
+		// escaped here, as a local mosaic escapes it on a terminal.
+		esc := &escaping{w: stdout}
+		defer esc.flush()
+		w = esc
+	}
+	code, err := callHost(t, frame, tty, cmd == "run", w, stderr, call.bound, false)
+	if err != nil {
+		return hostFailed(out, t, err)
+	}
+	if doc != nil {
+		annotate(stdout, doc.Bytes(), t.String())
+	}
+	return code
+}
+
+// hostFailed reports an error of reaching t, naming it.
+func hostFailed(out *output, t remote.Target, err error) int {
+	e := errcode.Of(err)
+	if out.json {
+		_ = json.NewEncoder(out.stdout).Encode(map[string]any{"host": t.String(), "error": map[string]string{"code": e.Code, "message": e.Message}})
+		return e.Exit
+	}
+	msg := oneLine(e.Message)
+	if onTerminal(out.stderr) {
+		msg = termsafe.Escape(msg, false)
+	}
+	fmt.Fprintf(out.stderr, "mosaic: %s\n", msg)
+	return e.Exit
+}
+
+// annotate prints a remote's JSON document with the host named: an object
+// gets "host", and so does every object of an array (list's sessions).
+// Anything else is printed as it came.
+func annotate(w io.Writer, doc []byte, host string) {
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		w.Write(doc)
+		return
+	}
+	switch d := v.(type) {
+	case map[string]any:
+		d["host"] = host
+	case []any:
+		for _, e := range d {
+			if m, ok := e.(map[string]any); ok {
+				m["host"] = host
+			}
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// frameFor is what a command line sends: its arguments, the caller's
+// terminal variables, and for start and run the credentials, read here (from
+// this environment and the --env-files, which are files of this machine) and
+// taken off the command line: the remote gets them in its credential file only.
+func frameFor(args []string, lookup func(string) (string, bool)) (remote.Frame, error) {
+	f := remote.Frame{Args: args, Env: map[string]string{}}
+	for _, kv := range callerEnv(os.Environ()) {
+		n, v, _ := strings.Cut(kv, "=")
+		f.Env[n] = v
+	}
+	if len(args) == 0 || (args[0] != "start" && args[0] != "run") {
+		return f, nil
+	}
+	cmd := findCommand(newApp(&output{}).Commands, args[0])
+	var kept []string
+	var creq credentials.Request
+	i := 1
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !hasValue && takesValue(cmd, a) && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		switch name {
+		case "credential":
+			creq.Credentials = append(creq.Credentials, value)
+			continue
+		case "env-file":
+			creq.EnvFiles = append(creq.EnvFiles, value)
+			continue
+		case "pass-env":
+			v, ok := lookup(value)
+			if !ok {
+				return f, errcode.BadEnv.New("--pass-env %s: %s is not set in your environment", value, value)
+			}
+			kept = append(kept, "--env", value+"="+v)
+			continue
+		case "profile":
+			creq.Profile = value
+		case "sign-in":
+			creq.SignIn = !hasValue || value == "true"
+		}
+		kept = append(kept, a)
+		if !strings.Contains(a, "=") && takesValue(cmd, a) {
+			kept = append(kept, value)
+		}
+	}
+	command := args[i:]
+	if len(command) > 0 && command[0] == "--" {
+		command = command[1:]
+	}
+	home, _ := os.UserHomeDir()
+	creq.ProfileDir, creq.Command, creq.LookupEnv = credentials.ProfileDir(home), command, lookup
+	g, err := credentials.Resolve(creq)
+	if errors.Is(err, errcode.UnknownProfile.Target()) {
+		// The remote's own profile, unknown here: only what was named travels.
+		creq.Profile = "generic"
+		g, err = credentials.Resolve(creq)
+	}
+	if err != nil {
+		return f, err
+	}
+	if len(g.Secrets) > 0 {
+		f.Secrets = map[string]string{}
+		for _, v := range g.Secrets {
+			f.Secrets[v.Name] = v.Value
+		}
+	}
+	// The profile's plain variables (a model, a base URL) come from this
+	// environment too, as the credentials do.
+	for _, name := range append(append([]string{}, g.Profile.PassEnv...), g.Profile.Endpoints...) {
+		if _, secret := f.Secrets[name]; secret {
+			continue
+		}
+		if v, ok := lookup(name); ok && credentials.ValidateValue(name, v, "") == nil {
+			f.Env[name] = v
+		}
+	}
+	f.Args = append(append([]string{args[0]}, kept...), args[i:]...)
+	return f, nil
+}
+
+// callHost runs the frame's command on t and returns its exit code, or an
+// error of reaching t. With tty, the frame goes to a hold first (ssh -T),
+// then ssh -t runs the command on this terminal; otherwise the frame and,
+// with stdin, this process's stdin go down one ssh -T. bound is ssh's
+// connect timeout (and a third of how long a silent peer is borne); whole
+// makes it bound the entire call too (list of several hosts).
+func callHost(t remote.Target, frame remote.Frame, tty, stdin bool, stdout, stderr io.Writer, bound time.Duration, whole bool) (int, error) {
+	call := sshCall{t: t, bound: bound, ctx: context.Background()}
+	if whole {
+		var cancel context.CancelFunc
+		call.ctx, cancel = context.WithTimeout(call.ctx, bound)
+		defer cancel()
+	}
+	if !tty {
+		return call.stage(false, remote.ExecStage, []string{"stdin"}, frame, stdin, stdout, stderr)
+	}
+	// The hold keeps the frame until the command asks for it; its ssh
+	// lives until then (its stdin is the hold's lifeline).
+	hold, path, err := call.hold(frame)
+	if err != nil {
+		return 0, err
+	}
+	defer hold()
+	return call.stage(true, remote.ExecStage, []string{"hold", path}, remote.Frame{}, false, stdout, stderr)
+}
+
+// sshCall is one command's ssh connections to one host.
+type sshCall struct {
+	ctx   context.Context
+	t     remote.Target
+	bound time.Duration
+}
+
+func (s sshCall) args(tty bool, stage string, extra ...string) []string {
+	return remote.SSHArgs(s.t, tty, stage, int(s.bound/time.Second), extra...)
+}
+
+// sshProgram is the ssh to run: MOSAIC_SSH, else ssh from PATH.
+func sshProgram() string {
+	if p := os.Getenv("MOSAIC_SSH"); p != "" {
+		return p
+	}
+	return "ssh"
+}
+
+// stage runs one remote stage over ssh. Without tty, the frame is written
+// first on its stdin, then this process's stdin follows if stdin is set.
+func (s sshCall) stage(tty bool, stage string, extra []string, frame remote.Frame, stdin bool, stdout, stderr io.Writer) (int, error) {
+	t := s.t
+	c := exec.CommandContext(s.ctx, sshProgram(), s.args(tty, stage, extra...)...)
+	c.Stdout = stdout
+	diag := &stderrTail{w: stderr}
+	c.Stderr = diag
+	var in io.WriteCloser
+	if tty {
+		c.Stdin = os.Stdin
+	} else {
+		var err error
+		if in, err = c.StdinPipe(); err != nil {
+			return 0, err
+		}
+	}
+	if err := c.Start(); err != nil {
+		return 0, errcode.RemoteLost.New("cannot run ssh (%s) to reach %s: %v; install openssh-client, or set MOSAIC_SSH", sshProgram(), t, err)
+	}
+	if in != nil {
+		go func() {
+			if err := remote.WriteFrame(in, frame); err == nil && stdin {
+				_, _ = io.Copy(in, os.Stdin)
+			}
+			in.Close()
+		}()
+	}
+	err := c.Wait()
+	diag.flush()
+	return s.exitOf(err, diag, tty)
+}
+
+// exitOf turns ssh's end into the remote command's exit code, or an error
+// that says what happened to the connection or the remote's mosaic.
+func (s sshCall) exitOf(err error, diag *stderrTail, tty bool) (int, error) {
+	t := s.t
+	if s.ctx.Err() != nil {
+		return 0, errcode.RemoteLost.New("%s did not answer within %s", t, s.bound)
+	}
+	if err == nil {
+		return 0, nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return 0, errcode.RemoteLost.New("ssh to %s: %v", t, err)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 0, errcode.RemoteLost.New("lost %s: ssh was killed by signal %d; a session started there runs on (mosaic --host %s list)", t, ws.Signal(), t)
+	}
+	code := ee.ExitCode()
+	switch {
+	case diag.missing:
+		return 0, errcode.RemoteNoMosaic.New("%s has no mosaic (looked on PATH, in ~/.local/bin and /usr/local/bin): install it there (`make install` in a checkout of mosaic, as for this machine), then `mosaic --host %s doctor`", t, t)
+	case diag.version != "":
+		return 0, errcode.RemoteNoMosaic.New("%s's mosaic cannot serve this one (%s): install the same mosaic there (this is %s)", t, diag.version, versionString())
+	case code == 255 && (tty || !diag.exited):
+		why := diag.last
+		if why == "" {
+			why = "ssh exited 255"
+		}
+		return 0, errcode.RemoteLost.New("cannot reach %s, or lost it: %s; a session started there runs on (mosaic --host %s list)", t, why, t)
+	}
+	return code, nil
+}
+
+// escaping writes what passes line by line with every control character
+// but the newline and tab escaped (termsafe), for a terminal.
+type escaping struct {
+	w       io.Writer
+	partial []byte
+}
+
+func (e *escaping) Write(p []byte) (int, error) {
+	e.partial = append(e.partial, p...)
+	if i := bytes.LastIndexByte(e.partial, '\n'); i >= 0 {
+		if _, err := io.WriteString(e.w, termsafe.Escape(string(e.partial[:i+1]), true)); err != nil {
+			return 0, err
+		}
+		e.partial = append(e.partial[:0], e.partial[i+1:]...)
+	}
+	return len(p), nil
+}
+
+func (e *escaping) flush() {
+	if len(e.partial) > 0 {
+		_, _ = io.WriteString(e.w, termsafe.Escape(string(e.partial), true))
+		e.partial = nil
+	}
+}
+
+// stderrTail passes ssh's stderr on line by line, keeping back the remote
+// stage's own marker lines and the last line of ssh's, for exitOf. On a
+// terminal each line is escaped: a remote's mosaic (or the shell before it)
+// prints on a pipe what a session chose, as it is.
+type stderrTail struct {
+	w       io.Writer
+	mu      sync.Mutex
+	partial []byte
+	last    string
+	missing bool   // the remote has no mosaic
+	version string // the remote's mosaic speaks another protocol
+	exited  bool   // the remote stage reported its exit: a 255 is the command's
+}
+
+func (s *stderrTail) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.partial = append(s.partial, p...)
+	for {
+		i := bytes.IndexByte(s.partial, '\n')
+		if i < 0 {
+			break
+		}
+		s.line(string(s.partial[:i+1]))
+		s.partial = s.partial[i+1:]
+	}
+	return len(p), nil
+}
+
+func (s *stderrTail) line(l string) {
+	text := strings.TrimRight(l, "\r\n")
+	switch {
+	case strings.HasPrefix(text, remote.MissingMarker):
+		s.missing = true
+		return
+	case strings.HasPrefix(text, remote.VersionMarker):
+		s.version = strings.TrimPrefix(text, "mosaic-remote: ")
+		return
+	case strings.HasPrefix(text, exitMarker):
+		s.exited = true
+		return
+	case strings.Contains(text, `unknown command "remote-exec"`), strings.Contains(text, `unknown command "remote-hold"`):
+		s.version = "its mosaic predates --host"
+		return
+	}
+	if text != "" {
+		s.last = termsafe.Escape(text, false)
+	}
+	if onTerminal(s.w) {
+		l = termsafe.Escape(l, true)
+	}
+	_, _ = io.WriteString(s.w, l)
+}
+
+func (s *stderrTail) flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.partial) > 0 {
+		s.line(string(s.partial))
+		s.partial = nil
+	}
+}
+
+// exitMarker is the remote stage's last line on a stderr that is not a
+// terminal: the command ran and this was its exit code.
+const exitMarker = "mosaic-remote: exit "
+
+// hold hands the frame to `mosaic remote-hold` on the host and returns the
+// path of its socket, and a function that ends the hold's ssh.
+func (s sshCall) hold(frame remote.Frame) (func(), string, error) {
+	t := s.t
+	c := exec.CommandContext(s.ctx, sshProgram(), s.args(false, remote.HoldStage)...)
+	diag := &stderrTail{w: os.Stderr}
+	c.Stderr = diag
+	in, err := c.StdinPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	outp, err := c.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := c.Start(); err != nil {
+		return nil, "", errcode.RemoteLost.New("cannot run ssh (%s) to reach %s: %v; install openssh-client, or set MOSAIC_SSH", sshProgram(), t, err)
+	}
+	stop := func() { in.Close(); _ = c.Wait() }
+	if err := remote.WriteFrame(in, frame); err != nil {
+		stop()
+		return nil, "", err
+	}
+	line := make([]byte, 0, 256)
+	one := make([]byte, 1)
+	for len(line) < 4096 {
+		n, err := outp.Read(one)
+		if n == 0 || err != nil {
+			break
+		}
+		if one[0] == '\n' {
+			return stop, string(line), nil
+		}
+		line = append(line, one[0])
+	}
+	in.Close()
+	_, err = s.exitOf(c.Wait(), diag, false)
+	if err == nil {
+		err = errcode.RemoteLost.New("%s's mosaic did not take the credentials: %s", t, diag.last)
+	}
+	return nil, "", err
+}
+
+// remoteExec is the remote side of --host (`mosaic remote-exec 1 stdin` or
+// `... hold PATH`): it reads the frame, puts the secrets in a file that
+// dies with this process (a memfd, named by its /proc path: no disk, and
+// gone however this process ends) given as the command's --env-file, and
+// runs the command line as if typed here.
+func remoteExec(args []string) int {
+	if len(args) < 2 || args[0] != remote.Protocol {
+		fmt.Fprintf(os.Stderr, "%s %s, this mosaic speaks %s\n", remote.VersionMarker, strings.Join(args[:min(1, len(args))], ""), remote.Protocol)
+		return errcode.ExitRefused
+	}
+	// A dropped connection ends this as a hang-up ends a terminal's
+	// command: `run` stops its session, `logs -f` returns.
+	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGHUP), 0, 0, 0)
+	if os.Getenv("XDG_RUNTIME_DIR") == "" { // a non-login ssh may not set it
+		if rt := fmt.Sprintf("/run/user/%d", os.Getuid()); isDir(rt) {
+			os.Setenv("XDG_RUNTIME_DIR", rt)
+		}
+	}
+	var f remote.Frame
+	var err error
+	switch {
+	case args[1] == "stdin":
+		f, err = remote.ReadFrame(os.Stdin)
+	case args[1] == "hold" && len(args) == 3:
+		f, err = remote.Fetch(remote.HoldDir(os.Getenv("XDG_RUNTIME_DIR")), args[2])
+	default:
+		err = fmt.Errorf("unknown mode %q", args[1])
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic: --host: %v\n", err)
+		return errcode.ExitFailure
+	}
+	for n, v := range f.Env {
+		if passable(n) {
+			os.Setenv(n, v)
+		}
+	}
+	argv := append([]string{"mosaic"}, f.Args...)
+	if len(f.Secrets) > 0 {
+		path, done, err := secretsFile(f.Secrets)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "mosaic: --host: %v\n", err)
+			return errcode.ExitFailure
+		}
+		defer done()
+		argv = append([]string{"mosaic", f.Args[0], "--env-file", path}, f.Args[1:]...)
+	}
+	code := runHere(argv, os.Stdout, os.Stderr)
+	if !isTerminal(os.Stderr) {
+		fmt.Fprintf(os.Stderr, "%s%d\n", exitMarker, code)
+	}
+	return code
+}
+
+// passable reports whether a plain variable from the caller's side may be
+// set here: the terminal's and the profiles' (a model, a base URL), never
+// one that steers this process or what it starts (PATH, LD_*, HOME, the
+// runtime and bus addresses, mosaic's own).
+func passable(name string) bool {
+	if credentials.ValidateName(name) != nil {
+		return false
+	}
+	switch name {
+	case "PATH", "HOME", "USER", "LOGNAME", "SHELL", "IFS", "ENV", "BASH_ENV", "TMPDIR", "GOCOVERDIR":
+		return false
+	}
+	for _, p := range []string{"LD_", "XDG_", "DBUS_", "MOSAIC_", "SSH_", "SYSTEMD_", "GODEBUG", "GOTRACEBACK"} {
+		if strings.HasPrefix(name, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// secretsFile writes the secrets to a memfd of mode 0600 and returns its
+// /proc path, which ReadEnvFile reads as a file of the user's.
+func secretsFile(secrets map[string]string) (string, func(), error) {
+	fd, err := unix.MemfdCreate("mosaic-remote-credentials", unix.MFD_CLOEXEC)
+	if err != nil {
+		return "", nil, fmt.Errorf("a memory file for the credentials: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "mosaic-remote-credentials")
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return "", nil, err
+	}
+	var b strings.Builder
+	for n, v := range secrets {
+		// ReadEnvFile takes one pair of quotes off and nothing else; the
+		// values were checked to hold no control character.
+		fmt.Fprintf(&b, "%s=\"%s\"\n", n, v)
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return "", nil, err
+	}
+	return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), fd), func() { f.Close() }, nil
+}
+
+// remoteHold is `mosaic remote-hold 1`: keep a frame for one remote-exec.
+func remoteHold(args []string) int {
+	if len(args) < 1 || args[0] != remote.Protocol {
+		fmt.Fprintf(os.Stderr, "%s %s, this mosaic speaks %s\n", remote.VersionMarker, strings.Join(args[:min(1, len(args))], ""), remote.Protocol)
+		return errcode.ExitRefused
+	}
+	rt := os.Getenv("XDG_RUNTIME_DIR")
+	if rt == "" {
+		rt = fmt.Sprintf("/run/user/%d", os.Getuid())
+	}
+	if err := remote.Hold(os.Stdin, os.Stdout, remote.HoldDir(rt)); err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic: --host: %v\n", err)
+		return errcode.ExitFailure
+	}
+	return 0
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// hostSessions is one host's answer to list.
+type hostSessions struct {
+	host     string
+	sessions []map[string]any
+	err      error
+}
+
+// listHosts lists the sessions of every target at once, each within the
+// bound; a host that does not answer is named and the others still listed.
+func listHosts(out *output, call hostCall) int {
+	args := []string{"list", "--json"}
+	for _, a := range call.args[1:] {
+		if a == "--all" || a == "-a" || a == "--all=true" {
+			args = append(args, "--all")
+		}
+	}
+	answers := make([]hostSessions, len(call.targets))
+	var wg sync.WaitGroup
+	for i, t := range call.targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = listOne(t, args, call.bound)
+		}()
+	}
+	wg.Wait()
+	code := 0
+	var all []map[string]any
+	var failed []map[string]any
+	for _, a := range answers {
+		if a.err != nil {
+			e := errcode.Of(a.err)
+			code = errcode.ExitFailure
+			failed = append(failed, map[string]any{"host": a.host, "error": map[string]string{"code": e.Code, "message": e.Message}})
+			if !out.json {
+				fmt.Fprintf(out.stderr, "mosaic: %s: %s\n", a.host, oneLine(e.Message))
+			}
+			continue
+		}
+		all = append(all, a.sessions...)
+	}
+	if out.json {
+		if all == nil {
+			all = []map[string]any{}
+		}
+		doc := map[string]any{"sessions": all}
+		if failed != nil {
+			doc["unreachable"] = failed
+		}
+		enc := json.NewEncoder(out.stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(doc)
+		return code
+	}
+	full := false
+	for _, a := range call.args {
+		full = full || a == "--full" || a == "-l"
+	}
+	printHostList(out, all, full)
+	return code
+}
+
+// listOne asks one host (the zero Target: this machine) for its sessions.
+func listOne(t remote.Target, args []string, bound time.Duration) hostSessions {
+	name := t.String()
+	var doc bytes.Buffer
+	var err error
+	code := 0
+	if t == (remote.Target{}) {
+		name = "local"
+		code = runHere(append([]string{"mosaic"}, args...), &doc, io.Discard)
+	} else {
+		var diag bytes.Buffer
+		code, err = callHost(t, remote.Frame{Args: args}, false, false, &doc, &diag, bound, true)
+	}
+	if err == nil && code != 0 {
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		if json.Unmarshal(doc.Bytes(), &e) == nil && e.Error.Message != "" {
+			err = errors.New(e.Error.Message)
+		} else {
+			err = fmt.Errorf("list exited %d", code)
+		}
+	}
+	var list []map[string]any
+	if err == nil {
+		if jerr := json.Unmarshal(doc.Bytes(), &list); jerr != nil {
+			err = fmt.Errorf("its list is not mosaic's (%v)", jerr)
+		}
+	}
+	for _, s := range list {
+		s["host"] = name
+	}
+	return hostSessions{host: name, sessions: list, err: err}
+}
+
+// printHostList prints sessions of several hosts as one table, HOST first.
+func printHostList(out *output, all []map[string]any, full bool) {
+	if len(all) == 0 {
+		fmt.Fprintln(out.stdout, "no sessions on these hosts")
+		return
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\t"+listHeader)
+	for _, m := range all {
+		raw, _ := json.Marshal(m)
+		var s manager.Session
+		_ = json.Unmarshal(raw, &s)
+		host, _ := m["host"].(string)
+		fmt.Fprintln(tw, host+"\t"+listRow(s))
+	}
+	tw.Flush()
+	io.WriteString(out.stdout, cutLines(b.String(), fitWidth(out, full)))
+}
