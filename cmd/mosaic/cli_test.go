@@ -80,7 +80,7 @@ func TestFlagPlaceholders(t *testing.T) {
 				if _, rest, ok := strings.Cut(df.GetUsage(), "`"); ok {
 					name, _, _ = strings.Cut(rest, "`")
 				}
-				if strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_=[]:.-") != "" {
+				if strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_=[]:.@-") != "" {
 					t.Errorf("mosaic %s --%s: placeholder %q", c.Name, f.Names()[0], name)
 				}
 			}
