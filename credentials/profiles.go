@@ -60,6 +60,9 @@ type Profile struct {
 	// Sandbox is the session's inner layer unless --sandbox says
 	// otherwise: bwrap (the default) or landlock.
 	Sandbox string `json:"sandbox,omitempty"`
+	// Workspace is the sessions' workspace mode unless --clone says
+	// otherwise: clone (their own copy of the repository) or direct.
+	Workspace string `json:"workspace,omitempty"`
 	// MemoryMax, TasksMax, CPUQuota and TmpSize (the bound of its /tmp)
 	// are the profile's session limits, as the flags take them (a flag
 	// wins); checked where they are used.
@@ -354,12 +357,9 @@ func readProfile(path string) (Profile, error) {
 			}
 			p.ReadOnly = append(p.ReadOnly, fields...)
 		case "Toolchain":
-			for _, v := range fields {
-				if !filepath.IsAbs(v) && !strings.HasPrefix(v, "~/") {
-					return bad("Toolchain: %q is neither an absolute path nor one under ~/", v)
-				}
+			if p.Toolchains, err = toolchainsOf(p.Toolchains, fields); err != nil {
+				return bad("%v", err)
 			}
-			p.Toolchains = append(p.Toolchains, fields...)
 		case "Network":
 			if o.Value != "none" && o.Value != "allow" && o.Value != "host" {
 				return bad("Network=%s: use none, allow or host", o.Value)
@@ -370,6 +370,11 @@ func readProfile(path string) (Profile, error) {
 				return bad("Sandbox=%s: use bwrap or landlock", o.Value)
 			}
 			p.Sandbox = o.Value
+		case "Workspace":
+			if o.Value != "clone" && o.Value != "direct" {
+				return bad("Workspace=%s: use clone or direct", o.Value)
+			}
+			p.Workspace = o.Value
 		case "AllowHost":
 			p.AllowHosts = append(p.AllowHosts, fields...)
 		case "Inject":
@@ -389,10 +394,21 @@ func readProfile(path string) (Profile, error) {
 		case "TmpSize":
 			p.TmpSize = o.Value
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, SeccompAllow, Sandbox, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize)", o.Name)
 		}
 	}
 	return p, nil
+}
+
+// toolchainsOf adds a Toolchain= line's directories to have: each
+// absolute, or under ~/.
+func toolchainsOf(have, fields []string) ([]string, error) {
+	for _, v := range fields {
+		if !filepath.IsAbs(v) && !strings.HasPrefix(v, "~/") {
+			return nil, fmt.Errorf("Toolchain: %q is neither an absolute path nor one under ~/", v)
+		}
+	}
+	return append(have, fields...), nil
 }
 
 func validProfileName(name string) error {

@@ -123,7 +123,7 @@ func complete(spec *units.Spec, h Host) error {
 			return errcode.BadBind.New("--ca-file %s: cannot write its bundle with the system's roots: %w", spec.CAFile, err)
 		}
 	}
-	if !spec.AllowWriteHostExec {
+	if !spec.AllowWriteHostExec && spec.Clone == nil { // a copy's files are never run by the host
 		protect, ids, err := sandbox.ProtectHostExec(spec.Workspace)
 		if err != nil {
 			return errcode.BadWorkspace.New("workspace %s: %w", spec.Workspace, err)

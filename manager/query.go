@@ -80,6 +80,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	}
 	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
 		session.Describe(rec, &s)
+		s.Clone, _ = records.ReadClone(mustPaths().SessionDir(name))
 		if s.Running() {
 			s.HostExecCreated = sandbox.Created(rec.Workspace, rec.HostExecMissing)
 			if s.Network == sandbox.NetworkAllow && kind == units.KindService {
@@ -236,6 +237,7 @@ func sessionsOf(all []listed, values []any, cgroup string) []Session {
 		up["ActiveState"], up["SubState"] = p.u.ActiveState, p.u.SubState
 		s := session.Of(p.name, p.kind, up, sp)
 		counters(&s, cgroup)
+		s.Clone, _ = records.ReadClone(mustPaths().SessionDir(p.name)) // one failed open for a direct session
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

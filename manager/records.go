@@ -45,20 +45,19 @@ func (m *Manager) ListAll(ctx context.Context) ([]Session, error) {
 
 // Remove forgets an ended session: its failed unit, if systemd still has
 // one, and its state directory (home, /tmp, records). A running session is
-// a refusal, and so is one another mosaic command is starting or removing.
-func (m *Manager) Remove(ctx context.Context, name string) error {
+// a refusal, and so is one another mosaic command is starting or removing,
+// and, without force, a clone-mode session whose change was neither
+// applied nor discarded (unapplied-changes).
+func (m *Manager) Remove(ctx context.Context, name string, force bool) error {
 	// Never a path relative to the current directory: without a home,
 	// there is no state to remove.
 	p, err := request.UserPaths()
 	if err != nil {
 		return err
 	}
-	lock, err := statedir.LockName(p.SessionDir(name))
-	if err == statedir.ErrBusy {
-		return busyName(name)
-	}
+	lock, err := lockSession(p, name, "remove")
 	if err != nil {
-		return errcode.StateDir.New("cannot remove session %s: %v", name, statedir.Hint(err, p.StateRoot))
+		return err
 	}
 	defer lock.Release()
 	s, err := m.Status(ctx, name)
@@ -68,9 +67,13 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 	if s.Running() {
 		return errcode.SessionRunning.New("session %s is %s: stop it first with `mosaic stop %s`", name, s.State, name)
 	}
+	if s.Clone != nil && s.Clone.Pending() && !force {
+		return errcode.UnappliedChanges.New("session %s's change (%s) was neither applied nor discarded: `mosaic diff %s`, then `mosaic apply %s` or `mosaic discard %s` (or `mosaic rm --force %s`)", name, s.Clone.Line(), name, name, name, name)
+	}
 	m.forget(ctx, s.Unit)
 	os.RemoveAll(p.EgressDir(name)) // its proxy's socket directory
 	os.RemoveAll(egress.ControlDir(p.EgressDir(name)))
+	removeFinishState(p, name)
 	if err := statedir.Remove(p.SessionDir(name)); err != nil {
 		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, statedir.Hint(err, p.SessionDir(name)))
 	}
@@ -83,16 +86,17 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 // GC removes every ended session, as Remove does, and returns their names.
 // With keepHomes, an ended session whose home holds anything (an agent's
 // sign-in or settings, kept for the next session of that name) is kept
-// and named in kept instead. One session that cannot be removed does not
+// and named in kept instead; a clone-mode session whose change was neither
+// applied nor discarded is always kept, and named in unapplied. One session that cannot be removed does not
 // stop the others: the error names each that failed.
-func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept []string, err error) {
+func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept, unapplied []string, err error) {
 	p, err := request.UserPaths()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	all, err := m.ListAll(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var failed []string
 	for _, s := range all {
@@ -103,7 +107,11 @@ func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept []strin
 			kept = append(kept, s.Name)
 			continue
 		}
-		if err := m.Remove(ctx, s.Name); err != nil {
+		if s.Clone != nil && s.Clone.Pending() {
+			unapplied = append(unapplied, s.Name) // its change waits for apply or discard
+			continue
+		}
+		if err := m.Remove(ctx, s.Name, false); err != nil {
 			if errcode.Of(err).Code != errcode.SessionExists.Name {
 				failed = append(failed, err.Error()) // a name another command holds is not ended yet
 			}
@@ -115,9 +123,9 @@ func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept []strin
 		failed = append(failed, err.Error())
 	}
 	if len(failed) > 0 {
-		return removed, kept, errcode.StateDir.New("gc removed %d sessions but not everything: %s", len(removed), strings.Join(failed, "; "))
+		return removed, kept, unapplied, errcode.StateDir.New("gc removed %d sessions but not everything: %s", len(removed), strings.Join(failed, "; "))
 	}
-	return removed, kept, nil
+	return removed, kept, unapplied, nil
 }
 
 // hasEntries reports whether dir holds anything but empty directories (a

@@ -52,7 +52,7 @@ func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-
 	// run it sees between its start and its unit. A name mosaic made up
 	// leaves nothing.
 	defer l.release()
-	if !spec.NameGiven {
+	if !spec.NameGiven && spec.Clone == nil { // a clone's change outlives the run
 		defer statedir.Remove(spec.StateDir)
 		defer os.RemoveAll(spec.EgressDir)
 		defer os.RemoveAll(egress.ControlDir(spec.EgressDir))
@@ -112,7 +112,7 @@ func endedMovedAside(spec units.Spec, began time.Time) []sandbox.MovedAside {
 func removeUnnamed(spec units.Spec) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
-		if !spec.NameGiven {
+		if !spec.NameGiven && spec.Clone == nil {
 			statedir.Remove(spec.StateDir)
 			os.RemoveAll(spec.EgressDir)
 			os.RemoveAll(egress.ControlDir(spec.EgressDir))

@@ -94,12 +94,19 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 	defer func() {
 		if err != nil {
 			if !kept {
-				undo()
+				l.undo()
 			}
 			release()
 		}
 	}()
 	mark(ctx, "claim name, state directory")
+	if spec.Clone != nil && spec.Clone.Base == "" { // a finish step's copy is made already
+		if err := m.makeClone(ctx, spec); err != nil {
+			return l, err
+		}
+		l.undo = func() { removeClone(*spec); undo() }
+		mark(ctx, "clone: the session's copy")
+	}
 	// The credentials are held in memory for the start (credentials.Hold):
 	// a crash of mosaic at any point leaves none of them anywhere.
 	if len(spec.Inject) > 0 {

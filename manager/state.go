@@ -72,6 +72,11 @@ func rename(spec *units.Spec) {
 	if spec.InitArgsFile != "" {
 		spec.InitArgsFile = filepath.Join(spec.StateDir, statedir.InitArgsName)
 	}
+	if spec.Clone != nil {
+		c := *spec.Clone
+		c.Dir = filepath.Join(spec.StateDir, units.CloneDirName)
+		spec.Clone = &c
+	}
 	if spec.EgressDir != "" {
 		spec.EgressDir = filepath.Join(filepath.Dir(spec.EgressDir), name)
 	}

@@ -139,7 +139,7 @@ func Properties(s Spec, f Features) []sd.Property {
 		// The shim and bwrap may live under the hidden home; the notification
 		// socket is the one file of the runtime dir the unit needs (the shim
 		// connects it; the sandbox never sees it).
-		prop("BindReadOnlyPaths", bindsOf(readOnlyPaths(s))),
+		prop("BindReadOnlyPaths", append(bindsOf(readOnlyPaths(s)), cloneReadOnly(s)...)),
 		prop("NoNewPrivileges", true),
 		prop("KillMode", "control-group"),
 		prop("TimeoutStopUSec", usec(stop)),
@@ -409,7 +409,7 @@ func escapeInvalid(a string) string {
 // readWriteBinds are the unit's writable binds: the workspace, the session's
 // state and --rw paths.
 func readWriteBinds(s Spec) []bindEntry {
-	b := bindsOf(append([]string{s.Workspace, s.StateDir}, s.ExtraRW...))
+	b := append([]bindEntry{{Src: s.workspaceSource(), Dst: s.Workspace}}, bindsOf(append([]string{s.StateDir}, s.ExtraRW...))...)
 	return append(b, bindsOf(landlockProtect(s, sandbox.KindRW))...)
 }
 

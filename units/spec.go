@@ -60,12 +60,12 @@ func validName(name string) bool {
 
 // ValidateName checks a session name: 1 to 63 characters of lowercase letters,
 // digits and '-', starting with a letter or digit. "bus" and names ending in
-// "-egress" are kept for mosaic's own units.
+// "-egress" or FinishSuffix are kept for mosaic's own units.
 func ValidateName(name string) error {
 	if !validName(name) {
 		return errcode.BadName.New("session name %q is invalid: use 1 to 63 lowercase letters, digits or '-', starting with a letter or digit", name)
 	}
-	if name == "bus" || strings.HasSuffix(name, "-egress") {
+	if name == "bus" || strings.HasSuffix(name, "-egress") || IsFinishName(name) {
 		return errcode.BadName.New("session name %q is reserved for mosaic's own units: choose another --name", name)
 	}
 	return nil
@@ -235,6 +235,9 @@ type Spec struct {
 	// Sandbox is the inner layer: sandbox.ModeBwrap ("" too) or
 	// sandbox.ModeLandlock (no bwrap; the init applies a Landlock policy).
 	Sandbox string
+	// Clone, when set, makes this a clone-mode session: its copy is
+	// mounted at the workspace's path instead of the workspace.
+	Clone *Clone
 }
 
 // Landlock reports whether the session runs in --sandbox landlock.
@@ -299,7 +302,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		EgressDir:   s.egressDir(),
 		CABundle:    s.CABundle,
 		BwrapBin:    s.BwrapBin,
-		Protect:     s.Protect,
+		Protect:     append(s.cloneBinds(), s.Protect...),
 	})
 }
 

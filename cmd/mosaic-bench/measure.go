@@ -50,9 +50,11 @@ type Report struct {
 	// ScopeBreakdown is MOSAIC_TRACE's steps of mosaic run --scope.
 	ScopeBreakdown []Stat `json:"scope_breakdown,omitempty"`
 	// Hardening is what each hardening step costs on its own.
-	Hardening []Stat   `json:"hardening,omitempty"`
-	Ratios    []Ratio  `json:"ratios"`
-	Notes     []string `json:"notes,omitempty"`
+	Hardening []Stat `json:"hardening,omitempty"`
+	// Clone is clone mode against direct mode and by hand.
+	Clone  []Stat   `json:"clone_mode,omitempty"`
+	Ratios []Ratio  `json:"ratios"`
+	Notes  []string `json:"notes,omitempty"`
 }
 
 // measure runs f n times after one warm-up and summarises the durations.

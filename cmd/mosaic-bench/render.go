@@ -65,6 +65,7 @@ func writeReport(w io.Writer, r *Report, jsonFile string) {
 			fmt.Fprintf(w, "| %s | %d | %.3f | %.3f | %s |\n", s.Name, s.N, s.MedianMs*1000, s.MeanMs*1000, s.Command)
 		}
 	}
+	table(w, "Clone mode: a start against a direct one and against the same copy made by hand; the finish step and diff of a 100-file change", r.Clone)
 	fmt.Fprint(w, whereTheTimeGoes)
 	if len(r.Notes) > 0 {
 		fmt.Fprintln(w, "\n## Notes")

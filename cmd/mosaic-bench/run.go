@@ -29,6 +29,9 @@ func runAll(args []string) (*Report, error) {
 	mosaicBin := fs.String("mosaic", "bin/mosaic", "the mosaic binary")
 	srt := fs.String("srt", "", "sandbox-runtime's srt, when installed")
 	n := fs.Int("n", 30, "runs per one-shot figure")
+	clone := fs.Bool("clone", true, "also measure clone mode (repositories of 1k, 10k, 100k files)")
+	onlyClone := fs.Bool("only-clone", false, "measure clone mode only")
+	cloneFiles := fs.Int("clone-files", 0, "measure clone mode only at this many files (1000, 10000 or 100000; 0: all)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -51,6 +54,13 @@ func runAll(args []string) (*Report, error) {
 	m.MosaicBin = abs // the sessions run the binary under test, not this one
 	b := &bench{mosaic: abs, ws: ws, m: m, n: *n}
 	r := &Report{Machine: machine(), Date: time.Now().UTC()}
+	if *onlyClone {
+		if err := b.cloneMode(ctx, r, *cloneFiles); err != nil {
+			return nil, err
+		}
+		r.Ratios = cloneRatios(r)
+		return r, nil
+	}
 	if err := b.oneShot(r, *srt); err != nil {
 		return nil, err
 	}
@@ -67,7 +77,12 @@ func runAll(args []string) (*Report, error) {
 		return nil, err
 	}
 	b.hardening(r)
-	r.Ratios = ratios(r)
+	if *clone {
+		if err := b.cloneMode(ctx, r, *cloneFiles); err != nil {
+			return nil, err
+		}
+	}
+	r.Ratios = append(ratios(r), cloneRatios(r)...)
 	return r, nil
 }
 
@@ -329,7 +344,7 @@ func (b *bench) concurrency(ctx context.Context, r *Report) error {
 	}
 	r.Concurrency = append(r.Concurrency, Stat{Name: "stopping 200 sessions from one process, until all down", N: 1, MeanMs: ms(time.Since(t))})
 	for _, name := range all {
-		_ = b.m.Remove(ctx, name)
+		_ = b.m.Remove(ctx, name, true)
 	}
 	return nil
 }

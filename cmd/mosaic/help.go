@@ -77,7 +77,7 @@ func flagParts(f cli.Flag) (placeholder, usage string) {
 
 // examples are two or three typical uses of each verb, shown in its help.
 var examples = map[string][]string{
-	"start":    {"mosaic start --name fix-42 -w ~/src/app -- codex exec \"fix issue 42\"", "mosaic start --memory-max 4G --runtime-max 2h -- claude -p \"add tests\"", "mosaic start --network allow --allow-host api.example.com -- ./agent.sh", "mosaic start --allow-host @packages -- claude"},
+	"start":    {"mosaic start --name fix-42 -w ~/src/app -- codex exec \"fix issue 42\"", "mosaic start --clone --name fix-43 -w ~/src/app -- claude -p \"fix issue 43\"", "mosaic start --memory-max 4G --runtime-max 2h -- claude -p \"add tests\"", "mosaic start --network allow --allow-host api.example.com -- ./agent.sh", "mosaic start --allow-host @packages -- claude"},
 	"run":      {"mosaic run -- claude", "mosaic run --name scratch -w ~/src/app -- bash", "mosaic run --scope --pty=false -- make test"},
 	"stop":     {"mosaic stop fix-42", "mosaic stop fix-42 --timeout 2s", "mosaic stop fix-42 --json"},
 	"list":     {"mosaic list", "mosaic list --all", "mosaic list --json"},
@@ -85,7 +85,10 @@ var examples = map[string][]string{
 	"logs":     {"mosaic logs fix-42", "mosaic logs fix-42 -f", "mosaic logs fix-42 -n 50 -o short-iso", "mosaic logs fix-42 --egress"},
 	"allow":    {"mosaic allow fix-42 @npm", "mosaic allow fix-42 pypi.org files.pythonhosted.org --for 10min", "mosaic allow fix-42 gitlab.example.com:8443 --json"},
 	"deny":     {"mosaic deny fix-42 @npm", "mosaic deny fix-42 api.example.com --json"},
-	"rm":       {"mosaic rm fix-42"},
+	"rm":       {"mosaic rm fix-42", "mosaic rm --force fix-42"},
+	"diff":     {"mosaic diff fix-42", "mosaic diff fix-42 --stat", "mosaic diff fix-42 --json"},
+	"apply":    {"mosaic apply fix-42", "mosaic apply --branch fix-42", "mosaic apply fix-42 --branch agent/fix-42"},
+	"discard":  {"mosaic discard fix-42"},
 	"gc":       {"mosaic gc", "mosaic gc --json"},
 	"profiles": {"mosaic profiles", "mosaic profiles --json", "mosaic profiles --groups"},
 	"doctor":   {"mosaic doctor", "mosaic doctor --probe"},

@@ -65,9 +65,25 @@ func printList(w io.Writer, list []manager.Session, all bool) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, listHeader)
+	clones := false // the CHANGE column, only where a clone-mode session is listed
 	for _, s := range list {
-		fmt.Fprintln(tw, listRow(s))
+		clones = clones || s.Clone != nil
+	}
+	if clones {
+		fmt.Fprintln(tw, listHeader+"\tCHANGE")
+	} else {
+		fmt.Fprintln(tw, listHeader)
+	}
+	for _, s := range list {
+		if !clones {
+			fmt.Fprintln(tw, listRow(s))
+			continue
+		}
+		change := "direct"
+		if s.Clone != nil {
+			change = "clone: " + s.Clone.Line()
+		}
+		fmt.Fprintln(tw, listRow(s)+"\t"+change)
 	}
 	tw.Flush()
 }
@@ -207,6 +223,7 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 		}
 		fmt.Fprintln(w)
 	}
+	printMode(w, s, safe)
 	if s.HostExecWritable {
 		fmt.Fprintln(w, "host-exec: WRITABLE (--allow-write-host-exec): the session may change .git/config, .git/hooks and the other files your tools run from the workspace")
 	}
@@ -416,7 +433,7 @@ func rmCommand(out *output) *cli.Command {
 		Name:         "rm",
 		Usage:        "forget an ended session: its record, its home and /tmp, and its failed unit",
 		ArgsUsage:    "NAME",
-		Flags:        []cli.Flag{jsonFlag},
+		Flags:        []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "also a clone-mode session whose change was neither applied nor discarded"}, jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			name, err := oneName(c)
@@ -424,7 +441,7 @@ func rmCommand(out *output) *cli.Command {
 				return err
 			}
 			return connected(func(ctx context.Context, m *manager.Manager) error {
-				if err := m.Remove(ctx, name); err != nil {
+				if err := m.Remove(ctx, name, c.Bool("force")); err != nil {
 					return err
 				}
 				out.result(map[string]any{"removed": []string{name}}, func(w io.Writer) { fmt.Fprintf(w, "removed session %s\n", name) })
@@ -444,7 +461,7 @@ func gcCommand(out *output) *cli.Command {
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			return connected(func(ctx context.Context, m *manager.Manager) error {
-				removed, kept, err := m.GC(ctx, !c.Bool("homes"))
+				removed, kept, unapplied, err := m.GC(ctx, !c.Bool("homes"))
 				if err != nil {
 					return err
 				}
@@ -454,7 +471,10 @@ func gcCommand(out *output) *cli.Command {
 				if kept == nil {
 					kept = []string{}
 				}
-				out.result(map[string]any{"removed": removed, "kept": kept}, func(w io.Writer) {
+				if unapplied == nil {
+					unapplied = []string{}
+				}
+				out.result(map[string]any{"removed": removed, "kept": kept, "kept_unapplied": unapplied}, func(w io.Writer) {
 					switch len(removed) {
 					case 0:
 						fmt.Fprintln(w, "no ended session to remove")
@@ -464,6 +484,10 @@ func gcCommand(out *output) *cli.Command {
 					if len(kept) > 0 {
 						fmt.Fprintf(w, "kept %s whose home holds a sign-in or settings: %s (mosaic rm NAME, or mosaic gc --homes)\n",
 							plural(len(kept), "ended session"), strings.Join(kept, ", "))
+					}
+					if len(unapplied) > 0 {
+						fmt.Fprintf(w, "kept %s whose change was neither applied nor discarded: %s (mosaic diff NAME, then mosaic apply or mosaic discard)\n",
+							plural(len(unapplied), "clone-mode session"), strings.Join(unapplied, ", "))
 					}
 				})
 				return nil
@@ -555,6 +579,32 @@ func pre(prefix, v string) string {
 		return ""
 	}
 	return prefix + v
+}
+
+// printMode writes status's lines of the workspace's mode: clone (with
+// its base and its change) or direct.
+func printMode(w io.Writer, s manager.Session, safe func(string) string) {
+	c := s.Clone
+	if c == nil {
+		if s.Workspace != "" {
+			fmt.Fprintln(w, "mode:      direct: the session writes the workspace itself")
+		}
+		return
+	}
+	base := "HEAD and your uncommitted changes, " + short(c.Base) + " on " + short(c.Parent)
+	if c.Ref != "" {
+		base = "--base " + safe(c.Ref) + ", " + short(c.Base)
+	}
+	fmt.Fprintf(w, "mode:      clone: the session works in its own copy, never in the workspace (base: %s)\n", base)
+	fmt.Fprintf(w, "change:    %s\n", c.Line())
+}
+
+// short is a commit id's first 12 digits.
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 // printGroups prints the host groups, with each host when full.

@@ -46,7 +46,7 @@ func sessionFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "no-git-identity", Usage: "give the session no ~/.gitconfig with your user.name, user.email and harmless git settings"},
 		&cli.BoolFlag{Name: "allow-write-host-exec", Usage: "let the session change the workspace's files your tools run (.git/config, .git/hooks, .vscode, .envrc, ...), read-only by default"},
 		jsonFlag,
-	), agentFlags()...)
+	), append(agentFlags(), cloneFlags()...)...)
 }
 
 // requestFrom reads a session request from the flags and arguments.
@@ -72,6 +72,13 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 
 		AllowWriteHostExec: c.Bool("allow-write-host-exec"),
 		NoGitIdentity:      c.Bool("no-git-identity"),
+		Base:               c.String("base"),
+	}
+	if c.IsSet("clone") {
+		req.Mode = request.ModeDirect
+		if c.Bool("clone") {
+			req.Mode = request.ModeClone
+		}
 	}
 	if c.IsSet("name") && req.Name == "" {
 		return req, errcode.BadName.New("--name is empty: give a name or leave the flag out")
@@ -153,7 +160,10 @@ func startCommand(out *output) *cli.Command {
 			if out.json { // the text result below says them
 				out.notes(spec.Notes)
 			}
+			prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr) && plan.Spec.Clone != nil, "mosaic start "+plan.Spec.Name)
+			prog.set("making the session's copy of " + termsafe.Escape(plan.Spec.Workspace, false) + " (clone mode)")
 			s, err := m.Start(ctx, plan)
+			prog.done()
 			if ctx.Err() != nil {
 				if _, err := m.Stop(context.Background(), spec.Name, time.Second, nil); err != nil {
 					return err
@@ -278,6 +288,11 @@ func runCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
+			if spec.Clone != nil { // a service: its manager is there (clone mode is never a scope)
+				if m, err := conn.Manager(ctx); err == nil {
+					finishAfter(ctx, out, m, spec.Name)
+				}
+			}
 			reportRun(out, s, spec.Workspace)
 			return nil
 		},
@@ -393,6 +408,9 @@ func stopCommand(out *output) *cli.Command {
 				prog.done()
 				if err != nil {
 					return err
+				}
+				if wasRunning && s.Clone != nil {
+					finishAfter(ctx, out, m, name)
 				}
 				out.result(s, func(w io.Writer) {
 					how := s.How()

@@ -20,12 +20,16 @@ import (
 //
 //	memory-max, tasks-max, cpu-quota                 each session's, under a profile's and a flag's
 //	slice-memory-max, slice-tasks-max, slice-cpu-quota  mosaic.slice's: every session together
+//
+// and workspace = clone or direct: the sessions' workspace mode when
+// neither the flags (--clone) nor the profile (Workspace=) say.
 const ConfigFile = "mosaic.conf"
 
 // Config is what the user's ConfigFile says.
 type Config struct {
-	Session units.Limits
-	Slice   units.Limits
+	Session   units.Limits
+	Slice     units.Limits
+	Workspace string // ModeClone, ModeDirect or ""
 }
 
 // ReadConfig reads the user's ConfigFile; one that does not exist says
@@ -48,6 +52,7 @@ func ReadConfig(p Paths) (Config, error) {
 	keys := map[string]*string{
 		"memory-max": &session.MemoryMax, "tasks-max": &session.TasksMax, "cpu-quota": &session.CPUQuota, "tmp-size": &session.TmpSize,
 		"slice-memory-max": &slice.MemoryMax, "slice-tasks-max": &slice.TasksMax, "slice-cpu-quota": &slice.CPUQuota,
+		"workspace": &c.Workspace,
 	}
 	sc := bufio.NewScanner(io.LimitReader(f, 1<<20))
 	for n := 1; sc.Scan(); n++ {
@@ -58,12 +63,15 @@ func ReadConfig(p Paths) (Config, error) {
 		k, v, ok := strings.Cut(line, "=")
 		dst := keys[strings.TrimSpace(k)]
 		if !ok || dst == nil {
-			return c, errcode.BadConfig.New("%s:%d: %q is not KEY = VALUE with a known key (memory-max, tasks-max, cpu-quota, slice-memory-max, slice-tasks-max, slice-cpu-quota)", path, n, strings.TrimSpace(line))
+			return c, errcode.BadConfig.New("%s:%d: %q is not KEY = VALUE with a known key (memory-max, tasks-max, cpu-quota, slice-memory-max, slice-tasks-max, slice-cpu-quota, workspace)", path, n, strings.TrimSpace(line))
 		}
 		*dst = strings.TrimSpace(v)
 	}
 	if err := sc.Err(); err != nil {
 		return c, errcode.BadConfig.New("%s: %v", path, err)
+	}
+	if c.Workspace != "" && c.Workspace != ModeClone && c.Workspace != ModeDirect {
+		return c, errcode.BadConfig.New("%s: workspace = %s: use clone or direct", path, c.Workspace)
 	}
 	if c.Session, err = session.Parse(); err != nil {
 		return c, errcode.BadConfig.New("%s: %v", path, err)

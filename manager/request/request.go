@@ -53,6 +53,13 @@ type Request struct {
 	// AllowWriteHostExec leaves the workspace's host-executed entries
 	// (.git/config, .git/hooks, ...: sandbox.HostExecEntries) writable.
 	AllowWriteHostExec bool
+	// Mode is the workspace's mode: ModeClone (units.Clone: the session
+	// works in its own copy of the workspace's repository, never in the
+	// checkout), ModeDirect, or "" for the profile's, else mosaic.conf's,
+	// else direct. Base, when set, is the commit (--base REF) a clone
+	// starts from instead of HEAD and the working tree; it implies clone.
+	Mode string
+	Base string
 }
 
 // RuntimeDir returns $XDG_RUNTIME_DIR, or a refusal saying how to get one.
@@ -323,11 +330,18 @@ func commandOf(req Request, grant *credentials.Grant, real string, deny []Deny, 
 }
 
 // finishSpec adds to a spec what follows from its mode, profile and
-// secrets: no bwrap for landlock, the bus's variable for --may-launch, the
+// secrets: no bwrap for landlock, the copy of a clone-mode session, the bus's variable for --may-launch, the
 // egress proxy's injection, the credential file, one entry per variable.
 func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths) error {
 	if spec.Sandbox == sandbox.ModeLandlock {
 		spec.BwrapBin = ""
+	}
+	if clone, err := cloneMode(req, grant.Profile, p); err != nil {
+		return err
+	} else if clone {
+		if spec.Clone, err = cloneOf(req, *spec); err != nil {
+			return err
+		}
 	}
 	spec.SeccompAllow = grant.Profile.SeccompAllow
 	spec.AllowWriteHostExec = req.AllowWriteHostExec

@@ -57,6 +57,9 @@ type Session struct {
 	// Description is what the session's record says it is (none for a
 	// session with no record, a unit mosaic did not start).
 	records.Description
+	// Clone is a clone-mode session's copy and change, from its clone.json
+	// (nil: direct mode, the session wrote the workspace itself).
+	Clone *records.Clone `json:"clone,omitempty"`
 	// HostExecCreated (a running session, status only): the host-executed
 	// entries missing at its start that it has created; they are moved
 	// aside when it ends, as MovedAside says.
@@ -213,6 +216,7 @@ func FromRecords(name, dir string) (Session, bool) {
 	}
 	s := Session{Name: name, Unit: units.UnitOf(name, KindOf(rec)), State: "inactive", SubState: "dead"}
 	Describe(rec, &s)
+	s.Clone, _ = records.ReadClone(dir)
 	if !rec.Started.IsZero() {
 		t := rec.Started
 		s.Since = &t

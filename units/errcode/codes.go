@@ -8,6 +8,7 @@ var (
 	Bug            = def("bug", ExitFailure, "mosaic broke one of its own rules (a bug in mosaic): please report it with the message")
 	SystemdTimeout = def("systemd-timeout", ExitFailure, "systemd (or the bus between) did not answer in time")
 	SystemdGone    = def("systemd-gone", ExitFailure, "the connection to systemd closed while mosaic was waiting on it")
+	CloneFailed    = def("clone-failed", ExitFailure, "git could not make a clone-mode session's copy, or the finish step could not snapshot its change")
 	StateDir       = def("state-dir", ExitFailure, "mosaic's state directory could not be made, read or removed")
 	CredentialFile = def("credential-file", ExitFailure, "the session's credentials could not be held for systemd to read")
 	StopTimeout    = def("stop-timeout", ExitFailure, "the session did not stop, even after SIGKILL")
@@ -45,6 +46,7 @@ var (
 	BadSandbox            = def("bad-sandbox", ExitBadInput, "--sandbox is not bwrap or landlock, or landlock with --scope or --may-launch")
 	BadConfig             = def("bad-config", ExitBadInput, "a mosaic configuration file (deny.conf, mosaic.conf) cannot be read")
 	BadProfile            = def("bad-profile", ExitBadInput, "a profile file cannot be read")
+	BadClone              = def("bad-clone", ExitBadInput, "--clone cannot be had here: the workspace is not a git repository's top directory, the --base is not a commit, or the session is a scope or --sandbox landlock")
 	BadHost               = def("bad-host", ExitBadInput, "a --host is not [USER@]HOST[:PORT], or the hosts file cannot be read")
 )
 
@@ -52,6 +54,10 @@ var (
 var (
 	SessionExists          = def("session-exists", ExitRefused, "a session of that name is running")
 	SessionRunning         = def("session-running", ExitRefused, "the session is running: stop it first")
+	UnappliedChanges       = def("unapplied-changes", ExitRefused, "a clone-mode session's change was neither applied nor discarded: mosaic apply or mosaic discard it (or --force)")
+	ChangeRefused          = def("change-refused", ExitRefused, "a clone-mode session's change touches what mosaic never writes into your checkout (.git, a gitlink, a symlink leading out, a write through a symlink, over the size bound) or is malformed; nothing was changed")
+	ChangeConflict         = def("change-conflict", ExitRefused, "a clone-mode session's change does not apply to your checkout as it is now; nothing was changed")
+	NoChange               = def("no-change", ExitRefused, "the session is not in clone mode, or its change is not there (discarded, or never snapshotted)")
 	NoSuchSession          = def("no-such-session", ExitRefused, "there is no mosaic session of that name")
 	NoLogs                 = def("no-logs", ExitRefused, "the session's output went to a terminal, not the journal")
 	NoEgress               = def("no-egress", ExitRefused, "the session has no running egress proxy to change (its network is not allow, or it ended)")

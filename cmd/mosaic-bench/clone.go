@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// cloneSizes are the repositories clone mode is measured on: files, and
+// bytes a file (the 100,000-file one smaller, so that the run stays short:
+// 200 MB each).
+var cloneSizes = []struct{ files, size int }{{1000, 20 << 10}, {10000, 20 << 10}, {100000, 2 << 10}}
+
+// makeRepo makes a repository of n files of size bytes (half random, half
+// text) in dir, committed, with git fast-import (no working tree is
+// written twice), then checked out.
+func makeRepo(dir string, n, size int) error {
+	if err := runCmd([]string{"git", "init", "-q", dir}); err != nil {
+		return err
+	}
+	cmd := exec.Command("git", "-C", dir, "fast-import", "--quiet")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	buf := make([]byte, size)
+	fmt.Fprintf(in, "commit refs/heads/main\ncommitter bench <b@b> 0 +0000\ndata 4\ninit\n")
+	for i := 0; i < n; i++ {
+		f, _ := os.Open("/dev/urandom")
+		f.Read(buf[:size/2])
+		f.Close()
+		copy(buf[size/2:], strings.Repeat(fmt.Sprintf("line %d\n", i), size/2/8+1))
+		fmt.Fprintf(in, "M 100644 inline d%03d/f%06d.txt\ndata %d\n", i%100, i, size)
+		in.Write(buf)
+		fmt.Fprintln(in)
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		return err
+	}
+	return runCmd([]string{"git", "-C", dir, "-c", "checkout.workers=0", "checkout", "-q", "-f", "main"})
+}
+
+// cloneMode measures clone mode against direct mode and against doing
+// the same by hand, at each of cloneSizes: a start, `git clone --shared` +
+// checkout, `git worktree add`; on the 10,000-file repository also the
+// finish step and mosaic diff of a 100-file change.
+func (b *bench) cloneMode(ctx context.Context, r *Report, only int) error {
+	for _, sz := range cloneSizes {
+		if only != 0 && sz.files != only {
+			continue
+		}
+		n := 3
+		if sz.files >= 100000 {
+			n = 1 // each copy takes seconds: one run, no warm-up (the page cache is warm from making it)
+		}
+		progress("clone mode: making a repository of %d files", sz.files)
+		repo := filepath.Join(b.ws, fmt.Sprintf("repo-%d", sz.files))
+		if err := makeRepo(repo, sz.files, sz.size); err != nil {
+			return err
+		}
+		label := fmt.Sprintf("%dk files, %d MB", sz.files/1000, sz.files*sz.size>>20)
+		i := 0
+		start := func(clone bool) func() error {
+			return func() error {
+				i++
+				name := fmt.Sprintf("bench-clone-%d-%d", sz.files, i)
+				argv := []string{b.mosaic, "start", "--name", name, "-w", repo}
+				if clone {
+					argv = append(argv, "--clone")
+				}
+				err := runCmd(append(argv, "--", "sleep", "600"))
+				exec.Command("systemctl", "--user", "kill", "--signal=SIGKILL", "mosaic-"+name+".service").Run()
+				b.m.WaitEnded(ctx, name)
+				exec.Command(b.mosaic, "discard", name).Run()
+				exec.Command(b.mosaic, "rm", "--force", name).Run()
+				return err
+			}
+		}
+		progress("clone mode, %s: starts", label)
+		for _, m := range []struct {
+			name  string
+			cmd   string
+			f     func() error
+			alone bool
+		}{
+			{"direct start, " + label, "mosaic start -w REPO -- sleep 600", start(false), false},
+			{"clone start, " + label, "mosaic start --clone -w REPO -- sleep 600", start(true), false},
+			{"by hand: git clone --shared + checkout, " + label, "git clone -q --shared REPO COPY", byHand(repo, "clone"), true},
+			{"by hand: git worktree add, " + label, "git worktree add -q --detach COPY", byHand(repo, "worktree"), true},
+		} {
+			s, err := measureN(m.name, m.cmd, n, n > 1, m.f)
+			if err != nil {
+				return err
+			}
+			r.Clone = append(r.Clone, s)
+		}
+		if sz.files == 10000 {
+			if err := b.cloneChange(ctx, r, repo, label); err != nil {
+				return err
+			}
+		}
+		os.RemoveAll(repo)
+	}
+	return nil
+}
+
+// byHand is the same copy made by hand with git.
+func byHand(repo, how string) func() error {
+	return func() error {
+		cp := repo + ".copy"
+		defer func() {
+			os.RemoveAll(cp)
+			exec.Command("git", "-C", repo, "worktree", "prune").Run()
+		}()
+		if how == "clone" {
+			return runCmd([]string{"git", "clone", "-q", "--shared", repo, cp})
+		}
+		return runCmd([]string{"git", "-C", repo, "worktree", "add", "-q", "--detach", cp})
+	}
+}
+
+// cloneChange measures the finish step and mosaic diff of a session that
+// changed 100 files.
+func (b *bench) cloneChange(ctx context.Context, r *Report, repo, label string) error {
+	name := "bench-clone-change"
+	defer func() {
+		exec.Command(b.mosaic, "discard", name).Run()
+		exec.Command(b.mosaic, "rm", "--force", name).Run()
+	}()
+	change := "for i in $(seq 0 99); do echo changed >> d$(printf %03d $i)/f$(printf %06d $i).txt; done"
+	if err := runCmd([]string{b.mosaic, "run", "--clone", "--name", name, "-w", repo, "--", "sh", "-c", change}); err != nil {
+		return err
+	}
+	progress("clone mode: finish step and diff of a 100-file change")
+	s, err := measure("finish step of a 100-file change, "+label, "mosaic-NAME-finish.service: commit, patch, bundle", 3, func() error {
+		_, err := b.m.Finish(ctx, name)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	r.Clone = append(r.Clone, s)
+	s, err = measure("mosaic diff --stat of that change (snapshot taken)", "mosaic diff --stat NAME", 3, func() error {
+		return runCmd([]string{b.mosaic, "diff", "--stat", name})
+	})
+	if err != nil {
+		return err
+	}
+	r.Clone = append(r.Clone, s)
+	return nil
+}
+
+// cloneRatios are clone mode's targets: a start at most 1.5 s over a
+// direct one at 10,000 files, the finish step and diff at most 1 s.
+func cloneRatios(r *Report) []Ratio {
+	by := map[string]float64{}
+	for _, s := range r.Clone {
+		by[s.Name] = s.MedianMs
+	}
+	var out []Ratio
+	label := "10k files, 195 MB"
+	if d, c := by["direct start, "+label], by["clone start, "+label]; d > 0 && c > 0 {
+		out = append(out, Ratio{What: "clone start minus direct start, 10,000 files (ms, median)", Value: c - d, Target: "≤ 1500", Met: c-d <= 1500})
+	}
+	if f := by["finish step of a 100-file change, "+label]; f > 0 {
+		out = append(out, Ratio{What: "finish step of a 100-file change (ms, median)", Value: f, Target: "≤ 1000", Met: f <= 1000})
+	}
+	if f := by["mosaic diff --stat of that change (snapshot taken)"]; f > 0 {
+		out = append(out, Ratio{What: "mosaic diff of a 100-file change (ms, median)", Value: f, Target: "≤ 1000", Met: f <= 1000})
+	}
+	return out
+}
+
+// measureN is measure with or without its warm-up run.
+func measureN(name, command string, n int, warm bool, f func() error) (Stat, error) {
+	if warm {
+		return measure(name, command, n, f)
+	}
+	ds := make([]float64, 0, n)
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		if err := f(); err != nil {
+			return Stat{Name: name, Command: command}, err
+		}
+		ds = append(ds, ms(time.Since(t)))
+	}
+	return summarise(name, command, ds), nil
+}

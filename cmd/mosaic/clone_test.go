@@ -1,0 +1,200 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cloneRepo makes a repository in a fresh workspace with one commit, an
+// uncommitted change (a.txt) and an untracked file (u.txt).
+func cloneRepo(t *testing.T) string {
+	t.Helper()
+	ws := workspace(t)
+	for _, args := range [][]string{{"init", "-q"}, {"config", "user.email", "u@example.com"}, {"config", "user.name", "u"}} {
+		gitMust(t, ws, args...)
+	}
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644)
+	gitMust(t, ws, "add", "a.txt")
+	gitMust(t, ws, "commit", "-qm", "one")
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\nuser's own\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "u.txt"), []byte("untracked\n"), 0o644)
+	return ws
+}
+
+func gitMust(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
+	}
+	return string(out)
+}
+
+// cloneSession is a fresh session name whose finish state goes too.
+func cloneSession(t *testing.T) string {
+	name := sessionName(t)
+	t.Cleanup(func() { os.RemoveAll(filepath.Join(stateRoot(), "sessions", name+"-finish")) })
+	return name
+}
+
+type diffDoc struct {
+	Summary struct {
+		Files []struct {
+			Path, Status string
+			Added        int
+		}
+	}
+	Refused string
+	Patch   string
+}
+
+func diffOf(t *testing.T, name string) diffDoc {
+	t.Helper()
+	var d diffDoc
+	r := mustMosaic(t, "diff", name, "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
+		t.Fatalf("diff --json: %v\n%s", err, r.stdout)
+	}
+	return d
+}
+
+func paths(d diffDoc) string {
+	var p []string
+	for _, f := range d.Summary.Files {
+		p = append(p, f.Path)
+	}
+	return strings.Join(p, ",")
+}
+
+// TestCloneRunDiffApply: a clone-mode run starts from HEAD plus the
+// user's uncommitted changes, never writes the checkout, and its change
+// (the agent's commit and what it left) shows in mosaic diff only, until
+// mosaic apply writes it as unstaged changes; rm refuses it before.
+func TestCloneRunDiffApply(t *testing.T) {
+	needRig(t)
+	ws := cloneRepo(t)
+	name := cloneSession(t)
+	agent := `set -e
+grep -q "user's own" a.txt && test -f u.txt
+echo agent >> a.txt && echo new > added.txt
+git -c user.name=a -c user.email=a@b commit -qam agent
+echo left > left.txt
+test ! -e ` + filepath.Join(ws, ".git", "mosaic-base-objects", "x") + `
+! touch .git/mosaic-base-objects/x 2>/dev/null`
+	r := mustMosaic(t, "run", "--clone", "--name", name, "-w", ws, "--", "sh", "-c", agent)
+	if !strings.Contains(r.stderr, "3 files, +3 -0") {
+		t.Errorf("run did not say what the session left:\n%s", r.stderr)
+	}
+	for _, f := range []string{"added.txt", "left.txt"} {
+		if _, err := os.Lstat(filepath.Join(ws, f)); err == nil {
+			t.Errorf("%s is in the checkout before apply", f)
+		}
+	}
+	if got := paths(diffOf(t, name)); got != "a.txt,added.txt,left.txt" {
+		t.Errorf("diff shows %s, want a.txt,added.txt,left.txt", got)
+	}
+	var st struct{ Clone struct{ Base, Parent string } }
+	json.Unmarshal([]byte(mustMosaic(t, "status", name, "--json").stdout), &st)
+	if st.Clone.Base == "" || st.Clone.Base == st.Clone.Parent {
+		t.Errorf("status: base %q on parent %q, want a snapshot commit of the uncommitted changes", st.Clone.Base, st.Clone.Parent)
+	}
+	if !strings.Contains(mustMosaic(t, "status", name).stdout, "3 files, +3 -0, not applied") {
+		t.Errorf("status does not show the pending change")
+	}
+	if r := mosaic(t, "rm", name, "--json"); r.code != 3 || !strings.Contains(r.stdout, "unapplied-changes") {
+		t.Errorf("rm of an unapplied change: exit %d %s", r.code, r.stdout)
+	}
+	mustMosaic(t, "apply", name)
+	b, _ := os.ReadFile(filepath.Join(ws, "a.txt"))
+	if string(b) != "one\nuser's own\nagent\n" {
+		t.Errorf("a.txt after apply: %q", b)
+	}
+	if s := gitMust(t, ws, "status", "--porcelain"); !strings.Contains(s, " M a.txt") || !strings.Contains(s, "?? added.txt") {
+		t.Errorf("git status after apply:\n%s", s)
+	}
+	mustMosaic(t, "rm", name)
+}
+
+// TestCloneBranchAndConflict: two sessions on one repository at once;
+// the second's change conflicts with the first's once applied and is
+// refused with nothing changed and the file named; --branch makes
+// mosaic/NAME of its commits instead.
+func TestCloneBranchAndConflict(t *testing.T) {
+	needRig(t)
+	ws := cloneRepo(t)
+	one, two := cloneSession(t), cloneSession(t)
+	mustMosaic(t, "start", "--clone", "--name", one, "-w", ws, "--", "sh", "-c", "echo first > a.txt; sleep 30")
+	mustMosaic(t, "run", "--clone", "--name", two, "-w", ws, "--", "sh", "-c", "echo second > a.txt")
+	mustMosaic(t, "stop", one)
+	mustMosaic(t, "apply", one)
+	before := gitMust(t, ws, "status", "--porcelain")
+	r := mosaic(t, "apply", two, "--json")
+	if r.code != 3 || !strings.Contains(r.stdout, "change-conflict") || !strings.Contains(r.stdout, `a.txt`) {
+		t.Fatalf("a conflicting apply: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if after := gitMust(t, ws, "status", "--porcelain"); after != before {
+		t.Errorf("a refused apply changed the checkout:\n%s\n%s", before, after)
+	}
+	mustMosaic(t, "apply", "--branch", two)
+	if got := gitMust(t, ws, "show", "mosaic/"+two+":a.txt"); got != "second\n" {
+		t.Errorf("branch mosaic/%s has a.txt %q", two, got)
+	}
+}
+
+// TestCloneNotARepository: clone mode of a directory that is not a
+// repository's top is refused in one line, with nothing left.
+func TestCloneNotARepository(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	name := cloneSession(t)
+	r := mosaic(t, "start", "--clone", "--name", name, "-w", ws, "--json", "--", "true")
+	if code, msg := jsonError(t, r); r.code != 2 || code != "bad-clone" || !strings.Contains(msg, "git init") {
+		t.Errorf("exit %d %s: %s", r.code, code, msg)
+	}
+	if _, err := os.Lstat(filepath.Join(stateRoot(), "sessions", name)); err == nil {
+		t.Error("a refused clone left a state directory")
+	}
+}
+
+// TestCloneBaseRunningDiscardGC: --base starts the copy from a commit; a
+// running session's diff is a snapshot; list shows the change; gc keeps the
+// session until its change is discarded, and then rm needs no --force.
+func TestCloneBaseRunningDiscardGC(t *testing.T) {
+	needRig(t)
+	ws := cloneRepo(t)
+	gitMust(t, ws, "commit", "-qam", "two")
+	name := cloneSession(t)
+	mustMosaic(t, "start", "--base", "HEAD~1", "--name", name, "-w", ws, "--", "sh", "-c", `! grep -q "user's own" a.txt && test ! -e u.txt && echo b > b.txt; sleep 60`)
+	eventually(t, 20*time.Second, "the running session's snapshot to hold b.txt", func() bool {
+		return paths(diffOf(t, name)) == "b.txt"
+	})
+	if out := mustMosaic(t, "list").stdout; !strings.Contains(out, "CHANGE") || !strings.Contains(out, "clone: 1 file, +1 -0, not applied") {
+		t.Errorf("list does not show the change:\n%s", out)
+	}
+	if r := mosaic(t, "apply", name, "--json"); r.code != 3 || !strings.Contains(r.stdout, "session-running") {
+		t.Errorf("apply of a running session: exit %d %s", r.code, r.stdout)
+	}
+	mustMosaic(t, "stop", "--timeout", "1s", name)
+	var gc struct {
+		Kept []string `json:"kept_unapplied"`
+	}
+	json.Unmarshal([]byte(mustMosaic(t, "gc", "--json").stdout), &gc)
+	if !strings.Contains(strings.Join(gc.Kept, ","), name) {
+		t.Errorf("gc did not keep the unapplied session: %+v", gc)
+	}
+	mustMosaic(t, "discard", name)
+	if _, err := os.Lstat(filepath.Join(stateRoot(), "sessions", name, "clone")); err == nil {
+		t.Error("discard left the copy")
+	}
+	mustMosaic(t, "rm", name)
+	if _, err := os.Lstat(filepath.Join(stateRoot(), "sessions", name+"-finish")); err == nil {
+		t.Error("rm left the finish step's state")
+	}
+}

@@ -1,0 +1,139 @@
+// Package clone is the host's side of clone mode (mosaic start --clone):
+// making a session's own copy of the user's repository before the session
+// starts (git runs in the user's checkout and in a copy no session has
+// touched yet), and writing a finished change into the user's checkout
+// after it (git runs in the user's checkout, and in a scratch repository of
+// mosaic's own, on data patchcheck accepted). It never runs git in a copy a
+// session has had: git reads a repository's config and runs what it names.
+package clone
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"mosaic/units"
+	"mosaic/units/errcode"
+)
+
+// gitTimeout bounds each git mosaic runs on the host.
+const gitTimeout = 10 * time.Minute
+
+// identity is who commits what mosaic commits (the snapshot of the
+// uncommitted changes): the user may have none configured.
+var identity = []string{
+	"GIT_AUTHOR_NAME=mosaic", "GIT_AUTHOR_EMAIL=mosaic@localhost",
+	"GIT_COMMITTER_NAME=mosaic", "GIT_COMMITTER_EMAIL=mosaic@localhost",
+}
+
+// git runs git in dir with env added to mosaic's, and returns its output
+// trimmed; an error carries git's own words.
+func git(ctx context.Context, dir string, env []string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), append([]string{"GIT_TERMINAL_PROMPT=0"}, env...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		if i := strings.IndexByte(msg, '\n'); i >= 0 {
+			msg = msg[:i]
+		}
+		return "", fmt.Errorf("git %s: %s", args[0], msg)
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// Make makes the session's copy of the repository at ws in c.Dir, which
+// must not exist, and returns c with its Base and Parent. Without c.Ref the
+// copy starts from what the user sees: HEAD, plus the working tree's
+// uncommitted changes (tracked and untracked, not ignored) as one commit on
+// top, made with an index of its own (the user's index is not touched) into
+// the copy's own object store. The copy is a `git clone --shared` (it
+// borrows the user's objects: see units.ObjectsMount) checked out with
+// parallel workers; its alternates then name where the session sees the
+// user's objects.
+func Make(ctx context.Context, ws string, c units.Clone) (units.Clone, error) {
+	fail := func(err error) (units.Clone, error) {
+		os.RemoveAll(c.Dir)
+		return c, errcode.CloneFailed.New("cannot make the session's copy of %s: %v", ws, err)
+	}
+	rev := "HEAD"
+	if c.Ref != "" {
+		rev = c.Ref
+	}
+	parent, err := git(ctx, ws, nil, "rev-parse", "-q", "--verify", "--end-of-options", rev+"^{commit}")
+	if err != nil || parent == "" {
+		if c.Ref != "" {
+			return c, errcode.BadClone.New("--base %s is not a commit of %s: give a branch, tag or commit id", c.Ref, ws)
+		}
+		return c, errcode.BadClone.New("repository %s has no commit yet, which --clone starts from: commit once, or drop --clone", ws)
+	}
+	c.Parent, c.Base = parent, parent
+	if _, err := git(ctx, ws, nil, "clone", "-q", "--shared", "--no-checkout", ws, c.Dir); err != nil {
+		return fail(err)
+	}
+	gitDir := filepath.Join(c.Dir, ".git")
+	if c.Ref == "" {
+		if c.Base, err = snapshot(ctx, ws, gitDir, parent); err != nil {
+			return fail(err)
+		}
+	}
+	branch, _ := git(ctx, ws, nil, "symbolic-ref", "-q", "--short", "HEAD")
+	checkout := []string{"-c", "checkout.workers=" + strconv.Itoa(runtime.NumCPU()), "checkout", "-q", "--no-track", "-B", branch, c.Base}
+	if c.Ref != "" || branch == "" {
+		checkout = []string{"-c", "checkout.workers=" + strconv.Itoa(runtime.NumCPU()), "checkout", "-q", "--detach", c.Base}
+	}
+	if _, err := git(ctx, c.Dir, nil, checkout...); err != nil {
+		return fail(err)
+	}
+	if _, err := git(ctx, c.Dir, nil, "config", "gc.auto", "0"); err != nil {
+		return fail(err)
+	}
+	if err := os.Mkdir(filepath.Join(gitDir, units.ObjectsMount), 0o700); err != nil {
+		return fail(err)
+	}
+	alt := filepath.Join(gitDir, "objects", "info", "alternates")
+	if err := os.WriteFile(alt, []byte(units.ObjectsInside(ws)+"\n"), 0o600); err != nil {
+		return fail(err)
+	}
+	return c, nil
+}
+
+// snapshot commits the working tree of ws as it is (HEAD's index plus every
+// change git add -A sees) on top of parent, into the object store of the
+// copy at gitDir, and returns the commit; parent itself when nothing is
+// uncommitted.
+func snapshot(ctx context.Context, ws, gitDir, parent string) (string, error) {
+	index := filepath.Join(gitDir, "mosaic-snapshot-index")
+	defer os.Remove(index)
+	if b, err := os.ReadFile(filepath.Join(ws, ".git", "index")); err == nil {
+		if err := os.WriteFile(index, b, 0o600); err != nil {
+			return "", err
+		}
+	}
+	env := []string{"GIT_INDEX_FILE=" + index, "GIT_OBJECT_DIRECTORY=" + filepath.Join(gitDir, "objects"),
+		"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + filepath.Join(ws, ".git", "objects")}
+	if _, err := git(ctx, ws, env, "add", "-A"); err != nil {
+		return "", err
+	}
+	tree, err := git(ctx, ws, env, "write-tree")
+	if err != nil {
+		return "", err
+	}
+	if head, err := git(ctx, ws, nil, "rev-parse", parent+"^{tree}"); err == nil && head == tree {
+		return parent, nil
+	}
+	return git(ctx, ws, append(env, identity...), "commit-tree", tree, "-p", parent, "-m", "mosaic: the uncommitted changes at the session's start")
+}

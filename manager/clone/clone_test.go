@@ -1,0 +1,186 @@
+package clone
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"mosaic/manager/clone/patchcheck"
+	"mosaic/units"
+	"mosaic/units/errcode"
+)
+
+func run(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// userRepo is a repository with a commit, a change to a tracked file, an
+// untracked file and an ignored one.
+func userRepo(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	ws := t.TempDir()
+	run(t, ws, "init", "-q")
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, ".gitignore"), []byte("*.log\n"), 0o644)
+	run(t, ws, "add", "-A")
+	run(t, ws, "commit", "-qm", "one")
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\nmine\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "u.txt"), []byte("untracked\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "x.log"), []byte("ignored\n"), 0o644)
+	return ws
+}
+
+func TestMakeSnapshotsWhatTheUserSees(t *testing.T) {
+	ws := userRepo(t)
+	index, _ := os.ReadFile(filepath.Join(ws, ".git", "index"))
+	dir := filepath.Join(t.TempDir(), "clone")
+	c, err := Make(context.Background(), ws, units.Clone{Dir: dir, Objects: filepath.Join(ws, ".git", "objects")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Parent != run(t, ws, "rev-parse", "HEAD") || c.Base == c.Parent {
+		t.Fatalf("base %s on parent %s: want a snapshot commit on HEAD", c.Base, c.Parent)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "one\nmine\n" {
+		t.Errorf("the copy's a.txt: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "u.txt")); err != nil {
+		t.Errorf("the untracked file is not in the copy: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.log")); err == nil {
+		t.Error("the ignored file is in the copy")
+	}
+	if after, _ := os.ReadFile(filepath.Join(ws, ".git", "index")); !bytes.Equal(index, after) {
+		t.Error("the user's index changed")
+	}
+	if s := run(t, ws, "status", "--porcelain"); s != "M a.txt\n?? u.txt" && s != " M a.txt\n?? u.txt" {
+		t.Errorf("the user's status changed: %q", s)
+	}
+	if _, err := exec.Command("git", "-C", ws, "cat-file", "-e", c.Base).CombinedOutput(); err == nil {
+		t.Error("the snapshot was written into the user's object store, not the copy's")
+	}
+	alt, _ := os.ReadFile(filepath.Join(dir, ".git", "objects", "info", "alternates"))
+	if string(alt) != units.ObjectsInside(ws)+"\n" {
+		t.Errorf("alternates %q, want where the session sees the user's objects", alt)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, ".git", units.ObjectsMount)); err != nil || !fi.IsDir() {
+		t.Errorf("no mount point for the user's objects: %v", err)
+	}
+}
+
+func TestMakeRefusals(t *testing.T) {
+	ws := userRepo(t)
+	_, err := Make(context.Background(), ws, units.Clone{Dir: filepath.Join(t.TempDir(), "c"), Ref: "no-such-branch"})
+	if errcode.Of(err).Code != "bad-clone" {
+		t.Errorf("a --base that is no commit: %v", err)
+	}
+	empty := t.TempDir()
+	run(t, empty, "init", "-q")
+	_, err = Make(context.Background(), empty, units.Clone{Dir: filepath.Join(t.TempDir(), "c")})
+	if errcode.Of(err).Code != "bad-clone" || !strings.Contains(err.Error(), "no commit") {
+		t.Errorf("a repository without a commit: %v", err)
+	}
+}
+
+// change is the patch of what changes between two states of a scratch
+// repository, made with git diff --binary as the finish step makes it.
+func change(t *testing.T, ws string, edit func(dir string)) ([]byte, patchcheck.Summary) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "copy")
+	run(t, ws, "clone", "-q", "--shared", ws, dir)
+	edit(dir)
+	run(t, dir, "add", "-A")
+	run(t, dir, "commit", "-qm", "agent")
+	patch := []byte(run(t, dir, "diff", "--binary", "--full-index", "--no-renames", "HEAD~1", "HEAD") + "\n")
+	s, err := patchcheck.Parse(patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return patch, s
+}
+
+func TestApply(t *testing.T) {
+	ws := userRepo(t)
+	run(t, ws, "add", "-A")
+	run(t, ws, "commit", "-qm", "two")
+	os.Symlink("/tmp", filepath.Join(ws, "out"))
+	ctx := context.Background()
+	patch, s := change(t, ws, func(dir string) { os.WriteFile(filepath.Join(dir, "a.txt"), []byte("agent\n"), 0o644) })
+
+	// A conflict names the file and changes nothing.
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("user again\n"), 0o644)
+	err := Apply(ctx, "s", ws, patch, s, t.TempDir())
+	if errcode.Of(err).Code != "change-conflict" || !strings.Contains(err.Error(), `"a.txt"`) {
+		t.Fatalf("a conflicting apply: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "user again\n" {
+		t.Errorf("a refused apply wrote a.txt: %q", b)
+	}
+	run(t, ws, "checkout", "--", "a.txt")
+	if err := Apply(ctx, "s", ws, patch, s, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "agent\n" {
+		t.Errorf("after apply a.txt is %q", b)
+	}
+
+	// A write through the user's own symlink is refused before git runs.
+	through := patchcheck.Summary{Files: []patchcheck.File{{Path: "out/x", Status: "added", NewMode: "100644"}}}
+	if err := Apply(ctx, "s", ws, []byte("x"), through, t.TempDir()); errcode.Of(err).Code != "change-refused" {
+		t.Errorf("a write through the checkout's symlink: %v", err)
+	}
+}
+
+func TestApplyBranch(t *testing.T) {
+	ws := userRepo(t)
+	run(t, ws, "add", "-A")
+	run(t, ws, "commit", "-qm", "two")
+	parent := run(t, ws, "rev-parse", "HEAD")
+	dir := filepath.Join(t.TempDir(), "copy")
+	run(t, ws, "clone", "-q", "--shared", ws, dir)
+	os.WriteFile(filepath.Join(dir, "b.txt"), []byte("b\n"), 0o644)
+	run(t, dir, "add", "-A")
+	run(t, dir, "commit", "-qm", "agent")
+	head := run(t, dir, "rev-parse", "HEAD")
+	run(t, dir, "update-ref", patchcheck.SnapshotRef, head)
+	bpath := filepath.Join(t.TempDir(), "bundle")
+	run(t, dir, "bundle", "create", "-q", bpath, patchcheck.SnapshotRef, "^"+parent)
+	bundle, _ := os.ReadFile(bpath)
+	ctx := context.Background()
+
+	if err := ApplyBranch(ctx, "s", ws, bundle, parent, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch")); errcode.Of(err).Code != "change-refused" {
+		t.Errorf("a bundle whose ref is not the snapshot's: %v", err)
+	}
+	header := bundle[:bytes.Index(bundle, []byte("\n\n"))+2]
+	corrupt := append(bytes.Clone(header), "PACKgarbage"...)
+	if err := ApplyBranch(ctx, "s", ws, corrupt, head, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch")); errcode.Of(err).Code != "change-refused" {
+		t.Errorf("a corrupt bundle: %v", err)
+	}
+	if out, _ := exec.Command("git", "-C", ws, "branch", "--list", "mosaic/*").Output(); len(out) != 0 {
+		t.Fatalf("a refused bundle left a branch: %s", out)
+	}
+	if err := ApplyBranch(ctx, "s", ws, bundle, head, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch")); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, ws, "rev-parse", "mosaic/s"); got != head {
+		t.Errorf("branch at %s, want %s", got, head)
+	}
+	if err := ApplyBranch(ctx, "s", ws, bundle, head, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch")); errcode.Of(err).Code != "change-conflict" {
+		t.Errorf("a branch that exists: %v", err)
+	}
+}

@@ -1,0 +1,196 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"mosaic/manager/clone"
+	"mosaic/manager/clone/patchcheck"
+	"mosaic/manager/records"
+	"mosaic/manager/request"
+	"mosaic/sandbox"
+	"mosaic/units"
+	"mosaic/units/errcode"
+	"mosaic/units/regfile"
+	"mosaic/units/termsafe"
+)
+
+// finishScript is what a clone-mode session's finish step runs, in the
+// session's copy, confined as the session was and without any network: it
+// commits what the agent left (tracked and untracked, not ignored; with an
+// index of its own, so the agent's is untouched) on top of the agent's own
+// commits, and writes to $HOME/out (its own home, on disk: its /tmp is a
+// tmpfs) the patch from the base (git diff --binary), a bundle of the
+// commits since the user's own (refs/mosaic/snapshot), and the snapshot's
+// id. It may run the agent's own git config:
+// it is as confined as the agent was, and the host reads what it wrote as
+// untrusted data (patchcheck).
+const finishScript = `set -eu
+base=$1 parent=$2 out=$HOME/out
+rm -rf "$out" && mkdir -p "$out"
+export GIT_INDEX_FILE=/tmp/index GIT_AUTHOR_NAME=mosaic GIT_AUTHOR_EMAIL=mosaic@localhost GIT_COMMITTER_NAME=mosaic GIT_COMMITTER_EMAIL=mosaic@localhost
+if [ -f .git/index ]; then cp .git/index "$GIT_INDEX_FILE"; fi
+git add -A --ignore-errors 2>"$out/add-errors" || true
+tree=$(git write-tree)
+head=$(git rev-parse -q --verify 'HEAD^{commit}' || echo "$base")
+if [ "$tree" = "$(git rev-parse "$head^{tree}")" ]; then snap=$head
+else snap=$(git commit-tree "$tree" -p "$head" -m "mosaic: what the agent left uncommitted"); fi
+git update-ref refs/mosaic/snapshot "$snap"
+git -c core.quotePath=true -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames --no-relative --src-prefix=a/ --dst-prefix=b/ "$base" "$snap" -- >"$out/patch"
+if [ "$snap" != "$parent" ]; then git bundle create -q "$out/bundle" refs/mosaic/snapshot "^$parent"; fi
+echo "$snap" >"$out/head"
+`
+
+// finishTimeout bounds a finish step (it runs the agent's git config,
+// which may never end); systemd stops it then (RuntimeMaxSec=).
+const finishTimeout = 5 * time.Minute
+
+// FinishDir is where session name's finish step leaves its output.
+func FinishDir(p request.Paths, name string) string {
+	return filepath.Join(p.SessionDir(units.FinishName(name)), "home", "out")
+}
+
+// Change is a clone-mode session's change as mosaic read it after a finish.
+type Change struct {
+	Patch   []byte
+	Summary patchcheck.Summary
+	// Refused is why apply would refuse it, nil when it would not.
+	Refused   error
+	Clone     records.Clone
+	Dir       string // the finish step's output
+	Workspace string // the user's checkout
+	// AddErrors is what git add said it could not add (a nested
+	// repository without a commit, an unreadable file): the change lacks it.
+	AddErrors string
+}
+
+// Finish runs session name's finish step as a transient service of its own
+// (mosaic-NAME-finish.service: the session's sandbox, network none) and
+// reads what it wrote as data: the patch through patchcheck, which also
+// makes the summary. It records the snapshot in clone.json.
+func (m *Manager) Finish(ctx context.Context, name string) (Change, error) {
+	p, err := request.UserPaths()
+	if err != nil {
+		return Change{}, err
+	}
+	dir := p.SessionDir(name)
+	rec, err := records.ReadChecked(dir)
+	if err != nil {
+		return Change{}, errNoSession(name)
+	}
+	cl, ok := records.ReadClone(dir)
+	if !ok {
+		return Change{}, errcode.NoChange.New("session %s is not in clone mode: it wrote %s itself", name, rec.Workspace)
+	}
+	if cl.Discarded {
+		return Change{}, errcode.NoChange.New("session %s's change was discarded", name)
+	}
+	spec, err := m.finishSpec(name, rec, *cl, p)
+	if err != nil {
+		return Change{}, err
+	}
+	log, err := os.CreateTemp(p.StateRoot, ".finish-"+name+"-*")
+	if err != nil {
+		return Change{}, errcode.StateDir.New("cannot run the finish step of %s: %v", name, err)
+	}
+	defer os.Remove(log.Name())
+	defer log.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return Change{}, errcode.Unexpected.New("%v", err)
+	}
+	defer null.Close()
+	began := time.Now()
+	s, err := m.Run(ctx, Plan{Spec: spec}, [3]int{int(null.Fd()), int(log.Fd()), int(log.Fd())}, nil)
+	if err != nil {
+		return Change{}, err
+	}
+	if code := s.ExitCode(); code != 0 {
+		out, _ := regfile.Read(log.Name(), true, 4096)
+		return Change{}, errcode.CloneFailed.New("the finish step of session %s failed (exit %d): %s", name, code, termsafe.Escape(strings.TrimSpace(string(out)), false))
+	}
+	ch, err := readChange(p, name, *cl)
+	if err != nil {
+		return Change{}, err
+	}
+	ch.Clone.Snapshot = &began
+	if cur, ok := records.ReadClone(dir); ok && cur.Applied == "" && !cur.Discarded {
+		if err := records.WriteClone(dir, ch.Clone); err != nil {
+			return Change{}, errcode.StateDir.New("cannot record the snapshot of %s: %v", name, err)
+		}
+	}
+	return ch, nil
+}
+
+// readChange reads what session name's last finish step wrote, as data.
+func readChange(p request.Paths, name string, cl records.Clone) (Change, error) {
+	ch := Change{Clone: cl, Dir: FinishDir(p, name)}
+	if rec, ok := records.Read(p.SessionDir(name)); ok {
+		ch.Workspace = rec.Workspace
+	}
+	head, err := clone.ReadOutput(filepath.Join(ch.Dir, "head"), 64)
+	if err == nil && !patchcheck.IsObjectID(strings.TrimSpace(string(head))) {
+		err = fmt.Errorf("its head is not an object id")
+	}
+	if err == nil {
+		ch.Patch, err = clone.ReadOutput(filepath.Join(ch.Dir, "patch"), patchcheck.MaxPatchBytes)
+	}
+	var refusal *patchcheck.Refusal
+	switch {
+	case errors.As(err, &refusal):
+		ch.Refused = err
+	case err != nil:
+		return Change{}, errcode.CloneFailed.New("cannot read what the finish step of session %s wrote: %v", name, err)
+	default:
+		ch.Summary, ch.Refused = patchcheck.Parse(ch.Patch)
+	}
+	if b, err := clone.ReadOutput(filepath.Join(ch.Dir, "add-errors"), 4096); err == nil {
+		ch.AddErrors = strings.TrimSpace(string(b))
+	}
+	ch.Clone.Head, ch.Clone.Summary = strings.TrimSpace(string(head)), &ch.Summary
+	ch.Clone.Refused = ""
+	if ch.Refused != nil {
+		ch.Clone.Refused = ch.Refused.Error()
+	}
+	return ch, nil
+}
+
+// finishSpec is the finish step's session: the session's own sandbox
+// around its copy (the same workspace, binds and identities), with no
+// network, no credentials, a home and /tmp of its own
+// (StateRoot/sessions/NAME-finish), running finishScript.
+func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, p request.Paths) (units.Spec, error) {
+	h, err := ThisHost()
+	if err != nil {
+		return units.Spec{}, err
+	}
+	h.MosaicBin, h.Outside = m.MosaicBin, m.Outside
+	if h.BwrapErr != nil {
+		return units.Spec{}, noSandbox(h.BwrapErr, "the finish step runs in the session's sandbox")
+	}
+	req := request.Request{
+		Workspace: rec.Workspace, Network: sandbox.NetworkNone, Profile: "generic", Mode: request.ModeClone,
+		Limits:  units.Limits{RuntimeMax: finishTimeout},
+		Command: []string{"/bin/sh", "-c", finishScript, "mosaic-finish", cl.Base, cl.Parent},
+		Env:     []string{"LANG=C.UTF-8", "PATH=" + sandbox.DefaultPath},
+	}
+	spec, _, err := request.Prepare(req, p, h.Bwrap)
+	if err != nil {
+		return units.Spec{}, err
+	}
+	fname := units.FinishName(name)
+	spec.Name, spec.NameGiven, spec.StateDir = fname, true, p.SessionDir(fname)
+	spec.Clone = &units.Clone{Dir: filepath.Join(p.SessionDir(name), units.CloneDirName), Objects: spec.Clone.Objects, Base: cl.Base, Parent: cl.Parent, Ref: cl.Ref}
+	if err := cloneIDs(&spec); err != nil {
+		return units.Spec{}, errcode.NoChange.New("session %s's copy is gone (%v): nothing to finish", name, err)
+	}
+	if err := complete(&spec, h); err != nil {
+		return units.Spec{}, err
+	}
+	return spec, nil
+}
