@@ -282,9 +282,9 @@ func TestUserProfiles(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "myagent.conf"), []byte("[Profile]\nDescription=Mine\nBinary=myagent\nCredentialSet=MY_KEY\nCredentialSet=MY_TOKEN MY_URL\nPassEnvironment=MY_MODEL\nReadOnlyPaths=/opt/myagent\nSandbox=landlock\nWorkspace=clone\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "codex.conf"), []byte("[Profile]\nBinary=codex\nCredentialSet=ONLY_THIS\n"), 0o600)
-	all, err := Profiles(dir)
-	if err != nil {
-		t.Fatal(err)
+	all, broken := Profiles(dir)
+	if len(broken) > 0 {
+		t.Fatal(broken)
 	}
 	byName := map[string]Profile{}
 	for _, p := range all {
@@ -312,13 +312,23 @@ func TestUserProfiles(t *testing.T) {
 		"Bad5.conf": "[Profile]\n",
 		"bad6.conf": "[Profile]\nSandbox=none\n",
 		"bad7.conf": "[Profile]\nWorkspace=copy\n",
+		"bad8.conf": "[Profile]\nToolchain=relative/dir\n",
 	} {
 		d := t.TempDir()
 		os.WriteFile(filepath.Join(d, name), []byte(content), 0o600)
-		_, err := Profiles(d)
+		os.WriteFile(filepath.Join(d, "good.conf"), []byte("[Profile]\nBinary=good\n"), 0o600)
+		list, broken := Profiles(d)
 		var e *errcode.Error
-		if !errors.As(err, &e) || e.Code != "bad-profile" || !strings.Contains(e.Message, name) {
-			t.Errorf("%s: %v, want bad-profile naming the file", name, err)
+		if len(broken) != 1 || !errors.As(broken[0], &e) || e.Code != "bad-profile" || !strings.Contains(e.Message, name) {
+			t.Errorf("%s: %v, want bad-profile naming the file", name, broken)
+		}
+		// The others are still listed (issue 30).
+		var names []string
+		for _, p := range list {
+			names = append(names, p.Name)
+		}
+		if !slices.Contains(names, "good") || !slices.Contains(names, "claude-code") {
+			t.Errorf("%s: the others are not listed: %v", name, names)
 		}
 	}
 }
