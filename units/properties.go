@@ -143,12 +143,12 @@ func Properties(s Spec, f Features) []sd.Property {
 		prop("TimeoutStopUSec", usec(stop)),
 		prop("TimeoutStartUSec", usec(startTimeout)),
 		prop("SuccessExitStatus", exitStatusSet{Status: []int32{exitSIGTERM}, Signals: []int32{}}),
-		prop("SyslogIdentifier", UnitPrefix+s.Name),
 		// journald reads LogExtraFields only for the system manager's units
 		// (systemd 252); set for when a user manager's are read too.
 		// `mosaic logs` matches the SyslogIdentifier.
 		prop("LogExtraFields", [][]byte{[]byte("MOSAIC_SESSION=" + s.Name)}),
 	}
+	props = append(props, journalIdentity(UnitPrefix+s.Name)...)
 	if len(s.Env) > 0 {
 		props = append(props, prop("Environment", s.Env))
 	}
@@ -205,6 +205,14 @@ func Properties(s Spec, f Features) []sd.Property {
 		)
 	}
 	return props
+}
+
+// journalIdentity is how a unit's output is stored: under identifier,
+// at the unit's own priority. A line starting "<0>" would otherwise be
+// stored at that priority (emergency), which journald may wall to every
+// terminal: what a session prints never chooses its priority.
+func journalIdentity(identifier string) []sd.Property {
+	return []sd.Property{prop("SyslogIdentifier", identifier), prop("SyslogLevelPrefix", false)}
 }
 
 // limitProperties are the resource limits asked for, which a service and a
@@ -353,8 +361,9 @@ func EgressProperties(s Spec) []sd.Property {
 		prop("StopWhenUnneeded", true),
 		prop("CollectMode", "inactive-or-failed"),
 		prop("TimeoutStopUSec", usec(5*time.Second)),
-		prop("SyslogIdentifier", strings.TrimSuffix(s.EgressUnit(), UnitSuffix)),
 	}
+	// It logs what sessions send it (a host name).
+	props = append(props, journalIdentity(strings.TrimSuffix(s.EgressUnit(), UnitSuffix))...)
 	// Its CPU share (its memory and tasks are bounded above, with the Go
 	// runtime's settings that keep it within them).
 	props = append(props, prop("CPUQuotaPerSecUSec", EgressLimits.CPUQuota*10000))

@@ -53,6 +53,9 @@ type Description struct {
 	// HostExecWritable: started with --allow-write-host-exec, the
 	// workspace's host-executed entries are writable.
 	HostExecWritable bool `json:"host_exec_writable,omitempty"`
+	// WorkspaceCopied: a clone-mode session, which wrote only its own copy:
+	// nothing in the workspace is its to move aside at its end.
+	WorkspaceCopied bool `json:"workspace_copied,omitempty"`
 	// Injected are the credentials the egress proxy puts into requests,
 	// each with its hosts; the session holds only placeholders for them.
 	Injected    map[string][]string `json:"credentials_injected,omitempty"`
@@ -68,7 +71,7 @@ func Describe(s units.Spec) Description {
 	return Description{Command: s.Command, Workspace: s.Workspace, WorkspaceGivenAs: s.GivenAs, Binds: binds,
 		Profile: s.Profile, Credentials: s.Credentials, MayLaunch: s.MayLaunch, Network: s.Network, AllowHosts: s.Allow,
 		Output: outputOf(s), SeccompAllow: s.SeccompAllow, Sandbox: s.Sandbox, HostExecWritable: s.AllowWriteHostExec,
-		Injected: injected(s), Environment: s.Env}
+		WorkspaceCopied: s.Clone != nil, Injected: injected(s), Environment: s.Env}
 }
 
 // outputOf is where a session's output goes: the journal for a
