@@ -157,13 +157,13 @@ func Parse(patch []byte) (Summary, error) {
 				return s, refuse(cur.name(), "line %d: %v", i+1, err)
 			}
 			inHunk, oldLeft, newLeft, cur.body = true, o, n, true
-		case line == "GIT binary patch":
-			binary, cur.Binary, cur.body = true, true, true
 		case cur.body:
 			// git apply ends a file's patch at its last hunk and reads on
 			// as a new (traditional) patch from a "---" line: a header
 			// here would be read differently.
 			return s, refuse(cur.name(), "line %d: a header line after the file's hunks", i+1)
+		case line == "GIT binary patch":
+			binary, cur.Binary, cur.body = true, true, true
 		default:
 			if err := cur.header(line); err != nil {
 				return s, refuse(cur.name(), "line %d: %v", i+1, err)
