@@ -88,23 +88,27 @@ func (p Profile) RuleFor(name string, lookup func(string) (string, bool)) (Injec
 }
 
 // baseURLHost is the host:port of a base URL that a key may be injected
-// into: any https:// host, and the host's loopback over plain http://
-// (a local gateway: the request never leaves the machine, and the egress
-// proxy relays plain HTTP nowhere else). "" for anything else: a key is
-// never sent in clear across a network.
+// into, with the URL's path when it has one (host:port/tenant-a: the key
+// goes only to requests under it): any https:// host, and the host's
+// loopback over plain http:// (a local gateway: the request never leaves
+// the machine, and the egress proxy relays plain HTTP nowhere else). ""
+// for anything else: a key is never sent in clear across a network. The
+// path is as written (EscapedPath); the egress proxy's rule refuses one
+// that is not plain.
 func baseURLHost(v string) string {
 	u, err := url.Parse(v)
 	if err != nil || u.Host == "" {
 		return ""
 	}
+	path := strings.TrimSuffix(u.EscapedPath(), "/")
 	switch {
 	case u.Scheme == "https":
-		return u.Host
+		return u.Host + path
 	case u.Scheme == "http" && u.Hostname() == "localhost":
 		if u.Port() == "" {
-			return u.Host + ":80"
+			return u.Host + ":80" + path
 		}
-		return u.Host
+		return u.Host + path
 	}
 	return ""
 }

@@ -132,6 +132,9 @@ func complete(spec *units.Spec, h Host) error {
 		spec.BindIDs = append(spec.BindIDs, ids...)
 		spec.HostExecMissing = sandbox.MissingHostExec(spec.Workspace)
 	}
+	if err := checkPublish(*spec); err != nil {
+		return err
+	}
 	// PIDs is the start's to say (see start): the plan needs no manager.
 	p := sandbox.HostPromise(h.Paths.Home, h.Paths.RuntimeDir, false)
 	if h.Outside != nil {

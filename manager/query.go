@@ -1,9 +1,12 @@
 package manager
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"mosaic/manager/bulkget"
@@ -77,6 +80,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 		s.PIDs = servicePIDs()
 	case s.Running():
 		s.PIDs = m.pidsAsync(cctx, unit)()
+		s.MainPID = scopeLeader(s.PIDs)
 	}
 	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
 		session.Describe(rec, &s)
@@ -132,7 +136,24 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 	if unified {
 		cgroup, _ = values[len(values)-1].(string)
 	}
-	return sessionsOf(all, values, cgroup), nil
+	out := sessionsOf(all, values, cgroup)
+	m.scopeLeaders(cctx, out)
+	return out, nil
+}
+
+// scopeLeaders fills in the PID of each running scope in list: a scope has
+// no MainPID, so its leader is read from its processes, one call per
+// running scope (interactive sessions, few), all sent at once.
+func (m *Manager) scopeLeaders(ctx context.Context, list []Session) {
+	leaders := map[int]func() []uint32{}
+	for i, s := range list {
+		if s.Kind == units.KindScope && s.Running() {
+			leaders[i] = m.pidsAsync(ctx, s.Unit)
+		}
+	}
+	for i, pids := range leaders {
+		list[i].MainPID = scopeLeader(pids())
+	}
 }
 
 // listed is one session's unit in a list, and the properties read of it.
@@ -164,6 +185,10 @@ func listedSessions(st []sd.UnitStatus, invocations bool) ([]listed, []bulkget.G
 		var unitProps []string
 		if invocations {
 			unitProps = []string{"InvocationID"}
+		}
+		if kind == units.KindScope {
+			// A scope's start is its unit's (it has no ExecMain*).
+			unitProps = append(unitProps, "ActiveEnterTimestamp")
 		}
 		all = append(all, listed{name, kind, u, iface, props, unitProps})
 		for _, n := range props {
@@ -322,6 +347,41 @@ func (m *Manager) pidsAsync(ctx context.Context, unit string) func() []uint32 {
 		}
 		return out
 	}
+}
+
+// scopeLeader is the process of a scope whose parent is outside it (a
+// session's init: mosaic's bwrap, which started it, stays outside the
+// scope), or 0. Of several (none should be), the first.
+func scopeLeader(pids []uint32) uint32 {
+	in := make(map[int]bool, len(pids))
+	for _, p := range pids {
+		in[int(p)] = true
+	}
+	for _, p := range pids {
+		if ppid := parentOf(int(p)); ppid > 0 && !in[ppid] {
+			return p
+		}
+	}
+	return 0
+}
+
+// parentOf is pid's parent as /proc/PID/stat says, or 0.
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 // mustPaths is UserPaths for readers that can do without it (a missing

@@ -73,6 +73,7 @@ func (m *Manager) Remove(ctx context.Context, name string, force bool) error {
 	m.forget(ctx, s.Unit)
 	os.RemoveAll(p.EgressDir(name)) // its proxy's socket directory
 	os.RemoveAll(egress.ControlDir(p.EgressDir(name)))
+	os.RemoveAll(units.PublishDir(p.RuntimeDir, name)) // its publish forwarder's
 	removeFinishState(p, name)
 	if err := statedir.Remove(p.SessionDir(name)); err != nil {
 		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, statedir.Hint(err, p.SessionDir(name)))

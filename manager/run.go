@@ -55,6 +55,7 @@ func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-
 	if !spec.NameGiven && spec.Clone == nil { // a clone's change outlives the run
 		defer statedir.Remove(spec.StateDir)
 		defer os.RemoveAll(spec.EgressDir)
+		defer os.RemoveAll(units.PublishDir(spec.RuntimeDir, spec.Name))
 		defer os.RemoveAll(egress.ControlDir(spec.EgressDir))
 	}
 	w, unit, result := l.watch, l.unit, l.result
@@ -115,6 +116,7 @@ func removeUnnamed(spec units.Spec) <-chan struct{} {
 		if !spec.NameGiven && spec.Clone == nil {
 			statedir.Remove(spec.StateDir)
 			os.RemoveAll(spec.EgressDir)
+			os.RemoveAll(units.PublishDir(spec.RuntimeDir, spec.Name))
 			os.RemoveAll(egress.ControlDir(spec.EgressDir))
 		}
 		close(done)

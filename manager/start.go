@@ -44,6 +44,16 @@ func (m *Manager) Start(ctx context.Context, plan Plan) (Session, error) {
 				reason += "; its egress proxy's log says: " + lines
 			}
 		}
+		if len(spec.Publish) > 0 {
+			if lines := journalLines(spec.PublishUnit(), l.began); lines != "" {
+				reason += "; its publish forwarder's log says: " + lines
+			}
+		}
+		if spec.Attach != nil {
+			if lines := journalLines(spec.PTYUnit(), l.began); lines != "" {
+				reason += "; its terminal holder's log says: " + lines
+			}
+		}
 		m.forget(ctx, l.unit)
 		l.undo()
 		return Session{}, errcode.StartFailed.New("session %s did not start: %s", spec.Name, reason)
@@ -179,7 +189,7 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 	}
 	cctx, cancel := bounded(ctx)
 	defer cancel()
-	st, err := m.conn.ListUnitsByNamesContext(cctx, []string{units.UnitName(spec.Name), units.ScopeName(spec.Name), units.EgressUnitName(spec.Name)})
+	st, err := m.conn.ListUnitsByNamesContext(cctx, []string{units.UnitName(spec.Name), units.ScopeName(spec.Name), units.EgressUnitName(spec.Name), units.PTYUnitName(spec.Name), units.PublishUnitName(spec.Name)})
 	if err != nil {
 		return systemdError("ListUnitsByNames", err)
 	}
@@ -188,8 +198,9 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 		case u.LoadState == "not-found":
 		case u.ActiveState == "inactive" || u.ActiveState == "failed":
 			m.forget(ctx, u.Name)
-		case u.Name == units.EgressUnitName(spec.Name):
-			// A proxy still stopping after its session: it is gone in a moment.
+		case u.Name == units.EgressUnitName(spec.Name), u.Name == units.PTYUnitName(spec.Name), u.Name == units.PublishUnitName(spec.Name):
+			// A broker still stopping after its session: it is gone in a
+			// moment.
 		default:
 			return errcode.SessionExists.New("a session named %s is already %s: pick another --name, or stop it first with `mosaic stop %s`", spec.Name, u.ActiveState, spec.Name)
 		}

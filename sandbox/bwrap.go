@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"mosaic/sandbox/publish"
 )
 
 // InitPath is where the mosaic binary appears inside the sandbox. It is bound
@@ -68,6 +70,7 @@ type Options struct {
 	ExtraRW     []string // --rw PATH
 	BusDir      string   // the bus's socket directory, for a session that may launch others; "" for none
 	EgressDir   string   // the egress proxy's socket directory (network allow); "" for none
+	PublishDir  string   // the publish forwarder's socket directory (--publish); "" for none
 	CABundle    string   // --ca-file's bundle with the system's roots, bound at CABundleInside; "" for none
 	BwrapBin    string   // bwrap, pinned read-only at its own path when a writable bind holds it
 	Protect     []Bind   // the workspace's host-executed entries (ProtectHostExec), after every other bind
@@ -98,6 +101,9 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 	)
 	if o.EgressDir != "" {
 		b = append(b, Bind{Kind: KindRO, Src: o.EgressDir, Dst: EgressDirInside, Reason: "the egress proxy's socket (network allow): the only way out of the session's network namespace, to allowed hosts"})
+	}
+	if o.PublishDir != "" {
+		b = append(b, Bind{Kind: KindRO, Src: o.PublishDir, Dst: publish.DirInside, Reason: "the publish forwarder's socket (--publish): the host's connections to the published ports come in through it; the session reaches nothing of the host by it"})
 	}
 	if o.CABundle != "" {
 		b = append(b, Bind{Kind: KindRO, Src: o.CABundle, Dst: CABundleInside, Reason: "--ca-file's certificates after the system's roots, for the clients that read one file in place of the system's (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, PIP_CERT)"})

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/units/regfile"
 )
 
 // Submodules' git directories. git keeps a submodule's repository in
@@ -33,16 +35,16 @@ const (
 const gitDirReason = "git on the host runs what it says in a submodule (git submodule update reuses this git directory)"
 
 // moveAsideGitDirs moves aside the changed entries of the git
-// directories under .git/modules of ws.
-func moveAsideGitDirs(ws, name string, since time.Time) []MovedAside {
+// directories under modules (.git/modules, or a nested repository's) of ws.
+func moveAsideGitDirs(ws, name, modules string, since time.Time) []MovedAside {
 	var moved []MovedAside
-	queue := []string{".git/modules"}
+	queue := []string{modules}
 	seen := 0
 	for len(queue) > 0 {
 		rel := queue[0]
 		queue = queue[1:]
 		if seen++; seen > maxModuleDirs {
-			return append(moved, MovedAside{Path: ".git/modules", Reason: gitDirReason, Error: fmt.Sprintf("holds over %d directories: not all were checked", maxModuleDirs)})
+			return append(moved, MovedAside{Path: modules, Reason: gitDirReason, Error: fmt.Sprintf("holds over %d directories: not all were checked", maxModuleDirs)})
 		}
 		entries, err := readDirBeneath(ws, rel, 4096)
 		if err != nil {
@@ -111,13 +113,19 @@ func moveAsideLink(ws, name, link string, since time.Time) []MovedAside {
 
 // changedGitDir lists what changed since in the git directory gitdir (its
 // path in ws) among what says what git runs: config, config.worktree,
-// commondir, the hooks directory (when it changed itself, or is too big to
-// look through) or each hook in it.
+// commondir, a file inside ws that their includes name (gitconfig.go), the
+// hooks directory (when it changed itself, or is too big to look through)
+// or each hook in it.
 func changedGitDir(ws, gitdir string, since time.Time) []string {
 	var out []string
 	for _, p := range []string{"config", "config.worktree", "commondir"} {
 		if c, _ := changedEntry(ws, filepath.Join(gitdir, p), since); c {
 			out = append(out, filepath.Join(gitdir, p))
+		}
+	}
+	for _, p := range includedIn(ws, gitdir) {
+		if c, _ := changedEntry(ws, p, since); c {
+			out = append(out, p)
 		}
 	}
 	hooks := filepath.Join(gitdir, "hooks")
@@ -132,6 +140,29 @@ func changedGitDir(ws, gitdir string, since time.Time) []string {
 	for _, e := range entries {
 		if c, _ := changedEntry(ws, filepath.Join(hooks, e.Name()), since); c {
 			out = append(out, filepath.Join(hooks, e.Name()))
+		}
+	}
+	return out
+}
+
+// includedIn lists the files inside ws (their paths in it) that the
+// config and config.worktree of the git directory gitdir include, directly.
+func includedIn(ws, gitdir string) []string {
+	home, _ := os.UserHomeDir()
+	var out []string
+	for _, f := range []string{"config", "config.worktree"} {
+		path := filepath.Join(ws, gitdir, f)
+		b, err := regfile.Read(path, true, 1<<20)
+		if err != nil {
+			continue
+		}
+		for _, e := range parseGitConfig(b) {
+			if e.key != "path" || !(e.section == "include" && e.sub == "" || e.section == "includeif") {
+				continue
+			}
+			if p := includePath(e.value, path, home); p != ws && Within(p, ws) && len(out) < 100 {
+				out = append(out, strings.TrimPrefix(p, ws+"/"))
+			}
 		}
 	}
 	return out

@@ -182,19 +182,35 @@ func indexVarint(b []byte) (uint64, int) {
 	return val, i
 }
 
-// MoveAsideSubmodules moves aside the .git link of each submodule of ws
-// whose link, config or hooks changed since (the session's start), and
-// what changed of those in the git directories under .git/modules
-// (gitdirs.go), renamed beside it as MoveAsideCreated does. A git directory outside ws is
-// not the session's to change, and is not looked at.
-func MoveAsideSubmodules(ws, name string, since time.Time) []MovedAside {
-	var st unix.Stat_t
-	if err := unix.Lstat(filepath.Join(ws, ".git"), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return nil
-	}
+// MoveAsideRepos moves aside what the session changed (since its start)
+// of the repositories in ws: the .git link of each submodule whose link,
+// config or hooks changed, what changed of those in the git directories
+// under .git/modules (gitdirs.go), and of every repository the session
+// planted or changed anywhere in ws (gitrepos.go), renamed beside it as
+// MoveAsideCreated does. A git directory outside ws is not the session's
+// to change, and is not looked at.
+func MoveAsideRepos(ws, name string, since time.Time) []MovedAside {
 	// File times come from the kernel's coarse clock, a tick behind the
 	// one since was read from: a second of margin.
 	since = since.Add(-time.Second)
+	var moved []MovedAside
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(ws, ".git"), &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		moved = moveAsideSubmodules(ws, name, since)
+	}
+	moved = append(moved, moveAsideRepos(ws, name, since)...)
+	if len(moved) > maxListed {
+		// Every one is moved; the record (read back at most 16 MiB) and
+		// the output list the first ones.
+		n := len(moved) - maxListed
+		moved = append(moved[:maxListed], MovedAside{Path: ".git/index", Error: fmt.Sprintf("named %d more repositories or submodules the session changed, not listed here (their links and git directories' entries were moved aside or could not be, as above)", n)})
+	}
+	return moved
+}
+
+// moveAsideSubmodules is MoveAsideRepos's part for the submodules of the
+// repository at ws (.git a directory).
+func moveAsideSubmodules(ws, name string, since time.Time) []MovedAside {
 	links, err := gitlinks(ws)
 	var moved []MovedAside
 	if err != nil {
@@ -211,14 +227,7 @@ func MoveAsideSubmodules(ws, name string, since time.Time) []MovedAside {
 		}
 		moved = append(moved, MoveAsideCreated(ws, name, []string{rel})...)
 	}
-	moved = append(moved, moveAsideGitDirs(ws, name, since)...)
-	if len(moved) > maxListed {
-		// Every one is moved; the record (read back at most 16 MiB) and
-		// the output list the first ones.
-		n := len(moved) - maxListed
-		moved = append(moved[:maxListed], MovedAside{Path: ".git/index", Error: fmt.Sprintf("named %d more submodules the session changed, not listed here (their links and git directories' entries were moved aside or could not be, as above)", n)})
-	}
-	return moved
+	return append(moved, moveAsideGitDirs(ws, name, ".git/modules", since)...)
 }
 
 // maxListed bounds the submodules listed as moved aside.

@@ -108,7 +108,7 @@ func TestMovedSubmodulesListBounded(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, ".git", "index"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	moved := MoveAsideSubmodules(ws, "s", start)
+	moved := MoveAsideRepos(ws, "s", start)
 	doc, _ := json.Marshal(moved)
 	if len(doc) > 1<<20 {
 		t.Errorf("the list of what was moved is %d KiB", len(doc)>>10)
@@ -195,13 +195,13 @@ func TestSubmoduleGitDirs(t *testing.T) {
 
 	// Again, with mosaic's end of the session in between.
 	ws, _, start := setup()
-	moved := MoveAsideSubmodules(ws, "s", start)
+	moved := MoveAsideRepos(ws, "s", start)
 	os.Remove(mark)
 	gitIn(t, ws, "submodule", "update", "-q", "--init")
 	if _, err := os.Stat(mark); err == nil {
 		t.Errorf("the planted git directory's hook ran at git submodule update after the session's end (moved %+v)", moved)
 	}
-	moved = MoveAsideSubmodules(orig, "s", orig2start)
+	moved = MoveAsideRepos(orig, "s", orig2start)
 	os.Remove(mark)
 	gitIn(t, filepath.Join(orig, "sub"), "commit", "-q", "--allow-empty", "-m", "z")
 	if _, err := os.Stat(mark); err == nil {
@@ -255,7 +255,7 @@ func TestSplitIndex(t *testing.T) {
 		if !hostStatusRuns(t, ws, mark) {
 			t.Fatalf("replaced %v: the planted submodule did not run on git status, so this test proves nothing", replaced)
 		}
-		moved := MoveAsideSubmodules(ws, "s", start)
+		moved := MoveAsideRepos(ws, "s", start)
 		if hostStatusRuns(t, ws, mark) {
 			t.Errorf("replaced %v: git status still runs the submodule planted in a split index (moved %+v)", replaced, moved)
 		}
@@ -312,7 +312,7 @@ func TestSubmoduleGitDirSymlinked(t *testing.T) {
 			t.Fatalf("whole %v: the symlinked git directory's post-checkout did not run, so this test proves nothing", whole)
 		}
 		ws, start := setup()
-		moved := MoveAsideSubmodules(ws, "s", start)
+		moved := MoveAsideRepos(ws, "s", start)
 		os.Remove(mark)
 		gitIn(t, ws, "submodule", "update", "-q", "--init")
 		if _, err := os.Stat(mark); err == nil {

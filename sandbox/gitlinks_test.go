@@ -69,24 +69,31 @@ func TestGitlinks(t *testing.T) {
 	}
 }
 
-// TestMoveAsideSubmodules: a submodule the session planted (shown to run
+// TestMoveAsideRepos: a submodule the session planted (shown to run
 // on the host's git status first) has its link moved aside, and the host's
 // git status runs nothing; one older than the session is left alone.
-func TestMoveAsideSubmodules(t *testing.T) {
+func TestMoveAsideRepos(t *testing.T) {
 	ws := t.TempDir()
 	exec.Command("git", "-C", ws, "init", "-q").Run()
 	mark := filepath.Join(t.TempDir(), "MARK")
+	time.Sleep(1100 * time.Millisecond) // the repository is older than the session (a second's margin)
 	start := time.Now()
 	plantSubmodule(t, ws, mark)
 	if !hostStatusRuns(t, ws, mark) {
 		t.Fatal("the planted submodule's fsmonitor did not run on git status, so this test proves nothing")
 	}
-	if moved := MoveAsideSubmodules(ws, "s", time.Now().Add(2*time.Second)); len(moved) != 0 {
+	if moved := MoveAsideRepos(ws, "s", time.Now().Add(2*time.Second)); len(moved) != 0 {
 		t.Errorf("a submodule older than the session was moved: %+v", moved)
 	}
-	moved := MoveAsideSubmodules(ws, "s", start)
-	if len(moved) != 1 || moved[0].Path != "sub/.git" || moved[0].Error != "" {
+	moved := MoveAsideRepos(ws, "s", start)
+	if len(moved) == 0 || moved[0].Path != "sub/.git" || moved[0].Error != "" {
 		t.Fatalf("moved %+v", moved)
+	}
+	for _, m := range moved[1:] {
+		// The planted git directory is one itself: its config and hooks.
+		if !strings.HasPrefix(m.Path, "evilgit/") || m.Error != "" {
+			t.Errorf("moved %+v", m)
+		}
 	}
 	if hostStatusRuns(t, ws, mark) {
 		t.Error("git status still runs the planted submodule's config")
@@ -110,7 +117,7 @@ func BenchmarkGitlinks(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if moved := MoveAsideSubmodules(ws, "s", time.Now()); len(moved) != 0 {
+		if moved := MoveAsideRepos(ws, "s", time.Now()); len(moved) != 0 {
 			b.Fatal(moved)
 		}
 	}

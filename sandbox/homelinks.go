@@ -1,16 +1,26 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // A session's kept home is mounted at the user's own home path, so an
 // absolute symlink a session leaves there (.claude -> /home/u/.claude)
 // means its own file inside, but the user's real one on the host: a user
 // who writes an agent's configuration into the kept home from the host (as
-// `mosaic home` suggests) writes through it into the real home.
+// `mosaic home` suggests) writes through it into the real home. Reading a
+// link's text is not enough to tell: .x -> /proc/self/root/home/u/.x is a
+// magic link the kernel follows to the real home, and .y -> a/b/c/d stays
+// inside until d, deeper, climbs out. So each symlink is resolved by the
+// kernel on the host, as a write through it would be, confined beneath the
+// kept home (openat2 RESOLVE_BENEATH, no magic links): one whose
+// resolution leaves it, or crosses a magic link, is named.
 
 // HomeLinksBudget is how many entries HomeLinks looks at, at most: a
 // session can fill its home with entries to make mosaic home crawl.
@@ -19,51 +29,77 @@ const HomeLinksBudget = 100000
 // homeLinksBudget is HomeLinksBudget, smaller in a test.
 var homeLinksBudget = HomeLinksBudget
 
-// HomeLinks lists the symlinks in the top levels of a kept home (hostHome,
-// mounted at home inside) that lead, on the host, out of it: an absolute
-// target under home, or a relative one that climbs out. Each is
-// "PATH -> TARGET". Only the first maxDepth levels are looked at: where an
-// agent's configuration goes; and only HomeLinksBudget entries: complete
-// says whether every entry there was looked at.
-func HomeLinks(hostHome, home string, maxDepth int) (links []string, complete bool) {
+// HomeLinks lists the symlinks of a kept home (hostHome), at every depth,
+// that lead out of it on the host: each "PATH -> TARGET". Only
+// HomeLinksBudget entries are looked at: complete says whether every entry
+// was. A session that runs meanwhile can change them after the look.
+func HomeLinks(hostHome string) (links []string, complete bool) {
+	root, err := unix.Open(hostHome, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, true
+	}
+	defer unix.Close(root)
 	left := homeLinksBudget
-	var walk func(dir, rel string, depth int)
-	walk = func(dir, rel string, depth int) {
-		f, err := os.Open(dir)
+	complete = true
+	queue := []string{"."}
+	for len(queue) > 0 && complete {
+		rel := queue[0]
+		queue = queue[1:]
+		entries, err := readDirBeneath(hostHome, rel, left)
 		if err != nil {
-			return
-		}
-		defer f.Close()
-		for left > 0 {
-			entries, err := f.ReadDir(min(left, 1024))
-			left -= len(entries)
-			for _, e := range entries {
-				p, r := filepath.Join(dir, e.Name()), filepath.Join(rel, e.Name())
-				switch {
-				case e.Type()&os.ModeSymlink != 0:
-					t, err := os.Readlink(p)
-					if err != nil {
-						continue
-					}
-					if filepath.IsAbs(t) && Within(filepath.Clean(t), home) ||
-						!filepath.IsAbs(t) && strings.HasPrefix(filepath.Join(filepath.Dir(r), t)+"/", "../") {
-						links = append(links, p+" -> "+t)
-					}
-				case e.IsDir() && depth < maxDepth:
-					walk(p, r, depth+1)
-				}
-			}
-			if err != nil {
-				return // io.EOF: the whole directory was read
-			}
-		}
-		if left <= 0 {
-			if more, _ := f.ReadDir(1); len(more) > 0 {
+			if strings.Contains(err.Error(), "entries") {
 				complete = false
+			}
+			continue
+		}
+		left -= len(entries)
+		for _, e := range entries {
+			r := filepath.Join(rel, e.Name())
+			switch {
+			case e.Type()&os.ModeSymlink != 0:
+				if leaves(root, r) {
+					p := filepath.Join(hostHome, r)
+					t, _ := os.Readlink(p)
+					l := p + " -> " + t
+					if at := landing(p); at != "" && at != t {
+						l += " (on the host: " + at + ")"
+					}
+					links = append(links, l)
+				}
+			case e.IsDir():
+				queue = append(queue, r)
 			}
 		}
 	}
-	complete = true
-	walk(hostHome, "", 1)
 	return links, complete
+}
+
+// landing is where the kernel resolves path on the host, "" when it
+// cannot (a missing target).
+func landing(path string) string {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	at, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	return at
+}
+
+// leaves reports whether the symlink rel, resolved beneath root as the
+// kernel resolves it (every link on the way, to the end), leaves root or
+// crosses a magic link. A link whose target is missing inside is not: a
+// write through it makes a file inside, or fails.
+func leaves(root int, rel string) bool {
+	fd, err := unix.Openat2(root, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err == nil {
+		unix.Close(fd)
+		return false
+	}
+	// EXDEV: it climbs out or is absolute; ELOOP: a magic link (or a loop,
+	// named too: better said than missed).
+	return errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP)
 }

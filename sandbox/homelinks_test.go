@@ -8,26 +8,68 @@ import (
 	"testing"
 )
 
+// TestHomeLinks (issue 31, breaks 4 and 5): every symlink of a kept home
+// whose resolution on the host leaves it is named, at any depth: an
+// absolute one, one that climbs out, a magic link (/proc/self/root/...,
+// whose text names no home), and one that stays inside until a link
+// deeper down climbs out. Each is first shown to lead a write out.
 func TestHomeLinks(t *testing.T) {
-	kept := t.TempDir()
+	kept, real := t.TempDir(), t.TempDir()
+	climb := strings.Repeat("../", strings.Count(kept, "/")+8) // to / from any of them
 	os.MkdirAll(filepath.Join(kept, ".local", "bin"), 0o700)
 	os.MkdirAll(filepath.Join(kept, ".config"), 0o700)
-	os.Symlink("/home/u/.claude", filepath.Join(kept, ".claude"))                      // the real one on the host
-	os.Symlink("../../../../.ssh", filepath.Join(kept, ".config", "x"))                // climbs out
-	os.Symlink("/usr/bin/node", filepath.Join(kept, ".local", "bin", "node"))          // the same inside and out
-	os.Symlink("../share/tool/bin/tool", filepath.Join(kept, ".local", "bin", "tool")) // stays inside
-	links, complete := HomeLinks(kept, "/home/u", 3)
+	os.MkdirAll(filepath.Join(kept, "a", "b", "c", "x", "y", "z"), 0o700)
+	os.MkdirAll(filepath.Join(kept, ".local", "share", "tool", "bin"), 0o700)
+	out := map[string]string{
+		".claude":         real,                                  // absolute
+		".config/x":       climb + strings.TrimPrefix(real, "/"), // climbs out
+		".magic":          "/proc/self/root" + real,              // a magic link's path
+		".deep":           "a/b/c/d",                             // inside, until d
+		"a/b/c/d":         climb + strings.TrimPrefix(real, "/"),
+		"a/b/c/x/y/z/far": real, // below any fixed depth
+		".local/bin/node": "/usr/bin/node",
+	}
+	for rel, target := range out {
+		os.Symlink(target, filepath.Join(kept, rel))
+	}
+	// Shown: a write through each lands outside the kept home.
+	for rel := range out {
+		if rel == ".local/bin/node" {
+			continue
+		}
+		os.Remove(filepath.Join(real, "probe"))
+		if err := os.WriteFile(filepath.Join(kept, rel, "probe"), nil, 0o600); err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+		if _, err := os.Stat(filepath.Join(real, "probe")); err != nil {
+			t.Fatalf("a write through %s did not land outside, so this test proves nothing", rel)
+		}
+	}
+	inside := map[string]string{
+		".local/bin/tool": "../share/tool/bin/tool", // stays inside
+		".dangling":       "missing/file",           // a write makes it inside
+		".loopless":       ".local/bin",
+	}
+	for rel, target := range inside {
+		os.Symlink(target, filepath.Join(kept, rel))
+	}
+	links, complete := HomeLinks(kept)
 	got := strings.Join(links, "\n")
 	if !complete {
 		t.Error("a small home was not looked through whole")
 	}
-	for _, want := range []string{".claude -> /home/u/.claude", ".config/x -> ../../../../.ssh"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("%s not listed:\n%s", want, got)
+	for rel, target := range out {
+		if !strings.Contains(got, filepath.Join(kept, rel)+" -> "+target) {
+			t.Errorf("%s -> %s not named:\n%s", rel, target, got)
 		}
 	}
-	if strings.Contains(got, "node") || strings.Contains(got, "tool") {
-		t.Errorf("a harmless link is listed:\n%s", got)
+	if !strings.Contains(got, "(on the host: "+real+")") {
+		t.Errorf("where a link lands on the host is not said:\n%s", got)
+	}
+	for rel := range inside {
+		if strings.Contains(got, filepath.Join(kept, rel)+" ->") {
+			t.Errorf("%s, which stays inside, is named:\n%s", rel, got)
+		}
 	}
 }
 
@@ -46,7 +88,7 @@ func TestHomeLinksBounded(t *testing.T) {
 		}
 	}
 	os.Symlink("/home/u/.ssh", filepath.Join(kept, ".ssh-link"))
-	links, complete := HomeLinks(kept, "/home/u", 3)
+	links, complete := HomeLinks(kept)
 	if complete {
 		t.Errorf("%d entries and more looked through whole", homeLinksBudget)
 	}

@@ -52,6 +52,26 @@ var HostExecEntries = []HostExec{
 	{".mcp.json", "Claude Code on the host starts the MCP servers it lists", false},
 	{".claude/settings.json", "Claude Code on the host runs the hooks it configures", false},
 	{".claude/commands", "Claude Code on the host runs the commands it defines", false},
+	// Tools a shell prompt or an editor runs on entering the directory, or
+	// any command of theirs, which pick a program to run from these files
+	// (each shown on the host: issue 31's second round).
+	{"rust-toolchain.toml", "rustup on the host runs the toolchain its path names at any cargo or rustc command (a shell prompt's rustc --version)", false},
+	{"rust-toolchain", "rustup on the host runs the toolchain its path names at any cargo or rustc command", false},
+	{".cargo/config.toml", "cargo on the host runs its rustc-wrapper and runners, also at the cargo metadata an editor runs on opening the project", false},
+	{".cargo/config", "cargo on the host runs its rustc-wrapper and runners, also at the cargo metadata an editor runs on opening the project", false},
+	{".npmrc", "npm on the host takes it over the user's own config: ignore-scripts=false, script-shell, node-options", false},
+	{".yarnrc.yml", "yarn on the host runs the program its yarnPath names at any yarn command", false},
+	{".yarnrc", "yarn on the host runs the program its yarn-path names at any yarn command", false},
+	// The other agents mosaic runs, when you run them on the host in the
+	// workspace: what a project's configuration makes them start.
+	{"opencode.json", "opencode on the host loads the plugins and starts the MCP servers it names", false},
+	{"opencode.jsonc", "opencode on the host loads the plugins and starts the MCP servers it names", false},
+	{".opencode", "opencode on the host loads the plugins in it (.opencode/plugins) and its config", false},
+	{".pi/settings.json", "pi on the host loads the packages and extensions it names", false},
+	{".pi/extensions", "pi on the host loads the extensions in it", false},
+	{".codex/config.toml", "Codex on the host starts the MCP servers and runs the commands it configures", false},
+	{".gemini/settings.json", "Gemini CLI on the host starts the MCP servers and runs the commands it configures", false},
+	{".cursor/mcp.json", "Cursor on the host starts the MCP servers it lists", false},
 }
 
 // ProtectHostExec prepares the binds that make ws's host-executed entries

@@ -62,8 +62,8 @@ func MissingHostExec(ws string) []string {
 }
 
 // HostExecReason is why rel is protected or watched; a path of no fixed
-// entry is a submodule's link (MoveAsideSubmodules) or the directory
-// core.hooksPath names.
+// entry is a submodule's link (MoveAsideRepos), the directory
+// core.hooksPath names or a file an include names.
 func HostExecReason(rel string) string {
 	if strings.HasSuffix(rel, "/.git") || rel == ".git/index" {
 		return "git status on the host runs git in this submodule, with its config"
@@ -79,8 +79,12 @@ func HostExecReason(rel string) string {
 			return "a symlink the host's tools follow to " + e.Rel + ": " + e.Reason
 		}
 	}
-	return hooksPathReason
+	return gitNamedReason
 }
+
+// gitNamedReason is why an entry that git's configuration names is
+// protected (hookExec).
+const gitNamedReason = "a tool on the host runs it or reads it as configuration, as a config of the workspace says (git: core.hooksPath, include.path; direnv: the .envrc's dotenv, source_env)"
 
 // Created lists which of missing (MissingHostExec at the start) exist in ws
 // now, without following any symlink on the way.

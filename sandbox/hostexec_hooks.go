@@ -1,13 +1,9 @@
 package sandbox
 
 import (
-	"bufio"
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"mosaic/units/regfile"
 )
 
 // Hooks git runs from the worktree. .git/hooks is read-only, but git runs
@@ -31,116 +27,73 @@ var hookEntries = []HostExec{
 // hooksPathReason is the reason of the core.hooksPath directory's entry.
 const hooksPathReason = "git on the host runs the hooks in it (core.hooksPath)"
 
-// hookExec lists ws's hook entries: hookEntries, and the directory that
-// core.hooksPath names (in the repository's config or the user's global
-// one) when it lies inside ws. watch is that directory when it is missing
-// and would be run once created (the config naming it is not the
-// session's to change).
+// hookExec lists ws's hook entries: hookEntries, the directory that
+// core.hooksPath names, the files the includes of git's configuration name
+// (gitconfig.go) and those its .envrc loads (hostexec_nested.go), when they
+// lie inside ws. watch are those that are
+// missing and would be read once created (the config naming them is not
+// the session's to change).
 func hookExec(ws string) (entries []HostExec, watch []HostExec) {
 	entries = append(entries, hookEntries...)
-	rel := hooksPathIn(ws)
-	if rel == "" {
-		return entries, nil
+	cfg := readGitConfig(ws)
+	var named []HostExec
+	if rel := hooksPathIn(ws, cfg.top, cfg.hooksPath); rel != "" {
+		named = append(named, HostExec{Rel: rel, Reason: hooksPathReason})
 	}
-	for _, e := range append(append([]HostExec{}, HostExecEntries...), hookEntries...) {
-		if rel == e.Rel || strings.HasPrefix(rel, e.Rel+"/") {
-			return entries, nil // protected as it is
+	for _, p := range cfg.includes {
+		if p != ws && Within(p, ws) {
+			named = append(named, HostExec{Rel: strings.TrimPrefix(p, ws+"/"), Reason: includeReason})
 		}
 	}
-	e := HostExec{Rel: rel, Reason: hooksPathReason}
-	if _, err := os.Lstat(filepath.Join(ws, rel)); os.IsNotExist(err) {
-		return entries, []HostExec{e}
+	for _, p := range envrcLoads(ws) {
+		named = append(named, HostExec{Rel: strings.TrimPrefix(p, ws+"/"), Reason: envrcReason})
 	}
-	return append(entries, e), nil
+	for _, e := range named {
+		if protectedBy(ws, e.Rel, entries) || protectedBy(ws, e.Rel, watch) {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(ws, e.Rel)); os.IsNotExist(err) {
+			watch = append(watch, e)
+			continue
+		}
+		entries = append(entries, e)
+	}
+	return entries, watch
 }
 
-// hooksPathIn is core.hooksPath, relative to ws, when it names a
-// directory inside ws ("" otherwise). The repository's config wins over
-// the user's; a relative path is the worktree's top, ~/ the home, as git
-// reads them. Includes are not followed.
-func hooksPathIn(ws string) string {
-	home, _ := os.UserHomeDir()
-	cfg := os.Getenv("XDG_CONFIG_HOME")
-	if cfg == "" && home != "" {
-		cfg = filepath.Join(home, ".config")
-	}
-	var v string
-	for _, f := range []string{filepath.Join(ws, ".git", "config"), filepath.Join(home, ".gitconfig"), filepath.Join(cfg, "git", "config")} {
-		if v = gitConfigValue(f, "core", "hookspath"); v != "" {
-			break
+// protectedBy reports whether rel is one of HostExecEntries or entries
+// that exists in ws, or lies inside one. .git is only pinned, not
+// read-only: what lies in it is protected only when it is an entry of its
+// own; nor is a missing entry (.husky) that no placeholder takes.
+func protectedBy(ws, rel string, entries []HostExec) bool {
+	for _, p := range append(append([]HostExec{}, HostExecEntries...), entries...) {
+		if p.Rel == ".git" || rel != p.Rel && !strings.HasPrefix(rel, p.Rel+"/") {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(ws, p.Rel)); err == nil {
+			return true
 		}
 	}
+	return false
+}
+
+// hooksPathIn is the core.hooksPath value v, relative to ws, when it names
+// a directory inside ws ("" otherwise): a relative path is taken from the
+// worktree's top (ws, or the repository ws lies in), ~/ from the home, as
+// git reads them.
+func hooksPathIn(ws, top, v string) string {
+	home, _ := os.UserHomeDir()
 	switch {
 	case v == "":
 		return ""
 	case strings.HasPrefix(v, "~/") && home != "":
 		v = filepath.Join(home, v[2:])
 	case !filepath.IsAbs(v):
-		v = filepath.Join(ws, v)
+		v = filepath.Join(top, v)
 	}
 	v = filepath.Clean(v)
 	if v == ws || !Within(v, ws) {
 		return ""
 	}
 	return strings.TrimPrefix(v, ws+"/")
-}
-
-// gitConfigValue reads the last value of section.key (lower case, no
-// subsection) from a git config file: enough of git's syntax for a path
-// (comments, quotes, "key = value" or "key=value"); "" when absent or
-// unreadable. A FIFO or a huge file is not read.
-func gitConfigValue(path, section, key string) string {
-	b, err := regfile.Read(path, true, 1<<20)
-	if err != nil {
-		return ""
-	}
-	var val, cur string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "[") {
-			end := strings.Index(line, "]")
-			if end < 0 {
-				continue
-			}
-			cur = strings.ToLower(strings.TrimSpace(line[1:end]))
-			line = strings.TrimSpace(line[end+1:]) // [core] hooksPath = x is valid
-		}
-		if cur != section || line == "" {
-			continue
-		}
-		k, v, _ := strings.Cut(line, "=")
-		if strings.ToLower(strings.TrimSpace(k)) != key {
-			continue
-		}
-		val = gitValue(strings.TrimSpace(v))
-	}
-	return val
-}
-
-// gitValue unquotes a config value and drops a trailing comment.
-func gitValue(v string) string {
-	var out strings.Builder
-	quoted := false
-	for i := 0; i < len(v); i++ {
-		switch c := v[i]; {
-		case c == '"':
-			quoted = !quoted
-		case c == '\\' && i+1 < len(v):
-			i++
-			switch v[i] {
-			case 'n':
-				out.WriteByte('\n')
-			case 't':
-				out.WriteByte('\t')
-			default:
-				out.WriteByte(v[i])
-			}
-		case (c == '#' || c == ';') && !quoted:
-			return strings.TrimSpace(out.String())
-		default:
-			out.WriteByte(c)
-		}
-	}
-	return strings.TrimSpace(out.String())
 }

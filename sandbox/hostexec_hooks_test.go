@@ -26,6 +26,22 @@ func TestGitConfigValue(t *testing.T) {
 	}
 }
 
+// readOnlyRels are the entries of ws ProtectHostExec binds read-only.
+func readOnlyRels(t *testing.T, ws string) []string {
+	t.Helper()
+	binds, _, err := ProtectHostExec(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, b := range binds {
+		if b.Kind == KindRO {
+			out = append(out, strings.TrimPrefix(b.Dst, ws+"/"))
+		}
+	}
+	return out
+}
+
 // The directory core.hooksPath names inside the workspace, and the hook
 // managers' files, are bound read-only; a hooksPath directory that does
 // not exist yet is watched (moved aside if the session makes it); one
@@ -40,19 +56,7 @@ func TestHookEntries(t *testing.T) {
 	os.MkdirAll(filepath.Join(ws, ".husky", "_"), 0o755)
 	os.WriteFile(filepath.Join(ws, ".pre-commit-config.yaml"), []byte("repos: []\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n\thooksPath = .githooks\n"), 0o644)
-	ro := func() string {
-		binds, _, err := ProtectHostExec(ws)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, b := range binds {
-			if b.Kind == KindRO {
-				out = append(out, strings.TrimPrefix(b.Dst, ws+"/"))
-			}
-		}
-		return strings.Join(out, " ")
-	}
+	ro := func() string { return strings.Join(readOnlyRels(t, ws), " ") }
 	if got := ro(); got != ".git/config .git/hooks .husky .pre-commit-config.yaml .githooks" {
 		t.Errorf("read-only: %s", got)
 	}

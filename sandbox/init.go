@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/sandbox/egress"
+	"mosaic/sandbox/publish"
 	"mosaic/units/testhook"
 )
 
@@ -49,6 +50,7 @@ type InitOptions struct {
 	Pass          []string // variables to let through when set
 	Credentials   []string // variables that must have arrived (names only)
 	SeccompAllow  []string // rows of SyscallRules a profile lifted
+	Publish       []int    // session ports the host reaches through the publish forwarder (--publish)
 	// Landlock, for --sandbox landlock, is the encoded LandlockPolicy the
 	// command runs under (no bwrap: the init runs in the unit directly);
 	// EgressSocket is then the egress proxy's socket at its own path.
@@ -77,6 +79,9 @@ func InitArgv(o InitOptions, command []string) []string {
 	}
 	for _, r := range o.SeccompAllow {
 		argv = append(argv, "--seccomp-allow", r)
+	}
+	for _, p := range o.Publish {
+		argv = append(argv, "--publish", strconv.Itoa(p))
 	}
 	return append(append(argv, "--"), command...)
 }
@@ -146,6 +151,10 @@ func Init(args []string) int {
 		}
 		go egress.Relay(l, o.egressSocket)
 		env = append(env, ProxyEnv(env)...)
+	}
+	if err := offerPublished(o.publish); err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
+		return ExitSandboxRefused
 	}
 	if err := InstallSyscallFilter(o.seccompAllow); err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
@@ -228,7 +237,8 @@ type initOptions struct {
 	tty, relay                bool
 	landlock, egressSocket    string
 	pass, creds, seccompAllow stringList
-	command                   []string // after the options
+	publish                   stringList // --publish: session ports the forwarder hands connections to
+	command                   []string   // after the options
 }
 
 // parseInitOptions reads the init's arguments; false when they are not
@@ -251,11 +261,30 @@ func parseInitOptions(args []string) (initOptions, bool) {
 	fs.Var(&o.pass, "pass", "extra variable to pass to the command")
 	fs.Var(&o.creds, "credential", "credential that must have arrived, passed to the command")
 	fs.Var(&o.seccompAllow, "seccomp-allow", "row of the syscall filter to lift")
+	fs.Var(&o.publish, "publish", "a session port the host reaches through the publish forwarder's socket")
 	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
 		return o, false
 	}
 	o.command = fs.Args()
 	return o, true
+}
+
+// offerPublished starts the session's half of --publish (publish.Offer)
+// for the ports given, before the command runs.
+func offerPublished(published stringList) error {
+	if len(published) == 0 {
+		return nil
+	}
+	var ports []int
+	for _, p := range published {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return fmt.Errorf("bad --publish %q", p)
+		}
+		ports = append(ports, n)
+	}
+	publish.Offer(publish.SocketInside, ports)
+	return nil
 }
 
 // forwardedSignals are the signals the init forwards to the command.

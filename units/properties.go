@@ -104,7 +104,8 @@ func netArgs(s Spec) []string {
 // InitArgs are the arguments of the session's init, from "init" on.
 func InitArgs(s Spec) []string {
 	return sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY,
-		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials, SeccompAllow: s.SeccompAllow}, s.Command)
+		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials, SeccompAllow: s.SeccompAllow,
+		Publish: publishedPorts(s)}, s.Command)
 }
 
 // Properties are the transient service's properties for spec s on a manager
@@ -143,12 +144,12 @@ func Properties(s Spec, f Features) []sd.Property {
 		prop("TimeoutStopUSec", usec(stop)),
 		prop("TimeoutStartUSec", usec(startTimeout)),
 		prop("SuccessExitStatus", exitStatusSet{Status: []int32{exitSIGTERM}, Signals: []int32{}}),
-		prop("SyslogIdentifier", UnitPrefix+s.Name),
 		// journald reads LogExtraFields only for the system manager's units
 		// (systemd 252); set for when a user manager's are read too.
 		// `mosaic logs` matches the SyslogIdentifier.
 		prop("LogExtraFields", [][]byte{[]byte("MOSAIC_SESSION=" + s.Name)}),
 	}
+	props = append(props, journalIdentity(UnitPrefix+s.Name)...)
 	if len(s.Env) > 0 {
 		props = append(props, prop("Environment", s.Env))
 	}
@@ -168,7 +169,7 @@ func Properties(s Spec, f Features) []sd.Property {
 	// A one-shot run that mosaic named itself keeps no record (mosaic run
 	// reports the end and removes its state), so it goes without: the
 	// ExecStopPost costs a second namespace setup, some 8 ms of every run.
-	if s.Stdio == nil || s.NameGiven {
+	if s.Stdio == nil || s.Attach != nil || s.NameGiven {
 		post := EndedArgv(s.MosaicBin, s.StateDir, s.egressSocket())
 		// ExecStopPost, not ExecStopPostEx: systemd 252 writes the latter
 		// into the transient unit file under a key it cannot read back, so
@@ -196,15 +197,34 @@ func Properties(s Spec, f Features) []sd.Property {
 	}
 	props = append(props, dependencies(s)...)
 	props = append(props, limitProperties(s.Limits)...)
-	if s.Stdio != nil {
-		props = append(props,
-			prop("StandardInputFileDescriptor", dbus.UnixFD(s.Stdio[0])),
-			prop("StandardOutputFileDescriptor", dbus.UnixFD(s.Stdio[1])),
-			prop("StandardErrorFileDescriptor", dbus.UnixFD(s.Stdio[2])),
-			prop("CollectMode", "inactive-or-failed"),
-		)
+	return append(props, stdioProperties(s)...)
+}
+
+// stdioProperties hand the session's stdin, stdout and stderr to the unit
+// when mosaic gives them (Stdio); a run's unit is then collected once it
+// ended, even failed, so that nothing is left (a start --pty session's
+// stays, as any started one's).
+func stdioProperties(s Spec) []sd.Property {
+	if s.Stdio == nil {
+		return nil
+	}
+	props := []sd.Property{
+		prop("StandardInputFileDescriptor", dbus.UnixFD(s.Stdio[0])),
+		prop("StandardOutputFileDescriptor", dbus.UnixFD(s.Stdio[1])),
+		prop("StandardErrorFileDescriptor", dbus.UnixFD(s.Stdio[2])),
+	}
+	if s.Attach == nil {
+		props = append(props, prop("CollectMode", "inactive-or-failed"))
 	}
 	return props
+}
+
+// journalIdentity is how a unit's output is stored: under identifier,
+// at the unit's own priority. A line starting "<0>" would otherwise be
+// stored at that priority (emergency), which journald may wall to every
+// terminal: what a session prints never chooses its priority.
+func journalIdentity(identifier string) []sd.Property {
+	return []sd.Property{prop("SyslogIdentifier", identifier), prop("SyslogLevelPrefix", false)}
 }
 
 // limitProperties are the resource limits asked for, which a service and a
@@ -263,12 +283,20 @@ func ScopeProperties(s Spec, initPID uint32) []sd.Property {
 // BindsTo, not Requires, so that a proxy that dies on its own (killed, out
 // of memory) stops the session too, rather than leave it running with a
 // network that answers nothing; how it ended then says so (the session's
-// ExecStopPost finds the proxy dead). A mosaic run's session needs its
+// ExecStopPost finds the proxy dead). So, for the same reason, with the
+// holder of its terminal (start --pty: a dead holder hangs the terminal up)
+// and its publish forwarder (--publish). A mosaic run's session needs its
 // run's tie scope (TieScope): the run killed, the session stops.
 func dependencies(s Spec) []sd.Property {
 	var to []string
 	if s.Network == sandbox.NetworkAllow {
 		to = append(to, s.EgressUnit())
+	}
+	if s.Attach != nil && !s.Scope {
+		to = append(to, s.PTYUnit())
+	}
+	if len(s.Publish) > 0 {
+		to = append(to, s.PublishUnit())
 	}
 	if s.TiePID != 0 && !s.Scope {
 		to = append(to, TieScopeName(s.Name))
@@ -294,11 +322,18 @@ func TieScope(s Spec) sd.PropertyCollection {
 }
 
 // AuxUnits are the units started with the session in the same call: its
-// egress proxy, for network allow; a mosaic run's tie scope.
+// egress proxy, for network allow; the holder of its terminal, for start
+// --pty; its publish forwarder, for --publish; a mosaic run's tie scope.
 func AuxUnits(s Spec) []sd.PropertyCollection {
 	var aux []sd.PropertyCollection
 	if s.Network == sandbox.NetworkAllow {
 		aux = append(aux, sd.PropertyCollection{Name: s.EgressUnit(), Properties: EgressProperties(s)})
+	}
+	if len(s.Publish) > 0 {
+		aux = append(aux, sd.PropertyCollection{Name: s.PublishUnit(), Properties: PublishProperties(s)})
+	}
+	if s.Attach != nil && !s.Scope {
+		aux = append(aux, sd.PropertyCollection{Name: s.PTYUnit(), Properties: PTYProperties(s)})
 	}
 	if s.TiePID != 0 && !s.Scope {
 		aux = append(aux, TieScope(s))
@@ -329,32 +364,8 @@ func EgressProperties(s Spec) []sd.Property {
 	if c := egress.ControlDir(s.EgressDir); c != s.EgressDir {
 		binds = append(binds, bindsOf([]string{c})...)
 	}
-	props := []sd.Property{
-		prop("Description", "mosaic egress proxy of session "+s.Name),
-		prop("Slice", Slice),
-		prop("ExecStartEx", []execEx{{Path: argv[0], Argv: argv, Flags: []string{"no-env-expand"}}}),
-		prop("Type", "notify"),
-		prop("NotifyAccess", "main"),
-		prop("PrivateUsers", true),
-		prop("PrivateTmp", true),
-		prop("ProtectSystem", "strict"),
-		prop("TemporaryFileSystem", []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}),
-		prop("BindPaths", binds),
-		prop("BindReadOnlyPaths", bindsOf([]string{s.MosaicBin, filepath.Join(s.RuntimeDir, "systemd", "notify")})),
-		prop("NoNewPrivileges", true),
-		// The proxy reads what the session sends: its own bounds keep a
-		// session from growing it past them, whatever the session's limits.
-		prop("MemoryMax", EgressMemoryMax),
-		prop("TasksMax", EgressTasksMax),
-		// GOMAXPROCS keeps the Go runtime's threads within TasksMax on a
-		// machine of many cores; GOMEMLIMIT makes it collect before the
-		// cgroup's limit is reached.
-		prop("Environment", []string{"GOMAXPROCS=2", fmt.Sprintf("GOMEMLIMIT=%d", EgressMemoryMax*3/4)}),
-		prop("StopWhenUnneeded", true),
-		prop("CollectMode", "inactive-or-failed"),
-		prop("TimeoutStopUSec", usec(5*time.Second)),
-		prop("SyslogIdentifier", strings.TrimSuffix(s.EgressUnit(), UnitSuffix)),
-	}
+	props := brokerProperties(s, broker{Description: "mosaic egress proxy of session " + s.Name, Unit: s.EgressUnit(),
+		Argv: argv, Binds: binds, MemoryMax: EgressMemoryMax, TasksMax: EgressTasksMax, Procs: 2})
 	// Its CPU share (its memory and tasks are bounded above, with the Go
 	// runtime's settings that keep it within them).
 	props = append(props, prop("CPUQuotaPerSecUSec", EgressLimits.CPUQuota*10000))
@@ -428,6 +439,9 @@ func readOnlyPaths(s Spec) []string {
 	if d := s.egressDir(); d != "" {
 		ro = append(ro, d)
 	}
+	if d := s.publishDir(); d != "" {
+		ro = append(ro, d)
+	}
 	if s.CABundle != "" { // bwrap binds it at sandbox.CABundleInside
 		ro = append(ro, s.CABundle)
 	}
@@ -461,6 +475,65 @@ func bindsOf(paths []string) []bindEntry {
 }
 
 func usec(d time.Duration) uint64 { return uint64(d / time.Microsecond) }
+
+// A broker is a unit beside a session whose input is the session's (the
+// egress proxy, the terminal holder, the publish forwarder): the mosaic
+// binary in one of its stages, confined as brokerProperties says.
+type broker struct {
+	Description, Unit string
+	Argv              []string
+	Binds             []bindEntry // read-write: its sockets' directories
+	MemoryMax         uint64
+	TasksMax          uint64
+	Procs             int // GOMAXPROCS
+}
+
+// brokerProperties are the properties every broker unit has: Type=notify
+// (the session, After= it, starts once it is ready), no home and no runtime
+// dir but b.Binds (TemporaryFileSystem over both), the system read-only,
+// no new privileges, its own memory and task bounds whatever the session's
+// (it reads what the session sends: the session cannot grow it past them),
+// and stopped by systemd once the session no longer needs it
+// (StopWhenUnneeded), however the session ended.
+func brokerProperties(s Spec, b broker) []sd.Property {
+	// It logs what sessions send it (journalIdentity: no priority prefix).
+	return append([]sd.Property{
+		prop("Description", b.Description),
+		prop("Slice", Slice),
+		prop("ExecStartEx", []execEx{{Path: b.Argv[0], Argv: b.Argv, Flags: []string{"no-env-expand"}}}),
+		prop("Type", "notify"),
+		prop("NotifyAccess", "main"),
+		prop("PrivateUsers", true),
+		prop("PrivateTmp", true),
+		prop("ProtectSystem", "strict"),
+		prop("TemporaryFileSystem", []tmpfsEntry{{s.Home, ""}, {s.RuntimeDir, ""}}),
+		prop("BindPaths", b.Binds),
+		prop("BindReadOnlyPaths", bindsOf([]string{s.MosaicBin, filepath.Join(s.RuntimeDir, "systemd", "notify")})),
+		prop("NoNewPrivileges", true),
+		prop("MemoryMax", b.MemoryMax),
+		prop("TasksMax", b.TasksMax),
+		// GOMAXPROCS keeps the Go runtime's threads within TasksMax on a
+		// machine of many cores; GOMEMLIMIT makes it collect before the
+		// cgroup's limit is reached.
+		prop("Environment", []string{fmt.Sprintf("GOMAXPROCS=%d", b.Procs), fmt.Sprintf("GOMEMLIMIT=%d", b.MemoryMax*3/4)}),
+		prop("StopWhenUnneeded", true),
+		prop("CollectMode", "inactive-or-failed"),
+		prop("TimeoutStopUSec", usec(5*time.Second)),
+	}, journalIdentity(strings.TrimSuffix(b.Unit, UnitSuffix))...)
+}
+
+// publishedPorts are the session ports of s's --publish, each once.
+func publishedPorts(s Spec) []int {
+	var ports []int
+	seen := map[int]bool{}
+	for _, p := range s.Publish {
+		if !seen[p.Port] {
+			seen[p.Port] = true
+			ports = append(ports, p.Port)
+		}
+	}
+	return ports
+}
 
 // egressSocket is the egress proxy's socket (network allow), which the
 // ended stage looks at; "" for a session without one.

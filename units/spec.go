@@ -17,6 +17,7 @@ import (
 
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
+	"mosaic/sandbox/publish"
 )
 
 // Slice is the slice every session runs in, so that all sessions can be
@@ -190,6 +191,13 @@ type Spec struct {
 	// mosaic made for it, which the init makes the command's controlling
 	// terminal.
 	TTY bool
+	// Publish are the session's published ports (--publish): its
+	// forwarder (PublishProperties) listens on the host side of each.
+	Publish []publish.Port
+	// Attach, when set, is the master side of the session's terminal
+	// (Stdio is its slave side), handed to the unit that holds it for
+	// mosaic attach (start --pty, PTYProperties).
+	Attach *int
 	// MayLaunch binds the bus's socket directory (BusDir) into the session,
 	// which may then ask the bus to launch others.
 	MayLaunch bool
@@ -287,10 +295,20 @@ func (s Spec) Binds() []sandbox.Bind {
 		ExtraRW:     s.ExtraRW,
 		BusDir:      s.busDir(),
 		EgressDir:   s.egressDir(),
+		PublishDir:  s.publishDir(),
 		CABundle:    s.CABundle,
 		BwrapBin:    s.BwrapBin,
 		Protect:     append(s.cloneBinds(), s.Protect...),
 	})
+}
+
+// publishDir is the publish forwarder's socket directory, or "" without
+// --publish.
+func (s Spec) publishDir() string {
+	if len(s.Publish) == 0 {
+		return ""
+	}
+	return PublishDir(s.RuntimeDir, s.Name)
 }
 
 func (s Spec) egressDir() string {

@@ -174,6 +174,7 @@ func TestPropertySignatures(t *testing.T) {
 		"PrivatePIDs": "s", "MemoryMax": "t", "TasksMax": "t", "CPUQuotaPerSecUSec": "t", "RuntimeMaxUSec": "t",
 		"StandardInputFileDescriptor": "h", "StandardOutputFileDescriptor": "h", "StandardErrorFileDescriptor": "h",
 		"CollectMode": "s", "EnvironmentFiles": "a(sb)", "ExecStopPost": "a(sasb)", "PrivateNetwork": "b",
+		"SyslogLevelPrefix": "b",
 	}
 	for name, sig := range want {
 		p, ok := got[name]

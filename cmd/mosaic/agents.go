@@ -115,19 +115,20 @@ func homeCommand(out *output) *cli.Command {
 				}
 			}
 			// What a session left there may lead into your real home.
-			links, complete := sandbox.HomeLinks(home, paths.Home, 3)
+			links, complete := sandbox.HomeLinks(home)
 			for _, l := range links {
-				line := "mosaic: warning: " + l + ": a symlink a session may have planted; inside it is the session's own file, but on the host it leads into your real home: writing through it changes your files (remove it first)"
+				line := "mosaic: warning: " + l + ": a symlink a session may have planted; inside the session it may be the session's own file, but on the host it leads out of the kept home (into your real home, or elsewhere): writing through it changes what is there (remove it first)"
 				if onTerminal(out.stderr) {
 					line = termsafe.Escape(line, false)
 				}
 				fmt.Fprintln(out.stderr, line)
 			}
 			if !complete {
-				fmt.Fprintf(out.stderr, "mosaic: warning: %s holds more than %d entries in its top levels; mosaic looked through only those for symlinks into your real home: check it before you write into it\n", home, sandbox.HomeLinksBudget)
+				fmt.Fprintf(out.stderr, "mosaic: warning: %s holds more than %d entries; mosaic looked through only those for symlinks into your real home: check it before you write into it\n", home, sandbox.HomeLinksBudget)
 			}
-			out.result(map[string]string{"name": name, "home": home, "home_inside": paths.Home,
-				"credentials_dir": credentials.ProfileDir(paths.Home)}, func(w io.Writer) { fmt.Fprintln(w, home) })
+			out.result(map[string]any{"name": name, "home": home, "home_inside": paths.Home,
+				"credentials_dir": credentials.ProfileDir(paths.Home), "links_out": links, "links_complete": complete},
+				func(w io.Writer) { fmt.Fprintln(w, home) })
 			return nil
 		},
 	}

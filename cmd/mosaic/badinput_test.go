@@ -73,7 +73,7 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("bad input left a state directory for %q", bad)
 		}
 	}
-	for _, args := range [][]string{{"stop"}, {"stop", "a", "b"}, {"status"}, {"stop", "Bad"}, {"status", "a.b"}, {"nonsense"}} {
+	for _, args := range [][]string{{"stop"}, {"stop", "a", "Bad_Name"}, {"status"}, {"stop", "Bad"}, {"status", "a.b"}, {"nonsense"}} {
 		if r := mosaic(t, args...); r.code != 2 {
 			t.Errorf("mosaic %v: exit %d, want 2 (%s)", args, r.code, r.stderr)
 		}

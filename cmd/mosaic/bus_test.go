@@ -128,6 +128,11 @@ func TestBusInstallScript(t *testing.T) {
 	if e := unitProperty(t, "mosaic-bus.service", "UnitFileState"); e != "enabled" {
 		t.Errorf("the bus is %s, want enabled", e)
 	}
+	// It logs what sessions send it: no "<0>" of theirs sets a priority
+	// (issue 31).
+	if p := unitProperty(t, "mosaic-bus.service", "SyslogLevelPrefix"); p != "no" {
+		t.Errorf("the bus has SyslogLevelPrefix=%s, want no", p)
+	}
 	st, _ := os.Stat(filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "bus.sock"))
 	if st == nil || st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o600 {
 		t.Errorf("bus.sock is %v, want a 0600 socket", st)

@@ -185,6 +185,9 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	fmt.Fprintf(w, "limits:    memory %s, tasks %s, cpu %s (flags, profile, mosaic.conf or mosaic's defaults; `mosaic doctor` says whether they are enforced)\n",
 		orNone(humanBytes(s.MemoryMax)), orNone(count(s.TasksMax)), orNone(percent(s.CPUQuota)))
 	printCredentials(w, s)
+	if len(s.Published) > 0 {
+		fmt.Fprintf(w, "published: %s (host -> session, through %s)\n", strings.Join(s.Published, ", "), units.PublishUnitName(s.Name))
+	}
 	if len(s.Environment) > 0 {
 		fmt.Fprintf(w, "environment (not secret): %s\n", strings.Join(s.Environment, " "))
 	}
@@ -232,6 +235,8 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 		printLandlockRows(w)
 	}
 	switch {
+	case s.Output == "pty":
+		fmt.Fprintf(w, "output:    a terminal of its own, held by %s: mosaic attach %s (detach: Ctrl-P Ctrl-Q)\n", units.PTYUnitName(s.Name), s.Name)
 	case s.Kind == units.KindScope || s.Output == "terminal":
 		fmt.Fprintln(w, "output:    went to the terminal or pipes of mosaic run (not the journal)")
 	default:
@@ -412,22 +417,34 @@ func profilesCommand(out *output) *cli.Command {
 
 func rmCommand(out *output) *cli.Command {
 	return &cli.Command{
-		Name:         "rm",
-		Usage:        "forget an ended session: its record, its home and /tmp, and its failed unit",
-		ArgsUsage:    "NAME",
-		Flags:        []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "also a clone-mode session whose change was neither applied nor discarded"}, jsonFlag},
+		Name:  "rm",
+		Usage: "forget ended sessions: each one's record, its home and /tmp, and its failed unit",
+		Description: "A running session is refused (stop it first), and so is a clone-mode session whose change was\n" +
+			"neither applied nor discarded, unless --force is given, which stops a running one first (SIGTERM,\n" +
+			"SIGKILL after 10s), as docker rm -f does, and removes either. Several sessions are removed in turn.",
+		ArgsUsage: "NAME...",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "stop a running session first, and remove a clone-mode session whose change was neither applied nor discarded"},
+			jsonFlag,
+		},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			name, err := oneName(c)
+			names, err := someNames(c)
 			if err != nil {
 				return err
 			}
 			return connected(func(ctx context.Context, m *manager.Manager) error {
-				if err := m.Remove(ctx, name, c.Bool("force")); err != nil {
-					return err
-				}
-				out.result(map[string]any{"removed": []string{name}}, func(w io.Writer) { fmt.Fprintf(w, "removed session %s\n", name) })
-				return nil
+				return eachName(out, names, func(name string) (any, func(io.Writer), error) {
+					if c.Bool("force") {
+						if _, _, err := stopOne(ctx, m, out, name, units.DefaultStopTimeout); err != nil {
+							return nil, nil, err
+						}
+					}
+					if err := m.Remove(ctx, name, c.Bool("force")); err != nil {
+						return nil, nil, err
+					}
+					return map[string]any{"removed": []string{name}}, func(w io.Writer) { fmt.Fprintf(w, "removed session %s\n", name) }, nil
+				})
 			})
 		},
 	}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"mosaic/sandbox"
 )
 
 // TestKeptHomeHasNoMountPoints: bwrap makes a mount point in the session's
@@ -61,5 +64,42 @@ func TestHomeLinksWarned(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, filepath.Join(kept, ".claude")+" -> "+real) || !strings.Contains(r.stderr, "real home") {
 		t.Errorf("mosaic home did not name the planted link:\n%s", r.stderr)
+	}
+}
+
+// TestHomeLinksResolved (issue 31, breaks 4 and 5): a magic link
+// (.x -> /proc/self/root/HOME/...: inside the session its own home, on the
+// host the real one) and a link that stays inside until a deeper one climbs
+// out (.y -> a/b/c/d, d -> ../../../../..) were not named, and a write
+// through them landed outside the kept home (shown first). mosaic home
+// resolves each on the host and names both, also in --json.
+func TestHomeLinksResolved(t *testing.T) {
+	needRig(t)
+	name := sessionName(t)
+	real := filepath.Join(homeDir(), ".mosaic-real-"+randomHex())
+	os.MkdirAll(real, 0o700)
+	t.Cleanup(func() { os.RemoveAll(real) })
+	h := homeDir()
+	mustMosaic(t, "run", "--name", name, "-w", workspace(t), "--", "sh", "-c",
+		"set -e; ln -s /proc/self/root"+real+" "+h+"/.x; mkdir -p "+h+"/a/b/c; ln -s ../../../../.. "+h+"/a/b/c/d; ln -s a/b/c/d "+h+"/.y")
+	r := mustMosaic(t, "home", name)
+	kept := strings.TrimSpace(r.stdout)
+	for _, rel := range []string{".x", ".y"} {
+		probe := filepath.Join(kept, rel, "probe-"+randomHex())
+		if err := os.WriteFile(probe, nil, 0o600); err == nil {
+			os.Remove(probe)
+		}
+		if p, _ := filepath.EvalSymlinks(filepath.Dir(probe)); sandbox.Within(p, kept) {
+			t.Fatalf("%s leads to %s, inside the kept home, so this test proves nothing", rel, p)
+		}
+		if !strings.Contains(r.stderr, filepath.Join(kept, rel)+" -> ") {
+			t.Errorf("mosaic home did not name %s:\n%s", rel, r.stderr)
+		}
+	}
+	var doc struct {
+		LinksOut []string `json:"links_out"`
+	}
+	if err := json.Unmarshal([]byte(mustMosaic(t, "home", "--json", name).stdout), &doc); err != nil || len(doc.LinksOut) != 3 { // .x, .y and d
+		t.Errorf("home --json: links_out %v (%v)", doc.LinksOut, err)
 	}
 }

@@ -72,7 +72,13 @@ func logsCommand(out *output) *cli.Command {
 				if egressOnly && s.Network != "allow" {
 					return errcode.NoEgress.New("session %s has network %s, not allow: it has no egress proxy", name, orDash(s.Network))
 				}
+				if !egressOnly && s.Output == "pty" {
+					return errcode.NoLogs.New("session %s has a terminal of its own (start --pty): its output goes there, not to the journal; see it with `mosaic attach %s`", name, name)
+				}
 				if !egressOnly && (s.Kind == units.KindScope || s.Output == "terminal") {
+					if s.Running() {
+						return errcode.NoLogs.New("session %s runs in the foreground (mosaic run): its output goes to the terminal or pipes it runs on, not to the journal; start it with mosaic start to keep its output", name)
+					}
 					return errcode.NoLogs.New("session %s ran in the foreground (mosaic run): its output went to the terminal or pipes it ran on, not to the journal; start it with mosaic start to keep its output", name)
 				}
 				// journalctl, not go-systemd's sdjournal: sdjournal links

@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"time"
 
 	"mosaic/manager/records"
 	"mosaic/units/errcode"
@@ -26,6 +28,8 @@ import (
 	"mosaic/manager/remote"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
+	"mosaic/sandbox/ptyhold"
+	"mosaic/sandbox/publish"
 	"mosaic/units"
 )
 
@@ -41,6 +45,10 @@ func main() {
 			os.Exit(0)
 		case egress.Stage: // a session's egress proxy unit
 			os.Exit(egress.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
+		case publish.Stage: // a session's publish forwarder unit
+			os.Exit(publish.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
+		case ptyhold.Stage: // the unit holding a start --pty session's terminal
+			os.Exit(ptyhold.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
 		case manager.TieStage: // what ties a mosaic run's session to it
 			manager.TieMain()
 			os.Exit(0)
@@ -54,30 +62,58 @@ func main() {
 			os.Exit(sandbox.ExitSandboxRefused)
 		}
 	}
-	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+	code, sig := runCLI(os.Args, os.Stdout, os.Stderr)
+	if sig != nil {
+		dieOf(sig)
+	}
+	os.Exit(code)
 }
 
 // run runs the CLI and returns the exit code: on another machine, with
 // --host (-H, MOSAIC_HOST), else here.
 func run(args []string, stdout, stderr io.Writer) int {
+	code, _ := runCLI(args, stdout, stderr)
+	return code
+}
+
+// runCLI runs the CLI, here or (--host) on other machines, and returns the
+// exit code, and the signal mosaic should die of instead, if any (see
+// output.dieOf).
+func runCLI(args []string, stdout, stderr io.Writer) (int, os.Signal) {
 	call, err := hostArgs(args[1:], os.Getenv)
 	if err != nil {
-		return (&output{json: wantsJSON(args[1:]), stdout: stdout, stderr: stderr}).fail(err)
+		return (&output{json: wantsJSON(args[1:]), stdout: stdout, stderr: stderr}).fail(err), nil
 	}
 	if len(call.targets) > 0 {
-		return remoteMain(call, stdout, stderr)
+		return remoteMain(call, stdout, stderr), nil
 	}
-	return runHere(append([]string{args[0]}, call.args...), stdout, stderr)
+	return runHereDying(append([]string{args[0]}, call.args...), stdout, stderr)
 }
 
 // runHere runs the CLI against this machine's user manager.
 func runHere(args []string, stdout, stderr io.Writer) int {
+	code, _ := runHereDying(args, stdout, stderr)
+	return code
+}
+
+// runHereDying is runHere with the signal mosaic should die of, if any.
+func runHereDying(args []string, stdout, stderr io.Writer) (int, os.Signal) {
 	out := &output{json: wantsJSON(args[1:]), stdout: stdout, stderr: stderr}
 	app := newApp(out)
 	if err := app.Run(reorderArgs(app, args)); err != nil {
-		return out.fail(err)
+		return out.fail(err), nil
 	}
-	return out.code
+	return out.code, out.dieOf
+}
+
+// dieOf ends mosaic by sig's default action (the Go runtime's handler
+// gone), so that its parent sees a death by that signal.
+func dieOf(sig os.Signal) {
+	signal.Reset(sig)
+	s := sig.(unix.Signal)
+	_ = unix.Tgkill(unix.Getpid(), unix.Gettid(), s)
+	_ = unix.Kill(unix.Getpid(), s)
+	time.Sleep(time.Second) // the signal is on its way
 }
 
 // newApp is mosaic's command line.
@@ -96,7 +132,7 @@ func newApp(out *output) *cli.App {
 		Flags: []cli.Flag{&cli.StringSliceFlag{Name: "host", Aliases: []string{"H"}, EnvVars: []string{"MOSAIC_HOST"},
 			Usage: "run the command on `[USER@]HOST[:PORT]` over your ssh, against that machine's mosaic and user manager (list: repeatable, or --all-hosts for ~/.config/mosaic/hosts)"}},
 		Commands: []*cli.Command{
-			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), logsCommand(out), allowCommand(out), denyCommand(out), rmCommand(out), gcCommand(out), diffCommand(out), applyCommand(out), discardCommand(out), profilesCommand(out), loginCommand(out), homeCommand(out), doctorCommand(out), busCommand(out), versionCommand(out),
+			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), attachCommand(out), logsCommand(out), allowCommand(out), denyCommand(out), rmCommand(out), gcCommand(out), diffCommand(out), applyCommand(out), discardCommand(out), profilesCommand(out), loginCommand(out), homeCommand(out), doctorCommand(out), busCommand(out), versionCommand(out),
 			completionCommand(out),
 		},
 	}
@@ -185,6 +221,11 @@ type output struct {
 	json           bool
 	stdout, stderr io.Writer
 	code           int // the exit code a command chose (mosaic run)
+	// dieOf, when set, is the signal mosaic dies of instead of exiting
+	// with code: a run whose command Ctrl-C ended, as a shell's child
+	// should (the shell then prints its prompt on a new line, and a loop
+	// running mosaic stops).
+	dieOf os.Signal
 }
 
 // onTerminal reports whether w is a terminal, where control characters a

@@ -152,12 +152,18 @@ type heldTerminal struct {
 }
 
 // holdTerminals records the modes and line discipline of each distinct
-// terminal among files.
+// terminal among files of which mosaic is in the foreground. One of a
+// background mosaic is left alone, as systemd-run --pipe leaves it: setting
+// a terminal's modes from the background stops the process (SIGTTOU, "Stopped
+// (tty output)"), and the modes there now are the shell's, not the user's.
 func holdTerminals(files ...*os.File) []heldTerminal {
 	var held []heldTerminal
 	seen := map[uint64]bool{}
 	for _, f := range files {
 		fd := int(f.Fd())
+		if !foreground(f) {
+			continue
+		}
 		tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 		if err != nil {
 			continue
@@ -179,12 +185,33 @@ func holdTerminals(files ...*os.File) []heldTerminal {
 }
 
 // restoreTerminals puts each terminal's line discipline back, then its
-// modes (a new line discipline starts from the terminal's current modes).
+// modes (a new line discipline starts from the terminal's current modes),
+// of those of which mosaic is still in the foreground (the user may have
+// put it in the background meanwhile: Ctrl-Z, bg). SIGTTOU is ignored
+// meanwhile, so that a move to the background between the check and the
+// change cannot stop mosaic.
 func restoreTerminals(held []heldTerminal) {
+	if len(held) == 0 {
+		return
+	}
+	signal.Ignore(unix.SIGTTOU)
+	defer signal.Reset(unix.SIGTTOU)
 	for _, h := range held {
+		if pgrp, err := unix.IoctlGetInt(h.fd, unix.TIOCGPGRP); err != nil || pgrp != unix.Getpgrp() {
+			continue
+		}
 		if cur, err := unix.IoctlGetInt(h.fd, unix.TIOCGETD); err == nil && cur != h.ldisc {
 			_ = unix.IoctlSetPointerInt(h.fd, unix.TIOCSETD, h.ldisc)
 		}
 		_ = unix.IoctlSetTermios(h.fd, unix.TCSETS, h.termios)
 	}
+}
+
+// foreground reports whether f is a terminal of which mosaic's process group
+// is the foreground one: a job the shell runs in the foreground, not one
+// started with & or by timeout(1) (which runs its command in a process
+// group of its own), nor one whose terminal is not its controlling one.
+func foreground(f *os.File) bool {
+	pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
 }

@@ -73,6 +73,9 @@ func startOnPTYEnv(t *testing.T, bin string, env []string, rows, cols uint16, ar
 		r.code = 0
 		if ee, ok := err.(*exec.ExitError); ok {
 			r.code = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				r.code = 128 + int(ws.Signal()) // as a shell says
+			}
 		}
 		close(r.exited)
 	}()

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -106,11 +107,20 @@ func runResult(t *testing.T, cmd *exec.Cmd) result {
 	err := cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
+		code = shellStatus(ee.ProcessState)
 	} else if err != nil {
 		t.Fatalf("running %v: %v", cmd.Args, err)
 	}
 	return result{out.String(), errb.String(), code}
+}
+
+// shellStatus is a process's end as a shell says it: its exit code, or
+// 128+n for a death by signal n (mosaic dies of SIGINT after a Ctrl-C).
+func shellStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
 }
 
 func mosaic(t *testing.T, args ...string) result {

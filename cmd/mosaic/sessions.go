@@ -42,6 +42,7 @@ func sessionFlags() []cli.Flag {
 		&cli.StringFlag{Name: "network", Usage: "`MODE`: none (loopback only), allow (only to --allow-host names, through an egress proxy) or host (not confined) (default: the profile's; generic: none)"},
 		&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also let the session reach `HOST[:PORT]` (port 443 unless given; repeatable)"},
 		&cli.StringFlag{Name: "sandbox", Usage: "the inner layer: bwrap (namespaces of its own) or landlock (for hosts where bwrap cannot run: less confined, see `mosaic doctor`) (default: the profile's, else bwrap)"},
+		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "make the session's port reachable from the host, as docker run -p: `[ADDR:]HOSTPORT[:PORT]` (ADDR default 127.0.0.1; repeatable)"},
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
 		&cli.BoolFlag{Name: "allow-write-host-exec", Usage: "let the session change the workspace's files your tools run (.git/config, .git/hooks, .vscode, .envrc, ...), read-only by default"},
 		jsonFlag,
@@ -63,6 +64,7 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 		MayLaunch:   c.Bool("may-launch"),
 		Network:     c.String("network"),
 		Sandbox:     c.String("sandbox"),
+		Publish:     c.StringSlice("publish"),
 		AllowHosts:  c.StringSlice("allow-host"),
 		SetEnv:      c.StringSlice("env"),
 		PassEnv:     c.StringSlice("pass-env"),
@@ -126,16 +128,20 @@ func callerEnv(environ []string) []string {
 
 func startCommand(out *output) *cli.Command {
 	return &cli.Command{
-		Name:         "start",
-		Usage:        "start a confined session in the background",
-		ArgsUsage:    "-- COMMAND [ARG...]",
-		Flags:        sessionFlags(),
+		Name:      "start",
+		Usage:     "start a confined session in the background",
+		ArgsUsage: "-- COMMAND [ARG...]",
+		Flags: append(sessionFlags(),
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the session's name (and errors), no notes: name=$(mosaic start -q -- CMD)"},
+			&cli.BoolFlag{Name: "pty", Aliases: []string{"t"}, Usage: "give the session a terminal of its own that lives with it, to connect to with `mosaic attach NAME` (its output goes there, not to the journal)"},
+		),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			req, err := requestFrom(c)
 			if err != nil {
 				return err
 			}
+			req.TTY = c.Bool("pty")
 			// Ctrl-C while the session starts cancels it: what was started is
 			// stopped, and mosaic says so (exit 130), instead of dying while
 			// the session starts anyway.
@@ -155,8 +161,16 @@ func startCommand(out *output) *cli.Command {
 			}
 			spec := plan.Spec
 			warnUnconfined(out, spec)
-			if out.json { // the text result below says them
+			quiet := c.Bool("quiet")
+			if out.json && !quiet { // the text result below says them
 				out.notes(spec.Notes)
+			}
+			if req.TTY {
+				release, err := givePTY(&plan.Spec)
+				if err != nil {
+					return err
+				}
+				defer release()
 			}
 			prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr) && plan.Spec.Clone != nil, "mosaic start "+plan.Spec.Name)
 			prog.set("making the session's copy of " + termsafe.Escape(plan.Spec.Workspace, false) + " (clone mode)")
@@ -172,6 +186,10 @@ func startCommand(out *output) *cli.Command {
 				return err
 			}
 			out.result(s, func(w io.Writer) {
+				if quiet {
+					fmt.Fprintln(w, s.Name)
+					return
+				}
 				if !s.Running() {
 					// The command ran and is already gone: say how, not "started".
 					how := s.How()
@@ -189,7 +207,11 @@ func startCommand(out *output) *cli.Command {
 					fmt.Fprintf(w, "started session %s\n", s.Name)
 				}
 				fmt.Fprintf(w, "  status: mosaic status %s   or   systemctl --user status %s\n", s.Name, s.Unit)
-				fmt.Fprintf(w, "  output: mosaic logs %s   or   journalctl --user -t mosaic-%s\n", s.Name, s.Name)
+				if req.TTY {
+					fmt.Fprintf(w, "  attach: mosaic attach %s   (detach: Ctrl-P Ctrl-Q)\n", s.Name)
+				} else {
+					fmt.Fprintf(w, "  output: mosaic logs %s   or   journalctl --user -t mosaic-%s\n", s.Name, s.Name)
+				}
 				fmt.Fprintf(w, "  stop:   mosaic stop %s\n", s.Name)
 				for _, n := range spec.Notes {
 					fmt.Fprintf(w, "  note:   %s\n", n)
@@ -223,7 +245,11 @@ func runCommand(out *output) *cli.Command {
 				return err
 			}
 			req.Scope = c.Bool("scope")
-			req.TTY = isTerminal(os.Stdin) && isTerminal(os.Stdout) && !req.Scope
+			// A run in the background of its shell (`mosaic run -- cmd &`,
+			// `timeout 20 mosaic run ...`) pipes, as systemd-run --pipe
+			// does: a pseudo-terminal would need the terminal's modes set,
+			// which stops a background job (SIGTTOU).
+			req.TTY = isTerminal(os.Stdin) && isTerminal(os.Stdout) && foreground(os.Stdin) && !req.Scope
 			if c.IsSet("pty") {
 				req.TTY = c.Bool("pty")
 			}
@@ -235,14 +261,13 @@ func runCommand(out *output) *cli.Command {
 			defer conn.Close()
 			spec := plan.Spec
 			warnUnconfined(out, spec)
-			if !c.Bool("quiet") && isTerminal(os.Stderr) && (req.TTY || isTerminal(os.Stdin)) {
-				// As systemd-run --pty says where it runs: a sign that the
-				// shell the user now types into is confined.
-				fmt.Fprintf(os.Stderr, "mosaic: session %s: workspace %s, network %s; exit the command to leave\n",
-					spec.Name, termsafe.Escape(spec.Workspace, false), spec.Network)
+			announceRun(out, spec, req, c.Bool("quiet"))
+			stdin, closeStdin, err := runStdin(req)
+			if err != nil {
+				return err
 			}
-			out.notes(spec.Notes)
-			stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
+			defer closeStdin()
+			stdio := [3]*os.File{stdin, os.Stdout, os.Stderr}
 			var term *terminal
 			if req.TTY {
 				if term, err = openTerminal(os.Stdin, os.Stdout); err != nil {
@@ -267,15 +292,7 @@ func runCommand(out *output) *cli.Command {
 			if req.Scope && term == nil {
 				defer forwardWinch(sigs)()
 			}
-			var s manager.Session
-			if req.Scope {
-				s, err = conn.RunScope(ctx, plan, stdio, sigs)
-			} else {
-				var m *manager.Manager
-				if m, err = conn.Manager(ctx); err == nil { // a service's: there once Open returns
-					s, err = m.Run(ctx, plan, [3]int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}, sigs)
-				}
-			}
+			s, first, err := runPlan(ctx, conn, plan, stdio, sigs)
 			if term != nil {
 				term.finish()
 			}
@@ -292,8 +309,104 @@ func runCommand(out *output) *cli.Command {
 				}
 			}
 			reportRun(out, s, spec.Workspace)
+			if interruptedRun(s, first) {
+				out.dieOf = unix.SIGINT
+			}
 			return nil
 		},
+	}
+}
+
+// runPlan runs a planned session on stdio, as a scope (whose init gets
+// each signal of sigs itself) or a service (whose run stops it on one; the
+// returned tee says which came first; nil for a scope).
+func runPlan(ctx context.Context, conn *manager.Connecting, plan manager.Plan, stdio [3]*os.File, sigs chan os.Signal) (manager.Session, *signalTee, error) {
+	if plan.Spec.Scope {
+		s, err := conn.RunScope(ctx, plan, stdio, sigs)
+		return s, nil, err
+	}
+	m, err := conn.Manager(ctx) // a service's: there once Open returns
+	if err != nil {
+		return manager.Session{}, nil, err
+	}
+	first := firstSignal(sigs)
+	s, err := m.Run(ctx, plan, [3]int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}, first.relay)
+	return s, first, err
+}
+
+// announceRun says on stderr where a run runs, on a terminal in the
+// foreground only (as systemd-run --pty does: a sign that the shell the
+// user now types into is confined), and the notes; quiet drops both,
+// --json the first.
+func announceRun(out *output, spec units.Spec, req request.Request, quiet bool) {
+	if quiet {
+		return
+	}
+	if !out.json && isTerminal(os.Stderr) && foreground(os.Stderr) && (req.TTY || isTerminal(os.Stdin)) {
+		fmt.Fprintf(os.Stderr, "mosaic: session %s: workspace %s, network %s; exit the command to leave\n",
+			spec.Name, termsafe.Escape(spec.Workspace, false), spec.Network)
+	}
+	out.notes(spec.Notes)
+}
+
+// interruptedRun reports whether Ctrl-C ended a run: it reached the command
+// (a key on the session's own terminal, or forwarded to a scope), or, piped,
+// its SIGINT had mosaic stop the session (first: the run's signals). mosaic
+// then dies of SIGINT as the command would have, so that the shell puts its
+// prompt on a new line, reports 130 and leaves a loop.
+func interruptedRun(s manager.Session, first *signalTee) bool {
+	return s.Signal == "SIGINT" || (first != nil && s.StoppedBy == "signal" && first.was(unix.SIGINT))
+}
+
+// runStdin is a piped run's stdin for its session: mosaic's own, but
+// /dev/null for a run in the background of its terminal. A background job
+// does not read its terminal (a shell stops one that tries, SIGTTIN), and
+// systemd resets a terminal it gets as a unit's stdin: it flushes what the
+// user typed at the shell's prompt meanwhile and sets the terminal's modes
+// under the shell.
+// The returned function closes what runStdin opened.
+func runStdin(req request.Request) (*os.File, func(), error) {
+	if req.TTY || req.Scope || !isTerminal(os.Stdin) || foreground(os.Stdin) {
+		return os.Stdin, func() {}, nil
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, nil, err
+	}
+	return null, func() { null.Close() }, nil
+}
+
+// A signalTee passes the signals mosaic run gets on to the session and
+// remembers the first: a Ctrl-C that stopped a piped session makes mosaic
+// exit as one, whatever the command did with the SIGTERM of the stop.
+type signalTee struct {
+	relay chan os.Signal
+	first chan os.Signal // holds the first signal, once one came
+}
+
+// firstSignal tees sigs.
+func firstSignal(sigs <-chan os.Signal) *signalTee {
+	t := &signalTee{relay: make(chan os.Signal, cap(sigs)), first: make(chan os.Signal, 1)}
+	go func() {
+		for sig := range sigs {
+			select {
+			case t.first <- sig:
+			default:
+			}
+			t.relay <- sig
+		}
+	}()
+	return t
+}
+
+// was reports whether the first signal was sig.
+func (t *signalTee) was(sig os.Signal) bool {
+	select {
+	case s := <-t.first:
+		t.first <- s
+		return s == sig
+	default:
+		return false
 	}
 }
 
@@ -377,17 +490,17 @@ func stoppedReason(s manager.Session) string {
 func stopCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:      "stop",
-		Usage:     "stop a session: SIGTERM to all its processes, SIGKILL after --timeout",
-		ArgsUsage: "NAME",
+		Usage:     "stop sessions: SIGTERM to all their processes, SIGKILL after --timeout",
+		ArgsUsage: "NAME...",
 		Description: "The session's own stop timeout (start --stop-timeout, default 10s) also applies:\n" +
-			"systemd sends SIGKILL when the shorter of the two has passed.",
+			"systemd sends SIGKILL when the shorter of the two has passed. Several sessions are stopped in turn.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "timeout", Usage: "`DURATION` between SIGTERM and SIGKILL (0: at once)", Value: units.DefaultStopTimeout.String()},
 			jsonFlag,
 		},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			name, err := oneName(c)
+			names, err := someNames(c)
 			if err != nil {
 				return err
 			}
@@ -396,38 +509,45 @@ func stopCommand(out *output) *cli.Command {
 				return err
 			}
 			return connected(func(ctx context.Context, m *manager.Manager) error {
-				before, err := m.Status(ctx, name)
-				if err != nil {
-					return err
-				}
-				wasRunning := before.Running()
-				prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "stopping "+name)
-				s, err := m.Stop(ctx, name, timeout, prog.set)
-				prog.done()
-				if err != nil {
-					return err
-				}
-				if wasRunning && s.Clone != nil {
-					finishAfter(ctx, out, m, name)
-				}
-				out.result(s, func(w io.Writer) {
-					how := s.How()
-					if how == "" {
-						how = s.State
+				return eachName(out, names, func(name string) (any, func(io.Writer), error) {
+					s, wasRunning, err := stopOne(ctx, m, out, name, timeout)
+					if err != nil {
+						return nil, nil, err
 					}
-					if !wasRunning {
-						fmt.Fprintf(w, "session %s had already ended (%s): nothing to stop\n", s.Name, how)
-						return
+					if wasRunning && s.Clone != nil {
+						finishAfter(ctx, out, m, name)
 					}
-					fmt.Fprintf(w, "stopped session %s (%s)\n", s.Name, how)
-					for _, m := range s.MovedAside {
-						fmt.Fprintln(w, out.safe(records.MovedAsideLine(s.Workspace, m)))
-					}
+					return s, func(w io.Writer) {
+						how := s.How()
+						if how == "" {
+							how = s.State
+						}
+						if !wasRunning {
+							fmt.Fprintf(w, "session %s had already ended (%s): nothing to stop\n", s.Name, how)
+							return
+						}
+						fmt.Fprintf(w, "stopped session %s (%s)\n", s.Name, how)
+						for _, m := range s.MovedAside {
+							fmt.Fprintln(w, out.safe(records.MovedAsideLine(s.Workspace, m)))
+						}
+					}, nil
 				})
-				return nil
 			})
 		},
 	}
+}
+
+// stopOne stops one session, with a progress line on a terminal, and says
+// whether it was running.
+func stopOne(ctx context.Context, m *manager.Manager, out *output, name string, timeout time.Duration) (manager.Session, bool, error) {
+	before, err := m.Status(ctx, name)
+	if err != nil {
+		return manager.Session{}, false, err
+	}
+	prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "stopping "+name)
+	s, err := m.Stop(ctx, name, timeout, prog.set)
+	prog.done()
+	return s, before.Running(), err
 }
 
 // traced turns on MOSAIC_TRACE=1's step timings on stderr.
@@ -436,6 +556,64 @@ func traced(ctx context.Context) context.Context {
 		return manager.WithTrace(ctx, os.Stderr)
 	}
 	return ctx
+}
+
+// someNames reads one or more NAME arguments, each checked before any is
+// acted on (a typo among them changes nothing).
+func someNames(c *cli.Context) ([]string, error) {
+	if c.NArg() == 0 {
+		return nil, errcode.Usage.New("mosaic %s takes one or more session NAMEs: see `mosaic list`", c.Command.Name)
+	}
+	names := c.Args().Slice()
+	for _, n := range names {
+		if err := units.ValidateName(n); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
+}
+
+// eachName runs do for every name in turn, as systemctl and docker do with
+// several: a failure is reported (one line, or its JSON error in the
+// list) and the others still run; mosaic exits with the first failure's
+// code. With one name, --json prints that name's document alone; with
+// several, a list of them.
+func eachName(out *output, names []string, do func(name string) (doc any, text func(io.Writer), err error)) error {
+	if len(names) == 1 {
+		doc, text, err := do(names[0])
+		if err != nil {
+			return err
+		}
+		out.result(doc, text)
+		return nil
+	}
+	var docs []any
+	code := 0
+	for _, n := range names {
+		doc, text, err := do(n)
+		if err != nil {
+			e := errcode.Of(err)
+			if code == 0 {
+				code = e.Exit
+			}
+			if out.json {
+				docs = append(docs, map[string]any{"name": n, "error": map[string]string{"code": e.Code, "message": e.Message}})
+			} else {
+				out.fail(err)
+			}
+			continue
+		}
+		if out.json {
+			docs = append(docs, doc)
+		} else {
+			text(out.stdout)
+		}
+	}
+	if out.json {
+		out.result(docs, nil)
+	}
+	out.code = code
+	return nil
 }
 
 // oneName reads the single NAME argument.

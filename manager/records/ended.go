@@ -70,14 +70,15 @@ func proxyDead(socket string) bool {
 
 // MoveAside moves aside the host-executed entries r's session created in
 // its workspace (sandbox.MoveAsideCreated), and the links of the submodules
-// whose config it changed (sandbox.MoveAsideSubmodules).
+// whose config it changed and of the repositories it planted or changed
+// anywhere in the workspace (sandbox.MoveAsideRepos).
 func MoveAside(r Record) []sandbox.MovedAside {
-	if r.Workspace == "" || r.HostExecWritable {
-		return nil
+	if r.Workspace == "" || r.HostExecWritable || r.WorkspaceCopied {
+		return nil // the session could write what the host runs there, or never touched it
 	}
 	moved := sandbox.MoveAsideCreated(r.Workspace, r.Name, r.HostExecMissing)
 	if !r.Started.IsZero() {
-		moved = append(moved, sandbox.MoveAsideSubmodules(r.Workspace, r.Name, r.Started)...)
+		moved = append(moved, sandbox.MoveAsideRepos(r.Workspace, r.Name, r.Started)...)
 	}
 	return moved
 }
@@ -117,6 +118,12 @@ func RecordEnd(stateDir string, getenv func(string) string, egressSocket string)
 	}
 	if r, err := ReadChecked(stateDir); err == nil {
 		TidyHome(stateDir, r)
+		// How it ended is written first: the walk of the workspace
+		// (sandbox.MoveAsideRepos) takes time, and systemd kills an
+		// ExecStopPost that passes the stop timeout.
+		if err := WriteEnd(stateDir, e); err != nil {
+			return err
+		}
 		e.MovedAside = MoveAside(r)
 		// Into the unit's journal, escaped: a path is the session's to
 		// choose (a submodule's). This stderr is the session's, which for

@@ -44,8 +44,9 @@ type Description struct {
 	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
 	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
 	// Output is where the command's stdout and stderr went: "journal"
-	// (mosaic start), or "terminal" (mosaic run: the caller's terminal or
-	// pipes, which the journal never saw).
+	// (mosaic start), "terminal" (mosaic run: the caller's terminal or
+	// pipes, which the journal never saw), or "pty" (start --pty: a
+	// terminal of its own, for mosaic attach).
 	Output string `json:"output,omitempty"`
 	// SeccompAllow are the rows of the syscall filter its profile lifted.
 	SeccompAllow []string `json:"seccomp_allow,omitempty"`
@@ -53,10 +54,16 @@ type Description struct {
 	// HostExecWritable: started with --allow-write-host-exec, the
 	// workspace's host-executed entries are writable.
 	HostExecWritable bool `json:"host_exec_writable,omitempty"`
+	// WorkspaceCopied: a clone-mode session, which wrote only its own copy:
+	// nothing in the workspace is its to move aside at its end.
+	WorkspaceCopied bool `json:"workspace_copied,omitempty"`
 	// Injected are the credentials the egress proxy puts into requests,
 	// each with its hosts; the session holds only placeholders for them.
 	Injected    map[string][]string `json:"credentials_injected,omitempty"`
 	Environment []string            `json:"environment,omitempty"` // non-secret NAME=VALUE the session was given
+	// Published are its --publish ports, "ADDR:HOSTPORT -> PORT" (host
+	// to session).
+	Published []string `json:"published,omitempty"`
 }
 
 // Describe is the description of the session spec starts.
@@ -68,12 +75,25 @@ func Describe(s units.Spec) Description {
 	return Description{Command: s.Command, Workspace: s.Workspace, WorkspaceGivenAs: s.GivenAs, Binds: binds,
 		Profile: s.Profile, Credentials: s.Credentials, MayLaunch: s.MayLaunch, Network: s.Network, AllowHosts: s.Allow,
 		Output: outputOf(s), SeccompAllow: s.SeccompAllow, Sandbox: s.Sandbox, HostExecWritable: s.AllowWriteHostExec,
-		Injected: injected(s), Environment: s.Env}
+		WorkspaceCopied: s.Clone != nil, Injected: injected(s), Environment: s.Env, Published: published(s)}
+}
+
+// published is how the description names s's published ports.
+func published(s units.Spec) []string {
+	var out []string
+	for _, p := range s.Publish {
+		out = append(out, p.String())
+	}
+	return out
 }
 
 // outputOf is where a session's output goes: the journal for a
-// background service, the caller's terminal or pipes for mosaic run.
+// background service, the caller's terminal or pipes for mosaic run, a
+// terminal of its own for start --pty.
 func outputOf(s units.Spec) string {
+	if s.Attach != nil {
+		return "pty"
+	}
 	if s.Stdio != nil || s.Scope {
 		return "terminal"
 	}

@@ -49,11 +49,12 @@ func planInjection(spec *units.Spec, grant credentials.Grant, p Paths) error {
 		}
 		rule := egress.Rule{Var: v.Name, Headers: append([]string(nil), r.Headers...)}
 		for _, h := range r.Hosts {
-			hp, err := egress.NormalizeHost(h)
+			// A base URL's path scopes the key to it (egress.SplitScope).
+			hp, prefix, err := egress.SplitScope(h)
 			if err != nil {
-				return errcode.BadProfile.New("profile %s: the injection host of %s: %v", grant.Profile.Name, v.Name, err)
+				return errcode.BadProfile.New("profile %s: the injection host of %s (its hosts, or its base URL variable): %v", grant.Profile.Name, v.Name, err)
 			}
-			rule.Hosts = append(rule.Hosts, hp)
+			rule.Hosts = append(rule.Hosts, hp+prefix)
 		}
 		// A rule's own check (header names) is the proxy's: fail here, not
 		// in the unit.
@@ -62,7 +63,8 @@ func planInjection(spec *units.Spec, grant credentials.Grant, p Paths) error {
 			return errcode.BadProfile.New("profile %s: %v", grant.Profile.Name, err)
 		}
 		spec.Inject = append(spec.Inject, rule)
-		for _, hp := range rule.Hosts {
+		for _, entry := range rule.Hosts {
+			hp, _, _ := egress.SplitScope(entry)
 			if !contains(spec.Allow, hp) {
 				spec.Allow = append(spec.Allow, hp)
 			}

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"mosaic/units/errcode"
 )
 
 // TestPlanInjection (issue 15): with network allow a profile's ruled
@@ -33,7 +36,7 @@ func TestPlanInjection(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(spec.Inject) != 1 || spec.Inject[0].Var != "ANTHROPIC_API_KEY" ||
-		strings.Join(spec.Inject[0].Hosts, " ") != "api.anthropic.com:443 gateway.example.com:8443" ||
+		strings.Join(spec.Inject[0].Hosts, " ") != "api.anthropic.com:443 gateway.example.com:8443/anthropic" ||
 		strings.Join(spec.Inject[0].Headers, " ") != "X-Api-Key Authorization" {
 		t.Fatalf("rules %+v", spec.Inject)
 	}
@@ -120,7 +123,7 @@ func TestPlanInjectionLocalGateway(t *testing.T) {
 	ws := filepath.Join(p.Home, "src", "app")
 	for url, want := range map[string]string{
 		"http://localhost:4000":             "api.anthropic.com:443 localhost:4000",
-		"http://localhost/anthropic":        "api.anthropic.com:443 localhost:80",
+		"http://localhost/anthropic/":       "api.anthropic.com:443 localhost:80/anthropic",
 		"http://gateway.example.com:4000/a": "api.anthropic.com:443",
 	} {
 		t.Setenv("ANTHROPIC_BASE_URL", url)
@@ -130,6 +133,33 @@ func TestPlanInjectionLocalGateway(t *testing.T) {
 		}
 		if len(spec.Inject) != 1 || strings.Join(spec.Inject[0].Hosts, " ") != want {
 			t.Errorf("%s: rules %+v, want hosts %s", url, spec.Inject, want)
+		}
+	}
+}
+
+// TestPlanInjectionScopedPath (issue 31, break 8): a base URL's path scopes
+// the key to it (the proxy's rule HOST:PORT/PATH), its host alone joins the
+// allowlist; a base URL whose path is not plain (a dot segment, an encoded
+// separator or dot, double encoding) is refused, with nothing started.
+func TestPlanInjectionScopedPath(t *testing.T) {
+	p, _ := fixture(t)
+	t.Setenv("CLAUDE_CODE_OAUTH_TOKEN", "")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-api03-x")
+	ws := filepath.Join(p.Home, "src", "app")
+	t.Setenv("ANTHROPIC_BASE_URL", "https://gw.example.com/tenant-a")
+	spec, _, err := Prepare(Request{Workspace: ws, Profile: "claude-code", Command: []string{"true"}}, p, "/usr/bin/bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spec.Inject) != 1 || !slices.Contains(spec.Inject[0].Hosts, "gw.example.com:443/tenant-a") || !slices.Contains(spec.Allow, "gw.example.com:443") {
+		t.Errorf("rules %+v, allow %v", spec.Inject, spec.Allow)
+	}
+	for _, bad := range []string{"https://gw.example.com/tenant-a/..", "https://gw.example.com/tenant-a/%2e%2e", "https://gw.example.com/a%2fb",
+		"https://gw.example.com/a%5cb", "https://gw.example.com/a/%252e%252e", "https://gw.example.com/./a"} {
+		t.Setenv("ANTHROPIC_BASE_URL", bad)
+		_, _, err := Prepare(Request{Workspace: ws, Profile: "claude-code", Command: []string{"true"}}, p, "/usr/bin/bwrap")
+		if err == nil || !errors.Is(err, errcode.BadProfile.Target()) {
+			t.Errorf("%s: %v, want a bad-profile refusal", bad, err)
 		}
 	}
 }

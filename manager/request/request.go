@@ -48,6 +48,7 @@ type Request struct {
 	CAFile      string   // --ca-file: a CA the agents trust besides the system's
 	SignIn      bool     // --sign-in: no credential needed, the agent signs in inside
 	Sandbox     string   // bwrap or landlock; empty: the profile's, else bwrap
+	Publish     []string // --publish [ADDR:]HOSTPORT[:PORT]
 	// AllowWriteHostExec leaves the workspace's host-executed entries
 	// (.git/config, .git/hooks, ...: sandbox.HostExecEntries) writable.
 	AllowWriteHostExec bool
@@ -322,6 +323,11 @@ func commandOf(req Request, grant *credentials.Grant, real string, deny []Deny, 
 // secrets: no bwrap for landlock, the copy of a clone-mode session, the bus's variable for --may-launch, the
 // egress proxy's injection, the credential file, one entry per variable.
 func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths) error {
+	published, err := publishOf(req, spec.Network, spec.Sandbox)
+	if err != nil {
+		return err
+	}
+	spec.Publish = published
 	if spec.Sandbox == sandbox.ModeLandlock {
 		spec.BwrapBin = ""
 	}

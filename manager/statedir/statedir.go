@@ -278,6 +278,11 @@ func Prepare(s units.Spec) (undo func(), err error) {
 			return fail(err)
 		}
 	}
+	if len(s.Publish) > 0 { // the publish forwarder's socket goes here
+		if err := mkdir(units.PublishDir(s.RuntimeDir, s.Name)); err != nil {
+			return fail(err)
+		}
+	}
 	if err := records.MarkStarting(s.StateDir); err != nil {
 		return fail(err)
 	}

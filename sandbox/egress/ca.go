@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -40,8 +41,12 @@ func NewInjector(session string, rules []Rule, value func(string) (string, bool)
 		if !ok1 || !ok2 || key == "" || len(ph) < 16 {
 			return nil, fmt.Errorf("credential %s or its placeholder did not arrive (the environment file was gone before the proxy started)", r.Var)
 		}
-		for _, hp := range r.Hosts {
-			in.byHost[hp] = append(in.byHost[hp], injection{rule: r, key: key, placeholder: ph})
+		for _, entry := range r.Hosts {
+			hp, prefix, err := SplitScope(entry)
+			if err != nil {
+				return nil, err
+			}
+			in.byHost[hp] = append(in.byHost[hp], injection{rule: r, key: key, placeholder: ph, prefix: prefix})
 			h, _, _ := net.SplitHostPort(hp)
 			if !seen[h] {
 				seen[h] = true
@@ -87,6 +92,29 @@ func serial() *big.Int {
 
 // covers reports whether the proxy terminates TLS for hp.
 func (in *Injector) covers(hp string) bool { return in != nil && len(in.byHost[hp]) > 0 }
+
+// scoped reports whether a rule for hp is scoped to a path.
+func (in *Injector) scoped(hp string) bool {
+	for _, inj := range in.byHost[hp] {
+		if inj.prefix != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// refusal is why the relay to the injection host hp refuses req, with the
+// status it answers ("" when it does not): a method no API uses, or, where
+// a rule is scoped to a path, a path that could mean another to the host.
+func (in *Injector) refusal(req *http.Request, hp string) (int, string) {
+	if !apiMethods[req.Method] {
+		return http.StatusMethodNotAllowed, "a method no API uses (GET, HEAD, POST, PUT, PATCH and DELETE are relayed)"
+	}
+	if in.scoped(hp) && !plainPath(req.URL.Path, req.URL.EscapedPath()) {
+		return http.StatusBadRequest, "its path has a dot segment, a backslash or an encoded separator, where a credential is scoped to a path"
+	}
+	return 0, ""
+}
 
 // leaf returns a certificate for host from the session's CA.
 func (in *Injector) leaf(host string) (*tls.Certificate, error) {

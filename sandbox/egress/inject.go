@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,7 @@ type injection struct {
 	rule        Rule
 	key         string
 	placeholder string
+	prefix      string // the path it is scoped to, "" for all
 }
 
 // intercept serves one CONNECT to an injection host: the proxy answers
@@ -105,6 +107,11 @@ func (e *Egress) intercept(c net.Conn, br *bufio.Reader, hp string) {
 // relayInjected relays one request to hp with the credential in it, and
 // records it: method, path, status and sizes, never a header's value.
 func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string) {
+	if status, why := e.Inject.refusal(r, hp); why != "" {
+		e.logf("refused %s %s%s: %s", printable(r.Method), hp, printable(r.URL.EscapedPath()), why)
+		http.Error(w, "mosaic egress: refused: "+why, status)
+		return
+	}
 	var used []string
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -117,7 +124,7 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 			if h, port, err := net.SplitHostPort(hp); err == nil && port == "443" {
 				pr.Out.Host = h
 			}
-			used = e.Inject.put(pr.Out.Header, hp)
+			used = e.Inject.put(pr.Out.Header, hp, pr.In.URL)
 		},
 		Transport:     e.upstream(),
 		FlushInterval: -1, // server-sent events go on as they arrive
@@ -159,11 +166,14 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 }
 
 // put swaps the placeholder for the key in the rules' headers of h, for a
-// request to hp, and returns the credentials it put in; a placeholder in
+// request to hp at u (a rule scoped to a path: under it), and returns the credentials it put in; a placeholder in
 // any other header stays as sent.
-func (in *Injector) put(h http.Header, hp string) []string {
+func (in *Injector) put(h http.Header, hp string, u *url.URL) []string {
 	var used []string
 	for _, inj := range in.byHost[hp] {
+		if !underScope(inj.prefix, u.Path, u.EscapedPath()) {
+			continue // a base URL's rule: only under its path
+		}
 		for _, name := range inj.rule.Headers {
 			vals := h.Values(name)
 			for i, v := range vals {

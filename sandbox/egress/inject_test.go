@@ -42,6 +42,12 @@ func newMockVendor(t *testing.T) *mockVendor {
 		m.got = append(m.got, r.Header.Clone())
 		m.hosts = append(m.hosts, r.Host)
 		m.mu.Unlock()
+		if r.Method == "TRACE" {
+			// As a gateway that answers TRACE does: the request echoed.
+			w.Header().Set("Content-Type", "message/http")
+			r.Header.Write(w)
+			return
+		}
 		switch r.URL.Path {
 		case "/v1/stream":
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -93,9 +99,16 @@ func newMockVendor(t *testing.T) *mockVendor {
 // Authorization for example.com:PORT (the mock), and tunnels other.test.
 func injectingProxy(t *testing.T, m *mockVendor, limits ...Limits) (client *http.Client, sock string, log *lockedLog, placeholder string, hp string) {
 	t.Helper()
+	return injectingProxyAt(t, m, "", limits...)
+}
+
+// injectingProxyAt is injectingProxy with the rule scoped to path (a base
+// URL's; "" for every path).
+func injectingProxyAt(t *testing.T, m *mockVendor, path string, limits ...Limits) (client *http.Client, sock string, log *lockedLog, placeholder string, hp string) {
+	t.Helper()
 	_, port, _ := net.SplitHostPort(m.srv.Listener.Addr().String())
 	hp = "example.com:" + port
-	rule, err := ParseRule("ANTHROPIC_API_KEY=x-api-key,authorization@" + hp)
+	rule, err := ParseRule("ANTHROPIC_API_KEY=x-api-key,authorization@" + hp + path)
 	if err != nil {
 		t.Fatal(err)
 	}

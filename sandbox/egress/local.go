@@ -100,6 +100,14 @@ func (e *Egress) relayPlain(c net.Conn, req *http.Request) bool {
 	if !ok {
 		return false
 	}
+	hp, hpErr := NormalizeHost(target)
+	if hpErr == nil && e.Inject.covers(hp) {
+		if status, why := e.Inject.refusal(req, hp); why != "" {
+			e.logf("refused %s %s: %s", printable(req.Method), printable(req.URL.Redacted()), why)
+			refuse(c, status, "mosaic egress: refused: "+why)
+			return true
+		}
+	}
 	remote, why := e.dialLocal(port)
 	if remote == nil {
 		e.logf("refused %s %s: %s", printable(req.Method), printable(req.URL.Redacted()), why)
@@ -114,9 +122,9 @@ func (e *Egress) relayPlain(c net.Conn, req *http.Request) bool {
 	// gets the key as an https:// one does: the request never leaves the
 	// host, and the session holds only the placeholder.
 	what := ""
-	if hp, err := NormalizeHost(target); err == nil && e.Inject.covers(hp) {
+	if hpErr == nil && e.Inject.covers(hp) {
 		what = ", passed as sent (no placeholder in the rule's headers)"
-		if used := e.Inject.put(req.Header, hp); len(used) > 0 {
+		if used := e.Inject.put(req.Header, hp, req.URL); len(used) > 0 {
 			what = ", injected " + strings.Join(dedupe(used), ", ")
 		}
 	}

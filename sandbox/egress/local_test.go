@@ -158,6 +158,20 @@ func TestInjectPlainLocal(t *testing.T) {
 	if h := sendAs(port, "attacker.example"); h.Get("x-api-key") == testKey && h.Get("X-Seen-Host") != "localhost:"+port {
 		t.Errorf("the key went with Host %q", h.Get("X-Seen-Host"))
 	}
+	// TRACE to the gateway (issue 31, break 7): it would echo the key back.
+	if c, err := net.Dial("unix", l.Addr().String()); err == nil {
+		io.WriteString(c, "TRACE http://localhost:"+port+"/v1/messages HTTP/1.1\r\nHost: localhost:"+port+"\r\nx-api-key: "+ph+"\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("TRACE to the local gateway: %v %v", resp, err)
+		}
+		c.Close()
+		select {
+		case h := <-got:
+			t.Errorf("the local gateway got a TRACE, x-api-key %q", h.Get("x-api-key"))
+		default:
+		}
+	}
 	if h := send(otherPort); h.Get("x-api-key") != ph {
 		t.Errorf("a loopback port no rule names got x-api-key %q, want the placeholder", h.Get("x-api-key"))
 	}

@@ -19,10 +19,12 @@ import (
 type Rule struct {
 	Var     string   // the credential's variable
 	Headers []string // canonical header names, e.g. X-Api-Key, Authorization
-	Hosts   []string // "host:port"
+	// Hosts are "host:port", or "host:port/path" (a base URL's): then only
+	// requests whose path is that path or under it get the value.
+	Hosts []string
 }
 
-// String is the rule as --inject takes it: VAR=HEADER[,HEADER]@HOST:PORT[,HOST:PORT].
+// String is the rule as --inject takes it: VAR=HEADER[,HEADER]@HOST:PORT[/PATH][,HOST:PORT[/PATH]].
 func (r Rule) String() string {
 	return r.Var + "=" + strings.Join(r.Headers, ",") + "@" + strings.Join(r.Hosts, ",")
 }
@@ -32,7 +34,7 @@ func ParseRule(s string) (Rule, error) {
 	v, rest, ok1 := strings.Cut(s, "=")
 	h, hosts, ok2 := strings.Cut(rest, "@")
 	if !ok1 || !ok2 || credentials.ValidateName(v) != nil || h == "" || hosts == "" {
-		return Rule{}, fmt.Errorf("--inject %q: want VAR=HEADER[,HEADER]@HOST:PORT[,HOST:PORT]", s)
+		return Rule{}, fmt.Errorf("--inject %q: want VAR=HEADER[,HEADER]@HOST:PORT[/PATH][,HOST:PORT[/PATH]]", s)
 	}
 	r := Rule{Var: v}
 	for _, name := range strings.Split(h, ",") {
@@ -42,13 +44,78 @@ func ParseRule(s string) (Rule, error) {
 		r.Headers = append(r.Headers, http.CanonicalHeaderKey(name))
 	}
 	for _, hp := range strings.Split(hosts, ",") {
-		n, err := NormalizeHost(hp)
+		n, prefix, err := SplitScope(hp)
 		if err != nil {
 			return Rule{}, fmt.Errorf("--inject %q: %v", s, err)
 		}
-		r.Hosts = append(r.Hosts, n)
+		r.Hosts = append(r.Hosts, n+prefix)
 	}
 	return r, nil
+}
+
+// SplitScope splits a rule's host entry, HOST[:PORT][/PATH], into the
+// normalized host:port and the path its value is scoped to ("" for every
+// path). A path is plain: letters, digits, "-._~/", no dot segment, no
+// empty one; a trailing "/" is dropped.
+func SplitScope(e string) (hp, prefix string, err error) {
+	host, path, scoped := strings.Cut(e, "/")
+	if hp, err = NormalizeHost(host); err != nil {
+		return "", "", err
+	}
+	if !scoped {
+		return hp, "", nil
+	}
+	path = strings.TrimSuffix(path, "/")
+	if path == "" {
+		return hp, "", nil
+	}
+	for _, seg := range strings.Split(path, "/") {
+		if seg == "" || seg == "." || seg == ".." || strings.Trim(seg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~") != "" {
+			return "", "", fmt.Errorf("%q: the path of an injection host must be plain (letters, digits, '-', '.', '_', '~' between slashes, no . or .. segment)", e)
+		}
+	}
+	return hp, "/" + path, nil
+}
+
+// apiMethods are the methods the vendors' APIs use, and all the injected
+// relay sends: TRACE (which a gateway may answer by echoing the request,
+// the key in it), CONNECT inside a tunnel, TRACK, WebDAV's and any other
+// are refused.
+var apiMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true}
+
+// underScope reports whether the request path p (decoded) is the scope's
+// path or under it; a path that could mean another to the host (a dot
+// segment, a backslash, an encoded separator or dot, a "%" left after
+// decoding: double encoding) is under no scope. rawPath is p as sent.
+func underScope(prefix, p, rawPath string) bool {
+	if prefix == "" {
+		return true
+	}
+	if !plainPath(p, rawPath) {
+		return false
+	}
+	return p == prefix || strings.HasPrefix(p, prefix+"/")
+}
+
+// plainPath reports whether a request path means one thing to every
+// host: see underScope.
+func plainPath(p, rawPath string) bool {
+	if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\\%") {
+		return false
+	}
+	raw := strings.ToLower(rawPath)
+	for _, enc := range []string{"%2e", "%2f", "%5c", "%25", "\\"} {
+		if strings.Contains(raw, enc) {
+			return false
+		}
+	}
+	for _, seg := range strings.Split(p, "/") {
+		// ";" starts a path parameter, which some servers drop (/a/..;/b).
+		if seg, _, _ = strings.Cut(seg, ";"); seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 func validHeaderName(h string) bool {

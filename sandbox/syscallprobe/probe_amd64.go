@@ -13,4 +13,15 @@ var archProbes = []Probe{
 	// An x32 call (getpid's number with the x32 bit): ENOSYS or a pid on
 	// a kernel without x32, EPERM under the filter.
 	{"x32", "x32 getpid", func() unix.Errno { return sys(0x40000000 | unix.SYS_GETPID) }},
+	// i386's getpid (20) through int $0x80: a pid on a kernel with IA-32
+	// emulation, EPERM under the filter (which allows x86_64's ABI only).
+	{"i386", "i386 getpid", func() unix.Errno {
+		if r := int32(int80(20)); r < 0 && r > -4096 {
+			return unix.Errno(-r)
+		}
+		return 0
+	}},
 }
+
+// int80 makes a call through i386's ABI (int80_amd64.s).
+func int80(nr uintptr) uintptr
