@@ -4,14 +4,25 @@
 # where a user manager is reachable (inside contrib/rig.sh otherwise).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-mosaic=$here/bin/mosaic
+mosaic=${MOSAIC_BIN:-$here/bin/mosaic}
 [ -x "$mosaic" ] || { echo "demo: $mosaic is missing: run make build" >&2; exit 1; }
 
-ws=$(mktemp -d "$HOME/mosaic-demo-XXXXXX")
-secret=$HOME/.ssh/mosaic-demo-key
-mkdir -p "$HOME/.ssh"
-echo "a private key stand-in" >"$secret"
-trap 'rm -rf "$ws" "$secret"; "$mosaic" stop demo >/dev/null 2>&1 || true' EXIT
+# Everything the demo makes lives in one directory of its own (0700), removed
+# at the end: the workspace, the key stand-in and mosaic's state for the
+# demo's sessions (XDG_STATE_HOME). Nothing else of the home is touched.
+demo=$(mktemp -d "$HOME/mosaic-demo-XXXXXX")
+export XDG_STATE_HOME=$demo/state
+ws=$demo/workspace
+secret=$demo/ssh/id_demo
+mkdir -p "$ws" "$demo/ssh"
+(umask 077 && echo "a private key stand-in" >"$secret")
+# A session name no other session has; stopped only if the demo started it.
+name=demo-$$ started=""
+cleanup() {
+	[ -z "$started" ] || { "$mosaic" stop "$name" >/dev/null 2>&1; "$mosaic" rm "$name" >/dev/null 2>&1; } || true
+	rm -rf "$demo"
+}
+trap cleanup EXIT
 
 # Bold headings on a terminal, plain text into a pipe or with NO_COLOR.
 if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then
@@ -20,7 +31,7 @@ else
 	say() { printf '\n== %s\n' "$*"; }
 fi
 
-say "on the host: $secret exists, and so do the user bus and systemd's socket"
+say "on the host: a key stand-in in your home ($secret), the user bus and systemd's socket"
 ls -l "$secret" "$XDG_RUNTIME_DIR/bus" "$XDG_RUNTIME_DIR/systemd/private"
 
 say "mosaic run: the same checks from inside a confined session"
@@ -37,14 +48,15 @@ say "mosaic run: the same checks from inside a confined session"
 echo "exit code: $?; the host sees the workspace write: $(cat "$ws/hello.txt")"
 
 say "mosaic start: a background session, a transient unit of the user's systemd"
-"$mosaic" start --name demo --workspace "$ws" -- sh -c 'while :; do echo "agent working in $PWD"; sleep 1; done'
+"$mosaic" start --name "$name" --workspace "$ws" -- sh -c 'while :; do echo "agent working in $PWD"; sleep 1; done'
+started=1
 "$mosaic" list
-say "systemctl --user status mosaic-demo.service"
-systemctl --user status mosaic-demo.service --no-pager --lines=0 | sed -n '1,6p'
+say "systemctl --user status mosaic-$name.service"
+systemctl --user status "mosaic-$name.service" --no-pager --lines=0 | sed -n '1,6p'
 sleep 1.2
-say "mosaic logs demo (the same lines: journalctl --user -t mosaic-demo)"
-"$mosaic" logs demo | head -3
-say "mosaic status demo"
-"$mosaic" status demo
-say "mosaic stop demo"
-"$mosaic" stop demo
+say "mosaic logs $name (the same lines: journalctl --user -t mosaic-$name)"
+"$mosaic" logs "$name" | head -3
+say "mosaic status $name"
+"$mosaic" status "$name"
+say "mosaic stop $name"
+"$mosaic" stop "$name"

@@ -11,6 +11,12 @@
 # reach only its own mirror), read at run time; MOSAIC_RIG_MIRROR overrides it.
 # The build is atomic: debootstrap into a temporary directory beside the cache,
 # then a rename, under a lock so that two rigs starting at once build it once.
+#
+# A root is made by one version of this script: its path and its stamp carry a
+# hash of the script (the package list, the debootstrap line, what is done
+# after), so a root an older script made is never used, and a script that
+# changed builds afresh. Roots of other versions are removed once no rig holds
+# them (contrib/rig.sh --root holds its root with a shared flock).
 set -euo pipefail
 
 suite=trixie
@@ -20,9 +26,8 @@ packages=systemd,dbus,bubblewrap,dbus-user-session,python3,iproute2,socat,util-l
 # (node-cli-table3 is provided by node-cli-table, ...).
 extra="npm python3-pip"
 cache=${MOSAIC_RIG_CACHE:-/var/cache/mosaic}
-root=$cache/rig-$suite
-# What the root is made from: a different list makes a different root.
-stamp="debootstrap --variant=minbase --include=$packages $suite; apt-get install $extra"
+stamp="$(sha256sum <"$0" | cut -d' ' -f1) debootstrap --variant=minbase --include=$packages $suite; apt-get install $extra"
+root=$cache/rig-$suite-${stamp:0:12}
 
 die() { echo "rig-root: $*" >&2; exit 1; }
 
@@ -93,4 +98,9 @@ mv -T "$tmp" "$root"
 trap - EXIT
 rm -rf --one-file-system "$tmp.old"
 echo "rig-root: $suite root ready in $((SECONDS - start)) s" >&2
+# Roots older versions of this script made, unless a rig runs on one.
+for old in "$cache/rig-$suite"-*; do
+	[ "$old" != "$root" ] && [ -f "$old/.mosaic-rig-stamp" ] || continue
+	flock -n -x "$old" rm -rf --one-file-system "$old" && echo "rig-root: removed $old (an older recipe)" >&2 || true
+done
 echo "$root"

@@ -12,9 +12,12 @@
 # dbus-daemon and `systemd --user` as the test user, in a delegated cgroup at
 # user.slice/user-UID.slice/user@UID.service in both hierarchies (so journald
 # attributes entries to _SYSTEMD_USER_UNIT as on a real machine). With --src the
-# tree is copied into the test user's home and COMMAND runs there (the user
-# cannot read a checkout under /root). Everything is stopped by PID at the end,
-# and COMMAND's exit status is the script's. COMMAND gets MOSAIC_RIG_SYSTEMD,
+# tree is copied into ~/mosaic-rig-src of the test user and COMMAND runs there
+# (the user cannot read a checkout under /root). The test user is one the rig
+# made (marked in its passwd comment): an existing user it did not make is
+# refused, and so is a ~/mosaic-rig-src without the rig's mark in it.
+# Everything is stopped by PID at the end, and COMMAND's exit status is the
+# script's. COMMAND gets MOSAIC_RIG_SYSTEMD,
 # the major version of the systemd it runs under.
 #
 # With --root DIR (a Debian root from contrib/rig-root.sh: systemd 257) the same
@@ -60,6 +63,11 @@ while [ $# -gt 0 ]; do
 done
 
 die() { echo "rig: $*" >&2; exit 1; }
+
+# The marks of what the rig made: its users' passwd comment, and a file in
+# the directory --src copies the tree into.
+rig_mark="mosaic rig test user (contrib/rig.sh)"
+src_mark=.mosaic-rig-src
 
 # The test network's candidates: documentation and benchmarking ranges, never
 # routed on the internet.
@@ -162,6 +170,10 @@ if [ "${1:-}" = "run" ]; then
 	[ "$(id -u)" = 0 ] || die "must run as root (it creates a test user and a mount namespace)"
 	if [ -n "$rig_root" ]; then
 		rig_root=$(cd "$rig_root" && pwd) || die "no root at $rig_root"
+		# Held while the rig runs (fd 8, shared): rig-root.sh removes no
+		# root a rig holds. The test user's processes do not inherit it.
+		exec 8<"$rig_root"
+		flock -s 8
 		for b in bwrap dbus-daemon setpriv /lib/systemd/systemd /lib/systemd/systemd-journald; do
 			[ -x "$rig_root/usr/bin/$b" ] || [ -x "$rig_root/$b" ] || die "$rig_root has no $b (make it with contrib/rig-root.sh)"
 		done
@@ -173,22 +185,45 @@ if [ "${1:-}" = "run" ]; then
 			command -v "$b" >/dev/null || die "$b is missing (apt-get install bubblewrap dbus systemd util-linux)"
 		done
 	fi
+	# The rig copies a tree into its user's home and runs tests as it: only
+	# a user the rig made itself (marked in its passwd comment), never
+	# someone's account.
 	if ! id -u "$rig_user" >/dev/null 2>&1; then
-		useradd --create-home --shell /bin/bash --user-group "$rig_user"
+		useradd --create-home --shell /bin/bash --user-group --comment "$rig_mark" "$rig_user"
+	else
+		gecos=$(getent passwd "$rig_user" | cut -d: -f5)
+		if [ "$gecos" != "$rig_mark" ]; then
+			# Rig users made before the mark existed: named mosaic-rig..., no comment.
+			[[ "$rig_user" == mosaic-rig* ]] && [ -z "$gecos" ] ||
+				die "the user $rig_user exists and the rig did not make it (its passwd comment is not \"$rig_mark\"): the rig works only as a test user of its own; name one that does not exist (MOSAIC_RIG_USER=mosaic-rig-NAME)"
+			usermod --comment "$rig_mark" "$rig_user"
+			echo "rig: marked $rig_user, a rig user made before the mark, as the rig's" >&2
+		fi
+	fi
+	# The tree goes to the user's home (the user cannot read a checkout under
+	# /root); with --root that home is bound into the root as it is. The
+	# directory is the rig's own, replaced at each run: one that holds no
+	# mark of the rig's is left alone.
+	home=$(getent passwd "$rig_user" | cut -d: -f6)
+	export RIG_WORKDIR=$home
+	if [ -n "$src" ]; then
+		RIG_WORKDIR=$home/mosaic-rig-src
+		if [ -e "$RIG_WORKDIR" ] || [ -L "$RIG_WORKDIR" ]; then
+			[ -d "$RIG_WORKDIR" ] && [ ! -L "$RIG_WORKDIR" ] && [ -f "$RIG_WORKDIR/$src_mark" ] ||
+				die "$RIG_WORKDIR exists and the rig did not make it (no $src_mark in it): move it away"
+		fi
 	fi
 	getent group systemd-journal >/dev/null || groupadd --system systemd-journal
 	usermod -a -G systemd-journal "$rig_user"
 	# An sshd that is not root gives its own user a terminal only if the
 	# user may chown the pty to group tty (mosaic --host's tests, ssh -t).
 	usermod -a -G tty "$rig_user"
-	# The tree goes to the user's home (the user cannot read a checkout under
-	# /root); with --root that home is bound into the root as it is.
-	home=$(getent passwd "$rig_user" | cut -d: -f6)
-	export RIG_WORKDIR=$home
 	if [ -n "$src" ]; then
-		RIG_WORKDIR=$home/src
-		rm -rf "$RIG_WORKDIR"; mkdir -p "$RIG_WORKDIR"
+		rm -rf "$RIG_WORKDIR"
+		mkdir -m 0755 "$RIG_WORKDIR"
 		tar -C "$src" --exclude=./.git -cf - . | tar -C "$RIG_WORKDIR" -xf -
+		# Marked while root still owns it: root writes no path the user controls.
+		echo "made by contrib/rig.sh --src, replaced at each run" >"$RIG_WORKDIR/$src_mark"
 		chown -R "$(id -u "$rig_user"):$(id -g "$rig_user")" "$RIG_WORKDIR"
 	fi
 	exec unshare --mount --propagation private -- "$0" --user "$rig_user" ${rig_root:+--root "$rig_root"} --inner "$@"
@@ -370,9 +405,9 @@ user_env=(env HOME="$home" USER="$rig_user" LOGNAME="$rig_user" SHELL=/bin/bash
 	XDG_RUNTIME_DIR="$runtime" DBUS_SESSION_BUS_ADDRESS="unix:path=$runtime/bus" LANG=C.UTF-8)
 
 "${as_user[@]}" "${user_env[@]}" dbus-daemon --session --nofork --nopidfile \
-	--address="unix:path=$runtime/bus" >/dev/null 2>&1 &
+	--address="unix:path=$runtime/bus" >/dev/null 2>&1 8<&- &
 pids+=($!)
-"${as_user[@]}" "${user_env[@]}" /lib/systemd/systemd --user >/dev/null 2>&1 &
+"${as_user[@]}" "${user_env[@]}" /lib/systemd/systemd --user >/dev/null 2>&1 8<&- &
 pids+=($!)
 for _ in $(seq 200); do [ -S "$runtime/systemd/private" ] && [ -S "$runtime/bus" ] && break; sleep 0.05; done
 [ -S "$runtime/systemd/private" ] || die "systemd --user did not come up (is $cg_v1 writable?)"
@@ -386,20 +421,21 @@ for _ in $(seq 100); do
 	sleep 0.02
 done
 
-mkdir -p "$home/tmp"; chown "$uid:$gid" "$home/tmp"
+mkdir -p "$home/tmp"; chown -h "$uid:$gid" "$home/tmp"
 
 # The command, as the test user, with only what a login would give it (plus
 # Go's settings and CI's marker, so the tests know they must not skip).
 set +e
 (cd "${RIG_WORKDIR:-$home}" && "${as_user[@]}" "${user_env[@]}" TMPDIR="$home/tmp" MOSAIC_RIG=1 MOSAIC_RIG_SYSTEMD="$version" \
 	${CI:+CI="$CI"} ${MOSAIC_AGENTS_CACHE:+MOSAIC_AGENTS_CACHE="$MOSAIC_AGENTS_CACHE"} ${GOPROXY:+GOPROXY="$GOPROXY"} ${GOFLAGS:+GOFLAGS="$GOFLAGS"} ${GOTOOLCHAIN:+GOTOOLCHAIN="$GOTOOLCHAIN"} \
-	"${go_env[@]}" ${TERM:+TERM="$TERM"} ${net:+MOSAIC_TESTNET="$net"} "$@")
+	"${go_env[@]}" ${TERM:+TERM="$TERM"} ${net:+MOSAIC_TESTNET="$net"} "$@" 8<&-)
 rc=$?
 set -e
 if [ $rc != 0 ]; then
 	# The journal dies with the rig: keep the test user's (its manager and
 	# units) where the failure can be read.
-	journalctl --no-pager -o short-precise _UID="$uid" >"$home/rig-journal.txt" 2>/dev/null && chown "$uid:$gid" "$home/rig-journal.txt" &&
+	# Written as the user: a path in its home is the user's to point elsewhere.
+	journalctl --no-pager -o short-precise _UID="$uid" 2>/dev/null | "${as_user[@]}" tee "$home/rig-journal.txt" >/dev/null &&
 		echo "rig: its journal is in $home/rig-journal.txt" >&2
 	echo "rig: $1 exited $rc under systemd $version${rig_root:+ (root $rig_root)}" >&2
 fi

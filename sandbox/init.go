@@ -181,6 +181,10 @@ func Init(args []string) int {
 		notifyStatus(notify, "STATUS=sandbox check failed: "+err.Error())
 		return ExitSandboxRefused
 	}
+	if errors.Is(err, unix.ENOEXEC) {
+		fmt.Fprintf(os.Stderr, "mosaic init: cannot start %s: %s\n", command[0], NotAProgram(path))
+		return 127
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: cannot start %s: %v\n", command[0], err)
 		return 127

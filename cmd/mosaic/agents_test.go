@@ -79,7 +79,8 @@ var agentCases = []agentCase{
 	},
 }
 
-// pinnedAgents reads contrib/agents.txt: binary -> package@version.
+// pinnedAgents reads contrib/agents.txt: binary -> package@version (each
+// line: package, version, binary, the packages whose install scripts run).
 func pinnedAgents(t *testing.T) map[string][2]string {
 	t.Helper()
 	f, err := os.Open(filepath.Join(repoRoot(), "contrib", "agents.txt"))
@@ -91,7 +92,7 @@ func pinnedAgents(t *testing.T) map[string][2]string {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) == 3 && !strings.HasPrefix(fields[0], "#") {
+		if len(fields) >= 3 && !strings.HasPrefix(fields[0], "#") {
 			out[fields[2]] = [2]string{fields[0], fields[1]}
 		}
 	}
@@ -169,6 +170,10 @@ func TestAgents(t *testing.T) {
 			bin := filepath.Join(cache, strings.ReplaceAll(pv[0], "/", "+")+"@"+pv[1], "node_modules", ".bin", ac.bin)
 			if _, err := os.Stat(bin); err != nil {
 				t.Fatalf("%s@%s is not installed: %v (contrib/agents.sh install)", pv[0], pv[1], err)
+			}
+			// agents.sh stamps an entry only once its CLI answered --version.
+			if _, err := os.Stat(filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(bin))), ".mosaic-recipe")); err != nil {
+				t.Fatalf("%s@%s was not made by contrib/agents.sh install (no stamp of its recipe): %v", pv[0], pv[1], err)
 			}
 			name := "agent-" + ac.bin
 			t.Cleanup(func() { exec.Command(mosaicBin, "rm", name).Run() })
