@@ -355,15 +355,18 @@ func TestRemoveSessionFile(t *testing.T) {
 	}
 }
 
-// TestHold: the held file reads back as the environment file, by its
-// /proc path, is sealed against writes, and is gone once closed.
+// TestHold: the held file reads back as the environment file, by a link in
+// the runtime directory to its /proc path, is sealed against writes, and
+// once closed neither it nor its link is there: the unit's path names
+// nothing, whatever process later has this PID.
 func TestHold(t *testing.T) {
-	h, err := Hold("s1", []Var{{"A", "x y"}, {"B", `q"$`}})
+	rt := t.TempDir()
+	h, err := Hold(rt, "s1", []Var{{"A", "x y"}, {"B", `q"$`}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(h.Path, fmt.Sprintf("/proc/%d/fd/", os.Getpid())) {
-		t.Errorf("path %s", h.Path)
+	if l, err := os.Readlink(h.Path); h.Path != SessionFile(rt, "s1") || err != nil || !strings.HasPrefix(l, fmt.Sprintf("/proc/%d/fd/", os.Getpid())) {
+		t.Errorf("path %s -> %s, %v", h.Path, l, err)
 	}
 	if b, err := os.ReadFile(h.Path); err != nil || string(b) != "A=\"x y\"\nB=\"q\\\"\\$\"\n" {
 		t.Errorf("content %q, %v", b, err)
@@ -375,9 +378,16 @@ func TestHold(t *testing.T) {
 			t.Error("the sealed file took a write")
 		}
 	}
+	proc, _ := os.Readlink(h.Path)
 	h.Close()
-	if l, err := os.Readlink(h.Path); err == nil && strings.HasPrefix(l, "/memfd:mosaic-credentials-") {
+	if l, err := os.Readlink(proc); err == nil && strings.HasPrefix(l, "/memfd:mosaic-credentials-") {
 		t.Error("the file outlived its Close")
+	}
+	if _, err := os.Lstat(h.Path); !os.IsNotExist(err) {
+		t.Errorf("the link outlived its Close: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Dir(h.Path)); !os.IsNotExist(err) {
+		t.Errorf("the link's directory outlived its Close: %v", err)
 	}
 }
 
