@@ -12,7 +12,8 @@ GO ?= go
 
 .PHONY: build install uninstall test demo vet bench clean
 
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# The commit, for a tree without .git (Go's build info has it otherwise).
+COMMIT ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD || c=$$c-dirty; } && echo $$c)
 
 # urfave/cli's docs (ToMan, ToMarkdown) link blackfriday, whose package init
 # runs at every start of mosaic: three per session (the CLI, the exec shim, the
@@ -20,7 +21,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 TAGS = urfave_cli_no_docs
 
 build:
-	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/mosaic ./cmd/mosaic
+	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags "-X main.commit=$(COMMIT)" -o bin/mosaic ./cmd/mosaic
 
 PREFIX ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
 BINDIR = $(DESTDIR)$(PREFIX)/bin

@@ -229,6 +229,30 @@ if [ "${1:-}" = "run" ]; then
 	exec unshare --mount --propagation private -- "$0" --user "$rig_user" ${rig_root:+--root "$rig_root"} --inner "$@"
 fi
 
+# rig_toolchains gives the rig a /opt of its own (under root M, "" for the
+# host's) holding root's Rust toolchain, read-only, at /opt/rust, and rustup
+# at /opt/rustup/rustup, where root has them: the tests of the user's
+# toolchains (TestUserToolchains) build with a real toolchain installed
+# outside the system directories, and with rustup under the test user's
+# ~/.cargo. Nothing is copied or downloaded.
+rig_toolchains() {
+	local m=$1 tc
+	mount -t tmpfs -o mode=0755 tmpfs "$m/opt"
+	for tc in /root/.rustup/toolchains/stable-*; do
+		[ -x "$tc/bin/cargo" ] || continue
+		mkdir -p "$m/opt/rust"
+		mount --bind "$tc" "$m/opt/rust"
+		mount -o remount,bind,ro "$m/opt/rust"
+		break
+	done
+	if [ -x /root/.cargo/bin/rustup ]; then
+		mkdir -p "$m/opt/rustup"
+		touch "$m/opt/rustup/rustup"
+		mount --bind /root/.cargo/bin/rustup "$m/opt/rustup/rustup"
+		mount -o remount,bind,ro "$m/opt/rustup/rustup"
+	fi
+}
+
 # enter_root makes a throwaway overlay of the cached root (so that a run never
 # writes to the cache), binds in what a run needs from the host, makes it the
 # root with pivot_root and runs this script again from inside it.
@@ -251,6 +275,7 @@ enter_root() {
 		mount -o remount,bind,ro "$m/usr/local/go"
 	fi
 	mount --bind "$home" "$m$home"
+	rig_toolchains "$m"
 	if [ -n "${RIG_GOMODCACHE:-}" ] && [ -d "$RIG_GOMODCACHE" ]; then
 		mkdir -p "$m/var/cache/mosaic-rig/gomod"
 		mount --bind "$RIG_GOMODCACHE" "$m/var/cache/mosaic-rig/gomod"
@@ -321,6 +346,7 @@ ln -s /dev/shm /run/shm
 # A /tmp of the rig's own: the host's is shared with every other rig and
 # user, whose files (of fixed names) this test user could not replace.
 mount -t tmpfs -o mode=1777 tmpfs /tmp
+[ -n "$rig_root" ] || rig_toolchains ""
 # PID 1 would make these early on: the manager refuses to run without
 # /run/systemd/system, and every mount namespace of a unit is built under
 # /run/systemd/unit-root (252) or /run/systemd/mount-rootfs (257): without

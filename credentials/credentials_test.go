@@ -282,9 +282,9 @@ func TestUserProfiles(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "myagent.conf"), []byte("[Profile]\nDescription=Mine\nBinary=myagent\nCredentialSet=MY_KEY\nCredentialSet=MY_TOKEN MY_URL\nPassEnvironment=MY_MODEL\nReadOnlyPaths=/opt/myagent\nSandbox=landlock\nWorkspace=clone\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "codex.conf"), []byte("[Profile]\nBinary=codex\nCredentialSet=ONLY_THIS\n"), 0o600)
-	all, err := Profiles(dir)
-	if err != nil {
-		t.Fatal(err)
+	all, broken := Profiles(dir)
+	if len(broken) > 0 {
+		t.Fatal(broken)
 	}
 	byName := map[string]Profile{}
 	for _, p := range all {
@@ -312,13 +312,23 @@ func TestUserProfiles(t *testing.T) {
 		"Bad5.conf": "[Profile]\n",
 		"bad6.conf": "[Profile]\nSandbox=none\n",
 		"bad7.conf": "[Profile]\nWorkspace=copy\n",
+		"bad8.conf": "[Profile]\nToolchain=relative/dir\n",
 	} {
 		d := t.TempDir()
 		os.WriteFile(filepath.Join(d, name), []byte(content), 0o600)
-		_, err := Profiles(d)
+		os.WriteFile(filepath.Join(d, "good.conf"), []byte("[Profile]\nBinary=good\n"), 0o600)
+		list, broken := Profiles(d)
 		var e *errcode.Error
-		if !errors.As(err, &e) || e.Code != "bad-profile" || !strings.Contains(e.Message, name) {
-			t.Errorf("%s: %v, want bad-profile naming the file", name, err)
+		if len(broken) != 1 || !errors.As(broken[0], &e) || e.Code != "bad-profile" || !strings.Contains(e.Message, name) {
+			t.Errorf("%s: %v, want bad-profile naming the file", name, broken)
+		}
+		// The others are still listed (issue 30).
+		var names []string
+		for _, p := range list {
+			names = append(names, p.Name)
+		}
+		if !slices.Contains(names, "good") || !slices.Contains(names, "claude-code") {
+			t.Errorf("%s: the others are not listed: %v", name, names)
 		}
 	}
 }
@@ -345,15 +355,18 @@ func TestRemoveSessionFile(t *testing.T) {
 	}
 }
 
-// TestHold: the held file reads back as the environment file, by its
-// /proc path, is sealed against writes, and is gone once closed.
+// TestHold: the held file reads back as the environment file, by a link in
+// the runtime directory to its /proc path, is sealed against writes, and
+// once closed neither it nor its link is there: the unit's path names
+// nothing, whatever process later has this PID.
 func TestHold(t *testing.T) {
-	h, err := Hold("s1", []Var{{"A", "x y"}, {"B", `q"$`}})
+	rt := t.TempDir()
+	h, err := Hold(rt, "s1", []Var{{"A", "x y"}, {"B", `q"$`}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(h.Path, fmt.Sprintf("/proc/%d/fd/", os.Getpid())) {
-		t.Errorf("path %s", h.Path)
+	if l, err := os.Readlink(h.Path); h.Path != SessionFile(rt, "s1") || err != nil || !strings.HasPrefix(l, fmt.Sprintf("/proc/%d/fd/", os.Getpid())) {
+		t.Errorf("path %s -> %s, %v", h.Path, l, err)
 	}
 	if b, err := os.ReadFile(h.Path); err != nil || string(b) != "A=\"x y\"\nB=\"q\\\"\\$\"\n" {
 		t.Errorf("content %q, %v", b, err)
@@ -365,9 +378,16 @@ func TestHold(t *testing.T) {
 			t.Error("the sealed file took a write")
 		}
 	}
+	proc, _ := os.Readlink(h.Path)
 	h.Close()
-	if l, err := os.Readlink(h.Path); err == nil && strings.HasPrefix(l, "/memfd:mosaic-credentials-") {
+	if l, err := os.Readlink(proc); err == nil && strings.HasPrefix(l, "/memfd:mosaic-credentials-") {
 		t.Error("the file outlived its Close")
+	}
+	if _, err := os.Lstat(h.Path); !os.IsNotExist(err) {
+		t.Errorf("the link outlived its Close: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Dir(h.Path)); !os.IsNotExist(err) {
+		t.Errorf("the link's directory outlived its Close: %v", err)
 	}
 }
 

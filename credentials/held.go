@@ -3,6 +3,7 @@ package credentials
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,18 +19,33 @@ import (
 // /proc, when it spawns each command of the unit (checked on systemd 252,
 // where the manager reads it, and 257, where its executor does, with
 // PrivateUsers, PrivatePIDs and ProtectSystem set): the unit's namespaces
-// do not hide the path. The unit keeps the path after the holder is gone;
-// it names "-" (missing allowed), so a later command of the unit (its
-// ExecStopPost) finds nothing, as it should.
+// do not hide the path.
+//
+// The unit keeps its EnvironmentFiles= path for its whole life and reads it
+// again for every later command (its ExecStopPost, a restart). A
+// /proc/PID/fd/N path there would outlive the holder and come back with
+// the PID: any process of the user's (another session's included) that gets
+// that PID and opens a FIFO as fd N hangs the whole user manager at the
+// session's end (252 reads it in the manager), or feeds the unit an
+// environment of its choosing. The PID space is small (pid_max 32768 on
+// Debian 12: the rig cycled it in 9 s). So the unit names a symbolic link
+// in the runtime directory, which only the user can write and no session
+// sees (SessionFile), to the /proc path, and Close removes the link: after
+// the start the unit's path names nothing, and it names "-" (missing
+// allowed), so a later command finds nothing, as it should. A start that
+// crashed leaves a dangling link, which the next mosaic command removes.
 type Held struct {
 	f *os.File
 	// Path is the file's name for EnvironmentFiles=.
 	Path string
+	link string
 }
 
 // Hold puts vars, in EnvironmentFile syntax (Encode), into a sealed memfd
-// named for the session. The vars must have been validated.
-func Hold(session string, vars []Var) (*Held, error) {
+// named for the session, linked from the session's file under runtimeDir
+// (SessionFile). The vars must have been validated. byProc, only for the
+// weakened build, names the /proc path itself, as before.
+func Hold(runtimeDir, session string, vars []Var, byProc bool) (*Held, error) {
 	// Not close-on-exec would hand it to what mosaic runs; the manager
 	// opens it by path, which close-on-exec does not affect.
 	fd, err := unix.MemfdCreate("mosaic-credentials-"+session, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
@@ -46,13 +62,30 @@ func Hold(session string, vars []Var) (*Held, error) {
 		f.Close()
 		return nil, fmt.Errorf("cannot seal the credentials' in-memory file: %v", err)
 	}
-	return &Held{f: f, Path: fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), fd)}, nil
+	proc := fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), fd)
+	if byProc {
+		return &Held{f: f, Path: proc}, nil
+	}
+	link := SessionFile(runtimeDir, session)
+	if err := os.MkdirAll(filepath.Dir(link), 0o700); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot make the directory of the credentials' link: %v", err)
+	}
+	os.Remove(link) // a crashed start's, dangling
+	if err := os.Symlink(proc, link); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot link the credentials' in-memory file: %v", err)
+	}
+	return &Held{f: f, Path: link, link: link}, nil
 }
 
-// Close lets the file go: once systemd has spawned the unit's commands,
-// nothing needs it. Close on nil does nothing.
+// Close lets the file go and removes its link: once systemd has spawned the
+// unit's commands, nothing needs it. Close on nil does nothing.
 func (h *Held) Close() {
 	if h != nil {
+		if h.link != "" {
+			_ = RemoveSessionFile(h.link)
+		}
 		h.f.Close()
 	}
 }

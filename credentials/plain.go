@@ -52,8 +52,8 @@ func (g *Grant) plain(req Request, lookup func(string) (string, bool), secret ma
 		}
 	}
 	for _, name := range req.PassEnv {
-		if err := ValidateName(name); err != nil {
-			return errcode.BadEnv.New("--pass-env %s: %v", name, err)
+		if err := validPlainName("--pass-env", name); err != nil {
+			return err
 		}
 		v, ok := lookup(name)
 		if !ok {
@@ -69,8 +69,8 @@ func (g *Grant) plain(req Request, lookup func(string) (string, bool), secret ma
 		if !ok {
 			return errcode.BadEnv.New("--env %q: use NAME=VALUE", kv)
 		}
-		if err := ValidateName(n); err != nil {
-			return errcode.BadEnv.New("--env %s: %v", n, err)
+		if err := validPlainName("--env", n); err != nil {
+			return err
 		}
 		if err := ValidateValue(n, v, "from --env"); err != nil {
 			return errcode.BadEnv.New("--env %s: %v", n, err)
@@ -137,4 +137,28 @@ func EndpointHost(raw string) (string, error) {
 		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
 	}
 	return net.JoinHostPort(strings.ToLower(u.Hostname()), port), nil
+}
+
+// setInside are the variables mosaic's init sets in every session itself,
+// which a non-secret variable cannot change; PATH is not among them: the
+// session's PATH is worked out from the one given (request.sessionPath).
+var setInside = map[string]string{
+	"HOME":          "the session's own home",
+	"TMPDIR":        "the session's own /tmp",
+	"NOTIFY_SOCKET": "systemd's, for the session's init",
+}
+
+// validPlainName checks the name of a non-secret variable (--env NAME=,
+// --pass-env NAME).
+func validPlainName(flag, name string) error {
+	if !isVarName(name) {
+		return errcode.BadEnv.New("%s %q: a variable name is letters, digits and _, not starting with a digit", flag, name)
+	}
+	if what, ok := setInside[name]; ok {
+		return errcode.BadEnv.New("%s %s: mosaic sets %s in every session itself (%s)", flag, name, name, what)
+	}
+	if strings.HasPrefix(name, "MOSAIC_") {
+		return errcode.BadEnv.New("%s %s: MOSAIC_ variables are mosaic's own in a session (MOSAIC_SESSION names it)", flag, name)
+	}
+	return nil
 }

@@ -27,6 +27,9 @@ type Profile struct {
 	Aliases  map[string]string `json:"credential_aliases,omitempty"`
 	PassEnv  []string          `json:"pass_environment,omitempty"`
 	ReadOnly []string          `json:"read_only_paths,omitempty"`
+	// Toolchains are directories (~/ for the home) bound read-only for the
+	// session's PATH, their bin/ (or themselves) on it after the user's.
+	Toolchains []string `json:"toolchains,omitempty"`
 	// Env are non-secret NAME=VALUE the session gets unless the caller sets
 	// the same name (--env, --pass-env): the vendors' switches for
 	// non-essential traffic.
@@ -76,6 +79,7 @@ var (
 		"api.anthropic.com":     "the Anthropic API (the model), and sign-in's token exchange",
 		"console.anthropic.com": "sign-in with an Anthropic Console account (mosaic login claude-code)",
 		"claude.ai":             "sign-in with a Claude subscription (mosaic login claude-code)",
+		"platform.claude.com":   "sign-in, where Claude Code 2.1.332 and later send it (mosaic login claude-code)",
 	}
 	codexHosts = map[string]string{
 		"api.openai.com":  "the OpenAI API (the model)",
@@ -178,18 +182,20 @@ var builtins = []Profile{
 
 // Profiles returns the built-in profiles with the user's from dir
 // (~/.config/mosaic/profiles) laid over them: a user profile of a built-in's
-// name replaces it. Sorted by name.
-func Profiles(dir string) ([]Profile, error) {
-	out, broken := usable(dir)
-	names := make([]string, 0, len(broken))
-	for n := range broken {
+// name replaces it. Sorted by name. A file that cannot be read is left
+// out, with its error among broken (sorted by name): one bad file must not
+// hide the others.
+func Profiles(dir string) (list []Profile, broken []error) {
+	out, bad := usable(dir)
+	names := make([]string, 0, len(bad))
+	for n := range bad {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	if len(names) > 0 {
-		return nil, broken[names[0]]
+	for _, n := range names {
+		broken = append(broken, bad[n])
 	}
-	return out, nil
+	return out, broken
 }
 
 // usable is every profile but the user's broken ones, which are returned
@@ -284,6 +290,7 @@ func ProfileFor(dir string, command []string) (Profile, error) {
 //	PassEnvironment=MY_MODEL
 //	Environment=MY_TELEMETRY=off
 //	ReadOnlyPaths=/opt/myagent
+//	Toolchain=~/.local/share/zig /opt/jdk-21
 //	Network=allow
 //	AllowHost=api.example.com api.example.com:8443
 //	Inject=MY_API_KEY authorization api.example.com
@@ -349,6 +356,10 @@ func readProfile(path string) (Profile, error) {
 				}
 			}
 			p.ReadOnly = append(p.ReadOnly, fields...)
+		case "Toolchain":
+			if p.Toolchains, err = toolchainsOf(p.Toolchains, fields); err != nil {
+				return bad("%v", err)
+			}
 		case "Network":
 			if o.Value != "none" && o.Value != "allow" && o.Value != "host" {
 				return bad("Network=%s: use none, allow or host", o.Value)
@@ -383,10 +394,21 @@ func readProfile(path string) (Profile, error) {
 		case "TmpSize":
 			p.TmpSize = o.Value
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Network, AllowHost, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize)", o.Name)
 		}
 	}
 	return p, nil
+}
+
+// toolchainsOf adds a Toolchain= line's directories to have: each
+// absolute, or under ~/.
+func toolchainsOf(have, fields []string) ([]string, error) {
+	for _, v := range fields {
+		if !filepath.IsAbs(v) && !strings.HasPrefix(v, "~/") {
+			return nil, fmt.Errorf("Toolchain: %q is neither an absolute path nor one under ~/", v)
+		}
+	}
+	return append(have, fields...), nil
 }
 
 func validProfileName(name string) error {

@@ -128,6 +128,14 @@ func complete(spec *units.Spec, h Host) error {
 		if err != nil {
 			return errcode.BadWorkspace.New("workspace %s: %w", spec.Workspace, err)
 		}
+		spec.OwnGitDir = ""
+		if !spec.Landlock() { // (no bwrap to cover the placeholder with)
+			own := filepath.Join(spec.StateDir, "git")
+			var ok bool
+			if protect, ids, ok = sandbox.OwnGitDir(spec.Workspace, own, protect, ids); ok {
+				spec.OwnGitDir = own
+			}
+		}
 		spec.Protect = protect
 		spec.BindIDs = append(spec.BindIDs, ids...)
 		spec.HostExecMissing = sandbox.MissingHostExec(spec.Workspace)

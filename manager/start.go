@@ -132,7 +132,7 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 		}
 		var h *credentials.Held
 		if err == nil {
-			h, err = credentials.Hold(spec.Name+"-egress", append(proxyVars, roots...))
+			h, err = credentials.Hold(spec.RuntimeDir, spec.Name+"-egress", append(proxyVars, roots...), testHoldByProc())
 		}
 		if err != nil {
 			return l, errcode.CredentialFile.New("cannot hold the egress proxy's credentials: %v", err)
@@ -142,7 +142,7 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 		testCredentialsOnDisk(spec.Name+"-egress", append(proxyVars, roots...))
 	}
 	if len(secrets) > 0 {
-		h, err := credentials.Hold(spec.Name, secrets)
+		h, err := credentials.Hold(spec.RuntimeDir, spec.Name, secrets, testHoldByProc())
 		if err != nil {
 			return l, errcode.CredentialFile.New("cannot hold the session's credentials: %v", err)
 		}

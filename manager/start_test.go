@@ -30,10 +30,11 @@ func TestStartWritesStateAndDropsCredentials(t *testing.T) {
 	plan := testPlan(t, h, request.Request{Name: "one", Credentials: []string{"MY_TOKEN"}})
 	f := &fakeSystemd{}
 	spec := plan.Spec
-	var during string
+	var during, target string
 	f.onStart = func(unit string, props []sd.Property) (string, error) {
 		b, _ := os.ReadFile(spec.CredentialFile)
 		during = string(b)
+		target, _ = os.Readlink(spec.CredentialFile)
 		return "done", nil
 	}
 	m := fakeManager(t, f)
@@ -45,11 +46,16 @@ func TestStartWritesStateAndDropsCredentials(t *testing.T) {
 	if l.result != "done" || len(f.started) != 1 || f.started[0] != "mosaic-one.service" {
 		t.Fatalf("result %q, started %v", l.result, f.started)
 	}
-	if !strings.HasPrefix(spec.CredentialFile, "/proc/") || during != "MY_TOKEN=\"s3cret\"\n" {
-		t.Errorf("the credential file %s during the start job held %q, want the token, in memory", spec.CredentialFile, during)
+	// The unit names a link (credentials.Hold), gone after the start, to
+	// the /proc path of the file in memory.
+	if !strings.HasPrefix(target, "/proc/") || during != "MY_TOKEN=\"s3cret\"\n" {
+		t.Errorf("the credential file %s -> %s during the start job held %q, want the token, in memory", spec.CredentialFile, target, during)
 	}
-	if l, err := os.Readlink(spec.CredentialFile); err == nil && strings.HasPrefix(l, "/memfd:mosaic-credentials-") {
+	if l, err := os.Readlink(target); err == nil && strings.HasPrefix(l, "/memfd:mosaic-credentials-") {
 		t.Errorf("the credentials are still held after the start job")
+	}
+	if _, err := os.Lstat(spec.CredentialFile); !os.IsNotExist(err) {
+		t.Errorf("the unit's credential path %s names something after the start job: %v", spec.CredentialFile, err)
 	}
 	if found, _ := filepath.Glob(filepath.Join(h.Paths.RuntimeDir, "mosaic", "credentials", "*")); len(found) > 0 {
 		t.Errorf("credentials on disk: %v", found)

@@ -88,7 +88,8 @@ func rename(spec *units.Spec) {
 // sweepCredentials removes every session credential file, and its directory,
 // that no running unit owns and no mosaic command is starting: what a start
 // of a mosaic before issue 31, killed between writing the file and starting
-// its unit, left behind (mosaic holds them in memory now, credentials.Hold).
+// its unit, left behind (mosaic holds them in memory now, credentials.Hold),
+// and every link to a held file that no start holds any more.
 // An egress proxy's (NAME-egress) belongs to session NAME. Normally the
 // directory does not exist and this is one ReadDir.
 func (m *Manager) sweepCredentials(ctx context.Context) {
@@ -107,7 +108,11 @@ func (m *Manager) sweepCredentials(ctx context.Context) {
 		if err != nil {
 			continue // a start holds it (or the lock cannot be had): not ours to judge
 		}
-		if !m.unitRunning(ctx, units.UnitName(name)) {
+		// A link (credentials.Hold's) is needed only while a start holds
+		// the name: left by a crashed start, it would come back to life
+		// with its dead holder's PID, so it goes even under a running unit.
+		fi, err := os.Lstat(filepath.Join(root, e.Name(), "env"))
+		if err == nil && fi.Mode()&os.ModeSymlink != 0 || !m.unitRunning(ctx, units.UnitName(name)) {
 			os.Remove(filepath.Join(root, e.Name(), "env"))
 			os.Remove(filepath.Join(root, e.Name()))
 		}

@@ -160,6 +160,11 @@ func testPauseHeld() {
 // although its scope is being stopped: the weakened mosaic.
 func testBlindToStop() bool { return testhook.Flag("MOSAIC_TEST_BLIND_TO_STOP") }
 
+// testHoldByProc, under MOSAIC_TEST_HOLD_BY_PROC=1, names the held
+// credentials' /proc/PID/fd path in the unit itself, as before: the
+// weakened mosaic whose unit keeps a path that a reused PID fills.
+func testHoldByProc() bool { return testhook.Flag("MOSAIC_TEST_HOLD_BY_PROC") }
+
 // testCredentialsOnDisk, under MOSAIC_TEST_CREDENTIALS_ON_DISK=1, also
 // writes the credentials held for name to the file in the runtime directory
 // where mosaic kept them before issue 31: the weakened mosaic whose crash

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -68,6 +69,7 @@ type Options struct {
 	Binary      string   // the command's binary when outside the system dirs, bound read-only
 	ExtraRO     []string // --ro PATH
 	ExtraRW     []string // --rw PATH
+	Toolchains  []string // those of ExtraRO that are the user's toolchains, for the session's PATH
 	BusDir      string   // the bus's socket directory, for a session that may launch others; "" for none
 	EgressDir   string   // the egress proxy's socket directory (network allow); "" for none
 	PublishDir  string   // the publish forwarder's socket directory (--publish); "" for none
@@ -118,7 +120,11 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 		b = append(b, Bind{Kind: KindRO, Src: o.Binary, Dst: o.Binary, Reason: "the command's binary, found on your PATH outside the system directories, read-only"})
 	}
 	for _, p := range o.ExtraRO {
-		b = append(b, Bind{Kind: KindRO, Src: p, Dst: p, Reason: "asked for with --ro, or by the profile"})
+		reason := "asked for with --ro, or by the profile"
+		if slices.Contains(o.Toolchains, p) {
+			reason = "a toolchain on your PATH, read-only where it is installed"
+		}
+		b = append(b, Bind{Kind: KindRO, Src: p, Dst: p, Reason: reason})
 	}
 	for _, p := range o.ExtraRW {
 		b = append(b, Bind{Kind: KindRW, Src: p, Dst: p, Reason: "asked for with --rw"})
@@ -204,11 +210,18 @@ var namespaceArgs = []string{
 	"--unshare-user", // a user namespace of its own, with no capabilities outside it
 	"--unshare-pid",  // no host process visible or signalable
 	"--unshare-ipc",  // no host SysV IPC or POSIX message queues (systemd's PrivateIPC fails in a 252 user manager)
+	"--unshare-uts",  // a hostname of its own (HostnameArgs): a prompt inside shows the session, not the host
 	"--die-with-parent",
 	"--new-session", // no TIOCSTI injection into the caller's terminal
 	"--cap-drop", "ALL",
 	"--as-pid-1", // mosaic's init is PID 1: it reaps, forwards signals and reports the exit status
 }
+
+// HostnameArgs are bwrap's options naming the sandbox's host after the
+// session (its UTS namespace is its own, namespaceArgs), so that a shell
+// prompt inside says where the user is typing. A session name is a valid
+// host name: 1 to 63 lowercase letters, digits or '-'.
+func HostnameArgs(session string) []string { return []string{"--hostname", session} }
 
 // Argv is bwrap's command line (without the bwrap path itself) for the binds,
 // with the working directory and the command to run as PID 1; extra are

@@ -141,18 +141,8 @@ func Init(args []string) int {
 		notifyStatus(notify, "STATUS=sandbox check failed: "+err.Error())
 		return ExitSandboxRefused
 	}
-	env := CommandEnv(os.Environ(), o.session, o.home, o.pass)
-	if o.relay {
-		// Listening before READY=1: the command can use the proxy at once.
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ProxyPort))
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: cannot listen for the egress relay: %v\n", err)
-			return ExitSandboxRefused
-		}
-		go egress.Relay(l, o.egressSocket)
-		env = append(env, ProxyEnv(env)...)
-	}
-	if err := offerPublished(o.publish); err != nil {
+	env, err := commandNetwork(o, CommandEnv(os.Environ(), o.session, o.home, o.pass))
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 		return ExitSandboxRefused
 	}
@@ -198,6 +188,25 @@ func Init(args []string) int {
 		go endOnHangup(proc.Pid)
 	}
 	return supervise(proc.Pid, o.tty, sigs)
+}
+
+// commandNetwork starts what the command's network needs before it runs:
+// the egress relay on loopback (listening before READY=1, so the command can
+// use the proxy at once; env gets the proxy's variables) and the offers to
+// the publish forwarder.
+func commandNetwork(o initOptions, env []string) ([]string, error) {
+	if o.relay {
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ProxyPort))
+		if err != nil {
+			return nil, fmt.Errorf("cannot listen for the egress relay: %w", err)
+		}
+		go egress.Relay(l, o.egressSocket)
+		env = append(env, ProxyEnv(env)...)
+	}
+	if err := offerPublished(o.publish); err != nil {
+		return nil, err
+	}
+	return env, nil
 }
 
 // holdSignals takes the signals the init forwards (from here on, held or

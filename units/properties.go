@@ -92,13 +92,15 @@ func ScopeBwrap(s Spec) (bwrapArgv, initArgs []string) {
 	return argv, InitArgs(s)[1:]
 }
 
-// netArgs are bwrap's network options: a session with a network of its own
-// gets only loopback (no route, no host abstract socket).
+// netArgs are bwrap's options of the session's own: its host name, and its
+// network (one of its own gets only loopback: no route, no host abstract
+// socket).
 func netArgs(s Spec) []string {
+	args := sandbox.HostnameArgs(s.Name)
 	if s.OwnNetwork() {
-		return []string{"--unshare-net"}
+		args = append(args, "--unshare-net")
 	}
-	return nil
+	return args
 }
 
 // InitArgs are the arguments of the session's init, from "init" on.

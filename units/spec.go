@@ -147,6 +147,18 @@ type Spec struct {
 	BwrapBin string   // the bwrap binary
 	ExtraRO  []string // --ro paths, resolved
 	ExtraRW  []string // --rw paths, resolved
+	// Toolchains are the directories of ExtraRO bound for the session's
+	// PATH (the user's toolchains, read-only); PathDropped the user's PATH
+	// directories left out of it, each "DIR: why" (request.sessionPath).
+	Toolchains  []string
+	PathDropped []string
+	// OwnGitDir is the session's own repository in its state, bound over
+	// the workspace's .git placeholder (sandbox.OwnGitDir); "" for none.
+	OwnGitDir string
+	// GitConfig is the session's ~/.gitconfig, written at each start: the
+	// user's identity and harmless settings (request.gitSettings); "" for
+	// none (--no-git-identity, or the user has none).
+	GitConfig string
 	// BindIDs are the workspace's and the --ro/--rw paths' identities as
 	// checked, which the sandbox's layers compare with what they mounted.
 	BindIDs []sandbox.BindID
@@ -293,6 +305,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		Binary:      s.Binary,
 		ExtraRO:     s.ExtraRO,
 		ExtraRW:     s.ExtraRW,
+		Toolchains:  s.Toolchains,
 		BusDir:      s.busDir(),
 		EgressDir:   s.egressDir(),
 		PublishDir:  s.publishDir(),

@@ -11,6 +11,7 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/manager/request"
+	"mosaic/manager/statedir"
 	"mosaic/sandbox"
 	"mosaic/units"
 	"mosaic/units/errcode"
@@ -48,14 +49,18 @@ func loginCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:  "login",
 		Usage: "sign an agent in inside a session whose home keeps the login: mosaic login PROFILE (then mosaic run --name PROFILE -- AGENT)",
-		Description: "mosaic login PROFILE [RUN-FLAGS...] [-- COMMAND...] is mosaic run --sign-in --profile PROFILE\n" +
-			"--name PROFILE [RUN-FLAGS...] -- its sign-in command (claude, codex login, opencode auth login, pi):\n" +
-			"the profile's network, no key needed. Later sessions of that name (mosaic run --name PROFILE -- claude)\n" +
-			"find the login in their home.",
+		Description: "mosaic login PROFILE [RUN-FLAGS...] [-- COMMAND...] is mosaic run --sign-in --profile PROFILE " +
+			"--name PROFILE [RUN-FLAGS...] -- its sign-in command (claude, codex login, opencode auth login, pi): " +
+			"the profile's network, no key needed. Later sessions of that name (mosaic run --name PROFILE -- claude) " +
+			"find the login in their home.\n\nA sign-in needs no project: unless RUN-FLAGS name a --workspace, it runs " +
+			"in an empty directory mosaic makes and removes afterwards, from wherever you run mosaic login (your home too).",
 		ArgsUsage:       "PROFILE [RUN-FLAGS...] [-- COMMAND...]",
 		SkipFlagParsing: true,
 		Action: func(c *cli.Context) error {
 			args := c.Args().Slice()
+			if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+				return cli.ShowCommandHelp(c.Lineage()[1], c.Command.Name)
+			}
 			if len(args) < 1 || strings.HasPrefix(args[0], "-") {
 				return errcode.Usage.New("mosaic login PROFILE: name the agent's profile first (claude-code, codex, opencode, pi)")
 			}
@@ -73,12 +78,23 @@ func loginCommand(out *output) *cli.Command {
 				return errcode.Usage.New("mosaic login %s: give the command that signs it in after --", profile)
 			}
 			runArgs := []string{"mosaic", "run", "--sign-in", "--profile", profile}
-			named := false
+			named, placed := false, false
 			for _, f := range flags {
 				named = named || f == "--name" || strings.HasPrefix(f, "--name=")
+				placed = placed || f == "--workspace" || f == "-w" || strings.HasPrefix(f, "--workspace=") || strings.HasPrefix(f, "-w=")
 			}
 			if !named {
 				runArgs = append(runArgs, "--name", profile)
+			}
+			if !placed {
+				// No project of yours is bound: the sign-in gets an
+				// empty workspace of its own, removed after it.
+				dir, err := os.MkdirTemp("", "mosaic-login-")
+				if err != nil {
+					return errcode.StateDir.New("cannot make an empty directory for the sign-in: %v (give one with --workspace DIR)", err)
+				}
+				defer statedir.RemoveTree(dir)
+				runArgs = append(runArgs, "--workspace", dir)
 			}
 			runArgs = append(append(append(runArgs, flags...), "--"), command...)
 			out.code = run(runArgs, out.stdout, out.stderr)
@@ -91,10 +107,10 @@ func homeCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:  "home",
 		Usage: "print a session's home directory (kept across sessions of that name), made 0700 if it is missing, to place an agent's configuration in",
-		Description: "e.g. mkdir -p \"$(mosaic home fix-42)/.codex\" && cp config.toml \"$(mosaic home fix-42)/.codex/\"\n" +
+		Description: "e.g. mkdir -p \"$(mosaic home --create fix-42)/.codex\" && cp config.toml \"$(mosaic home fix-42)/.codex/\"\n" +
 			"Inside the session this directory is HOME (at your home's path).",
 		ArgsUsage:    "NAME",
-		Flags:        []cli.Flag{jsonFlag},
+		Flags:        []cli.Flag{&cli.BoolFlag{Name: "create", Usage: "make the home of a session that has not run yet (without it, a name with no state is refused: a typo makes nothing)"}, jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -109,6 +125,9 @@ func homeCommand(out *output) *cli.Command {
 				return err
 			}
 			home := filepath.Join(paths.SessionDir(name), "home")
+			if _, err := os.Lstat(paths.SessionDir(name)); os.IsNotExist(err) && !c.Bool("create") {
+				return errcode.NoSuchSession.New("no session named %s has run yet, so it has no home: check the name (mosaic list --all), or give --create to make its home before its first start", name)
+			}
 			for _, d := range []string{filepath.Dir(paths.SessionDir(name)), paths.SessionDir(name), home} {
 				if err := os.MkdirAll(d, 0o700); err != nil {
 					return errcode.StateDir.New("cannot make %s: %v", d, err)

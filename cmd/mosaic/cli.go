@@ -8,37 +8,61 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// version is set at build time (make build: -ldflags "-X main.version=...");
-// otherwise the module's version control stamp is used.
-var version = ""
+// Release is mosaic's semantic version (semver.org), changed by hand when
+// a release is made; between releases it carries "-dev".
+const Release = "0.9.0-dev"
 
-// versionString is mosaic's version and the commit it was built from.
-func versionString() string {
-	v, commit, dirty := version, "", false
-	if info, ok := debug.ReadBuildInfo(); ok {
+// commit is set at build time where Go's build info has no commit (make
+// build: -ldflags "-X main.commit=..."; a tree copied without .git); a
+// plain `go build` or `go install` in a checkout records it itself
+// (vcs.revision, vcs.modified).
+var commit = ""
+
+// buildVersion is what `mosaic version` reports.
+type buildVersion struct {
+	Version  string `json:"version"`            // Release
+	Commit   string `json:"commit,omitempty"`   // the full commit id, when known
+	Modified bool   `json:"modified,omitempty"` // built from a tree with uncommitted changes
+}
+
+// versionOf reads the build's version: Go's build info first, then the
+// commit stamped in by the Makefile ("ID" or "ID-dirty", as git describe
+// --always --dirty prints it).
+func versionOf(info *debug.BuildInfo, stamped string) buildVersion {
+	v := buildVersion{Version: Release}
+	if info != nil {
 		for _, s := range info.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				commit = s.Value
+				v.Commit = s.Value
 			case "vcs.modified":
-				dirty = s.Value == "true"
+				v.Modified = s.Value == "true"
 			}
 		}
 	}
-	if v == "" {
-		v = "dev"
-	}
-	if commit != "" && !strings.Contains(v, commit[:min(12, len(commit))]) {
-		if len(commit) > 12 {
-			commit = commit[:12]
-		}
-		v += " (commit " + commit
-		if dirty {
-			v += ", modified"
-		}
-		v += ")"
+	if v.Commit == "" && stamped != "" {
+		v.Commit, v.Modified = strings.CutSuffix(stamped, "-dirty")
 	}
 	return v
+}
+
+// String is the version as one line: "0.9.0-dev (commit 0123456789ab, modified)".
+func (v buildVersion) String() string {
+	s := v.Version
+	if v.Commit == "" {
+		return s + " (commit unknown)"
+	}
+	s += " (commit " + v.Commit[:min(12, len(v.Commit))]
+	if v.Modified {
+		s += ", modified"
+	}
+	return s + ")"
+}
+
+// thisVersion is this binary's version.
+func thisVersion() buildVersion {
+	info, _ := debug.ReadBuildInfo()
+	return versionOf(info, commit)
 }
 
 // reorderArgs lets flags follow a command's arguments, as git, kubectl and

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,7 +51,8 @@ func TestSuggestions(t *testing.T) {
 }
 
 func TestHelpAndVersion(t *testing.T) {
-	for _, args := range [][]string{{"mosaic", "--version"}, {"mosaic", "version"}, {"mosaic", "help"}, {"mosaic", "help", "start"}, {"mosaic", "stop", "--help"}} {
+	for _, args := range [][]string{{"mosaic", "--version"}, {"mosaic", "version"}, {"mosaic", "help"}, {"mosaic", "help", "start"}, {"mosaic", "stop", "--help"},
+		{"mosaic", "login", "--help"}, {"mosaic", "login", "-h"}} {
 		var stdout, stderr bytes.Buffer
 		if code := run(args, &stdout, &stderr); code != 0 || stdout.Len() == 0 {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout.String(), stderr.String())
@@ -58,6 +61,33 @@ func TestHelpAndVersion(t *testing.T) {
 			t.Errorf("%v: %q", args, stdout.String())
 		}
 	}
+}
+
+// A flag's placeholder is a word in capitals (`DIR`, `MODE`), never a
+// phrase a usage text quotes, as urfave/cli takes the first backquoted
+// text for it (issue 30: --sandbox showed "mosaic doctor").
+func TestFlagPlaceholders(t *testing.T) {
+	app := newApp(&output{})
+	var walk func(cmds []*cli.Command)
+	walk = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			for _, f := range c.Flags {
+				df, ok := f.(cli.DocGenerationFlag)
+				if !ok {
+					continue
+				}
+				name := "" // as urfave/cli's unquoteUsage reads it
+				if _, rest, ok := strings.Cut(df.GetUsage(), "`"); ok {
+					name, _, _ = strings.Cut(rest, "`")
+				}
+				if strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_=[]:.@-") != "" {
+					t.Errorf("mosaic %s --%s: placeholder %q", c.Name, f.Names()[0], name)
+				}
+			}
+			walk(c.Subcommands)
+		}
+	}
+	walk(app.Commands)
 }
 
 func TestCompletionWords(t *testing.T) {
@@ -120,5 +150,34 @@ func TestEveryCommandHasJSON(t *testing.T) {
 	var b bytes.Buffer
 	if code := run([]string{"mosaic", "completion", "bash", "--json"}, &b, &b); code != 0 || !strings.Contains(b.String(), `"script"`) {
 		t.Errorf("completion --json: %d %s", code, b.String())
+	}
+}
+
+// mosaic profiles NAME shows that one; a bad profile file is named and the
+// others are still listed (issue 30).
+func TestProfilesCommand(t *testing.T) {
+	cfg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	os.MkdirAll(filepath.Join(cfg, "mosaic", "profiles"), 0o700)
+	os.WriteFile(filepath.Join(cfg, "mosaic", "profiles", "broken.conf"), []byte("[Profile]\nNoSuchSetting=1\n"), 0o600)
+	os.WriteFile(filepath.Join(cfg, "mosaic", "profiles", "mine.conf"), []byte("[Profile]\nBinary=mine\nToolchain=~/.local/share/zig\n"), 0o600)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"mosaic", "profiles"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "claude-code") ||
+		!strings.Contains(stdout.String(), "mine") || !strings.Contains(stderr.String(), "broken.conf") {
+		t.Errorf("profiles: exit %d\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"mosaic", "profiles", "claude-code"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "platform.claude.com") ||
+		strings.Contains(stdout.String(), "codex") {
+		t.Errorf("profiles claude-code: exit %d\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"mosaic", "profiles", "--json", "mine"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), `"toolchains"`) {
+		t.Errorf("profiles --json mine: exit %d\nstdout %s", code, stdout.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"mosaic", "profiles", "broken"}, &stdout, &stderr); code != 2 {
+		t.Errorf("profiles broken: exit %d, want 2 (bad-profile)", code)
 	}
 }

@@ -121,6 +121,35 @@ func TestCloneSymlinkOutWeakened(t *testing.T) {
 	}
 }
 
+// TestCloneSymlinkRetargetWeakened: an agent that retargets a symlink the
+// repository already has (ln -sfn /etc/passwd link) gets from the finish
+// step's own git diff a patch without a mode line (only the index line says
+// 120000): a weakened mosaic applies it, the user's checkout then has a
+// symlink leading out; mosaic refuses it, nothing changed.
+func TestCloneSymlinkRetargetWeakened(t *testing.T) {
+	needRig(t)
+	weak := weakenedMosaic(t)
+	for _, build := range []string{weak, mosaicBin} {
+		ws := cloneRepo(t)
+		os.Symlink("a.txt", filepath.Join(ws, "link"))
+		gitMust(t, ws, "add", "link")
+		gitMust(t, ws, "commit", "-qm", "link")
+		name := cloneSession(t)
+		mustMosaic(t, "run", "--clone", "--name", name, "-w", ws, "--", "ln", "-sfn", "/etc/passwd", "link")
+		r := runResult(t, exec.Command(build, "apply", name, "--json"))
+		got, _ := os.Readlink(filepath.Join(ws, "link"))
+		if build == weak {
+			if r.code != 0 || got != "/etc/passwd" {
+				t.Fatalf("the weakened build did not retarget the symlink (exit %d %s %s, link %q): this test proves nothing", r.code, r.stdout, r.stderr, got)
+			}
+			continue
+		}
+		if code, _ := jsonError(t, r); r.code != 3 || code != "change-refused" || got != "a.txt" {
+			t.Errorf("mosaic retargeted the checkout's symlink out: exit %d %s, link %q", r.code, r.stdout, got)
+		}
+	}
+}
+
 // plants are, by kind, each way a repository makes the user's git run a
 // command (each touching mark.KIND), as a session plants them: an
 // include.path target in the workspace with core.fsmonitor, hooks in

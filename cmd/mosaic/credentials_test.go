@@ -214,3 +214,63 @@ func TestUserProfileAndPerUserBinary(t *testing.T) {
 		t.Errorf("without MY_KEY: exit %d, %q; want the profile's refusal naming MY_KEY", r.code, r.stderr)
 	}
 }
+
+// TestHeldCredentialsLeaveNoPath (attack on issue 31's held credentials):
+// once a start returned, the unit's EnvironmentFiles= path names nothing
+// that a process could fill. systemd reads that path again for every later
+// command of the unit (its ExecStopPost, a restart); a /proc/PID/fd/N path
+// of the dead holder comes back with the PID, and a process of the user's
+// (another session's) that gets the PID with a FIFO as fd N hangs a 252
+// user manager at the session's end (seen in the rig: systemctl --user
+// is-active timed out until the FIFO's holder was killed; the PID space,
+// 32768, was cycled in 9 s). The weakened mosaic (MOSAIC_TEST_HOLD_BY_PROC=1:
+// the /proc path in the unit) is shown first. The session still gets its
+// credentials, and its end is still recorded with the link gone.
+func TestHeldCredentialsLeaveNoPath(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		label, bin string
+		env        []string
+		weak       bool
+	}{
+		{"weakened", hookedMosaic(t), []string{"MOSAIC_TEST_HOLD_BY_PROC=1"}, true},
+		{"mosaic", mosaicBin, nil, false},
+	} {
+		t.Run(tc.label, func(t *testing.T) {
+			name := sessionName(t)
+			ws := workspace(t)
+			envFile := filepath.Join(ws, "creds.env")
+			os.WriteFile(envFile, []byte("HELD_SECRET=held-"+randomHex()+"\n"), 0o600)
+			start := exec.Command(tc.bin, "start", "--name", name, "--workspace", ws, "--network", "none", "--env-file", envFile,
+				"--", "sh", "-c", `test -n "$HELD_SECRET" && echo has-credentials; sleep 300`)
+			start.Env = append(os.Environ(), tc.env...)
+			if out, err := start.CombinedOutput(); err != nil {
+				t.Fatalf("start: %v %s", err, out)
+			}
+			defer mosaic(t, "rm", name)
+			defer mosaic(t, "stop", name)
+			unit := "mosaic-" + name + ".service"
+			eventually(t, 5*time.Second, "the session to see its credentials", func() bool {
+				out, _ := exec.Command("journalctl", "--user", "-u", unit, "-o", "cat", "--no-pager").Output()
+				return strings.Contains(string(out), "has-credentials")
+			})
+			path, _, _ := strings.Cut(unitProperty(t, unit, "EnvironmentFiles"), " ")
+			_, lerr := os.Lstat(path)
+			if tc.weak {
+				if !strings.HasPrefix(path, "/proc/") {
+					t.Fatalf("the weakened unit names %s, not its dead holder's /proc path: this test cannot see a path a reused PID fills", path)
+				}
+				return
+			}
+			if path == "" || strings.HasPrefix(path, "/proc/") || !os.IsNotExist(lerr) {
+				t.Errorf("once the start returned, the unit's EnvironmentFiles= names %q (%v): a later command of the unit reads whatever is there", path, lerr)
+			}
+			mustMosaic(t, "stop", name)
+			s, r := statusOf(t, name)
+			if s.State != "inactive" && s.State != "failed" || !strings.Contains(r.stdout, "signal") && !strings.Contains(r.stdout, "exit") {
+				t.Errorf("the stopped session's end is not recorded: %s", r.stdout)
+			}
+		})
+	}
+}

@@ -22,6 +22,7 @@ func doctorCommand(out *output) *cli.Command {
 			"(or, with --probe, when the probe session could do what it must not, or not what it must).",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "probe", Usage: "start a throwaway session against stand-ins and report each check allowed or denied"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "also list the rows of every session's syscall filter (listed anyway when a check fails)"},
 			&cli.StringFlag{Name: "sandbox", Value: sandbox.ModeBwrap, Usage: "the mode to check (and probe): bwrap, or landlock (for hosts where bwrap cannot run: also shows what it confines less)"},
 			jsonFlag,
 		},
@@ -66,7 +67,7 @@ func doctorCommand(out *output) *cli.Command {
 			}
 			out.result(report, func(w io.Writer) {
 				var b strings.Builder
-				printDoctor(&b, checks, c.Bool("probe"), healthy, answers, probeErr)
+				printDoctor(&b, checks, c.Bool("probe"), healthy, answers, probeErr, c.Bool("verbose") || !healthy || !probeOK)
 				if mode == sandbox.ModeLandlock {
 					fmt.Fprintln(&b)
 					printLandlockRows(&b)
@@ -84,7 +85,9 @@ func doctorCommand(out *output) *cli.Command {
 	}
 }
 
-func printDoctor(w io.Writer, checks []doctor.Check, probe, healthy bool, answers []doctor.ProbeAnswer, probeErr error) {
+// printDoctor prints the checks, the syscall filter's rows when rules,
+// and the probe's answers.
+func printDoctor(w io.Writer, checks []doctor.Check, probe, healthy bool, answers []doctor.ProbeAnswer, probeErr error, rules bool) {
 	marks := map[string]string{"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
 	for _, c := range checks {
 		fmt.Fprintf(w, "%s %-18s %s\n", marks[c.Status], c.Name, c.Detail)
@@ -92,7 +95,9 @@ func printDoctor(w io.Writer, checks []doctor.Check, probe, healthy bool, answer
 			fmt.Fprintf(w, "     %-18s fix: %s\n", "", c.Fix)
 		}
 	}
-	printSyscallRules(w)
+	if rules {
+		printSyscallRules(w)
+	}
 	if !probe {
 		return
 	}

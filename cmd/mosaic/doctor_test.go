@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -54,6 +55,17 @@ func TestDoctor(t *testing.T) {
 		if s := status(d, name); s == "missing" {
 			t.Errorf("check %s missing", name)
 		}
+	}
+	// The syscall filter's rows only when asked for, or when a check
+	// failed, so that the checks do not scroll away (issue 30).
+	if r := mosaic(t, "doctor"); r.code != 0 || strings.Contains(r.stdout, "syscall filter") || !strings.Contains(r.stdout, "journal") {
+		t.Errorf("doctor: exit %d, the syscall table or no journal check:\n%s", r.code, r.stdout)
+	}
+	if r := mosaic(t, "doctor", "--verbose"); r.code != 0 || !strings.Contains(r.stdout, "syscall filter") {
+		t.Errorf("doctor --verbose: exit %d, no syscall table:\n%s", r.code, r.stdout)
+	}
+	if r := mosaicWith(t, []string{"MOSAIC_BWRAP=/nonexistent/bwrap"}, "", "doctor"); r.code != 1 || !strings.Contains(r.stdout, "syscall filter") {
+		t.Errorf("doctor with a failed check: exit %d, no syscall table:\n%s", r.code, r.stdout)
 	}
 	d, code = runDoctor(t, []string{"MOSAIC_BWRAP=/nonexistent/bwrap"})
 	if code != 1 || d.OK || status(d, "bwrap") != "fail" {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"mosaic/sandbox"
 )
 
 // createAttack is what a session runs to leave the host something to run
@@ -57,7 +59,12 @@ func TestHostExecCreated(t *testing.T) {
 			if _, err := os.Lstat(filepath.Join(ws, rel)); err == nil {
 				t.Errorf("%s, created by the session, is still in place", rel)
 			}
+			// Beside it under .git, in .git's sandbox.MovedAsideDir
+			// otherwise, where git status does not list it (issue 30).
 			aside, _ := filepath.Glob(filepath.Join(ws, rel+".mosaic-moved-*"))
+			if !strings.HasPrefix(rel, ".git/") {
+				aside, _ = filepath.Glob(filepath.Join(ws, sandbox.MovedAsideDir, strings.ReplaceAll(rel, "/", "%")+".mosaic-moved-*"))
+			}
 			if len(aside) != 1 {
 				t.Errorf("%s was not moved aside once: %v", rel, aside)
 			}
@@ -67,6 +74,9 @@ func TestHostExecCreated(t *testing.T) {
 		}
 		if hostRan(ws) {
 			t.Error("the host's git status ran what a session created")
+		}
+		if out, _ := exec.Command("git", "-C", ws, "status", "--porcelain", "--untracked-files=all").Output(); strings.Contains(string(out), "mosaic-moved") {
+			t.Errorf("git status lists what was moved aside:\n%s", out)
 		}
 	}
 

@@ -191,21 +191,13 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	if len(s.Environment) > 0 {
 		fmt.Fprintf(w, "environment (not secret): %s\n", strings.Join(s.Environment, " "))
 	}
-	switch s.Network {
-	case "none":
-		fmt.Fprintln(w, "network:   none: loopback only (no route out, no host loopback service, no host abstract socket)")
-	case "allow":
-		switch {
-		case s.EgressDied && s.Running():
-			fmt.Fprintf(w, "network:   allow, but its egress proxy (%s) DIED: no network; systemd stops the session with it (its log: journalctl --user -t %s)\n", units.EgressUnitName(s.Name), strings.TrimSuffix(units.EgressUnitName(s.Name), units.UnitSuffix))
-		case s.EgressDied:
-			fmt.Fprintf(w, "network:   allow, but its egress proxy (%s) DIED, and the session was stopped with it (its log: journalctl --user -t %s)\n", units.EgressUnitName(s.Name), strings.TrimSuffix(units.EgressUnitName(s.Name), units.UnitSuffix))
-		default:
-			fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) to %s\n", units.EgressUnitName(s.Name), strings.Join(s.AllowHosts, ", "))
-		}
-	case "host":
-		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network and loopback services; its abstract sockets only where the kernel has Landlock ABI 6)")
+	if _, err := os.Stat(filepath.Join(s.OwnGitDir, "HEAD")); s.OwnGitDir != "" && err == nil {
+		fmt.Fprintf(w, "git:       the session's own repository is %s, not in the workspace (your git never runs it: git fetch from it is yours to choose)\n", safe(s.OwnGitDir))
 	}
+	for _, d := range s.PathDropped {
+		fmt.Fprintf(w, "PATH:      dropped %s\n", safe(d))
+	}
+	printNetwork(w, s)
 	if s.Profile != "" { // recorded by this mosaic: the filter was there
 		lifted := "every row (`mosaic doctor` lists them)"
 		if len(s.SeccompAllow) > 0 {
@@ -244,6 +236,26 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	}
 	if s.Running() {
 		fmt.Fprintf(w, "inspect:   systemctl --user status %s\n", s.Unit)
+	}
+}
+
+// printNetwork says how the session reaches the network, and whether its
+// egress proxy died.
+func printNetwork(w io.Writer, s manager.Session) {
+	switch s.Network {
+	case "none":
+		fmt.Fprintln(w, "network:   none: loopback only (no route out, no host loopback service, no host abstract socket)")
+	case "allow":
+		switch {
+		case s.EgressDied && s.Running():
+			fmt.Fprintf(w, "network:   allow, but its egress proxy (%s) DIED: no network; systemd stops the session with it (its log: journalctl --user -t %s)\n", units.EgressUnitName(s.Name), strings.TrimSuffix(units.EgressUnitName(s.Name), units.UnitSuffix))
+		case s.EgressDied:
+			fmt.Fprintf(w, "network:   allow, but its egress proxy (%s) DIED, and the session was stopped with it (its log: journalctl --user -t %s)\n", units.EgressUnitName(s.Name), strings.TrimSuffix(units.EgressUnitName(s.Name), units.UnitSuffix))
+		default:
+			fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) to %s\n", units.EgressUnitName(s.Name), strings.Join(s.AllowHosts, ", "))
+		}
+	case "host":
+		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network and loopback services; its abstract sockets only where the kernel has Landlock ABI 6)")
 	}
 }
 
@@ -362,7 +374,8 @@ func cpu(ns *uint64) string {
 func profilesCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:         "profiles",
-		Usage:        "list the agent profiles: built-in ones and yours in ~/.config/mosaic/profiles/NAME.conf; and the host groups",
+		Usage:        "list the agent profiles: built-in ones and yours in ~/.config/mosaic/profiles/NAME.conf, and the host groups; with NAME, every setting of that one",
+		ArgsUsage:    "[NAME]",
 		Flags:        []cli.Flag{fullFlag, jsonFlag, &cli.BoolFlag{Name: "groups", Usage: "list only the host groups (@npm, ...) with each host and why it is there"}},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
@@ -374,9 +387,20 @@ func profilesCommand(out *output) *cli.Command {
 			if err != nil {
 				return errcode.NoHome.New("cannot tell your home directory: %v (set HOME)", err)
 			}
-			list, err := credentials.Profiles(credentials.ProfileDir(home))
-			if err != nil {
-				return err
+			if c.NArg() > 1 {
+				return errcode.Usage.New("mosaic profiles [NAME]: name one profile, or none to list them all")
+			}
+			if c.NArg() == 1 {
+				p, err := credentials.FindProfile(credentials.ProfileDir(home), c.Args().First())
+				if err != nil {
+					return err
+				}
+				out.result(p, func(w io.Writer) { printProfile(w, p) })
+				return nil
+			}
+			list, broken := credentials.Profiles(credentials.ProfileDir(home))
+			for _, err := range broken {
+				fmt.Fprintf(out.stderr, "mosaic: warning: a profile was left out: %v\n", err)
 			}
 			out.result(list, func(w io.Writer) {
 				var b strings.Builder
@@ -533,6 +557,51 @@ func percent(n *uint64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%d%%", *n)
+}
+
+// printProfile prints every setting of one profile, a line each.
+func printProfile(w io.Writer, p credentials.Profile) {
+	line := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%-13s %s\n", k+":", v)
+		}
+	}
+	line("profile", p.Name)
+	line("description", p.Description)
+	line("source", p.Source)
+	line("binary", p.Binary)
+	line("tested", p.Tested)
+	sets := make([]string, len(p.CredentialSets))
+	for i, s := range p.CredentialSets {
+		sets[i] = strings.Join(s, "+")
+	}
+	line("credentials", strings.Join(sets, " | "))
+	line("pass", strings.Join(p.PassEnv, " "))
+	line("environment", strings.Join(p.Env, " "))
+	line("arguments", strings.Join(p.Args, " "))
+	line("read-only", strings.Join(p.ReadOnly, " "))
+	line("toolchains", strings.Join(p.Toolchains, " "))
+	line("sandbox", p.Sandbox)
+	line("network", p.Network)
+	for _, h := range p.AllowHosts {
+		fmt.Fprintf(w, "  allow %s", h)
+		if r := p.HostReasons[h]; r != "" {
+			fmt.Fprintf(w, ": %s", r)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, r := range p.Inject {
+		fmt.Fprintf(w, "  inject %s into %s for %s\n", r.Var, strings.Join(r.Headers, ", "), strings.Join(r.Hosts, ", "))
+	}
+	line("seccomp", strings.Join(p.SeccompAllow, " "))
+	line("limits", strings.TrimSpace(strings.Join([]string{pre("memory ", p.MemoryMax), pre("tasks ", p.TasksMax), pre("cpu ", p.CPUQuota)}, " ")))
+}
+
+func pre(prefix, v string) string {
+	if v == "" {
+		return ""
+	}
+	return prefix + v
 }
 
 // printMode writes status's lines of the workspace's mode: clone (with

@@ -121,7 +121,7 @@ func newApp(out *output) *cli.App {
 	app := &cli.App{
 		Name:                      "mosaic",
 		Usage:                     "run AI coding agents as confined systemd sessions",
-		Version:                   versionString(),
+		Version:                   thisVersion().String(),
 		DisableSliceFlagSeparator: true, // a path may contain a comma
 		Writer:                    out.stdout,
 		ErrWriter:                 out.stderr,
@@ -154,7 +154,8 @@ func versionCommand(out *output) *cli.Command {
 		Flags:        []cli.Flag{jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			out.result(map[string]string{"version": versionString()}, func(w io.Writer) { fmt.Fprintf(w, "mosaic %s\n", versionString()) })
+			v := thisVersion()
+			out.result(v, func(w io.Writer) { fmt.Fprintf(w, "mosaic %s\n", v) })
 			return nil
 		},
 	}

@@ -427,7 +427,7 @@ func (s sshCall) exitOf(err error, diag *stderrTail, tty bool) (int, error) {
 	case diag.missing:
 		return 0, errcode.RemoteNoMosaic.New("%s has no mosaic (looked on PATH, in ~/.local/bin and /usr/local/bin): install it there (`make install` in a checkout of mosaic, as for this machine), then `mosaic --host %s doctor`", t, t)
 	case diag.version != "":
-		return 0, errcode.RemoteNoMosaic.New("%s's mosaic cannot serve this one (%s): install the same mosaic there (this is %s)", t, diag.version, versionString())
+		return 0, errcode.RemoteNoMosaic.New("%s's mosaic cannot serve this one (%s): install the same mosaic there (this is %s)", t, diag.version, thisVersion())
 	case code == 255 && (tty || !diag.exited):
 		why := diag.last
 		if why == "" {

@@ -135,6 +135,12 @@ func TestCredentialCrash(t *testing.T) {
 				Since         *time.Time `json:"since"`
 			}
 			json.Unmarshal([]byte(mustMosaic(t, "list", "--all", "--json").stdout), &all)
+			// The crashed start's links to its held files, dangling (they
+			// would name a file again once their PID is reused), went with
+			// that command's sweep.
+			if links, _ := filepath.Glob(filepath.Join(credentialDir(), name+"*")); len(links) > 0 {
+				t.Errorf("after the next command, the crashed start's credential links remain: %v", links)
+			}
 			for _, s := range all {
 				if s.Name == name && (s.SubState != "never-started" || s.Since != nil || !strings.Contains(s.Problem, "never ran")) {
 					t.Errorf("list --all shows the session that never started as %+v", s)

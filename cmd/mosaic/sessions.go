@@ -41,9 +41,10 @@ func sessionFlags() []cli.Flag {
 		&cli.StringFlag{Name: "stop-timeout", Usage: "`DURATION` between SIGTERM and SIGKILL when the session is stopped", Value: units.DefaultStopTimeout.String()},
 		&cli.StringFlag{Name: "network", Usage: "`MODE`: none (loopback only), allow (only to --allow-host names, through an egress proxy) or host (not confined) (default: the profile's; generic: none)"},
 		&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also let the session reach `HOST[:PORT]` (port 443 unless given; repeatable)"},
-		&cli.StringFlag{Name: "sandbox", Usage: "the inner layer: bwrap (namespaces of its own) or landlock (for hosts where bwrap cannot run: less confined, see `mosaic doctor`) (default: the profile's, else bwrap)"},
+		&cli.StringFlag{Name: "sandbox", Usage: "the inner layer, `MODE`: bwrap (namespaces of its own) or landlock (for hosts where bwrap cannot run: less confined, see mosaic doctor) (default: the profile's, else bwrap)"},
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "make the session's port reachable from the host, as docker run -p: `[ADDR:]HOSTPORT[:PORT]` (ADDR default 127.0.0.1; repeatable)"},
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
+		&cli.BoolFlag{Name: "no-git-identity", Usage: "give the session no ~/.gitconfig with your user.name, user.email and harmless git settings"},
 		&cli.BoolFlag{Name: "allow-write-host-exec", Usage: "let the session change the workspace's files your tools run (.git/config, .git/hooks, .vscode, .envrc, ...), read-only by default"},
 		jsonFlag,
 	), append(agentFlags(), cloneFlags()...)...)
@@ -72,6 +73,7 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 		SignIn:      c.Bool("sign-in"),
 
 		AllowWriteHostExec: c.Bool("allow-write-host-exec"),
+		NoGitIdentity:      c.Bool("no-git-identity"),
 		Base:               c.String("base"),
 	}
 	if c.IsSet("clone") {
@@ -133,7 +135,7 @@ func startCommand(out *output) *cli.Command {
 		ArgsUsage: "-- COMMAND [ARG...]",
 		Flags: append(sessionFlags(),
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the session's name (and errors), no notes: name=$(mosaic start -q -- CMD)"},
-			&cli.BoolFlag{Name: "pty", Aliases: []string{"t"}, Usage: "give the session a terminal of its own that lives with it, to connect to with `mosaic attach NAME` (its output goes there, not to the journal)"},
+			&cli.BoolFlag{Name: "pty", Aliases: []string{"t"}, Usage: "give the session a terminal of its own that lives with it, to connect to with mosaic attach NAME (its output goes there, not to the journal)"},
 		),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {

@@ -100,9 +100,19 @@ func conflicts(out string) []string {
 
 // notThroughSymlinks refuses a change that reaches a file through a
 // directory that is a symlink in the checkout (git apply refuses that too:
-// this says which).
+// this says which), and one that changes a symlink of the checkout without
+// saying its mode: git apply keeps the mode the file has there, so the
+// change would make a symlink whose target patchcheck never read as one.
 func notThroughSymlinks(ws string, s patchcheck.Summary) error {
 	for _, f := range s.Files {
+		if src := f.OldPath; f.Path != "" && f.NewMode == "" {
+			if src == "" {
+				src = f.Path
+			}
+			if fi, err := os.Lstat(filepath.Join(ws, src)); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				return &patchcheck.Refusal{Path: f.Path, Why: fmt.Sprintf("changes %s, a symlink in your checkout, without saying its mode", src)}
+			}
+		}
 		for _, p := range []string{f.Path, f.OldPath} {
 			for d := path.Dir(p); p != "" && d != "."; d = path.Dir(d) {
 				if fi, err := os.Lstat(filepath.Join(ws, d)); err == nil && fi.Mode()&os.ModeSymlink != 0 {

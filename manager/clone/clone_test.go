@@ -3,6 +3,7 @@ package clone
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,5 +183,74 @@ func TestApplyBranch(t *testing.T) {
 	}
 	if err := ApplyBranch(ctx, "s", ws, bundle, head, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch")); errcode.Of(err).Code != "change-conflict" {
 		t.Errorf("a branch that exists: %v", err)
+	}
+}
+
+// TestApplyReadsPatchesAsGitDoes: patches on which patchcheck once read
+// something else than git apply does, each first applied by git apply in a
+// copy of the checkout (a symlink there then leads to /etc/passwd, or the
+// Makefile runs the agent's command), then refused by mosaic with the
+// checkout unchanged. The first is what an agent gets from git diff by
+// retargeting a symlink the repository already has.
+func TestApplyReadsPatchesAsGitDoes(t *testing.T) {
+	ws := userRepo(t)
+	os.Symlink("a.txt", filepath.Join(ws, "link"))
+	os.WriteFile(filepath.Join(ws, "Makefile"), []byte("all:; echo ok\n"), 0o644)
+	run(t, ws, "add", "-A")
+	run(t, ws, "commit", "-qm", "two")
+	copyDir := filepath.Join(t.TempDir(), "copy")
+	run(t, ws, "clone", "-q", "--shared", ws, copyDir)
+	os.Remove(filepath.Join(copyDir, "link"))
+	os.Symlink("/etc/passwd", filepath.Join(copyDir, "link"))
+	retarget := run(t, copyDir, "diff", "--binary", "--full-index", "--no-renames") + "\n"
+	if !strings.Contains(retarget, " 120000\n") {
+		t.Fatalf("git diff of a retargeted symlink: %q", retarget)
+	}
+	var noIndex []string
+	for _, l := range strings.SplitAfter(retarget, "\n") {
+		if !strings.HasPrefix(l, "index ") {
+			noIndex = append(noIndex, l)
+		}
+	}
+	newLink := "diff --git a/l2 b/l2\nnew file mode 120000\n--- /dev/null\n+++ b/l2\n@@ -0,0 +1 @@\n+a.txt\n\\ No newline at end of file\n"
+	toPasswd := "@@ -1 +1 @@\n-a.txt\n\\ No newline at end of file\n+/etc/passwd\n\\ No newline at end of file\n"
+	const pwned = "all:; echo pwned\n"
+	for _, c := range []struct{ what, patch, link string }{
+		{"a retargeted symlink", retarget, "link"},
+		{"a retargeted symlink without its index line", strings.Join(noIndex, ""), "link"},
+		{"a traditional patch after a hunk", newLink + "--- a/l2\n+++ b/l2\n" + toPasswd, "l2"},
+		{"a path twice", newLink + "diff --git a/l2 b/l2\n--- a/l2\n+++ b/l2\n" + toPasswd, "l2"},
+		{"a name git cuts at its tab", "diff --git \"a/Makefile\\tx\" \"b/Makefile\\tx\"\n--- a/Makefile\tx\n+++ b/Makefile\tx\n@@ -1 +1 @@\n-all:; echo ok\n+" + pwned, ""},
+	} {
+		t.Run(strings.ReplaceAll(c.what, " ", "-"), func(t *testing.T) {
+			copyOf := func() string {
+				dir := filepath.Join(t.TempDir(), "checkout")
+				if out, err := exec.Command("cp", "-a", ws, dir).CombinedOutput(); err != nil {
+					t.Fatalf("%v %s", err, out)
+				}
+				return dir
+			}
+			host, mine := copyOf(), copyOf()
+			pf := filepath.Join(t.TempDir(), "p")
+			os.WriteFile(pf, []byte(c.patch), 0o644)
+			run(t, host, "apply", pf)
+			got, _ := os.Readlink(filepath.Join(host, c.link))
+			mk, _ := os.ReadFile(filepath.Join(host, "Makefile"))
+			if c.link != "" && got != "/etc/passwd" || c.link == "" && string(mk) != pwned {
+				t.Fatalf("git apply itself did not do it (link %q, Makefile %q): this proves nothing", got, mk)
+			}
+			before := run(t, mine, "status", "--porcelain")
+			s, err := patchcheck.Parse([]byte(c.patch))
+			if err == nil {
+				err = Apply(context.Background(), "s", mine, []byte(c.patch), s, t.TempDir())
+			}
+			var r *patchcheck.Refusal
+			if err == nil || !errors.As(err, &r) && errcode.Of(err).Code != "change-refused" {
+				t.Errorf("not refused: %v (%+v)", err, s.Files)
+			}
+			if after := run(t, mine, "status", "--porcelain"); after != before {
+				t.Errorf("the checkout changed:\n%s\n%s", before, after)
+			}
+		})
 	}
 }

@@ -142,6 +142,11 @@ func lingerCheck() Check {
 	if err != nil {
 		return warn("lingering", "cannot tell who you are: "+err.Error(), "")
 	}
+	if u.Uid == "0" {
+		// Lingering root is no answer: sessions are meant to run as the
+		// user whose agents they are.
+		return warn("lingering", "you are root: sessions run in root's user manager, which stops with root's last login; run mosaic as your own user", "")
+	}
 	if _, err := os.Stat(filepath.Join("/var/lib/systemd/linger", u.Username)); err == nil {
 		return ok("lingering", "enabled: sessions outlive your logout")
 	}
@@ -202,8 +207,27 @@ func journalCheck() Check {
 			"sudo mkdir -p /var/log/journal && sudo systemctl restart systemd-journald (per-user journals need persistent storage), or: sudo usermod -aG systemd-journal $USER")
 	case err != nil:
 		return warn("journal", "journalctl --user failed: "+firstLineOf(s), "install systemd's journalctl and check `journalctl --user`")
+	case s == "" && !userJournalExists(os.Getuid()):
+		// journalctl says nothing at all (exit 0) when the user has no
+		// journal file: journald keeps one per user only for uids of
+		// 1000 and above, with a persistent or volatile journal.
+		return warn("journal", fmt.Sprintf("there is no journal file of yours (uid %d): mosaic logs will show nothing", os.Getuid()),
+			"sudo mkdir -p /var/log/journal && sudo systemctl restart systemd-journald (per-user journals need uid 1000+ and persistent or volatile storage)")
 	}
 	return ok("journal", "journalctl --user reads your journal: mosaic logs works")
+}
+
+// userJournalExists reports whether journald keeps a journal file for uid.
+func userJournalExists(uid int) bool {
+	for _, dir := range []string{"/var/log/journal", "/run/log/journal"} {
+		if m, _ := filepath.Glob(fmt.Sprintf("%s/*/user-%d.journal", dir, uid)); len(m) > 0 {
+			return true
+		}
+		if m, _ := filepath.Glob(fmt.Sprintf("%s/*/user-%d@*.journal", dir, uid)); len(m) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func firstLineOf(s string) string {

@@ -76,7 +76,10 @@ func MoveAside(r Record) []sandbox.MovedAside {
 	if r.Workspace == "" || r.HostExecWritable || r.WorkspaceCopied {
 		return nil // the session could write what the host runs there, or never touched it
 	}
-	moved := sandbox.MoveAsideCreated(r.Workspace, r.Name, r.HostExecMissing)
+	if r.OwnGitDir != "" {
+		sandbox.RemoveGitPlaceholder(r.Workspace)
+	}
+	moved := sandbox.OutOfStatus(r.Workspace, sandbox.MoveAsideCreated(r.Workspace, r.Name, r.HostExecMissing))
 	if !r.Started.IsZero() {
 		moved = append(moved, sandbox.MoveAsideRepos(r.Workspace, r.Name, r.Started)...)
 	}

@@ -64,6 +64,23 @@ type Description struct {
 	// Published are its --publish ports, "ADDR:HOSTPORT -> PORT" (host
 	// to session).
 	Published []string `json:"published,omitempty"`
+	// PathDropped are the user's PATH directories the session's PATH
+	// left out, each "DIR: why" (request.sessionPath).
+	PathDropped []string `json:"path_dropped,omitempty"`
+	// Limits are the limits the session was started with, which status
+	// shows once systemd has forgotten its unit.
+	Limits *Limits `json:"limits,omitempty"`
+	// OwnGitDir is the session's own repository, bound over the
+	// workspace's .git placeholder (sandbox.OwnGitDir), which is removed
+	// at its end.
+	OwnGitDir string `json:"own_git_dir,omitempty"`
+}
+
+// Limits are a session's resource limits as it was started; 0 is none.
+type Limits struct {
+	MemoryMax uint64 `json:"memory_max,omitempty"` // bytes
+	TasksMax  uint64 `json:"tasks_max,omitempty"`
+	CPUQuota  uint64 `json:"cpu_quota_percent,omitempty"` // percent of one CPU
 }
 
 // Describe is the description of the session spec starts.
@@ -75,7 +92,8 @@ func Describe(s units.Spec) Description {
 	return Description{Command: s.Command, Workspace: s.Workspace, WorkspaceGivenAs: s.GivenAs, Binds: binds,
 		Profile: s.Profile, Credentials: s.Credentials, MayLaunch: s.MayLaunch, Network: s.Network, AllowHosts: s.Allow,
 		Output: outputOf(s), SeccompAllow: s.SeccompAllow, Sandbox: s.Sandbox, HostExecWritable: s.AllowWriteHostExec,
-		WorkspaceCopied: s.Clone != nil, Injected: injected(s), Environment: s.Env, Published: published(s)}
+		WorkspaceCopied: s.Clone != nil, Injected: injected(s), Environment: s.Env, Published: published(s), PathDropped: s.PathDropped, OwnGitDir: s.OwnGitDir,
+		Limits: &Limits{MemoryMax: s.Limits.MemoryMax, TasksMax: s.Limits.TasksMax, CPUQuota: s.Limits.CPUQuota}}
 }
 
 // published is how the description names s's published ports.

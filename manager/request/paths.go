@@ -80,6 +80,9 @@ var homeDeny = []struct{ rel, reason string }{
 	{".azure", "Azure credentials"},
 	{".npmrc", "npm's registry tokens"},
 	{".pypirc", "PyPI's upload tokens"},
+	{".cargo/credentials.toml", "cargo's registry tokens"},
+	{".cargo/credentials", "cargo's registry tokens (the name before cargo 1.46)"},
+	{".config/pip", "pip's configuration, which may hold an index URL with a token"},
 	{".local/share/keyrings", "the desktop keyring"},
 	{".password-store", "pass's password store"},
 }

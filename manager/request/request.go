@@ -49,6 +49,8 @@ type Request struct {
 	SignIn      bool     // --sign-in: no credential needed, the agent signs in inside
 	Sandbox     string   // bwrap or landlock; empty: the profile's, else bwrap
 	Publish     []string // --publish [ADDR:]HOSTPORT[:PORT]
+	// NoGitIdentity keeps the user's git identity (gitSettings) out.
+	NoGitIdentity bool
 	// AllowWriteHostExec leaves the workspace's host-executed entries
 	// (.git/config, .git/hooks, ...: sandbox.HostExecEntries) writable.
 	AllowWriteHostExec bool
@@ -184,17 +186,16 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		return units.Spec{}, none, err
 	}
 	ro = trustCA(ro, ca, caBundle, mode, &grant)
-	name := req.Name
-	if name == "" {
-		name = units.GenerateName(req.Command)
-	}
+	name := nameOf(req)
 	if err := notPrivateTmp(real, realPaths(rw), realPaths(ro)); err != nil {
 		return units.Spec{}, none, err
 	}
-	command, binary, ro, err := commandOf(req, &grant, real, deny, ro)
+	command, binary, ro, interpDirs, err := commandOf(req, &grant, real, deny, ro)
 	if err != nil {
 		return units.Spec{}, none, err
 	}
+	up := pathOf(&grant, interpDirs, p, name, real, ro, rw, deny)
+	ro = append(ro, up.Binds...)
 	spec := units.Spec{
 		Name:        name,
 		NameGiven:   req.Name != "",
@@ -225,6 +226,8 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		EgressDir:   p.EgressDir(name),
 		Notes:       grant.Notes,
 		Sandbox:     mode,
+		Toolchains:  realPaths(up.Binds),
+		PathDropped: up.Dropped,
 	}
 	if ca != nil {
 		spec.CAFile, spec.CABundle = ca.real, caBundle
@@ -233,6 +236,15 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		return units.Spec{}, none, err
 	}
 	return spec, grant, nil
+}
+
+// nameOf is the session's name: the request's, else one made from its
+// command.
+func nameOf(req Request) string {
+	if req.Name != "" {
+		return req.Name
+	}
+	return units.GenerateName(req.Command)
 }
 
 // varNames are the names of NAME=VALUE entries.
@@ -295,10 +307,11 @@ func networkFor(req Request, grant *credentials.Grant) (string, []string, error)
 // commandOf resolves the request's command in the workspace real: a
 // directory is refused; the profile's arguments go first; a binary of a
 // per-user install brings the files it needs (read-only, checked and
-// pinned like every bind, added to ro) and its PATH (into grant).
-func commandOf(req Request, grant *credentials.Grant, real string, deny []Deny, ro []checked) (command []string, binary string, _ []checked, _ error) {
+// pinned like every bind, added to ro) and the directories of the
+// interpreters it runs, for the session's PATH (pathOf).
+func commandOf(req Request, grant *credentials.Grant, real string, deny []Deny, ro []checked) (command []string, binary string, _ []checked, interpDirs []string, _ error) {
 	if dir := commandDir(req.Command[0], real); dir != "" {
-		return nil, "", nil, errcode.BadCommand.New("the command %s is a directory (%s), not a program: name the program to run after --", req.Command[0], dir)
+		return nil, "", nil, nil, errcode.BadCommand.New("the command %s is a directory (%s), not a program: name the program to run after --", req.Command[0], dir)
 	}
 	command, binary = resolveCommand(req.Command, real)
 	if len(grant.Args) > 0 {
@@ -309,14 +322,12 @@ func commandOf(req Request, grant *credentials.Grant, real string, deny []Deny, 
 		// Checked and pinned by identity like every other bind.
 		moreRO, err := checkExtra("ro", more, deny)
 		if err != nil {
-			return nil, "", nil, err
+			return nil, "", nil, nil, err
 		}
 		ro = append(ro, moreRO...)
-		if len(dirs) > 0 {
-			grant.PassEnv = append(grant.PassEnv, "PATH="+strings.Join(dirs, ":")+":"+sandbox.DefaultPath)
-		}
+		interpDirs = dirs
 	}
-	return command, binary, ro, nil
+	return command, binary, ro, interpDirs, nil
 }
 
 // finishSpec adds to a spec what follows from its mode, profile and
@@ -340,6 +351,9 @@ func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths)
 	}
 	spec.SeccompAllow = grant.Profile.SeccompAllow
 	spec.AllowWriteHostExec = req.AllowWriteHostExec
+	if !req.NoGitIdentity {
+		spec.GitConfig = gitConfigFor(readUserGitConfig())
+	}
 	if req.MayLaunch {
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
 		spec.Pass = append(spec.Pass, sandbox.BusEnv)

@@ -5,7 +5,9 @@ package session
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"strconv"
@@ -152,6 +154,16 @@ func Describe(r records.Record, s *Session) {
 	if s.Sandbox == "" {
 		s.Sandbox = sandbox.ModeBwrap
 	}
+	if l := r.Limits; l != nil && s.MemoryMax == nil && s.TasksMax == nil && s.CPUQuota == nil {
+		// Ended and collected: systemd no longer says, the record does.
+		nonzero := func(v uint64) *uint64 {
+			if v == 0 {
+				return nil
+			}
+			return &v
+		}
+		s.MemoryMax, s.TasksMax, s.CPUQuota = nonzero(l.MemoryMax), nonzero(l.TasksMax), nonzero(l.CPUQuota)
+	}
 	if s.Network == "" {
 		s.Network = sandbox.NetworkHost // recorded before sessions had a network of their own
 	}
@@ -194,6 +206,11 @@ func FromRecords(name, dir string) (Session, bool) {
 		if fi, lerr := os.Lstat(dir); lerr != nil || !fi.IsDir() {
 			return Session{}, false
 		}
+		if errors.Is(err, fs.ErrNotExist) && onlyHome(dir) {
+			// Not damaged: a home made with mosaic home --create,
+			// for a session that has not run yet.
+			return Session{Name: name, Unit: units.UnitName(name), Kind: units.KindService, State: "inactive", SubState: NotRunYet}, true
+		}
 		return Session{Name: name, Unit: units.UnitName(name), Kind: units.KindService, State: "inactive", SubState: "dead",
 			Problem: "its record cannot be read: " + err.Error() + " (`mosaic rm " + name + "` removes it)"}, true
 	}
@@ -230,4 +247,23 @@ func FromRecords(name, dir string) (Session, bool) {
 		s.EgressDied = end.EgressDied
 	}
 	return s, true
+}
+
+// NotRunYet is the sub-state of a session whose home was made (mosaic home
+// --create) before it ever ran.
+const NotRunYet = "not-run-yet"
+
+// onlyHome reports whether a state directory holds its home alone (made by
+// `mosaic home --create` before any run).
+func onlyHome(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.Name() != "home" {
+			return false
+		}
+	}
+	return true
 }

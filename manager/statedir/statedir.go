@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,7 +28,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/credentials"
 	"mosaic/manager/records"
+	"mosaic/manager/request"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
@@ -259,27 +262,12 @@ func Prepare(s units.Spec) (undo func(), err error) {
 			return fail(err)
 		}
 	}
-	if s.MayLaunch { // bound into the session whether the bus runs yet or not
-		if err := mkdir(s.BusDir); err != nil {
-			return fail(err)
-		}
+	if err := makeSocketDirs(s, mkdir); err != nil {
+		return fail(err)
 	}
-	if s.Network == sandbox.NetworkAllow { // the egress proxy's socket goes here
-		if err := mkdir(s.EgressDir); err != nil {
-			return fail(err)
-		}
-		// A new session of a kept name starts with no grants: a grant
-		// outlives a restart of its proxy, never its session.
-		control := egress.ControlDir(s.EgressDir)
-		if err := os.RemoveAll(control); err != nil {
-			return fail(err)
-		}
-		if err := os.MkdirAll(control, 0o700); err != nil {
-			return fail(err)
-		}
-	}
-	if len(s.Publish) > 0 { // the publish forwarder's socket goes here
-		if err := mkdir(units.PublishDir(s.RuntimeDir, s.Name)); err != nil {
+	writeGitConfig(s)
+	if s.OwnGitDir != "" {
+		if err := os.MkdirAll(s.OwnGitDir, 0o700); err != nil {
 			return fail(err)
 		}
 	}
@@ -299,4 +287,59 @@ func Prepare(s units.Spec) (undo func(), err error) {
 		}
 	}
 	return undo, nil
+}
+
+// makeSocketDirs makes, with mkdir, the runtime directory's socket
+// directories the session's units bind: the bus's, the egress proxy's (with
+// its control directory, emptied), the publish forwarder's.
+func makeSocketDirs(s units.Spec, mkdir func(string) error) error {
+	if s.MayLaunch { // bound into the session whether the bus runs yet or not
+		if err := mkdir(s.BusDir); err != nil {
+			return err
+		}
+	}
+	if s.Network == sandbox.NetworkAllow { // the egress proxy's socket goes here
+		if err := mkdir(s.EgressDir); err != nil {
+			return err
+		}
+		// A new session of a kept name starts with no grants: a grant
+		// outlives a restart of its proxy, never its session.
+		control := egress.ControlDir(s.EgressDir)
+		if err := os.RemoveAll(control); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(control, 0o700); err != nil {
+			return err
+		}
+	}
+	if len(s.Publish) > 0 { // the publish forwarder's socket goes here
+		if err := mkdir(units.PublishDir(s.RuntimeDir, s.Name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeGitConfig writes the session's ~/.gitconfig (units.Spec.GitConfig)
+// into its home, atomically: renamed over whatever the session left at
+// that name, a symlink included, never followed. A home where it cannot be
+// written (a directory of that name) gets none; the start goes on. With no
+// git identity (--no-git-identity), one an earlier start wrote is removed.
+func writeGitConfig(s units.Spec) {
+	path := filepath.Join(s.SessionHome(), ".gitconfig")
+	if s.GitConfig != "" {
+		_ = credentials.WriteFileAtomic(path, []byte(s.GitConfig))
+		return
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return
+	}
+	head := make([]byte, len(request.GitConfigHeader))
+	n, _ := io.ReadFull(f, head)
+	fi, serr := f.Stat()
+	f.Close()
+	if serr == nil && fi.Mode().IsRegular() && string(head[:n]) == request.GitConfigHeader {
+		os.Remove(path)
+	}
 }

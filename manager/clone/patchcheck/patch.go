@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"fmt"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -38,6 +39,12 @@ type File struct {
 	Target string `json:"symlink_target,omitempty"`
 	// HostRun says why your tools may run this file ("" when they do not).
 	HostRun string `json:"host_run,omitempty"`
+
+	// indexMode is the mode an "index" line gives (git apply takes it as
+	// the old mode); body is set once the file's hunks (or binary data)
+	// began, after which git reads no more of its header lines.
+	indexMode string
+	body      bool
 }
 
 // Summary is what a patch changes.
@@ -102,15 +109,16 @@ func Parse(patch []byte) (Summary, error) {
 			case strings.HasPrefix(line, "+"):
 				cur.Added++
 				newLeft--
-				if cur.NewMode == "120000" && cur.Target == "" {
-					cur.Target = line[1:]
-				}
+				cur.addTarget(line[1:])
 			case strings.HasPrefix(line, "-"):
 				cur.Deleted++
 				oldLeft--
 			case strings.HasPrefix(line, " "), line == "":
 				oldLeft--
 				newLeft--
+				if line != "" {
+					cur.addTarget(line[1:])
+				}
 			case strings.HasPrefix(line, `\`):
 			default:
 				return s, refuse(cur.name(), "line %d is not part of a hunk", i+1)
@@ -148,9 +156,14 @@ func Parse(patch []byte) (Summary, error) {
 			if err != nil {
 				return s, refuse(cur.name(), "line %d: %v", i+1, err)
 			}
-			inHunk, oldLeft, newLeft = true, o, n
+			inHunk, oldLeft, newLeft, cur.body = true, o, n, true
+		case cur.body:
+			// git apply ends a file's patch at its last hunk and reads on
+			// as a new (traditional) patch from a "---" line: a header
+			// here would be read differently.
+			return s, refuse(cur.name(), "line %d: a header line after the file's hunks", i+1)
 		case line == "GIT binary patch":
-			binary, cur.Binary = true, true
+			binary, cur.Binary, cur.body = true, true, true
 		default:
 			if err := cur.header(line); err != nil {
 				return s, refuse(cur.name(), "line %d: %v", i+1, err)
@@ -169,10 +182,16 @@ func Parse(patch []byte) (Summary, error) {
 func summarize(s *Summary) {
 	for i := range s.Files {
 		f := &s.Files[i]
+		if f.OldMode == "" {
+			f.OldMode = f.indexMode
+		}
 		if f.Status == "deleted" {
 			f.OldPath, f.Path = f.Path, ""
-		} else if f.OldPath == f.Path {
-			f.OldPath = ""
+		} else {
+			f.NewMode = f.newMode()
+			if f.OldPath == f.Path {
+				f.OldPath = ""
+			}
 		}
 		if f.OldMode != "" && f.NewMode != "" && f.OldMode != f.NewMode {
 			s.ModeChanges++
@@ -181,6 +200,33 @@ func summarize(s *Summary) {
 		s.Deleted += f.Deleted
 		f.HostRun = HostRun(f.name())
 	}
+}
+
+// newMode is the mode git apply gives the file: the one a "new mode" or
+// "new file mode" line says, else its old mode (an "old mode" or "index"
+// line's). "" when the patch says none: git apply then keeps the mode the
+// file has in the checkout (see Apply, which looks there).
+func (f *File) newMode() string {
+	switch {
+	case f.NewMode != "":
+		return f.NewMode
+	case f.OldMode != "":
+		return f.OldMode
+	}
+	return f.indexMode
+}
+
+// addTarget adds a line of the file's content after the change to its
+// target, when the file is then a symlink: all of them, newlines between,
+// so that no line of a symlink's content goes unchecked.
+func (f *File) addTarget(l string) {
+	if f.newMode() != "120000" {
+		return
+	}
+	if f.Target != "" {
+		f.Target += "\n"
+	}
+	f.Target += l
 }
 
 func (f *File) name() string {
@@ -197,9 +243,24 @@ func (f *File) name() string {
 func (f *File) header(line string) error {
 	word, rest, _ := strings.Cut(line, " ")
 	switch word {
-	case "index", "similarity", "dissimilarity":
+	case "similarity", "dissimilarity":
+		return nil
+	case "index":
+		m := indexLine.FindStringSubmatch(rest)
+		if m == nil {
+			return fmt.Errorf("bad index line %q", line)
+		}
+		if m[1] != "" && f.indexMode != "" {
+			return fmt.Errorf("a second index line %q", line)
+		}
+		f.indexMode = m[1]
 		return nil
 	case "---", "+++":
+		if !strings.HasPrefix(rest, `"`) && strings.IndexFunc(rest, isControl) >= 0 {
+			// git apply's name ends at a tab, CR or other space but ' ':
+			// git writes such a name quoted.
+			return fmt.Errorf("%s names %q unquoted, with a control character", word, rest)
+		}
 		p, err := unquote(rest)
 		if err != nil {
 			return err
@@ -260,6 +321,12 @@ func (f *File) header(line string) error {
 	}
 	return fmt.Errorf("unknown header %q", line)
 }
+
+// indexLine is an "index OLD..NEW[ MODE]" line's rest as git diff writes
+// it; MODE is what git apply takes as the file's old mode.
+var indexLine = regexp.MustCompile(`^[0-9a-f]{7,64}\.\.[0-9a-f]{7,64}(?: ([0-7]{6}))?$`)
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // hunkCounts reads "@@ -a,b +c,d @@": the old and new line counts.
 func hunkCounts(line string) (int, int, error) {
@@ -454,6 +521,21 @@ func Check(s Summary) error {
 				return err
 			}
 			symlinks[f.Path] = true
+		}
+	}
+	// A path twice: git apply applies the second to what the first made
+	// (its mode too), which this check would not see. git diff names a
+	// path twice only for a change of type: deleted, then added.
+	seen := map[string]string{}
+	for _, f := range s.Files {
+		for _, p := range []string{f.OldPath, f.Path} {
+			if p == "" {
+				continue
+			}
+			if was, ok := seen[p]; ok && !(was == "deleted" && f.Status == "added") {
+				return refuse(p, "named twice in one change")
+			}
+			seen[p] = f.Status
 		}
 	}
 	// A write through a symlink the same change makes: a/link -> dir, then a/link/x.

@@ -1,0 +1,128 @@
+package request
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Git inside a session knows who the user is: a few settings of the
+// user's git config (their global and system files, with what those
+// include) reach the session, written as the session's own ~/.gitconfig at
+// each start (units.Spec.GitConfig). Nothing else of it does: no
+// credential helper, include, url rewrite, sshCommand, alias, hook path or
+// filter, which run programs or reach hosts with the user's keys; the
+// user's files themselves stay on the deny-list.
+
+// gitSettings are the settings that reach the session: who the user is,
+// and what shapes how git behaves without running anything.
+var gitSettings = []string{
+	"user.name", "user.email",
+	"init.defaultbranch",
+	"core.autocrlf", "core.eol", "core.quotepath", "core.whitespace", "core.ignorecase", "core.precomposeunicode",
+	"pull.rebase", "pull.ff", "push.default", "push.autosetupremote",
+	"merge.conflictstyle", "merge.ff", "rebase.autosquash", "rebase.autostash", "rerere.enabled",
+	"diff.algorithm", "diff.colormoved", "diff.renames",
+	"color.ui", "column.ui", "branch.sort", "tag.sort", "log.date", "commit.verbose", "fetch.prune",
+	"advice.detachedhead",
+}
+
+// gitConfigTimeout bounds the run of git that reads the user's settings.
+const gitConfigTimeout = 3 * time.Second
+
+// readUserGitConfig runs the user's git to read gitSettings from their
+// global and system config, includes followed, as git's -z --show-scope
+// output. It runs in / so that no repository's config is read (nor a
+// repository's includeIf matched): mosaic never runs git in a tree a
+// session could have written. A test replaces it.
+var readUserGitConfig = func() []byte {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), gitConfigTimeout)
+	defer cancel()
+	re := "^(" + strings.ReplaceAll(strings.Join(gitSettings, "|"), ".", `\.`) + ")$"
+	cmd := exec.CommandContext(ctx, git, "config", "--includes", "--show-scope", "--null", "--get-regexp", re)
+	cmd.Dir = "/"
+	cmd.Env = gitEnv(os.Environ())
+	out, _ := cmd.Output() // exit 1: none of them is set
+	return out
+}
+
+// gitEnv is the caller's environment without what would make git read
+// another config than the user's own files (GIT_CONFIG_*, GIT_DIR).
+func gitEnv(environ []string) []string {
+	var env []string
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "GIT_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// gitConfigFor renders the session's ~/.gitconfig from out (git config
+// -z --show-scope --get-regexp): the settings of gitSettings from the
+// system and global scopes only, the later winning, as git reads them.
+// "" when there is none.
+func gitConfigFor(out []byte) string {
+	allowed := map[string]bool{}
+	for _, k := range gitSettings {
+		allowed[k] = true
+	}
+	values := map[string]string{}
+	fields := bytes.Split(out, []byte{0})
+	for i := 0; i+1 < len(fields); i += 2 {
+		scope := string(fields[i])
+		key, value, _ := strings.Cut(string(fields[i+1]), "\n")
+		if (scope != "system" && scope != "global") || !allowed[strings.ToLower(key)] || !plainValue(value) {
+			continue
+		}
+		values[strings.ToLower(key)] = value
+	}
+	if len(values) == 0 {
+		return ""
+	}
+	sections := map[string][]string{}
+	for k, v := range values {
+		sec, name, _ := strings.Cut(k, ".")
+		sections[sec] = append(sections[sec], "\t"+name+" = "+quoteGitValue(v)+"\n")
+	}
+	names := make([]string, 0, len(sections))
+	for s := range sections {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString(GitConfigHeader)
+	b.WriteString("# config that sessions get (user.name, user.email, init.defaultBranch, ...),\n")
+	b.WriteString("# nothing else of it. Changes here last until the session's next start.\n")
+	for _, s := range names {
+		lines := sections[s]
+		sort.Strings(lines)
+		b.WriteString("[" + s + "]\n")
+		b.WriteString(strings.Join(lines, ""))
+	}
+	return b.String()
+}
+
+// GitConfigHeader is the first line of every session's ~/.gitconfig that
+// mosaic wrote, by which a later start with --no-git-identity knows it.
+const GitConfigHeader = "# Written by mosaic at each start of this session: the settings of your git\n"
+
+// plainValue reports whether a value can be written on one line of a
+// config file: no control character.
+func plainValue(v string) bool {
+	return !strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f })
+}
+
+// quoteGitValue quotes a value as git's config syntax reads it back
+// unchanged: in double quotes, with " and \ escaped.
+func quoteGitValue(v string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v) + `"`
+}

@@ -1,0 +1,145 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// A session's own repository. A workspace without a repository of its own
+// gets an empty read-only .git placeholder (ProtectHostExec), so that the
+// session cannot make a repository whose config and hooks the user's git
+// would run; `git init` inside then failed. Instead the placeholder is
+// covered by a directory in the session's state, read-write: `git init` and
+// `git commit` work inside, the repository is the session's (kept with its
+// state, across its runs), and the user's git never sees it in the tree.
+// When the session ends the empty placeholder is removed from the host
+// (RemoveGitPlaceholder), so that nothing empty is left behind.
+
+// OwnGitReason is the reason of the bind of a session's own repository.
+const OwnGitReason = "the session's own repository (git init inside), kept in its state, never in your tree: your git does not see it"
+
+// OwnGitDir replaces, in the workspace ws's host-exec binds, the
+// placeholder of a missing .git with a read-write bind of own (a
+// directory of the session's state). It changes nothing when ws has a
+// repository: a .git holding anything but an empty hooks/ placeholder, or
+// a .git file. ids lose the placeholders' identities (own is the
+// session's, which no session can swap on the host).
+func OwnGitDir(ws, own string, binds []Bind, ids []BindID) ([]Bind, []BindID, bool) {
+	gitDir := filepath.Join(ws, ".git")
+	if !placeholderOnly(gitDir) {
+		return binds, ids, false
+	}
+	var out []Bind
+	for _, b := range binds {
+		if !Within(b.Dst, gitDir) {
+			out = append(out, b)
+		}
+	}
+	var outIDs []BindID
+	for _, id := range ids {
+		if !Within(id.Path, gitDir) {
+			outIDs = append(outIDs, id)
+		}
+	}
+	return append(out, Bind{Kind: KindRW, Src: own, Dst: gitDir, Reason: OwnGitReason}), outIDs, true
+}
+
+// placeholderOnly reports whether gitDir is a real directory that holds
+// nothing, or only an empty hooks/ directory: mosaic's placeholders.
+func placeholderOnly(gitDir string) bool {
+	st, err := StatNoFollow(gitDir)
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return false
+	}
+	entries, err := os.ReadDir(gitDir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.Name() != "hooks" || e.Type() != os.ModeDir {
+			return false
+		}
+		if sub, err := os.ReadDir(filepath.Join(gitDir, "hooks")); err != nil || len(sub) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// RemoveGitPlaceholder removes the empty .git placeholder (and its empty
+// hooks/) of the ended session's workspace ws. rmdir removes only an
+// empty directory, and the directories are reached without following a
+// symlink: nothing else is ever removed.
+func RemoveGitPlaceholder(ws string) {
+	root, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(root)
+	git, err := unix.Openat(root, ".git", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	_ = unix.Unlinkat(git, "hooks", unix.AT_REMOVEDIR)
+	unix.Close(git)
+	_ = unix.Unlinkat(root, ".git", unix.AT_REMOVEDIR)
+}
+
+// MovedAsideDir is where, in a workspace with a repository, what a session
+// created among the host-executed entries is moved aside to: inside .git,
+// which the user's git status never lists (beside the entry, as
+// MoveAsideCreated leaves it, `ENTRY.mosaic-moved-*` showed as untracked).
+const MovedAsideDir = ".git/mosaic-moved-aside"
+
+// OutOfStatus moves each entry of moved that MoveAsideCreated renamed
+// beside its place, outside .git, into ws's MovedAsideDir (its path
+// flattened into its name), and says so in its To. Where ws has no .git
+// directory, or the move fails, the entry stays where it is. No symlink
+// is followed on either side (the session chose both directories).
+func OutOfStatus(ws string, moved []MovedAside) []MovedAside {
+	var aside = -1
+	defer func() {
+		if aside >= 0 {
+			unix.Close(aside)
+		}
+	}()
+	for i, m := range moved {
+		if m.To == "" || m.Error != "" || Within(m.To, ".git") {
+			continue
+		}
+		if aside < 0 {
+			fd, err := openAsideDir(ws)
+			if err != nil {
+				return moved
+			}
+			aside = fd
+		}
+		dir, base, err := openBeneath(ws, m.To)
+		if err != nil {
+			continue
+		}
+		flat := strings.ReplaceAll(m.To, "/", "%")
+		if unix.Renameat2(dir, base, aside, flat, unix.RENAME_NOREPLACE) == nil {
+			moved[i].To = MovedAsideDir + "/" + flat
+		}
+		unix.Close(dir)
+	}
+	return moved
+}
+
+// openAsideDir opens ws's MovedAsideDir, making it, beneath ws and
+// through no symlink.
+func openAsideDir(ws string) (int, error) {
+	git, err := openatBeneath(ws, ".git", unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(git)
+	if err := unix.Mkdirat(git, filepath.Base(MovedAsideDir), 0o700); err != nil && err != unix.EEXIST {
+		return -1, err
+	}
+	return openatBeneath(ws, MovedAsideDir, unix.O_PATH|unix.O_DIRECTORY)
+}
