@@ -405,7 +405,7 @@ func readProfile(path string) (Profile, error) {
 func toolchainsOf(have, fields []string) ([]string, error) {
 	for _, v := range fields {
 		if !filepath.IsAbs(v) && !strings.HasPrefix(v, "~/") {
-			return nil, fmt.Errorf("Toolchain: %q is neither an absolute path nor one under ~/", v)
+			return nil, fmt.Errorf("a Toolchain= of %q is neither an absolute path nor one under ~/", v)
 		}
 	}
 	return append(have, fields...), nil
