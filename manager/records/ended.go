@@ -71,7 +71,8 @@ func proxyDead(socket string) bool {
 // MoveAside moves aside the host-executed entries r's session created in
 // its workspace (sandbox.MoveAsideCreated), and the links of the submodules
 // whose config it changed and of the repositories it planted or changed
-// anywhere in the workspace (sandbox.MoveAsideRepos).
+// anywhere in the workspace (sandbox.MoveAsideRepos); both, where the
+// workspace has a .git, into it, where git status does not list them.
 func MoveAside(r Record) []sandbox.MovedAside {
 	if r.Workspace == "" || r.HostExecWritable || r.WorkspaceCopied {
 		return nil // the session could write what the host runs there, or never touched it
@@ -81,7 +82,7 @@ func MoveAside(r Record) []sandbox.MovedAside {
 	}
 	moved := sandbox.OutOfStatus(r.Workspace, sandbox.MoveAsideCreated(r.Workspace, r.Name, r.HostExecMissing))
 	if !r.Started.IsZero() {
-		moved = append(moved, sandbox.MoveAsideRepos(r.Workspace, r.Name, r.Started)...)
+		moved = append(moved, sandbox.OutOfStatus(r.Workspace, sandbox.MoveAsideRepos(r.Workspace, r.Name, r.Started))...)
 	}
 	return moved
 }
