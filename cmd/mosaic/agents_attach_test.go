@@ -56,7 +56,7 @@ func TestAgentsAttach(t *testing.T) {
 	ws := workspace(t)
 	// The first run's onboarding and the workspace's trust prompt, answered
 	// beforehand in the session's home.
-	home := strings.TrimSpace(mustMosaic(t, "home", name).stdout)
+	home := strings.TrimSpace(mustMosaic(t, "home", "--create", name).stdout)
 	state := `{"hasCompletedOnboarding": true, "theme": "dark", "projects": {"` + ws + `": {"hasTrustDialogAccepted": true}}}`
 	if err := os.WriteFile(filepath.Join(home, ".claude.json"), []byte(state), 0o600); err != nil {
 		t.Fatal(err)

@@ -278,7 +278,7 @@ func TestAgents(t *testing.T) {
 				}
 			}
 			if ac.bin == agentCases[0].bin {
-				agentInClone(t, ac.bin, name, args, ac.ask(prompt))
+				agentInClone(t, bin, ac.bin, name, args, ac.ask(prompt))
 			}
 			t.Logf("%s %s: %d requests (%s ...), nested sandbox: %s; answer in %v, tool call in %v",
 				pv[0], pv[1], len(reqs), reqs[0].Path, want, answered.Round(time.Millisecond), toolRun.Round(time.Millisecond))
@@ -298,8 +298,9 @@ func settled(t *testing.T, name string) {
 
 // agentInClone runs the agent's tool call again in clone mode, in a
 // repository: the file it writes shows in mosaic diff, not in the checkout,
-// until mosaic apply.
-func agentInClone(t *testing.T, bin, name string, args, ask []string) {
+// until mosaic apply. path is the agent CLI the test installed; bin, its
+// name, names the file its tool call writes.
+func agentInClone(t *testing.T, path, bin, name string, args, ask []string) {
 	t.Helper()
 	settled(t, name)
 	repo := cloneRepo(t)
@@ -313,7 +314,7 @@ func agentInClone(t *testing.T, bin, name string, args, ask []string) {
 			cargs = append(cargs, args[i])
 		}
 	}
-	r := mosaicTimed(t, 3*time.Minute, append(append(cargs, "--", bin), ask...)...)
+	r := mosaicTimed(t, 3*time.Minute, append(append(cargs, "--", path), ask...)...)
 	if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "MOCK-DONE") {
 		t.Fatalf("%s in clone mode: exit %d\nstdout: %s\nstderr: %s", bin, r.code, r.stdout, r.stderr)
 	}
