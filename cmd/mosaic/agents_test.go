@@ -277,6 +277,9 @@ func TestAgents(t *testing.T) {
 					t.Errorf("%s: the egress proxy refused a request (a switch for non-essential traffic is missing?): %s", ac.bin, line)
 				}
 			}
+			if ac.bin == agentCases[0].bin {
+				agentInClone(t, bin, ac.bin, name, args, ac.ask(prompt))
+			}
 			t.Logf("%s %s: %d requests (%s ...), nested sandbox: %s; answer in %v, tool call in %v",
 				pv[0], pv[1], len(reqs), reqs[0].Path, want, answered.Round(time.Millisecond), toolRun.Round(time.Millisecond))
 		})
@@ -291,4 +294,47 @@ func settled(t *testing.T, name string) {
 	eventually(t, 30*time.Second, "session "+name+" to be gone", func() bool {
 		return !strings.Contains(mosaicUnits(t), "mosaic-"+name)
 	})
+}
+
+// agentInClone runs the agent's tool call again in clone mode, in a
+// repository: the file it writes shows in mosaic diff, not in the checkout,
+// until mosaic apply. path is the agent CLI the test installed; bin, its
+// name, names the file its tool call writes.
+func agentInClone(t *testing.T, path, bin, name string, args, ask []string) {
+	t.Helper()
+	settled(t, name)
+	repo := cloneRepo(t)
+	clone := cloneSession(t)
+	cargs := []string{"run", "--clone", "--name", clone, "-w", repo}
+	for i := 1; i < len(args); i++ {
+		switch args[i] {
+		case "--name", "-w":
+			i++ // the direct session's
+		default:
+			cargs = append(cargs, args[i])
+		}
+	}
+	// The agent's configuration (its settings, the trust of its
+	// workspace) is what the direct session's home holds: the clone
+	// session gets a copy of it.
+	from := strings.TrimSpace(mustMosaic(t, "home", name).stdout)
+	to := strings.TrimSpace(mustMosaic(t, "home", "--create", clone).stdout)
+	if out, err := exec.Command("cp", "-a", from+"/.", to).CombinedOutput(); err != nil {
+		t.Fatalf("copying %s's home: %v %s", name, err, out)
+	}
+	r := mosaicTimed(t, 3*time.Minute, append(append(cargs, "--", path), ask...)...)
+	if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "MOCK-DONE") {
+		t.Fatalf("%s in clone mode: exit %d\nstdout: %s\nstderr: %s", bin, r.code, r.stdout, r.stderr)
+	}
+	out := filepath.Join(repo, "out-"+bin+".txt")
+	if _, err := os.Lstat(out); err == nil {
+		t.Fatalf("%s in clone mode wrote %s into the checkout", bin, out)
+	}
+	if got := paths(diffOf(t, clone)); !strings.Contains(got, "out-"+bin+".txt") {
+		t.Fatalf("%s in clone mode: mosaic diff shows %q, not its tool call's file", bin, got)
+	}
+	mustMosaic(t, "apply", clone)
+	if b, err := os.ReadFile(out); err != nil || !strings.Contains(string(b), bin+"-wrote") {
+		t.Fatalf("%s in clone mode: after apply, %s: %q %v", bin, out, b, err)
+	}
 }
