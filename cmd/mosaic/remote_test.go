@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -315,7 +314,7 @@ func TestRemoteHost(t *testing.T) {
 		}
 		cmd := exec.Command(mosaicBin, "--host", r.target, "logs", "-f", name)
 		cmd.Env = append(os.Environ(), r.env...)
-		var out, errb syncBuffer
+		var out, errb lockedBuffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		must(t, cmd.Start())
 		eventually(t, 15*time.Second, "logs -f over --host to print", func() bool { return strings.Contains(out.String(), "first-line") })
@@ -400,24 +399,6 @@ func TestRemoteHostWithoutMosaic(t *testing.T) {
 	if res.code != 3 || doc.Error.Code != "remote-no-mosaic" || !strings.Contains(doc.Error.Message, "install") {
 		t.Errorf("a host without mosaic: exit %d, %s %s; want 3, remote-no-mosaic saying how to install", res.code, res.stdout, res.stderr)
 	}
-}
-
-// syncBuffer is a bytes.Buffer a process may write while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // childPIDs are the direct children of pid.
