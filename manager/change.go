@@ -46,19 +46,11 @@ func (m *Manager) Current(ctx context.Context, name string) (Change, error) {
 // (clone.ApplyBranch). The session must have ended; the change is checked
 // (patchcheck) before anything is written, and nothing is on a refusal.
 func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error) {
-	p, err := request.UserPaths()
-	if err != nil {
-		return Change{}, err
-	}
-	lock, err := lockSession(p, name, "apply the change of")
+	p, s, lock, err := m.lockedSession(ctx, name, "apply the change of")
 	if err != nil {
 		return Change{}, err
 	}
 	defer lock.Release()
-	s, err := m.Status(ctx, name)
-	if err != nil {
-		return Change{}, err
-	}
 	if s.Running() {
 		return Change{}, errcode.SessionRunning.New("session %s is %s: stop it first (`mosaic stop %s`), then apply what it left; `mosaic diff %s` shows it meanwhile", name, s.State, name, name)
 	}
@@ -101,19 +93,11 @@ func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error
 // Discard throws session name's change away: its copy and its finish
 // step's output go, and clone.json says so (rm then needs no --force).
 func (m *Manager) Discard(ctx context.Context, name string) error {
-	p, err := request.UserPaths()
-	if err != nil {
-		return err
-	}
-	lock, err := lockSession(p, name, "discard the change of")
+	p, s, lock, err := m.lockedSession(ctx, name, "discard the change of")
 	if err != nil {
 		return err
 	}
 	defer lock.Release()
-	s, err := m.Status(ctx, name)
-	if err != nil {
-		return err
-	}
 	if s.Clone == nil {
 		return errcode.NoChange.New("session %s is not in clone mode: there is no copy to discard", name)
 	}
@@ -138,15 +122,26 @@ func removeFinishState(p request.Paths, name string) {
 	}
 }
 
-// lockSession takes session name's lock for a command that changes its
-// state (what says which, for the error).
-func lockSession(p request.Paths, name, what string) (*statedir.Lock, error) {
+// lockedSession takes session name's lock for a command that changes its
+// state (what says which, for the error) and reads the session under it:
+// the user's paths (never relative to the current directory: without a
+// home there is no state), the session, and the lock to release.
+func (m *Manager) lockedSession(ctx context.Context, name, what string) (request.Paths, Session, *statedir.Lock, error) {
+	p, err := request.UserPaths()
+	if err != nil {
+		return p, Session{}, nil, err
+	}
 	lock, err := statedir.LockName(p.SessionDir(name))
 	if err == statedir.ErrBusy {
-		return nil, busyName(name)
+		return p, Session{}, nil, busyName(name)
 	}
 	if err != nil {
-		return nil, errcode.StateDir.New("cannot %s session %s: %v", what, name, statedir.Hint(err, p.StateRoot))
+		return p, Session{}, nil, errcode.StateDir.New("cannot %s session %s: %v", what, name, statedir.Hint(err, p.StateRoot))
 	}
-	return lock, nil
+	s, err := m.Status(ctx, name)
+	if err != nil {
+		lock.Release()
+		return p, Session{}, nil, err
+	}
+	return p, s, lock, nil
 }

@@ -49,21 +49,11 @@ func (m *Manager) ListAll(ctx context.Context) ([]Session, error) {
 // and, without force, a clone-mode session whose change was neither
 // applied nor discarded (unapplied-changes).
 func (m *Manager) Remove(ctx context.Context, name string, force bool) error {
-	// Never a path relative to the current directory: without a home,
-	// there is no state to remove.
-	p, err := request.UserPaths()
-	if err != nil {
-		return err
-	}
-	lock, err := lockSession(p, name, "remove")
+	p, s, lock, err := m.lockedSession(ctx, name, "remove")
 	if err != nil {
 		return err
 	}
 	defer lock.Release()
-	s, err := m.Status(ctx, name)
-	if err != nil {
-		return err
-	}
 	if s.Running() {
 		return errcode.SessionRunning.New("session %s is %s: stop it first with `mosaic stop %s`", name, s.State, name)
 	}
