@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"mosaic/credentials"
+	"mosaic/credentials/sessionfile"
 	"mosaic/manager/request"
 	"mosaic/units/testhook"
 
@@ -177,7 +178,7 @@ func testCredentialsOnDisk(name string, vars []credentials.Var) {
 	if err != nil {
 		return
 	}
-	path := credentials.SessionFile(rt, name)
+	path := sessionfile.Path(rt, name)
 	if os.MkdirAll(filepath.Dir(path), 0o700) == nil {
 		_ = credentials.WriteFileAtomic(path, credentials.Encode(vars))
 	}

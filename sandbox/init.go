@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/sandbox/egress"
 	"mosaic/sandbox/publish"
 	"mosaic/units/testhook"
 )
@@ -200,7 +199,7 @@ func commandNetwork(o initOptions, env []string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot listen for the egress relay: %w", err)
 		}
-		go egress.Relay(l, o.egressSocket)
+		go relayEgress(l, o.egressSocket)
 		env = append(env, ProxyEnv(env)...)
 	}
 	if err := offerPublished(o.publish); err != nil {

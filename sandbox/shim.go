@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/credentials"
+	"mosaic/credentials/sessionfile"
 )
 
 // The exec shim is a service's main process:
@@ -88,7 +88,7 @@ func ShimMain(args []string) error {
 	if s.Drop != "" { // a unit of a mosaic before issue 31 (credentials on disk)
 		// systemd has read the credential file into our environment: it
 		// has no reason to exist any more.
-		if err := credentials.RemoveSessionFile(s.Drop); err != nil {
+		if err := sessionfile.Remove(s.Drop); err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"mosaic/credentials"
+	"mosaic/credentials/sessionfile"
 	"mosaic/sandbox"
 	"mosaic/units"
 	"mosaic/units/termsafe"
@@ -39,7 +39,7 @@ func EndedMain(args []string, getenv func(string) string) {
 		case "--egress":
 			egressSocket = args[1]
 		case "--drop":
-			err = credentials.RemoveSessionFile(args[1])
+			err = sessionfile.Remove(args[1])
 		default:
 			err = fmt.Errorf("%s: unknown option %q", units.EndedStage, args[0])
 		}
