@@ -33,7 +33,7 @@ import (
 func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
 	spec := plan.Spec
 	spec.Stdio = &stdio
-	t, err := startTie(m.MosaicBin)
+	t, err := startTie(spec.StageBin)
 	if err != nil {
 		return Session{}, err
 	}
@@ -130,7 +130,7 @@ func removeUnnamed(spec units.Spec) <-chan struct{} {
 // back: the session cannot reach its state directory, and reading and
 // decoding the file cost the end of every run a few hundred microseconds.
 func recordAt(spec units.Spec, began time.Time) records.Record {
-	r := records.RecordOf(spec)
+	r := statedir.RecordOf(spec)
 	r.Started = began
 	return r
 }
