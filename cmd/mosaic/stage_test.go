@@ -48,6 +48,21 @@ func TestStageLinksLittle(t *testing.T) {
 	}
 }
 
+// nothingMade checks that a refused session name left nothing: its
+// command never ran (it would have made ran), no unit, no state directory.
+func nothingMade(t *testing.T, name, ran string) {
+	t.Helper()
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the command ran")
+	}
+	if u := mosaicUnits(t); strings.Contains(u, name) {
+		t.Errorf("a unit was made: %s", u)
+	}
+	if _, err := os.Stat(filepath.Join(stateRoot(), "sessions", name)); err == nil {
+		t.Error("a state directory was made")
+	}
+}
+
 // TestStageRefusals: a session whose stage binary is missing beside mosaic,
 // is not executable, or is of another build (another -ldflags stamp, another
 // build tag: a weakened stage beside a plain mosaic) is refused, exit 3 with
@@ -107,15 +122,7 @@ func TestStageRefusals(t *testing.T) {
 				if code != tc.code || !strings.Contains(msg, tc.reason) || !strings.Contains(msg, stage) || strings.Contains(msg, "\n") {
 					t.Errorf("code %q message %q; want %s, one line naming %s and %q", code, msg, tc.code, stage, tc.reason)
 				}
-				if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
-					t.Error("the command ran")
-				}
-				if u := mosaicUnits(t); strings.Contains(u, name) {
-					t.Errorf("a unit was made: %s", u)
-				}
-				if _, err := os.Stat(filepath.Join(stateRoot(), "sessions", name)); err == nil {
-					t.Error("a state directory was made")
-				}
+				nothingMade(t, name, filepath.Join(ws, "ran"))
 			})
 		}
 	}
