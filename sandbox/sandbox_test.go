@@ -42,6 +42,7 @@ var opts = Options{
 	SessionHome: "/home/u/.local/state/mosaic/sessions/s/home",
 	TmpSize:     64 << 20,
 	MosaicBin:   "/home/u/go/bin/mosaic",
+	StageBin:    "/home/u/go/bin/mosaic-stage",
 	ExtraRO:     []string{"/opt/ro"},
 	ExtraRW:     []string{"/srv/rw"},
 }
@@ -74,7 +75,7 @@ func TestBinds(t *testing.T) {
 		"ro-bind /lib64 /lib64",
 		"dev  /dev",
 		"proc  /proc",
-		"ro-bind /home/u/go/bin/mosaic " + InitPath,
+		"ro-bind /home/u/go/bin/mosaic-stage " + InitPath,
 		"bind /home/u/.local/state/mosaic/sessions/s/home /home/u",
 		"tmpfs  /tmp",
 		"bind /home/u/proj /home/u/proj",
