@@ -31,6 +31,7 @@ type mockVendor struct {
 	mu    sync.Mutex
 	got   []http.Header
 	hosts []string // the Host header of each request
+	lines []string // each request's method and target as it came, and what came through an h2c tunnel
 	conns atomic.Int32
 	gate  chan struct{}
 }
@@ -41,6 +42,7 @@ func newMockVendor(t *testing.T) *mockVendor {
 		m.mu.Lock()
 		m.got = append(m.got, r.Header.Clone())
 		m.hosts = append(m.hosts, r.Host)
+		m.lines = append(m.lines, r.Method+" "+r.RequestURI)
 		m.mu.Unlock()
 		if r.Method == "TRACE" {
 			// As a gateway that answers TRACE does: the request echoed.
@@ -64,6 +66,21 @@ func newMockVendor(t *testing.T) *mockVendor {
 			w.(http.Flusher).Flush()
 			body, _ := io.ReadAll(r.Body)
 			io.WriteString(w, "event: two\ndata: "+string(body)+"\n\n")
+		case "/h2c":
+			// As a server that speaks h2c does: it switches, and reads on.
+			w.Header().Set("Upgrade", "h2c")
+			w.Header().Set("Connection", "Upgrade")
+			w.WriteHeader(http.StatusSwitchingProtocols)
+			c, rw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			rw.Flush()
+			line, _ := rw.ReadString('\n')
+			m.mu.Lock()
+			m.lines = append(m.lines, "tunnel: "+strings.TrimSpace(line))
+			m.mu.Unlock()
 		case "/ws":
 			w.Header().Set("Upgrade", "websocket")
 			w.Header().Set("Connection", "Upgrade")
