@@ -789,3 +789,59 @@ func TestStartLosesSystemd(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashLeavesNoLink (issue 31): the unit names the held credentials
+// through a link in the runtime directory to mosaic's /proc/PID/fd/N. A
+// mosaic killed during the start left that link, dangling, until the next
+// mosaic command: a process that got the PID again could put a FIFO of its
+// own at fd N and hang the unit's next read of it (ExecStopPost). Shown
+// with the weakened mosaic whose unit leaves the link to mosaic. Now the
+// unit's first process (the exec shim, the egress proxy) removes it as soon
+// as systemd has read it: with mosaic paused once systemd took the start,
+// both links are gone while the session runs with its credentials, and a
+// kill -9 then leaves nothing, before any other mosaic command.
+func TestCrashLeavesNoLink(t *testing.T) {
+	needRig(t)
+	for _, tc := range []struct {
+		label string
+		env   []string
+	}{
+		{"weakened", []string{"MOSAIC_TEST_KEEP_HELD_LINK=1"}},
+		{"mosaic", nil},
+	} {
+		t.Run(tc.label, func(t *testing.T) {
+			name := sessionName(t)
+			env := append([]string{"ANTHROPIC_API_KEY=link-canary-" + randomHex(), "CLAUDE_CODE_OAUTH_TOKEN=", "ANTHROPIC_AUTH_TOKEN=", "ANTHROPIC_BASE_URL="}, tc.env...)
+			cmd, _, out := paused(t, "start-accepted", env, "start", "--name", name, "--workspace", workspace(t), "--profile", "claude-code", "--", "sleep", "300")
+			unit := "mosaic-" + name + ".service"
+			eventually(t, 20*time.Second, unit+" to run", func() bool { return unitProperty(t, unit, "ActiveState") == "active" })
+			links := func() map[string]string {
+				got := map[string]string{}
+				for _, d := range []string{name, name + "-egress"} {
+					if l, err := os.Readlink(filepath.Join(credentialDir(), d, "env")); err == nil {
+						got[d] = l
+					}
+				}
+				return got
+			}
+			before := links()
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			after := links()
+			if tc.env != nil {
+				pid := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/fd/"
+				if len(after) != 2 || !strings.HasPrefix(after[name], pid) || !strings.HasPrefix(after[name+"-egress"], pid) {
+					t.Fatalf("the weakened mosaic's crash left links %v, want both to its dead %s*: this test cannot see them\n%s", after, pid, out)
+				}
+				t.Logf("the weakened crash leaves %v: its PID is free for the taking", after)
+				return
+			}
+			if len(before) > 0 || len(after) > 0 {
+				t.Errorf("the credentials' links outlive systemd's read of them: %v while mosaic held them, %v after its kill -9", before, after)
+			}
+			if st := unitProperty(t, unit, "ActiveState"); st != "active" {
+				t.Errorf("the session is %s after mosaic's crash, want it running", st)
+			}
+		})
+	}
+}
