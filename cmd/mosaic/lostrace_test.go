@@ -49,7 +49,9 @@ func TestLostStartRaces(t *testing.T) {
 			}
 			goOn()
 			first.Wait()
-			var doc struct{ Error struct{ Code, Message string } }
+			var doc struct {
+				Error struct{ Code, Message string }
+			}
 			json.Unmarshal([]byte(out.String()[:strings.LastIndex(out.String(), "}")+1]), &doc)
 			msg := doc.Error.Message
 			_, stateErr := os.Stat(filepath.Join(state, "session.json"))
