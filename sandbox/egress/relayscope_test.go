@@ -263,6 +263,22 @@ func TestInjectMethodSpellings(t *testing.T) {
 	if l := m.sentLines(); len(l) != 0 {
 		t.Errorf("HTTP/2's preface reached the vendor: %v", l)
 	}
+	// HTTP/2 (its :authority beside Host) is not spoken at all: a client
+	// that offers only h2 gets no TLS.
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "CONNECT "+hp+" HTTP/1.1\r\nHost: "+hp+"\r\n\r\n")
+	br := bufio.NewReader(c)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	h2 := tls.Client(&bufferedConn{Conn: c, r: br}, &tls.Config{InsecureSkipVerify: true, ServerName: "example.com", NextProtos: []string{"h2"}})
+	if err := h2.Handshake(); err == nil && h2.ConnectionState().NegotiatedProtocol == "h2" {
+		t.Error("the relay negotiated h2")
+	}
 }
 
 // TestInjectUpgrades (issue 31): after an upgrade the relay copies bytes it
