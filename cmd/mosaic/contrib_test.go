@@ -324,12 +324,11 @@ mkdir -p "$dir/etc" && echo trixie >"$dir/etc/debian_version" && echo "127.0.0.1
 	fakeChroot = "#!/bin/sh\nexit 0\n"
 )
 
-// TestRigRootIsTodays drives contrib/rig-root.sh (as root: it insists) with
-// a debootstrap (and chroot) of the test's: the root's path and stamp carry a hash of
-// the script, a second run builds nothing, a changed script builds a root
-// of its own and removes the old one, unless a rig holds it (a shared
-// flock, as rig.sh --root takes); a root of the older layout is left alone.
-func TestRigRootIsTodays(t *testing.T) {
+// rigRootScript is contrib/rig-root.sh's text and a directory for a test
+// that runs it (as root: it insists; skipped otherwise, and where the
+// script is not beside this package).
+func rigRootScript(t *testing.T) (text []byte, dir string) {
+	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("rig-root.sh runs only as root; make test runs this on the host before the rigs")
 	}
@@ -338,7 +337,16 @@ func TestRigRootIsTodays(t *testing.T) {
 	if err != nil {
 		t.Skip("contrib/rig-root.sh is not beside this package")
 	}
-	dir := t.TempDir()
+	return real, t.TempDir()
+}
+
+// TestRigRootIsTodays drives contrib/rig-root.sh (as root: it insists) with
+// a debootstrap (and chroot) of the test's: the root's path and stamp carry a hash of
+// the script, a second run builds nothing, a changed script builds a root
+// of its own and removes the old one, unless a rig holds it (a shared
+// flock, as rig.sh --root takes); a root of the older layout is left alone.
+func TestRigRootIsTodays(t *testing.T) {
+	real, dir := rigRootScript(t)
 	bin, cache, log := filepath.Join(dir, "bin"), filepath.Join(dir, "cache"), filepath.Join(dir, "debootstrap.log")
 	script(t, bin, "debootstrap", fakeDebootstrap)
 	script(t, bin, "chroot", fakeChroot)
@@ -426,15 +434,7 @@ exit 1
 // (the trap), and the next run unmounts and removes a killed one's
 // leftovers before it builds.
 func TestRigRootUnmounts(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("rig-root.sh runs only as root; make test runs this on the host before the rigs")
-	}
-	t.Parallel()
-	real, err := os.ReadFile("../../contrib/rig-root.sh")
-	if err != nil {
-		t.Skip("contrib/rig-root.sh is not beside this package")
-	}
-	dir := t.TempDir()
+	real, dir := rigRootScript(t)
 	bin, cache := filepath.Join(dir, "bin"), filepath.Join(dir, "cache")
 	for _, kind := range []string{"hang", "fail"} {
 		script(t, filepath.Join(bin, kind), "debootstrap", mountingDebootstrap)

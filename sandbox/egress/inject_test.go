@@ -68,29 +68,21 @@ func newMockVendor(t *testing.T) *mockVendor {
 			io.WriteString(w, "event: two\ndata: "+string(body)+"\n\n")
 		case "/h2c":
 			// As a server that speaks h2c does: it switches, and reads on.
-			w.Header().Set("Upgrade", "h2c")
-			w.Header().Set("Connection", "Upgrade")
-			w.WriteHeader(http.StatusSwitchingProtocols)
-			c, rw, err := http.NewResponseController(w).Hijack()
-			if err != nil {
+			c, rw := switchTo(w, "h2c")
+			if c == nil {
 				return
 			}
 			defer c.Close()
-			rw.Flush()
 			line, _ := rw.ReadString('\n')
 			m.mu.Lock()
 			m.lines = append(m.lines, "tunnel: "+strings.TrimSpace(line))
 			m.mu.Unlock()
 		case "/ws":
-			w.Header().Set("Upgrade", "websocket")
-			w.Header().Set("Connection", "Upgrade")
-			w.WriteHeader(http.StatusSwitchingProtocols)
-			c, rw, err := http.NewResponseController(w).Hijack()
-			if err != nil {
+			c, rw := switchTo(w, "websocket")
+			if c == nil {
 				return
 			}
 			defer c.Close()
-			rw.Flush()
 			if r.URL.Query().Get("hold") != "" {
 				io.Copy(io.Discard, rw) // quiet until the proxy ends it
 				return
@@ -110,6 +102,20 @@ func newMockVendor(t *testing.T) *mockVendor {
 	m.srv.StartTLS()
 	t.Cleanup(m.srv.Close)
 	return m
+}
+
+// switchTo answers 101 Switching Protocols to proto and takes the
+// connection over (nil if it cannot).
+func switchTo(w http.ResponseWriter, proto string) (net.Conn, *bufio.ReadWriter) {
+	w.Header().Set("Upgrade", proto)
+	w.Header().Set("Connection", "Upgrade")
+	w.WriteHeader(http.StatusSwitchingProtocols)
+	c, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, nil
+	}
+	rw.Flush()
+	return c, rw
 }
 
 // injectingProxy runs a proxy that puts testKey into x-api-key and
