@@ -850,4 +850,18 @@ func TestCrashLeavesNoLink(t *testing.T) {
 			}
 		})
 	}
+	// The link's directory is bound into the unit, where a Landlock
+	// session (no bwrap) lives: it sees the directory, and may not plant
+	// there what the unit's ExecStopPost would read.
+	t.Run("landlock", func(t *testing.T) {
+		name := sessionName(t)
+		dir := filepath.Join(credentialDir(), name)
+		r := mosaicWith(t, []string{"ANTHROPIC_API_KEY=link-canary-" + randomHex(), "CLAUDE_CODE_OAUTH_TOKEN=", "ANTHROPIC_AUTH_TOKEN=", "ANTHROPIC_BASE_URL="}, "",
+			"run", "--name", name, "--sandbox", "landlock", "--workspace", workspace(t), "--profile", "claude-code", "--", "sh", "-c",
+			`ls -A "$1"; ln -s /tmp "$1/env" && echo planted-link; mkfifo "$1/env" && echo planted-fifo; true`, "sh", dir)
+		t.Logf("the Landlock session, in the unit with %s: %s%s", dir, r.stdout, r.stderr)
+		if r.code != 0 || strings.Contains(r.stdout, "planted") || strings.TrimSpace(strings.SplitN(r.stdout, "\n", 2)[0]) != "" {
+			t.Errorf("a Landlock session in the unit with the link's directory: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
 }
