@@ -117,7 +117,7 @@ func (in *Injector) refusal(req *http.Request, hp string) (int, string) {
 	if up := req.Header.Values("Upgrade"); len(up) > 1 || len(up) == 1 && (!relayedUpgrades[strings.ToLower(up[0])] || req.Method != "GET") {
 		return http.StatusBadRequest, "an upgrade to a protocol the relay cannot check (only a GET's upgrade to WebSocket is relayed)"
 	}
-	if raw := req.URL.EscapedPath(); in.scoped(hp) && (!plainPath(raw) || raw != sentPath(req.RequestURI)) {
+	if raw := req.URL.EscapedPath(); in.scoped(hp) && (!pathIsPlain(raw) || raw != sentPath(req.RequestURI)) {
 		return http.StatusBadRequest, "its path has a dot segment, a path parameter, or an encoded character that has another spelling, where a credential is scoped to a path"
 	}
 	return 0, ""
