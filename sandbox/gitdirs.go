@@ -113,12 +113,12 @@ func moveAsideLink(ws, name, link string, since time.Time) []MovedAside {
 
 // changedGitDir lists what changed since in the git directory gitdir (its
 // path in ws) among what says what git runs: config, config.worktree,
-// commondir, a file inside ws that their includes name (gitconfig.go), the
+// commondir, an in-progress rebase's todo (rebaseTodo), a file inside ws that their includes name (gitconfig.go), the
 // hooks directory (when it changed itself, or is too big to look through)
 // or each hook in it.
 func changedGitDir(ws, gitdir string, since time.Time) []string {
 	var out []string
-	for _, p := range []string{"config", "config.worktree", "commondir"} {
+	for _, p := range []string{"config", "config.worktree", "commondir", rebaseTodo} {
 		if c, _ := changedEntry(ws, filepath.Join(gitdir, p), since); c {
 			out = append(out, filepath.Join(gitdir, p))
 		}

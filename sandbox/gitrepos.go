@@ -95,6 +95,9 @@ func moveAsideRepos(ws, name string, since time.Time) []MovedAside {
 		if rel != "." {
 			moved = append(moved, moveAsideNestedExec(ws, name, rel, has, since)...)
 		}
+		if t, ok := has[".envrc"]; ok && t.IsRegular() {
+			moved = append(moved, moveAsideEnvrc(ws, name, rel, since)...)
+		}
 		if t, ok := has[".git"]; ok {
 			if rel == "." {
 				if t.IsDir() {

@@ -30,7 +30,14 @@ var HostExecWatched = []HostExec{
 	{".git/commondir", "git on the host reads its config and hooks from the directory it names", false},
 	{".git/config.worktree", "git on the host reads it as config when extensions.worktreeConfig is set", false},
 	{".claude/settings.local.json", "Claude Code on the host runs the hooks it configures", false},
+	{".git/" + rebaseTodo, "git on the host runs its exec lines at git rebase --continue (the rebase in progress, yours or one the session left)", false},
 }
+
+// rebaseTodo is an in-progress rebase's todo list in a git directory: git
+// runs the shell command of each of its exec lines at `git rebase
+// --continue`, and the session can write it (.git is writable but for
+// config and hooks).
+const rebaseTodo = "rebase-merge/git-rebase-todo"
 
 // watched are the entries checked for creation: the protected ones that
 // have no placeholder, and HostExecWatched.

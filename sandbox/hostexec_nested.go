@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"mosaic/units/regfile"
 )
 
 // Host-executed entries below the workspace's top. rustup, cargo, npm and
@@ -69,50 +67,7 @@ func moveAsideNestedExec(ws, name, rel string, has map[string]os.FileMode, since
 const envrcReason = "direnv on the host loads it, without asking again, when your shell enters the directory (the .envrc names it: dotenv, source_env)"
 
 // envrcLoads lists the files inside ws that its .envrc loads without
-// direnv asking again (direnv approves the .envrc itself, by its content):
-// dotenv and dotenv_if_exists (.env by default: a PATH or LD_PRELOAD there
-// runs the session's programs at the user's next command), source_env and
-// source_env_if_exists (a directory's .envrc). Only literal paths are
-// read; ones with a variable are not followed.
+// direnv asking again (readEnvrc), absolute.
 func envrcLoads(ws string) []string {
-	b, err := regfile.Read(filepath.Join(ws, ".envrc"), true, 1<<20)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(strings.TrimSpace(line))
-		if len(f) == 0 {
-			continue
-		}
-		var p string
-		switch f[0] {
-		case "dotenv", "dotenv_if_exists":
-			p = ".env"
-			if len(f) > 1 {
-				p = f[1]
-			}
-		case "source_env", "source_env_if_exists":
-			if len(f) < 2 {
-				continue
-			}
-			p = f[1]
-			if st, err := os.Stat(filepath.Join(ws, p)); err == nil && st.IsDir() {
-				p = filepath.Join(p, ".envrc")
-			}
-		default:
-			continue
-		}
-		p = strings.Trim(p, `"'`)
-		if strings.ContainsAny(p, "$`") || strings.HasPrefix(p, "~") {
-			continue
-		}
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(ws, p)
-		}
-		if p = filepath.Clean(p); p != ws && Within(p, ws) && len(out) < 100 {
-			out = append(out, p)
-		}
-	}
-	return out
+	return readEnvrc(ws, ".").loads
 }

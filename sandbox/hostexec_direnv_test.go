@@ -1,0 +1,117 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestReadEnvrc: what an .envrc has direnv take from the workspace: the
+// files it sources or evaluates and the directories it puts on PATH,
+// relative to the .envrc's directory; paths with a variable or outside
+// the workspace are not named.
+func TestReadEnvrc(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "sub", ".direnv", "python-3.11.2", "bin"), 0o755)
+	os.MkdirAll(filepath.Join(ws, "sub", ".direnv", "other"), 0o755)
+	os.WriteFile(filepath.Join(ws, "sub", ".envrc"), []byte(`source .venv/bin/activate
+. "./env.sh"
+use nix
+use flake
+PATH_add bin "tools/bin" $HOME/x ../../outside
+path_add PATH scripts
+path_add PYTHONPATH lib
+layout node
+layout python3
+source $HOME/y
+`), 0o644)
+	r := readEnvrc(ws, "sub")
+	rel := func(ps []string) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, strings.TrimPrefix(p, ws+"/"))
+		}
+		slices.Sort(out)
+		return out
+	}
+	wantLoads := []string{"sub/.venv/bin/activate", "sub/default.nix", "sub/env.sh", "sub/flake.lock", "sub/flake.nix", "sub/shell.nix"}
+	if got := rel(r.loads); !slices.Equal(got, wantLoads) {
+		t.Errorf("loads %v, want %v", got, wantLoads)
+	}
+	wantPath := []string{"sub/.direnv/python-3.11.2/bin", "sub/.direnv/virtualenv/bin", "sub/.venv/bin", "sub/bin", "sub/node_modules/.bin", "sub/scripts", "sub/tools/bin"}
+	if got := rel(r.path); !slices.Equal(got, wantPath) {
+		t.Errorf("PATH %v, want %v", got, wantPath)
+	}
+	if got := envrcLoads(ws); len(got) != 0 {
+		t.Errorf("the top has no .envrc, yet loads %v", got)
+	}
+}
+
+// TestMoveAsideShadows: in a directory an .envrc puts on PATH, what the
+// session made that shadows a program of the host (git, ls, python) is
+// moved aside at its end, at the top and below it; a program only the
+// project has, a link to a system program (a venv's python), and what was
+// there before stay. A sourced file changed below the top is moved too.
+func TestMoveAsideShadows(t *testing.T) {
+	t.Setenv("PATH", "/usr/bin:/bin")
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, ".envrc"), []byte("PATH_add bin\n"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "bin"), 0o755)
+	os.WriteFile(filepath.Join(ws, "bin", "cat"), []byte("#!/bin/sh\n"), 0o755) // the user's, before
+	os.MkdirAll(filepath.Join(ws, "web", "node_modules", ".bin"), 0o755)
+	os.WriteFile(filepath.Join(ws, "web", ".envrc"), []byte("layout node\nsource env.sh\n"), 0o644)
+	start := sessionStart()
+	for _, p := range []string{"bin/git", "bin/projtool", "web/node_modules/.bin/ls", "web/node_modules/.bin/eslint", "web/env.sh"} {
+		os.WriteFile(filepath.Join(ws, p), []byte("#!/bin/sh\ntouch MARK\n"), 0o755)
+	}
+	if os.Geteuid() != 0 { // root can write /bin/sh: the link would be its to change
+		os.Symlink("/bin/sh", filepath.Join(ws, "bin", "python3"))
+	}
+	got := map[string]string{}
+	for _, m := range MoveAsideRepos(ws, "s", start) {
+		if m.To == "" || m.Error != "" {
+			t.Errorf("not moved: %+v", m)
+		}
+		got[m.Path] = m.Why()
+	}
+	for _, want := range []string{"bin/git", "web/node_modules/.bin/ls", "web/env.sh"} {
+		if _, ok := got[want]; !ok {
+			t.Errorf("%s not moved aside: %v", want, got)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("moved %v, want only bin/git, web/node_modules/.bin/ls and web/env.sh", got)
+	}
+	if !strings.Contains(got["bin/git"], "PATH") {
+		t.Errorf("reason %q", got["bin/git"])
+	}
+}
+
+// TestRebaseTodoMovedAside: an in-progress rebase's todo that changed
+// while the session ran (git runs its exec lines at git rebase
+// --continue) is moved aside, in the workspace's repository and in a
+// nested one.
+func TestRebaseTodoMovedAside(t *testing.T) {
+	ws := t.TempDir()
+	for _, gd := range []string{".git", "sub/.git"} {
+		os.MkdirAll(filepath.Join(ws, gd, "rebase-merge"), 0o755)
+		os.WriteFile(filepath.Join(ws, gd, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	}
+	start := sessionStart()
+	for _, gd := range []string{".git", "sub/.git"} {
+		os.WriteFile(filepath.Join(ws, gd, rebaseTodo), []byte("exec touch MARK\n"), 0o644)
+	}
+	got := map[string]string{}
+	for _, m := range MoveAsideRepos(ws, "s", start) {
+		got[m.Path] = m.Why()
+	}
+	if _, ok := got[".git/"+rebaseTodo]; !ok || !strings.Contains(got[".git/"+rebaseTodo], "rebase --continue") {
+		t.Errorf("the top's todo not moved aside with its reason: %v", got)
+	}
+	if _, ok := got["sub/.git"]; !ok {
+		t.Errorf("the nested repository whose todo changed not moved aside: %v", got)
+	}
+}
