@@ -26,6 +26,13 @@ var nestedExec = map[string][]string{
 	".npmrc":              {".npmrc"},
 	".yarnrc.yml":         {".yarnrc.yml"},
 	".yarnrc":             {".yarnrc"},
+	".tool-versions":      {".tool-versions"},
+	"mise.toml":           {"mise.toml"},
+	".mise.toml":          {".mise.toml"},
+	"mise.local.toml":     {"mise.local.toml"},
+	".mise.local.toml":    {".mise.local.toml"},
+	".mise":               {".mise/config.toml"},
+	".config":             {".config/mise.toml", ".config/mise/config.toml"},
 	// An editor trusts a folder's subfolders with it: opening one runs
 	// what its settings name (an interpreter's path) and its tasks.
 	".vscode": {".vscode/settings.json", ".vscode/tasks.json", ".vscode/launch.json"},
