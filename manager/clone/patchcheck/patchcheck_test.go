@@ -211,3 +211,24 @@ func FuzzBundleHeader(f *testing.F) {
 		}
 	})
 }
+
+// TestHostRunNamesWhatDirectModeProtects: every file the host's tools run
+// from a workspace, which direct mode protects (sandbox.HostExecEntries
+// and the names looked for at any depth), is named at the top of mosaic
+// diff, also below the top; a plain source file is not.
+func TestHostRunNamesWhatDirectModeProtects(t *testing.T) {
+	for _, p := range []string{
+		"rust-toolchain.toml", "crates/a/rust-toolchain", ".cargo/config.toml", "crates/a/.cargo/config",
+		".tool-versions", "web/.tool-versions", "mise.toml", "web/.mise.toml", ".mise/config.toml", ".config/mise/config.toml",
+		"opencode.json", ".opencode/plugins/x.js", ".pi/settings.json", ".pi/extensions/x.ts", ".codex/config.toml", ".gemini/settings.json",
+		"web/.vscode/settings.json", "web/.idea/workspace.xml", "web/.npmrc", "web/.envrc",
+		".venv/lib/python3.11/site-packages/x.pth", "sitecustomize.py", "flake.lock", ".lfsconfig",
+	} {
+		if HostRun(p) == "" {
+			t.Errorf("%s is not named as a file the host's tools run", p)
+		}
+	}
+	if r := HostRun("src/main.go"); r != "" {
+		t.Errorf("src/main.go named: %s", r)
+	}
+}
