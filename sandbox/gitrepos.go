@@ -98,6 +98,9 @@ func moveAsideRepos(ws, name string, since time.Time) []MovedAside {
 		if t, ok := has[".envrc"]; ok && t.IsRegular() {
 			moved = append(moved, moveAsideEnvrc(ws, name, rel, since)...)
 		}
+		if _, ok := has["pyvenv.cfg"]; ok {
+			moved = append(moved, moveAsideVenvConfig(ws, name, rel, since)...)
+		}
 		if t, ok := has[".git"]; ok {
 			if rel == "." {
 				if t.IsDir() {

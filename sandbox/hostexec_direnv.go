@@ -263,6 +263,13 @@ func shadows(host []string, name string) bool {
 	case "python", "python3", "node", "git", "ruby", "go", "rustc", "cargo", "java", "php", "perl":
 		return true
 	}
+	// Names tools look up on PATH by themselves: the Go toolchain a
+	// go.mod's toolchain line names (any go command, the prompt's go
+	// version, runs go1.X.Y from PATH before it downloads one), git's
+	// external commands and filters (git-lfs at git status).
+	if strings.HasPrefix(name, "go1.") || strings.HasPrefix(name, "git-") {
+		return true
+	}
 	for _, d := range host {
 		if st, err := os.Stat(filepath.Join(d, name)); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
 			return true

@@ -52,7 +52,8 @@ source $HOME/y
 
 // TestMoveAsideShadows: in a directory an .envrc puts on PATH, what the
 // session made that shadows a program of the host (git, ls, python) is
-// moved aside at its end, at the top and below it; a program only the
+// moved aside at its end, at the top and below it (and a Go toolchain's
+// name, which any go command looks up on PATH for a go.mod's toolchain); a program only the
 // project has, a link to a system program (a venv's python), and what was
 // there before stay. A sourced file changed below the top is moved too.
 func TestMoveAsideShadows(t *testing.T) {
@@ -64,7 +65,7 @@ func TestMoveAsideShadows(t *testing.T) {
 	os.MkdirAll(filepath.Join(ws, "web", "node_modules", ".bin"), 0o755)
 	os.WriteFile(filepath.Join(ws, "web", ".envrc"), []byte("layout node\nsource env.sh\n"), 0o644)
 	start := sessionStart()
-	for _, p := range []string{"bin/git", "bin/projtool", "web/node_modules/.bin/ls", "web/node_modules/.bin/eslint", "web/env.sh"} {
+	for _, p := range []string{"bin/git", "bin/projtool", "bin/go1.99.1", "web/node_modules/.bin/ls", "web/node_modules/.bin/eslint", "web/env.sh"} {
 		os.WriteFile(filepath.Join(ws, p), []byte("#!/bin/sh\ntouch MARK\n"), 0o755)
 	}
 	if os.Geteuid() != 0 { // root can write /bin/sh: the link would be its to change
@@ -77,13 +78,13 @@ func TestMoveAsideShadows(t *testing.T) {
 		}
 		got[m.Path] = m.Why()
 	}
-	for _, want := range []string{"bin/git", "web/node_modules/.bin/ls", "web/env.sh"} {
+	for _, want := range []string{"bin/git", "bin/go1.99.1", "web/node_modules/.bin/ls", "web/env.sh"} {
 		if _, ok := got[want]; !ok {
 			t.Errorf("%s not moved aside: %v", want, got)
 		}
 	}
-	if len(got) != 3 {
-		t.Errorf("moved %v, want only bin/git, web/node_modules/.bin/ls and web/env.sh", got)
+	if len(got) != 4 {
+		t.Errorf("moved %v, want only bin/git, bin/go1.99.1, web/node_modules/.bin/ls and web/env.sh", got)
 	}
 	if !strings.Contains(got["bin/git"], "PATH") {
 		t.Errorf("reason %q", got["bin/git"])
@@ -113,5 +114,23 @@ func TestRebaseTodoMovedAside(t *testing.T) {
 	}
 	if _, ok := got["sub/.git"]; !ok {
 		t.Errorf("the nested repository whose todo changed not moved aside: %v", got)
+	}
+}
+
+// TestVenvPipConfMovedAside: a virtual environment's pip.conf, which pip
+// there reads over the user's own config, made by the session is moved
+// aside; one older than the session stays.
+func TestVenvPipConfMovedAside(t *testing.T) {
+	ws := t.TempDir()
+	for _, v := range []string{".venv", "old/venv"} {
+		os.MkdirAll(filepath.Join(ws, v), 0o755)
+		os.WriteFile(filepath.Join(ws, v, "pyvenv.cfg"), []byte("home = /usr/bin\n"), 0o644)
+	}
+	os.WriteFile(filepath.Join(ws, "old/venv/pip.conf"), nil, 0o644)
+	start := sessionStart()
+	os.WriteFile(filepath.Join(ws, ".venv", "pip.conf"), []byte("[global]\nindex-url = http://x/simple\n"), 0o644)
+	moved := MoveAsideRepos(ws, "s", start)
+	if len(moved) != 1 || moved[0].Path != ".venv/pip.conf" || moved[0].To == "" || !strings.Contains(moved[0].Why(), "index-url") {
+		t.Errorf("moved %+v", moved)
 	}
 }

@@ -33,6 +33,8 @@ var nestedExec = map[string][]string{
 	".mise.local.toml":    {".mise.local.toml"},
 	".mise":               {".mise/config.toml"},
 	".config":             {".config/mise.toml", ".config/mise/config.toml"},
+	"uv.toml":             {"uv.toml"},
+	".bundle":             {".bundle/config"},
 	// An editor trusts a folder's subfolders with it: opening one runs
 	// what its settings name (an interpreter's path) and its tasks.
 	".vscode": {".vscode/settings.json", ".vscode/tasks.json", ".vscode/launch.json"},
@@ -77,4 +79,25 @@ const envrcReason = "direnv on the host loads it, without asking again, when you
 // direnv asking again (readEnvrc), absolute.
 func envrcLoads(ws string) []string {
 	return readEnvrc(ws, ".").loads
+}
+
+// venvPipReason is the reason of a virtual environment's pip.conf.
+const venvPipReason = "pip in this virtual environment reads it over your own config (its site config): an index-url there has pip install fetch another index's packages, and run their builds"
+
+// moveAsideVenvConfig moves aside the pip.conf of the virtual environment
+// rel of ws (a directory holding pyvenv.cfg) when it changed since: pip
+// run in the environment takes it over the user's own config, as npm
+// takes a project's .npmrc, so the user's `pip install requests` would
+// fetch (and build) what an index of the session's choosing serves.
+func moveAsideVenvConfig(ws, name, rel string, since time.Time) []MovedAside {
+	p := filepath.Join(rel, "pip.conf")
+	if c, _ := changedEntry(ws, p, since); !c {
+		return nil
+	}
+	var moved []MovedAside
+	for _, m := range MoveAsideCreated(ws, name, []string{p}) {
+		m.Reason = venvPipReason
+		moved = append(moved, m)
+	}
+	return moved
 }

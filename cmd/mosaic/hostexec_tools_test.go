@@ -99,6 +99,8 @@ func TestEnvrcTakesFromWorkspace(t *testing.T) {
 			`printf '#!/bin/sh\ntouch MARK\nexec /usr/bin/git "$@"\n' > bin/git && chmod +x bin/git && echo '#!/bin/sh' > bin/projtool2 && chmod +x bin/projtool2`, []string{"git", "status"}, "bin/git"},
 		{"layout node below the top", map[string]string{"web/.envrc": "layout node\n", "web/node_modules/.bin/.keep": ""}, "web",
 			`printf '#!/bin/sh\ntouch ../MARK\n' > web/node_modules/.bin/ls && chmod +x web/node_modules/.bin/ls`, []string{"ls"}, "web/node_modules/.bin/ls"},
+		{"go toolchain on PATH", map[string]string{".envrc": "PATH_add bin\n", "bin/.keep": ""}, ".",
+			`printf 'module x\n\ngo 1.99.1\n' > go.mod && printf '#!/bin/sh\ntouch MARK\n' > bin/go1.99.1 && chmod +x bin/go1.99.1`, []string{"env", "GOTOOLCHAIN=auto", "go", "version"}, "bin/go1.99.1"},
 		{"source below the top", map[string]string{"api/.envrc": "source ./env.sh\n", "api/env.sh": "export A=1\n"}, "api",
 			"echo 'touch ../MARK' >> api/env.sh", []string{"true"}, "api/env.sh"},
 	}
@@ -189,21 +191,33 @@ func TestRebaseTodoExec(t *testing.T) {
 	}
 }
 
-// TestVersionManagerFiles: asdf and mise take a version from
-// .tool-versions or a mise config in the directory or any above it, and
-// a path:DIR version runs DIR's programs (a shell prompt's python
-// --version); mise's configs also run hooks on cd and are trusted by
-// their path. Neither is installed in the rigs: this checks what mosaic
-// does. With --allow-write-host-exec what the session made stays (so the
-// check below is mosaic's doing); by default one made at the top or below
-// it is moved aside and said, and one that was there is read-only.
-func TestVersionManagerFiles(t *testing.T) {
+// TestToolConfigsPlanted: files the host's tools read from a workspace
+// and act on without asking, made or changed by a session. asdf and mise
+// take a version from .tool-versions or a mise config in the directory or
+// any above it, and a path:DIR version runs DIR's programs (a shell
+// prompt's python --version); mise's configs also run hooks on cd and are
+// trusted by their path. VS Code runs a devcontainer's initializeCommand on
+// the host at "Reopen in Container"; vim with 'exrc' runs .vimrc. uv takes a
+// uv.toml's index over the user's, and pip a virtual environment's
+// pip.conf (its site config; shown with Debian 12's pip on the host:
+// `pip config list` in the venv gave the planted index-url). None of these tools is in
+// the rigs: this checks what mosaic does. With --allow-write-host-exec what
+// the session made stays (so the check below is mosaic's doing); by default
+// one made at the top or below it is moved aside and said, and one that
+// was there is read-only.
+func TestToolConfigsPlanted(t *testing.T) {
 	needRig(t)
-	made := []string{".tool-versions", "crates/a/.tool-versions", "crates/b/mise.toml", "crates/c/.config/mise/config.toml"}
-	attack := "mkdir -p crates/a crates/b crates/c/.config/mise && for f in " + strings.Join(made, " ") + "; do echo 'python path:./evil' > $f; done"
+	made := []string{".tool-versions", "crates/a/.tool-versions", "crates/b/mise.toml", "crates/c/.config/mise/config.toml",
+		".devcontainer.json", ".vimrc", "uv.toml", "crates/d/uv.toml", ".venv/pip.conf"}
+	existing := []string{"mise.toml", ".devcontainer/devcontainer.json", "poetry.toml"}
+	attack := "mkdir -p crates/a crates/b crates/c/.config/mise crates/d && for f in " + strings.Join(made, " ") + "; do echo 'python path:./evil' > $f; done"
 	for _, weak := range []bool{true, false} {
 		ws := workspace(t)
-		writeFiles(t, ws, map[string]string{"mise.toml": "[tools]\npython = \"3.11\"\n"})
+		files := map[string]string{".venv/pyvenv.cfg": "home = /usr/bin\n"}
+		for _, rel := range existing {
+			files[rel] = "# the user's\n"
+		}
+		writeFiles(t, ws, files)
 		time.Sleep(1100 * time.Millisecond)
 		args := []string{"run", "-w", ws}
 		if weak {
@@ -219,9 +233,11 @@ func TestVersionManagerFiles(t *testing.T) {
 				t.Errorf("%s, made by the session, is still there (%v), or run did not say it moved it aside:\n%s", rel, err, r.stderr)
 			}
 		}
-		r = mosaic(t, append(args, "--", "sh", "-c", "echo '[hooks]' >> mise.toml")...)
-		if b, _ := os.ReadFile(filepath.Join(ws, "mise.toml")); !weak && (r.code == 0 || strings.Contains(string(b), "hooks")) {
-			t.Errorf("the session wrote the existing mise.toml (exit %d): %q", r.code, b)
+		for _, rel := range existing {
+			r = mosaic(t, append(args, "--", "sh", "-c", "echo '[hooks]' >> "+rel)...)
+			if b, _ := os.ReadFile(filepath.Join(ws, rel)); !weak && (r.code == 0 || strings.Contains(string(b), "hooks")) {
+				t.Errorf("the session wrote the existing %s (exit %d): %q", rel, r.code, b)
+			}
 		}
 	}
 }

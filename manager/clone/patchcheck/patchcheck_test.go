@@ -232,3 +232,19 @@ func TestHostRunNamesWhatDirectModeProtects(t *testing.T) {
 		t.Errorf("src/main.go named: %s", r)
 	}
 }
+
+// TestNewProgramNamed: a file the change makes executable (new, or its
+// mode changed to 100755) is named at the top of mosaic diff: a shell runs
+// it by name where an .envrc puts its directory on PATH; one that was
+// executable already, or is not, is not named for it.
+func TestNewProgramNamed(t *testing.T) {
+	p := newFile("bin/git", "100755", "#!/bin/sh") + newFile("src/a.txt", "100644", "x") +
+		"diff --git a/tool b/tool\nold mode 100644\nnew mode 100755\n"
+	s, err := Parse([]byte(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Files[0].HostRun == "" || s.Files[2].HostRun == "" || s.Files[1].HostRun != "" {
+		t.Errorf("files %+v", s.Files)
+	}
+}
