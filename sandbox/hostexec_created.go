@@ -33,6 +33,9 @@ var HostExecWatched = []HostExec{
 	{".git/" + rebaseTodo, "git on the host runs its exec lines at git rebase --continue (the rebase in progress, yours or one the session left)", false},
 }
 
+// promptReason is why a file of promptRead is moved aside.
+const promptReason = "git's shell prompt prints it raw at every prompt in this repository, and it holds control bytes (an escape sequence for your terminal) that no ref name can"
+
 // rebaseTodo is an in-progress rebase's todo list in a git directory: git
 // runs the shell command of each of its exec lines at `git rebase
 // --continue`, and the session can write it (.git is writable but for
@@ -74,6 +77,11 @@ func MissingHostExec(ws string) []string {
 func HostExecReason(rel string) string {
 	if strings.HasSuffix(rel, "/.git") || rel == ".git/index" {
 		return "git status on the host runs git in this submodule, with its config"
+	}
+	for _, p := range promptRead {
+		if rel == ".git/"+p {
+			return promptReason
+		}
 	}
 	all := append(append(append([]HostExec{}, HostExecEntries...), HostExecWatched...), hookEntries...)
 	for _, e := range all {

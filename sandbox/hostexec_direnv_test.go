@@ -134,3 +134,26 @@ func TestVenvPipConfMovedAside(t *testing.T) {
 		t.Errorf("moved %+v", moved)
 	}
 }
+
+// TestPromptBytesMovedAside: a HEAD or a rebase's head-name that the
+// session wrote with an escape sequence (git's prompt prints them raw) is
+// moved aside; a HEAD it changed to another valid branch stays.
+func TestPromptBytesMovedAside(t *testing.T) {
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".git", "rebase-merge"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	start := sessionStart()
+	os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("ref: refs/heads/ma\x1b]0;x\x07in\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, ".git", "rebase-merge", "head-name"), []byte("refs/heads/\xc2\x9b31m\n"), 0o644)
+	got := map[string]string{}
+	for _, m := range MoveAsideRepos(ws, "s", start) {
+		got[m.Path] = m.Why()
+	}
+	if !strings.Contains(got[".git/HEAD"], "prompt") || !strings.Contains(got[".git/rebase-merge/head-name"], "prompt") || len(got) != 2 {
+		t.Errorf("moved %v", got)
+	}
+	os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("ref: refs/heads/feature-ü\n"), 0o644)
+	if moved := MoveAsideRepos(ws, "s", start); len(moved) != 0 {
+		t.Errorf("a valid HEAD moved: %+v", moved)
+	}
+}

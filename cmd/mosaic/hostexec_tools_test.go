@@ -241,3 +241,52 @@ func TestToolConfigsPlanted(t *testing.T) {
 		}
 	}
 }
+
+// TestPromptEscapeInHead: git's shell prompt (git-sh-prompt's __git_ps1,
+// which many a PS1 runs in every directory) reads .git/HEAD with the
+// shell's read and prints the branch raw. A session that writes an escape
+// sequence there (OSC 0, a window title here; OSC 52 would write the
+// clipboard) has it reach the user's terminal at the next prompt in the
+// workspace. With --allow-write-host-exec the prompt prints the ESC; by
+// default the HEAD that no ref name can be is moved aside and said, and
+// the prompt prints no control byte.
+func TestPromptEscapeInHead(t *testing.T) {
+	needRig(t)
+	prompt := "/usr/lib/git-core/git-sh-prompt"
+	if _, err := os.Stat(prompt); err != nil {
+		t.Logf("git's prompt is not installed here (%v): checking only what mosaic does with HEAD", err)
+		prompt = ""
+	}
+	ps1 := func(ws string) string {
+		if prompt == "" {
+			return ""
+		}
+		cmd := exec.Command("bash", "-c", `source "$1"; __git_ps1 "[%s]"`, "bash", prompt)
+		cmd.Dir = ws
+		out, _ := cmd.Output()
+		return string(out)
+	}
+	for _, weak := range []bool{true, false} {
+		ws := workspace(t)
+		gitSetup(t, ws, "init", "-q")
+		time.Sleep(1100 * time.Millisecond)
+		args := []string{"run", "-w", ws}
+		if weak {
+			args = append(args, "--allow-write-host-exec")
+		}
+		r := mustMosaic(t, append(args, "--", "sh", "-c", `printf 'ref: refs/heads/ma\033]0;PWNED\007in\n' > .git/HEAD`)...)
+		got := ps1(ws)
+		if weak {
+			if prompt != "" && !strings.Contains(got, "\x1b]0;PWNED") {
+				t.Fatalf("with --allow-write-host-exec git's prompt did not print the session's escape (%q), so this test proves nothing", got)
+			}
+			continue
+		}
+		if strings.ContainsAny(got, "\x1b\x07") {
+			t.Errorf("git's prompt printed the session's escape: %q", got)
+		}
+		if head := filepath.Join(ws, ".git", "HEAD"); !strings.Contains(r.stderr, head) || !strings.Contains(r.stderr, "moved aside") {
+			t.Errorf("run did not say it moved %s aside:\n%s", head, r.stderr)
+		}
+	}
+}
