@@ -290,3 +290,24 @@ func TestPromptEscapeInHead(t *testing.T) {
 		}
 	}
 }
+
+// TestCloneNamesToolFiles: in clone mode the change itself is what the
+// host runs once applied, so mosaic diff names at the top each file of it
+// the host's tools take unasked: here a new program (bin/git, which an
+// .envrc's PATH_add bin runs before the host's git at the prompt), a
+// .tool-versions and a subfolder's .vscode/settings.json. main named none
+// of the three.
+func TestCloneNamesToolFiles(t *testing.T) {
+	needRig(t)
+	ws := cloneRepo(t)
+	name := cloneSession(t)
+	mustMosaic(t, "run", "--clone", "--name", name, "-w", ws, "--", "sh", "-c",
+		`set -e; mkdir -p bin web/.vscode; printf '#!/bin/sh\n' > bin/git; chmod +x bin/git; echo 'python path:./evil' > .tool-versions; echo '{}' > web/.vscode/settings.json`)
+	r := mustMosaic(t, "diff", name, "--stat")
+	top, _, _ := strings.Cut(r.stdout, " bin/git |")
+	for _, p := range []string{"bin/git (added): a new program", ".tool-versions (added)", "web/.vscode/settings.json (added)"} {
+		if !strings.Contains(top, p) {
+			t.Errorf("mosaic diff did not name %q at the top:\n%s", p, r.stdout)
+		}
+	}
+}
