@@ -53,9 +53,10 @@ var direnvLayouts = map[string][]string{
 // loads (dotenv and dotenv_if_exists, .env by default; source_env and
 // source_env_if_exists, a directory's .envrc; source and .; use nix's
 // shell.nix or default.nix, use flake's flake.nix and flake.lock) and the
-// directories it puts on PATH (PATH_add, path_add PATH, layout, a sourced
-// bin/activate's directory). Only literal paths are read; ones with a
-// variable are not followed.
+// directories it puts on PATH (PATH_add, path_add PATH, an export PATH=
+// or PATH= line, layout, a sourced bin/activate's directory). Only literal
+// paths, or ones starting with $PWD (the .envrc's directory), are read;
+// ones with another variable are not followed.
 func readEnvrc(ws, rel string) envrcRead {
 	var r envrcRead
 	dir := filepath.Join(ws, rel)
@@ -65,6 +66,11 @@ func readEnvrc(ws, rel string) envrcRead {
 	}
 	add := func(list *[]string, p string) {
 		p = strings.Trim(p, `"'`)
+		for _, pwd := range []string{"$PWD", "${PWD}", "$(pwd)"} {
+			if rest, ok := strings.CutPrefix(p, pwd); ok && (rest == "" || rest[0] == '/') {
+				p = dir + rest // direnv runs an .envrc in its own directory
+			}
+		}
 		if p == "" || strings.ContainsAny(p, "$`") || strings.HasPrefix(p, "~") {
 			return
 		}
@@ -101,6 +107,9 @@ func envrcLine(dir string, f []string) (loads, path []string) {
 		}
 		return ""
 	}
+	if v, ok := strings.CutPrefix(f[0], "PATH="); ok {
+		return nil, strings.Split(strings.Trim(v, `"'`), ":") // PATH=$PWD/bin:$PATH
+	}
 	switch f[0] {
 	case "dotenv", "dotenv_if_exists":
 		if p := arg(1); p != "" {
@@ -135,6 +144,11 @@ func envrcLine(dir string, f []string) (loads, path []string) {
 		}
 	case "PATH_add":
 		return nil, f[1:]
+	case "export":
+		// export PATH="$PWD/bin:$PATH"
+		if v, ok := strings.CutPrefix(arg(1), "PATH="); ok {
+			return nil, strings.Split(strings.Trim(v, `"'`), ":")
+		}
 	case "path_add":
 		if arg(1) == "PATH" {
 			return nil, f[2:]

@@ -27,6 +27,9 @@ path_add PYTHONPATH lib
 layout node
 layout python3
 source $HOME/y
+export PATH="$PWD/exported/bin:$PATH"
+PATH=${PWD}/plain:$PATH
+source "$PWD/pwd.sh"
 `), 0o644)
 	r := readEnvrc(ws, "sub")
 	rel := func(ps []string) []string {
@@ -37,11 +40,11 @@ source $HOME/y
 		slices.Sort(out)
 		return out
 	}
-	wantLoads := []string{"sub/.venv/bin/activate", "sub/default.nix", "sub/env.sh", "sub/flake.lock", "sub/flake.nix", "sub/shell.nix"}
+	wantLoads := []string{"sub/.venv/bin/activate", "sub/default.nix", "sub/env.sh", "sub/flake.lock", "sub/flake.nix", "sub/pwd.sh", "sub/shell.nix"}
 	if got := rel(r.loads); !slices.Equal(got, wantLoads) {
 		t.Errorf("loads %v, want %v", got, wantLoads)
 	}
-	wantPath := []string{"sub/.direnv/python-3.11.2/bin", "sub/.direnv/virtualenv/bin", "sub/.venv/bin", "sub/bin", "sub/node_modules/.bin", "sub/scripts", "sub/tools/bin"}
+	wantPath := []string{"sub/.direnv/python-3.11.2/bin", "sub/.direnv/virtualenv/bin", "sub/.venv/bin", "sub/bin", "sub/exported/bin", "sub/node_modules/.bin", "sub/plain", "sub/scripts", "sub/tools/bin"}
 	if got := rel(r.path); !slices.Equal(got, wantPath) {
 		t.Errorf("PATH %v, want %v", got, wantPath)
 	}
