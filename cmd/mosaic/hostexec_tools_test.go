@@ -311,3 +311,40 @@ func TestCloneNamesToolFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestHookScriptInTree: .git/hooks is read-only, but a hook is often a
+// symlink into the tree (`ln -s ../../tools/pre-commit .git/hooks/`), or
+// a stub that runs a script of it: the session appended to
+// tools/pre-commit, and the user's next git commit ran it. With
+// --allow-write-host-exec the attack works; by default the script a hook
+// leads to is read-only.
+func TestHookScriptInTree(t *testing.T) {
+	needRig(t)
+	for _, weak := range []bool{true, false} {
+		ws := workspace(t)
+		gitSetup(t, ws, "init", "-q")
+		writeFiles(t, ws, map[string]string{"tools/pre-commit": "#!/bin/sh\nexit 0\n"})
+		if err := os.Symlink("../../tools/pre-commit", filepath.Join(ws, ".git", "hooks", "pre-commit")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		mark := filepath.Join(ws, "MARK")
+		args := []string{"run", "-w", ws}
+		if weak {
+			args = append(args, "--allow-write-host-exec")
+		}
+		r := mosaic(t, append(args, "--", "sh", "-c", "printf '#!/bin/sh\\ntouch "+mark+"\\n' > tools/pre-commit")...)
+		os.Remove(mark)
+		gitSetup(t, ws, "commit", "-q", "--allow-empty", "-m", "x")
+		_, err := os.Stat(mark)
+		if weak {
+			if err != nil {
+				t.Fatalf("with --allow-write-host-exec the host's git commit did not run the session's tools/pre-commit, so this test proves nothing\n%s", r.stderr)
+			}
+			continue
+		}
+		if err == nil || r.code == 0 {
+			t.Errorf("the session wrote tools/pre-commit (exit %d), or the host's git commit ran it (%v)\n%s", r.code, err == nil, r.stderr)
+		}
+	}
+}
