@@ -204,10 +204,7 @@ func moveAsideEnvrc(ws, name, rel string, since time.Time) []MovedAside {
 		for _, p := range r.loads {
 			p = strings.TrimPrefix(p, ws+"/")
 			if c, _ := changedEntry(ws, p, since); c {
-				for _, m := range MoveAsideCreated(ws, name, []string{p}) {
-					m.Reason = envrcReason
-					moved = append(moved, m)
-				}
+				moved = append(moved, moveAsideFor(ws, name, p, envrcReason)...)
 			}
 		}
 	}
@@ -225,15 +222,18 @@ func moveAsideShadows(ws, name, dir string, since time.Time) []MovedAside {
 	var moved []MovedAside
 	entries, err := readDirBeneath(ws, dir, maxPathDirEntries)
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			// A symlink on the way (or a file): the session's when it made
+			// it; one of yours leads where you chose (not followed).
+			if link := firstSymlink(ws, dir); link != "" {
+				if c, _ := changedEntry(ws, link, since); c {
+					return moveAsideFor(ws, name, link, envrcPathReason)
+				}
+			}
 			return nil
 		}
-		if c, _ := changedEntry(ws, dir, since); c && !errors.Is(err, unix.EACCES) && !strings.Contains(err.Error(), "entries") {
-			for _, m := range MoveAsideCreated(ws, name, []string{dir}) {
-				m.Reason = envrcPathReason
-				moved = append(moved, m)
-			}
-			return moved
+		if errors.Is(err, unix.ENOENT) {
+			return nil
 		}
 		return []MovedAside{{Path: dir, Reason: envrcPathReason, Error: fmt.Sprintf("cannot be looked through (%v), so what the session left on your PATH there was not checked", err)}}
 	}
@@ -243,10 +243,16 @@ func moveAsideShadows(ws, name, dir string, since time.Time) []MovedAside {
 		if c, _ := changedEntry(ws, p, since); !c || !shadows(host, e.Name()) || linksOut(ws, p) {
 			continue
 		}
-		for _, m := range MoveAsideCreated(ws, name, []string{p}) {
-			m.Reason = envrcPathReason
-			moved = append(moved, m)
-		}
+		moved = append(moved, moveAsideFor(ws, name, p, envrcPathReason)...)
+	}
+	return moved
+}
+
+// moveAsideFor moves aside ws/rel (MoveAsideCreated) with the reason given.
+func moveAsideFor(ws, name, rel, reason string) []MovedAside {
+	moved := MoveAsideCreated(ws, name, []string{rel})
+	for i := range moved {
+		moved[i].Reason = reason
 	}
 	return moved
 }

@@ -71,7 +71,11 @@ func TestMoveAsideShadows(t *testing.T) {
 	for _, p := range []string{"bin/git", "bin/projtool", "bin/go1.99.1", "web/node_modules/.bin/ls", "web/node_modules/.bin/eslint", "web/env.sh"} {
 		os.WriteFile(filepath.Join(ws, p), []byte("#!/bin/sh\ntouch MARK\n"), 0o755)
 	}
-	if os.Geteuid() != 0 { // root can write /bin/sh: the link would be its to change
+	os.MkdirAll(filepath.Join(ws, "lib", "evil"), 0o755)
+	os.WriteFile(filepath.Join(ws, "lib", "evil", "git"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".envrc"), []byte("PATH_add bin\nPATH_add linked\n"), 0o644)
+	os.Symlink("lib/evil", filepath.Join(ws, "linked")) // the session's: the directory itself is moved
+	if os.Geteuid() != 0 {                              // root can write /bin/sh: the link would be its to change
 		os.Symlink("/bin/sh", filepath.Join(ws, "bin", "python3"))
 	}
 	got := map[string]string{}
@@ -81,13 +85,13 @@ func TestMoveAsideShadows(t *testing.T) {
 		}
 		got[m.Path] = m.Why()
 	}
-	for _, want := range []string{"bin/git", "bin/go1.99.1", "web/node_modules/.bin/ls", "web/env.sh"} {
+	for _, want := range []string{"bin/git", "bin/go1.99.1", "linked", "web/node_modules/.bin/ls", "web/env.sh"} {
 		if _, ok := got[want]; !ok {
 			t.Errorf("%s not moved aside: %v", want, got)
 		}
 	}
-	if len(got) != 4 {
-		t.Errorf("moved %v, want only bin/git, bin/go1.99.1, web/node_modules/.bin/ls and web/env.sh", got)
+	if len(got) != 5 {
+		t.Errorf("moved %v, want only bin/git, bin/go1.99.1, linked, web/node_modules/.bin/ls and web/env.sh", got)
 	}
 	if !strings.Contains(got["bin/git"], "PATH") {
 		t.Errorf("reason %q", got["bin/git"])

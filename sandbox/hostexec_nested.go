@@ -94,10 +94,5 @@ func moveAsideVenvConfig(ws, name, rel string, since time.Time) []MovedAside {
 	if c, _ := changedEntry(ws, p, since); !c {
 		return nil
 	}
-	var moved []MovedAside
-	for _, m := range MoveAsideCreated(ws, name, []string{p}) {
-		m.Reason = venvPipReason
-		moved = append(moved, m)
-	}
-	return moved
+	return moveAsideFor(ws, name, p, venvPipReason)
 }
