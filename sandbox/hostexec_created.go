@@ -181,6 +181,9 @@ func MoveAsideCreated(ws, name string, missing []string) []MovedAside {
 		var rnd [4]byte
 		_, _ = rand.Read(rnd[:])
 		to := base + ".mosaic-moved-" + name + "-" + hex.EncodeToString(rnd[:])
+		if strings.HasPrefix(to, "-") {
+			to = "_" + to // not an option to a command a shell glob gives it to
+		}
 		m := MovedAside{Path: rel, To: filepath.Join(filepath.Dir(rel), to)}
 		if err := unix.Renameat2(dir, base, dir, to, unix.RENAME_NOREPLACE); err != nil {
 			m.To, m.Error = "", fmt.Sprintf("cannot move it aside: %v", err)

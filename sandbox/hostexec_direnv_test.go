@@ -164,3 +164,25 @@ func TestPromptBytesMovedAside(t *testing.T) {
 		t.Errorf("a valid HEAD moved: %+v", moved)
 	}
 }
+
+// TestOptionNamesMovedAside: an entry whose name starts with "-" that the
+// session made (tar cf a.tar * takes --checkpoint-action=exec=... as an
+// option) is moved aside to a name that does not start with "-", at any
+// depth; one older than the session stays.
+func TestOptionNamesMovedAside(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "-old"), nil, 0o644)
+	start := sessionStart()
+	os.MkdirAll(filepath.Join(ws, "sub", "-rf"), 0o755)
+	os.WriteFile(filepath.Join(ws, "--checkpoint-action=exec=sh s.sh"), nil, 0o644)
+	got := map[string]string{}
+	for _, m := range MoveAsideRepos(ws, "s", start) {
+		if m.To == "" || strings.HasPrefix(filepath.Base(m.To), "-") {
+			t.Errorf("moved to %q: %+v", m.To, m)
+		}
+		got[m.Path] = m.Why()
+	}
+	if _, ok := got["--checkpoint-action=exec=sh s.sh"]; !ok || len(got) != 2 || !strings.Contains(got["sub/-rf"], "option") {
+		t.Errorf("moved %v", got)
+	}
+}

@@ -96,3 +96,18 @@ func moveAsideVenvConfig(ws, name, rel string, since time.Time) []MovedAside {
 	}
 	return moveAsideFor(ws, name, p, venvPipReason)
 }
+
+// optionNameReason is why an entry whose name starts with "-" is moved.
+const optionNameReason = "its name starts with -, so a * of your shell passes it to a command as an option: tar cf backup.tar * ran a --checkpoint-action=exec=... the session named a file"
+
+// moveAsideOptionName moves aside the entry rel of ws, whose name starts
+// with "-", when the session made or renamed it (changed since): a shell
+// glob gives it to the command as an option (GNU tar's
+// --checkpoint-action=exec runs a command; a -rf makes rm * recursive). Its
+// new name starts with "_" (MoveAsideCreated), not "-".
+func moveAsideOptionName(ws, name, rel string, since time.Time) []MovedAside {
+	if c, _ := changedEntry(ws, rel, since); !c {
+		return nil
+	}
+	return moveAsideFor(ws, name, rel, optionNameReason)
+}

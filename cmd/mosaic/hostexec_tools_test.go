@@ -348,3 +348,43 @@ func TestHookScriptInTree(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionNamesInWorkspace: a file name a shell's * gives a command as
+// an option: the session made `--checkpoint=1` and
+// `--checkpoint-action=exec=sh s.sh`, and the user's `tar cf backup.tar *`
+// in the workspace (GNU tar) ran s.sh. With --allow-write-host-exec the
+// attack works; by default both names are moved aside (to names without a
+// leading -) and said, and tar runs nothing.
+func TestOptionNamesInWorkspace(t *testing.T) {
+	needRig(t)
+	if _, err := exec.LookPath("tar"); err != nil {
+		t.Skip("no tar here")
+	}
+	for _, weak := range []bool{true, false} {
+		ws := workspace(t)
+		time.Sleep(1100 * time.Millisecond)
+		mark := filepath.Join(ws, "MARK")
+		args := []string{"run", "-w", ws}
+		if weak {
+			args = append(args, "--allow-write-host-exec")
+		}
+		r := mustMosaic(t, append(args, "--", "sh", "-c", "echo 'touch "+mark+"' > s.sh && touch -- --checkpoint=1 '--checkpoint-action=exec=sh s.sh'")...)
+		os.Remove(mark)
+		cmd := exec.Command("sh", "-c", "tar cf "+filepath.Join(t.TempDir(), "backup.tar")+" *")
+		cmd.Dir = ws
+		cmd.Run()
+		_, err := os.Stat(mark)
+		if weak {
+			if err != nil {
+				t.Fatalf("with --allow-write-host-exec the host's tar cf backup.tar * did not run s.sh, so this test proves nothing\n%s", r.stderr)
+			}
+			continue
+		}
+		if err == nil {
+			t.Error("the host's tar cf backup.tar * ran the command the session's file names gave it")
+		}
+		if !strings.Contains(r.stderr, "--checkpoint-action") || !strings.Contains(r.stderr, "moved aside") {
+			t.Errorf("run did not say it moved the option-like names aside:\n%s", r.stderr)
+		}
+	}
+}
