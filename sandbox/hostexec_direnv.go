@@ -237,10 +237,13 @@ func moveAsideShadows(ws, name, dir string, since time.Time) []MovedAside {
 		}
 		return []MovedAside{{Path: dir, Reason: envrcPathReason, Error: fmt.Sprintf("cannot be looked through (%v), so what the session left on your PATH there was not checked", err)}}
 	}
-	host := hostPath(ws)
+	host := hostPrograms(ws)
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
-		if c, _ := changedEntry(ws, p, since); !c || !shadows(host, e.Name()) || linksOut(ws, p) {
+		if !shadows(host, e.Name()) {
+			continue
+		}
+		if c, _ := changedEntry(ws, p, since); !c || linksOut(ws, p) {
 			continue
 		}
 		moved = append(moved, moveAsideFor(ws, name, p, envrcPathReason)...)
@@ -275,10 +278,29 @@ func hostPath(ws string) []string {
 	return out
 }
 
-// shadows reports whether name is a program in one of the directories
-// host (or one the prompts of shells run on entering a project: the
-// interpreters' --version).
-func shadows(host []string, name string) bool {
+// hostPrograms are the names of the programs in the directories of
+// hostPath(ws): each listed once (a stat of each PATH directory per entry
+// took 120 µs; 5,000 new entries in a node_modules/.bin, 0.6 s).
+func hostPrograms(ws string) map[string]bool {
+	names := map[string]bool{}
+	for _, d := range hostPath(ws) {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if e.Type().IsRegular() || e.Type()&os.ModeSymlink != 0 {
+				names[e.Name()] = true
+			}
+		}
+	}
+	return names
+}
+
+// shadows reports whether name is a program of the host (or one the
+// prompts of shells run on entering a project: the interpreters'
+// --version).
+func shadows(host map[string]bool, name string) bool {
 	switch name {
 	case "python", "python3", "node", "git", "ruby", "go", "rustc", "cargo", "java", "php", "perl":
 		return true
@@ -290,12 +312,7 @@ func shadows(host []string, name string) bool {
 	if strings.HasPrefix(name, "go1.") || strings.HasPrefix(name, "git-") {
 		return true
 	}
-	for _, d := range host {
-		if st, err := os.Stat(filepath.Join(d, name)); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return true
-		}
-	}
-	return false
+	return host[name]
 }
 
 // linksOut reports whether ws/rel is a symlink that leads out of ws to a
