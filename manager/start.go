@@ -58,7 +58,7 @@ func (m *Manager) Start(ctx context.Context, plan Plan) (Session, error) {
 		l.undo()
 		return Session{}, errcode.StartFailed.New("session %s did not start: %s", spec.Name, reason)
 	}
-	s, err := m.Status(ctx, spec.Name)
+	s, err := m.status(ctx, spec.Name, true)
 	mark(ctx, "status")
 	if err != nil && m.lost(err) {
 		return Session{}, errcode.SystemdGone.New("session %s started, but the connection to systemd closed before its status could be read: see `mosaic status %s`", spec.Name, spec.Name)
