@@ -66,7 +66,7 @@ type Manager struct {
 	// none is taken back before (one message each, issue 32).
 	oneCommand bool
 	counter    *messageCounter // this connection's messages
-	trace   *tracer         // MOSAIC_TRACE: Close writes the message count
+	trace      *tracer         // MOSAIC_TRACE: Close writes the message count
 }
 
 // systemdClient is what mosaic calls of systemd's Manager object (the unit

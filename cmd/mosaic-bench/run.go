@@ -95,7 +95,11 @@ func (b *bench) equivalent(name string, command []string, wait bool) ([]string, 
 		return nil, err
 	}
 	spec := plan.Spec
-	for _, d := range []string{spec.SessionHome(), spec.SessionTmp()} {
+	// The directories a start would make that the argv binds.
+	for _, d := range []string{spec.SessionHome(), spec.SessionTmp(), spec.OwnGitDir} {
+		if d == "" {
+			continue
+		}
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
