@@ -65,8 +65,9 @@ type Manager struct {
 	// or start, made by Open), and dbus-daemon drops its match rules then:
 	// none is taken back before (one message each, issue 32).
 	oneCommand bool
-	counter    *messageCounter // this connection's messages
-	trace      *tracer         // MOSAIC_TRACE: Close writes the message count
+	onJob      func(*dbus.Signal) // the client's job ends (unitClient.jobRemoved)
+	counter    *messageCounter    // this connection's messages
+	trace      *tracer            // MOSAIC_TRACE: Close writes the message count
 }
 
 // systemdClient is what mosaic calls of systemd's Manager object (the unit
@@ -229,7 +230,10 @@ func connect(ctx context.Context) (*Manager, error) {
 			continue
 		}
 		conn := newUnitClient(bus)
-		m = &Manager{conn: conn, bus: bus, closed: bus.Context().Done(), viaBus: a.viaBus, private: privateSocket(rt), watchers: map[dbus.ObjectPath][]*unitWatch{}, counter: counter, trace: trace}
+		m = &Manager{conn: conn, bus: bus, closed: bus.Context().Done(), viaBus: a.viaBus, private: privateSocket(rt), watchers: map[dbus.ObjectPath][]*unitWatch{}, onJob: conn.jobRemoved, counter: counter, trace: trace}
+		m.mu.Lock()
+		m.startDispatch() // the job ends' reader, before any call
+		m.mu.Unlock()
 		// A bus with no systemd on it, or one that answers Hello and then
 		// nothing, is passed over for the next address, as a dead one is.
 		if err = m.readVersion(ctx, a.viaBus); err == nil {

@@ -3,6 +3,7 @@ package manager
 import (
 	"fmt"
 	"io"
+	"sort"
 	"sync/atomic"
 
 	"github.com/godbus/dbus/v5"
@@ -58,7 +59,17 @@ func (c *messageCounter) name(dir string, msg *dbus.Message) {
 	}
 	member, _ := msg.Headers[dbus.FieldMember].Value().(string)
 	path, _ := msg.Headers[dbus.FieldPath].Value().(dbus.ObjectPath)
-	fmt.Fprintf(c.list, "mosaic dbus: %s %s %s %s\n", dir, msg.Type, member, path)
+	what := ""
+	if member == "PropertiesChanged" && len(msg.Body) >= 2 { // the interface and the names that changed
+		changed, _ := msg.Body[1].(map[string]dbus.Variant)
+		names := make([]string, 0, len(changed))
+		for k := range changed {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		what = fmt.Sprint(" ", msg.Body[0], " ", names)
+	}
+	fmt.Fprintf(c.list, "mosaic dbus: %s %s %s %s%s\n", dir, msg.Type, member, path, what)
 }
 
 // count is what was counted so far.

@@ -38,25 +38,23 @@ type jobWait struct {
 	ch   chan<- string
 }
 
-// newUnitClient starts reading the connection's job ends. On the bus,
-// JobRemoved reaches this connection only through a match rule (jobsOf);
-// on the private socket systemd sends every signal anyway.
+// newUnitClient is a client on bus; the Manager's one reader of signals
+// hands it the job ends (jobRemoved), in the order systemd sent them with
+// the units' property changes: systemd announces a unit's pending changes
+// before the end of its job, so a watch has seen them when a job wait
+// returns. On the bus, JobRemoved reaches this connection only through a
+// match rule (jobsOf); on the private socket systemd sends every signal.
 func newUnitClient(bus *dbus.Conn) *unitClient {
-	c := &unitClient{bus: bus, obj: bus.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1"), waits: map[string][]*jobWait{}}
-	ch := make(chan *dbus.Signal, 64)
-	bus.Signal(ch)
-	go func() {
-		for sig := range ch {
-			c.jobRemoved(sig)
-		}
-	}()
-	return c
+	return &unitClient{bus: bus, obj: bus.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1"), waits: map[string][]*jobWait{}}
 }
+
+// jobRemovedSignal is the name of systemd's signal of a job's end.
+const jobRemovedSignal = "org.freedesktop.systemd1.Manager.JobRemoved"
 
 // jobRemoved hands a JobRemoved (id, job, unit, result) to the waits for
 // its unit; any other signal is passed over.
 func (c *unitClient) jobRemoved(sig *dbus.Signal) {
-	if sig.Name != "org.freedesktop.systemd1.Manager.JobRemoved" || len(sig.Body) < 4 {
+	if sig.Name != jobRemovedSignal || len(sig.Body) < 4 {
 		return
 	}
 	job, _ := sig.Body[1].(dbus.ObjectPath)

@@ -134,7 +134,7 @@ func (w *unitWatch) ended() bool {
 }
 
 // startDispatch starts, once, the goroutine that hands systemd's signals to
-// the watches; m.mu is held.
+// the watches and the job waits, in the order they came; m.mu is held.
 func (m *Manager) startDispatch() {
 	if m.signals == nil {
 		m.signals = make(chan *dbus.Signal, 1024)
@@ -183,6 +183,10 @@ func unitOfPath(path dbus.ObjectPath) string {
 
 func (m *Manager) dispatch() {
 	for sig := range m.signals {
+		if sig.Name == jobRemovedSignal && m.onJob != nil {
+			m.onJob(sig)
+			continue
+		}
 		if sig.Name != "org.freedesktop.DBus.Properties.PropertiesChanged" || len(sig.Body) < 2 {
 			continue
 		}
