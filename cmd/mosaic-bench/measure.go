@@ -84,8 +84,10 @@ type Report struct {
 	Clone []Stat `json:"clone_mode,omitempty"`
 	// Messages are the D-Bus messages of a run, a scope run and a start.
 	Messages []MessageCount `json:"dbus_messages,omitempty"`
-	Ratios   []Ratio        `json:"ratios"`
-	Notes    []string       `json:"notes,omitempty"`
+	// Processes are the programs a run, a scope run and their peers start.
+	Processes []ProcessCount `json:"process_starts,omitempty"`
+	Ratios    []Ratio        `json:"ratios"`
+	Notes     []string       `json:"notes,omitempty"`
 }
 
 // measure runs f n times after one warm-up and summarises the durations.

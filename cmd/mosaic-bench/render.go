@@ -56,6 +56,12 @@ func writeReport(w io.Writer, r *Report, jsonFile string) {
 			fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d |\n", m.What, m.Calls, m.NoReply, m.Replies, m.Signals, m.Calls+m.NoReply+m.Replies+m.Signals)
 		}
 	}
+	if len(r.Processes) > 0 {
+		fmt.Fprintln(w, "\n## Process starts (execve) from the command to its end, with strace: its own tree, and the user manager's children meanwhile\n\n| what | command's tree | user manager's | programs |\n|---|---|---|---|")
+		for _, p := range r.Processes {
+			fmt.Fprintf(w, "| %s | %d | %d | %s |\n", p.What, p.Command, p.Manager, strings.Join(p.Programs, ", "))
+		}
+	}
 	table(w, "One-shot, one at a time: a confined `/usr/bin/true`, start to exit, the peers compared in turn, interleaved, each after 250 ms idle", r.Spaced)
 	table(w, "One-shot, back to back: a confined `/usr/bin/true`, start to exit, each command n times in a row", r.OneShot)
 	table(w, "Start latency: until the command runs (the two in turn, interleaved, each after 250 ms idle)", r.Start)

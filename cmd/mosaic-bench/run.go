@@ -31,6 +31,7 @@ func runAll(args []string) (*Report, error) {
 	n := fs.Int("n", 30, "runs per one-shot figure")
 	clone := fs.Bool("clone", true, "also measure clone mode (repositories of 1k, 10k, 100k files)")
 	onlyClone := fs.Bool("only-clone", false, "measure clone mode only")
+	onlyProcesses := fs.Bool("only-processes", false, "count process starts only")
 	cloneFiles := fs.Int("clone-files", 0, "measure clone mode only at this many files (1000, 10000 or 100000; 0: all)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -54,6 +55,10 @@ func runAll(args []string) (*Report, error) {
 	m.MosaicBin = abs // the sessions run the binary under test, not this one
 	b := &bench{mosaic: abs, ws: ws, m: m, n: *n}
 	r := &Report{Machine: machine(), Date: time.Now().UTC()}
+	if *onlyProcesses {
+		b.processStarts(r)
+		return r, nil
+	}
 	if *onlyClone {
 		if err := b.cloneMode(ctx, r, *cloneFiles); err != nil {
 			return nil, err
@@ -73,6 +78,7 @@ func runAll(args []string) (*Report, error) {
 	if err := b.breakdown(r); err != nil {
 		return nil, err
 	}
+	b.processStarts(r)
 	if err := b.egressTTFB(r); err != nil {
 		return nil, err
 	}
@@ -493,6 +499,34 @@ const (
 	srtName        = "srt (sandbox-runtime)"
 	startPeerName  = "systemd-run, same properties and bwrap argv"
 )
+
+// processStarts counts the programs a run, a scope run and their peers
+// start (see processStarts); where they cannot be counted, a note says why.
+func (b *bench) processStarts(r *Report) {
+	progress("process starts of a run, a scope run and their peers")
+	home, _ := os.UserHomeDir()
+	bwrapArgv := []string{"bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session",
+		"--cap-drop", "ALL", "--as-pid-1", "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc", "--symlink", "usr/bin", "/bin",
+		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--dev", "/dev", "--proc", "/proc",
+		"--tmpfs", "/tmp", "--tmpfs", home, "--bind", b.ws, b.ws, "--chdir", b.ws, "--", "/usr/bin/true"}
+	for _, c := range []struct {
+		what string
+		argv []string
+	}{
+		{"mosaic run", []string{b.mosaic, "run", "--workspace", b.ws, "--", "/usr/bin/true"}},
+		{handRolledName, b.handRolled(bwrapArgv)},
+		{"mosaic run --scope", []string{b.mosaic, "run", "--scope", "--workspace", b.ws, "--", "/usr/bin/true"}},
+		{scopePeerName, append([]string{"systemd-run", "--user", "--quiet", "--scope", "--slice", units.Slice}, bwrapArgv...)},
+	} {
+		_ = runCmd(c.argv) // warm: the bwrap probe's cache, the page cache
+		pc, err := processStarts(c.what, c.argv)
+		if err != nil {
+			r.Notes = append(r.Notes, "process starts not counted: "+firstLine(err.Error()))
+			return
+		}
+		r.Processes = append(r.Processes, pc)
+	}
+}
 
 // breakdown averages MOSAIC_TRACE's steps over runs of mosaic run and of
 // mosaic run --scope.
