@@ -123,9 +123,11 @@ func (m *Manager) startedStatus(ctx context.Context, spec units.Spec, watch *uni
 		managerProps = m.properties(cctx, managerCgroupGet.Path, managerCgroupGet.Iface, []string{managerCgroupGet.Name})
 	}
 	p := watch.snapshot()
-	if _, ok := p["ActiveState"]; !ok {
+	if p["ActiveState"] != "active" {
+		// Not announced running (a command that ended at once, a systemd
+		// that sent nothing): ask, as for any session.
 		pids()
-		return m.Status(ctx, spec.Name) // nothing announced (never seen): ask
+		return m.Status(ctx, spec.Name)
 	}
 	var unset []string
 	for _, n := range []string{"MemoryMax", "TasksMax", "CPUQuotaPerSecUSec"} {
