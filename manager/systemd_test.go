@@ -53,3 +53,34 @@ func TestJobWaitEitherOrder(t *testing.T) {
 		t.Errorf("after the calls: waits %v, %d results pending", c.waits, len(ch))
 	}
 }
+
+// A start's status is what its watch saw when its job ended (startedStatus):
+// the one reader of signals hands the unit's changes to the watch before
+// the job's end to its wait, in the order systemd sent them (its pending
+// changes before JobRemoved), however the goroutines are scheduled.
+func TestWatchSeesChangesBeforeTheJobEnds(t *testing.T) {
+	const unit = "mosaic-x.service"
+	c := &unitClient{waits: map[string][]*jobWait{}}
+	m := &Manager{watchers: map[dbus.ObjectPath][]*unitWatch{}, onJob: c.jobRemoved}
+	m.mu.Lock()
+	m.signals = make(chan *dbus.Signal, 16) // what startDispatch makes, without a bus
+	go m.dispatch()
+	m.mu.Unlock()
+	defer close(m.signals)
+	for i := 0; i < 100; i++ {
+		w := m.watch(unit)
+		ch := make(chan string, 1)
+		job := dbus.ObjectPath("/org/freedesktop/systemd1/job/" + string(rune('a'+i%26)))
+		c.replied(unit, c.expect(unit, ch), job, nil)
+		m.signals <- &dbus.Signal{Path: unitPath(unit), Name: "org.freedesktop.DBus.Properties.PropertiesChanged",
+			Body: []any{"org.freedesktop.systemd1.Unit", map[string]dbus.Variant{"ActiveState": dbus.MakeVariant("active")}, []string{}}}
+		m.signals <- jobEnd(job, unit, "done")
+		if r := <-ch; r != "done" {
+			t.Fatalf("job result %q", r)
+		}
+		if s := w.snapshot()["ActiveState"]; s != "active" {
+			t.Fatalf("round %d: at the job's end the watch has ActiveState %v, want active", i, s)
+		}
+		w.close()
+	}
+}
