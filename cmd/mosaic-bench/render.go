@@ -55,6 +55,7 @@ func writeReport(w io.Writer, r *Report, jsonFile string) {
 		for _, m := range r.Messages {
 			fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d |\n", m.What, m.Calls, m.NoReply, m.Replies, m.Signals, m.Calls+m.NoReply+m.Replies+m.Signals)
 		}
+		fmt.Fprint(w, fewerMessages)
 	}
 	if len(r.Processes) > 0 {
 		fmt.Fprintln(w, "\n## Process starts (execve) from the command to its end, with strace: its own tree, and the user manager's children meanwhile\n\n| what | command's tree | user manager's | programs |\n|---|---|---|---|")
