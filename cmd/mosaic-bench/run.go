@@ -143,15 +143,20 @@ func (b *bench) handRolled(bwrapArgv []string) []string {
 	return append(argv, bwrapArgv...)
 }
 
-func (b *bench) oneShot(r *Report, srt string) error {
-	progress("one-shot: a confined /usr/bin/true, %d runs each", b.n)
-	// The plain bwrap both peers run: user, PID and IPC namespaces, the
-	// system read-only, the workspace, a home and a /tmp of its own.
+// plainBwrap is the plain bwrap both peers run, around /usr/bin/true:
+// user, PID and IPC namespaces, the system read-only, the workspace, a
+// home and a /tmp of its own.
+func (b *bench) plainBwrap() []string {
 	home, _ := os.UserHomeDir()
-	bwrapArgv := []string{"bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session",
+	return []string{"bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session",
 		"--cap-drop", "ALL", "--as-pid-1", "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc", "--symlink", "usr/bin", "/bin",
 		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--dev", "/dev", "--proc", "/proc",
 		"--tmpfs", "/tmp", "--tmpfs", home, "--bind", b.ws, b.ws, "--chdir", b.ws, "--", "/usr/bin/true"}
+}
+
+func (b *bench) oneShot(r *Report, srt string) error {
+	progress("one-shot: a confined /usr/bin/true, %d runs each", b.n)
+	bwrapArgv := b.plainBwrap()
 	eq, err := b.equivalent("bench-sr", []string{"/usr/bin/true"}, true)
 	if err != nil {
 		return err
@@ -504,11 +509,7 @@ const (
 // start (see processStarts); where they cannot be counted, a note says why.
 func (b *bench) processStarts(r *Report) {
 	progress("process starts of a run, a scope run and their peers")
-	home, _ := os.UserHomeDir()
-	bwrapArgv := []string{"bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session",
-		"--cap-drop", "ALL", "--as-pid-1", "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc", "--symlink", "usr/bin", "/bin",
-		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--dev", "/dev", "--proc", "/proc",
-		"--tmpfs", "/tmp", "--tmpfs", home, "--bind", b.ws, b.ws, "--chdir", b.ws, "--", "/usr/bin/true"}
+	bwrapArgv := b.plainBwrap()
 	for _, c := range []struct {
 		what string
 		argv []string
