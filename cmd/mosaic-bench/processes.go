@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,14 +43,16 @@ func processStarts(what string, argv []string) (ProcessCount, error) {
 		return pc, err
 	}
 	defer os.RemoveAll(dir)
+	// -ff: a file per process (FILE.PID), so that no call is split
+	// across lines by another process's ("<unfinished ...>").
 	mgrOut, cmdOut := filepath.Join(dir, "manager"), filepath.Join(dir, "command")
-	mgr := exec.Command(strace, "-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", mgrOut, "-p", strconv.Itoa(pid))
+	mgr := exec.Command(strace, "-ff", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", mgrOut, "-p", strconv.Itoa(pid))
 	if err := mgr.Start(); err != nil {
 		return pc, err
 	}
 	defer mgr.Wait()
 	time.Sleep(500 * time.Millisecond) // attached (strace -qq says nothing)
-	runErr := runCmd(append([]string{strace, "-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", cmdOut, "--"}, argv...))
+	runErr := runCmd(append([]string{strace, "-ff", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", cmdOut, "--"}, argv...))
 	time.Sleep(300 * time.Millisecond) // the unit's last stages (ExecStopPost)
 	_ = mgr.Process.Signal(syscall.SIGINT)
 	_ = mgr.Wait()
@@ -68,16 +71,30 @@ func processStarts(what string, argv []string) (ProcessCount, error) {
 	return pc, nil
 }
 
-// execs counts an strace -o file's successful execve calls and names
-// their programs (the first argument, shortened to its base name).
-func execs(file string) (int, []string, error) {
-	b, err := os.ReadFile(file)
+// execs counts the successful execve calls in strace -ff's files of prefix
+// (one per process, in the order of their PIDs) and names their programs
+// (the first argument, shortened to its base name).
+func execs(prefix string) (int, []string, error) {
+	files, err := filepath.Glob(prefix + ".*")
 	if err != nil {
 		return 0, nil, err
 	}
+	sort.Slice(files, func(i, j int) bool {
+		a, _ := strconv.Atoi(filepath.Ext(files[i])[1:])
+		b, _ := strconv.Atoi(filepath.Ext(files[j])[1:])
+		return a < b
+	})
+	var text strings.Builder
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return 0, nil, err
+		}
+		text.Write(b)
+	}
 	n := 0
 	var progs []string
-	for _, l := range strings.Split(string(b), "\n") {
+	for _, l := range strings.Split(text.String(), "\n") {
 		if !strings.Contains(l, "execve(") || !strings.HasSuffix(strings.TrimSpace(l), "= 0") {
 			continue
 		}
