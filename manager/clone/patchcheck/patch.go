@@ -199,9 +199,16 @@ func summarize(s *Summary) {
 		}
 		s.Added += f.Added
 		s.Deleted += f.Deleted
-		f.HostRun = HostRun(f.name())
+		if f.HostRun = HostRun(f.name()); f.HostRun == "" && f.NewMode == "100755" && f.OldMode != "100755" {
+			f.HostRun = newProgramReason
+		}
 	}
 }
+
+// newProgramReason is why a file the change makes executable is named: a
+// shell runs it by its name where its directory is on PATH (an .envrc's
+// PATH_add bin), a bin/git before the host's git.
+const newProgramReason = "a new program: your shell runs it by its name where its directory is on your PATH (an .envrc's PATH_add or layout)"
 
 // newMode is the mode git apply gives the file: the one a "new mode" or
 // "new file mode" line says, else its old mode (an "old mode" or "index"
