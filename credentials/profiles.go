@@ -63,13 +63,14 @@ type Profile struct {
 	// Workspace is the sessions' workspace mode unless --clone says
 	// otherwise: clone (their own copy of the repository) or direct.
 	Workspace string `json:"workspace,omitempty"`
-	// MemoryMax, TasksMax, CPUQuota and TmpSize (the bound of its /tmp)
-	// are the profile's session limits, as the flags take them (a flag
+	// MemoryMax, TasksMax, CPUQuota, TmpSize and HomeSize (the bounds
+	// of its /tmp and its home) are the profile's session limits, as the flags take them (a flag
 	// wins); checked where they are used.
 	MemoryMax string `json:"memory_max,omitempty"`
 	TasksMax  string `json:"tasks_max,omitempty"`
 	CPUQuota  string `json:"cpu_quota,omitempty"`
 	TmpSize   string `json:"tmp_size,omitempty"`
+	HomeSize  string `json:"home_size,omitempty"`
 }
 
 // The hosts each provider's API is reached at, for the built-in profiles'
@@ -393,8 +394,10 @@ func readProfile(path string) (Profile, error) {
 			p.CPUQuota = o.Value
 		case "TmpSize":
 			p.TmpSize = o.Value
+		case "HomeSize":
+			p.HomeSize = o.Value
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize, HomeSize)", o.Name)
 		}
 	}
 	return p, nil

@@ -93,6 +93,9 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 		} else if e, ok := records.ReadEnd(mustPaths().SessionDir(name)); ok {
 			s.MovedAside, s.EgressDied = e.MovedAside, e.EgressDied
 		}
+		if !s.Running() {
+			s.Home = session.HomeOf(mustPaths().SessionDir(name))
+		}
 	}
 	return s, nil
 }
