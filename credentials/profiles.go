@@ -281,6 +281,11 @@ func ProfileFor(dir string, command []string) (Profile, error) {
 	return Profile{}, errcode.UnknownProfile.New("there is no profile %q", Generic)
 }
 
+// limit is the profile's limit setting of that name (readProfile).
+func (p *Profile) limit(name string) *string {
+	return map[string]*string{"MemoryMax": &p.MemoryMax, "TasksMax": &p.TasksMax, "CPUQuota": &p.CPUQuota, "TmpSize": &p.TmpSize, "HomeSize": &p.HomeSize}[name]
+}
+
 // readProfile reads a profile file in systemd's INI syntax:
 //
 //	[Profile]
@@ -386,16 +391,8 @@ func readProfile(path string) (Profile, error) {
 			p.Inject = append(p.Inject, r)
 		case "SeccompAllow":
 			p.SeccompAllow = append(p.SeccompAllow, fields...)
-		case "MemoryMax":
-			p.MemoryMax = o.Value
-		case "TasksMax":
-			p.TasksMax = o.Value
-		case "CPUQuota":
-			p.CPUQuota = o.Value
-		case "TmpSize":
-			p.TmpSize = o.Value
-		case "HomeSize":
-			p.HomeSize = o.Value
+		case "MemoryMax", "TasksMax", "CPUQuota", "TmpSize", "HomeSize":
+			*p.limit(o.Name) = o.Value
 		default:
 			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize, HomeSize)", o.Name)
 		}

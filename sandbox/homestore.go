@@ -190,8 +190,17 @@ func (h *homeStore) end() {
 	h.report(r)
 }
 
-// saveHook, a test hook (testhook.Enabled only), is run by the save just
-// before it swaps the new home in: a test stops the init there.
+// endWith ends the home (end) and returns code, the command's; a nil
+// store (no home to load or save) only returns it.
+func (h *homeStore) endWith(code int) int {
+	if h != nil {
+		h.end()
+	}
+	return code
+}
+
+// saveHook is run by the save just
+// before it swaps the new home in: a unit test cuts the save short there.
 var saveHook = func() {}
 
 // save copies the tmpfs to HomeSaving, syncs it, and swaps it with the

@@ -147,12 +147,10 @@ func Init(args []string) int {
 		return ExitSandboxRefused
 	}
 	home, err := loadHomeOf(homeFD, o)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
-		notifyStatus(notify, "STATUS="+err.Error())
-		return ExitSandboxRefused
+	var env []string
+	if err == nil {
+		env, err = commandNetwork(o, CommandEnv(os.Environ(), o.session, o.home, o.pass))
 	}
-	env, err := commandNetwork(o, CommandEnv(os.Environ(), o.session, o.home, o.pass))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 		return ExitSandboxRefused
@@ -198,11 +196,7 @@ func Init(args []string) int {
 	if o.tty {
 		go endOnHangup(proc.Pid)
 	}
-	code := supervise(proc.Pid, o.tty, sigs)
-	if home != nil {
-		home.end()
-	}
-	return code
+	return home.endWith(supervise(proc.Pid, o.tty, sigs))
 }
 
 // loadHomeOf loads the session's home (loadHome) when the init was given
