@@ -23,17 +23,17 @@ import (
 //     socket or a device is skipped and counted (opening a FIFO no one
 //     writes would hang the save);
 //   - charges every file's size (its apparent size: a sparse file of 1 TB
-//     is 1 TB) and every entry to a budget, the home's bound: a file that
-//     does not fit is skipped and counted, so nothing the session made can
-//     write more than its bound to the user's disk;
+//     is 1 TB) to a budget, the home's bound, and makes at most maxEntries
+//     entries: a file that does not fit is skipped and counted, so nothing
+//     the session made can write more than its bound to the user's disk;
 //   - copies a file with several links once, and links the others to the
 //     copy: a file linked a thousand times is not a thousand copies;
 //   - creates every entry anew (O_EXCL) in a destination nobody else
 //     writes, so it never writes through anything already there.
 
-// entryCost is what each entry costs the budget besides its bytes: a
-// million empty files are not free on the user's disk either.
-const entryCost = 256
+// maxEntries bounds the entries a copy makes: a million empty files take
+// no room in a tmpfs's bound, but are not free on the user's disk.
+const maxEntries = 1 << 20
 
 // maxCopyDepth bounds the directories' nesting: each level holds two
 // descriptors while the copy is below it.
@@ -46,7 +46,7 @@ const maxLinkedFiles = 1 << 16
 type CopyStats struct {
 	Files   int            `json:"files"`
 	Bytes   int64          `json:"bytes"`
-	Skipped map[string]int `json:"skipped,omitempty"` // by why: fifo, socket, device, too-large, too-deep, mount-point
+	Skipped map[string]int `json:"skipped,omitempty"` // by why: fifo, socket, device, too-large, too-deep, too-many, mount-point
 }
 
 func (s *CopyStats) skip(why string) {
@@ -59,6 +59,7 @@ func (s *CopyStats) skip(why string) {
 // treeCopy is one copy of a home, from the directory src to dst.
 type treeCopy struct {
 	budget  int64
+	entries int
 	srcDev  uint64
 	dstRoot int
 	linked  map[[2]uint64]string // (dev, ino) of a file with several links -> its copy, below dstRoot
@@ -141,8 +142,8 @@ func (c *treeCopy) entry(src, dst int, name, rel string, depth int) error {
 		c.stats.skip("mount-point") // a bind below the home: not the home's
 		return nil
 	}
-	if c.budget -= entryCost; c.budget < 0 {
-		c.stats.skip("too-large")
+	if c.entries++; c.entries > maxEntries {
+		c.stats.skip("too-many")
 		return nil
 	}
 	switch st.Mode & unix.S_IFMT {

@@ -141,7 +141,9 @@ func TestKeptHomeKilled(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	systemctl(t, "kill", "--signal=SIGKILL", "mosaic-"+name+".service")
 	eventually(t, 10*time.Second, "the session's end", func() bool {
-		return !strings.Contains(mosaic(t, "status", name).stdout, "active (running)")
+		var doc struct{ State string }
+		_ = json.Unmarshal([]byte(mosaic(t, "status", "--json", name).stdout), &doc)
+		return doc.State == "inactive" || doc.State == "failed"
 	})
 	kept := filepath.Join(stateRoot(), "sessions", name, "home")
 	if b, err := os.ReadFile(filepath.Join(kept, "f")); err != nil || string(b) != "one\n" {

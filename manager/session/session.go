@@ -315,7 +315,7 @@ func (s Session) HomeLine() string {
 // skippedText names what a save left out, but the mount points bwrap made.
 func skippedText(skipped map[string]int) string {
 	var out []string
-	for _, why := range []string{"fifo", "socket", "device", "too-large", "too-deep"} {
+	for _, why := range []string{"fifo", "socket", "device", "too-large", "too-deep", "too-many"} {
 		if n := skipped[why]; n > 0 {
 			out = append(out, fmt.Sprintf("%d %s", n, why))
 		}
