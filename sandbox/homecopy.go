@@ -146,6 +146,7 @@ func (c *treeCopy) entry(src, dst int, name, rel string, depth int) error {
 		c.stats.skip("too-many")
 		return nil
 	}
+	readable(src, name, st)
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		return c.subdir(src, dst, name, rel, st, depth)
@@ -161,6 +162,25 @@ func (c *treeCopy) entry(src, dst int, name, rel string, depth int) error {
 		c.stats.skip("device")
 	}
 	return nil
+}
+
+// readable gives the owner (the copy runs as the owner, with no
+// capability) read access to a file, and search access to a directory,
+// that a chmod 000 took away: the copy restores each entry's mode. No
+// symlink is followed: name was just seen to be a directory or a file, and
+// nothing else of the session runs.
+func readable(dir int, name string, st unix.Stat_t) {
+	want := uint32(0o400)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		want = 0o700
+	case unix.S_IFREG:
+	default:
+		return
+	}
+	if st.Mode&want != want {
+		_ = unix.Fchmodat(dir, name, st.Mode&0o7777|want, 0)
+	}
 }
 
 // subdir copies the directory name of src into dst, and below it.

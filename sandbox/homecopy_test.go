@@ -226,3 +226,28 @@ func writeTestFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestHomeSaveUnreadable: a directory and a file the session made mode
+// 000 are saved (the copy runs without a capability to read them
+// anyway), with their modes.
+func TestHomeSaveUnreadable(t *testing.T) {
+	src, dst, s, d := copyDirs(t)
+	writeTestFile(t, filepath.Join(src, "x", "y", "z"), "deep")
+	writeTestFile(t, filepath.Join(src, "secretfile"), "kept")
+	os.Chmod(filepath.Join(src, "secretfile"), 0)
+	os.Chmod(filepath.Join(src, "x"), 0)
+	t.Cleanup(func() { os.Chmod(filepath.Join(src, "x"), 0o700); os.Chmod(filepath.Join(dst, "x"), 0o700) })
+	if _, err := copyHome(s, d, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	if weakened {
+		return
+	}
+	if fi, err := os.Stat(filepath.Join(dst, "secretfile")); err != nil || fi.Mode().Perm() != 0 {
+		t.Errorf("the mode 000 file: %v %v", fi, err)
+	}
+	os.Chmod(filepath.Join(dst, "x"), 0o700)
+	if b, err := os.ReadFile(filepath.Join(dst, "x", "y", "z")); err != nil || string(b) != "deep" {
+		t.Errorf("below a mode 000 directory: %q %v", b, err)
+	}
+}

@@ -210,6 +210,7 @@ func (h *homeStore) save() (CopyStats, error) {
 	if err := unix.Fstatfs(h.root, &fs); err != nil {
 		return CopyStats{}, err
 	}
+	_ = unix.Fchmod(h.root, 0o700) // a chmod 000 of the home must not keep the save out
 	used := (fs.Blocks - fs.Bfree) * uint64(fs.Bsize)
 	if unix.Fstatfs(h.state, &disk) == nil {
 		if free := disk.Bavail * uint64(disk.Bsize); free < used+saveMargin {
