@@ -209,7 +209,7 @@ func (c *treeCopy) subdir(src, dst int, name, rel string, st unix.Stat_t, depth 
 	if err := c.dir(from, to, rel, depth+1); err != nil {
 		return err
 	}
-	_ = unix.Fchmod(to, st.Mode&0o777|0o700) // the owner keeps its way in
+	_ = unix.Fchmod(to, st.Mode&0o777) // as it was: the next load gives itself its way in (readable)
 	return futimens(to, st.Atim, st.Mtim)
 }
 
