@@ -190,7 +190,7 @@ func TestHomeSaveSwap(t *testing.T) {
 	rfd, _ := unix.Open(tmpfs, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	defer unix.Close(sfd)
 	defer unix.Close(rfd)
-	h := &homeStore{state: sfd, root: rfd, size: 8 << 20, keep: true}
+	h := &homeStore{state: sfd, root: rfd, size: 8 << 20, keep: true, notify: -1}
 	saveHook = func() { panic("killed") }
 	func() {
 		defer func() { _ = recover() }()

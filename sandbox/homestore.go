@@ -117,6 +117,28 @@ type homeStore struct {
 	state, root int
 	size        uint64
 	keep        bool
+	notify      int // systemd's notification socket (a service's), for the save's time; -1 for none
+}
+
+// keepNotify keeps the init's descriptor on systemd's notification socket
+// for a save (h.notify), or closes it when there is no home to save.
+func (h *homeStore) keepNotify(fd int) {
+	if h == nil || !h.keep {
+		unix.Close(fd)
+		return
+	}
+	h.notify = fd
+}
+
+// askForTime asks systemd (EXTEND_TIMEOUT_USEC) for the time a save of
+// used bytes may take beyond the stop timeout: 10 s and one more for each
+// 50 MiB, a slow disk's pace.
+func (h *homeStore) askForTime(used uint64) {
+	if h.notify < 0 {
+		return
+	}
+	extra := 10*time.Second + time.Duration(used/(50<<20))*time.Second
+	notifyStatus(h.notify, "EXTEND_TIMEOUT_USEC="+strconv.FormatInt(extra.Microseconds(), 10))
 }
 
 // loadHome loads the home on disk (in the state directory state) into
@@ -132,7 +154,7 @@ func loadHome(state int, home string, keep bool) (*homeStore, error) {
 		unix.Close(root)
 		return nil, fmt.Errorf("the session's home %s is not the tmpfs mosaic asked bwrap for", home)
 	}
-	h := &homeStore{state: state, root: root, size: fs.Blocks * uint64(fs.Bsize), keep: keep}
+	h := &homeStore{state: state, root: root, size: fs.Blocks * uint64(fs.Bsize), keep: keep, notify: -1}
 	src, err := openIn(state, HomeDirName, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err == nil {
 		_, err = copyHome(src, root, int64(min(h.size, 1<<62)))
@@ -217,6 +239,7 @@ func (h *homeStore) save() (CopyStats, error) {
 			return CopyStats{}, fmt.Errorf("your disk has %s free, and the home needs %s and %s to spare", SizeText(free), SizeText(used), SizeText(saveMargin))
 		}
 	}
+	h.askForTime(used)
 	if err := removeTree(h.state, HomeSaving); err != nil {
 		return CopyStats{}, fmt.Errorf("cannot remove an earlier save's %s: %w", HomeSaving, err)
 	}

@@ -191,7 +191,7 @@ func Init(args []string) int {
 	notifyStatus(notify, "READY=1")
 	if notify >= 0 {
 		notifyBarrier(notify, notifyBarrierTimeout)
-		unix.Close(notify)
+		home.keepNotify(notify)
 	}
 	if o.tty {
 		go endOnHangup(proc.Pid)
