@@ -56,6 +56,15 @@ func TestHomeBounded(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(stateRoot(), "sessions", name, "home", "fill")); err != nil || fi.Size() > 4<<20 {
 		t.Errorf("the saved home's file: %v %v", fi, err)
 	}
+	// A kept home that does not fit a smaller bound is a refusal, and
+	// stays whole.
+	r = mosaic(t, "run", "--name", name, "-w", workspace(t), "--home-size", "2M", "--", "true")
+	if r.code == 0 || !strings.Contains(r.stderr, "does not fit its bound (--home-size 2 MiB)") {
+		t.Errorf("a 4 MiB kept home under --home-size 2M: exit %d %s", r.code, r.stderr)
+	}
+	if fi, err := os.Stat(filepath.Join(stateRoot(), "sessions", name, "home", "fill")); err != nil || fi.Size() < 3<<20 {
+		t.Errorf("the kept home after a refused start: %v %v", fi, err)
+	}
 	// A running session's writes to its home are in memory, not on disk.
 	other := sessionName(t)
 	mustMosaic(t, "start", "--name", other, "-w", workspace(t), "--", "sh", "-c", "dd if=/dev/zero of=$HOME/big bs=1M count=8 && touch $HOME/done && sleep 300")
