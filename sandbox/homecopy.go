@@ -47,6 +47,9 @@ type CopyStats struct {
 	Files   int            `json:"files"`
 	Bytes   int64          `json:"bytes"`
 	Skipped map[string]int `json:"skipped,omitempty"` // by why: fifo, socket, device, too-large, too-deep, too-many, mount-point
+	// mounts are the entries of the source that were mount points (a
+	// bind below the home: the workspace), relative to its root.
+	mounts []string
 }
 
 func (s *CopyStats) skip(why string) {
@@ -140,6 +143,7 @@ func (c *treeCopy) entry(src, dst int, name, rel string, depth int) error {
 	}
 	if st.Dev != c.srcDev {
 		c.stats.skip("mount-point") // a bind below the home: not the home's
+		c.stats.mounts = append(c.stats.mounts, rel)
 		return nil
 	}
 	if c.entries++; c.entries > maxEntries {

@@ -251,3 +251,26 @@ func TestHomeSaveUnreadable(t *testing.T) {
 		t.Errorf("below a mode 000 directory: %q %v", b, err)
 	}
 }
+
+// TestHomeSaveCarriesHidden: what the kept home holds where the session
+// had a bind (a workspace below the home) was hidden from it, neither
+// loaded nor saved: the save carries it into the new home. A symlink on
+// the way is not followed.
+func TestHomeSaveCarriesHidden(t *testing.T) {
+	state := t.TempDir()
+	writeTestFile(t, filepath.Join(state, HomeDirName, "src", "app", "notes"), "the user's")
+	os.MkdirAll(filepath.Join(state, HomeSaving, "src"), 0o700)
+	outside := t.TempDir()
+	writeTestFile(t, filepath.Join(outside, "x", "secret"), "outside")
+	os.Symlink(outside, filepath.Join(state, HomeDirName, "link"))
+	os.MkdirAll(filepath.Join(state, HomeSaving, "link"), 0o700)
+	sfd, _ := unix.Open(state, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	defer unix.Close(sfd)
+	carryHidden(sfd, []string{"src/app", "link/x"})
+	if b, err := os.ReadFile(filepath.Join(state, HomeSaving, "src", "app", "notes")); err != nil || string(b) != "the user's" {
+		t.Errorf("the hidden entry was not carried: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "x", "secret")); err != nil {
+		t.Errorf("a link on the way was followed: %v", err)
+	}
+}

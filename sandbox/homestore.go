@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -157,8 +158,12 @@ func loadHome(state int, home string, keep bool) (*homeStore, error) {
 	h := &homeStore{state: state, root: root, size: fs.Blocks * uint64(fs.Bsize), keep: keep, notify: -1}
 	src, err := openIn(state, HomeDirName, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err == nil {
-		_, err = copyHome(src, root, int64(min(h.size, 1<<62)))
+		var stats CopyStats
+		stats, err = copyHome(src, root, int64(min(h.size, 1<<62)))
 		unix.Close(src)
+		if stats.Skipped["too-large"]+stats.Skipped["too-many"]+stats.Skipped["too-deep"] > 0 {
+			err = unix.ENOSPC // left out now, it would be lost at the save
+		}
 		if errors.Is(err, unix.ENOSPC) {
 			return nil, fmt.Errorf("its kept home does not fit its bound (--home-size %s): raise it, or make the home smaller ($(mosaic home NAME))", SizeText(h.size))
 		}
@@ -259,6 +264,7 @@ func (h *homeStore) save() (CopyStats, error) {
 		_ = removeTree(h.state, HomeSaving)
 		return stats, err
 	}
+	carryHidden(h.state, stats.mounts)
 	saveHook()
 	err = unix.Renameat2(h.state, HomeSaving, h.state, HomeDirName, unix.RENAME_EXCHANGE)
 	if err == unix.ENOENT {
@@ -270,6 +276,26 @@ func (h *homeStore) save() (CopyStats, error) {
 	}
 	_ = removeTree(h.state, HomeSaving) // the old home; a crash here leaves it for the next save
 	return stats, nil
+}
+
+// carryHidden moves into the new home (HomeSaving) what the kept home
+// holds where the session had a bind (a workspace below the home): the
+// bind hid it from the session, which neither loaded nor saved it, and it
+// stays the user's. No symlink is followed on either side.
+func carryHidden(state int, mounts []string) {
+	for _, rel := range mounts {
+		dir, base := filepath.Split(rel)
+		from, err := openIn(state, filepath.Join(HomeDirName, dir), unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			continue
+		}
+		to, err := openIn(state, filepath.Join(HomeSaving, dir), unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err == nil {
+			_ = unix.Renameat2(from, base, to, base, unix.RENAME_NOREPLACE)
+			unix.Close(to)
+		}
+		unix.Close(from)
+	}
 }
 
 // saveMargin is the room a save leaves on the user's disk.
