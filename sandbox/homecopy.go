@@ -67,6 +67,7 @@ type treeCopy struct {
 	dstRoot int
 	linked  map[[2]uint64]string // (dev, ino) of a file with several links -> its copy, below dstRoot
 	stats   CopyStats
+	buf     []byte // copyRead's, one for the whole copy (one a file was most of a save's time)
 }
 
 // copyHome copies the tree below the directory src into the empty
@@ -245,7 +246,7 @@ func (c *treeCopy) file(src, dst int, name, rel string, st unix.Stat_t) error {
 		return fmt.Errorf("cannot create %s: %w", rel, err)
 	}
 	defer unix.Close(to)
-	n, err := copyBytes(to, from, st.Size)
+	n, err := c.copyBytes(to, from, st.Size)
 	if err != nil {
 		return fmt.Errorf("cannot copy %s: %w", rel, err)
 	}
@@ -260,7 +261,7 @@ func (c *treeCopy) file(src, dst int, name, rel string, st unix.Stat_t) error {
 
 // copyBytes copies at most size bytes of from to to, in the kernel where
 // it can (copy_file_range), and reports how many.
-func copyBytes(to, from int, size int64) (int64, error) {
+func (c *treeCopy) copyBytes(to, from int, size int64) (int64, error) {
 	var done int64
 	for done < size {
 		n, err := unix.CopyFileRange(from, nil, to, nil, int(min(size-done, 1<<30)), 0)
@@ -268,7 +269,7 @@ func copyBytes(to, from int, size int64) (int64, error) {
 			continue
 		}
 		if err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP {
-			m, err := copyRead(to, from, size-done)
+			m, err := c.copyRead(to, from, size-done)
 			return done + m, err
 		}
 		if err != nil {
@@ -283,8 +284,11 @@ func copyBytes(to, from int, size int64) (int64, error) {
 }
 
 // copyRead is copyBytes by read and write.
-func copyRead(to, from int, size int64) (int64, error) {
-	buf := make([]byte, 256<<10)
+func (c *treeCopy) copyRead(to, from int, size int64) (int64, error) {
+	if c.buf == nil {
+		c.buf = make([]byte, 256<<10)
+	}
+	buf := c.buf
 	var done int64
 	for done < size {
 		n, err := unix.Read(from, buf[:min(int64(len(buf)), size-done)])
