@@ -206,3 +206,43 @@ func TestKeptHomeLoadNoFollow(t *testing.T) {
 		mosaicAs(t, tc.bin, "rm", "-f", name)
 	}
 }
+
+// TestKeptHomeSaveNoFollow: the same descriptor, from the other side: the
+// session links ~/.k to /proc/self/fd/6/..., which in its init (the
+// scope's, whose descriptor 6 is the state directory on the host) leads to
+// the user's real home. A save that follows links (the weakened build's)
+// copies the user's files into the kept home, where the next session of the
+// name reads them; mosaic's saves the link as a link.
+func TestKeptHomeSaveNoFollow(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	secret := filepath.Join(homeDir(), ".mosaic-test-secret-"+randomHex())
+	if err := os.MkdirAll(secret, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(secret)
+	if err := os.WriteFile(filepath.Join(secret, "id"), []byte("THE-USERS-KEY"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		bin  string
+		leak bool
+	}{{weakenedMosaic(t), true}, {mosaicBin, false}} {
+		name := sessionName(t)
+		state := filepath.Join(stateRoot(), "sessions", name)
+		rel, err := filepath.Rel(state, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mosaicAs(t, tc.bin, "run", "--scope", "--name", name, "-w", workspace(t), "--", "ln", "-s", "/proc/self/fd/6/"+rel, filepath.Join(homeDir(), ".k"))
+		b, _ := os.ReadFile(filepath.Join(state, "home", ".k", "id"))
+		fi, lerr := os.Lstat(filepath.Join(state, "home", ".k"))
+		if got := string(b) == "THE-USERS-KEY" && lerr == nil && fi.IsDir(); got != tc.leak {
+			t.Errorf("%s: the save copied the user's file into the kept home: %v, want %v", filepath.Base(tc.bin), got, tc.leak)
+		}
+		if !tc.leak && (lerr != nil || fi.Mode()&os.ModeSymlink == 0) {
+			t.Errorf("the link was not saved as a link: %v %v", fi, lerr)
+		}
+		mosaicAs(t, tc.bin, "rm", "-f", name)
+	}
+}
