@@ -199,9 +199,14 @@ func TestKeptHomeLoadNoFollow(t *testing.T) {
 		if err := os.Symlink("/proc/self/fd/6/"+rel, filepath.Join(state, "home", ".k")); err != nil {
 			t.Fatal(err)
 		}
-		r := mosaicAs(t, tc.bin, "run", "--scope", "--name", name, "-w", workspace(t), "--", "sh", "-c", "cat ~/.k/id 2>&1")
+		r := mosaicAs(t, tc.bin, "run", "--scope", "--name", name, "-w", workspace(t), "--", "sh", "-c", "cat ~/.k/id 2>&1; ls /proc/1/fd/6/ 2>&1")
 		if got := strings.Contains(r.stdout, "THE-USERS-KEY"); got != tc.leak {
 			t.Errorf("%s: the session read the user's file: %v, want %v (%s %s)", filepath.Base(tc.bin), got, tc.leak, r.stdout, r.stderr)
+		}
+		// The init's own descriptor: closed to the command (the init is
+		// undumpable), open to it in the weakened build (dumpable).
+		if got := strings.Contains(r.stdout, "session.json"); got != tc.leak {
+			t.Errorf("%s: the command listed the state directory through the init's descriptor: %v, want %v (%s)", filepath.Base(tc.bin), got, tc.leak, r.stdout)
 		}
 		mosaicAs(t, tc.bin, "rm", "-f", name)
 	}
