@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"mosaic/manager"
+	"mosaic/manager/records"
 	"mosaic/sandbox"
 )
 
@@ -249,5 +251,27 @@ func TestKeptHomeSaveNoFollow(t *testing.T) {
 			t.Errorf("the link was not saved as a link: %v %v", fi, lerr)
 		}
 		mosaicAs(t, tc.bin, "rm", "-f", name)
+	}
+}
+
+// TestStorageLine: status says each bound, and under --sandbox landlock
+// that there is none, rather than showing a bound it does not have; an
+// ended session's home says what became of it.
+func TestStorageLine(t *testing.T) {
+	safe := func(s string) string { return s }
+	var s manager.Session
+	s.Limits = &records.Limits{HomeSize: 2 << 30, TmpSize: 1 << 30}
+	s.State = "inactive"
+	s.Home = &sandbox.HomeReport{State: sandbox.HomeRunning, Size: 2 << 30}
+	var b strings.Builder
+	printStorage(&b, s, safe)
+	if !strings.Contains(b.String(), "home at most 2 GiB (--home-size), /tmp at most 1 GiB (--tmp-size)") || !strings.Contains(b.String(), "NOT saved: the session was killed") {
+		t.Errorf("bwrap:\n%s", b.String())
+	}
+	s.Sandbox = sandbox.ModeLandlock
+	b.Reset()
+	printStorage(&b, s, safe)
+	if !strings.Contains(b.String(), "UNBOUNDED") || strings.Contains(b.String(), "at most") {
+		t.Errorf("landlock:\n%s", b.String())
 	}
 }
