@@ -49,6 +49,18 @@ mirror() {
 	done | grep -E '/debian/?$' | head -n 1
 }
 
+# unmount_under DIR unmounts every mount at or below DIR, deepest first (a
+# lazy unmount: a process still inside does not keep it).
+unmount_under() {
+	local m
+	# The mount point is mountinfo's fifth field, with " " written \040.
+	D=$1 awk 'BEGIN { d = ENVIRON["D"]; gsub(/ /, "\\040", d) }
+		$5 == d || index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo |
+		sort -r | while read -r m; do
+			umount -l "$(printf '%b' "$m")" 2>/dev/null || true
+		done
+}
+
 [ "$(id -u)" = 0 ] || die "must run as root (debootstrap)"
 if [ -f "$root/.mosaic-rig-stamp" ] && [ "$(cat "$root/.mosaic-rig-stamp")" = "$stamp" ]; then
 	echo "$root"
@@ -65,9 +77,21 @@ if [ -f "$root/.mosaic-rig-stamp" ] && [ "$(cat "$root/.mosaic-rig-stamp")" = "$
 fi
 url=$(mirror)
 [ -n "$url" ] || die "no Debian mirror in /etc/apt/sources.list*: set MOSAIC_RIG_MIRROR=URL"
+# A build killed earlier (kill -9, a lost machine: no trap ran) may have left
+# its temporary directory with debootstrap's /proc or /sys still mounted
+# inside: unmounted first, so that no rm walks the host's /proc.
+for stale in "$cache/.rig-$suite".*; do
+	[ -e "$stale" ] || continue
+	unmount_under "$stale"
+	rm -rf --one-file-system "$stale"
+done
 tmp=$(mktemp -d "$cache/.rig-$suite.XXXXXX")
-# --one-file-system: a failed debootstrap may leave /proc or /sys mounted inside.
-trap 'rm -rf --one-file-system "$tmp"' EXIT
+# On every exit, a failed or interrupted debootstrap's mounts go first
+# (--one-file-system then keeps rm off anything still mounted).
+cleanup() { unmount_under "$tmp"; rm -rf --one-file-system "$tmp" "$tmp.log" "$tmp.hosts"; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
 echo "rig-root: building a $suite root from $url (once; cached in $root)" >&2
 start=$SECONDS
 if ! debootstrap --variant=minbase --include="$packages" "$suite" "$tmp" "$url" >"$tmp.log" 2>&1; then

@@ -30,10 +30,14 @@ import (
 // environment of its choosing. The PID space is small (pid_max 32768 on
 // Debian 12: the rig cycled it in 9 s). So the unit names a symbolic link
 // in the runtime directory, which only the user can write and no session
-// sees (SessionFile), to the /proc path, and Close removes the link: after
-// the start the unit's path names nothing, and it names "-" (missing
-// allowed), so a later command finds nothing, as it should. A start that
-// crashed leaves a dangling link, which the next mosaic command removes.
+// sees (SessionFile), to the /proc path, missing allowed. The unit's first
+// process removes the link as soon as systemd has read it (the exec shim's
+// and the egress proxy's --drop, its directory bound into the unit alone),
+// and so does Close: after the start the unit's path names nothing, and a
+// later command finds nothing, as it should, also after mosaic was killed
+// during the start. A start killed before systemd took the unit leaves a
+// dangling link that no unit names; the next start of the name replaces
+// it, and the next mosaic command removes it.
 type Held struct {
 	f *os.File
 	// Path is the file's name for EnvironmentFiles=.

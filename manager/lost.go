@@ -5,8 +5,10 @@ import (
 	"errors"
 	"time"
 
+	"mosaic/manager/records"
 	"mosaic/units"
 	"mosaic/units/errcode"
+	"mosaic/units/testhook"
 )
 
 // A start whose connection to systemd is lost once it asked for the unit
@@ -43,6 +45,10 @@ const reconnectFor = 15 * time.Second
 // was, for the user.
 func afterLostStart(ctx context.Context, spec units.Spec, cause error) (keep bool, err error) {
 	unit := spec.Unit()
+	// Another mosaic may act on the name meanwhile: a start, rm or gc finds
+	// it held (this start has its lock until it returns); a stop stops the
+	// unit, whose end is then recorded (records.ReadEnd, below).
+	testhook.Pause("lost-start-reconnecting")
 	var m *Manager
 	for end := time.Now().Add(reconnectFor); ; time.Sleep(200 * time.Millisecond) {
 		if m, err = connect(ctx); err == nil || time.Now().After(end) || ctx.Err() != nil {
@@ -69,6 +75,13 @@ func afterLostStart(ctx context.Context, spec units.Spec, cause error) (keep boo
 	m.forget(ctx, unit)
 	if st == "" {
 		st = "no such unit"
+	}
+	// Its end recorded (MarkStarting removed an earlier run's): systemd ran
+	// it, and it ended or was stopped meanwhile (`mosaic stop` during the
+	// reconnect, a command that exits at once); what is left of it is
+	// kept, as of any session that ran.
+	if end, ok := records.ReadEnd(spec.StateDir); ok && !testLossIgnoresEnd() {
+		return true, errcode.SystemdGone.New("the connection to systemd was lost while session %s started (%v); connected again, systemd ran it and it has ended (result %s): its state is kept, see `mosaic status %s`", spec.Name, cause, end.Result, spec.Name)
 	}
 	return false, errcode.SystemdGone.New("the connection to systemd was lost while session %s started (%v); connected again, systemd does not run it (%s): nothing of it is left, start it again", spec.Name, cause, st)
 }

@@ -235,6 +235,7 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 	if accepted != nil {
 		accepted()
 	}
+	testhook.Pause("start-accepted")
 	testLoseAtStart(m)
 	// systemd ends the job by TimeoutStartUSec; this bound is for the
 	// announcement of its end, which a lost connection never brings.

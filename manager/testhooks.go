@@ -203,6 +203,12 @@ func testLoseAtStart(m *Manager) {
 // a running session's state away.
 func testUndoOnLoss() bool { return testhook.Flag("MOSAIC_TEST_UNDO_ON_LOSS") }
 
+// testLossIgnoresEnd, under MOSAIC_TEST_LOSS_IGNORES_END=1, cleans up after
+// a lost start whose unit does not run although its end is recorded: the
+// weakened mosaic that takes the record of a session stopped while the
+// start reconnected.
+func testLossIgnoresEnd() bool { return testhook.Flag("MOSAIC_TEST_LOSS_IGNORES_END") }
+
 // testNoTie, under MOSAIC_TEST_NO_TIE=1, does not tie a mosaic run's
 // session to the run: the weakened mosaic whose killed run leaves its
 // session running unwatched.

@@ -31,8 +31,17 @@ var homeLinksBudget = HomeLinksBudget
 
 // HomeLinks lists the symlinks of a kept home (hostHome), at every depth,
 // that lead out of it on the host: each "PATH -> TARGET". Only
-// HomeLinksBudget entries are looked at: complete says whether every entry
-// was. A session that runs meanwhile can change them after the look.
+// HomeLinksBudget entries are looked at, and only directories whose path
+// the kernel can name (PATH_MAX): complete says whether every entry was
+// (a directory it cannot read, or one deeper, makes it false). Nothing is
+// opened but as O_PATH or a directory: a FIFO never blocks the look, and a
+// symlink loop is named (the kernel's ELOOP). A session that runs
+// meanwhile can change them after the look.
+//
+// Hard links need no look: a session cannot make one to a file outside
+// its home, since link(2) works only within one mount, and its home is a
+// mount of its own (its workspace and every host path it sees are others:
+// EXDEV, TestHomeHardLinkOut).
 func HomeLinks(hostHome string) (links []string, complete bool) {
 	root, err := unix.Open(hostHome, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -41,6 +50,7 @@ func HomeLinks(hostHome string) (links []string, complete bool) {
 	defer unix.Close(root)
 	left := homeLinksBudget
 	complete = true
+	unread := false
 	queue := []string{"."}
 	for len(queue) > 0 && complete {
 		rel := queue[0]
@@ -49,6 +59,10 @@ func HomeLinks(hostHome string) (links []string, complete bool) {
 		if err != nil {
 			if strings.Contains(err.Error(), "entries") {
 				complete = false
+			} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ELOOP) {
+				// Unreadable (mode 0), or too deep to name: what is
+				// below was not looked at.
+				unread = true
 			}
 			continue
 		}
@@ -71,7 +85,7 @@ func HomeLinks(hostHome string) (links []string, complete bool) {
 			}
 		}
 	}
-	return links, complete
+	return links, complete && !unread
 }
 
 // landing is where the kernel resolves path on the host, "" when it
@@ -100,6 +114,7 @@ func leaves(root int, rel string) bool {
 		return false
 	}
 	// EXDEV: it climbs out or is absolute; ELOOP: a magic link (or a loop,
-	// named too: better said than missed).
-	return errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP)
+	// named too: better said than missed); ENAMETOOLONG: too deep to
+	// resolve from the home, so not known to stay in it.
+	return errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENAMETOOLONG)
 }

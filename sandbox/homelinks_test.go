@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestHomeLinks (issue 31, breaks 4 and 5): every symlink of a kept home
@@ -94,5 +97,97 @@ func TestHomeLinksBounded(t *testing.T) {
 	}
 	if len(links) > 1 {
 		t.Errorf("links %v", links)
+	}
+}
+
+// homeLinksWithin runs HomeLinks, failing the test if it takes over 10 s.
+func homeLinksWithin(t *testing.T, home string) ([]string, bool) {
+	t.Helper()
+	type res struct {
+		links    []string
+		complete bool
+	}
+	done := make(chan res, 1)
+	go func() { l, c := HomeLinks(home); done <- res{l, c} }()
+	select {
+	case r := <-done:
+		return r.links, r.complete
+	case <-time.After(10 * time.Second):
+		t.Fatal("HomeLinks did not return within 10 s")
+		return nil, false
+	}
+}
+
+// TestHomeLinksHostile (issue 31): what a session leaves in its kept home
+// does not stall or fool mosaic home: a FIFO (inside, and outside through
+// a link: opening one blocks, shown) is never opened; a symlink loop is
+// named, not followed; a link out below a directory nested deeper than a
+// path can name (a write through it, made from the directories' fds, lands
+// outside: shown) makes the look incomplete, said; a name with a newline
+// and a terminal escape is named, as it is (mosaic home escapes it).
+func TestHomeLinksHostile(t *testing.T) {
+	kept, real := t.TempDir(), t.TempDir()
+	unix.Mkfifo(filepath.Join(kept, "fifo"), 0o600)
+	unix.Mkfifo(filepath.Join(real, "fifo"), 0o600)
+	os.Symlink("fifo", filepath.Join(kept, ".in-fifo"))
+	os.Symlink(filepath.Join(real, "fifo"), filepath.Join(kept, ".out-fifo"))
+	os.Symlink(".loop-b", filepath.Join(kept, ".loop-a"))
+	os.Symlink(".loop-a", filepath.Join(kept, ".loop-b"))
+	odd := ".x\n\x1b]0;owned\x07mosaic: all clear"
+	os.Symlink(real, filepath.Join(kept, odd))
+	opened := make(chan struct{})
+	go func() {
+		if f, err := os.Open(filepath.Join(kept, ".out-fifo")); err == nil {
+			f.Close()
+		}
+		close(opened)
+	}()
+	select {
+	case <-opened:
+		t.Fatal("opening the FIFO did not block, so this test proves nothing")
+	case <-time.After(200 * time.Millisecond):
+	}
+	links, complete := homeLinksWithin(t, kept)
+	if w, err := os.OpenFile(filepath.Join(real, "fifo"), os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+		w.Close() // lets the blocked open above go
+	}
+	got := strings.Join(links, "\n")
+	for _, want := range []string{".out-fifo -> ", ".loop-a -> .loop-b", ".loop-b -> .loop-a", odd + " -> " + real} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q not named among:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, ".in-fifo") || !complete {
+		t.Errorf("named %q (complete %v), want the FIFO inside not named and the look complete", got, complete)
+	}
+
+	// Deeper than PATH_MAX, made (and written through) from fds.
+	deep := t.TempDir()
+	fd, _ := unix.Open(deep, unix.O_PATH|unix.O_DIRECTORY, 0)
+	seg := strings.Repeat("d", 250)
+	for i := 0; i < 20; i++ {
+		unix.Mkdirat(fd, seg, 0o700)
+		next, err := unix.Openat(fd, seg, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fd)
+		fd = next
+	}
+	if err := unix.Symlinkat(real, fd, "out"); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(real, "probe"))
+	if w, err := unix.Openat(fd, "out/probe", unix.O_CREAT|unix.O_WRONLY, 0o600); err != nil {
+		t.Fatal(err)
+	} else {
+		unix.Close(w)
+	}
+	unix.Close(fd)
+	if _, err := os.Stat(filepath.Join(real, "probe")); err != nil {
+		t.Fatal("a write through the deep link did not land outside, so this part proves nothing")
+	}
+	if links, complete := homeLinksWithin(t, deep); complete {
+		t.Errorf("a home with a link out deeper than a path can name was called looked through whole (named %q)", links)
 	}
 }

@@ -116,6 +116,10 @@ type MovedAside struct {
 	To   string `json:"to,omitempty"` // the name it has now, beside it; empty when it could not be moved
 	// Error says why it could not be moved; the entry is then still there.
 	Error string `json:"error,omitempty"`
+	// Disarmed are the entries of the git directories in it (HEAD,
+	// config, hooks, ...) renamed *.mosaic-moved so that git takes none of
+	// it for a repository (gitdisarm.go), relative to To.
+	Disarmed []string `json:"disarmed,omitempty"`
 	// Reason is why the host runs it, when its path alone does not say
 	// (HostExecReason).
 	Reason string `json:"reason,omitempty"`
@@ -169,6 +173,8 @@ func MoveAsideCreated(ws, name string, missing []string) []MovedAside {
 		m := MovedAside{Path: rel, To: filepath.Join(filepath.Dir(rel), to)}
 		if err := unix.Renameat2(dir, base, dir, to, unix.RENAME_NOREPLACE); err != nil {
 			m.To, m.Error = "", fmt.Sprintf("cannot move it aside: %v", err)
+		} else if st.Mode&unix.S_IFMT == unix.S_IFDIR && !testKeepMovedArmed {
+			m.Disarmed = disarmGitDirs(dir, to)
 		}
 		unix.Close(dir)
 		moved = append(moved, m)

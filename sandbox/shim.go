@@ -94,9 +94,12 @@ func ShimMain(args []string) error {
 	if s.InitArgs != "" {
 		noteOutputLost(filepath.Join(filepath.Dir(s.InitArgs), OutputLostName))
 	}
-	if s.Drop != "" { // a unit of a mosaic before issue 31 (credentials on disk)
-		// systemd has read the credential file into our environment: it
-		// has no reason to exist any more.
+	if s.Drop != "" {
+		// systemd has read the credentials (the link to the memfd mosaic
+		// holds, credentials.Hold; a file, for a unit of a mosaic before
+		// issue 31) into our environment: the link has no reason to exist
+		// any more, and gone it cannot name another file once mosaic's
+		// PID is reused.
 		if err := credentials.RemoveSessionFile(s.Drop); err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
 		}

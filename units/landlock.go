@@ -15,7 +15,7 @@ func landlockExecArgv(s Spec) []string {
 		Landlock: s.LandlockPolicy().Encode(), EgressSocket: filepath.Join(s.EgressDir, sandbox.EgressSocketName),
 		SeccompAllow: s.SeccompAllow}
 	// The shim becomes mosaic's init in place of bwrap.
-	shim := sandbox.Shim{Promise: s.Promise.Encode(), Bwrap: s.MosaicBin, Args: sandbox.InitArgv(o, s.Command)}
+	shim := sandbox.Shim{Promise: s.Promise.Encode(), Drop: heldLink(s, s.CredentialFile), Bwrap: s.MosaicBin, Args: sandbox.InitArgv(o, s.Command)}
 	return shim.Argv(s.MosaicBin)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
+	"mosaic/units/testhook"
 )
 
 // DefaultStopTimeout is how long a session gets between SIGTERM and SIGKILL.
@@ -71,7 +72,7 @@ func ExecArgv(s Spec) []string {
 		return landlockExecArgv(s)
 	}
 	initArgv := append([]string{sandbox.InitPath}, InitArgs(s)...)
-	shim := sandbox.Shim{Promise: s.Promise.Encode(), Bwrap: s.BwrapBin, HomeStore: s.StateDir}
+	shim := sandbox.Shim{Promise: s.Promise.Encode(), Drop: heldLink(s, s.CredentialFile), Bwrap: s.BwrapBin, HomeStore: s.StateDir}
 	if s.InitArgsFile != "" {
 		initArgv = initArgv[:2] // InitPath "init"
 		shim.InitArgs = s.InitArgsFile
@@ -359,10 +360,10 @@ const (
 // (StopWhenUnneeded), however the session ended.
 func EgressProperties(s Spec) []sd.Property {
 	argv := egress.Config{Session: s.Name, Socket: filepath.Join(s.EgressDir, sandbox.EgressSocketName), Allow: s.Allow,
-		Inject: s.Inject, Control: egress.ControlDir(s.EgressDir)}.Argv(s.MosaicBin)
+		Inject: s.Inject, Control: egress.ControlDir(s.EgressDir), Drop: heldLink(s, s.EgressCredentialFile)}.Argv(s.MosaicBin)
 	// The control directory (grants, `mosaic allow`) is the proxy's and the
 	// user's only: no session binds it.
-	binds := bindsOf([]string{s.EgressDir})
+	binds := append(bindsOf([]string{s.EgressDir}), heldLinkDir(s, s.EgressCredentialFile)...)
 	if c := egress.ControlDir(s.EgressDir); c != s.EgressDir {
 		binds = append(binds, bindsOf([]string{c})...)
 	}
@@ -421,7 +422,37 @@ func escapeInvalid(a string) string {
 // state and --rw paths.
 func readWriteBinds(s Spec) []bindEntry {
 	b := append([]bindEntry{{Src: s.workspaceSource(), Dst: s.Workspace}}, bindsOf(append([]string{s.StateDir}, s.ExtraRW...))...)
+	b = append(b, heldLinkDir(s, s.CredentialFile)...)
 	return append(b, bindsOf(landlockProtect(s, sandbox.KindRW))...)
+}
+
+// heldLink is path when it is the link to credentials mosaic holds
+// (credentials.Hold: in the runtime directory), for the unit's first
+// process to remove as soon as systemd has read it (the exec shim's, the
+// egress proxy's --drop); "" otherwise. Removed there, the link is gone
+// before anything of the session runs, even when mosaic was killed during
+// the start: a dangling link to /proc/PID/fd/N, which a process that gets
+// the PID again could fill with a FIFO of its own, never waits for the
+// unit's next read of it (ExecStopPost) or for the next mosaic command.
+func heldLink(s Spec, path string) string {
+	// MOSAIC_TEST_KEEP_HELD_LINK=1 (the hooked build only): the weakened
+	// mosaic whose unit leaves the link to mosaic, as before.
+	if s.RuntimeDir == "" || !strings.HasPrefix(path, s.RuntimeDir+"/") || testhook.Flag("MOSAIC_TEST_KEEP_HELD_LINK") {
+		return ""
+	}
+	return path
+}
+
+// heldLinkDir binds the directory of a held link (heldLink) into the unit,
+// where the runtime directory is hidden, so that its first process can
+// remove the link; bwrap binds nothing of it into the sandbox, and no
+// Landlock rule of a session allows it.
+func heldLinkDir(s Spec, path string) []bindEntry {
+	if heldLink(s, path) == "" {
+		return nil
+	}
+	d := filepath.Dir(path)
+	return []bindEntry{{Src: d, Dst: d, IgnoreENOENT: true}}
 }
 
 // readOnlyPaths are the unit's read-only binds: what the exec shim, bwrap and

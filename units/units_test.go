@@ -3,6 +3,7 @@ package units
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -283,6 +284,17 @@ func TestCredentialsInTheUnit(t *testing.T) {
 	}
 	if rw := fmt.Sprint(p["BindPaths"].Value.Value()); strings.Contains(rw, "/proc") || strings.Contains(rw, "credentials") {
 		t.Errorf("a credential path is bound: %v", rw)
+	}
+	// Held through a link in the runtime directory (credentials.Hold): the
+	// unit's first process removes the link, from its directory bound in.
+	s.CredentialFile = s.RuntimeDir + "/mosaic/credentials/s1/env"
+	p = props(Properties(s, FeaturesFor(252)))
+	argv = strings.Join(p["ExecStartEx"].Value.Value().([]execEx)[0].Argv, " ")
+	if !strings.Contains(argv, "--drop "+s.CredentialFile+" ") {
+		t.Errorf("ExecStart %q: want the shim to drop the link", argv)
+	}
+	if rw := fmt.Sprint(p["BindPaths"].Value.Value()); !strings.Contains(rw, "{"+filepath.Dir(s.CredentialFile)+" "+filepath.Dir(s.CredentialFile)+" true") {
+		t.Errorf("the link's directory is not bound (missing allowed): %v", rw)
 	}
 }
 

@@ -324,12 +324,11 @@ mkdir -p "$dir/etc" && echo trixie >"$dir/etc/debian_version" && echo "127.0.0.1
 	fakeChroot = "#!/bin/sh\nexit 0\n"
 )
 
-// TestRigRootIsTodays drives contrib/rig-root.sh (as root: it insists) with
-// a debootstrap (and chroot) of the test's: the root's path and stamp carry a hash of
-// the script, a second run builds nothing, a changed script builds a root
-// of its own and removes the old one, unless a rig holds it (a shared
-// flock, as rig.sh --root takes); a root of the older layout is left alone.
-func TestRigRootIsTodays(t *testing.T) {
+// rigRootScript is contrib/rig-root.sh's text and a directory for a test
+// that runs it (as root: it insists; skipped otherwise, and where the
+// script is not beside this package).
+func rigRootScript(t *testing.T) (text []byte, dir string) {
+	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("rig-root.sh runs only as root; make test runs this on the host before the rigs")
 	}
@@ -338,7 +337,16 @@ func TestRigRootIsTodays(t *testing.T) {
 	if err != nil {
 		t.Skip("contrib/rig-root.sh is not beside this package")
 	}
-	dir := t.TempDir()
+	return real, t.TempDir()
+}
+
+// TestRigRootIsTodays drives contrib/rig-root.sh (as root: it insists) with
+// a debootstrap (and chroot) of the test's: the root's path and stamp carry a hash of
+// the script, a second run builds nothing, a changed script builds a root
+// of its own and removes the old one, unless a rig holds it (a shared
+// flock, as rig.sh --root takes); a root of the older layout is left alone.
+func TestRigRootIsTodays(t *testing.T) {
+	real, dir := rigRootScript(t)
 	bin, cache, log := filepath.Join(dir, "bin"), filepath.Join(dir, "cache"), filepath.Join(dir, "debootstrap.log")
 	script(t, bin, "debootstrap", fakeDebootstrap)
 	script(t, bin, "chroot", fakeChroot)
@@ -386,5 +394,71 @@ func TestRigRootIsTodays(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(legacy, ".mosaic-rig-stamp")); err != nil {
 		t.Errorf("the root of the older layout was touched: %v", err)
+	}
+}
+
+// rigRootMounts is the driver of TestRigRootUnmounts, run in a mount
+// namespace of its own (the host's mounts are never touched): rig-root.sh
+// with a debootstrap that mounts /proc inside its target as the real one
+// does, (1) failing, (2) killed -9 while debootstrap runs, (3) a good
+// build; after each it prints how many mounts and temporary directories
+// are left under the cache, and how many debootstraps mounted.
+const rigRootMounts = `set -u
+left() { echo "$1 $(grep -c " $CACHE/" /proc/self/mountinfo) $(ls -a "$CACHE" | grep -c '^\.rig-') $(grep -c mounted "$FAKE_LOG")"; }
+PATH=$BIN/fail:$PATH bash "$SCRIPT" >/dev/null 2>&1
+left failed
+PATH=$BIN/hang:$PATH bash "$SCRIPT" >/dev/null 2>&1 &
+pid=$!
+for i in $(seq 100); do [ "$(grep -c mounted "$FAKE_LOG")" = 2 ] && break; sleep 0.1; done
+kill -9 "$pid"
+kill -9 "$(sed -n 's/^mounted //p' "$FAKE_LOG" | tail -n 1)"
+wait
+left killed
+PATH=$BIN/good:$PATH bash "$SCRIPT" >/dev/null 2>&1
+left built
+`
+
+// mountingDebootstrap mounts /proc inside its target, as debootstrap does
+// for the packages' scripts, then hangs (FAKE_HANG) or fails.
+const mountingDebootstrap = `#!/bin/sh
+for a; do dir=$prev; prev=$a; done
+mkdir -p "$dir/proc" && mount -t proc proc "$dir/proc" && echo "mounted $$" >>"$FAKE_LOG"
+[ "${0%/*}" = "$BIN/hang" ] && exec sleep 60
+exit 1
+`
+
+// TestRigRootUnmounts (issue 31): a rig-root.sh killed mid-debootstrap left
+// /proc mounted inside its temporary directory, and a later rm -rf of the
+// cache walked the host's /proc. Shown: the kill leaves the mount (no trap
+// runs on SIGKILL). A failed debootstrap's mounts are unmounted on exit
+// (the trap), and the next run unmounts and removes a killed one's
+// leftovers before it builds.
+func TestRigRootUnmounts(t *testing.T) {
+	real, dir := rigRootScript(t)
+	bin, cache := filepath.Join(dir, "bin"), filepath.Join(dir, "cache")
+	for _, kind := range []string{"hang", "fail"} {
+		script(t, filepath.Join(bin, kind), "debootstrap", mountingDebootstrap)
+	}
+	script(t, filepath.Join(bin, "good"), "debootstrap", fakeDebootstrap)
+	script(t, bin, "chroot", fakeChroot)
+	s := script(t, dir, "rig-root.sh", string(real))
+	cmd := exec.Command("unshare", "-m", "--propagation", "private", "bash", "-c", rigRootMounts)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "BIN="+bin, "SCRIPT="+s, "CACHE="+cache,
+		"MOSAIC_RIG_CACHE="+cache, "MOSAIC_RIG_MIRROR=http://deb.example/debian", "FAKE_LOG="+filepath.Join(dir, "debootstrap.log"))
+	r := runResult(t, cmd)
+	got := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if k, v, ok := strings.Cut(l, " "); ok {
+			got[k] = v
+		}
+	}
+	if got["failed"] != "0 0 1" {
+		t.Errorf("after a failed debootstrap that mounted /proc: %q (mounts, temporary directories, mounts made), want 0 0 1", got["failed"])
+	}
+	if got["killed"] != "1 2 2" {
+		t.Fatalf("killed -9: %q (mounts, temporary directories, mounts made), want 1 2 2: this test cannot show the leftover\n%s%s", got["killed"], r.stdout, r.stderr)
+	}
+	if got["built"] != "0 0 2" {
+		t.Errorf("the next build left the killed run's leftovers: %q (mounts, temporary directories, mounts made), want 0 0 2\n%s%s", got["built"], r.stdout, r.stderr)
 	}
 }

@@ -103,3 +103,40 @@ func TestHomeLinksResolved(t *testing.T) {
 		t.Errorf("home --json: links_out %v (%v)", doc.LinksOut, err)
 	}
 }
+
+// TestHomeHardLinkOut (issue 31): a hard link in the kept home to a file
+// outside it would need no symlink to lead a write out. On the host one is
+// made at once (the workspace and the state share a file system: shown);
+// inside a session, to a workspace file or a system file, link(2) fails with EXDEV (the home is a mount of its own), so
+// mosaic home needs no look for them. A name a session gives a link (a
+// newline, a terminal escape, a forged "mosaic:" line) comes out of mosaic
+// home escaped on one line, on a pipe too.
+func TestHomeHardLinkOut(t *testing.T) {
+	needRig(t)
+	name := sessionName(t)
+	ws := workspace(t)
+	os.WriteFile(filepath.Join(ws, "file"), []byte("x"), 0o600)
+	kept := filepath.Join(stateRoot(), "sessions", name, "home")
+	mustMosaic(t, "home", "--create", name)
+	if err := os.Link(filepath.Join(ws, "file"), filepath.Join(kept, "host-made")); err != nil {
+		t.Fatalf("on the host, a hard link from the workspace into the kept home failed (%v), so this test proves nothing", err)
+	}
+	os.Remove(filepath.Join(kept, "host-made"))
+	h := homeDir()
+	r := mosaic(t, "run", "--name", name, "-w", ws, "--", "sh", "-c",
+		"for f in "+ws+"/file /etc/hostname /usr/bin/true; do ln \"$f\" "+h+"/hl-$(basename \"$f\") 2>&1 || true; done")
+	for _, f := range []string{"file", "hostname", "true"} {
+		if _, err := os.Lstat(filepath.Join(kept, "hl-"+f)); err == nil {
+			t.Errorf("the session made a hard link to %s in its home:\n%s%s", f, r.stdout, r.stderr)
+		}
+	}
+	if n := strings.Count(r.stdout, "cross-device"); n != 3 {
+		t.Errorf("%d of 3 links failed as cross-device:\n%s%s", n, r.stdout, r.stderr)
+	}
+	odd := ".x\n\x1b]0;owned\x07mosaic: all clear"
+	os.Symlink("/", filepath.Join(kept, odd))
+	hr := mustMosaic(t, "home", name)
+	if strings.Count(hr.stderr, "\n") != 1 || strings.ContainsAny(hr.stderr, "\x1b\x07") || !strings.Contains(hr.stderr, `.x\x0a\e]0;owned\x07mosaic: all clear -> /`) {
+		t.Errorf("mosaic home named the odd link as:\n%q", hr.stderr)
+	}
+}

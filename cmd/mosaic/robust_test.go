@@ -773,10 +773,16 @@ func TestStartLosesSystemd(t *testing.T) {
 				t.Errorf("exit %d, %s: %s", r.code, code, msg)
 			}
 			if st != "active" {
-				if tc.label == "closed" || !strings.Contains(msg, "systemd does not run it") || err == nil {
+				// Across a daemon-reexec systemd may not keep the session:
+				// either it never ran (nothing is left), or it ran and
+				// ended, and its record is kept with its end (257 here).
+				_, endErr := os.Stat(filepath.Join(state, "end.json"))
+				never := strings.Contains(msg, "systemd does not run it") && err != nil
+				ended := strings.Contains(msg, "systemd ran it and it has ended") && err == nil && endErr == nil
+				if tc.label == "closed" || !never && !ended {
 					t.Fatalf("the session is %q, its state there: %v; mosaic said: %s", st, err == nil, msg)
 				}
-				t.Logf("systemd did not run the session across its daemon-reexec, and mosaic said so: %s", msg)
+				t.Logf("systemd did not run the session on across its daemon-reexec, and mosaic said so: %s", msg)
 				return
 			}
 			if !strings.Contains(msg, "systemd runs it: its state is kept") || err != nil {
@@ -788,4 +794,74 @@ func TestStartLosesSystemd(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCrashLeavesNoLink (issue 31): the unit names the held credentials
+// through a link in the runtime directory to mosaic's /proc/PID/fd/N. A
+// mosaic killed during the start left that link, dangling, until the next
+// mosaic command: a process that got the PID again could put a FIFO of its
+// own at fd N and hang the unit's next read of it (ExecStopPost). Shown
+// with the weakened mosaic whose unit leaves the link to mosaic. Now the
+// unit's first process (the exec shim, the egress proxy) removes it as soon
+// as systemd has read it: with mosaic paused once systemd took the start,
+// both links are gone while the session runs with its credentials, and a
+// kill -9 then leaves nothing, before any other mosaic command.
+func TestCrashLeavesNoLink(t *testing.T) {
+	needRig(t)
+	for _, tc := range []struct {
+		label string
+		env   []string
+	}{
+		{"weakened", []string{"MOSAIC_TEST_KEEP_HELD_LINK=1"}},
+		{"mosaic", nil},
+	} {
+		t.Run(tc.label, func(t *testing.T) {
+			name := sessionName(t)
+			env := append([]string{"ANTHROPIC_API_KEY=link-canary-" + randomHex(), "CLAUDE_CODE_OAUTH_TOKEN=", "ANTHROPIC_AUTH_TOKEN=", "ANTHROPIC_BASE_URL="}, tc.env...)
+			cmd, _, out := paused(t, "start-accepted", env, "start", "--name", name, "--workspace", workspace(t), "--profile", "claude-code", "--", "sleep", "300")
+			unit := "mosaic-" + name + ".service"
+			eventually(t, 20*time.Second, unit+" to run", func() bool { return unitProperty(t, unit, "ActiveState") == "active" })
+			links := func() map[string]string {
+				got := map[string]string{}
+				for _, d := range []string{name, name + "-egress"} {
+					if l, err := os.Readlink(filepath.Join(credentialDir(), d, "env")); err == nil {
+						got[d] = l
+					}
+				}
+				return got
+			}
+			before := links()
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			after := links()
+			if tc.env != nil {
+				pid := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/fd/"
+				if len(after) != 2 || !strings.HasPrefix(after[name], pid) || !strings.HasPrefix(after[name+"-egress"], pid) {
+					t.Fatalf("the weakened mosaic's crash left links %v, want both to its dead %s*: this test cannot see them\n%s", after, pid, out)
+				}
+				t.Logf("the weakened crash leaves %v: its PID is free for the taking", after)
+				return
+			}
+			if len(before) > 0 || len(after) > 0 {
+				t.Errorf("the credentials' links outlive systemd's read of them: %v while mosaic held them, %v after its kill -9", before, after)
+			}
+			if st := unitProperty(t, unit, "ActiveState"); st != "active" {
+				t.Errorf("the session is %s after mosaic's crash, want it running", st)
+			}
+		})
+	}
+	// The link's directory is bound into the unit, where a Landlock
+	// session (no bwrap) lives: it sees the directory, and may not plant
+	// there what the unit's ExecStopPost would read.
+	t.Run("landlock", func(t *testing.T) {
+		name := sessionName(t)
+		dir := filepath.Join(credentialDir(), name)
+		r := mosaicWith(t, []string{"ANTHROPIC_API_KEY=link-canary-" + randomHex(), "CLAUDE_CODE_OAUTH_TOKEN=", "ANTHROPIC_AUTH_TOKEN=", "ANTHROPIC_BASE_URL="}, "",
+			"run", "--name", name, "--sandbox", "landlock", "--workspace", workspace(t), "--profile", "claude-code", "--", "sh", "-c",
+			`ls -A "$1"; ln -s /tmp "$1/env" && echo planted-link; mkfifo "$1/env" && echo planted-fifo; true`, "sh", dir)
+		t.Logf("the Landlock session, in the unit with %s: %s%s", dir, r.stdout, r.stderr)
+		if r.code != 0 || strings.Contains(r.stdout, "planted") || strings.TrimSpace(strings.SplitN(r.stdout, "\n", 2)[0]) != "" {
+			t.Errorf("a Landlock session in the unit with the link's directory: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"mosaic/credentials"
@@ -104,7 +105,14 @@ func MovedAsideLine(ws string, m sandbox.MovedAside) string {
 	if m.Error != "" {
 		return fmt.Sprintf("%s, which your tools run (%s), was created or changed while the session ran, and it %s: check it before you use the workspace on the host", filepath.Join(ws, m.Path), m.Why(), m.Error)
 	}
-	return fmt.Sprintf("%s, which your tools run (%s), was created or changed while the session ran: moved aside to %s, unread; look at it before you rename it back", filepath.Join(ws, m.Path), m.Why(), filepath.Join(ws, m.To))
+	disarmed := ""
+	if len(m.Disarmed) > 0 {
+		disarmed = fmt.Sprintf(", and git takes nothing in it for a repository (%d entries renamed *%s: %s)", len(m.Disarmed), ".mosaic-moved", strings.Join(m.Disarmed[:min(len(m.Disarmed), 5)], ", "))
+		if len(m.Disarmed) > 5 {
+			disarmed = strings.TrimSuffix(disarmed, ")") + ", ...)"
+		}
+	}
+	return fmt.Sprintf("%s, which your tools run (%s), was created or changed while the session ran: moved aside to %s, unread%s; look at it before you rename it back", filepath.Join(ws, m.Path), m.Why(), filepath.Join(ws, m.To), disarmed)
 }
 
 // RecordEnd writes end.json into a session's state directory from the

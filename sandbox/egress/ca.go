@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -104,16 +105,36 @@ func (in *Injector) scoped(hp string) bool {
 }
 
 // refusal is why the relay to the injection host hp refuses req, with the
-// status it answers ("" when it does not): a method no API uses, or, where
-// a rule is scoped to a path, a path that could mean another to the host.
+// status it answers ("" when it does not): a method no API uses, an
+// upgrade to a protocol the relay cannot check (relayedUpgrades), or,
+// where a rule is scoped to a path, a path that could mean another to the
+// host, or that the relay would not forward byte for byte as it was sent
+// (what is checked is what is sent).
 func (in *Injector) refusal(req *http.Request, hp string) (int, string) {
 	if !apiMethods[req.Method] {
 		return http.StatusMethodNotAllowed, "a method no API uses (GET, HEAD, POST, PUT, PATCH and DELETE are relayed)"
 	}
-	if in.scoped(hp) && !plainPath(req.URL.Path, req.URL.EscapedPath()) {
-		return http.StatusBadRequest, "its path has a dot segment, a backslash or an encoded separator, where a credential is scoped to a path"
+	if up := req.Header.Values("Upgrade"); len(up) > 1 || len(up) == 1 && (!relayedUpgrades[strings.ToLower(up[0])] || req.Method != "GET") {
+		return http.StatusBadRequest, "an upgrade to a protocol the relay cannot check (only a GET's upgrade to WebSocket is relayed)"
+	}
+	if raw := req.URL.EscapedPath(); in.scoped(hp) && (!pathIsPlain(raw) || raw != sentPath(req.RequestURI)) {
+		return http.StatusBadRequest, "its path has a dot segment, a path parameter, or an encoded character that has another spelling, where a credential is scoped to a path"
 	}
 	return 0, ""
+}
+
+// sentPath is the path of a request target as the client sent it (origin
+// or absolute form), without its query.
+func sentPath(target string) string {
+	target, _, _ = strings.Cut(target, "?")
+	if i := strings.Index(target, "://"); i > 0 && !strings.HasPrefix(target, "/") {
+		rest := target[i+3:]
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			return rest[j:]
+		}
+		return ""
+	}
+	return target
 }
 
 // leaf returns a certificate for host from the session's CA.

@@ -171,7 +171,7 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 func (in *Injector) put(h http.Header, hp string, u *url.URL) []string {
 	var used []string
 	for _, inj := range in.byHost[hp] {
-		if !underScope(inj.prefix, u.Path, u.EscapedPath()) {
+		if !underScope(inj.prefix, u.EscapedPath()) {
 			continue // a base URL's rule: only under its path
 		}
 		for _, name := range inj.rule.Headers {

@@ -31,6 +31,7 @@ type mockVendor struct {
 	mu    sync.Mutex
 	got   []http.Header
 	hosts []string // the Host header of each request
+	lines []string // each request's method and target as it came, and what came through an h2c tunnel
 	conns atomic.Int32
 	gate  chan struct{}
 }
@@ -41,6 +42,7 @@ func newMockVendor(t *testing.T) *mockVendor {
 		m.mu.Lock()
 		m.got = append(m.got, r.Header.Clone())
 		m.hosts = append(m.hosts, r.Host)
+		m.lines = append(m.lines, r.Method+" "+r.RequestURI)
 		m.mu.Unlock()
 		if r.Method == "TRACE" {
 			// As a gateway that answers TRACE does: the request echoed.
@@ -64,16 +66,23 @@ func newMockVendor(t *testing.T) *mockVendor {
 			w.(http.Flusher).Flush()
 			body, _ := io.ReadAll(r.Body)
 			io.WriteString(w, "event: two\ndata: "+string(body)+"\n\n")
-		case "/ws":
-			w.Header().Set("Upgrade", "websocket")
-			w.Header().Set("Connection", "Upgrade")
-			w.WriteHeader(http.StatusSwitchingProtocols)
-			c, rw, err := http.NewResponseController(w).Hijack()
-			if err != nil {
+		case "/h2c":
+			// As a server that speaks h2c does: it switches, and reads on.
+			c, rw := switchTo(w, "h2c")
+			if c == nil {
 				return
 			}
 			defer c.Close()
-			rw.Flush()
+			line, _ := rw.ReadString('\n')
+			m.mu.Lock()
+			m.lines = append(m.lines, "tunnel: "+strings.TrimSpace(line))
+			m.mu.Unlock()
+		case "/ws":
+			c, rw := switchTo(w, "websocket")
+			if c == nil {
+				return
+			}
+			defer c.Close()
 			if r.URL.Query().Get("hold") != "" {
 				io.Copy(io.Discard, rw) // quiet until the proxy ends it
 				return
@@ -93,6 +102,20 @@ func newMockVendor(t *testing.T) *mockVendor {
 	m.srv.StartTLS()
 	t.Cleanup(m.srv.Close)
 	return m
+}
+
+// switchTo answers 101 Switching Protocols to proto and takes the
+// connection over (nil if it cannot).
+func switchTo(w http.ResponseWriter, proto string) (net.Conn, *bufio.ReadWriter) {
+	w.Header().Set("Upgrade", proto)
+	w.Header().Set("Connection", "Upgrade")
+	w.WriteHeader(http.StatusSwitchingProtocols)
+	c, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, nil
+	}
+	rw.Flush()
+	return c, rw
 }
 
 // injectingProxy runs a proxy that puts testKey into x-api-key and
