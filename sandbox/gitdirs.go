@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -113,14 +114,20 @@ func moveAsideLink(ws, name, link string, since time.Time) []MovedAside {
 
 // changedGitDir lists what changed since in the git directory gitdir (its
 // path in ws) among what says what git runs: config, config.worktree,
-// commondir, a file inside ws that their includes name (gitconfig.go), the
+// commondir, an in-progress rebase's todo (rebaseTodo), what git's prompt
+// prints when it holds control bytes (promptRead), a file inside ws that their includes name (gitconfig.go), the
 // hooks directory (when it changed itself, or is too big to look through)
 // or each hook in it.
 func changedGitDir(ws, gitdir string, since time.Time) []string {
 	var out []string
-	for _, p := range []string{"config", "config.worktree", "commondir"} {
+	for _, p := range []string{"config", "config.worktree", "commondir", rebaseTodo} {
 		if c, _ := changedEntry(ws, filepath.Join(gitdir, p), since); c {
 			out = append(out, filepath.Join(gitdir, p))
+		}
+	}
+	for _, p := range promptRead {
+		if p = filepath.Join(gitdir, p); controlBytesIn(ws, p, since) {
+			out = append(out, p)
 		}
 	}
 	for _, p := range includedIn(ws, gitdir) {
@@ -143,6 +150,47 @@ func changedGitDir(ws, gitdir string, since time.Time) []string {
 		}
 	}
 	return out
+}
+
+// promptRead are the files of a git directory that git's shell prompt
+// (git-sh-prompt's __git_ps1, which many users' PS1 runs) reads with the
+// shell's read and prints raw at every prompt in the repository: the
+// branch, a rebase's branch and step. A session that writes an escape
+// sequence into .git/HEAD ("ref: refs/heads/ma\e]0;...\ain") has it act on
+// the user's terminal (its title, OSC 52's clipboard) as soon as the
+// user's shell enters the directory. No ref name git makes holds a control
+// byte (check-ref-format), so one that does is moved aside.
+var promptRead = []string{"HEAD", "rebase-merge/head-name", "rebase-merge/msgnum", "rebase-merge/end", "rebase-apply/next", "rebase-apply/last", "rebase-apply/head-name"}
+
+// controlBytesIn reports whether ws/rel changed since and holds, in its
+// first 4 KiB, a control byte (C0 but for a newline at the end, DEL, C1)
+// or invalid UTF-8: what a terminal may act on. Read following no symlink,
+// only a regular file.
+func controlBytesIn(ws, rel string, since time.Time) bool {
+	if c, _ := changedEntry(ws, rel, since); !c {
+		return false
+	}
+	fd, err := openatBeneath(ws, rel, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return false
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	b := make([]byte, 4096)
+	n, _ := io.ReadFull(f, b)
+	text := strings.TrimSuffix(string(b[:n]), "\n")
+	if !utf8.ValidString(text) && n < len(b) {
+		return true
+	}
+	for _, r := range text {
+		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
+			return true
+		}
+	}
+	return false
 }
 
 // includedIn lists the files inside ws (their paths in it) that the

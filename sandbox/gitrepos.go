@@ -95,6 +95,17 @@ func moveAsideRepos(ws, name string, since time.Time) []MovedAside {
 		if rel != "." {
 			moved = append(moved, moveAsideNestedExec(ws, name, rel, has, since)...)
 		}
+		if t, ok := has[".envrc"]; ok && t.IsRegular() {
+			moved = append(moved, moveAsideEnvrc(ws, name, rel, since)...)
+		}
+		if _, ok := has["pyvenv.cfg"]; ok {
+			moved = append(moved, moveAsideVenvConfig(ws, name, rel, since)...)
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "-") {
+				moved = append(moved, moveAsideOptionName(ws, name, filepath.Join(rel, e.Name()), since)...)
+			}
+		}
 		if t, ok := has[".git"]; ok {
 			if rel == "." {
 				if t.IsDir() {

@@ -40,6 +40,9 @@ type HostExec struct {
 	Placeholder bool
 }
 
+// miseReason is why a mise config is protected.
+const miseReason = "mise on the host runs the hooks (on cd), tools (path:DIR) and environment it configures, and trusts a config by its path, not its content"
+
 // HostExecEntries are the protected entries, in bind order.
 var HostExecEntries = []HostExec{
 	{".git", "git on the host runs what the repository's config and hooks say; a .git file points git at another repository", true},
@@ -62,6 +65,35 @@ var HostExecEntries = []HostExec{
 	{".npmrc", "npm on the host takes it over the user's own config: ignore-scripts=false, script-shell, node-options", false},
 	{".yarnrc.yml", "yarn on the host runs the program its yarnPath names at any yarn command", false},
 	{".yarnrc", "yarn on the host runs the program its yarn-path names at any yarn command", false},
+	// Version managers a shell prompt runs through (its python --version,
+	// node --version): a version may be a directory (asdf's and mise's
+	// path:DIR), whose bin/ then runs; mise's configs also name hooks run
+	// on cd, environment and tasks, trusted by their path, not content.
+	{".tool-versions", "asdf and mise on the host run the tool versions it names, and a path: version runs that directory's programs (a shell prompt's python --version)", false},
+	{"mise.toml", miseReason, false},
+	{".mise.toml", miseReason, false},
+	{"mise.local.toml", miseReason, false},
+	{".mise.local.toml", miseReason, false},
+	{".mise/config.toml", miseReason, false},
+	{".config/mise.toml", miseReason, false},
+	{".config/mise/config.toml", miseReason, false},
+	// Editors that run a file of the project on opening it: VS Code's
+	// devcontainer runs initializeCommand on the host at "Reopen in
+	// Container"; vim with 'exrc' runs the directory's .vimrc or .exrc
+	// without asking (neovim asks, by content).
+	{".devcontainer", "VS Code and the devcontainer CLI run its initializeCommand on the host when you reopen the folder in its container", false},
+	{".devcontainer.json", "VS Code and the devcontainer CLI run its initializeCommand on the host when you reopen the folder in its container", false},
+	{".vimrc", "vim with 'exrc' set runs it when started in the directory, without asking", false},
+	{".exrc", "vim with 'exrc' set runs it when started in the directory, without asking", false},
+	{".gvimrc", "gvim with 'exrc' set runs it when started in the directory, without asking", false},
+	{".nvim.lua", "neovim with 'exrc' set runs it when started in the directory (once you trusted it, until it changes)", false},
+	{".nvimrc", "neovim with 'exrc' set runs it when started in the directory (once you trusted it, until it changes)", false},
+	// Package managers' project configs that, like .npmrc, take over the
+	// user's own: the index a `uv pip install requests` or a `bundle
+	// install` fetches from (and runs the build of).
+	{"uv.toml", "uv on the host takes its index and settings over your own: the packages it fetches, and whose builds it runs", false},
+	{"poetry.toml", "poetry on the host takes its repositories and settings over your own", false},
+	{".bundle/config", "bundler on the host takes its mirrors, paths and settings over your own", false},
 	// The other agents mosaic runs, when you run them on the host in the
 	// workspace: what a project's configuration makes them start.
 	{"opencode.json", "opencode on the host loads the plugins and starts the MCP servers it names", false},

@@ -30,7 +30,17 @@ var HostExecWatched = []HostExec{
 	{".git/commondir", "git on the host reads its config and hooks from the directory it names", false},
 	{".git/config.worktree", "git on the host reads it as config when extensions.worktreeConfig is set", false},
 	{".claude/settings.local.json", "Claude Code on the host runs the hooks it configures", false},
+	{".git/" + rebaseTodo, "git on the host runs its exec lines at git rebase --continue (the rebase in progress, yours or one the session left)", false},
 }
+
+// promptReason is why a file of promptRead is moved aside.
+const promptReason = "git's shell prompt prints it raw at every prompt in this repository, and it holds control bytes (an escape sequence for your terminal) that no ref name can"
+
+// rebaseTodo is an in-progress rebase's todo list in a git directory: git
+// runs the shell command of each of its exec lines at `git rebase
+// --continue`, and the session can write it (.git is writable but for
+// config and hooks).
+const rebaseTodo = "rebase-merge/git-rebase-todo"
 
 // watched are the entries checked for creation: the protected ones that
 // have no placeholder, and HostExecWatched.
@@ -67,6 +77,11 @@ func MissingHostExec(ws string) []string {
 func HostExecReason(rel string) string {
 	if strings.HasSuffix(rel, "/.git") || rel == ".git/index" {
 		return "git status on the host runs git in this submodule, with its config"
+	}
+	for _, p := range promptRead {
+		if rel == ".git/"+p {
+			return promptReason
+		}
 	}
 	all := append(append(append([]HostExec{}, HostExecEntries...), HostExecWatched...), hookEntries...)
 	for _, e := range all {
@@ -170,6 +185,9 @@ func MoveAsideCreated(ws, name string, missing []string) []MovedAside {
 		var rnd [4]byte
 		_, _ = rand.Read(rnd[:])
 		to := base + ".mosaic-moved-" + name + "-" + hex.EncodeToString(rnd[:])
+		if strings.HasPrefix(to, "-") {
+			to = "_" + to // not an option to a command a shell glob gives it to
+		}
 		m := MovedAside{Path: rel, To: filepath.Join(filepath.Dir(rel), to)}
 		if err := unix.Renameat2(dir, base, dir, to, unix.RENAME_NOREPLACE); err != nil {
 			m.To, m.Error = "", fmt.Sprintf("cannot move it aside: %v", err)

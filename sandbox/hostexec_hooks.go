@@ -48,6 +48,9 @@ func hookExec(ws string) (entries []HostExec, watch []HostExec) {
 	for _, p := range envrcLoads(ws) {
 		named = append(named, HostExec{Rel: strings.TrimPrefix(p, ws+"/"), Reason: envrcReason})
 	}
+	for _, p := range hookTargets(ws, hooksPathAbs(cfg.top, cfg.hooksPath)) {
+		named = append(named, HostExec{Rel: strings.TrimPrefix(p, ws+"/"), Reason: hookTargetReason})
+	}
 	for _, e := range named {
 		if protectedBy(ws, e.Rel, entries) || protectedBy(ws, e.Rel, watch) {
 			continue
@@ -82,6 +85,16 @@ func protectedBy(ws, rel string, entries []HostExec) bool {
 // worktree's top (ws, or the repository ws lies in), ~/ from the home, as
 // git reads them.
 func hooksPathIn(ws, top, v string) string {
+	if v = hooksPathAbs(top, v); v == "" || v == ws || !Within(v, ws) {
+		return ""
+	}
+	return strings.TrimPrefix(v, ws+"/")
+}
+
+// hooksPathAbs is the core.hooksPath value v as an absolute path, "" when
+// unset: a relative path is taken from the worktree's top, ~/ from the
+// home, as git reads them.
+func hooksPathAbs(top, v string) string {
 	home, _ := os.UserHomeDir()
 	switch {
 	case v == "":
@@ -91,9 +104,5 @@ func hooksPathIn(ws, top, v string) string {
 	case !filepath.IsAbs(v):
 		v = filepath.Join(top, v)
 	}
-	v = filepath.Clean(v)
-	if v == ws || !Within(v, ws) {
-		return ""
-	}
-	return strings.TrimPrefix(v, ws+"/")
+	return filepath.Clean(v)
 }

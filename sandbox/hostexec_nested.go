@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"mosaic/units/regfile"
 )
 
 // Host-executed entries below the workspace's top. rustup, cargo, npm and
@@ -28,6 +26,15 @@ var nestedExec = map[string][]string{
 	".npmrc":              {".npmrc"},
 	".yarnrc.yml":         {".yarnrc.yml"},
 	".yarnrc":             {".yarnrc"},
+	".tool-versions":      {".tool-versions"},
+	"mise.toml":           {"mise.toml"},
+	".mise.toml":          {".mise.toml"},
+	"mise.local.toml":     {"mise.local.toml"},
+	".mise.local.toml":    {".mise.local.toml"},
+	".mise":               {".mise/config.toml"},
+	".config":             {".config/mise.toml", ".config/mise/config.toml"},
+	"uv.toml":             {"uv.toml"},
+	".bundle":             {".bundle/config"},
 	// An editor trusts a folder's subfolders with it: opening one runs
 	// what its settings name (an interpreter's path) and its tasks.
 	".vscode": {".vscode/settings.json", ".vscode/tasks.json", ".vscode/launch.json"},
@@ -69,50 +76,38 @@ func moveAsideNestedExec(ws, name, rel string, has map[string]os.FileMode, since
 const envrcReason = "direnv on the host loads it, without asking again, when your shell enters the directory (the .envrc names it: dotenv, source_env)"
 
 // envrcLoads lists the files inside ws that its .envrc loads without
-// direnv asking again (direnv approves the .envrc itself, by its content):
-// dotenv and dotenv_if_exists (.env by default: a PATH or LD_PRELOAD there
-// runs the session's programs at the user's next command), source_env and
-// source_env_if_exists (a directory's .envrc). Only literal paths are
-// read; ones with a variable are not followed.
+// direnv asking again (readEnvrc), absolute.
 func envrcLoads(ws string) []string {
-	b, err := regfile.Read(filepath.Join(ws, ".envrc"), true, 1<<20)
-	if err != nil {
+	return readEnvrc(ws, ".").loads
+}
+
+// venvPipReason is the reason of a virtual environment's pip.conf.
+const venvPipReason = "pip in this virtual environment reads it over your own config (its site config): an index-url there has pip install fetch another index's packages, and run their builds"
+
+// moveAsideVenvConfig moves aside the pip.conf of the virtual environment
+// rel of ws (a directory holding pyvenv.cfg) when it changed since: pip
+// run in the environment takes it over the user's own config, as npm
+// takes a project's .npmrc, so the user's `pip install requests` would
+// fetch (and build) what an index of the session's choosing serves.
+func moveAsideVenvConfig(ws, name, rel string, since time.Time) []MovedAside {
+	p := filepath.Join(rel, "pip.conf")
+	if c, _ := changedEntry(ws, p, since); !c {
 		return nil
 	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(strings.TrimSpace(line))
-		if len(f) == 0 {
-			continue
-		}
-		var p string
-		switch f[0] {
-		case "dotenv", "dotenv_if_exists":
-			p = ".env"
-			if len(f) > 1 {
-				p = f[1]
-			}
-		case "source_env", "source_env_if_exists":
-			if len(f) < 2 {
-				continue
-			}
-			p = f[1]
-			if st, err := os.Stat(filepath.Join(ws, p)); err == nil && st.IsDir() {
-				p = filepath.Join(p, ".envrc")
-			}
-		default:
-			continue
-		}
-		p = strings.Trim(p, `"'`)
-		if strings.ContainsAny(p, "$`") || strings.HasPrefix(p, "~") {
-			continue
-		}
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(ws, p)
-		}
-		if p = filepath.Clean(p); p != ws && Within(p, ws) && len(out) < 100 {
-			out = append(out, p)
-		}
+	return moveAsideFor(ws, name, p, venvPipReason)
+}
+
+// optionNameReason is why an entry whose name starts with "-" is moved.
+const optionNameReason = "its name starts with -, so a * of your shell passes it to a command as an option: tar cf backup.tar * ran a --checkpoint-action=exec=... the session named a file"
+
+// moveAsideOptionName moves aside the entry rel of ws, whose name starts
+// with "-", when the session made or renamed it (changed since): a shell
+// glob gives it to the command as an option (GNU tar's
+// --checkpoint-action=exec runs a command; a -rf makes rm * recursive). Its
+// new name starts with "_" (MoveAsideCreated), not "-".
+func moveAsideOptionName(ws, name, rel string, since time.Time) []MovedAside {
+	if c, _ := changedEntry(ws, rel, since); !c {
+		return nil
 	}
-	return out
+	return moveAsideFor(ws, name, rel, optionNameReason)
 }

@@ -15,8 +15,18 @@ func HostRun(p string) string {
 	switch {
 	case lower == ".envrc" || lower == ".env":
 		return "direnv and dotenv tools load it on cd"
-	case first == ".vscode" || first == ".idea" || first == ".devcontainer":
+	case first == ".vscode" || first == ".idea" || first == ".devcontainer", strings.Contains(p, "/.vscode/") || strings.Contains(p, "/.idea/"):
 		return "the editor runs its tasks, launchers and tool paths"
+	case lower == "rust-toolchain.toml" || lower == "rust-toolchain" || strings.HasSuffix(p, ".cargo/config.toml") || strings.HasSuffix(p, ".cargo/config"):
+		return "rustup and cargo run the toolchain and wrappers it names, at any cargo or rustc"
+	case lower == ".tool-versions" || lower == "mise.toml" || lower == ".mise.toml" || lower == "mise.local.toml" || lower == ".mise.local.toml" || strings.HasSuffix(p, ".mise/config.toml") || strings.HasSuffix(p, ".config/mise.toml") || strings.HasSuffix(p, ".config/mise/config.toml"):
+		return "asdf and mise run the versions (path:DIR), hooks and environment it names, on cd"
+	case lower == "opencode.json" || lower == "opencode.jsonc" || first == ".opencode" || p == ".pi/settings.json" || strings.HasPrefix(p, ".pi/extensions/") || p == ".codex/config.toml" || p == ".gemini/settings.json":
+		return "agents on the host load these plugins and start these servers"
+	case strings.HasSuffix(lower, ".pth") || lower == "sitecustomize.py" || lower == "usercustomize.py":
+		return "python runs it at every start of the environment that holds it (an editor's, a prompt's)"
+	case lower == "flake.lock" || lower == ".lfsconfig":
+		return "nix (direnv's use flake) or git-lfs reads what to fetch and run from it"
 	case p == ".claude/settings.json" || p == ".claude/settings.local.json" || strings.HasPrefix(p, ".claude/commands/") || strings.HasPrefix(p, ".claude/hooks/"):
 		return "Claude Code on the host runs its hooks and commands"
 	case p == ".mcp.json" || p == ".cursor/mcp.json":

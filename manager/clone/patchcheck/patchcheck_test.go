@@ -211,3 +211,40 @@ func FuzzBundleHeader(f *testing.F) {
 		}
 	})
 }
+
+// TestHostRunNamesWhatDirectModeProtects: every file the host's tools run
+// from a workspace, which direct mode protects (sandbox.HostExecEntries
+// and the names looked for at any depth), is named at the top of mosaic
+// diff, also below the top; a plain source file is not.
+func TestHostRunNamesWhatDirectModeProtects(t *testing.T) {
+	for _, p := range []string{
+		"rust-toolchain.toml", "crates/a/rust-toolchain", ".cargo/config.toml", "crates/a/.cargo/config",
+		".tool-versions", "web/.tool-versions", "mise.toml", "web/.mise.toml", ".mise/config.toml", ".config/mise/config.toml",
+		"opencode.json", ".opencode/plugins/x.js", ".pi/settings.json", ".pi/extensions/x.ts", ".codex/config.toml", ".gemini/settings.json",
+		"web/.vscode/settings.json", "web/.idea/workspace.xml", "web/.npmrc", "web/.envrc",
+		".venv/lib/python3.11/site-packages/x.pth", "sitecustomize.py", "flake.lock", ".lfsconfig",
+	} {
+		if HostRun(p) == "" {
+			t.Errorf("%s is not named as a file the host's tools run", p)
+		}
+	}
+	if r := HostRun("src/main.go"); r != "" {
+		t.Errorf("src/main.go named: %s", r)
+	}
+}
+
+// TestNewProgramNamed: a file the change makes executable (new, or its
+// mode changed to 100755) is named at the top of mosaic diff: a shell runs
+// it by name where an .envrc puts its directory on PATH; one that was
+// executable already, or is not, is not named for it.
+func TestNewProgramNamed(t *testing.T) {
+	p := newFile("bin/git", "100755", "#!/bin/sh") + newFile("src/a.txt", "100644", "x") +
+		"diff --git a/tool b/tool\nold mode 100644\nnew mode 100755\n"
+	s, err := Parse([]byte(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Files[0].HostRun == "" || s.Files[2].HostRun == "" || s.Files[1].HostRun != "" {
+		t.Errorf("files %+v", s.Files)
+	}
+}

@@ -1,0 +1,188 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestReadEnvrc: what an .envrc has direnv take from the workspace: the
+// files it sources or evaluates and the directories it puts on PATH,
+// relative to the .envrc's directory; paths with a variable or outside
+// the workspace are not named.
+func TestReadEnvrc(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "sub", ".direnv", "python-3.11.2", "bin"), 0o755)
+	os.MkdirAll(filepath.Join(ws, "sub", ".direnv", "other"), 0o755)
+	os.WriteFile(filepath.Join(ws, "sub", ".envrc"), []byte(`source .venv/bin/activate
+. "./env.sh"
+use nix
+use flake
+PATH_add bin "tools/bin" $HOME/x ../../outside
+path_add PATH scripts
+path_add PYTHONPATH lib
+layout node
+layout python3
+source $HOME/y
+export PATH="$PWD/exported/bin:$PATH"
+PATH=${PWD}/plain:$PATH
+source "$PWD/pwd.sh"
+`), 0o644)
+	r := readEnvrc(ws, "sub")
+	rel := func(ps []string) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, strings.TrimPrefix(p, ws+"/"))
+		}
+		slices.Sort(out)
+		return out
+	}
+	wantLoads := []string{"sub/.venv/bin/activate", "sub/default.nix", "sub/env.sh", "sub/flake.lock", "sub/flake.nix", "sub/pwd.sh", "sub/shell.nix"}
+	if got := rel(r.loads); !slices.Equal(got, wantLoads) {
+		t.Errorf("loads %v, want %v", got, wantLoads)
+	}
+	wantPath := []string{"sub/.direnv/python-3.11.2/bin", "sub/.direnv/virtualenv/bin", "sub/.venv/bin", "sub/bin", "sub/exported/bin", "sub/node_modules/.bin", "sub/plain", "sub/scripts", "sub/tools/bin"}
+	if got := rel(r.path); !slices.Equal(got, wantPath) {
+		t.Errorf("PATH %v, want %v", got, wantPath)
+	}
+	if got := envrcLoads(ws); len(got) != 0 {
+		t.Errorf("the top has no .envrc, yet loads %v", got)
+	}
+}
+
+// TestMoveAsideShadows: in a directory an .envrc puts on PATH, what the
+// session made that shadows a program of the host (git, ls, python) is
+// moved aside at its end, at the top and below it (and a Go toolchain's
+// name, which any go command looks up on PATH for a go.mod's toolchain); a program only the
+// project has, a link to a system program (a venv's python), and what was
+// there before stay. A sourced file changed below the top is moved too.
+func TestMoveAsideShadows(t *testing.T) {
+	t.Setenv("PATH", "/usr/bin:/bin")
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, ".envrc"), []byte("PATH_add bin\n"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "bin"), 0o755)
+	os.WriteFile(filepath.Join(ws, "bin", "cat"), []byte("#!/bin/sh\n"), 0o755) // the user's, before
+	os.MkdirAll(filepath.Join(ws, "web", "node_modules", ".bin"), 0o755)
+	os.WriteFile(filepath.Join(ws, "web", ".envrc"), []byte("layout node\nsource env.sh\n"), 0o644)
+	start := sessionStart()
+	for _, p := range []string{"bin/git", "bin/projtool", "bin/go1.99.1", "web/node_modules/.bin/ls", "web/node_modules/.bin/eslint", "web/env.sh"} {
+		os.WriteFile(filepath.Join(ws, p), []byte("#!/bin/sh\ntouch MARK\n"), 0o755)
+	}
+	os.MkdirAll(filepath.Join(ws, "lib", "evil"), 0o755)
+	os.WriteFile(filepath.Join(ws, "lib", "evil", "git"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".envrc"), []byte("PATH_add bin\nPATH_add linked\n"), 0o644)
+	os.Symlink("lib/evil", filepath.Join(ws, "linked")) // the session's: the directory itself is moved
+	if os.Geteuid() != 0 {                              // root can write /bin/sh: the link would be its to change
+		os.Symlink("/bin/sh", filepath.Join(ws, "bin", "python3"))
+	}
+	got := map[string]string{}
+	for _, m := range MoveAsideRepos(ws, "s", start) {
+		if m.To == "" || m.Error != "" {
+			t.Errorf("not moved: %+v", m)
+		}
+		got[m.Path] = m.Why()
+	}
+	for _, want := range []string{"bin/git", "bin/go1.99.1", "linked", "web/node_modules/.bin/ls", "web/env.sh"} {
+		if _, ok := got[want]; !ok {
+			t.Errorf("%s not moved aside: %v", want, got)
+		}
+	}
+	if len(got) != 5 {
+		t.Errorf("moved %v, want only bin/git, bin/go1.99.1, linked, web/node_modules/.bin/ls and web/env.sh", got)
+	}
+	if !strings.Contains(got["bin/git"], "PATH") {
+		t.Errorf("reason %q", got["bin/git"])
+	}
+}
+
+// TestRebaseTodoMovedAside: an in-progress rebase's todo that changed
+// while the session ran (git runs its exec lines at git rebase
+// --continue) is moved aside, in the workspace's repository and in a
+// nested one.
+func TestRebaseTodoMovedAside(t *testing.T) {
+	ws := t.TempDir()
+	for _, gd := range []string{".git", "sub/.git"} {
+		os.MkdirAll(filepath.Join(ws, gd, "rebase-merge"), 0o755)
+		os.WriteFile(filepath.Join(ws, gd, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	}
+	start := sessionStart()
+	for _, gd := range []string{".git", "sub/.git"} {
+		os.WriteFile(filepath.Join(ws, gd, rebaseTodo), []byte("exec touch MARK\n"), 0o644)
+	}
+	got := map[string]string{}
+	for _, m := range MoveAsideRepos(ws, "s", start) {
+		got[m.Path] = m.Why()
+	}
+	if _, ok := got[".git/"+rebaseTodo]; !ok || !strings.Contains(got[".git/"+rebaseTodo], "rebase --continue") {
+		t.Errorf("the top's todo not moved aside with its reason: %v", got)
+	}
+	if _, ok := got["sub/.git"]; !ok {
+		t.Errorf("the nested repository whose todo changed not moved aside: %v", got)
+	}
+}
+
+// TestVenvPipConfMovedAside: a virtual environment's pip.conf, which pip
+// there reads over the user's own config, made by the session is moved
+// aside; one older than the session stays.
+func TestVenvPipConfMovedAside(t *testing.T) {
+	ws := t.TempDir()
+	for _, v := range []string{".venv", "old/venv"} {
+		os.MkdirAll(filepath.Join(ws, v), 0o755)
+		os.WriteFile(filepath.Join(ws, v, "pyvenv.cfg"), []byte("home = /usr/bin\n"), 0o644)
+	}
+	os.WriteFile(filepath.Join(ws, "old/venv/pip.conf"), nil, 0o644)
+	start := sessionStart()
+	os.WriteFile(filepath.Join(ws, ".venv", "pip.conf"), []byte("[global]\nindex-url = http://x/simple\n"), 0o644)
+	moved := MoveAsideRepos(ws, "s", start)
+	if len(moved) != 1 || moved[0].Path != ".venv/pip.conf" || moved[0].To == "" || !strings.Contains(moved[0].Why(), "index-url") {
+		t.Errorf("moved %+v", moved)
+	}
+}
+
+// TestPromptBytesMovedAside: a HEAD or a rebase's head-name that the
+// session wrote with an escape sequence (git's prompt prints them raw) is
+// moved aside; a HEAD it changed to another valid branch stays.
+func TestPromptBytesMovedAside(t *testing.T) {
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".git", "rebase-merge"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	start := sessionStart()
+	os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("ref: refs/heads/ma\x1b]0;x\x07in\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, ".git", "rebase-merge", "head-name"), []byte("refs/heads/\xc2\x9b31m\n"), 0o644)
+	got := map[string]string{}
+	for _, m := range MoveAsideRepos(ws, "s", start) {
+		got[m.Path] = m.Why()
+	}
+	if !strings.Contains(got[".git/HEAD"], "prompt") || !strings.Contains(got[".git/rebase-merge/head-name"], "prompt") || len(got) != 2 {
+		t.Errorf("moved %v", got)
+	}
+	os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("ref: refs/heads/feature-ü\n"), 0o644)
+	if moved := MoveAsideRepos(ws, "s", start); len(moved) != 0 {
+		t.Errorf("a valid HEAD moved: %+v", moved)
+	}
+}
+
+// TestOptionNamesMovedAside: an entry whose name starts with "-" that the
+// session made (tar cf a.tar * takes --checkpoint-action=exec=... as an
+// option) is moved aside to a name that does not start with "-", at any
+// depth; one older than the session stays.
+func TestOptionNamesMovedAside(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "-old"), nil, 0o644)
+	start := sessionStart()
+	os.MkdirAll(filepath.Join(ws, "sub", "-rf"), 0o755)
+	os.WriteFile(filepath.Join(ws, "--checkpoint-action=exec=sh s.sh"), nil, 0o644)
+	got := map[string]string{}
+	for _, m := range MoveAsideRepos(ws, "s", start) {
+		if m.To == "" || strings.HasPrefix(filepath.Base(m.To), "-") {
+			t.Errorf("moved to %q: %+v", m.To, m)
+		}
+		got[m.Path] = m.Why()
+	}
+	if _, ok := got["--checkpoint-action=exec=sh s.sh"]; !ok || len(got) != 2 || !strings.Contains(got["sub/-rf"], "option") {
+		t.Errorf("moved %v", got)
+	}
+}
