@@ -81,6 +81,8 @@ type Limits struct {
 	MemoryMax uint64 `json:"memory_max,omitempty"` // bytes
 	TasksMax  uint64 `json:"tasks_max,omitempty"`
 	CPUQuota  uint64 `json:"cpu_quota_percent,omitempty"` // percent of one CPU
+	TmpSize   uint64 `json:"tmp_size,omitempty"`          // the bound of its /tmp, bytes (Infinity: the kernel's default)
+	HomeSize  uint64 `json:"home_size,omitempty"`         // the bound of its home, bytes
 }
 
 // Record is what mosaic keeps about a session beside its state: its
