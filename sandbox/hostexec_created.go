@@ -185,7 +185,7 @@ func MoveAsideCreated(ws, name string, missing []string) []MovedAside {
 		var rnd [4]byte
 		_, _ = rand.Read(rnd[:])
 		to := base + ".mosaic-moved-" + name + "-" + hex.EncodeToString(rnd[:])
-		if strings.HasPrefix(to, "-") {
+		if strings.ContainsAny(to[:1], optionLeads) {
 			to = "_" + to // not an option to a command a shell glob gives it to
 		}
 		m := MovedAside{Path: rel, To: filepath.Join(filepath.Dir(rel), to)}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -184,5 +185,63 @@ func TestOptionNamesMovedAside(t *testing.T) {
 	}
 	if _, ok := got["--checkpoint-action=exec=sh s.sh"]; !ok || len(got) != 2 || !strings.Contains(got["sub/-rf"], "option") {
 		t.Errorf("moved %v", got)
+	}
+}
+
+// TestCommandNamesMovedAside (issue 31, atk6): "-" is not the only lead a
+// shell glob hands a command as other than a file. Shown first with main's
+// check ("-" only): a `+!touch>vim-ran` the session made had the user's
+// `vim *` run the command, and an `@opts` naming a -wrapper had `gcc -c *`
+// run it. Both are moved aside now, to names that start with "_"; a
+// SvelteKit route file (+page.svelte) and an npm scope's directory
+// (node_modules/@types) the session made stay.
+func TestCommandNamesMovedAside(t *testing.T) {
+	for _, tool := range []string{"vim", "gcc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s here", tool)
+		}
+	}
+	for _, weak := range []bool{true, false} {
+		ws := t.TempDir()
+		start := sessionStart()
+		for name, body := range map[string]string{
+			"+!touch>vim-ran": "", "@opts": "", "a.c": "int main(void) { return 0; }\n", "+page.svelte": "",
+			"opts": `-wrapper /bin/sh,-c,touch${IFS}gcc-ran;exec${IFS}"$0"${IFS}"$@"` + "\n",
+		} {
+			os.WriteFile(filepath.Join(ws, name), []byte(body), 0o644)
+		}
+		os.MkdirAll(filepath.Join(ws, "node_modules", "@types", "node"), 0o755)
+		if weak {
+			optionLeads = "-"
+		}
+		moved := MoveAsideRepos(ws, "s", start)
+		optionLeads = "-+@"
+		for _, c := range []string{"echo | vim -u NONE -i NONE -es *", "gcc -c * 2>/dev/null"} {
+			cmd := exec.Command("sh", "-c", c)
+			cmd.Dir = ws
+			cmd.Run()
+		}
+		var ran []string
+		for _, mark := range []string{"vim-ran", "gcc-ran"} {
+			if _, err := os.Stat(filepath.Join(ws, mark)); err == nil {
+				ran = append(ran, mark)
+			}
+		}
+		if weak {
+			if len(ran) != 2 {
+				t.Fatalf("with main's check only %v ran, so this test proves nothing (moved %+v)", ran, moved)
+			}
+			continue
+		}
+		got := map[string]bool{}
+		for _, m := range moved {
+			if m.To == "" || strings.ContainsAny(filepath.Base(m.To)[:1], "-+@") {
+				t.Errorf("moved to %q: %+v", m.To, m)
+			}
+			got[m.Path] = true
+		}
+		if len(ran) > 0 || !got["+!touch>vim-ran"] || !got["@opts"] || len(got) != 2 {
+			t.Errorf("ran %v; moved %v", ran, got)
+		}
 	}
 }

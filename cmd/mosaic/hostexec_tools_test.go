@@ -388,3 +388,49 @@ func TestOptionNamesInWorkspace(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandNamesInWorkspace (issue 31, atk6): names a shell's * gives a
+// command as other than a file, past "-": the session made `+!touch>MARK`
+// and `@opts` (whose opts names gcc's -wrapper), and the user's `vim *`
+// and `gcc -c *` in the workspace ran them. With --allow-write-host-exec
+// (and against main) the attack works; by default both are moved aside and
+// said, and neither runs.
+func TestCommandNamesInWorkspace(t *testing.T) {
+	needRig(t)
+	for _, tool := range []string{"vim", "gcc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s here", tool)
+		}
+	}
+	plant := `touch '+!touch>vim-ran' @opts && echo 'int main(void) { return 0; }' > a.c && echo '-wrapper /bin/sh,-c,touch${IFS}gcc-ran;exec${IFS}"$0"${IFS}"$@"' > opts`
+	for _, weak := range []bool{true, false} {
+		ws := workspace(t)
+		time.Sleep(1100 * time.Millisecond)
+		args := []string{"run", "-w", ws}
+		if weak {
+			args = append(args, "--allow-write-host-exec")
+		}
+		r := mustMosaic(t, append(args, "--", "sh", "-c", plant)...)
+		cmd := exec.Command("sh", "-c", "echo | vim -u NONE -i NONE -es *; gcc -c * 2>/dev/null")
+		cmd.Dir = ws
+		cmd.Run()
+		var ran []string
+		for _, mark := range []string{"vim-ran", "gcc-ran"} {
+			if _, err := os.Stat(filepath.Join(ws, mark)); err == nil {
+				ran = append(ran, mark)
+			}
+		}
+		if weak {
+			if len(ran) != 2 {
+				t.Fatalf("with --allow-write-host-exec only %v ran, so this test proves nothing\n%s", ran, r.stderr)
+			}
+			continue
+		}
+		if len(ran) > 0 {
+			t.Errorf("the host's vim * or gcc -c * ran what the session's names gave them: %v", ran)
+		}
+		if !strings.Contains(r.stderr, "@opts") || !strings.Contains(r.stderr, "moved aside") {
+			t.Errorf("run did not say it moved the command-like names aside:\n%s", r.stderr)
+		}
+	}
+}
