@@ -99,7 +99,7 @@ func HostExecReason(rel string) string {
 
 // gitNamedReason is why an entry that git's configuration names is
 // protected (hookExec).
-const gitNamedReason = "a tool on the host runs it or reads it as configuration, as a config of the workspace says (git: core.hooksPath, include.path; direnv: the .envrc's dotenv, source_env)"
+const gitNamedReason = "a tool on the host runs it or reads it as configuration, as a config of the workspace says (git: a hook, core.hooksPath, include.path; direnv: the .envrc's dotenv, source_env)"
 
 // Created lists which of missing (MissingHostExec at the start) exist in ws
 // now, without following any symlink on the way.

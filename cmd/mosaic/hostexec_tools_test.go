@@ -434,3 +434,46 @@ func TestCommandNamesInWorkspace(t *testing.T) {
 		}
 	}
 }
+
+// TestHookMissingScriptInTree (issue 31, atk6): a hook that leads to a file
+// of the tree that is not there yet, a local override's `[ -x
+// tools/pre-commit.local ] && exec tools/pre-commit.local` or a dangling
+// `ln -s ../../tools/commit-msg .git/hooks/`, was not protected (only the
+// files that existed were): the session made both, and the user's next git
+// commit ran them. With --allow-write-host-exec (and against main) the
+// attack works; by default both are moved aside when the session ends.
+func TestHookMissingScriptInTree(t *testing.T) {
+	needRig(t)
+	for _, weak := range []bool{true, false} {
+		ws := workspace(t)
+		gitSetup(t, ws, "init", "-q")
+		writeFiles(t, ws, map[string]string{"tools/README": "hooks\n",
+			".git/hooks/pre-commit": "#!/bin/sh\n[ -x tools/pre-commit.local ] && exec tools/pre-commit.local\nexit 0\n"})
+		os.Chmod(filepath.Join(ws, ".git", "hooks", "pre-commit"), 0o755)
+		if err := os.Symlink("../../tools/commit-msg", filepath.Join(ws, ".git", "hooks", "commit-msg")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		args := []string{"run", "-w", ws}
+		if weak {
+			args = append(args, "--allow-write-host-exec")
+		}
+		r := mosaic(t, append(args, "--", "sh", "-c", "for h in pre-commit.local commit-msg; do printf '#!/bin/sh\\ntouch \"$(git rev-parse --show-toplevel)/ran-'$h'\"\\n' > tools/$h; chmod +x tools/$h; done")...)
+		gitSetup(t, ws, "commit", "-q", "--allow-empty", "-m", "x")
+		var ran []string
+		for _, h := range []string{"pre-commit.local", "commit-msg"} {
+			if _, err := os.Stat(filepath.Join(ws, "ran-"+h)); err == nil {
+				ran = append(ran, h)
+			}
+		}
+		if weak {
+			if len(ran) != 2 {
+				t.Fatalf("with --allow-write-host-exec the host's git commit ran only %v of the session's scripts, so this test proves nothing\n%s", ran, r.stderr)
+			}
+			continue
+		}
+		if len(ran) > 0 || !strings.Contains(r.stderr, "tools/commit-msg") {
+			t.Errorf("the host's git commit ran the session's %v, or the end did not move them aside\n%s", ran, r.stderr)
+		}
+	}
+}
