@@ -12,7 +12,8 @@ import (
 // TestReadEnvrc: what an .envrc has direnv take from the workspace: the
 // files it sources or evaluates and the directories it puts on PATH,
 // relative to the .envrc's directory; paths with a variable or outside
-// the workspace are not named.
+// the workspace are not named; a line's commands after its first (a
+// one-line if, a &&, a ;) are read too.
 func TestReadEnvrc(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
 	ws := t.TempDir()
@@ -31,6 +32,9 @@ source $HOME/y
 export PATH="$PWD/exported/bin:$PATH"
 PATH=${PWD}/plain:$PATH
 source "$PWD/pwd.sh"
+if [ -f cond.sh ]; then source cond.sh; fi
+test -d cbin && PATH_add cbin # PATH_add commented
+has nix || dotenv .env.local; PATH_add after
 `), 0o644)
 	r := readEnvrc(ws, "sub")
 	rel := func(ps []string) []string {
@@ -41,11 +45,11 @@ source "$PWD/pwd.sh"
 		slices.Sort(out)
 		return out
 	}
-	wantLoads := []string{"sub/.venv/bin/activate", "sub/default.nix", "sub/env.sh", "sub/flake.lock", "sub/flake.nix", "sub/pwd.sh", "sub/shell.nix"}
+	wantLoads := []string{"sub/.env.local", "sub/.venv/bin/activate", "sub/cond.sh", "sub/default.nix", "sub/env.sh", "sub/flake.lock", "sub/flake.nix", "sub/pwd.sh", "sub/shell.nix"}
 	if got := rel(r.loads); !slices.Equal(got, wantLoads) {
 		t.Errorf("loads %v, want %v", got, wantLoads)
 	}
-	wantPath := []string{"sub/.direnv/python-3.11.2/bin", "sub/.direnv/virtualenv/bin", "sub/.venv/bin", "sub/bin", "sub/exported/bin", "sub/node_modules/.bin", "sub/plain", "sub/scripts", "sub/tools/bin"}
+	wantPath := []string{"sub/.direnv/python-3.11.2/bin", "sub/.direnv/virtualenv/bin", "sub/.venv/bin", "sub/after", "sub/bin", "sub/cbin", "sub/exported/bin", "sub/node_modules/.bin", "sub/plain", "sub/scripts", "sub/tools/bin"}
 	if got := rel(r.path); !slices.Equal(got, wantPath) {
 		t.Errorf("PATH %v, want %v", got, wantPath)
 	}

@@ -103,6 +103,11 @@ func TestEnvrcTakesFromWorkspace(t *testing.T) {
 			`printf 'module x\n\ngo 1.99.1\n' > go.mod && printf '#!/bin/sh\ntouch MARK\n' > bin/go1.99.1 && chmod +x bin/go1.99.1`, []string{"env", "GOTOOLCHAIN=auto", "go", "version"}, "bin/go1.99.1"},
 		{"source below the top", map[string]string{"api/.envrc": "source ./env.sh\n", "api/env.sh": "export A=1\n"}, "api",
 			"echo 'touch ../MARK' >> api/env.sh", []string{"true"}, "api/env.sh"},
+		// One-line conditionals (atk6): main read only a line's first command.
+		{"if source; fi", map[string]string{".envrc": "if [ -f .venv/bin/activate ]; then source .venv/bin/activate; fi\n", ".venv/bin/activate": "export VIRTUAL_ENV=x\n"}, ".",
+			"echo 'touch MARK' >> .venv/bin/activate", []string{"true"}, ""},
+		{"test && PATH_add bin", map[string]string{".envrc": "test -d bin && PATH_add bin\n", "bin/.keep": ""}, ".",
+			`printf '#!/bin/sh\ntouch MARK\nexec /usr/bin/git "$@"\n' > bin/git && chmod +x bin/git`, []string{"git", "status"}, "bin/git"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
