@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
 
 	"golang.org/x/sys/unix"
 )
@@ -188,6 +189,13 @@ func MoveAsideCreated(ws, name string, missing []string) []MovedAside {
 		if strings.ContainsAny(to[:1], optionLeads) {
 			to = "_" + to // not an option to a command a shell glob gives it to
 		}
+		// Nor one after xargs splits it at its blanks (optionLike).
+		to = strings.Map(func(r rune) rune {
+			if unicode.IsSpace(r) {
+				return '_'
+			}
+			return r
+		}, to)
 		m := MovedAside{Path: rel, To: filepath.Join(filepath.Dir(rel), to)}
 		if err := unix.Renameat2(dir, base, dir, to, unix.RENAME_NOREPLACE); err != nil {
 			m.To, m.Error = "", fmt.Sprintf("cannot move it aside: %v", err)

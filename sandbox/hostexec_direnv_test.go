@@ -209,42 +209,42 @@ func TestCommandNamesMovedAside(t *testing.T) {
 		ws := t.TempDir()
 		start := sessionStart()
 		for name, body := range map[string]string{
-			"+!touch>vim-ran": "", "@opts": "", "a.c": "int main(void) { return 0; }\n", "+page.svelte": "",
+			"+!touch>vim-ran": "", "@opts": "", "z -e '1e touch sed-ran'": "", "a.txt": "a\n", "A - B.txt": "", "a.c": "int main(void) { return 0; }\n", "+page.svelte": "",
 			"opts": `-wrapper /bin/sh,-c,touch${IFS}gcc-ran;exec${IFS}"$0"${IFS}"$@"` + "\n",
 		} {
 			os.WriteFile(filepath.Join(ws, name), []byte(body), 0o644)
 		}
 		os.MkdirAll(filepath.Join(ws, "node_modules", "@types", "node"), 0o755)
 		if weak {
-			optionLeads = "-"
+			isOptionLike = func(name string, _ os.FileMode) bool { return strings.HasPrefix(name, "-") }
 		}
 		moved := MoveAsideRepos(ws, "s", start)
-		optionLeads = "-+@"
-		for _, c := range []string{"echo | vim -u NONE -i NONE -es *", "gcc -c * 2>/dev/null"} {
+		isOptionLike = optionLike
+		for _, c := range []string{"echo | vim -u NONE -i NONE -es *", "gcc -c * 2>/dev/null", "find . -name '*.txt' -o -name 'z *' | xargs sed -i s/a/b/ 2>/dev/null"} {
 			cmd := exec.Command("sh", "-c", c)
 			cmd.Dir = ws
 			cmd.Run()
 		}
 		var ran []string
-		for _, mark := range []string{"vim-ran", "gcc-ran"} {
+		for _, mark := range []string{"vim-ran", "gcc-ran", "sed-ran"} {
 			if _, err := os.Stat(filepath.Join(ws, mark)); err == nil {
 				ran = append(ran, mark)
 			}
 		}
 		if weak {
-			if len(ran) != 2 {
+			if len(ran) != 3 {
 				t.Fatalf("with main's check only %v ran, so this test proves nothing (moved %+v)", ran, moved)
 			}
 			continue
 		}
 		got := map[string]bool{}
 		for _, m := range moved {
-			if m.To == "" || strings.ContainsAny(filepath.Base(m.To)[:1], "-+@") {
+			if m.To == "" || strings.ContainsAny(filepath.Base(m.To)[:1], "-+@") || strings.Contains(m.To, " ") {
 				t.Errorf("moved to %q: %+v", m.To, m)
 			}
 			got[m.Path] = true
 		}
-		if len(ran) > 0 || !got["+!touch>vim-ran"] || !got["@opts"] || len(got) != 2 {
+		if len(ran) > 0 || !got["+!touch>vim-ran"] || !got["@opts"] || !got["z -e '1e touch sed-ran'"] || len(got) != 3 {
 			t.Errorf("ran %v; moved %v", ran, got)
 		}
 	}

@@ -106,9 +106,12 @@ const optionNameReason = "its name starts with -, + or @, so a * of your shell p
 // a command as other than a file: "-" an option; "+" vim's, less's and
 // more's command to run (vim * ran +!cmd and +so.x, a script beside it);
 // "@" gcc's, clang's, ld's and javac's file of options to read (gcc * ran
-// the -wrapper an @opts named). A unit test puts main's "-" in its place,
-// to show what that let through.
-var optionLeads = "-+@"
+// the -wrapper an @opts named).
+const optionLeads = "-+@"
+
+// isOptionLike is optionLike; a unit test puts the check before atk6 in
+// its place (a leading "-" alone), to show what that let through.
+var isOptionLike = optionLike
 
 // svelteRoute matches SvelteKit's route files (+page.svelte,
 // +layout@(app).svelte, +page.server.ts, +error.svelte): a project's own,
@@ -118,8 +121,21 @@ var svelteRoute = regexp.MustCompile(`^\+(page|layout|server|error)(@[^./]*)?(\.
 // optionLike reports whether the entry name, of type t, is one a shell
 // glob gives a command as an option or a command (optionLeads); a
 // directory starting with "@" (an npm scope, node_modules/@types) is no
-// file of options, nor is a SvelteKit route file a command.
+// file of options, nor is a SvelteKit route file a command. So is a name
+// a word of which, after a blank, is one (not a lone "-": "A - B.txt"):
+// xargs splits the names it reads at blanks (and takes quotes), and `git
+// ls-files | xargs sed -i s/a/b/` ran the command of a `z -e '1e cmd'`.
 func optionLike(name string, t os.FileMode) bool {
+	for _, w := range strings.Fields(name)[min(1, len(strings.Fields(name))):] {
+		if w = strings.Trim(w, `'"`); len(w) > 1 && leadsLikeOption(w, 0) {
+			return true
+		}
+	}
+	return leadsLikeOption(name, t)
+}
+
+// leadsLikeOption is optionLike for the start of name alone.
+func leadsLikeOption(name string, t os.FileMode) bool {
 	switch {
 	case name == "" || !strings.ContainsAny(name[:1], optionLeads):
 		return false

@@ -397,7 +397,8 @@ func TestOptionNamesInWorkspace(t *testing.T) {
 // TestCommandNamesInWorkspace (issue 31, atk6): names a shell's * gives a
 // command as other than a file, past "-": the session made `+!touch>MARK`
 // and `@opts` (whose opts names gcc's -wrapper), and the user's `vim *`
-// and `gcc -c *` in the workspace ran them. With --allow-write-host-exec
+// and `gcc -c *` in the workspace ran them; and `z -e '1e touch sed-ran'`,
+// which `find ... | xargs sed -i s/a/b/` split into sed's -e and ran. With --allow-write-host-exec
 // (and against main) the attack works; by default both are moved aside and
 // said, and neither runs.
 func TestCommandNamesInWorkspace(t *testing.T) {
@@ -407,7 +408,7 @@ func TestCommandNamesInWorkspace(t *testing.T) {
 			t.Skipf("no %s here", tool)
 		}
 	}
-	plant := `touch '+!touch>vim-ran' @opts && echo 'int main(void) { return 0; }' > a.c && echo '-wrapper /bin/sh,-c,touch${IFS}gcc-ran;exec${IFS}"$0"${IFS}"$@"' > opts`
+	plant := `touch '+!touch>vim-ran' @opts "z -e '1e touch sed-ran'" && echo a > a.txt && echo 'int main(void) { return 0; }' > a.c && echo '-wrapper /bin/sh,-c,touch${IFS}gcc-ran;exec${IFS}"$0"${IFS}"$@"' > opts`
 	for _, weak := range []bool{true, false} {
 		ws := workspace(t)
 		time.Sleep(1100 * time.Millisecond)
@@ -416,17 +417,17 @@ func TestCommandNamesInWorkspace(t *testing.T) {
 			args = append(args, "--allow-write-host-exec")
 		}
 		r := mustMosaic(t, append(args, "--", "sh", "-c", plant)...)
-		cmd := exec.Command("sh", "-c", "echo | vim -u NONE -i NONE -es *; gcc -c * 2>/dev/null")
+		cmd := exec.Command("sh", "-c", "echo | vim -u NONE -i NONE -es *; gcc -c * 2>/dev/null; find . -name '*.txt' -o -name 'z *' | xargs sed -i s/a/b/ 2>/dev/null")
 		cmd.Dir = ws
 		cmd.Run()
 		var ran []string
-		for _, mark := range []string{"vim-ran", "gcc-ran"} {
+		for _, mark := range []string{"vim-ran", "gcc-ran", "sed-ran"} {
 			if _, err := os.Stat(filepath.Join(ws, mark)); err == nil {
 				ran = append(ran, mark)
 			}
 		}
 		if weak {
-			if len(ran) != 2 {
+			if len(ran) != 3 {
 				t.Fatalf("with --allow-write-host-exec only %v ran, so this test proves nothing\n%s", ran, r.stderr)
 			}
 			continue
