@@ -60,12 +60,21 @@ type Manager struct {
 	onSession  func(unit, iface string, changed map[string]any) // WatchSessions
 
 	sliceLimited bool // limitSlice's work is done (under mu)
+
+	// oneCommand: the connection ends with this one command (a CLI's run
+	// or start, made by Open), and dbus-daemon drops its match rules then:
+	// none is taken back before (one message each, issue 32).
+	oneCommand bool
+	onJob      func(*dbus.Signal) // the client's job ends (unitClient.jobRemoved)
+	counter    *messageCounter    // this connection's messages
+	trace      *tracer            // MOSAIC_TRACE: Close writes the message count
 }
 
-// systemdClient is what mosaic calls of go-systemd's Conn (the unit
-// methods; properties and signals go over bus). *sd.Conn is the one real
-// one; a test's fake (fake_test.go) runs the start, claim and scope
-// control flow without systemd.
+// systemdClient is what mosaic calls of systemd's Manager object (the unit
+// methods and their jobs' ends; properties and signals go over bus), in
+// go-systemd's terms. *unitClient is the one real one; a test's fake
+// (fake_test.go) runs the start, claim and scope control flow without
+// systemd.
 type systemdClient interface {
 	ListUnitsByNamesContext(ctx context.Context, units []string) ([]sd.UnitStatus, error)
 	ListUnitsByPatternsContext(ctx context.Context, states, patterns []string) ([]sd.UnitStatus, error)
@@ -117,7 +126,7 @@ const dialTimeout = 3 * time.Second
 // dial connects and authenticates; on a bus it also says Hello. Signals are
 // delivered in the order they came (godbus's default handler, once a
 // channel is full, delivers from goroutines of their own, out of order).
-func dial(ctx context.Context, addr string, viaBus bool) (*dbus.Conn, error) {
+func dial(ctx context.Context, addr string, viaBus bool, counter *messageCounter) (*dbus.Conn, error) {
 	// godbus closes the connection when the context it was dialled with is
 	// done: the caller's context bounds the dial, never the connection's
 	// life (mosaic start cancels its context on Ctrl-C, then still stops
@@ -130,7 +139,8 @@ func dial(ctx context.Context, addr string, viaBus bool) (*dbus.Conn, error) {
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	c, err := dbus.Dial(addr, dbus.WithContext(context.WithoutCancel(ctx)), dbus.WithSignalHandler(dbus.NewSequentialSignalHandler()))
+	opts := append([]dbus.ConnOption{dbus.WithContext(context.WithoutCancel(ctx)), dbus.WithSignalHandler(dbus.NewSequentialSignalHandler())}, counter.options()...)
+	c, err := dbus.Dial(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -208,24 +218,22 @@ func connect(ctx context.Context) (*Manager, error) {
 	}
 	var m *Manager
 	var tried []string
+	trace, _ := ctx.Value(traceKey{}).(*tracer)
 	for _, a := range addresses(rt) {
-		var bus *dbus.Conn
-		// go-systemd dials twice (calls and signals); one socket serves
-		// both, so hand it the same connection: one per process.
-		conn, err := sd.NewConnection(func() (*dbus.Conn, error) {
-			if bus == nil {
-				var err error
-				if bus, err = dial(ctx, a.addr, a.viaBus); err != nil {
-					return nil, err
-				}
-			}
-			return bus, nil
-		})
+		counter := &messageCounter{}
+		if trace != nil && trace.messages {
+			counter.list = trace.w
+		}
+		bus, err := dial(ctx, a.addr, a.viaBus, counter)
 		if err != nil {
 			tried = append(tried, fmt.Sprintf("%s: %v", a.addr, err))
 			continue
 		}
-		m = &Manager{conn: conn, bus: bus, closed: bus.Context().Done(), viaBus: a.viaBus, private: privateSocket(rt), watchers: map[dbus.ObjectPath][]*unitWatch{}}
+		conn := newUnitClient(bus)
+		m = &Manager{conn: conn, bus: bus, closed: bus.Context().Done(), viaBus: a.viaBus, private: privateSocket(rt), watchers: map[dbus.ObjectPath][]*unitWatch{}, onJob: conn.jobRemoved, counter: counter, trace: trace}
+		m.mu.Lock()
+		m.startDispatch() // the job ends' reader, before any call
+		m.mu.Unlock()
 		// A bus with no systemd on it, or one that answers Hello and then
 		// nothing, is passed over for the next address, as a dead one is.
 		if err = m.readVersion(ctx, a.viaBus); err == nil {
@@ -237,9 +245,6 @@ func connect(ctx context.Context) (*Manager, error) {
 	}
 	if m == nil {
 		return nil, errcode.NoUserManager.New("cannot reach the systemd user manager (%s): check `systemctl --user status`; on a machine without systemd as PID 1, use contrib/rig.sh", strings.Join(tried, "; "))
-	}
-	if m.viaBus {
-		m.send("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.RemoveMatch", goSystemdJobs) // see jobsOf
 	}
 	if m.features.Version < 252 {
 		m.Close()
@@ -277,6 +282,9 @@ func connectInBackground(ctx context.Context) *Connecting {
 	go func() {
 		defer close(c.done)
 		c.m, c.err = connect(ctx)
+		if c.m != nil {
+			c.m.oneCommand = true
+		}
 	}()
 	return c
 }
@@ -342,8 +350,14 @@ func errGone(what string) error {
 	return errcode.SystemdGone.New("%s: the connection to systemd closed: check `systemctl --user status`, then try again", what)
 }
 
-// Close closes the connection.
-func (m *Manager) Close() { m.conn.Close() }
+// Close closes the connection; under MOSAIC_TRACE it writes how many
+// messages the connection sent and received.
+func (m *Manager) Close() {
+	m.conn.Close()
+	if m.trace != nil {
+		fmt.Fprintf(m.trace.w, "mosaic trace: dbus messages: %s\n", m.Messages())
+	}
+}
 
 // Features are what the connected manager supports.
 func (m *Manager) Features() units.Features { return m.features }

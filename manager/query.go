@@ -74,16 +74,28 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 		return Session{}, errNoSession(name)
 	}
 	s := session.Of(name, kind, up, sp)
-	counters(&s, managerCgroup)
+	m.complete(ctx, &s, managerCgroup, servicePIDs)
+	return s, nil
+}
+
+// complete fills in what a status shows beyond the unit's properties: the
+// counters (under the manager's cgroup), the processes of a running
+// session (servicePIDs, already asked for, for a service's), and what its
+// records say.
+func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string, servicePIDs func() []uint32) {
+	name, kind := s.Name, s.Kind
+	counters(s, managerCgroup)
 	switch {
 	case s.Running() && kind == units.KindService:
 		s.PIDs = servicePIDs()
 	case s.Running():
-		s.PIDs = m.pidsAsync(cctx, unit)()
+		cctx, cancel := bounded(ctx)
+		s.PIDs = m.pidsAsync(cctx, s.Unit)()
+		cancel()
 		s.MainPID = scopeLeader(s.PIDs)
 	}
 	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
-		session.Describe(rec, &s)
+		session.Describe(rec, s)
 		s.Clone, _ = records.ReadClone(mustPaths().SessionDir(name))
 		if s.Running() {
 			s.HostExecCreated = sandbox.Created(rec.Workspace, rec.HostExecMissing)
@@ -94,6 +106,48 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 			s.MovedAside, s.EgressDied = e.MovedAside, e.EgressDied
 		}
 	}
+}
+
+// startedStatus is the status of a service whose start job just ended
+// done, from what systemd announced of it meanwhile (watch, which systemd
+// sent before the job's end) and what its start told systemd (sent: the
+// limits): one call (its processes) instead of some twenty Gets at every
+// mosaic start (issue 32). A limit the start did not set is read.
+func (m *Manager) startedStatus(ctx context.Context, spec units.Spec, watch *unitWatch, sent []sd.Property) (Session, error) {
+	cctx, cancel := bounded(ctx)
+	defer cancel()
+	unit := spec.Unit()
+	pids := m.pidsAsync(cctx, unit)
+	managerProps := func() map[string]any { return nil }
+	if cgcount.Unified() {
+		managerProps = m.properties(cctx, managerCgroupGet.Path, managerCgroupGet.Iface, []string{managerCgroupGet.Name})
+	}
+	p := watch.snapshot()
+	if p["ActiveState"] != "active" {
+		// Not announced running (a command that ended at once, a systemd
+		// that sent nothing): ask, as for any session.
+		pids()
+		return m.Status(ctx, spec.Name)
+	}
+	var unset []string
+	for _, n := range []string{"MemoryMax", "TasksMax", "CPUQuotaPerSecUSec"} {
+		unset = append(unset, n)
+		for _, x := range sent {
+			if x.Name == n {
+				p[n] = x.Value.Value()
+				unset = unset[:len(unset)-1]
+				break
+			}
+		}
+	}
+	if len(unset) > 0 {
+		for k, v := range m.properties(cctx, unitPath(unit), "org.freedesktop.systemd1.Service", unset)() {
+			p[k] = v
+		}
+	}
+	managerCgroup, _ := managerProps()[managerCgroupGet.Name].(string)
+	s := session.Of(spec.Name, units.KindService, p, p)
+	m.complete(ctx, &s, managerCgroup, pids)
 	return s, nil
 }
 

@@ -2,6 +2,11 @@ package manager
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"mosaic/manager/request"
 
 	"mosaic/units"
 	"mosaic/units/errcode"
@@ -19,7 +24,7 @@ func (m *Manager) limitSlice(ctx context.Context, l units.Limits) error {
 	m.mu.Lock()
 	done := m.sliceLimited
 	m.mu.Unlock()
-	if done {
+	if done || limitedOnDisk() {
 		return nil
 	}
 	cctx, cancel := bounded(ctx)
@@ -48,4 +53,37 @@ func (m *Manager) limitSlice(ctx context.Context, l units.Limits) error {
 	m.sliceLimited = true
 	m.mu.Unlock()
 	return nil
+}
+
+// limitedOnDisk reports whether a limit of mosaic.slice is set as a
+// drop-in of `systemctl --user set-property` (what limitSlice's
+// SetUnitProperties writes: $XDG_RUNTIME_DIR/systemd/user.control, or the
+// persistent ~/.config/systemd/user.control), so that the three Gets, and
+// their round trip at every mosaic start and run, are not needed (issue
+// 32). A limit set any other way (a mosaic.slice unit file) is found by the
+// Gets, as before; a drop-in that says infinity is no limit.
+func limitedOnDisk() bool {
+	var dirs []string
+	if rt, err := request.RuntimeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(rt, "systemd", "user.control"))
+	}
+	if c := os.Getenv("XDG_CONFIG_HOME"); c != "" {
+		dirs = append(dirs, filepath.Join(c, "systemd", "user.control"))
+	} else if home, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(home, ".config", "systemd", "user.control"))
+	}
+	for _, d := range dirs {
+		for _, key := range []string{"MemoryMax", "TasksMax", "CPUQuota"} {
+			b, err := os.ReadFile(filepath.Join(d, units.Slice+".d", "50-"+key+".conf"))
+			if err != nil {
+				continue
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(l), key+"="); ok && v != "" && v != "infinity" {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

@@ -28,7 +28,7 @@ import (
 // unit is cleared and the error says why, with the unit's first log lines.
 func (m *Manager) Start(ctx context.Context, plan Plan) (Session, error) {
 	spec := plan.Spec
-	l, err := m.start(ctx, &spec, plan.Secrets, false)
+	l, err := m.start(ctx, &spec, plan.Secrets, true)
 	if err != nil {
 		return Session{}, err
 	}
@@ -58,7 +58,7 @@ func (m *Manager) Start(ctx context.Context, plan Plan) (Session, error) {
 		l.undo()
 		return Session{}, errcode.StartFailed.New("session %s did not start: %s", spec.Name, reason)
 	}
-	s, err := m.Status(ctx, spec.Name)
+	s, err := m.startedStatus(ctx, spec, l.watch, l.sent)
 	mark(ctx, "status")
 	if err != nil && m.lost(err) {
 		return Session{}, errcode.SystemdGone.New("session %s started, but the connection to systemd closed before its status could be read: see `mosaic status %s`", spec.Name, spec.Name)
@@ -69,10 +69,11 @@ func (m *Manager) Start(ctx context.Context, plan Plan) (Session, error) {
 // startedUnit is a unit whose start job has finished, one way or the other.
 type startedUnit struct {
 	unit   string
-	result string     // the start job's result: "done" when the session runs
-	began  time.Time  // when the start was asked for
-	watch  *unitWatch // when asked for: what systemd announced since before the start
-	undo   func()     // removes what the start made on disk, for a failure
+	result string        // the start job's result: "done" when the session runs
+	began  time.Time     // when the start was asked for
+	watch  *unitWatch    // when asked for: what systemd announced since before the start
+	sent   []sd.Property // the unit's properties, as StartTransientUnit got them
+	undo   func()        // removes what the start made on disk, for a failure
 	// release lets the name go: the caller holds it until it has
 	// undone what a failed start made.
 	release func()
@@ -161,6 +162,7 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 	}
 	stateDir := spec.StateDir
 	props := testUnitProperties(units.Properties(*spec, m.features))
+	l.sent = props
 	l.result, err = m.startUnit(ctx, l.unit, props, units.AuxUnits(*spec),
 		func() { _ = records.MarkLaunched(stateDir) })
 	if err != nil {

@@ -10,16 +10,18 @@ import (
 // A tracer writes where the time of one command goes, step by step
 // (MOSAIC_TRACE=1): the data to choose the next speed-up from.
 type tracer struct {
-	w    io.Writer
-	last time.Time
+	w        io.Writer
+	last     time.Time
+	messages bool // also a line per D-Bus message (MOSAIC_TRACE=dbus)
 }
 
 type traceKey struct{}
 
 // WithTrace returns a context under which each step of a start or a run
-// writes its duration to w.
-func WithTrace(ctx context.Context, w io.Writer) context.Context {
-	return context.WithValue(ctx, traceKey{}, &tracer{w: w, last: time.Now()})
+// writes its duration to w, and the connection made under it its count of
+// D-Bus messages when it closes; with messages, also a line per message.
+func WithTrace(ctx context.Context, w io.Writer, messages bool) context.Context {
+	return context.WithValue(ctx, traceKey{}, &tracer{w: w, last: time.Now(), messages: messages})
 }
 
 // mark records the end of a step.

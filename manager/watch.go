@@ -49,7 +49,7 @@ func (m *Manager) watch(unit string) *unitWatch {
 
 func (w *unitWatch) close() {
 	m := w.m
-	if m.viaBus {
+	if m.viaBus && !m.oneCommand {
 		m.send("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.RemoveMatch", propertiesChanged(w.path))
 	}
 	m.mu.Lock()
@@ -66,11 +66,11 @@ func (w *unitWatch) close() {
 	}
 }
 
-// goSystemdJobs is the match rule go-systemd adds on every connection, for
-// the end of every job of every unit. Connect removes it: with a hundred
-// mosaic processes starting sessions at once, each would get (and decode)
-// the hundred others' job ends too. jobsOf asks for one unit's instead.
-const goSystemdJobs = "type='signal',interface='org.freedesktop.systemd1.Manager',member='JobRemoved'"
+// jobsRule is the match rule for the end of every job of every unit:
+// never added as it is (with a hundred mosaic processes starting sessions
+// at once, each would get, and decode, the hundred others' job ends too);
+// jobsOf asks for one unit's.
+const jobsRule = "type='signal',interface='org.freedesktop.systemd1.Manager',member='JobRemoved'"
 
 // jobsOf asks dbus-daemon for the job ends (JobRemoved, whose third
 // argument is the unit) of one unit, for a call whose job go-systemd waits
@@ -81,8 +81,11 @@ func (m *Manager) jobsOf(unit string) func() {
 	if !m.viaBus {
 		return func() {} // the private socket sends every signal anyway
 	}
-	rule := goSystemdJobs + ",arg2='" + unit + "'"
+	rule := jobsRule + ",arg2='" + unit + "'"
 	m.send("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.AddMatch", rule)
+	if m.oneCommand {
+		return func() {} // see oneCommand
+	}
 	return func() {
 		m.send("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.RemoveMatch", rule)
 	}
@@ -131,7 +134,7 @@ func (w *unitWatch) ended() bool {
 }
 
 // startDispatch starts, once, the goroutine that hands systemd's signals to
-// the watches; m.mu is held.
+// the watches and the job waits, in the order they came; m.mu is held.
 func (m *Manager) startDispatch() {
 	if m.signals == nil {
 		m.signals = make(chan *dbus.Signal, 1024)
@@ -180,6 +183,10 @@ func unitOfPath(path dbus.ObjectPath) string {
 
 func (m *Manager) dispatch() {
 	for sig := range m.signals {
+		if sig.Name == jobRemovedSignal && m.onJob != nil {
+			m.onJob(sig)
+			continue
+		}
 		if sig.Name != "org.freedesktop.DBus.Properties.PropertiesChanged" || len(sig.Body) < 2 {
 			continue
 		}

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"mosaic/manager"
 )
 
 // Stat is one measured figure: a command run N times, in milliseconds.
@@ -32,6 +34,33 @@ type Ratio struct {
 	Value  float64 `json:"value"`
 	Target string  `json:"target"`
 	Met    bool    `json:"met"`
+	// Missed says by how much a target was missed ("14% over").
+	Missed string `json:"missed,omitempty"`
+}
+
+// atMost is a ratio whose target is at most limit.
+func atMost(what string, value, limit float64, unit string) Ratio {
+	r := Ratio{What: what, Value: value, Target: fmt.Sprintf("≤ %g%s", limit, unit), Met: value <= limit}
+	if !r.Met {
+		r.Missed = fmt.Sprintf("%.0f%% over", (value/limit-1)*100)
+	}
+	return r
+}
+
+// atLeast is a ratio whose target is at least limit.
+func atLeast(what string, value, limit float64) Ratio {
+	r := Ratio{What: what, Value: value, Target: fmt.Sprintf("≥ %g", limit), Met: value >= limit}
+	if !r.Met {
+		r.Missed = fmt.Sprintf("%.0f%% under", (1-value/limit)*100)
+	}
+	return r
+}
+
+// MessageCount is the D-Bus messages one command's connection sent and
+// received (MOSAIC_TRACE=1's last line), per start for a batch.
+type MessageCount struct {
+	What string `json:"what"`
+	manager.Messages
 }
 
 // Report is everything one run measured.
@@ -52,9 +81,13 @@ type Report struct {
 	// Hardening is what each hardening step costs on its own.
 	Hardening []Stat `json:"hardening,omitempty"`
 	// Clone is clone mode against direct mode and by hand.
-	Clone  []Stat   `json:"clone_mode,omitempty"`
-	Ratios []Ratio  `json:"ratios"`
-	Notes  []string `json:"notes,omitempty"`
+	Clone []Stat `json:"clone_mode,omitempty"`
+	// Messages are the D-Bus messages of a run, a scope run and a start.
+	Messages []MessageCount `json:"dbus_messages,omitempty"`
+	// Processes are the programs a run, a scope run and their peers start.
+	Processes []ProcessCount `json:"process_starts,omitempty"`
+	Ratios    []Ratio        `json:"ratios"`
+	Notes     []string       `json:"notes,omitempty"`
 }
 
 // measure runs f n times after one warm-up and summarises the durations.

@@ -37,20 +37,35 @@ func writeReport(w io.Writer, r *Report, jsonFile string) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "| %s | %s |\n", k, r.Machine[k])
 	}
-	fmt.Fprintln(w, "\n## Targets\n\n| what | value | target | met |\n|---|---|---|---|")
+	fmt.Fprintln(w, "\n## Targets\n\nEach a ratio of medians from this one run (the one-shot ones interleaved, one at a time).\n\n| what | value | target | met |\n|---|---|---|---|")
 	for _, x := range r.Ratios {
 		met := "yes"
 		switch {
 		case x.Target == "—":
 			met = "—" // a comparison, not a target
+		case !x.Met && x.Missed != "":
+			met = "**no**: " + x.Missed
 		case !x.Met:
 			met = "**no**"
 		}
 		fmt.Fprintf(w, "| %s | %.2f | %s | %s |\n", x.What, x.Value, x.Target, met)
 	}
-	table(w, "One-shot, one at a time: a confined `/usr/bin/true`, start to exit, the four compared in turn, each after 250 ms idle", r.Spaced)
+	if len(r.Messages) > 0 {
+		fmt.Fprintln(w, "\n## D-Bus messages per command (MOSAIC_TRACE=1: its connection's, Hello included)\n\n| what | calls | sent without reply | replies | signals | all |\n|---|---|---|---|---|---|")
+		for _, m := range r.Messages {
+			fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d |\n", m.What, m.Calls, m.NoReply, m.Replies, m.Signals, m.Calls+m.NoReply+m.Replies+m.Signals)
+		}
+		fmt.Fprint(w, fewerMessages)
+	}
+	if len(r.Processes) > 0 {
+		fmt.Fprintln(w, "\n## Process starts (execve) from the command to its end, with strace: its own tree, and the user manager's children meanwhile\n\n| what | command's tree | user manager's | programs |\n|---|---|---|---|")
+		for _, p := range r.Processes {
+			fmt.Fprintf(w, "| %s | %d | %d | %s |\n", p.What, p.Command, p.Manager, strings.Join(p.Programs, ", "))
+		}
+	}
+	table(w, "One-shot, one at a time: a confined `/usr/bin/true`, start to exit, the peers compared in turn, interleaved, each after 250 ms idle", r.Spaced)
 	table(w, "One-shot, back to back: a confined `/usr/bin/true`, start to exit, each command n times in a row", r.OneShot)
-	table(w, "Start latency: until the command runs", r.Start)
+	table(w, "Start latency: until the command runs (the two in turn, interleaved, each after 250 ms idle)", r.Start)
 	table(w, "Concurrency", r.Concurrency)
 	if len(r.Footprint) > 0 {
 		fmt.Fprintf(w, "\n## Footprint\n\nMemory an idle session costs beyond its command (bwrap's monitor and mosaic's init), over %.0f sessions: **%.2f MiB PSS** (%.2f MiB RSS).\n",
@@ -79,8 +94,8 @@ func table(w io.Writer, title string, stats []Stat) {
 	if len(stats) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n## %s\n\n| what | n | mean ms | ± sd | min | max | command |\n|---|---|---|---|---|---|---|\n", title)
+	fmt.Fprintf(w, "\n## %s\n\n| what | n | median ms | min | max | mean ms | ± sd | command |\n|---|---|---|---|---|---|---|---|\n", title)
 	for _, s := range stats {
-		fmt.Fprintf(w, "| %s | %d | %.2f | %.2f | %.2f | %.2f | %s |\n", s.Name, s.N, s.MeanMs, s.StdMs, s.MinMs, s.MaxMs, strings.ReplaceAll(s.Command, "|", "\\|"))
+		fmt.Fprintf(w, "| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n", s.Name, s.N, s.MedianMs, s.MinMs, s.MaxMs, s.MeanMs, s.StdMs, strings.ReplaceAll(s.Command, "|", "\\|"))
 	}
 }

@@ -31,6 +31,7 @@ func runAll(args []string) (*Report, error) {
 	n := fs.Int("n", 30, "runs per one-shot figure")
 	clone := fs.Bool("clone", true, "also measure clone mode (repositories of 1k, 10k, 100k files)")
 	onlyClone := fs.Bool("only-clone", false, "measure clone mode only")
+	onlyProcesses := fs.Bool("only-processes", false, "count process starts only")
 	cloneFiles := fs.Int("clone-files", 0, "measure clone mode only at this many files (1000, 10000 or 100000; 0: all)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -54,6 +55,10 @@ func runAll(args []string) (*Report, error) {
 	m.MosaicBin = abs // the sessions run the binary under test, not this one
 	b := &bench{mosaic: abs, ws: ws, m: m, n: *n}
 	r := &Report{Machine: machine(), Date: time.Now().UTC()}
+	if *onlyProcesses {
+		b.processStarts(r)
+		return r, nil
+	}
 	if *onlyClone {
 		if err := b.cloneMode(ctx, r, *cloneFiles); err != nil {
 			return nil, err
@@ -73,6 +78,7 @@ func runAll(args []string) (*Report, error) {
 	if err := b.breakdown(r); err != nil {
 		return nil, err
 	}
+	b.processStarts(r)
 	if err := b.egressTTFB(r); err != nil {
 		return nil, err
 	}
@@ -95,7 +101,11 @@ func (b *bench) equivalent(name string, command []string, wait bool) ([]string, 
 		return nil, err
 	}
 	spec := plan.Spec
-	for _, d := range []string{spec.SessionHome(), spec.SessionTmp()} {
+	// The directories a start would make that the argv binds.
+	for _, d := range []string{spec.SessionHome(), spec.SessionTmp(), spec.OwnGitDir} {
+		if d == "" {
+			continue
+		}
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
@@ -133,15 +143,20 @@ func (b *bench) handRolled(bwrapArgv []string) []string {
 	return append(argv, bwrapArgv...)
 }
 
-func (b *bench) oneShot(r *Report, srt string) error {
-	progress("one-shot: a confined /usr/bin/true, %d runs each", b.n)
-	// The plain bwrap both peers run: user, PID and IPC namespaces, the
-	// system read-only, the workspace, a home and a /tmp of its own.
+// plainBwrap is the plain bwrap both peers run, around /usr/bin/true:
+// user, PID and IPC namespaces, the system read-only, the workspace, a
+// home and a /tmp of its own.
+func (b *bench) plainBwrap() []string {
 	home, _ := os.UserHomeDir()
-	bwrapArgv := []string{"bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session",
+	return []string{"bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session",
 		"--cap-drop", "ALL", "--as-pid-1", "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc", "--symlink", "usr/bin", "/bin",
 		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--dev", "/dev", "--proc", "/proc",
 		"--tmpfs", "/tmp", "--tmpfs", home, "--bind", b.ws, b.ws, "--chdir", b.ws, "--", "/usr/bin/true"}
+}
+
+func (b *bench) oneShot(r *Report, srt string) error {
+	progress("one-shot: a confined /usr/bin/true, %d runs each", b.n)
+	bwrapArgv := b.plainBwrap()
 	eq, err := b.equivalent("bench-sr", []string{"/usr/bin/true"}, true)
 	if err != nil {
 		return err
@@ -159,12 +174,6 @@ func (b *bench) oneShot(r *Report, srt string) error {
 		{scopePeerName, append([]string{"systemd-run", "--user", "--quiet", "--scope", "--slice", units.Slice}, bwrapArgv...)},
 		{"mosaic run --scope", []string{b.mosaic, "run", "--scope", "--workspace", b.ws, "--", "/usr/bin/true"}},
 	}
-	if srt != "" {
-		cases = append(cases, struct {
-			name string
-			argv []string
-		}{"srt (sandbox-runtime)", []string{srt, "true"}})
-	}
 	shown := func(argv []string) string {
 		r := strings.NewReplacer(b.mosaic, "mosaic", b.ws, "$WS")
 		if srt != "" {
@@ -176,10 +185,6 @@ func (b *bench) oneShot(r *Report, srt string) error {
 	for _, c := range cases {
 		s, err := measure(c.name, shown(c.argv), b.n, func() error { return runCmd(c.argv) })
 		if err != nil {
-			if c.name == "srt (sandbox-runtime)" {
-				r.Notes = append(r.Notes, "srt could not run here: "+firstLine(err.Error()))
-				continue
-			}
 			return err
 		}
 		r.OneShot = append(r.OneShot, s)
@@ -197,6 +202,18 @@ func (b *bench) oneShot(r *Report, srt string) error {
 		switch c.name {
 		case handRolledName, "mosaic run", scopePeerName, "mosaic run --scope":
 			spaced = append(spaced, c)
+		}
+	}
+	// srt among them (issue 32: at least 10x slower than mosaic run), once
+	// it is seen to run here.
+	if srt != "" {
+		if err := runCmd([]string{srt, "true"}); err != nil {
+			r.Notes = append(r.Notes, "srt could not run here: "+firstLine(err.Error()))
+		} else {
+			spaced = append(spaced, struct {
+				name string
+				argv []string
+			}{srtName, []string{srt, "true"}})
 		}
 	}
 	ds := make([][]float64, len(spaced))
@@ -222,37 +239,78 @@ func (b *bench) oneShot(r *Report, srt string) error {
 // figures.
 const spacedPause = 250 * time.Millisecond
 
-// startLatency: from the command until the session runs (start returns).
-// The sessions are stopped after each series, outside the timing.
+// startLatency: from the command until the session runs (start returns),
+// mosaic start and its systemd-run equivalent in turn, each after a pause.
+// The sessions are stopped after the series, outside the timing; then one
+// more mosaic start is traced for its D-Bus messages.
 func (b *bench) startLatency(r *Report) error {
-	progress("start latency: %d starts each", b.n)
-	var started []string
-	s, err := measure("mosaic start", "mosaic start --name NAME -- sleep 600", b.n, func() error {
-		name := fmt.Sprintf("bench-start-%d", len(started))
-		started = append(started, name)
-		return runCmd([]string{b.mosaic, "start", "--name", name, "--workspace", b.ws, "--", "sleep", "600"})
-	})
-	_ = parallel(len(started), func(i int) error { stopQuietly(b.mosaic, started[i]); return nil })
-	if err != nil {
-		return err
-	}
-	r.Start = append(r.Start, s)
-	var srUnits []string
-	s, err = measure("systemd-run, same properties and bwrap argv", "systemd-run --user -p … (returns at READY)", b.n, func() error {
-		name := fmt.Sprintf("bench-sr-start-%d", len(srUnits))
-		argv, err := b.equivalent(name, []string{"sleep", "600"}, false)
+	progress("start latency: %d starts each, interleaved", b.n)
+	var started, srUnits []string
+	defer func() {
+		_ = parallel(len(started), func(i int) error { stopQuietly(b.mosaic, started[i]); return nil })
+		_ = runCmd(append([]string{"systemctl", "--user", "stop"}, srUnits...))
+	}()
+	var mosaicMs, srMs []float64
+	for i := 0; i <= b.n; i++ { // the first round warms up
+		name := fmt.Sprintf("bench-start-%d", i)
+		srName := fmt.Sprintf("bench-sr-start-%d", i)
+		argv, err := b.equivalent(srName, []string{"sleep", "600"}, false)
 		if err != nil {
 			return err
 		}
-		srUnits = append(srUnits, units.UnitName(name)+"-sr")
-		return runCmd(argv)
-	})
-	_ = runCmd(append([]string{"systemctl", "--user", "stop"}, srUnits...))
+		time.Sleep(spacedPause)
+		started = append(started, name)
+		t := time.Now()
+		if err := runCmd([]string{b.mosaic, "start", "--name", name, "--workspace", b.ws, "--", "sleep", "600"}); err != nil {
+			return err
+		}
+		d := ms(time.Since(t))
+		time.Sleep(spacedPause)
+		srUnits = append(srUnits, units.UnitName(srName)+"-sr")
+		t = time.Now()
+		if err := runCmd(argv); err != nil {
+			return err
+		}
+		if i > 0 {
+			mosaicMs, srMs = append(mosaicMs, d), append(srMs, ms(time.Since(t)))
+		}
+	}
+	r.Start = append(r.Start, summarise("mosaic start", "mosaic start --name NAME -- sleep 600", mosaicMs),
+		summarise(startPeerName, "systemd-run --user -p … (returns at READY)", srMs))
+	name := "bench-start-traced"
+	started = append(started, name)
+	n, err := messagesOf(b.mosaic, "start", "--name", name, "--workspace", b.ws, "--", "sleep", "600")
 	if err != nil {
 		return err
 	}
-	r.Start = append(r.Start, s)
+	r.Messages = append(r.Messages, MessageCount{"mosaic start", n})
 	return nil
+}
+
+// messagesOf runs mosaic with MOSAIC_TRACE=1 and returns the D-Bus messages
+// its last trace line counts.
+func messagesOf(mosaic string, args ...string) (manager.Messages, error) {
+	cmd := exec.Command(mosaic, args...)
+	cmd.Env = append(os.Environ(), "MOSAIC_TRACE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return manager.Messages{}, fmt.Errorf("mosaic %s: %v: %s", args[0], err, out)
+	}
+	return parseMessages(string(out)), nil
+}
+
+// messagesLine starts the trace line of a connection's D-Bus messages.
+const messagesLine = "mosaic trace: dbus messages: "
+
+// parseMessages reads the last messages line of a trace.
+func parseMessages(out string) manager.Messages {
+	var n manager.Messages
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(l, messagesLine); ok {
+			fmt.Sscanf(rest, "%d calls, %d sent without reply, %d replies, %d signals", &n.Calls, &n.NoReply, &n.Replies, &n.Signals)
+		}
+	}
+	return n
 }
 
 func stopQuietly(mosaic, name string) {
@@ -260,8 +318,12 @@ func stopQuietly(mosaic, name string) {
 	exec.Command(mosaic, "rm", name).Run()
 }
 
-// peerManyName is the row of 100 systemd-run equivalents started at once.
-const peerManyName = "100 systemd-run processes at once, same properties and bwrap argv, until all active"
+// The rows of the concurrency targets.
+const (
+	oneProcessName = "100 starts from one process (one connection), until all active"
+	manyName       = "100 `mosaic start` processes at once, until all active"
+	peerManyName   = "100 systemd-run processes at once, same properties and bwrap argv, until all active"
+)
 
 // concurrency: 100 sessions started at once from one process and from 100
 // processes (and, beside them, 100 systemd-run equivalents), list at 100 and 200, stopping all, and the memory per session.
@@ -284,11 +346,17 @@ func (b *bench) concurrency(ctx context.Context, r *Report) error {
 		}
 		plans[i] = p
 	}
+	before := b.m.Messages()
 	t := time.Now()
 	if err := parallel(batch, func(i int) error { _, err := b.m.Start(ctx, plans[i]); return err }); err != nil {
 		return err
 	}
-	r.Concurrency = append(r.Concurrency, Stat{Name: "100 starts from one process (one connection), until all active", N: 1, MeanMs: ms(time.Since(t))})
+	d := ms(time.Since(t))
+	r.Concurrency = append(r.Concurrency, Stat{Name: oneProcessName, N: 1, MeanMs: d, MedianMs: d, MinMs: d, MaxMs: d})
+	after := b.m.Messages()
+	r.Messages = append(r.Messages, MessageCount{"one of 100 starts from one process (per start)", manager.Messages{
+		Calls: (after.Calls - before.Calls) / batch, NoReply: (after.NoReply - before.NoReply) / batch,
+		Replies: (after.Replies - before.Replies) / batch, Signals: (after.Signals - before.Signals) / batch}})
 	if err := b.list(r, "mosaic list at 100 sessions"); err != nil {
 		return err
 	}
@@ -300,7 +368,8 @@ func (b *bench) concurrency(ctx context.Context, r *Report) error {
 	}); err != nil {
 		return err
 	}
-	r.Concurrency = append(r.Concurrency, Stat{Name: "100 `mosaic start` processes at once, until all active", N: 1, MeanMs: ms(time.Since(t))})
+	d = ms(time.Since(t))
+	r.Concurrency = append(r.Concurrency, Stat{Name: manyName, N: 1, MeanMs: d, MedianMs: d, MinMs: d, MaxMs: d})
 
 	// The peer: 100 systemd-run processes at once with the same properties
 	// and ExecStart, each returning at READY, as mosaic start does. Its
@@ -320,7 +389,8 @@ func (b *bench) concurrency(ctx context.Context, r *Report) error {
 	}
 	t = time.Now()
 	err := parallel(batch, func(i int) error { return runCmd(peers[i]) })
-	r.Concurrency = append(r.Concurrency, Stat{Name: peerManyName, N: 1, MeanMs: ms(time.Since(t))})
+	d = ms(time.Since(t))
+	r.Concurrency = append(r.Concurrency, Stat{Name: peerManyName, N: 1, MeanMs: d, MedianMs: d, MinMs: d, MaxMs: d})
 	_ = runCmd(append([]string{"systemctl", "--user", "stop"}, peerUnits...))
 	if err != nil {
 		return err
@@ -342,7 +412,8 @@ func (b *bench) concurrency(ctx context.Context, r *Report) error {
 	}); err != nil {
 		return err
 	}
-	r.Concurrency = append(r.Concurrency, Stat{Name: "stopping 200 sessions from one process, until all down", N: 1, MeanMs: ms(time.Since(t))})
+	d = ms(time.Since(t))
+	r.Concurrency = append(r.Concurrency, Stat{Name: "stopping 200 sessions from one process, until all down", N: 1, MeanMs: d, MedianMs: d, MinMs: d, MaxMs: d})
 	for _, name := range all {
 		_ = b.m.Remove(ctx, name, true)
 	}
@@ -430,21 +501,53 @@ func memOf(pid int) (pss, rss float64) {
 const (
 	handRolledName = "systemd-run --wait --pipe, hand-rolled: the properties + plain bwrap, no shim, no init"
 	scopePeerName  = "systemd-run --user --scope + bwrap"
+	srtName        = "srt (sandbox-runtime)"
+	startPeerName  = "systemd-run, same properties and bwrap argv"
 )
+
+// processStarts counts the programs a run, a scope run and their peers
+// start (see processStarts); where they cannot be counted, a note says why.
+func (b *bench) processStarts(r *Report) {
+	progress("process starts of a run, a scope run and their peers")
+	bwrapArgv := b.plainBwrap()
+	for _, c := range []struct {
+		what string
+		argv []string
+	}{
+		{"mosaic run", []string{b.mosaic, "run", "--workspace", b.ws, "--", "/usr/bin/true"}},
+		{handRolledName, b.handRolled(bwrapArgv)},
+		{"mosaic run --scope", []string{b.mosaic, "run", "--scope", "--workspace", b.ws, "--", "/usr/bin/true"}},
+		{scopePeerName, append([]string{"systemd-run", "--user", "--quiet", "--scope", "--slice", units.Slice}, bwrapArgv...)},
+	} {
+		_ = runCmd(c.argv) // warm: the bwrap probe's cache, the page cache
+		pc, err := processStarts(c.what, c.argv)
+		if err != nil {
+			r.Notes = append(r.Notes, "process starts not counted: "+firstLine(err.Error()))
+			return
+		}
+		r.Processes = append(r.Processes, pc)
+	}
+}
 
 // breakdown averages MOSAIC_TRACE's steps over runs of mosaic run and of
 // mosaic run --scope.
 func (b *bench) breakdown(r *Report) error {
 	progress("where the time of mosaic run goes")
 	var err error
-	if r.Breakdown, err = b.trace(); err != nil {
+	var n manager.Messages
+	if r.Breakdown, n, err = b.trace(); err != nil {
 		return err
 	}
-	r.ScopeBreakdown, err = b.trace("--scope")
+	r.Messages = append(r.Messages, MessageCount{"mosaic run", n})
+	r.ScopeBreakdown, n, err = b.trace("--scope")
+	r.Messages = append(r.Messages, MessageCount{"mosaic run --scope", n})
 	return err
 }
 
-func (b *bench) trace(flags ...string) ([]Stat, error) {
+// trace runs mosaic run with flags n times under MOSAIC_TRACE=1 and returns
+// the median of each step and the last run's D-Bus messages.
+func (b *bench) trace(flags ...string) ([]Stat, manager.Messages, error) {
+	var messages manager.Messages
 	steps := map[string][]float64{}
 	var order []string
 	for i := 0; i < b.n; i++ {
@@ -453,11 +556,12 @@ func (b *bench) trace(flags ...string) ([]Stat, error) {
 		cmd.Env = append(os.Environ(), "MOSAIC_TRACE=1")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return nil, fmt.Errorf("mosaic run: %v: %s", err, out)
+			return nil, messages, fmt.Errorf("mosaic run: %v: %s", err, out)
 		}
+		messages = parseMessages(string(out))
 		for _, l := range strings.Split(string(out), "\n") {
 			rest, ok := strings.CutPrefix(l, "mosaic trace: ")
-			if !ok {
+			if !ok || strings.HasPrefix(l, messagesLine) {
 				continue
 			}
 			f := strings.Fields(rest)
@@ -477,64 +581,56 @@ func (b *bench) trace(flags ...string) ([]Stat, error) {
 	for _, step := range order {
 		out = append(out, summarise(step, "", steps[step]))
 	}
-	return out, nil
+	return out, messages, nil
 }
 
+// ratios are issue 32's targets, each from medians of the same run: the
+// one-shot ones from the interleaved figures (one at a time), the back to
+// back ones beside them for comparison.
 func ratios(r *Report) []Ratio {
 	get := func(list []Stat, name string) float64 {
 		for _, s := range list {
 			if s.Name == name {
-				return s.MeanMs
+				return s.MedianMs
 			}
 		}
 		return 0
 	}
 	var out []Ratio
-	mosaic, sr := get(r.OneShot, "mosaic run"), get(r.OneShot, "systemd-run, same properties and bwrap argv")
-	if mosaic > 0 && sr > 0 {
-		out = append(out, Ratio{"one-shot: mosaic run / systemd-run equivalent", mosaic / sr, "≤ 1.0 (stretch 0.8)", mosaic/sr <= 1.0})
+	if m, hr := get(r.Spaced, "mosaic run"), get(r.Spaced, handRolledName); m > 0 && hr > 0 {
+		out = append(out, atMost("one-shot: mosaic run / hand-rolled systemd-run service + plain bwrap", m/hr, 1.15, ""))
 	}
-	// The targets of issue 21, one at a time (Spaced) and back to back.
-	for _, t := range []struct {
-		how  string
-		list []Stat
-	}{{"one at a time", r.Spaced}, {"back to back", r.OneShot}} {
-		if m, hr := get(t.list, "mosaic run"), get(t.list, handRolledName); m > 0 && hr > 0 {
-			out = append(out, Ratio{"one-shot, " + t.how + ": mosaic run / hand-rolled systemd-run service + plain bwrap", m / hr, "≤ 1.15", m/hr <= 1.15})
-		}
-		// The peer runs bwrap alone: no init, no checks, no state.
-		if sc, p := get(t.list, "mosaic run --scope"), get(t.list, scopePeerName); sc > 0 && p > 0 {
-			out = append(out, Ratio{"one-shot, " + t.how + ": mosaic run --scope / systemd-run --scope + plain bwrap", sc / p, "≤ 1.3", sc/p <= 1.3})
-		}
+	// The peer runs bwrap alone: no init, no checks, no state.
+	if sc, p := get(r.Spaced, "mosaic run --scope"), get(r.Spaced, scopePeerName); sc > 0 && p > 0 {
+		out = append(out, atMost("one-shot: mosaic run --scope / systemd-run --user --scope + plain bwrap", sc/p, 1.3, ""))
 	}
-	scope := get(r.OneShot, "mosaic run --scope")
-	if scope > 0 && mosaic > 0 {
-		out = append(out, Ratio{"one-shot: mosaic run --scope / mosaic run (service)", scope / mosaic, "—", true})
+	if srt, m := get(r.Spaced, srtName), get(r.Spaced, "mosaic run"); srt > 0 && m > 0 {
+		out = append(out, atLeast("one-shot: srt / mosaic run", srt/m, 10))
 	}
-	if srt := get(r.OneShot, "srt (sandbox-runtime)"); srt > 0 && mosaic > 0 {
-		out = append(out, Ratio{"one-shot: srt / mosaic run", srt / mosaic, "≥ 10", srt/mosaic >= 10})
-		if scope > 0 {
-			out = append(out, Ratio{"one-shot: srt / mosaic run --scope", srt / scope, "≥ 20", srt/scope >= 20})
-		}
+	if st, sr := get(r.Start, "mosaic start"), get(r.Start, startPeerName); st > 0 && sr > 0 {
+		out = append(out, atMost("start: mosaic start / systemd-run equivalent (returns at READY)", st/sr, 1.0, ""))
 	}
-	if st, sr := get(r.Start, "mosaic start"), get(r.Start, "systemd-run, same properties and bwrap argv"); st > 0 && sr > 0 {
-		out = append(out, Ratio{"start: mosaic start / systemd-run equivalent", st / sr, "≤ 1.0", st/sr <= 1.0})
+	if many, peer := get(r.Concurrency, manyName), get(r.Concurrency, peerManyName); many > 0 && peer > 0 {
+		out = append(out, atMost("100 `mosaic start` processes at once / 100 systemd-run equivalents at once", many/peer, 0.3, ""))
 	}
-	for _, c := range r.Concurrency {
-		switch {
-		case strings.HasPrefix(c.Name, "100 starts"):
-			out = append(out, Ratio{c.Name + " (s)", c.MeanMs / 1000, "≤ 3 s", c.MeanMs <= 3000})
-		case strings.HasPrefix(c.Name, "100 `mosaic start`"):
-			out = append(out, Ratio{c.Name + " (s)", c.MeanMs / 1000, "≤ 1.5 s", c.MeanMs <= 1500})
-			if peer := get(r.Concurrency, peerManyName); peer > 0 {
-				out = append(out, Ratio{"100 at once: mosaic start / systemd-run equivalent", c.MeanMs / peer, "—", true})
-			}
-		case c.Name == "mosaic list at 200 sessions":
-			out = append(out, Ratio{c.Name + " (ms)", c.MeanMs, "≤ 40 ms", c.MeanMs <= 40})
-		}
+	if one := get(r.Concurrency, oneProcessName); one > 0 {
+		out = append(out, atMost(oneProcessName+" (s)", one/1000, 3, " s"))
+	}
+	// Beside them, for comparison (no target): back to back.
+	if m, hr := get(r.OneShot, "mosaic run"), get(r.OneShot, handRolledName); m > 0 && hr > 0 {
+		out = append(out, Ratio{"back to back: mosaic run / hand-rolled service + plain bwrap", m / hr, "—", true, ""})
+	}
+	if sc, p := get(r.OneShot, "mosaic run --scope"), get(r.OneShot, scopePeerName); sc > 0 && p > 0 {
+		out = append(out, Ratio{"back to back: mosaic run --scope / systemd-run --scope + plain bwrap", sc / p, "—", true, ""})
+	}
+	if m, sr := get(r.OneShot, "mosaic run"), get(r.OneShot, startPeerName); m > 0 && sr > 0 {
+		out = append(out, Ratio{"back to back: mosaic run / systemd-run with the same properties and argv", m / sr, "—", true, ""})
+	}
+	if l := get(r.Concurrency, "mosaic list at 200 sessions"); l > 0 {
+		out = append(out, atMost("mosaic list at 200 sessions (ms)", l, 40, " ms"))
 	}
 	if f := r.Footprint["pss_per_session"]; f > 0 {
-		out = append(out, Ratio{"memory per idle session beyond its command (MiB, PSS)", f, "≤ 3 MiB", f <= 3})
+		out = append(out, atMost("memory per idle session beyond its command (MiB, PSS)", f, 3, " MiB"))
 	}
 	return out
 }

@@ -552,10 +552,11 @@ func stopOne(ctx context.Context, m *manager.Manager, out *output, name string, 
 	return s, before.Running(), err
 }
 
-// traced turns on MOSAIC_TRACE=1's step timings on stderr.
+// traced turns on MOSAIC_TRACE=1's step timings and D-Bus message count on
+// stderr; MOSAIC_TRACE=dbus also names each message.
 func traced(ctx context.Context) context.Context {
-	if os.Getenv("MOSAIC_TRACE") == "1" {
-		return manager.WithTrace(ctx, os.Stderr)
+	if t := os.Getenv("MOSAIC_TRACE"); t == "1" || t == "dbus" {
+		return manager.WithTrace(ctx, os.Stderr, t == "dbus")
 	}
 	return ctx
 }
