@@ -119,6 +119,7 @@ func Init(args []string) int {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 		return ExitSandboxRefused
 	}
+	stopBeforeHeard(sigs)
 	notify := notifyFD()
 	closeInherited()
 	promise, promiseErr := DecodePromise(os.Getenv(PromiseEnv))
