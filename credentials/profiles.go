@@ -63,13 +63,14 @@ type Profile struct {
 	// Workspace is the sessions' workspace mode unless --clone says
 	// otherwise: clone (their own copy of the repository) or direct.
 	Workspace string `json:"workspace,omitempty"`
-	// MemoryMax, TasksMax, CPUQuota and TmpSize (the bound of its /tmp)
-	// are the profile's session limits, as the flags take them (a flag
+	// MemoryMax, TasksMax, CPUQuota, TmpSize and HomeSize (the bounds
+	// of its /tmp and its home) are the profile's session limits, as the flags take them (a flag
 	// wins); checked where they are used.
 	MemoryMax string `json:"memory_max,omitempty"`
 	TasksMax  string `json:"tasks_max,omitempty"`
 	CPUQuota  string `json:"cpu_quota,omitempty"`
 	TmpSize   string `json:"tmp_size,omitempty"`
+	HomeSize  string `json:"home_size,omitempty"`
 }
 
 // The hosts each provider's API is reached at, for the built-in profiles'
@@ -280,6 +281,11 @@ func ProfileFor(dir string, command []string) (Profile, error) {
 	return Profile{}, errcode.UnknownProfile.New("there is no profile %q", Generic)
 }
 
+// limit is the profile's limit setting of that name (readProfile).
+func (p *Profile) limit(name string) *string {
+	return map[string]*string{"MemoryMax": &p.MemoryMax, "TasksMax": &p.TasksMax, "CPUQuota": &p.CPUQuota, "TmpSize": &p.TmpSize, "HomeSize": &p.HomeSize}[name]
+}
+
 // readProfile reads a profile file in systemd's INI syntax:
 //
 //	[Profile]
@@ -385,16 +391,10 @@ func readProfile(path string) (Profile, error) {
 			p.Inject = append(p.Inject, r)
 		case "SeccompAllow":
 			p.SeccompAllow = append(p.SeccompAllow, fields...)
-		case "MemoryMax":
-			p.MemoryMax = o.Value
-		case "TasksMax":
-			p.TasksMax = o.Value
-		case "CPUQuota":
-			p.CPUQuota = o.Value
-		case "TmpSize":
-			p.TmpSize = o.Value
+		case "MemoryMax", "TasksMax", "CPUQuota", "TmpSize", "HomeSize":
+			*p.limit(o.Name) = o.Value
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize, HomeSize)", o.Name)
 		}
 	}
 	return p, nil

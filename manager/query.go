@@ -105,6 +105,9 @@ func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string
 		} else if e, ok := records.ReadEnd(mustPaths().SessionDir(name)); ok {
 			s.MovedAside, s.EgressDied = e.MovedAside, e.EgressDied
 		}
+		if !s.Running() {
+			s.Home = session.HomeOf(mustPaths().SessionDir(name))
+		}
 	}
 }
 

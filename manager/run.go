@@ -82,12 +82,14 @@ func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-
 	// What the session's ended stage moved aside is read before its state
 	// can go.
 	moved := endedMovedAside(spec, l.began)
+	home := session.HomeOf(spec.StateDir)
 	removed := removeUnnamed(spec)
 	defer func() { <-removed }()
 	p := w.snapshot()
 	s := session.Of(spec.Name, units.KindService, p, p)
 	s.StoppedBy = stoppedBy(w, stopping, s.Result)
 	s.MovedAside = append(moved, records.MoveAside(recordAt(spec, l.began))...)
+	s.Home = home
 	if result != "done" && s.ExitStatus == nil {
 		return s, errcode.StartFailed.New("session %s did not start: %s", spec.Name, startFailure(result, s))
 	}
@@ -232,6 +234,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	if e, ok := records.ReadEnd(mustPaths().SessionDir(name)); ok {
 		end.MovedAside = e.MovedAside // its ended stage has just run
 	}
+	end.Home = session.HomeOf(mustPaths().SessionDir(name))
 	return end, nil
 }
 

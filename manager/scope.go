@@ -237,6 +237,12 @@ func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, 
 		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %v", err)
 	}
 	defer h.Args.Close()
+	home, err := sandbox.OpenHomeStore(spec.StateDir)
+	if err != nil {
+		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %v", err)
+	}
+	defer home.Close()
+	h.Env = append(h.Env, sandbox.HomeFDEnv+"="+strconv.Itoa(sandbox.ScopeHomeFD))
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
 		return nil, errcode.StartFailed.New("cannot start the session's sandbox: a pipe: %w", err)
@@ -261,7 +267,7 @@ func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, 
 	cmd := &exec.Cmd{
 		Path: h.Argv[0], Args: h.Argv, Env: h.Env, Dir: spec.Workspace,
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
-		ExtraFiles: []*os.File{infoW, h.Args, goR}, // sandbox.ScopeInfoFD, ScopeArgsFD, ScopeInitGoFD
+		ExtraFiles: []*os.File{infoW, h.Args, goR, home}, // sandbox.ScopeInfoFD, ScopeArgsFD, ScopeInitGoFD, ScopeHomeFD
 		// A terminal on stdin that is mosaic's controlling terminal is not
 		// bwrap's: the sandbox never shares one with a layer above it.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Noctty: controllingTerminal(stdio[0])},
@@ -467,6 +473,7 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, waitErr error, beg
 	s.StoppedBy = stoppedBy(w, false, s.Result)
 	r := recordAt(spec, began)
 	s.MovedAside = records.MoveAside(r)
+	s.Home = session.HomeOf(spec.StateDir)
 	if spec.NameGiven {
 		records.TidyHome(spec.StateDir, r)
 		result := s.Result

@@ -63,7 +63,8 @@ type Bind struct {
 type Options struct {
 	Workspace   string   // read-write at its own path; the working directory
 	Home        string   // the path HOME has inside (the user's home path)
-	SessionHome string   // the session's own home on disk, mounted at Home
+	SessionHome string   // the session's own home on disk, loaded into the tmpfs at Home (HomeStore)
+	HomeSize    uint64   // the bound of that tmpfs; 0 or ^0 for the kernel's default
 	TmpSize     uint64   // the bound of the session's own /tmp, a tmpfs; 0 or ^0 for the kernel's default
 	MosaicBin   string   // this binary, bound at InitPath
 	Binary      string   // the command's binary when outside the system dirs, bound read-only
@@ -97,7 +98,7 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 	b := systemBinds(lstat, readlink)
 	b = append(b,
 		Bind{Kind: KindRO, Src: o.MosaicBin, Dst: InitPath, Reason: "mosaic's init, PID 1 of the session, read-only"},
-		Bind{Kind: KindRW, Src: o.SessionHome, Dst: o.Home, Reason: "the session's own HOME: the user's real home (~/.ssh, ~/.aws, agents' state) is never mounted"},
+		homeBind(o.SessionHome, o.Home, o.HomeSize),
 		tmpBind(o.TmpSize),
 		Bind{Kind: KindRW, Src: o.Workspace, Dst: o.Workspace, Reason: "the workspace, read-write at its own path"},
 	)
@@ -130,7 +131,7 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 		b = append(b, Bind{Kind: KindRW, Src: p, Dst: p, Reason: "asked for with --rw"})
 	}
 	b = append(b, o.Protect...)
-	writable := append([]string{o.Workspace, o.SessionHome}, o.ExtraRW...)
+	writable := append([]string{o.Workspace}, o.ExtraRW...)
 	b = append(b, pinBinary(o.MosaicBin, "the mosaic binary the user and the bus run next", writable)...)
 	return append(b, pinBinary(o.BwrapBin, "the bwrap every later session runs", writable)...)
 }
@@ -143,6 +144,21 @@ func tmpBind(size uint64) Bind {
 	if size > 0 && size != ^uint64(0) {
 		b.Size = size
 		b.Reason += fmt.Sprintf(", at most %d MiB (--tmp-size)", size>>20)
+	}
+	return b
+}
+
+// homeBind is the session's HOME: a tmpfs of its own, bounded as /tmp is,
+// that mosaic's init fills from the session's home on disk (src, shown as
+// the bind's source) before the command starts and, for a kept home, saves
+// back to it once the command is gone (HomeStore). The home on disk is
+// never mounted: the command reaches none of it, and a session that fills
+// its home fills only the tmpfs.
+func homeBind(src, home string, size uint64) Bind {
+	b := Bind{Kind: KindTmpfs, Src: src, Dst: home, Reason: "the session's own HOME, a tmpfs in memory loaded from its home on disk (saved back at the end when the home is kept): the user's real home (~/.ssh, ~/.aws, agents' state) is never mounted"}
+	if size > 0 && size != ^uint64(0) {
+		b.Size = size
+		b.Reason += fmt.Sprintf(", at most %d MiB (--home-size)", size>>20)
 	}
 	return b
 }

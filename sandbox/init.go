@@ -46,6 +46,7 @@ const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
 type InitOptions struct {
 	Session, Home string
 	TTY           bool     // stdin is a pseudo-terminal mosaic made for the session
+	KeepHome      bool     // the home is kept: saved back to disk at the end (HomeStore)
 	Egress        bool     // network allow: relay 127.0.0.1:ProxyPort to the egress proxy
 	Pass          []string // variables to let through when set
 	Credentials   []string // variables that must have arrived (names only)
@@ -63,6 +64,9 @@ func InitArgv(o InitOptions, command []string) []string {
 	argv := []string{"init", "--session", o.Session, "--home", o.Home}
 	if o.TTY {
 		argv = append(argv, "--tty")
+	}
+	if o.KeepHome {
+		argv = append(argv, "--keep-home")
 	}
 	if o.Egress {
 		argv = append(argv, "--egress")
@@ -121,6 +125,7 @@ func Init(args []string) int {
 	}
 	stopBeforeHeard(sigs)
 	notify := notifyFD()
+	homeFD := takeHomeStore()
 	closeInherited()
 	promise, promiseErr := DecodePromise(os.Getenv(PromiseEnv))
 	os.Unsetenv(PromiseEnv)
@@ -142,7 +147,11 @@ func Init(args []string) int {
 		notifyStatus(notify, "STATUS=sandbox check failed: "+err.Error())
 		return ExitSandboxRefused
 	}
-	env, err := commandNetwork(o, CommandEnv(os.Environ(), o.session, o.home, o.pass))
+	home, err := loadHomeOf(homeFD, o)
+	var env []string
+	if err == nil {
+		env, err = commandNetwork(o, CommandEnv(os.Environ(), o.session, o.home, o.pass))
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 		return ExitSandboxRefused
@@ -183,12 +192,22 @@ func Init(args []string) int {
 	notifyStatus(notify, "READY=1")
 	if notify >= 0 {
 		notifyBarrier(notify, notifyBarrierTimeout)
-		unix.Close(notify)
+		home.keepNotify(notify)
 	}
 	if o.tty {
 		go endOnHangup(proc.Pid)
 	}
-	return supervise(proc.Pid, o.tty, sigs)
+	return home.endWith(supervise(proc.Pid, o.tty, sigs))
+}
+
+// loadHomeOf loads the session's home (loadHome) when the init was given
+// its state directory; nil when not (--sandbox landlock: the home is on
+// disk, no tmpfs).
+func loadHomeOf(fd int, o initOptions) (*homeStore, error) {
+	if fd < 0 {
+		return nil, nil
+	}
+	return loadHome(fd, o.home, o.keepHome)
 }
 
 // commandNetwork starts what the command's network needs before it runs:
@@ -248,7 +267,7 @@ type initOptions struct {
 	goOnEOF, ignoreHeld       bool          // test hooks (testhook.Enabled only)
 	slowStart                 time.Duration // a test hook too
 	session, home             string
-	tty, relay                bool
+	tty, relay, keepHome      bool
 	landlock, egressSocket    string
 	pass, creds, seccompAllow stringList
 	publish                   stringList // --publish: session ports the forwarder hands connections to
@@ -269,6 +288,7 @@ func parseInitOptions(args []string) (initOptions, bool) {
 	fs.StringVar(&o.session, "session", "", "session name")
 	fs.StringVar(&o.home, "home", "", "HOME inside the sandbox")
 	fs.BoolVar(&o.tty, "tty", false, "stdin is the session's own pseudo-terminal: make it the command's controlling terminal")
+	fs.BoolVar(&o.keepHome, "keep-home", false, "save the home back to the state directory when the command has ended")
 	fs.BoolVar(&o.relay, "egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
 	fs.StringVar(&o.landlock, "landlock", "", "no bwrap: run the command under this Landlock policy (JSON)")
 	fs.StringVar(&o.egressSocket, "egress-socket", EgressSocketInside, "the egress proxy's socket")

@@ -41,6 +41,7 @@ var opts = Options{
 	Home:        "/home/u",
 	SessionHome: "/home/u/.local/state/mosaic/sessions/s/home",
 	TmpSize:     64 << 20,
+	HomeSize:    128 << 20,
 	MosaicBin:   "/home/u/go/bin/mosaic",
 	ExtraRO:     []string{"/opt/ro"},
 	ExtraRW:     []string{"/srv/rw"},
@@ -75,7 +76,7 @@ func TestBinds(t *testing.T) {
 		"dev  /dev",
 		"proc  /proc",
 		"ro-bind /home/u/go/bin/mosaic " + InitPath,
-		"bind /home/u/.local/state/mosaic/sessions/s/home /home/u",
+		"tmpfs /home/u/.local/state/mosaic/sessions/s/home /home/u",
 		"tmpfs  /tmp",
 		"bind /home/u/proj /home/u/proj",
 		"ro-bind /opt/ro /opt/ro",
@@ -100,6 +101,10 @@ func TestArgv(t *testing.T) {
 	s := strings.Join(argv, " ")
 	if !strings.Contains(s, " --size 67108864 --tmpfs /tmp ") {
 		t.Errorf("the session's /tmp is not a tmpfs of its bound: %s", s)
+	}
+	// The home is a tmpfs of its bound; its home on disk is never mounted.
+	if !strings.Contains(s, " --size 134217728 --tmpfs /home/u ") || strings.Contains(s, opts.SessionHome) {
+		t.Errorf("the session's home is not a tmpfs of its bound, or its home on disk is bound: %s", s)
 	}
 	for _, flag := range []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", "--cap-drop ALL", "--as-pid-1"} {
 		if !strings.Contains(s, flag) {

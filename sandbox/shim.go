@@ -12,7 +12,7 @@ import (
 
 // The exec shim is a service's main process:
 //
-//	mosaic exec-bwrap --promise P [--drop FILE] [--init-args FILE] BWRAP [ARG...]
+//	mosaic exec-bwrap --promise P [--drop FILE] [--init-args FILE] [--home-store DIR] BWRAP [ARG...]
 //
 // It checks the outer layer (the unit's) against the promise read on the
 // host, deletes the credential file systemd has read into its environment,
@@ -29,8 +29,12 @@ type Shim struct {
 	// InitArgs is a file of the init's arguments after "init" (NUL-ended
 	// each), which Args then end without; "" when Args hold them.
 	InitArgs string
-	Bwrap    string // bwrap's path
-	Args     []string
+	// HomeStore is the session's state directory, which the shim opens
+	// and hands to the init (HomeFDEnv) to load and save its home; "" for
+	// none.
+	HomeStore string
+	Bwrap     string // bwrap's path
+	Args      []string
 }
 
 // Argv is the shim's command line, run as mosaicBin.
@@ -41,6 +45,9 @@ func (s Shim) Argv(mosaicBin string) []string {
 	}
 	if s.InitArgs != "" {
 		argv = append(argv, "--init-args", s.InitArgs)
+	}
+	if s.HomeStore != "" {
+		argv = append(argv, "--home-store", s.HomeStore)
 	}
 	return append(append(argv, s.Bwrap), s.Args...)
 }
@@ -56,6 +63,8 @@ func ParseShim(args []string) (Shim, error) {
 			s.Drop = args[1]
 		case "--init-args":
 			s.InitArgs = args[1]
+		case "--home-store":
+			s.HomeStore = args[1]
 		default:
 			return s, fmt.Errorf("unknown option %q", args[0])
 		}
@@ -102,6 +111,11 @@ func ShimMain(args []string) error {
 	env, err := InitEnv(os.Environ(), append([]string{s.Bwrap}, inline...))
 	if err != nil {
 		return err
+	}
+	if s.HomeStore != "" {
+		if env, err = passHomeStore(s.HomeStore, env); err != nil {
+			return err
+		}
 	}
 	return ExecBwrap(append([]string{s.Bwrap}, bwrapArgs...), env)
 }

@@ -41,13 +41,21 @@ func ThisHost() Host {
 
 // SessionDefaults are one session's default limits on h.
 func SessionDefaults(h Host) Limits {
-	return Limits{MemoryMax: h.RAM / 2, TasksMax: 4096, CPUQuota: cpuShare(h, 75), TmpSize: DefaultTmpSize}
+	return Limits{MemoryMax: h.RAM / 2, TasksMax: 4096, CPUQuota: cpuShare(h, 75), TmpSize: DefaultTmpSize, HomeSize: DefaultHomeSize}
 }
 
 // DefaultTmpSize bounds a session's /tmp unless --tmp-size, its profile's
 // TmpSize= or mosaic.conf says otherwise: a session that fills it gets
 // ENOSPC there, and nothing else of the user's is touched.
 const DefaultTmpSize uint64 = 1 << 30
+
+// DefaultHomeSize bounds a session's home (a tmpfs, in memory, as /tmp)
+// unless --home-size, its profile's HomeSize= or mosaic.conf says
+// otherwise. 2 GiB holds what the agents keep there (Claude Code's and
+// Codex's state and caches, a language's package cache: some hundreds of
+// MiB) with room to spare, and is still far below the session's default
+// MemoryMax (half the RAM) on the machines agents run on.
+const DefaultHomeSize uint64 = 2 << 30
 
 // SliceDefaults are mosaic.slice's default limits on h: every session
 // together.
@@ -84,6 +92,9 @@ func (l Limits) Or(d Limits) Limits {
 	}
 	if l.TmpSize == 0 {
 		l.TmpSize = d.TmpSize
+	}
+	if l.HomeSize == 0 {
+		l.HomeSize = d.HomeSize
 	}
 	return l
 }

@@ -144,6 +144,7 @@ type LimitStrings struct {
 	CPUQuota   string `json:"cpu_quota,omitempty"`
 	RuntimeMax string `json:"runtime_max,omitempty"`
 	TmpSize    string `json:"tmp_size,omitempty"`
+	HomeSize   string `json:"home_size,omitempty"`
 }
 
 // Parse reads every limit given, naming the flag of the first that is wrong.
@@ -172,6 +173,11 @@ func (l LimitStrings) Parse() (Limits, error) {
 	}
 	if l.TmpSize != "" {
 		if out.TmpSize, err = ParseSize("tmp-size", l.TmpSize); err != nil {
+			return out, err
+		}
+	}
+	if l.HomeSize != "" {
+		if out.HomeSize, err = ParseSize("home-size", l.HomeSize); err != nil {
 			return out, err
 		}
 	}

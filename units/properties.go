@@ -72,7 +72,7 @@ func ExecArgv(s Spec) []string {
 		return landlockExecArgv(s)
 	}
 	initArgv := append([]string{sandbox.InitPath}, InitArgs(s)...)
-	shim := sandbox.Shim{Promise: s.Promise.Encode(), Drop: heldLink(s, s.CredentialFile), Bwrap: s.BwrapBin}
+	shim := sandbox.Shim{Promise: s.Promise.Encode(), Drop: heldLink(s, s.CredentialFile), Bwrap: s.BwrapBin, HomeStore: s.StateDir}
 	if s.InitArgsFile != "" {
 		initArgv = initArgv[:2] // InitPath "init"
 		shim.InitArgs = s.InitArgsFile
@@ -106,7 +106,7 @@ func netArgs(s Spec) []string {
 
 // InitArgs are the arguments of the session's init, from "init" on.
 func InitArgs(s Spec) []string {
-	return sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY,
+	return sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY, KeepHome: s.NameGiven,
 		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials, SeccompAllow: s.SeccompAllow,
 		Publish: publishedPorts(s)}, s.Command)
 }

@@ -285,6 +285,10 @@ type Limits struct {
 	// charged to its MemoryMax), in bytes; Infinity is the kernel's
 	// default for a tmpfs (half the RAM). It is no property of systemd's.
 	TmpSize uint64
+	// HomeSize bounds the session's home the same way: a tmpfs of its
+	// own, which a kept home is loaded into and saved from
+	// (sandbox.HomeStore).
+	HomeSize uint64
 }
 
 // SessionHome is the directory mounted as the session's HOME.
@@ -300,6 +304,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		Workspace:   s.Workspace,
 		Home:        s.Home,
 		SessionHome: s.SessionHome(),
+		HomeSize:    s.Limits.HomeSize,
 		TmpSize:     s.Limits.TmpSize,
 		MosaicBin:   s.MosaicBin,
 		Binary:      s.Binary,

@@ -249,8 +249,8 @@ func TestPropertiesConfinement(t *testing.T) {
 		t.Fatalf("ExecStartEx = %v, want one command with no-env-expand", exec)
 	}
 	argv := exec[0].Argv
-	if argv[0] != s.MosaicBin || argv[1] != "exec-bwrap" || argv[2] != "--promise" || argv[3] != s.Promise.Encode() || argv[4] != s.BwrapBin {
-		t.Errorf("ExecStart starts %v, want the shim with the promise, then bwrap", argv[:5])
+	if argv[0] != s.MosaicBin || argv[1] != "exec-bwrap" || argv[2] != "--promise" || argv[3] != s.Promise.Encode() || argv[4] != "--home-store" || argv[5] != s.StateDir || argv[6] != s.BwrapBin {
+		t.Errorf("ExecStart starts %v, want the shim with the promise and the state directory, then bwrap", argv[:7])
 	}
 	tail := strings.Join(argv[len(argv)-9:], " ")
 	if tail != "init --session s1 --home /home/u -- sh -c echo $HOME ${SECRET}" {

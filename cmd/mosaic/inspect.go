@@ -184,6 +184,7 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	fmt.Fprintf(w, "resources: memory %s, tasks %s, cpu %s\n", humanBytes(s.MemoryBytes), count(s.Tasks), cpu(s.CPUNSec))
 	fmt.Fprintf(w, "limits:    memory %s, tasks %s, cpu %s (flags, profile, mosaic.conf or mosaic's defaults; `mosaic doctor` says whether they are enforced)\n",
 		orNone(humanBytes(s.MemoryMax)), orNone(count(s.TasksMax)), orNone(percent(s.CPUQuota)))
+	printStorage(w, s, safe)
 	printCredentials(w, s)
 	if len(s.Published) > 0 {
 		fmt.Fprintf(w, "published: %s (host -> session, through %s)\n", strings.Join(s.Published, ", "), units.PublishUnitName(s.Name))
@@ -237,6 +238,29 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	if s.Running() {
 		fmt.Fprintf(w, "inspect:   systemctl --user status %s\n", s.Unit)
 	}
+}
+
+// printStorage says how the session's home and /tmp are bounded, and what
+// became of its home when it ended (escaped by safe: a save's error names
+// the session's file).
+func printStorage(w io.Writer, s manager.Session, safe func(string) string) {
+	switch l := s.Limits; {
+	case s.Sandbox == sandbox.ModeLandlock:
+		fmt.Fprintln(w, "storage:   home and /tmp UNBOUNDED: --sandbox landlock has no mount namespace of mosaic's to bound them (its home is on your disk, its /tmp systemd's private one)")
+	case l != nil && l.HomeSize != 0:
+		fmt.Fprintf(w, "storage:   home %s, /tmp %s, in memory (charged to its memory limit); a kept home is loaded at the start and saved at the end\n", bound(l.HomeSize, "--home-size"), bound(l.TmpSize, "--tmp-size"))
+	}
+	if line := s.HomeLine(); line != "" {
+		fmt.Fprintf(w, "home:      %s\n", safe(line))
+	}
+}
+
+// bound says a tmpfs's bound.
+func bound(size uint64, flag string) string {
+	if size == 0 || size == units.Infinity {
+		return "up to half the RAM (" + flag + " infinity)"
+	}
+	return "at most " + sandbox.SizeText(size) + " (" + flag + ")"
 }
 
 // printNetwork says how the session reaches the network, and whether its

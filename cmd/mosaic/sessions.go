@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/manager"
+	"mosaic/sandbox"
 	"mosaic/units"
 )
 
@@ -102,13 +103,14 @@ func limitFlags() []cli.Flag {
 		&cli.StringFlag{Name: "tasks-max", Usage: "limit of `N` processes and threads (TasksMax=)"},
 		&cli.StringFlag{Name: "cpu-quota", Usage: "CPU time as a `PERCENT` of one CPU, e.g. 200% (CPUQuota=)"},
 		&cli.StringFlag{Name: "runtime-max", Usage: "stop the session after `DURATION`, e.g. 2h or 90 (seconds) (RuntimeMaxSec=)"},
+		&cli.StringFlag{Name: "home-size", Usage: "bound the session's own home (a tmpfs, in memory; a kept home is loaded into it and saved back at the end) to `SIZE`, e.g. 4G (default 2G; infinity: half the RAM)"},
 		&cli.StringFlag{Name: "tmp-size", Usage: "bound the session's own /tmp (a tmpfs, in memory) to `SIZE`, e.g. 4G (default 1G; infinity: half the RAM)"},
 	}
 }
 
 func limitsFrom(c *cli.Context) units.LimitStrings {
 	return units.LimitStrings{MemoryMax: c.String("memory-max"), TasksMax: c.String("tasks-max"),
-		CPUQuota: c.String("cpu-quota"), RuntimeMax: c.String("runtime-max"), TmpSize: c.String("tmp-size")}
+		CPUQuota: c.String("cpu-quota"), RuntimeMax: c.String("runtime-max"), TmpSize: c.String("tmp-size"), HomeSize: c.String("home-size")}
 }
 
 // callerEnv picks the non-secret variables a session inherits from the
@@ -424,6 +426,9 @@ func reportRun(out *output, s manager.Session, workspace string) {
 		}
 		fmt.Fprintln(out.stderr, "mosaic: "+line)
 	}
+	if s.Home != nil && s.Home.State == sandbox.HomeRunning { // its init could not say it
+		fmt.Fprintln(out.stderr, "mosaic: session "+s.Name+"'s home: "+s.HomeLine())
+	}
 	if out.json {
 		enc := json.NewEncoder(out.stderr)
 		enc.SetIndent("", "  ")
@@ -531,6 +536,9 @@ func stopCommand(out *output) *cli.Command {
 						fmt.Fprintf(w, "stopped session %s (%s)\n", s.Name, how)
 						for _, m := range s.MovedAside {
 							fmt.Fprintln(w, out.safe(records.MovedAsideLine(s.Workspace, m)))
+						}
+						if line := s.HomeLine(); line != "" {
+							fmt.Fprintf(w, "its home: %s\n", out.safe(line))
 						}
 					}, nil
 				})

@@ -81,6 +81,8 @@ type Limits struct {
 	MemoryMax uint64 `json:"memory_max,omitempty"` // bytes
 	TasksMax  uint64 `json:"tasks_max,omitempty"`
 	CPUQuota  uint64 `json:"cpu_quota_percent,omitempty"` // percent of one CPU
+	TmpSize   uint64 `json:"tmp_size,omitempty"`          // the bound of its /tmp, bytes (Infinity: the kernel's default)
+	HomeSize  uint64 `json:"home_size,omitempty"`         // the bound of its home, bytes
 }
 
 // Describe is the description of the session spec starts.
@@ -93,7 +95,8 @@ func Describe(s units.Spec) Description {
 		Profile: s.Profile, Credentials: s.Credentials, MayLaunch: s.MayLaunch, Network: s.Network, AllowHosts: s.Allow,
 		Output: outputOf(s), SeccompAllow: s.SeccompAllow, Sandbox: s.Sandbox, HostExecWritable: s.AllowWriteHostExec,
 		WorkspaceCopied: s.Clone != nil, Injected: injected(s), Environment: s.Env, Published: published(s), PathDropped: s.PathDropped, OwnGitDir: s.OwnGitDir,
-		Limits: &Limits{MemoryMax: s.Limits.MemoryMax, TasksMax: s.Limits.TasksMax, CPUQuota: s.Limits.CPUQuota}}
+		Limits: &Limits{MemoryMax: s.Limits.MemoryMax, TasksMax: s.Limits.TasksMax, CPUQuota: s.Limits.CPUQuota,
+			TmpSize: s.Limits.TmpSize, HomeSize: s.Limits.HomeSize}}
 }
 
 // published is how the description names s's published ports.

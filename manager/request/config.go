@@ -50,7 +50,7 @@ func ReadConfig(p Paths) (Config, error) {
 	}
 	var session, slice units.LimitStrings
 	keys := map[string]*string{
-		"memory-max": &session.MemoryMax, "tasks-max": &session.TasksMax, "cpu-quota": &session.CPUQuota, "tmp-size": &session.TmpSize,
+		"memory-max": &session.MemoryMax, "tasks-max": &session.TasksMax, "cpu-quota": &session.CPUQuota, "tmp-size": &session.TmpSize, "home-size": &session.HomeSize,
 		"slice-memory-max": &slice.MemoryMax, "slice-tasks-max": &slice.TasksMax, "slice-cpu-quota": &slice.CPUQuota,
 		"workspace": &c.Workspace,
 	}

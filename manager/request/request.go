@@ -398,7 +398,7 @@ func DefaultLimits(profile credentials.Profile, p Paths) (units.Limits, error) {
 // the request (flags), the profile, the user's mosaic.conf, the built-in
 // defaults; and mosaic.slice's, from mosaic.conf and the defaults.
 func limitsOf(req Request, profile credentials.Profile, p Paths) (session, slice units.Limits, err error) {
-	fromProfile, err := units.LimitStrings{MemoryMax: profile.MemoryMax, TasksMax: profile.TasksMax, CPUQuota: profile.CPUQuota, TmpSize: profile.TmpSize}.Parse()
+	fromProfile, err := units.LimitStrings{MemoryMax: profile.MemoryMax, TasksMax: profile.TasksMax, CPUQuota: profile.CPUQuota, TmpSize: profile.TmpSize, HomeSize: profile.HomeSize}.Parse()
 	if err != nil {
 		return session, slice, errcode.BadProfile.New("profile %s: %v", profile.Name, err)
 	}

@@ -68,6 +68,10 @@ type Session struct {
 	// EgressDied (network allow): its egress proxy is dead, so it has no
 	// network, and systemd stops it with the proxy (or did: how it ended).
 	EgressDied bool `json:"egress_died,omitempty"`
+	// Home is what its init said of its home when it ended (or, state
+	// "running" in an ended session, that it was killed before it could
+	// save it); nil before it ends, and for a session that never loaded it.
+	Home *sandbox.HomeReport `json:"home,omitempty"`
 	// Problem says what is wrong with a session mosaic cannot fully read
 	// (a damaged record); rm removes it.
 	Problem string `json:"problem,omitempty"`
@@ -246,6 +250,7 @@ func FromRecords(name, dir string) (Session, bool) {
 		s.MovedAside = end.MovedAside
 		s.EgressDied = end.EgressDied
 	}
+	s.Home = HomeOf(dir)
 	return s, true
 }
 
@@ -266,4 +271,54 @@ func onlyHome(dir string) bool {
 		}
 	}
 	return true
+}
+
+// HomeOf is what the init of the session whose state is dir said of its
+// home (sandbox.HomeReport); nil for none.
+func HomeOf(dir string) *sandbox.HomeReport {
+	if r, ok := sandbox.ReadHomeReport(dir); ok {
+		return &r
+	}
+	return nil
+}
+
+// HomeLine says in one line what became of an ended session's home: saved
+// (or why not), and whether it or /tmp reached its bound; "" when there is
+// nothing to say.
+func (s Session) HomeLine() string {
+	h := s.Home
+	if h == nil || s.Running() {
+		return ""
+	}
+	var parts []string
+	if h.Full {
+		parts = append(parts, fmt.Sprintf("it reached its bound (--home-size %s): writes there failed with \"No space left on device\"", sandbox.SizeText(h.Size)))
+	}
+	if h.TmpFull {
+		parts = append(parts, "its /tmp reached its bound (--tmp-size): writes there failed with \"No space left on device\"")
+	}
+	switch h.State {
+	case sandbox.HomeRunning:
+		parts = append(parts, "NOT saved: the session was killed before its init could save it (SIGKILL, out of memory, or a save longer than its stop timeout); the kept home is as it was when the session started")
+	case sandbox.HomeNotSaved:
+		parts = append(parts, "NOT saved ("+h.Error+"); the kept home is as it was when the session started")
+	case sandbox.HomeSaved:
+		saved := fmt.Sprintf("saved (%d files, %s)", h.Saved.Files, sandbox.SizeText(uint64(h.Saved.Bytes)))
+		if skipped := skippedText(h.Saved.Skipped); skipped != "" {
+			saved += "; left out: " + skipped
+		}
+		parts = append(parts, saved)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// skippedText names what a save left out, but the mount points bwrap made.
+func skippedText(skipped map[string]int) string {
+	var out []string
+	for _, why := range []string{"fifo", "socket", "device", "too-large", "too-deep", "too-many"} {
+		if n := skipped[why]; n > 0 {
+			out = append(out, fmt.Sprintf("%d %s", n, why))
+		}
+	}
+	return strings.Join(out, ", ")
 }

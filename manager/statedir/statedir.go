@@ -257,6 +257,10 @@ func Prepare(s units.Spec) (undo func(), err error) {
 	if err := RemoveTree(s.SessionTmp()); err != nil {
 		return fail(err)
 	}
+	// What an earlier run's init said of the home is not this run's.
+	if err := os.Remove(filepath.Join(s.StateDir, sandbox.HomeReportName)); err != nil && !os.IsNotExist(err) {
+		return fail(err)
+	}
 	for _, d := range []string{s.SessionHome(), s.SessionTmp()} {
 		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
 			return fail(err)

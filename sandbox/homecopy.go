@@ -1,0 +1,392 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The copy of a session's home between its tmpfs and its home on disk
+// (HomeStore), both ways. One side is always the session's to choose: the
+// tmpfs it wrote (saved once every process of it is gone), or what an
+// earlier session left on disk (loaded). So the copy:
+//
+//   - walks by descriptor, each step one openat2 beneath its directory
+//     that follows no symlink and no magic link and crosses no mount
+//     (RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS|
+//     RESOLVE_NO_XDEV): a symlink is copied as its text, never followed,
+//     and the binds below the home (the workspace, a --rw path) are
+//     neither read nor written;
+//   - copies directories, regular files and symlinks only: a FIFO, a
+//     socket or a device is skipped and counted (opening a FIFO no one
+//     writes would hang the save);
+//   - charges every file's size (its apparent size: a sparse file of 1 TB
+//     is 1 TB) to a budget, the home's bound, and makes at most maxEntries
+//     entries: a file that does not fit is skipped and counted, so nothing
+//     the session made can write more than its bound to the user's disk;
+//   - copies a file with several links once, and links the others to the
+//     copy: a file linked a thousand times is not a thousand copies;
+//   - creates every entry anew (O_EXCL) in a destination nobody else
+//     writes, so it never writes through anything already there.
+
+// maxEntries bounds the entries a copy makes: a million empty files take
+// no room in a tmpfs's bound, but are not free on the user's disk.
+const maxEntries = 1 << 20
+
+// maxCopyDepth bounds the directories' nesting: each level holds two
+// descriptors while the copy is below it.
+const maxCopyDepth = 256
+
+// maxLinkedFiles bounds the files with several links the copy remembers.
+const maxLinkedFiles = 1 << 16
+
+// CopyStats counts what a copy of a home copied and skipped.
+type CopyStats struct {
+	Files   int            `json:"files"`
+	Bytes   int64          `json:"bytes"`
+	Skipped map[string]int `json:"skipped,omitempty"` // by why: fifo, socket, device, too-large, too-deep, too-many, mount-point
+	// mounts are the entries of the source that were mount points (a
+	// bind below the home: the workspace), relative to its root.
+	mounts []string
+}
+
+func (s *CopyStats) skip(why string) {
+	if s.Skipped == nil {
+		s.Skipped = map[string]int{}
+	}
+	s.Skipped[why]++
+}
+
+// treeCopy is one copy of a home, from the directory src to dst.
+type treeCopy struct {
+	budget  int64
+	entries int
+	srcDev  uint64
+	dstRoot int
+	linked  map[[2]uint64]string // (dev, ino) of a file with several links -> its copy, below dstRoot
+	stats   CopyStats
+	buf     []byte // copyRead's, one for the whole copy (one a file was most of a save's time)
+}
+
+// copyHome copies the tree below the directory src into the empty
+// directory dst, within budget bytes. An error is one the copy cannot go on
+// from (the destination full, a read that failed); what it skips is in the
+// stats.
+func copyHome(src, dst int, budget int64) (CopyStats, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(src, &st); err != nil {
+		return CopyStats{}, err
+	}
+	c := &treeCopy{budget: budget, srcDev: st.Dev, dstRoot: dst, linked: map[[2]uint64]string{}}
+	if weakened {
+		err := c.naiveDir(src, dst)
+		return c.stats, err
+	}
+	err := c.dir(src, dst, "", 0)
+	return c.stats, err
+}
+
+// beneath is the resolution every step of the copy takes.
+const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
+
+func openIn(dir int, name string, flags int, mode uint32) (int, error) {
+	for {
+		fd, err := unix.Openat2(dir, name, &unix.OpenHow{Flags: uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: beneath})
+		if err != unix.EINTR && err != unix.EAGAIN {
+			return fd, err
+		}
+	}
+}
+
+// readNames lists a directory's entries ("." and ".." left out).
+func readNames(fd int) ([]string, error) {
+	var names []string
+	if _, err := unix.Seek(fd, 0, 0); err != nil { // from the start, however often it was read
+		return nil, err
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}
+
+// dir copies the entries of src (at rel below the source root) into dst.
+func (c *treeCopy) dir(src, dst int, rel string, depth int) error {
+	names, err := readNames(src)
+	if err != nil {
+		return fmt.Errorf("cannot list %s: %w", orDot(rel), err)
+	}
+	for _, name := range names {
+		if err := c.entry(src, dst, name, joinRel(rel, name), depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entry copies one entry, name in src, into dst.
+func (c *treeCopy) entry(src, dst int, name, rel string, depth int) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(src, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("cannot stat %s: %w", rel, err)
+	}
+	if st.Dev != c.srcDev {
+		c.stats.skip("mount-point") // a bind below the home: not the home's
+		c.stats.mounts = append(c.stats.mounts, rel)
+		return nil
+	}
+	if c.entries++; c.entries > maxEntries {
+		c.stats.skip("too-many")
+		return nil
+	}
+	readable(src, name, st)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return c.subdir(src, dst, name, rel, st, depth)
+	case unix.S_IFREG:
+		return c.file(src, dst, name, rel, st)
+	case unix.S_IFLNK:
+		return c.symlink(src, dst, name, rel)
+	case unix.S_IFIFO:
+		c.stats.skip("fifo")
+	case unix.S_IFSOCK:
+		c.stats.skip("socket")
+	default:
+		c.stats.skip("device")
+	}
+	return nil
+}
+
+// readable gives the owner (the copy runs as the owner, with no
+// capability) read access to a file, and search access to a directory,
+// that a chmod 000 took away: the copy restores each entry's mode. No
+// symlink is followed: name was just seen to be a directory or a file, and
+// nothing else of the session runs.
+func readable(dir int, name string, st unix.Stat_t) {
+	want := uint32(0o400)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		want = 0o700
+	case unix.S_IFREG:
+	default:
+		return
+	}
+	if st.Mode&want != want {
+		_ = unix.Fchmodat(dir, name, st.Mode&0o7777|want, 0)
+	}
+}
+
+// subdir copies the directory name of src into dst, and below it.
+func (c *treeCopy) subdir(src, dst int, name, rel string, st unix.Stat_t, depth int) error {
+	if depth >= maxCopyDepth {
+		c.stats.skip("too-deep")
+		return nil
+	}
+	if err := unix.Mkdirat(dst, name, 0o700); err != nil && err != unix.EEXIST {
+		return fmt.Errorf("cannot make %s: %w", rel, err)
+	}
+	to, err := openIn(dst, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err == unix.EXDEV { // a mount point bwrap made in the tmpfs (a bind below the home)
+		c.stats.skip("mount-point")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot open %s: %w", rel, err)
+	}
+	defer unix.Close(to)
+	from, err := openIn(src, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return fmt.Errorf("cannot open %s: %w", rel, err)
+	}
+	defer unix.Close(from)
+	if err := c.dir(from, to, rel, depth+1); err != nil {
+		return err
+	}
+	_ = unix.Fchmod(to, st.Mode&0o777) // as it was: the next load gives itself its way in (readable)
+	return futimens(to, st.Atim, st.Mtim)
+}
+
+// file copies the regular file name of src into dst.
+func (c *treeCopy) file(src, dst int, name, rel string, st unix.Stat_t) error {
+	key := [2]uint64{st.Dev, st.Ino}
+	if first, ok := c.linked[key]; ok && st.Nlink > 1 {
+		if unix.Linkat(c.dstRoot, first, dst, name, 0) == nil {
+			c.stats.Files++
+			return nil
+		}
+	}
+	if st.Size > c.budget {
+		c.stats.skip("too-large")
+		return nil
+	}
+	c.budget -= st.Size
+	from, err := openIn(src, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return fmt.Errorf("cannot open %s: %w", rel, err)
+	}
+	defer unix.Close(from)
+	to, err := openIn(dst, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, uint32(st.Mode&0o777|0o600))
+	if err == unix.EEXIST || err == unix.EXDEV { // a mount point bwrap made (a binary bound below the home)
+		c.stats.skip("mount-point")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot create %s: %w", rel, err)
+	}
+	defer unix.Close(to)
+	n, err := c.copyBytes(to, from, st.Size)
+	if err != nil {
+		return fmt.Errorf("cannot copy %s: %w", rel, err)
+	}
+	c.stats.Files++
+	c.stats.Bytes += n
+	if st.Nlink > 1 && len(c.linked) < maxLinkedFiles {
+		c.linked[key] = rel
+	}
+	_ = unix.Fchmod(to, st.Mode&0o777)
+	return futimens(to, st.Atim, st.Mtim)
+}
+
+// copyBytes copies at most size bytes of from to to, in the kernel where
+// it can (copy_file_range), and reports how many.
+func (c *treeCopy) copyBytes(to, from int, size int64) (int64, error) {
+	var done int64
+	for done < size {
+		n, err := unix.CopyFileRange(from, nil, to, nil, int(min(size-done, 1<<30)), 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP {
+			m, err := c.copyRead(to, from, size-done)
+			return done + m, err
+		}
+		if err != nil {
+			return done, err
+		}
+		if n == 0 {
+			break // shorter than it was: all there is
+		}
+		done += int64(n)
+	}
+	return done, nil
+}
+
+// copyRead is copyBytes by read and write.
+func (c *treeCopy) copyRead(to, from int, size int64) (int64, error) {
+	if c.buf == nil {
+		c.buf = make([]byte, 256<<10)
+	}
+	buf := c.buf
+	var done int64
+	for done < size {
+		n, err := unix.Read(from, buf[:min(int64(len(buf)), size-done)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return done, err
+		}
+		for w := 0; w < n; {
+			m, err := unix.Write(to, buf[w:n])
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return done, err
+			}
+			w += m
+		}
+		done += int64(n)
+	}
+	return done, nil
+}
+
+// symlink copies the symlink name of src into dst, as its text.
+func (c *treeCopy) symlink(src, dst int, name, rel string) error {
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(src, name, buf)
+	if err != nil {
+		return fmt.Errorf("cannot read the link %s: %w", rel, err)
+	}
+	if err := unix.Symlinkat(string(buf[:n]), dst, name); err != nil {
+		if err == unix.EEXIST {
+			c.stats.skip("mount-point")
+			return nil
+		}
+		return fmt.Errorf("cannot make the link %s: %w", rel, err)
+	}
+	c.stats.Files++
+	return nil
+}
+
+// removeTree removes name in the directory dir and everything below it,
+// following no symlink and crossing no mount.
+func removeTree(dir int, name string) error {
+	return removeBelow(dir, name, 0)
+}
+
+func removeBelow(dir int, name string, depth int) error {
+	err := unix.Unlinkat(dir, name, 0)
+	if err == nil || err == unix.ENOENT {
+		return nil
+	}
+	if err != unix.EISDIR && err != unix.EPERM {
+		return err
+	}
+	if depth > 2*maxCopyDepth {
+		return fmt.Errorf("%s is nested too deep to remove", name)
+	}
+	fd, err := openIn(dir, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	_ = unix.Fchmod(fd, 0o700)
+	names, err := readNames(fd)
+	for _, n := range names {
+		if e := removeBelow(fd, n, depth+1); e != nil && err == nil {
+			err = e
+		}
+	}
+	unix.Close(fd)
+	if e := unix.Unlinkat(dir, name, unix.AT_REMOVEDIR); e != nil && !errors.Is(e, unix.ENOENT) && err == nil {
+		err = e
+	}
+	return err
+}
+
+// futimens sets the times of the file fd is open on (utimensat with a
+// NULL path, which x/sys/unix's UtimesNanoAt cannot pass).
+func futimens(fd int, atime, mtime unix.Timespec) error {
+	ts := [2]unix.Timespec{atime, mtime}
+	_, _, e := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func joinRel(rel, name string) string {
+	if rel == "" {
+		return name
+	}
+	return rel + "/" + name
+}
+
+func orDot(rel string) string {
+	if rel == "" {
+		return "."
+	}
+	return rel
+}

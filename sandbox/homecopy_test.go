@@ -1,0 +1,276 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The save of a kept home (issue 31, the size bound): the tmpfs it copies
+// is the session's, so each trick below is a test that first does harm
+// against the weakened build's copy (go test -tags mosaic_weakened: a
+// cp -rL that follows links, opens FIFOs and writes every byte) and is
+// then refused by the copy mosaic runs.
+
+// copyDirs opens src and a new empty dst for copyHome.
+func copyDirs(t *testing.T) (src, dst string, srcFD, dstFD int) {
+	t.Helper()
+	src, dst = t.TempDir(), t.TempDir()
+	var err error
+	if srcFD, err = unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY, 0); err != nil {
+		t.Fatal(err)
+	}
+	if dstFD, err = unix.Open(dst, unix.O_RDONLY|unix.O_DIRECTORY, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(srcFD); unix.Close(dstFD) })
+	return src, dst, srcFD, dstFD
+}
+
+// diskUse is the bytes dir's files take on disk, below it, each inode
+// once.
+func diskUse(t *testing.T, dir string) int64 {
+	var n int64
+	seen := map[uint64]bool{}
+	_ = filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err != nil || fi == nil {
+			return nil
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && !seen[st.Ino] {
+			seen[st.Ino] = true
+			n += st.Blocks * 512
+		}
+		return nil
+	})
+	return n
+}
+
+// TestHomeSaveNoFollow: a symlink the session made to a directory outside
+// its home (a stand-in for /home/USER/.ssh, or /proc/self/fd/N, the state
+// directory the init holds) is saved as a link, never followed.
+func TestHomeSaveNoFollow(t *testing.T) {
+	src, dst, s, d := copyDirs(t)
+	secret := t.TempDir()
+	writeTestFile(t, filepath.Join(secret, "id_ed25519"), "PRIVATE KEY")
+	if err := os.Symlink(secret, filepath.Join(src, ".ssh-link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := copyHome(s, d, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	fi, lerr := os.Lstat(filepath.Join(dst, ".ssh-link"))
+	copied := lerr == nil && fi.Mode().IsDir()
+	if weakened {
+		if !copied {
+			t.Fatal("the weakened copy did not follow the link: the check below could not fail")
+		}
+		return
+	}
+	if copied || lerr != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was not saved as a link (%v, %v)", fi, lerr)
+	}
+	if target, _ := os.Readlink(filepath.Join(dst, ".ssh-link")); target != secret {
+		t.Errorf("the link saved reads %q, want %q", target, secret)
+	}
+}
+
+// TestHomeSaveHardLinks: one file of 1 MiB linked 64 times is 1 MiB in
+// the tmpfs; saved as 64 copies it would be 64 MiB of the user's disk, and
+// with more links any amount. It is saved once, the others linked to it.
+func TestHomeSaveHardLinks(t *testing.T) {
+	src, dst, s, d := copyDirs(t)
+	writeTestFile(t, filepath.Join(src, "blob"), string(make([]byte, 1<<20)))
+	for i := 0; i < 63; i++ {
+		if err := os.Link(filepath.Join(src, "blob"), filepath.Join(src, "link"+string(rune('A'+i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := copyHome(s, d, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	use := diskUse(t, dst)
+	if weakened {
+		if use < 32<<20 {
+			t.Fatalf("the weakened copy wrote %d bytes: the check below could not fail", use)
+		}
+		return
+	}
+	if use > 2<<20 {
+		t.Errorf("64 links of 1 MiB took %d bytes of disk", use)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(dst, "linkZ"), &st); err != nil || st.Nlink != 64 {
+		t.Errorf("the links were not kept as links: nlink %d (%v)", st.Nlink, err)
+	}
+}
+
+// TestHomeSaveSparse: a sparse file of 1 TB takes no room in the tmpfs;
+// copied byte by byte it would fill the user's disk. Its apparent size is
+// charged to the bound: it is left out, and counted. (The weakened copy
+// is shown 64 MiB of it, which it writes in full: enough to show the
+// harm without filling this machine's disk.)
+func TestHomeSaveSparse(t *testing.T) {
+	src, dst, s, d := copyDirs(t)
+	size := int64(1 << 40)
+	if weakened {
+		size = 64 << 20
+	}
+	if err := os.WriteFile(filepath.Join(src, "sparse"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(src, "sparse"), size); err != nil {
+		t.Fatal(err)
+	}
+	writeTestFile(t, filepath.Join(src, "small"), "kept")
+	stats, err := copyHome(s, d, 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	use := diskUse(t, dst)
+	if weakened {
+		if use < 32<<20 {
+			t.Fatalf("the weakened copy wrote %d bytes: the check below could not fail", use)
+		}
+		return
+	}
+	if use > 1<<20 || stats.Skipped["too-large"] != 1 {
+		t.Errorf("a 1 TB sparse file: %d bytes of disk, skipped %v", use, stats.Skipped)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "small")); err != nil || string(b) != "kept" {
+		t.Errorf("the rest of the home was not saved: %q %v", b, err)
+	}
+}
+
+// TestHomeSaveFIFO: a FIFO no one writes hangs a save that opens it (until
+// systemd's SIGKILL, and the home is lost). It is skipped and counted.
+func TestHomeSaveFIFO(t *testing.T) {
+	src, _, s, d := copyDirs(t)
+	fifo := filepath.Join(src, "pipe")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan CopyStats, 1)
+	go func() {
+		stats, _ := copyHome(s, d, 8<<20)
+		done <- stats
+	}()
+	select {
+	case stats := <-done:
+		if weakened {
+			t.Fatal("the weakened copy did not hang on the FIFO: the check below could not fail")
+		}
+		if stats.Skipped["fifo"] != 1 {
+			t.Errorf("the FIFO was not counted as skipped: %v", stats.Skipped)
+		}
+	case <-time.After(2 * time.Second):
+		// Let the hung copy go: a writer that opens and closes.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+		<-done
+		if !weakened {
+			t.Fatal("the save hung on a FIFO")
+		}
+	}
+}
+
+// TestHomeSaveSwap: the save writes a new home beside the old one and
+// swaps them by one rename; a save cut short before the swap (here a
+// panic in its hook, as a SIGKILL would) leaves the old home whole, and
+// the next save takes what it left.
+func TestHomeSaveSwap(t *testing.T) {
+	state, tmpfs := t.TempDir(), t.TempDir()
+	writeTestFile(t, filepath.Join(state, HomeDirName, "old"), "previous")
+	writeTestFile(t, filepath.Join(tmpfs, "new"), "this session's")
+	sfd, _ := unix.Open(state, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	rfd, _ := unix.Open(tmpfs, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	defer unix.Close(sfd)
+	defer unix.Close(rfd)
+	h := &homeStore{state: sfd, root: rfd, size: 8 << 20, keep: true, notify: -1}
+	saveHook = func() { panic("killed") }
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = h.save()
+	}()
+	saveHook = func() {}
+	if b, err := os.ReadFile(filepath.Join(state, HomeDirName, "old")); err != nil || string(b) != "previous" {
+		t.Fatalf("a save cut short damaged the previous home: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(state, HomeDirName, "new")); err == nil {
+		t.Fatal("a save cut short changed the previous home")
+	}
+	if _, err := h.save(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(state, HomeDirName, "new")); err != nil || string(b) != "this session's" {
+		t.Fatalf("the save did not swap the new home in: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(state, HomeDirName, "old")); err == nil {
+		t.Error("the saved home still holds the old one's file")
+	}
+	if _, err := os.Lstat(filepath.Join(state, HomeSaving)); err == nil {
+		t.Errorf("%s is left behind", HomeSaving)
+	}
+}
+
+func writeTestFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHomeSaveUnreadable: a directory and a file the session made mode
+// 000 are saved (the copy runs without a capability to read them
+// anyway), with their modes.
+func TestHomeSaveUnreadable(t *testing.T) {
+	src, dst, s, d := copyDirs(t)
+	writeTestFile(t, filepath.Join(src, "x", "y", "z"), "deep")
+	writeTestFile(t, filepath.Join(src, "secretfile"), "kept")
+	os.Chmod(filepath.Join(src, "secretfile"), 0)
+	os.Chmod(filepath.Join(src, "x"), 0)
+	t.Cleanup(func() { os.Chmod(filepath.Join(src, "x"), 0o700); os.Chmod(filepath.Join(dst, "x"), 0o700) })
+	if _, err := copyHome(s, d, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	if weakened {
+		return
+	}
+	if fi, err := os.Stat(filepath.Join(dst, "secretfile")); err != nil || fi.Mode().Perm() != 0 {
+		t.Errorf("the mode 000 file: %v %v", fi, err)
+	}
+	os.Chmod(filepath.Join(dst, "x"), 0o700)
+	if b, err := os.ReadFile(filepath.Join(dst, "x", "y", "z")); err != nil || string(b) != "deep" {
+		t.Errorf("below a mode 000 directory: %q %v", b, err)
+	}
+}
+
+// TestHomeSaveCarriesHidden: what the kept home holds where the session
+// had a bind (a workspace below the home) was hidden from it, neither
+// loaded nor saved: the save carries it into the new home. A symlink on
+// the way is not followed.
+func TestHomeSaveCarriesHidden(t *testing.T) {
+	state := t.TempDir()
+	writeTestFile(t, filepath.Join(state, HomeDirName, "src", "app", "notes"), "the user's")
+	os.MkdirAll(filepath.Join(state, HomeSaving, "src"), 0o700)
+	outside := t.TempDir()
+	writeTestFile(t, filepath.Join(outside, "x", "secret"), "outside")
+	os.Symlink(outside, filepath.Join(state, HomeDirName, "link"))
+	os.MkdirAll(filepath.Join(state, HomeSaving, "link"), 0o700)
+	sfd, _ := unix.Open(state, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	defer unix.Close(sfd)
+	carryHidden(sfd, []string{"src/app", "link/x"})
+	if b, err := os.ReadFile(filepath.Join(state, HomeSaving, "src", "app", "notes")); err != nil || string(b) != "the user's" {
+		t.Errorf("the hidden entry was not carried: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "x", "secret")); err != nil {
+		t.Errorf("a link on the way was followed: %v", err)
+	}
+}

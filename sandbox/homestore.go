@@ -1,0 +1,353 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The session's home is a tmpfs of its own (homeBind), bounded. Its home
+// on disk (StateDir/home, kept across sessions of a name) is never
+// mounted: the exec shim (or, for a scope, mosaic) opens the state
+// directory and hands it to the init as an inherited descriptor
+// (HomeFDEnv); the init, undumpable, loads the home into the tmpfs before
+// the command starts and marks the descriptor close-on-exec, so the
+// command never holds it. When the command has ended, the init kills
+// every process left, and for a kept home saves the tmpfs to a new
+// directory beside the old one (HomeSaving), syncs it, and swaps the two
+// with one rename (RENAME_EXCHANGE): a crash or a SIGKILL at any point
+// before leaves the previous home whole. It says what it did in
+// HomeReportName, which the session's end record takes up.
+
+// HomeFDEnv names the descriptor of the session's state directory, which
+// the init loads the home from and saves it to.
+const HomeFDEnv = "MOSAIC_HOME_FD"
+
+// ScopeHomeFD is that descriptor in a scope's bwrap (see ScopeInfoFD).
+const ScopeHomeFD = 6
+
+// The names in the state directory the load and the save use.
+const (
+	HomeDirName    = "home"         // the kept home
+	HomeSaving     = ".home-saving" // the save being written, then the old home being removed
+	HomeReportName = "home.json"    // HomeReport
+)
+
+// Home states, HomeReport.State.
+const (
+	HomeRunning   = "running"   // loaded; the session has not ended (or was killed before it could save)
+	HomeSaved     = "saved"     // saved back to the kept home
+	HomeDiscarded = "discarded" // not kept (a run without --name): nothing saved
+	HomeNotSaved  = "not-saved" // the save failed (Error says why); the kept home is as it was
+)
+
+// HomeReport is what the init says of a session's home, in its state
+// directory.
+type HomeReport struct {
+	State   string    `json:"state"`
+	Size    uint64    `json:"size,omitempty"`     // the home's bound, bytes
+	Full    bool      `json:"full,omitempty"`     // the home was at its bound when the command ended
+	TmpFull bool      `json:"tmp_full,omitempty"` // so was /tmp
+	Saved   CopyStats `json:"saved,omitempty"`
+	Error   string    `json:"error,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// ReadHomeReport reads the report in a session's state directory; false
+// when there is none (the session never loaded its home).
+func ReadHomeReport(stateDir string) (HomeReport, bool) {
+	var r HomeReport
+	b, err := os.ReadFile(stateDir + "/" + HomeReportName)
+	if err != nil || len(b) > 64<<10 || json.Unmarshal(b, &r) != nil {
+		return r, false
+	}
+	return r, true
+}
+
+// OpenHomeStore opens a session's state directory for the init
+// (HomeFDEnv), following no symlink on the way. The descriptor is
+// close-on-exec: the caller hands it on explicitly.
+func OpenHomeStore(stateDir string) (*os.File, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, stateDir, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the session's state %s for its home: %w", stateDir, err)
+	}
+	return os.NewFile(uintptr(fd), stateDir), nil
+}
+
+// passHomeStore opens the state directory for the init the shim is about
+// to become bwrap of: inherited (no close-on-exec), named in env.
+func passHomeStore(stateDir string, env []string) ([]string, error) {
+	f, err := OpenHomeStore(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	fd := int(f.Fd())
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+		return nil, err
+	}
+	os.Setenv(HomeFDEnv, strconv.Itoa(fd))                  // for the weakened build, which hands bwrap the whole environment
+	return append(env, HomeFDEnv+"="+strconv.Itoa(fd)), nil // f is never closed: bwrap inherits it
+}
+
+// takeHomeStore is the init's descriptor of the state directory, marked
+// close-on-exec; -1 for none (a --sandbox landlock session: no tmpfs).
+func takeHomeStore() int {
+	v := os.Getenv(HomeFDEnv)
+	os.Unsetenv(HomeFDEnv)
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return -1
+	}
+	unix.CloseOnExec(fd)
+	return fd
+}
+
+// homeStore is the init's hold on the session's home: the state
+// directory on disk, and the tmpfs.
+type homeStore struct {
+	state, root int
+	size        uint64
+	keep        bool
+	notify      int // systemd's notification socket (a service's), for the save's time; -1 for none
+}
+
+// keepNotify keeps the init's descriptor on systemd's notification socket
+// for a save (h.notify), or closes it when there is no home to save.
+func (h *homeStore) keepNotify(fd int) {
+	if h == nil || !h.keep {
+		unix.Close(fd)
+		return
+	}
+	h.notify = fd
+}
+
+// askForTime asks systemd (EXTEND_TIMEOUT_USEC) for the time a save of
+// used bytes may take beyond the stop timeout: 10 s and one more for each
+// 50 MiB, a slow disk's pace.
+func (h *homeStore) askForTime(used uint64) {
+	if h.notify < 0 {
+		return
+	}
+	extra := 10*time.Second + time.Duration(used/(50<<20))*time.Second
+	notifyStatus(h.notify, "EXTEND_TIMEOUT_USEC="+strconv.FormatInt(extra.Microseconds(), 10))
+}
+
+// loadHome loads the home on disk (in the state directory state) into
+// the tmpfs at home, before the command starts. keep says the home is
+// saved back at the end. A home that does not fit its bound is a refusal.
+func loadHome(state int, home string, keep bool) (*homeStore, error) {
+	root, err := unix.Open(home, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the session's home %s: %w", home, err)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(root, &fs); err != nil || fs.Type != unix.TMPFS_MAGIC {
+		unix.Close(root)
+		return nil, fmt.Errorf("the session's home %s is not the tmpfs mosaic asked bwrap for", home)
+	}
+	h := &homeStore{state: state, root: root, size: fs.Blocks * uint64(fs.Bsize), keep: keep, notify: -1}
+	src, err := openIn(state, HomeDirName, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err == nil {
+		var stats CopyStats
+		stats, err = copyHome(src, root, int64(min(h.size, 1<<62)))
+		unix.Close(src)
+		if stats.Skipped["too-large"]+stats.Skipped["too-many"]+stats.Skipped["too-deep"] > 0 {
+			err = unix.ENOSPC // left out now, it would be lost at the save
+		}
+		if errors.Is(err, unix.ENOSPC) {
+			return nil, fmt.Errorf("its kept home does not fit its bound (--home-size %s): raise it, or make the home smaller ($(mosaic home NAME))", SizeText(h.size))
+		}
+	}
+	if err != nil && err != unix.ENOENT {
+		return nil, fmt.Errorf("cannot load the session's home: %w", err)
+	}
+	h.report(HomeReport{State: HomeRunning})
+	return h, nil
+}
+
+// report writes r into the state directory, atomically.
+func (h *homeStore) report(r HomeReport) {
+	r.Size, r.At = h.size, time.Now()
+	b, _ := json.Marshal(r)
+	tmp := HomeReportName + ".tmp"
+	_ = unix.Unlinkat(h.state, tmp, 0)
+	fd, err := openIn(h.state, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+	if err != nil {
+		return
+	}
+	_, werr := unix.Write(fd, b)
+	unix.Close(fd)
+	if werr == nil {
+		_ = unix.Renameat(h.state, tmp, h.state, HomeReportName)
+	}
+}
+
+// end is the init's last step, once the command has exited: every
+// process left is killed and reaped (nothing may change the home while it
+// is saved), and the home is saved when it is kept. It prints a line on
+// the session's stderr when the home or /tmp was full.
+func (h *homeStore) end() {
+	killTheRest()
+	r := HomeReport{State: HomeDiscarded, Full: isFull(h.root), TmpFull: isFullPath("/tmp")}
+	if r.Full {
+		fmt.Fprintf(os.Stderr, "mosaic init: the session's home reached its bound (--home-size %s): writes there failed with \"No space left on device\"\n", SizeText(h.size))
+	}
+	if r.TmpFull {
+		fmt.Fprintln(os.Stderr, "mosaic init: the session's /tmp reached its bound (--tmp-size): writes there failed with \"No space left on device\"")
+	}
+	if h.keep {
+		var err error
+		if r.Saved, err = h.save(); err != nil {
+			r.State, r.Error = HomeNotSaved, err.Error()
+			fmt.Fprintf(os.Stderr, "mosaic init: the session's home was not saved (%v); its kept home is as it was when the session started\n", err)
+		} else {
+			r.State = HomeSaved
+		}
+	}
+	h.report(r)
+}
+
+// endWith ends the home (end) and returns code, the command's; a nil
+// store (no home to load or save) only returns it.
+func (h *homeStore) endWith(code int) int {
+	if h != nil {
+		h.end()
+	}
+	return code
+}
+
+// saveHook is run by the save just
+// before it swaps the new home in: a unit test cuts the save short there.
+var saveHook = func() {}
+
+// save copies the tmpfs to HomeSaving, syncs it, and swaps it with the
+// kept home; the old one is then removed.
+func (h *homeStore) save() (CopyStats, error) {
+	var fs, disk unix.Statfs_t
+	if err := unix.Fstatfs(h.root, &fs); err != nil {
+		return CopyStats{}, err
+	}
+	_ = unix.Fchmod(h.root, 0o700) // a chmod 000 of the home must not keep the save out
+	used := (fs.Blocks - fs.Bfree) * uint64(fs.Bsize)
+	if unix.Fstatfs(h.state, &disk) == nil {
+		if free := disk.Bavail * uint64(disk.Bsize); free < used+saveMargin {
+			return CopyStats{}, fmt.Errorf("your disk has %s free, and the home needs %s and %s to spare", SizeText(free), SizeText(used), SizeText(saveMargin))
+		}
+	}
+	h.askForTime(used)
+	if err := removeTree(h.state, HomeSaving); err != nil {
+		return CopyStats{}, fmt.Errorf("cannot remove an earlier save's %s: %w", HomeSaving, err)
+	}
+	if err := unix.Mkdirat(h.state, HomeSaving, 0o700); err != nil {
+		return CopyStats{}, err
+	}
+	dst, err := openIn(h.state, HomeSaving, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return CopyStats{}, err
+	}
+	defer unix.Close(dst)
+	stats, err := copyHome(h.root, dst, int64(min(h.size, 1<<62)))
+	if err == nil {
+		err = unix.Syncfs(dst) // the new home is on disk before it is named the home
+	}
+	if err != nil {
+		_ = removeTree(h.state, HomeSaving)
+		return stats, err
+	}
+	carryHidden(h.state, stats.mounts)
+	saveHook()
+	err = unix.Renameat2(h.state, HomeSaving, h.state, HomeDirName, unix.RENAME_EXCHANGE)
+	if err == unix.ENOENT {
+		err = unix.Renameat2(h.state, HomeSaving, h.state, HomeDirName, unix.RENAME_NOREPLACE)
+	}
+	if err != nil {
+		_ = removeTree(h.state, HomeSaving)
+		return stats, fmt.Errorf("cannot swap the saved home in: %w", err)
+	}
+	_ = removeTree(h.state, HomeSaving) // the old home; a crash here leaves it for the next save
+	return stats, nil
+}
+
+// carryHidden moves into the new home (HomeSaving) what the kept home
+// holds where the session had a bind (a workspace below the home): the
+// bind hid it from the session, which neither loaded nor saved it, and it
+// stays the user's. No symlink is followed on either side.
+func carryHidden(state int, mounts []string) {
+	for _, rel := range mounts {
+		dir, base := filepath.Split(rel)
+		from, err := openIn(state, filepath.Join(HomeDirName, dir), unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			continue
+		}
+		to, err := openIn(state, filepath.Join(HomeSaving, dir), unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err == nil {
+			_ = unix.Renameat2(from, base, to, base, unix.RENAME_NOREPLACE)
+			unix.Close(to)
+		}
+		unix.Close(from)
+	}
+}
+
+// saveMargin is the room a save leaves on the user's disk.
+const saveMargin = 64 << 20
+
+// killTheRest kills every process of the session but the init (PID 1 of
+// its namespace) and reaps them all.
+func killTheRest() {
+	if os.Getpid() == 1 {
+		_ = unix.Kill(-1, unix.SIGKILL)
+	}
+	for {
+		var ws unix.WaitStatus
+		_, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil { // ECHILD: none left
+			return
+		}
+	}
+}
+
+// isFull reports whether the file system of fd has less than a block's
+// worth, or one in a thousand of its blocks, left.
+func isFull(fd int) bool {
+	var fs unix.Statfs_t
+	if unix.Fstatfs(fd, &fs) != nil || fs.Blocks == 0 {
+		return false
+	}
+	return fs.Bavail <= 1 || fs.Bavail <= fs.Blocks/1000
+}
+
+func isFullPath(path string) bool {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	return isFull(fd)
+}
+
+// SizeText is a size as a person reads it: "2 GiB", "512 MiB".
+func SizeText(n uint64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%d MiB", n>>20)
+	default:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+}
