@@ -215,6 +215,10 @@ func testLossIgnoresEnd() bool { return testhook.Flag("MOSAIC_TEST_LOSS_IGNORES_
 // session running unwatched.
 func testNoTie() bool { return testhook.Flag("MOSAIC_TEST_NO_TIE") }
 
+// testNoTermAgain, under MOSAIC_TEST_NO_TERM_AGAIN=1, is the weakened stop
+// that sends no SIGTERM after systemd's one to a session still starting.
+func testNoTermAgain() bool { return testhook.Flag("MOSAIC_TEST_NO_TERM_AGAIN") }
+
 // testUnitProperties changes a session's unit properties for a test:
 //   - MOSAIC_TEST_EGRESS_REQUIRES=1 ties the session to its egress proxy
 //     with Requires= in place of BindsTo=: the weakened mosaic whose
