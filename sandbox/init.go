@@ -122,6 +122,7 @@ func Init(args []string) int {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 		return ExitSandboxRefused
 	}
+	stopBeforeHeard(sigs)
 	notify := notifyFD()
 	homeFD := takeHomeStore()
 	closeInherited()
