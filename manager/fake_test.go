@@ -180,8 +180,6 @@ func testHost(t *testing.T) Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// StageBin is what a run's tie is started from (sandbox.TieStage): cat,
-	// which exits at once on its argument, stands in for it.
 	return Host{Paths: p, Bwrap: "/usr/bin/bwrap", MosaicBin: "/usr/bin/mosaic", StageBin: "/bin/cat"}
 }
 

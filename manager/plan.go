@@ -34,7 +34,7 @@ type Host struct {
 	// MosaicBin is the mosaic binary sessions' broker units run.
 	MosaicBin string
 	// StageBin is the stage binary beside it (stagebin.Find), which runs
-	// sessions' exec shim, init, session-ended stage and a run's tie;
+	// sessions' exec shim, init and session-ended stage;
 	// StageErr says why there is none that may be used.
 	StageBin string
 	StageErr error

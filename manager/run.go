@@ -27,26 +27,17 @@ import (
 // the end and returns the ended session; its ExitCode is the command's.
 // A signal on interrupt stops the session, and Run still waits for its end.
 // The unit is collected when it ends, even when it failed (its result is read
-// from systemd's last announcement): a finished run leaves no unit behind.
+// from systemd's last announcement): a finished run leaves no session unit
+// behind, and its tie scope (runtie.go) ends as the run exits.
 // A session named by the caller keeps its home for a later run of the same
 // name; one mosaic named leaves nothing.
 func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
 	spec := plan.Spec
 	spec.Stdio = &stdio
-	t, err := startTie(spec.StageBin)
-	if err != nil {
-		return Session{}, err
-	}
-	defer t.end()
-	if !testNoTie() {
-		spec.TiePID = t.pid()
-	}
+	spec.TiePID = tiePID()
 	l, err := m.start(ctx, &spec, plan.Secrets, true)
 	if err != nil {
 		return Session{}, err
-	}
-	if spec.TiePID != 0 {
-		defer m.stopTie(ctx, spec.Name)
 	}
 	// The name is held until the run is over: gc never takes the state of a
 	// run it sees between its start and its unit. A name mosaic made up

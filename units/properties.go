@@ -302,7 +302,7 @@ func dependencies(s Spec) []sd.Property {
 		to = append(to, s.PublishUnit())
 	}
 	if s.TiePID != 0 && !s.Scope {
-		to = append(to, TieScopeName(s.Name))
+		to = append(to, TieScopeName(s.Name, s.TiePID))
 	}
 	if len(to) == 0 {
 		return nil
@@ -310,14 +310,18 @@ func dependencies(s Spec) []sd.Property {
 	return []sd.Property{prop("BindsTo", to), prop("After", to)}
 }
 
-// TieScopeName is the scope of a mosaic run's tie. Its "." keeps it from
+// TieScopeName is the scope of session name's mosaic run, whose PID is
+// pid: the PID keeps a run's scope, which ends a moment after the run
+// exits, from meeting the next run of the same name. Its "." keeps it from
 // being taken for a session's (no session name has one).
-func TieScopeName(name string) string { return UnitPrefix + name + ".run" + ScopeSuffix }
+func TieScopeName(name string, pid uint32) string {
+	return fmt.Sprintf("%s%s.run-%d%s", UnitPrefix, name, pid, ScopeSuffix)
+}
 
-// TieScope is the scope that holds a mosaic run's tie (Spec.TiePID).
+// TieScope is the scope that holds a mosaic run itself (Spec.TiePID).
 func TieScope(s Spec) sd.PropertyCollection {
-	return sd.PropertyCollection{Name: TieScopeName(s.Name), Properties: []sd.Property{
-		prop("Description", fmt.Sprintf("mosaic run's tie of session %s: the session stops when it ends", s.Name)),
+	return sd.PropertyCollection{Name: TieScopeName(s.Name, s.TiePID), Properties: []sd.Property{
+		prop("Description", fmt.Sprintf("mosaic run of session %s: the session stops when it ends", s.Name)),
 		prop("Slice", Slice),
 		prop("PIDs", []uint32{s.TiePID}),
 		prop("CollectMode", "inactive-or-failed"),

@@ -141,7 +141,7 @@ type Spec struct {
 	RuntimeDir string // $XDG_RUNTIME_DIR: hidden
 	StateDir   string // the session's own state: home/ and tmp/ below it
 	MosaicBin  string // the mosaic binary, for the broker units and --may-launch
-	StageBin   string // the stage binary (sandbox.TieStage's doc): the exec shim, the init, session-ended, a run's tie
+	StageBin   string // the stage binary (sandbox.TieStage's doc): the exec shim, the init, session-ended
 	// Promise is what the shim and the init check the sandbox against
 	// (encoded onto their command line).
 	Promise  sandbox.Promise
@@ -196,9 +196,9 @@ type Spec struct {
 	// stdout and stderr (mosaic run), and the unit is collected once it ended
 	// even when it failed: a finished run leaves nothing behind.
 	Stdio *[3]int
-	// TiePID, for a mosaic run, is the run's tie (sandbox.TieStage): the
-	// session's unit is BindsTo= the scope it is put in (TieScope), so
-	// that the run's death stops the session.
+	// TiePID, for a mosaic run, is the run's own PID: the session's unit
+	// is BindsTo= the scope it is put in (TieScope), so that the run's
+	// death stops the session.
 	TiePID uint32
 	// TTY says the session's stdin, stdout and stderr are a pseudo-terminal
 	// mosaic made for it, which the init makes the command's controlling

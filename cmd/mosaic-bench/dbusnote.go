@@ -27,7 +27,7 @@ tells a bus with a live systemd on it from one without, before the private socke
 Subscribe, sent without waiting (systemd puts a unit's signals on the bus only while a client is
 subscribed); per unit one rule for its PropertiesChanged and one for its JobRemoved (no single
 rule matches both without matching every unit's); StartTransientUnit; a start's GetUnitProcesses;
-a run's ResetFailedUnit at the end (no reply asked for) and the stop of its tie. The signals a
+a run's ResetFailedUnit at the end (no reply asked for). The signals a
 run receives are its unit's own (about six PropertiesChanged of some twenty properties each, and
 its JobRemoved): what a run waits for.
 

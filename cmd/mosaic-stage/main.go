@@ -1,7 +1,7 @@
 // Command mosaic-stage runs the stages of a session that are not the
 // user's own mosaic: the exec shim (a service's main process, which checks
-// systemd's layer and becomes bwrap), the init (PID 1 inside bwrap), the
-// session-ended stage (a service's ExecStopPost) and a mosaic run's tie.
+// systemd's layer and becomes bwrap), the init (PID 1 inside bwrap) and the
+// session-ended stage (a service's ExecStopPost).
 // mosaic writes every one of their command lines; no one else calls it.
 //
 // It is mosaic's second binary, installed beside it and built from the same
@@ -30,12 +30,9 @@ func main() {
 		case sandbox.EndedStage:
 			records.EndedMain(os.Args[2:], os.Getenv)
 			os.Exit(0)
-		case sandbox.TieStage:
-			sandbox.TieMain()
-			os.Exit(0)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "mosaic-stage: the stages mosaic runs in its sessions (%s, init, %s, %s); mosaic starts them, not you\n",
-		sandbox.ShimStage, sandbox.EndedStage, sandbox.TieStage)
+	fmt.Fprintf(os.Stderr, "mosaic-stage: the stages mosaic runs in its sessions (%s, init, %s); mosaic starts them, not you\n",
+		sandbox.ShimStage, sandbox.EndedStage)
 	os.Exit(2)
 }

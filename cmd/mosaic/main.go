@@ -5,8 +5,8 @@
 // The same binary is also the session's broker units (the egress proxy, the
 // publish forwarder, a start --pty session's terminal holder) and the other
 // end of --host, which the user never calls. The stages inside a session
-// (its exec shim, init, session-ended stage) and a run's tie are the second
-// binary's, cmd/mosaic-stage, installed beside this one.
+// (its exec shim, init, session-ended stage) are the second binary's,
+// cmd/mosaic-stage, installed beside this one.
 package main
 
 import (

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -211,10 +212,51 @@ func unitProperty(t *testing.T, unit, prop string) string {
 }
 
 // mosaicUnits lists the units named mosaic-*.service or mosaic-*.scope
-// that systemd has.
+// that systemd has, once the tie scopes of runs that exited are gone: a
+// run's own process is its tie scope's (mosaic-NAME.run-PID.scope), which
+// ends when systemd hears that its cgroup emptied, just after the run
+// exited. A run still alive keeps its scope in the list.
 func mosaicUnits(t *testing.T) string {
 	t.Helper()
-	return systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-*.service", "mosaic-*.scope")
+	list := func() string {
+		return systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-*.service", "mosaic-*.scope")
+	}
+	l := list()
+	eventually(t, 10*time.Second, "the tie scopes of exited runs to go", func() bool {
+		for _, line := range strings.Split(l, "\n") {
+			if pid, ok := tieScopePID(strings.Fields(line)); ok && !processAlive(pid) {
+				l = list()
+				return false
+			}
+		}
+		return true
+	})
+	return l
+}
+
+// tieScopePID is the run's PID in the name of a tie scope, the first of
+// fields (a line of systemctl list-units).
+func tieScopePID(fields []string) (int, bool) {
+	if len(fields) == 0 || !strings.HasSuffix(fields[0], ".scope") {
+		return 0, false
+	}
+	_, rest, ok := strings.Cut(strings.TrimSuffix(fields[0], ".scope"), ".run-")
+	if !ok {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(rest)
+	return pid, err == nil
+}
+
+// processAlive says whether process pid runs (a zombie counts as gone: its
+// cgroup has let it go).
+func processAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, after, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(after, "Z") && !strings.HasPrefix(after, "X")
 }
 
 // eventually polls cond for up to d.

@@ -9,7 +9,7 @@ import (
 )
 
 // TestStageLinksLittle: the stage binary (the exec shim, the init, the
-// session-ended stage, a run's tie: four process starts of a session) links
+// session-ended stage: three process starts of a session) links
 // no CLI library, no D-Bus and no HTTP, so that each start costs a small
 // binary's; mosaic, which does, links them still (the check sees them).
 func TestStageLinksLittle(t *testing.T) {

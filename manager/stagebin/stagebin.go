@@ -1,5 +1,5 @@
 // Package stagebin finds the stage binary (cmd/mosaic-stage: the exec shim,
-// the init, the session-ended stage and a run's tie) beside mosaic, and
+// the init and the session-ended stage) beside mosaic, and
 // checks that it is the one this mosaic was built with: a session whose
 // stages are another build's would check a sandbox another build
 // promised, so none starts with one.
