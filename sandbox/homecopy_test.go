@@ -3,6 +3,9 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -272,5 +275,28 @@ func TestHomeSaveCarriesHidden(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(outside, "x", "secret")); err != nil {
 		t.Errorf("a link on the way was followed: %v", err)
+	}
+}
+
+// TestHomeStoreOutlivesCollection: the descriptor passHomeStore hands bwrap
+// survives a garbage collection before the exec (its *os.File's finalizer
+// closed it, and a start with 10,000 variables failed "cannot load the
+// session's home: bad file descriptor").
+func TestHomeStoreOutlivesCollection(t *testing.T) {
+	env, err := passHomeStore(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := strconv.Atoi(strings.TrimPrefix(env[len(env)-1], HomeFDEnv+"="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	for range 3 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond) // finalizers run on their own goroutine
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+		t.Fatalf("the home store's descriptor %d is gone after a collection: %v", fd, err)
 	}
 }

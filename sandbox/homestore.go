@@ -95,8 +95,12 @@ func passHomeStore(stateDir string, env []string) ([]string, error) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
 		return nil, err
 	}
-	os.Setenv(HomeFDEnv, strconv.Itoa(fd))                  // for the weakened build, which hands bwrap the whole environment
-	return append(env, HomeFDEnv+"="+strconv.Itoa(fd)), nil // f is never closed: bwrap inherits it
+	// f must outlive the exec: kept from its finalizer, which would close
+	// the descriptor at the next garbage collection (a start with 10,000
+	// variables collected before the exec, and the init found no home).
+	keep = append(keep, f)
+	os.Setenv(HomeFDEnv, strconv.Itoa(fd)) // for the weakened build, which hands bwrap the whole environment
+	return append(env, HomeFDEnv+"="+strconv.Itoa(fd)), nil
 }
 
 // takeHomeStore is the init's descriptor of the state directory, marked
