@@ -159,7 +159,8 @@ func loadHome(state int, home string, keep bool) (*homeStore, error) {
 	src, err := openIn(state, HomeDirName, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err == nil {
 		var stats CopyStats
-		stats, err = copyHome(src, root, int64(min(h.size, 1<<62)))
+		bound := int64(min(h.size, 1<<62))
+		stats, err = copyHome(src, root, bound, bound)
 		unix.Close(src)
 		if stats.Skipped["too-large"]+stats.Skipped["too-many"]+stats.Skipped["too-deep"] > 0 {
 			err = unix.ENOSPC // left out now, it would be lost at the save
@@ -239,9 +240,15 @@ func (h *homeStore) save() (CopyStats, error) {
 	}
 	_ = unix.Fchmod(h.root, 0o700) // a chmod 000 of the home must not keep the save out
 	used := (fs.Blocks - fs.Bfree) * uint64(fs.Bsize)
+	bound := int64(min(h.size, 1<<62))
+	meta, diskShort := bound, false // the directories' and names' room on disk (copyHome)
 	if unix.Fstatfs(h.state, &disk) == nil {
-		if free := disk.Bavail * uint64(disk.Bsize); free < used+saveMargin {
+		free := disk.Bavail * uint64(disk.Bsize)
+		if free < used+saveMargin {
 			return CopyStats{}, fmt.Errorf("your disk has %s free, and the home needs %s and %s to spare", SizeText(free), SizeText(used), SizeText(saveMargin))
+		}
+		if room := int64(min(free-used-saveMargin, 1<<62)); room < meta {
+			meta, diskShort = room, true
 		}
 	}
 	h.askForTime(used)
@@ -256,7 +263,10 @@ func (h *homeStore) save() (CopyStats, error) {
 		return CopyStats{}, err
 	}
 	defer unix.Close(dst)
-	stats, err := copyHome(h.root, dst, int64(min(h.size, 1<<62)))
+	stats, err := copyHome(h.root, dst, bound, meta)
+	if err == nil && diskShort && stats.metaFull {
+		err = fmt.Errorf("your disk has too little room left for the home's %d files and their directories (%s to spare)", stats.Files, SizeText(saveMargin))
+	}
 	if err == nil {
 		err = unix.Syncfs(dst) // the new home is on disk before it is named the home
 	}
