@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -83,18 +84,23 @@ type treeCopy struct {
 	linked  map[[2]uint64]string // (dev, ino) of a file with several links -> its copy, below dstRoot
 	stats   CopyStats
 	buf     []byte // copyRead's, one for the whole copy (one a file was most of a save's time)
+	// progress, when set, is called at most once a second while the copy
+	// goes on (the save asks systemd for more time); ticked is its last.
+	progress func()
+	ticked   time.Time
 }
 
 // copyHome copies the tree below the directory src into the empty
-// directory dst, within budget bytes of files and meta bytes of the rest.
-// An error is one the copy cannot go on from (the destination full, a read
+// directory dst, within budget bytes of files and meta bytes of the rest,
+// calling progress (when not nil) at most once a second as it goes. An
+// error is one the copy cannot go on from (the destination full, a read
 // that failed); what it skips is in the stats.
-func copyHome(src, dst int, budget, meta int64) (CopyStats, error) {
+func copyHome(src, dst int, budget, meta int64, progress func()) (CopyStats, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(src, &st); err != nil {
 		return CopyStats{}, err
 	}
-	c := &treeCopy{budget: budget, meta: meta, srcDev: st.Dev, dstRoot: dst, linked: map[[2]uint64]string{}}
+	c := &treeCopy{budget: budget, meta: meta, srcDev: st.Dev, dstRoot: dst, linked: map[[2]uint64]string{}, progress: progress, ticked: time.Now()}
 	if weakened {
 		err := c.naiveDir(src, dst)
 		return c.stats, err
@@ -162,6 +168,7 @@ func (c *treeCopy) entry(src, dst int, name, rel string, depth int) error {
 		c.stats.mounts = append(c.stats.mounts, rel)
 		return nil
 	}
+	c.tick()
 	if c.entries++; c.entries > maxEntries {
 		c.stats.skip("too-many")
 		return nil
@@ -278,6 +285,18 @@ func (c *treeCopy) file(src, dst int, name, rel string, st unix.Stat_t) error {
 	return futimens(to, st.Atim, st.Mtim)
 }
 
+// tick calls the copy's progress when a second has passed since it last
+// did.
+func (c *treeCopy) tick() {
+	if c.progress == nil {
+		return
+	}
+	if now := time.Now(); now.Sub(c.ticked) >= time.Second {
+		c.ticked = now
+		c.progress()
+	}
+}
+
 // take charges n bytes to a budget of the copy's; false, and nothing
 // charged, when they do not fit.
 func (c *treeCopy) take(budget *int64, n int64) bool {
@@ -318,7 +337,8 @@ func roundBlock(n int64) int64 {
 func (c *treeCopy) copyBytes(to, from int, size int64) (int64, error) {
 	var done int64
 	for done < size {
-		n, err := unix.CopyFileRange(from, nil, to, nil, int(min(size-done, 1<<30)), 0)
+		c.tick()
+		n, err := unix.CopyFileRange(from, nil, to, nil, int(min(size-done, 64<<20)), 0)
 		if err == unix.EINTR {
 			continue
 		}
@@ -345,6 +365,7 @@ func (c *treeCopy) copyRead(to, from int, size int64) (int64, error) {
 	buf := c.buf
 	var done int64
 	for done < size {
+		c.tick()
 		n, err := unix.Read(from, buf[:min(int64(len(buf)), size-done)])
 		if err == unix.EINTR {
 			continue

@@ -61,7 +61,7 @@ func TestHomeSaveNoFollow(t *testing.T) {
 	if err := os.Symlink(secret, filepath.Join(src, ".ssh-link")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := copyHome(s, d, 64<<20, 64<<20); err != nil {
+	if _, err := copyHome(s, d, 64<<20, 64<<20, nil); err != nil {
 		t.Fatal(err)
 	}
 	fi, lerr := os.Lstat(filepath.Join(dst, ".ssh-link"))
@@ -91,7 +91,7 @@ func TestHomeSaveHardLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := copyHome(s, d, 8<<20, 8<<20); err != nil {
+	if _, err := copyHome(s, d, 8<<20, 8<<20, nil); err != nil {
 		t.Fatal(err)
 	}
 	use := diskUse(t, dst)
@@ -128,7 +128,7 @@ func TestHomeSaveSparse(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeTestFile(t, filepath.Join(src, "small"), "kept")
-	stats, err := copyHome(s, d, 8<<20, 8<<20)
+	stats, err := copyHome(s, d, 8<<20, 8<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestHomeSaveFIFO(t *testing.T) {
 	}
 	done := make(chan CopyStats, 1)
 	go func() {
-		stats, _ := copyHome(s, d, 8<<20, 8<<20)
+		stats, _ := copyHome(s, d, 8<<20, 8<<20, nil)
 		done <- stats
 	}()
 	select {
@@ -205,8 +205,9 @@ func TestHomeSaveSwap(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(state, HomeDirName, "new")); err == nil {
 		t.Fatal("a save cut short changed the previous home")
 	}
-	if _, err := h.save(); err != nil {
-		t.Fatal(err)
+	h.end() // the save, its report, then the old home's removal
+	if r, ok := ReadHomeReport(state); !ok || r.State != HomeSaved {
+		t.Fatalf("the save's report: %+v %v", r, ok)
 	}
 	if b, err := os.ReadFile(filepath.Join(state, HomeDirName, "new")); err != nil || string(b) != "this session's" {
 		t.Fatalf("the save did not swap the new home in: %q %v", b, err)
@@ -239,7 +240,7 @@ func TestHomeSaveUnreadable(t *testing.T) {
 	os.Chmod(filepath.Join(src, "secretfile"), 0)
 	os.Chmod(filepath.Join(src, "x"), 0)
 	t.Cleanup(func() { os.Chmod(filepath.Join(src, "x"), 0o700); os.Chmod(filepath.Join(dst, "x"), 0o700) })
-	if _, err := copyHome(s, d, 8<<20, 8<<20); err != nil {
+	if _, err := copyHome(s, d, 8<<20, 8<<20, nil); err != nil {
 		t.Fatal(err)
 	}
 	if weakened {
@@ -295,7 +296,7 @@ func TestHomeSaveDirectories(t *testing.T) {
 		}
 	}
 	const bound = 1 << 20
-	stats, err := copyHome(s, d, bound, bound)
+	stats, err := copyHome(s, d, bound, bound, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

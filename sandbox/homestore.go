@@ -142,6 +142,16 @@ func (h *homeStore) askForTime(used uint64) {
 	notifyStatus(h.notify, "EXTEND_TIMEOUT_USEC="+strconv.FormatInt(extra.Microseconds(), 10))
 }
 
+// askForMore asks systemd for 10 s more, from now: the save calls it as
+// it goes (copyHome's progress), since no estimate from the home's size
+// holds for a home of many entries (empty files, directories: no bytes of
+// the tmpfs, a syscall or five each).
+func (h *homeStore) askForMore() {
+	if h.notify >= 0 {
+		notifyStatus(h.notify, "EXTEND_TIMEOUT_USEC="+strconv.FormatInt((10*time.Second).Microseconds(), 10))
+	}
+}
+
 // loadHome loads the home on disk (in the state directory state) into
 // the tmpfs at home, before the command starts. keep says the home is
 // saved back at the end. A home that does not fit its bound is a refusal.
@@ -160,7 +170,7 @@ func loadHome(state int, home string, keep bool) (*homeStore, error) {
 	if err == nil {
 		var stats CopyStats
 		bound := int64(min(h.size, 1<<62))
-		stats, err = copyHome(src, root, bound, bound)
+		stats, err = copyHome(src, root, bound, bound, nil)
 		unix.Close(src)
 		if stats.Skipped["too-large"]+stats.Skipped["too-many"]+stats.Skipped["too-deep"] > 0 {
 			err = unix.ENOSPC // left out now, it would be lost at the save
@@ -216,6 +226,13 @@ func (h *homeStore) end() {
 		}
 	}
 	h.report(r)
+	if r.State == HomeSaved {
+		// The old home, after the report: a stop timeout's SIGKILL here
+		// leaves it for the next save, and status does not say the home
+		// was not saved when it was.
+		h.askForMore()
+		_ = removeTree(h.state, HomeSaving)
+	}
 }
 
 // endWith ends the home (end) and returns code, the command's; a nil
@@ -263,7 +280,7 @@ func (h *homeStore) save() (CopyStats, error) {
 		return CopyStats{}, err
 	}
 	defer unix.Close(dst)
-	stats, err := copyHome(h.root, dst, bound, meta)
+	stats, err := copyHome(h.root, dst, bound, meta, h.askForMore)
 	if err == nil && diskShort && stats.metaFull {
 		err = fmt.Errorf("your disk has too little room left for the home's %d files and their directories (%s to spare)", stats.Files, SizeText(saveMargin))
 	}
@@ -284,8 +301,7 @@ func (h *homeStore) save() (CopyStats, error) {
 		_ = removeTree(h.state, HomeSaving)
 		return stats, fmt.Errorf("cannot swap the saved home in: %w", err)
 	}
-	_ = removeTree(h.state, HomeSaving) // the old home; a crash here leaves it for the next save
-	return stats, nil
+	return stats, nil // HomeSaving is the old home now: end removes it once it said the home is saved
 }
 
 // carryHidden moves into the new home (HomeSaving) what the kept home

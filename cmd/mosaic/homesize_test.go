@@ -296,3 +296,34 @@ func TestKeptHomeDirectoriesBounded(t *testing.T) {
 		t.Errorf("status of a home of too many directories: %+v\n%s", home, text)
 	}
 }
+
+// TestKeptHomeSaveOutlastsStop: a home of 200,000 empty files takes
+// nothing of the tmpfs's pages, and its save longer than the time the
+// init asked systemd for once from its size (10 s): systemd killed the
+// save, at every stop, and the home's changes were lost. The save asks
+// again as it goes; the weakened build's copy (a cp -rL) never asks, and
+// is killed.
+func TestKeptHomeSaveOutlastsStop(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		bin   string
+		saved bool
+	}{{weakenedMosaic(t), false}, {mosaicBin, true}} {
+		name := sessionName(t)
+		mosaicAs(t, tc.bin, "start", "--name", name, "-w", workspace(t), "--stop-timeout", "1s", "--", "sh", "-c",
+			"for d in a b c d; do mkdir ~/$d && (cd ~/$d && seq 50000 | xargs touch); done && echo made && sleep 300")
+		eventually(t, 120*time.Second, "the session's files", func() bool {
+			return strings.Contains(mosaic(t, "logs", name).stdout, "made")
+		})
+		start := time.Now()
+		mosaicAs(t, tc.bin, "stop", name)
+		took := time.Since(start)
+		home, text := homeOf(t, name)
+		if saved := home.State == sandbox.HomeSaved && home.Saved.Files == 200000; saved != tc.saved {
+			t.Errorf("%s: a home of 200,000 files after a stop of %v: saved %v, want %v: %+v\n%s", filepath.Base(tc.bin), took, saved, tc.saved, home, text)
+		}
+		t.Logf("%s: the stop of a session with 200,000 files in its home took %v", filepath.Base(tc.bin), took)
+		mosaicAs(t, tc.bin, "rm", "-f", name)
+	}
+}
