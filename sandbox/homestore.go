@@ -42,6 +42,7 @@ const (
 // Home states, HomeReport.State.
 const (
 	HomeRunning   = "running"   // loaded; the session has not ended (or was killed before it could save)
+	HomeInSave    = "saving"    // the command has ended and the init saves (or was killed while it did)
 	HomeSaved     = "saved"     // saved back to the kept home
 	HomeDiscarded = "discarded" // not kept (a run without --name): nothing saved
 	HomeNotSaved  = "not-saved" // the save failed (Error says why); the kept home is as it was
@@ -269,6 +270,7 @@ func (h *homeStore) save() (CopyStats, error) {
 		}
 	}
 	h.askForTime(used)
+	h.report(HomeReport{State: HomeInSave}) // a stop waits for it (manager's Stop)
 	if err := removeTree(h.state, HomeSaving); err != nil {
 		return CopyStats{}, fmt.Errorf("cannot remove an earlier save's %s: %w", HomeSaving, err)
 	}
