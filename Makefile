@@ -3,8 +3,8 @@
 #   make demo    a confined demo session (inside contrib/rig.sh where no user manager is reachable)
 #   make test    every test, against a real systemd user manager, D-Bus, journald and bwrap:
 #                as root, on two systemds in turn (the host's 252, and 257 in a cached Debian 13 root)
-#   make build   bin/mosaic, a static binary
-#   make install mosaic, its man page and bash/zsh/fish completion into PREFIX
+#   make build   bin/mosaic and bin/mosaic-stage (what runs inside sessions), static binaries
+#   make install mosaic, mosaic-stage beside it, its man page and bash/zsh/fish completion into PREFIX
 #                (/usr/local as root, else ~/.local; DESTDIR for packaging)
 #   make bench   mosaic side by side with systemd-run, bwrap and srt: docs/BENCHMARKS.md and docs/benchmarks.json
 
@@ -12,16 +12,20 @@ GO ?= go
 
 .PHONY: build install uninstall test demo vet bench clean
 
-# The commit, for a tree without .git (Go's build info has it otherwise).
-COMMIT ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD || c=$$c-dirty; } && echo $$c)
+# The commit, for a tree without .git (Go's build info has it otherwise);
+# in a modified tree with a hash of the modification, so that the two
+# binaries of one build tell a stage binary of another apart (manager/stagebin).
+COMMIT ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { [ -z "$$(git status --porcelain)" ] || \
+	c=$$c-dirty-$$({ git diff HEAD; git ls-files -z -o --exclude-standard | xargs -0r sha256sum; } | sha256sum | cut -c1-12); } && echo $$c)
 
 # urfave/cli's docs (ToMan, ToMarkdown) link blackfriday, whose package init
-# runs at every start of mosaic: three per session (the CLI, the exec shim, the
-# init). mosaic writes its man page itself, so the build leaves them out.
+# runs at every start of mosaic. mosaic writes its man page itself, so the
+# build leaves them out.
 TAGS = urfave_cli_no_docs
 
 build:
-	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags "-X main.commit=$(COMMIT)" -o bin/mosaic ./cmd/mosaic
+	@# One go build for both, with the same flags: the pair manager/stagebin checks.
+	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags "-X main.commit=$(COMMIT)" -o bin/ ./cmd/mosaic ./cmd/mosaic-stage
 
 PREFIX ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
 BINDIR = $(DESTDIR)$(PREFIX)/bin
@@ -30,6 +34,7 @@ SHAREDIR = $(DESTDIR)$(PREFIX)/share
 install: build
 	install -d $(BINDIR) $(SHAREDIR)/man/man1 $(SHAREDIR)/bash-completion/completions \
 		$(SHAREDIR)/zsh/site-functions $(SHAREDIR)/fish/vendor_completions.d
+	install -m 0755 bin/mosaic-stage $(BINDIR)/mosaic-stage
 	install -m 0755 bin/mosaic $(BINDIR)/mosaic
 	bin/mosaic man > $(SHAREDIR)/man/man1/mosaic.1
 	bin/mosaic completion bash > $(SHAREDIR)/bash-completion/completions/mosaic
@@ -38,17 +43,18 @@ install: build
 	@echo "installed $(BINDIR)/mosaic; make sure $(PREFIX)/bin is on your PATH, then run: mosaic doctor"
 
 uninstall:
-	rm -f $(BINDIR)/mosaic $(SHAREDIR)/man/man1/mosaic.1 $(SHAREDIR)/bash-completion/completions/mosaic \
+	rm -f $(BINDIR)/mosaic $(BINDIR)/mosaic-stage $(SHAREDIR)/man/man1/mosaic.1 $(SHAREDIR)/bash-completion/completions/mosaic \
 		$(SHAREDIR)/zsh/site-functions/_mosaic $(SHAREDIR)/fish/vendor_completions.d/mosaic.fish
 
 # staticcheck is pinned in go.mod (its tool directive); the source rules
 # (imports down the README's layers, doc comments on their declarations,
-# functions within 100 lines) are tests that need no systemd.
+# functions within 100 lines, the stage binary linking no CLI, D-Bus or HTTP)
+# are tests that need no systemd.
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) tool staticcheck ./...
-	$(GO) test -count=1 -run 'TestImportsRunDownTheLayout|TestDocCommentsNameTheirDeclaration|TestFunctionsFit' ./cmd/mosaic/
+	$(GO) test -count=1 -run 'TestImportsRunDownTheLayout|TestDocCommentsNameTheirDeclaration|TestFunctionsFit|TestStageLinksLittle' ./cmd/mosaic/
 
 # A failure names the systemd it happened on; both run either way.
 test: vet

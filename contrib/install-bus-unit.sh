@@ -60,6 +60,10 @@ fi
 case $(readlink -f "$mosaic") in
 	/tmp/*|/var/tmp/*) die "--mosaic $mosaic is under /tmp or /var/tmp, which the bus's unit hides from it (PrivateTmp=yes): install mosaic elsewhere, e.g. ~/.local/bin" ;;
 esac
+# The sessions the bus launches run their sandbox's stages from mosaic-stage
+# beside the binary (its real path, as mosaic finds it).
+stage=$(dirname "$(readlink -f "$mosaic")")/mosaic-stage
+[ -f "$stage" ] && [ -x "$stage" ] || die "$stage is missing: mosaic runs its sessions' stages from it; install both (make install)"
 [ -r "$template" ] || die "cannot read $template"
 # The bus may write only its state directory, which the unit names: the one
 # mosaic uses in this shell ($XDG_STATE_HOME, else ~/.local/state), written

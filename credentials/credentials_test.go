@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"mosaic/credentials/sessionfile"
 	"mosaic/units/errcode"
 )
 
@@ -333,28 +334,6 @@ func TestUserProfiles(t *testing.T) {
 	}
 }
 
-func TestRemoveSessionFile(t *testing.T) {
-	rt := t.TempDir()
-	p := SessionFile(rt, "s1")
-	os.MkdirAll(filepath.Dir(p), 0o700)
-	os.WriteFile(p, []byte("A=\"x y\"\n"), 0o600)
-	if err := RemoveSessionFile(p); err != nil {
-		t.Errorf("RemoveSessionFile: %v", err)
-	}
-	if _, err := os.Stat(filepath.Dir(p)); err == nil {
-		t.Error("file or its directory still there")
-	}
-	if err := RemoveSessionFile(p); err != nil {
-		t.Errorf("removing it twice: %v", err)
-	}
-	for _, bad := range []string{"/etc/passwd", filepath.Join(rt, "env"), filepath.Join(rt, "mosaic", "credentials", "s", "..", "env"),
-		"relative/mosaic/credentials/s/env", filepath.Join(rt, "mosaic", "credentials", "s", "other")} {
-		if err := RemoveSessionFile(bad); err == nil {
-			t.Errorf("RemoveSessionFile(%q) accepted", bad)
-		}
-	}
-}
-
 // TestHold: the held file reads back as the environment file, by a link in
 // the runtime directory to its /proc path, is sealed against writes, and
 // once closed neither it nor its link is there: the unit's path names
@@ -365,7 +344,7 @@ func TestHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l, err := os.Readlink(h.Path); h.Path != SessionFile(rt, "s1") || err != nil || !strings.HasPrefix(l, fmt.Sprintf("/proc/%d/fd/", os.Getpid())) {
+	if l, err := os.Readlink(h.Path); h.Path != sessionfile.Path(rt, "s1") || err != nil || !strings.HasPrefix(l, fmt.Sprintf("/proc/%d/fd/", os.Getpid())) {
 		t.Errorf("path %s -> %s, %v", h.Path, l, err)
 	}
 	if b, err := os.ReadFile(h.Path); err != nil || string(b) != "A=\"x y\"\nB=\"q\\\"\\$\"\n" {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/credentials/sessionfile"
 )
 
 // Held is a session's environment file that exists only in this process's
@@ -30,7 +32,7 @@ import (
 // environment of its choosing. The PID space is small (pid_max 32768 on
 // Debian 12: the rig cycled it in 9 s). So the unit names a symbolic link
 // in the runtime directory, which only the user can write and no session
-// sees (SessionFile), to the /proc path, missing allowed. The unit's first
+// sees (sessionfile.Path), to the /proc path, missing allowed. The unit's first
 // process removes the link as soon as systemd has read it (the exec shim's
 // and the egress proxy's --drop, its directory bound into the unit alone),
 // and so does Close: after the start the unit's path names nothing, and a
@@ -47,7 +49,7 @@ type Held struct {
 
 // Hold puts vars, in EnvironmentFile syntax (Encode), into a sealed memfd
 // named for the session, linked from the session's file under runtimeDir
-// (SessionFile). The vars must have been validated. byProc, only for the
+// (sessionfile.Path). The vars must have been validated. byProc, only for the
 // weakened build, names the /proc path itself, as before.
 func Hold(runtimeDir, session string, vars []Var, byProc bool) (*Held, error) {
 	// Not close-on-exec would hand it to what mosaic runs; the manager
@@ -70,7 +72,7 @@ func Hold(runtimeDir, session string, vars []Var, byProc bool) (*Held, error) {
 	if byProc {
 		return &Held{f: f, Path: proc}, nil
 	}
-	link := SessionFile(runtimeDir, session)
+	link := sessionfile.Path(runtimeDir, session)
 	if err := os.MkdirAll(filepath.Dir(link), 0o700); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("cannot make the directory of the credentials' link: %v", err)
@@ -88,7 +90,7 @@ func Hold(runtimeDir, session string, vars []Var, byProc bool) (*Held, error) {
 func (h *Held) Close() {
 	if h != nil {
 		if h.link != "" {
-			_ = RemoveSessionFile(h.link)
+			_ = sessionfile.Remove(h.link)
 		}
 		h.f.Close()
 	}

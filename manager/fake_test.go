@@ -158,9 +158,7 @@ func fakeManager(t *testing.T, f *fakeSystemd) *Manager {
 	}
 	closed := make(chan struct{})
 	t.Cleanup(func() { close(closed) })
-	// MosaicBin is what a run's tie is started from (manager.TieStage):
-	// cat, which exits at once on its argument, stands in for it.
-	return &Manager{conn: f, bus: fakeBus{f}, closed: closed, features: units.FeaturesFor(257), MosaicBin: "/bin/cat",
+	return &Manager{conn: f, bus: fakeBus{f}, closed: closed, features: units.FeaturesFor(257), MosaicBin: "/usr/bin/mosaic",
 		watchers: map[dbus.ObjectPath][]*unitWatch{}, sliceLimited: true}
 }
 
@@ -182,7 +180,9 @@ func testHost(t *testing.T) Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Host{Paths: p, Bwrap: "/usr/bin/bwrap", MosaicBin: "/usr/bin/mosaic"}
+	// StageBin is what a run's tie is started from (sandbox.TieStage): cat,
+	// which exits at once on its argument, stands in for it.
+	return Host{Paths: p, Bwrap: "/usr/bin/bwrap", MosaicBin: "/usr/bin/mosaic", StageBin: "/bin/cat"}
 }
 
 // testPlan plans req (a workspace of its own, the command true) on h.

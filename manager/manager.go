@@ -42,8 +42,9 @@ type Manager struct {
 	bus      busConn
 	closed   <-chan struct{} // closed when the connection is (gone)
 	features units.Features
-	// MosaicBin is the mosaic binary that sessions run as their exec shim
-	// and init; it defaults to this process's own executable.
+	// MosaicBin is the mosaic binary sessions' broker units run, beside
+	// the stage binary their exec shim and init run (Host.StageBin); it
+	// defaults to this process's own executable.
 	MosaicBin string
 	// Outside, when set, is what sessions' sandbox checks compare against
 	// instead of this process's own namespaces and /tmp (a confined bus).

@@ -7,6 +7,7 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/manager/request"
+	"mosaic/manager/stagebin"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
@@ -30,9 +31,13 @@ type Host struct {
 	// Bwrap is the bwrap binary; BwrapErr says why there is none.
 	Bwrap    string
 	BwrapErr error
-	// MosaicBin is the mosaic binary sessions run as their exec shim and
-	// init.
+	// MosaicBin is the mosaic binary sessions' broker units run.
 	MosaicBin string
+	// StageBin is the stage binary beside it (stagebin.Find), which runs
+	// sessions' exec shim, init, session-ended stage and a run's tie;
+	// StageErr says why there is none that may be used.
+	StageBin string
+	StageErr error
 	// Outside, when set, is what sessions' sandbox checks compare against
 	// instead of this process's own namespaces and /tmp (a confined bus).
 	Outside *sandbox.Outside
@@ -45,7 +50,9 @@ func ThisHost() (Host, error) {
 		return Host{}, err
 	}
 	bwrap, bwrapErr := sandbox.FindBwrap()
-	return Host{Paths: paths, Bwrap: bwrap, BwrapErr: bwrapErr, MosaicBin: executable()}, nil
+	h := Host{Paths: paths, Bwrap: bwrap, BwrapErr: bwrapErr, MosaicBin: executable()}
+	h.StageBin, h.StageErr = stagebin.Find(h.MosaicBin, stagebin.Ours())
+	return h, nil
 }
 
 // NewPlan is the one step from a request to a plan: the request checked
@@ -77,15 +84,21 @@ func (m *Manager) Plan(req request.Request) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
+	if m.MosaicBin != h.MosaicBin { // a binary under test (the bench): its own pair
+		h.StageBin, h.StageErr = stagebin.Find(m.MosaicBin, stagebin.Of(m.MosaicBin))
+	}
 	h.MosaicBin, h.Outside = m.MosaicBin, m.Outside
 	return NewPlan(req, h)
 }
 
 // sandboxAvailable is the refusal of a session whose inner layer this host
-// cannot give it, or nil: no bwrap (a --sandbox landlock session needs
+// cannot give it, or nil: no stage binary of this mosaic's build; no bwrap (a --sandbox landlock session needs
 // none, but a kernel with the Landlock it needs). Whether bwrap can build
 // a sandbox here is the probe's to say (Open).
 func sandboxAvailable(spec units.Spec, h Host) error {
+	if h.StageErr != nil {
+		return h.StageErr
+	}
 	if spec.Landlock() {
 		if abi := sandbox.LandlockABI(); abi < sandbox.LandlockMinABI {
 			return errcode.SandboxUnavailable.New("--sandbox landlock needs Landlock ABI %d (Linux 6.12+, landlock in the lsm= boot list); this kernel offers %d, so nothing was started", sandbox.LandlockMinABI, abi)
@@ -108,11 +121,11 @@ func noSandbox(cause error, hint string) error {
 }
 
 // complete fills in what the host knows of a checked spec: the mosaic
-// binary the unit runs, and the host's facts the sandbox is checked
+// binary and the stage binary the units run, and the host's facts the sandbox is checked
 // against (the promise); and, the request known to be good, protects the
 // workspace's host-executed entries (which may make placeholders on disk).
 func complete(spec *units.Spec, h Host) error {
-	spec.MosaicBin = h.MosaicBin
+	spec.MosaicBin, spec.StageBin = h.MosaicBin, h.StageBin
 	spec.ExtraRO = append(spec.ExtraRO, testExtraRO()...)
 	if spec.CABundle != "" { // bound into the session: written before it starts
 		ca, err := os.ReadFile(spec.CAFile)

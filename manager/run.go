@@ -33,7 +33,7 @@ import (
 func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
 	spec := plan.Spec
 	spec.Stdio = &stdio
-	t, err := startTie(m.MosaicBin)
+	t, err := startTie(spec.StageBin)
 	if err != nil {
 		return Session{}, err
 	}
@@ -132,7 +132,7 @@ func removeUnnamed(spec units.Spec) <-chan struct{} {
 // back: the session cannot reach its state directory, and reading and
 // decoding the file cost the end of every run a few hundred microseconds.
 func recordAt(spec units.Spec, began time.Time) records.Record {
-	r := records.RecordOf(spec)
+	r := statedir.RecordOf(spec)
 	r.Started = began
 	return r
 }
@@ -218,6 +218,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 		}
 		return Session{}, systemdError("StopUnit "+unit, err)
 	}
+	defer m.termAgainWhileStarting(ctx, unit, s.State == "activating")()
 	if progress != nil {
 		progress("SIGTERM sent; SIGKILL in " + timeout.String())
 	}
@@ -294,6 +295,36 @@ func (m *Manager) WaitEnded(ctx context.Context, name string) error {
 		}
 	}
 	return nil
+}
+
+// termAgainWhileStarting, for a stop that began while the session was
+// still starting, sends SIGTERM again to every process of it each second
+// until the returned function is called. systemd's one SIGTERM may reach
+// nobody who hears it: on 257 (PrivatePIDs=yes) the process systemd forks
+// is PID 1 of a PID namespace until it runs the exec shim, and drops a
+// signal it has no handler for (bwrap's time, after the shim, is covered
+// by the init: sandbox.keepStopSignal). The session, let run meanwhile,
+// hears the next one; its command may get two.
+func (m *Manager) termAgainWhileStarting(ctx context.Context, unit string, starting bool) (stop func()) {
+	if !starting || testNoTermAgain() {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				kctx, cancel := bounded(ctx)
+				_ = m.conn.KillUnitWithTarget(kctx, unit, sd.All, int32(unix.SIGTERM))
+				cancel()
+			}
+		}
+	}()
+	return func() { close(quit) }
 }
 
 // StopInvocation is Stop of session name only while name is the start of it

@@ -3,17 +3,18 @@ package manager
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"syscall"
 
+	"mosaic/sandbox"
 	"mosaic/units"
 	"mosaic/units/errcode"
 )
 
 // A `mosaic run` of the service path ties its session to its own lifetime:
-// it starts a tie, a small child of its own (the mosaic binary's TieStage)
+// it starts a tie, a small child of its own (the stage binary's sandbox.TieStage: a small
+// binary, a cheap start)
 // that lives until its stdin, a pipe only the run holds, reaches EOF; the
 // child is put into a scope of its own in the start's call
 // (units.TieScope) and the session's unit is BindsTo= that scope. The run
@@ -22,25 +23,19 @@ import (
 // and gc takes what is left. (A scope run holds already: its bwrap dies
 // with mosaic.)
 
-// TieStage is the tie's stage, mosaic's first argument.
-const TieStage = "run-tie"
-
-// TieMain is the tie: it returns once its stdin is closed.
-func TieMain() { _, _ = io.Copy(io.Discard, os.Stdin) }
-
 // tie is a running tie process.
 type tie struct {
 	cmd *exec.Cmd
 	w   *os.File // the pipe's write end: closing it ends the tie
 }
 
-// startTie starts the tie from mosaicBin.
-func startTie(mosaicBin string) (*tie, error) {
+// startTie starts the tie from stageBin.
+func startTie(stageBin string) (*tie, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, errcode.Unexpected.New("cannot make the pipe that ties the session to this run: %v", err)
 	}
-	cmd := exec.Command(mosaicBin, TieStage)
+	cmd := exec.Command(stageBin, sandbox.TieStage)
 	cmd.Stdin = r
 	// A process group of its own: the terminal's Ctrl-C is the run's to
 	// handle (it stops the session and reports how), not the tie's.
@@ -49,7 +44,7 @@ func startTie(mosaicBin string) (*tie, error) {
 	r.Close()
 	if err != nil {
 		w.Close()
-		return nil, errcode.Unexpected.New("cannot start %s %s, which ties the session to this run: %v", mosaicBin, TieStage, err)
+		return nil, errcode.Unexpected.New("cannot start %s %s, which ties the session to this run: %v", stageBin, sandbox.TieStage, err)
 	}
 	return &tie{cmd: cmd, w: w}, nil
 }

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"mosaic/credentials"
+	"mosaic/credentials/sessionfile"
 	"mosaic/manager/request"
+	"mosaic/sandbox"
 	"mosaic/units/testhook"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -177,7 +179,7 @@ func testCredentialsOnDisk(name string, vars []credentials.Var) {
 	if err != nil {
 		return
 	}
-	path := credentials.SessionFile(rt, name)
+	path := sessionfile.Path(rt, name)
 	if os.MkdirAll(filepath.Dir(path), 0o700) == nil {
 		_ = credentials.WriteFileAtomic(path, credentials.Encode(vars))
 	}
@@ -214,10 +216,18 @@ func testLossIgnoresEnd() bool { return testhook.Flag("MOSAIC_TEST_LOSS_IGNORES_
 // session running unwatched.
 func testNoTie() bool { return testhook.Flag("MOSAIC_TEST_NO_TIE") }
 
+// testNoTermAgain, under MOSAIC_TEST_NO_TERM_AGAIN=1, is the weakened stop
+// that sends no SIGTERM after systemd's one to a session still starting.
+func testNoTermAgain() bool { return testhook.Flag("MOSAIC_TEST_NO_TERM_AGAIN") }
+
 // testUnitProperties changes a session's unit properties for a test:
 //   - MOSAIC_TEST_EGRESS_REQUIRES=1 ties the session to its egress proxy
 //     with Requires= in place of BindsTo=: the weakened mosaic whose
 //     session runs on when its proxy dies;
+//   - MOSAIC_TEST_INIT_HOLD=DURATION holds bwrap's child that long before
+//     it runs the init (a stop ends the hold), and MOSAIC_TEST_TERM_IGNORED=1 has the exec shim
+//     ignore SIGTERM (the weakened shim whose stop in that time is lost):
+//     both are for the unit's shim, so they go into its environment;
 //   - MOSAIC_TEST_OUTPUT_NULL=1 sends its output to /dev/null, as systemd
 //     does when it cannot reach journald (down while the session started),
 //     which a test cannot stop.
@@ -228,6 +238,15 @@ func testUnitProperties(props []sd.Property) []sd.Property {
 				props[i].Name = "Requires"
 			}
 		}
+	}
+	var env []string
+	for _, name := range []string{sandbox.InitHoldEnv, "MOSAIC_TEST_TERM_IGNORED"} {
+		if v := testhook.Value(name); v != "" {
+			env = append(env, name+"="+v)
+		}
+	}
+	if len(env) > 0 {
+		props = append(props, sd.Property{Name: "Environment", Value: dbus.MakeVariant(env)})
 	}
 	if testhook.Flag("MOSAIC_TEST_OUTPUT_NULL") {
 		props = append(props, sd.Property{Name: "StandardOutput", Value: dbus.MakeVariant("null")},

@@ -13,13 +13,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
 	"mosaic/sandbox/publish"
 )
 
-// InitPath is where the mosaic binary appears inside the sandbox. It is bound
+// InitPath is where the stage binary (the init) appears inside the sandbox. It is bound
 // read-only at a fixed path so the init's location never depends on where the
 // user installed mosaic (often under the home, which the session cannot see).
 const InitPath = "/run/mosaic/init"
@@ -66,7 +67,8 @@ type Options struct {
 	SessionHome string   // the session's own home on disk, loaded into the tmpfs at Home (HomeStore)
 	HomeSize    uint64   // the bound of that tmpfs; 0 or ^0 for the kernel's default
 	TmpSize     uint64   // the bound of the session's own /tmp, a tmpfs; 0 or ^0 for the kernel's default
-	MosaicBin   string   // this binary, bound at InitPath
+	MosaicBin   string   // mosaic, bound at BinInside for --may-launch
+	StageBin    string   // the stage binary, bound at InitPath
 	Binary      string   // the command's binary when outside the system dirs, bound read-only
 	ExtraRO     []string // --ro PATH
 	ExtraRW     []string // --rw PATH
@@ -97,7 +99,7 @@ var mergedUsrLinks = []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/lib
 func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(string) (string, error)) []Bind {
 	b := systemBinds(lstat, readlink)
 	b = append(b,
-		Bind{Kind: KindRO, Src: o.MosaicBin, Dst: InitPath, Reason: "mosaic's init, PID 1 of the session, read-only"},
+		Bind{Kind: KindRO, Src: o.StageBin, Dst: InitPath, Reason: "mosaic's init (the stage binary), PID 1 of the session, read-only"},
 		homeBind(o.SessionHome, o.Home, o.HomeSize),
 		tmpBind(o.TmpSize),
 		Bind{Kind: KindRW, Src: o.Workspace, Dst: o.Workspace, Reason: "the workspace, read-write at its own path"},
@@ -132,8 +134,10 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 	}
 	b = append(b, o.Protect...)
 	writable := append([]string{o.Workspace}, o.ExtraRW...)
-	b = append(b, pinBinary(o.MosaicBin, "the mosaic binary the user and the bus run next", writable)...)
-	return append(b, pinBinary(o.BwrapBin, "the bwrap every later session runs", writable)...)
+	return append(b, pinBinaries(writable,
+		pin{o.MosaicBin, "the mosaic binary the user and the bus run next"},
+		pin{o.StageBin, "the stage binary every later session runs"},
+		pin{o.BwrapBin, "the bwrap every later session runs"})...)
 }
 
 // tmpBind is the session's /tmp: a tmpfs of its own, in memory (charged
@@ -163,31 +167,55 @@ func homeBind(src, home string, size uint64) Bind {
 	return b
 }
 
-// pinBinary binds bin read-only at its own path, last, when a writable bind
-// holds it (a workspace that is a checkout of mosaic, or of a tool's bin
-// directory), so that the session cannot replace what the host runs next:
-// the directories between the bind and bin are bound onto themselves first,
-// since a mount point cannot be renamed (mv bin bin.old; mkdir bin) nor
-// removed.
-func pinBinary(bin, what string, writable []string) []Bind {
-	if bin == "" {
-		return nil
-	}
-	for _, root := range writable {
-		if root == "" || root == bin || !Within(bin, root) {
+// A pin is a binary the host runs next, and what it is, for pinBinaries.
+type pin struct{ bin, what string }
+
+// pinBinaries binds each pin's binary read-only at its own path, last,
+// when a writable bind holds it (a workspace that is a checkout of mosaic,
+// or of a tool's bin directory), so that the session cannot replace what
+// the host runs next: the directories between the bind and the binary are
+// bound onto themselves first, since a mount point cannot be renamed (mv
+// bin bin.old; mkdir bin) nor removed. Each directory is bound once, and
+// every directory before any binary (a directory bound later would cover
+// a binary bound under it).
+func pinBinaries(writable []string, pins ...pin) []Bind {
+	var dirs, bins []Bind
+	seen := map[string]bool{}
+	for _, p := range pins {
+		root := holder(p.bin, writable)
+		if root == "" {
 			continue
 		}
-		var dirs []string
-		for d := filepath.Dir(bin); d != root && Within(d, root); d = filepath.Dir(d) {
-			dirs = append([]string{d}, dirs...)
+		var chain []string
+		for d := filepath.Dir(p.bin); d != root && Within(d, root); d = filepath.Dir(d) {
+			chain = append([]string{d}, chain...)
 		}
-		var b []Bind
-		for _, d := range dirs {
-			b = append(b, Bind{Kind: KindRW, Src: d, Dst: d, Reason: "pinned (a mount point cannot be renamed): holds " + what})
+		for _, d := range chain {
+			if !seen[d] {
+				seen[d] = true
+				dirs = append(dirs, Bind{Kind: KindRW, Src: d, Dst: d, Reason: "pinned (a mount point cannot be renamed): holds " + p.what})
+			}
 		}
-		return append(b, Bind{Kind: KindRO, Src: bin, Dst: bin, Reason: what + ", read-only: a session must not replace it"})
+		bins = append(bins, Bind{Kind: KindRO, Src: p.bin, Dst: p.bin, Reason: p.what + ", read-only: a session must not replace it"})
 	}
-	return nil
+	// A parent before its children, whichever binary named it first.
+	sort.SliceStable(dirs, func(i, j int) bool {
+		return strings.Count(dirs[i].Dst, "/") < strings.Count(dirs[j].Dst, "/")
+	})
+	return append(dirs, bins...)
+}
+
+// holder is the first of writable that holds bin below it, or "".
+func holder(bin string, writable []string) string {
+	if bin == "" {
+		return ""
+	}
+	for _, root := range writable {
+		if root != "" && root != bin && Within(bin, root) {
+			return root
+		}
+	}
+	return ""
 }
 
 // systemBinds are the mounts every sandbox has, whatever the session: the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -62,13 +63,15 @@ func HoldBwrap(bwrapArgv, initArgs, environ []string, promise string) (Held, err
 // ExecBwrap replaces the calling process (the unit's main process) with bwrap,
 // after two things bwrap cannot do itself:
 //
-//   - SIGTERM is set to ignored. bwrap's monitor process does not handle it,
-//     so systemd's SIGTERM would kill bwrap at once and --die-with-parent
-//     would SIGKILL the session before the command could shut down. Ignored,
-//     the monitor lives on while the init (which systemd signals too, as it
-//     does every process of the unit) forwards the signal and waits for the
-//     command; the init installs its own handler, so the command starts
-//     with the default disposition.
+//   - SIGTERM is blocked (keepStopSignal). bwrap's monitor process does not
+//     handle it, so systemd's SIGTERM would kill bwrap at once and
+//     --die-with-parent would SIGKILL the session before the command could
+//     shut down. Blocked, the monitor lives on while the init (which systemd
+//     signals too, as it does every process of the unit) forwards the
+//     signal and waits for the command, and a SIGTERM that came before the
+//     init had its handler is found pending in the monitor; the init
+//     installs its own handler, so the command starts with the default
+//     disposition and an empty mask.
 //   - bwrap, and so the init, gets only env: the environment the init
 //     needs (InitEnv, which the shim computes): what the user manager holds for every unit never enters
 //     the sandbox.
@@ -84,7 +87,9 @@ func ExecBwrap(argv, env []string) error {
 	if weakened {
 		env = os.Environ()
 	}
-	signal.Ignore(unix.SIGTERM)
+	runtime.LockOSThread() // the signal mask is this thread's, which the exec keeps
+	argv = testHoldBwrap(argv)
+	env = append(env, keepStopSignal()...)
 	releaseTerminal()
 	if sock := os.Getenv("NOTIFY_SOCKET"); sock != "" {
 		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM, 0) // inherited on purpose: no CLOEXEC

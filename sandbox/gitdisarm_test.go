@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,5 +99,68 @@ func TestMovedAsideIsNoRepository(t *testing.T) {
 	again := movedGitDir(t, ws, OutOfStatus(ws, MoveAsideRepos(ws, "s2", start)))
 	if ran, _ := statusIn(filepath.Join(ws, "src")); ran || len(again.Disarmed) == 0 {
 		t.Errorf("the repository put back is armed after the second end: ran %v, disarmed %v", ran, again.Disarmed)
+	}
+}
+
+// TestMovedAsideLockedIsNoRepository (issue 31, atk6): the disarm renamed
+// entries in, and listed, each directory it could; one the session left
+// read-only (0555: no rename there) or unlistable (0311: git still opens
+// its HEAD and config by name) stayed a repository, silently, and the
+// user's git status in the moved .git ran its core.fsmonitor. Each mode
+// is first shown to leave git working there (armed); disarmed, git finds
+// no repository in it, at the top or below.
+func TestMovedAsideLockedIsNoRepository(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root is refused no rename nor listing: run it as a user (the rig)")
+	}
+	mark := filepath.Join(t.TempDir(), "MARK")
+	ran := func(dir string) bool {
+		os.Remove(mark)
+		cmd := exec.Command("git", "status")
+		cmd.Dir = dir
+		cmd.Run()
+		_, err := os.Stat(mark)
+		return err == nil
+	}
+	for _, mode := range []os.FileMode{0o555, 0o311} {
+		for _, where := range []string{".git", ".git/modules/m"} {
+			for _, armed := range []bool{true, false} {
+				ws := t.TempDir()
+				t.Cleanup(func() { exec.Command("chmod", "-R", "u+rwx", ws).Run() })
+				gitRun(t, ws, "init", "-q")
+				start := sessionStart()
+				plantArmedRepo(t, ws, mark)
+				os.Chmod(filepath.Join(ws, "src", where), mode)
+				testKeepMovedArmed = armed
+				m := movedGitDir(t, ws, OutOfStatus(ws, MoveAsideRepos(ws, "s", start)))
+				testKeepMovedArmed = false
+				dir := filepath.Join(ws, m.To, strings.TrimPrefix(where, ".git"))
+				if got := ran(dir); got != armed {
+					t.Errorf("%s %o, armed %v: git status in %s ran its fsmonitor: %v (disarmed %v)", where, mode, armed, dir, got, m.Disarmed)
+				}
+			}
+		}
+	}
+}
+
+// TestMovedAsideOverBudgetIsUnreadable (issue 31, atk6): a directory of
+// what is moved aside was listed up to a budget and the rest of it not
+// looked through, silently, so a git directory named past it stayed armed;
+// now a directory over the budget makes the whole of it unreadable.
+func TestMovedAsideOverBudgetIsUnreadable(t *testing.T) {
+	ws := t.TempDir()
+	t.Cleanup(func() { exec.Command("chmod", "-R", "u+rwx", ws).Run() })
+	gitRun(t, ws, "init", "-q")
+	start := sessionStart()
+	plantArmedRepo(t, ws, filepath.Join(t.TempDir(), "MARK"))
+	for i := 0; i < 30; i++ {
+		os.WriteFile(filepath.Join(ws, "src", ".git", "modules", fmt.Sprint("f", i)), nil, 0o644)
+	}
+	defer func(b int) { disarmEntriesBudget = b }(disarmEntriesBudget)
+	disarmEntriesBudget = 20
+	m := movedGitDir(t, ws, OutOfStatus(ws, MoveAsideRepos(ws, "s", start)))
+	st, err := os.Lstat(filepath.Join(ws, m.To))
+	if err != nil || st.Mode().Perm() != 0 || !strings.Contains(strings.Join(m.Disarmed, " "), "over 20 entries in modules: made unreadable") {
+		t.Errorf("%s over the budget: %v, %v; disarmed %q", m.To, st.Mode(), err, m.Disarmed)
 	}
 }

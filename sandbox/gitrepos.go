@@ -102,7 +102,7 @@ func moveAsideRepos(ws, name string, since time.Time) []MovedAside {
 			moved = append(moved, moveAsideVenvConfig(ws, name, rel, since)...)
 		}
 		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), "-") {
+			if isOptionLike(e.Name(), e.Type()) {
 				moved = append(moved, moveAsideOptionName(ws, name, filepath.Join(rel, e.Name()), since)...)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
 
 	"golang.org/x/sys/unix"
 )
@@ -99,7 +100,7 @@ func HostExecReason(rel string) string {
 
 // gitNamedReason is why an entry that git's configuration names is
 // protected (hookExec).
-const gitNamedReason = "a tool on the host runs it or reads it as configuration, as a config of the workspace says (git: core.hooksPath, include.path; direnv: the .envrc's dotenv, source_env)"
+const gitNamedReason = "a tool on the host runs it or reads it as configuration, as a config of the workspace says (git: a hook, core.hooksPath, include.path; direnv: the .envrc's dotenv, source_env)"
 
 // Created lists which of missing (MissingHostExec at the start) exist in ws
 // now, without following any symlink on the way.
@@ -185,9 +186,16 @@ func MoveAsideCreated(ws, name string, missing []string) []MovedAside {
 		var rnd [4]byte
 		_, _ = rand.Read(rnd[:])
 		to := base + ".mosaic-moved-" + name + "-" + hex.EncodeToString(rnd[:])
-		if strings.HasPrefix(to, "-") {
+		if strings.ContainsAny(to[:1], optionLeads) {
 			to = "_" + to // not an option to a command a shell glob gives it to
 		}
+		// Nor one after xargs splits it at its blanks (optionLike).
+		to = strings.Map(func(r rune) rune {
+			if unicode.IsSpace(r) {
+				return '_'
+			}
+			return r
+		}, to)
 		m := MovedAside{Path: rel, To: filepath.Join(filepath.Dir(rel), to)}
 		if err := unix.Renameat2(dir, base, dir, to, unix.RENAME_NOREPLACE); err != nil {
 			m.To, m.Error = "", fmt.Sprintf("cannot move it aside: %v", err)

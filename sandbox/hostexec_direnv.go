@@ -82,21 +82,61 @@ func readEnvrc(ws, rel string) envrcRead {
 		}
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(strings.TrimSpace(line))
-		if len(f) == 0 {
-			continue
-		}
-		loads, path := envrcLine(dir, f)
-		for _, p := range loads {
-			add(&r.loads, p)
-		}
-		for _, p := range path {
-			add(&r.path, p)
+		for _, f := range envrcCommands(line) {
+			loads, path := envrcLine(dir, f)
+			for _, p := range loads {
+				add(&r.loads, p)
+			}
+			for _, p := range path {
+				add(&r.path, p)
+			}
 		}
 	}
 	r.path = expandLayouts(ws, r.path)
 	return r
 }
+
+// envrcCommands splits a line of an .envrc into its commands' words: at
+// ;, &&, || and |, without the keywords that lead one (if, then, do, !,
+// ...), up to a comment. One-line conditionals are common (`if [ -f
+// .venv/bin/activate ]; then source .venv/bin/activate; fi`, `test -d bin
+// && PATH_add bin`): reading a line's first command only, the source and
+// PATH_add after it went unseen.
+func envrcCommands(line string) [][]string {
+	var cmds [][]string
+	var cur []string
+	end := func() {
+		if len(cur) > 0 {
+			cmds = append(cmds, cur)
+		}
+		cur = nil
+	}
+	for _, w := range strings.Fields(line) {
+		if strings.HasPrefix(w, "#") {
+			break
+		}
+		switch w {
+		case ";", "&&", "||", "|", "&":
+			end()
+			continue
+		}
+		last := strings.HasSuffix(w, ";")
+		if w = strings.TrimSuffix(w, ";"); len(cur) == 0 && shellKeywords[w] {
+			w = ""
+		}
+		if w != "" {
+			cur = append(cur, w)
+		}
+		if last {
+			end()
+		}
+	}
+	end()
+	return cmds
+}
+
+// shellKeywords lead a command without being it.
+var shellKeywords = map[string]bool{"if": true, "then": true, "else": true, "elif": true, "do": true, "while": true, "until": true, "!": true, "{": true, "(": true}
 
 // envrcLine is what one command of an .envrc (its words f) loads and
 // puts on PATH, as written (relative to dir).

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,7 +12,8 @@ import (
 // TestReadEnvrc: what an .envrc has direnv take from the workspace: the
 // files it sources or evaluates and the directories it puts on PATH,
 // relative to the .envrc's directory; paths with a variable or outside
-// the workspace are not named.
+// the workspace are not named; a line's commands after its first (a
+// one-line if, a &&, a ;) are read too.
 func TestReadEnvrc(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
 	ws := t.TempDir()
@@ -30,6 +32,9 @@ source $HOME/y
 export PATH="$PWD/exported/bin:$PATH"
 PATH=${PWD}/plain:$PATH
 source "$PWD/pwd.sh"
+if [ -f cond.sh ]; then source cond.sh; fi
+test -d cbin && PATH_add cbin # PATH_add commented
+has nix || dotenv .env.local; PATH_add after
 `), 0o644)
 	r := readEnvrc(ws, "sub")
 	rel := func(ps []string) []string {
@@ -40,11 +45,11 @@ source "$PWD/pwd.sh"
 		slices.Sort(out)
 		return out
 	}
-	wantLoads := []string{"sub/.venv/bin/activate", "sub/default.nix", "sub/env.sh", "sub/flake.lock", "sub/flake.nix", "sub/pwd.sh", "sub/shell.nix"}
+	wantLoads := []string{"sub/.env.local", "sub/.venv/bin/activate", "sub/cond.sh", "sub/default.nix", "sub/env.sh", "sub/flake.lock", "sub/flake.nix", "sub/pwd.sh", "sub/shell.nix"}
 	if got := rel(r.loads); !slices.Equal(got, wantLoads) {
 		t.Errorf("loads %v, want %v", got, wantLoads)
 	}
-	wantPath := []string{"sub/.direnv/python-3.11.2/bin", "sub/.direnv/virtualenv/bin", "sub/.venv/bin", "sub/bin", "sub/exported/bin", "sub/node_modules/.bin", "sub/plain", "sub/scripts", "sub/tools/bin"}
+	wantPath := []string{"sub/.direnv/python-3.11.2/bin", "sub/.direnv/virtualenv/bin", "sub/.venv/bin", "sub/after", "sub/bin", "sub/cbin", "sub/exported/bin", "sub/node_modules/.bin", "sub/plain", "sub/scripts", "sub/tools/bin"}
 	if got := rel(r.path); !slices.Equal(got, wantPath) {
 		t.Errorf("PATH %v, want %v", got, wantPath)
 	}
@@ -184,5 +189,63 @@ func TestOptionNamesMovedAside(t *testing.T) {
 	}
 	if _, ok := got["--checkpoint-action=exec=sh s.sh"]; !ok || len(got) != 2 || !strings.Contains(got["sub/-rf"], "option") {
 		t.Errorf("moved %v", got)
+	}
+}
+
+// TestCommandNamesMovedAside (issue 31, atk6): "-" is not the only lead a
+// shell glob hands a command as other than a file. Shown first with main's
+// check ("-" only): a `+!touch>vim-ran` the session made had the user's
+// `vim *` run the command, and an `@opts` naming a -wrapper had `gcc -c *`
+// run it. Both are moved aside now, to names that start with "_"; a
+// SvelteKit route file (+page.svelte) and an npm scope's directory
+// (node_modules/@types) the session made stay.
+func TestCommandNamesMovedAside(t *testing.T) {
+	for _, tool := range []string{"vim", "gcc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s here", tool)
+		}
+	}
+	for _, weak := range []bool{true, false} {
+		ws := t.TempDir()
+		start := sessionStart()
+		for name, body := range map[string]string{
+			"+!touch>vim-ran": "", "@opts": "", "z -e '1e touch sed-ran'": "", "a.txt": "a\n", "A - B.txt": "", "a.c": "int main(void) { return 0; }\n", "+page.svelte": "",
+			"opts": `-wrapper /bin/sh,-c,touch${IFS}gcc-ran;exec${IFS}"$0"${IFS}"$@"` + "\n",
+		} {
+			os.WriteFile(filepath.Join(ws, name), []byte(body), 0o644)
+		}
+		os.MkdirAll(filepath.Join(ws, "node_modules", "@types", "node"), 0o755)
+		if weak {
+			isOptionLike = func(name string, _ os.FileMode) bool { return strings.HasPrefix(name, "-") }
+		}
+		moved := MoveAsideRepos(ws, "s", start)
+		isOptionLike = optionLike
+		for _, c := range []string{"echo | vim -u NONE -i NONE -es *", "gcc -c * 2>/dev/null", "find . -name '*.txt' -o -name 'z *' | xargs sed -i s/a/b/ 2>/dev/null"} {
+			cmd := exec.Command("sh", "-c", c)
+			cmd.Dir = ws
+			cmd.Run()
+		}
+		var ran []string
+		for _, mark := range []string{"vim-ran", "gcc-ran", "sed-ran"} {
+			if _, err := os.Stat(filepath.Join(ws, mark)); err == nil {
+				ran = append(ran, mark)
+			}
+		}
+		if weak {
+			if len(ran) != 3 {
+				t.Fatalf("with main's check only %v ran, so this test proves nothing (moved %+v)", ran, moved)
+			}
+			continue
+		}
+		got := map[string]bool{}
+		for _, m := range moved {
+			if m.To == "" || strings.ContainsAny(filepath.Base(m.To)[:1], "-+@") || strings.Contains(m.To, " ") {
+				t.Errorf("moved to %q: %+v", m.To, m)
+			}
+			got[m.Path] = true
+		}
+		if len(ran) > 0 || !got["+!touch>vim-ran"] || !got["@opts"] || !got["z -e '1e touch sed-ran'"] || len(got) != 3 {
+			t.Errorf("ran %v; moved %v", ran, got)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -97,14 +98,60 @@ func moveAsideVenvConfig(ws, name, rel string, since time.Time) []MovedAside {
 	return moveAsideFor(ws, name, p, venvPipReason)
 }
 
-// optionNameReason is why an entry whose name starts with "-" is moved.
-const optionNameReason = "its name starts with -, so a * of your shell passes it to a command as an option: tar cf backup.tar * ran a --checkpoint-action=exec=... the session named a file"
+// optionNameReason is why an entry whose name starts with "-", "+" or "@"
+// is moved.
+const optionNameReason = "its name starts with -, + or @, so a * of your shell passes it to a command as an option: tar cf backup.tar * ran a --checkpoint-action=exec=... the session named a file, vim * a +!cmd, gcc * the options of a file an @file named"
 
-// moveAsideOptionName moves aside the entry rel of ws, whose name starts
-// with "-", when the session made or renamed it (changed since): a shell
+// optionLeads are the first characters of a name that a shell glob gives
+// a command as other than a file: "-" an option; "+" vim's, less's and
+// more's command to run (vim * ran +!cmd and +so.x, a script beside it);
+// "@" gcc's, clang's, ld's and javac's file of options to read (gcc * ran
+// the -wrapper an @opts named).
+const optionLeads = "-+@"
+
+// isOptionLike is optionLike; a unit test puts the check before atk6 in
+// its place (a leading "-" alone), to show what that let through.
+var isOptionLike = optionLike
+
+// svelteRoute matches SvelteKit's route files (+page.svelte,
+// +layout@(app).svelte, +page.server.ts, +error.svelte): a project's own,
+// and no command to vim (E492).
+var svelteRoute = regexp.MustCompile(`^\+(page|layout|server|error)(@[^./]*)?(\.server)?\.(svelte|js|ts)$`)
+
+// optionLike reports whether the entry name, of type t, is one a shell
+// glob gives a command as an option or a command (optionLeads); a
+// directory starting with "@" (an npm scope, node_modules/@types) is no
+// file of options, nor is a SvelteKit route file a command. So is a name
+// a word of which, after a blank, is one (not a lone "-": "A - B.txt"):
+// xargs splits the names it reads at blanks (and takes quotes), and `git
+// ls-files | xargs sed -i s/a/b/` ran the command of a `z -e '1e cmd'`.
+func optionLike(name string, t os.FileMode) bool {
+	for _, w := range strings.Fields(name)[min(1, len(strings.Fields(name))):] {
+		if w = strings.Trim(w, `'"`); len(w) > 1 && leadsLikeOption(w, 0) {
+			return true
+		}
+	}
+	return leadsLikeOption(name, t)
+}
+
+// leadsLikeOption is optionLike for the start of name alone.
+func leadsLikeOption(name string, t os.FileMode) bool {
+	switch {
+	case name == "" || !strings.ContainsAny(name[:1], optionLeads):
+		return false
+	case name[0] == '@':
+		return !t.IsDir()
+	case name[0] == '+':
+		return !svelteRoute.MatchString(name)
+	}
+	return true
+}
+
+// moveAsideOptionName moves aside the entry rel of ws, whose name is
+// optionLike, when the session made or renamed it (changed since): a shell
 // glob gives it to the command as an option (GNU tar's
 // --checkpoint-action=exec runs a command; a -rf makes rm * recursive). Its
-// new name starts with "_" (MoveAsideCreated), not "-".
+// new name starts with "_" (MoveAsideCreated), not one of optionLeads.
 func moveAsideOptionName(ws, name, rel string, since time.Time) []MovedAside {
 	if c, _ := changedEntry(ws, rel, since); !c {
 		return nil

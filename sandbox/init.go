@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/sandbox/egress"
 	"mosaic/sandbox/publish"
 	"mosaic/units/testhook"
 )
@@ -123,6 +122,7 @@ func Init(args []string) int {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
 		return ExitSandboxRefused
 	}
+	stopBeforeHeard(sigs)
 	notify := notifyFD()
 	homeFD := takeHomeStore()
 	closeInherited()
@@ -219,7 +219,7 @@ func commandNetwork(o initOptions, env []string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot listen for the egress relay: %w", err)
 		}
-		go egress.Relay(l, o.egressSocket)
+		go relayEgress(l, o.egressSocket)
 		env = append(env, ProxyEnv(env)...)
 	}
 	if err := offerPublished(o.publish); err != nil {

@@ -43,6 +43,7 @@ var opts = Options{
 	TmpSize:     64 << 20,
 	HomeSize:    128 << 20,
 	MosaicBin:   "/home/u/go/bin/mosaic",
+	StageBin:    "/home/u/go/bin/mosaic-stage",
 	ExtraRO:     []string{"/opt/ro"},
 	ExtraRW:     []string{"/srv/rw"},
 }
@@ -75,7 +76,7 @@ func TestBinds(t *testing.T) {
 		"ro-bind /lib64 /lib64",
 		"dev  /dev",
 		"proc  /proc",
-		"ro-bind /home/u/go/bin/mosaic " + InitPath,
+		"ro-bind /home/u/go/bin/mosaic-stage " + InitPath,
 		"tmpfs /home/u/.local/state/mosaic/sessions/s/home /home/u",
 		"tmpfs  /tmp",
 		"bind /home/u/proj /home/u/proj",

@@ -7,29 +7,45 @@ import (
 	"testing"
 )
 
-func TestPinBinary(t *testing.T) {
+func TestPinBinaries(t *testing.T) {
 	ws := "/home/u/src/mosaic"
-	b := pinBinary(ws+"/bin/x/mosaic", "mosaic", []string{"/home/u/other", ws})
+	b := pinBinaries([]string{"/home/u/other", ws}, pin{ws + "/bin/x/mosaic", "mosaic"})
 	want := []string{"bind " + ws + "/bin", "bind " + ws + "/bin/x", "ro-bind " + ws + "/bin/x/mosaic"}
 	if len(b) != len(want) {
-		t.Fatalf("pinBinary = %+v", b)
+		t.Fatalf("pinBinaries = %+v", b)
 	}
 	for i, w := range want {
 		if got := b[i].Kind + " " + b[i].Dst; got != w || b[i].Src != b[i].Dst || b[i].Reason == "" {
 			t.Errorf("bind %d = %+v, want %s at its own path with a reason", i, b[i], w)
 		}
 	}
-	if b := pinBinary("/usr/bin/mosaic", "mosaic", []string{ws}); b != nil {
+	if b := pinBinaries([]string{ws}, pin{"/usr/bin/mosaic", "mosaic"}); b != nil {
 		t.Errorf("a binary no writable bind holds is pinned: %+v", b)
 	}
+	// mosaic and its stage binary side by side: their directories bound
+	// once, and before either binary (a directory bound after a binary
+	// would cover it).
+	b = pinBinaries([]string{ws}, pin{ws + "/bin/mosaic", "mosaic"}, pin{ws + "/bin/mosaic-stage", "stage"}, pin{ws + "/bin/x/bwrap", "bwrap"})
+	want = []string{"bind " + ws + "/bin", "bind " + ws + "/bin/x", "ro-bind " + ws + "/bin/mosaic", "ro-bind " + ws + "/bin/mosaic-stage", "ro-bind " + ws + "/bin/x/bwrap"}
+	if len(b) != len(want) {
+		t.Fatalf("pinBinaries of three = %+v", b)
+	}
+	for i, w := range want {
+		if got := b[i].Kind + " " + b[i].Dst; got != w {
+			t.Errorf("bind %d = %s, want %s", i, got, w)
+		}
+	}
 	// After every other bind.
-	o := Options{Workspace: ws, Home: "/home/u", SessionHome: "/s/home", MosaicBin: ws + "/mosaic", BwrapBin: "/usr/bin/bwrap",
+	o := Options{Workspace: ws, Home: "/home/u", SessionHome: "/s/home", MosaicBin: ws + "/mosaic", StageBin: ws + "/mosaic-stage", BwrapBin: "/usr/bin/bwrap",
 		ExtraRW: []string{"/data"}, Protect: []Bind{{Kind: KindRO, Src: ws + "/.git/config", Dst: ws + "/.git/config", Reason: "r"}}}
 	all := Binds(o, os.Lstat, os.Readlink)
-	if last := all[len(all)-1]; last.Dst != ws+"/mosaic" || last.Kind != KindRO {
-		t.Errorf("last bind %+v, want the mosaic binary read-only", last)
+	if last := all[len(all)-1]; last.Dst != ws+"/mosaic-stage" || last.Kind != KindRO {
+		t.Errorf("last bind %+v, want the stage binary read-only", last)
 	}
-	if p := all[len(all)-2]; p.Dst != ws+"/.git/config" {
+	if m := all[len(all)-2]; m.Dst != ws+"/mosaic" || m.Kind != KindRO {
+		t.Errorf("last but one bind %+v, want the mosaic binary read-only", m)
+	}
+	if p := all[len(all)-3]; p.Dst != ws+"/.git/config" {
 		t.Errorf("the protected entries are not after the workspace and --rw: %+v", p)
 	}
 }

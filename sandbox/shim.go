@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/credentials"
+	"mosaic/credentials/sessionfile"
 )
 
 // The exec shim is a service's main process:
@@ -100,7 +100,7 @@ func ShimMain(args []string) error {
 		// issue 31) into our environment: the link has no reason to exist
 		// any more, and gone it cannot name another file once mosaic's
 		// PID is reused.
-		if err := credentials.RemoveSessionFile(s.Drop); err != nil {
+		if err := sessionfile.Remove(s.Drop); err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
 		}
 	}

@@ -1,21 +1,20 @@
 package units
 
+import "mosaic/sandbox"
+
 // The session-ended stage is a service's ExecStopPost (records.EndedMain
 // parses it and says what it does):
 //
-//	mosaic session-ended --state DIR [--egress SOCKET]
+//	mosaic-stage session-ended --state DIR [--egress SOCKET]
 //
 // Its command line is written here, with the unit that runs it; the
 // parser lives with the records it writes. (It still takes --drop FILE,
 // which units a mosaic before issue 31 started name.)
 
-// EndedStage is the stage's name, mosaic's first argument.
-const EndedStage = "session-ended"
-
 // EndedArgv is the stage's command line; egressSocket, the session's egress
 // proxy's socket, is "" for a session without one.
-func EndedArgv(mosaicBin, stateDir, egressSocket string) []string {
-	argv := []string{mosaicBin, EndedStage, "--state", stateDir}
+func EndedArgv(stageBin, stateDir, egressSocket string) []string {
+	argv := []string{stageBin, sandbox.EndedStage, "--state", stateDir}
 	if egressSocket != "" {
 		argv = append(argv, "--egress", egressSocket)
 	}

@@ -15,8 +15,8 @@ func landlockExecArgv(s Spec) []string {
 		Landlock: s.LandlockPolicy().Encode(), EgressSocket: filepath.Join(s.EgressDir, sandbox.EgressSocketName),
 		SeccompAllow: s.SeccompAllow}
 	// The shim becomes mosaic's init in place of bwrap.
-	shim := sandbox.Shim{Promise: s.Promise.Encode(), Drop: heldLink(s, s.CredentialFile), Bwrap: s.MosaicBin, Args: sandbox.InitArgv(o, s.Command)}
-	return shim.Argv(s.MosaicBin)
+	shim := sandbox.Shim{Promise: s.Promise.Encode(), Drop: heldLink(s, s.CredentialFile), Bwrap: s.StageBin, Args: sandbox.InitArgv(o, s.Command)}
+	return shim.Argv(s.StageBin)
 }
 
 // notifyAccess is who in the unit systemd takes notifications from. With

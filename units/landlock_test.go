@@ -18,7 +18,7 @@ func TestPropertiesLandlock(t *testing.T) {
 	s.Sandbox, s.BwrapBin, s.Network = sandbox.ModeLandlock, "", sandbox.NetworkNone
 	p := props(Properties(s, FeaturesFor(252)))
 	argv := p["ExecStartEx"].Value.Value().([]execEx)[0].Argv
-	if strings.Join(argv[:5], " ") != s.MosaicBin+" exec-bwrap --promise "+s.Promise.Encode()+" "+s.MosaicBin || argv[5] != "init" {
+	if strings.Join(argv[:5], " ") != s.StageBin+" exec-bwrap --promise "+s.Promise.Encode()+" "+s.StageBin || argv[5] != "init" {
 		t.Errorf("ExecStart starts %v, want the shim, then mosaic's init", argv[:6])
 	}
 	for _, a := range argv {

@@ -60,8 +60,8 @@ type (
 
 func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value: dbus.MakeVariant(v)} }
 
-// ExecArgv is a service's command line: mosaic's exec shim, which becomes
-// bwrap, which runs mosaic's init, which runs the command. It holds
+// ExecArgv is a service's command line: mosaic's exec shim (the stage
+// binary), which becomes bwrap, which runs mosaic's init (the stage binary), which runs the command. It holds
 // credentials' names, never their values. (A scope's is ScopeBwrap.)
 //
 // With s.InitArgsFile the init's arguments stay out of it (the shim reads
@@ -78,7 +78,7 @@ func ExecArgv(s Spec) []string {
 		shim.InitArgs = s.InitArgsFile
 	}
 	shim.Args = sandbox.Argv(s.Binds(), s.Workspace, initArgv, netArgs(s)...)
-	return shim.Argv(s.MosaicBin)
+	return shim.Argv(s.StageBin)
 }
 
 // ScopeBwrap is a scope's sandbox, which mosaic starts itself (no exec
@@ -173,7 +173,7 @@ func Properties(s Spec, f Features) []sd.Property {
 	// reports the end and removes its state), so it goes without: the
 	// ExecStopPost costs a second namespace setup, some 8 ms of every run.
 	if s.Stdio == nil || s.Attach != nil || s.NameGiven {
-		post := EndedArgv(s.MosaicBin, s.StateDir, s.egressSocket())
+		post := EndedArgv(s.StageBin, s.StateDir, s.egressSocket())
 		// ExecStopPost, not ExecStopPostEx: systemd 252 writes the latter
 		// into the transient unit file under a key it cannot read back, so
 		// a daemon-reload would lose how the session ends.
@@ -182,7 +182,7 @@ func Properties(s Spec, f Features) []sd.Property {
 		for i := range post {
 			post[i] = strings.ReplaceAll(post[i], "$", "$$")
 		}
-		props = append(props, prop("ExecStopPost", []execCmd{{Path: s.MosaicBin, Argv: post, IgnoreFailure: true}}))
+		props = append(props, prop("ExecStopPost", []execCmd{{Path: s.StageBin, Argv: post, IgnoreFailure: true}}))
 	}
 	if f.PrivatePIDs {
 		props = append(props, prop("PrivatePIDs", "yes"))
@@ -458,7 +458,7 @@ func heldLinkDir(s Spec, path string) []bindEntry {
 // readOnlyPaths are the unit's read-only binds: what the exec shim, bwrap and
 // the sandbox's own read-only binds need from under the hidden directories.
 func readOnlyPaths(s Spec) []string {
-	ro := []string{s.MosaicBin}
+	ro := []string{s.StageBin, s.MosaicBin}
 	if s.BwrapBin != "" { // none in --sandbox landlock
 		ro = append(ro, s.BwrapBin)
 	}

@@ -140,7 +140,8 @@ type Spec struct {
 	Home       string // the user's home: hidden, and HOME's path inside
 	RuntimeDir string // $XDG_RUNTIME_DIR: hidden
 	StateDir   string // the session's own state: home/ and tmp/ below it
-	MosaicBin  string // the mosaic binary, for the exec shim and the init
+	MosaicBin  string // the mosaic binary, for the broker units and --may-launch
+	StageBin   string // the stage binary (sandbox.TieStage's doc): the exec shim, the init, session-ended, a run's tie
 	// Promise is what the shim and the init check the sandbox against
 	// (encoded onto their command line).
 	Promise  sandbox.Promise
@@ -195,7 +196,7 @@ type Spec struct {
 	// stdout and stderr (mosaic run), and the unit is collected once it ended
 	// even when it failed: a finished run leaves nothing behind.
 	Stdio *[3]int
-	// TiePID, for a mosaic run, is the run's tie (manager.TieStage): the
+	// TiePID, for a mosaic run, is the run's tie (sandbox.TieStage): the
 	// session's unit is BindsTo= the scope it is put in (TieScope), so
 	// that the run's death stops the session.
 	TiePID uint32
@@ -307,6 +308,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		HomeSize:    s.Limits.HomeSize,
 		TmpSize:     s.Limits.TmpSize,
 		MosaicBin:   s.MosaicBin,
+		StageBin:    s.StageBin,
 		Binary:      s.Binary,
 		ExtraRO:     s.ExtraRO,
 		ExtraRW:     s.ExtraRW,

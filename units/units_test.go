@@ -136,6 +136,7 @@ func testSpec() Spec {
 		RuntimeDir: "/run/user/1000",
 		StateDir:   "/home/u/.local/state/mosaic/sessions/s1",
 		MosaicBin:  "/home/u/go/bin/mosaic",
+		StageBin:   "/home/u/go/bin/mosaic-stage",
 		BwrapBin:   "/usr/bin/bwrap",
 		Promise:    sandbox.Promise{NS: map[string]string{"mnt": "mnt:[1]"}},
 		ExtraRO:    []string{"/opt/data"},
@@ -233,7 +234,7 @@ func TestPropertiesConfinement(t *testing.T) {
 			t.Errorf("read-only bind %v: want same-path, no ignore, no flags", b)
 		}
 	}
-	if strings.Join(roPaths, " ") != "/home/u/go/bin/mosaic /usr/bin/bwrap /run/user/1000/systemd/notify /opt/data" {
+	if strings.Join(roPaths, " ") != "/home/u/go/bin/mosaic-stage /home/u/go/bin/mosaic /usr/bin/bwrap /run/user/1000/systemd/notify /opt/data" {
 		t.Errorf("BindReadOnlyPaths = %v", roPaths)
 	}
 	for _, b := range []string{"PrivateUsers", "PrivateTmp", "NoNewPrivileges"} {
@@ -249,8 +250,8 @@ func TestPropertiesConfinement(t *testing.T) {
 		t.Fatalf("ExecStartEx = %v, want one command with no-env-expand", exec)
 	}
 	argv := exec[0].Argv
-	if argv[0] != s.MosaicBin || argv[1] != "exec-bwrap" || argv[2] != "--promise" || argv[3] != s.Promise.Encode() || argv[4] != "--home-store" || argv[5] != s.StateDir || argv[6] != s.BwrapBin {
-		t.Errorf("ExecStart starts %v, want the shim with the promise and the state directory, then bwrap", argv[:7])
+	if argv[0] != s.StageBin || argv[1] != "exec-bwrap" || argv[2] != "--promise" || argv[3] != s.Promise.Encode() || argv[4] != "--home-store" || argv[5] != s.StateDir || argv[6] != s.BwrapBin {
+		t.Errorf("ExecStart starts %v, want the stage binary's shim with the promise and the state directory, then bwrap", argv[:7])
 	}
 	tail := strings.Join(argv[len(argv)-9:], " ")
 	if tail != "init --session s1 --home /home/u -- sh -c echo $HOME ${SECRET}" {

@@ -113,7 +113,7 @@ func (b *bench) equivalent(name string, command []string, wait bool) ([]string, 
 	p := []string{"PrivateUsers=yes", "PrivateTmp=yes", "ProtectSystem=strict",
 		"TemporaryFileSystem=" + spec.Home, "TemporaryFileSystem=" + spec.RuntimeDir,
 		"BindPaths=" + spec.Workspace, "BindPaths=" + spec.StateDir,
-		"BindReadOnlyPaths=" + spec.MosaicBin, "BindReadOnlyPaths=" + spec.BwrapBin,
+		"BindReadOnlyPaths=" + spec.StageBin, "BindReadOnlyPaths=" + spec.BwrapBin,
 		"BindReadOnlyPaths=" + filepath.Join(spec.RuntimeDir, "systemd", "notify"),
 		"NoNewPrivileges=yes", "KillMode=control-group", "Type=notify", "NotifyAccess=all",
 		"Slice=" + units.Slice, "WorkingDirectory=" + spec.Workspace, "SyslogIdentifier=" + units.UnitPrefix + name}

@@ -102,15 +102,7 @@ func TestSandboxUnavailable(t *testing.T) {
 				if code != "sandbox-unavailable" || !strings.Contains(msg, tc.reason) {
 					t.Errorf("code %q message %q; want sandbox-unavailable with %q", code, msg, tc.reason)
 				}
-				if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
-					t.Error("the command ran without a sandbox")
-				}
-				if u := mosaicUnits(t); strings.Contains(u, name) {
-					t.Errorf("a unit was made: %s", u)
-				}
-				if _, err := os.Stat(filepath.Join(stateRoot(), "sessions", name)); err == nil {
-					t.Error("a state directory was made")
-				}
+				nothingMade(t, name, filepath.Join(ws, "ran"))
 			})
 		}
 	}

@@ -26,8 +26,9 @@ type buildVersion struct {
 }
 
 // versionOf reads the build's version: Go's build info first, then the
-// commit stamped in by the Makefile ("ID" or "ID-dirty", as git describe
-// --always --dirty prints it).
+// commit stamped in by the Makefile ("ID", or "ID-dirty-HASH" with a hash
+// of the modification, which tells the stage binary of one modified tree
+// from another's: manager/stagebin).
 func versionOf(info *debug.BuildInfo, stamped string) buildVersion {
 	v := buildVersion{Version: Release}
 	if info != nil {
@@ -41,7 +42,7 @@ func versionOf(info *debug.BuildInfo, stamped string) buildVersion {
 		}
 	}
 	if v.Commit == "" && stamped != "" {
-		v.Commit, v.Modified = strings.CutSuffix(stamped, "-dirty")
+		v.Commit, _, v.Modified = strings.Cut(stamped, "-dirty")
 	}
 	return v
 }

@@ -46,7 +46,7 @@ func TestDoctor(t *testing.T) {
 	if code != 0 || !d.OK {
 		t.Fatalf("doctor on a healthy rig: exit %d, %+v", code, d)
 	}
-	for _, name := range []string{"user-manager", "systemd-version", "user-namespaces", "bwrap", "journal"} {
+	for _, name := range []string{"user-manager", "systemd-version", "user-namespaces", "bwrap", "stage-binary", "journal"} {
 		if s := status(d, name); s != "ok" {
 			t.Errorf("check %s: %s, want ok", name, s)
 		}

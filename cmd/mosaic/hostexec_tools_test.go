@@ -103,6 +103,11 @@ func TestEnvrcTakesFromWorkspace(t *testing.T) {
 			`printf 'module x\n\ngo 1.99.1\n' > go.mod && printf '#!/bin/sh\ntouch MARK\n' > bin/go1.99.1 && chmod +x bin/go1.99.1`, []string{"env", "GOTOOLCHAIN=auto", "go", "version"}, "bin/go1.99.1"},
 		{"source below the top", map[string]string{"api/.envrc": "source ./env.sh\n", "api/env.sh": "export A=1\n"}, "api",
 			"echo 'touch ../MARK' >> api/env.sh", []string{"true"}, "api/env.sh"},
+		// One-line conditionals (atk6): main read only a line's first command.
+		{"if source; fi", map[string]string{".envrc": "if [ -f .venv/bin/activate ]; then source .venv/bin/activate; fi\n", ".venv/bin/activate": "export VIRTUAL_ENV=x\n"}, ".",
+			"echo 'touch MARK' >> .venv/bin/activate", []string{"true"}, ""},
+		{"test && PATH_add bin", map[string]string{".envrc": "test -d bin && PATH_add bin\n", "bin/.keep": ""}, ".",
+			`printf '#!/bin/sh\ntouch MARK\nexec /usr/bin/git "$@"\n' > bin/git && chmod +x bin/git`, []string{"git", "status"}, "bin/git"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -385,6 +390,96 @@ func TestOptionNamesInWorkspace(t *testing.T) {
 		}
 		if !strings.Contains(r.stderr, "--checkpoint-action") || !strings.Contains(r.stderr, "moved aside") {
 			t.Errorf("run did not say it moved the option-like names aside:\n%s", r.stderr)
+		}
+	}
+}
+
+// TestCommandNamesInWorkspace (issue 31, atk6): names a shell's * gives a
+// command as other than a file, past "-": the session made `+!touch>MARK`
+// and `@opts` (whose opts names gcc's -wrapper), and the user's `vim *`
+// and `gcc -c *` in the workspace ran them; and `z -e '1e touch sed-ran'`,
+// which `find ... | xargs sed -i s/a/b/` split into sed's -e and ran. With --allow-write-host-exec
+// (and against main) the attack works; by default both are moved aside and
+// said, and neither runs.
+func TestCommandNamesInWorkspace(t *testing.T) {
+	needRig(t)
+	for _, tool := range []string{"vim", "gcc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s here", tool)
+		}
+	}
+	plant := `touch '+!touch>vim-ran' @opts "z -e '1e touch sed-ran'" && echo a > a.txt && echo 'int main(void) { return 0; }' > a.c && echo '-wrapper /bin/sh,-c,touch${IFS}gcc-ran;exec${IFS}"$0"${IFS}"$@"' > opts`
+	for _, weak := range []bool{true, false} {
+		ws := workspace(t)
+		time.Sleep(1100 * time.Millisecond)
+		args := []string{"run", "-w", ws}
+		if weak {
+			args = append(args, "--allow-write-host-exec")
+		}
+		r := mustMosaic(t, append(args, "--", "sh", "-c", plant)...)
+		cmd := exec.Command("sh", "-c", "echo | vim -u NONE -i NONE -es *; gcc -c * 2>/dev/null; find . -name '*.txt' -o -name 'z *' | xargs sed -i s/a/b/ 2>/dev/null")
+		cmd.Dir = ws
+		cmd.Run()
+		var ran []string
+		for _, mark := range []string{"vim-ran", "gcc-ran", "sed-ran"} {
+			if _, err := os.Stat(filepath.Join(ws, mark)); err == nil {
+				ran = append(ran, mark)
+			}
+		}
+		if weak {
+			if len(ran) != 3 {
+				t.Fatalf("with --allow-write-host-exec only %v ran, so this test proves nothing\n%s", ran, r.stderr)
+			}
+			continue
+		}
+		if len(ran) > 0 {
+			t.Errorf("the host's vim * or gcc -c * ran what the session's names gave them: %v", ran)
+		}
+		if !strings.Contains(r.stderr, "@opts") || !strings.Contains(r.stderr, "moved aside") {
+			t.Errorf("run did not say it moved the command-like names aside:\n%s", r.stderr)
+		}
+	}
+}
+
+// TestHookMissingScriptInTree (issue 31, atk6): a hook that leads to a file
+// of the tree that is not there yet, a local override's `[ -x
+// tools/pre-commit.local ] && exec tools/pre-commit.local` or a dangling
+// `ln -s ../../tools/commit-msg .git/hooks/`, was not protected (only the
+// files that existed were): the session made both, and the user's next git
+// commit ran them. With --allow-write-host-exec (and against main) the
+// attack works; by default both are moved aside when the session ends.
+func TestHookMissingScriptInTree(t *testing.T) {
+	needRig(t)
+	for _, weak := range []bool{true, false} {
+		ws := workspace(t)
+		gitSetup(t, ws, "init", "-q")
+		writeFiles(t, ws, map[string]string{"tools/README": "hooks\n",
+			".git/hooks/pre-commit": "#!/bin/sh\n[ -x tools/pre-commit.local ] && exec tools/pre-commit.local\nexit 0\n"})
+		os.Chmod(filepath.Join(ws, ".git", "hooks", "pre-commit"), 0o755)
+		if err := os.Symlink("../../tools/commit-msg", filepath.Join(ws, ".git", "hooks", "commit-msg")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		args := []string{"run", "-w", ws}
+		if weak {
+			args = append(args, "--allow-write-host-exec")
+		}
+		r := mosaic(t, append(args, "--", "sh", "-c", "for h in pre-commit.local commit-msg; do printf '#!/bin/sh\\ntouch \"$(git rev-parse --show-toplevel)/ran-'$h'\"\\n' > tools/$h; chmod +x tools/$h; done")...)
+		gitSetup(t, ws, "commit", "-q", "--allow-empty", "-m", "x")
+		var ran []string
+		for _, h := range []string{"pre-commit.local", "commit-msg"} {
+			if _, err := os.Stat(filepath.Join(ws, "ran-"+h)); err == nil {
+				ran = append(ran, h)
+			}
+		}
+		if weak {
+			if len(ran) != 2 {
+				t.Fatalf("with --allow-write-host-exec the host's git commit ran only %v of the session's scripts, so this test proves nothing\n%s", ran, r.stderr)
+			}
+			continue
+		}
+		if len(ran) > 0 || !strings.Contains(r.stderr, "tools/commit-msg") {
+			t.Errorf("the host's git commit ran the session's %v, or the end did not move them aside\n%s", ran, r.stderr)
 		}
 	}
 }

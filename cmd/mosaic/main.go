@@ -2,8 +2,11 @@
 // transient systemd user services started over D-Bus, confined by systemd's
 // sandboxing properties and by a bubblewrap layer inside them.
 //
-// The same binary is also the session's exec shim (exec-bwrap), its init
-// (init) and its ExecStopPost (session-ended), which the user never calls.
+// The same binary is also the session's broker units (the egress proxy, the
+// publish forwarder, a start --pty session's terminal holder) and the other
+// end of --host, which the user never calls. The stages inside a session
+// (its exec shim, init, session-ended stage) and a run's tie are the second
+// binary's, cmd/mosaic-stage, installed beside this one.
 package main
 
 import (
@@ -30,17 +33,14 @@ import (
 	"mosaic/sandbox/egress"
 	"mosaic/sandbox/ptyhold"
 	"mosaic/sandbox/publish"
-	"mosaic/units"
 )
 
 func main() {
-	// The sandbox's own stages come first and without the CLI library: they
-	// run once per session start, and their argv is written by mosaic.
+	// The broker stages come first and without the CLI library: their argv
+	// is written by mosaic.
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case "init":
-			os.Exit(sandbox.Init(os.Args[2:]))
-		case units.EndedStage: // the unit's ExecStopPost
+		case sandbox.EndedStage: // the ExecStopPost of a unit a mosaic before mosaic-stage started
 			records.EndedMain(os.Args[2:], os.Getenv)
 			os.Exit(0)
 		case egress.Stage: // a session's egress proxy unit
@@ -49,17 +49,10 @@ func main() {
 			os.Exit(publish.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
 		case ptyhold.Stage: // the unit holding a start --pty session's terminal
 			os.Exit(ptyhold.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
-		case manager.TieStage: // what ties a mosaic run's session to it
-			manager.TieMain()
-			os.Exit(0)
 		case remote.ExecStage: // mosaic --host on the other end of ssh
 			os.Exit(remoteExec(os.Args[2:]))
 		case remote.HoldStage:
 			os.Exit(remoteHold(os.Args[2:]))
-		case sandbox.ShimStage:
-			err := sandbox.ShimMain(os.Args[2:])
-			fmt.Fprintf(os.Stderr, "mosaic: refusing to build the sandbox: %v\n", err)
-			os.Exit(sandbox.ExitSandboxRefused)
 		}
 	}
 	code, sig := runCLI(os.Args, os.Stdout, os.Stderr)

@@ -38,10 +38,8 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		mosaicBin = filepath.Join(dir, "mosaic")
-		build := exec.Command("go", "build", "-tags", buildTags, "-o", mosaicBin, ".")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building mosaic: %v\n%s", err, out)
+		if err := buildPair(dir, buildTags); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 		code := m.Run()
@@ -49,6 +47,18 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	}
 	os.Exit(m.Run())
+}
+
+// buildPair builds mosaic and its stage binary (cmd/mosaic-stage) into
+// dir, in one go build with the same tags, as make build does: a pair
+// manager/stagebin takes for one build.
+func buildPair(dir, tags string) error {
+	build := exec.Command("go", "build", "-tags", tags, "-o", dir+"/", ".", "../mosaic-stage")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building mosaic and mosaic-stage -tags %s: %v\n%s", tags, err, out)
+	}
+	return nil
 }
 
 func homeDir() string {
@@ -233,7 +243,8 @@ type taggedBuild struct {
 }
 
 // taggedMosaic builds mosaic with a build tag only tests use (a weakened
-// sandbox, test hooks) beside the binary under test, once.
+// sandbox, test hooks), with its stage binary, in a directory of the tag's
+// beside the binary under test, once; it returns that mosaic's path.
 func taggedMosaic(t *testing.T, tag string) string {
 	t.Helper()
 	tagged.Lock()
@@ -244,12 +255,9 @@ func taggedMosaic(t *testing.T, tag string) string {
 	}
 	tagged.Unlock()
 	b.once.Do(func() {
-		b.path = filepath.Join(filepath.Dir(mosaicBin), "mosaic-"+tag)
-		build := exec.Command("go", "build", "-tags", buildTags+","+tag, "-o", b.path, ".")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("building mosaic -tags %s: %v\n%s", tag, err, out)
-		}
+		dir := filepath.Join(filepath.Dir(mosaicBin), tag)
+		b.path = filepath.Join(dir, "mosaic")
+		b.err = buildPair(dir, buildTags+","+tag)
 	})
 	if b.err != nil {
 		t.Fatal(b.err)

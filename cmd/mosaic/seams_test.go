@@ -212,20 +212,26 @@ func TestPlantedSymlink(t *testing.T) {
 }
 
 // TestMosaicBinaryPinned (13.2): a --scope session whose workspace holds the
-// running mosaic binary cannot replace it, by writing, moving or moving its
-// directory; the same commands do replace a copy mosaic does not run.
+// running mosaic binary and its stage binary cannot replace either, by
+// writing, moving or moving their directory; the same commands do replace
+// copies mosaic does not run.
 func TestMosaicBinaryPinned(t *testing.T) {
 	needRig(t)
 	ws := workspace(t)
 	bin := filepath.Join(ws, "tools", "bin", "mosaic")
 	decoy := filepath.Join(ws, "other", "bin", "mosaic")
-	orig, err := os.ReadFile(mosaicBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{bin, decoy} {
-		writeFile(t, p, string(orig))
-		os.Chmod(p, 0o755)
+	sum := func(p string) [32]byte { b, _ := os.ReadFile(p); return sha256.Sum256(b) }
+	want := map[string][32]byte{}
+	for _, name := range []string{"mosaic", "mosaic-stage"} {
+		orig, err := os.ReadFile(filepath.Join(filepath.Dir(mosaicBin), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[name] = sha256.Sum256(orig)
+		for _, d := range []string{filepath.Dir(bin), filepath.Dir(decoy)} {
+			writeFile(t, filepath.Join(d, name), string(orig))
+			os.Chmod(filepath.Join(d, name), 0o755)
+		}
 	}
 	attack := func(target string) string {
 		d := filepath.Dir(target)
@@ -233,17 +239,21 @@ func TestMosaicBinaryPinned(t *testing.T) {
 echo evil > "$t"; mv -f "$d/../bin" "$d/../bin.old"; mv -f "$t" "$t.old"; rm -f "$t"
 mkdir -p "$d" 2>/dev/null; echo evil > "$t"; true`
 	}
-	sum := func(p string) [32]byte { b, _ := os.ReadFile(p); return sha256.Sum256(b) }
-	want := sha256.Sum256(orig)
-	cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "sh", "-c", attack(decoy)+"\n"+attack(bin))
+	var script []string
+	for _, d := range []string{filepath.Dir(decoy), filepath.Dir(bin)} {
+		script = append(script, attack(filepath.Join(d, "mosaic")), attack(filepath.Join(d, "mosaic-stage")))
+	}
+	cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "sh", "-c", strings.Join(script, "\n"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
 	}
-	if sum(decoy) == want {
-		t.Fatal("the attack did not replace the copy mosaic does not run, so this test proves nothing")
-	}
-	if sum(bin) != want {
-		t.Error("a session replaced the mosaic binary that runs it")
+	for name, w := range want {
+		if sum(filepath.Join(filepath.Dir(decoy), name)) == w {
+			t.Fatalf("the attack did not replace the copy of %s mosaic does not run, so this test proves nothing", name)
+		}
+		if sum(filepath.Join(filepath.Dir(bin), name)) != w {
+			t.Errorf("a session replaced the %s binary that runs it", name)
+		}
 	}
 }
 

@@ -29,6 +29,7 @@ func TestVersionOf(t *testing.T) {
 		{info("vcs.revision", id, "vcs.modified", "false"), "", buildVersion{Release, id, false}, Release + " (commit 0123456789ab)"},
 		{info("vcs.revision", id, "vcs.modified", "true"), "", buildVersion{Release, id, true}, Release + " (commit 0123456789ab, modified)"},
 		{info(), id + "-dirty", buildVersion{Release, id, true}, Release + " (commit 0123456789ab, modified)"},
+		{info(), id + "-dirty-0a1b2c3d4e5f", buildVersion{Release, id, true}, Release + " (commit 0123456789ab, modified)"},
 		{nil, id, buildVersion{Release, id, false}, Release + " (commit 0123456789ab)"},
 		{info("vcs.revision", id), "ffff", buildVersion{Release, id, false}, Release + " (commit 0123456789ab)"},
 		{nil, "", buildVersion{Version: Release}, Release + " (commit unknown)"},

@@ -58,8 +58,21 @@ func Doctor(ctx context.Context) ([]Check, *manager.Manager) {
 	} else {
 		checks = append(checks, ok("bwrap", bwrap+" builds the session's namespaces (user, PID, IPC, mount)"))
 	}
-	checks = append(checks, journalCheck())
+	checks = append(checks, stageCheck(), journalCheck())
 	return checks, m
+}
+
+// stageCheck is whether the stage binary sessions run (mosaic-stage,
+// beside mosaic) is there and of this mosaic's build.
+func stageCheck() Check {
+	h, err := manager.ThisHost()
+	if err == nil {
+		err = h.StageErr
+	}
+	if err != nil {
+		return fail("stage-binary", err.Error(), "make install (it installs mosaic and mosaic-stage side by side), or build both with one go build -o DIR/ ./cmd/mosaic ./cmd/mosaic-stage")
+	}
+	return ok("stage-binary", h.StageBin+" is of this mosaic's build")
 }
 
 // Healthy reports whether no check failed: a session can be started.

@@ -8,16 +8,15 @@ import (
 	"strings"
 	"time"
 
-	"mosaic/credentials"
+	"mosaic/credentials/sessionfile"
 	"mosaic/sandbox"
-	"mosaic/units"
 	"mosaic/units/termsafe"
 )
 
 // The session-ended stage is a service's ExecStopPost (its command line is
 // units.EndedArgv):
 //
-//	mosaic session-ended --state DIR [--drop FILE]
+//	mosaic-stage session-ended --state DIR [--egress SOCKET] [--drop FILE]
 //
 // It records how the session ended (end.json from the variables systemd
 // gives ExecStopPost), moves aside the host-executed entries the session
@@ -40,9 +39,9 @@ func EndedMain(args []string, getenv func(string) string) {
 		case "--egress":
 			egressSocket = args[1]
 		case "--drop":
-			err = credentials.RemoveSessionFile(args[1])
+			err = sessionfile.Remove(args[1])
 		default:
-			err = fmt.Errorf("%s: unknown option %q", units.EndedStage, args[0])
+			err = fmt.Errorf("%s: unknown option %q", sandbox.EndedStage, args[0])
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)

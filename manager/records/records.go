@@ -3,7 +3,8 @@
 // systemd does not know: the binds' reasons, the workspace as given, the
 // profile), written at each start, and end.json (how it ended), written by
 // the unit's own ExecStopPost: the session-ended stage, whose parser
-// (EndedMain) is here (its argv writer is units.EndedArgv). While systemd has a
+// (EndedMain) is here (its argv writer is units.EndedArgv; statedir.RecordOf
+// makes the record of a spec). While systemd has a
 // session's unit, systemd is the record of how it runs and ended; systemd
 // collects a unit that ended cleanly at once, and then these files answer
 // `mosaic status` and `list --all` until `mosaic rm` or `mosaic gc`.
@@ -22,7 +23,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/sandbox"
-	"mosaic/units"
 	"mosaic/units/regfile"
 )
 
@@ -85,54 +85,6 @@ type Limits struct {
 	HomeSize  uint64 `json:"home_size,omitempty"`         // the bound of its home, bytes
 }
 
-// Describe is the description of the session spec starts.
-func Describe(s units.Spec) Description {
-	binds := s.Binds()
-	if s.Landlock() {
-		binds = nil // no bwrap: the record says the mode, status its rows
-	}
-	return Description{Command: s.Command, Workspace: s.Workspace, WorkspaceGivenAs: s.GivenAs, Binds: binds,
-		Profile: s.Profile, Credentials: s.Credentials, MayLaunch: s.MayLaunch, Network: s.Network, AllowHosts: s.Allow,
-		Output: outputOf(s), SeccompAllow: s.SeccompAllow, Sandbox: s.Sandbox, HostExecWritable: s.AllowWriteHostExec,
-		WorkspaceCopied: s.Clone != nil, Injected: injected(s), Environment: s.Env, Published: published(s), PathDropped: s.PathDropped, OwnGitDir: s.OwnGitDir,
-		Limits: &Limits{MemoryMax: s.Limits.MemoryMax, TasksMax: s.Limits.TasksMax, CPUQuota: s.Limits.CPUQuota,
-			TmpSize: s.Limits.TmpSize, HomeSize: s.Limits.HomeSize}}
-}
-
-// published is how the description names s's published ports.
-func published(s units.Spec) []string {
-	var out []string
-	for _, p := range s.Publish {
-		out = append(out, p.String())
-	}
-	return out
-}
-
-// outputOf is where a session's output goes: the journal for a
-// background service, the caller's terminal or pipes for mosaic run, a
-// terminal of its own for start --pty.
-func outputOf(s units.Spec) string {
-	if s.Attach != nil {
-		return "pty"
-	}
-	if s.Stdio != nil || s.Scope {
-		return "terminal"
-	}
-	return "journal"
-}
-
-// injected maps each credential the egress proxy injects to its hosts.
-func injected(s units.Spec) map[string][]string {
-	if len(s.Inject) == 0 {
-		return nil
-	}
-	m := map[string][]string{}
-	for _, r := range s.Inject {
-		m[r.Var] = r.Hosts
-	}
-	return m
-}
-
 // Record is what mosaic keeps about a session beside its state: its
 // description, and what only the host side needs of it.
 type Record struct {
@@ -146,11 +98,6 @@ type Record struct {
 	// OldInjected is Injected as records written before Description
 	// named it ("injected"); ReadChecked moves it into Injected.
 	OldInjected map[string][]string `json:"injected,omitempty"`
-}
-
-// RecordOf is the record of the session spec is about to start.
-func RecordOf(s units.Spec) Record {
-	return Record{Name: s.Name, Description: Describe(s), Started: time.Now(), Kind: s.Kind(), HostExecMissing: s.HostExecMissing}
 }
 
 const (

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"mosaic/sandbox"
 	"mosaic/units"
 )
 
@@ -27,7 +28,7 @@ func TestEndedStageRoundTrip(t *testing.T) {
 	}
 	sock := filepath.Join(t.TempDir(), "proxy.sock")
 	argv := units.EndedArgv("/bin/mosaic", dir, sock)
-	if argv[0] != "/bin/mosaic" || argv[1] != units.EndedStage {
+	if argv[0] != "/bin/mosaic" || argv[1] != sandbox.EndedStage {
 		t.Fatalf("argv %v", argv)
 	}
 	env := map[string]string{"SERVICE_RESULT": "exit-code", "EXIT_CODE": "exited", "EXIT_STATUS": "3"}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -52,6 +53,20 @@ var readUserGitConfig = func() []byte {
 	cmd.Env = gitEnv(os.Environ())
 	out, _ := cmd.Output() // exit 1: none of them is set
 	return out
+}
+
+// startUserGitConfig starts readUserGitConfig at once, unless none is
+// wanted, and returns what waits for its output: the run of git (a process
+// start, some milliseconds) then overlaps the rest of the request's check
+// instead of adding to it. A check that fails leaves it to end on its own,
+// within gitConfigTimeout; it writes nothing.
+func startUserGitConfig(none bool) func() []byte {
+	if none {
+		return func() []byte { return nil }
+	}
+	out := make(chan []byte, 1)
+	go func() { out <- readUserGitConfig() }()
+	return sync.OnceValue(func() []byte { return <-out })
 }
 
 // gitEnv is the caller's environment without what would make git read

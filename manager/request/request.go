@@ -147,6 +147,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		return units.Spec{}, none, err
 	}
 	real, givenAs := wsc.real, wsc.givenAs
+	gitConfig := startUserGitConfig(req.NoGitIdentity) // git runs while the rest is checked
 	// Then the credentials, whose profile may also name the command.
 	grant, err := credentials.Resolve(credentials.Request{
 		Profile: req.Profile, Credentials: req.Credentials, EnvFiles: req.EnvFiles,
@@ -232,7 +233,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if ca != nil {
 		spec.CAFile, spec.CABundle = ca.real, caBundle
 	}
-	if err := finishSpec(&spec, req, grant, p); err != nil {
+	if err := finishSpec(&spec, req, grant, p, gitConfig); err != nil {
 		return units.Spec{}, none, err
 	}
 	return spec, grant, nil
@@ -332,8 +333,9 @@ func commandOf(req Request, grant *credentials.Grant, real string, deny []Deny, 
 
 // finishSpec adds to a spec what follows from its mode, profile and
 // secrets: no bwrap for landlock, the copy of a clone-mode session, the bus's variable for --may-launch, the
-// egress proxy's injection, the credential file, one entry per variable.
-func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths) error {
+// egress proxy's injection, the credential file, one entry per variable;
+// and the user's git settings, which gitConfig waits for.
+func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths, gitConfig func() []byte) error {
 	published, err := publishOf(req, spec.Network, spec.Sandbox)
 	if err != nil {
 		return err
@@ -352,7 +354,7 @@ func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths)
 	spec.SeccompAllow = grant.Profile.SeccompAllow
 	spec.AllowWriteHostExec = req.AllowWriteHostExec
 	if !req.NoGitIdentity {
-		spec.GitConfig = gitConfigFor(readUserGitConfig())
+		spec.GitConfig = gitConfigFor(gitConfig())
 	}
 	if req.MayLaunch {
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)

@@ -281,7 +281,7 @@ func Prepare(s units.Spec) (undo func(), err error) {
 	if err := records.ReserveEnd(s.StateDir); err != nil {
 		return fail(err)
 	}
-	if err := records.Write(s.StateDir, records.RecordOf(s)); err != nil {
+	if err := records.Write(s.StateDir, RecordOf(s)); err != nil {
 		return fail(err)
 	}
 	if s.InitArgsFile != "" {

@@ -6,7 +6,7 @@
 //
 // The proxy is unconfined code reading bytes a hostile session chose: every
 // request is bounded (head size, time, concurrent tunnels) and checked where
-// it is used. The package also holds the session side (Relay, run by the
-// init) and the unit's command line, written (Config.Argv) and read
-// (ParseArgs) in one place.
+// it is used. The package also holds the unit's command line, written
+// (Config.Argv) and read (ParseArgs) in one place; the session side, the
+// init's relay to the proxy's socket, is the sandbox package's.
 package egress

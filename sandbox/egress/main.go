@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/credentials"
+	"mosaic/credentials/sessionfile"
 )
 
 // Stage is the first argument of the mosaic binary that makes it a
@@ -142,7 +142,7 @@ func serveMain(args []string, notify func()) error {
 // unit's environment file, deletes the file, and makes the session's CA.
 func injector(c Config) (*Injector, error) {
 	if c.Drop != "" {
-		if err := credentials.RemoveSessionFile(c.Drop); err != nil {
+		if err := sessionfile.Remove(c.Drop); err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic egress: %v\n", err)
 		}
 	}

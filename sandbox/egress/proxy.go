@@ -427,45 +427,10 @@ func (q *quiet) abort() {
 	}
 }
 
-// splice copies both ways until both directions are done; in is what the
-// client sent after its request, already buffered. Relay uses it inside the
-// session, whose unit bounds what the session spends on itself.
-func splice(client net.Conn, in io.Reader, remote net.Conn) (up, down int64) {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		up, _ = io.Copy(remote, in)
-		closeWrite(remote)
-	}()
-	down, _ = io.Copy(client, remote)
-	closeWrite(client)
-	wg.Wait()
-	return up, down
-}
-
 func closeWrite(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	} else {
 		_ = c.Close()
 	}
-}
-
-// Relay is the session side of allow: the init listens on
-// 127.0.0.1:ProxyPort inside the session's network namespace and joins each
-// connection to the egress proxy's socket.
-func Relay(l net.Listener, socket string) {
-	_ = acceptloop.Serve(l, func(c net.Conn) {
-		go func() {
-			defer c.Close()
-			p, err := net.Dial("unix", socket)
-			if err != nil {
-				refuse(c, http.StatusBadGateway, "mosaic: the session's egress proxy is not reachable: "+err.Error())
-				return
-			}
-			defer p.Close()
-			splice(c, c, p)
-		}()
-	})
 }

@@ -79,4 +79,6 @@ var (
 	NoSessionCredential    = def("no-session-credential", ExitRefused, "the profile needs a credential that is not set")
 	CredentialFileInsecure = def("credential-file-insecure", ExitRefused, "an --env-file is not a regular file of yours with mode 0600 or 0400")
 	RemoteNoMosaic         = def("remote-no-mosaic", ExitRefused, "the --host has no mosaic installed, or one too old or new to serve this one")
+	StageMissing           = def("stage-missing", ExitRefused, "mosaic-stage, the binary a session's sandbox stages run from, is not installed beside mosaic, so nothing was started")
+	StageMismatch          = def("stage-mismatch", ExitRefused, "the mosaic-stage beside mosaic is not the one this mosaic was built with (another version, build tags or flags), so nothing was started")
 )

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestStageLinksLittle: the stage binary (the exec shim, the init, the
+// session-ended stage, a run's tie: four process starts of a session) links
+// no CLI library, no D-Bus and no HTTP, so that each start costs a small
+// binary's; mosaic, which does, links them still (the check sees them).
+func TestStageLinksLittle(t *testing.T) {
+	heavy := []string{"github.com/urfave/cli/v2", "github.com/godbus/dbus/v5", "github.com/coreos/go-systemd/v22/dbus",
+		"github.com/coreos/go-systemd/v22/unit", "net/http"}
+	deps := func(pkg string) map[string]bool {
+		out, err := exec.Command("go", "list", "-deps", "-tags", buildTags, pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		m := map[string]bool{}
+		for _, p := range strings.Fields(string(out)) {
+			m[p] = true
+		}
+		return m
+	}
+	stage, mosaic := deps("mosaic/cmd/mosaic-stage"), deps("mosaic/cmd/mosaic")
+	for _, h := range heavy {
+		if !mosaic[h] && h != "github.com/coreos/go-systemd/v22/unit" {
+			t.Errorf("mosaic does not link %s: this test no longer checks what it names", h)
+		}
+		if stage[h] {
+			t.Errorf("the stage binary links %s", h)
+		}
+	}
+	for _, tag := range []string{"mosaic_weakened", "mosaic_testhooks"} {
+		out, err := exec.Command("go", "list", "-deps", "-tags", buildTags+","+tag, "mosaic/cmd/mosaic-stage").Output()
+		if err != nil {
+			t.Fatalf("go list -deps -tags %s: %v", tag, err)
+		}
+		for _, h := range heavy {
+			if strings.Contains("\n"+string(out), "\n"+h+"\n") {
+				t.Errorf("the stage binary -tags %s links %s", tag, h)
+			}
+		}
+	}
+}
+
+// nothingMade checks that a refused session name left nothing: its
+// command never ran (it would have made ran), no unit, no state directory.
+func nothingMade(t *testing.T, name, ran string) {
+	t.Helper()
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the command ran")
+	}
+	if u := mosaicUnits(t); strings.Contains(u, name) {
+		t.Errorf("a unit was made: %s", u)
+	}
+	if _, err := os.Stat(filepath.Join(stateRoot(), "sessions", name)); err == nil {
+		t.Error("a state directory was made")
+	}
+}
+
+// TestStageRefusals: a session whose stage binary is missing beside mosaic,
+// is not executable, or is of another build (another -ldflags stamp, another
+// build tag: a weakened stage beside a plain mosaic) is refused, exit 3 with
+// its code, for start, run and run --scope; nothing ran and nothing was
+// made (no unit, no state directory).
+func TestStageRefusals(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	orig, err := os.ReadFile(mosaicBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A plain mosaic alone in a directory of its own, then beside each
+	// stage binary it must refuse.
+	dir := filepath.Join(ws, "install")
+	bin := filepath.Join(dir, "mosaic")
+	writeFile(t, bin, string(orig))
+	os.Chmod(bin, 0o755)
+	stage := filepath.Join(dir, "mosaic-stage")
+	stale := filepath.Join(ws, "stale-stage")
+	build := exec.Command("go", "build", "-tags", buildTags, "-ldflags", "-X main.commit=stale", "-o", stale, "../mosaic-stage")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building a stale stage: %v\n%s", err, out)
+	}
+	weakStage := filepath.Join(filepath.Dir(weakenedMosaic(t)), "mosaic-stage")
+	plainStage := filepath.Join(filepath.Dir(mosaicBin), "mosaic-stage")
+	cases := []struct {
+		label, from  string // from: the stage binary copied beside mosaic; "" for none
+		mode         os.FileMode
+		code, reason string
+	}{
+		{"missing", "", 0, "stage-missing", "is missing"},
+		{"not-executable", plainStage, 0o644, "stage-missing", "not an executable file"},
+		{"stale", stale, 0o755, "stage-mismatch", "-ldflags"},
+		{"weakened", weakStage, 0o755, "stage-mismatch", "-tags"},
+	}
+	for _, tc := range cases {
+		os.Remove(stage)
+		if tc.from != "" {
+			b, err := os.ReadFile(tc.from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, stage, string(b))
+			os.Chmod(stage, tc.mode)
+		}
+		for _, verb := range [][]string{{"start"}, {"run"}, {"run", "--scope"}} {
+			t.Run(tc.label+"/"+strings.Join(verb, "-"), func(t *testing.T) {
+				name := sessionName(t)
+				args := append(append([]string{}, verb...), "--json", "--name", name, "--workspace", ws, "--", "touch", filepath.Join(ws, "ran"))
+				r := runResult(t, exec.Command(bin, args...))
+				if r.code != 3 {
+					t.Fatalf("exit %d, want 3\n%s%s", r.code, r.stdout, r.stderr)
+				}
+				code, msg := jsonError(t, r)
+				if code != tc.code || !strings.Contains(msg, tc.reason) || !strings.Contains(msg, stage) || strings.Contains(msg, "\n") {
+					t.Errorf("code %q message %q; want %s, one line naming %s and %q", code, msg, tc.code, stage, tc.reason)
+				}
+				nothingMade(t, name, filepath.Join(ws, "ran"))
+			})
+		}
+	}
+	// The pair together runs.
+	b, _ := os.ReadFile(plainStage)
+	os.Remove(stage)
+	writeFile(t, stage, string(b))
+	os.Chmod(stage, 0o755)
+	if r := runResult(t, exec.Command(bin, "run", "--workspace", ws, "--", "true")); r.code != 0 {
+		t.Errorf("the matching pair: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

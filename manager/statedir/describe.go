@@ -1,0 +1,63 @@
+package statedir
+
+import (
+	"time"
+
+	"mosaic/manager/records"
+	"mosaic/units"
+)
+
+// Describe is the description of the session spec starts (records.Description:
+// every attribute of a session is there; it is made here, where the spec is
+// known, so that records, which the stage binary links, links no units).
+func Describe(s units.Spec) records.Description {
+	binds := s.Binds()
+	if s.Landlock() {
+		binds = nil // no bwrap: the record says the mode, status its rows
+	}
+	return records.Description{Command: s.Command, Workspace: s.Workspace, WorkspaceGivenAs: s.GivenAs, Binds: binds,
+		Profile: s.Profile, Credentials: s.Credentials, MayLaunch: s.MayLaunch, Network: s.Network, AllowHosts: s.Allow,
+		Output: outputOf(s), SeccompAllow: s.SeccompAllow, Sandbox: s.Sandbox, HostExecWritable: s.AllowWriteHostExec,
+		WorkspaceCopied: s.Clone != nil, Injected: injected(s), Environment: s.Env, Published: published(s), PathDropped: s.PathDropped, OwnGitDir: s.OwnGitDir,
+		Limits: &records.Limits{MemoryMax: s.Limits.MemoryMax, TasksMax: s.Limits.TasksMax, CPUQuota: s.Limits.CPUQuota,
+			TmpSize: s.Limits.TmpSize, HomeSize: s.Limits.HomeSize}}
+}
+
+// published is how the description names s's published ports.
+func published(s units.Spec) []string {
+	var out []string
+	for _, p := range s.Publish {
+		out = append(out, p.String())
+	}
+	return out
+}
+
+// outputOf is where a session's output goes: the journal for a
+// background service, the caller's terminal or pipes for mosaic run, a
+// terminal of its own for start --pty.
+func outputOf(s units.Spec) string {
+	if s.Attach != nil {
+		return "pty"
+	}
+	if s.Stdio != nil || s.Scope {
+		return "terminal"
+	}
+	return "journal"
+}
+
+// injected maps each credential the egress proxy injects to its hosts.
+func injected(s units.Spec) map[string][]string {
+	if len(s.Inject) == 0 {
+		return nil
+	}
+	m := map[string][]string{}
+	for _, r := range s.Inject {
+		m[r.Var] = r.Hosts
+	}
+	return m
+}
+
+// RecordOf is the record of the session spec is about to start.
+func RecordOf(s units.Spec) records.Record {
+	return records.Record{Name: s.Name, Description: Describe(s), Started: time.Now(), Kind: s.Kind(), HostExecMissing: s.HostExecMissing}
+}

@@ -1,0 +1,57 @@
+package sandbox
+
+import (
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"mosaic/units/acceptloop"
+)
+
+// relayEgress is the session side of network allow: the init listens on
+// 127.0.0.1:ProxyPort inside the session's network namespace and joins
+// each connection to the egress proxy's socket, copying both ways until
+// both directions are done (the unit bounds what the session spends on
+// itself). It is here, not with the proxy, so that the init links no HTTP.
+func relayEgress(l net.Listener, socket string) {
+	_ = acceptloop.Serve(l, func(c net.Conn) {
+		go func() {
+			defer c.Close()
+			p, err := net.Dial("unix", socket)
+			if err != nil {
+				badGateway(c, "mosaic: the session's egress proxy is not reachable: "+err.Error())
+				return
+			}
+			defer p.Close()
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(p, c)
+				closeWrite(p)
+			}()
+			_, _ = io.Copy(c, p)
+			closeWrite(c)
+			wg.Wait()
+		}()
+	})
+}
+
+// badGateway answers a client of the relay whose proxy cannot be reached,
+// as the proxy answers what it refuses: an HTTP 502 with msg.
+func badGateway(c net.Conn, msg string) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: "+
+		strconv.Itoa(len(msg)+1)+"\r\nConnection: close\r\n\r\n"+msg+"\n")
+}
+
+// closeWrite ends c's writing half, or c where it has none.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	} else {
+		_ = c.Close()
+	}
+}
