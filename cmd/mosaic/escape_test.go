@@ -54,11 +54,15 @@ func newEscapeFixture(t *testing.T) *escapeFixture {
 	aws := mustWrite(filepath.Join(home, ".aws", "credentials_mosaic_test_"+id), "aws stand-in")
 	claude := mustWrite(filepath.Join(home, ".claude", "credentials_mosaic_test_"+id), "claude sign-in stand-in")
 
-	// Another session, with its own workspace and a file in its own home.
+	// Another session, with its own workspace and a file in its own home:
+	// its first run writes the file, which the init saves into the kept
+	// home on disk when the run ends (a running session's home is a tmpfs,
+	// issue 31.15); the second run keeps it running.
 	otherWS := workspace(t)
 	mustWrite(filepath.Join(otherWS, "secret"), "b")
 	other := sessionName(t)
-	mustMosaic(t, "start", "--name", other, "--workspace", otherWS, "--", "sh", "-c", `echo b > "$HOME/secret"; sleep 300`)
+	mustMosaic(t, "run", "--name", other, "--workspace", otherWS, "--", "sh", "-c", `echo b > "$HOME/secret"`)
+	mustMosaic(t, "start", "--name", other, "--workspace", otherWS, "--", "sleep", "300")
 	otherState := filepath.Join(stateRoot(), "sessions", other)
 
 	// A host process whose command line carries a marker.
