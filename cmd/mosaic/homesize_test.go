@@ -305,7 +305,8 @@ func TestKeptHomeDirectoriesBounded(t *testing.T) {
 // is killed.
 func TestKeptHomeSaveOutlastsStop(t *testing.T) {
 	needRig(t)
-	t.Parallel()
+	// Not parallel: 200,000 files made and saved twice take the machine's
+	// disk and CPU for half a minute, which starves other tests' waits.
 	for _, tc := range []struct {
 		bin   string
 		saved bool
