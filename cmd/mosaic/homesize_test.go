@@ -308,9 +308,9 @@ func TestKeptHomeSaveOutlastsStop(t *testing.T) {
 	// Not parallel: 200,000 files made and saved twice take the machine's
 	// disk and CPU for half a minute, which starves other tests' waits.
 	for _, tc := range []struct {
-		bin   string
-		saved bool
-	}{{weakenedMosaic(t), false}, {mosaicBin, true}} {
+		bin, build string
+		saved      bool
+	}{{weakenedMosaic(t), "weakened", false}, {mosaicBin, "mosaic", true}} {
 		name := sessionName(t)
 		mosaicAs(t, tc.bin, "start", "--name", name, "-w", workspace(t), "--stop-timeout", "1s", "--", "sh", "-c",
 			"for d in a b c d; do mkdir ~/$d && (cd ~/$d && seq 50000 | xargs touch); done && echo made && sleep 300")
@@ -322,9 +322,9 @@ func TestKeptHomeSaveOutlastsStop(t *testing.T) {
 		took := time.Since(start)
 		home, text := homeOf(t, name)
 		if saved := home.State == sandbox.HomeSaved && home.Saved.Files == 200000; saved != tc.saved {
-			t.Errorf("%s: a home of 200,000 files after a stop of %v: saved %v, want %v: %+v\n%s", filepath.Base(tc.bin), took, saved, tc.saved, home, text)
+			t.Errorf("%s: a home of 200,000 files after a stop of %v: saved %v, want %v: %+v\n%s", tc.build, took, saved, tc.saved, home, text)
 		}
-		t.Logf("%s: the stop of a session with 200,000 files in its home took %v", filepath.Base(tc.bin), took)
+		t.Logf("%s: the stop of a session with 200,000 files in its home took %v", tc.build, took)
 		mosaicAs(t, tc.bin, "rm", "-f", name)
 	}
 }
