@@ -21,6 +21,7 @@ import (
 type fakeSystemd struct {
 	mu      sync.Mutex
 	units   map[string]string // unit -> ActiveState; absent: not-found
+	jobs    map[string]uint32 // unit -> its queued job's id; absent: none
 	started []string          // StartTransientUnit's units, in order
 	reset   []string          // ResetFailedUnit's
 	// onStart, when set, answers StartTransientUnit: the job's result (""
@@ -84,7 +85,7 @@ func (f *fakeSystemd) ListUnitsByNamesContext(_ context.Context, names []string)
 			out = append(out, sd.UnitStatus{Name: n, LoadState: "not-found", ActiveState: "inactive"})
 			continue
 		}
-		out = append(out, sd.UnitStatus{Name: n, LoadState: "loaded", ActiveState: st})
+		out = append(out, sd.UnitStatus{Name: n, LoadState: "loaded", ActiveState: st, JobId: f.jobs[n]})
 	}
 	return out, nil
 }

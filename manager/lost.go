@@ -96,9 +96,16 @@ func (m *Manager) unitState(ctx context.Context, unit string) string {
 		return "?"
 	}
 	for _, u := range st {
-		if u.LoadState != "not-found" {
-			return u.ActiveState
+		if u.LoadState == "not-found" {
+			continue
 		}
+		if u.JobId != 0 && u.ActiveState == "inactive" {
+			// Its start job is queued but not yet running (the start's
+			// call reached systemd just before the connection went):
+			// systemd still says "inactive" until the job runs.
+			return "activating"
+		}
+		return u.ActiveState
 	}
 	return ""
 }

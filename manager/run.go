@@ -153,8 +153,33 @@ func stoppedBy(w *unitWatch, byUs bool, result string) string {
 	return "outside"
 }
 
+// awaitSave waits, past a stop's timeout, while the session's init saves
+// its home (home.json says so: only the init writes it, never the
+// command): a SIGKILL now would lose the home's changes. systemd's stop
+// timeout, which the save extends as it goes (EXTEND_TIMEOUT_USEC), still
+// bounds it. True when the stop's job ended meanwhile; false when the init
+// is not (or no longer) saving.
+func awaitSave(dir string, done <-chan string, progress func(string)) bool {
+	told := false
+	for {
+		if h := session.HomeOf(dir); h == nil || h.State != sandbox.HomeInSave {
+			return false
+		}
+		if !told && progress != nil {
+			progress("saving its home: waiting for the save, which systemd's stop timeout still bounds")
+			told = true
+		}
+		select {
+		case <-done:
+			return true
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
 // Stop stops a session: SIGTERM to every process of it (systemd's StopUnit),
-// then SIGKILL to all of them once timeout has passed, and waits until the
+// then SIGKILL to all of them once timeout has passed (unless its init is
+// saving its home then: awaitSave), and waits until the
 // unit is down, so that its cgroup is empty when Stop returns. The ended
 // unit is then cleared from systemd. progress, when not nil, is told what is
 // being waited for.
@@ -193,6 +218,9 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	case <-m.gone():
 		return Session{}, errGone("stopping session " + name)
 	case <-time.After(timeout):
+		if awaitSave(mustPaths().SessionDir(name), done, progress) {
+			break
+		}
 		if progress != nil {
 			progress("still running after " + timeout.String() + ": SIGKILL sent")
 		}

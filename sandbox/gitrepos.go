@@ -92,9 +92,7 @@ func moveAsideRepos(ws, name string, since time.Time) []MovedAside {
 		if _, common := has["commondir"]; head && (objects && refs || common) {
 			moved = append(moved, moveAsideInGitDir(ws, name, rel, bareRepoReason, since)...)
 		}
-		if rel != "." {
-			moved = append(moved, moveAsideNestedExec(ws, name, rel, has, since)...)
-		}
+		moved = append(moved, moveAsideNestedExec(ws, name, rel, has, since)...)
 		if t, ok := has[".envrc"]; ok && t.IsRegular() {
 			moved = append(moved, moveAsideEnvrc(ws, name, rel, since)...)
 		}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -22,10 +23,13 @@ import (
 //   - copies directories, regular files and symlinks only: a FIFO, a
 //     socket or a device is skipped and counted (opening a FIFO no one
 //     writes would hang the save);
-//   - charges every file's size (its apparent size: a sparse file of 1 TB
-//     is 1 TB) to a budget, the home's bound, and makes at most maxEntries
-//     entries: a file that does not fit is skipped and counted, so nothing
-//     the session made can write more than its bound to the user's disk;
+//   - charges every file's size (its apparent size, in whole blocks: a
+//     sparse file of 1 TB is 1 TB) to a budget, the home's bound, and what
+//     the tmpfs keeps for free but a disk does not (a block for each
+//     directory and each long symlink, each entry's name in its
+//     directory) to a second one as large; it makes at most maxEntries
+//     entries: what does not fit is skipped and counted, so nothing the
+//     session made can write more than twice its bound to the user's disk;
 //   - copies a file with several links once, and links the others to the
 //     copy: a file linked a thousand times is not a thousand copies;
 //   - creates every entry anew (O_EXCL) in a destination nobody else
@@ -42,6 +46,14 @@ const maxCopyDepth = 256
 // maxLinkedFiles bounds the files with several links the copy remembers.
 const maxLinkedFiles = 1 << 16
 
+// diskBlock is what a directory, a long symlink, or a file's last part
+// takes of a disk (ext4's block); a tmpfs keeps a directory and a symlink
+// of fewer than 128 bytes in memory outside its bound.
+const diskBlock = 4096
+
+// fastSymlink is the longest symlink text ext4 keeps in its inode.
+const fastSymlink = 59
+
 // CopyStats counts what a copy of a home copied and skipped.
 type CopyStats struct {
 	Files   int            `json:"files"`
@@ -50,6 +62,9 @@ type CopyStats struct {
 	// mounts are the entries of the source that were mount points (a
 	// bind below the home: the workspace), relative to its root.
 	mounts []string
+	// metaFull says an entry was left out for the second budget
+	// (copyHome's meta).
+	metaFull bool
 }
 
 func (s *CopyStats) skip(why string) {
@@ -61,25 +76,31 @@ func (s *CopyStats) skip(why string) {
 
 // treeCopy is one copy of a home, from the directory src to dst.
 type treeCopy struct {
-	budget  int64
+	budget  int64 // for the files' bytes
+	meta    int64 // for directories, long symlinks and names (metaCost)
 	entries int
 	srcDev  uint64
 	dstRoot int
 	linked  map[[2]uint64]string // (dev, ino) of a file with several links -> its copy, below dstRoot
 	stats   CopyStats
 	buf     []byte // copyRead's, one for the whole copy (one a file was most of a save's time)
+	// progress, when set, is called at most once a second while the copy
+	// goes on (the save asks systemd for more time); ticked is its last.
+	progress func()
+	ticked   time.Time
 }
 
 // copyHome copies the tree below the directory src into the empty
-// directory dst, within budget bytes. An error is one the copy cannot go on
-// from (the destination full, a read that failed); what it skips is in the
-// stats.
-func copyHome(src, dst int, budget int64) (CopyStats, error) {
+// directory dst, within budget bytes of files and meta bytes of the rest,
+// calling progress (when not nil) at most once a second as it goes. An
+// error is one the copy cannot go on from (the destination full, a read
+// that failed); what it skips is in the stats.
+func copyHome(src, dst int, budget, meta int64, progress func()) (CopyStats, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(src, &st); err != nil {
 		return CopyStats{}, err
 	}
-	c := &treeCopy{budget: budget, srcDev: st.Dev, dstRoot: dst, linked: map[[2]uint64]string{}}
+	c := &treeCopy{budget: budget, meta: meta, srcDev: st.Dev, dstRoot: dst, linked: map[[2]uint64]string{}, progress: progress, ticked: time.Now()}
 	if weakened {
 		err := c.naiveDir(src, dst)
 		return c.stats, err
@@ -147,8 +168,14 @@ func (c *treeCopy) entry(src, dst int, name, rel string, depth int) error {
 		c.stats.mounts = append(c.stats.mounts, rel)
 		return nil
 	}
+	c.tick()
 	if c.entries++; c.entries > maxEntries {
 		c.stats.skip("too-many")
+		return nil
+	}
+	if !c.take(&c.meta, metaCost(name, st)) {
+		c.stats.skip("too-large")
+		c.stats.metaFull = true
 		return nil
 	}
 	readable(src, name, st)
@@ -227,11 +254,10 @@ func (c *treeCopy) file(src, dst int, name, rel string, st unix.Stat_t) error {
 			return nil
 		}
 	}
-	if st.Size > c.budget {
+	if !c.take(&c.budget, roundBlock(st.Size)) {
 		c.stats.skip("too-large")
 		return nil
 	}
-	c.budget -= st.Size
 	from, err := openIn(src, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return fmt.Errorf("cannot open %s: %w", rel, err)
@@ -259,12 +285,60 @@ func (c *treeCopy) file(src, dst int, name, rel string, st unix.Stat_t) error {
 	return futimens(to, st.Atim, st.Mtim)
 }
 
+// tick calls the copy's progress when a second has passed since it last
+// did.
+func (c *treeCopy) tick() {
+	if c.progress == nil {
+		return
+	}
+	if now := time.Now(); now.Sub(c.ticked) >= time.Second {
+		c.ticked = now
+		c.progress()
+	}
+}
+
+// take charges n bytes to a budget of the copy's; false, and nothing
+// charged, when they do not fit.
+func (c *treeCopy) take(budget *int64, n int64) bool {
+	if n > *budget {
+		return false
+	}
+	*budget -= n
+	return true
+}
+
+// metaCost is what an entry takes of a disk beyond its file's bytes, and
+// a tmpfs keeps outside its bound: its name in its directory (ext4: 8
+// bytes and the name, to 4), and a block for a directory and for a symlink
+// too long for the inode. (A symlink's size is the length of its text.)
+func metaCost(name string, st unix.Stat_t) int64 {
+	n := int64(8+len(name)+3) &^ 3
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		n += diskBlock
+	case unix.S_IFLNK:
+		if st.Size > fastSymlink {
+			n += diskBlock
+		}
+	}
+	return n
+}
+
+// roundBlock is n bytes of a file in whole disk blocks.
+func roundBlock(n int64) int64 {
+	if n > 1<<62 {
+		return 1 << 62 // more than any budget, and no overflow
+	}
+	return (n + diskBlock - 1) &^ (diskBlock - 1)
+}
+
 // copyBytes copies at most size bytes of from to to, in the kernel where
 // it can (copy_file_range), and reports how many.
 func (c *treeCopy) copyBytes(to, from int, size int64) (int64, error) {
 	var done int64
 	for done < size {
-		n, err := unix.CopyFileRange(from, nil, to, nil, int(min(size-done, 1<<30)), 0)
+		c.tick()
+		n, err := unix.CopyFileRange(from, nil, to, nil, int(min(size-done, 64<<20)), 0)
 		if err == unix.EINTR {
 			continue
 		}
@@ -291,6 +365,7 @@ func (c *treeCopy) copyRead(to, from int, size int64) (int64, error) {
 	buf := c.buf
 	var done int64
 	for done < size {
+		c.tick()
 		n, err := unix.Read(from, buf[:min(int64(len(buf)), size-done)])
 		if err == unix.EINTR {
 			continue

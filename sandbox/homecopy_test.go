@@ -1,8 +1,12 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -59,7 +63,7 @@ func TestHomeSaveNoFollow(t *testing.T) {
 	if err := os.Symlink(secret, filepath.Join(src, ".ssh-link")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := copyHome(s, d, 64<<20); err != nil {
+	if _, err := copyHome(s, d, 64<<20, 64<<20, nil); err != nil {
 		t.Fatal(err)
 	}
 	fi, lerr := os.Lstat(filepath.Join(dst, ".ssh-link"))
@@ -89,7 +93,7 @@ func TestHomeSaveHardLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := copyHome(s, d, 8<<20); err != nil {
+	if _, err := copyHome(s, d, 8<<20, 8<<20, nil); err != nil {
 		t.Fatal(err)
 	}
 	use := diskUse(t, dst)
@@ -126,7 +130,7 @@ func TestHomeSaveSparse(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeTestFile(t, filepath.Join(src, "small"), "kept")
-	stats, err := copyHome(s, d, 8<<20)
+	stats, err := copyHome(s, d, 8<<20, 8<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +159,7 @@ func TestHomeSaveFIFO(t *testing.T) {
 	}
 	done := make(chan CopyStats, 1)
 	go func() {
-		stats, _ := copyHome(s, d, 8<<20)
+		stats, _ := copyHome(s, d, 8<<20, 8<<20, nil)
 		done <- stats
 	}()
 	select {
@@ -203,8 +207,9 @@ func TestHomeSaveSwap(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(state, HomeDirName, "new")); err == nil {
 		t.Fatal("a save cut short changed the previous home")
 	}
-	if _, err := h.save(); err != nil {
-		t.Fatal(err)
+	h.end() // the save, its report, then the old home's removal
+	if r, ok := ReadHomeReport(state); !ok || r.State != HomeSaved {
+		t.Fatalf("the save's report: %+v %v", r, ok)
 	}
 	if b, err := os.ReadFile(filepath.Join(state, HomeDirName, "new")); err != nil || string(b) != "this session's" {
 		t.Fatalf("the save did not swap the new home in: %q %v", b, err)
@@ -237,7 +242,7 @@ func TestHomeSaveUnreadable(t *testing.T) {
 	os.Chmod(filepath.Join(src, "secretfile"), 0)
 	os.Chmod(filepath.Join(src, "x"), 0)
 	t.Cleanup(func() { os.Chmod(filepath.Join(src, "x"), 0o700); os.Chmod(filepath.Join(dst, "x"), 0o700) })
-	if _, err := copyHome(s, d, 8<<20); err != nil {
+	if _, err := copyHome(s, d, 8<<20, 8<<20, nil); err != nil {
 		t.Fatal(err)
 	}
 	if weakened {
@@ -272,5 +277,62 @@ func TestHomeSaveCarriesHidden(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(outside, "x", "secret")); err != nil {
 		t.Errorf("a link on the way was followed: %v", err)
+	}
+}
+
+// TestHomeStoreOutlivesCollection: the descriptor passHomeStore hands bwrap
+// survives a garbage collection before the exec (its *os.File's finalizer
+// closed it, and a start with 10,000 variables failed "cannot load the
+// session's home: bad file descriptor").
+func TestHomeStoreOutlivesCollection(t *testing.T) {
+	env, err := passHomeStore(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := strconv.Atoi(strings.TrimPrefix(env[len(env)-1], HomeFDEnv+"="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	for range 3 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond) // finalizers run on their own goroutine
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+		t.Fatalf("the home store's descriptor %d is gone after a collection: %v", fd, err)
+	}
+}
+
+// TestHomeSaveDirectories: a directory, a long symlink and a long name
+// take nothing of the tmpfs's bound (the kernel keeps them outside it), but
+// a block or more of the user's disk each: a session bounded to 4 MiB made
+// a million empty directories (and symlinks of 100 bytes, and names of 255)
+// and its save wrote gigabytes. They are charged a budget of their own, as
+// large as the bound: the save writes at most twice the bound.
+func TestHomeSaveDirectories(t *testing.T) {
+	src, dst, s, d := copyDirs(t)
+	long := strings.Repeat("n", 200)
+	for i := 0; i < 1500; i++ {
+		if err := os.Mkdir(filepath.Join(src, fmt.Sprintf("%s%04d", long, i)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(strings.Repeat("t", 100), filepath.Join(src, fmt.Sprintf("l%04d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const bound = 1 << 20
+	stats, err := copyHome(s, d, bound, bound, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	use := diskUse(t, dst)
+	if weakened {
+		if use < 4*bound {
+			t.Fatalf("the weakened copy wrote %d bytes: the check below could not fail", use)
+		}
+		return
+	}
+	if use > 2*bound+diskBlock || stats.Skipped["too-large"] == 0 {
+		t.Errorf("3,000 directories and symlinks in a home of 1 MiB took %d bytes of disk (left out: %v)", use, stats.Skipped)
 	}
 }

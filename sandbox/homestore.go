@@ -42,6 +42,7 @@ const (
 // Home states, HomeReport.State.
 const (
 	HomeRunning   = "running"   // loaded; the session has not ended (or was killed before it could save)
+	HomeInSave    = "saving"    // the command has ended and the init saves (or was killed while it did)
 	HomeSaved     = "saved"     // saved back to the kept home
 	HomeDiscarded = "discarded" // not kept (a run without --name): nothing saved
 	HomeNotSaved  = "not-saved" // the save failed (Error says why); the kept home is as it was
@@ -95,8 +96,12 @@ func passHomeStore(stateDir string, env []string) ([]string, error) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
 		return nil, err
 	}
-	os.Setenv(HomeFDEnv, strconv.Itoa(fd))                  // for the weakened build, which hands bwrap the whole environment
-	return append(env, HomeFDEnv+"="+strconv.Itoa(fd)), nil // f is never closed: bwrap inherits it
+	// f must outlive the exec: kept from its finalizer, which would close
+	// the descriptor at the next garbage collection (a start with 10,000
+	// variables collected before the exec, and the init found no home).
+	keep = append(keep, f)
+	os.Setenv(HomeFDEnv, strconv.Itoa(fd)) // for the weakened build, which hands bwrap the whole environment
+	return append(env, HomeFDEnv+"="+strconv.Itoa(fd)), nil
 }
 
 // takeHomeStore is the init's descriptor of the state directory, marked
@@ -142,6 +147,16 @@ func (h *homeStore) askForTime(used uint64) {
 	notifyStatus(h.notify, "EXTEND_TIMEOUT_USEC="+strconv.FormatInt(extra.Microseconds(), 10))
 }
 
+// askForMore asks systemd for 10 s more, from now: the save calls it as
+// it goes (copyHome's progress), since no estimate from the home's size
+// holds for a home of many entries (empty files, directories: no bytes of
+// the tmpfs, a syscall or five each).
+func (h *homeStore) askForMore() {
+	if h.notify >= 0 {
+		notifyStatus(h.notify, "EXTEND_TIMEOUT_USEC="+strconv.FormatInt((10*time.Second).Microseconds(), 10))
+	}
+}
+
 // loadHome loads the home on disk (in the state directory state) into
 // the tmpfs at home, before the command starts. keep says the home is
 // saved back at the end. A home that does not fit its bound is a refusal.
@@ -159,7 +174,8 @@ func loadHome(state int, home string, keep bool) (*homeStore, error) {
 	src, err := openIn(state, HomeDirName, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err == nil {
 		var stats CopyStats
-		stats, err = copyHome(src, root, int64(min(h.size, 1<<62)))
+		bound := int64(min(h.size, 1<<62))
+		stats, err = copyHome(src, root, bound, bound, nil)
 		unix.Close(src)
 		if stats.Skipped["too-large"]+stats.Skipped["too-many"]+stats.Skipped["too-deep"] > 0 {
 			err = unix.ENOSPC // left out now, it would be lost at the save
@@ -215,6 +231,13 @@ func (h *homeStore) end() {
 		}
 	}
 	h.report(r)
+	if r.State == HomeSaved {
+		// The old home, after the report: a stop timeout's SIGKILL here
+		// leaves it for the next save, and status does not say the home
+		// was not saved when it was.
+		h.askForMore()
+		_ = removeTree(h.state, HomeSaving)
+	}
 }
 
 // endWith ends the home (end) and returns code, the command's; a nil
@@ -239,12 +262,19 @@ func (h *homeStore) save() (CopyStats, error) {
 	}
 	_ = unix.Fchmod(h.root, 0o700) // a chmod 000 of the home must not keep the save out
 	used := (fs.Blocks - fs.Bfree) * uint64(fs.Bsize)
+	bound := int64(min(h.size, 1<<62))
+	meta, diskShort := bound, false // the directories' and names' room on disk (copyHome)
 	if unix.Fstatfs(h.state, &disk) == nil {
-		if free := disk.Bavail * uint64(disk.Bsize); free < used+saveMargin {
+		free := disk.Bavail * uint64(disk.Bsize)
+		if free < used+saveMargin {
 			return CopyStats{}, fmt.Errorf("your disk has %s free, and the home needs %s and %s to spare", SizeText(free), SizeText(used), SizeText(saveMargin))
+		}
+		if room := int64(min(free-used-saveMargin, 1<<62)); room < meta {
+			meta, diskShort = room, true
 		}
 	}
 	h.askForTime(used)
+	h.report(HomeReport{State: HomeInSave}) // a stop waits for it (manager's Stop)
 	if err := removeTree(h.state, HomeSaving); err != nil {
 		return CopyStats{}, fmt.Errorf("cannot remove an earlier save's %s: %w", HomeSaving, err)
 	}
@@ -256,7 +286,10 @@ func (h *homeStore) save() (CopyStats, error) {
 		return CopyStats{}, err
 	}
 	defer unix.Close(dst)
-	stats, err := copyHome(h.root, dst, int64(min(h.size, 1<<62)))
+	stats, err := copyHome(h.root, dst, bound, meta, h.askForMore)
+	if err == nil && diskShort && stats.metaFull {
+		err = fmt.Errorf("your disk has too little room left for the home's %d files and their directories (%s to spare)", stats.Files, SizeText(saveMargin))
+	}
 	if err == nil {
 		err = unix.Syncfs(dst) // the new home is on disk before it is named the home
 	}
@@ -274,8 +307,7 @@ func (h *homeStore) save() (CopyStats, error) {
 		_ = removeTree(h.state, HomeSaving)
 		return stats, fmt.Errorf("cannot swap the saved home in: %w", err)
 	}
-	_ = removeTree(h.state, HomeSaving) // the old home; a crash here leaves it for the next save
-	return stats, nil
+	return stats, nil // HomeSaving is the old home now: end removes it once it said the home is saved
 }
 
 // carryHidden moves into the new home (HomeSaving) what the kept home

@@ -77,6 +77,17 @@ var HostExecEntries = []HostExec{
 	{".mise/config.toml", miseReason, false},
 	{".config/mise.toml", miseReason, false},
 	{".config/mise/config.toml", miseReason, false},
+	// The rest of the names mise's config discovery reads in a project
+	// directory (jdx/mise src/config/mod.rs, LOCAL_CONFIG_FILENAMES): the
+	// older rtx names, the local ones, and conf.d, all of whose *.toml it
+	// loads (read-only whole; created, moved aside whole).
+	{"mise/config.toml", miseReason, false},
+	{".rtx.toml", miseReason, false},
+	{".rtx.local.toml", miseReason, false},
+	{".mise/config.local.toml", miseReason, false},
+	{".config/mise.local.toml", miseReason, false},
+	{".config/mise/config.local.toml", miseReason, false},
+	{".config/mise/conf.d", miseReason + " (it loads every *.toml in conf.d)", false},
 	// Editors that run a file of the project on opening it: VS Code's
 	// devcontainer runs initializeCommand on the host at "Reopen in
 	// Container"; vim with 'exrc' runs the directory's .vimrc or .exrc

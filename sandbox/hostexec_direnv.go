@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -280,7 +281,7 @@ func moveAsideShadows(ws, name, dir string, since time.Time) []MovedAside {
 	host := hostPrograms(ws)
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
-		if !shadows(host, e.Name()) {
+		if !runsUnasked(e.Name()) && (!host[e.Name()] || projectLauncher(ws, dir, e)) {
 			continue
 		}
 		if c, _ := changedEntry(ws, p, since); !c || linksOut(ws, p) {
@@ -337,23 +338,67 @@ func hostPrograms(ws string) map[string]bool {
 	return names
 }
 
-// shadows reports whether name is a program of the host (or one the
-// prompts of shells run on entering a project: the interpreters'
-// --version).
-func shadows(host map[string]bool, name string) bool {
+// runsUnasked reports whether name is one a shell runs on entering a
+// project without the user typing it: git (the prompt's), the interpreters
+// whose version a prompt shows (python, node, ruby, go, rustc, cargo,
+// java, php, perl: starship's and powerlevel10k's --version), and the
+// names tools look up on PATH by themselves: the Go toolchain a go.mod's
+// toolchain line names (any go command, the prompt's go version, runs
+// go1.X.Y from PATH before it downloads one), git's external commands and
+// filters (git-lfs at git status).
+func runsUnasked(name string) bool {
 	switch name {
 	case "python", "python3", "node", "git", "ruby", "go", "rustc", "cargo", "java", "php", "perl":
 		return true
 	}
-	// Names tools look up on PATH by themselves: the Go toolchain a
-	// go.mod's toolchain line names (any go command, the prompt's go
-	// version, runs go1.X.Y from PATH before it downloads one), git's
-	// external commands and filters (git-lfs at git status).
-	if strings.HasPrefix(name, "go1.") || strings.HasPrefix(name, "git-") {
-		return true
-	}
-	return host[name]
+	return strings.HasPrefix(name, "go1.") || strings.HasPrefix(name, "git-")
 }
+
+// projectLauncher reports whether the entry e of the PATH directory dir
+// (its path in ws) is the project's environment's own launcher, which the
+// user runs by typing its name, as they run `npm test`: in a virtual
+// environment's bin (its parent holds pyvenv.cfg), a regular file whose #!
+// line names that environment's python (pip's and every entry point's
+// launcher: #!WS/.venv/bin/python3); in a node_modules/.bin, npm's link to
+// a package's file in that node_modules (../pkg/cli.js). Moving those
+// aside broke the user's pip after the agent built the venv, while
+// protecting little: the session can edit site-packages as well. A name
+// that runsUnasked is moved aside all the same, launcher or not.
+func projectLauncher(ws, dir string, e os.DirEntry) bool {
+	p := filepath.Join(dir, e.Name())
+	if filepath.Base(filepath.Dir(dir)) == "node_modules" && filepath.Base(dir) == ".bin" {
+		target, err := os.Readlink(filepath.Join(ws, p))
+		return err == nil && e.Type()&os.ModeSymlink != 0 && !filepath.IsAbs(target) &&
+			strings.HasPrefix(filepath.Clean(filepath.Join(dir, target)), filepath.Dir(dir)+"/") &&
+			!strings.HasPrefix(filepath.Clean(filepath.Join(dir, target)), dir+"/")
+	}
+	venv := filepath.Dir(dir)
+	if filepath.Base(dir) != "bin" || !e.Type().IsRegular() {
+		return false
+	}
+	if st, err := StatNoFollow(filepath.Join(ws, venv, "pyvenv.cfg")); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	b, err := regfile.Read(filepath.Join(ws, p), true, 1<<16)
+	if err != nil {
+		return false
+	}
+	bin := filepath.Join(ws, dir) + "/"
+	first, rest, _ := strings.Cut(string(b), "\n")
+	if python, ok := strings.CutPrefix(strings.TrimSpace(first), "#!"+bin); ok {
+		return venvPython.MatchString(python)
+	}
+	// A path too long for #!, or with a blank: pip's launcher is then a
+	// shell script that execs the python (#!/bin/sh, then '''exec' "PY" ...).
+	second, _, _ := strings.Cut(rest, "\n")
+	python, ok := strings.CutPrefix(second, `'''exec' "`+bin)
+	python, _, quoted := strings.Cut(python, `" "$0" "$@"`)
+	return strings.TrimSpace(first) == "#!/bin/sh" && ok && quoted && venvPython.MatchString(python)
+}
+
+// venvPython matches the names of a virtual environment's python in its
+// bin: python, python3, python3.11.
+var venvPython = regexp.MustCompile(`^python(3(\.[0-9]+)?)?$`)
 
 // linksOut reports whether ws/rel is a symlink that leads out of ws to a
 // file the user cannot write (a virtual environment's python ->

@@ -73,7 +73,7 @@ func TestMoveAsideShadows(t *testing.T) {
 	os.MkdirAll(filepath.Join(ws, "web", "node_modules", ".bin"), 0o755)
 	os.WriteFile(filepath.Join(ws, "web", ".envrc"), []byte("layout node\nsource env.sh\n"), 0o644)
 	start := sessionStart()
-	for _, p := range []string{"bin/git", "bin/projtool", "bin/go1.99.1", "web/node_modules/.bin/ls", "web/node_modules/.bin/eslint", "web/env.sh"} {
+	for _, p := range []string{"bin/git", "bin/projtool", "bin/go1.99.1", "web/node_modules/.bin/ls", "web/node_modules/.bin/mosaic-test-projlint", "web/env.sh"} { // a name no host has (Debian 13 has an eslint)
 		os.WriteFile(filepath.Join(ws, p), []byte("#!/bin/sh\ntouch MARK\n"), 0o755)
 	}
 	os.MkdirAll(filepath.Join(ws, "lib", "evil"), 0o755)
@@ -246,6 +246,76 @@ func TestCommandNamesMovedAside(t *testing.T) {
 		}
 		if len(ran) > 0 || !got["+!touch>vim-ran"] || !got["@opts"] || !got["z -e '1e touch sed-ran'"] || len(got) != 3 {
 			t.Errorf("ran %v; moved %v", ran, got)
+		}
+	}
+}
+
+// TestVenvLaunchersStay: in a virtual environment an .envrc puts on PATH
+// (layout python, a sourced activate), the launchers pip wrote (pip, pip3,
+// an entry point; #! naming that environment's python, or pip's
+// #!/bin/sh form for a long path) are the project's environment and stay,
+// as do npm's links in a layout node's node_modules/.bin; what a prompt
+// or cd runs unasked (git, python) is moved aside all the same, launcher
+// or not, and so is a "launcher" whose #! names another python, one in a
+// bin without pyvenv.cfg, and a node_modules/.bin link that leads
+// elsewhere.
+func TestVenvLaunchersStay(t *testing.T) {
+	hostBin := t.TempDir()
+	for _, p := range []string{"pip", "pip3", "pytest", "ls", "cat", "tsc", "semver", "env"} {
+		os.WriteFile(filepath.Join(hostBin, p), []byte("#!/bin/sh\n"), 0o755)
+	}
+	t.Setenv("PATH", hostBin)
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, ".envrc"), []byte("source .venv/bin/activate\nlayout python\nPATH_add fake/bin\nlayout node\n"), 0o644)
+	venvs := []string{".venv", ".direnv/python-3.11"}
+	for _, v := range append(venvs, "fake") {
+		os.MkdirAll(filepath.Join(ws, v, "bin"), 0o755)
+	}
+	for _, v := range venvs {
+		os.WriteFile(filepath.Join(ws, v, "pyvenv.cfg"), []byte("home = /usr/bin\n"), 0o644)
+	}
+	os.MkdirAll(filepath.Join(ws, "node_modules", ".bin"), 0o755)
+	os.MkdirAll(filepath.Join(ws, "node_modules", "typescript", "bin"), 0o755)
+	start := sessionStart()
+	launcher := func(v, python string) string {
+		return "#!" + filepath.Join(ws, v, "bin", python) + "\nimport sys\nfrom pip._internal.cli.main import main\nsys.exit(main())\n"
+	}
+	files := map[string]string{
+		".venv/bin/pip":                 launcher(".venv", "python3"),
+		".venv/bin/pip3":                launcher(".venv", "python"),
+		".venv/bin/pytest":              "#!/bin/sh\n'''exec' \"" + filepath.Join(ws, ".venv/bin/python3.11") + "\" \"$0\" \"$@\"\n' '''\n",
+		".direnv/python-3.11/bin/pip":   launcher(".direnv/python-3.11", "python3.11"),
+		".venv/bin/git":                 launcher(".venv", "python3"), // runs unasked: moved
+		".venv/bin/ls":                  "#!/usr/bin/python3\n",       // another python: moved
+		".venv/bin/cat":                 launcher(".direnv/python-3.11", "python3"),
+		".venv/bin/env":                 launcher(".venv", "python3x"),
+		"fake/bin/pip":                  launcher("fake", "python3"), // no pyvenv.cfg: moved
+		"node_modules/typescript/bin/x": "#!/usr/bin/env node\n",
+	}
+	for rel, content := range files {
+		os.WriteFile(filepath.Join(ws, rel), []byte(content), 0o755)
+	}
+	os.Symlink("../typescript/bin/x", filepath.Join(ws, "node_modules", ".bin", "tsc"))             // npm's: stays
+	os.Symlink("../../evil/semver", filepath.Join(ws, "node_modules", ".bin", "semver"))            // out of node_modules: moved
+	os.Symlink("../typescript/bin/x", filepath.Join(ws, "node_modules", ".bin", "node"))            // runs unasked: moved
+	os.WriteFile(filepath.Join(ws, "node_modules", ".bin", "pytest"), []byte("#!/bin/sh\n"), 0o755) // no link: moved
+	got := map[string]bool{}
+	for _, m := range MoveAsideRepos(ws, "s", start) {
+		got[m.Path] = true
+	}
+	want := []string{".venv/bin/git", ".venv/bin/ls", ".venv/bin/cat", ".venv/bin/env", "fake/bin/pip",
+		"node_modules/.bin/semver", "node_modules/.bin/node", "node_modules/.bin/pytest"}
+	for _, w := range want {
+		if !got[w] {
+			t.Errorf("%s not moved aside: %v", w, got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("moved %v, want only %v", got, want)
+	}
+	for _, stay := range []string{".venv/bin/pip", ".venv/bin/pip3", ".venv/bin/pytest", ".direnv/python-3.11/bin/pip", "node_modules/.bin/tsc"} {
+		if _, err := os.Lstat(filepath.Join(ws, stay)); err != nil {
+			t.Errorf("the project's launcher %s was moved: %v", stay, err)
 		}
 	}
 }

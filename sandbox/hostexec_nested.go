@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -32,8 +33,11 @@ var nestedExec = map[string][]string{
 	".mise.toml":          {".mise.toml"},
 	"mise.local.toml":     {"mise.local.toml"},
 	".mise.local.toml":    {".mise.local.toml"},
-	".mise":               {".mise/config.toml"},
-	".config":             {".config/mise.toml", ".config/mise/config.toml"},
+	".mise":               {".mise/config.toml", ".mise/config.local.toml"},
+	".config":             {".config/mise.toml", ".config/mise/config.toml", ".config/mise.local.toml", ".config/mise/config.local.toml", ".config/mise/conf.d/*.toml"},
+	"mise":                {"mise/config.toml"},
+	".rtx.toml":           {".rtx.toml"},
+	".rtx.local.toml":     {".rtx.local.toml"},
 	"uv.toml":             {"uv.toml"},
 	".bundle":             {".bundle/config"},
 	// An editor trusts a folder's subfolders with it: opening one runs
@@ -42,35 +46,108 @@ var nestedExec = map[string][]string{
 	".idea":   {".idea/workspace.xml", ".idea/misc.xml", ".idea/runConfigurations"},
 }
 
+// miseProfiles are the names mise reads in every directory, the top's
+// too, once the user sets MISE_ENV (mise.dev.toml and its local ones, in
+// each of mise's places): patterns, since the profile is the user's
+// choice, not known to mosaic; the fixed names they also match are
+// protected as themselves.
+var miseProfiles = map[string][]string{
+	"mise.*.toml":  {"mise.*.toml"},
+	".mise.*.toml": {".mise.*.toml"},
+	"mise":         {"mise/config.*.toml"},
+	".mise":        {".mise/config.*.toml"},
+	".config":      {".config/mise.*.toml", ".config/mise/config.*.toml"},
+}
+
 // moveAsideNestedExec moves aside what changed since of the nestedExec
-// entries of the directory rel of ws, which holds the entries has.
+// entries of the directory rel of ws (below the top), and of the
+// miseProfiles (at any depth), which holds the entries has.
 func moveAsideNestedExec(ws, name, rel string, has map[string]os.FileMode, since time.Time) []MovedAside {
 	var moved []MovedAside
-	for entry, files := range nestedExec {
-		t, ok := has[entry]
-		if !ok {
+	seen := map[string]bool{}
+	for _, p := range nestedExecPaths(ws, rel, has) {
+		if seen[p] {
 			continue
 		}
-		paths := []string{filepath.Join(rel, entry)}
-		if t.IsDir() {
-			paths = paths[:0]
-			for _, f := range files {
-				paths = append(paths, filepath.Join(rel, f))
-			}
-		}
-		for _, p := range paths {
-			if c, _ := changedEntry(ws, p, since); !c {
-				continue
-			}
-			for _, m := range MoveAsideCreated(ws, name, []string{p}) {
-				if m.Reason = HostExecReason(strings.TrimPrefix(p, rel+"/")); m.Reason == gitNamedReason {
-					m.Reason = HostExecReason(entry)
-				}
-				moved = append(moved, m)
-			}
+		seen[p] = true
+		if c, _ := changedEntry(ws, p, since); c {
+			moved = append(moved, moveAsideFor(ws, name, p, nestedReason(strings.TrimPrefix(p, rel+"/")))...)
 		}
 	}
 	return moved
+}
+
+// nestedReason is the reason of the nested entry rel (relative to its
+// directory): its own HostExecEntries one, else its directory's or first
+// component's (.vscode/tasks.json, .config/mise/conf.d/x.toml), else
+// mise's (a profile's mise.dev.toml).
+func nestedReason(rel string) string {
+	first, _, _ := strings.Cut(rel, "/")
+	for _, r := range []string{rel, filepath.Dir(rel), first} {
+		for _, e := range HostExecEntries {
+			if e.Rel == r {
+				return e.Reason
+			}
+		}
+	}
+	return miseReason
+}
+
+// nestedExecPaths are the paths (in ws) of the files of nestedExec (below
+// the top) and miseProfiles that the directory rel, holding the entries
+// has, holds; a file's pattern (conf.d/*.toml, mise.*.toml) is matched
+// against its directory's entries, following no symlink.
+func nestedExecPaths(ws, rel string, has map[string]os.FileMode) []string {
+	var paths []string
+	// add adds what entry, of type t, matching key of files, holds: itself
+	// when a file of that name is read (or a symlink stands in for a
+	// directory read), else the files of it read.
+	add := func(files []string, key, entry string, t os.FileMode) {
+		if !t.IsDir() {
+			if files[0] == key || t&os.ModeSymlink != 0 {
+				paths = append(paths, filepath.Join(rel, entry))
+			}
+			return
+		}
+		for _, f := range files {
+			paths = append(paths, globBeneath(ws, filepath.Join(rel, f))...)
+		}
+	}
+	for entry, t := range has {
+		if files, ok := nestedExec[entry]; ok && rel != "." {
+			add(files, entry, entry, t)
+		}
+		for key, files := range miseProfiles {
+			if ok, _ := filepath.Match(key, entry); ok {
+				add(files, key, entry, t)
+			}
+		}
+	}
+	if rel == "." {
+		// The top's fixed names are bound read-only or watched.
+		paths = slices.DeleteFunc(paths, func(p string) bool { return HostExecReason(p) != gitNamedReason })
+	}
+	return paths
+}
+
+// globBeneath is the paths in ws matching rel, whose last component may be
+// a pattern, listing its directory following no symlink.
+func globBeneath(ws, rel string) []string {
+	dir, pattern := filepath.Split(rel)
+	if !strings.Contains(pattern, "*") {
+		return []string{rel}
+	}
+	entries, err := readDirBeneath(ws, filepath.Clean(dir), 1000)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if ok, _ := filepath.Match(pattern, e.Name()); ok {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
 }
 
 // envrcReason is the reason of a file the workspace's .envrc loads.

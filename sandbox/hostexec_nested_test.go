@@ -72,3 +72,67 @@ func TestEnvrcLoadsProtected(t *testing.T) {
 		t.Errorf("the missing config/local.env is not watched: %s", m)
 	}
 }
+
+// TestMiseConfigNames: every name mise's config discovery reads in a
+// project directory (jdx/mise src/config/mod.rs), past the ones main had:
+// the rtx names, the local ones, mise/config.toml and conf.d's *.toml.
+// At the top the existing ones are read-only (conf.d whole) and the
+// missing ones watched; below it, the ones the session made or changed
+// are moved aside, with mise's reason, as is a profile's (mise.dev.toml,
+// read once the user sets MISE_ENV) at any depth; an older one stays.
+func TestMiseConfigNames(t *testing.T) {
+	names := []string{"mise/config.toml", ".rtx.toml", ".rtx.local.toml", ".mise/config.local.toml", ".config/mise.local.toml", ".config/mise/config.local.toml"}
+	ws := t.TempDir()
+	for _, rel := range append([]string{".config/mise/conf.d/a.toml"}, names[:3]...) {
+		os.MkdirAll(filepath.Join(ws, filepath.Dir(rel)), 0o755)
+		os.WriteFile(filepath.Join(ws, rel), nil, 0o644)
+	}
+	ro := readOnlyRels(t, ws)
+	for _, want := range []string{".config/mise/conf.d", "mise/config.toml", ".rtx.toml", ".rtx.local.toml"} {
+		if !slices.Contains(ro, want) {
+			t.Errorf("%s is not read-only: %v", want, ro)
+		}
+	}
+	missing := MissingHostExec(ws)
+	for _, want := range names[3:] {
+		if !slices.Contains(missing, want) {
+			t.Errorf("the missing %s is not watched: %v", want, missing)
+		}
+	}
+
+	ws = t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "old", ".config", "mise", "conf.d"), 0o755)
+	os.WriteFile(filepath.Join(ws, "old", ".config", "mise", "conf.d", "user.toml"), nil, 0o644)
+	os.WriteFile(filepath.Join(ws, "old", "mise.dev.toml"), nil, 0o644)
+	start := sessionStart()
+	made := []string{".config/mise/conf.d/evil.toml", "mise.dev.toml", ".config/mise/config.dev.local.toml"}
+	for _, rel := range append(names, made...) {
+		for _, dir := range []string{"crates/a", "old"} {
+			os.MkdirAll(filepath.Join(ws, dir, filepath.Dir(rel)), 0o755)
+			os.WriteFile(filepath.Join(ws, dir, rel), []byte("[hooks]\nenter = \"touch MARK\"\n"), 0o644)
+		}
+	}
+	os.WriteFile(filepath.Join(ws, "mise.staging.toml"), nil, 0o644) // a profile at the top
+	os.WriteFile(filepath.Join(ws, "bin-mise"), nil, 0o644)
+	os.MkdirAll(filepath.Join(ws, "tools"), 0o755)
+	os.WriteFile(filepath.Join(ws, "tools", "mise"), []byte("#!/bin/sh\n"), 0o755) // a file named mise: no config
+	got := map[string]string{}
+	for _, m := range MoveAsideRepos(ws, "s", start) {
+		if m.To == "" || m.Error != "" {
+			t.Errorf("not moved: %+v", m)
+		}
+		got[m.Path] = m.Why()
+	}
+	want := []string{"mise.staging.toml"}
+	for _, rel := range append(names, made...) {
+		want = append(want, "crates/a/"+rel, "old/"+rel)
+	}
+	for _, w := range want {
+		if !strings.Contains(got[w], "mise") {
+			t.Errorf("%s not moved aside with mise's reason: %q", w, got[w])
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("moved %d, want %d: %v", len(got), len(want), got)
+	}
+}

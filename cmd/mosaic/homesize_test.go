@@ -275,3 +275,56 @@ func TestStorageLine(t *testing.T) {
 		t.Errorf("landlock:\n%s", b.String())
 	}
 }
+
+// TestKeptHomeDirectoriesBounded: empty directories take nothing of the
+// tmpfs's bound but a block each of the user's disk; a session bounded to
+// 4 MiB that makes 20,000 of them had its save write 80 MiB. The save
+// writes at most twice the bound, and says what it left out.
+func TestKeptHomeDirectoriesBounded(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	defer mosaic(t, "rm", "-f", name)
+	mustMosaic(t, "run", "--name", name, "-w", workspace(t), "--home-size", "4M", "--",
+		"sh", "-c", "mkdir ~/d && cd ~/d && seq 20000 | xargs mkdir && echo made")
+	kept := filepath.Join(stateRoot(), "sessions", name, "home")
+	if use := diskUseOf(kept); use < 0 || use > 8<<20+64<<10 {
+		t.Errorf("20,000 empty directories in a home of 4 MiB took %d bytes of the user's disk", use)
+	}
+	home, text := homeOf(t, name)
+	if home.State != sandbox.HomeSaved || home.Saved.Skipped["too-large"] == 0 || !strings.Contains(text, "too-large") {
+		t.Errorf("status of a home of too many directories: %+v\n%s", home, text)
+	}
+}
+
+// TestKeptHomeSaveOutlastsStop: a home of 200,000 empty files takes
+// nothing of the tmpfs's pages, and its save longer than the time the
+// init asked systemd for once from its size (10 s): systemd killed the
+// save, at every stop, and the home's changes were lost. The save asks
+// again as it goes; the weakened build's copy (a cp -rL) never asks, and
+// is killed.
+func TestKeptHomeSaveOutlastsStop(t *testing.T) {
+	needRig(t)
+	// Not parallel: 200,000 files made and saved twice take the machine's
+	// disk and CPU for half a minute, which starves other tests' waits.
+	for _, tc := range []struct {
+		bin, build string
+		saved      bool
+	}{{weakenedMosaic(t), "weakened", false}, {mosaicBin, "mosaic", true}} {
+		name := sessionName(t)
+		mosaicAs(t, tc.bin, "start", "--name", name, "-w", workspace(t), "--stop-timeout", "1s", "--", "sh", "-c",
+			"for d in a b c d; do mkdir ~/$d && (cd ~/$d && seq 50000 | xargs touch); done && echo made && sleep 300")
+		eventually(t, 120*time.Second, "the session's files", func() bool {
+			return strings.Contains(mosaic(t, "logs", name).stdout, "made")
+		})
+		start := time.Now()
+		mosaicAs(t, tc.bin, "stop", name)
+		took := time.Since(start)
+		home, text := homeOf(t, name)
+		if saved := home.State == sandbox.HomeSaved && home.Saved.Files == 200000; saved != tc.saved {
+			t.Errorf("%s: a home of 200,000 files after a stop of %v: saved %v, want %v: %+v\n%s", tc.build, took, saved, tc.saved, home, text)
+		}
+		t.Logf("%s: the stop of a session with 200,000 files in its home took %v", tc.build, took)
+		mosaicAs(t, tc.bin, "rm", "-f", name)
+	}
+}

@@ -201,7 +201,9 @@ func TestRebaseTodoExec(t *testing.T) {
 // take a version from .tool-versions or a mise config in the directory or
 // any above it, and a path:DIR version runs DIR's programs (a shell
 // prompt's python --version); mise's configs also run hooks on cd and are
-// trusted by their path. VS Code runs a devcontainer's initializeCommand on
+// trusted by their path: every name of mise's discovery list (the rtx and
+// local ones, mise/config.toml, conf.d/*.toml, a MISE_ENV profile's
+// mise.dev.toml). VS Code runs a devcontainer's initializeCommand on
 // the host at "Reopen in Container"; vim with 'exrc' runs .vimrc. uv takes a
 // uv.toml's index over the user's, and pip a virtual environment's
 // pip.conf (its site config; shown with Debian 12's pip on the host:
@@ -213,9 +215,12 @@ func TestRebaseTodoExec(t *testing.T) {
 func TestToolConfigsPlanted(t *testing.T) {
 	needRig(t)
 	made := []string{".tool-versions", "crates/a/.tool-versions", "crates/b/mise.toml", "crates/c/.config/mise/config.toml",
-		".devcontainer.json", ".vimrc", "uv.toml", "crates/d/uv.toml", ".venv/pip.conf"}
-	existing := []string{"mise.toml", ".devcontainer/devcontainer.json", "poetry.toml"}
-	attack := "mkdir -p crates/a crates/b crates/c/.config/mise crates/d && for f in " + strings.Join(made, " ") + "; do echo 'python path:./evil' > $f; done"
+		".devcontainer.json", ".vimrc", "uv.toml", "crates/d/uv.toml", ".venv/pip.conf",
+		// The rest of mise's discovery list (tidy): main protected none.
+		".rtx.toml", "mise/config.toml", ".config/mise.local.toml", "mise.dev.toml", "crates/e/.rtx.local.toml",
+		"crates/c/.config/mise/conf.d/evil.toml", "crates/f/.mise/config.local.toml", "crates/f/mise/config.toml"}
+	existing := []string{"mise.toml", ".devcontainer/devcontainer.json", "poetry.toml", ".config/mise/conf.d/user.toml"}
+	attack := "for f in " + strings.Join(made, " ") + "; do mkdir -p $(dirname $f) && echo 'python path:./evil' > $f; done"
 	for _, weak := range []bool{true, false} {
 		ws := workspace(t)
 		files := map[string]string{".venv/pyvenv.cfg": "home = /usr/bin\n"}
@@ -243,6 +248,11 @@ func TestToolConfigsPlanted(t *testing.T) {
 			if b, _ := os.ReadFile(filepath.Join(ws, rel)); !weak && (r.code == 0 || strings.Contains(string(b), "hooks")) {
 				t.Errorf("the session wrote the existing %s (exit %d): %q", rel, r.code, b)
 			}
+		}
+		// mise loads every *.toml of conf.d: none can be added either.
+		r = mosaic(t, append(args, "--", "sh", "-c", "echo '[hooks]' > .config/mise/conf.d/new.toml")...)
+		if _, err := os.Stat(filepath.Join(ws, ".config/mise/conf.d/new.toml")); !weak && (r.code == 0 || err == nil) {
+			t.Errorf("the session added a file to the existing .config/mise/conf.d (exit %d, %v)", r.code, err)
 		}
 	}
 }
@@ -480,6 +490,54 @@ func TestHookMissingScriptInTree(t *testing.T) {
 		}
 		if len(ran) > 0 || !strings.Contains(r.stderr, "tools/commit-msg") {
 			t.Errorf("the host's git commit ran the session's %v, or the end did not move them aside\n%s", ran, r.stderr)
+		}
+	}
+}
+
+// TestVenvLauncherKept (tidy): the user's .envrc sources .venv's activate,
+// and the agent built the venv: the launchers pip writes there (pip3,
+// #! naming the venv's python) shadow the host's, and every such session's
+// end moved them aside, breaking the user's pip. They stay now, as the
+// venv's python link does. A bin/git the session dressed up as a venv
+// launcher (pyvenv.cfg beside it, #! naming its python) in a directory
+// the .envrc puts on PATH is moved aside all the same (the prompt runs
+// git); with --allow-write-host-exec it stays, so that is mosaic's doing.
+func TestVenvLauncherKept(t *testing.T) {
+	needRig(t)
+	pip := "env" // a host program a launcher of that name would shadow
+	for _, p := range []string{"pip3", "pip", "pytest"} {
+		if _, err := exec.LookPath(p); err == nil {
+			pip = p
+			break
+		}
+	}
+	t.Logf("the venv's launcher is named %s, a program of the host", pip)
+	for _, weak := range []bool{true, false} {
+		ws := workspace(t)
+		writeFiles(t, ws, map[string]string{".envrc": "source .venv/bin/activate\nPATH_add evil/bin\n",
+			".venv/pyvenv.cfg": "home = /usr/bin\n", ".venv/bin/activate": "export VIRTUAL_ENV=x\n"})
+		time.Sleep(1100 * time.Millisecond)
+		args := []string{"run", "-w", ws}
+		if weak {
+			args = append(args, "--allow-write-host-exec")
+		}
+		launcher := func(v string) string {
+			return `printf '#!` + filepath.Join(ws, v, "bin", "python3") + `\nimport sys\nfrom pip._internal.cli.main import main\nsys.exit(main())\n'`
+		}
+		r := mustMosaic(t, append(args, "--", "sh", "-c", "set -e; ln -s /usr/bin/python3 .venv/bin/python3; "+launcher(".venv")+" > .venv/bin/"+pip+"; chmod +x .venv/bin/"+pip+
+			"; mkdir -p evil/bin; echo 'home = /usr/bin' > evil/pyvenv.cfg; "+launcher("evil")+" > evil/bin/git; chmod +x evil/bin/git")...)
+		if _, err := os.Stat(filepath.Join(ws, ".venv", "bin", pip)); err != nil || strings.Contains(r.stderr, filepath.Join(ws, ".venv", "bin", pip)) {
+			t.Errorf("the venv's own %s launcher was moved aside (%v):\n%s", pip, err, r.stderr)
+		}
+		_, err := os.Lstat(filepath.Join(ws, "evil", "bin", "git"))
+		if weak {
+			if err != nil {
+				t.Fatalf("with --allow-write-host-exec evil/bin/git is gone (%v), so this test proves nothing", err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(r.stderr, filepath.Join(ws, "evil", "bin", "git")) {
+			t.Errorf("evil/bin/git, dressed up as a venv launcher, is still there (%v), or run did not say it moved it aside:\n%s", err, r.stderr)
 		}
 	}
 }

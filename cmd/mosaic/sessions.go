@@ -426,7 +426,7 @@ func reportRun(out *output, s manager.Session, workspace string) {
 		}
 		fmt.Fprintln(out.stderr, "mosaic: "+line)
 	}
-	if s.Home != nil && s.Home.State == sandbox.HomeRunning { // its init could not say it
+	if s.Home != nil && (s.Home.State == sandbox.HomeRunning || s.Home.State == sandbox.HomeInSave) { // its init could not say it
 		fmt.Fprintln(out.stderr, "mosaic: session "+s.Name+"'s home: "+s.HomeLine())
 	}
 	if out.json {

@@ -298,7 +298,7 @@ func (s Session) HomeLine() string {
 		parts = append(parts, "its /tmp reached its bound (--tmp-size): writes there failed with \"No space left on device\"")
 	}
 	switch h.State {
-	case sandbox.HomeRunning:
+	case sandbox.HomeRunning, sandbox.HomeInSave:
 		parts = append(parts, "NOT saved: the session was killed before its init could save it (SIGKILL, out of memory, or a save longer than its stop timeout); the kept home is as it was when the session started")
 	case sandbox.HomeNotSaved:
 		parts = append(parts, "NOT saved ("+h.Error+"); the kept home is as it was when the session started")
