@@ -141,7 +141,7 @@ type Spec struct {
 	RuntimeDir string // $XDG_RUNTIME_DIR: hidden
 	StateDir   string // the session's own state: home/ and tmp/ below it
 	MosaicBin  string // the mosaic binary, for the broker units and --may-launch
-	StageBin   string // the stage binary (sandbox.TieStage's doc): the exec shim, the init, session-ended
+	StageBin   string // the stage binary (cmd/mosaic-stage): the exec shim, the init, session-ended
 	// Promise is what the shim and the init check the sandbox against
 	// (encoded onto their command line).
 	Promise  sandbox.Promise
