@@ -222,16 +222,21 @@ func mosaicUnits(t *testing.T) string {
 		return systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-*.service", "mosaic-*.scope")
 	}
 	l := list()
-	eventually(t, 10*time.Second, "the tie scopes of exited runs to go", func() bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		left := ""
 		for _, line := range strings.Split(l, "\n") {
 			if pid, ok := tieScopePID(strings.Fields(line)); ok && !processAlive(pid) {
-				l = list()
-				return false
+				left = strings.Fields(line)[0]
 			}
 		}
-		return true
-	})
-	return l
+		if left == "" {
+			return l
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tie scope of an exited run is still there after 10s:\n%s\n%s", l, systemctl(t, "status", "--no-pager", left))
+		}
+		l = list()
+	}
 }
 
 // tieScopePID is the run's PID in the name of a tie scope, the first of
