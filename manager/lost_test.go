@@ -19,3 +19,18 @@ func TestUnitStateQueuedJob(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyTheCLITiesItself: a long-lived caller's runs are not tied to its
+// process (the bench's second finish step met the first's tie scope, named
+// by the same PID, and failed "a session named  already exists"); the CLI's
+// run is.
+func TestOnlyTheCLITiesItself(t *testing.T) {
+	m := fakeManager(t, &fakeSystemd{})
+	if pid := m.tiePID(); pid != 0 {
+		t.Errorf("a Manager of a long-lived caller ties its runs to PID %d", pid)
+	}
+	m.TieSelf = true
+	if pid := m.tiePID(); pid == 0 && !testNoTie() {
+		t.Error("the CLI's run is not tied to its process")
+	}
+}

@@ -49,6 +49,12 @@ type Manager struct {
 	// Outside, when set, is what sessions' sandbox checks compare against
 	// instead of this process's own namespaces and /tmp (a confined bus).
 	Outside *sandbox.Outside
+	// TieSelf says this process runs at most one Run and then exits (the
+	// CLI): a Run then ties its session to this process (runtie.go). A
+	// long-lived caller (the bench, a program linking the manager) leaves
+	// it false: it would be moved into one scope after another, and a
+	// second Run's scope would have the first's name.
+	TieSelf bool
 
 	viaBus  bool   // through dbus-daemon: signals need Subscribe and match rules
 	private string // the manager's private socket, which a bulk connection dials

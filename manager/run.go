@@ -34,7 +34,7 @@ import (
 func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
 	spec := plan.Spec
 	spec.Stdio = &stdio
-	spec.TiePID = tiePID()
+	spec.TiePID = m.tiePID()
 	l, err := m.start(ctx, &spec, plan.Secrets, true)
 	if err != nil {
 		return Session{}, err

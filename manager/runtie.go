@@ -15,10 +15,15 @@ import "os"
 // (it is not a session's unit). (A scope run holds already: its bwrap
 // dies with mosaic.)
 
-// tiePID is the PID a run puts into its tie scope: its own, or none under
-// the weakened build's hook (testNoTie).
-func tiePID() uint32 {
-	if testNoTie() {
+// Only a process that runs one Run and exits may be its own tie
+// (Manager.TieSelf): the CLI. A long-lived caller's Run (the bench's
+// finish steps) is not tied; the finish step and the doctor's probe that
+// such a caller runs end on their own (RuntimeMax=).
+
+// tiePID is the PID a run puts into its tie scope: its own when m.TieSelf,
+// else none, and none under the weakened build's hook (testNoTie).
+func (m *Manager) tiePID() uint32 {
+	if !m.TieSelf || testNoTie() {
 		return 0
 	}
 	return uint32(os.Getpid())

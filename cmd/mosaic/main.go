@@ -192,6 +192,7 @@ func connected(f func(ctx context.Context, m *manager.Manager) error) error {
 		return err
 	}
 	defer m.Close()
+	m.TieSelf = true // one command, then mosaic exits
 	return f(ctx, m)
 }
 

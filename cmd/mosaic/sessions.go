@@ -333,6 +333,7 @@ func runPlan(ctx context.Context, conn *manager.Connecting, plan manager.Plan, s
 	if err != nil {
 		return manager.Session{}, nil, err
 	}
+	m.TieSelf = true // one run, then mosaic exits
 	first := firstSignal(sigs)
 	s, err := m.Run(ctx, plan, [3]int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}, first.relay)
 	return s, first, err
