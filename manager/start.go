@@ -225,6 +225,9 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 	if err != nil {
 		if dbusErrorName(err) == errUnitExists {
 			name, _ := units.SessionName(unit)
+			if name == "" { // not a session's own unit (a tie scope): name the unit
+				return "", errcode.SessionExists.New("systemd already has a unit %s: stop it first with `systemctl --user stop %s`", unit, unit)
+			}
 			return "", errcode.SessionExists.New("a session named %s already exists: pick another --name", name)
 		}
 		// systemd writes the transient unit into the runtime directory; when
