@@ -1,19 +1,36 @@
 package manager
 
-import "os"
+import (
+	"context"
+	"os"
+	"strings"
+
+	"mosaic/units"
+	"mosaic/units/errcode"
+	"mosaic/units/testhook"
+)
 
 // A `mosaic run` of the service path ties its session to its own lifetime:
-// the run puts its own process into a scope of its own in the start's call
-// (units.TieScope, as `systemd-run --scope` does with itself), and the
-// session's unit is BindsTo= that scope. The run killed, even by SIGKILL,
-// empties the scope, which ends, and systemd stops the session; nothing
-// runs unwatched, and gc takes what is left. A run that returns leaves the
-// scope holding only itself: it ends as the run exits, a moment later,
-// and no session is bound to it any more (the session ended first). Its
-// name carries the run's PID (units.TieScopeName), so that a run of the
-// same name right after never meets it, and no list or status shows it
-// (it is not a session's unit). (A scope run holds already: its bwrap
-// dies with mosaic.)
+// the run puts its own process into a scope of its own (units.TieScope, as
+// `systemd-run --scope` does with itself), and the session's unit is
+// BindsTo= that scope. The run killed, even by SIGKILL, empties the scope,
+// which ends, and systemd stops the session; nothing runs unwatched, and gc
+// takes what is left. A run that returns leaves the scope holding only
+// itself: it ends as the run exits, a moment later, and no session is bound
+// to it any more (the session ended first). Its name carries the run's PID
+// (units.TieScopeName), so that a run of the same name right after never
+// meets it, and no list or status shows it (it is not a session's unit).
+// (A scope run holds already: its bwrap dies with mosaic.)
+//
+// The scope is started first, in a call of its own, and the session only
+// once the run has seen itself in it (/proc/self/cgroup): a run killed
+// after systemd was asked to move it but before the move can leave the
+// scope running with an empty cgroup for good (the kernel skips a dying
+// process, systemd counts it moved), and a session started with the scope
+// in one call would run on unwatched. In this order a run killed before or
+// during the scope's start never asked for the session; one killed after
+// was moved, so its scope empties and the session stops (or its start
+// fails: the scope it is bound to is gone).
 
 // Only a process that runs one Run and exits may be its own tie
 // (Manager.TieSelf): the CLI. A long-lived caller's Run (the bench's
@@ -21,10 +38,44 @@ import "os"
 // such a caller runs end on their own (RuntimeMax=).
 
 // tiePID is the PID a run puts into its tie scope: its own when m.TieSelf,
-// else none, and none under the weakened build's hook (testNoTie).
+// else none, and none under the weakened build's hook (testNoTie); the
+// weakened build's old tie (testOldTie) puts a zombie's.
 func (m *Manager) tiePID() uint32 {
 	if !m.TieSelf || testNoTie() {
 		return 0
 	}
+	if pid := testOldTie(); pid != 0 {
+		return pid
+	}
 	return uint32(os.Getpid())
+}
+
+// startTie starts the run's tie scope with this process in it, and
+// returns once the run is in it. A scope whose start failed is forgotten;
+// one the run is not in is stopped (it does not hold the run). A scope
+// that holds the run is never stopped here: that would stop the run; it
+// ends as the run exits.
+func (m *Manager) startTie(ctx context.Context, spec units.Spec) error {
+	if spec.TiePID == 0 || spec.Scope || testOldTieOn() {
+		return nil
+	}
+	testhook.Pause("tie-starting")
+	tie := units.TieScope(spec)
+	result, err := m.startUnit(ctx, tie.Name, tie.Properties, nil, nil)
+	if err != nil {
+		return err
+	}
+	if result != "done" {
+		m.forget(ctx, tie.Name)
+		return errcode.StartFailed.New("session %s was not started: systemd did not start its run's tie scope %s (start job %s): try again", spec.Name, tie.Name, result)
+	}
+	if cg, _ := os.ReadFile("/proc/self/cgroup"); !strings.HasSuffix(strings.TrimSpace(string(cg)), "/"+tie.Name) {
+		cctx, cancel := bounded(ctx)
+		_, _ = m.conn.StopUnitContext(cctx, tie.Name, "replace", nil)
+		cancel()
+		return errcode.StartFailed.New("session %s was not started: systemd started its run's tie scope %s but did not move the run into it (its cgroup is %q): try again", spec.Name, tie.Name, strings.TrimSpace(string(cg)))
+	}
+	mark(ctx, "tie scope started")
+	testhook.Pause("tie-started")
+	return nil
 }

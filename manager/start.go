@@ -157,13 +157,16 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 		return l, err
 	}
 	mark(ctx, "slice limits (overlap)")
+	if err := m.startTie(ctx, *spec); err != nil {
+		return l, err
+	}
 	if watch {
 		l.watch = m.watch(l.unit)
 	}
 	stateDir := spec.StateDir
 	props := testUnitProperties(units.Properties(*spec, m.features))
 	l.sent = props
-	l.result, err = m.startUnit(ctx, l.unit, props, units.AuxUnits(*spec),
+	l.result, err = m.startUnit(ctx, l.unit, props, testOldTieAux(*spec, units.AuxUnits(*spec)),
 		func() { _ = records.MarkLaunched(stateDir) })
 	if err != nil {
 		if l.watch != nil {
@@ -240,8 +243,10 @@ func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Propert
 	if accepted != nil {
 		accepted()
 	}
-	testhook.Pause("start-accepted")
-	testLoseAtStart(m)
+	if name, _ := units.SessionName(unit); name != "" { // not a run's tie scope
+		testhook.Pause("start-accepted")
+		testLoseAtStart(m)
+	}
 	// systemd ends the job by TimeoutStartUSec; this bound is for the
 	// announcement of its end, which a lost connection never brings.
 	select {

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"mosaic/credentials/sessionfile"
 	"mosaic/manager/request"
 	"mosaic/sandbox"
+	"mosaic/units"
 	"mosaic/units/testhook"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -253,4 +256,40 @@ func testUnitProperties(props []sd.Property) []sd.Property {
 			sd.Property{Name: "StandardError", Value: dbus.MakeVariant("null")})
 	}
 	return props
+}
+
+// testOldTieOn says MOSAIC_TEST_OLD_TIE=1 is set: the weakened mosaic that
+// starts a run's tie scope in the session's own call (an aux unit,
+// testOldTieAux), with a zombie child in it in place of the run
+// (testOldTie): the kernel skips the move of a dying process, systemd counts
+// it moved, and the scope runs on empty for good, as when a run is killed
+// between the call and the move.
+func testOldTieOn() bool { return testhook.Flag("MOSAIC_TEST_OLD_TIE") }
+
+// testOldTie, under MOSAIC_TEST_OLD_TIE=1, starts a child that exits at
+// once and is never reaped, and returns its PID once it is a zombie.
+func testOldTie() uint32 {
+	if !testOldTieOn() {
+		return 0
+	}
+	c := exec.Command("true")
+	if c.Start() != nil {
+		return 0
+	}
+	stat := filepath.Join("/proc", strconv.Itoa(c.Process.Pid), "stat")
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if b, _ := os.ReadFile(stat); strings.Contains(string(b), ") Z ") {
+			break
+		}
+	}
+	return uint32(c.Process.Pid)
+}
+
+// testOldTieAux adds the run's tie scope to the session's aux units under
+// MOSAIC_TEST_OLD_TIE=1.
+func testOldTieAux(spec units.Spec, aux []sd.PropertyCollection) []sd.PropertyCollection {
+	if spec.TiePID == 0 || spec.Scope || !testOldTieOn() {
+		return aux
+	}
+	return append(aux, units.TieScope(spec))
 }

@@ -330,7 +330,8 @@ func TieScope(s Spec) sd.PropertyCollection {
 
 // AuxUnits are the units started with the session in the same call: its
 // egress proxy, for network allow; the holder of its terminal, for start
-// --pty; its publish forwarder, for --publish; a mosaic run's tie scope.
+// --pty; its publish forwarder, for --publish. (A mosaic run's tie scope is
+// started before, in a call of its own: manager/runtie.go.)
 func AuxUnits(s Spec) []sd.PropertyCollection {
 	var aux []sd.PropertyCollection
 	if s.Network == sandbox.NetworkAllow {
@@ -341,9 +342,6 @@ func AuxUnits(s Spec) []sd.PropertyCollection {
 	}
 	if s.Attach != nil && !s.Scope {
 		aux = append(aux, sd.PropertyCollection{Name: s.PTYUnit(), Properties: PTYProperties(s)})
-	}
-	if s.TiePID != 0 && !s.Scope {
-		aux = append(aux, TieScope(s))
 	}
 	return aux
 }
