@@ -663,8 +663,8 @@ func TestKilledRunCleanedByGC(t *testing.T) {
 	cmd.Wait()
 	unit := "mosaic-" + filepath.Base(state[0]) + ".service"
 	// Killed this early, the run may be dead before systemd puts it into
-	// its tie scope: the scope then runs on with an empty cgroup (a race
-	// as old as the tie, left open), which would hold up every later test's
+	// its tie scope: the scope then runs on with an empty cgroup, but no
+	// session was asked for (31.13); it would hold up every later test's
 	// wait for the scopes of exited runs (mosaicUnits).
 	t.Cleanup(func() { systemctl(t, "stop", "mosaic-"+filepath.Base(state[0])+".run-*.scope") })
 	eventually(t, 15*time.Second, "the session to end", func() bool {
