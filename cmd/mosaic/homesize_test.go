@@ -179,14 +179,7 @@ func TestKeptHomeKilled(t *testing.T) {
 func TestKeptHomeLoadNoFollow(t *testing.T) {
 	needRig(t)
 	t.Parallel()
-	secret := filepath.Join(homeDir(), ".mosaic-test-secret-"+randomHex())
-	if err := os.MkdirAll(secret, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(secret)
-	if err := os.WriteFile(filepath.Join(secret, "id"), []byte("THE-USERS-KEY"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	secret := usersSecret(t)
 	for _, tc := range []struct {
 		bin  string
 		leak bool
@@ -223,14 +216,7 @@ func TestKeptHomeLoadNoFollow(t *testing.T) {
 func TestKeptHomeSaveNoFollow(t *testing.T) {
 	needRig(t)
 	t.Parallel()
-	secret := filepath.Join(homeDir(), ".mosaic-test-secret-"+randomHex())
-	if err := os.MkdirAll(secret, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(secret)
-	if err := os.WriteFile(filepath.Join(secret, "id"), []byte("THE-USERS-KEY"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	secret := usersSecret(t)
 	for _, tc := range []struct {
 		bin  string
 		leak bool
@@ -327,4 +313,19 @@ func TestKeptHomeSaveOutlastsStop(t *testing.T) {
 		t.Logf("%s: the stop of a session with 200,000 files in its home took %v", tc.build, took)
 		mosaicAs(t, tc.bin, "rm", "-f", name)
 	}
+}
+
+// usersSecret makes a directory in the user's real home holding id, a
+// key stand-in ("THE-USERS-KEY"), removed after the test.
+func usersSecret(t *testing.T) string {
+	t.Helper()
+	secret := filepath.Join(homeDir(), ".mosaic-test-secret-"+randomHex())
+	if err := os.MkdirAll(secret, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(secret) })
+	if err := os.WriteFile(filepath.Join(secret, "id"), []byte("THE-USERS-KEY"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return secret
 }
