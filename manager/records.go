@@ -78,7 +78,8 @@ func (m *Manager) Remove(ctx context.Context, name string, force bool) error {
 // With keepHomes, an ended session whose home holds anything (an agent's
 // sign-in or settings, kept for the next session of that name) is kept
 // and named in kept instead; a clone-mode session whose change was neither
-// applied nor discarded is always kept, and named in unapplied. One session that cannot be removed does not
+// applied nor discarded is always kept, and named in unapplied. It stops
+// the tie scopes of runs that are gone (stopDeadTies). One session that cannot be removed does not
 // stop the others: the error names each that failed.
 func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept, unapplied []string, err error) {
 	p, err := request.UserPaths()
@@ -113,6 +114,7 @@ func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept, unappl
 	if err := statedir.RemoveLeftovers(p.StateRoot); err != nil {
 		failed = append(failed, err.Error())
 	}
+	m.stopDeadTies(ctx)
 	if len(failed) > 0 {
 		return removed, kept, unapplied, errcode.StateDir.New("gc removed %d sessions but not everything: %s", len(removed), strings.Join(failed, "; "))
 	}

@@ -3,11 +3,14 @@ package manager
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 
 	"mosaic/units"
 	"mosaic/units/errcode"
 	"mosaic/units/testhook"
+
+	"golang.org/x/sys/unix"
 )
 
 // A `mosaic run` of the service path ties its session to its own lifetime:
@@ -78,4 +81,25 @@ func (m *Manager) startTie(ctx context.Context, spec units.Spec) error {
 	mark(ctx, "tie scope started")
 	testhook.Pause("tie-started")
 	return nil
+}
+
+// stopDeadTies stops the tie scopes of runs that are gone: a run killed
+// while systemd moved it into its scope leaves the scope running with an
+// empty cgroup for good, but no session (startTie). A scope whose run's PID
+// (in its name) still names a process is left alone.
+func (m *Manager) stopDeadTies(ctx context.Context) {
+	cctx, cancel := bounded(ctx)
+	defer cancel()
+	list, err := m.conn.ListUnitsByPatternsContext(cctx, []string{"active"}, []string{units.UnitPrefix + "*.run-*" + units.ScopeSuffix})
+	if err != nil {
+		return
+	}
+	for _, u := range list {
+		rest := strings.TrimSuffix(u.Name, units.ScopeSuffix)
+		pid, err := strconv.Atoi(rest[strings.LastIndex(rest, ".run-")+len(".run-"):])
+		if err != nil || pid <= 0 || unix.Kill(pid, 0) != unix.ESRCH {
+			continue
+		}
+		_, _ = m.conn.StopUnitContext(cctx, u.Name, "replace", nil)
+	}
 }

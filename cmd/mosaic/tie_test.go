@@ -76,7 +76,8 @@ func TestRunIsItsOwnTie(t *testing.T) {
 // in place of the run's (a process that dies between the call and the move
 // made deterministic). The kernel skips the move, systemd counts it done:
 // the scope runs with an empty cgroup, and the run killed -9 leaves its
-// session running unwatched.
+// session running unwatched. gc then stops the scope of the dead run, and
+// so the session.
 func TestOldTieLeavesSessionUnwatched(t *testing.T) {
 	needRig(t)
 	name := sessionName(t)
@@ -121,6 +122,13 @@ func TestOldTieLeavesSessionUnwatched(t *testing.T) {
 	if !strings.Contains(mustMosaic(t, "list").stdout, name) || unitProperty(t, unit, "ActiveState") != "active" {
 		t.Fatalf("the weakened run's session did not run on after the run was killed: the race is not shown")
 	}
+	// gc stops a tie scope whose run is gone (here the zombie, reaped as
+	// the run died), and with it a session bound to it.
+	mustMosaic(t, "gc")
+	eventually(t, 15*time.Second, "gc to stop the dead run's scope and its session", func() bool {
+		s := unitProperty(t, unit, "ActiveState")
+		return (s == "inactive" || s == "failed" || s == "") && systemctl(t, "list-units", "--plain", "--no-legend", scope) == ""
+	})
 }
 
 // tieProbe writes a script named probe into a new workspace, so that an
