@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	sd "github.com/coreos/go-systemd/v22/dbus"
+
 	"mosaic/manager/records"
 	"mosaic/units"
 	"mosaic/units/errcode"
@@ -96,16 +98,20 @@ func (m *Manager) unitState(ctx context.Context, unit string) string {
 		return "?"
 	}
 	for _, u := range st {
-		if u.LoadState == "not-found" {
-			continue
+		if u.LoadState != "not-found" {
+			return activeState(u)
 		}
-		if u.JobId != 0 && u.ActiveState == "inactive" {
-			// Its start job is queued but not yet running (the start's
-			// call reached systemd just before the connection went):
-			// systemd still says "inactive" until the job runs.
-			return "activating"
-		}
-		return u.ActiveState
 	}
 	return ""
+}
+
+// activeState is u's ActiveState, but "activating" for an inactive unit
+// with a job queued: a start whose call reached systemd (a lost start's, one
+// just made) is "inactive" until its job runs, and is not an ended unit to
+// forget or whose state to take.
+func activeState(u sd.UnitStatus) string {
+	if u.JobId != 0 && u.ActiveState == "inactive" {
+		return "activating"
+	}
+	return u.ActiveState
 }

@@ -34,3 +34,15 @@ func TestOnlyTheCLITiesItself(t *testing.T) {
 		t.Error("the CLI's run is not tied to its process")
 	}
 }
+
+// TestQueuedStartIsRunning: gc's guard (unitRunning) and a start's claim
+// of the name take a unit with a queued start job for one being started,
+// as the lost start's reconnect does: its state is not taken, its name not
+// cleared.
+func TestQueuedStartIsRunning(t *testing.T) {
+	f := &fakeSystemd{units: map[string]string{"mosaic-q.service": "inactive"}, jobs: map[string]uint32{"mosaic-q.service": 7}}
+	m := fakeManager(t, f)
+	if !m.unitRunning(context.Background(), "mosaic-q.service") {
+		t.Error("gc's guard takes a unit with a queued start job for an ended one")
+	}
+}

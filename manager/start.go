@@ -201,13 +201,13 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 	for _, u := range st {
 		switch {
 		case u.LoadState == "not-found":
-		case u.ActiveState == "inactive" || u.ActiveState == "failed":
+		case activeState(u) == "inactive" || u.ActiveState == "failed":
 			m.forget(ctx, u.Name)
 		case u.Name == units.EgressUnitName(spec.Name), u.Name == units.PTYUnitName(spec.Name), u.Name == units.PublishUnitName(spec.Name):
 			// A broker still stopping after its session: it is gone in a
 			// moment.
 		default:
-			return errcode.SessionExists.New("a session named %s is already %s: pick another --name, or stop it first with `mosaic stop %s`", spec.Name, u.ActiveState, spec.Name)
+			return errcode.SessionExists.New("a session named %s is already %s: pick another --name, or stop it first with `mosaic stop %s`", spec.Name, activeState(u), spec.Name)
 		}
 	}
 	return nil

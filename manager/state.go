@@ -127,17 +127,9 @@ const egressSuffix = "-egress"
 // unitRunning reports whether systemd has unit up or on its way up or down;
 // when systemd cannot be asked, it says yes, which keeps what it guards.
 func (m *Manager) unitRunning(ctx context.Context, unit string) bool {
-	cctx, cancel := bounded(ctx)
-	defer cancel()
-	st, err := m.conn.ListUnitsByNamesContext(cctx, []string{unit})
-	if err != nil {
+	switch m.unitState(ctx, unit) {
+	case "active", "activating", "deactivating", "reloading", "?":
 		return true
-	}
-	for _, u := range st {
-		switch u.ActiveState {
-		case "active", "activating", "deactivating", "reloading":
-			return true
-		}
 	}
 	return false
 }
