@@ -7,8 +7,8 @@ import "github.com/urfave/cli/v2"
 // each of a command's flags (runFlagActions), and IsSet looks the flag up
 // among all of them: quadratic in a command's flags, some 1,500 regexp
 // runs for run and start (8% of the CLI's CPU, ~0.5 ms a start). The
-// wrappers below answer Names() with the names computed once; everything
-// else is the library's flag's own (the embedded pointer).
+// wrappers below answer Names() with the names computed once, at its first
+// call; everything else is the library's flag's own (the embedded pointer).
 
 // boolFlag is a cli.BoolFlag whose names are computed once.
 type boolFlag struct {
@@ -16,8 +16,13 @@ type boolFlag struct {
 	names []string
 }
 
-// Names returns the flag's names.
-func (f *boolFlag) Names() []string { return f.names }
+// Names returns the flag's names, computed at the first call.
+func (f *boolFlag) Names() []string {
+	if f.names == nil {
+		f.names = f.BoolFlag.Names()
+	}
+	return f.names
+}
 
 // stringFlag is a cli.StringFlag whose names are computed once.
 type stringFlag struct {
@@ -25,8 +30,13 @@ type stringFlag struct {
 	names []string
 }
 
-// Names returns the flag's names.
-func (f *stringFlag) Names() []string { return f.names }
+// Names returns the flag's names, computed at the first call.
+func (f *stringFlag) Names() []string {
+	if f.names == nil {
+		f.names = f.StringFlag.Names()
+	}
+	return f.names
+}
 
 // stringSliceFlag is a cli.StringSliceFlag whose names are computed once.
 type stringSliceFlag struct {
@@ -34,8 +44,13 @@ type stringSliceFlag struct {
 	names []string
 }
 
-// Names returns the flag's names.
-func (f *stringSliceFlag) Names() []string { return f.names }
+// Names returns the flag's names, computed at the first call.
+func (f *stringSliceFlag) Names() []string {
+	if f.names == nil {
+		f.names = f.StringSliceFlag.Names()
+	}
+	return f.names
+}
 
 // intFlag is a cli.IntFlag whose names are computed once.
 type intFlag struct {
@@ -43,8 +58,13 @@ type intFlag struct {
 	names []string
 }
 
-// Names returns the flag's names.
-func (f *intFlag) Names() []string { return f.names }
+// Names returns the flag's names, computed at the first call.
+func (f *intFlag) Names() []string {
+	if f.names == nil {
+		f.names = f.IntFlag.Names()
+	}
+	return f.names
+}
 
 // namesOnce gives every flag of cmds and their subcommands its names
 // computed once (above); a flag of another type is left as it is.
@@ -53,13 +73,13 @@ func namesOnce(cmds []*cli.Command) {
 		for i, f := range c.Flags {
 			switch f := f.(type) {
 			case *cli.BoolFlag:
-				c.Flags[i] = &boolFlag{f, f.Names()}
+				c.Flags[i] = &boolFlag{BoolFlag: f}
 			case *cli.StringFlag:
-				c.Flags[i] = &stringFlag{f, f.Names()}
+				c.Flags[i] = &stringFlag{StringFlag: f}
 			case *cli.StringSliceFlag:
-				c.Flags[i] = &stringSliceFlag{f, f.Names()}
+				c.Flags[i] = &stringSliceFlag{StringSliceFlag: f}
 			case *cli.IntFlag:
-				c.Flags[i] = &intFlag{f, f.Names()}
+				c.Flags[i] = &intFlag{IntFlag: f}
 			}
 		}
 		namesOnce(c.Subcommands)
