@@ -28,7 +28,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/credentials"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/sandbox"
@@ -332,7 +331,7 @@ func makeSocketDirs(s units.Spec, mkdir func(string) error) error {
 func writeGitConfig(s units.Spec) {
 	path := filepath.Join(s.SessionHome(), ".gitconfig")
 	if s.GitConfig != "" {
-		_ = credentials.WriteFileAtomic(path, []byte(s.GitConfig))
+		_ = records.WriteAtomic(path, []byte(s.GitConfig))
 		return
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
