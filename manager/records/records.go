@@ -240,39 +240,14 @@ func Names(stateRoot string) []string {
 	return names
 }
 
-// WriteJSONAtomic writes v to path, indented, with WriteAtomic.
+// WriteJSONAtomic writes v to path, indented, with regfile.WriteAtomic
+// (a record holds no secret and is written again at each start: no fsync).
 func WriteJSONAtomic(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return WriteAtomic(path, append(b, '\n'))
-}
-
-// WriteAtomic writes data to path, mode 0600, through a temporary file of
-// a name of its own (made with O_EXCL: never one a session put there) and
-// a rename, so that a reader sees the whole file or none, two writers
-// never share a temporary file, and whatever was at path (a symlink
-// included) is replaced, never followed. It is for what holds no secret
-// and is written again at each start (a record, a session's ~/.gitconfig),
-// so it is not fsynced (that is for credentials: credentials.WriteFileAtomic):
-// an fsync on the state directory's disk costs a start ~0.6 ms.
-func WriteAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*") // 0600
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	return regfile.WriteAtomic(path, append(b, '\n'))
 }
 
 // OutputLost reports whether the session's output reached no journal (its

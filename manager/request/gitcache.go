@@ -264,22 +264,8 @@ func keepGitConfig(file string, r gitRead) {
 		return
 	}
 	content := gitCacheHeader + strings.Join(r.key, "\n") + "\nout " + base64.StdEncoding.EncodeToString(r.out) + "\n"
-	dir := filepath.Dir(file)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return
 	}
-	tmp, err := os.CreateTemp(dir, ".git-settings-*") // 0600
-	if err != nil {
-		return
-	}
-	_, err = tmp.WriteString(content)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), file)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
+	_ = regfile.WriteAtomic(file, []byte(content))
 }

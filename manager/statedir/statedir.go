@@ -34,6 +34,7 @@ import (
 	"mosaic/sandbox/egress"
 	"mosaic/units"
 	"mosaic/units/errcode"
+	"mosaic/units/regfile"
 	"mosaic/units/testhook"
 )
 
@@ -331,7 +332,7 @@ func makeSocketDirs(s units.Spec, mkdir func(string) error) error {
 func writeGitConfig(s units.Spec) {
 	path := filepath.Join(s.SessionHome(), ".gitconfig")
 	if s.GitConfig != "" {
-		_ = records.WriteAtomic(path, []byte(s.GitConfig))
+		_ = regfile.WriteAtomic(path, []byte(s.GitConfig))
 		return
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
