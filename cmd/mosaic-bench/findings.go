@@ -112,9 +112,11 @@ the obvious alternative, would have moved it back out. MOSAIC_TRACE marks in the
 (from a leaf scope of the user's, as a desktop terminal is: 13.5 -> 8.3, 18.5 -> 6.4); on 257:
 16.7 -> 4.1, 12.4 -> 5.0. Interleaved with the binary before it and the peer, 30 runs each
 250 ms apart (252, load ~1): mosaic run --scope 38.6 -> 27.8 ms (peer 28.8), mosaic run 54.6 ->
-48.5 ms (peer 36.8); on 257 (loaded): 42.9 -> 36.2 (peer 33.5) and 95.0 -> 85.7 (peer 64.4).
-100 mosaic start at once showed no difference beyond the noise (load 10-40, 6 rounds each in
-rotating order: median 3.7 s before, 3.5 s after).
+48.5 ms (peer 36.8), mosaic start 49.6 -> 38.6 ms (n=20: on 252 its service's forked child
+moves itself); on 257 (loaded): 42.9 -> 36.2 (peer 33.5) and 95.0 -> 85.7 (peer 64.4). 100 mosaic
+start at once: within the noise of a machine at load 10-40 (14 rounds each, median 3.16 s
+before, 3.50 s after; in the 6 rounds in rotating order 3.69 and 3.50 s): each start adds two
+writes, which cost ~0.1 ms where the window is open, and under that load it always is.
 
 **A scope without an exec shim.** The scope path ran three Go programs before the command (the
 CLI, the shim, the init) and built the sandbox only once systemd's job was done. mosaic now
