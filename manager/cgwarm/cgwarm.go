@@ -10,14 +10,17 @@
 // costs ~0.1 ms.
 //
 // The write moves nothing: it is this thread's own ID into its own
-// cgroup's cgroup.threads. The kernel takes the rwsem before it looks at
-// what to move (which is the point), and then either moves the thread
-// into the cgroup it is already in (nothing), or, when the process was
-// moved meanwhile (say into its tie scope), refuses: a thread moves
-// between two domain cgroups only with its whole process, through
-// cgroup.procs (EOPNOTSUPP). A cgroup.threads this user cannot write (a
-// login session's scope is root's) just means no warm-up. A session
-// reaches none of it: the path is this process's own, from /proc.
+// cgroup's cgroup.threads. The kernel takes the rwsem once it has found
+// the thread and before it checks the move (which is the point: a PID
+// that names no process fails first, and warms nothing), and then either
+// moves the thread into the cgroup it is already in (nothing), or, when
+// the process was moved meanwhile (say into its tie scope), refuses: a
+// thread moves between two domain cgroups only with its whole process,
+// through cgroup.procs (EOPNOTSUPP). (Only a move within one threaded
+// subtree, which neither mosaic nor systemd makes, could be undone.) A
+// cgroup.threads this user cannot write (a login session's scope is
+// root's) just means no warm-up. A session reaches none of it: the path
+// is this process's own, from /proc, and a session sees no cgroup tree.
 package cgwarm
 
 import (
