@@ -292,6 +292,17 @@ type Limits struct {
 	HomeSize uint64
 }
 
+// EndRecorded reports whether how the session ended is written into its
+// state directory (end.json): by its ended stage, a service's ExecStopPost,
+// or by mosaic for a scope it named. A one-shot run that mosaic named
+// itself keeps no record: mosaic run reports the end and removes its state.
+func (s Spec) EndRecorded() bool {
+	if s.Scope {
+		return s.NameGiven
+	}
+	return s.Stdio == nil || s.Attach != nil || s.NameGiven
+}
+
 // SessionHome is the directory mounted as the session's HOME.
 func (s Spec) SessionHome() string { return filepath.Join(s.StateDir, "home") }
 
