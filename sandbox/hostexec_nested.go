@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -193,7 +194,9 @@ var isOptionLike = optionLike
 // svelteRoute matches SvelteKit's route files (+page.svelte,
 // +layout@(app).svelte, +page.server.ts, +error.svelte): a project's own,
 // and no command to vim (E492).
-var svelteRoute = regexp.MustCompile(`^\+(page|layout|server|error)(@[^./]*)?(\.server)?\.(svelte|js|ts)$`)
+var svelteRoute = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\+(page|layout|server|error)(@[^./]*)?(\.server)?\.(svelte|js|ts)$`)
+})
 
 // optionLike reports whether the entry name, of type t, is one a shell
 // glob gives a command as an option or a command (optionLeads); a
@@ -219,7 +222,7 @@ func leadsLikeOption(name string, t os.FileMode) bool {
 	case name[0] == '@':
 		return !t.IsDir()
 	case name[0] == '+':
-		return !svelteRoute.MatchString(name)
+		return !svelteRoute().MatchString(name)
 	}
 	return true
 }
