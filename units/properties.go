@@ -77,7 +77,13 @@ func ExecArgv(s Spec) []string {
 		initArgv = initArgv[:2] // InitPath "init"
 		shim.InitArgs = s.InitArgsFile
 	}
-	shim.Args = sandbox.Argv(s.Binds(), s.Workspace, initArgv, netArgs(s)...)
+	// No --unshare-net: the unit's network namespace (PrivateNetwork), which
+	// the shim checks is not the host's, is the sandbox's too, and the init
+	// checks it is not the host's in turn (Promise.Inner). A second one of
+	// bwrap's held nothing the first did not (both only a loopback, the
+	// unit's processes outside bwrap listen on no socket), and each costs
+	// the kernel some 2 ms of CPU to make (copy_net_ns) and more to free.
+	shim.Args = sandbox.Argv(s.Binds(), s.Workspace, initArgv, sandbox.HostnameArgs(s.Name)...)
 	return shim.Argv(s.StageBin)
 }
 
@@ -93,9 +99,10 @@ func ScopeBwrap(s Spec) (bwrapArgv, initArgs []string) {
 	return argv, InitArgs(s)[1:]
 }
 
-// netArgs are bwrap's options of the session's own: its host name, and its
-// network (one of its own gets only loopback: no route, no host abstract
-// socket).
+// netArgs are a scope's bwrap options of the session's own: its host name,
+// and its network (one of its own gets only loopback: no route, no host
+// abstract socket). A service's network namespace is its unit's
+// (PrivateNetwork, see ExecArgv).
 func netArgs(s Spec) []string {
 	args := sandbox.HostnameArgs(s.Name)
 	if s.OwnNetwork() {

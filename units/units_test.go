@@ -403,8 +403,8 @@ func TestScopeBwrap(t *testing.T) {
 	}
 }
 
-// TestNetworkProperties: none gives the unit and bwrap a network namespace
-// of their own; allow adds the egress proxy as a required, earlier unit with
+// TestNetworkProperties: none gives the unit a network namespace of its
+// own, which bwrap's sandbox shares; allow adds the egress proxy as a required, earlier unit with
 // the socket directory bound; host gives neither.
 func TestNetworkProperties(t *testing.T) {
 	s := testSpec()
@@ -420,8 +420,13 @@ func TestNetworkProperties(t *testing.T) {
 		_, pn := p["PrivateNetwork"]
 		_, req := p["BindsTo"] // a proxy that dies stops the session (31.14)
 		argv := strings.Join(ExecArgv(s), " ")
-		if pn != tc.privateNet || req != tc.deps || strings.Contains(argv, "--unshare-net") != tc.privateNet {
+		// The unit's network namespace is the sandbox's: bwrap makes none
+		// (a scope's bwrap does, TestScopeBwrap...).
+		if pn != tc.privateNet || req != tc.deps || strings.Contains(argv, "--unshare-net") {
 			t.Errorf("%s: PrivateNetwork %v, BindsTo %v, argv %s", tc.network, pn, req, argv)
+		}
+		if scope, _ := ScopeBwrap(s); slices.Contains(scope, "--unshare-net") != tc.privateNet {
+			t.Errorf("%s: a scope's bwrap (no unit layer) %v", tc.network, scope)
 		}
 		post := fmt.Sprint(p["ExecStopPost"].Value.Value())
 		if strings.Contains(post, "--egress "+s.EgressDir+"/") != tc.deps {
