@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -33,26 +32,8 @@ func InitEnv(environ, bwrapArgv []string) ([]string, error) {
 			env = append(env, kv)
 		}
 	}
-	return append(env, StageEnv(pass)...), nil
+	return env, nil
 }
-
-// StageEnv is the Go runtime's setting of mosaic's stages (the exec shim,
-// the init, the ended stage), unless the command is to get the user's
-// GOMAXPROCS (pass names it): one P. A stage supervises, relays and
-// checks, one thing at a time; with one P its runtime starts fewer threads
-// (its background goroutines wake no second P) and reads no cgroup limit
-// (Go reads /proc/self/cgroup and mountinfo when GOMAXPROCS is unset), at
-// every one of a session's process starts. The command never sees it: the
-// init's allowlist drops it (CommandEnv).
-func StageEnv(pass []string) []string {
-	if slices.Contains(pass, stageProcsName) {
-		return nil
-	}
-	return []string{stageProcsName + "=1"}
-}
-
-// stageProcsName is the Go runtime's variable StageEnv sets.
-const stageProcsName = "GOMAXPROCS"
 
 // initNames finds the init's command line in bwrap's (after bwrap's "--",
 // InitPath then "init") and returns the names it is told to pass on.

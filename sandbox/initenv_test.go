@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"reflect"
-	"slices"
-	"strings"
 	"testing"
 )
 
@@ -14,25 +12,14 @@ func TestInitEnv(t *testing.T) {
 		"PATH=/usr/bin", "LC_ALL=C", "TERM=xterm", "MODEL=m", "API_KEY=k", PromiseEnv + "=p", NotifyFDEnv + "=5",
 		"SSH_AUTH_SOCK=/run/user/1/ssh", "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1/bus", "DISPLAY=:0", "SECRET_X=1",
 		"EVIL=the command's own --pass is not the init's", "NOTIFY_SOCKET=/run/user/1/systemd/notify", "HOME=/home/u",
-		"GOMAXPROCS=8",
 	}
 	got, err := InitEnv(environ, argv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The stages' own GOMAXPROCS (StageEnv), not the unit's.
-	want := []string{"PATH=/usr/bin", "LC_ALL=C", "TERM=xterm", "MODEL=m", "API_KEY=k", PromiseEnv + "=p", NotifyFDEnv + "=5", "GOMAXPROCS=1"}
+	want := []string{"PATH=/usr/bin", "LC_ALL=C", "TERM=xterm", "MODEL=m", "API_KEY=k", PromiseEnv + "=p", NotifyFDEnv + "=5"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("InitEnv =\n%q\nwant\n%q", got, want)
-	}
-	// A GOMAXPROCS the command is to get is the user's, untouched.
-	passed := append([]string{"/usr/bin/bwrap", "--", InitPath},
-		InitArgv(InitOptions{Session: "s", Home: "/h", Pass: []string{"GOMAXPROCS"}}, []string{"sh"})...)
-	if got, _ := InitEnv(environ, passed); !reflect.DeepEqual(got[len(got)-1:], []string{"GOMAXPROCS=8"}) {
-		t.Errorf("--pass GOMAXPROCS: InitEnv = %q, want the user's GOMAXPROCS=8 and none of mosaic's", got)
-	}
-	if env := CommandEnv(want, "s", "/h", nil); slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") }) {
-		t.Errorf("the stages' GOMAXPROCS reached the command: %q", env)
 	}
 	if _, err := InitEnv(environ, []string{"/usr/bin/bwrap", "--", "/bin/sh"}); err == nil {
 		t.Error("InitEnv accepted a bwrap command line without mosaic's init")

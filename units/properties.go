@@ -160,9 +160,9 @@ func Properties(s Spec, f Features) []sd.Property {
 		prop("LogExtraFields", [][]byte{[]byte("MOSAIC_SESSION=" + s.Name)}),
 	}
 	props = append(props, journalIdentity(UnitPrefix+s.Name)...)
-	// The stages' Go runtime setting first: a value the user passes on
-	// comes after it, and wins.
-	props = append(props, prop("Environment", append(sandbox.StageEnv(s.Pass), s.Env...)))
+	if len(s.Env) > 0 {
+		props = append(props, prop("Environment", s.Env))
+	}
 	if s.CredentialFile != "" {
 		// The file lives only while mosaic starts the unit
 		// (credentials.Hold). Missing is allowed because systemd loads it
