@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"mosaic/credentials"
+	"mosaic/manager/cgwarm"
 	"mosaic/manager/request"
 	"mosaic/manager/stagebin"
 	"mosaic/sandbox"
@@ -80,6 +81,7 @@ func NewPlan(req request.Request, h Host) (Plan, error) {
 // manager (its MosaicBin and Outside): for a caller that starts several
 // sessions on one connection (the bus, the probe, the bench).
 func (m *Manager) Plan(req request.Request) (Plan, error) {
+	cgwarm.Warm() // as in Open: the bus's launch checks its request meanwhile
 	h, err := ThisHost()
 	if err != nil {
 		return Plan{}, err
@@ -185,6 +187,9 @@ func scopeCgroup(spec units.Spec) string { return "/" + units.Slice + "/" + spec
 // returns; a scope run's may still be being made (RunScope waits for it
 // only where it must). The caller closes what Open returns.
 func Open(ctx context.Context, req request.Request) (*Connecting, Plan, error) {
+	// The kernel's wait before systemd's first cgroup move of this start
+	// (the tie scope's, the scope's) passes while the request is checked.
+	cgwarm.Warm()
 	h, err := ThisHost()
 	if err != nil {
 		return nil, Plan{}, err

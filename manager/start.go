@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/manager/cgwarm"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units/errcode"
@@ -217,6 +218,11 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 // accepted, when not nil, runs as soon as systemd has taken the unit.
 func (m *Manager) startUnit(ctx context.Context, unit string, props []sd.Property, aux []sd.PropertyCollection, accepted func()) (string, error) {
 	m.subscribe(ctx)
+	// systemd moves a process into a cgroup for this start (a scope's
+	// PIDs, a tie scope's, on 252 a service's forked child): a warm-up now
+	// keeps the kernel's cheap window open for it (it lasts a grace period
+	// past the last move; one made at the request's check may have passed).
+	cgwarm.Warm()
 	defer m.jobsOf(unit)()
 	ch := make(chan string, 1)
 	cctx, cancel := bounded(ctx)

@@ -99,6 +99,30 @@ window open: in a loop of 8, half the bare peer's moves took under 0.1 ms and no
 fastest, and the targets are computed from the one-at-a-time table as well, which is what an
 agent's tool calls (a model's turn apart) meet.
 
+**The cgroup move, warmed (issue 32).** The rwsem's grace period is paid by whoever writes
+first after a quiet moment, and the write need not move anything: this thread's own ID into
+its own cgroup's cgroup.threads waits the same 5-7 ms and opens the window for the next ~12 ms
+(a move then takes 0.07-0.11 ms). mosaic makes that write in the background at the start of
+Open (and of the bus's Plan), overlapping the check, and again right before each
+StartTransientUnit, so systemd's move (the tie scope's, the scope's, on 252 the service's
+child) finds the window open. The write can never move the process: once systemd has moved it
+into its tie scope the same write is refused (EOPNOTSUPP), and a PID written to cgroup.procs,
+the obvious alternative, would have moved it back out. MOSAIC_TRACE marks in the 252 rig,
+12 runs each 250 ms apart, before -> after: the tie scope 15.0 -> 7.5 and 15.2 -> 6.6 ms
+(from a leaf scope of the user's, as a desktop terminal is: 13.5 -> 8.3, 18.5 -> 6.4); on 257:
+16.7 -> 4.1, 12.4 -> 5.0. Interleaved with the binary before it and the peer, 30 runs each
+250 ms apart (252, load ~1): mosaic run --scope 38.6 -> 27.8 ms (peer 28.8), mosaic run 54.6 ->
+48.5 ms (peer 36.8), mosaic start 49.6 -> 38.6 ms (n=20: on 252 its service's forked child
+moves itself); on 257 (loaded): 42.9 -> 36.2 (peer 33.5) and 95.0 -> 85.7 (peer 64.4). Again
+later at load ~3, n=30: 252 run 69.9 -> 63.0 (peer 45.1), scope 43.7 -> 39.0 (peer 29.8), start
+61.7 -> 50.7; 257 run 93.4 -> 81.2 (peer 65.4), scope 43.4 -> 36.1 (peer 33.1), start 71.3 -> 63.2
+(so 257's service child, in this hybrid rig, waits too). A keeper that wrote every 2 ms for
+40 ms instead did not shorten the tie scope's step further (medians 7.1/5.8 against 6.5/6.7 ms,
+n=15 twice): what is left of it is systemd's work (its reply 1.3-1.7 ms, the job 1.2-6 ms). 100 mosaic
+start at once: within the noise of a machine at load 10-40 (14 rounds each, median 3.16 s
+before, 3.50 s after; in the 6 rounds in rotating order 3.69 and 3.50 s): each start adds two
+writes, which cost ~0.1 ms where the window is open, and under that load it always is.
+
 **A scope without an exec shim.** The scope path ran three Go programs before the command (the
 CLI, the shim, the init) and built the sandbox only once systemd's job was done. mosaic now
 starts bwrap itself with --info-fd (sandbox.Held): bwrap clones the init and reports its PID,
