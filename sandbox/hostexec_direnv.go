@@ -398,7 +398,8 @@ func projectLauncher(ws, dir string, e os.DirEntry) bool {
 }
 
 // venvPython matches the names of a virtual environment's python in its
-// bin: python, python3, python3.11.
+// bin: python, python3, python3.11. It is compiled at first use, not at
+// every start of mosaic and its stages.
 var venvPython = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^python(3(\.[0-9]+)?)?$`) })
 
 // linksOut reports whether ws/rel is a symlink that leads out of ws to a

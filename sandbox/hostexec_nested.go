@@ -193,7 +193,8 @@ var isOptionLike = optionLike
 
 // svelteRoute matches SvelteKit's route files (+page.svelte,
 // +layout@(app).svelte, +page.server.ts, +error.svelte): a project's own,
-// and no command to vim (E492).
+// and no command to vim (E492). It is compiled at first use, not at every
+// start of mosaic and its stages.
 var svelteRoute = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^\+(page|layout|server|error)(@[^./]*)?(\.server)?\.(svelte|js|ts)$`)
 })
