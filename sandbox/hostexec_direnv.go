@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -386,19 +387,20 @@ func projectLauncher(ws, dir string, e os.DirEntry) bool {
 	bin := filepath.Join(ws, dir) + "/"
 	first, rest, _ := strings.Cut(string(b), "\n")
 	if python, ok := strings.CutPrefix(strings.TrimSpace(first), "#!"+bin); ok {
-		return venvPython.MatchString(python)
+		return venvPython().MatchString(python)
 	}
 	// A path too long for #!, or with a blank: pip's launcher is then a
 	// shell script that execs the python (#!/bin/sh, then '''exec' "PY" ...).
 	second, _, _ := strings.Cut(rest, "\n")
 	python, ok := strings.CutPrefix(second, `'''exec' "`+bin)
 	python, _, quoted := strings.Cut(python, `" "$0" "$@"`)
-	return strings.TrimSpace(first) == "#!/bin/sh" && ok && quoted && venvPython.MatchString(python)
+	return strings.TrimSpace(first) == "#!/bin/sh" && ok && quoted && venvPython().MatchString(python)
 }
 
 // venvPython matches the names of a virtual environment's python in its
-// bin: python, python3, python3.11.
-var venvPython = regexp.MustCompile(`^python(3(\.[0-9]+)?)?$`)
+// bin: python, python3, python3.11. It is compiled at first use, not at
+// every start of mosaic and its stages.
+var venvPython = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^python(3(\.[0-9]+)?)?$`) })
 
 // linksOut reports whether ws/rel is a symlink that leads out of ws to a
 // file the user cannot write (a virtual environment's python ->

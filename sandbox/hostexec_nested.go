@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -192,8 +193,11 @@ var isOptionLike = optionLike
 
 // svelteRoute matches SvelteKit's route files (+page.svelte,
 // +layout@(app).svelte, +page.server.ts, +error.svelte): a project's own,
-// and no command to vim (E492).
-var svelteRoute = regexp.MustCompile(`^\+(page|layout|server|error)(@[^./]*)?(\.server)?\.(svelte|js|ts)$`)
+// and no command to vim (E492). It is compiled at first use, not at every
+// start of mosaic and its stages.
+var svelteRoute = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\+(page|layout|server|error)(@[^./]*)?(\.server)?\.(svelte|js|ts)$`)
+})
 
 // optionLike reports whether the entry name, of type t, is one a shell
 // glob gives a command as an option or a command (optionLeads); a
@@ -219,7 +223,7 @@ func leadsLikeOption(name string, t os.FileMode) bool {
 	case name[0] == '@':
 		return !t.IsDir()
 	case name[0] == '+':
-		return !svelteRoute.MatchString(name)
+		return !svelteRoute().MatchString(name)
 	}
 	return true
 }

@@ -145,8 +145,7 @@ func takesValue(c *cli.Command, arg string) bool {
 	for _, f := range c.Flags {
 		for _, n := range f.Names() {
 			if n == name {
-				_, isBool := f.(*cli.BoolFlag)
-				return !isBool
+				return !isBoolFlag(f)
 			}
 		}
 	}

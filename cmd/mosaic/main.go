@@ -132,6 +132,7 @@ func newApp(out *output) *cli.App {
 	withExamples(app.Commands)
 	again := func() *cli.App { return newApp(out) }
 	app.Commands = append(app.Commands, completeCommand(out, again), manCommand(out, again))
+	namesOnce(app.Commands)
 	app.CommandNotFound = func(c *cli.Context, name string) {
 		out.code = out.fail(errcode.Usage.New("unknown command %q%s: see `mosaic help`", name, suggestion(name, commandNames(app.Commands))))
 	}

@@ -11,8 +11,6 @@
 package records
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -242,27 +240,14 @@ func Names(stateRoot string) []string {
 	return names
 }
 
-// WriteJSONAtomic writes v to path through a temporary file of a name of its
-// own and a rename, so that a reader sees a whole record or none, and two
-// writers never share a temporary file. A record holds no secret and is
-// rewritten at each start, so it is not fsynced (that is for credentials).
+// WriteJSONAtomic writes v to path, indented, with regfile.WriteAtomic
+// (a record holds no secret and is written again at each start: no fsync).
 func WriteJSONAtomic(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	var r [6]byte
-	_, _ = rand.Read(r[:])
-	tmp := path + ".tmp-" + hex.EncodeToString(r[:])
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return regfile.WriteAtomic(path, append(b, '\n'))
 }
 
 // OutputLost reports whether the session's output reached no journal (its

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -19,8 +20,9 @@ import (
 // caller starts next; the caller's ssh closing its stdin ends it sooner.
 const holdWait = 60 * time.Second
 
-// holdName is a hold socket's name: only what Hold makes is ever connected to.
-var holdName = regexp.MustCompile(`^hold-[0-9a-f]{32}\.sock$`)
+// holdName is a hold socket's name: only what Hold makes is ever connected
+// to. It is compiled at first use, not at every start of mosaic.
+var holdName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^hold-[0-9a-f]{32}\.sock$`) })
 
 // HoldDir is where holds listen: under the runtime directory, which no
 // session sees (mosaic hides $XDG_RUNTIME_DIR from every session).
@@ -93,7 +95,7 @@ func sameUser(c *net.UnixConn) bool {
 // Fetch takes the frame a Hold in dir keeps at path. Only a name Hold makes,
 // directly in dir, is connected to.
 func Fetch(dir, path string) (Frame, error) {
-	if filepath.Dir(path) != filepath.Clean(dir) || !holdName.MatchString(filepath.Base(path)) {
+	if filepath.Dir(path) != filepath.Clean(dir) || !holdName().MatchString(filepath.Base(path)) {
 		return Frame{}, errors.New("not a hold of mosaic's: " + path)
 	}
 	c, err := net.DialTimeout("unix", path, 10*time.Second)

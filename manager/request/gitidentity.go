@@ -2,7 +2,6 @@ package request
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"sort"
@@ -35,38 +34,42 @@ var gitSettings = []string{
 // gitConfigTimeout bounds the run of git that reads the user's settings.
 const gitConfigTimeout = 3 * time.Second
 
-// readUserGitConfig runs the user's git to read gitSettings from their
-// global and system config, includes followed, as git's -z --show-scope
-// output. It runs in / so that no repository's config is read (nor a
+// readUserGitConfig reads gitSettings from the user's global and system
+// config, includes followed, as git's -z --show-scope output: kept in
+// cache (GitCacheFile) if that still holds (gitcache.go), else from the
+// user's git, run in / so that no repository's config is read (nor a
 // repository's includeIf matched): mosaic never runs git in a tree a
-// session could have written. A test replaces it.
-var readUserGitConfig = func() []byte {
+// session could have written. What git said is returned with its key,
+// for keepGitConfig; without git, nothing.
+func readUserGitConfig(cache string) gitRead {
 	git, err := exec.LookPath("git")
 	if err != nil {
-		return nil
+		return gitRead{}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), gitConfigTimeout)
-	defer cancel()
-	re := "^(" + strings.ReplaceAll(strings.Join(gitSettings, "|"), ".", `\.`) + ")$"
-	cmd := exec.CommandContext(ctx, git, "config", "--includes", "--show-scope", "--null", "--get-regexp", re)
-	cmd.Dir = "/"
-	cmd.Env = gitEnv(os.Environ())
-	out, _ := cmd.Output() // exit 1: none of them is set
-	return out
+	env := gitEnv(os.Environ())
+	if out, ok := cachedGitConfig(cache, git, env); ok {
+		return gitRead{out: out}
+	}
+	return readGitConfig(git, env)
 }
 
 // startUserGitConfig starts readUserGitConfig at once, unless none is
-// wanted, and returns what waits for its output: the run of git (a process
+// wanted, and returns what waits for its output: a run of git (a process
 // start, some milliseconds) then overlaps the rest of the request's check
 // instead of adding to it. A check that fails leaves it to end on its own,
-// within gitConfigTimeout; it writes nothing.
-func startUserGitConfig(none bool) func() []byte {
+// within gitConfigTimeout; the cache is written only by the wait, so a
+// request that fails writes nothing.
+func startUserGitConfig(none bool, cache string) func() []byte {
 	if none {
 		return func() []byte { return nil }
 	}
-	out := make(chan []byte, 1)
-	go func() { out <- readUserGitConfig() }()
-	return sync.OnceValue(func() []byte { return <-out })
+	read := make(chan gitRead, 1)
+	go func() { read <- readUserGitConfig(cache) }()
+	return sync.OnceValue(func() []byte {
+		r := <-read
+		keepGitConfig(cache, r)
+		return r.out
+	})
 }
 
 // gitEnv is the caller's environment without what would make git read

@@ -70,7 +70,7 @@ func TestReadUserGitConfig(t *testing.T) {
 	t.Setenv("GIT_CONFIG_COUNT", "1")
 	t.Setenv("GIT_CONFIG_KEY_0", "user.name")
 	t.Setenv("GIT_CONFIG_VALUE_0", "Mallory")
-	got := gitConfigFor(readUserGitConfig())
+	got := gitConfigFor(readUserGitConfig("").out)
 	if !strings.Contains(got, `name = "Ann"`) || !strings.Contains(got, `email = "ann@example.com"`) || strings.Contains(got, "Mallory") || strings.Contains(got, "helper") {
 		t.Errorf("got\n%s", got)
 	}

@@ -147,7 +147,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		return units.Spec{}, none, err
 	}
 	real, givenAs := wsc.real, wsc.givenAs
-	gitConfig := startUserGitConfig(req.NoGitIdentity) // git runs while the rest is checked
+	gitConfig := startUserGitConfig(req.NoGitIdentity, p.GitCacheFile()) // git runs while the rest is checked
 	// Then the credentials, whose profile may also name the command.
 	grant, err := credentials.Resolve(credentials.Request{
 		Profile: req.Profile, Credentials: req.Credentials, EnvFiles: req.EnvFiles,

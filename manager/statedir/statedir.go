@@ -28,13 +28,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/credentials"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
 	"mosaic/units/errcode"
+	"mosaic/units/regfile"
 	"mosaic/units/testhook"
 )
 
@@ -332,7 +332,7 @@ func makeSocketDirs(s units.Spec, mkdir func(string) error) error {
 func writeGitConfig(s units.Spec) {
 	path := filepath.Join(s.SessionHome(), ".gitconfig")
 	if s.GitConfig != "" {
-		_ = credentials.WriteFileAtomic(path, []byte(s.GitConfig))
+		_ = regfile.WriteAtomic(path, []byte(s.GitConfig))
 		return
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)

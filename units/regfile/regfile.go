@@ -1,5 +1,6 @@
 // Package regfile opens the files mosaic reads (session records, env-files,
-// profiles) only when they are regular files, and never blocks doing so: a
+// profiles) only when they are regular files, and never blocks doing so
+// (WriteAtomic is its writing half, for files that hold no secret): a
 // FIFO or a device put in place of one would otherwise hang every mosaic
 // command that reads it. The file is opened with O_NONBLOCK (which makes
 // opening a FIFO return at once) and then checked with fstat, on the
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -71,4 +73,30 @@ func kind(mode uint32) string {
 		return "directory"
 	}
 	return "special file"
+}
+
+// WriteAtomic writes data to path, mode 0600, through a temporary file of
+// a name of its own (made with O_EXCL: never one a session put there) and
+// a rename, so that a reader sees the whole file or none, two writers
+// never share a temporary file, and whatever was at path (a symlink
+// included) is replaced, never followed. It is for what holds no secret
+// and is written again at each start (a record, a session's ~/.gitconfig, a cache),
+// so it is not fsynced (that is for credentials: credentials.WriteFileAtomic):
+// an fsync on the state directory's disk costs a start ~0.6 ms.
+func WriteAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*") // 0600
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }

@@ -46,3 +46,29 @@ func TestFIFONeverBlocks(t *testing.T) {
 		t.Error("a file larger than max was read")
 	}
 }
+
+// WriteAtomic replaces what is at the path, a symlink included (never
+// followed), with a 0600 file, and leaves no temporary file.
+func TestWriteAtomicReplacesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	os.WriteFile(target, []byte("keep"), 0o644)
+	path := filepath.Join(dir, "file")
+	os.Symlink(target, path)
+	if err := WriteAtomic(path, []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Errorf("the symlink's target became %q", b)
+	}
+	fi, err := os.Lstat(path)
+	if b, _ := os.ReadFile(path); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 || string(b) != "new" {
+		t.Errorf("%s: %v %v %q", path, fi.Mode(), err, b)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("left in the directory: %v", entries)
+	}
+	if err := WriteAtomic(filepath.Join(dir, "none", "file"), nil); err == nil {
+		t.Error("a file in a missing directory: no error")
+	}
+}
