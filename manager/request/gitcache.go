@@ -22,7 +22,8 @@ import (
 // process start: some 3 ms of a start's wall time, and CPU that 100 starts
 // at once share two cores for. So what git printed is kept, in a cache
 // file in mosaic's runtime directory (GitCacheFile), beside what decided
-// it: the git binary, the variables that pick its files (HOME,
+// it: the settings kept (gitSettings: another mosaic of this user, older or
+// newer, shares the file and may keep others), the git binary, the variables that pick its files (HOME,
 // XDG_CONFIG_HOME; the GIT_ ones never reach it, gitEnv), and each file it
 // read or would read, included ones too, as device, inode, size, mtime,
 // ctime and mode, or its absence. A start that finds every one of them
@@ -166,15 +167,17 @@ func envValue(env []string, name string) string {
 	return ""
 }
 
-// gitKey is the key of a git run: one line for the git binary, one per
-// variable, one per file (its identity, or its absence). A file that
-// changed after settled, or that is not a regular file, is doubt.
+// gitKey is the key of a git run: one line for the settings kept (the
+// cache is every mosaic's of this user, an older or newer one keeps
+// others), one for the git binary, one per variable, one per file (its
+// identity, or its absence). A file that changed after settled, or that
+// is not a regular file, is doubt.
 func gitKey(git string, env []string, files []string, settled time.Time) ([]string, error) {
 	gst, err := fileState(git, settled)
 	if err != nil {
 		return nil, err
 	}
-	key := []string{"git " + strconv.Quote(git) + " " + gst}
+	key := []string{"keep " + strconv.Quote(strings.Join(gitSettings, " ")), "git " + strconv.Quote(git) + " " + gst}
 	for _, name := range []string{"HOME", "XDG_CONFIG_HOME"} {
 		key = append(key, "env "+strconv.Quote(name)+" "+strconv.Quote(envValue(env, name)))
 	}
