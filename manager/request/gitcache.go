@@ -101,8 +101,10 @@ func readGitConfig(git string, env []string) gitRead {
 // change it: the system's and the user's own config files, read or not,
 // every file an entry came from, and every include's target, followed or
 // not (its condition may change). An entry of another scope or origin
-// than a file of the system or global scope, or an include path mosaic
-// cannot resolve as git does, is doubt.
+// than a file of the system or global scope, an include path mosaic
+// cannot resolve as git does, or a relative HOME, XDG_CONFIG_HOME or file
+// (git, in /, and mosaic, in its own directory, would each find another
+// file by it) is doubt.
 func parseGitList(list []byte, env []string) (out []byte, files []string, _ error) {
 	allowed := map[string]bool{}
 	for _, k := range gitSettings {
@@ -114,6 +116,11 @@ func parseGitList(list []byte, env []string) (out []byte, files []string, _ erro
 	}
 	files = []string{"/etc/gitconfig", filepath.Join(xdg, "git", "config"), filepath.Join(home, ".gitconfig"), "/.git"}
 	var doubt error
+	// git runs in /, and mosaic stats the files where it runs (in the
+	// workspace, often): a relative path would name another file in each.
+	if !filepath.IsAbs(home) || !filepath.IsAbs(xdg) {
+		doubt = errDoubt
+	}
 	fields := bytes.Split(list, []byte{0})
 	for i := 0; i+2 < len(fields); i += 3 {
 		scope, origin := string(fields[i]), string(fields[i+1])
@@ -127,6 +134,9 @@ func parseGitList(list []byte, env []string) (out []byte, files []string, _ erro
 		if (scope != "system" && scope != "global") || !ok || file == "" {
 			doubt = errDoubt
 			continue
+		}
+		if !filepath.IsAbs(file) {
+			doubt = errDoubt
 		}
 		files = append(files, file)
 		if key == "include.path" || (strings.HasPrefix(key, "includeif.") && strings.HasSuffix(key, ".path")) {

@@ -180,3 +180,18 @@ func TestGitCacheKeptByAnotherSettingsList(t *testing.T) {
 	c.read("this mosaic's start, files unchanged", []string{`name = "Ann"`, `defaultbranch = "trunk"`}, true)
 	c.read("then again", []string{`defaultbranch = "trunk"`}, false)
 }
+
+// A relative HOME or XDG_CONFIG_HOME names a file under / to git, which
+// runs there, and one under mosaic's own directory (a workspace, often)
+// to the key: such a run is not kept.
+func TestParseGitListRelativeHome(t *testing.T) {
+	list := "global\x00file:h/.gitconfig\x00user.name\nAnn\x00"
+	for _, env := range [][]string{{"HOME=h"}, {"HOME=/h", "XDG_CONFIG_HOME=cfg"}} {
+		if _, _, err := parseGitList([]byte(list), env); err == nil {
+			t.Errorf("%q: kept", env)
+		}
+	}
+	if _, _, err := parseGitList([]byte("global\x00file:/h/.gitconfig\x00user.name\nAnn\x00"), []string{"HOME=/h"}); err != nil {
+		t.Errorf("an absolute HOME: %v", err)
+	}
+}
