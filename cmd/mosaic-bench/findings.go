@@ -113,7 +113,12 @@ the obvious alternative, would have moved it back out. MOSAIC_TRACE marks in the
 16.7 -> 4.1, 12.4 -> 5.0. Interleaved with the binary before it and the peer, 30 runs each
 250 ms apart (252, load ~1): mosaic run --scope 38.6 -> 27.8 ms (peer 28.8), mosaic run 54.6 ->
 48.5 ms (peer 36.8), mosaic start 49.6 -> 38.6 ms (n=20: on 252 its service's forked child
-moves itself); on 257 (loaded): 42.9 -> 36.2 (peer 33.5) and 95.0 -> 85.7 (peer 64.4). 100 mosaic
+moves itself); on 257 (loaded): 42.9 -> 36.2 (peer 33.5) and 95.0 -> 85.7 (peer 64.4). Again
+later at load ~3, n=30: 252 run 69.9 -> 63.0 (peer 45.1), scope 43.7 -> 39.0 (peer 29.8), start
+61.7 -> 50.7; 257 run 93.4 -> 81.2 (peer 65.4), scope 43.4 -> 36.1 (peer 33.1), start 71.3 -> 63.2
+(so 257's service child, in this hybrid rig, waits too). A keeper that wrote every 2 ms for
+40 ms instead did not shorten the tie scope's step further (medians 7.1/5.8 against 6.5/6.7 ms,
+n=15 twice): what is left of it is systemd's work (its reply 1.3-1.7 ms, the job 1.2-6 ms). 100 mosaic
 start at once: within the noise of a machine at load 10-40 (14 rounds each, median 3.16 s
 before, 3.50 s after; in the 6 rounds in rotating order 3.69 and 3.50 s): each start adds two
 writes, which cost ~0.1 ms where the window is open, and under that load it always is.
