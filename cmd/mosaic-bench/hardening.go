@@ -71,11 +71,12 @@ func (b *bench) hardening(r *Report) {
 					return err
 				}
 			}
-			p, err := sandbox.StartRestricted(rs, "/usr/bin/true", []string{"true"}, &os.ProcAttr{Files: []*os.File{null, null, null}})
+			pid, err := sandbox.StartRestricted(rs, "/usr/bin/true", []string{"true"}, &os.ProcAttr{Files: []*os.File{null, null, null}})
 			if err != nil {
 				return err
 			}
-			_, err = p.Wait()
+			var ws unix.WaitStatus
+			_, err = unix.Wait4(pid, &ws, 0, nil)
 			return err
 		}
 	}
