@@ -94,19 +94,20 @@ func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string
 		cancel()
 		s.MainPID = scopeLeader(s.PIDs)
 	}
-	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
+	dir := mustPaths().SessionDir(name)
+	if rec, ok := records.Read(dir); ok {
 		session.Describe(rec, s)
-		s.Clone, _ = records.ReadClone(mustPaths().SessionDir(name))
+		s.Clone, _ = records.ReadClone(dir)
 		if s.Running() {
 			s.HostExecCreated = sandbox.Created(rec.Workspace, rec.HostExecMissing)
 			if s.Network == sandbox.NetworkAllow && kind == units.KindService {
 				s.EgressDied = !m.unitRunning(ctx, units.EgressUnitName(name))
 			}
-		} else if e, ok := records.ReadEnd(mustPaths().SessionDir(name)); ok {
+		} else if e, ok := records.ReadEnd(dir); ok {
 			s.MovedAside, s.EgressDied = e.MovedAside, e.EgressDied
 		}
 		if !s.Running() {
-			s.Home = session.HomeOf(mustPaths().SessionDir(name))
+			s.Home = session.HomeOf(dir)
 		}
 	}
 }
@@ -299,6 +300,7 @@ func (m *Manager) readOneByOne(ctx context.Context, all []listed, unified bool, 
 // the order of their Gets, by name.
 func sessionsOf(all []listed, values []any, cgroup string) []Session {
 	var out []Session
+	paths := mustPaths() // once: each is four symlink resolutions
 	for _, p := range all {
 		sp, up := map[string]any{}, map[string]any{}
 		for _, n := range p.props {
@@ -319,7 +321,7 @@ func sessionsOf(all []listed, values []any, cgroup string) []Session {
 		up["ActiveState"], up["SubState"] = p.u.ActiveState, p.u.SubState
 		s := session.Of(p.name, p.kind, up, sp)
 		counters(&s, cgroup)
-		s.Clone, _ = records.ReadClone(mustPaths().SessionDir(p.name)) // one failed open for a direct session
+		s.Clone, _ = records.ReadClone(paths.SessionDir(p.name)) // one failed open for a direct session
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
