@@ -173,7 +173,7 @@ func Init(args []string) int {
 		// from the line discipline, and job control works inside.
 		attr.Sys = &unix.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	}
-	pid, err := StartRestricted(ruleset, path, command, attr)
+	proc, err := StartRestricted(ruleset, path, command, attr)
 	var lerr *LandlockError
 	if errors.As(err, &lerr) {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
@@ -194,9 +194,9 @@ func Init(args []string) int {
 		home.keepNotify(notify)
 	}
 	if o.tty {
-		go endOnHangup(pid)
+		go endOnHangup(proc.Pid)
 	}
-	return home.endWith(supervise(pid, o.tty, sigs))
+	return home.endWith(supervise(proc.Pid, o.tty, sigs))
 }
 
 // loadHomeOf loads the session's home (loadHome) when the init was given

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -252,9 +251,8 @@ func addPathRule(ruleset int, path string, access uint64) error {
 	return nil
 }
 
-// StartRestricted starts the command, as os.StartProcess does (forkExec),
-// in the Landlock domain of ruleset r (nil: unrestricted), and returns its
-// PID.
+// StartRestricted starts the command, as os.StartProcess does, in the
+// Landlock domain of ruleset r (nil: unrestricted).
 //
 // landlock_restrict_self applies to the calling thread only. So the start
 // runs on a goroutine locked to its own thread, which sets no_new_privs (as
@@ -266,13 +264,13 @@ func addPathRule(ruleset int, path string, access uint64) error {
 // thread, started by the first LockOSThread, before the restriction), so
 // the domain cannot leak into the threads that run the init's goroutines.
 // A failed restriction starts nothing.
-func StartRestricted(r *LandlockRuleset, path string, argv []string, attr *os.ProcAttr) (int, error) {
+func StartRestricted(r *LandlockRuleset, path string, argv []string, attr *os.ProcAttr) (*os.Process, error) {
 	if r == nil {
-		return forkExec(path, argv, attr)
+		return os.StartProcess(path, argv, attr)
 	}
 	defer unix.Close(r.fd)
 	type result struct {
-		pid int
+		p   *os.Process
 		err error
 	}
 	done := make(chan result, 1)
@@ -286,29 +284,11 @@ func StartRestricted(r *LandlockRuleset, path string, argv []string, attr *os.Pr
 			done <- result{err: &LandlockError{What: r.what, Err: fmt.Errorf("landlock_restrict_self: %v", errno)}}
 			return
 		}
-		pid, err := forkExec(path, argv, attr)
-		done <- result{pid, err}
+		p, err := os.StartProcess(path, argv, attr)
+		done <- result{p, err}
 	}()
 	res := <-done
-	return res.pid, res.err
-}
-
-// forkExec is os.StartProcess without the pidfd the os package keeps of
-// each child: the init reaps with wait4 and needs none, and os makes sure
-// at its first start that pidfds work by cloning a child that exits at
-// once (syscall's checkClonePidfd), one more process start and reap before
-// every session's command. Its error is os's, a *os.PathError.
-func forkExec(path string, argv []string, attr *os.ProcAttr) (int, error) {
-	fds := make([]uintptr, len(attr.Files))
-	for i, f := range attr.Files {
-		fds[i] = f.Fd()
-	}
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Dir: attr.Dir, Env: attr.Env, Files: fds, Sys: attr.Sys})
-	runtime.KeepAlive(attr.Files)
-	if err != nil {
-		return 0, &os.PathError{Op: "fork/exec", Path: path, Err: err}
-	}
-	return pid, nil
+	return res.p, res.err
 }
 
 // LandlockError is a restriction that could not be applied: the command

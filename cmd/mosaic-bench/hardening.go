@@ -71,12 +71,11 @@ func (b *bench) hardening(r *Report) {
 					return err
 				}
 			}
-			pid, err := sandbox.StartRestricted(rs, "/usr/bin/true", []string{"true"}, &os.ProcAttr{Files: []*os.File{null, null, null}})
+			p, err := sandbox.StartRestricted(rs, "/usr/bin/true", []string{"true"}, &os.ProcAttr{Files: []*os.File{null, null, null}})
 			if err != nil {
 				return err
 			}
-			var ws unix.WaitStatus
-			_, err = unix.Wait4(pid, &ws, 0, nil)
+			_, err = p.Wait()
 			return err
 		}
 	}
