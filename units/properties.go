@@ -148,7 +148,7 @@ func Properties(s Spec, f Features) []sd.Property {
 		// The shim and bwrap may live under the hidden home; the notification
 		// socket is the one file of the runtime dir the unit needs (the shim
 		// connects it; the sandbox never sees it).
-		prop("BindReadOnlyPaths", append(bindsOf(readOnlyPaths(s)), cloneReadOnly(s)...)),
+		prop("BindReadOnlyPaths", append(bindsOf(ReadOnlyPaths(s)), cloneReadOnly(s)...)),
 		prop("NoNewPrivileges", true),
 		prop("KillMode", "control-group"),
 		prop("TimeoutStopUSec", usec(stop)),
@@ -468,9 +468,9 @@ func heldLinkDir(s Spec, path string) []bindEntry {
 	return []bindEntry{{Src: d, Dst: d, IgnoreENOENT: true}}
 }
 
-// readOnlyPaths are the unit's read-only binds: what the exec shim, bwrap and
+// ReadOnlyPaths are the unit's read-only binds (but a clone's): what the exec shim, bwrap and
 // the sandbox's own read-only binds need from under the hidden directories.
-func readOnlyPaths(s Spec) []string {
+func ReadOnlyPaths(s Spec) []string {
 	var ro []string
 	// mosaic's own binaries, each only where the unit would not see it
 	// (hiddenFromUnit): every mount is some of the unit's start. The stage
