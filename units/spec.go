@@ -307,7 +307,8 @@ func (s Spec) EndRecorded() bool {
 func (s Spec) SessionHome() string { return filepath.Join(s.StateDir, "home") }
 
 // SessionTmp is the directory of the session's state that once was its
-// /tmp (a tmpfs now, Limits.TmpSize): a start still empties it.
+// /tmp (a tmpfs now, Limits.TmpSize): a start removes one an older mosaic
+// left, and makes none.
 func (s Spec) SessionTmp() string { return filepath.Join(s.StateDir, "tmp") }
 
 // Binds are the sandbox's mounts for this session, with reasons.

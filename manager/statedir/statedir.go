@@ -261,10 +261,8 @@ func Prepare(s units.Spec) (undo func(), err error) {
 	if err := os.Remove(filepath.Join(s.StateDir, sandbox.HomeReportName)); err != nil && !os.IsNotExist(err) {
 		return fail(err)
 	}
-	for _, d := range []string{s.SessionHome(), s.SessionTmp()} {
-		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
-			return fail(err)
-		}
+	if err := os.Mkdir(s.SessionHome(), 0o700); err != nil && !os.IsExist(err) {
+		return fail(err)
 	}
 	if err := makeSocketDirs(s, mkdir); err != nil {
 		return fail(err)
