@@ -34,7 +34,8 @@ type Promise struct {
 	// no unit layer to check, only the cgroup systemd moved it into.
 	Scope string `json:"scope,omitempty"`
 	// Net says the session has a network namespace of its own (network
-	// none or allow): the unit's (PrivateNetwork) and bwrap's.
+	// none or allow): a service's unit's (PrivateNetwork), which bwrap
+	// shares, or a scope's bwrap's.
 	Net bool `json:"net,omitempty"`
 	// ShmID is the host's /dev/shm device:inode, which a --sandbox landlock
 	// session must not see (systemd covers it).
@@ -127,7 +128,7 @@ func CheckUnit(p Promise) error {
 // namespace of its own in, against the outside's, with its namespace here;
 // "" when every one is its own.
 func (p Promise) sharedNamespace(kinds ...string) (kind, here string) {
-	if p.Net {
+	if p.Net && !weakened { // the weakened build's checks leave the network out
 		kinds = append(kinds, "net")
 	}
 	ns := namespaces()
@@ -156,9 +157,16 @@ func checkCgroup(suffix string) error {
 }
 
 // Inner is the promise the init checks: the unit's namespaces replace the
-// host's, since bwrap's must differ from the unit's.
+// host's, since bwrap's must differ from the unit's; but for the network
+// namespace, which bwrap makes none of for a service (the unit's, checked
+// here against the host's, is the sandbox's): the init checks it is not
+// the host's.
 func (p Promise) Inner() Promise {
+	host := p.NS["net"]
 	p.NS = namespaces()
+	if host != "" {
+		p.NS["net"] = host
+	}
 	return p
 }
 

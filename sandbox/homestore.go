@@ -193,7 +193,9 @@ func loadHome(state int, home string, keep bool) (*homeStore, error) {
 
 // report writes r into the state directory, atomically.
 func (h *homeStore) report(r HomeReport) {
-	r.Size, r.At = h.size, time.Now()
+	// In UTC: a local time would have the init read and parse the time
+	// zone (/etc/localtime) before the command starts.
+	r.Size, r.At = h.size, time.Now().UTC()
 	b, _ := json.Marshal(r)
 	tmp := HomeReportName + ".tmp"
 	_ = unix.Unlinkat(h.state, tmp, 0)

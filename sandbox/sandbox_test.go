@@ -200,6 +200,31 @@ func TestGuardAgainstTheOutside(t *testing.T) {
 	}
 }
 
+// TestInnerKeepsTheHostsNetwork: the init checks bwrap's user, mount and
+// PID namespaces against the unit's, and the network namespace, which a
+// service's bwrap shares with its unit, against the host's: a sandbox in
+// the host's network still fails, one in its unit's own passes.
+func TestInnerKeepsTheHostsNetwork(t *testing.T) {
+	p := Promise{NS: map[string]string{"user": "user:[1]", "mnt": "mnt:[1]", "pid": "pid:[1]", "net": "net:[1]"}, Net: true}
+	inner := p.Inner()
+	here := namespaces()
+	if inner.NS["net"] != "net:[1]" || inner.NS["mnt"] != here["mnt"] || inner.NS["user"] != here["user"] {
+		t.Errorf("Inner().NS = %v, want this process's but the host's net:[1]", inner.NS)
+	}
+	// This process, its namespaces all "the unit's": only the network one
+	// is not shared, since the host's is another.
+	if k, _ := inner.sharedNamespace("user"); k != "user" {
+		t.Errorf("sharedNamespace(user) = %q, want user (the unit's)", k)
+	}
+	if k, _ := inner.sharedNamespace(); k != "" {
+		t.Errorf("the unit's own network namespace taken for the host's: %q", k)
+	}
+	p.NS["net"] = here["net"] // the host's network is this process's
+	if k, _ := p.Inner().sharedNamespace(); k != "net" {
+		t.Errorf("a sandbox in the host's network namespace passed: %q", k)
+	}
+}
+
 // TestCheckCgroup: the scope promise holds only in the promised cgroup (the
 // init's first check in a scope; CheckSandbox's other checks need PID 1).
 func TestCheckCgroup(t *testing.T) {

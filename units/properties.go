@@ -77,7 +77,13 @@ func ExecArgv(s Spec) []string {
 		initArgv = initArgv[:2] // InitPath "init"
 		shim.InitArgs = s.InitArgsFile
 	}
-	shim.Args = sandbox.Argv(s.Binds(), s.Workspace, initArgv, netArgs(s)...)
+	// No --unshare-net: the unit's network namespace (PrivateNetwork), which
+	// the shim checks is not the host's, is the sandbox's too, and the init
+	// checks it is not the host's in turn (Promise.Inner). A second one of
+	// bwrap's held nothing the first did not (both only a loopback, the
+	// unit's processes outside bwrap listen on no socket), and each costs
+	// the kernel some 2 ms of CPU to make (copy_net_ns) and more to free.
+	shim.Args = sandbox.Argv(s.Binds(), s.Workspace, initArgv, sandbox.HostnameArgs(s.Name)...)
 	return shim.Argv(s.StageBin)
 }
 
@@ -93,9 +99,10 @@ func ScopeBwrap(s Spec) (bwrapArgv, initArgs []string) {
 	return argv, InitArgs(s)[1:]
 }
 
-// netArgs are bwrap's options of the session's own: its host name, and its
-// network (one of its own gets only loopback: no route, no host abstract
-// socket).
+// netArgs are a scope's bwrap options of the session's own: its host name,
+// and its network (one of its own gets only loopback: no route, no host
+// abstract socket). A service's network namespace is its unit's
+// (PrivateNetwork, see ExecArgv).
 func netArgs(s Spec) []string {
 	args := sandbox.HostnameArgs(s.Name)
 	if s.OwnNetwork() {
@@ -141,7 +148,7 @@ func Properties(s Spec, f Features) []sd.Property {
 		// The shim and bwrap may live under the hidden home; the notification
 		// socket is the one file of the runtime dir the unit needs (the shim
 		// connects it; the sandbox never sees it).
-		prop("BindReadOnlyPaths", append(bindsOf(readOnlyPaths(s)), cloneReadOnly(s)...)),
+		prop("BindReadOnlyPaths", append(bindsOf(ReadOnlyPaths(s)), cloneReadOnly(s)...)),
 		prop("NoNewPrivileges", true),
 		prop("KillMode", "control-group"),
 		prop("TimeoutStopUSec", usec(stop)),
@@ -195,7 +202,11 @@ func Properties(s Spec, f Features) []sd.Property {
 		// sysfs. "-": under 252 /sys stays empty and the path is absent.
 		props = append(props, prop("InaccessiblePaths", []string{"-/sys/fs/cgroup"}))
 	}
-	if s.OwnNetwork() {
+	// The hooked build's MOSAIC_TEST_UNIT_HOST_NETWORK drops it, as systemd
+	// does when it cannot make the namespace (it logs "PrivateNetwork=yes
+	// is configured, but network namespace setup failed, ignoring" and runs
+	// the unit in the manager's): the exec shim must then refuse.
+	if s.OwnNetwork() && !testhook.Flag("MOSAIC_TEST_UNIT_HOST_NETWORK") {
 		props = append(props, prop("PrivateNetwork", true))
 	}
 	props = append(props, dependencies(s)...)
@@ -457,12 +468,23 @@ func heldLinkDir(s Spec, path string) []bindEntry {
 	return []bindEntry{{Src: d, Dst: d, IgnoreENOENT: true}}
 }
 
-// readOnlyPaths are the unit's read-only binds: what the exec shim, bwrap and
+// ReadOnlyPaths are the unit's read-only binds (but a clone's): what the exec shim, bwrap and
 // the sandbox's own read-only binds need from under the hidden directories.
-func readOnlyPaths(s Spec) []string {
-	ro := []string{s.StageBin, s.MosaicBin}
-	if s.BwrapBin != "" { // none in --sandbox landlock
-		ro = append(ro, s.BwrapBin)
+func ReadOnlyPaths(s Spec) []string {
+	var ro []string
+	// mosaic's own binaries, each only where the unit would not see it
+	// (hiddenFromUnit): every mount is some of the unit's start. The stage
+	// binary is the unit's ExecStart and the init bwrap binds in, bwrap is
+	// what the shim runs; mosaic itself is needed only at BinInside for
+	// --may-launch (a pin of it is a bind of the workspace's own file).
+	bins := []string{s.StageBin, s.BwrapBin} // no bwrap in --sandbox landlock
+	if s.busDir() != "" {
+		bins = append(bins, s.MosaicBin)
+	}
+	for _, b := range bins {
+		if b != "" && hiddenFromUnit(b) {
+			ro = append(ro, b)
+		}
 	}
 	ro = append(ro, filepath.Join(s.RuntimeDir, "systemd", "notify"))
 	if s.Binary != "" {
@@ -481,6 +503,18 @@ func readOnlyPaths(s Spec) []string {
 		ro = append(ro, s.CABundle)
 	}
 	return append(append(ro, s.ExtraRO...), landlockProtect(s, sandbox.KindRO)...)
+}
+
+// hiddenFromUnit says whether path may be out of the unit's sight without a
+// bind of its own: true but for a file under /usr reached through no symlink
+// (its path is its real path), which ProtectSystem=strict leaves visible,
+// read-only, and under which no tmpfs of the unit goes (they are over the
+// home, the runtime dir, and /run, /sys, /dev/shm in --sandbox landlock;
+// PrivateTmp's over /tmp and /var/tmp). A link, even to /usr, may pass
+// through a hidden directory; a path that cannot be resolved is bound too.
+func hiddenFromUnit(path string) bool {
+	real, err := filepath.EvalSymlinks(path)
+	return err != nil || real != path || !strings.HasPrefix(path, "/usr/")
 }
 
 // landlockProtect are, in --sandbox landlock, the binds of kind over the

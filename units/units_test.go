@@ -3,8 +3,10 @@ package units
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -234,8 +236,20 @@ func TestPropertiesConfinement(t *testing.T) {
 			t.Errorf("read-only bind %v: want same-path, no ignore, no flags", b)
 		}
 	}
-	if strings.Join(roPaths, " ") != "/home/u/go/bin/mosaic-stage /home/u/go/bin/mosaic /usr/bin/bwrap /run/user/1000/systemd/notify /opt/data" {
-		t.Errorf("BindReadOnlyPaths = %v", roPaths)
+	// mosaic itself is not needed in the unit without --may-launch; bwrap
+	// under /usr is seen there without a bind (unless this machine has none
+	// there: then it is bound, as a path that cannot be resolved is).
+	want := "/home/u/go/bin/mosaic-stage /run/user/1000/systemd/notify /opt/data"
+	if hiddenFromUnit(s.BwrapBin) {
+		want = "/home/u/go/bin/mosaic-stage /usr/bin/bwrap /run/user/1000/systemd/notify /opt/data"
+	}
+	if strings.Join(roPaths, " ") != want {
+		t.Errorf("BindReadOnlyPaths = %v, want %s", roPaths, want)
+	}
+	s.MayLaunch, s.BusDir = true, "/run/user/1000/mosaic/bus"
+	ro = props(Properties(s, FeaturesFor(252)))["BindReadOnlyPaths"].Value.Value().([]bindEntry)
+	if !slices.ContainsFunc(ro, func(b bindEntry) bool { return b.Src == s.MosaicBin }) {
+		t.Errorf("--may-launch: mosaic (bwrap binds it at %s) is not bound into the unit: %v", sandbox.BinInside, ro)
 	}
 	for _, b := range []string{"PrivateUsers", "PrivateTmp", "NoNewPrivileges"} {
 		if p[b].Value.Value() != true {
@@ -384,8 +398,8 @@ func TestScopeBwrap(t *testing.T) {
 	}
 }
 
-// TestNetworkProperties: none gives the unit and bwrap a network namespace
-// of their own; allow adds the egress proxy as a required, earlier unit with
+// TestNetworkProperties: none gives the unit a network namespace of its
+// own, which bwrap's sandbox shares; allow adds the egress proxy as a required, earlier unit with
 // the socket directory bound; host gives neither.
 func TestNetworkProperties(t *testing.T) {
 	s := testSpec()
@@ -401,8 +415,13 @@ func TestNetworkProperties(t *testing.T) {
 		_, pn := p["PrivateNetwork"]
 		_, req := p["BindsTo"] // a proxy that dies stops the session (31.14)
 		argv := strings.Join(ExecArgv(s), " ")
-		if pn != tc.privateNet || req != tc.deps || strings.Contains(argv, "--unshare-net") != tc.privateNet {
+		// The unit's network namespace is the sandbox's: bwrap makes none
+		// (a scope's bwrap does, TestScopeBwrap...).
+		if pn != tc.privateNet || req != tc.deps || strings.Contains(argv, "--unshare-net") {
 			t.Errorf("%s: PrivateNetwork %v, BindsTo %v, argv %s", tc.network, pn, req, argv)
+		}
+		if scope, _ := ScopeBwrap(s); slices.Contains(scope, "--unshare-net") != tc.privateNet {
+			t.Errorf("%s: a scope's bwrap (no unit layer) %v", tc.network, scope)
 		}
 		post := fmt.Sprint(p["ExecStopPost"].Value.Value())
 		if strings.Contains(post, "--egress "+s.EgressDir+"/") != tc.deps {
@@ -543,5 +562,31 @@ func TestNotUTF8Refused(t *testing.T) {
 		case tc.code != "" && (!errors.As(err, &e) || e.Code != tc.code || !utf8.ValidString(e.Message)):
 			t.Errorf("%s: %v, want %s", tc.label, err, tc.code)
 		}
+	}
+}
+
+// TestHiddenFromUnit: a bind of one of mosaic's binaries is left out only
+// where the unit sees the file anyway, under /usr with its links resolved.
+func TestHiddenFromUnit(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "bwrap")
+	if err := os.Symlink("/usr/bin/env", link); err != nil {
+		t.Fatal(err)
+	}
+	usrLink := "/usr/../" + strings.TrimPrefix(dir, "/") // under /usr by its text only
+	for path, want := range map[string]bool{
+		filepath.Join(dir, "absent"):      true, // cannot be resolved: bound
+		link:                              true, // not under /usr itself
+		"/usr/bin/mosaic-absent-xyz":      true, // under /usr but not there
+		usrLink + "/bwrap":                true, // resolves outside /usr
+		"/home/u/go/bin/mosaic-stage":     true,
+		"/run/user/1000/bin/mosaic-stage": true,
+	} {
+		if got := hiddenFromUnit(path); got != want {
+			t.Errorf("hiddenFromUnit(%s) = %v, want %v", path, got, want)
+		}
+	}
+	if _, err := os.Stat("/usr/bin/env"); err == nil && hiddenFromUnit("/usr/bin/env") {
+		t.Error("/usr/bin/env, seen in every unit (ProtectSystem=strict), would be bound")
 	}
 }

@@ -96,7 +96,14 @@ func runAll(args []string) (*Report, error) {
 // sends (as -p assignments) and the same ExecStart (exec shim, bwrap argv,
 // init): the peer the one-shot target is measured against.
 func (b *bench) equivalent(name string, command []string, wait bool) ([]string, error) {
-	plan, err := b.m.Plan(request.Request{Name: name, Workspace: b.ws, Command: command})
+	// A one-shot's session is unnamed, like the mosaic run it is compared
+	// with (a named one would save its home at the end); a start's is named,
+	// like mosaic start --name.
+	req := request.Request{Workspace: b.ws, Command: command}
+	if !wait {
+		req.Name = name
+	}
+	plan, err := b.m.Plan(req)
 	if err != nil {
 		return nil, err
 	}
@@ -113,10 +120,11 @@ func (b *bench) equivalent(name string, command []string, wait bool) ([]string, 
 	p := []string{"PrivateUsers=yes", "PrivateTmp=yes", "ProtectSystem=strict",
 		"TemporaryFileSystem=" + spec.Home, "TemporaryFileSystem=" + spec.RuntimeDir,
 		"BindPaths=" + spec.Workspace, "BindPaths=" + spec.StateDir,
-		"BindReadOnlyPaths=" + spec.StageBin, "BindReadOnlyPaths=" + spec.BwrapBin,
-		"BindReadOnlyPaths=" + filepath.Join(spec.RuntimeDir, "systemd", "notify"),
 		"NoNewPrivileges=yes", "KillMode=control-group", "Type=notify", "NotifyAccess=all",
 		"Slice=" + units.Slice, "WorkingDirectory=" + spec.Workspace, "SyslogIdentifier=" + units.UnitPrefix + name}
+	for _, ro := range units.ReadOnlyPaths(spec) { // the binds mosaic sends
+		p = append(p, "BindReadOnlyPaths="+ro)
+	}
 	if spec.OwnNetwork() {
 		p = append(p, "PrivateNetwork=yes")
 	}

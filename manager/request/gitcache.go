@@ -22,7 +22,8 @@ import (
 // process start: some 3 ms of a start's wall time, and CPU that 100 starts
 // at once share two cores for. So what git printed is kept, in a cache
 // file in mosaic's runtime directory (GitCacheFile), beside what decided
-// it: the git binary, the variables that pick its files (HOME,
+// it: the settings kept (gitSettings: another mosaic of this user, older or
+// newer, shares the file and may keep others), the git binary, the variables that pick its files (HOME,
 // XDG_CONFIG_HOME; the GIT_ ones never reach it, gitEnv), and each file it
 // read or would read, included ones too, as device, inode, size, mtime,
 // ctime and mode, or its absence. A start that finds every one of them
@@ -100,8 +101,10 @@ func readGitConfig(git string, env []string) gitRead {
 // change it: the system's and the user's own config files, read or not,
 // every file an entry came from, and every include's target, followed or
 // not (its condition may change). An entry of another scope or origin
-// than a file of the system or global scope, or an include path mosaic
-// cannot resolve as git does, is doubt.
+// than a file of the system or global scope, an include path mosaic
+// cannot resolve as git does, or a relative HOME, XDG_CONFIG_HOME or file
+// (git, in /, and mosaic, in its own directory, would each find another
+// file by it) is doubt.
 func parseGitList(list []byte, env []string) (out []byte, files []string, _ error) {
 	allowed := map[string]bool{}
 	for _, k := range gitSettings {
@@ -113,6 +116,11 @@ func parseGitList(list []byte, env []string) (out []byte, files []string, _ erro
 	}
 	files = []string{"/etc/gitconfig", filepath.Join(xdg, "git", "config"), filepath.Join(home, ".gitconfig"), "/.git"}
 	var doubt error
+	// git runs in /, and mosaic stats the files where it runs (in the
+	// workspace, often): a relative path would name another file in each.
+	if !filepath.IsAbs(home) || !filepath.IsAbs(xdg) {
+		doubt = errDoubt
+	}
 	fields := bytes.Split(list, []byte{0})
 	for i := 0; i+2 < len(fields); i += 3 {
 		scope, origin := string(fields[i]), string(fields[i+1])
@@ -126,6 +134,9 @@ func parseGitList(list []byte, env []string) (out []byte, files []string, _ erro
 		if (scope != "system" && scope != "global") || !ok || file == "" {
 			doubt = errDoubt
 			continue
+		}
+		if !filepath.IsAbs(file) {
+			doubt = errDoubt
 		}
 		files = append(files, file)
 		if key == "include.path" || (strings.HasPrefix(key, "includeif.") && strings.HasSuffix(key, ".path")) {
@@ -166,15 +177,17 @@ func envValue(env []string, name string) string {
 	return ""
 }
 
-// gitKey is the key of a git run: one line for the git binary, one per
-// variable, one per file (its identity, or its absence). A file that
-// changed after settled, or that is not a regular file, is doubt.
+// gitKey is the key of a git run: one line for the settings kept (the
+// cache is every mosaic's of this user, an older or newer one keeps
+// others), one for the git binary, one per variable, one per file (its
+// identity, or its absence). A file that changed after settled, or that
+// is not a regular file, is doubt.
 func gitKey(git string, env []string, files []string, settled time.Time) ([]string, error) {
 	gst, err := fileState(git, settled)
 	if err != nil {
 		return nil, err
 	}
-	key := []string{"git " + strconv.Quote(git) + " " + gst}
+	key := []string{"keep " + strconv.Quote(strings.Join(gitSettings, " ")), "git " + strconv.Quote(git) + " " + gst}
 	for _, name := range []string{"HOME", "XDG_CONFIG_HOME"} {
 		key = append(key, "env "+strconv.Quote(name)+" "+strconv.Quote(envValue(env, name)))
 	}

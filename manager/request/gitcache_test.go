@@ -158,3 +158,40 @@ func TestParseGitList(t *testing.T) {
 		}
 	}
 }
+
+// A cache is another mosaic's too (an upgrade, a second build in the
+// user's PATH: one runtime directory), and what it keeps is only the
+// settings its writer took: a mosaic that takes more must not read a cache
+// that lacks them, however unchanged the user's files.
+func TestGitCacheKeptByAnotherSettingsList(t *testing.T) {
+	c := newGitCacheCase(t)
+	c.write(".gitconfig", "[user]\n\tname = Ann\n[init]\n\tdefaultBranch = trunk\n")
+	settings := gitSettings
+	t.Cleanup(func() { gitSettings = settings })
+	var fewer []string
+	for _, k := range settings {
+		if k != "init.defaultbranch" {
+			fewer = append(fewer, k)
+		}
+	}
+	gitSettings = fewer // the mosaic before, without init.defaultbranch
+	c.read("the older mosaic's start", []string{`name = "Ann"`}, true)
+	gitSettings = settings
+	c.read("this mosaic's start, files unchanged", []string{`name = "Ann"`, `defaultbranch = "trunk"`}, true)
+	c.read("then again", []string{`defaultbranch = "trunk"`}, false)
+}
+
+// A relative HOME or XDG_CONFIG_HOME names a file under / to git, which
+// runs there, and one under mosaic's own directory (a workspace, often)
+// to the key: such a run is not kept.
+func TestParseGitListRelativeHome(t *testing.T) {
+	list := "global\x00file:h/.gitconfig\x00user.name\nAnn\x00"
+	for _, env := range [][]string{{"HOME=h"}, {"HOME=/h", "XDG_CONFIG_HOME=cfg"}} {
+		if _, _, err := parseGitList([]byte(list), env); err == nil {
+			t.Errorf("%q: kept", env)
+		}
+	}
+	if _, _, err := parseGitList([]byte("global\x00file:/h/.gitconfig\x00user.name\nAnn\x00"), []string{"HOME=/h"}); err != nil {
+		t.Errorf("an absolute HOME: %v", err)
+	}
+}
