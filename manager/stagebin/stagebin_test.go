@@ -1,9 +1,13 @@
 package stagebin
 
 import (
+	"debug/buildinfo"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDiffer: two builds agree when their Go, main module, settings and the
@@ -48,4 +52,58 @@ func TestDiffer(t *testing.T) {
 	if why := differ(nil, stage); why == "" {
 		t.Error("a mosaic without build information takes any stage binary")
 	}
+}
+
+// A check that passed is kept (the stage binary's build information is not
+// read again while the file and mosaic's build are the ones checked), and
+// anything else is read and checked again: the file rewritten in place,
+// replaced, or another mosaic; a refusal is never kept.
+func TestFindKeepsOnlyAPass(t *testing.T) {
+	dir := t.TempDir()
+	mosaic, stage, cache := filepath.Join(dir, "mosaic"), filepath.Join(dir, Name), filepath.Join(dir, "run", "stage-checked")
+	if err := os.WriteFile(stage, []byte("one build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ours := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "mosaic", Version: "(devel)"}}
+	theirs := *ours
+	reads := 0
+	readInfo = func(string) (*debug.BuildInfo, error) { reads++; bi := theirs; return &bi, nil }
+	keySettle = 0
+	t.Cleanup(func() { readInfo, keySettle = buildinfo.ReadFile, 3*time.Second })
+	find := func(ours *debug.BuildInfo, wantReads int, wantErr bool) {
+		t.Helper()
+		_, err := Find(mosaic, ours, cache)
+		if (err != nil) != wantErr || reads != wantReads {
+			t.Fatalf("Find: %v after %d reads of the build information; want an error %v after %d", err, reads, wantErr, wantReads)
+		}
+	}
+	find(ours, 1, false) // checked and kept
+	find(ours, 1, false) // taken from the cache
+	// Rewritten in place with another build: another mtime, ctime and size.
+	theirs.GoVersion = "go1.26.7"
+	if err := os.WriteFile(stage, []byte("another build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	find(ours, 2, true)
+	find(ours, 3, true) // the refusal was not kept
+	// Replaced by one of this build again, then checked by another mosaic.
+	theirs.GoVersion = ours.GoVersion
+	if err := os.Remove(stage); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stage, []byte("one build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	find(ours, 4, false)
+	find(ours, 4, false)
+	other := *ours
+	other.Main.Version = "v0.9.0"
+	find(&other, 5, true)
+	// A file changed within keySettle of its check is checked each time.
+	keySettle = time.Hour
+	if err := os.Remove(cache); err != nil {
+		t.Fatal(err)
+	}
+	find(ours, 6, false)
+	find(ours, 7, false)
 }
