@@ -52,6 +52,12 @@ func Find(mosaicBin string, ours *debug.BuildInfo, cache string) (string, error)
 		defer f.Close()
 		fi, err = f.Stat()
 	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// Unreadable (mode 0): refused by its mode as before it was opened.
+		if st, serr := os.Stat(path); serr == nil && (!st.Mode().IsRegular() || st.Mode()&0o111 == 0) {
+			fi, err = st, nil
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", errcode.StageMissing.New("%s is missing: sessions run their sandbox's stages from it, so nothing was started; install it beside %s (make install, or go build -o %s/ ./cmd/mosaic ./cmd/mosaic-stage)", path, mosaicBin, filepath.Dir(mosaicBin))
 	}

@@ -170,15 +170,31 @@ func TestFindKeysTheFileItRead(t *testing.T) {
 	}
 }
 
-// TestFindRefusesAFIFO: a FIFO where the stage binary goes is refused at
-// once, not waited on (Find opens the path to read it).
-func TestFindRefusesAFIFO(t *testing.T) {
+// TestFindRefusesByMode: a FIFO where the stage binary goes is refused at
+// once, not waited on (Find opens the path to read it), and a file of
+// mode 0, which cannot be opened, is refused for its mode as before.
+func TestFindRefusesByMode(t *testing.T) {
 	dir := t.TempDir()
-	if err := syscall.Mkfifo(filepath.Join(dir, Name), 0o755); err != nil {
+	stage := filepath.Join(dir, Name)
+	if err := syscall.Mkfifo(stage, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Find(filepath.Join(dir, "mosaic"), Ours(), filepath.Join(dir, "stage-checked"))
-	if err == nil || !strings.Contains(err.Error(), "not an executable file") {
-		t.Fatalf("Find: %v, want a refusal: not an executable file", err)
+	find := func() {
+		t.Helper()
+		_, err := Find(filepath.Join(dir, "mosaic"), Ours(), filepath.Join(dir, "stage-checked"))
+		if err == nil || !strings.Contains(err.Error(), "not an executable file") {
+			t.Fatalf("Find: %v, want a refusal: not an executable file", err)
+		}
 	}
+	find()
+	if os.Getuid() == 0 {
+		t.Skip("root opens a file of mode 0")
+	}
+	if err := os.Remove(stage); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stage, []byte("one build"), 0); err != nil {
+		t.Fatal(err)
+	}
+	find()
 }
