@@ -74,7 +74,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 		return Session{}, errNoSession(name)
 	}
 	s := session.Of(name, kind, up, sp)
-	m.complete(ctx, &s, managerCgroup, servicePIDs, nil)
+	m.complete(ctx, &s, managerCgroup, servicePIDs, nil, "")
 	return s, nil
 }
 
@@ -82,8 +82,9 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 // counters (under the manager's cgroup), the processes of a running
 // session (servicePIDs, already asked for, for a service's), and what its
 // records say: rec when the caller holds the record (a start that just
-// wrote it), else the one read from the state directory.
-func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string, servicePIDs func() []uint32, rec *records.Record) {
+// wrote it, into dir), else the one read from the state directory (dir,
+// or the session's when "").
+func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string, servicePIDs func() []uint32, rec *records.Record, dir string) {
 	name, kind := s.Name, s.Kind
 	counters(s, managerCgroup)
 	switch {
@@ -95,7 +96,9 @@ func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string
 		cancel()
 		s.MainPID = scopeLeader(s.PIDs)
 	}
-	dir := mustPaths().SessionDir(name)
+	if dir == "" {
+		dir = mustPaths().SessionDir(name)
+	}
 	if rec == nil {
 		if r, ok := records.Read(dir); ok {
 			rec = &r
@@ -123,7 +126,8 @@ func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string
 // sent before the job's end) and what its start told systemd (sent: the
 // limits): one call (its processes) instead of some twenty Gets at every
 // mosaic start (issue 32). A limit the start did not set is read. rec is
-// the record the start wrote, which is not read back.
+// the record the start wrote into spec.StateDir, which is not read back
+// (nor the user's paths resolved again to find it).
 func (m *Manager) startedStatus(ctx context.Context, spec units.Spec, watch *unitWatch, sent []sd.Property, rec *records.Record) (Session, error) {
 	cctx, cancel := bounded(ctx)
 	defer cancel()
@@ -158,7 +162,7 @@ func (m *Manager) startedStatus(ctx context.Context, spec units.Spec, watch *uni
 	}
 	managerCgroup, _ := managerProps()[managerCgroupGet.Name].(string)
 	s := session.Of(spec.Name, units.KindService, p, p)
-	m.complete(ctx, &s, managerCgroup, pids, rec)
+	m.complete(ctx, &s, managerCgroup, pids, rec, spec.StateDir)
 	return s, nil
 }
 

@@ -69,7 +69,9 @@ func nothingMade(t *testing.T, name, ran string) {
 // is not executable, or is of another build (another -ldflags stamp, another
 // build tag: a weakened stage beside a plain mosaic) is refused, exit 3 with
 // its code, for start, run and run --scope; nothing ran and nothing was
-// made (no unit, no state directory).
+// made (no unit, no state directory). A pass kept in the runtime
+// directory (stagebin's cache) does not outlive a change of the file: a
+// stage rewritten in place after it is refused as well.
 func TestStageRefusals(t *testing.T) {
 	needRig(t)
 	ws := workspace(t)
@@ -136,6 +138,36 @@ func TestStageRefusals(t *testing.T) {
 	if r := runResult(t, exec.Command(bin, "run", "--workspace", ws, "--", "true")); r.code != 0 {
 		t.Errorf("the matching pair: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// A pass is kept (stagebin's cache) once the file is older than the
+	// settle time, and a stage binary rewritten in place afterwards is
+	// read again and refused: the cache never stands for a changed file.
+	time.Sleep(3500 * time.Millisecond)
+	cache := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "stage-checked")
+	os.Remove(cache)
+	for i := 0; i < 2; i++ { // the first keeps the pass, the second takes it
+		if r := runResult(t, exec.Command(bin, "run", "--workspace", ws, "--", "true")); r.code != 0 {
+			t.Fatalf("the matching pair, run %d: exit %d\n%s%s", i+1, r.code, r.stdout, r.stderr)
+		}
+	}
+	if _, err := os.Lstat(cache); err != nil {
+		t.Fatalf("the pass was not kept: %v", err)
+	}
+	b, _ = os.ReadFile(stale)
+	f, err := os.OpenFile(stage, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	time.Sleep(3500 * time.Millisecond) // past the settle time: only the key tells
+	name := sessionName(t)
+	r := runResult(t, exec.Command(bin, "start", "--json", "--name", name, "--workspace", ws, "--", "touch", filepath.Join(ws, "ran")))
+	if code, _ := jsonError(t, r); r.code != 3 || code != "stage-mismatch" {
+		t.Errorf("a stage binary rewritten in place after a kept pass: exit %d, code %q; want 3, stage-mismatch\n%s%s", r.code, code, r.stdout, r.stderr)
+	}
+	nothingMade(t, name, filepath.Join(ws, "ran"))
 }
 
 // TestStageCheckKeptNotFooled: the stage check a start keeps in the
