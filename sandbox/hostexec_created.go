@@ -105,13 +105,15 @@ const gitNamedReason = "a tool on the host runs it or reads it as configuration,
 // Created lists which of missing (MissingHostExec at the start) exist in ws
 // now, without following any symlink on the way.
 func Created(ws string, missing []string) []string {
+	root := openRoot(ws)
+	defer root.close()
 	var made []string
 	for _, rel := range missing {
-		dir, base, err := openBeneath(ws, rel)
+		dir, base, err := root.dirOf(rel)
 		if err != nil {
 			// Through a symlink on the way: the symlink (MoveAsideCreated).
 			if _, serr := os.Lstat(filepath.Join(ws, rel)); serr == nil && !errors.Is(err, unix.ENOENT) {
-				if link := firstSymlink(ws, filepath.Dir(rel)); link != "" && !slices.Contains(made, link) {
+				if link := root.firstSymlink(filepath.Dir(rel)); link != "" && !slices.Contains(made, link) {
 					made = append(made, link)
 				}
 			}
@@ -154,9 +156,17 @@ func (m MovedAside) Why() string {
 // the way (the session chose every directory there) and never replacing
 // anything. name is the session's.
 func MoveAsideCreated(ws, name string, missing []string) []MovedAside {
+	root := openRoot(ws)
+	defer root.close()
+	return moveAsideIn(ws, root, name, missing)
+}
+
+// moveAsideIn is MoveAsideCreated with ws opened once (root) for the
+// lookups of all its entries.
+func moveAsideIn(ws string, root wsRoot, name string, missing []string) []MovedAside {
 	var moved []MovedAside
 	for _, rel := range missing {
-		dir, base, err := openBeneath(ws, rel)
+		dir, base, err := root.dirOf(rel)
 		if err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				continue
@@ -168,8 +178,8 @@ func MoveAsideCreated(ws, name string, missing []string) []MovedAside {
 			if _, err := os.Lstat(filepath.Join(ws, rel)); errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 				continue
 			}
-			if link := firstSymlink(ws, filepath.Dir(rel)); link != "" {
-				for _, m := range MoveAsideCreated(ws, name, []string{link}) {
+			if link := root.firstSymlink(filepath.Dir(rel)); link != "" {
+				for _, m := range moveAsideIn(ws, root, name, []string{link}) {
 					m.Reason = fmt.Sprintf("a symlink on the way to %s, which the host's tools follow: %s", rel, HostExecReason(rel))
 					moved = append(moved, m)
 				}
@@ -211,13 +221,21 @@ func MoveAsideCreated(ws, name string, missing []string) []MovedAside {
 // firstSymlink is the first component of the directory rel (inside ws)
 // that is a symlink, "" when none is.
 func firstSymlink(ws, rel string) string {
+	root := openRoot(ws)
+	defer root.close()
+	return root.firstSymlink(rel)
+}
+
+// firstSymlink is the first component of the directory rel (inside the
+// root) that is a symlink, "" when none is.
+func (b wsRoot) firstSymlink(rel string) string {
 	parts := strings.Split(filepath.Clean(rel), "/")
 	for i := range parts {
 		p := filepath.Join(parts[:i+1]...)
 		if p == "." {
 			return ""
 		}
-		dir, base, err := openBeneath(ws, p)
+		dir, base, err := b.dirOf(p)
 		if err != nil {
 			return ""
 		}
@@ -237,25 +255,61 @@ func firstSymlink(ws, rel string) string {
 // openBeneath opens the directory holding rel inside ws, following no
 // symlink and never leaving ws, and returns it with rel's last component.
 func openBeneath(ws, rel string) (int, string, error) {
+	root := openRoot(ws)
+	defer root.close()
+	return root.dirOf(rel)
+}
+
+// openatBeneath opens ws/rel with flags, following no symlink and never
+// leaving ws.
+func openatBeneath(ws, rel string, flags int) (int, error) {
+	root := openRoot(ws)
+	defer root.close()
+	return root.openat(rel, flags)
+}
+
+// A wsRoot is a directory opened once for the lookups of several paths
+// inside it (a session's workspace at its end: ~50 entries), each of them
+// following no symlink and never leaving it; err is why it could not be
+// opened, which each lookup then returns.
+type wsRoot struct {
+	fd  int
+	err error
+}
+
+// openRoot opens ws, itself no symlink, for lookups beneath it; the caller
+// closes it.
+func openRoot(ws string) wsRoot {
+	fd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	return wsRoot{fd: fd, err: err}
+}
+
+// close closes the directory, if it was opened.
+func (b wsRoot) close() {
+	if b.err == nil {
+		unix.Close(b.fd)
+	}
+}
+
+// dirOf opens the directory holding rel, and returns it with rel's last
+// component.
+func (b wsRoot) dirOf(rel string) (int, string, error) {
 	if filepath.IsAbs(rel) || strings.Contains("/"+rel+"/", "/../") {
 		return -1, "", fmt.Errorf("%s is not a path inside the workspace", rel)
 	}
-	dir, err := openatBeneath(ws, filepath.Dir(rel), unix.O_PATH|unix.O_DIRECTORY)
+	dir, err := b.openat(filepath.Dir(rel), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return -1, "", err
 	}
 	return dir, filepath.Base(rel), nil
 }
 
-// openatBeneath opens ws/rel with flags, following no symlink and never
-// leaving ws.
-func openatBeneath(ws, rel string, flags int) (int, error) {
-	root, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
+// openat opens rel with flags.
+func (b wsRoot) openat(rel string, flags int) (int, error) {
+	if b.err != nil {
+		return -1, b.err
 	}
-	defer unix.Close(root)
-	return unix.Openat2(root, rel, &unix.OpenHow{
+	return unix.Openat2(b.fd, rel, &unix.OpenHow{
 		Flags:   uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC),
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})

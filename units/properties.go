@@ -179,7 +179,7 @@ func Properties(s Spec, f Features) []sd.Property {
 	// A one-shot run that mosaic named itself keeps no record (mosaic run
 	// reports the end and removes its state), so it goes without: the
 	// ExecStopPost costs a second namespace setup, some 8 ms of every run.
-	if s.Stdio == nil || s.Attach != nil || s.NameGiven {
+	if s.EndRecorded() {
 		post := EndedArgv(s.StageBin, s.StateDir, s.egressSocket())
 		// ExecStopPost, not ExecStopPostEx: systemd 252 writes the latter
 		// into the transient unit file under a key it cannot read back, so

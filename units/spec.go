@@ -292,11 +292,23 @@ type Limits struct {
 	HomeSize uint64
 }
 
+// EndRecorded reports whether how the session ended is written into its
+// state directory (end.json): by its ended stage, a service's ExecStopPost,
+// or by mosaic for a scope it named. A one-shot run that mosaic named
+// itself keeps no record: mosaic run reports the end and removes its state.
+func (s Spec) EndRecorded() bool {
+	if s.Scope {
+		return s.NameGiven
+	}
+	return s.Stdio == nil || s.Attach != nil || s.NameGiven
+}
+
 // SessionHome is the directory mounted as the session's HOME.
 func (s Spec) SessionHome() string { return filepath.Join(s.StateDir, "home") }
 
 // SessionTmp is the directory of the session's state that once was its
-// /tmp (a tmpfs now, Limits.TmpSize): a start still empties it.
+// /tmp (a tmpfs now, Limits.TmpSize): a start removes one an older mosaic
+// left, and makes none.
 func (s Spec) SessionTmp() string { return filepath.Join(s.StateDir, "tmp") }
 
 // Binds are the sandbox's mounts for this session, with reasons.

@@ -41,7 +41,23 @@ const Name = "mosaic-stage"
 // keeps the last check that passed (see checked).
 func Find(mosaicBin string, ours *debug.BuildInfo, cache string) (string, error) {
 	path := filepath.Join(filepath.Dir(mosaicBin), Name)
-	fi, err := os.Stat(path)
+	// Opened once: the check kept is keyed by the file whose build
+	// information is read, never by another lookup of the path (a link
+	// retargeted between the two had another build's stage taken from the
+	// cache at every later start). O_NONBLOCK: a FIFO there is refused,
+	// not waited on.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	var fi fs.FileInfo
+	if err == nil {
+		defer f.Close()
+		fi, err = f.Stat()
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// Unreadable (mode 0): refused by its mode as before it was opened.
+		if st, serr := os.Stat(path); serr == nil && (!st.Mode().IsRegular() || st.Mode()&0o111 == 0) {
+			fi, err = st, nil
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", errcode.StageMissing.New("%s is missing: sessions run their sandbox's stages from it, so nothing was started; install it beside %s (make install, or go build -o %s/ ./cmd/mosaic ./cmd/mosaic-stage)", path, mosaicBin, filepath.Dir(mosaicBin))
 	}
@@ -56,7 +72,7 @@ func Find(mosaicBin string, ours *debug.BuildInfo, cache string) (string, error)
 	}
 	var theirs *debug.BuildInfo
 	if err == nil {
-		theirs, err = readInfo(path)
+		theirs, err = readInfo(f)
 	}
 	if err != nil {
 		return "", errcode.StageMismatch.New("%s cannot be read as mosaic's stage binary (%v), so nothing was started: install mosaic and mosaic-stage together (make install)", path, err)
@@ -84,8 +100,9 @@ func Find(mosaicBin string, ours *debug.BuildInfo, cache string) (string, error)
 // coarse: a second change in the same tick could look like none). The
 // runtime directory is the user's own and no session sees it.
 
-// readInfo reads a binary's build information (a test counts the reads).
-var readInfo = buildinfo.ReadFile
+// readInfo reads the build information of the open binary f (a test counts
+// the reads).
+var readInfo = func(f *os.File) (*debug.BuildInfo, error) { return buildinfo.Read(f) }
 
 // cacheHeader is the first line of a cache file of this format.
 const cacheHeader = "mosaic stage check 1\n"

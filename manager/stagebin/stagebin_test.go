@@ -1,11 +1,12 @@
 package stagebin
 
 import (
-	"debug/buildinfo"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -67,9 +68,10 @@ func TestFindKeepsOnlyAPass(t *testing.T) {
 	ours := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "mosaic", Version: "(devel)"}}
 	theirs := *ours
 	reads := 0
-	readInfo = func(string) (*debug.BuildInfo, error) { reads++; bi := theirs; return &bi, nil }
+	orig := readInfo
+	readInfo = func(*os.File) (*debug.BuildInfo, error) { reads++; bi := theirs; return &bi, nil }
 	keySettle = 0
-	t.Cleanup(func() { readInfo, keySettle = buildinfo.ReadFile, 3*time.Second })
+	t.Cleanup(func() { readInfo, keySettle = orig, 3*time.Second })
 	find := func(ours *debug.BuildInfo, wantReads int, wantErr bool) {
 		t.Helper()
 		_, err := Find(mosaic, ours, cache)
@@ -106,4 +108,93 @@ func TestFindKeepsOnlyAPass(t *testing.T) {
 	}
 	find(ours, 6, false)
 	find(ours, 7, false)
+}
+
+// TestFindKeysTheFileItRead: the check kept is keyed by the file whose build
+// information was read. A stage path that is a link retargeted, between the
+// lookup that keys the check and the read, from a stage of another build to
+// one of this build (an upgrade that flips a link, or anyone racing it) had
+// the other build's stage pass from the cache at every later start, though
+// a refusal is never kept. The link is flipped from the read itself, the
+// moment the race needs; before the fix Find stat'ed the path and read it
+// again by name, and the second Find passed.
+func TestFindKeysTheFileItRead(t *testing.T) {
+	dir := t.TempDir()
+	mosaic, stage, cache := filepath.Join(dir, "mosaic"), filepath.Join(dir, Name), filepath.Join(dir, "run", "stage-checked")
+	other, this := filepath.Join(dir, "other-build"), filepath.Join(dir, "this-build")
+	for p, b := range map[string]string{other: "other build", this: "this build"} {
+		if err := os.WriteFile(p, []byte(b), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	point := func(to string) {
+		t.Helper()
+		_ = os.Remove(stage + ".new")
+		if err := os.Symlink(to, stage+".new"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(stage+".new", stage); err != nil {
+			t.Fatal(err)
+		}
+	}
+	point(other)
+	ours := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "mosaic", Version: "(devel)"}}
+	orig, flipped := readInfo, false
+	readInfo = func(f *os.File) (*debug.BuildInfo, error) {
+		if !flipped {
+			flipped = true
+			point(this)
+		}
+		b, err := io.ReadAll(f)
+		if err != nil {
+			return nil, err
+		}
+		bi := *ours
+		if string(b) == "other build" {
+			bi.GoVersion = "go1.25.0"
+		}
+		return &bi, nil
+	}
+	keySettle = 0
+	t.Cleanup(func() { readInfo, keySettle = orig, 3*time.Second })
+	if _, err := Find(mosaic, ours, cache); err == nil {
+		t.Error("the other build's stage passed the check it was keyed for")
+	}
+	point(other)
+	if _, err := Find(mosaic, ours, cache); err == nil {
+		t.Fatal("the other build's stage was taken from the cache")
+	}
+	point(this)
+	if _, err := Find(mosaic, ours, cache); err != nil {
+		t.Fatalf("this build's stage: %v", err)
+	}
+}
+
+// TestFindRefusesByMode: a FIFO where the stage binary goes is refused at
+// once, not waited on (Find opens the path to read it), and a file of
+// mode 0, which cannot be opened, is refused for its mode as before.
+func TestFindRefusesByMode(t *testing.T) {
+	dir := t.TempDir()
+	stage := filepath.Join(dir, Name)
+	if err := syscall.Mkfifo(stage, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	find := func() {
+		t.Helper()
+		_, err := Find(filepath.Join(dir, "mosaic"), Ours(), filepath.Join(dir, "stage-checked"))
+		if err == nil || !strings.Contains(err.Error(), "not an executable file") {
+			t.Fatalf("Find: %v, want a refusal: not an executable file", err)
+		}
+	}
+	find()
+	if os.Getuid() == 0 {
+		t.Skip("root opens a file of mode 0")
+	}
+	if err := os.Remove(stage); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stage, []byte("one build"), 0); err != nil {
+		t.Fatal(err)
+	}
+	find()
 }
