@@ -52,7 +52,7 @@ func ThisHost() (Host, error) {
 	}
 	bwrap, bwrapErr := sandbox.FindBwrap()
 	h := Host{Paths: paths, Bwrap: bwrap, BwrapErr: bwrapErr, MosaicBin: executable()}
-	h.StageBin, h.StageErr = stagebin.Find(h.MosaicBin, stagebin.Ours())
+	h.StageBin, h.StageErr = stagebin.Find(h.MosaicBin, stagebin.Ours(), paths.StageCacheFile())
 	return h, nil
 }
 
@@ -87,7 +87,7 @@ func (m *Manager) Plan(req request.Request) (Plan, error) {
 		return Plan{}, err
 	}
 	if m.MosaicBin != h.MosaicBin { // a binary under test (the bench): its own pair
-		h.StageBin, h.StageErr = stagebin.Find(m.MosaicBin, stagebin.Of(m.MosaicBin))
+		h.StageBin, h.StageErr = stagebin.Find(m.MosaicBin, stagebin.Of(m.MosaicBin), h.Paths.StageCacheFile())
 	}
 	h.MosaicBin, h.Outside = m.MosaicBin, m.Outside
 	return NewPlan(req, h)

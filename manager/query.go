@@ -74,15 +74,17 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 		return Session{}, errNoSession(name)
 	}
 	s := session.Of(name, kind, up, sp)
-	m.complete(ctx, &s, managerCgroup, servicePIDs)
+	m.complete(ctx, &s, managerCgroup, servicePIDs, nil, "")
 	return s, nil
 }
 
 // complete fills in what a status shows beyond the unit's properties: the
 // counters (under the manager's cgroup), the processes of a running
 // session (servicePIDs, already asked for, for a service's), and what its
-// records say.
-func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string, servicePIDs func() []uint32) {
+// records say: rec when the caller holds the record (a start that just
+// wrote it, into dir), else the one read from the state directory (dir,
+// or the session's when "").
+func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string, servicePIDs func() []uint32, rec *records.Record, dir string) {
 	name, kind := s.Name, s.Kind
 	counters(s, managerCgroup)
 	switch {
@@ -94,9 +96,16 @@ func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string
 		cancel()
 		s.MainPID = scopeLeader(s.PIDs)
 	}
-	dir := mustPaths().SessionDir(name)
-	if rec, ok := records.Read(dir); ok {
-		session.Describe(rec, s)
+	if dir == "" {
+		dir = mustPaths().SessionDir(name)
+	}
+	if rec == nil {
+		if r, ok := records.Read(dir); ok {
+			rec = &r
+		}
+	}
+	if rec != nil {
+		session.Describe(*rec, s)
 		s.Clone, _ = records.ReadClone(dir)
 		if s.Running() {
 			s.HostExecCreated = sandbox.Created(rec.Workspace, rec.HostExecMissing)
@@ -116,8 +125,10 @@ func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string
 // done, from what systemd announced of it meanwhile (watch, which systemd
 // sent before the job's end) and what its start told systemd (sent: the
 // limits): one call (its processes) instead of some twenty Gets at every
-// mosaic start (issue 32). A limit the start did not set is read.
-func (m *Manager) startedStatus(ctx context.Context, spec units.Spec, watch *unitWatch, sent []sd.Property) (Session, error) {
+// mosaic start (issue 32). A limit the start did not set is read. rec is
+// the record the start wrote into spec.StateDir, which is not read back
+// (nor the user's paths resolved again to find it).
+func (m *Manager) startedStatus(ctx context.Context, spec units.Spec, watch *unitWatch, sent []sd.Property, rec *records.Record) (Session, error) {
 	cctx, cancel := bounded(ctx)
 	defer cancel()
 	unit := spec.Unit()
@@ -151,7 +162,7 @@ func (m *Manager) startedStatus(ctx context.Context, spec units.Spec, watch *uni
 	}
 	managerCgroup, _ := managerProps()[managerCgroupGet.Name].(string)
 	s := session.Of(spec.Name, units.KindService, p, p)
-	m.complete(ctx, &s, managerCgroup, pids)
+	m.complete(ctx, &s, managerCgroup, pids, rec, spec.StateDir)
 	return s, nil
 }
 

@@ -213,12 +213,13 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	if progress != nil {
 		progress("SIGTERM sent; SIGKILL in " + timeout.String())
 	}
+	dir := mustPaths().SessionDir(name) // once: each is four symlink resolutions
 	select {
 	case <-done:
 	case <-m.gone():
 		return Session{}, errGone("stopping session " + name)
 	case <-time.After(timeout):
-		if awaitSave(mustPaths().SessionDir(name), done, progress) {
+		if awaitSave(dir, done, progress) {
 			break
 		}
 		if progress != nil {
@@ -248,13 +249,13 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	}
 	p := w.snapshot()
 	end := session.Of(name, s.Kind, p, p)
-	if rec, ok := records.Read(mustPaths().SessionDir(name)); ok {
+	if rec, ok := records.Read(dir); ok {
 		session.Describe(rec, &end)
 	}
-	if e, ok := records.ReadEnd(mustPaths().SessionDir(name)); ok {
+	if e, ok := records.ReadEnd(dir); ok {
 		end.MovedAside = e.MovedAside // its ended stage has just run
 	}
-	end.Home = session.HomeOf(mustPaths().SessionDir(name))
+	end.Home = session.HomeOf(dir)
 	return end, nil
 }
 

@@ -68,7 +68,7 @@ func (c *Connecting) RunScope(ctx context.Context, plan Plan, stdio [3]*os.File,
 		}
 		slice <- err
 	}()
-	release, undo, err := claim(ctx, &spec, free)
+	release, undo, _, err := claim(ctx, &spec, free)
 	if err != nil {
 		return Session{}, err
 	}

@@ -59,7 +59,7 @@ func (m *Manager) Start(ctx context.Context, plan Plan) (Session, error) {
 		l.undo()
 		return Session{}, errcode.StartFailed.New("session %s did not start: %s", spec.Name, reason)
 	}
-	s, err := m.startedStatus(ctx, spec, l.watch, l.sent)
+	s, err := m.startedStatus(ctx, spec, l.watch, l.sent, l.record)
 	mark(ctx, "status")
 	if err != nil && m.lost(err) {
 		return Session{}, errcode.SystemdGone.New("session %s started, but the connection to systemd closed before its status could be read: see `mosaic status %s`", spec.Name, spec.Name)
@@ -70,11 +70,12 @@ func (m *Manager) Start(ctx context.Context, plan Plan) (Session, error) {
 // startedUnit is a unit whose start job has finished, one way or the other.
 type startedUnit struct {
 	unit   string
-	result string        // the start job's result: "done" when the session runs
-	began  time.Time     // when the start was asked for
-	watch  *unitWatch    // when asked for: what systemd announced since before the start
-	sent   []sd.Property // the unit's properties, as StartTransientUnit got them
-	undo   func()        // removes what the start made on disk, for a failure
+	result string          // the start job's result: "done" when the session runs
+	began  time.Time       // when the start was asked for
+	watch  *unitWatch      // when asked for: what systemd announced since before the start
+	sent   []sd.Property   // the unit's properties, as StartTransientUnit got them
+	record *records.Record // the session's record, as the claim wrote it
+	undo   func()          // removes what the start made on disk, for a failure
 	// release lets the name go: the caller holds it until it has
 	// undone what a failed start made.
 	release func()
@@ -97,10 +98,11 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 	slice := make(chan error, 1)
 	limits := spec.SliceLimits // read here: claim may change spec meanwhile
 	go func() { slice <- m.limitSlice(ctx, limits) }()
-	release, undo, err := claim(ctx, spec, m.claimName)
+	release, undo, rec, err := claim(ctx, spec, m.claimName)
 	if err != nil {
 		return l, err
 	}
+	l.record = &rec
 	l.unit, l.undo, l.release = spec.Unit(), undo, release
 	kept := false // a start whose connection was lost, and whose unit runs
 	defer func() {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/manager/statedir"
 	"mosaic/units"
@@ -24,13 +25,13 @@ func busyName(name string) error {
 // no state directory has it yet: on a clash another is made up (spec is
 // changed), so a session never reuses another's home. release lets the
 // name go; undo removes what this call made, for a start that fails; call
-// undo before release.
-func claim(ctx context.Context, spec *units.Spec, free func(context.Context, units.Spec) error) (release, undo func(), err error) {
+// undo before release. rec is the session's record as written.
+func claim(ctx context.Context, spec *units.Spec, free func(context.Context, units.Spec) error) (release, undo func(), rec records.Record, err error) {
 	if !spec.Scope { // a scope's init gets them from mosaic directly (units.ScopeBwrap)
 		spec.InitArgsFile = filepath.Join(spec.StateDir, statedir.InitArgsName)
 	}
 	if err := units.UnitFileSafe(*spec); err != nil {
-		return nil, nil, err
+		return nil, nil, rec, err
 	}
 	for try := 0; ; try++ {
 		lock, err := statedir.LockName(spec.StateDir)
@@ -39,17 +40,17 @@ func claim(ctx context.Context, spec *units.Spec, free func(context.Context, uni
 				rename(spec)
 				continue
 			}
-			return nil, nil, busyName(spec.Name)
+			return nil, nil, rec, busyName(spec.Name)
 		}
 		if err != nil {
-			return nil, nil, errcode.StateDir.New("cannot claim the name %s: %v", spec.Name, statedir.Hint(err, filepath.Dir(statedir.LockPath(spec.StateDir))))
+			return nil, nil, rec, errcode.StateDir.New("cannot claim the name %s: %v", spec.Name, statedir.Hint(err, filepath.Dir(statedir.LockPath(spec.StateDir))))
 		}
 		testhook.Pause("claimed")
 		if err := free(ctx, *spec); err != nil {
 			lock.Release()
-			return nil, nil, err
+			return nil, nil, rec, err
 		}
-		undo, err := statedir.Prepare(*spec)
+		rec, undo, err := statedir.Prepare(*spec)
 		if err == statedir.ErrNameTaken && try < 5 {
 			lock.Release()
 			rename(spec)
@@ -57,9 +58,9 @@ func claim(ctx context.Context, spec *units.Spec, free func(context.Context, uni
 		}
 		if err != nil {
 			lock.Release()
-			return nil, nil, err
+			return nil, nil, rec, err
 		}
-		return lock.Release, undo, nil
+		return lock.Release, undo, rec, nil
 	}
 }
 
@@ -93,12 +94,19 @@ func rename(spec *units.Spec) {
 // An egress proxy's (NAME-egress) belongs to session NAME. Normally the
 // directory does not exist and this is one ReadDir.
 func (m *Manager) sweepCredentials(ctx context.Context) {
+	rt, err := request.RuntimeDir()
+	if err != nil {
+		return
+	}
+	entries, _ := os.ReadDir(filepath.Join(rt, "mosaic", "credentials"))
+	if len(entries) == 0 { // as at nearly every start: no paths resolved
+		return
+	}
 	p, err := request.UserPaths()
 	if err != nil {
 		return
 	}
 	root := filepath.Join(p.RuntimeDir, "mosaic", "credentials")
-	entries, _ := os.ReadDir(root)
 	for _, e := range entries {
 		name := strings.TrimSuffix(e.Name(), egressSuffix)
 		if units.ValidateName(name) != nil || !e.IsDir() {

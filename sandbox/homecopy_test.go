@@ -187,7 +187,7 @@ func TestHomeSaveFIFO(t *testing.T) {
 // panic in its hook, as a SIGKILL would) leaves the old home whole, and
 // the next save takes what it left.
 func TestHomeSaveSwap(t *testing.T) {
-	state, tmpfs := t.TempDir(), t.TempDir()
+	state, tmpfs := t.TempDir(), smallFSDir(t)
 	writeTestFile(t, filepath.Join(state, HomeDirName, "old"), "previous")
 	writeTestFile(t, filepath.Join(tmpfs, "new"), "this session's")
 	sfd, _ := unix.Open(state, unix.O_RDONLY|unix.O_DIRECTORY, 0)
@@ -335,4 +335,20 @@ func TestHomeSaveDirectories(t *testing.T) {
 	if use > 2*bound+diskBlock || stats.Skipped["too-large"] == 0 {
 		t.Errorf("3,000 directories and symlinks in a home of 1 MiB took %d bytes of disk (left out: %v)", use, stats.Skipped)
 	}
+}
+
+// smallFSDir is a directory standing for the session's tmpfs home: the
+// save counts the home's file system's used blocks, so a directory on the
+// disk (t.TempDir) would count the whole disk, and the save refuses once
+// the disk is half full. /dev/shm is a tmpfs of its own where there is one.
+func smallFSDir(t *testing.T) string {
+	var fs unix.Statfs_t
+	if unix.Statfs("/dev/shm", &fs) == nil && fs.Type == unix.TMPFS_MAGIC && unix.Access("/dev/shm", unix.W_OK) == nil {
+		d, err := os.MkdirTemp("/dev/shm", "mosaic-test-home-")
+		if err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}
+	}
+	return t.TempDir()
 }

@@ -482,7 +482,7 @@ func ReadOnlyPaths(s Spec) []string {
 		bins = append(bins, s.MosaicBin)
 	}
 	for _, b := range bins {
-		if b != "" && hiddenFromUnit(b) {
+		if b != "" && (hiddenFromUnit(b) || underWritable(s, b)) {
 			ro = append(ro, b)
 		}
 	}
@@ -515,6 +515,19 @@ func ReadOnlyPaths(s Spec) []string {
 func hiddenFromUnit(path string) bool {
 	real, err := filepath.EvalSymlinks(path)
 	return err != nil || real != path || !strings.HasPrefix(path, "/usr/")
+}
+
+// underWritable says whether path lies under one of the session's
+// writable binds (its workspace, an --rw path): there a binary the unit
+// would see unbound is bound read-only all the same, so that the session
+// cannot rewrite what a later session's unit runs outside bwrap.
+func underWritable(s Spec, path string) bool {
+	for _, w := range append([]string{s.Workspace, s.workspaceSource()}, s.ExtraRW...) {
+		if w != "" && (path == w || strings.HasPrefix(path, strings.TrimSuffix(w, "/")+"/")) {
+			return true
+		}
+	}
+	return false
 }
 
 // landlockProtect are, in --sandbox landlock, the binds of kind over the

@@ -590,3 +590,23 @@ func TestHiddenFromUnit(t *testing.T) {
 		t.Error("/usr/bin/env, seen in every unit (ProtectSystem=strict), would be bound")
 	}
 }
+
+// A binary the unit would see unbound under /usr is bound read-only all
+// the same where the session may write it: under its workspace or an --rw
+// path, a session could otherwise rewrite what a later session's unit runs
+// outside bwrap.
+func TestBinaryUnderWritableIsBound(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/env"); err != nil {
+		t.Skip("no /usr/bin/env")
+	}
+	has := func(s Spec) bool { return slices.Contains(ReadOnlyPaths(s), "/usr/bin/env") }
+	if has(Spec{Workspace: "/usr/lib", StageBin: "/usr/bin/env"}) {
+		t.Error("/usr/bin/env, seen in every unit and not writable by the session, is bound")
+	}
+	if !has(Spec{Workspace: "/usr/lib", StageBin: "/usr/bin/env", ExtraRW: []string{"/usr/bin"}}) {
+		t.Error("the stage binary under an --rw path is not bound read-only")
+	}
+	if !has(Spec{Workspace: "/usr", BwrapBin: "/usr/bin/env"}) {
+		t.Error("bwrap under the workspace is not bound read-only")
+	}
+}

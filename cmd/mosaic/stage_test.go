@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStageLinksLittle: the stage binary (the exec shim, the init, the
@@ -67,7 +69,9 @@ func nothingMade(t *testing.T, name, ran string) {
 // is not executable, or is of another build (another -ldflags stamp, another
 // build tag: a weakened stage beside a plain mosaic) is refused, exit 3 with
 // its code, for start, run and run --scope; nothing ran and nothing was
-// made (no unit, no state directory).
+// made (no unit, no state directory). A pass kept in the runtime
+// directory (stagebin's cache) does not outlive a change of the file: a
+// stage rewritten in place after it is refused as well.
 func TestStageRefusals(t *testing.T) {
 	needRig(t)
 	ws := workspace(t)
@@ -134,4 +138,102 @@ func TestStageRefusals(t *testing.T) {
 	if r := runResult(t, exec.Command(bin, "run", "--workspace", ws, "--", "true")); r.code != 0 {
 		t.Errorf("the matching pair: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// A pass is kept (stagebin's cache) once the file is older than the
+	// settle time, and a stage binary rewritten in place afterwards is
+	// read again and refused: the cache never stands for a changed file.
+	time.Sleep(3500 * time.Millisecond)
+	cache := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "stage-checked")
+	os.Remove(cache)
+	for i := 0; i < 2; i++ { // the first keeps the pass, the second takes it
+		if r := runResult(t, exec.Command(bin, "run", "--workspace", ws, "--", "true")); r.code != 0 {
+			t.Fatalf("the matching pair, run %d: exit %d\n%s%s", i+1, r.code, r.stdout, r.stderr)
+		}
+	}
+	if _, err := os.Lstat(cache); err != nil {
+		t.Fatalf("the pass was not kept: %v", err)
+	}
+	b, _ = os.ReadFile(stale)
+	f, err := os.OpenFile(stage, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	time.Sleep(3500 * time.Millisecond) // past the settle time: only the key tells
+	name := sessionName(t)
+	r := runResult(t, exec.Command(bin, "start", "--json", "--name", name, "--workspace", ws, "--", "touch", filepath.Join(ws, "ran")))
+	if code, _ := jsonError(t, r); r.code != 3 || code != "stage-mismatch" {
+		t.Errorf("a stage binary rewritten in place after a kept pass: exit %d, code %q; want 3, stage-mismatch\n%s%s", r.code, code, r.stdout, r.stderr)
+	}
+	nothingMade(t, name, filepath.Join(ws, "ran"))
+}
+
+// TestStageCheckKeptNotFooled: the stage check a start keeps in the
+// runtime directory (manager/stagebin) is not taken for a stage binary
+// rewritten in place into another build with its size and its mtime kept
+// (a same-length change to its build settings, then `touch -d` back): the
+// inode, size, mode and mtime are the checked file's, only its ctime
+// (which no process can set back) says it changed, and the start is refused
+// with stage-mismatch, exit 3, nothing made. Shown to fail with the ctime
+// left out of the key.
+func TestStageCheckKeptNotFooled(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	dir := filepath.Join(ws, "install")
+	bin, stage := filepath.Join(dir, "mosaic"), filepath.Join(dir, "mosaic-stage")
+	for to, from := range map[string]string{bin: mosaicBin, stage: filepath.Join(filepath.Dir(mosaicBin), "mosaic-stage")} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, to, string(b))
+		if err := os.Chmod(to, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain, err := os.ReadFile(stage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another build, the same size: its -tags setting one letter off
+	// (every copy of it: the linker keeps two, debug/buildinfo reads one).
+	setting := "build\t-tags=" + buildTags + "\n"
+	if !bytes.Contains(plain, []byte(setting)) {
+		t.Fatalf("no %q in the stage binary's build information", setting)
+	}
+	other := bytes.ReplaceAll(plain, []byte(setting), []byte(setting[:len(setting)-2]+"r\n"))
+	fi, err := os.Stat(stage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3100 * time.Millisecond) // a check is kept once the file has settled (stagebin's keySettle)
+	if r := runResult(t, exec.Command(bin, "run", "--workspace", ws, "--", "true")); r.code != 0 {
+		t.Fatalf("the matching pair: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	kept, err := os.ReadFile(filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "stage-checked"))
+	if err != nil || !bytes.HasPrefix(kept, []byte("mosaic stage check")) {
+		t.Fatalf("no check was kept (%v): this test no longer tests the cache", err)
+	}
+	// Rewritten in place (O_TRUNC: the same inode), then its mtime set back.
+	if err := os.WriteFile(stage, other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(stage, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	now, err := os.Stat(stage)
+	if err != nil || !os.SameFile(fi, now) || now.Size() != fi.Size() || !now.ModTime().Equal(fi.ModTime()) {
+		t.Fatalf("the rewrite did not keep the inode, size and mtime (%v)", err)
+	}
+	name := sessionName(t)
+	r := runResult(t, exec.Command(bin, "run", "--json", "--name", name, "--workspace", ws, "--", "touch", filepath.Join(ws, "ran")))
+	if r.code != 3 {
+		t.Fatalf("the rewritten stage: exit %d, want 3 (the kept check was taken)\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if code, msg := jsonError(t, r); code != "stage-mismatch" || !strings.Contains(msg, "-tags") {
+		t.Errorf("code %q message %q; want stage-mismatch naming -tags", code, msg)
+	}
+	nothingMade(t, name, filepath.Join(ws, "ran"))
 }

@@ -32,6 +32,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -83,12 +84,17 @@ func ownCgroup() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	mi, err := os.ReadFile("/proc/self/mountinfo")
+	mi, err := mountinfo()
 	if err != nil {
 		return "", err
 	}
 	return cgroupDir(cg, mi)
 }
+
+// mountinfo is /proc/self/mountinfo, read once per process (a start warms
+// twice): where the cgroup2 hierarchy is mounted does not change under a
+// command, and if it did a warm-up would be missed, nothing worse.
+var mountinfo = sync.OnceValues(func() ([]byte, error) { return os.ReadFile("/proc/self/mountinfo") })
 
 // cgroupDir finds the directory of the cgroup named by cg (the contents of
 // /proc/PID/cgroup) under the cgroup2 mount named in mi (of

@@ -4,7 +4,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"mosaic/sandbox"
 	"mosaic/units"
@@ -77,5 +80,34 @@ func TestOldRecordInjected(t *testing.T) {
 	}
 	if got := r.Injected["KEY"]; len(got) != 1 || got[0] != "api.example.com:443" || r.OldInjected != nil {
 		t.Errorf("injected %v (old %v): want KEY's host, moved into Description", r.Injected, r.OldInjected)
+	}
+}
+
+// The end's reserve is 64 KiB of blocks the file system has given the file
+// (fallocate: allocated, not written), kept as it is by the next start, and
+// given up for end.json when the disk is full (WriteEnd).
+func TestReserveEndAllocates(t *testing.T) {
+	dir := t.TempDir()
+	if err := ReserveEnd(dir); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, reserveFile)
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != reserveSize || st.Blocks*512 < reserveSize || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o777 != 0o600 {
+		t.Fatalf("%s: size %d, %d bytes allocated, mode %o: want a 0600 file of %d bytes, all allocated", path, st.Size, st.Blocks*512, st.Mode, reserveSize)
+	}
+	b, _ := os.ReadFile(path)
+	if len(b) != reserveSize || strings.Trim(string(b), "\x00") != "" {
+		t.Fatalf("the reserve reads %d bytes, not all zero", len(b))
+	}
+	if err := ReserveEnd(dir); err != nil {
+		t.Fatal(err)
+	}
+	var again unix.Stat_t
+	if err := unix.Lstat(path, &again); err != nil || again.Ino != st.Ino || again.Mtim != st.Mtim {
+		t.Errorf("a second start made the reserve again (%v)", err)
 	}
 }

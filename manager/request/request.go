@@ -122,6 +122,12 @@ func (p Paths) BusSocket() string { return filepath.Join(p.RuntimeDir, "mosaic",
 // bus's second socket, sandbox.BusSocketName.
 func (p Paths) BusDir() string { return filepath.Join(p.RuntimeDir, "mosaic", "bus") }
 
+// StageCacheFile is where the last check of the stage binary that passed
+// is kept between starts (manager/stagebin).
+func (p Paths) StageCacheFile() string {
+	return filepath.Join(p.RuntimeDir, "mosaic", "stage-checked")
+}
+
 // SessionDir is the state directory of session name.
 func (p Paths) SessionDir(name string) string {
 	return filepath.Join(p.StateRoot, "sessions", name)

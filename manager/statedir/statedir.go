@@ -206,9 +206,10 @@ var ErrNameTaken = errors.New("generated name taken")
 
 // Prepare makes the session's state directory: home/ kept across runs of
 // the same name (an agent's login and settings), tmp/ emptied each time,
-// and the record. It returns a function that undoes what it created, for a
-// start that fails.
-func Prepare(s units.Spec) (undo func(), err error) {
+// and the record. It returns the record as written (a start's status
+// describes the session from it rather than read it back) and a function
+// that undoes what it created, for a start that fails.
+func Prepare(s units.Spec) (rec records.Record, undo func(), err error) {
 	fresh := false
 	var made []string // the socket directories this start made
 	undo = func() {
@@ -219,14 +220,14 @@ func Prepare(s units.Spec) (undo func(), err error) {
 			os.Remove(d)
 		}
 	}
-	fail := func(err error) (func(), error) {
+	fail := func(err error) (records.Record, func(), error) {
 		undo()
 		var pe *os.PathError
 		dir := filepath.Dir(s.StateDir)
 		if errors.As(err, &pe) {
 			dir = filepath.Dir(pe.Path)
 		}
-		return nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %v", s.StateDir, Hint(err, dir))
+		return records.Record{}, nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %v", s.StateDir, Hint(err, dir))
 	}
 	// mkdir makes a socket directory in the runtime directory, which undo
 	// removes again if this start made it.
@@ -252,7 +253,7 @@ func Prepare(s units.Spec) (undo func(), err error) {
 	case !os.IsExist(err):
 		return fail(err)
 	case !s.NameGiven: // a made-up name that another session has
-		return nil, ErrNameTaken
+		return records.Record{}, nil, ErrNameTaken
 	}
 	if err := RemoveTree(s.SessionTmp()); err != nil {
 		return fail(err)
@@ -283,7 +284,8 @@ func Prepare(s units.Spec) (undo func(), err error) {
 			return fail(err)
 		}
 	}
-	if err := records.Write(s.StateDir, RecordOf(s)); err != nil {
+	rec = RecordOf(s)
+	if err := records.Write(s.StateDir, rec); err != nil {
 		return fail(err)
 	}
 	if s.InitArgsFile != "" {
@@ -292,7 +294,7 @@ func Prepare(s units.Spec) (undo func(), err error) {
 			return fail(err)
 		}
 	}
-	return undo, nil
+	return rec, undo, nil
 }
 
 // makeSocketDirs makes, with mkdir, the runtime directory's socket
