@@ -39,6 +39,9 @@ type Host struct {
 	// StageErr says why there is none that may be used.
 	StageBin string
 	StageErr error
+	// StageKeep keeps the stage binary's check for later starts
+	// (stagebin.Find); NewPlan calls it once the request is good.
+	StageKeep func()
 	// Outside, when set, is what sessions' sandbox checks compare against
 	// instead of this process's own namespaces and /tmp (a confined bus).
 	Outside *sandbox.Outside
@@ -52,7 +55,7 @@ func ThisHost() (Host, error) {
 	}
 	bwrap, bwrapErr := sandbox.FindBwrap()
 	h := Host{Paths: paths, Bwrap: bwrap, BwrapErr: bwrapErr, MosaicBin: executable()}
-	h.StageBin, h.StageErr = stagebin.Find(h.MosaicBin, stagebin.Ours(), paths.StageCacheFile())
+	h.StageBin, h.StageKeep, h.StageErr = stagebin.Find(h.MosaicBin, stagebin.Ours(), paths.StageCacheFile())
 	return h, nil
 }
 
@@ -73,6 +76,9 @@ func NewPlan(req request.Request, h Host) (Plan, error) {
 	if err := complete(&spec, h); err != nil {
 		return Plan{}, err
 	}
+	if h.StageKeep != nil {
+		h.StageKeep() // the request is good: only now is anything written
+	}
 	testPauseAfterCheck()
 	return Plan{Spec: spec, Secrets: secrets}, nil
 }
@@ -87,7 +93,7 @@ func (m *Manager) Plan(req request.Request) (Plan, error) {
 		return Plan{}, err
 	}
 	if m.MosaicBin != h.MosaicBin { // a binary under test (the bench): its own pair
-		h.StageBin, h.StageErr = stagebin.Find(m.MosaicBin, stagebin.Of(m.MosaicBin), h.Paths.StageCacheFile())
+		h.StageBin, h.StageKeep, h.StageErr = stagebin.Find(m.MosaicBin, stagebin.Of(m.MosaicBin), h.Paths.StageCacheFile())
 	}
 	h.MosaicBin, h.Outside = m.MosaicBin, m.Outside
 	return NewPlan(req, h)

@@ -209,10 +209,22 @@ func TestStageCheckKeptNotFooled(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(3100 * time.Millisecond) // a check is kept once the file has settled (stagebin's keySettle)
+	// Bad input writes nothing, not even the check of a good pair it made
+	// (the stage is checked before the request is).
+	cache := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "stage-checked")
+	if err := os.Remove(cache); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if r := runResult(t, exec.Command(bin, "run", "--workspace", homeDir(), "--", "true")); r.code != 2 {
+		t.Fatalf("a workspace that is the home: exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(cache); err == nil {
+		t.Error("a request refused as bad input kept the stage's check")
+	}
 	if r := runResult(t, exec.Command(bin, "run", "--workspace", ws, "--", "true")); r.code != 0 {
 		t.Fatalf("the matching pair: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	kept, err := os.ReadFile(filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "stage-checked"))
+	kept, err := os.ReadFile(cache)
 	if err != nil || !bytes.HasPrefix(kept, []byte("mosaic stage check")) {
 		t.Fatalf("no check was kept (%v): this test no longer tests the cache", err)
 	}

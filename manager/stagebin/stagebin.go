@@ -38,9 +38,12 @@ const Name = "mosaic-stage"
 // Find is the stage binary beside mosaicBin, once checked against ours,
 // mosaicBin's build information (Ours when it is this process); else a
 // refusal that says what to do. cache, when not "", is the file that
-// keeps the last check that passed (see checked).
-func Find(mosaicBin string, ours *debug.BuildInfo, cache string) (string, error) {
-	path := filepath.Join(filepath.Dir(mosaicBin), Name)
+// keeps the last check that passed (see checked): a pass not taken from it
+// is kept by calling keepCheck, which the caller does once its request is
+// known to be good (bad input writes nothing); it is never nil.
+func Find(mosaicBin string, ours *debug.BuildInfo, cache string) (path string, keepCheck func(), err error) {
+	none := func() {}
+	path = filepath.Join(filepath.Dir(mosaicBin), Name)
 	// Opened once: the check kept is keyed by the file whose build
 	// information is read, never by another lookup of the path (a link
 	// retargeted between the two had another build's stage taken from the
@@ -59,15 +62,15 @@ func Find(mosaicBin string, ours *debug.BuildInfo, cache string) (string, error)
 		}
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", errcode.StageMissing.New("%s is missing: sessions run their sandbox's stages from it, so nothing was started; install it beside %s (make install, or go build -o %s/ ./cmd/mosaic ./cmd/mosaic-stage)", path, mosaicBin, filepath.Dir(mosaicBin))
+		return "", none, errcode.StageMissing.New("%s is missing: sessions run their sandbox's stages from it, so nothing was started; install it beside %s (make install, or go build -o %s/ ./cmd/mosaic ./cmd/mosaic-stage)", path, mosaicBin, filepath.Dir(mosaicBin))
 	}
 	if err == nil && (!fi.Mode().IsRegular() || fi.Mode()&0o111 == 0) {
-		return "", errcode.StageMissing.New("%s is not an executable file: sessions run their sandbox's stages from it, so nothing was started; install mosaic and mosaic-stage together (make install)", path)
+		return "", none, errcode.StageMissing.New("%s is not an executable file: sessions run their sandbox's stages from it, so nothing was started; install mosaic and mosaic-stage together (make install)", path)
 	}
 	key := ""
 	if err == nil && cache != "" && ours != nil {
 		if key = keyOf(fi, ours); key != "" && checked(cache, key) {
-			return path, nil
+			return path, none, nil
 		}
 	}
 	var theirs *debug.BuildInfo
@@ -75,15 +78,15 @@ func Find(mosaicBin string, ours *debug.BuildInfo, cache string) (string, error)
 		theirs, err = readInfo(f)
 	}
 	if err != nil {
-		return "", errcode.StageMismatch.New("%s cannot be read as mosaic's stage binary (%v), so nothing was started: install mosaic and mosaic-stage together (make install)", path, err)
+		return "", none, errcode.StageMismatch.New("%s cannot be read as mosaic's stage binary (%v), so nothing was started: install mosaic and mosaic-stage together (make install)", path, err)
 	}
 	if why := differ(ours, theirs); why != "" {
-		return "", errcode.StageMismatch.New("%s is not the one this mosaic was built with (%s), so nothing was started: install mosaic and mosaic-stage together (make install)", path, why)
+		return "", none, errcode.StageMismatch.New("%s is not the one this mosaic was built with (%s), so nothing was started: install mosaic and mosaic-stage together (make install)", path, why)
 	}
-	if key != "" {
-		keep(cache, key)
+	if key == "" {
+		return path, none, nil
 	}
-	return path, nil
+	return path, func() { keep(cache, key) }, nil
 }
 
 // The check above reads the stage binary's build information at every

@@ -74,7 +74,8 @@ func TestFindKeepsOnlyAPass(t *testing.T) {
 	t.Cleanup(func() { readInfo, keySettle = orig, 3*time.Second })
 	find := func(ours *debug.BuildInfo, wantReads int, wantErr bool) {
 		t.Helper()
-		_, err := Find(mosaic, ours, cache)
+		_, keepCheck, err := Find(mosaic, ours, cache)
+		keepCheck()
 		if (err != nil) != wantErr || reads != wantReads {
 			t.Fatalf("Find: %v after %d reads of the build information; want an error %v after %d", err, reads, wantErr, wantReads)
 		}
@@ -157,15 +158,16 @@ func TestFindKeysTheFileItRead(t *testing.T) {
 	}
 	keySettle = 0
 	t.Cleanup(func() { readInfo, keySettle = orig, 3*time.Second })
-	if _, err := Find(mosaic, ours, cache); err == nil {
+	find := func() error { _, keepCheck, err := Find(mosaic, ours, cache); keepCheck(); return err }
+	if err := find(); err == nil {
 		t.Error("the other build's stage passed the check it was keyed for")
 	}
 	point(other)
-	if _, err := Find(mosaic, ours, cache); err == nil {
+	if err := find(); err == nil {
 		t.Fatal("the other build's stage was taken from the cache")
 	}
 	point(this)
-	if _, err := Find(mosaic, ours, cache); err != nil {
+	if err := find(); err != nil {
 		t.Fatalf("this build's stage: %v", err)
 	}
 }
@@ -181,7 +183,7 @@ func TestFindRefusesByMode(t *testing.T) {
 	}
 	find := func() {
 		t.Helper()
-		_, err := Find(filepath.Join(dir, "mosaic"), Ours(), filepath.Join(dir, "stage-checked"))
+		_, _, err := Find(filepath.Join(dir, "mosaic"), Ours(), filepath.Join(dir, "stage-checked"))
 		if err == nil || !strings.Contains(err.Error(), "not an executable file") {
 			t.Fatalf("Find: %v, want a refusal: not an executable file", err)
 		}
