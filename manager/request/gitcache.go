@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -217,15 +216,10 @@ func fileState(path string, settled time.Time) (string, error) {
 	if err != nil || !fi.Mode().IsRegular() {
 		return "", errDoubt
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return "", errDoubt
+	if key := regfile.StateKey(fi, settled); key != "" {
+		return key, nil
 	}
-	mtime, ctime := time.Unix(st.Mtim.Unix()), time.Unix(st.Ctim.Unix())
-	if !settled.IsZero() && (!mtime.Before(settled) || !ctime.Before(settled)) {
-		return "", errDoubt
-	}
-	return fmt.Sprintf("%d:%d:%d:%d:%d:%o", st.Dev, st.Ino, st.Size, mtime.UnixNano(), ctime.UnixNano(), st.Mode), nil
+	return "", errDoubt
 }
 
 // cachedGitConfig is the kept output if the cache file holds one whose

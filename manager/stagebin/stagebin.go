@@ -108,7 +108,7 @@ func Find(mosaicBin string, ours *debug.BuildInfo, cache string) (path string, k
 var readInfo = func(f *os.File) (*debug.BuildInfo, error) { return buildinfo.Read(f) }
 
 // cacheHeader is the first line of a cache file of this format.
-const cacheHeader = "mosaic stage check 1\n"
+const cacheHeader = "mosaic stage check 2\n"
 
 // keySettle is how long before a check the stage binary must have last
 // changed for the check to be kept (a test shortens it).
@@ -117,16 +117,12 @@ var keySettle = 3 * time.Second
 // keyOf is the key of a check of the stage binary fi against ours, or ""
 // when fi cannot be keyed or changed too recently.
 func keyOf(fi fs.FileInfo, ours *debug.BuildInfo) string {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return ""
-	}
-	mtime, ctime := time.Unix(st.Mtim.Unix()), time.Unix(st.Ctim.Unix())
-	if settled := time.Now().Add(-keySettle); !mtime.Before(settled) || !ctime.Before(settled) {
+	state := regfile.StateKey(fi, time.Now().Add(-keySettle))
+	if state == "" {
 		return ""
 	}
 	sum := sha256.Sum256([]byte(ours.String()))
-	return fmt.Sprintf("%d:%d:%d:%o:%d:%d %x\n", st.Dev, st.Ino, st.Size, st.Mode, mtime.UnixNano(), ctime.UnixNano(), sum)
+	return fmt.Sprintf("%s %x\n", state, sum)
 }
 
 // checked reports whether cache holds key.

@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -99,4 +101,23 @@ func WriteAtomic(path string, data []byte) error {
 		os.Remove(f.Name())
 	}
 	return err
+}
+
+// StateKey is a cache's key for a file as fi describes it: its device,
+// inode, size, mtime, ctime (in nanoseconds) and mode. A change to the file
+// changes it: replaced, another inode; rewritten in place, another mtime
+// and ctime, which no process can set back. "" when fi has no stat, or
+// (with a non-zero settled) when it changed at or after settled: a file
+// system's clock is coarse, and a second change within one tick could look
+// like none.
+func StateKey(fi os.FileInfo, settled time.Time) string {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	mtime, ctime := time.Unix(st.Mtim.Unix()), time.Unix(st.Ctim.Unix())
+	if !settled.IsZero() && (!mtime.Before(settled) || !ctime.Before(settled)) {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d:%d:%d:%d:%o", st.Dev, st.Ino, st.Size, mtime.UnixNano(), ctime.UnixNano(), st.Mode)
 }
