@@ -523,7 +523,7 @@ func hiddenFromUnit(path string) bool {
 // cannot rewrite what a later session's unit runs outside bwrap.
 func underWritable(s Spec, path string) bool {
 	for _, w := range append([]string{s.Workspace, s.workspaceSource()}, s.ExtraRW...) {
-		if w != "" && (path == w || strings.HasPrefix(path, strings.TrimSuffix(w, "/")+"/")) {
+		if w != "" && sandbox.Within(path, filepath.Clean(w)) {
 			return true
 		}
 	}
