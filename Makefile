@@ -47,7 +47,7 @@ uninstall:
 		$(SHAREDIR)/zsh/site-functions/_mosaic $(SHAREDIR)/fish/vendor_completions.d/mosaic.fish
 
 # staticcheck is pinned in go.mod (its tool directive); the source rules
-# (imports down the README's layers, doc comments on their declarations,
+# (imports down the layers of docs/dev/layout.md, doc comments on their declarations,
 # functions within 100 lines, the stage binary linking no CLI, D-Bus or HTTP)
 # are tests that need no systemd.
 vet:

@@ -16,7 +16,7 @@ import (
 //
 //	one session      MemoryMax 1/2 of RAM, TasksMax 4096, CPUQuota 3/4 of the CPUs
 //	mosaic.slice     MemoryMax 3/4 of RAM, TasksMax 16384, CPUQuota 9/10 of the CPUs
-//	an egress proxy  MemoryMax 256M, TasksMax 256, CPUQuota 100%
+//	an egress proxy  MemoryMax 256M, TasksMax 64, CPUQuota 100%
 //	the bus          MemoryMax 256M, TasksMax 256, CPUQuota 100% (its unit file)
 
 // Infinity is a limit lifted on purpose (systemd's "infinity", UINT64_MAX

@@ -44,7 +44,7 @@ func TestKeptHomeHasNoMountPoints(t *testing.T) {
 // TestHomeLinksWarned: a session's kept home is mounted at the user's home
 // path, so a symlink it plants there (.claude -> $HOME/.claude) is its own
 // file inside but the user's real one on the host: a user who then puts an
-// agent's settings into `mosaic home NAME`, as the README shows, writes
+// agent's settings into `mosaic home NAME`, as docs/agents.md shows, writes
 // into the real home (shown first). mosaic home names each such link.
 func TestHomeLinksWarned(t *testing.T) {
 	needRig(t)
@@ -55,7 +55,7 @@ func TestHomeLinksWarned(t *testing.T) {
 	mustMosaic(t, "run", "--name", name, "-w", workspace(t), "--", "ln", "-s", real, filepath.Join(homeDir(), ".claude"))
 	r := mustMosaic(t, "home", name)
 	kept := strings.TrimSpace(r.stdout)
-	// The user follows the README: the write lands in the real home.
+	// The user follows docs/agents.md: the write lands in the real home.
 	if err := os.WriteFile(filepath.Join(kept, ".claude", "settings.json"), []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -14,12 +14,13 @@ import (
 	"testing"
 )
 
-// TestImportsRunDownTheLayout: the README's Layout puts each package in a
-// layer (its table "Which package may import which"), and a package imports
-// only packages of a layer below its own. The rule is read from the README
-// and the arrows from the import graph (go list), so the two cannot drift.
+// TestImportsRunDownTheLayout: the developers' layout page (docs/dev/layout.md)
+// puts each package in a layer (its table "Which package may import which"),
+// and a package imports only packages of a layer below its own. The rule is
+// read from that page and the arrows from the import graph (go list), so the
+// two cannot drift.
 func TestImportsRunDownTheLayout(t *testing.T) {
-	layer := readmeLayers(t)
+	layer := layoutLayers(t)
 	list := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "mosaic/...")
 	list.Dir = "../.."
 	out, err := list.Output()
@@ -34,7 +35,7 @@ func TestImportsRunDownTheLayout(t *testing.T) {
 		}
 		own, ok := layer[pkg]
 		if !ok {
-			t.Errorf("%s has no layer in the README's Layout: give it a row", pkg)
+			t.Errorf("%s has no layer in docs/dev/layout.md: give it a row", pkg)
 			continue
 		}
 		for _, imp := range fields[1:] {
@@ -49,15 +50,18 @@ func TestImportsRunDownTheLayout(t *testing.T) {
 	}
 }
 
-// readmeLayers reads the README's table of layers: package -> layer.
-func readmeLayers(t *testing.T) map[string]int {
-	b, err := os.ReadFile("../../README.md")
+// layoutPage is the developers' page that holds the table of layers.
+const layoutPage = "../../docs/dev/layout.md"
+
+// layoutLayers reads the layout page's table of layers: package -> layer.
+func layoutLayers(t *testing.T) map[string]int {
+	b, err := os.ReadFile(layoutPage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "### Which package may import which\n")
+	_, section, ok := strings.Cut(string(b), "## Which package may import which\n")
 	if !ok {
-		t.Fatal("the README has no section \"Which package may import which\"")
+		t.Fatalf("%s has no section \"Which package may import which\"", layoutPage)
 	}
 	section, _, _ = strings.Cut(section, "\n#")
 	row := regexp.MustCompile(`(?m)^\| (\d+) \| ([^|]*) \|`)
@@ -67,13 +71,13 @@ func readmeLayers(t *testing.T) map[string]int {
 		n, _ := strconv.Atoi(m[1])
 		for _, p := range name.FindAllStringSubmatch(m[2], -1) {
 			if _, dup := layer[p[1]]; dup {
-				t.Errorf("%s has two rows in the README's layers", p[1])
+				t.Errorf("%s has two rows in the layers of %s", p[1], layoutPage)
 			}
 			layer[p[1]] = n
 		}
 	}
 	if len(layer) == 0 {
-		t.Fatal("the README's layers table has no rows")
+		t.Fatalf("the layers table of %s has no rows", layoutPage)
 	}
 	return layer
 }

@@ -21,7 +21,7 @@ import (
 // 19): systemd dropped it now and then when its sender was gone before it was
 // read, and start said "did not start" for a command that ran. Stress run,
 // `go test -count=20 -run 'TestEndRecords' ./cmd/mosaic/` in each rig, before
-// and after the init's notify barrier (sandbox.notifyBarrier): see the README.
+// and after the init's notify barrier (sandbox.notifyBarrier): see docs/dev/tests.md.
 func TestEndRecords(t *testing.T) {
 	needRig(t)
 	t.Parallel()

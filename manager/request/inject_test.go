@@ -113,7 +113,7 @@ func writeTestCA(t *testing.T, dir string) string {
 }
 
 // TestPlanInjectionLocalGateway: a plain http:// base URL on the host's
-// loopback (a local gateway, the README's example) is an injection host as
+// loopback (a local gateway, docs/agents.md's example) is an injection host as
 // an https:// one is; a plain http:// one elsewhere is not (the key would
 // cross a network in clear), and localhost without a port means port 80.
 func TestPlanInjectionLocalGateway(t *testing.T) {

@@ -87,7 +87,7 @@ func connectStatus(t *testing.T, c net.Conn, target string) string {
 // TestInjectPlainLocal: a gateway on the host's loopback named by a plain
 // http:// base URL (ANTHROPIC_BASE_URL=http://localhost:4000) gets the key
 // in the rule's headers, as an https:// one does; it got the placeholder,
-// so the README's own local-gateway example could not authenticate. A
+// so the docs' own local-gateway example (docs/agents.md) could not authenticate. A
 // placeholder in another header, or to an allowed loopback port no rule
 // names, goes as sent.
 func TestInjectPlainLocal(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package errcode is mosaic's one registry of error codes: every code a user
-// can meet (the JSON error code, and what the README names) is declared here
+// can meet (the JSON error code, and what docs/exit-codes.md names) is declared here
 // once, with its exit class and a one-line meaning. It is a leaf: every other
 // package may import it, and it imports nothing of mosaic's.
 //
@@ -27,7 +27,7 @@ const (
 type Code struct {
 	Name    string // stable, kebab-case
 	Exit    int    // ExitFailure, ExitBadInput or ExitRefused
-	Meaning string // one line, for the README and `mosaic help`
+	Meaning string // one line, for docs/exit-codes.md and `mosaic help`
 }
 
 var registry = map[string]Code{}

@@ -9,16 +9,20 @@ import (
 	"testing"
 )
 
-// The README's table of exit codes names every code of the registry, each
-// in the row of its exit class, and no other code: the two cannot drift.
-func TestReadmeNamesEveryCode(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// exitCodesPage is the reference page that lists every code.
+const exitCodesPage = "../../docs/exit-codes.md"
+
+// The reference's table of exit codes (docs/exit-codes.md) names every code
+// of the registry, each in the row of its exit class, and no other code: the
+// two cannot drift.
+func TestDocsNameEveryCode(t *testing.T) {
+	b, err := os.ReadFile(exitCodesPage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, ok := strings.Cut(string(b), "### Exit codes and error codes\n")
+	_, table, ok := strings.Cut(string(b), "## The codes\n")
 	if !ok {
-		t.Fatal("the README has no section \"Exit codes and error codes\"")
+		t.Fatalf("%s has no section \"The codes\"", exitCodesPage)
 	}
 	table, _, _ = strings.Cut(table, "\n#")
 	row := regexp.MustCompile(`(?m)^\| ([123]) \| (.*)\|$`)
@@ -30,7 +34,7 @@ func TestReadmeNamesEveryCode(t *testing.T) {
 		}
 	}
 	if len(inReadme) == 0 {
-		t.Fatal("the README has no table of exit codes (rows `| 1 | ... |`)")
+		t.Fatalf("%s has no table of exit codes (rows `| 1 | ... |`)", exitCodesPage)
 	}
 	var missing, extra, wrong []string
 	for _, c := range All() {
@@ -48,8 +52,8 @@ func TestReadmeNamesEveryCode(t *testing.T) {
 	}
 	sort.Strings(extra)
 	if len(missing)+len(extra)+len(wrong) > 0 {
-		t.Errorf("README and registry differ: missing from the README %v; in the README but not registered %v; in the wrong row %v",
-			missing, extra, wrong)
+		t.Errorf("%s and the registry differ: missing from the page %v; in the page but not registered %v; in the wrong row %v",
+			exitCodesPage, missing, extra, wrong)
 	}
 }
 

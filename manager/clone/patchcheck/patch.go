@@ -18,7 +18,7 @@ import (
 	"sync"
 )
 
-// The bounds on a change mosaic reads (README: "Clone mode").
+// The bounds on a change mosaic reads (docs/workspace.md: "Clone mode").
 const (
 	MaxPatchBytes  = 64 << 20  // the whole patch
 	MaxBundleBytes = 256 << 20 // the whole bundle
