@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/units/termsafe"
 )
 
 // A terminal is the pseudo-terminal `mosaic run --pty` gives a session: the
@@ -55,7 +57,9 @@ func openTerminal(in, out *os.File) (*terminal, error) {
 		}()
 	}
 	go func() {
-		_, _ = io.Copy(out, master) // ends with EIO once no one holds the slave side
+		// Through the one filter (termsafe.Filter): the session's screen
+		// passes, its clipboard, title and questions do not.
+		_, _ = io.Copy(termsafe.NewFilter(out), master) // ends with EIO once no one holds the slave side
 		close(t.drained)
 	}()
 	return t, nil

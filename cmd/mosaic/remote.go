@@ -184,7 +184,13 @@ func remoteMain(call hostCall, stdout, stderr io.Writer) int {
 	case out.json && !streaming[cmd]:
 		doc = &bytes.Buffer{}
 		w = doc
-	case !tty && onTerminal(stdout) && cmd != "run" && cmd != "login" && cmd != "attach":
+	case tty || onTerminal(stdout) && (cmd == "run" || cmd == "login" || cmd == "attach"):
+		// The remote's terminal output (attach, run --pty, and a run's
+		// output piped by ssh) reaches this terminal through the one
+		// filter, as a local attach's does, whatever the remote's mosaic
+		// did to it.
+		w = termsafe.NewFilter(stdout)
+	case onTerminal(stdout):
 		// The remote's stdout is ssh's pipe, so it prints what a session
 		// chose (its output in logs, its command in status) as it is:
 		// escaped here, as a local mosaic escapes it on a terminal.
