@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // termPayload is what a hostile session prints: its clipboard (OSC 52, so
@@ -25,7 +24,7 @@ func checkTerminal(t *testing.T, what, got string, leak bool) {
 	if !strings.Contains(got, "\x1b[1mVISIBLE\x1b[0m") {
 		t.Errorf("%s: the bold text did not reach the terminal:\n%q", what, got)
 	}
-	if !strings.Contains(got, "AB") || !strings.Contains(got, "C") {
+	if !leak && !strings.Contains(got, "ABC") {
 		t.Errorf("%s: the text around the sequences is lost:\n%q", what, got)
 	}
 	for _, s := range termLeaks {
@@ -95,7 +94,6 @@ func TestTerminalFilterFullScreen(t *testing.T) {
 			if !strings.Contains(r.output(), "\x1b[?1049h") && !strings.Contains(r.output(), "\x1b[?47h") {
 				t.Errorf("%s did not switch to the alternate screen:\n%q", prog[0], r.output())
 			}
-			time.Sleep(200 * time.Millisecond) // vim reads its keys once it has drawn; nothing asserted on time
 			if prog[0] == "vim" {
 				r.typeKeys("\x1b:q!\r")
 			} else {
