@@ -434,7 +434,9 @@ func TestRemoteHostForeignMosaic(t *testing.T) {
 	os.Chmod(filepath.Join(dir, "mosaic"), 0o755)
 	r := startSSHDPath(t, dir+":/usr/local/bin:/usr/bin:/bin")
 	res := r.mosaic(t, nil, "", "list", "--json")
-	var doc struct{ Error struct{ Code, Message string } }
+	var doc struct {
+		Error struct{ Code, Message string }
+	}
 	_ = json.Unmarshal([]byte(res.stdout), &doc)
 	if res.code != 3 || doc.Error.Code != "remote-no-mosaic" || !strings.Contains(doc.Error.Message, "another program") {
 		t.Errorf("list --json on a host whose mosaic is another program: exit %d, %s %s; want 3, remote-no-mosaic", res.code, res.stdout, res.stderr)
