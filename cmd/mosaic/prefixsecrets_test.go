@@ -17,8 +17,10 @@ import (
 // the host writes into the prefix while the session runs (yarn's
 // etc/yarnrc, pip's pip.conf) is readable inside, in each sandbox mode:
 // the service's bwrap, a --scope's, and --sandbox landlock's rules; node's
-// bin/ still is. The weakened build (the whole prefix bound, as before)
-// shows the token read first.
+// bin/ still is. The same holds where the command itself is a script of a
+// package in that node (an agent installed with npm -g, whose #! names
+// node: its install is bound for it). The weakened build (the whole prefix
+// bound, as before) shows the token read first.
 func TestPrefixSecretsHidden(t *testing.T) {
 	needRig(t)
 	home := homeDir()
@@ -36,15 +38,22 @@ touch ready
 while [ ! -e go ]; do sleep 0.05; done
 cat "$P/etc/yarnrc" "$P/pip.conf" 2>/dev/null || echo "no later files"
 `
+	// An agent as npm -g installs it: a script whose #! names node (here
+	// a copy of sh, which runs it as the script it also is).
+	agent := filepath.Join(prefix, "lib/node_modules/rig-agent/cli.js")
+	writeFile(t, agent, "#!/usr/bin/env node\n"+script)
+	os.Chmod(agent, 0o755)
 	for _, c := range []struct {
 		name, bin string
 		args      []string
+		command   []string
 		leaks     bool
 	}{
-		{"weakened", weakenedMosaic(t), nil, true},
-		{"service", mosaicBin, nil, false},
-		{"scope", mosaicBin, []string{"--scope"}, false},
-		{"landlock", mosaicBin, []string{"--sandbox", "landlock"}, false},
+		{"weakened", weakenedMosaic(t), nil, nil, true},
+		{"service", mosaicBin, nil, nil, false},
+		{"scope", mosaicBin, []string{"--scope"}, nil, false},
+		{"landlock", mosaicBin, []string{"--sandbox", "landlock"}, nil, false},
+		{"agent of that node", mosaicBin, nil, []string{agent}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			os.RemoveAll(filepath.Join(prefix, "etc"))
@@ -52,7 +61,11 @@ cat "$P/etc/yarnrc" "$P/pip.conf" 2>/dev/null || echo "no later files"
 			writeFile(t, filepath.Join(prefix, "etc/npmrc"), "//registry.npmjs.org/:_authToken=npm_TOKEN_AT_START\n")
 			ws := workspace(t)
 			args := append([]string{"run", "-w", ws}, c.args...)
-			args = append(args, "--env", "P="+prefix, "--", "sh", "-c", script)
+			command := c.command
+			if command == nil {
+				command = []string{"sh", "-c", script}
+			}
+			args = append(append(args, "--env", "P="+prefix, "--"), command...)
 			cmd := exec.Command(c.bin, args...)
 			cmd.Env = append(os.Environ(), "PATH="+path)
 			done := make(chan result, 1)

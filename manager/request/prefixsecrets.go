@@ -29,7 +29,9 @@ import (
 // the entries) all take the same list of paths.
 
 // prefixSecrets are the files, relative to an install prefix, that a tool
-// reads as its configuration and that can carry a credential.
+// reads as its configuration and that can carry a credential. One ending
+// in / is a directory; any other is hidden only where it is not one (a
+// toolchain's own config/ directory of defaults is not cargo's config).
 var prefixSecrets = []string{
 	"etc/npmrc",    // npm's global config (nvm, fnm, volta, n, asdf, mise, Homebrew's node)
 	"etc/gemrc",    // gem's system-wide config in a Ruby prefix
@@ -54,7 +56,7 @@ var prefixSecrets = []string{
 	".gemrc",
 	".netrc",
 	".git-credentials",
-	".docker", // config.json: registry credentials
+	".docker/", // config.json: registry credentials (a directory: the / says so)
 }
 
 // maxPrefixBinds bounds the binds one toolchain's directory is made of, so
@@ -75,7 +77,7 @@ func hidePrefixSecrets(c checked, nested []string, deny []Deny) ([]checked, []st
 	var patterns [][]string
 	for _, at := range append([]string{""}, nested...) {
 		for _, s := range prefixSecrets {
-			patterns = append(patterns, strings.Split(filepath.Join(at, s), "/"))
+			patterns = append(patterns, strings.Split(strings.TrimPrefix(at+"/"+s, "/"), "/"))
 		}
 	}
 	var out []checked
@@ -88,7 +90,7 @@ func hidePrefixSecrets(c checked, nested []string, deny []Deny) ([]checked, []st
 		}
 		for _, e := range entries {
 			path := filepath.Join(dir, e.Name())
-			secret, sub := matchSecrets(e.Name(), patterns)
+			secret, sub := matchSecrets(e.Name(), e.Type(), patterns)
 			switch {
 			case secret:
 				continue
@@ -129,16 +131,27 @@ func hidePrefixSecrets(c checked, nested []string, deny []Deny) ([]checked, []st
 	return out, dropped
 }
 
-// matchSecrets matches one directory entry's name against patterns (each
-// a path split into elements): secret when one ends at it, else the rest of
-// each pattern that goes on beneath it.
-func matchSecrets(name string, patterns [][]string) (secret bool, sub [][]string) {
+// matchSecrets matches one directory entry (its name and type) against
+// patterns (each a path split into elements): secret when one ends at it
+// (a file's at anything but a directory, a directory's at a directory or
+// a link), else the rest of each pattern that goes on beneath it.
+func matchSecrets(name string, typ os.FileMode, patterns [][]string) (secret bool, sub [][]string) {
+	dir := typ.IsDir()
 	for _, p := range patterns {
 		if p[0] != "*" && p[0] != name {
 			continue
 		}
 		if len(p) == 1 {
-			return true, nil
+			if !dir {
+				return true, nil
+			}
+			continue
+		}
+		if len(p) == 2 && p[1] == "" { // a directory's pattern: "x/" split
+			if dir || typ&os.ModeSymlink != 0 {
+				return true, nil
+			}
+			continue
 		}
 		sub = append(sub, p[1:])
 	}

@@ -147,6 +147,7 @@ func TestPrefixSecretsHidden(t *testing.T) {
 		opt + "/maven/bin/mvn": "", opt + "/maven/conf/settings.xml": "<password>SECRET</password>", opt + "/maven/conf/logging/simplelogger.properties": "",
 		opt + "/cargo/bin/cargo": "", opt + "/cargo/credentials.toml": "token = \"SECRET\"", opt + "/cargo/config.toml": "SECRET",
 		opt + "/elsewhere/pip.conf": "SECRET", opt + "/elsewhere/bin/python3": "",
+		opt + "/cargo/.docker/config.json": "SECRET", opt + "/cargo/config/defaults.toml": "", // config/ a directory: not cargo's config
 	}
 	for f, body := range files {
 		os.MkdirAll(filepath.Dir(f), 0o755)
