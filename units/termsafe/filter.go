@@ -80,8 +80,21 @@ func (f *Filter) Write(p []byte) (int, error) {
 		return f.w.Write(p)
 	}
 	f.out = f.out[:0]
-	for _, b := range p {
-		f.byte(b)
+	for i := 0; i < len(p); i++ {
+		if f.state == ground && len(f.utf) == 0 {
+			// Plain text passes in one piece: what most of a screen is.
+			j := i
+			for j < len(p) && (p[j] >= 0x20 && p[j] < 0x7f || p[j] == '\n' || p[j] == '\r') {
+				j++
+			}
+			if j > i {
+				f.out = append(f.out, p[i:j]...)
+				if i = j; i == len(p) {
+					break
+				}
+			}
+		}
+		f.byte(p[i])
 	}
 	if len(f.out) > 0 {
 		if _, err := f.w.Write(f.out); err != nil {

@@ -2,6 +2,7 @@ package termsafe
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 )
@@ -109,4 +110,16 @@ func FuzzFilter(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkFilter: a full-screen program's output (colours, cursor moves,
+// text), as attach relays it.
+func BenchmarkFilter(b *testing.B) {
+	line := "\x1b[12;1H\x1b[38;5;208mfunc\x1b[0m main() { fmt.Println(\"héllo ✓\") }\x1b[K\r\n"
+	chunk := []byte(strings.Repeat(line, 32<<10/len(line)))
+	f := NewFilter(io.Discard)
+	b.SetBytes(int64(len(chunk)))
+	for b.Loop() {
+		f.Write(chunk)
+	}
 }
