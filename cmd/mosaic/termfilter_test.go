@@ -35,8 +35,9 @@ func checkTerminal(t *testing.T, what, got string, leak bool) {
 }
 
 // Everything a session prints reaches the user's terminal through one
-// filter (issue 40): with run --pty, and with start --pty and attach (its
-// replay and its live output alike), the clipboard, the title and the
+// filter (issue 40): with run --pty, run --pty=false and run --scope (whose
+// session has the user's terminal as its stdin; stdout and stderr alike),
+// and with start --pty and attach (its replay and its live output alike), the clipboard, the title and the
 // questions are dropped, while the text, its colours and full-screen
 // programs (vim, less) pass. The weakened build (no filter, as before)
 // shows every sequence reaching the terminal first.
@@ -54,6 +55,15 @@ func TestTerminalFilter(t *testing.T) {
 				t.Fatalf("run --pty: exit %d\n%q", code, r.output())
 			}
 			checkTerminal(t, "run --pty", r.output(), c.leak)
+			// A session given the user's own terminal as its stdin: what it
+			// prints comes through a pipe and the same filter.
+			for _, mode := range []string{"--pty=false", "--scope"} {
+				r := startOnPTYAs(t, c.bin, 24, 80, "run", mode, "-w", ws, "--", "sh", "-c", "test -t 0 && echo stdin-terminal; "+termPayload+" >&2; "+termPayload)
+				if code := r.wait(); code != 0 || !strings.Contains(r.output(), "stdin-terminal") {
+					t.Fatalf("run %s: exit %d\n%q", mode, code, r.output())
+				}
+				checkTerminal(t, "run "+mode, r.output(), c.leak)
+			}
 
 			// start --pty: printed once before the attach (the replay), once
 			// while attached (the live output).
