@@ -19,6 +19,7 @@ import (
 	"mosaic/sandbox/ptyhold"
 	"mosaic/units"
 	"mosaic/units/errcode"
+	"mosaic/units/termsafe"
 )
 
 // detachKeys end an attach and leave the session running, as docker's
@@ -128,7 +129,11 @@ func relayAttached(a *ptyhold.Attachment, in, out *os.File) (detached bool) {
 			defer restoreTerminals([]heldTerminal{{fd: int(in.Fd()), termios: saved, ldisc: currentLdisc(in)}})
 		}
 	}
-	_, _ = out.Write(a.Replay)
+	// What the session prints reaches the user's terminal through the one
+	// filter: its screen passes, its clipboard, title and questions do
+	// not (termsafe.Filter). The replay and the live output are one stream.
+	screen := termsafe.NewFilter(out)
+	_, _ = screen.Write(a.Replay)
 	resize := func() bool {
 		ws, err := unix.IoctlGetWinsize(int(in.Fd()), unix.TIOCGWINSZ)
 		if err != nil {
@@ -147,7 +152,7 @@ func relayAttached(a *ptyhold.Attachment, in, out *os.File) (detached bool) {
 	defer signal.Stop(sigs)
 	ended := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(out, a.Master) // EIO once the session's side is gone
+		_, _ = io.Copy(screen, a.Master) // EIO once the session's side is gone
 		close(ended)
 	}()
 	keys := make(chan struct{})

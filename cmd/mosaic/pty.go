@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/units/termsafe"
 )
 
 // A terminal is the pseudo-terminal `mosaic run --pty` gives a session: the
@@ -55,7 +57,9 @@ func openTerminal(in, out *os.File) (*terminal, error) {
 		}()
 	}
 	go func() {
-		_, _ = io.Copy(out, master) // ends with EIO once no one holds the slave side
+		// Through the one filter (termsafe.Filter): the session's screen
+		// passes, its clipboard, title and questions do not.
+		_, _ = io.Copy(termsafe.NewFilter(out), master) // ends with EIO once no one holds the slave side
 		close(t.drained)
 	}()
 	return t, nil
@@ -214,4 +218,51 @@ func restoreTerminals(held []heldTerminal) {
 func foreground(f *os.File) bool {
 	pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
 	return err == nil && pgrp == unix.Getpgrp()
+}
+
+// filterTerminalOutput puts a pipe in place of each of the session's
+// stdout and stderr (stdio[1], stdio[2]) that is a terminal, and relays
+// what comes through it to that terminal through the one filter
+// (termsafe.Filter): a session given the user's own terminal (run --scope
+// without --pty, run --pty=false, a run in the background of its shell)
+// keeps it as its stdin, but what it prints reaches it as a pty session's
+// does. It returns the function that closes mosaic's ends once the session
+// is over and waits for what is left in the pipes, bounded: a process the
+// session left holding one does not hold mosaic.
+func filterTerminalOutput(stdio *[3]*os.File) (drain func(), err error) {
+	var ours []*os.File
+	done := make(chan struct{}, 2)
+	for i := 1; i <= 2; i++ {
+		term := stdio[i]
+		if !isTerminal(term) {
+			continue
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			for _, f := range ours {
+				f.Close()
+			}
+			return nil, err
+		}
+		stdio[i] = w
+		ours = append(ours, w)
+		go func() {
+			_, _ = io.Copy(termsafe.NewFilter(term), r)
+			r.Close()
+			done <- struct{}{}
+		}()
+	}
+	return func() {
+		for _, w := range ours {
+			w.Close()
+		}
+		bound := time.After(2 * time.Second)
+		for range ours {
+			select {
+			case <-done:
+			case <-bound:
+				return
+			}
+		}
+	}, nil
 }

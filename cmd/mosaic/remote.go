@@ -184,7 +184,13 @@ func remoteMain(call hostCall, stdout, stderr io.Writer) int {
 	case out.json && !streaming[cmd]:
 		doc = &bytes.Buffer{}
 		w = doc
-	case !tty && onTerminal(stdout) && cmd != "run" && cmd != "login" && cmd != "attach":
+	case tty || onTerminal(stdout) && (cmd == "run" || cmd == "login" || cmd == "attach"):
+		// The remote's terminal output (attach, run --pty, and a run's
+		// output piped by ssh) reaches this terminal through the one
+		// filter, as a local attach's does, whatever the remote's mosaic
+		// did to it.
+		w = termsafe.NewFilter(stdout)
+	case onTerminal(stdout):
 		// The remote's stdout is ssh's pipe, so it prints what a session
 		// chose (its output in logs, its command in status) as it is:
 		// escaped here, as a local mosaic escapes it on a terminal.
@@ -335,6 +341,9 @@ func frameFor(args []string, lookup func(string) (string, bool)) (remote.Frame, 
 // makes it bound the entire call too (list of several hosts).
 func callHost(t remote.Target, frame remote.Frame, tty, stdin bool, stdout, stderr io.Writer, bound time.Duration, whole bool) (int, error) {
 	call := sshCall{t: t, bound: bound, ctx: context.Background()}
+	if len(frame.Args) > 0 {
+		call.cmd = frame.Args[0]
+	}
 	if whole {
 		var cancel context.CancelFunc
 		call.ctx, cancel = context.WithTimeout(call.ctx, bound)
@@ -358,6 +367,7 @@ type sshCall struct {
 	ctx   context.Context
 	t     remote.Target
 	bound time.Duration
+	cmd   string // the command it runs there (start, run, attach, ...), for what a lost connection left
 }
 
 func (s sshCall) args(tty bool, stage string, extra ...string) []string {
@@ -412,17 +422,17 @@ func (s sshCall) exitOf(err error, diag *stderrTail, tty bool) (int, error) {
 	if s.ctx.Err() != nil {
 		return 0, errcode.RemoteLost.New("%s did not answer within %s", t, s.bound)
 	}
-	if err == nil {
-		return 0, nil
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			return 0, errcode.RemoteLost.New("ssh to %s: %v", t, err)
+		}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 0, errcode.RemoteLost.New("lost %s: ssh was killed by signal %d; %s", t, ws.Signal(), s.leftThere())
+		}
+		code = ee.ExitCode()
 	}
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		return 0, errcode.RemoteLost.New("ssh to %s: %v", t, err)
-	}
-	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 0, errcode.RemoteLost.New("lost %s: ssh was killed by signal %d; a session started there runs on (mosaic --host %s list)", t, ws.Signal(), t)
-	}
-	code := ee.ExitCode()
 	switch {
 	case diag.missing:
 		return 0, errcode.RemoteNoMosaic.New("%s has no mosaic (looked on PATH, in ~/.local/bin and /usr/local/bin): install it there (`make install` in a checkout of mosaic, as for this machine), then `mosaic --host %s doctor`", t, t)
@@ -433,9 +443,32 @@ func (s sshCall) exitOf(err error, diag *stderrTail, tty bool) (int, error) {
 		if why == "" {
 			why = "ssh exited 255"
 		}
-		return 0, errcode.RemoteLost.New("cannot reach %s, or lost it: %s; a session started there runs on (mosaic --host %s list)", t, why, t)
+		return 0, errcode.RemoteLost.New("cannot reach %s, or lost it: %s; %s", t, why, s.leftThere())
+	case !tty && !diag.exited:
+		// remote-exec ends with its exit line whatever stopped it (but a
+		// protocol it does not speak, caught above): what exits without
+		// one is another program of mosaic's name, or a mosaic that was
+		// killed there.
+		return 0, errcode.RemoteNoMosaic.New("%s's mosaic did not answer as mosaic (it exited %d without mosaic's last line): the `mosaic` found there (on PATH, in ~/.local/bin or /usr/local/bin) is another program, or it was killed; check with `ssh %s mosaic version`, and install mosaic there (`make install` in a checkout of mosaic)", t, code, t)
 	}
 	return code, nil
+}
+
+// leftThere is what a connection lost while the command ran on the host is
+// known to have left there. A start interrupted may have started the
+// session or not (its hang-up may undo it): only the host can say. A run
+// or a login gets the hang-up, which stops its session as a closed terminal
+// does. An attach leaves the session it attached to running.
+func (s sshCall) leftThere() string {
+	switch s.cmd {
+	case "start":
+		return fmt.Sprintf("whether the session was started there is not known: `mosaic --host %s list` shows what runs there", s.t)
+	case "run", "login":
+		return fmt.Sprintf("the hang-up stops the session there, as closing its terminal does; `mosaic --host %s list` shows what runs there", s.t)
+	case "attach":
+		return fmt.Sprintf("the session attached to runs on there (mosaic --host %s list)", s.t)
+	}
+	return fmt.Sprintf("`mosaic --host %s list` shows what runs there", s.t)
 }
 
 // escaping writes what passes line by line with every control character
@@ -551,7 +584,10 @@ const exitMarker = "mosaic-remote: exit "
 func (s sshCall) hold(frame remote.Frame) (func(), string, error) {
 	t := s.t
 	c := exec.CommandContext(s.ctx, sshProgram(), s.args(false, remote.HoldStage)...)
-	diag := &stderrTail{w: os.Stderr}
+	// Its stderr is kept until it is known to be mosaic's: another program
+	// of that name prints its usage, which is not this command's output.
+	var held bytes.Buffer
+	diag := &stderrTail{w: &held}
 	c.Stderr = diag
 	in, err := c.StdinPipe()
 	if err != nil {
@@ -577,12 +613,23 @@ func (s sshCall) hold(frame remote.Frame) (func(), string, error) {
 			break
 		}
 		if one[0] == '\n' {
-			return stop, string(line), nil
+			break
 		}
 		line = append(line, one[0])
 	}
+	if path, ok := strings.CutPrefix(string(line), remote.HeldMarker); ok {
+		diag.mu.Lock()
+		_, _ = os.Stderr.Write(held.Bytes())
+		diag.w = os.Stderr
+		diag.mu.Unlock()
+		return stop, path, nil
+	}
 	in.Close()
 	_, err = s.exitOf(c.Wait(), diag, false)
+	if errors.Is(err, errcode.RemoteNoMosaic.Target()) && !diag.missing && diag.version == "" {
+		return nil, "", err // another program: what it printed is not for the user
+	}
+	_, _ = os.Stderr.Write(held.Bytes())
 	if err == nil {
 		err = errcode.RemoteLost.New("%s's mosaic did not take the credentials: %s", t, diag.last)
 	}
@@ -599,6 +646,18 @@ func remoteExec(args []string) int {
 		fmt.Fprintf(os.Stderr, "%s %s, this mosaic speaks %s\n", remote.VersionMarker, strings.Join(args[:min(1, len(args))], ""), remote.Protocol)
 		return errcode.ExitRefused
 	}
+	// The exit line ends every other way out, so that the caller tells
+	// mosaic's failures from another program's (exitOf).
+	code := remoteExecFrame(args)
+	if !isTerminal(os.Stderr) {
+		fmt.Fprintf(os.Stderr, "%s%d\n", exitMarker, code)
+	}
+	return code
+}
+
+// remoteExecFrame is remoteExec once the protocol is known to be this
+// mosaic's: it reads the frame and runs its command line.
+func remoteExecFrame(args []string) int {
 	// A dropped connection ends this as a hang-up ends a terminal's
 	// command: `run` stops its session, `logs -f` returns.
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGHUP), 0, 0, 0)
@@ -636,11 +695,7 @@ func remoteExec(args []string) int {
 		defer done()
 		argv = append([]string{"mosaic", f.Args[0], "--env-file", path}, f.Args[1:]...)
 	}
-	code := runHere(argv, os.Stdout, os.Stderr)
-	if !isTerminal(os.Stderr) {
-		fmt.Fprintf(os.Stderr, "%s%d\n", exitMarker, code)
-	}
-	return code
+	return runHere(argv, os.Stdout, os.Stderr)
 }
 
 // passable reports whether a plain variable from the caller's side may be
@@ -699,7 +754,7 @@ func remoteHold(args []string) int {
 		rt = fmt.Sprintf("/run/user/%d", os.Getuid())
 	}
 	if err := remote.Hold(os.Stdin, os.Stdout, remote.HoldDir(rt)); err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic: --host: %v\n", err)
+		fmt.Fprintf(os.Stderr, "mosaic: --host: %v\n%s%d\n", err, exitMarker, errcode.ExitFailure)
 		return errcode.ExitFailure
 	}
 	return 0

@@ -29,6 +29,16 @@ type sshRemote struct {
 // mosaic on PATH when withMosaic, and returns how to reach it.
 func startSSHD(t *testing.T, withMosaic bool, setEnv ...string) *sshRemote {
 	t.Helper()
+	path := "/usr/local/bin:/usr/bin:/bin"
+	if withMosaic {
+		path = filepath.Dir(mosaicBin) + ":" + path
+	}
+	return startSSHDPath(t, path, setEnv...)
+}
+
+// startSSHDPath is startSSHD whose sessions have path as their PATH.
+func startSSHDPath(t *testing.T, path string, setEnv ...string) *sshRemote {
+	t.Helper()
 	sshd := "/usr/sbin/sshd"
 	if _, err := os.Stat(sshd); err != nil {
 		if os.Getenv("CI") != "" {
@@ -48,10 +58,6 @@ func startSSHD(t *testing.T, withMosaic bool, setEnv ...string) *sshRemote {
 	hostPub, _ := os.ReadFile(filepath.Join(dir, "host_key.pub"))
 	must(t, os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600))
 	port := freePort(t)
-	path := "/usr/local/bin:/usr/bin:/bin"
-	if withMosaic {
-		path = filepath.Dir(mosaicBin) + ":" + path
-	}
 	cfg := fmt.Sprintf(`ListenAddress 127.0.0.1
 Port %d
 HostKey %s/host_key
@@ -411,4 +417,46 @@ func childPIDs(pid int) []int {
 		}
 	}
 	return pids
+}
+
+// A host whose `mosaic` is another program (issue 40): the call says
+// remote-no-mosaic, and on a terminal (where the credentials are handed to
+// a hold first) nothing of that program's usage is shown; a session run
+// on a terminal ends without ssh's "Connection to HOST closed." even where
+// the user's ssh config logs at INFO.
+func TestRemoteHostForeignMosaic(t *testing.T) {
+	needRig(t)
+	if _, err := os.Stat("/usr/local/bin/mosaic"); err == nil {
+		t.Fatalf("/usr/local/bin/mosaic exists here, so it would be found before the other program: remove it to run this test")
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "mosaic"), "#!/bin/sh\necho 'usage: mosaic [-v] FILE (a mosaic image maker)' >&2\nexit 64\n")
+	os.Chmod(filepath.Join(dir, "mosaic"), 0o755)
+	r := startSSHDPath(t, dir+":/usr/local/bin:/usr/bin:/bin")
+	res := r.mosaic(t, nil, "", "list", "--json")
+	var doc struct {
+		Error struct{ Code, Message string }
+	}
+	_ = json.Unmarshal([]byte(res.stdout), &doc)
+	if res.code != 3 || doc.Error.Code != "remote-no-mosaic" || !strings.Contains(doc.Error.Message, "another program") {
+		t.Errorf("list --json on a host whose mosaic is another program: exit %d, %s %s; want 3, remote-no-mosaic", res.code, res.stdout, res.stderr)
+	}
+	ws := workspace(t)
+	p := startOnPTYEnv(t, mosaicBin, r.env, 24, 80, "--host", r.target, "run", "--workspace", ws, "--", "true")
+	if code := p.wait(); code != 3 || !strings.Contains(p.output(), "another program") || strings.Contains(p.output(), "usage: mosaic") {
+		t.Errorf("run on a terminal, on a host whose mosaic is another program: exit %d\n%s", code, p.output())
+	}
+
+	// ssh's own notes at INFO, as a user's config may have them.
+	m := startSSHD(t, true)
+	cfg := filepath.Join(filepath.Dir(strings.TrimPrefix(m.env[0], "MOSAIC_SSH=")), "ssh_config")
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, cfg, strings.Replace(string(b), "LogLevel ERROR", "LogLevel INFO", 1))
+	q := startOnPTYEnv(t, mosaicBin, m.env, 24, 80, "--host", m.target, "run", "--quiet", "--workspace", ws, "--", "echo", "ran-there")
+	if code := q.wait(); code != 0 || !strings.Contains(q.output(), "ran-there") || strings.Contains(q.output(), "Connection to") {
+		t.Errorf("run on a terminal over --host: exit %d\n%q", code, q.output())
+	}
 }

@@ -282,9 +282,13 @@ func runCommand(out *output) *cli.Command {
 				ctx = manager.WithStarted(ctx, term.started)
 			}
 			var held []heldTerminal
+			drain := func() {}
 			if term == nil { // the session gets the user's own terminal, if any
 				held = holdTerminals(stdio[:]...)
 				defer restoreTerminals(held)
+				if drain, err = filterTerminalOutput(&stdio); err != nil {
+					return errcode.PTY.New("cannot give the session a pipe to filter its output by: %v", err)
+				}
 			}
 			forward := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP}
 			if req.Scope {
@@ -300,6 +304,7 @@ func runCommand(out *output) *cli.Command {
 			if term != nil {
 				term.finish()
 			}
+			drain()
 			restoreTerminals(held)
 			if req.Scope && errors.Is(err, errcode.Interrupted.Target()) {
 				return interrupted(out, err.Error()) // Ctrl-C before the command ran: 130, as a shell would

@@ -59,7 +59,7 @@ func Hold(in io.Reader, out io.Writer, dir string) error {
 		_, _ = io.Copy(io.Discard, in)
 		_ = l.Close()
 	}()
-	if _, err := fmt.Fprintln(out, path); err != nil {
+	if _, err := fmt.Fprintln(out, HeldMarker+path); err != nil {
 		return err
 	}
 	for {

@@ -27,7 +27,11 @@ import (
 // Protocol is the version of the frame and of the remote-exec/remote-hold
 // stages. A remote whose mosaic speaks another refuses with ErrVersion's
 // line, which the caller turns into "install the same mosaic there".
-const Protocol = "1"
+//
+// 2: remote-hold's answer is HeldMarker and the path, and remote-exec ends
+// with its exit line whatever stopped it, so that a program of mosaic's name
+// that is another is told from mosaic (issue 40).
+const Protocol = "2"
 
 // ExecStage and HoldStage are the hidden first arguments of the remote side.
 const (
@@ -41,6 +45,9 @@ const (
 const (
 	MissingMarker = "mosaic-remote: no mosaic on this host"
 	VersionMarker = "mosaic-remote: protocol"
+	// HeldMarker starts remote-hold's one line on stdout, before the path
+	// of the held frame's socket: what answers without it is not mosaic.
+	HeldMarker = "mosaic-remote: held "
 )
 
 // nameChars are what a user or host name (an ssh alias included) may hold.
@@ -130,7 +137,11 @@ func ParseTarget(s string) (Target, error) {
 // (-t); bound is how long a connection may take to come up and how long a
 // silent peer is borne, in seconds.
 func SSHArgs(t Target, tty bool, stage string, bound int, extra ...string) []string {
-	args := []string{"-o", "ConnectTimeout=" + strconv.Itoa(bound),
+	// LogLevel=ERROR: ssh's own notes (with -t, "Connection to HOST
+	// closed." at the end; "Warning: Permanently added ...") are not the
+	// command's output, while its errors (a refused key, a host it cannot
+	// resolve) still say why a host was not reached.
+	args := []string{"-o", "LogLevel=ERROR", "-o", "ConnectTimeout=" + strconv.Itoa(bound),
 		"-o", "ServerAliveInterval=" + strconv.Itoa(max(1, bound/3)), "-o", "ServerAliveCountMax=3"}
 	if tty {
 		args = append(args, "-t")

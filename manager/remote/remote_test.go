@@ -86,7 +86,7 @@ func TestFrame(t *testing.T) {
 	if strings.Contains(got.String(), "$d") {
 		t.Errorf("a frame prints its secret: %s", got)
 	}
-	for _, bad := range []string{"", "mosaic-frame 2 2\n{}", "mosaic-frame 1 99999999999\n", "nonsense\n", "mosaic-frame 1 5\n{}"} {
+	for _, bad := range []string{"", "mosaic-frame 1 2\n{}", "mosaic-frame 2 99999999999\n", "nonsense\n", "mosaic-frame 2 5\n{}"} {
 		if _, err := ReadFrame(strings.NewReader(bad)); err == nil {
 			t.Errorf("ReadFrame(%q) took it", bad)
 		}
@@ -111,7 +111,10 @@ func TestHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path = strings.TrimSpace(path)
+	path, ok := strings.CutPrefix(strings.TrimSpace(path), HeldMarker)
+	if !ok {
+		t.Fatalf("the hold's answer does not start with %q", HeldMarker)
+	}
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("hold dir: %v %v", fi, err)
 	}

@@ -76,22 +76,23 @@ func trustCA(ro []checked, ca *checked, bundle, mode string, grant *credentials.
 // dependencies are hoisted there, and Codex's binary is a sibling package),
 // and the interpreter its #! names when that lives outside the system
 // directories (node from nvm or a tarball), with that interpreter's
-// directory for the session's PATH. Everything is bound read-only.
-func perUserInstall(real string) (ro, path []string) {
+// directory for the session's PATH. Everything is bound read-only, the
+// interpreter's install (prefix) but its prefixSecrets (hidePrefixSecrets).
+func perUserInstall(real string) (ro []string, prefix string, path []string) {
 	if i := strings.Index(real, "/node_modules/"); i >= 0 {
 		ro = append(ro, real[:i+len("/node_modules")])
 	}
 	interp := shebang(real)
 	if interp == "" {
-		return ro, nil
+		return ro, "", nil
 	}
 	p, err := exec.LookPath(interp)
 	if err != nil {
-		return ro, nil
+		return ro, "", nil
 	}
 	ip, err := filepath.EvalSymlinks(p)
 	if err != nil || systemFile(ip) {
-		return ro, nil
+		return ro, "", nil
 	}
 	// node's own install (bin/node, lib/node_modules/npm, include) is the
 	// directory above bin/.
@@ -99,7 +100,7 @@ func perUserInstall(real string) (ro, path []string) {
 	if filepath.Base(filepath.Dir(ip)) == "bin" {
 		root = filepath.Dir(filepath.Dir(ip))
 	}
-	return append(ro, root), []string{filepath.Dir(ip)}
+	return ro, root, []string{filepath.Dir(ip)}
 }
 
 // shebang returns the interpreter a script's #! line names: the program

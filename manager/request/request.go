@@ -325,13 +325,21 @@ func commandOf(req Request, grant *credentials.Grant, real string, deny []Deny, 
 		command = append(append([]string{command[0]}, grant.Args...), command[1:]...)
 	}
 	if binary != "" {
-		more, dirs := perUserInstall(binary)
+		more, prefix, dirs := perUserInstall(binary)
 		// Checked and pinned by identity like every other bind.
 		moreRO, err := checkExtra("ro", more, deny)
 		if err != nil {
 			return nil, "", nil, nil, err
 		}
 		ro = append(ro, moreRO...)
+		if prefix != "" {
+			c, err := checkPath(prefix, "ro", errcode.BadBind, deny)
+			if err != nil {
+				return nil, "", nil, nil, err
+			}
+			binds, _ := hidePrefixSecrets(c, nil, deny)
+			ro = append(ro, binds...)
+		}
 		interpDirs = dirs
 	}
 	return command, binary, ro, interpDirs, nil

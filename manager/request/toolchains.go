@@ -29,6 +29,9 @@ type installer struct {
 	Name  string
 	Dir   string
 	Binds []string
+	// Prefixes are where, inside each of Binds, more install prefixes lie
+	// (pyenv's versions/*), whose prefixSecrets are left out as well.
+	Prefixes []string
 }
 
 // homeInstallers are the per-user installers mosaic knows, by the PATH
@@ -36,27 +39,27 @@ type installer struct {
 var homeInstallers = []installer{
 	// rustup's proxies (cargo, rustc) run the toolchains under ~/.rustup;
 	// ~/.cargo itself holds the registry cache and credentials.toml.
-	{"rustup", ".cargo/bin", []string{".cargo/bin", ".rustup"}},
-	{"nvm", ".nvm/versions/node/*/bin", []string{".nvm/versions/node/$1"}},
-	{"fnm", ".local/share/fnm/node-versions/*/installation/bin", []string{".local/share/fnm/node-versions/$1/installation"}},
-	{"volta", ".volta/bin", []string{".volta/bin", ".volta/tools"}},
-	{"pyenv", ".pyenv/shims", []string{".pyenv"}},
-	{"pyenv", ".pyenv/bin", []string{".pyenv"}},
-	{"rbenv", ".rbenv/shims", []string{".rbenv"}},
-	{"rbenv", ".rbenv/bin", []string{".rbenv"}},
-	{"asdf", ".asdf/shims", []string{".asdf"}},
-	{"asdf", ".asdf/bin", []string{".asdf"}},
-	{"mise", ".local/share/mise/shims", []string{".local/share/mise"}},
-	{"mise", ".local/share/mise/installs/*/*/bin", []string{".local/share/mise/installs/$1/$2"}},
-	{"sdkman", ".sdkman/candidates/*/*/bin", []string{".sdkman/candidates/$1/$2"}},
-	{"go install", "go/bin", []string{"go/bin"}},
-	{"go (golang.org/dl)", "sdk/*/bin", []string{"sdk/$1"}},
-	{"go (tarball)", ".local/go/bin", []string{".local/go"}},
+	{"rustup", ".cargo/bin", []string{".cargo/bin", ".rustup"}, nil},
+	{"nvm", ".nvm/versions/node/*/bin", []string{".nvm/versions/node/$1"}, nil},
+	{"fnm", ".local/share/fnm/node-versions/*/installation/bin", []string{".local/share/fnm/node-versions/$1/installation"}, nil},
+	{"volta", ".volta/bin", []string{".volta/bin", ".volta/tools"}, []string{"image/*/*"}},
+	{"pyenv", ".pyenv/shims", []string{".pyenv"}, []string{"versions/*"}},
+	{"pyenv", ".pyenv/bin", []string{".pyenv"}, []string{"versions/*"}},
+	{"rbenv", ".rbenv/shims", []string{".rbenv"}, []string{"versions/*"}},
+	{"rbenv", ".rbenv/bin", []string{".rbenv"}, []string{"versions/*"}},
+	{"asdf", ".asdf/shims", []string{".asdf"}, []string{"installs/*/*"}},
+	{"asdf", ".asdf/bin", []string{".asdf"}, []string{"installs/*/*"}},
+	{"mise", ".local/share/mise/shims", []string{".local/share/mise"}, []string{"installs/*/*"}},
+	{"mise", ".local/share/mise/installs/*/*/bin", []string{".local/share/mise/installs/$1/$2"}, nil},
+	{"sdkman", ".sdkman/candidates/*/*/bin", []string{".sdkman/candidates/$1/$2"}, nil},
+	{"go install", "go/bin", []string{"go/bin"}, nil},
+	{"go (golang.org/dl)", "sdk/*/bin", []string{"sdk/$1"}, nil},
+	{"go (tarball)", ".local/go/bin", []string{".local/go"}, nil},
 	// pip --user and pipx: the scripts, their packages (~/.local/lib) and
 	// pipx's virtual environments, which its scripts link into.
-	{"pip --user, pipx", ".local/bin", []string{".local/bin", ".local/lib", ".local/share/pipx/venvs"}},
-	{"bun", ".bun/bin", []string{".bun/bin", ".bun/install/global"}},
-	{"deno", ".deno/bin", []string{".deno/bin"}},
+	{"pip --user, pipx", ".local/bin", []string{".local/bin", ".local/lib", ".local/share/pipx/venvs"}, []string{"*"}},
+	{"bun", ".bun/bin", []string{".bun/bin", ".bun/install/global"}, nil},
+	{"deno", ".deno/bin", []string{".deno/bin"}, nil},
 	// ~/.nix-profile/bin resolves into /nix/store (systemToolchainRoots).
 }
 
@@ -71,6 +74,7 @@ var systemToolchainRoots = []string{"/opt", "/nix/store", "/home/linuxbrew/.linu
 type userPath struct {
 	Path    string    // the session's PATH
 	Binds   []checked // read-only binds of toolchains, checked
+	Roots   []string  // the toolchains' directories Binds show (less their prefixSecrets)
 	Dropped []string  // "DIR: why", for each directory left out
 }
 
@@ -100,11 +104,24 @@ func sessionPath(path string, toolchains, extra []string, home, ownHome string, 
 			up.Binds = append(up.Binds, c)
 		}
 	}
+	rooted := map[string]bool{}
+	bindRoot := func(r root) {
+		if rooted[r.c.real] {
+			return
+		}
+		rooted[r.c.real] = true
+		up.Roots = append(up.Roots, r.c.real)
+		binds, dropped := hidePrefixSecrets(r.c, r.prefixes, deny)
+		for _, c := range binds {
+			bind(c)
+		}
+		up.Dropped = append(up.Dropped, dropped...)
+	}
 	isVisible := func(real string) bool {
 		if visible(real) {
 			return true
 		}
-		for b := range bound {
+		for b := range rooted {
 			if sandbox.Within(real, b) {
 				return true
 			}
@@ -122,7 +139,7 @@ func sessionPath(path string, toolchains, extra []string, home, ownHome string, 
 			up.Dropped = append(up.Dropped, fmt.Sprintf("%s (the profile's Toolchain=): %v", t, strings.TrimPrefix(err.Error(), "toolchain ")))
 			continue
 		}
-		bind(c)
+		bindRoot(root{c: c})
 		if fi, err := os.Stat(filepath.Join(c.real, "bin")); err == nil && fi.IsDir() {
 			entries = append(entries, filepath.Join(c.real, "bin"))
 		} else {
@@ -141,8 +158,8 @@ func sessionPath(path string, toolchains, extra []string, home, ownHome string, 
 			up.Dropped = append(up.Dropped, fmt.Sprintf("%s: %s", shownDir(dir), why))
 			continue
 		}
-		for _, c := range binds {
-			bind(c)
+		for _, r := range binds {
+			bindRoot(r)
 		}
 		keep(inside)
 	}
@@ -162,7 +179,7 @@ func shownDir(dir string) string {
 
 // placePathDir decides one PATH directory: the path it has inside and
 // the binds it needs, or why it is dropped.
-func placePathDir(dir, home, ownHome string, visible visibleFunc, deny []Deny) (inside string, binds []checked, why string) {
+func placePathDir(dir, home, ownHome string, visible visibleFunc, deny []Deny) (inside string, binds []root, why string) {
 	if dir == "" || !filepath.IsAbs(dir) {
 		return "", nil, "a relative directory, which would name a different one in each working directory"
 	}
@@ -197,7 +214,7 @@ func placePathDir(dir, home, ownHome string, visible visibleFunc, deny []Deny) (
 	if visible(real) {
 		return inside, nil, ""
 	}
-	roots, name := toolchainRoots(real, home)
+	roots, name, prefixes := toolchainRoots(real, home)
 	if len(roots) == 0 {
 		if sandbox.Within(real, home) {
 			return "", nil, fmt.Sprintf("not a toolchain directory mosaic knows under your home; to keep it, bind it with --ro %s (or a profile's Toolchain=)", dir)
@@ -212,18 +229,27 @@ func placePathDir(dir, home, ownHome string, visible visibleFunc, deny []Deny) (
 		if err != nil {
 			return "", nil, fmt.Sprintf("%s's %s cannot be bound: %v", name, r, strings.TrimPrefix(err.Error(), "toolchain "))
 		}
-		binds = append(binds, c)
+		binds = append(binds, root{c, prefixes})
 		if filepath.Base(r) == ".rustup" {
-			binds = append(binds, linkedToolchains(c.real, deny)...)
+			for _, l := range linkedToolchains(c.real, deny) {
+				binds = append(binds, root{c: l})
+			}
 		}
 	}
 	return inside, binds, ""
 }
 
+// root is one toolchain directory to bind read-only, and where inside it
+// more install prefixes lie (installer.Prefixes).
+type root struct {
+	c        checked
+	prefixes []string
+}
+
 // toolchainRoots are the directories a toolchain's PATH directory (real,
-// resolved) needs bound, and the installer's name; none when real is not
-// a toolchain's.
-func toolchainRoots(real, home string) ([]string, string) {
+// resolved) needs bound, the installer's name and where inside them more
+// install prefixes lie; none when real is not a toolchain's.
+func toolchainRoots(real, home string) ([]string, string, []string) {
 	if rel, err := filepath.Rel(home, real); err == nil && sandbox.Within(real, home) && real != home {
 		for _, in := range homeInstallers {
 			m, ok := matchDir(in.Dir, rel)
@@ -237,16 +263,16 @@ func toolchainRoots(real, home string) ([]string, string) {
 				}
 				roots = append(roots, filepath.Join(home, b))
 			}
-			return roots, in.Name
+			return roots, in.Name, in.Prefixes
 		}
-		return nil, ""
+		return nil, "", nil
 	}
 	for _, root := range systemToolchainRoots {
 		if !sandbox.Within(real, root) || real == root {
 			continue
 		}
 		if root == "/nix/store" {
-			return []string{root}, "nix"
+			return []string{root}, "nix", nil
 		}
 		prefix := real
 		if b := filepath.Base(real); b == "bin" || b == "sbin" {
@@ -255,9 +281,9 @@ func toolchainRoots(real, home string) ([]string, string) {
 		if prefix == root {
 			prefix = real // /opt/bin: that directory alone, never all of /opt
 		}
-		return []string{prefix}, filepath.Base(prefix)
+		return []string{prefix}, filepath.Base(prefix), nil
 	}
-	return nil, ""
+	return nil, "", nil
 }
 
 // matchDir matches rel (relative to the home) against an installer's
@@ -345,8 +371,8 @@ func pathOf(g *credentials.Grant, commandPath []string, p Paths, name, workspace
 		if visible(real) {
 			return true
 		}
-		for _, c := range up.Binds {
-			if sandbox.Within(real, c.real) {
+		for _, r := range up.Roots {
+			if sandbox.Within(real, r) {
 				return true
 			}
 		}

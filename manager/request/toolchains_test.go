@@ -52,16 +52,16 @@ func TestSessionPath(t *testing.T) {
 	if up.Path != strings.Join(wantPath, ":") {
 		t.Errorf("PATH\n%s\nwant\n%s", strings.ReplaceAll(up.Path, ":", "\n"), strings.Join(wantPath, "\n"))
 	}
-	var binds []string
-	for _, c := range up.Binds {
-		binds = append(binds, c.real)
-	}
+	// The toolchains' directories; each is bound as its entries, but
+	// prefixSecrets (TestPrefixSecretsHidden).
+	binds := up.Roots
 	wantBinds := []string{filepath.Join(opt, "jdk"), h(".cargo/bin"), h(".rustup"), filepath.Join(opt, "rust"), h(".nvm/versions/node/v22.1.0"),
 		h(".local/bin"), h(".local/lib"), filepath.Join(opt, "bin"), h("go/bin")}
 	if !slices.Equal(binds, wantBinds) {
 		t.Errorf("binds\n%s\nwant\n%s", strings.Join(binds, "\n"), strings.Join(wantBinds, "\n"))
 	}
-	for _, b := range binds {
+	for _, c := range up.Binds {
+		b := c.real
 		if b == h(".cargo") || strings.HasPrefix(h(".cargo/credentials.toml"), b+"/") || strings.HasPrefix(b, h(".ssh")) {
 			t.Errorf("%s is bound: it holds credentials", b)
 		}
@@ -125,5 +125,75 @@ func TestToolchainVars(t *testing.T) {
 	got := toolchainVars(lookup, []string{"GOROOT=/given"}, func(real string) bool { return real == seen })
 	if strings.Join(got, " ") != "RUSTUP_HOME="+seen {
 		t.Errorf("got %v", got)
+	}
+}
+
+// A toolchain's install prefix is bound but the files its tools read as
+// configuration that can carry a credential (prefixSecrets): npm's global
+// etc/npmrc in an nvm node, pip.conf in a pyenv Python, Maven's
+// conf/settings.xml, cargo's credentials.toml in a CARGO_HOME under /opt;
+// present at the start or written later, in a prefix or in one of its
+// nested prefixes, directly or through a link (issue 40).
+func TestPrefixSecretsHidden(t *testing.T) {
+	p, root := fixture(t)
+	h := func(rel string) string { return filepath.Join(p.Home, rel) }
+	opt := filepath.Join(root, "opt")
+	node := h(".nvm/versions/node/v22.1.0")
+	files := map[string]string{
+		node + "/bin/node": "", node + "/lib/node_modules/npm/package.json": "", node + "/include/node/node.h": "",
+		node + "/etc/npmrc": "//registry.npmjs.org/:_authToken=npm_SECRET\n", node + "/etc/other": "",
+		h(".pyenv/bin/pyenv"): "", h(".pyenv/versions/3.12.1/bin/python3"): "", h(".pyenv/versions/3.12.1/pip.conf"): "[global]\nindex-url = https://u:SECRET@x/\n",
+		h(".pyenv/versions/3.12.1/lib/python3.12/os.py"): "", h(".pyenv/pip.conf"): "SECRET",
+		opt + "/maven/bin/mvn": "", opt + "/maven/conf/settings.xml": "<password>SECRET</password>", opt + "/maven/conf/logging/simplelogger.properties": "",
+		opt + "/cargo/bin/cargo": "", opt + "/cargo/credentials.toml": "token = \"SECRET\"", opt + "/cargo/config.toml": "SECRET",
+		opt + "/elsewhere/pip.conf": "SECRET", opt + "/elsewhere/bin/python3": "",
+		opt + "/cargo/.docker/config.json": "SECRET", opt + "/cargo/config/defaults.toml": "", // config/ a directory: not cargo's config
+	}
+	for f, body := range files {
+		os.MkdirAll(filepath.Dir(f), 0o755)
+		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Symlink(opt+"/elsewhere", h(".pyenv/versions/linked")) // pyenv's link to a Python elsewhere
+	os.Symlink("etc/npmrc", node+"/npmrc-link")
+	deny, err := DenyList(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(old []string) { systemToolchainRoots = old }(systemToolchainRoots)
+	systemToolchainRoots = []string{opt}
+	user := strings.Join([]string{node + "/bin", h(".pyenv/bin"), opt + "/maven/bin", opt + "/cargo/bin"}, ":")
+	up := sessionPath(user, nil, nil, p.Home, "", func(string) bool { return false }, deny)
+	shown := func(path string) bool {
+		for _, c := range up.Binds {
+			if strings.HasPrefix(path+"/", c.real+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	// Written after the binds were worked out: a tool that creates its
+	// config while the session runs.
+	later := []string{node + "/lib/../etc/yarnrc", opt + "/maven/conf/settings-security.xml", h(".pyenv/versions/3.12.1/etc/npmrc"), opt + "/cargo/credentials"}
+	for f, body := range files {
+		secret := strings.Contains(body, "SECRET")
+		if strings.HasPrefix(f, opt+"/elsewhere/") {
+			secret = true // reached only through the link left out
+		}
+		if shown(f) == secret {
+			t.Errorf("%s shown %v, want %v", f, secret, !secret)
+		}
+	}
+	for _, f := range append(later, node+"/npmrc-link") {
+		if shown(filepath.Clean(f)) {
+			t.Errorf("%s (written later, or a link to a secret) would be shown", f)
+		}
+	}
+	if !strings.Contains(strings.Join(up.Dropped, "\n"), h(".pyenv/versions/linked")+": left out") {
+		t.Errorf("the link out of pyenv's versions is not named as left out:\n%s", strings.Join(up.Dropped, "\n"))
+	}
+	if up.Path != strings.Join([]string{user, "/usr/local/bin:/usr/bin:/bin"}, ":") {
+		t.Errorf("PATH %s", up.Path)
 	}
 }

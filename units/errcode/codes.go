@@ -20,7 +20,7 @@ var (
 	LaunchLog      = def("launch-log", ExitFailure, "the bus's launch log could not be written")
 	Interrupted    = def("interrupted", ExitFailure, "mosaic was interrupted while waiting; the session may still be starting or running")
 	NoHome         = def("no-home", ExitFailure, "the user's home directory is unknown (HOME is not set)")
-	RemoteLost     = def("remote-unreachable", ExitFailure, "ssh could not reach the --host, or the connection to it was lost; a session started there runs on")
+	RemoteLost     = def("remote-unreachable", ExitFailure, "ssh could not reach the --host, or the connection to it was lost; the message says what that left there, as far as it is known")
 )
 
 // Bad input (exit 2): nothing was changed.

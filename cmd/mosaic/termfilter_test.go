@@ -1,0 +1,117 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// termPayload is what a hostile session prints: its clipboard (OSC 52, so
+// the user's next paste into a host shell runs it), a title, and questions
+// whose answers the terminal types back (DECRQSS, XTGETTCAP, the title
+// report, a colour query), between text drawn in bold.
+const termPayload = `printf 'A\033]52;c;ZWNobyBwd25lZAo=\007B\033P$qm\033\\C\033]2;pwned\007\033P+q544e\033\\\033[21t\033]11;?\007\033[1mVISIBLE\033[0m\n'`
+
+// termLeaks are the payload's sequences that must not reach the user's
+// terminal, each by a piece only it has.
+var termLeaks = []string{"\x1b]52;", "\x1bP$q", "\x1b]2;pwned", "\x1bP+q", "\x1b[21t", "\x1b]11;?"}
+
+// checkTerminal says whether what the user's terminal got holds the
+// payload's text and drawing, and its sequences when leak.
+func checkTerminal(t *testing.T, what, got string, leak bool) {
+	t.Helper()
+	if !strings.Contains(got, "\x1b[1mVISIBLE\x1b[0m") {
+		t.Errorf("%s: the bold text did not reach the terminal:\n%q", what, got)
+	}
+	if !leak && !strings.Contains(got, "ABC") {
+		t.Errorf("%s: the text around the sequences is lost:\n%q", what, got)
+	}
+	for _, s := range termLeaks {
+		if strings.Contains(got, s) != leak {
+			t.Errorf("%s: %q reached the terminal: %v, want %v", what, s, !leak, leak)
+		}
+	}
+}
+
+// Everything a session prints reaches the user's terminal through one
+// filter (issue 40): with run --pty, run --pty=false and run --scope (whose
+// session has the user's terminal as its stdin; stdout and stderr alike),
+// and with start --pty and attach (its replay and its live output alike), the clipboard, the title and the
+// questions are dropped, while the text, its colours and full-screen
+// programs (vim, less) pass. The weakened build (no filter, as before)
+// shows every sequence reaching the terminal first.
+func TestTerminalFilter(t *testing.T) {
+	needRig(t)
+	for _, c := range []struct {
+		name string
+		bin  string
+		leak bool
+	}{{"weakened", weakenedMosaic(t), true}, {"mosaic", mosaicBin, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			ws := workspace(t)
+			r := startOnPTYAs(t, c.bin, 24, 80, "run", "--pty", "-w", ws, "--", "sh", "-c", termPayload)
+			if code := r.wait(); code != 0 {
+				t.Fatalf("run --pty: exit %d\n%q", code, r.output())
+			}
+			checkTerminal(t, "run --pty", r.output(), c.leak)
+			// A session given the user's own terminal as its stdin: what it
+			// prints comes through a pipe and the same filter.
+			for _, mode := range []string{"--pty=false", "--scope"} {
+				r := startOnPTYAs(t, c.bin, 24, 80, "run", mode, "-w", ws, "--", "sh", "-c", "test -t 0 && echo stdin-terminal; "+termPayload+" >&2; "+termPayload)
+				if code := r.wait(); code != 0 || !strings.Contains(r.output(), "stdin-terminal") {
+					t.Fatalf("run %s: exit %d\n%q", mode, code, r.output())
+				}
+				checkTerminal(t, "run "+mode, r.output(), c.leak)
+			}
+
+			// start --pty: printed once before the attach (the replay), once
+			// while attached (the live output).
+			name := sessionName(t)
+			script := termPayload + `; echo READY; while [ ! -e go ]; do sleep 0.05; done; ` + termPayload + `; echo DONE; exec sleep 60`
+			if r := mosaicAs(t, c.bin, "start", "--pty", "--name", name, "-w", ws, "--", "sh", "-c", script); r.code != 0 {
+				t.Fatalf("start --pty: exit %d\n%s", r.code, r.stderr)
+			}
+			a := startOnPTYAs(t, c.bin, 24, 80, "attach", name)
+			a.waitFor("READY")
+			checkTerminal(t, "attach's replay", a.output(), c.leak)
+			before := len(a.output())
+			writeFile(t, filepath.Join(ws, "go"), "")
+			a.waitFor("DONE")
+			checkTerminal(t, "attach's live output", a.output()[before:], c.leak)
+			a.typeKeys("\x10\x11") // detach
+			a.wait()
+			mosaicAs(t, c.bin, "stop", "--timeout", "2s", name)
+		})
+	}
+}
+
+// Full-screen programs work through the filter: vim and less draw the file
+// on the alternate screen and take keys (issue 40).
+func TestTerminalFilterFullScreen(t *testing.T) {
+	needRig(t)
+	for _, prog := range [][]string{{"vim", "-u", "NONE", "-N", "-n"}, {"less"}} {
+		if _, err := os.Stat("/usr/bin/" + prog[0]); err != nil {
+			t.Logf("no %s on this machine", prog[0])
+			continue
+		}
+		t.Run(prog[0], func(t *testing.T) {
+			ws := workspace(t)
+			writeFile(t, filepath.Join(ws, "notes.txt"), "first line of the notes\nsecond line\n")
+			args := append([]string{"run", "--pty", "-w", ws, "--"}, prog...)
+			r := startOnPTY(t, 24, 80, append(args, "notes.txt")...)
+			r.waitFor("first line of the notes")
+			if !strings.Contains(r.output(), "\x1b[?1049h") && !strings.Contains(r.output(), "\x1b[?47h") {
+				t.Errorf("%s did not switch to the alternate screen:\n%q", prog[0], r.output())
+			}
+			if prog[0] == "vim" {
+				r.typeKeys("\x1b:q!\r")
+			} else {
+				r.typeKeys("q")
+			}
+			if code := r.wait(); code != 0 {
+				t.Errorf("%s: exit %d\n%q", prog[0], code, r.output())
+			}
+		})
+	}
+}

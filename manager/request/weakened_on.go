@@ -1,0 +1,6 @@
+//go:build mosaic_weakened
+
+package request
+
+// weakened: see weakened_off.go. This build is for tests only.
+const weakened = true
