@@ -159,7 +159,6 @@ func complete(spec *units.Spec, h Host) error {
 		}
 		spec.Protect = protect
 		spec.BindIDs = append(spec.BindIDs, ids...)
-		spec.HostExecMissing = sandbox.MissingHostExec(spec.Workspace)
 	}
 	if err := checkPublish(*spec); err != nil {
 		return err

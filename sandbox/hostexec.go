@@ -80,7 +80,7 @@ var HostExecEntries = []HostExec{
 	// The rest of the names mise's config discovery reads in a project
 	// directory (jdx/mise src/config/mod.rs, LOCAL_CONFIG_FILENAMES): the
 	// older rtx names, the local ones, and conf.d, all of whose *.toml it
-	// loads (read-only whole; created, moved aside whole).
+	// loads (read-only whole).
 	{"mise/config.toml", miseReason, false},
 	{".rtx.toml", miseReason, false},
 	{".rtx.local.toml", miseReason, false},
@@ -127,7 +127,7 @@ func ProtectHostExec(ws string) ([]Bind, []BindID, error) {
 	var ids []BindID
 	pinned := map[string]bool{}
 	roDir := map[string]bool{} // entries bound read-only whole: nothing below needs a bind
-	hooks, _ := hookExec(ws)
+	hooks := hookExec(ws)
 	for _, e := range append(append([]HostExec{}, HostExecEntries...), hooks...) {
 		if under(e.Rel, roDir) {
 			continue

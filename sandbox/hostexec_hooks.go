@@ -12,9 +12,7 @@ import (
 // the hook managers installed in .git/hooks run what a worktree file says
 // (pre-commit's .pre-commit-config.yaml, lefthook's lefthook.yml): a
 // session that edits them has the host run its commands at the next `git
-// commit`. These are protected like the other host-executed entries. A
-// missing one is not watched: without a hook that names it (in .git/hooks
-// or .git/config, which the session cannot write) creating it runs nothing.
+// commit`. These are protected like the other host-executed entries.
 
 // hookEntries are the hook managers' files and directories.
 var hookEntries = []HostExec{
@@ -29,12 +27,10 @@ const hooksPathReason = "git on the host runs the hooks in it (core.hooksPath)"
 
 // hookExec lists ws's hook entries: hookEntries, the directory that
 // core.hooksPath names, the files the includes of git's configuration name
-// (gitconfig.go) and those its .envrc loads (hostexec_nested.go), when they
-// lie inside ws. watch are those that are
-// missing and would be read once created (the config naming them is not
-// the session's to change).
-func hookExec(ws string) (entries []HostExec, watch []HostExec) {
-	entries = append(entries, hookEntries...)
+// (gitconfig.go) and those its .envrc loads (hostexec_direnv.go), when they
+// lie inside ws and exist (a missing one is not protected).
+func hookExec(ws string) []HostExec {
+	entries := append([]HostExec{}, hookEntries...)
 	cfg := readGitConfig(ws)
 	var named []HostExec
 	if rel := hooksPathIn(ws, cfg.top, cfg.hooksPath); rel != "" {
@@ -52,16 +48,14 @@ func hookExec(ws string) (entries []HostExec, watch []HostExec) {
 		named = append(named, HostExec{Rel: strings.TrimPrefix(p, ws+"/"), Reason: hookTargetReason})
 	}
 	for _, e := range named {
-		if protectedBy(ws, e.Rel, entries) || protectedBy(ws, e.Rel, watch) {
+		if protectedBy(ws, e.Rel, entries) {
 			continue
 		}
-		if _, err := os.Lstat(filepath.Join(ws, e.Rel)); os.IsNotExist(err) {
-			watch = append(watch, e)
-			continue
+		if _, err := os.Lstat(filepath.Join(ws, e.Rel)); err == nil {
+			entries = append(entries, e)
 		}
-		entries = append(entries, e)
 	}
-	return entries, watch
+	return entries
 }
 
 // protectedBy reports whether rel is one of HostExecEntries or entries

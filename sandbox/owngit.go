@@ -3,7 +3,6 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -86,60 +85,4 @@ func RemoveGitPlaceholder(ws string) {
 	_ = unix.Unlinkat(git, "hooks", unix.AT_REMOVEDIR)
 	unix.Close(git)
 	_ = unix.Unlinkat(root, ".git", unix.AT_REMOVEDIR)
-}
-
-// MovedAsideDir is where, in a workspace with a repository, what a session
-// created among the host-executed entries is moved aside to: inside .git,
-// which the user's git status never lists (beside the entry, as
-// MoveAsideCreated leaves it, `ENTRY.mosaic-moved-*` showed as untracked).
-const MovedAsideDir = ".git/mosaic-moved-aside"
-
-// OutOfStatus moves each entry of moved that MoveAsideCreated renamed
-// beside its place, outside .git, into ws's MovedAsideDir (its path
-// flattened into its name), and says so in its To. Where ws has no .git
-// directory, or the move fails, the entry stays where it is. No symlink
-// is followed on either side (the session chose both directories).
-func OutOfStatus(ws string, moved []MovedAside) []MovedAside {
-	var aside = -1
-	defer func() {
-		if aside >= 0 {
-			unix.Close(aside)
-		}
-	}()
-	for i, m := range moved {
-		if m.To == "" || m.Error != "" || Within(m.To, ".git") {
-			continue
-		}
-		if aside < 0 {
-			fd, err := openAsideDir(ws)
-			if err != nil {
-				return moved
-			}
-			aside = fd
-		}
-		dir, base, err := openBeneath(ws, m.To)
-		if err != nil {
-			continue
-		}
-		flat := strings.ReplaceAll(m.To, "/", "%")
-		if unix.Renameat2(dir, base, aside, flat, unix.RENAME_NOREPLACE) == nil {
-			moved[i].To = MovedAsideDir + "/" + flat
-		}
-		unix.Close(dir)
-	}
-	return moved
-}
-
-// openAsideDir opens ws's MovedAsideDir, making it, beneath ws and
-// through no symlink.
-func openAsideDir(ws string) (int, error) {
-	git, err := openatBeneath(ws, ".git", unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
-		return -1, err
-	}
-	defer unix.Close(git)
-	if err := unix.Mkdirat(git, filepath.Base(MovedAsideDir), 0o700); err != nil && err != unix.EEXIST {
-		return -1, err
-	}
-	return openatBeneath(ws, MovedAsideDir, unix.O_PATH|unix.O_DIRECTORY)
 }

@@ -167,12 +167,8 @@ type Spec struct {
 	// entries (sandbox.ProtectHostExec), none when AllowWriteHostExec.
 	Protect            []sandbox.Bind
 	AllowWriteHostExec bool
-	// HostExecMissing are the watched host-executed entries missing at
-	// the start (sandbox.MissingHostExec): what the session creates there
-	// is moved aside when it ends.
-	HostExecMissing []string
-	Env             []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
-	Pass            []string // names the init passes besides its allowlist (a profile's variables)
+	Env                []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
+	Pass               []string // names the init passes besides its allowlist (a profile's variables)
 	// SeccompAllow are the rows of sandbox.SyscallRules the profile lifted.
 	SeccompAllow []string
 	// Credentials are the names of the secrets in CredentialFile, which
