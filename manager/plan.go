@@ -145,7 +145,7 @@ func complete(spec *units.Spec, h Host) error {
 		}
 	}
 	if !spec.AllowWriteHostExec && spec.Clone == nil { // a copy's files are never run by the host
-		protect, ids, err := sandbox.ProtectHostExec(spec.Workspace)
+		protect, ids, err := sandbox.ProtectHostExec(spec.Workspace, h.Paths.Home)
 		if err != nil {
 			return errcode.BadWorkspace.New("workspace %s: %w", spec.Workspace, err)
 		}

@@ -23,10 +23,14 @@ import (
 // there and binds it read-only, for .git and .git/hooks: git ignores an
 // empty .git (a workspace inside a bigger repository keeps working on the
 // host) and .git/hooks is git's own layout. `git init` inside a session then
-// fails (the trade-off; opt out for that session). The other entries are
-// protected when they exist: a placeholder directory would be left in every
-// workspace and break the tools that expect a file there.
-// The directories holding protected entries (.git, .claude) are bound onto
+// fails (the trade-off; opt out for that session); .claude likewise (an
+// empty one is nothing to Claude Code). The other entries are protected
+// when they exist: a placeholder would be left in every workspace and
+// break the tools that expect a file there. One the session creates where
+// none was is not protected: direct mode says the host's tools will run
+// what the session writes, and clone mode is the way to keep them from it
+// (issue 38: the end-of-session walk that moved such entries aside is gone).
+// The directories holding protected entries (.git, .github) are bound onto
 // themselves ("pinned"), since a mount point cannot be renamed: the session
 // cannot move .git aside and write a new one.
 
@@ -53,8 +57,15 @@ var HostExecEntries = []HostExec{
 	{".idea", "JetBrains IDEs run the run configurations and tool paths it holds", false},
 	{".envrc", "direnv runs it when the user's shell enters the directory", false},
 	{".mcp.json", "Claude Code on the host starts the MCP servers it lists", false},
-	{".claude/settings.json", "Claude Code on the host runs the hooks it configures", false},
-	{".claude/commands", "Claude Code on the host runs the commands it defines", false},
+	// Claude Code loads everything of a project's .claude: the hooks of
+	// settings.json and settings.local.json, subagents (.claude/agents/*.md,
+	// whose frontmatter carries hooks and MCP servers), skills
+	// (.claude/skills/*/SKILL.md), commands, the hook scripts they run. It
+	// is read-only whole, and an empty read-only placeholder when missing
+	// (an empty .claude is nothing to Claude Code, and git does not list
+	// an empty directory), so that the session cannot make one (issue 40).
+	{".claude", "Claude Code on the host loads what it holds: the hooks of its settings, its subagents (.claude/agents, whose frontmatter carries hooks and MCP servers), skills, commands and hook scripts", true},
+	{".lsp.json", "Claude Code on the host starts the language servers it configures", false},
 	// Tools a shell prompt or an editor runs on entering the directory, or
 	// any command of theirs, which pick a program to run from these files
 	// (each shown on the host: issue 31's second round).
@@ -105,30 +116,49 @@ var HostExecEntries = []HostExec{
 	{"uv.toml", "uv on the host takes its index and settings over your own: the packages it fetches, and whose builds it runs", false},
 	{"poetry.toml", "poetry on the host takes its repositories and settings over your own", false},
 	{".bundle/config", "bundler on the host takes its mirrors, paths and settings over your own", false},
-	// The other agents mosaic runs, when you run them on the host in the
-	// workspace: what a project's configuration makes them start.
+	// The other agents, when you run them on the host in the workspace:
+	// what a project's configuration makes them start or load. Their
+	// directories are read-only whole when they exist (a missing one is
+	// not protected: a placeholder for each agent in every workspace would
+	// be litter for the agents you do not use).
 	{"opencode.json", "opencode on the host loads the plugins and starts the MCP servers it names", false},
 	{"opencode.jsonc", "opencode on the host loads the plugins and starts the MCP servers it names", false},
-	{".opencode", "opencode on the host loads the plugins in it (.opencode/plugins) and its config", false},
-	{".pi/settings.json", "pi on the host loads the packages and extensions it names", false},
-	{".pi/extensions", "pi on the host loads the extensions in it", false},
-	{".codex/config.toml", "Codex on the host starts the MCP servers and runs the commands it configures", false},
-	{".gemini/settings.json", "Gemini CLI on the host starts the MCP servers and runs the commands it configures", false},
-	{".cursor/mcp.json", "Cursor on the host starts the MCP servers it lists", false},
+	{".opencode", "opencode on the host loads the plugins, agents and commands in it (.opencode/plugins) and its config", false},
+	{".pi", "pi on the host loads the packages, extensions and skills its settings and directories name", false},
+	{".codex", "Codex on the host starts the MCP servers and runs the commands its config.toml configures, and loads its skills", false},
+	{".agents", "Codex and other agents on the host load the skills in it (.agents/skills), whose scripts they run", false},
+	{".gemini", "Gemini CLI on the host starts the MCP servers its settings configure and runs its commands' shell lines", false},
+	{".cursor", "Cursor on the host starts the MCP servers (mcp.json) and runs the hooks (hooks.json) it configures", false},
+	{".github/agents", "GitHub Copilot CLI on the host loads its custom agents, whose frontmatter starts MCP servers", false},
+	{".github/skills", "GitHub Copilot CLI on the host loads the skills in it, whose scripts it runs", false},
+	{".github/hooks", "GitHub Copilot CLI on the host runs the hooks it configures", false},
+	{".kiro", "Kiro on the host runs its hooks and starts the MCP servers its settings configure", false},
+	{".continue", "Continue on the host starts the MCP servers its config names", false},
+	{".roo", "Roo Code on the host starts the MCP servers its mcp.json names", false},
+	{".amazonq", "Amazon Q on the host starts the MCP servers its mcp.json names", false},
+	{".zed", "Zed on the host runs the language servers and tasks its settings name", false},
 }
 
 // ProtectHostExec prepares the binds that make ws's host-executed entries
 // read-only, making the placeholders they need, and returns them with the
 // identities of what they bind (checked by the init like every bind). ws is
-// the checked workspace's real path. A symlink in place of an entry is
-// refused: the session could redirect it.
-func ProtectHostExec(ws string) ([]Bind, []BindID, error) {
+// the checked workspace's real path, home the user's home, whose links
+// into ws are followed (hostexec_homelinks.go). A symlink in place of an
+// entry is refused: the session could redirect it.
+func ProtectHostExec(ws, home string) ([]Bind, []BindID, error) {
 	var binds []Bind
 	var ids []BindID
 	pinned := map[string]bool{}
 	roDir := map[string]bool{} // entries bound read-only whole: nothing below needs a bind
-	hooks := hookExec(ws)
-	for _, e := range append(append([]HostExec{}, HostExecEntries...), hooks...) {
+	if real, err := filepath.EvalSymlinks(home); err == nil {
+		home = real // (links into ws are compared by their real paths)
+	}
+	linked, err := homeLinkEntries(home, ws)
+	if err != nil {
+		return nil, nil, err
+	}
+	entries := append(append(append([]HostExec{}, HostExecEntries...), hookExec(ws)...), linked...)
+	for _, e := range entries {
 		if under(e.Rel, roDir) {
 			continue
 		}

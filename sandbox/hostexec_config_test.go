@@ -71,7 +71,7 @@ func TestIncludesProtected(t *testing.T) {
 	if !hostStatusRuns(t, ws, mark) {
 		t.Fatal("git status did not run the fsmonitor of a nested include, so this test proves nothing")
 	}
-	binds, _, err := ProtectHostExec(ws)
+	binds, _, err := ProtectHostExec(ws, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestHooksPathInGitDir(t *testing.T) {
 	gitRun(t, ws, "init", "-q")
 	os.Mkdir(filepath.Join(ws, ".git", "myhooks"), 0o755)
 	appendFile(t, filepath.Join(ws, ".git", "config"), "[core]\n\thooksPath = .git/myhooks\n")
-	binds, _, err := ProtectHostExec(ws)
+	binds, _, err := ProtectHostExec(ws, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestGitConfigValue(t *testing.T) {
 // readOnlyRels are the entries of ws ProtectHostExec binds read-only.
 func readOnlyRels(t *testing.T, ws string) []string {
 	t.Helper()
-	binds, _, err := ProtectHostExec(ws)
+	binds, _, err := ProtectHostExec(ws, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestHookEntries(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, ".pre-commit-config.yaml"), []byte("repos: []\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n\thooksPath = .githooks\n"), 0o644)
 	ro := func() string { return strings.Join(readOnlyRels(t, ws), " ") }
-	if got := ro(); got != ".git/config .git/hooks .husky .pre-commit-config.yaml .githooks" {
+	if got := ro(); got != ".git/config .git/hooks .claude .husky .pre-commit-config.yaml .githooks" {
 		t.Errorf("read-only: %s", got)
 	}
 	// From the user's global config, a relative path (every repository's).
@@ -68,7 +68,7 @@ func TestHookEntries(t *testing.T) {
 	}
 	// Outside the workspace: nothing.
 	os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[core]\n\thooksPath = ~/.githooks\n"), 0o644)
-	if got := ro(); got != ".git/config .git/hooks .husky .pre-commit-config.yaml" {
+	if got := ro(); got != ".git/config .git/hooks .claude .husky .pre-commit-config.yaml" {
 		t.Errorf("read-only with hooks outside: %s", got)
 	}
 }
@@ -85,7 +85,7 @@ func TestPlaceholderSwap(t *testing.T) {
 			os.Symlink(elsewhere, dir)
 		}
 	})
-	if _, _, err := ProtectHostExec(ws); err == nil {
+	if _, _, err := ProtectHostExec(ws, ""); err == nil {
 		t.Error("the start went on after the swap")
 	}
 	if _, err := os.Lstat(filepath.Join(elsewhere, "hooks")); err == nil {

@@ -11,7 +11,7 @@ import (
 // placeholders go when the session ends (issue 30).
 func TestOwnGitDir(t *testing.T) {
 	ws, own := t.TempDir(), t.TempDir()
-	binds, ids, err := ProtectHostExec(ws)
+	binds, ids, err := ProtectHostExec(ws, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestOwnGitDir(t *testing.T) {
 	repo := t.TempDir()
 	os.MkdirAll(filepath.Join(repo, ".git", "objects"), 0o755)
 	os.WriteFile(filepath.Join(repo, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
-	binds, ids, err = ProtectHostExec(repo)
+	binds, ids, err = ProtectHostExec(repo, "")
 	if err != nil {
 		t.Fatal(err)
 	}

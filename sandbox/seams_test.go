@@ -59,7 +59,7 @@ func TestProtectHostExec(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, ".git", "config"), nil, 0o644)
 	os.MkdirAll(filepath.Join(ws, ".vscode"), 0o755)
 	os.WriteFile(filepath.Join(ws, ".envrc"), nil, 0o644)
-	binds, ids, err := ProtectHostExec(ws)
+	binds, ids, err := ProtectHostExec(ws, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestProtectHostExec(t *testing.T) {
 			t.Errorf("%+v: want a reason, at its own path", b)
 		}
 	}
-	want := "bind .git,ro-bind .git/config,ro-bind .git/hooks,ro-bind .vscode,ro-bind .envrc"
+	want := "bind .git,ro-bind .git/config,ro-bind .git/hooks,ro-bind .vscode,ro-bind .envrc,ro-bind .claude"
 	if strings.Join(got, ",") != want {
 		t.Errorf("binds %s\nwant  %s", strings.Join(got, ","), want)
 	}
@@ -80,16 +80,17 @@ func TestProtectHostExec(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(ws, ".git", "hooks")); err != nil || !fi.IsDir() {
 		t.Error("no placeholder for the missing .git/hooks")
 	}
-	// No repository: an empty .git placeholder, read-only whole.
+	// No repository: an empty .git placeholder, read-only whole (and
+	// .claude's).
 	bare := t.TempDir()
 	bare, _ = filepath.EvalSymlinks(bare)
-	binds, _, _ = ProtectHostExec(bare)
-	if len(binds) != 1 || binds[0].Kind != KindRO || binds[0].Dst != filepath.Join(bare, ".git") {
+	binds, _, _ = ProtectHostExec(bare, "")
+	if len(binds) != 2 || binds[0].Kind != KindRO || binds[0].Dst != filepath.Join(bare, ".git") || binds[1].Dst != filepath.Join(bare, ".claude") {
 		t.Errorf("without a repository: %+v", binds)
 	}
 	// A symlink in place of an entry is refused.
 	os.Symlink("/tmp", filepath.Join(ws, ".idea"))
-	if _, _, err := ProtectHostExec(ws); err == nil || !strings.Contains(err.Error(), "symlink") {
+	if _, _, err := ProtectHostExec(ws, ""); err == nil || !strings.Contains(err.Error(), "symlink") {
 		t.Errorf("a symlinked .idea: %v", err)
 	}
 }
@@ -131,7 +132,7 @@ func TestProtectHostExecSymlinkedDir(t *testing.T) {
 	other := t.TempDir()
 	os.WriteFile(filepath.Join(other, "settings.json"), nil, 0o644)
 	os.Symlink(other, filepath.Join(ws, ".claude"))
-	if _, _, err := ProtectHostExec(ws); err == nil || !strings.Contains(err.Error(), "symlink") {
+	if _, _, err := ProtectHostExec(ws, ""); err == nil || !strings.Contains(err.Error(), "symlink") {
 		t.Errorf("a symlinked .claude: %v", err)
 	}
 }
