@@ -10,6 +10,7 @@ import (
 	"mosaic/manager/request"
 	"mosaic/manager/stagebin"
 	"mosaic/sandbox"
+	"mosaic/sandbox/directfloor"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
 	"mosaic/units/errcode"
@@ -145,7 +146,7 @@ func complete(spec *units.Spec, h Host) error {
 		}
 	}
 	if !spec.AllowWriteHostExec && spec.Clone == nil { // a copy's files are never run by the host
-		protect, ids, err := sandbox.ProtectHostExec(spec.Workspace, h.Paths.Home)
+		protect, ids, err := directfloor.Protect(spec.Workspace, h.Paths.Home)
 		if err != nil {
 			return errcode.BadWorkspace.New("workspace %s: %w", spec.Workspace, err)
 		}
@@ -153,7 +154,7 @@ func complete(spec *units.Spec, h Host) error {
 		if !spec.Landlock() { // (no bwrap to cover the placeholder with)
 			own := filepath.Join(spec.StateDir, "git")
 			var ok bool
-			if protect, ids, ok = sandbox.OwnGitDir(spec.Workspace, own, protect, ids); ok {
+			if protect, ids, ok = directfloor.OwnGitDir(spec.Workspace, own, protect, ids); ok {
 				spec.OwnGitDir = own
 			}
 		}

@@ -32,9 +32,9 @@ func openatBeneath(root, rel string, flags int) (int, error) {
 	return r.openat(rel, flags)
 }
 
-// readDirBeneath lists the directory root/rel, following no symlink on the
+// ReadDirBeneath lists the directory root/rel, following no symlink on the
 // way; more than max entries is an error.
-func readDirBeneath(root, rel string, max int) ([]os.DirEntry, error) {
+func ReadDirBeneath(root, rel string, max int) ([]os.DirEntry, error) {
 	fd, err := openatBeneath(root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, err

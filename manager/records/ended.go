@@ -9,6 +9,7 @@ import (
 
 	"mosaic/credentials/sessionfile"
 	"mosaic/sandbox"
+	"mosaic/sandbox/directfloor"
 )
 
 // The session-ended stage is a service's ExecStopPost (its command line is
@@ -67,13 +68,13 @@ func proxyDead(socket string) bool {
 }
 
 // TidyWorkspace removes the empty .git placeholder that r's session's own
-// repository was mounted over (sandbox.OwnGitDir) from its workspace, so
+// repository was mounted over (directfloor.OwnGitDir) from its workspace, so
 // that nothing empty is left behind. Nothing else of a direct session's
 // workspace is looked at when it ends: what it wrote there is the user's
 // to review (issue 38: direct mode protects at the start only).
 func TidyWorkspace(r Record) {
 	if r.Workspace != "" && r.OwnGitDir != "" && !r.HostExecWritable && !r.WorkspaceCopied {
-		sandbox.RemoveGitPlaceholder(r.Workspace)
+		directfloor.RemoveGitPlaceholder(r.Workspace)
 	}
 }
 

@@ -69,7 +69,7 @@ type Description struct {
 	// shows once systemd has forgotten its unit.
 	Limits *Limits `json:"limits,omitempty"`
 	// OwnGitDir is the session's own repository, bound over the
-	// workspace's .git placeholder (sandbox.OwnGitDir), which is removed
+	// workspace's .git placeholder (directfloor.OwnGitDir), which is removed
 	// at its end.
 	OwnGitDir string `json:"own_git_dir,omitempty"`
 }

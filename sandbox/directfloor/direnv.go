@@ -1,10 +1,11 @@
-package sandbox
+package directfloor
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 
+	"mosaic/sandbox"
 	"mosaic/units/regfile"
 )
 
@@ -48,7 +49,7 @@ func envrcLoads(ws string) []string {
 				if !filepath.IsAbs(p) {
 					p = filepath.Join(ws, p)
 				}
-				if p = filepath.Clean(p); p != ws && Within(p, ws) && len(loads) < 100 {
+				if p = filepath.Clean(p); p != ws && sandbox.Within(p, ws) && len(loads) < 100 {
 					loads = append(loads, p)
 				}
 			}

@@ -1,10 +1,11 @@
-package sandbox
+package directfloor
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 
+	"mosaic/sandbox"
 	"mosaic/units/regfile"
 )
 
@@ -36,7 +37,7 @@ const maxHooks = 1000
 func hookTargets(ws, hooksDir string) []string {
 	var out []string
 	add := func(p string) {
-		if p != ws && Within(p, ws) && len(out) < maxHookTargets {
+		if p != ws && sandbox.Within(p, ws) && len(out) < maxHookTargets {
 			out = append(out, p)
 		}
 	}

@@ -1,10 +1,12 @@
-package sandbox
+package directfloor
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"mosaic/sandbox"
 )
 
 // Files of the user's home that are links into the workspace. A dotfiles
@@ -51,8 +53,8 @@ const homeLinkReason = "your home's %s is a link to it: the host's tools read it
 // to inside ws (both real paths), as entries to bind read-only. err is the
 // refusal: a link that leads to ws or a directory holding it, one whose
 // target inside ws is missing, or a home too big to look through.
-func homeLinkEntries(home, ws string) ([]HostExec, error) {
-	if home == "" || home == ws || Within(home, ws) {
+func homeLinkEntries(home, ws string) ([]Entry, error) {
+	if home == "" || home == ws || sandbox.Within(home, ws) {
 		return nil, nil // a home inside the workspace: its own entries are the workspace's
 	}
 	w := homeWalk{home: home, ws: ws, left: homeLinkBudget}
@@ -66,12 +68,12 @@ func homeLinkEntries(home, ws string) ([]HostExec, error) {
 type homeWalk struct {
 	home, ws string
 	left     int // entries still to look at
-	found    []HostExec
+	found    []Entry
 }
 
 // dir looks through the directory rel of the home, depth below it.
 func (w *homeWalk) dir(rel string, depth int) error {
-	entries, err := readDirBeneath(w.home, rel, w.left)
+	entries, err := sandbox.ReadDirBeneath(w.home, rel, w.left)
 	if err != nil {
 		if strings.Contains(err.Error(), "entries") {
 			return fmt.Errorf("your home's configuration directories hold over %d entries, so mosaic cannot tell whether a link there leads into the workspace, which a direct session would write for your host to run: use clone mode (drop --direct)", homeLinkBudget)
@@ -110,18 +112,18 @@ func (w *homeWalk) link(rel string) error {
 	t, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		// Dangling: where it would land, were the session to make it.
-		if t = danglingTarget(p); t != "" && (t == w.ws || Within(t, w.ws)) {
+		if t = danglingTarget(p); t != "" && (t == w.ws || sandbox.Within(t, w.ws)) {
 			return fmt.Errorf("your home's %s is a link to %s, which does not exist: a direct session could make it, and your host would read it as %s; remove the link or make the file, or use clone mode (drop --direct)", shown, t, shown)
 		}
 		return nil
 	}
 	switch {
-	case t == w.ws || Within(w.ws, t) && t != "/" && !Within(w.home, t):
+	case t == w.ws || sandbox.Within(w.ws, t) && t != "/" && !sandbox.Within(w.home, t):
 		// Within(home, t): a link to the home or above (wine's
 		// dosdevices/z: -> /) is no configuration of the workspace's.
 		return fmt.Errorf("your home's %s is a link to %s, which holds the workspace: your host reads every file a direct session writes there as your configuration; use clone mode (drop --direct)", shown, t)
-	case Within(t, w.ws):
-		w.found = append(w.found, HostExec{Rel: strings.TrimPrefix(t, w.ws+"/"), Reason: fmt.Sprintf(homeLinkReason, shown)})
+	case sandbox.Within(t, w.ws):
+		w.found = append(w.found, Entry{Rel: strings.TrimPrefix(t, w.ws+"/"), Reason: fmt.Sprintf(homeLinkReason, shown)})
 	}
 	return nil
 }

@@ -1,14 +1,16 @@
-package sandbox
+package directfloor
 
 import (
 	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/sandbox"
 )
 
 // A session's own repository. A workspace without a repository of its own
-// gets an empty read-only .git placeholder (ProtectHostExec), so that the
+// gets an empty read-only .git placeholder (Protect), so that the
 // session cannot make a repository whose config and hooks the user's git
 // would run; `git init` inside then failed. Instead the placeholder is
 // covered by a directory in the session's state, read-write: `git init` and
@@ -26,30 +28,30 @@ const OwnGitReason = "the session's own repository (git init inside), kept in it
 // repository: a .git holding anything but an empty hooks/ placeholder, or
 // a .git file. ids lose the placeholders' identities (own is the
 // session's, which no session can swap on the host).
-func OwnGitDir(ws, own string, binds []Bind, ids []BindID) ([]Bind, []BindID, bool) {
+func OwnGitDir(ws, own string, binds []sandbox.Bind, ids []sandbox.BindID) ([]sandbox.Bind, []sandbox.BindID, bool) {
 	gitDir := filepath.Join(ws, ".git")
 	if !placeholderOnly(gitDir) {
 		return binds, ids, false
 	}
-	var out []Bind
+	var out []sandbox.Bind
 	for _, b := range binds {
-		if !Within(b.Dst, gitDir) {
+		if !sandbox.Within(b.Dst, gitDir) {
 			out = append(out, b)
 		}
 	}
-	var outIDs []BindID
+	var outIDs []sandbox.BindID
 	for _, id := range ids {
-		if !Within(id.Path, gitDir) {
+		if !sandbox.Within(id.Path, gitDir) {
 			outIDs = append(outIDs, id)
 		}
 	}
-	return append(out, Bind{Kind: KindRW, Src: own, Dst: gitDir, Reason: OwnGitReason}), outIDs, true
+	return append(out, sandbox.Bind{Kind: sandbox.KindRW, Src: own, Dst: gitDir, Reason: OwnGitReason}), outIDs, true
 }
 
 // placeholderOnly reports whether gitDir is a real directory that holds
 // nothing, or only an empty hooks/ directory: mosaic's placeholders.
 func placeholderOnly(gitDir string) bool {
-	st, err := StatNoFollow(gitDir)
+	st, err := sandbox.StatNoFollow(gitDir)
 	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return false
 	}

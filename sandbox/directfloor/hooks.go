@@ -1,9 +1,11 @@
-package sandbox
+package directfloor
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"mosaic/sandbox"
 )
 
 // Hooks git runs from the worktree. .git/hooks is read-only, but git runs
@@ -15,7 +17,7 @@ import (
 // commit`. These are protected like the other host-executed entries.
 
 // hookEntries are the hook managers' files and directories.
-var hookEntries = []HostExec{
+var hookEntries = []Entry{
 	{".husky", "git on the host runs the hooks in it at commit (husky)", false},
 	{".pre-commit-config.yaml", "git on the host runs the commands it names at commit (pre-commit)", false},
 	{"lefthook.yml", "git on the host runs the commands it names at commit (lefthook)", false},
@@ -29,23 +31,23 @@ const hooksPathReason = "git on the host runs the hooks in it (core.hooksPath)"
 // core.hooksPath names, the files the includes of git's configuration name
 // (gitconfig.go) and those its .envrc loads (hostexec_direnv.go), when they
 // lie inside ws and exist (a missing one is not protected).
-func hookExec(ws string) []HostExec {
-	entries := append([]HostExec{}, hookEntries...)
+func hookExec(ws string) []Entry {
+	entries := append([]Entry{}, hookEntries...)
 	cfg := readGitConfig(ws)
-	var named []HostExec
+	var named []Entry
 	if rel := hooksPathIn(ws, cfg.top, cfg.hooksPath); rel != "" {
-		named = append(named, HostExec{Rel: rel, Reason: hooksPathReason})
+		named = append(named, Entry{Rel: rel, Reason: hooksPathReason})
 	}
 	for _, p := range cfg.includes {
-		if p != ws && Within(p, ws) {
-			named = append(named, HostExec{Rel: strings.TrimPrefix(p, ws+"/"), Reason: includeReason})
+		if p != ws && sandbox.Within(p, ws) {
+			named = append(named, Entry{Rel: strings.TrimPrefix(p, ws+"/"), Reason: includeReason})
 		}
 	}
 	for _, p := range envrcLoads(ws) {
-		named = append(named, HostExec{Rel: strings.TrimPrefix(p, ws+"/"), Reason: envrcReason})
+		named = append(named, Entry{Rel: strings.TrimPrefix(p, ws+"/"), Reason: envrcReason})
 	}
 	for _, p := range hookTargets(ws, hooksPathAbs(cfg.top, cfg.hooksPath)) {
-		named = append(named, HostExec{Rel: strings.TrimPrefix(p, ws+"/"), Reason: hookTargetReason})
+		named = append(named, Entry{Rel: strings.TrimPrefix(p, ws+"/"), Reason: hookTargetReason})
 	}
 	for _, e := range named {
 		if protectedBy(ws, e.Rel, entries) {
@@ -58,12 +60,12 @@ func hookExec(ws string) []HostExec {
 	return entries
 }
 
-// protectedBy reports whether rel is one of HostExecEntries or entries
+// protectedBy reports whether rel is one of Entries or entries
 // that exists in ws, or lies inside one. .git is only pinned, not
 // read-only: what lies in it is protected only when it is an entry of its
 // own; nor is a missing entry (.husky) that no placeholder takes.
-func protectedBy(ws, rel string, entries []HostExec) bool {
-	for _, p := range append(append([]HostExec{}, HostExecEntries...), entries...) {
+func protectedBy(ws, rel string, entries []Entry) bool {
+	for _, p := range append(append([]Entry{}, Entries...), entries...) {
 		if p.Rel == ".git" || rel != p.Rel && !strings.HasPrefix(rel, p.Rel+"/") {
 			continue
 		}
@@ -79,7 +81,7 @@ func protectedBy(ws, rel string, entries []HostExec) bool {
 // worktree's top (ws, or the repository ws lies in), ~/ from the home, as
 // git reads them.
 func hooksPathIn(ws, top, v string) string {
-	if v = hooksPathAbs(top, v); v == "" || v == ws || !Within(v, ws) {
+	if v = hooksPathAbs(top, v); v == "" || v == ws || !sandbox.Within(v, ws) {
 		return ""
 	}
 	return strings.TrimPrefix(v, ws+"/")

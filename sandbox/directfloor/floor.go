@@ -1,4 +1,17 @@
-package sandbox
+// Package directfloor is direct mode's floor: what a direct session (the
+// opt-in that writes the user's checkout in place, --direct) gets so that
+// the host's tools do not run what it writes in the files they run
+// unasked. It runs on the host, in mosaic, at a session's start: it looks
+// at the workspace and the user's home and returns the read-only binds
+// (and placeholders) that bwrap and systemd then mount over the workspace
+// (sandbox.Options.Protect, units' BindReadOnlyPaths). Nothing of it runs
+// inside a session, and nothing of it looks at the workspace when the
+// session ends, but for removing the empty .git placeholder a session's
+// own repository was mounted over (RemoveGitPlaceholder, from the
+// session-ended stage). It protects what exists at the start; clone mode,
+// the default, is the way to keep the host from running anything a
+// session wrote.
+package directfloor
 
 import (
 	"errors"
@@ -8,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/sandbox"
 	"mosaic/units/testhook"
 )
 
@@ -34,8 +48,8 @@ import (
 // themselves ("pinned"), since a mount point cannot be renamed: the session
 // cannot move .git aside and write a new one.
 
-// HostExec is one protected workspace entry.
-type HostExec struct {
+// Entry is one protected workspace entry.
+type Entry struct {
 	Rel    string // relative to the workspace
 	Reason string
 	// Placeholder: when missing, an empty read-only directory takes its
@@ -47,8 +61,8 @@ type HostExec struct {
 // miseReason is why a mise config is protected.
 const miseReason = "mise on the host runs the hooks (on cd), tools (path:DIR) and environment it configures, and trusts a config by its path, not its content"
 
-// HostExecEntries are the protected entries, in bind order.
-var HostExecEntries = []HostExec{
+// Entries are the protected entries, in bind order.
+var Entries = []Entry{
 	{".git", "git on the host runs what the repository's config and hooks say; a .git file points git at another repository", true},
 	{".git/config", "git on the host runs core.fsmonitor, core.pager, core.sshCommand, aliases and filters from it", false},
 	{".git/hooks", "git on the host runs its hooks (pre-commit, post-checkout, ...)", true},
@@ -139,15 +153,15 @@ var HostExecEntries = []HostExec{
 	{".zed", "Zed on the host runs the language servers and tasks its settings name", false},
 }
 
-// ProtectHostExec prepares the binds that make ws's host-executed entries
+// Protect prepares the binds that make ws's host-executed entries
 // read-only, making the placeholders they need, and returns them with the
 // identities of what they bind (checked by the init like every bind). ws is
 // the checked workspace's real path, home the user's home, whose links
 // into ws are followed (hostexec_homelinks.go). A symlink in place of an
 // entry is refused: the session could redirect it.
-func ProtectHostExec(ws, home string) ([]Bind, []BindID, error) {
-	var binds []Bind
-	var ids []BindID
+func Protect(ws, home string) ([]sandbox.Bind, []sandbox.BindID, error) {
+	var binds []sandbox.Bind
+	var ids []sandbox.BindID
 	pinned := map[string]bool{}
 	roDir := map[string]bool{} // entries bound read-only whole: nothing below needs a bind
 	if real, err := filepath.EvalSymlinks(home); err == nil {
@@ -157,13 +171,13 @@ func ProtectHostExec(ws, home string) ([]Bind, []BindID, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	entries := append(append(append([]HostExec{}, HostExecEntries...), hookExec(ws)...), linked...)
+	entries := append(append(append([]Entry{}, Entries...), hookExec(ws)...), linked...)
 	for _, e := range entries {
 		if under(e.Rel, roDir) {
 			continue
 		}
 		path := filepath.Join(ws, e.Rel)
-		st, err := StatNoFollow(path)
+		st, err := sandbox.StatNoFollow(path)
 		missing := errors.Is(err, unix.ENOENT)
 		switch {
 		case err != nil && !missing:
@@ -179,7 +193,7 @@ func ProtectHostExec(ws, home string) ([]Bind, []BindID, error) {
 			continue
 		case missing:
 			parent := filepath.Dir(path)
-			if _, perr := StatNoFollow(parent); perr != nil {
+			if _, perr := sandbox.StatNoFollow(parent); perr != nil {
 				continue // its directory is missing too, and is protected itself
 			}
 			testhook.Call(hookBeforePlaceholder, parent)
@@ -187,10 +201,10 @@ func ProtectHostExec(ws, home string) ([]Bind, []BindID, error) {
 			// session sharing the workspace may have swapped a directory on
 			// the way for a symlink since, to have mosaic make the directory
 			// elsewhere.
-			if err := mkdirNoFollow(path, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			if err := sandbox.MkdirNoFollow(path, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 				return nil, nil, fmt.Errorf("cannot make the placeholder %s: %v", path, err)
 			}
-			if st, err = StatNoFollow(path); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			if st, err = sandbox.StatNoFollow(path); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				return nil, nil, fmt.Errorf("the placeholder %s changed while mosaic made it", path)
 			}
 		}
@@ -201,12 +215,12 @@ func ProtectHostExec(ws, home string) ([]Bind, []BindID, error) {
 			}
 			pinned[dir] = true
 			d := filepath.Join(ws, dir)
-			dst, err := StatNoFollow(d)
+			dst, err := sandbox.StatNoFollow(d)
 			if err != nil {
 				return nil, nil, fmt.Errorf("cannot check %s: %v", d, err)
 			}
-			binds = append(binds, Bind{Kind: KindRW, Src: d, Dst: d, Reason: "pinned (a mount point cannot be renamed): the session cannot put another " + dir + " in its place"})
-			ids = append(ids, BindID{Path: d, ID: StatID(dst)})
+			binds = append(binds, sandbox.Bind{Kind: sandbox.KindRW, Src: d, Dst: d, Reason: "pinned (a mount point cannot be renamed): the session cannot put another " + dir + " in its place"})
+			ids = append(ids, sandbox.BindID{Path: d, ID: sandbox.StatID(dst)})
 		}
 		reason := "read-only: " + e.Reason
 		if missing {
@@ -216,14 +230,14 @@ func ProtectHostExec(ws, home string) ([]Bind, []BindID, error) {
 			if e.Rel == ".git" && !missing {
 				// A repository: pinned, its config and hooks read-only.
 				pinned[".git"] = true
-				binds = append(binds, Bind{Kind: KindRW, Src: path, Dst: path, Reason: "pinned (a mount point cannot be renamed): the session cannot put another .git in its place"})
-				ids = append(ids, BindID{Path: path, ID: StatID(st)})
+				binds = append(binds, sandbox.Bind{Kind: sandbox.KindRW, Src: path, Dst: path, Reason: "pinned (a mount point cannot be renamed): the session cannot put another .git in its place"})
+				ids = append(ids, sandbox.BindID{Path: path, ID: sandbox.StatID(st)})
 				continue
 			}
 			roDir[e.Rel] = true
 		}
-		binds = append(binds, Bind{Kind: KindRO, Src: path, Dst: path, Reason: reason})
-		ids = append(ids, BindID{Path: path, ID: StatID(st)})
+		binds = append(binds, sandbox.Bind{Kind: sandbox.KindRO, Src: path, Dst: path, Reason: reason})
+		ids = append(ids, sandbox.BindID{Path: path, ID: sandbox.StatID(st)})
 	}
 	return binds, ids, nil
 }
@@ -241,19 +255,3 @@ func under(rel string, dirs map[string]bool) bool {
 // hookBeforePlaceholder is the test hook (testhook.Call) between the check
 // of a placeholder's directory and the making of the placeholder.
 const hookBeforePlaceholder = "before-placeholder"
-
-// mkdirNoFollow makes the directory path, following no symlink on the way.
-func mkdirNoFollow(path string, mode uint32) error {
-	dir, err := unix.Openat2(unix.AT_FDCWD, filepath.Dir(path), &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS,
-	})
-	if err == unix.ENOSYS {
-		dir, err = openWalking(filepath.Dir(path))
-	}
-	if err != nil {
-		return err
-	}
-	defer unix.Close(dir)
-	return unix.Mkdirat(dir, filepath.Base(path), mode)
-}

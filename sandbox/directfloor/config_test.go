@@ -1,4 +1,4 @@
-package sandbox
+package directfloor
 
 import (
 	"os"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"mosaic/sandbox"
 )
 
 // The start-time protections that follow what the workspace's own
@@ -71,13 +73,13 @@ func TestIncludesProtected(t *testing.T) {
 	if !hostStatusRuns(t, ws, mark) {
 		t.Fatal("git status did not run the fsmonitor of a nested include, so this test proves nothing")
 	}
-	binds, _, err := ProtectHostExec(ws, "")
+	binds, _, err := Protect(ws, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ro []string
 	for _, b := range binds {
-		if b.Kind == KindRO {
+		if b.Kind == sandbox.KindRO {
 			ro = append(ro, strings.TrimPrefix(b.Dst, ws+"/"))
 			if strings.HasSuffix(b.Dst, ".inc") && !strings.Contains(b.Reason, "include") {
 				t.Errorf("reason %q", b.Reason)
@@ -99,13 +101,13 @@ func TestHooksPathInGitDir(t *testing.T) {
 	gitRun(t, ws, "init", "-q")
 	os.Mkdir(filepath.Join(ws, ".git", "myhooks"), 0o755)
 	appendFile(t, filepath.Join(ws, ".git", "config"), "[core]\n\thooksPath = .git/myhooks\n")
-	binds, _, err := ProtectHostExec(ws, "")
+	binds, _, err := Protect(ws, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := false
 	for _, b := range binds {
-		found = found || b.Kind == KindRO && b.Dst == filepath.Join(ws, ".git", "myhooks")
+		found = found || b.Kind == sandbox.KindRO && b.Dst == filepath.Join(ws, ".git", "myhooks")
 	}
 	if !found {
 		t.Errorf("core.hooksPath .git/myhooks is not read-only: %+v", binds)

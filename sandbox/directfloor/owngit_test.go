@@ -1,9 +1,11 @@
-package sandbox
+package directfloor
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"mosaic/sandbox"
 )
 
 // A workspace without a repository gets the session's own .git, from its
@@ -11,7 +13,7 @@ import (
 // placeholders go when the session ends (issue 30).
 func TestOwnGitDir(t *testing.T) {
 	ws, own := t.TempDir(), t.TempDir()
-	binds, ids, err := ProtectHostExec(ws, "")
+	binds, ids, err := Protect(ws, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,17 +21,17 @@ func TestOwnGitDir(t *testing.T) {
 	if !ok {
 		t.Fatal("no own .git for a workspace without a repository")
 	}
-	var gitBinds []Bind
+	var gitBinds []sandbox.Bind
 	for _, b := range got {
-		if Within(b.Dst, filepath.Join(ws, ".git")) {
+		if sandbox.Within(b.Dst, filepath.Join(ws, ".git")) {
 			gitBinds = append(gitBinds, b)
 		}
 	}
-	if len(gitBinds) != 1 || gitBinds[0] != (Bind{Kind: KindRW, Src: own, Dst: filepath.Join(ws, ".git"), Reason: OwnGitReason}) {
+	if len(gitBinds) != 1 || gitBinds[0] != (sandbox.Bind{Kind: sandbox.KindRW, Src: own, Dst: filepath.Join(ws, ".git"), Reason: OwnGitReason}) {
 		t.Errorf(".git binds %+v", gitBinds)
 	}
 	for _, id := range gotIDs {
-		if Within(id.Path, filepath.Join(ws, ".git")) {
+		if sandbox.Within(id.Path, filepath.Join(ws, ".git")) {
 			t.Errorf("a placeholder's identity is still checked: %+v", id)
 		}
 	}
@@ -41,7 +43,7 @@ func TestOwnGitDir(t *testing.T) {
 	repo := t.TempDir()
 	os.MkdirAll(filepath.Join(repo, ".git", "objects"), 0o755)
 	os.WriteFile(filepath.Join(repo, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
-	binds, ids, err = ProtectHostExec(repo, "")
+	binds, ids, err = Protect(repo, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package sandbox
+package directfloor
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"mosaic/sandbox"
 	"mosaic/units/testhook"
 )
 
@@ -26,16 +27,16 @@ func TestGitConfigValue(t *testing.T) {
 	}
 }
 
-// readOnlyRels are the entries of ws ProtectHostExec binds read-only.
+// readOnlyRels are the entries of ws Protect binds read-only.
 func readOnlyRels(t *testing.T, ws string) []string {
 	t.Helper()
-	binds, _, err := ProtectHostExec(ws, "")
+	binds, _, err := Protect(ws, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
 	for _, b := range binds {
-		if b.Kind == KindRO {
+		if b.Kind == sandbox.KindRO {
 			out = append(out, strings.TrimPrefix(b.Dst, ws+"/"))
 		}
 	}
@@ -85,7 +86,7 @@ func TestPlaceholderSwap(t *testing.T) {
 			os.Symlink(elsewhere, dir)
 		}
 	})
-	if _, _, err := ProtectHostExec(ws, ""); err == nil {
+	if _, _, err := Protect(ws, ""); err == nil {
 		t.Error("the start went on after the swap")
 	}
 	if _, err := os.Lstat(filepath.Join(elsewhere, "hooks")); err == nil {

@@ -1,4 +1,4 @@
-package sandbox
+package directfloor
 
 import (
 	"os"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"mosaic/sandbox"
 )
 
 // stowHome makes a home whose configuration places link into the dotfiles
@@ -55,13 +57,13 @@ func stowHome(t *testing.T, ws string) string {
 func TestHomeLinksReadOnly(t *testing.T) {
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
 	home := stowHome(t, ws)
-	binds, _, err := ProtectHostExec(ws, home)
+	binds, _, err := Protect(ws, home)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reasons := map[string]string{}
 	for _, b := range binds {
-		if b.Kind == KindRO {
+		if b.Kind == sandbox.KindRO {
 			reasons[strings.TrimPrefix(b.Dst, ws+"/")] = b.Reason
 		}
 	}
@@ -80,7 +82,7 @@ func TestHomeLinksReadOnly(t *testing.T) {
 	// ssh/ aside and make another.
 	pinned := false
 	for _, b := range binds {
-		pinned = pinned || b.Kind == KindRW && b.Dst == filepath.Join(ws, "ssh")
+		pinned = pinned || b.Kind == sandbox.KindRW && b.Dst == filepath.Join(ws, "ssh")
 	}
 	if !pinned {
 		t.Errorf("ssh/ is not pinned: %+v", binds)
@@ -104,7 +106,7 @@ func TestHomeLinksRefused(t *testing.T) {
 		home, _ := filepath.EvalSymlinks(t.TempDir())
 		os.MkdirAll(filepath.Join(home, filepath.Dir(c.link)), 0o755)
 		os.Symlink(c.target, filepath.Join(home, c.link))
-		_, _, err := ProtectHostExec(ws, home)
+		_, _, err := Protect(ws, home)
 		if err == nil || !strings.Contains(err.Error(), "~/"+c.link) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "clone mode") {
 			t.Errorf("%s -> %s: %v", c.link, c.target, err)
 		}
@@ -112,7 +114,7 @@ func TestHomeLinksRefused(t *testing.T) {
 	defer func(n int) { homeLinkBudget = n }(homeLinkBudget)
 	homeLinkBudget = 5
 	home := stowHome(t, ws)
-	if _, _, err := ProtectHostExec(ws, home); err == nil || !strings.Contains(err.Error(), "over 5 entries") {
+	if _, _, err := Protect(ws, home); err == nil || !strings.Contains(err.Error(), "over 5 entries") {
 		t.Errorf("over the budget: %v", err)
 	}
 }
