@@ -10,6 +10,7 @@ import (
 	"mosaic/manager/request"
 	"mosaic/manager/stagebin"
 	"mosaic/sandbox"
+	"mosaic/sandbox/directfloor"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
 	"mosaic/units/errcode"
@@ -145,7 +146,7 @@ func complete(spec *units.Spec, h Host) error {
 		}
 	}
 	if !spec.AllowWriteHostExec && spec.Clone == nil { // a copy's files are never run by the host
-		protect, ids, err := sandbox.ProtectHostExec(spec.Workspace)
+		protect, ids, err := directfloor.Protect(spec.Workspace, h.Paths.Home)
 		if err != nil {
 			return errcode.BadWorkspace.New("workspace %s: %w", spec.Workspace, err)
 		}
@@ -153,13 +154,12 @@ func complete(spec *units.Spec, h Host) error {
 		if !spec.Landlock() { // (no bwrap to cover the placeholder with)
 			own := filepath.Join(spec.StateDir, "git")
 			var ok bool
-			if protect, ids, ok = sandbox.OwnGitDir(spec.Workspace, own, protect, ids); ok {
+			if protect, ids, ok = directfloor.OwnGitDir(spec.Workspace, own, protect, ids); ok {
 				spec.OwnGitDir = own
 			}
 		}
 		spec.Protect = protect
 		spec.BindIDs = append(spec.BindIDs, ids...)
-		spec.HostExecMissing = sandbox.MissingHostExec(spec.Workspace)
 	}
 	if err := checkPublish(*spec); err != nil {
 		return err

@@ -108,12 +108,11 @@ func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string
 		session.Describe(*rec, s)
 		s.Clone, _ = records.ReadClone(dir)
 		if s.Running() {
-			s.HostExecCreated = sandbox.Created(rec.Workspace, rec.HostExecMissing)
 			if s.Network == sandbox.NetworkAllow && kind == units.KindService {
 				s.EgressDied = !m.unitRunning(ctx, units.EgressUnitName(name))
 			}
 		} else if e, ok := records.ReadEnd(dir); ok {
-			s.MovedAside, s.EgressDied = e.MovedAside, e.EgressDied
+			s.EgressDied = e.EgressDied
 		}
 		if !s.Running() {
 			s.Home = session.HomeOf(dir)

@@ -70,32 +70,18 @@ func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-
 		}
 	}
 	mark(ctx, "end announced")
-	// What the session's ended stage moved aside is read before its state
-	// can go.
-	moved := endedMovedAside(spec, l.began)
 	home := session.HomeOf(spec.StateDir)
 	removed := removeUnnamed(spec)
 	defer func() { <-removed }()
 	p := w.snapshot()
 	s := session.Of(spec.Name, units.KindService, p, p)
 	s.StoppedBy = stoppedBy(w, stopping, s.Result)
-	s.MovedAside = append(moved, records.MoveAside(recordAt(spec, l.began))...)
+	records.TidyWorkspace(recordAt(spec, l.began))
 	s.Home = home
 	if result != "done" && s.ExitStatus == nil {
 		return s, errcode.StartFailed.New("session %s did not start: %s", spec.Name, startFailure(result, s))
 	}
 	return s, nil
-}
-
-// endedMovedAside is what the ended stage of spec's session, started at
-// began, moved aside of what it created among its workspace's
-// host-executed entries (its end.json says; none for a run without that
-// stage). Run moves aside what is left (records.MoveAside).
-func endedMovedAside(spec units.Spec, began time.Time) []sandbox.MovedAside {
-	if e, ok := records.ReadEnd(spec.StateDir); ok && e.Ended.After(began) {
-		return e.MovedAside
-	}
-	return nil
 }
 
 // removeUnnamed removes an ended unnamed run's state (its state directory
@@ -251,9 +237,6 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	end := session.Of(name, s.Kind, p, p)
 	if rec, ok := records.Read(dir); ok {
 		session.Describe(rec, &end)
-	}
-	if e, ok := records.ReadEnd(dir); ok {
-		end.MovedAside = e.MovedAside // its ended stage has just run
 	}
 	end.Home = session.HomeOf(dir)
 	return end, nil

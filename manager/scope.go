@@ -472,7 +472,7 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, waitErr error, beg
 	s.Ended = &now
 	s.StoppedBy = stoppedBy(w, false, s.Result)
 	r := recordAt(spec, began)
-	s.MovedAside = records.MoveAside(r)
+	records.TidyWorkspace(r)
 	s.Home = session.HomeOf(spec.StateDir)
 	if spec.NameGiven {
 		records.TidyHome(spec.StateDir, r)
@@ -480,7 +480,7 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, waitErr error, beg
 		if result == "" {
 			result = "success"
 		}
-		_ = records.WriteEnd(spec.StateDir, records.End{Result: result, ExitCode: kind, ExitStatus: strconv.Itoa(status), Ended: now, MovedAside: s.MovedAside})
+		_ = records.WriteEnd(spec.StateDir, records.End{Result: result, ExitCode: kind, ExitStatus: strconv.Itoa(status), Ended: now})
 	}
 	return s, nil
 }

@@ -2,6 +2,10 @@
 // command line that runs inside a session's systemd unit (every bind with the
 // reason it exists), the probe that proves bwrap can build that sandbox on this
 // host before anything is started, and the init that runs as PID 1 inside it.
+// It holds both sides: what builds the sandbox on the host (bwrap.go,
+// probe.go, outside.go, the home's load and save) and what runs inside a
+// session (init.go, guard.go, landlock.go, seccomp.go, shim.go); direct
+// mode's floor, host side only, is sandbox/directfloor.
 //
 // systemd's unit properties are the outer layer; they can fail open (systemd
 // silently drops PrivateTmp, ProtectSystem and same-path binds when it cannot
@@ -78,7 +82,7 @@ type Options struct {
 	PublishDir  string   // the publish forwarder's socket directory (--publish); "" for none
 	CABundle    string   // --ca-file's bundle with the system's roots, bound at CABundleInside; "" for none
 	BwrapBin    string   // bwrap, pinned read-only at its own path when a writable bind holds it
-	Protect     []Bind   // the workspace's host-executed entries (ProtectHostExec), after every other bind
+	Protect     []Bind   // the workspace's host-executed entries (directfloor.Protect), after every other bind
 }
 
 // systemDirs are the host directories every program needs, read-only. /etc

@@ -55,7 +55,7 @@ func HomeLinks(hostHome string) (links []string, complete bool) {
 	for len(queue) > 0 && complete {
 		rel := queue[0]
 		queue = queue[1:]
-		entries, err := readDirBeneath(hostHome, rel, left)
+		entries, err := ReadDirBeneath(hostHome, rel, left)
 		if err != nil {
 			if strings.Contains(err.Error(), "entries") {
 				complete = false

@@ -103,3 +103,19 @@ func checkBindIDs(binds []BindID, layer string) error {
 	}
 	return nil
 }
+
+// MkdirNoFollow makes the directory path, following no symlink on the way.
+func MkdirNoFollow(path string, mode uint32) error {
+	dir, err := unix.Openat2(unix.AT_FDCWD, filepath.Dir(path), &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS,
+	})
+	if err == unix.ENOSYS {
+		dir, err = openWalking(filepath.Dir(path))
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	return unix.Mkdirat(dir, filepath.Base(path), mode)
+}

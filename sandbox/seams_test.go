@@ -3,7 +3,6 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -50,50 +49,6 @@ func TestPinBinaries(t *testing.T) {
 	}
 }
 
-func TestProtectHostExec(t *testing.T) {
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.MkdirAll(filepath.Join(ws, ".git"), 0o755)
-	os.WriteFile(filepath.Join(ws, ".git", "config"), nil, 0o644)
-	os.MkdirAll(filepath.Join(ws, ".vscode"), 0o755)
-	os.WriteFile(filepath.Join(ws, ".envrc"), nil, 0o644)
-	binds, ids, err := ProtectHostExec(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, b := range binds {
-		got = append(got, b.Kind+" "+strings.TrimPrefix(b.Dst, ws+"/"))
-		if b.Reason == "" || b.Src != b.Dst {
-			t.Errorf("%+v: want a reason, at its own path", b)
-		}
-	}
-	want := "bind .git,ro-bind .git/config,ro-bind .git/hooks,ro-bind .vscode,ro-bind .envrc"
-	if strings.Join(got, ",") != want {
-		t.Errorf("binds %s\nwant  %s", strings.Join(got, ","), want)
-	}
-	if len(ids) != len(binds) {
-		t.Errorf("%d identities for %d binds", len(ids), len(binds))
-	}
-	if fi, err := os.Stat(filepath.Join(ws, ".git", "hooks")); err != nil || !fi.IsDir() {
-		t.Error("no placeholder for the missing .git/hooks")
-	}
-	// No repository: an empty .git placeholder, read-only whole.
-	bare := t.TempDir()
-	bare, _ = filepath.EvalSymlinks(bare)
-	binds, _, _ = ProtectHostExec(bare)
-	if len(binds) != 1 || binds[0].Kind != KindRO || binds[0].Dst != filepath.Join(bare, ".git") {
-		t.Errorf("without a repository: %+v", binds)
-	}
-	// A symlink in place of an entry is refused.
-	os.Symlink("/tmp", filepath.Join(ws, ".idea"))
-	if _, _, err := ProtectHostExec(ws); err == nil || !strings.Contains(err.Error(), "symlink") {
-		t.Errorf("a symlinked .idea: %v", err)
-	}
-}
-
 func TestStatNoFollow(t *testing.T) {
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	os.Mkdir(filepath.Join(dir, "d"), 0o755)
@@ -123,15 +78,5 @@ func BenchmarkCheckBindIDs(b *testing.B) {
 		if err := checkBindIDs(ids, "bench"); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-func TestProtectHostExecSymlinkedDir(t *testing.T) {
-	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	other := t.TempDir()
-	os.WriteFile(filepath.Join(other, "settings.json"), nil, 0o644)
-	os.Symlink(other, filepath.Join(ws, ".claude"))
-	if _, _, err := ProtectHostExec(ws); err == nil || !strings.Contains(err.Error(), "symlink") {
-		t.Errorf("a symlinked .claude: %v", err)
 	}
 }

@@ -531,7 +531,7 @@ func underWritable(s Spec, path string) bool {
 }
 
 // landlockProtect are, in --sandbox landlock, the binds of kind over the
-// workspace's host-executed entries (sandbox.ProtectHostExec): with no
+// workspace's host-executed entries (directfloor.Protect): with no
 // bwrap, systemd's layer makes them read-only (and pins the directories
 // holding them), since a Landlock rule that lets the workspace be written
 // cannot keep a path below it from being written.

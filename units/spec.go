@@ -154,7 +154,7 @@ type Spec struct {
 	Toolchains  []string
 	PathDropped []string
 	// OwnGitDir is the session's own repository in its state, bound over
-	// the workspace's .git placeholder (sandbox.OwnGitDir); "" for none.
+	// the workspace's .git placeholder (directfloor.OwnGitDir); "" for none.
 	OwnGitDir string
 	// GitConfig is the session's ~/.gitconfig, written at each start: the
 	// user's identity and harmless settings (request.gitSettings); "" for
@@ -164,15 +164,11 @@ type Spec struct {
 	// checked, which the sandbox's layers compare with what they mounted.
 	BindIDs []sandbox.BindID
 	// Protect are the read-only binds over the workspace's host-executed
-	// entries (sandbox.ProtectHostExec), none when AllowWriteHostExec.
+	// entries (directfloor.Protect), none when AllowWriteHostExec.
 	Protect            []sandbox.Bind
 	AllowWriteHostExec bool
-	// HostExecMissing are the watched host-executed entries missing at
-	// the start (sandbox.MissingHostExec): what the session creates there
-	// is moved aside when it ends.
-	HostExecMissing []string
-	Env             []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
-	Pass            []string // names the init passes besides its allowlist (a profile's variables)
+	Env                []string // non-secret KEY=VALUE for the unit (TERM, LANG, a profile's variables)
+	Pass               []string // names the init passes besides its allowlist (a profile's variables)
 	// SeccompAllow are the rows of sandbox.SyscallRules the profile lifted.
 	SeccompAllow []string
 	// Credentials are the names of the secrets in CredentialFile, which

@@ -4,9 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 )
 
 // gitRan runs the host's `git status` in dir, as a shell prompt would,
@@ -31,75 +29,6 @@ func gitSetup(t *testing.T, dir string, args ...string) {
 // fsmonitorLine is a config that has git status touch mark.
 func fsmonitorLine(mark string) string {
 	return `printf '[core]\n\tfsmonitor = "touch ` + mark + `; false"\n'`
-}
-
-// TestNestedRepoPlanted (issue 31, break 1): the session runs `git init`
-// in a directory of the workspace (at any depth) and sets core.fsmonitor in
-// its config; the host's `git status` there (any shell prompt entering it)
-// ran it. With --allow-write-host-exec the attack works; by default its .git
-// is moved aside when the session ends, run says so, and git there runs
-// nothing.
-func TestNestedRepoPlanted(t *testing.T) {
-	needRig(t)
-	attack := func(ws string) string {
-		return `set -e; mkdir -p a/b/c/src; git init -q a/b/c/src; ` + fsmonitorLine(filepath.Join(ws, "MARK")) + ` >> a/b/c/src/.git/config`
-	}
-	ws := workspace(t)
-	hostGit(ws, "init", "-q")
-	src := filepath.Join(ws, "a", "b", "c", "src")
-	mustMosaic(t, "run", "-w", ws, "--allow-write-host-exec", "--", "sh", "-c", attack(ws))
-	if !gitRan(src, filepath.Join(ws, "MARK")) {
-		t.Fatal("with --allow-write-host-exec the host's git status did not run the nested repository's fsmonitor, so this test proves nothing")
-	}
-	for _, mode := range [][]string{{"run"}, {"run", "--scope"}} {
-		ws := workspace(t)
-		hostGit(ws, "init", "-q")
-		time.Sleep(1100 * time.Millisecond) // the user's repository is older than the session
-		src := filepath.Join(ws, "a", "b", "c", "src")
-		r := mustMosaic(t, append(append(mode, "-w", ws, "--"), "sh", "-c", attack(ws))...)
-		if gitRan(src, filepath.Join(ws, "MARK")) {
-			t.Errorf("%v: the host's git status ran the repository the session made", mode)
-		}
-		if !strings.Contains(r.stderr, filepath.Join(src, ".git")) || !strings.Contains(r.stderr, "moved aside") {
-			t.Errorf("%v: run did not say it moved a/b/c/src/.git aside:\n%s", mode, r.stderr)
-		}
-	}
-}
-
-// TestLinkedWorktreePlanted (issue 31, break 2): the workspace is a main
-// repository whose linked worktree lives outside it; the session copies
-// .git, puts an fsmonitor in the copy's config and points
-// .git/worktrees/NAME/commondir at the copy: the host's git status in the
-// other worktree ran it. By default the commondir is moved aside and said.
-func TestLinkedWorktreePlanted(t *testing.T) {
-	needRig(t)
-	setup := func(t *testing.T) (ws, other string) {
-		ws = workspace(t)
-		other = ws + "-other"
-		t.Cleanup(func() { os.RemoveAll(other) })
-		gitSetup(t, ws, "init", "-q")
-		gitSetup(t, ws, "commit", "-q", "--allow-empty", "-m", "x")
-		gitSetup(t, ws, "worktree", "add", "-q", other)
-		time.Sleep(1100 * time.Millisecond)
-		return ws, other
-	}
-	attack := func(ws, other string) string {
-		name := filepath.Base(other)
-		return `set -e; cp -r .git copy; ` + fsmonitorLine(filepath.Join(ws, "MARK")) + ` >> copy/config; echo ../../../copy > .git/worktrees/` + name + `/commondir`
-	}
-	ws, other := setup(t)
-	mustMosaic(t, "run", "-w", ws, "--allow-write-host-exec", "--", "sh", "-c", attack(ws, other))
-	if !gitRan(other, filepath.Join(ws, "MARK")) {
-		t.Fatal("with --allow-write-host-exec the host's git status in the linked worktree did not run the copy's fsmonitor, so this test proves nothing")
-	}
-	ws, other = setup(t)
-	r := mustMosaic(t, "run", "-w", ws, "--", "sh", "-c", attack(ws, other))
-	if gitRan(other, filepath.Join(ws, "MARK")) {
-		t.Error("the host's git status in the linked worktree ran the config the session's commondir named")
-	}
-	if !strings.Contains(r.stderr, filepath.Join(ws, ".git", "worktrees", filepath.Base(other), "commondir")) || !strings.Contains(r.stderr, "linked worktree") {
-		t.Errorf("run did not say it moved the worktree's commondir aside:\n%s", r.stderr)
-	}
 }
 
 // TestIncludeReadOnly (issue 31, break 3): the repository's (read-only)
@@ -133,13 +62,13 @@ func TestIncludeReadOnly(t *testing.T) {
 // over the user's own: a user who set ignore-scripts=true in ~/.npmrc had
 // the session's ignore-scripts=false take over, and `npm install` on the
 // host ran the package's scripts (a preinstall here). With
-// --allow-write-host-exec the attack works; by default the .npmrc the
-// session made is moved aside when it ends, and one that was there is
-// read-only.
+// --allow-write-host-exec the attack works; by default the project's
+// .npmrc is read-only (one the session makes where there was none is not
+// protected: direct mode protects what exists at the start).
 func TestNpmrcPlanted(t *testing.T) {
 	needRig(t)
 	// The 257 rig's root is minimal (no npm): there mosaic's side is
-	// checked (moved aside, read-only) without the host's npm run.
+	// checked (read-only) without the host's npm run.
 	npm, npmErr := exec.LookPath("npm")
 	if npmErr != nil {
 		t.Log("npm is not installed here: checking only what mosaic does with .npmrc, not what npm then runs")
@@ -167,24 +96,24 @@ func TestNpmrcPlanted(t *testing.T) {
 		}
 		return ws
 	}
-	attack := "printf 'ignore-scripts=false\\n' > .npmrc"
-	ws := setup(t)
-	mustMosaic(t, "run", "-w", ws, "--allow-write-host-exec", "--", "sh", "-c", attack)
-	if npmErr == nil && !hostInstall(ws) {
-		t.Fatal("with --allow-write-host-exec the host's npm install did not run the script the session's .npmrc let through, so this test proves nothing")
-	}
-	ws = setup(t)
-	r := mustMosaic(t, "run", "-w", ws, "--", "sh", "-c", attack)
-	if hostInstall(ws) {
-		t.Error("the host's npm install ran the script the session's .npmrc let through")
-	}
-	if _, err := os.Stat(filepath.Join(ws, ".npmrc")); err == nil || !strings.Contains(r.stderr, filepath.Join(ws, ".npmrc")) {
-		t.Errorf("the session's .npmrc is still there (%v), or run did not say it moved it aside:\n%s", err, r.stderr)
-	}
-	ws = setup(t)
-	os.WriteFile(filepath.Join(ws, ".npmrc"), []byte("fund=false\n"), 0o644)
-	r = mosaic(t, "run", "-w", ws, "--", "sh", "-c", "printf 'ignore-scripts=false\\n' >> .npmrc")
-	if b, _ := os.ReadFile(filepath.Join(ws, ".npmrc")); r.code == 0 || string(b) != "fund=false\n" || hostInstall(ws) {
-		t.Errorf("the session wrote an existing .npmrc (exit %d): %q", r.code, b)
+	// The project's own .npmrc: a session appends to it.
+	attack := "printf 'ignore-scripts=false\\n' >> .npmrc"
+	for _, weak := range []bool{true, false} {
+		ws := setup(t)
+		os.WriteFile(filepath.Join(ws, ".npmrc"), []byte("fund=false\n"), 0o644)
+		args := []string{"run", "-w", ws}
+		if weak {
+			args = append(args, "--allow-write-host-exec")
+		}
+		r := mosaic(t, append(args, "--", "sh", "-c", attack)...)
+		if weak {
+			if npmErr == nil && !hostInstall(ws) {
+				t.Fatalf("with --allow-write-host-exec the host's npm install did not run the script the session's .npmrc let through, so this test proves nothing\n%s", r.stderr)
+			}
+			continue
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, ".npmrc")); r.code == 0 || string(b) != "fund=false\n" || hostInstall(ws) {
+			t.Errorf("the session wrote an existing .npmrc (exit %d): %q", r.code, b)
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"mosaic/manager/records"
 	"mosaic/units/errcode"
 
 	"github.com/urfave/cli/v2"
@@ -216,12 +215,6 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	printMode(w, s, safe)
 	if s.HostExecWritable {
 		fmt.Fprintln(w, "host-exec: WRITABLE (--allow-write-host-exec): the session may change .git/config, .git/hooks and the other files your tools run from the workspace")
-	}
-	for _, rel := range s.HostExecCreated {
-		fmt.Fprintf(w, "created:   %s, which your tools run (%s): moved aside when the session ends; do not run your tools in this workspace before\n", safe(filepath.Join(s.Workspace, rel)), sandbox.HostExecReason(rel))
-	}
-	for _, m := range s.MovedAside {
-		fmt.Fprintf(w, "moved:     %s\n", safe(records.MovedAsideLine(s.Workspace, m)))
 	}
 	printBinds(w, s.Binds, safe)
 	if s.Sandbox == sandbox.ModeLandlock {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units/errcode"
 	"mosaic/units/termsafe"
@@ -317,7 +316,7 @@ func runCommand(out *output) *cli.Command {
 					finishAfter(ctx, out, m, spec.Name)
 				}
 			}
-			reportRun(out, s, spec.Workspace)
+			reportRun(out, s)
 			if interruptedRun(s, first) {
 				out.dieOf = unix.SIGINT
 			}
@@ -420,18 +419,11 @@ func (t *signalTee) was(sig os.Signal) bool {
 	}
 }
 
-// reportRun says how a run ended, on stderr (stdout is the command's): what
-// it moved aside, and the session (--json) or why it was stopped; mosaic
-// exits with the command's code.
-func reportRun(out *output, s manager.Session, workspace string) {
+// reportRun says how a run ended, on stderr (stdout is the command's): the
+// session (--json) or why it was stopped; mosaic exits with the command's
+// code.
+func reportRun(out *output, s manager.Session) {
 	out.code = s.ExitCode()
-	for _, m := range s.MovedAside {
-		line := records.MovedAsideLine(workspace, m)
-		if onTerminal(out.stderr) {
-			line = termsafe.Escape(line, false)
-		}
-		fmt.Fprintln(out.stderr, "mosaic: "+line)
-	}
 	if s.Home != nil && (s.Home.State == sandbox.HomeRunning || s.Home.State == sandbox.HomeInSave) { // its init could not say it
 		fmt.Fprintln(out.stderr, "mosaic: session "+s.Name+"'s home: "+s.HomeLine())
 	}
@@ -540,9 +532,6 @@ func stopCommand(out *output) *cli.Command {
 							return
 						}
 						fmt.Fprintf(w, "stopped session %s (%s)\n", s.Name, how)
-						for _, m := range s.MovedAside {
-							fmt.Fprintln(w, out.safe(records.MovedAsideLine(s.Workspace, m)))
-						}
 						if line := s.HomeLine(); line != "" {
 							fmt.Fprintf(w, "its home: %s\n", out.safe(line))
 						}

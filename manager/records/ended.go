@@ -5,12 +5,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"mosaic/credentials/sessionfile"
 	"mosaic/sandbox"
-	"mosaic/units/termsafe"
+	"mosaic/sandbox/directfloor"
 )
 
 // The session-ended stage is a service's ExecStopPost (its command line is
@@ -19,9 +18,9 @@ import (
 //	mosaic-stage session-ended --state DIR [--egress SOCKET] [--drop FILE]
 //
 // It records how the session ended (end.json from the variables systemd
-// gives ExecStopPost), moves aside the host-executed entries the session
-// created in its workspace (sandbox.MoveAsideCreated), removes the mount
-// points bwrap left in its kept home (TidyHome), and deletes the session's credential file if it is
+// gives ExecStopPost), removes the empty .git placeholder it left in its
+// workspace (TidyWorkspace) and the mount points bwrap left in its kept
+// home (TidyHome), and deletes the session's credential file if it is
 // still there (a unit that died before its exec shim ran). It runs inside
 // the ended session's unit, so it is quick and never fails the unit.
 
@@ -68,23 +67,15 @@ func proxyDead(socket string) bool {
 	return false
 }
 
-// MoveAside moves aside the host-executed entries r's session created in
-// its workspace (sandbox.MoveAsideCreated), and the links of the submodules
-// whose config it changed and of the repositories it planted or changed
-// anywhere in the workspace (sandbox.MoveAsideRepos); both, where the
-// workspace has a .git, into it, where git status does not list them.
-func MoveAside(r Record) []sandbox.MovedAside {
-	if r.Workspace == "" || r.HostExecWritable || r.WorkspaceCopied {
-		return nil // the session could write what the host runs there, or never touched it
+// TidyWorkspace removes the empty .git placeholder that r's session's own
+// repository was mounted over (directfloor.OwnGitDir) from its workspace, so
+// that nothing empty is left behind. Nothing else of a direct session's
+// workspace is looked at when it ends: what it wrote there is the user's
+// to review (issue 38: direct mode protects at the start only).
+func TidyWorkspace(r Record) {
+	if r.Workspace != "" && r.OwnGitDir != "" && !r.HostExecWritable && !r.WorkspaceCopied {
+		directfloor.RemoveGitPlaceholder(r.Workspace)
 	}
-	if r.OwnGitDir != "" {
-		sandbox.RemoveGitPlaceholder(r.Workspace)
-	}
-	moved := sandbox.OutOfStatus(r.Workspace, sandbox.MoveAsideCreated(r.Workspace, r.Name, r.HostExecMissing))
-	if !r.Started.IsZero() {
-		moved = append(moved, sandbox.OutOfStatus(r.Workspace, sandbox.MoveAsideRepos(r.Workspace, r.Name, r.Started))...)
-	}
-	return moved
 }
 
 // TidyHome removes from the ended session's kept home the mount points
@@ -97,21 +88,6 @@ func TidyHome(stateDir string, r Record) {
 			return
 		}
 	}
-}
-
-// MovedAsideLine says what happened to one created entry, in one line.
-func MovedAsideLine(ws string, m sandbox.MovedAside) string {
-	if m.Error != "" {
-		return fmt.Sprintf("%s, which your tools run (%s), was created or changed while the session ran, and it %s: check it before you use the workspace on the host", filepath.Join(ws, m.Path), m.Why(), m.Error)
-	}
-	disarmed := ""
-	if len(m.Disarmed) > 0 {
-		disarmed = fmt.Sprintf(", and git takes nothing in it for a repository (%d entries renamed *%s: %s)", len(m.Disarmed), ".mosaic-moved", strings.Join(m.Disarmed[:min(len(m.Disarmed), 5)], ", "))
-		if len(m.Disarmed) > 5 {
-			disarmed = strings.TrimSuffix(disarmed, ")") + ", ...)"
-		}
-	}
-	return fmt.Sprintf("%s, which your tools run (%s), was created or changed while the session ran: moved aside to %s, unread%s; look at it before you rename it back", filepath.Join(ws, m.Path), m.Why(), filepath.Join(ws, m.To), disarmed)
 }
 
 // RecordEnd writes end.json into a session's state directory from the
@@ -129,21 +105,7 @@ func RecordEnd(stateDir string, getenv func(string) string, egressSocket string)
 	}
 	if r, err := ReadChecked(stateDir); err == nil {
 		TidyHome(stateDir, r)
-		// How it ended is written first: the walk of the workspace
-		// (sandbox.MoveAsideRepos) takes time, and systemd kills an
-		// ExecStopPost that passes the stop timeout.
-		if err := WriteEnd(stateDir, e); err != nil {
-			return err
-		}
-		e.MovedAside = MoveAside(r)
-		// Into the unit's journal, escaped: a path is the session's to
-		// choose (a submodule's). This stderr is the session's, which for
-		// mosaic run is the user's terminal: run says them itself.
-		for _, m := range e.MovedAside {
-			if r.Output != "terminal" {
-				fmt.Fprintln(os.Stderr, "mosaic: "+termsafe.Escape(MovedAsideLine(r.Workspace, m), false))
-			}
-		}
+		TidyWorkspace(r)
 	}
 	return WriteEnd(stateDir, e)
 }

@@ -69,7 +69,7 @@ type Description struct {
 	// shows once systemd has forgotten its unit.
 	Limits *Limits `json:"limits,omitempty"`
 	// OwnGitDir is the session's own repository, bound over the
-	// workspace's .git placeholder (sandbox.OwnGitDir), which is removed
+	// workspace's .git placeholder (directfloor.OwnGitDir), which is removed
 	// at its end.
 	OwnGitDir string `json:"own_git_dir,omitempty"`
 }
@@ -90,9 +90,6 @@ type Record struct {
 	Description
 	Started time.Time `json:"started"`
 	Kind    string    `json:"kind,omitempty"` // service (or empty) or scope
-	// HostExecMissing are the host-executed entries that did not exist
-	// at the start: what the session creates there is moved aside at its end.
-	HostExecMissing []string `json:"host_exec_missing,omitempty"`
 	// OldInjected is Injected as records written before Description
 	// named it ("injected"); ReadChecked moves it into Injected.
 	OldInjected map[string][]string `json:"injected,omitempty"`
@@ -180,9 +177,6 @@ type End struct {
 	ExitCode   string    `json:"exit_code"`   // EXIT_CODE: exited, killed, dumped
 	ExitStatus string    `json:"exit_status"` // EXIT_STATUS: a number, or a signal name
 	Ended      time.Time `json:"ended"`
-	// MovedAside are the host-executed entries the session created, moved
-	// aside when it ended (sandbox.MoveAsideCreated).
-	MovedAside []sandbox.MovedAside `json:"moved_aside,omitempty"`
 	// EgressDied: the session's egress proxy had died when the session
 	// ended (and systemd stopped the session with it, BindsTo=).
 	EgressDied bool `json:"egress_died,omitempty"`

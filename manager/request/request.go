@@ -52,7 +52,7 @@ type Request struct {
 	// NoGitIdentity keeps the user's git identity (gitSettings) out.
 	NoGitIdentity bool
 	// AllowWriteHostExec leaves the workspace's host-executed entries
-	// (.git/config, .git/hooks, ...: sandbox.HostExecEntries) writable.
+	// (.git/config, .git/hooks, ...: directfloor.Entries) writable.
 	AllowWriteHostExec bool
 	// Mode is the workspace's mode: ModeClone (units.Clone: the session
 	// works in its own copy of the workspace's repository, never in the

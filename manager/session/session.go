@@ -23,8 +23,7 @@ import (
 
 // Session is what mosaic reports about one session: systemd is the source
 // of the fields before its Description, the session's record of that, and
-// the last ones are what mosaic found on disk (HostExecCreated,
-// MovedAside, Problem).
+// the last ones are what mosaic found on disk (Problem).
 type Session struct {
 	Name string `json:"name"`
 	Unit string `json:"unit"`
@@ -60,11 +59,6 @@ type Session struct {
 	// Clone is a clone-mode session's copy and change, from its clone.json
 	// (nil: direct mode, the session wrote the workspace itself).
 	Clone *records.Clone `json:"clone,omitempty"`
-	// HostExecCreated (a running session, status only): the host-executed
-	// entries missing at its start that it has created; they are moved
-	// aside when it ends, as MovedAside says.
-	HostExecCreated []string             `json:"host_exec_created,omitempty"`
-	MovedAside      []sandbox.MovedAside `json:"moved_aside,omitempty"`
 	// EgressDied (network allow): its egress proxy is dead, so it has no
 	// network, and systemd stops it with the proxy (or did: how it ended).
 	EgressDied bool `json:"egress_died,omitempty"`
@@ -247,7 +241,6 @@ func FromRecords(name, dir string) (Session, bool) {
 		s.ExitStatus, s.Signal = Exit(end.ExitCode, status)
 		t := end.Ended
 		s.Ended = &t
-		s.MovedAside = end.MovedAside
 		s.EgressDied = end.EgressDied
 	}
 	s.Home = HomeOf(dir)

@@ -59,5 +59,5 @@ func injected(s units.Spec) map[string][]string {
 
 // RecordOf is the record of the session spec is about to start.
 func RecordOf(s units.Spec) records.Record {
-	return records.Record{Name: s.Name, Description: Describe(s), Started: time.Now(), Kind: s.Kind(), HostExecMissing: s.HostExecMissing}
+	return records.Record{Name: s.Name, Description: Describe(s), Started: time.Now(), Kind: s.Kind()}
 }

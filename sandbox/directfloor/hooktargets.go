@@ -1,12 +1,11 @@
-package sandbox
+package directfloor
 
 import (
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"mosaic/sandbox"
 	"mosaic/units/regfile"
 )
 
@@ -17,18 +16,19 @@ import (
 // `entry: ./scripts/lint.sh`, lefthook's `run: ./scripts/check`): a
 // session that edits that script has the host run it at the next `git
 // commit`. So each file of the workspace a hook or hook manager names
-// this way is protected like the hook itself. Only literal paths (or ones
-// from git rev-parse --show-toplevel) are taken: to files that exist, and
-// to missing ones in a directory that exists, which are watched (a hook's
-// `[ -x tools/pre-commit.local ] && exec tools/pre-commit.local`, a
-// dangling hook symlink: the session that makes the file has the host run
-// it at commit).
+// this way is bound read-only like the hook itself. Only literal paths (or
+// ones from git rev-parse --show-toplevel) are taken, and only files that
+// exist at the start are protected: one the session makes (a hook's `[ -x
+// tools/pre-commit.local ] && exec tools/pre-commit.local`) is not.
 
 // hookTargetReason is the reason of a file a hook runs.
 const hookTargetReason = "git on the host runs it at commit: a hook (or a hook manager's config) of the repository is a symlink to it or names it"
 
 // maxHookTargets bounds the files taken from the hooks.
 const maxHookTargets = 100
+
+// maxHooks bounds the entries of one hooks directory looked at.
+const maxHooks = 1000
 
 // hookTargets lists the files inside ws (absolute) that the hooks of ws's
 // repository (.git/hooks, the core.hooksPath directory hooksDir when set)
@@ -37,7 +37,7 @@ const maxHookTargets = 100
 func hookTargets(ws, hooksDir string) []string {
 	var out []string
 	add := func(p string) {
-		if p != ws && Within(p, ws) && len(out) < maxHookTargets {
+		if p != ws && sandbox.Within(p, ws) && len(out) < maxHookTargets {
 			out = append(out, p)
 		}
 	}
@@ -58,14 +58,6 @@ func hookTargets(ws, hooksDir string) []string {
 			if e.Type()&os.ModeSymlink != 0 {
 				if t, err := filepath.EvalSymlinks(p); err == nil {
 					add(t)
-				} else if t, err := os.Readlink(p); err == nil {
-					// Dangling: what the session would make there.
-					if !filepath.IsAbs(t) {
-						t = filepath.Join(dir, t)
-					}
-					if t = filepath.Clean(t); isDir(filepath.Dir(t)) {
-						add(t)
-					}
 				}
 				continue
 			}
@@ -89,10 +81,10 @@ func hookTargets(ws, hooksDir string) []string {
 // commands in them.
 var hookConfigKeys = map[string]string{".pre-commit-config.yaml": "entry:", "lefthook.yml": "run:", ".lefthook.yml": "run:"}
 
-// namedPaths lists the regular files inside ws (existing, or missing in
-// an existing directory) that the file p names as words (relative to ws, the worktree's top where git runs its
-// hooks, or from $(git rev-parse --show-toplevel)); with key, only on the
-// lines of that YAML key.
+// namedPaths lists the regular files inside ws that the file p names as
+// words (relative to ws, the worktree's top where git runs its hooks, or
+// from $(git rev-parse --show-toplevel)); with key, only on the lines of
+// that YAML key.
 func namedPaths(ws, p, key string) []string {
 	b, err := regfile.Read(p, true, 64<<10)
 	if err != nil {
@@ -116,17 +108,10 @@ func namedPaths(ws, p, key string) []string {
 			if !filepath.IsAbs(w) {
 				w = filepath.Join(ws, w)
 			}
-			st, err := os.Lstat(w)
-			if err == nil && st.Mode().IsRegular() || errors.Is(err, fs.ErrNotExist) && isDir(filepath.Dir(w)) {
+			if st, err := os.Lstat(w); err == nil && st.Mode().IsRegular() {
 				out = append(out, filepath.Clean(w))
 			}
 		}
 	}
 	return out
-}
-
-// isDir reports whether p is a directory (not a symlink to one).
-func isDir(p string) bool {
-	st, err := os.Lstat(p)
-	return err == nil && st.IsDir()
 }

@@ -1,15 +1,16 @@
-package sandbox
+package directfloor
 
 import (
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/sandbox"
 )
 
 // A session's own repository. A workspace without a repository of its own
-// gets an empty read-only .git placeholder (ProtectHostExec), so that the
+// gets an empty read-only .git placeholder (Protect), so that the
 // session cannot make a repository whose config and hooks the user's git
 // would run; `git init` inside then failed. Instead the placeholder is
 // covered by a directory in the session's state, read-write: `git init` and
@@ -27,30 +28,30 @@ const OwnGitReason = "the session's own repository (git init inside), kept in it
 // repository: a .git holding anything but an empty hooks/ placeholder, or
 // a .git file. ids lose the placeholders' identities (own is the
 // session's, which no session can swap on the host).
-func OwnGitDir(ws, own string, binds []Bind, ids []BindID) ([]Bind, []BindID, bool) {
+func OwnGitDir(ws, own string, binds []sandbox.Bind, ids []sandbox.BindID) ([]sandbox.Bind, []sandbox.BindID, bool) {
 	gitDir := filepath.Join(ws, ".git")
 	if !placeholderOnly(gitDir) {
 		return binds, ids, false
 	}
-	var out []Bind
+	var out []sandbox.Bind
 	for _, b := range binds {
-		if !Within(b.Dst, gitDir) {
+		if !sandbox.Within(b.Dst, gitDir) {
 			out = append(out, b)
 		}
 	}
-	var outIDs []BindID
+	var outIDs []sandbox.BindID
 	for _, id := range ids {
-		if !Within(id.Path, gitDir) {
+		if !sandbox.Within(id.Path, gitDir) {
 			outIDs = append(outIDs, id)
 		}
 	}
-	return append(out, Bind{Kind: KindRW, Src: own, Dst: gitDir, Reason: OwnGitReason}), outIDs, true
+	return append(out, sandbox.Bind{Kind: sandbox.KindRW, Src: own, Dst: gitDir, Reason: OwnGitReason}), outIDs, true
 }
 
 // placeholderOnly reports whether gitDir is a real directory that holds
 // nothing, or only an empty hooks/ directory: mosaic's placeholders.
 func placeholderOnly(gitDir string) bool {
-	st, err := StatNoFollow(gitDir)
+	st, err := sandbox.StatNoFollow(gitDir)
 	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return false
 	}
@@ -86,60 +87,4 @@ func RemoveGitPlaceholder(ws string) {
 	_ = unix.Unlinkat(git, "hooks", unix.AT_REMOVEDIR)
 	unix.Close(git)
 	_ = unix.Unlinkat(root, ".git", unix.AT_REMOVEDIR)
-}
-
-// MovedAsideDir is where, in a workspace with a repository, what a session
-// created among the host-executed entries is moved aside to: inside .git,
-// which the user's git status never lists (beside the entry, as
-// MoveAsideCreated leaves it, `ENTRY.mosaic-moved-*` showed as untracked).
-const MovedAsideDir = ".git/mosaic-moved-aside"
-
-// OutOfStatus moves each entry of moved that MoveAsideCreated renamed
-// beside its place, outside .git, into ws's MovedAsideDir (its path
-// flattened into its name), and says so in its To. Where ws has no .git
-// directory, or the move fails, the entry stays where it is. No symlink
-// is followed on either side (the session chose both directories).
-func OutOfStatus(ws string, moved []MovedAside) []MovedAside {
-	var aside = -1
-	defer func() {
-		if aside >= 0 {
-			unix.Close(aside)
-		}
-	}()
-	for i, m := range moved {
-		if m.To == "" || m.Error != "" || Within(m.To, ".git") {
-			continue
-		}
-		if aside < 0 {
-			fd, err := openAsideDir(ws)
-			if err != nil {
-				return moved
-			}
-			aside = fd
-		}
-		dir, base, err := openBeneath(ws, m.To)
-		if err != nil {
-			continue
-		}
-		flat := strings.ReplaceAll(m.To, "/", "%")
-		if unix.Renameat2(dir, base, aside, flat, unix.RENAME_NOREPLACE) == nil {
-			moved[i].To = MovedAsideDir + "/" + flat
-		}
-		unix.Close(dir)
-	}
-	return moved
-}
-
-// openAsideDir opens ws's MovedAsideDir, making it, beneath ws and
-// through no symlink.
-func openAsideDir(ws string) (int, error) {
-	git, err := openatBeneath(ws, ".git", unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
-		return -1, err
-	}
-	defer unix.Close(git)
-	if err := unix.Mkdirat(git, filepath.Base(MovedAsideDir), 0o700); err != nil && err != unix.EEXIST {
-		return -1, err
-	}
-	return openatBeneath(ws, MovedAsideDir, unix.O_PATH|unix.O_DIRECTORY)
 }

@@ -1,9 +1,11 @@
-package sandbox
+package directfloor
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"mosaic/sandbox"
 )
 
 // Hooks git runs from the worktree. .git/hooks is read-only, but git runs
@@ -12,12 +14,10 @@ import (
 // the hook managers installed in .git/hooks run what a worktree file says
 // (pre-commit's .pre-commit-config.yaml, lefthook's lefthook.yml): a
 // session that edits them has the host run its commands at the next `git
-// commit`. These are protected like the other host-executed entries. A
-// missing one is not watched: without a hook that names it (in .git/hooks
-// or .git/config, which the session cannot write) creating it runs nothing.
+// commit`. These are protected like the other host-executed entries.
 
 // hookEntries are the hook managers' files and directories.
-var hookEntries = []HostExec{
+var hookEntries = []Entry{
 	{".husky", "git on the host runs the hooks in it at commit (husky)", false},
 	{".pre-commit-config.yaml", "git on the host runs the commands it names at commit (pre-commit)", false},
 	{"lefthook.yml", "git on the host runs the commands it names at commit (lefthook)", false},
@@ -29,47 +29,43 @@ const hooksPathReason = "git on the host runs the hooks in it (core.hooksPath)"
 
 // hookExec lists ws's hook entries: hookEntries, the directory that
 // core.hooksPath names, the files the includes of git's configuration name
-// (gitconfig.go) and those its .envrc loads (hostexec_nested.go), when they
-// lie inside ws. watch are those that are
-// missing and would be read once created (the config naming them is not
-// the session's to change).
-func hookExec(ws string) (entries []HostExec, watch []HostExec) {
-	entries = append(entries, hookEntries...)
+// (gitconfig.go) and those its .envrc loads (hostexec_direnv.go), when they
+// lie inside ws and exist (a missing one is not protected).
+func hookExec(ws string) []Entry {
+	entries := append([]Entry{}, hookEntries...)
 	cfg := readGitConfig(ws)
-	var named []HostExec
+	var named []Entry
 	if rel := hooksPathIn(ws, cfg.top, cfg.hooksPath); rel != "" {
-		named = append(named, HostExec{Rel: rel, Reason: hooksPathReason})
+		named = append(named, Entry{Rel: rel, Reason: hooksPathReason})
 	}
 	for _, p := range cfg.includes {
-		if p != ws && Within(p, ws) {
-			named = append(named, HostExec{Rel: strings.TrimPrefix(p, ws+"/"), Reason: includeReason})
+		if p != ws && sandbox.Within(p, ws) {
+			named = append(named, Entry{Rel: strings.TrimPrefix(p, ws+"/"), Reason: includeReason})
 		}
 	}
 	for _, p := range envrcLoads(ws) {
-		named = append(named, HostExec{Rel: strings.TrimPrefix(p, ws+"/"), Reason: envrcReason})
+		named = append(named, Entry{Rel: strings.TrimPrefix(p, ws+"/"), Reason: envrcReason})
 	}
 	for _, p := range hookTargets(ws, hooksPathAbs(cfg.top, cfg.hooksPath)) {
-		named = append(named, HostExec{Rel: strings.TrimPrefix(p, ws+"/"), Reason: hookTargetReason})
+		named = append(named, Entry{Rel: strings.TrimPrefix(p, ws+"/"), Reason: hookTargetReason})
 	}
 	for _, e := range named {
-		if protectedBy(ws, e.Rel, entries) || protectedBy(ws, e.Rel, watch) {
+		if protectedBy(ws, e.Rel, entries) {
 			continue
 		}
-		if _, err := os.Lstat(filepath.Join(ws, e.Rel)); os.IsNotExist(err) {
-			watch = append(watch, e)
-			continue
+		if _, err := os.Lstat(filepath.Join(ws, e.Rel)); err == nil {
+			entries = append(entries, e)
 		}
-		entries = append(entries, e)
 	}
-	return entries, watch
+	return entries
 }
 
-// protectedBy reports whether rel is one of HostExecEntries or entries
+// protectedBy reports whether rel is one of Entries or entries
 // that exists in ws, or lies inside one. .git is only pinned, not
 // read-only: what lies in it is protected only when it is an entry of its
 // own; nor is a missing entry (.husky) that no placeholder takes.
-func protectedBy(ws, rel string, entries []HostExec) bool {
-	for _, p := range append(append([]HostExec{}, HostExecEntries...), entries...) {
+func protectedBy(ws, rel string, entries []Entry) bool {
+	for _, p := range append(append([]Entry{}, Entries...), entries...) {
 		if p.Rel == ".git" || rel != p.Rel && !strings.HasPrefix(rel, p.Rel+"/") {
 			continue
 		}
@@ -85,7 +81,7 @@ func protectedBy(ws, rel string, entries []HostExec) bool {
 // worktree's top (ws, or the repository ws lies in), ~/ from the home, as
 // git reads them.
 func hooksPathIn(ws, top, v string) string {
-	if v = hooksPathAbs(top, v); v == "" || v == ws || !Within(v, ws) {
+	if v = hooksPathAbs(top, v); v == "" || v == ws || !sandbox.Within(v, ws) {
 		return ""
 	}
 	return strings.TrimPrefix(v, ws+"/")

@@ -1,4 +1,4 @@
-package sandbox
+package directfloor
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package sandbox
+package directfloor
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"mosaic/sandbox"
 	"mosaic/units/testhook"
 )
 
@@ -26,16 +27,16 @@ func TestGitConfigValue(t *testing.T) {
 	}
 }
 
-// readOnlyRels are the entries of ws ProtectHostExec binds read-only.
+// readOnlyRels are the entries of ws Protect binds read-only.
 func readOnlyRels(t *testing.T, ws string) []string {
 	t.Helper()
-	binds, _, err := ProtectHostExec(ws)
+	binds, _, err := Protect(ws, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
 	for _, b := range binds {
-		if b.Kind == KindRO {
+		if b.Kind == sandbox.KindRO {
 			out = append(out, strings.TrimPrefix(b.Dst, ws+"/"))
 		}
 	}
@@ -44,8 +45,8 @@ func readOnlyRels(t *testing.T, ws string) []string {
 
 // The directory core.hooksPath names inside the workspace, and the hook
 // managers' files, are bound read-only; a hooksPath directory that does
-// not exist yet is watched (moved aside if the session makes it); one
-// outside the workspace is not the sandbox's business.
+// not exist yet is not (nothing to bind); one outside the workspace is not
+// the sandbox's business.
 func TestHookEntries(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
@@ -57,7 +58,7 @@ func TestHookEntries(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, ".pre-commit-config.yaml"), []byte("repos: []\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n\thooksPath = .githooks\n"), 0o644)
 	ro := func() string { return strings.Join(readOnlyRels(t, ws), " ") }
-	if got := ro(); got != ".git/config .git/hooks .husky .pre-commit-config.yaml .githooks" {
+	if got := ro(); got != ".git/config .git/hooks .claude .husky .pre-commit-config.yaml .githooks" {
 		t.Errorf("read-only: %s", got)
 	}
 	// From the user's global config, a relative path (every repository's).
@@ -66,15 +67,9 @@ func TestHookEntries(t *testing.T) {
 	if got := ro(); strings.Contains(got, ".githooks") || strings.Contains(got, " hooks") {
 		t.Errorf("read-only with a missing hooks dir: %s", got)
 	}
-	if m := strings.Join(MissingHostExec(ws), " "); !strings.HasSuffix(m, " hooks") {
-		t.Errorf("a missing core.hooksPath directory is not watched: %s", m)
-	}
-	if r := HostExecReason("hooks"); !strings.Contains(r, "core.hooksPath") {
-		t.Errorf("reason %q", r)
-	}
 	// Outside the workspace: nothing.
 	os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[core]\n\thooksPath = ~/.githooks\n"), 0o644)
-	if got := ro(); got != ".git/config .git/hooks .husky .pre-commit-config.yaml" {
+	if got := ro(); got != ".git/config .git/hooks .claude .husky .pre-commit-config.yaml" {
 		t.Errorf("read-only with hooks outside: %s", got)
 	}
 }
@@ -91,7 +86,7 @@ func TestPlaceholderSwap(t *testing.T) {
 			os.Symlink(elsewhere, dir)
 		}
 	})
-	if _, _, err := ProtectHostExec(ws); err == nil {
+	if _, _, err := Protect(ws, ""); err == nil {
 		t.Error("the start went on after the swap")
 	}
 	if _, err := os.Lstat(filepath.Join(elsewhere, "hooks")); err == nil {
