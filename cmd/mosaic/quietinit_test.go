@@ -284,13 +284,13 @@ func TestSyscallFilterInSession(t *testing.T) {
 	weakened, filtered := inSession(weak), inSession(mosaicBin)
 	reached := 0
 	for _, p := range syscallprobe.Probes {
-		if host[p.Name] != "EPERM" {
+		if host[p.Name] != "EPERM" && host[p.Name] != syscallprobe.NoEntryName {
 			reached++
 			if weakened[p.Name] == "EPERM" {
 				t.Errorf("%s: EPERM in a weakened session but %s on the host: the probe cannot tell the filter", p.Name, host[p.Name])
 			}
 		}
-		if filtered[p.Name] != "EPERM" {
+		if !syscallprobe.Denied(host[p.Name], filtered[p.Name]) {
 			t.Errorf("%s (row %s) in a session: %s, want EPERM (host %s)", p.Name, p.Row, filtered[p.Name], host[p.Name])
 		}
 	}

@@ -100,10 +100,28 @@ var Allowed = []Probe{
 	{"", "pivot_root", func() unix.Errno { return sys(unix.SYS_PIVOT_ROOT, str(nonexistent), str(nonexistent)) }},
 }
 
+// NoEntry is a probe's answer where the machine has no entry for the call
+// at all (i386's int $0x80 with IA-32 emulation off): not an errno of the
+// kernel's, printed as NoEntryName.
+const NoEntry = unix.Errno(1 << 20)
+
+// NoEntryName is how NoEntry is printed.
+const NoEntryName = "no-entry"
+
+// Denied reports whether a probe's answer got is a denial, given the host's
+// answer: EPERM, or no entry for the call on a machine that has none for it
+// on the host either (nothing reaches the kernel there, filtered or not).
+func Denied(host, got string) bool {
+	return got == "EPERM" || (got == NoEntryName && host == NoEntryName)
+}
+
 // Name is how a result is printed: "0" for success, else the errno's name.
 func Name(e unix.Errno) string {
 	if e == 0 {
 		return "0"
+	}
+	if e == NoEntry {
+		return NoEntryName
 	}
 	if n := unix.ErrnoName(e); n != "" {
 		return n
