@@ -4,7 +4,7 @@
 #   make test    every test, against a real systemd user manager, D-Bus, journald and bwrap:
 #                as root, on two systemds in turn (the host's 252, and 257 in a cached Debian 13 root)
 #   make build   bin/mosaic and bin/mosaic-stage (what runs inside sessions), static binaries
-#   make install mosaic, mosaic-stage beside it, its man page and bash/zsh/fish completion into PREFIX
+#   make install mosaic, mosaic-stage beside it, its man page, bash/zsh/fish completion and the journal catalog into PREFIX
 #                (/usr/local as root, else ~/.local; DESTDIR for packaging)
 #   make bench   mosaic side by side with systemd-run, bwrap and srt: docs/BENCHMARKS.md and docs/benchmarks.json
 
@@ -40,11 +40,16 @@ install: build
 	bin/mosaic completion bash > $(SHAREDIR)/bash-completion/completions/mosaic
 	bin/mosaic completion zsh > $(SHAREDIR)/zsh/site-functions/_mosaic
 	bin/mosaic completion fish > $(SHAREDIR)/fish/vendor_completions.d/mosaic.fish
+	@# The audit events' catalog (journalctl -x); journalctl reads /usr/lib/systemd/catalog
+	@# once root has run journalctl --update-catalog.
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/catalog
+	install -m 0644 units/journald/mosaic.catalog $(DESTDIR)$(PREFIX)/lib/systemd/catalog/mosaic.catalog
 	@echo "installed $(BINDIR)/mosaic; make sure $(PREFIX)/bin is on your PATH, then run: mosaic doctor"
 
 uninstall:
 	rm -f $(BINDIR)/mosaic $(BINDIR)/mosaic-stage $(SHAREDIR)/man/man1/mosaic.1 $(SHAREDIR)/bash-completion/completions/mosaic \
-		$(SHAREDIR)/zsh/site-functions/_mosaic $(SHAREDIR)/fish/vendor_completions.d/mosaic.fish
+		$(SHAREDIR)/zsh/site-functions/_mosaic $(SHAREDIR)/fish/vendor_completions.d/mosaic.fish \
+		$(DESTDIR)$(PREFIX)/lib/systemd/catalog/mosaic.catalog
 
 # staticcheck is pinned in go.mod (its tool directive); the source rules
 # (imports down the layers of docs/dev/layout.md, doc comments on their declarations,

@@ -174,7 +174,7 @@ func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, 
 		return units.Spec{}, noSandbox(h.BwrapErr, "the finish step runs in the session's sandbox")
 	}
 	req := request.Request{
-		Workspace: rec.Workspace, Network: sandbox.NetworkNone, Profile: "generic", Mode: request.ModeClone,
+		Workspace: rec.Workspace, Network: sandbox.NetworkNone, Profile: "generic", Mode: request.ModeClone, Own: true,
 		Limits:  units.Limits{RuntimeMax: finishTimeout},
 		Command: []string{"/bin/sh", "-c", finishScript, "mosaic-finish", cl.Base, cl.Parent},
 		Env:     []string{"LANG=C.UTF-8", "PATH=" + sandbox.DefaultPath},

@@ -38,6 +38,11 @@ func allowCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
+			if pol, err := request.ReadPolicy(); err != nil {
+				return err
+			} else if err := pol.CheckGrant(entries); err != nil {
+				return err
+			}
 			var d time.Duration
 			if v := c.String("for"); v != "" {
 				if d, err = units.ParseDuration("for", v); err != nil {

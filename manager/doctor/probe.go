@@ -75,7 +75,7 @@ func ProbeSandbox(ctx context.Context, m *manager.Manager, mode string) ([]Probe
 		return nil, err
 	}
 	defer null.Close()
-	req := request.Request{Workspace: stand.Workspace, Network: sandbox.NetworkNone, Sandbox: mode,
+	req := request.Request{Workspace: stand.Workspace, Network: sandbox.NetworkNone, Sandbox: mode, Own: true,
 		Command: append([]string{"sh", "-c", escapes.Script(probeChecks), "sh"}, stand.Args()...)}
 	plan, err := m.Plan(req)
 	if err != nil {

@@ -10,6 +10,11 @@ import (
 // a host address given once. A session with the host's network has its
 // ports there already; --scope and --sandbox landlock have no forwarder yet.
 func publishOf(req Request, network, mode string) ([]publish.Port, error) {
+	given := len(req.Publish)
+	if network != sandbox.NetworkHost && !req.Scope && mode != sandbox.ModeLandlock {
+		// A trusted project file's ports, where the session can have them.
+		req.Publish = append(append([]string{}, req.Publish...), req.project.askedWords("ask-publish")...)
+	}
 	if len(req.Publish) == 0 {
 		return nil, nil
 	}
@@ -23,7 +28,7 @@ func publishOf(req Request, network, mode string) ([]publish.Port, error) {
 	}
 	var out []publish.Port
 	seen := map[string]bool{}
-	for _, v := range req.Publish {
+	for i, v := range req.Publish {
 		p, err := publish.Parse(v)
 		if err != nil {
 			return nil, errcode.BadPublish.New("--publish %v: write it as docker run -p does, [ADDR:]HOSTPORT[:PORT], e.g. 8000 or 127.0.0.1:8080:8000", err)
@@ -33,6 +38,9 @@ func publishOf(req Request, network, mode string) ([]publish.Port, error) {
 			// loopback) would use the session's egress proxy, with the
 			// keys it injects.
 			return nil, errcode.BadPublish.New("--publish %s: port %d inside the session is its egress relay, which the host must not reach: publish another port", v, p.Port)
+		}
+		if seen[p.HostAddr()] && i >= given {
+			continue // the project's port is given already: a flag wins
 		}
 		if seen[p.HostAddr()] {
 			return nil, errcode.BadPublish.New("--publish: %s is given twice", p.HostAddr())

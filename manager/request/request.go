@@ -1,10 +1,12 @@
 // Package request turns a session as the caller asks for it (mosaic start's
 // flags, a bus launch) into a checked units.Spec: the path policy (what a
 // workspace or a bind may not expose), the network and its allowlist, the
-// command's lookup, the credentials' resolution. It is pure apart from
-// reading the filesystem and the caller's environment, and changes nothing
-// on disk: every refusal is bad input (exit 2) or, for credentials, a
-// refusal (exit 3), before anything starts.
+// command's lookup, the credentials' resolution; and the machine's policy
+// (policy.go) and the workspace's project file (project.go) judge the
+// result. It is pure apart from reading the filesystem and the caller's
+// environment, and changes nothing on disk (but `mosaic trust`'s record,
+// Trust): every refusal is bad input (exit 2) or, for credentials and the
+// policy, a refusal (exit 3), before anything starts.
 package request
 
 import (
@@ -61,6 +63,13 @@ type Request struct {
 	// starts from instead of HEAD and the working tree; it implies clone.
 	Mode string
 	Base string
+	// Own marks a session mosaic runs for itself (the doctor's probe, a
+	// clone's finish step), not one a user or the bus asks for: the
+	// policy (ReadPolicy) does not judge it. Neither the flags nor a bus
+	// launch can set it.
+	Own bool
+	// project is the workspace's ProjectFile, read by checkWords.
+	project *Project
 }
 
 // RuntimeDir returns $XDG_RUNTIME_DIR, or a refusal saying how to get one.
@@ -135,7 +144,8 @@ func (p Paths) SessionDir(name string) string {
 
 // Prepare checks a request and resolves it into a spec and the session's
 // secrets, which are kept out of the spec. Its errors are bad input (exit 2)
-// or, for credentials, refusals (exit 3); it changes nothing on disk.
+// or, for credentials and the policy, refusals (exit 3); it changes
+// nothing on disk.
 // The mosaic binary and the host's facts are filled in by the plan
 // (manager.NewPlan).
 func Prepare(req Request, p Paths, bwrapBin string) (units.Spec, []credentials.Var, error) {
@@ -148,7 +158,7 @@ func Prepare(req Request, p Paths, bwrapBin string) (units.Spec, []credentials.V
 
 func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Grant, error) {
 	var none credentials.Grant
-	deny, wsc, rw, err := checkWords(req, p)
+	deny, wsc, rw, pol, err := checkWords(&req, p)
 	if err != nil {
 		return units.Spec{}, none, err
 	}
@@ -173,7 +183,8 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err != nil {
 		return units.Spec{}, none, err
 	}
-	limits, slice, err := limitsOf(req, grant.Profile, p)
+	asked := Asked{RO: realPaths(ro), RW: realPaths(rw), NetworkFrom: networkFrom(req, grant.Profile)}
+	limits, slice, err := limitsOf(req, grant.Profile, p, pol)
 	if err != nil {
 		return units.Spec{}, none, err
 	}
@@ -239,7 +250,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if ca != nil {
 		spec.CAFile, spec.CABundle = ca.real, caBundle
 	}
-	if err := finishSpec(&spec, req, grant, p, gitConfig); err != nil {
+	if err := finishSpec(&spec, req, grant, p, gitConfig, pol, asked); err != nil {
 		return units.Spec{}, none, err
 	}
 	return spec, grant, nil
@@ -266,11 +277,20 @@ func varNames(env []string) []string {
 
 // checkWords checks what the caller said, first: it is wrong whatever
 // the host holds (a name, the workspace and the --rw paths against the
-// deny-list, the environment's entries).
-func checkWords(req Request, p Paths) ([]Deny, checked, []checked, error) {
+// deny-list, the environment's entries); and reads the policy the session
+// will be judged by once it is known (Policy.Check), unless it is mosaic's
+// own.
+func checkWords(req *Request, p Paths) ([]Deny, checked, []checked, Policy, error) {
+	var pol Policy
 	if req.Name != "" {
 		if err := units.ValidateName(req.Name); err != nil {
-			return nil, checked{}, nil, err
+			return nil, checked{}, nil, pol, err
+		}
+	}
+	if !req.Own {
+		var err error
+		if pol, err = ReadPolicy(); err != nil {
+			return nil, checked{}, nil, pol, err
 		}
 	}
 	ws := req.Workspace
@@ -279,22 +299,29 @@ func checkWords(req Request, p Paths) ([]Deny, checked, []checked, error) {
 	}
 	deny, err := DenyList(p)
 	if err != nil {
-		return nil, checked{}, nil, err
+		return nil, checked{}, nil, pol, err
 	}
 	wsc, err := checkWorkspace(ws, deny)
 	if err != nil {
-		return nil, checked{}, nil, err
+		return nil, checked{}, nil, pol, err
+	}
+	if !req.Own { // the project's rules are judged with the policy's
+		if req.project, err = ReadProject(wsc.real, p); err != nil {
+			return nil, checked{}, nil, pol, err
+		} else if req.project != nil {
+			pol.Rules = append(pol.Rules, req.project.Rules...)
+		}
 	}
 	rw, err := checkExtra("rw", req.ExtraRW, deny)
 	if err != nil {
-		return nil, checked{}, nil, err
+		return nil, checked{}, nil, pol, err
 	}
 	for _, kv := range req.Env {
 		if strings.ContainsAny(kv, "\n\x00") || !strings.Contains(kv, "=") {
-			return nil, checked{}, nil, errcode.BadEnv.New("environment entry %q cannot be passed to a unit", kv)
+			return nil, checked{}, nil, pol, errcode.BadEnv.New("environment entry %q cannot be passed to a unit", kv)
 		}
 	}
-	return deny, wsc, rw, nil
+	return deny, wsc, rw, pol, nil
 }
 
 // networkFor is the session's network and allowlist (networkOf); a host
@@ -348,8 +375,10 @@ func commandOf(req Request, grant *credentials.Grant, real string, deny []Deny, 
 // finishSpec adds to a spec what follows from its mode, profile and
 // secrets: no bwrap for landlock, the copy of a clone-mode session, the bus's variable for --may-launch, the
 // egress proxy's injection, the credential file, one entry per variable;
-// and the user's git settings, which gitConfig waits for.
-func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths, gitConfig func() []byte) error {
+// and the user's git settings, which gitConfig waits for. Then the
+// policy judges the spec whole (what the flags, the profile, mosaic.conf
+// and the defaults made of it, with the binds asked for).
+func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths, gitConfig func() []byte, pol Policy, asked Asked) error {
 	published, err := publishOf(req, spec.Network, spec.Sandbox)
 	if err != nil {
 		return err
@@ -381,7 +410,11 @@ func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths,
 	// environment block"): the later entry wins, as in a shell (a --env
 	// over the caller's own, the proxy's CA variables over a --ca-file's).
 	spec.Env = lastWins(spec.Env)
-	return nil
+	if n := req.project.note(); n != "" {
+		spec.Notes = append(spec.Notes, n)
+	}
+	asked.Spec = *spec
+	return pol.Check(asked)
 }
 
 // lastWins keeps, of the entries naming one variable, the last, in the
@@ -406,14 +439,19 @@ func lastWins(env []string) []string {
 // DefaultLimits are the limits a session of profile gets when its request
 // names none: the profile's, the user's config, mosaic's defaults.
 func DefaultLimits(profile credentials.Profile, p Paths) (units.Limits, error) {
-	l, _, err := limitsOf(Request{}, profile, p)
+	pol, err := ReadPolicy()
+	if err != nil {
+		return units.Limits{}, err
+	}
+	l, _, err := limitsOf(Request{}, profile, p, pol)
 	return l, err
 }
 
 // limitsOf decides the session's limits, each from the first that sets it:
-// the request (flags), the profile, the user's mosaic.conf, the built-in
-// defaults; and mosaic.slice's, from mosaic.conf and the defaults.
-func limitsOf(req Request, profile credentials.Profile, p Paths) (session, slice units.Limits, err error) {
+// the request (flags), a trusted project file's asks, the profile, the user's mosaic.conf, the built-in
+// defaults lowered to the policy's ceilings (which judges the others:
+// Policy.Check); and mosaic.slice's, from mosaic.conf and the defaults.
+func limitsOf(req Request, profile credentials.Profile, p Paths, pol Policy) (session, slice units.Limits, err error) {
 	fromProfile, err := units.LimitStrings{MemoryMax: profile.MemoryMax, TasksMax: profile.TasksMax, CPUQuota: profile.CPUQuota, TmpSize: profile.TmpSize, HomeSize: profile.HomeSize}.Parse()
 	if err != nil {
 		return session, slice, errcode.BadProfile.New("profile %s: %v", profile.Name, err)
@@ -423,23 +461,27 @@ func limitsOf(req Request, profile credentials.Profile, p Paths) (session, slice
 		return session, slice, err
 	}
 	host := units.ThisHost()
-	return req.Limits.Or(fromProfile).Or(cfg.Session).Or(units.SessionDefaults(host)), cfg.Slice.Or(units.SliceDefaults(host)), nil
+	asked := req.Limits.Or(req.project.askedLimits()) // a trusted project's asks, where no flag says
+	return asked.Or(fromProfile).Or(cfg.Session).Or(pol.LowerDefaults(units.SessionDefaults(host))), cfg.Slice.Or(units.SliceDefaults(host)), nil
 }
 
 // networkOf decides the session's network: --network, else the profile's
-// (--allow-host alone turns none into allow); the allowlist is the
-// profile's plus --allow-host, checked and normalized.
+// (--allow-host alone turns none into allow, as a trusted project file's
+// ask-allow-host does); the allowlist is the profile's plus --allow-host
+// plus the project's, checked and normalized (a --network none or host
+// given takes none of the project's).
 func networkOf(req Request, profile credentials.Profile, endpoints []string) (string, []string, error) {
 	network := req.Network
 	if network != "" && !sandbox.ValidNetwork(network) {
 		return "", nil, errcode.BadNetwork.New("--network %s: use none (loopback only), allow (through the egress proxy to --allow-host names) or host (not confined)", network)
 	}
+	projectHosts := req.project.askedWords("ask-allow-host")
 	if network == "" {
 		network = profile.Network
 		if network == "" {
 			network = sandbox.NetworkNone
 		}
-		if network == sandbox.NetworkNone && len(req.AllowHosts) > 0 {
+		if network == sandbox.NetworkNone && len(req.AllowHosts)+len(projectHosts) > 0 {
 			network = sandbox.NetworkAllow
 		}
 	}
@@ -456,7 +498,7 @@ func networkOf(req Request, profile credentials.Profile, endpoints []string) (st
 		}
 		entries = append(entries, h)
 	}
-	for _, h := range req.AllowHosts {
+	for _, h := range append(append([]string{}, req.AllowHosts...), projectHosts...) {
 		h, err := hostOfURL(h)
 		if err != nil {
 			return "", nil, errcode.BadAllowHost.New("--allow-host %v", err)
@@ -474,6 +516,22 @@ func networkOf(req Request, profile credentials.Profile, endpoints []string) (st
 	}
 	a, _ := egress.ParseAllow(entries)
 	return network, a.Strings(), nil
+}
+
+// networkFrom says where a session's network comes from, for a policy's
+// refusal: the flags, else the profile.
+func networkFrom(req Request, profile credentials.Profile) string {
+	switch {
+	case req.Network != "":
+		return "--network " + req.Network
+	case profile.Network != "":
+		return "the profile " + profile.Name + "'s Network=" + profile.Network
+	case len(req.AllowHosts) > 0:
+		return "--allow-host"
+	case len(req.project.askedWords("ask-allow-host")) > 0:
+		return "the project file's ask-allow-host"
+	}
+	return "the default"
 }
 
 // hostOfURL takes an --allow-host entry given as a URL, as users copy them

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"mosaic/units/journald"
 )
 
 // What changes while a proxy runs: the grants `mosaic allow` adds (a name,
@@ -175,6 +177,9 @@ func (e *Egress) grant(entries []string, d time.Duration, who string) ([]Grant, 
 			what += " (" + strings.Join(g.Hosts, ", ") + ")"
 		}
 		e.logf("grant %s by %s, %s", what, who, until)
+		e.audit(journald.EgressGrant, "egress-grant", fmt.Sprintf("session %s may now reach %s, %s (by %s)", e.Session, what, until, who),
+			journald.Field{Key: "MOSAIC_ENTRY", Value: entry}, journald.Field{Key: "MOSAIC_HOSTS", Value: strings.Join(g.Hosts, " ")},
+			journald.Field{Key: "MOSAIC_BY", Value: who}, journald.Field{Key: "MOSAIC_UNTIL", Value: until})
 	}
 	return out, nil
 }
@@ -234,6 +239,9 @@ func (e *Egress) deny(entries []string, who string) (closed int, err error) {
 			conns = append(conns, l.untrackHost(h)...)
 		}
 		e.logf("revoked %s by %s: %d open connections closed", t.entry, who, len(conns)-n)
+		e.audit(journald.EgressRevoke, "egress-revoke", fmt.Sprintf("session %s may no longer reach %s (by %s)", e.Session, t.entry, who),
+			journald.Field{Key: "MOSAIC_ENTRY", Value: t.entry}, journald.Field{Key: "MOSAIC_HOSTS", Value: strings.Join(hostsOf(t.a), " ")},
+			journald.Field{Key: "MOSAIC_BY", Value: who}, journald.Field{Key: "MOSAIC_CLOSED", Value: fmt.Sprint(len(conns) - n)})
 	}
 	l.mu.Unlock()
 	for _, c := range conns {
@@ -278,6 +286,9 @@ func (e *Egress) expire(g *liveGrant) {
 		}
 	}
 	e.logf("grant %s expired: %d open connections closed", g.Entry, len(conns))
+	e.audit(journald.EgressExpire, "egress-expire", fmt.Sprintf("the grant of %s to session %s expired", g.Entry, e.Session),
+		journald.Field{Key: "MOSAIC_ENTRY", Value: g.Entry}, journald.Field{Key: "MOSAIC_HOSTS", Value: strings.Join(g.Hosts, " ")},
+		journald.Field{Key: "MOSAIC_BY", Value: g.By}, journald.Field{Key: "MOSAIC_CLOSED", Value: fmt.Sprint(len(conns))})
 	l.mu.Unlock()
 	for _, c := range conns {
 		c.Close()

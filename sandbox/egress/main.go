@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/credentials/sessionfile"
+	"mosaic/units/journald"
 )
 
 // Stage is the first argument of the mosaic binary that makes it a
@@ -103,6 +104,11 @@ func serveMain(args []string, notify func()) error {
 		return err
 	}
 	e := &Egress{Session: c.Session, Log: os.Stderr, ControlDir: c.Control}
+	e.Audit = func(f []journald.Field) {
+		if err := journald.Send(f); err != nil { // the line on stderr stays
+			e.logf("audit event not written to the journal: %v", err)
+		}
+	}
 	if e.Allow, err = ParseAllow(c.Allow); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"mosaic/units/acceptloop"
+	"mosaic/units/journald"
 )
 
 // Limits bound what one session can make its proxy hold. The zero value of
@@ -85,6 +86,9 @@ type Egress struct {
 	// ControlDir, when set, is where the proxy keeps its grants
 	// (control.go); its socket is served by ServeControl.
 	ControlDir string
+	// Audit, when set, writes an audit event (a journal entry of its own,
+	// units/journald): the grants, revocations and expiries.
+	Audit func([]journald.Field)
 
 	liveOnce sync.Once
 	live     *live // grants, revocations, open tunnels, refusals (live.go)
@@ -102,6 +106,18 @@ func (e *Egress) logf(format string, args ...any) {
 	e.logMu.Lock()
 	defer e.logMu.Unlock()
 	fmt.Fprintf(e.Log, "mosaic egress: session %s: "+format+"\n", append([]any{e.Session}, args...)...)
+}
+
+// audit writes one audit event of kind (id, its MESSAGE_ID; event, its
+// MOSAIC_EVENT) with message and fields, if the proxy has an Audit.
+func (e *Egress) audit(id, event, message string, fields ...journald.Field) {
+	if e.Audit == nil {
+		return
+	}
+	e.Audit(append([]journald.Field{
+		{Key: "MESSAGE_ID", Value: id}, {Key: "MESSAGE", Value: "mosaic audit: " + message}, {Key: "PRIORITY", Value: "5"},
+		{Key: "SYSLOG_IDENTIFIER", Value: journald.Identifier}, {Key: "MOSAIC_SESSION", Value: e.Session}, {Key: "MOSAIC_EVENT", Value: event},
+	}, fields...))
 }
 
 // start makes what Serve and ServeControl share.

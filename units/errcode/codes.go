@@ -35,7 +35,7 @@ var (
 	BadEnv                = def("bad-env", ExitBadInput, "an environment entry is not NAME=VALUE or cannot be passed to a unit")
 	BadNetwork            = def("bad-network", ExitBadInput, "--network is not none, allow or host")
 	BadAllowHost          = def("bad-allow-host", ExitBadInput, "an --allow-host entry is not a host name, address or prefix (with an optional port)")
-	BadPolicy             = def("bad-policy", ExitBadInput, "the bus policy file cannot be read")
+	BadPolicy             = def("bad-policy", ExitBadInput, "a policy file (the bus's, or the machine's /etc/mosaic/policy.conf) cannot be read or parsed, or the machine's is not root's")
 	BadLaunchLog          = def("bad-launch-log", ExitBadInput, "the bus's launch log cannot be read")
 	BadRequest            = def("bad-request", ExitBadInput, "a request to the bus is not one JSON object on one line of at most 64 KiB, or names an unknown verb")
 	NoCommand             = def("no-command", ExitBadInput, "no command was given after --")
@@ -45,7 +45,7 @@ var (
 	CredentialFileMissing = def("credential-file-missing", ExitBadInput, "an --env-file cannot be read")
 	UnknownProfile        = def("unknown-profile", ExitBadInput, "there is no profile of that name")
 	BadSandbox            = def("bad-sandbox", ExitBadInput, "--sandbox is not bwrap or landlock, or landlock with --scope or --may-launch")
-	BadConfig             = def("bad-config", ExitBadInput, "a mosaic configuration file (deny.conf, mosaic.conf) cannot be read")
+	BadConfig             = def("bad-config", ExitBadInput, "a mosaic configuration file (deny.conf, mosaic.conf, a repository's .mosaic.conf) cannot be read or parsed")
 	BadProfile            = def("bad-profile", ExitBadInput, "a profile file cannot be read")
 	BadClone              = def("bad-clone", ExitBadInput, "--clone cannot be had here: the workspace is not a git repository's top directory, the --base is not a commit, or the session is a scope or --sandbox landlock")
 	BadHost               = def("bad-host", ExitBadInput, "a --host is not [USER@]HOST[:PORT], or the hosts file cannot be read")
@@ -53,6 +53,7 @@ var (
 
 // Refusals (exit 3): the request was understood and declined.
 var (
+	PolicyRefused          = def("policy-refused", ExitRefused, "the machine's policy (/etc/mosaic/policy.conf) does not let a session have what it asks; the message names the rule's file and line")
 	SessionExists          = def("session-exists", ExitRefused, "a session of that name is running")
 	SessionRunning         = def("session-running", ExitRefused, "the session is running: stop it first")
 	UnappliedChanges       = def("unapplied-changes", ExitRefused, "a clone-mode session's change was neither applied nor discarded: mosaic apply or mosaic discard it (or --force)")

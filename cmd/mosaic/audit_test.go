@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"mosaic/units/journald"
+)
+
+// journalEvents reads the user's journal entries matching the journalctl
+// matches, as journalctl -o json writes them.
+func journalEvents(t *testing.T, matches ...string) []map[string]any {
+	t.Helper()
+	out, _ := exec.Command("journalctl", append([]string{"--user", "--no-pager", "-q", "-o", "json"}, matches...)...).Output()
+	var events []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil {
+			events = append(events, m)
+		}
+	}
+	return events
+}
+
+// TestAuditGrantEvents: mosaic allow and mosaic deny on a running session
+// each leave one journal entry of their MESSAGE_ID, written by the
+// session's egress proxy (its _SYSTEMD_USER_UNIT, which journald sets),
+// with the entry and who gave it in fields of their own; the session's own
+// attempt to write one (printed, and sent to journald's socket where it
+// can reach it), and the same sent from the host, which reaches the
+// journal, are never among the proxy's.
+func TestAuditGrantEvents(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	name := sessionName(t)
+	forge := "MESSAGE_ID=" + journald.EgressGrant + "\nMOSAIC_SESSION=" + name + "\nMOSAIC_EVENT=egress-grant\nMOSAIC_ENTRY=forged.example:443\nMESSAGE=forged\n"
+	script := `printf '%s' "$1"; printf '%s' "$1" | logger --journald 2>/dev/null; echo "logger=$?"; exec sleep 60`
+	mustMosaic(t, "start", "--name", name, "--workspace", ws, "--allow-host", "example.com", "--", "sh", "-c", script, "sh", forge)
+	// The same forgery from the host, where journald's socket is there:
+	// it reaches the journal, so the unit is what tells it apart.
+	if err := journald.Send([]journald.Field{{Key: "MESSAGE_ID", Value: journald.EgressGrant}, {Key: "MOSAIC_SESSION", Value: name},
+		{Key: "MOSAIC_ENTRY", Value: "forged.example:443"}, {Key: "MESSAGE", Value: "forged from the host"}}); err != nil {
+		t.Fatalf("the host's forgery: %v", err)
+	}
+	mustMosaic(t, "allow", name, "example.org")
+	mustMosaic(t, "deny", name, "example.org")
+	egressUnit := "mosaic-" + name + "-egress.service"
+
+	var grants, revokes []map[string]any
+	eventually(t, 10*time.Second, "the grant and revocation events in the journal", func() bool {
+		grants = journalEvents(t, "MESSAGE_ID="+journald.EgressGrant, "MOSAIC_SESSION="+name, "_SYSTEMD_USER_UNIT="+egressUnit)
+		revokes = journalEvents(t, "MESSAGE_ID="+journald.EgressRevoke, "MOSAIC_SESSION="+name, "_SYSTEMD_USER_UNIT="+egressUnit)
+		return len(grants) >= 1 && len(revokes) >= 1
+	})
+	if len(grants) != 1 || grants[0]["MOSAIC_ENTRY"] != "example.org:443" || !strings.Contains(str(grants[0]["MOSAIC_BY"]), "uid ") ||
+		grants[0]["SYSLOG_IDENTIFIER"] != journald.Identifier || grants[0]["MOSAIC_UNTIL"] != "until the session ends" {
+		t.Errorf("the proxy's grant events: %v, want one of example.org with who gave it", grants)
+	}
+	if len(revokes) != 1 || revokes[0]["MOSAIC_ENTRY"] != "example.org:443" {
+		t.Errorf("the proxy's revocation events: %v", revokes)
+	}
+	// The forgeries: whatever reached the journal is its writer's unit's,
+	// never the proxy's; the host's did reach it.
+	forged := 0
+	for _, e := range journalEvents(t, "MESSAGE_ID="+journald.EgressGrant, "MOSAIC_SESSION="+name) {
+		if e["MOSAIC_ENTRY"] == "forged.example:443" {
+			forged++
+			t.Logf("a forged entry reached the journal as %v's: %v", e["_SYSTEMD_USER_UNIT"], e["MESSAGE"])
+			if e["_SYSTEMD_USER_UNIT"] == egressUnit {
+				t.Errorf("a forged audit event carries the proxy's unit: %v", e)
+			}
+		}
+	}
+	if forged == 0 {
+		t.Error("the host's forged entry is not in the journal: the test shows nothing")
+	}
+	logs := mustMosaic(t, "logs", name).stdout
+	if !strings.Contains(logs, "MESSAGE_ID="+journald.EgressGrant) || !strings.Contains(logs, "logger=") {
+		t.Errorf("the session did not run its forgery: %s", logs)
+	}
+}
+
+// str is v as a string ("" for none).
+func str(v any) string { s, _ := v.(string); return s }
