@@ -329,9 +329,10 @@ func TestBindIdentityRaceThroughTheBus(t *testing.T) {
 		decoy := filepath.Join(workspace(t), "decoy-home")
 		writeFile(t, filepath.Join(sub, "which"), "checked\n")
 		writeFile(t, filepath.Join(decoy, "which"), "decoy\n")
-		// A launched session's .git is protected by a bind of its own,
+		// A launched session's .git and .claude are protected by binds of their own,
 		// which would fail on a decoy without one, hiding the attack.
 		os.MkdirAll(filepath.Join(decoy, ".git"), 0o755)
+		os.MkdirAll(filepath.Join(decoy, ".claude"), 0o755) // likewise (sandbox/directfloor)
 		link := filepath.Join(root, "ws", ".swap")
 		if err := os.Symlink(decoy, link); err != nil {
 			t.Fatal(err)
