@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"mosaic/manager/clone/patchcheck"
+	"mosaic/units/testhook"
 )
 
 // JournalName is the directory, in a session's state directory, that
@@ -65,6 +66,7 @@ func writeJournal(dir, ws string, s patchcheck.Summary) error {
 		}
 		list = append(list, e)
 	}
+	testhook.Call("clone.apply", "copied")
 	b, err := json.Marshal(list)
 	if err != nil {
 		return err
