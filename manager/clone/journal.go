@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"mosaic/manager/clone/patchcheck"
 	"mosaic/units/testhook"
@@ -86,7 +87,7 @@ func savePath(dir, ws, p, copy string) (saved, error) {
 	e := saved{Path: p}
 	full := filepath.Join(ws, p)
 	fi, err := os.Lstat(full)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) { // below a file the change replaces
 		return e, nil
 	}
 	if err != nil {
@@ -161,11 +162,18 @@ func Recover(dir, ws string, applied bool) (bool, error) {
 	return true, os.RemoveAll(dir)
 }
 
-// restore puts each path of list back in ws as the journal dir holds it.
+// restore puts each path of list back in ws as the journal dir holds it:
+// the paths that did not exist go first, so that a file the change made
+// a directory (x replaced by x/y) can take its place again.
 func restore(dir, ws string, list []saved) error {
-	for _, e := range list {
-		if err := restoreOne(dir, ws, e); err != nil {
-			return fmt.Errorf("cannot put %s back (its copy is kept in %s): %w", e.Path, dir, err)
+	for _, existed := range []bool{false, true} {
+		for _, e := range list {
+			if e.Existed != existed {
+				continue
+			}
+			if err := restoreOne(dir, ws, e); err != nil {
+				return fmt.Errorf("cannot put %s back (its copy is kept in %s): %w", e.Path, dir, err)
+			}
 		}
 	}
 	return nil
@@ -183,6 +191,9 @@ func restoreOne(dir, ws string, e saved) error {
 	}
 	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 		return err
+	}
+	if fi, err := os.Lstat(full); err == nil && fi.IsDir() {
+		os.Remove(full) // the change made it a directory: empty now, or the rename says why not
 	}
 	tmp := filepath.Join(filepath.Dir(full), ".mosaic-restore-"+filepath.Base(full))
 	os.Remove(tmp)

@@ -45,7 +45,8 @@ func tree(t *testing.T, ws string) map[string]string {
 
 // journalRepo is a checkout (ws, with the journal its apply keeps) with the user's uncommitted edit at the top of
 // a.txt, and a change (the agent's) that edits a.txt's end, deletes b.txt,
-// edits the executable c.sh and adds n/new.txt.
+// edits the executable c.sh, adds n/new.txt and makes the file d a
+// directory holding d/f.
 func journalRepo(t *testing.T) (ws, journal string, apply func() error) {
 	t.Helper()
 	ws = userRepo(t)
@@ -53,6 +54,7 @@ func journalRepo(t *testing.T) (ws, journal string, apply func() error) {
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte(lines), 0o644)
 	os.WriteFile(filepath.Join(ws, "b.txt"), []byte("bee\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, "c.sh"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(ws, "d"), []byte("a file\n"), 0o644)
 	run(t, ws, "add", "-A")
 	run(t, ws, "commit", "-qm", "base")
 	patch, s := change(t, ws, func(dir string) {
@@ -61,6 +63,9 @@ func journalRepo(t *testing.T) (ws, journal string, apply func() error) {
 		os.WriteFile(filepath.Join(dir, "c.sh"), []byte("#!/bin/sh\necho agent\n"), 0o755)
 		os.MkdirAll(filepath.Join(dir, "n"), 0o755)
 		os.WriteFile(filepath.Join(dir, "n", "new.txt"), []byte("new\n"), 0o644)
+		os.Remove(filepath.Join(dir, "d"))
+		os.MkdirAll(filepath.Join(dir, "d"), 0o755)
+		os.WriteFile(filepath.Join(dir, "d", "f"), []byte("now a directory\n"), 0o644)
 	})
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("mine\n"+lines), 0o644) // the user's own, uncommitted
 	scratch := t.TempDir()
@@ -83,7 +88,7 @@ var errKilled = errcode.StateDir.New("killed")
 // deleteAsGit removes the files the change replaces, as git apply's first
 // phase does before it writes any.
 func deleteAsGit(ws string) {
-	for _, f := range []string{"a.txt", "b.txt", "c.sh"} {
+	for _, f := range []string{"a.txt", "b.txt", "c.sh", "d"} {
 		os.Remove(filepath.Join(ws, f))
 	}
 }
