@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -41,12 +42,15 @@ func (m *Manager) Current(ctx context.Context, name string) (Change, error) {
 	return m.Finish(ctx, name)
 }
 
+// applyWhat is what Apply takes the session's lock to do.
+const applyWhat = "apply the change of"
+
 // Apply writes session name's change into its workspace: as unstaged
 // changes (branch ""), or as a new branch holding the session's commits
 // (clone.ApplyBranch). The session must have ended; the change is checked
 // (patchcheck) before anything is written, and nothing is on a refusal.
 func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error) {
-	p, s, lock, err := m.lockedSession(ctx, name, "apply the change of")
+	p, s, lock, err := m.lockedSession(ctx, name, applyWhat)
 	if err != nil {
 		return Change{}, err
 	}
@@ -85,9 +89,42 @@ func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error
 		return ch, err
 	}
 	if err := records.WriteClone(p.SessionDir(name), ch.Clone); err != nil {
-		return ch, errcode.StateDir.New("the change of %s is applied, but not recorded as such: %v", name, err)
+		return ch, unrecorded(p, name, s.Workspace, err)
+	}
+	if branch == "" {
+		// The record says applied: the copies of what it replaced go.
+		_ = clone.EndJournal(p.SessionDir(name))
 	}
 	return ch, nil
+}
+
+// unrecorded undoes an apply whose record could not be written (err), so
+// that the record ("not applied") stays true: its journal puts the
+// checkout ws back.
+func unrecorded(p request.Paths, name, ws string, err error) error {
+	journal := filepath.Join(p.SessionDir(name), clone.JournalName)
+	if _, rerr := clone.Recover(journal, ws, false); rerr != nil {
+		return errcode.StateDir.New("the change of %s is applied, but not recorded as such (%v), and undoing it failed: %v", name, err, rerr)
+	}
+	return errcode.StateDir.New("cannot record the change of %s as applied, so it was undone, nothing was changed: %v", name, err)
+}
+
+// recoverApply finishes an apply of session s (name) that was
+// interrupted (killed, the machine's power): with the record saying not
+// applied, the checkout is put back as it was before it from the
+// apply's journal (clone.Recover) and one line on stderr says so (again
+// says what the command does next). It runs under the session's lock.
+func recoverApply(p request.Paths, name string, s Session, again string) error {
+	journal := filepath.Join(p.SessionDir(name), clone.JournalName)
+	applied := s.Clone != nil && s.Clone.Applied != ""
+	back, err := clone.Recover(journal, s.Workspace, applied)
+	if err != nil {
+		return errcode.StateDir.New("session %s's apply was interrupted and your checkout could not be put back as it was: %v (run mosaic apply %s again to retry)", name, err, name)
+	}
+	if back {
+		fmt.Fprintf(os.Stderr, "mosaic: session %s's apply was interrupted; your checkout is as it was before it: %s\n", name, again)
+	}
+	return nil
 }
 
 // Discard throws session name's change away: its copy and its finish
@@ -139,6 +176,13 @@ func (m *Manager) lockedSession(ctx context.Context, name, what string) (request
 		return p, Session{}, nil, errcode.StateDir.New("cannot %s session %s: %v", what, name, statedir.Hint(err, p.StateRoot))
 	}
 	s, err := m.Status(ctx, name)
+	if err == nil && s.Clone != nil {
+		again := "run mosaic apply " + name + " again"
+		if what == applyWhat {
+			again = "applying it again"
+		}
+		err = recoverApply(p, name, s, again)
+	}
 	if err != nil {
 		lock.Release()
 		return p, Session{}, nil, err

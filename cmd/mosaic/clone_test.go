@@ -198,3 +198,33 @@ func TestCloneBaseRunningDiscardGC(t *testing.T) {
 		t.Error("rm left the finish step's state")
 	}
 }
+
+// TestApplyKilledMidway (issue 38): mosaic apply killed -9 in git apply's
+// first phase (paused once its journal is written; the test then deletes
+// a.txt as git does before writing it) leaves a checkout the next apply
+// puts back first, saying so in one line, then applies cleanly: the
+// user's uncommitted line in a.txt survives.
+func TestApplyKilledMidway(t *testing.T) {
+	needRig(t)
+	ws := cloneRepo(t)
+	name := cloneSession(t)
+	mustMosaic(t, "run", "--clone", "--name", name, "-w", ws, "--", "sh", "-c", "echo agent >> a.txt && echo new > added.txt")
+	cmd, _, _ := paused(t, "apply-journaled", nil, "apply", name)
+	os.Remove(filepath.Join(ws, "a.txt"))
+	cmd.Process.Kill()
+	cmd.Wait()
+	if !strings.Contains(mustMosaic(t, "status", name).stdout, "not applied") {
+		t.Errorf("status after the killed apply does not say not applied")
+	}
+	r := mustMosaic(t, "apply", name)
+	if !strings.Contains(r.stderr, "apply was interrupted; your checkout is as it was before it") {
+		t.Errorf("apply after a killed one did not say it rolled back:\n%s", r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "one\nuser's own\nagent\n" {
+		t.Errorf("a.txt after the second apply: %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(stateRoot(), "sessions", name, ".apply-journal")); err == nil {
+		t.Error("the journal outlived a clean apply")
+	}
+	mustMosaic(t, "rm", name)
+}

@@ -11,6 +11,7 @@ import (
 
 	"mosaic/manager/clone/patchcheck"
 	"mosaic/units/errcode"
+	"mosaic/units/testhook"
 )
 
 // refused is the refusal of a change patchcheck (or a check here) found.
@@ -23,7 +24,10 @@ func refused(name string, err error) error {
 // (git apply checks every hunk before it writes any): a path that is
 // reached through a symlink in the checkout is refused first, and a change
 // that does not apply names its files. patch is written to a file of
-// mosaic's own (scratch) first, so that what git applies is what was checked.
+// mosaic's own (scratch) first, so that what git applies is what was checked,
+// and every file it changes is copied into scratch's journal before git
+// writes (applyJournaled): the caller records the change as applied, then
+// calls EndJournal; an apply killed before that is undone by Recover.
 func Apply(ctx context.Context, name, ws string, patch []byte, s patchcheck.Summary, scratch string) error {
 	if err := notThroughSymlinks(ws, s); err != nil {
 		return refused(name, err)
@@ -46,10 +50,38 @@ func Apply(ctx context.Context, name, ws string, patch []byte, s patchcheck.Summ
 	if out, err := gitAll(ctx, ws, "apply", "--check", "--whitespace=nowarn", f.Name()); err != nil {
 		return errcode.ChangeConflict.New("session %s's change does not apply to %s as it is now, nothing was changed: conflicts in %s (commit or stash your own changes there, or use `mosaic apply --branch`)", name, ws, strings.Join(conflicts(out), ", "))
 	}
-	if out, err := gitAll(ctx, ws, "apply", "--whitespace=nowarn", f.Name()); err != nil {
-		return errcode.ChangeConflict.New("session %s's change did not apply to %s: %s", name, ws, firstLine(out))
+	return applyJournaled(ctx, name, ws, f.Name(), s, filepath.Join(scratch, JournalName))
+}
+
+// applyJournaled runs git apply of the patch file patch in ws once every
+// path it changes is copied into the journal (writeJournal): git apply
+// deletes the files it changes before it writes them anew, so a kill or
+// a full disk between the two would otherwise leave them gone. On a
+// failure the journal puts them back; on success it is kept until the
+// record says applied (the caller then calls EndJournal).
+func applyJournaled(ctx context.Context, name, ws, patch string, s patchcheck.Summary, journal string) error {
+	if err := writeJournal(journal, ws, s); err != nil {
+		os.RemoveAll(journal)
+		return errcode.StateDir.New("cannot keep a copy of what session %s's change replaces, nothing was changed: %v", name, err)
 	}
-	return nil
+	testhook.Call("clone.apply", "journaled")
+	testhook.Pause("apply-journaled")
+	out, err := gitAll(ctx, ws, "apply", "--whitespace=nowarn", patch)
+	if err == nil {
+		testhook.Call("clone.apply", "applied")
+		testhook.Pause("apply-applied")
+		return nil
+	}
+	if _, rerr := Recover(journal, ws, false); rerr != nil {
+		return errcode.ChangeConflict.New("session %s's change did not apply to %s (%s), and putting your files back failed: %v; the next `mosaic apply %s` tries again", name, ws, firstLine(out), rerr, name)
+	}
+	return errcode.ChangeConflict.New("session %s's change did not apply to %s, nothing was changed: %s", name, ws, firstLine(out))
+}
+
+// EndJournal removes the journal of an apply that succeeded, once its
+// record says so (scratch is what Apply was given).
+func EndJournal(scratch string) error {
+	return os.RemoveAll(filepath.Join(scratch, JournalName))
 }
 
 // gitAll runs git in dir and returns its stderr with the error.
