@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -123,6 +124,32 @@ func recoverApply(p request.Paths, name string, s Session, again string) error {
 	}
 	if back {
 		fmt.Fprintf(os.Stderr, "mosaic: session %s's apply was interrupted; your checkout is as it was before it: %s\n", name, again)
+	}
+	return nil
+}
+
+// Settle finishes an interrupted apply of session name (recoverApply)
+// before a command that only reads the session (status, diff) shows it,
+// so that no command shows a half-written checkout as the session's
+// state. It does nothing when no apply journal is left, and leaves the
+// journal to its owner when another mosaic holds the session's lock.
+func (m *Manager) Settle(ctx context.Context, name string) error {
+	if units.ValidateName(name) != nil {
+		return nil
+	}
+	p, err := request.UserPaths()
+	if err != nil {
+		return nil
+	}
+	if _, err := os.Lstat(filepath.Join(p.SessionDir(name), clone.JournalName)); err != nil {
+		return nil
+	}
+	_, _, lock, err := m.lockedSession(ctx, name, "settle the apply of")
+	if err == nil {
+		lock.Release()
+	}
+	if errors.Is(err, errcode.StateDir.Target()) {
+		return err
 	}
 	return nil
 }

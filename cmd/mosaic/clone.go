@@ -182,7 +182,11 @@ func diffCommand(out *output) *cli.Command {
 			return connected(func(ctx context.Context, m *manager.Manager) error {
 				prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "mosaic diff "+name)
 				prog.set("snapshotting the session's copy")
-				ch, err := m.Current(ctx, name)
+				err := m.Settle(ctx, name)
+				var ch manager.Change
+				if err == nil {
+					ch, err = m.Current(ctx, name)
+				}
 				prog.done()
 				if err != nil {
 					return err

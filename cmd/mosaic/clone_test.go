@@ -213,13 +213,18 @@ func TestApplyKilledMidway(t *testing.T) {
 	os.Remove(filepath.Join(ws, "a.txt"))
 	cmd.Process.Kill()
 	cmd.Wait()
-	if !strings.Contains(mustMosaic(t, "status", name).stdout, "not applied") {
+	// The next command, even one that only reads (status), rolls back.
+	st := mustMosaic(t, "status", name)
+	if !strings.Contains(st.stdout, "not applied") {
 		t.Errorf("status after the killed apply does not say not applied")
 	}
-	r := mustMosaic(t, "apply", name)
-	if !strings.Contains(r.stderr, "apply was interrupted; your checkout is as it was before it") {
-		t.Errorf("apply after a killed one did not say it rolled back:\n%s", r.stderr)
+	if !strings.Contains(st.stderr, "apply was interrupted; your checkout is as it was before it") {
+		t.Errorf("status after a killed apply did not say it rolled back:\n%s", st.stderr)
 	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "one\nuser's own\n" {
+		t.Errorf("a.txt after status rolled the killed apply back: %q", b)
+	}
+	mustMosaic(t, "apply", name)
 	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "one\nuser's own\nagent\n" {
 		t.Errorf("a.txt after the second apply: %q", b)
 	}

@@ -122,6 +122,9 @@ func statusCommand(out *output) *cli.Command {
 				return err
 			}
 			return connected(func(ctx context.Context, m *manager.Manager) error {
+				if err := m.Settle(ctx, name); err != nil {
+					return err
+				}
 				s, err := m.Status(ctx, name)
 				if err != nil {
 					return err
