@@ -66,7 +66,7 @@ func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error
 	if err != nil {
 		return Change{}, err
 	}
-	if ch.Refused != nil {
+	if ch.Refused != nil && !(branch != "" && ch.Clone.PatchBytes > 0) {
 		return ch, errcode.ChangeRefused.New("session %s's change is refused, nothing was changed: %v", name, ch.Refused)
 	}
 	scratch := filepath.Join(p.SessionDir(name), "apply")
@@ -83,7 +83,13 @@ func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error
 		} else {
 			return ch, errcode.NoChange.New("session %s made no commit and left no change: there is no branch to make", name)
 		}
-		err = clone.ApplyBranch(ctx, name, s.Workspace, bundle, ch.Clone.Head, ch.Clone.Base, branch, scratch)
+		shown := ch.Patch
+		if ch.Clone.PatchBytes > 0 {
+			shown = nil
+		} else if shown == nil {
+			shown = []byte{}
+		}
+		err = clone.ApplyBranch(ctx, name, s.Workspace, bundle, ch.Clone.Head, ch.Clone.Base, branch, scratch, shown)
 		ch.Clone.Applied = "branch " + branch
 	}
 	if err != nil {

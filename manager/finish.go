@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,13 +28,17 @@ import (
 // commits, and writes to $HOME/out (its own home, on disk: its /tmp is a
 // tmpfs) the patch from the base (git diff --binary), a bundle of the
 // commits since the user's own (refs/mosaic/snapshot), and the snapshot's
-// id. It may run the agent's own git config:
+// id; for a patch over apply's bound, the list of files it changes (git
+// diff --numstat), so that the change is still known and kept. Replace
+// refs and grafts are off, so that the patch is of what the bundle holds
+// (the host checks it again: clone.ApplyBranch). It may run the agent's
+// own git config:
 // it is as confined as the agent was, and the host reads what it wrote as
 // untrusted data (patchcheck).
 const finishScript = `set -eu
-base=$1 parent=$2 out=$HOME/out
+base=$1 parent=$2 bound=$3 out=$HOME/out
 rm -rf "$out" && mkdir -p "$out"
-export GIT_INDEX_FILE=/tmp/index GIT_AUTHOR_NAME=mosaic GIT_AUTHOR_EMAIL=mosaic@localhost GIT_COMMITTER_NAME=mosaic GIT_COMMITTER_EMAIL=mosaic@localhost
+export GIT_NO_REPLACE_OBJECTS=1 GIT_GRAFT_FILE=/dev/null GIT_INDEX_FILE=/tmp/index GIT_AUTHOR_NAME=mosaic GIT_AUTHOR_EMAIL=mosaic@localhost GIT_COMMITTER_NAME=mosaic GIT_COMMITTER_EMAIL=mosaic@localhost
 if [ -f .git/index ]; then cp .git/index "$GIT_INDEX_FILE"; fi
 git add -A --ignore-errors 2>"$out/add-errors" || true
 tree=$(git write-tree)
@@ -42,6 +47,7 @@ if [ "$tree" = "$(git rev-parse "$head^{tree}")" ]; then snap=$head
 else snap=$(git commit-tree "$tree" -p "$head" -m "mosaic: what the agent left uncommitted"); fi
 git update-ref refs/mosaic/snapshot "$snap"
 git -c core.quotePath=true -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames --no-relative --src-prefix=a/ --dst-prefix=b/ "$base" "$snap" -- >"$out/patch"
+if [ "$(wc -c <"$out/patch")" -gt "$bound" ]; then git diff --numstat -z --no-renames --no-ext-diff --no-textconv "$base" "$snap" -- >"$out/numstat"; fi
 if [ "$snap" != "$parent" ]; then git bundle create -q "$out/bundle" refs/mosaic/snapshot "^$parent"; fi
 echo "$snap" >"$out/head"
 `
@@ -130,6 +136,7 @@ func (m *Manager) Finish(ctx context.Context, name string) (Change, error) {
 // readChange reads what session name's last finish step wrote, as data.
 func readChange(p request.Paths, name string, cl records.Clone) (Change, error) {
 	ch := Change{Clone: cl, Dir: FinishDir(p, name)}
+	ch.Clone.PatchBytes = 0
 	if rec, ok := records.Read(p.SessionDir(name)); ok {
 		ch.Workspace = rec.Workspace
 	}
@@ -143,7 +150,8 @@ func readChange(p request.Paths, name string, cl records.Clone) (Change, error) 
 	var refusal *patchcheck.Refusal
 	switch {
 	case errors.As(err, &refusal):
-		ch.Refused = err
+		ch.Summary, ch.Clone.PatchBytes = overBound(ch.Dir)
+		ch.Refused = &patchcheck.Refusal{Why: fmt.Sprintf("the change is %d MB, over apply's bound of %d MB: `mosaic apply --branch %s` makes a branch of it instead", (ch.Clone.PatchBytes+1<<20-1)>>20, patchcheck.MaxPatchBytes>>20, name)}
 	case err != nil:
 		return Change{}, errcode.CloneFailed.New("cannot read what the finish step of session %s wrote: %v", name, err)
 	default:
@@ -158,6 +166,24 @@ func readChange(p request.Paths, name string, cl records.Clone) (Change, error) 
 		ch.Clone.Refused = ch.Refused.Error()
 	}
 	return ch, nil
+}
+
+// overBound reads the file list the finish step in dir wrote for a patch
+// over apply's bound, and the patch's size: the change apply refuses is
+// still known (list, status, diff say it) and kept (rm, gc). A list that
+// is missing or refused leaves one entry that says so, never none.
+func overBound(dir string) (patchcheck.Summary, int64) {
+	var size int64 = patchcheck.MaxPatchBytes + 1
+	if fi, err := os.Lstat(filepath.Join(dir, "patch")); err == nil {
+		size = fi.Size()
+	}
+	b, err := clone.ReadOutput(filepath.Join(dir, "numstat"), patchcheck.MaxNumstatBytes)
+	if err == nil {
+		if s, err := patchcheck.ParseNumstat(b); err == nil && len(s.Files) > 0 {
+			return s, size
+		}
+	}
+	return patchcheck.Summary{Files: []patchcheck.File{{Path: "(files not listed)", Status: "unknown"}}}, size
 }
 
 // finishSpec is the finish step's session: the session's own sandbox
@@ -176,7 +202,7 @@ func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, 
 	req := request.Request{
 		Workspace: rec.Workspace, Network: sandbox.NetworkNone, Profile: "generic", Mode: request.ModeClone, Own: true,
 		Limits:  units.Limits{RuntimeMax: finishTimeout},
-		Command: []string{"/bin/sh", "-c", finishScript, "mosaic-finish", cl.Base, cl.Parent},
+		Command: []string{"/bin/sh", "-c", finishScript, "mosaic-finish", cl.Base, cl.Parent, strconv.Itoa(patchcheck.MaxPatchBytes)},
 		Env:     []string{"LANG=C.UTF-8", "PATH=" + sandbox.DefaultPath},
 	}
 	spec, _, err := request.Prepare(req, p, h.Bwrap)

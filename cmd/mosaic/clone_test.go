@@ -233,3 +233,37 @@ func TestApplyKilledMidway(t *testing.T) {
 	}
 	mustMosaic(t, "rm", name)
 }
+
+// TestLargeChangeKept (issue 38): an agent that writes a 70 MB file beside
+// a one-line edit makes a patch over apply's bound. Before, diff said "0
+// files, +0 -0" and "no change", and rm without --force deleted it; now
+// diff, list and status say its size and the way out, rm keeps it, apply
+// refuses naming --branch, and apply --branch makes the branch.
+func TestLargeChangeKept(t *testing.T) {
+	needRig(t)
+	ws := cloneRepo(t)
+	name := cloneSession(t)
+	mustMosaic(t, "run", "--clone", "--name", name, "-w", ws, "--", "sh", "-c",
+		"echo agent >> a.txt && head -c 70000000 /dev/urandom > big.bin")
+	var d diffDoc
+	json.Unmarshal([]byte(mustMosaic(t, "diff", "--stat", "--json", name).stdout), &d)
+	if got := paths(d); got != "a.txt,big.bin" || !strings.Contains(d.Refused, "--branch") {
+		t.Errorf("diff of a change over the bound: files %q, refused %q", got, d.Refused)
+	}
+	for _, args := range [][]string{{"list", "--all"}, {"status", name}} {
+		if out := mustMosaic(t, args...).stdout; !strings.Contains(out, "over apply's bound") {
+			t.Errorf("mosaic %s does not say the change is over apply's bound:\n%s", args[0], out)
+		}
+	}
+	if r := mosaic(t, "rm", name); r.code == 0 {
+		t.Errorf("rm without --force removed a large unapplied change")
+	}
+	if r := mosaic(t, "apply", name); r.code != 3 || !strings.Contains(r.stderr, "apply --branch") {
+		t.Errorf("apply of a change over the bound: exit %d %s", r.code, r.stderr)
+	}
+	mustMosaic(t, "apply", "--branch", "big", name)
+	if got := gitMust(t, ws, "ls-tree", "--name-only", "big"); !strings.Contains(got, "big.bin") {
+		t.Errorf("the branch lacks big.bin: %s", got)
+	}
+	mustMosaic(t, "rm", name)
+}

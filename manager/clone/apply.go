@@ -173,8 +173,11 @@ const maxCommits = 1000
 // prerequisite a commit the repository has; it is fetched, with git's
 // object checks on, into a scratch repository of mosaic's own (borrowing
 // ws's objects), the paths every commit after base changes are checked as
-// apply checks a patch, and only then is the branch fetched into ws. A branch that exists is left alone (a refusal).
-func ApplyBranch(ctx context.Context, name, ws string, bundle []byte, head, base, branch, scratch string) error {
+// apply checks a patch, the branch's files are compared with shown (the
+// patch mosaic diff showed; nil for a change over its bound, shown only
+// by size), and only then is the branch fetched into ws. A branch that
+// exists is left alone (a refusal).
+func ApplyBranch(ctx context.Context, name, ws string, bundle []byte, head, base, branch, scratch string, shown []byte) error {
 	h, err := patchcheck.ParseBundleHeader(bundle)
 	if err == nil {
 		err = patchcheck.CheckBundle(h, head)
@@ -216,9 +219,48 @@ func ApplyBranch(ctx context.Context, name, ws string, bundle []byte, head, base
 	if err := checkCommits(ctx, scratch, append(h.Prereqs, base)); err != nil {
 		return refused(name, err)
 	}
+	if err := sameAsShown(ctx, scratch, base, shown); err != nil {
+		return refused(name, err)
+	}
 	fetch = append(append([]string{}, fsckStrict...), "fetch", "-q", "--no-tags", "--no-write-fetch-head", scratch, "refs/heads/change:refs/heads/"+branch)
 	if _, err := git(ctx, ws, nil, fetch...); err != nil {
 		return errcode.CloneFailed.New("cannot make branch %s in %s: %v", branch, ws, err)
+	}
+	return nil
+}
+
+// sameAsShown compares the tree the scratch repository's branch ends
+// with and the tree of base with the patch mosaic diff showed applied
+// (nil: nothing to compare, the change was over the patch's bound): the
+// finish step ran in the session, where a replace ref or a graft can make
+// git's diff show other files than the commits hold.
+func sameAsShown(ctx context.Context, scratch, base string, shown []byte) error {
+	if shown == nil {
+		return nil
+	}
+	env := []string{"GIT_INDEX_FILE=" + filepath.Join(scratch, "shown-index"), "GIT_NO_REPLACE_OBJECTS=1"}
+	if _, err := git(ctx, scratch, env, "read-tree", base+"^{tree}"); err != nil {
+		return err
+	}
+	if len(shown) > 0 {
+		pf := filepath.Join(scratch, "shown.patch")
+		if err := os.WriteFile(pf, shown, 0o600); err != nil {
+			return err
+		}
+		if _, err := git(ctx, scratch, env, "apply", "--cached", "--whitespace=nowarn", pf); err != nil {
+			return fmt.Errorf("the change mosaic diff showed does not apply to the branch's base: %v", err)
+		}
+	}
+	want, err := git(ctx, scratch, env, "write-tree")
+	if err != nil {
+		return err
+	}
+	got, err := git(ctx, scratch, env, "rev-parse", "refs/heads/change^{tree}")
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("the branch's files are not the change mosaic diff showed (a replace ref or a graft in the session's repository can do that)")
 	}
 	return nil
 }

