@@ -34,7 +34,7 @@ func (m *Manager) Current(ctx context.Context, name string) (Change, error) {
 	if s.Clone.Discarded {
 		return Change{}, errcode.NoChange.New("session %s's change was discarded", name)
 	}
-	if !s.Running() && s.Clone.Snapshot != nil && (s.Ended == nil || s.Clone.Snapshot.After(*s.Ended)) {
+	if !s.Running() && !s.ChangeUnknown() {
 		return readChange(p, name, *s.Clone)
 	}
 	if !s.Running() && s.Clone.Applied != "" {
@@ -131,6 +131,22 @@ func recoverApply(p request.Paths, name string, s Session, again string) error {
 	if back {
 		fmt.Fprintf(os.Stderr, "mosaic: session %s's apply was interrupted; your checkout is as it was before it: %s\n", name, again)
 	}
+	return nil
+}
+
+// KnowChange reads the change of a session that has ended since it was
+// last read (ChangeUnknown) into s.Clone, so that list and status show it
+// without a diff first, however the session ended (its command exited,
+// stop, --runtime-max, a crash). An error leaves s as it was.
+func (m *Manager) KnowChange(ctx context.Context, s *Session) error {
+	if !s.ChangeUnknown() {
+		return nil
+	}
+	ch, err := m.Finish(ctx, s.Name)
+	if err != nil {
+		return err
+	}
+	s.Clone = &ch.Clone
 	return nil
 }
 

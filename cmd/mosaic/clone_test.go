@@ -267,3 +267,26 @@ func TestLargeChangeKept(t *testing.T) {
 	}
 	mustMosaic(t, "rm", name)
 }
+
+// TestChangeKnownAtEnd (issue 38): a session stopped while its agent
+// works has its change in status and list --all with no diff first (before,
+// both said "not snapshotted yet").
+func TestChangeKnownAtEnd(t *testing.T) {
+	needRig(t)
+	ws := cloneRepo(t)
+	name := cloneSession(t)
+	mustMosaic(t, "start", "--clone", "--name", name, "-w", ws, "--", "sh", "-c", "echo b > b.txt; sleep 60")
+	eventually(t, 20*time.Second, "the agent to write b.txt", func() bool {
+		out, _ := exec.Command("find", filepath.Join(stateRoot(), "sessions", name, "clone"), "-maxdepth", "1", "-name", "b.txt").Output()
+		return len(out) > 0
+	})
+	mustMosaic(t, "stop", "--timeout", "1s", name)
+	if out := mustMosaic(t, "status", name).stdout; !strings.Contains(out, "1 file, +1 -0, not applied") {
+		t.Errorf("status of a stopped session does not show its change:\n%s", out)
+	}
+	if out := mustMosaic(t, "list", "--all").stdout; !strings.Contains(out, "1 file, +1 -0, not applied") {
+		t.Errorf("list --all does not show the stopped session's change:\n%s", out)
+	}
+	mustMosaic(t, "discard", name)
+	mustMosaic(t, "rm", name)
+}

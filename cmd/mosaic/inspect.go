@@ -39,6 +39,7 @@ func listCommand(out *output) *cli.Command {
 				if err != nil {
 					return err
 				}
+				knowChanges(ctx, m, out, list)
 				if list == nil {
 					list = []manager.Session{}
 				}
@@ -50,6 +51,27 @@ func listCommand(out *output) *cli.Command {
 				return nil
 			})
 		},
+	}
+}
+
+// knowChanges reads the change of each clone-mode session in list that
+// ended since it was last read (its finish step, some tenths of a second
+// each), with progress on a terminal; one that cannot be read is said in a
+// line and shown as it was.
+func knowChanges(ctx context.Context, m *manager.Manager, out *output, list []manager.Session) {
+	var prog *progress
+	for i := range list {
+		if !list[i].ChangeUnknown() {
+			continue
+		}
+		if prog == nil {
+			prog = newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "mosaic")
+			defer prog.done()
+		}
+		prog.set("reading the change of " + list[i].Name)
+		if err := m.KnowChange(ctx, &list[i]); err != nil {
+			fmt.Fprintf(out.stderr, "mosaic: cannot read the change of %s: %v\n", list[i].Name, err)
+		}
 	}
 }
 
@@ -128,6 +150,10 @@ func statusCommand(out *output) *cli.Command {
 				s, err := m.Status(ctx, name)
 				if err != nil {
 					return err
+				}
+				knowChanges(ctx, m, out, []manager.Session{s})
+				if s2, err := m.Status(ctx, name); err == nil {
+					s = s2
 				}
 				// The egress proxy's live view (grants, refusals) comes from
 				// the proxy itself, never from the journal, where a session

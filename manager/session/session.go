@@ -77,6 +77,16 @@ func (s Session) Running() bool {
 	return s.State == "active" || s.State == "activating" || s.State == "reloading" || s.State == "deactivating"
 }
 
+// ChangeUnknown reports whether s is a clone-mode session that has ended
+// since its change was last read (or was never read): its finish step has
+// not seen what the agent left.
+func (s Session) ChangeUnknown() bool {
+	if s.Clone == nil || s.Running() || s.Clone.Applied != "" || s.Clone.Discarded {
+		return false
+	}
+	return s.Clone.Snapshot == nil || (s.Ended != nil && !s.Clone.Snapshot.After(*s.Ended))
+}
+
 // How describes how the main process ended: "exit status N" or "killed by
 // SIGNAME"; "" while it runs.
 func (s Session) How() string {
