@@ -31,14 +31,23 @@ import (
 // id; for a patch over apply's bound, the list of files it changes (git
 // diff --numstat), so that the change is still known and kept. Replace
 // refs and grafts are off, so that the patch is of what the bundle holds
-// (the host checks it again: clone.ApplyBranch). It may run the agent's
-// own git config:
+// (the host checks it again: clone.ApplyBranch). Nothing the session left
+// in its repository can make it fail: hooks, signing, fsmonitor and
+// reflogs are off (GIT_CONFIG_COUNT outranks the copy's config), filters
+// and line-ending conversion too ($GIT_DIR/info/attributes outranks every
+// .gitattributes: the patch is of the bytes the agent left), and its own
+// ref is made afresh. It may run the rest of the agent's git config:
 // it is as confined as the agent was, and the host reads what it wrote as
 // untrusted data (patchcheck).
 const finishScript = `set -eu
 base=$1 parent=$2 bound=$3 out=$HOME/out
 rm -rf "$out" && mkdir -p "$out"
-export GIT_NO_REPLACE_OBJECTS=1 GIT_GRAFT_FILE=/dev/null GIT_INDEX_FILE=/tmp/index GIT_AUTHOR_NAME=mosaic GIT_AUTHOR_EMAIL=mosaic@localhost GIT_COMMITTER_NAME=mosaic GIT_COMMITTER_EMAIL=mosaic@localhost
+export GIT_NO_REPLACE_OBJECTS=1 GIT_GRAFT_FILE=/dev/null GIT_INDEX_FILE=/tmp/index GIT_WORK_TREE=$PWD GIT_AUTHOR_NAME=mosaic GIT_AUTHOR_EMAIL=mosaic@localhost GIT_COMMITTER_NAME=mosaic GIT_COMMITTER_EMAIL=mosaic@localhost
+set -- core.hooksPath /dev/null core.fsmonitor false core.logAllRefUpdates false commit.gpgSign false core.bare false core.untrackedCache false core.splitIndex false gc.auto 0 maintenance.auto false core.sparseCheckout false
+export GIT_CONFIG_COUNT=$(($# / 2)); i=0
+while [ $# -gt 0 ]; do export GIT_CONFIG_KEY_$i="$1" GIT_CONFIG_VALUE_$i="$2"; i=$((i + 1)); shift 2; done
+mkdir -p .git/info && printf '* -filter -text -eol -ident -working-tree-encoding\n' >.git/info/attributes
+rm -rf .git/refs/mosaic .git/refs/mosaic.lock .git/logs/refs/mosaic
 if [ -f .git/index ]; then cp .git/index "$GIT_INDEX_FILE"; fi
 git add -A --ignore-errors 2>"$out/add-errors" || true
 tree=$(git write-tree)

@@ -290,3 +290,33 @@ func TestChangeKnownAtEnd(t *testing.T) {
 	mustMosaic(t, "discard", name)
 	mustMosaic(t, "rm", name)
 }
+
+// TestFinishStepNotBlockedByCopy (issue 40): what a session leaves in its
+// copy's repository cannot make the finish step fail and so block the
+// review of its change: a reference-transaction hook that exits 1, commit
+// signing on, a required clean filter that fails on every file, a stale
+// lock on the snapshot's ref and reflogs that cannot be written. Before,
+// the hook alone made diff and apply fail (only discard worked).
+func TestFinishStepNotBlockedByCopy(t *testing.T) {
+	needRig(t)
+	ws := cloneRepo(t)
+	name := cloneSession(t)
+	mustMosaic(t, "run", "--clone", "--name", name, "-w", ws, "--", "sh", "-c", `set -e
+echo agent >> a.txt
+printf '#!/bin/sh\nexit 1\n' > .git/hooks/reference-transaction && chmod +x .git/hooks/reference-transaction
+git config commit.gpgSign true
+git config filter.bad.clean false && git config filter.bad.required true
+echo '* filter=bad' > .gitattributes
+mkdir -p .git/refs/mosaic .git/logs/refs && touch .git/refs/mosaic/snapshot.lock && echo x > .git/logs/refs/mosaic`)
+	var d diffDoc
+	r := mosaic(t, "diff", "--json", name)
+	json.Unmarshal([]byte(r.stdout), &d)
+	if r.code != 0 || paths(d) != ".gitattributes,a.txt" || !strings.Contains(d.Patch, "+agent") {
+		t.Fatalf("diff of a copy with a failing hook, signing and filter: exit %d, files %q\n%s", r.code, paths(d), r.stderr)
+	}
+	mustMosaic(t, "apply", name)
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "one\nuser's own\nagent\n" {
+		t.Errorf("a.txt after apply: %q", b)
+	}
+	mustMosaic(t, "rm", name)
+}
