@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"mosaic/manager/clone"
 	"mosaic/manager/clone/patchcheck"
@@ -14,6 +15,7 @@ import (
 	"mosaic/manager/statedir"
 	"mosaic/units"
 	"mosaic/units/errcode"
+	"mosaic/units/journald"
 )
 
 // Current is session name's change: a new snapshot (Finish) when the
@@ -95,6 +97,8 @@ func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error
 	if err != nil {
 		return ch, err
 	}
+	now := time.Now()
+	ch.Clone.DoneBy, ch.Clone.DoneAt = journald.Caller(), &now
 	if err := records.WriteClone(p.SessionDir(name), ch.Clone); err != nil {
 		return ch, unrecorded(p, name, s.Workspace, err)
 	}
@@ -102,6 +106,10 @@ func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error
 		// The record says applied: the copies of what it replaced go.
 		_ = clone.EndJournal(p.SessionDir(name))
 	}
+	_ = journald.Event(journald.ChangeApplied, name, "change-applied",
+		fmt.Sprintf("session %s's change (%s) was applied to %s as %s by %s", name, ch.Summary.Line(), s.Workspace, ch.Clone.Applied, journald.Caller()),
+		journald.Field{Key: "MOSAIC_FILES", Value: ch.Summary.Line()}, journald.Field{Key: "MOSAIC_WORKSPACE", Value: s.Workspace},
+		journald.Field{Key: "MOSAIC_APPLIED", Value: ch.Clone.Applied}, journald.Field{Key: "MOSAIC_BY", Value: journald.Caller()})
 	return ch, nil
 }
 
@@ -191,12 +199,15 @@ func (m *Manager) Discard(ctx context.Context, name string) error {
 		return errcode.SessionRunning.New("session %s is %s: stop it first with `mosaic stop %s`", name, s.State, name)
 	}
 	c := *s.Clone
-	c.Discarded = true
+	now := time.Now()
+	c.Discarded, c.DoneBy, c.DoneAt = true, journald.Caller(), &now
 	if err := records.WriteClone(p.SessionDir(name), c); err != nil {
 		return errcode.StateDir.New("cannot discard the change of %s: %v", name, err)
 	}
 	statedir.RemoveTree(filepath.Join(p.SessionDir(name), units.CloneDirName))
 	removeFinishState(p, name)
+	_ = journald.Event(journald.ChangeDiscarded, name, "change-discarded", "session "+name+"'s change was discarded by "+journald.Caller(),
+		journald.Field{Key: "MOSAIC_BY", Value: journald.Caller()})
 	return nil
 }
 

@@ -85,3 +85,70 @@ func TestAuditGrantEvents(t *testing.T) {
 
 // str is v as a string ("" for none).
 func str(v any) string { s, _ := v.(string); return s }
+
+// TestAuditSession (issue 41): mosaic audit of a session that was granted
+// a host and had it taken back, changed a file, was stopped and whose
+// change was applied: its events in time order, each once, with stable
+// ids; the session's forged grant (printed and sent to journald) is not
+// among them.
+func TestAuditSession(t *testing.T) {
+	needRig(t)
+	ws := cloneRepo(t)
+	name := cloneSession(t)
+	forge := "MESSAGE_ID=" + journald.EgressGrant + "\nSYSLOG_IDENTIFIER=mosaic-audit\nMOSAIC_SESSION=" + name + "\nMOSAIC_EVENT=egress-grant\nMOSAIC_ENTRY=forged.example:443\nMESSAGE=forged\n"
+	script := `echo b > b.txt; printf '%s' "$1"; printf '%s' "$1" | logger --journald 2>/dev/null; exec sleep 60`
+	mustMosaic(t, "start", "--clone", "--name", name, "-w", ws, "--allow-host", "example.com", "--", "sh", "-c", script, "sh", forge)
+	mustMosaic(t, "allow", name, "example.org")
+	mustMosaic(t, "deny", name, "example.org")
+	mustMosaic(t, "stop", "--timeout", "1s", name)
+	mustMosaic(t, "apply", name)
+	type event struct {
+		ID, Event, Message string
+		Fields             map[string]string
+	}
+	var events []event
+	eventually(t, 10*time.Second, "the audit to hold the grant, revocation and apply", func() bool {
+		events = nil
+		for _, line := range strings.Split(strings.TrimSpace(mustMosaic(t, "audit", "--json", name).stdout), "\n") {
+			var e event
+			if json.Unmarshal([]byte(line), &e) != nil {
+				t.Fatalf("audit --json line is not JSON: %q", line)
+			}
+			events = append(events, e)
+		}
+		if len(events) < 6 {
+			var k []string
+			for _, e := range events {
+				k = append(k, e.Event)
+			}
+			t.Logf("audit so far: %v", k)
+		}
+		return len(events) >= 6
+	})
+	var kinds []string
+	ids := map[string]bool{}
+	for _, e := range events {
+		kinds = append(kinds, e.Event)
+		if e.ID == "" || ids[e.ID] {
+			t.Errorf("event without an id of its own: %+v", e)
+		}
+		ids[e.ID] = true
+		if e.Event != "session-start" && strings.Contains(e.Message, "forged") || e.Fields["entry"] == "forged.example:443" {
+			t.Errorf("the session's forged event is in its audit: %+v", e)
+		}
+	}
+	want := "session-start egress-grant egress-revoke session-end change change-applied"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Errorf("audit events: %s\nwant %s", got, want)
+	}
+	if s := events[0].Fields; s["workspace_mode"] != "clone" || !strings.Contains(s["by"], "mosaic start") {
+		t.Errorf("start event: %+v", s)
+	}
+	if by := events[1].Fields["by"]; !strings.Contains(by, "uid ") {
+		t.Errorf("grant without who gave it: %+v", events[1].Fields)
+	}
+	if out := mustMosaic(t, "audit", name).stdout; !strings.Contains(out, "egress-grant") || strings.Contains(out, "forged.example:443,") {
+		t.Errorf("audit's text:\n%s", out)
+	}
+	mustMosaic(t, "rm", name)
+}

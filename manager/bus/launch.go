@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"mosaic/manager/request"
 	"mosaic/units"
 	"mosaic/units/errcode"
+	"mosaic/units/journald"
 )
 
 // launch starts a session for the caller; one from a session is held to
@@ -91,6 +93,13 @@ func (b *bus) launch(ctx context.Context, who caller, req Request) (any, error) 
 		// The session runs; its intent is in the log.
 		_, _ = os.Stderr.WriteString("mosaic bus: " + err.Error() + "\n")
 	}
+	parent := who.session
+	if parent == "" {
+		parent = "(the user)"
+	}
+	_ = journald.Event(journald.BusLaunch, s.Name, "bus-launch", fmt.Sprintf("session %s was launched through the bus by %s", s.Name, who.String()),
+		journald.Field{Key: "MOSAIC_PARENT", Value: parent}, journald.Field{Key: "MOSAIC_BY", Value: who.String()},
+		journald.Field{Key: "MOSAIC_PROFILE", Value: r.Profile})
 	return s, nil
 }
 

@@ -32,6 +32,9 @@ type Clone struct {
 	// "branch NAME"; Discarded that it was thrown away.
 	Applied   string `json:"applied,omitempty"`
 	Discarded bool   `json:"discarded,omitempty"`
+	// DoneBy and DoneAt say who applied or discarded it, and when.
+	DoneBy string     `json:"done_by,omitempty"`
+	DoneAt *time.Time `json:"done_at,omitempty"`
 }
 
 // CloneFile is clone.json's name.

@@ -90,6 +90,9 @@ type Record struct {
 	Description
 	Started time.Time `json:"started"`
 	Kind    string    `json:"kind,omitempty"` // service (or empty) or scope
+	// StartedBy is who started it: the mosaic command's uid, pid and
+	// command line, or the bus's caller.
+	StartedBy string `json:"started_by,omitempty"`
 	// OldInjected is Injected as records written before Description
 	// named it ("injected"); ReadChecked moves it into Injected.
 	OldInjected map[string][]string `json:"injected,omitempty"`

@@ -5,6 +5,7 @@ import (
 
 	"mosaic/manager/records"
 	"mosaic/units"
+	"mosaic/units/journald"
 )
 
 // Describe is the description of the session spec starts (records.Description:
@@ -59,5 +60,5 @@ func injected(s units.Spec) map[string][]string {
 
 // RecordOf is the record of the session spec is about to start.
 func RecordOf(s units.Spec) records.Record {
-	return records.Record{Name: s.Name, Description: Describe(s), Started: time.Now(), Kind: s.Kind()}
+	return records.Record{Name: s.Name, Description: Describe(s), Started: time.Now(), Kind: s.Kind(), StartedBy: journald.Caller()}
 }

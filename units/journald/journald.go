@@ -14,6 +14,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -30,7 +32,23 @@ const (
 	EgressRevoke = "835232a14e4f4091b0c1570d3cfa3250"
 	// EgressExpire: a grant with --for ended by itself.
 	EgressExpire = "593c780d66804bc0a62386e0912aa9e4"
+	// EgressRefused: the proxy refused a destination (host, port, why).
+	EgressRefused = "5422b4fc46424a9a894595d6e5b53b12"
+	// EgressConnection: a connection the proxy let through ended (host,
+	// port, bytes each way; for a request it put a key in, the method and
+	// path, never the key).
+	EgressConnection = "6e6d2d6c127d479e9a23909441e4fd03"
+	// ChangeApplied: a clone-mode session's change went into the checkout
+	// (mosaic apply), written by that mosaic command.
+	ChangeApplied = "e8ba659203d34a2f864ed416546f5dcd"
+	// ChangeDiscarded: a change was thrown away (mosaic discard).
+	ChangeDiscarded = "33de98c9710a47238e09b8202d2ae883"
+	// BusLaunch: the bus started a session for a permitted session.
+	BusLaunch = "10777120be704808a4626b6993185eb5"
 )
+
+// IDs are every audit event's MESSAGE_ID.
+var IDs = []string{EgressGrant, EgressRevoke, EgressExpire, EgressRefused, EgressConnection, ChangeApplied, ChangeDiscarded, BusLaunch}
 
 // Identifier is the SYSLOG_IDENTIFIER of every audit entry, so that
 // `journalctl -t mosaic-audit` lists them (and `mosaic logs --egress`,
@@ -92,4 +110,27 @@ func Send(fields []Field) error {
 	defer c.Close()
 	_, err = c.Write(data)
 	return err
+}
+
+// Caller names this process for an event's MOSAIC_BY or a record: its
+// uid, pid and mosaic's command (never the rest of its arguments, which
+// may name what a user would not log).
+func Caller() string {
+	verb := ""
+	for _, a := range os.Args[1:] {
+		if !strings.HasPrefix(a, "-") {
+			verb = " " + a
+			break
+		}
+	}
+	return fmt.Sprintf("uid %d, pid %d (%s%s)", os.Getuid(), os.Getpid(), filepath.Base(os.Args[0]), verb)
+}
+
+// Event sends one audit event of session: kind (its MESSAGE_ID), event
+// (MOSAIC_EVENT), the sentence after "mosaic audit: ", and its fields.
+func Event(id, session, event, message string, fields ...Field) error {
+	return Send(append([]Field{
+		{Key: "MESSAGE_ID", Value: id}, {Key: "MESSAGE", Value: "mosaic audit: " + message}, {Key: "PRIORITY", Value: "5"},
+		{Key: "SYSLOG_IDENTIFIER", Value: Identifier}, {Key: "MOSAIC_SESSION", Value: session}, {Key: "MOSAIC_EVENT", Value: event},
+	}, fields...))
 }

@@ -50,7 +50,7 @@ func TestCatalogNamesEveryEvent(t *testing.T) {
 			last = ""
 		}
 	}
-	for _, id := range []string{EgressGrant, EgressRevoke, EgressExpire} {
+	for _, id := range IDs {
 		if !ids[id] {
 			t.Errorf("MESSAGE_ID %s has no catalog entry", id)
 		}
