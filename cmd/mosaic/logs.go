@@ -72,9 +72,6 @@ func logsCommand(out *output) *cli.Command {
 				if egressOnly && s.Network != "allow" {
 					return errcode.NoEgress.New("session %s has network %s, not allow: it has no egress proxy", name, orDash(s.Network))
 				}
-				if !egressOnly && s.Output == "pty" {
-					return errcode.NoLogs.New("session %s has a terminal of its own (start --pty): its output goes there, not to the journal; see it with `mosaic attach %s`", name, name)
-				}
 				if !egressOnly && (s.Kind == units.KindScope || s.Output == "terminal") {
 					if s.Running() {
 						return errcode.NoLogs.New("session %s runs in the foreground (mosaic run): its output goes to the terminal or pipes it runs on, not to the journal; start it with mosaic start to keep its output", name)
@@ -89,6 +86,14 @@ func logsCommand(out *output) *cli.Command {
 				// apply to a user manager's units, nor the unit, which it can
 				// miss for the last lines of a command that exits at once.
 				base := []string{"--user", "-t", units.UnitPrefix + name, "--no-pager", "-q", "-o", format}
+				if !egressOnly && s.Output == "pty" {
+					// A start --pty session's terminal holder writes what
+					// the session printed while nobody was attached, as text
+					// lines, to the journal (ptyhold's plain); attach has
+					// the terminal's own bytes.
+					ptyUnit := units.PTYUnitName(name)
+					base = []string{"--user", "-t", strings.TrimSuffix(ptyUnit, units.UnitSuffix), "_SYSTEMD_USER_UNIT=" + ptyUnit, "--no-pager", "-q", "-o", format}
+				}
 				if egressOnly {
 					// The proxy's identifier and its unit: journald sets the
 					// unit (a trusted field) from the sender's cgroup, so a

@@ -233,3 +233,28 @@ func TestPTYMosaicKilled(t *testing.T) {
 		return !strings.Contains(mosaic(t, "status", "--json", name).stdout, `"state": "active"`)
 	})
 }
+
+// TestPTYOutputKeptAfterEnd (issue 40): a start --pty session whose program
+// prints and exits before anyone attaches keeps what it printed: mosaic
+// logs shows it after the session ended, as text (its colours and its
+// OSC 52 clipboard write dropped). Before, logs refused and attach had
+// nothing.
+func TestPTYOutputKeptAfterEnd(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	name := sessionName(t)
+	mustMosaic(t, "start", "--pty", "--name", name, "-w", ws, "--", "sh", "-c",
+		`printf '\033[1;31mred-report\033[0m done\n\033]52;c;ZWNobyBoaQ==\007'; echo last-line`)
+	eventually(t, 20*time.Second, "the session to end", func() bool {
+		return !strings.Contains(mustMosaic(t, "status", name).stdout, "running")
+	})
+	var out string
+	eventually(t, 10*time.Second, "logs to show the ended session's output", func() bool {
+		out = mosaic(t, "logs", name).stdout
+		return strings.Contains(out, "last-line")
+	})
+	if !strings.Contains(out, "red-report done") || strings.Contains(out, "\x1b") || strings.Contains(out, "ZWNobyBoaQ") {
+		t.Errorf("logs of an ended start --pty session:\n%q", out)
+	}
+	mosaic(t, "rm", "--force", name)
+}

@@ -59,7 +59,7 @@ func Main(args []string, ready func()) int {
 		fmt.Fprintf(os.Stderr, "mosaic pty-holder: session %s: %v\n", session, err)
 		return 1
 	}
-	h := &holder{master: master, ring: newRing(RingSize), attached: make(chan struct{}, 1)}
+	h := &holder{master: master, ring: newRing(RingSize), attached: make(chan struct{}, 1), text: &plain{out: os.Stdout}}
 	_ = os.Remove(socket) // a dead holder's, in a directory of mosaic's own
 	old := unix.Umask(0o177)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
@@ -139,15 +139,17 @@ type holder struct {
 	master   *os.File
 	mu       sync.Mutex
 	ring     *ring
+	text     *plain        // the journal's copy, as text lines (mosaic logs)
 	attached chan struct{} // holds a token while a client has the master
 	resume   chan struct{} // closed when that client is gone
 }
 
 // drain reads what the session prints while nobody is attached, into the
-// ring; while a client is, it waits. It returns when the session's side
-// is gone.
+// ring and, as text lines, to the journal (stdout); while a client is, it
+// waits. It returns when the session's side is gone.
 func (h *holder) drain() {
 	buf := make([]byte, 16<<10)
+	defer h.text.Flush()
 	for {
 		h.mu.Lock()
 		resume := h.resume
@@ -161,6 +163,7 @@ func (h *holder) drain() {
 			h.mu.Lock()
 			h.ring.write(buf[:n])
 			h.mu.Unlock()
+			_, _ = h.text.Write(buf[:n])
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			continue // a client takes over: see serve
