@@ -114,6 +114,9 @@ func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept, unappl
 	if err := statedir.RemoveLeftovers(p.StateRoot); err != nil {
 		failed = append(failed, err.Error())
 	}
+	if err := statedir.RemoveOrphanCaches(p.StateRoot); err != nil {
+		failed = append(failed, err.Error())
+	}
 	m.stopDeadTies(ctx)
 	if len(failed) > 0 {
 		return removed, kept, unapplied, errcode.StateDir.New("gc removed %d sessions but not everything: %s", len(removed), strings.Join(failed, "; "))

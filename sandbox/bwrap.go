@@ -82,7 +82,23 @@ type Options struct {
 	PublishDir  string   // the publish forwarder's socket directory (--publish); "" for none
 	CABundle    string   // --ca-file's bundle with the system's roots, bound at CABundleInside; "" for none
 	BwrapBin    string   // bwrap, pinned read-only at its own path when a writable bind holds it
+	ToolCache   string   // the workspace's tool caches (ToolCaches), bound into the home; "" for none
 	Protect     []Bind   // the workspace's host-executed entries (directfloor.Protect), after every other bind
+}
+
+// ToolCaches are the tool caches a workspace's sessions share (each a
+// directory of the workspace's cache, bound at its default place in the
+// home): the second go test of a repository is warm without --name, and a
+// kept home does not carry (load and save) them. Only caches: nothing a
+// tool reads as configuration or credentials (cargo's config.toml and
+// credentials are in ~/.cargo, not in its registry cache). The sessions of
+// another workspace never see them.
+var ToolCaches = []struct{ Name, InHome, What string }{
+	{"go-build", ".cache/go-build", "Go's build cache"},
+	{"go-mod", "go/pkg/mod", "Go's module cache"},
+	{"npm", ".npm/_cacache", "npm's cache"},
+	{"pip", ".cache/pip", "pip's cache"},
+	{"cargo-registry", ".cargo/registry", "cargo's registry cache"},
 }
 
 // systemDirs are the host directories every program needs, read-only. /etc
@@ -135,6 +151,12 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 	}
 	for _, p := range o.ExtraRW {
 		b = append(b, Bind{Kind: KindRW, Src: p, Dst: p, Reason: "asked for with --rw"})
+	}
+	if o.ToolCache != "" {
+		for _, c := range ToolCaches {
+			b = append(b, Bind{Kind: KindRW, Src: filepath.Join(o.ToolCache, c.Name), Dst: filepath.Join(o.Home, c.InHome),
+				Reason: c.What + ", kept for the sessions of this workspace only (mosaic gc removes it once the workspace is gone)"})
+		}
 	}
 	b = append(b, o.Protect...)
 	writable := append([]string{o.Workspace}, o.ExtraRW...)

@@ -435,6 +435,9 @@ func escapeInvalid(a string) string {
 // state and --rw paths.
 func readWriteBinds(s Spec) []bindEntry {
 	b := append([]bindEntry{{Src: s.workspaceSource(), Dst: s.Workspace}}, bindsOf(append([]string{s.StateDir}, s.ExtraRW...))...)
+	if s.ToolCache != "" {
+		b = append(b, bindsOf([]string{s.ToolCache})...)
+	}
 	b = append(b, heldLinkDir(s, s.CredentialFile)...)
 	return append(b, bindsOf(landlockProtect(s, sandbox.KindRW))...)
 }

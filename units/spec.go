@@ -148,6 +148,9 @@ type Spec struct {
 	BwrapBin string   // the bwrap binary
 	ExtraRO  []string // --ro paths, resolved
 	ExtraRW  []string // --rw paths, resolved
+	// ToolCache is the workspace's tool caches' directory on the host
+	// (request.ToolCacheDir; sandbox.ToolCaches), "" for none.
+	ToolCache string
 	// Toolchains are the directories of ExtraRO bound for the session's
 	// PATH (the user's toolchains, read-only); PathDropped the user's PATH
 	// directories left out of it, each "DIR: why" (request.sessionPath).
@@ -326,6 +329,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		PublishDir:  s.publishDir(),
 		CABundle:    s.CABundle,
 		BwrapBin:    s.BwrapBin,
+		ToolCache:   s.ToolCache,
 		Protect:     append(s.cloneBinds(), s.Protect...),
 	})
 }

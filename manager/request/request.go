@@ -10,6 +10,8 @@
 package request
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/url"
@@ -140,6 +142,14 @@ func (p Paths) StageCacheFile() string {
 // SessionDir is the state directory of session name.
 func (p Paths) SessionDir(name string) string {
 	return filepath.Join(p.StateRoot, "sessions", name)
+}
+
+// ToolCacheDir is the directory of the tool caches the sessions of
+// workspace share (sandbox.ToolCaches): one per workspace, by the hash of
+// its real path.
+func (p Paths) ToolCacheDir(workspace string) string {
+	h := sha256.Sum256([]byte(workspace))
+	return filepath.Join(p.StateRoot, "caches", hex.EncodeToString(h[:8]))
 }
 
 // Prepare checks a request and resolves it into a spec and the session's
@@ -393,6 +403,9 @@ func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths,
 		if spec.Clone, err = cloneOf(req, *spec); err != nil {
 			return err
 		}
+	}
+	if spec.Sandbox != sandbox.ModeLandlock && !req.Own {
+		spec.ToolCache = p.ToolCacheDir(spec.Workspace)
 	}
 	spec.SeccompAllow = grant.Profile.SeccompAllow
 	spec.AllowWriteHostExec = req.AllowWriteHostExec

@@ -269,6 +269,9 @@ func Prepare(s units.Spec) (rec records.Record, undo func(), err error) {
 		return fail(err)
 	}
 	writeGitConfig(s)
+	if err := makeToolCache(s); err != nil {
+		return fail(err)
+	}
 	if s.OwnGitDir != "" {
 		if err := os.MkdirAll(s.OwnGitDir, 0o700); err != nil {
 			return fail(err)
@@ -296,6 +299,61 @@ func Prepare(s units.Spec) (rec records.Record, undo func(), err error) {
 	}
 	return rec, undo, nil
 }
+
+// makeToolCache makes the workspace's tool caches' directories
+// (sandbox.ToolCaches) and names the workspace in it, for gc.
+func makeToolCache(s units.Spec) error {
+	if s.ToolCache == "" {
+		return nil
+	}
+	// The workspace is named first: gc removes a cache that names none.
+	if err := os.MkdirAll(s.ToolCache, 0o700); err != nil {
+		return err
+	}
+	ws := filepath.Join(s.ToolCache, ToolCacheWorkspace)
+	if b, err := os.ReadFile(ws); err != nil || string(b) != s.Workspace+"\n" {
+		if err := os.WriteFile(ws, []byte(s.Workspace+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	for _, c := range sandbox.ToolCaches {
+		if err := os.MkdirAll(filepath.Join(s.ToolCache, c.Name), 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RemoveOrphanCaches removes, from the state root's caches/, the tool
+// caches of workspaces that are gone (mosaic gc): a cache whose workspace
+// file is missing or names a directory that no longer exists.
+func RemoveOrphanCaches(stateRoot string) error {
+	dir := filepath.Join(stateRoot, "caches")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var failed []string
+	for _, e := range entries {
+		c := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(filepath.Join(c, ToolCacheWorkspace))
+		if err == nil {
+			if fi, err := os.Stat(strings.TrimSuffix(string(b), "\n")); err == nil && fi.IsDir() {
+				continue
+			}
+		}
+		if err := RemoveTree(c); err != nil {
+			failed = append(failed, err.Error())
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("cannot remove the tool caches of gone workspaces: %s", strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// ToolCacheWorkspace is the file of a tool cache that names its workspace.
+const ToolCacheWorkspace = "workspace"
 
 // makeSocketDirs makes, with mkdir, the runtime directory's socket
 // directories the session's units bind: the bus's, the egress proxy's (with

@@ -66,3 +66,28 @@ func TestRemoveTreeOpensUp(t *testing.T) {
 		t.Errorf("the directory outside changed to %v", fi.Mode())
 	}
 }
+
+// TestRemoveOrphanCaches: gc removes the tool caches of a workspace that
+// is gone, read-only directories (Go's module cache) included, and keeps
+// those of a workspace that is there.
+func TestRemoveOrphanCaches(t *testing.T) {
+	root, ws := t.TempDir(), t.TempDir()
+	gone := filepath.Join(t.TempDir(), "gone")
+	for name, w := range map[string]string{"a": ws, "b": gone} {
+		c := filepath.Join(root, "caches", name)
+		ro := filepath.Join(c, "go-mod", "m@v1")
+		os.MkdirAll(ro, 0o700)
+		os.WriteFile(filepath.Join(ro, "f.go"), nil, 0o444)
+		os.Chmod(ro, 0o555)
+		os.WriteFile(filepath.Join(c, ToolCacheWorkspace), []byte(w+"\n"), 0o600)
+	}
+	if err := RemoveOrphanCaches(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "caches", "a")); err != nil {
+		t.Errorf("the cache of a workspace that is there was removed: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "caches", "b")); err == nil {
+		t.Error("the cache of a gone workspace is kept")
+	}
+}
