@@ -2,11 +2,14 @@ package manager
 
 import (
 	"context"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"mosaic/manager/records"
 	"mosaic/manager/request"
@@ -122,12 +125,17 @@ func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept, unappl
 }
 
 // hasEntries reports whether dir holds anything but empty directories (a
-// home where only bind mount points were ever made holds nothing of worth).
+// home where only bind mount points were ever made holds nothing of worth)
+// and the ~/.gitconfig mosaic itself wrote there (mosaicGitConfig): a home
+// is judged by what the user or the agent put in it.
 func hasEntries(dir string) bool {
 	found := false
 	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || found {
 			return filepath.SkipAll
+		}
+		if path == filepath.Join(dir, ".gitconfig") && mosaicGitConfig(path, d) {
+			return nil
 		}
 		if !d.IsDir() {
 			found = true
@@ -136,4 +144,22 @@ func hasEntries(dir string) bool {
 		return nil
 	})
 	return found
+}
+
+// mosaicGitConfig reports whether path, a home's ~/.gitconfig, is the one
+// mosaic writes at each start (it begins with request.GitConfigHeader and
+// is a regular file): written again at the next start, edits to it last
+// only until then, so it keeps nothing of the user's.
+func mosaicGitConfig(path string, d fs.DirEntry) bool {
+	if !d.Type().IsRegular() {
+		return false
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, len(request.GitConfigHeader))
+	n, _ := io.ReadFull(f, head)
+	return string(head[:n]) == request.GitConfigHeader
 }

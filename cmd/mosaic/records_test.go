@@ -179,22 +179,37 @@ func TestLogsFollowBeforeFirstLine(t *testing.T) {
 }
 
 // gc keeps an ended session whose home holds something (an agent's
-// sign-in) and names it; --homes removes it too (issue 17, item 11). Not
-// parallel: gc touches every ended session of the user.
+// sign-in) and names it; --homes removes it too (issue 17, item 11). A home
+// that holds only the ~/.gitconfig mosaic itself wrote at the start keeps
+// nothing of the user's: gc removes it (issue 40). Not parallel: gc
+// touches every ended session of the user.
 func TestGCKeepsHomes(t *testing.T) {
 	needRig(t)
 	ws := workspace(t)
-	signedIn := sessionName(t)
-	mustMosaic(t, "start", "--name", signedIn, "--workspace", ws, "--", "sh", "-c", `echo token > "$HOME/.credentials"`)
-	eventually(t, 5*time.Second, "the session to end", func() bool {
-		return strings.Contains(mosaic(t, "status", signedIn).stdout, "inactive")
-	})
+	cfg := t.TempDir() // a git identity, so that mosaic writes each home's ~/.gitconfig
+	writeFile(t, filepath.Join(cfg, "git", "config"), "[user]\n\tname = Ann\n")
+	env := []string{"XDG_CONFIG_HOME=" + cfg}
+	signedIn, bare := sessionName(t), sessionName(t)
+	for _, c := range []struct{ name, script string }{{signedIn, `echo token > "$HOME/.credentials"`}, {bare, "true"}} {
+		if r := mosaicWith(t, env, "", "start", "--name", c.name, "--workspace", ws, "--", "sh", "-c", c.script); r.code != 0 {
+			t.Fatalf("start %s: exit %d: %s", c.name, r.code, r.stderr)
+		}
+		eventually(t, 5*time.Second, "the session to end", func() bool {
+			return strings.Contains(mosaic(t, "status", c.name).stdout, "inactive")
+		})
+	}
+	if b, err := os.ReadFile(filepath.Join(stateRoot(), "sessions", bare, "home", ".gitconfig")); err != nil || !strings.Contains(string(b), "Ann") {
+		t.Fatalf("the session got no ~/.gitconfig from mosaic (%v): the test proves nothing", err)
+	}
 	var doc struct{ Removed, Kept []string }
 	if err := json.Unmarshal([]byte(mustMosaic(t, "gc", "--json").stdout), &doc); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(doc.Kept, signedIn) || slices.Contains(doc.Removed, signedIn) {
 		t.Errorf("gc: %+v; want %s kept", doc, signedIn)
+	}
+	if !slices.Contains(doc.Removed, bare) || slices.Contains(doc.Kept, bare) {
+		t.Errorf("gc: %+v; want %s, whose home holds only mosaic's .gitconfig, removed", doc, bare)
 	}
 	home := filepath.Join(stateRoot(), "sessions", signedIn, "home", ".credentials")
 	if _, err := os.Stat(home); err != nil {
