@@ -2,12 +2,16 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -67,6 +71,7 @@ func (m *Manager) Remove(ctx context.Context, name string, force bool) error {
 	os.RemoveAll(p.EgressDir(name)) // its proxy's socket directory
 	os.RemoveAll(egress.ControlDir(p.EgressDir(name)))
 	os.RemoveAll(units.PublishDir(p.RuntimeDir, name)) // its publish forwarder's
+	removeStaleSocket(units.AttachSocket(p.RuntimeDir, name))
 	removeFinishState(p, name)
 	if err := statedir.Remove(p.SessionDir(name)); err != nil {
 		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, statedir.Hint(err, p.SessionDir(name)))
@@ -117,6 +122,7 @@ func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept, unappl
 	if err := statedir.RemoveLeftovers(p.StateRoot); err != nil {
 		failed = append(failed, err.Error())
 	}
+	removeStaleAttachSockets(p, all)
 	m.stopDeadTies(ctx)
 	if len(failed) > 0 {
 		return removed, kept, unapplied, errcode.StateDir.New("gc removed %d sessions but not everything: %s", len(removed), strings.Join(failed, "; "))
@@ -162,4 +168,39 @@ func mosaicGitConfig(path string, d fs.DirEntry) bool {
 	head := make([]byte, len(request.GitConfigHeader))
 	n, _ := io.ReadFull(f, head)
 	return string(head[:n]) == request.GitConfigHeader
+}
+
+// removeStaleAttachSockets removes the attach sockets of the sessions not
+// running (all is every session mosaic knows) that nobody listens on: a
+// terminal holder killed (by kill -9, or an rm --force of its session)
+// leaves its socket behind.
+func removeStaleAttachSockets(p request.Paths, all []Session) {
+	running := map[string]bool{}
+	for _, s := range all {
+		running[s.Name] = s.Running()
+	}
+	entries, _ := os.ReadDir(units.AttachDir(p.RuntimeDir))
+	for _, e := range entries {
+		if !running[e.Name()] {
+			removeStaleSocket(units.AttachSocket(p.RuntimeDir, e.Name()))
+		}
+	}
+}
+
+// removeStaleSocket removes the unix socket at path when nothing listens
+// on it (connecting is refused: its holder is gone); a live one, and
+// anything not a socket, is left.
+func removeStaleSocket(path string) {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode().Type() != fs.ModeSocket {
+		return
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		os.Remove(path)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,6 +114,52 @@ func TestRmAndGC(t *testing.T) {
 	}
 	if r := mosaic(t, "rm", "t-never-was"); r.code != 3 {
 		t.Errorf("rm of an unknown session: exit %d, want 3", r.code)
+	}
+}
+
+// TestAttachSocketSwept (issue 40): the attach socket of a terminal holder
+// that was killed (left behind, nobody listening) goes with the next rm of
+// its session, and with gc when its session is gone already; a socket
+// someone listens on is left. Not parallel: gc touches every ended session.
+func TestAttachSocketSwept(t *testing.T) {
+	needRig(t)
+	dir := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "attach")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stale := func(name string) string { // a socket as a killed holder leaves it
+		t.Helper()
+		path := filepath.Join(dir, name)
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.SetUnlinkOnClose(false)
+		l.Close()
+		return path
+	}
+	ended, gone, live := sessionName(t), sessionName(t), sessionName(t)
+	mustMosaic(t, "start", "--name", ended, "--workspace", workspace(t), "--", "true")
+	eventually(t, 5*time.Second, "the session to end", func() bool {
+		return strings.Contains(mosaic(t, "status", ended).stdout, "inactive")
+	})
+	endedSock := stale(ended)
+	mustMosaic(t, "rm", ended)
+	if _, err := os.Lstat(endedSock); !os.IsNotExist(err) {
+		t.Errorf("rm left the stale attach socket: %v", err)
+	}
+	goneSock := stale(gone)
+	l, err := net.Listen("unix", filepath.Join(dir, live))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	mustMosaic(t, "gc")
+	if _, err := os.Lstat(goneSock); !os.IsNotExist(err) {
+		t.Errorf("gc left the stale attach socket of a session that is gone: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, live)); err != nil {
+		t.Errorf("gc removed a socket someone listens on: %v", err)
 	}
 }
 
