@@ -298,7 +298,11 @@ func printNetwork(w io.Writer, s manager.Session) {
 		case s.EgressDied:
 			fmt.Fprintf(w, "network:   allow, but its egress proxy (%s) DIED, and the session was stopped with it (its log: journalctl --user -t %s)\n", units.EgressUnitName(s.Name), strings.TrimSuffix(units.EgressUnitName(s.Name), units.UnitSuffix))
 		default:
-			fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) to %s\n", units.EgressUnitName(s.Name), strings.Join(s.AllowHosts, ", "))
+			to := "to " + strings.Join(s.AllowHosts, ", ")
+			if len(s.AllowHosts) == 0 {
+				to = "that allows nothing yet (grant with mosaic allow " + s.Name + " HOST)"
+			}
+			fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) %s\n", units.EgressUnitName(s.Name), to)
 		}
 	case "host":
 		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network and loopback services; its abstract sockets only where the kernel has Landlock ABI 6)")
