@@ -274,7 +274,7 @@ func runCommand(out *output) *cli.Command {
 			defer conn.Close()
 			spec := plan.Spec
 			warnUnconfined(out, spec)
-			announceRun(out, spec, req, c.Bool("quiet"))
+			announceRun(out, spec, c.Bool("quiet"))
 			stdin, closeStdin, err := runStdin(req)
 			if err != nil {
 				return err
@@ -354,14 +354,15 @@ func runPlan(ctx context.Context, conn *manager.Connecting, plan manager.Plan, s
 }
 
 // announceRun says on stderr where a run runs, on a terminal in the
-// foreground only (as systemd-run --pty does: a sign that the shell the
-// user now types into is confined), and the notes; quiet drops both,
-// --json the first.
-func announceRun(out *output, spec units.Spec, req request.Request, quiet bool) {
+// foreground only and when the user types into the session (stdin a
+// terminal, not a forced --pty fed from a pipe or /dev/null): as
+// systemd-run --pty does, a sign that the shell the user now types into is
+// confined. Then the notes; quiet drops both, --json the first.
+func announceRun(out *output, spec units.Spec, quiet bool) {
 	if quiet {
 		return
 	}
-	if !out.json && isTerminal(os.Stderr) && foreground(os.Stderr) && (req.TTY || isTerminal(os.Stdin)) {
+	if !out.json && isTerminal(os.Stderr) && foreground(os.Stderr) && isTerminal(os.Stdin) {
 		fmt.Fprintf(os.Stderr, "mosaic: session %s: workspace %s, network %s; exit the command to leave\n",
 			spec.Name, termsafe.Escape(spec.Workspace, false), spec.Network)
 	}
