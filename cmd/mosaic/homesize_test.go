@@ -329,3 +329,35 @@ func usersSecret(t *testing.T) string {
 	}
 	return secret
 }
+
+// TestStopSavesHomeOfTermIgnorer (issue 40): mosaic stop of a session whose
+// command ignores SIGTERM (an interactive shell, start --pty -- bash) kills
+// it at half the stop timeout and saves its home in the other half, rather
+// than be killed whole at the timeout with its home not saved.
+func TestStopSavesHomeOfTermIgnorer(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	mustMosaic(t, "start", "--pty", "--name", name, "--workspace", workspace(t), "--", "sh", "-c",
+		`trap "" TERM; echo kept > "$HOME/work"; while :; do sleep 1; done`)
+	defer mosaic(t, "rm", "--force", name)
+	eventually(t, 5*time.Second, "the session to run", func() bool {
+		return strings.Contains(mosaic(t, "status", name).stdout, "running")
+	})
+	time.Sleep(time.Second) // its trap set, its file written (in its home's tmpfs)
+	began := time.Now()
+	r := mosaic(t, "stop", name)
+	took := time.Since(began)
+	if r.code != 0 || strings.Contains(r.stdout+r.stderr, "NOT saved") {
+		t.Errorf("stop: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	if h, _ := homeOf(t, name); h.State != sandbox.HomeSaved {
+		t.Errorf("the home after the stop: %+v, want saved", h)
+	}
+	if b, err := os.ReadFile(filepath.Join(stateRoot(), "sessions", name, "home", "work")); err != nil || string(b) != "kept\n" {
+		t.Errorf("the file the session wrote in its home: %q %v", b, err)
+	}
+	if took > 9*time.Second {
+		t.Errorf("stop took %v: the init did not kill the command at half the 10 s stop timeout", took)
+	}
+}
