@@ -26,7 +26,8 @@ func NoKeyNeeded(command []string) bool {
 
 // plain gathers the session's non-secret variables: the profile's
 // defaults (Env), the profile's PassEnvironment and endpoints that are set
-// in the launching environment, --pass-env and --env, later ones winning.
+// in the launching environment, --pass-env and --env, later ones winning,
+// and the BuildSettings of the launching environment none of them gives.
 // A name that is also a credential of the session is refused: a variable
 // is passed one way, and a secret never as a plain one.
 func (g *Grant) plain(req Request, lookup func(string) (string, bool), secret map[string]int) error {
@@ -75,6 +76,10 @@ func (g *Grant) plain(req Request, lookup func(string) (string, bool), secret ma
 		if err := ValidateValue(n, v, "from --env"); err != nil {
 			return errcode.BadEnv.New("--env %s: %v", n, err)
 		}
+		set(n, v)
+	}
+	for _, kv := range g.buildSettings(lookup, vals, secret) {
+		n, v, _ := strings.Cut(kv, "=")
 		set(n, v)
 	}
 	for _, name := range order {

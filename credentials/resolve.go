@@ -36,6 +36,9 @@ type Grant struct {
 	Allow []string
 	Notes []string
 	Args  []string
+	// Dropped are the BuildSettings of the launching environment not
+	// passed, their values looking like credentials (names only).
+	Dropped []string
 }
 
 // Names are the credentials' names, which may appear anywhere (unlike values).

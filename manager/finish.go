@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,7 +18,6 @@ import (
 	"mosaic/sandbox"
 	"mosaic/units"
 	"mosaic/units/errcode"
-	"mosaic/units/regfile"
 	"mosaic/units/termsafe"
 )
 
@@ -113,7 +113,11 @@ func (m *Manager) Finish(ctx context.Context, name string) (Change, error) {
 	if err != nil {
 		return Change{}, errcode.StateDir.New("cannot run the finish step of %s: %v", name, err)
 	}
-	defer os.Remove(log.Name())
+	// Unnamed at once: the step writes through the descriptor and its
+	// output is read back from it, so a diff, apply or run killed while
+	// the step runs leaves no file behind (statedir.RemoveLeftovers sweeps
+	// one left by an older mosaic).
+	os.Remove(log.Name())
 	defer log.Close()
 	null, err := os.Open(os.DevNull)
 	if err != nil {
@@ -126,7 +130,7 @@ func (m *Manager) Finish(ctx context.Context, name string) (Change, error) {
 		return Change{}, err
 	}
 	if code := s.ExitCode(); code != 0 {
-		out, _ := regfile.Read(log.Name(), true, 4096)
+		out, _ := io.ReadAll(io.NewSectionReader(log, 0, 4096))
 		return Change{}, errcode.CloneFailed.New("the finish step of session %s failed (exit %d): %s", name, code, termsafe.Escape(strings.TrimSpace(string(out)), false))
 	}
 	ch, err := readChange(p, name, *cl)

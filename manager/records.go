@@ -2,11 +2,18 @@ package manager
 
 import (
 	"context"
+	"errors"
+	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"mosaic/manager/records"
 	"mosaic/manager/request"
@@ -64,6 +71,7 @@ func (m *Manager) Remove(ctx context.Context, name string, force bool) error {
 	os.RemoveAll(p.EgressDir(name)) // its proxy's socket directory
 	os.RemoveAll(egress.ControlDir(p.EgressDir(name)))
 	os.RemoveAll(units.PublishDir(p.RuntimeDir, name)) // its publish forwarder's
+	removeStaleSocket(units.AttachSocket(p.RuntimeDir, name))
 	removeFinishState(p, name)
 	if err := statedir.Remove(p.SessionDir(name)); err != nil {
 		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, statedir.Hint(err, p.SessionDir(name)))
@@ -117,6 +125,7 @@ func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept, unappl
 	if err := statedir.RemoveOrphanCaches(p.StateRoot); err != nil {
 		failed = append(failed, err.Error())
 	}
+	removeStaleAttachSockets(p, all)
 	m.stopDeadTies(ctx)
 	if len(failed) > 0 {
 		return removed, kept, unapplied, errcode.StateDir.New("gc removed %d sessions but not everything: %s", len(removed), strings.Join(failed, "; "))
@@ -125,12 +134,17 @@ func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept, unappl
 }
 
 // hasEntries reports whether dir holds anything but empty directories (a
-// home where only bind mount points were ever made holds nothing of worth).
+// home where only bind mount points were ever made holds nothing of worth)
+// and the ~/.gitconfig mosaic itself wrote there (mosaicGitConfig): a home
+// is judged by what the user or the agent put in it.
 func hasEntries(dir string) bool {
 	found := false
 	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || found {
 			return filepath.SkipAll
+		}
+		if path == filepath.Join(dir, ".gitconfig") && mosaicGitConfig(path, d) {
+			return nil
 		}
 		if !d.IsDir() {
 			found = true
@@ -139,4 +153,57 @@ func hasEntries(dir string) bool {
 		return nil
 	})
 	return found
+}
+
+// mosaicGitConfig reports whether path, a home's ~/.gitconfig, is the one
+// mosaic writes at each start (it begins with request.GitConfigHeader and
+// is a regular file): written again at the next start, edits to it last
+// only until then, so it keeps nothing of the user's.
+func mosaicGitConfig(path string, d fs.DirEntry) bool {
+	if !d.Type().IsRegular() {
+		return false
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, len(request.GitConfigHeader))
+	n, _ := io.ReadFull(f, head)
+	return string(head[:n]) == request.GitConfigHeader
+}
+
+// removeStaleAttachSockets removes the attach sockets of the sessions not
+// running (all is every session mosaic knows) that nobody listens on: a
+// terminal holder killed (by kill -9, or an rm --force of its session)
+// leaves its socket behind.
+func removeStaleAttachSockets(p request.Paths, all []Session) {
+	running := map[string]bool{}
+	for _, s := range all {
+		running[s.Name] = s.Running()
+	}
+	entries, _ := os.ReadDir(units.AttachDir(p.RuntimeDir))
+	for _, e := range entries {
+		if !running[e.Name()] {
+			removeStaleSocket(units.AttachSocket(p.RuntimeDir, e.Name()))
+		}
+	}
+}
+
+// removeStaleSocket removes the unix socket at path when nothing listens
+// on it (connecting is refused: its holder is gone); a live one, and
+// anything not a socket, is left.
+func removeStaleSocket(path string) {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode().Type() != fs.ModeSocket {
+		return
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		os.Remove(path)
+	}
 }

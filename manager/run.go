@@ -205,6 +205,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	case <-m.gone():
 		return Session{}, errGone("stopping session " + name)
 	case <-time.After(timeout):
+		m.killCommandForSave(ctx, s, unit, dir)
 		if awaitSave(dir, done, progress) {
 			break
 		}

@@ -44,13 +44,17 @@ const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
 // InitOptions are what the init is told on its command line.
 type InitOptions struct {
 	Session, Home string
-	TTY           bool     // stdin is a pseudo-terminal mosaic made for the session
-	KeepHome      bool     // the home is kept: saved back to disk at the end (HomeStore)
-	Egress        bool     // network allow: relay 127.0.0.1:ProxyPort to the egress proxy
-	Pass          []string // variables to let through when set
-	Credentials   []string // variables that must have arrived (names only)
-	SeccompAllow  []string // rows of SyscallRules a profile lifted
-	Publish       []int    // session ports the host reaches through the publish forwarder (--publish)
+	TTY           bool // stdin is a pseudo-terminal mosaic made for the session
+	KeepHome      bool // the home is kept: saved back to disk at the end (HomeStore)
+	// KillAfter, when set, is how long after a stop's SIGTERM the init
+	// kills a command that ignores it, so that the rest of the stop
+	// timeout is left to save the home (half of it, with KeepHome).
+	KillAfter    time.Duration
+	Egress       bool     // network allow: relay 127.0.0.1:ProxyPort to the egress proxy
+	Pass         []string // variables to let through when set
+	Credentials  []string // variables that must have arrived (names only)
+	SeccompAllow []string // rows of SyscallRules a profile lifted
+	Publish      []int    // session ports the host reaches through the publish forwarder (--publish)
 	// Landlock, for --sandbox landlock, is the encoded LandlockPolicy the
 	// command runs under (no bwrap: the init runs in the unit directly);
 	// EgressSocket is then the egress proxy's socket at its own path.
@@ -66,6 +70,9 @@ func InitArgv(o InitOptions, command []string) []string {
 	}
 	if o.KeepHome {
 		argv = append(argv, "--keep-home")
+	}
+	if o.KillAfter > 0 {
+		argv = append(argv, "--kill-after", o.KillAfter.String())
 	}
 	if o.Egress {
 		argv = append(argv, "--egress")
@@ -196,7 +203,7 @@ func Init(args []string) int {
 	if o.tty {
 		go endOnHangup(proc.Pid)
 	}
-	return home.endWith(supervise(proc.Pid, o.tty, sigs))
+	return home.endWith(supervise(proc.Pid, o.tty, o.killAfter, sigs))
 }
 
 // loadHomeOf loads the session's home (loadHome) when the init was given
@@ -267,6 +274,7 @@ type initOptions struct {
 	slowStart                 time.Duration // a test hook too
 	session, home             string
 	tty, relay, keepHome      bool
+	killAfter                 time.Duration // --kill-after: SIGKILL this long after a SIGTERM
 	landlock, egressSocket    string
 	pass, creds, seccompAllow stringList
 	publish                   stringList // --publish: session ports the forwarder hands connections to
@@ -288,6 +296,7 @@ func parseInitOptions(args []string) (initOptions, bool) {
 	fs.StringVar(&o.home, "home", "", "HOME inside the sandbox")
 	fs.BoolVar(&o.tty, "tty", false, "stdin is the session's own pseudo-terminal: make it the command's controlling terminal")
 	fs.BoolVar(&o.keepHome, "keep-home", false, "save the home back to the state directory when the command has ended")
+	fs.DurationVar(&o.killAfter, "kill-after", 0, "kill a command that has not ended this long after a SIGTERM (leaving the stop timeout's rest to save the home)")
 	fs.BoolVar(&o.relay, "egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
 	fs.StringVar(&o.landlock, "landlock", "", "no bwrap: run the command under this Landlock policy (JSON)")
 	fs.StringVar(&o.egressSocket, "egress-socket", EgressSocketInside, "the egress proxy's socket")
@@ -409,10 +418,18 @@ func closeInherited() {
 // no shell to resume it, so a program without a handler of its own would
 // otherwise hang its session. Its own handler has run by then. group says
 // the command leads its own process group (the PTY's foreground group).
-func supervise(pid int, group bool, sigs chan os.Signal) int {
+// killAfter, when set, kills a command still running that long after the
+// first SIGTERM (killCommand): one that ignores a stop (an interactive
+// shell) still ends in time for the init to save its home.
+func supervise(pid int, group bool, killAfter time.Duration, sigs chan os.Signal) int {
+	armed := false
 	for sig := range sigs {
 		if sig != unix.SIGCHLD {
 			_ = unix.Kill(pid, sig.(unix.Signal))
+			if sig == unix.SIGTERM && killAfter > 0 && !armed {
+				armed = true
+				time.AfterFunc(killAfter, func() { killCommand(pid, group) })
+			}
 			continue
 		}
 		for {
@@ -560,4 +577,19 @@ func notifyBarrier(fd int, timeout time.Duration) {
 			return
 		}
 	}
+}
+
+// killCommand kills the command pid and what it started: every other
+// process of the PID namespace when the init is its PID 1 (bwrap's), else
+// (--sandbox landlock, where systemd kills the unit's cgroup when the init
+// exits) the command and, leading one, its process group.
+func killCommand(pid int, group bool) {
+	fmt.Fprintf(os.Stderr, "mosaic init: the command did not end after SIGTERM: killing it, to save the home in time\n")
+	if os.Getpid() == 1 {
+		_ = unix.Kill(-1, unix.SIGKILL)
+	}
+	if group {
+		_ = unix.Kill(-pid, unix.SIGKILL)
+	}
+	_ = unix.Kill(pid, unix.SIGKILL)
 }

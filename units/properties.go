@@ -113,9 +113,25 @@ func netArgs(s Spec) []string {
 
 // InitArgs are the arguments of the session's init, from "init" on.
 func InitArgs(s Spec) []string {
-	return sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY, KeepHome: s.NameGiven,
+	return sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY, KeepHome: s.NameGiven, KillAfter: s.killAfter(),
 		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials, SeccompAllow: s.SeccompAllow,
 		Publish: publishedPorts(s)}, s.Command)
+}
+
+// killAfter is how long after a stop's SIGTERM the init of a session
+// whose home is kept kills a command that ignores it: half the stop
+// timeout, the other half left to save the home (mosaic stop waits past
+// its own timeout while the init saves). None for a scope (mosaic run
+// --scope), whose stop is mosaic's, or a home that is not kept.
+func (s Spec) killAfter() time.Duration {
+	if !s.NameGiven || s.Scope {
+		return 0
+	}
+	stop := s.StopTimeout
+	if stop <= 0 {
+		stop = DefaultStopTimeout
+	}
+	return stop / 2
 }
 
 // Properties are the transient service's properties for spec s on a manager

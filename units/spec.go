@@ -156,6 +156,9 @@ type Spec struct {
 	// directories left out of it, each "DIR: why" (request.sessionPath).
 	Toolchains  []string
 	PathDropped []string
+	// EnvDropped are the build settings of the user's environment not
+	// passed, their values looking like credentials (names only).
+	EnvDropped []string
 	// OwnGitDir is the session's own repository in its state, bound over
 	// the workspace's .git placeholder (directfloor.OwnGitDir); "" for none.
 	OwnGitDir string

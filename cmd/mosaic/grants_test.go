@@ -519,3 +519,25 @@ func TestControlPathFromSessions(t *testing.T) {
 		t.Errorf("a forged grant line shows as the proxy's:\n%s", logs)
 	}
 }
+
+// TestEmptyAllowlistSaid (issue 40): a session of network allow with an
+// empty allowlist is said to allow nothing yet, with the command that
+// grants, in start's summary, in status and in its egress proxy's log
+// line; none ends on "to" with nothing after it.
+func TestEmptyAllowlistSaid(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	started := mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--network", "allow", "--", "sleep", "60").stdout
+	defer mosaic(t, "rm", "--force", name)
+	want := "allows nothing yet (grant with mosaic allow " + name + " HOST)"
+	if !strings.Contains(started, want) {
+		t.Errorf("start's summary of an empty allowlist:\n%s", started)
+	}
+	if out := mustMosaic(t, "status", name).stdout; !strings.Contains(out, want) || strings.Contains(out, " to \n") {
+		t.Errorf("status of an empty allowlist:\n%s", out)
+	}
+	eventually(t, 5*time.Second, "the egress proxy's first line", func() bool {
+		return strings.Contains(mosaic(t, "logs", "--egress", name).stdout, want)
+	})
+}

@@ -77,7 +77,7 @@ func flagParts(f cli.Flag) (placeholder, usage string) {
 
 // examples are two or three typical uses of each verb, shown in its help.
 var examples = map[string][]string{
-	"start":    {"mosaic start --name fix-42 -w ~/src/app -- codex exec \"fix issue 42\"", "mosaic start --clone --name fix-43 -w ~/src/app -- claude -p \"fix issue 43\"", "mosaic start --memory-max 4G --runtime-max 2h -- claude -p \"add tests\"", "mosaic start --network allow --allow-host api.example.com -- ./agent.sh", "mosaic start --allow-host @packages -- claude"},
+	"start":    {"mosaic start --name fix-42 -w ~/src/app -- codex exec \"fix issue 42\"", "mosaic start --clone --name fix-43 -w ~/src/app -- claude -p \"fix #43\"", "mosaic start --memory-max 4G --runtime-max 2h -- claude -p \"add tests\"", "mosaic start --network allow --allow-host api.example.com -- ./agent.sh", "mosaic start --allow-host @packages -- claude"},
 	"run":      {"mosaic run -- claude", "mosaic run --name scratch -w ~/src/app -- bash", "mosaic run --scope --pty=false -- make test"},
 	"stop":     {"mosaic stop fix-42", "mosaic stop fix-42 fix-43 --timeout 2s", "mosaic stop fix-42 --json"},
 	"attach":   {"mosaic start --pty --name agent -- claude", "mosaic attach agent   # Ctrl-P Ctrl-Q detaches"},

@@ -329,3 +329,65 @@ func usersSecret(t *testing.T) string {
 	}
 	return secret
 }
+
+// TestStopSavesHomeOfTermIgnorer (issue 40): mosaic stop of a session whose
+// command ignores SIGTERM (an interactive shell, start --pty -- bash) kills
+// it at half the stop timeout and saves its home in the other half, rather
+// than be killed whole at the timeout with its home not saved.
+func TestStopSavesHomeOfTermIgnorer(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	mustMosaic(t, "start", "--pty", "--name", name, "--workspace", workspace(t), "--", "sh", "-c",
+		`trap "" TERM; echo kept > "$HOME/work"; while :; do sleep 1; done`)
+	defer mosaic(t, "rm", "--force", name)
+	eventually(t, 5*time.Second, "the session to run", func() bool {
+		return strings.Contains(mosaic(t, "status", name).stdout, "running")
+	})
+	time.Sleep(time.Second) // its trap set, its file written (in its home's tmpfs)
+	began := time.Now()
+	r := mosaic(t, "stop", name)
+	took := time.Since(began)
+	if r.code != 0 || strings.Contains(r.stdout+r.stderr, "NOT saved") {
+		t.Errorf("stop: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	if h, _ := homeOf(t, name); h.State != sandbox.HomeSaved {
+		t.Errorf("the home after the stop: %+v, want saved", h)
+	}
+	if b, err := os.ReadFile(filepath.Join(stateRoot(), "sessions", name, "home", "work")); err != nil || string(b) != "kept\n" {
+		t.Errorf("the file the session wrote in its home: %q %v", b, err)
+	}
+	if took > 9*time.Second {
+		t.Errorf("stop took %v: the init did not kill the command at half the 10 s stop timeout", took)
+	}
+}
+
+// TestStopShortTimeoutSavesHome (issue 40): mosaic stop --timeout shorter
+// than the init's kill-after still saves the kept home of a command that
+// ignores SIGTERM: at the timeout mosaic kills the command, not the init,
+// and lets the init save before the unit's SIGKILL. Shown to fail without
+// it (killCommandForSave not called): the home was not saved.
+func TestStopShortTimeoutSavesHome(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	mustMosaic(t, "start", "--pty", "--name", name, "--workspace", workspace(t), "--", "sh", "-c",
+		`trap "" TERM; echo kept > "$HOME/work"; while :; do sleep 1; done`)
+	defer mosaic(t, "rm", "--force", name)
+	eventually(t, 5*time.Second, "the session to run", func() bool {
+		return strings.Contains(mosaic(t, "status", name).stdout, "running")
+	})
+	time.Sleep(time.Second) // its trap set, its file written (in its home's tmpfs)
+	began := time.Now()
+	r := mosaic(t, "stop", "--timeout", "1s", name)
+	took := time.Since(began)
+	if h, _ := homeOf(t, name); h.State != sandbox.HomeSaved {
+		t.Errorf("the home after stop --timeout 1s (exit %d: %s%s): %+v, want saved", r.code, r.stdout, r.stderr, h)
+	}
+	if b, err := os.ReadFile(filepath.Join(stateRoot(), "sessions", name, "home", "work")); err != nil || string(b) != "kept\n" {
+		t.Errorf("the file the session wrote in its home: %q %v", b, err)
+	}
+	if took > 4500*time.Millisecond { // under the init's own kill-after (5 s): mosaic's kill saved it
+		t.Errorf("stop --timeout 1s took %v", took)
+	}
+}

@@ -223,6 +223,9 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	if _, err := os.Stat(filepath.Join(s.OwnGitDir, "HEAD")); s.OwnGitDir != "" && err == nil {
 		fmt.Fprintf(w, "git:       the session's own repository is %s, not in the workspace (your git never runs it: git fetch from it is yours to choose)\n", safe(s.OwnGitDir))
 	}
+	if len(s.EnvironmentDropped) > 0 {
+		fmt.Fprintf(w, "environment: not passed from yours, their values looking like credentials: %s (pass one with --credential NAME)\n", strings.Join(s.EnvironmentDropped, " "))
+	}
 	for _, d := range s.PathDropped {
 		fmt.Fprintf(w, "PATH:      dropped %s\n", safe(d))
 	}
@@ -298,7 +301,11 @@ func printNetwork(w io.Writer, s manager.Session) {
 		case s.EgressDied:
 			fmt.Fprintf(w, "network:   allow, but its egress proxy (%s) DIED, and the session was stopped with it (its log: journalctl --user -t %s)\n", units.EgressUnitName(s.Name), strings.TrimSuffix(units.EgressUnitName(s.Name), units.UnitSuffix))
 		default:
-			fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) to %s\n", units.EgressUnitName(s.Name), strings.Join(s.AllowHosts, ", "))
+			to := "to " + strings.Join(s.AllowHosts, ", ")
+			if len(s.AllowHosts) == 0 {
+				to = "that allows nothing yet (grant with mosaic allow " + s.Name + " HOST)"
+			}
+			fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) %s\n", units.EgressUnitName(s.Name), to)
 		}
 	case "host":
 		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network and loopback services; its abstract sockets only where the kernel has Landlock ABI 6)")

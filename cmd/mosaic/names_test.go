@@ -120,3 +120,24 @@ func TestScopeInList(t *testing.T) {
 		t.Errorf("logs of a running scope session: %q", r.stderr)
 	}
 }
+
+// TestRunBannerOnlyForTyping (issue 40): run's banner ("exit the command to
+// leave") shows on a terminal only when the user types into the session:
+// a script piping into run --pty, its stderr still the terminal, gets the
+// command's output alone. Checked against the build before the fix (the
+// banner for a forced --pty whatever stdin was): the piped case failed.
+func TestRunBannerOnlyForTyping(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	ws := workspace(t)
+	typed := startOnPTY(t, 24, 80, "run", "-w", ws, "--", "sh", "-c", "echo done-here")
+	typed.wait()
+	if out := typed.output(); !strings.Contains(out, "exit the command to leave") || !strings.Contains(out, "done-here") {
+		t.Fatalf("the control run, typed into on a terminal, shows no banner: %q", out)
+	}
+	piped := startOnPTYAs(t, "/bin/sh", 24, 80, "-c", `echo piped-in | "$0" run --pty -w "$1" -- sh -c "head -n 1"`, mosaicBin, ws)
+	piped.wait()
+	if out := piped.output(); strings.Contains(out, "exit the command to leave") || !strings.Contains(out, "piped-in") {
+		t.Errorf("a run piped into, on a terminal: %q", out)
+	}
+}

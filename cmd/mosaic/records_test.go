@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,6 +117,52 @@ func TestRmAndGC(t *testing.T) {
 	}
 }
 
+// TestAttachSocketSwept (issue 40): the attach socket of a terminal holder
+// that was killed (left behind, nobody listening) goes with the next rm of
+// its session, and with gc when its session is gone already; a socket
+// someone listens on is left. Not parallel: gc touches every ended session.
+func TestAttachSocketSwept(t *testing.T) {
+	needRig(t)
+	dir := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "attach")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stale := func(name string) string { // a socket as a killed holder leaves it
+		t.Helper()
+		path := filepath.Join(dir, name)
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.SetUnlinkOnClose(false)
+		l.Close()
+		return path
+	}
+	ended, gone, live := sessionName(t), sessionName(t), sessionName(t)
+	mustMosaic(t, "start", "--name", ended, "--workspace", workspace(t), "--", "true")
+	eventually(t, 5*time.Second, "the session to end", func() bool {
+		return strings.Contains(mosaic(t, "status", ended).stdout, "inactive")
+	})
+	endedSock := stale(ended)
+	mustMosaic(t, "rm", ended)
+	if _, err := os.Lstat(endedSock); !os.IsNotExist(err) {
+		t.Errorf("rm left the stale attach socket: %v", err)
+	}
+	goneSock := stale(gone)
+	l, err := net.Listen("unix", filepath.Join(dir, live))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	mustMosaic(t, "gc")
+	if _, err := os.Lstat(goneSock); !os.IsNotExist(err) {
+		t.Errorf("gc left the stale attach socket of a session that is gone: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, live)); err != nil {
+		t.Errorf("gc removed a socket someone listens on: %v", err)
+	}
+}
+
 // TestLogs: a session's output from the journal, while it runs, after its
 // unit was collected, the last N lines, JSON, and -f returning at the end.
 func TestLogs(t *testing.T) {
@@ -179,22 +226,37 @@ func TestLogsFollowBeforeFirstLine(t *testing.T) {
 }
 
 // gc keeps an ended session whose home holds something (an agent's
-// sign-in) and names it; --homes removes it too (issue 17, item 11). Not
-// parallel: gc touches every ended session of the user.
+// sign-in) and names it; --homes removes it too (issue 17, item 11). A home
+// that holds only the ~/.gitconfig mosaic itself wrote at the start keeps
+// nothing of the user's: gc removes it (issue 40). Not parallel: gc
+// touches every ended session of the user.
 func TestGCKeepsHomes(t *testing.T) {
 	needRig(t)
 	ws := workspace(t)
-	signedIn := sessionName(t)
-	mustMosaic(t, "start", "--name", signedIn, "--workspace", ws, "--", "sh", "-c", `echo token > "$HOME/.credentials"`)
-	eventually(t, 5*time.Second, "the session to end", func() bool {
-		return strings.Contains(mosaic(t, "status", signedIn).stdout, "inactive")
-	})
+	cfg := t.TempDir() // a git identity, so that mosaic writes each home's ~/.gitconfig
+	writeFile(t, filepath.Join(cfg, "git", "config"), "[user]\n\tname = Ann\n")
+	env := []string{"XDG_CONFIG_HOME=" + cfg}
+	signedIn, bare := sessionName(t), sessionName(t)
+	for _, c := range []struct{ name, script string }{{signedIn, `echo token > "$HOME/.credentials"`}, {bare, "true"}} {
+		if r := mosaicWith(t, env, "", "start", "--name", c.name, "--workspace", ws, "--", "sh", "-c", c.script); r.code != 0 {
+			t.Fatalf("start %s: exit %d: %s", c.name, r.code, r.stderr)
+		}
+		eventually(t, 5*time.Second, "the session to end", func() bool {
+			return strings.Contains(mosaic(t, "status", c.name).stdout, "inactive")
+		})
+	}
+	if b, err := os.ReadFile(filepath.Join(stateRoot(), "sessions", bare, "home", ".gitconfig")); err != nil || !strings.Contains(string(b), "Ann") {
+		t.Fatalf("the session got no ~/.gitconfig from mosaic (%v): the test proves nothing", err)
+	}
 	var doc struct{ Removed, Kept []string }
 	if err := json.Unmarshal([]byte(mustMosaic(t, "gc", "--json").stdout), &doc); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(doc.Kept, signedIn) || slices.Contains(doc.Removed, signedIn) {
 		t.Errorf("gc: %+v; want %s kept", doc, signedIn)
+	}
+	if !slices.Contains(doc.Removed, bare) || slices.Contains(doc.Kept, bare) {
+		t.Errorf("gc: %+v; want %s, whose home holds only mosaic's .gitconfig, removed", doc, bare)
 	}
 	home := filepath.Join(stateRoot(), "sessions", signedIn, "home", ".credentials")
 	if _, err := os.Stat(home); err != nil {

@@ -193,35 +193,45 @@ func startCommand(out *output) *cli.Command {
 					fmt.Fprintln(w, s.Name)
 					return
 				}
-				if !s.Running() {
-					// The command ran and is already gone: say how, not "started".
-					how := s.How()
-					if how == "" {
-						how = s.State
-					}
-					fmt.Fprintf(w, "session %s started, and its command has already ended (%s)\n", s.Name, how)
-					fmt.Fprintf(w, "  output: mosaic logs %s\n", s.Name)
-					fmt.Fprintf(w, "  forget: mosaic rm %s\n", s.Name)
-					return
-				}
-				if s.MainPID != 0 {
-					fmt.Fprintf(w, "started session %s (main pid %d)\n", s.Name, s.MainPID)
-				} else {
-					fmt.Fprintf(w, "started session %s\n", s.Name)
-				}
-				fmt.Fprintf(w, "  status: mosaic status %s   or   systemctl --user status %s\n", s.Name, s.Unit)
-				if req.TTY {
-					fmt.Fprintf(w, "  attach: mosaic attach %s   (detach: Ctrl-P Ctrl-Q)\n", s.Name)
-				} else {
-					fmt.Fprintf(w, "  output: mosaic logs %s   or   journalctl --user -t mosaic-%s\n", s.Name, s.Name)
-				}
-				fmt.Fprintf(w, "  stop:   mosaic stop %s\n", s.Name)
-				for _, n := range spec.Notes {
-					fmt.Fprintf(w, "  note:   %s\n", n)
-				}
+				printStarted(w, s, req.TTY, spec.Notes)
 			})
 			return nil
 		},
+	}
+}
+
+// printStarted is start's summary of session s: how to reach it, or, its
+// command already gone, how it ended; an empty allowlist is said to allow
+// nothing yet, with the command that grants (issue 40).
+func printStarted(w io.Writer, s manager.Session, tty bool, notes []string) {
+	if !s.Running() {
+		// The command ran and is already gone: say how, not "started".
+		how := s.How()
+		if how == "" {
+			how = s.State
+		}
+		fmt.Fprintf(w, "session %s started, and its command has already ended (%s)\n", s.Name, how)
+		fmt.Fprintf(w, "  output: mosaic logs %s\n", s.Name)
+		fmt.Fprintf(w, "  forget: mosaic rm %s\n", s.Name)
+		return
+	}
+	if s.MainPID != 0 {
+		fmt.Fprintf(w, "started session %s (main pid %d)\n", s.Name, s.MainPID)
+	} else {
+		fmt.Fprintf(w, "started session %s\n", s.Name)
+	}
+	fmt.Fprintf(w, "  status: mosaic status %s   or   systemctl --user status %s\n", s.Name, s.Unit)
+	if tty {
+		fmt.Fprintf(w, "  attach: mosaic attach %s   (detach: Ctrl-P Ctrl-Q)\n", s.Name)
+	} else {
+		fmt.Fprintf(w, "  output: mosaic logs %s   or   journalctl --user -t mosaic-%s\n", s.Name, s.Name)
+	}
+	fmt.Fprintf(w, "  stop:   mosaic stop %s\n", s.Name)
+	if s.Network == sandbox.NetworkAllow && len(s.AllowHosts) == 0 {
+		fmt.Fprintf(w, "  network: allows nothing yet (grant with mosaic allow %s HOST)\n", s.Name)
+	}
+	for _, n := range notes {
+		fmt.Fprintf(w, "  note:   %s\n", n)
 	}
 }
 
@@ -264,7 +274,7 @@ func runCommand(out *output) *cli.Command {
 			defer conn.Close()
 			spec := plan.Spec
 			warnUnconfined(out, spec)
-			announceRun(out, spec, req, c.Bool("quiet"))
+			announceRun(out, spec, c.Bool("quiet"))
 			stdin, closeStdin, err := runStdin(req)
 			if err != nil {
 				return err
@@ -344,14 +354,15 @@ func runPlan(ctx context.Context, conn *manager.Connecting, plan manager.Plan, s
 }
 
 // announceRun says on stderr where a run runs, on a terminal in the
-// foreground only (as systemd-run --pty does: a sign that the shell the
-// user now types into is confined), and the notes; quiet drops both,
-// --json the first.
-func announceRun(out *output, spec units.Spec, req request.Request, quiet bool) {
+// foreground only and when the user types into the session (stdin a
+// terminal, not a forced --pty fed from a pipe or /dev/null): as
+// systemd-run --pty does, a sign that the shell the user now types into is
+// confined. Then the notes; quiet drops both, --json the first.
+func announceRun(out *output, spec units.Spec, quiet bool) {
 	if quiet {
 		return
 	}
-	if !out.json && isTerminal(os.Stderr) && foreground(os.Stderr) && (req.TTY || isTerminal(os.Stdin)) {
+	if !out.json && isTerminal(os.Stderr) && foreground(os.Stderr) && isTerminal(os.Stdin) {
 		fmt.Fprintf(os.Stderr, "mosaic: session %s: workspace %s, network %s; exit the command to leave\n",
 			spec.Name, termsafe.Escape(spec.Workspace, false), spec.Network)
 	}

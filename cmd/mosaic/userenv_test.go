@@ -391,3 +391,33 @@ func TestGitConfigPlantedSymlink(t *testing.T) {
 		t.Errorf("--no-git-identity in a kept home: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestBuildSettingsPassed (issue 40): the user's exported build settings
+// (GOFLAGS) reach a session without a flag; one whose value looks like a
+// credential (GOPROXY with user:pass@) does not, is named at the start
+// (never its value) and in status as environment_dropped. Shown to fail
+// before the change: GOFLAGS did not arrive.
+func TestBuildSettingsPassed(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	env := []string{"GOFLAGS=-buildvcs=false -tags=rig", "GOPROXY=https://ann:hunter2@proxy.mosaic.test", "CFLAGS=-O1"}
+	r := mosaicWith(t, env, "", "run", "--name", name, "-w", workspace(t), "--", "sh", "-c", `echo "$GOFLAGS|${GOPROXY-unset}|$CFLAGS"`)
+	defer mosaic(t, "rm", "--force", name)
+	if r.code != 0 || r.stdout != "-buildvcs=false -tags=rig|unset|-O1\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "GOPROXY of your environment was not passed") || strings.Contains(r.stderr, "hunter2") {
+		t.Errorf("the start's note: %s", r.stderr)
+	}
+	st := decode[struct {
+		Dropped     []string `json:"environment_dropped"`
+		Environment []string
+	}](t, mustMosaic(t, "status", "--json", name).stdout)
+	if !slices.Equal(st.Dropped, []string{"GOPROXY"}) || !slices.Contains(st.Environment, "GOFLAGS=-buildvcs=false -tags=rig") {
+		t.Errorf("status: dropped %q, environment %q", st.Dropped, st.Environment)
+	}
+	if text := mustMosaic(t, "status", name).stdout; !strings.Contains(text, "not passed from yours") || strings.Contains(text, "hunter2") {
+		t.Errorf("status:\n%s", text)
+	}
+}

@@ -65,6 +65,10 @@ type Description struct {
 	// PathDropped are the user's PATH directories the session's PATH
 	// left out, each "DIR: why" (request.sessionPath).
 	PathDropped []string `json:"path_dropped,omitempty"`
+	// EnvironmentDropped are the names of the build settings of the user's
+	// environment (credentials.BuildSettings) that were not passed, their
+	// values looking like credentials.
+	EnvironmentDropped []string `json:"environment_dropped,omitempty"`
 	// Limits are the limits the session was started with, which status
 	// shows once systemd has forgotten its unit.
 	Limits *Limits `json:"limits,omitempty"`

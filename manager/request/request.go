@@ -256,6 +256,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		Sandbox:     mode,
 		Toolchains:  realPaths(up.Binds),
 		PathDropped: up.Dropped,
+		EnvDropped:  grant.Dropped,
 	}
 	if ca != nil {
 		spec.CAFile, spec.CABundle = ca.real, caBundle

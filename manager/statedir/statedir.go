@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -133,10 +134,12 @@ func Remove(stateDir string) error {
 	return RemoveTree(aside)
 }
 
-// RemoveLeftovers finishes the removals that were cut short, and removes
+// RemoveLeftovers finishes the removals that were cut short, removes
 // the lock files of names with no state that nobody holds (a run killed
-// after its state went: its lock file is released only by its holder).
+// after its state went: its lock file is released only by its holder),
+// and the finish steps' output files left behind (removeFinishLogs).
 func RemoveLeftovers(stateRoot string) error {
+	removeFinishLogs(stateRoot, time.Now())
 	entries, _ := os.ReadDir(filepath.Join(stateRoot, "sessions"))
 	var errs []error
 	for _, e := range entries {
@@ -407,5 +410,26 @@ func writeGitConfig(s units.Spec) {
 	f.Close()
 	if serr == nil && fi.Mode().IsRegular() && string(head[:n]) == request.GitConfigHeader {
 		os.Remove(path)
+	}
+}
+
+// FinishLogStale is how old a .finish-NAME-* file in the state root must be
+// to be swept: a finish step's output file is unnamed right after it is
+// made (manager.Finish), so one still named after that long was left by a
+// command killed in between, or by a mosaic that kept it named while the
+// step ran (a diff, apply or run killed meanwhile left it for good).
+const FinishLogStale = time.Minute
+
+// removeFinishLogs removes the regular .finish-* files of stateRoot older
+// than FinishLogStale at now.
+func removeFinishLogs(stateRoot string, now time.Time) {
+	entries, _ := os.ReadDir(stateRoot)
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".finish-") || !e.Type().IsRegular() {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > FinishLogStale {
+			os.Remove(filepath.Join(stateRoot, e.Name()))
+		}
 	}
 }

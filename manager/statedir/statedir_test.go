@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -89,5 +90,39 @@ func TestRemoveOrphanCaches(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(root, "caches", "b")); err == nil {
 		t.Error("the cache of a gone workspace is kept")
+	}
+}
+
+// TestRemoveLeftoversFinishLogs (issue 40): a finish step's output file
+// left in the state root by a killed diff, apply or run is swept once
+// stale; one made just now (a finish step about to unname it) and anything
+// not a regular file are left.
+func TestRemoveLeftoversFinishLogs(t *testing.T) {
+	root := t.TempDir()
+	old, fresh, dir := filepath.Join(root, ".finish-a-1"), filepath.Join(root, ".finish-a-2"), filepath.Join(root, ".finish-b-3")
+	for _, f := range []string{old, fresh} {
+		if err := os.WriteFile(f, []byte("out"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	long := time.Now().Add(-2 * FinishLogStale)
+	for _, f := range []string{old, dir} {
+		if err := os.Chtimes(f, long, long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RemoveLeftovers(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(old); !os.IsNotExist(err) {
+		t.Errorf("the stale finish file is still there: %v", err)
+	}
+	for _, f := range []string{fresh, dir} {
+		if _, err := os.Lstat(f); err != nil {
+			t.Errorf("%s was removed: %v", f, err)
+		}
 	}
 }

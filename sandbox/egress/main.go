@@ -126,7 +126,11 @@ func serveMain(args []string, notify func()) error {
 		return err
 	}
 	_ = os.Chmod(c.Socket, 0o600)
-	fmt.Fprintf(os.Stderr, "mosaic egress: session %s: allowing %s\n", e.Session, strings.Join(e.Allow.Strings(), ", "))
+	if allowed := e.Allow.Strings(); len(allowed) > 0 {
+		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: allowing %s\n", e.Session, strings.Join(allowed, ", "))
+	} else {
+		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: allows nothing yet (grant with mosaic allow %s HOST)\n", e.Session, e.Session)
+	}
 	if c.Control != "" {
 		cl, err := listenControl(c.Control)
 		if err != nil {

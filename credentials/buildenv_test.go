@@ -1,0 +1,67 @@
+package credentials
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestBuildSettingsPass (issue 40): the user's exported build settings
+// reach the session by default; one whose value looks like a credential
+// does not, and is named (never its value); --env and a credential of the
+// same name win over the launching environment's.
+func TestBuildSettingsPass(t *testing.T) {
+	g, err := Resolve(Request{Command: []string{"sh"}, ProfileDir: t.TempDir(), Env: []string{"CC=clang"}, Credentials: []string{"GONOSUMDB"},
+		LookupEnv: env(map[string]string{
+			"GOFLAGS": "-mod=mod -tags=tokenizer", "GOPROXY": "https://proxy.golang.org,direct", "CC": "gcc",
+			"PIP_INDEX_URL": "https://ann:hunter2@pypi.example.com/simple", "GOPRIVATE": "https://tok3n@git.example.com",
+			"RUSTFLAGS": "-C link-arg=-Wl,--build-id --cfg api_token=abc", "GONOSUMDB": "x", "SOMETHING_ELSE": "y",
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"GOFLAGS=-mod=mod -tags=tokenizer", "GOPROXY=https://proxy.golang.org,direct", "CC=clang"} {
+		if !slices.Contains(g.PassEnv, want) {
+			t.Errorf("%s not passed: %q", want, g.PassEnv)
+		}
+	}
+	for _, not := range []string{"CC=gcc", "SOMETHING_ELSE=y", "GONOSUMDB=x"} {
+		if slices.Contains(g.PassEnv, not) {
+			t.Errorf("%s passed: %q", not, g.PassEnv)
+		}
+	}
+	if want := []string{"GOPRIVATE", "RUSTFLAGS", "PIP_INDEX_URL"}; !sameSet(g.Dropped, want) {
+		t.Errorf("dropped %q, want %q", g.Dropped, want)
+	}
+	notes := strings.Join(g.Notes, "\n")
+	if strings.Contains(notes, "hunter2") || strings.Contains(notes, "tok3n") || strings.Contains(notes, "abc") || !strings.Contains(notes, "PIP_INDEX_URL of your environment was not passed") {
+		t.Errorf("notes: %s", notes)
+	}
+}
+
+// TestCredentialIn: which values look like they carry a credential.
+func TestCredentialIn(t *testing.T) {
+	for v, want := range map[string]bool{
+		"https://proxy.golang.org,direct":        false,
+		"https://user:pass@proxy.example.com":    true,
+		"https://TOKEN@proxy.example.com|direct": true,
+		"https://proxy.example.com/a@b":          false,
+		"-ldflags=-X main.apiToken=xyz":          true,
+		"--password:x":                           true,
+		"-tags=tokenizer,secrets":                false,
+		"git.example.com/*,github.com/secretorg": false,
+		"//registry.npmjs.org/:_authToken=abc":   true,
+		"-j8":                                    false,
+	} {
+		if got := credentialIn(v) != ""; got != want {
+			t.Errorf("credentialIn(%q) = %q, want a credential: %v", v, credentialIn(v), want)
+		}
+	}
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
