@@ -257,6 +257,10 @@ func applyCommand(out *output) *cli.Command {
 					callouts(w, ch, out.safe)
 					if branch != "" {
 						fmt.Fprintf(w, "made branch %s of session %s's commits (%s)\n", branch, name, ch.Summary.Line())
+						if ch.Clone.Base != ch.Clone.Parent {
+							fmt.Fprintf(w, "mosaic: its first commit, %.12s, is your own uncommitted work at the session's start, not the agent's: rebase it out (git rebase --onto %.12s %.12s %s) before you push what you do not mean to\n",
+								ch.Clone.Base, ch.Clone.Parent, ch.Clone.Base, branch)
+						}
 						return
 					}
 					fmt.Fprintf(w, "applied session %s's change to %s as unstaged changes (%s): git diff shows it\n", name, out.safe(ch.Workspace), ch.Summary.Line())

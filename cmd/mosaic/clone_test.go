@@ -142,9 +142,15 @@ func TestCloneBranchAndConflict(t *testing.T) {
 	if after := gitMust(t, ws, "status", "--porcelain"); after != before {
 		t.Errorf("a refused apply changed the checkout:\n%s\n%s", before, after)
 	}
-	mustMosaic(t, "apply", "--branch", two)
+	if out := mustMosaic(t, "apply", "--branch", two).stdout; !strings.Contains(out, "your own uncommitted work at the session's start") {
+		t.Errorf("apply --branch does not say the branch holds the user's own uncommitted work:\n%s", out)
+	}
 	if got := gitMust(t, ws, "show", "mosaic/"+two+":a.txt"); got != "second\n" {
 		t.Errorf("branch mosaic/%s has a.txt %q", two, got)
+	}
+	// That commit is the user's, authored as the user (cloneRepo's u).
+	if got := gitMust(t, ws, "log", "-1", "--format=%an %s", "mosaic/"+two+"~1"); !strings.HasPrefix(got, "u Your uncommitted changes") {
+		t.Errorf("the base commit of the user's own work: %q", got)
 	}
 }
 

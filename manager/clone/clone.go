@@ -135,5 +135,11 @@ func snapshot(ctx context.Context, ws, gitDir, parent string) (string, error) {
 	if head, err := git(ctx, ws, nil, "rev-parse", parent+"^{tree}"); err == nil && head == tree {
 		return parent, nil
 	}
-	return git(ctx, ws, append(env, identity...), "commit-tree", tree, "-p", parent, "-m", "mosaic: the uncommitted changes at the session's start")
+	// Authored as the user (your work, not the agent's), by git's own
+	// identity of ws; mosaic's when the user has none configured.
+	who := identity
+	if _, err := git(ctx, ws, nil, "var", "GIT_AUTHOR_IDENT"); err == nil {
+		who = nil
+	}
+	return git(ctx, ws, append(env, who...), "commit-tree", tree, "-p", parent, "-m", "Your uncommitted changes at the start of a mosaic session (yours, not the agent's)")
 }
