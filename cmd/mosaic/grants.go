@@ -188,6 +188,49 @@ func printEgress(w io.Writer, name string, st *egress.State, safe func(string) s
 	}
 }
 
+// printRefusals ends a run with what its egress proxy refused: one line
+// per destination, with how often, why, and the command that grants it.
+func printRefusals(w io.Writer, s manager.Session, safe func(string) string) {
+	r := s.EgressRecord
+	if r == nil {
+		return
+	}
+	for _, ref := range r.Refused {
+		fmt.Fprintf(w, "mosaic: session %s: refused %s %s: %s%s\n", s.Name, safe(ref.Target), times(ref.Count), refusalText(ref.Why), safe(grantHint(s.Name, ref)))
+	}
+	if r.RefusedOther > 0 {
+		fmt.Fprintf(w, "mosaic: session %s: and %d refusals of other targets (`mosaic logs %s --egress` if it was started with --name)\n", s.Name, r.RefusedOther, s.Name)
+	}
+}
+
+// times is "once", "twice" or "N times".
+func times(n int) string {
+	switch n {
+	case 1:
+		return "once"
+	case 2:
+		return "twice"
+	}
+	return fmt.Sprintf("%d times", n)
+}
+
+// grantHint is what grants a refused target: --allow-host for the next
+// run, `mosaic allow` while one runs, for a host off the list; the address
+// for one in a special range; nothing for what no grant lifts (plain
+// HTTP, a limit, no answer).
+func grantHint(name string, r egress.Refusal) string {
+	switch r.Why {
+	case egress.RefusedNotListed:
+		if hp, err := egress.NormalizeHost(r.Target); err == nil {
+			host := strings.TrimSuffix(hp, ":443")
+			return "; to allow it: --allow-host " + host + " (while it runs: " + egress.AllowLine(name, hp) + ")"
+		}
+	case egress.RefusedSpecial:
+		return "; " + r.Detail
+	}
+	return ""
+}
+
 func refusalText(why string) string {
 	switch why {
 	case egress.RefusedNotListed:

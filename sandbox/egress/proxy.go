@@ -86,6 +86,9 @@ type Egress struct {
 	// ControlDir, when set, is where the proxy keeps its grants
 	// (control.go); its socket is served by ServeControl.
 	ControlDir string
+	// RecordDir, when set, is where the proxy leaves its record of
+	// refusals and grants for after the session (record.go).
+	RecordDir string
 	// Audit, when set, writes an audit event (a journal entry of its own,
 	// units/journald): the grants, revocations and expiries.
 	Audit func([]journald.Field)

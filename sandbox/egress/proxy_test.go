@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNormalizeHost(t *testing.T) {
@@ -168,5 +170,34 @@ func TestRefusalNamesTheGrant(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 403 || !strings.Contains(resp.Status, "mosaic allow s1 other.test)") || !strings.Contains(string(body), "mosaic allow s1 other.test)") {
 		t.Errorf("plain HTTP: %q %q, want the HTTPS grant", resp.Status, body)
+	}
+}
+
+// TestRecordIsBounded: the record keeps the latest MaxRecorded refusals
+// and counts the others, keeps every grant made (one taken back too), and
+// reads back as written.
+func TestRecordIsBounded(t *testing.T) {
+	e := &Egress{Session: "s1", RecordDir: t.TempDir()}
+	e.start()
+	base := time.Now()
+	n := 0
+	e.live.now = func() time.Time { n++; return base.Add(time.Duration(n) * time.Second) }
+	for i := 0; i < MaxRecorded+5; i++ {
+		e.refused(fmt.Sprintf("h%d.test:443", i), RefusedNotListed, "no")
+	}
+	e.refused("h0.test:443", RefusedNotListed, "no") // now the latest
+	if _, err := e.grant([]string{"a.test"}, 0, "me"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.deny([]string{"a.test"}, "me"); err != nil {
+		t.Fatal(err)
+	}
+	e.writeRecord(true)
+	r, ok := ReadRecord(e.RecordDir)
+	if !ok || !r.Final || len(r.Refused) != MaxRecorded || r.Refused[0].Target != "h0.test:443" || r.Refused[0].Count != 2 || r.RefusedOther != 5 {
+		t.Fatalf("record: ok %v final %v, %d refusals (first %+v), %d other", ok, r.Final, len(r.Refused), r.Refused[0], r.RefusedOther)
+	}
+	if len(r.Granted) != 1 || r.Granted[0].Entry != "a.test:443" || len(r.Grants) != 0 {
+		t.Errorf("grants: made %+v, running %+v", r.Granted, r.Grants)
 	}
 }
