@@ -175,17 +175,7 @@ func printEgress(w io.Writer, name string, st *egress.State, safe func(string) s
 	if len(st.Denied) > 0 {
 		fmt.Fprintf(w, "  taken back: %s\n", strings.Join(st.Denied, ", "))
 	}
-	if len(st.Refused) == 0 {
-		fmt.Fprintln(w, "refused:   nothing so far")
-		return
-	}
-	fmt.Fprintf(w, "refused:   (`mosaic allow %s HOST` adds one; `mosaic logs %s --egress` has every line)\n", name, name)
-	for _, r := range st.Refused {
-		fmt.Fprintf(w, "  %s  %d×, last %s: %s\n", safe(r.Target), r.Count, r.Last.Local().Format(time.TimeOnly), refusalText(r.Why))
-	}
-	if st.RefusedOther > 0 {
-		fmt.Fprintf(w, "  and %d refusals of other targets\n", st.RefusedOther)
-	}
+	printRefused(w, name, st.Refused, st.RefusedOther, safe)
 }
 
 // printRefusals ends a run with what its egress proxy refused: one line
@@ -229,6 +219,43 @@ func grantHint(name string, r egress.Refusal) string {
 		return "; " + r.Detail
 	}
 	return ""
+}
+
+// printEgressRecord prints what an ended session's proxy left: its list,
+// the grants made, and the refusals.
+func printEgressRecord(w io.Writer, name string, r *egress.Record, safe func(string) string) {
+	how := "as it stopped"
+	if !r.Final {
+		how = "its last record (it was killed before it could write one as it stopped)"
+	}
+	fmt.Fprintf(w, "egress:    what its proxy kept, %s at %s\n", how, r.Written.Local().Format(time.DateTime))
+	fmt.Fprintf(w, "allowed at the end: %s\n", strings.Join(r.Allow, ", "))
+	for _, g := range r.Granted {
+		until := "until the session ended"
+		if g.Until != nil {
+			until = "for " + g.Until.Sub(g.At).Round(time.Second).String()
+		}
+		fmt.Fprintf(w, "  granted %s%s by %s at %s, %s\n", g.Entry, hostList(g), g.By, g.At.Local().Format(time.TimeOnly), until)
+	}
+	if len(r.Denied) > 0 {
+		fmt.Fprintf(w, "  taken back: %s\n", strings.Join(r.Denied, ", "))
+	}
+	printRefused(w, name, r.Refused, r.RefusedOther, safe)
+}
+
+// printRefused prints the refusals of a proxy's view or record.
+func printRefused(w io.Writer, name string, refused []egress.Refusal, other int, safe func(string) string) {
+	if len(refused) == 0 {
+		fmt.Fprintln(w, "refused:   nothing")
+		return
+	}
+	fmt.Fprintf(w, "refused:   (`mosaic allow %s HOST` adds one while it runs; `mosaic logs %s --egress` has every line)\n", name, name)
+	for _, r := range refused {
+		fmt.Fprintf(w, "  %s  %d×, last %s: %s\n", safe(r.Target), r.Count, r.Last.Local().Format(time.TimeOnly), refusalText(r.Why))
+	}
+	if other > 0 {
+		fmt.Fprintf(w, "  and %d refusals of other targets\n", other)
+	}
 }
 
 func refusalText(why string) string {

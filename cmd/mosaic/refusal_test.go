@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRefusalSaysTheGrant: curl through a session's egress proxy to a host
@@ -55,5 +57,54 @@ func TestRunEndsWithRefusals(t *testing.T) {
 	r = mosaic(t, "run", "--workspace", workspace(t), "--allow-host", "testhost.mosaic.test", "--", "true")
 	if r.code != 0 || strings.Contains(r.stderr, "refused") {
 		t.Errorf("a run refused nothing: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestEndedSessionKeepsRefusals: once a started session has ended, its
+// status (text and --json) still shows what its proxy refused (target,
+// count, why, when) and what was granted to it, from the record the proxy
+// left at its stop. Checked against a build whose status did not read the
+// record: it failed.
+func TestEndedSessionKeepsRefusals(t *testing.T) {
+	needTestNet(t)
+	name := sessionName(t)
+	mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--allow-host", "testhost.mosaic.test", "--",
+		"bash", "-c", connectScript+"sleep 300", "bash", "otherhost.mosaic.test:443")
+	eventually(t, 10*time.Second, "the refusal in the running session's status", func() bool {
+		return strings.Contains(mosaic(t, "status", "--json", name).stdout, `"target": "otherhost.mosaic.test:443"`)
+	})
+	mustMosaic(t, "allow", name, "extra.mosaic.test", "--for", "1h")
+	mustMosaic(t, "stop", name)
+	var doc struct {
+		State  string `json:"state"`
+		Record *struct {
+			Final   bool `json:"final"`
+			Refused []struct {
+				Target, Why string
+				Count       int
+				Last        time.Time
+			} `json:"refused"`
+			Granted []struct{ Entry string } `json:"granted"`
+		} `json:"egress_record"`
+	}
+	st := mustMosaic(t, "status", "--json", name).stdout
+	if err := json.Unmarshal([]byte(st), &doc); err != nil {
+		t.Fatal(err)
+	}
+	rec := doc.Record
+	if doc.State == "active" || rec == nil || !rec.Final || len(rec.Refused) != 1 || len(rec.Granted) != 1 {
+		t.Fatalf("the ended session's status lacks its egress record:\n%s", st)
+	}
+	if r := rec.Refused[0]; r.Target != "otherhost.mosaic.test:443" || r.Why != "not-listed" || r.Count != 1 || time.Since(r.Last) > time.Minute {
+		t.Errorf("refusal %+v", r)
+	}
+	if rec.Granted[0].Entry != "extra.mosaic.test:443" {
+		t.Errorf("grant %+v", rec.Granted[0])
+	}
+	text := mustMosaic(t, "status", name).stdout
+	for _, want := range []string{"what its proxy kept, as it stopped", "granted extra.mosaic.test:443", "otherhost.mosaic.test:443  1×"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("status lacks %q:\n%s", want, text)
+		}
 	}
 }
