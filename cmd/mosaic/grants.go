@@ -23,7 +23,7 @@ import (
 func allowCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:      "allow",
-		Usage:     "let a running session (network allow) reach more hosts, at once, without a restart",
+		Usage:     "let a running session reach more hosts, at once, without a restart (any session but --network none or host)",
 		ArgsUsage: "NAME HOST[:PORT]|@GROUP|ADDRESS...",
 		Description: "Adds each entry to the session's allowlist in its egress proxy: a host name (port 443 unless given), a group\n" +
 			"(`mosaic profiles` lists them) or an address or prefix an allowed name may resolve to. With --for the grant ends\n" +
@@ -118,8 +118,14 @@ func withControl(name string, f func(ctx context.Context, cc *egress.ControlClie
 		if err != nil {
 			return err
 		}
-		if s.Network != "allow" {
-			return errcode.NoEgress.New("session %s has network %s, not allow: it has no egress proxy whose list could change (start it with --network allow or --allow-host)", name, orDash(s.Network))
+		switch s.Network {
+		case "allow":
+		case "none":
+			return errcode.NoEgress.New("session %s was started with --network none, which never reaches anything: it has no egress proxy to grant a host through (a session started without --network none has one)", name)
+		case "host":
+			return errcode.NoEgress.New("session %s has the host's network (--network host, not confined): there is no allowlist to change", name)
+		default:
+			return errcode.NoEgress.New("session %s has network %s, not allow: it has no egress proxy whose list could change", name, orDash(s.Network))
 		}
 		if !s.Running() {
 			return errcode.NoEgress.New("session %s is %s: its egress proxy is gone with it", name, s.State)

@@ -108,3 +108,35 @@ func TestEndedSessionKeepsRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowOnAnySession: a session started with no network flag (generic)
+// has an egress side that allows nothing yet, so that `mosaic allow` grants
+// it a host while it runs, with no restart; one started with --network none
+// or host is refused a grant (exit 3, one line, saying why). Checked
+// against the default left none: the grant was refused.
+func TestAllowOnAnySession(t *testing.T) {
+	n := needTestNet(t)
+	name := sessionName(t)
+	// It tries the test host every 0.2 s, and says when a tunnel opens.
+	loop := "try() {\n" + connectScript + "\n}\nfor i in $(seq 150); do r=$(try testhost.mosaic.test:443); case \"$r\" in *established*) echo \"GOT $r\"; break;; esac; sleep 0.2; done; sleep 300"
+	mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--", "bash", "-c", loop)
+	st := decode[struct{ Network string }](t, mustMosaic(t, "status", "--json", name).stdout)
+	if st.Network != "allow" {
+		t.Fatalf("the default session's network is %q, want allow (nothing yet)", st.Network)
+	}
+	if r := mosaic(t, "run", "--workspace", workspace(t), "--", "bash", "-c", connectScript, "bash", "testhost.mosaic.test:443"); !strings.Contains(r.stdout, "403 Forbidden") {
+		t.Errorf("the default reaches a host before any grant: %s%s", r.stdout, r.stderr)
+	}
+	mustMosaic(t, "allow", name, "testhost.mosaic.test", n+".0/24")
+	eventually(t, 15*time.Second, "the granted host through the default session's proxy", func() bool {
+		return strings.Contains(mosaic(t, "logs", name).stdout, "GOT testhost.mosaic.test:443 HTTP/1.1 200 Connection established|hello from testhost|")
+	})
+	for _, network := range []string{"none", "host"} {
+		other := sessionName(t)
+		mustMosaic(t, "start", "--name", other, "--workspace", workspace(t), "--network", network, "--", "sleep", "60")
+		r := mosaic(t, "allow", other, "testhost.mosaic.test")
+		if r.code != 3 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, "--network "+network) {
+			t.Errorf("allow on a session with network %s: exit %d, %q; want 3 and one line naming --network %s", network, r.code, r.stderr, network)
+		}
+	}
+}

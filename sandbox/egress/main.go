@@ -133,7 +133,11 @@ func serveMain(args []string, notify func()) error {
 		return err
 	}
 	_ = os.Chmod(c.Socket, 0o600)
-	fmt.Fprintf(os.Stderr, "mosaic egress: session %s: allowing %s\n", e.Session, strings.Join(e.Allow.Strings(), ", "))
+	allowing := strings.Join(e.Allow.Strings(), ", ")
+	if allowing == "" {
+		allowing = "nothing yet (mosaic allow grants a host)"
+	}
+	fmt.Fprintf(os.Stderr, "mosaic egress: session %s: allowing %s\n", e.Session, allowing)
 	if c.Control != "" {
 		cl, err := listenControl(c.Control)
 		if err != nil {
