@@ -174,7 +174,7 @@ func egressState(ctx context.Context, s manager.Session) *egress.State {
 
 // printEgress prints the proxy's live view under status's network line.
 func printEgress(w io.Writer, name string, st *egress.State, safe func(string) string) {
-	fmt.Fprintf(w, "allowed now: %s\n", strings.Join(st.Allow, ", "))
+	fmt.Fprintf(w, "allowed now: %s\n", listOrNothing(st.Allow, "nothing yet (`mosaic allow "+name+" HOST` grants one)"))
 	for _, g := range st.Grants {
 		fmt.Fprintf(w, "  granted %s%s by %s at %s, %s\n", g.Entry, hostList(g), g.By, g.At.Local().Format(time.TimeOnly), untilText(g))
 	}
@@ -235,7 +235,7 @@ func printEgressRecord(w io.Writer, name string, r *egress.Record, safe func(str
 		how = "its last record (it was killed before it could write one as it stopped)"
 	}
 	fmt.Fprintf(w, "egress:    what its proxy kept, %s at %s\n", how, r.Written.Local().Format(time.DateTime))
-	fmt.Fprintf(w, "allowed at the end: %s\n", strings.Join(r.Allow, ", "))
+	fmt.Fprintf(w, "allowed at the end: %s\n", listOrNothing(r.Allow, "nothing"))
 	for _, g := range r.Granted {
 		until := "until the session ended"
 		if g.Until != nil {
@@ -262,6 +262,14 @@ func printRefused(w io.Writer, name string, refused []egress.Refusal, other int,
 	if other > 0 {
 		fmt.Fprintf(w, "  and %d refusals of other targets\n", other)
 	}
+}
+
+// listOrNothing is list joined, or nothing when it is empty.
+func listOrNothing(list []string, nothing string) string {
+	if len(list) == 0 {
+		return nothing
+	}
+	return strings.Join(list, ", ")
 }
 
 func refusalText(why string) string {
