@@ -178,7 +178,9 @@ var builtins = []Profile{
 		Env:     []string{"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1"},
 		Network: "allow", AllowHosts: hostsOf(providerHosts), HostReasons: providerHosts,
 	},
-	{Name: Generic, Description: "any command; no credential", Network: "none"},
+	// allow with an empty list: reaches nothing yet, but has an egress
+	// proxy, so that `mosaic allow` can grant it a host at any time.
+	{Name: Generic, Description: "any command; no credential", Network: "allow"},
 }
 
 // Profiles returns the built-in profiles with the user's from dir
@@ -322,7 +324,7 @@ func readProfile(path string) (Profile, error) {
 	if err != nil {
 		return bad("%v (it is read as a systemd unit file)", err)
 	}
-	p := Profile{Name: name, Source: path, Network: "none"}
+	p := Profile{Name: name, Source: path, Network: "allow"} // as generic's: nothing allowed yet
 	for _, o := range opts {
 		if o.Section != "Profile" {
 			return bad("unknown section [%s]: use [Profile]", o.Section)

@@ -116,6 +116,7 @@ func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string
 		}
 		if !s.Running() {
 			s.Home = session.HomeOf(dir)
+			s.EgressRecord = session.EgressRecordOf(dir)
 		}
 	}
 }

@@ -71,6 +71,15 @@ func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-
 	}
 	mark(ctx, "end announced")
 	home := session.HomeOf(spec.StateDir)
+	var egressRecord *egress.Record
+	if spec.Network == sandbox.NetworkAllow {
+		// The proxy writes its last record as systemd stops it, right
+		// after the session: read before an unnamed run's state goes.
+		if r, ok := egress.WaitRecord(egress.RecordDir(spec.StateDir), egressRecordWait); ok {
+			egressRecord = &r
+		}
+		mark(ctx, "egress record read")
+	}
 	removed := removeUnnamed(spec)
 	defer func() { <-removed }()
 	p := w.snapshot()
@@ -78,11 +87,17 @@ func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-
 	s.StoppedBy = stoppedBy(w, stopping, s.Result)
 	records.TidyWorkspace(recordAt(spec, l.began))
 	s.Home = home
+	s.EgressRecord = egressRecord
 	if result != "done" && s.ExitStatus == nil {
 		return s, errcode.StartFailed.New("session %s did not start: %s", spec.Name, startFailure(result, s))
 	}
 	return s, nil
 }
+
+// egressRecordWait bounds the wait at a run's end for its egress proxy's
+// last record (it stops within milliseconds of the session; killed, it
+// writes none, and the one of its last few seconds is taken).
+const egressRecordWait = 2 * time.Second
 
 // removeUnnamed removes an ended unnamed run's state (its state directory
 // and egress directory) in the background and returns what is closed once

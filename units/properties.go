@@ -389,10 +389,12 @@ const (
 // (StopWhenUnneeded), however the session ended.
 func EgressProperties(s Spec) []sd.Property {
 	argv := egress.Config{Session: s.Name, Socket: filepath.Join(s.EgressDir, sandbox.EgressSocketName), Allow: s.Allow,
-		Inject: s.Inject, Control: egress.ControlDir(s.EgressDir), Drop: heldLink(s, s.EgressCredentialFile)}.Argv(s.MosaicBin)
+		Inject: s.Inject, Control: egress.ControlDir(s.EgressDir), Record: egress.RecordDir(s.StateDir), Drop: heldLink(s, s.EgressCredentialFile)}.Argv(s.MosaicBin)
 	// The control directory (grants, `mosaic allow`) is the proxy's and the
 	// user's only: no session binds it.
-	binds := append(bindsOf([]string{s.EgressDir}), heldLinkDir(s, s.EgressCredentialFile)...)
+	// Its record (refusals, grants) goes beside the session's home, for
+	// status and run once it has ended.
+	binds := append(bindsOf([]string{s.EgressDir, egress.RecordDir(s.StateDir)}), heldLinkDir(s, s.EgressCredentialFile)...)
 	if c := egress.ControlDir(s.EgressDir); c != s.EgressDir {
 		binds = append(binds, bindsOf([]string{c})...)
 	}

@@ -179,6 +179,9 @@ func (b *bench) oneShot(r *Report, srt string) error {
 		{"systemd-run, same properties and bwrap argv", eq},
 		{handRolledName, b.handRolled(bwrapArgv)},
 		{"mosaic run", []string{b.mosaic, "run", "--workspace", b.ws, "--", "/usr/bin/true"}},
+		// The default (an egress proxy that allows nothing yet) beside the
+		// session with no network and no proxy, the default before issue 39.
+		{noNetworkName, []string{b.mosaic, "run", "--network", "none", "--workspace", b.ws, "--", "/usr/bin/true"}},
 		{scopePeerName, append([]string{"systemd-run", "--user", "--quiet", "--scope", "--slice", units.Slice}, bwrapArgv...)},
 		{"mosaic run --scope", []string{b.mosaic, "run", "--scope", "--workspace", b.ws, "--", "/usr/bin/true"}},
 	}
@@ -197,7 +200,7 @@ func (b *bench) oneShot(r *Report, srt string) error {
 		}
 		r.OneShot = append(r.OneShot, s)
 	}
-	// One at a time: the four that the targets compare, in turn, each after
+	// One at a time: the ones the targets compare, in turn, each after
 	// a pause, as an agent's tool calls come (see "the cgroup move" in the
 	// findings: back to back, a command that ends sooner starts its next
 	// one inside the kernel's window that makes the next move cheap).
@@ -208,7 +211,7 @@ func (b *bench) oneShot(r *Report, srt string) error {
 	}
 	for _, c := range cases {
 		switch c.name {
-		case handRolledName, "mosaic run", scopePeerName, "mosaic run --scope":
+		case handRolledName, "mosaic run", noNetworkName, scopePeerName, "mosaic run --scope":
 			spaced = append(spaced, c)
 		}
 	}
@@ -512,6 +515,9 @@ const (
 	srtName        = "srt (sandbox-runtime)"
 	startPeerName  = "systemd-run, same properties and bwrap argv"
 )
+
+// noNetworkName is the one-shot run with --network none: no egress proxy.
+const noNetworkName = "mosaic run --network none"
 
 // processStarts counts the programs a run, a scope run and their peers
 // start (see processStarts); where they cannot be counted, a note says why.

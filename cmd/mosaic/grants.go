@@ -23,7 +23,7 @@ import (
 func allowCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:      "allow",
-		Usage:     "let a running session (network allow) reach more hosts, at once, without a restart",
+		Usage:     "let a running session reach more hosts, at once, without a restart (any session but --network none or host)",
 		ArgsUsage: "NAME HOST[:PORT]|@GROUP|ADDRESS...",
 		Description: "Adds each entry to the session's allowlist in its egress proxy: a host name (port 443 unless given), a group\n" +
 			"(`mosaic profiles` lists them) or an address or prefix an allowed name may resolve to. With --for the grant ends\n" +
@@ -118,8 +118,14 @@ func withControl(name string, f func(ctx context.Context, cc *egress.ControlClie
 		if err != nil {
 			return err
 		}
-		if s.Network != "allow" {
-			return errcode.NoEgress.New("session %s has network %s, not allow: it has no egress proxy whose list could change (start it with --network allow or --allow-host)", name, orDash(s.Network))
+		switch s.Network {
+		case "allow":
+		case "none":
+			return errcode.NoEgress.New("session %s was started with --network none, which never reaches anything: it has no egress proxy to grant a host through (a session started without --network none has one)", name)
+		case "host":
+			return errcode.NoEgress.New("session %s has the host's network (--network host, not confined): there is no allowlist to change", name)
+		default:
+			return errcode.NoEgress.New("session %s has network %s, not allow: it has no egress proxy whose list could change", name, orDash(s.Network))
 		}
 		if !s.Running() {
 			return errcode.NoEgress.New("session %s is %s: its egress proxy is gone with it", name, s.State)
@@ -168,24 +174,102 @@ func egressState(ctx context.Context, s manager.Session) *egress.State {
 
 // printEgress prints the proxy's live view under status's network line.
 func printEgress(w io.Writer, name string, st *egress.State, safe func(string) string) {
-	fmt.Fprintf(w, "allowed now: %s\n", strings.Join(st.Allow, ", "))
+	fmt.Fprintf(w, "allowed now: %s\n", listOrNothing(st.Allow, "nothing yet (`mosaic allow "+name+" HOST` grants one)"))
 	for _, g := range st.Grants {
 		fmt.Fprintf(w, "  granted %s%s by %s at %s, %s\n", g.Entry, hostList(g), g.By, g.At.Local().Format(time.TimeOnly), untilText(g))
 	}
 	if len(st.Denied) > 0 {
 		fmt.Fprintf(w, "  taken back: %s\n", strings.Join(st.Denied, ", "))
 	}
-	if len(st.Refused) == 0 {
-		fmt.Fprintln(w, "refused:   nothing so far")
+	printRefused(w, name, st.Refused, st.RefusedOther, safe)
+}
+
+// printRefusals ends a run with what its egress proxy refused: one line
+// per destination, with how often, why, and the command that grants it.
+func printRefusals(w io.Writer, s manager.Session, safe func(string) string) {
+	r := s.EgressRecord
+	if r == nil {
 		return
 	}
-	fmt.Fprintf(w, "refused:   (`mosaic allow %s HOST` adds one; `mosaic logs %s --egress` has every line)\n", name, name)
-	for _, r := range st.Refused {
+	for _, ref := range r.Refused {
+		fmt.Fprintf(w, "mosaic: session %s: refused %s %s: %s%s\n", s.Name, safe(ref.Target), times(ref.Count), refusalText(ref.Why), safe(grantHint(s.Name, ref)))
+	}
+	if r.RefusedOther > 0 {
+		fmt.Fprintf(w, "mosaic: session %s: and %d refusals of other targets (`mosaic logs %s --egress` if it was started with --name)\n", s.Name, r.RefusedOther, s.Name)
+	}
+}
+
+// times is "once", "twice" or "N times".
+func times(n int) string {
+	switch n {
+	case 1:
+		return "once"
+	case 2:
+		return "twice"
+	}
+	return fmt.Sprintf("%d times", n)
+}
+
+// grantHint is what grants a refused target: --allow-host for the next
+// run, `mosaic allow` while one runs, for a host off the list; the address
+// for one in a special range; nothing for what no grant lifts (plain
+// HTTP, a limit, no answer).
+func grantHint(name string, r egress.Refusal) string {
+	switch r.Why {
+	case egress.RefusedNotListed:
+		if hp, err := egress.NormalizeHost(r.Target); err == nil {
+			host := strings.TrimSuffix(hp, ":443")
+			return "; to allow it: --allow-host " + host + " (while it runs: " + egress.AllowLine(name, hp) + ")"
+		}
+	case egress.RefusedSpecial:
+		return "; " + r.Detail
+	}
+	return ""
+}
+
+// printEgressRecord prints what an ended session's proxy left: its list,
+// the grants made, and the refusals.
+func printEgressRecord(w io.Writer, name string, r *egress.Record, safe func(string) string) {
+	how := "as it stopped"
+	if !r.Final {
+		how = "its last record (it was killed before it could write one as it stopped)"
+	}
+	fmt.Fprintf(w, "egress:    what its proxy kept, %s at %s\n", how, r.Written.Local().Format(time.DateTime))
+	fmt.Fprintf(w, "allowed at the end: %s\n", listOrNothing(r.Allow, "nothing"))
+	for _, g := range r.Granted {
+		until := "until the session ended"
+		if g.Until != nil {
+			until = "for " + g.Until.Sub(g.At).Round(time.Second).String()
+		}
+		fmt.Fprintf(w, "  granted %s%s by %s at %s, %s\n", g.Entry, hostList(g), g.By, g.At.Local().Format(time.TimeOnly), until)
+	}
+	if len(r.Denied) > 0 {
+		fmt.Fprintf(w, "  taken back: %s\n", strings.Join(r.Denied, ", "))
+	}
+	printRefused(w, name, r.Refused, r.RefusedOther, safe)
+}
+
+// printRefused prints the refusals of a proxy's view or record.
+func printRefused(w io.Writer, name string, refused []egress.Refusal, other int, safe func(string) string) {
+	if len(refused) == 0 {
+		fmt.Fprintln(w, "refused:   nothing")
+		return
+	}
+	fmt.Fprintf(w, "refused:   (`mosaic allow %s HOST` adds one while it runs; `mosaic logs %s --egress` has every line)\n", name, name)
+	for _, r := range refused {
 		fmt.Fprintf(w, "  %s  %d×, last %s: %s\n", safe(r.Target), r.Count, r.Last.Local().Format(time.TimeOnly), refusalText(r.Why))
 	}
-	if st.RefusedOther > 0 {
-		fmt.Fprintf(w, "  and %d refusals of other targets\n", st.RefusedOther)
+	if other > 0 {
+		fmt.Fprintf(w, "  and %d refusals of other targets\n", other)
 	}
+}
+
+// listOrNothing is list joined, or nothing when it is empty.
+func listOrNothing(list []string, nothing string) string {
+	if len(list) == 0 {
+		return nothing
+	}
+	return strings.Join(list, ", ")
 }
 
 func refusalText(why string) string {

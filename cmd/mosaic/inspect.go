@@ -166,6 +166,8 @@ func statusCommand(out *output) *cli.Command {
 						printEgress(&b, s.Name, v.Egress, out.safe)
 					} else if s.Network == "allow" && s.Running() {
 						fmt.Fprintf(&b, "egress:    its proxy does not answer on its control socket: `systemctl --user status %s` says why\n", units.EgressUnitName(s.Name))
+					} else if s.EgressRecord != nil {
+						printEgressRecord(&b, s.Name, s.EgressRecord, out.safe)
 					}
 					io.WriteString(w, wrapLines(b.String(), fitWidth(out, false)))
 				})

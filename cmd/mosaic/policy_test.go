@@ -187,18 +187,23 @@ func TestProjectFileOnTheRig(t *testing.T) {
 	}
 	file := filepath.Join(ws, request.ProjectFile)
 	os.WriteFile(file, []byte("# our builds\nask-allow-host = example.com\nask-memory-max = 768M\n"), 0o644)
+	// started's network is the session's network and its hosts: "allow "
+	// is the default, which reaches nothing yet.
 	started := func() (network, memory, said string) {
 		t.Helper()
 		name := sessionName(t)
 		r := mustMosaic(t, "start", "--name", name, "--workspace", ws, "--clone=false", "--", "sleep", "60")
-		st := decode[struct{ Network string }](t, mustMosaic(t, "status", "--json", name).stdout)
+		st := decode[struct {
+			Network    string
+			AllowHosts []string `json:"allow_hosts"`
+		}](t, mustMosaic(t, "status", "--json", name).stdout)
 		memory = unitProperty(t, "mosaic-"+name+".service", "MemoryMax")
 		mustMosaic(t, "stop", name)
-		return st.Network, memory, r.stdout + r.stderr // start's text result says its notes
+		return st.Network + " " + strings.Join(st.AllowHosts, ","), memory, r.stdout + r.stderr // start's text result says its notes
 	}
 
-	if n, m, e := started(); n != "none" || m == "805306368" || !strings.Contains(e, "mosaic trust "+ws) {
-		t.Errorf("untrusted: network %s, MemoryMax %s, output %q: want none, the default, and the command to accept", n, m, e)
+	if n, m, e := started(); n != "allow " || m == "805306368" || !strings.Contains(e, "mosaic trust "+ws) {
+		t.Errorf("untrusted: network %s, MemoryMax %s, output %q: want allow with no host, the default, and the command to accept", n, m, e)
 	}
 	r := mustMosaic(t, "trust", "--json", ws)
 	if !strings.Contains(r.stdout, `"trusted": false`) || !strings.Contains(r.stdout, `"ask-allow-host"`) {
@@ -214,7 +219,7 @@ func TestProjectFileOnTheRig(t *testing.T) {
 	if doc.Project.Path != file || !doc.Project.Trusted {
 		t.Errorf("mosaic policy --json DIR: project %+v, want %s accepted", doc.Project, file)
 	}
-	if n, m, e := started(); n != "allow" || m != "805306368" || strings.Contains(e, "mosaic trust") {
+	if n, m, e := started(); n != "allow example.com:443" || m != "805306368" || strings.Contains(e, "mosaic trust") {
 		t.Errorf("accepted: network %s, MemoryMax %s, output %q: want allow and 768M, no note", n, m, e)
 	}
 
@@ -223,8 +228,8 @@ func TestProjectFileOnTheRig(t *testing.T) {
 	if b, _ := os.ReadFile(file); !strings.Contains(string(b), "@packages") {
 		t.Fatalf("the session's edit did not reach the file: %s", b)
 	}
-	if n, _, e := started(); n != "none" || !strings.Contains(e, "mosaic trust "+ws) {
-		t.Errorf("after a session's edit: network %s, output %q: want none and the question again", n, e)
+	if n, _, e := started(); n != "allow " || !strings.Contains(e, "mosaic trust "+ws) {
+		t.Errorf("after a session's edit: network %s, output %q: want no host and the question again", n, e)
 	}
 
 	// Accepted, but beyond the machine's policy: refused before anything.

@@ -442,8 +442,11 @@ func reportRun(out *output, s manager.Session) {
 		enc := json.NewEncoder(out.stderr)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(s)
-	} else if why := stoppedReason(s); why != "" {
-		fmt.Fprintln(out.stderr, why)
+	} else {
+		if why := stoppedReason(s); why != "" {
+			fmt.Fprintln(out.stderr, why)
+		}
+		printRefusals(out.stderr, s, out.safe)
 	}
 }
 

@@ -303,6 +303,17 @@ func (pol Policy) Check(a Asked) error {
 	return nil
 }
 
+// AllowsNetwork reports whether every network rule of the policy allows
+// network mode.
+func (pol Policy) AllowsNetwork(mode string) bool {
+	for _, r := range pol.Rules {
+		if r.Key == "network" && mode != sandbox.NetworkNone && !slices.Contains(r.words, mode) {
+			return false
+		}
+	}
+	return true
+}
+
 // beyond says what of a the rule does not allow, or "".
 func (r PolicyRule) beyond(a Asked) string {
 	s := a.Spec

@@ -200,3 +200,19 @@ func TestMachinePolicyMustBeRoots(t *testing.T) {
 		t.Errorf("no machine policy: %v, want none", err)
 	}
 }
+
+// TestPolicyNoProxyDefault: under a policy that allows no egress proxy,
+// the default (allow, nothing yet) becomes none rather than a refusal; an
+// asked host is still refused. Checked against a Prepare without the
+// fallback: the default was refused.
+func TestPolicyNoProxyDefault(t *testing.T) {
+	p, _ := fixture(t)
+	app := filepath.Join(p.Home, "src", "app")
+	path := policyFile(t, "network = none\n")
+	spec, _, err := Prepare(Request{Workspace: app, Command: []string{"true"}}, p, "/usr/bin/bwrap")
+	if err != nil || spec.Network != "none" {
+		t.Fatalf("the default under network = none: %v, network %s; want none", err, spec.Network)
+	}
+	_, _, err = Prepare(Request{Workspace: app, Command: []string{"true"}, AllowHosts: []string{"example.com"}}, p, "/usr/bin/bwrap")
+	refusedBy(t, "a host asked for", err, "policy-refused", path+":1")
+}

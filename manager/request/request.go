@@ -205,7 +205,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if err != nil {
 		return units.Spec{}, none, err
 	}
-	network, allow, err := networkFor(req, &grant)
+	network, allow, err := networkFor(req, &grant, pol)
 	if err != nil {
 		return units.Spec{}, none, err
 	}
@@ -337,11 +337,16 @@ func checkWords(req *Request, p Paths) ([]Deny, checked, []checked, Policy, erro
 
 // networkFor is the session's network and allowlist (networkOf); a host
 // loopback port among them is reached through the proxy, so the agents
-// must not take localhost for their own (NO_PROXY, into grant).
-func networkFor(req Request, grant *credentials.Grant) (string, []string, error) {
+// must not take localhost for their own (NO_PROXY, into grant). A default
+// that reaches nothing yet, under a machine policy that allows no egress
+// proxy, is none rather than a refusal: nothing was asked for.
+func networkFor(req Request, grant *credentials.Grant, pol Policy) (string, []string, error) {
 	network, allow, err := networkOf(req, grant.Profile, grant.Allow)
 	if err != nil {
 		return "", nil, err
+	}
+	if network == sandbox.NetworkAllow && len(allow) == 0 && req.Network == "" && !pol.AllowsNetwork(network) {
+		return sandbox.NetworkNone, nil, nil
 	}
 	if egress.HasLocal(allow) && !hasVar(grant.PassEnv, "NO_PROXY") {
 		grant.PassEnv = append(grant.PassEnv, "NO_PROXY=", "no_proxy=")
@@ -493,7 +498,7 @@ func networkOf(req Request, profile credentials.Profile, endpoints []string) (st
 	if network == "" {
 		network = profile.Network
 		if network == "" {
-			network = sandbox.NetworkNone
+			network = sandbox.NetworkAllow // nothing allowed yet, but grantable
 		}
 		if network == sandbox.NetworkNone && len(req.AllowHosts)+len(projectHosts) > 0 {
 			network = sandbox.NetworkAllow

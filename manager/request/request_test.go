@@ -116,7 +116,8 @@ func TestNetworkAndAllowHosts(t *testing.T) {
 		network string
 		allow   string
 	}{
-		{Request{}, "none", ""},
+		{Request{}, "allow", ""}, // nothing yet, but grantable
+		{Request{Network: "none"}, "none", ""},
 		{Request{AllowHosts: []string{"api.example.com"}}, "allow", "api.example.com:443"},
 		{Request{Network: "allow", AllowHosts: []string{"API.example.com:8443"}}, "allow", "api.example.com:8443"},
 		{Request{Network: "host"}, "host", ""},

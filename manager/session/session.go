@@ -18,6 +18,7 @@ import (
 
 	"mosaic/manager/records"
 	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 
@@ -62,6 +63,9 @@ type Session struct {
 	// EgressDied (network allow): its egress proxy is dead, so it has no
 	// network, and systemd stops it with the proxy (or did: how it ended).
 	EgressDied bool `json:"egress_died,omitempty"`
+	// EgressRecord (network allow, once it ended) is what its egress
+	// proxy left: the refusals, the list and the grants as it stopped.
+	EgressRecord *egress.Record `json:"egress_record,omitempty"`
 	// Home is what its init said of its home when it ended (or, state
 	// "running" in an ended session, that it was killed before it could
 	// save it); nil before it ends, and for a session that never loaded it.
@@ -204,6 +208,15 @@ func Exit(kind string, status int) (exit *int, signal string) {
 	return nil, ""
 }
 
+// EgressRecordOf is the record the egress proxy of the session whose state
+// directory is dir left, or nil.
+func EgressRecordOf(dir string) *egress.Record {
+	if r, ok := egress.ReadRecord(egress.RecordDir(dir)); ok {
+		return &r
+	}
+	return nil
+}
+
 // FromRecords is a session whose unit systemd no longer has, from what its
 // state directory recorded. A state directory whose record cannot be read
 // is still a session, with its Problem said: list --all shows it, and rm
@@ -225,6 +238,7 @@ func FromRecords(name, dir string) (Session, bool) {
 	s := Session{Name: name, Unit: units.UnitOf(name, KindOf(rec)), State: "inactive", SubState: "dead"}
 	Describe(rec, &s)
 	s.Clone, _ = records.ReadClone(dir)
+	s.EgressRecord = EgressRecordOf(dir)
 	if !rec.Started.IsZero() {
 		t := rec.Started
 		s.Since = &t

@@ -360,12 +360,17 @@ const ToolCacheWorkspace = "workspace"
 
 // makeSocketDirs makes, with mkdir, the runtime directory's socket
 // directories the session's units bind: the bus's, the egress proxy's (with
-// its control directory, emptied), the publish forwarder's.
+// its control directory, emptied), the publish forwarder's; and, emptied,
+// the egress proxy's record directory in the state directory.
 func makeSocketDirs(s units.Spec, mkdir func(string) error) error {
 	if s.MayLaunch { // bound into the session whether the bus runs yet or not
 		if err := mkdir(s.BusDir); err != nil {
 			return err
 		}
+	}
+	// The egress record is this run's: an earlier one's refusals go.
+	if err := os.RemoveAll(egress.RecordDir(s.StateDir)); err != nil {
+		return err
 	}
 	if s.Network == sandbox.NetworkAllow { // the egress proxy's socket goes here
 		if err := mkdir(s.EgressDir); err != nil {
@@ -378,6 +383,9 @@ func makeSocketDirs(s units.Spec, mkdir func(string) error) error {
 			return err
 		}
 		if err := os.MkdirAll(control, 0o700); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(egress.RecordDir(s.StateDir), 0o700); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"mosaic/units/journald"
@@ -68,6 +69,8 @@ type live struct {
 	refused map[string]*Refusal // by target
 	other   int
 	now     func() time.Time
+	history []Grant      // the grants made, at most MaxRecorded (record.go)
+	changes atomic.Int64 // counts refusals, grants, revocations and expiries
 }
 
 type liveGrant struct {
@@ -168,6 +171,10 @@ func (e *Egress) grant(entries []string, d time.Duration, who string) ([]Grant, 
 			delete(l.denied, h)
 		}
 		out = append(out, g.Grant)
+		if len(l.history) < MaxRecorded {
+			l.history = append(l.history, g.Grant)
+		}
+		l.changes.Add(1)
 		until := "until the session ends"
 		if g.Until != nil {
 			until = "until " + g.Until.UTC().Format(time.RFC3339)
@@ -243,6 +250,7 @@ func (e *Egress) deny(entries []string, who string) (closed int, err error) {
 			journald.Field{Key: "MOSAIC_ENTRY", Value: t.entry}, journald.Field{Key: "MOSAIC_HOSTS", Value: strings.Join(hostsOf(t.a), " ")},
 			journald.Field{Key: "MOSAIC_BY", Value: who}, journald.Field{Key: "MOSAIC_CLOSED", Value: fmt.Sprint(len(conns) - n)})
 	}
+	l.changes.Add(1)
 	l.mu.Unlock()
 	for _, c := range conns {
 		c.Close()
@@ -289,6 +297,7 @@ func (e *Egress) expire(g *liveGrant) {
 	e.audit(journald.EgressExpire, "egress-expire", fmt.Sprintf("the grant of %s to session %s expired", g.Entry, e.Session),
 		journald.Field{Key: "MOSAIC_ENTRY", Value: g.Entry}, journald.Field{Key: "MOSAIC_HOSTS", Value: strings.Join(g.Hosts, " ")},
 		journald.Field{Key: "MOSAIC_BY", Value: g.By}, journald.Field{Key: "MOSAIC_CLOSED", Value: fmt.Sprint(len(conns))})
+	l.changes.Add(1)
 	l.mu.Unlock()
 	for _, c := range conns {
 		c.Close()
@@ -360,6 +369,7 @@ func (e *Egress) refused(target, why, detail string) {
 	}
 	r.Count++
 	r.Why, r.Last, r.Detail = why, l.now(), detail
+	l.changes.Add(1)
 }
 
 // State is the live view.

@@ -36,6 +36,8 @@ type Config struct {
 	// Control is the directory of the control socket (ControlDir), which
 	// no session sees.
 	Control string
+	// Record is where the proxy leaves its record (RecordDir).
+	Record string
 }
 
 // Argv is the egress unit's command line, argv[0] being the mosaic binary.
@@ -52,6 +54,9 @@ func (c Config) Argv(mosaicBin string) []string {
 	}
 	if c.Control != "" {
 		argv = append(argv, "--control", c.Control)
+	}
+	if c.Record != "" {
+		argv = append(argv, "--record", c.Record)
 	}
 	return argv
 }
@@ -77,13 +82,15 @@ func ParseArgs(args []string) (Config, error) {
 			c.Drop = args[1]
 		case "--control":
 			c.Control = args[1]
+		case "--record":
+			c.Record = args[1]
 		default:
 			return Config{}, fmt.Errorf("unknown option %s", args[0])
 		}
 		args = args[2:]
 	}
 	if c.Socket == "" || len(args) > 0 {
-		return Config{}, errors.New("usage: egress --session NAME --socket PATH [--allow HOST[:PORT]]... [--inject VAR=HEADER@HOST:PORT]... [--drop ENVFILE] [--control DIR]")
+		return Config{}, errors.New("usage: egress --session NAME --socket PATH [--allow HOST[:PORT]]... [--inject VAR=HEADER@HOST:PORT]... [--drop ENVFILE] [--control DIR] [--record DIR]")
 	}
 	return c, nil
 }
@@ -103,7 +110,7 @@ func serveMain(args []string, notify func()) error {
 	if err != nil {
 		return err
 	}
-	e := &Egress{Session: c.Session, Log: os.Stderr, ControlDir: c.Control}
+	e := &Egress{Session: c.Session, Log: os.Stderr, ControlDir: c.Control, RecordDir: c.Record}
 	e.Audit = func(f []journald.Field) {
 		if err := journald.Send(f); err != nil { // the line on stderr stays
 			e.logf("audit event not written to the journal: %v", err)
@@ -143,6 +150,10 @@ func serveMain(args []string, notify func()) error {
 				fmt.Fprintf(os.Stderr, "mosaic egress: session %s: the control socket failed: %v\n", e.Session, err)
 			}
 		}()
+	}
+	if e.RecordDir != "" {
+		e.start()
+		go e.keepRecord(catchStop())
 	}
 	notify()
 	return e.Serve(l)

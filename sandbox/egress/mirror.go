@@ -33,7 +33,7 @@ func (e *Egress) relayMirror(c net.Conn, req *http.Request) bool {
 		why := fmt.Sprintf("plain HTTP %s to %s is refused: a mirror host gets GET and HEAD without a body only", printable(req.Method), hp)
 		e.logf("refused %s %s: %s", printable(req.Method), printable(req.URL.Redacted()), why)
 		e.refused(hp, RefusedPlain, why)
-		refuse(c, http.StatusForbidden, e.sessionSays(why))
+		e.forbid(c, why)
 		return true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -42,7 +42,7 @@ func (e *Egress) relayMirror(c net.Conn, req *http.Request) bool {
 	if remote == nil {
 		e.logf("refused %s %s: %s", printable(req.Method), printable(req.URL.Redacted()), why)
 		e.refused(hp, kind, why)
-		refuse(c, http.StatusForbidden, e.sessionSays(why))
+		e.forbid(c, why)
 		return true
 	}
 	defer remote.Close()
@@ -51,7 +51,7 @@ func (e *Egress) relayMirror(c net.Conn, req *http.Request) bool {
 		why := takenBack(hp)
 		e.logf("refused %s %s: %s", printable(req.Method), printable(req.URL.Redacted()), why)
 		e.refused(hp, RefusedNotListed, why)
-		refuse(c, http.StatusForbidden, e.sessionSays(why))
+		e.forbid(c, why)
 		return true
 	}
 	defer forget()

@@ -86,6 +86,9 @@ type Egress struct {
 	// ControlDir, when set, is where the proxy keeps its grants
 	// (control.go); its socket is served by ServeControl.
 	ControlDir string
+	// RecordDir, when set, is where the proxy leaves its record of
+	// refusals and grants for after the session (record.go).
+	RecordDir string
 	// Audit, when set, writes an audit event (a journal entry of its own,
 	// units/journald): the grants, revocations and expiries.
 	Audit func([]journald.Field)
@@ -195,7 +198,7 @@ func (e *Egress) handle(c net.Conn) {
 	if req.Method != http.MethodConnect {
 		e.logf("refused %s %s: plain HTTP is not relayed, only CONNECT (HTTPS)", printable(req.Method), printable(req.URL.Redacted()))
 		e.refused(plainTarget(req), RefusedPlain, "plain HTTP "+printable(req.Method))
-		refuse(c, http.StatusForbidden, e.sessionSays("plain HTTP is refused (but GET and HEAD to the mirror groups' hosts, @debian and @ubuntu, and to a host loopback port allowed with --allow-host localhost:PORT); use HTTPS (CONNECT)"))
+		e.forbid(c, "plain HTTP is refused (but GET and HEAD to the mirror groups' hosts, @debian and @ubuntu, and to a host loopback port allowed with --allow-host localhost:PORT); use HTTPS (CONNECT)"+e.httpsHint(plainTarget(req)))
 		return
 	}
 	target := printable(req.Host)
@@ -239,7 +242,7 @@ func (e *Egress) handle(c net.Conn) {
 	if remote == nil {
 		e.logf("refused CONNECT %s: %s", target, why)
 		e.refused(target, kind, why)
-		refuse(c, http.StatusForbidden, e.sessionSays(why))
+		e.forbid(c, why)
 		return
 	}
 	defer remote.Close()
@@ -277,6 +280,51 @@ func (e *Egress) sessionSays(why string) string {
 	return "mosaic egress: session " + e.Session + ": " + why
 }
 
+// AllowLine is the command that grants the session "host:port" hp: the
+// port only when it is not 443, as `mosaic allow` reads it.
+func (e *Egress) AllowLine(hp string) string {
+	return AllowLine(e.Session, hp)
+}
+
+// AllowLine is the command that grants session name "host:port" hp, the
+// port only when it is not the default.
+func AllowLine(name, hp string) string {
+	return "mosaic allow " + name + " " + strings.TrimSuffix(hp, ":443")
+}
+
+// httpsHint points a plain HTTP request's refusal at the grant HTTPS to its
+// host would need, when that host is not allowed already.
+func (e *Egress) httpsHint(target string) string {
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		host = target
+	}
+	hp, err := NormalizeHost(host)
+	if err != nil || e.hostAllowed(hp) {
+		return ""
+	}
+	return " (and for HTTPS to it, run on the host: " + e.AllowLine(hp) + ")"
+}
+
+// forbid answers a refusal the user can lift: 403 with the message, naming
+// the session and the command that grants it, as the body and as the
+// reason phrase too, since clients print one or the other and many only
+// the phrase (Go's http.Transport makes a CONNECT's phrase its error,
+// npm and curl -v print it).
+func (e *Egress) forbid(c net.Conn, why string) {
+	msg := e.sessionSays(why)
+	phrase := "Forbidden: " + msg
+	if len(phrase) > maxPhrase {
+		phrase = phrase[:maxPhrase] + "..."
+	}
+	refusePhrase(c, http.StatusForbidden, phrase, msg)
+}
+
+// maxPhrase bounds a reason phrase: clients keep a status line in a buffer
+// of their own (curl's is 100 KiB, Go's the head's whole size), and one
+// refusal names a few addresses at most.
+const maxPhrase = 1024
+
 // check checks target against the allowlist and returns it as
 // "host:port", or why not and the kind of refusal.
 func (e *Egress) check(target string) (hp, why, kind string) {
@@ -292,7 +340,7 @@ func (e *Egress) check(target string) (hp, why, kind string) {
 		return "", fmt.Sprintf("%q is not a host name", printable(target)), RefusedNotListed
 	}
 	if !e.hostAllowed(hp) {
-		return "", fmt.Sprintf("%s is not on the session's allowlist (to allow it, run on the host: mosaic allow %s %s)", hp, e.Session, hp), RefusedNotListed
+		return "", fmt.Sprintf("%s is not on the session's allowlist (to allow it, run on the host: %s)", hp, e.AllowLine(hp)), RefusedNotListed
 	}
 	return hp, "", ""
 }
@@ -352,9 +400,19 @@ func (e *Egress) dialWhy(ctx context.Context, hp string) (net.Conn, string, stri
 }
 
 func refuse(c net.Conn, status int, msg string) {
+	refusePhrase(c, status, http.StatusText(status), msg)
+}
+
+// refusePhrase is refuse with a reason phrase of its own, made one line.
+func refusePhrase(c net.Conn, status int, phrase, msg string) {
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n",
-		status, http.StatusText(status), len(msg)+1, msg)
+		status, strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return '?'
+			}
+			return r
+		}, phrase), len(msg)+1, msg)
 }
 
 // tunnel copies both ways until both directions are done, or the tunnel

@@ -3,12 +3,16 @@ package egress
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNormalizeHost(t *testing.T) {
@@ -128,5 +132,72 @@ func TestArgvRoundTrip(t *testing.T) {
 		if _, err := ParseArgs(bad); err == nil {
 			t.Errorf("ParseArgs(%q) accepted", bad)
 		}
+	}
+}
+
+// TestRefusalNamesTheGrant: a refusal's reason phrase (all that Go's
+// http.Transport prints of a CONNECT's answer, and what curl -v shows) and
+// its body name the session and the exact `mosaic allow` line, the port
+// only when it is not 443; plain HTTP's refusal names the HTTPS grant.
+// Checked against the phrase left "Forbidden": this test failed.
+func TestRefusalNamesTheGrant(t *testing.T) {
+	dial, _ := egressTest(t, []string{"allowed.test"}, map[string]string{"other.test": "127.0.0.1"})
+	tr := &http.Transport{
+		Proxy:       http.ProxyURL(&url.URL{Scheme: "http", Host: "proxy.invalid"}),
+		DialContext: func(context.Context, string, string) (net.Conn, error) { return dial(), nil },
+	}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	for _, tc := range []struct{ url, target, line string }{
+		{"https://other.test/", "other.test:443", "mosaic allow s1 other.test)"},
+		{"https://other.test:8443/", "other.test:8443", "mosaic allow s1 other.test:8443)"},
+	} {
+		target, line := tc.url, tc.line
+		_, err := client.Get(target)
+		if err == nil || !strings.Contains(err.Error(), "session s1") || !strings.Contains(err.Error(), line) {
+			t.Errorf("%s: Go's client says %v, want the session and %q", target, err, line)
+		}
+		st, rest := connect(t, dial(), tc.target)
+		if !strings.HasPrefix(st, "HTTP/1.1 403 Forbidden: mosaic egress: session s1:") || !strings.Contains(st, line) || !strings.Contains(rest, line) {
+			t.Errorf("%s: status %q, body %q; want both to say %q", target, st, rest, line)
+		}
+	}
+	resp, err := client.Get("http://other.test/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(resp.Status, "mosaic allow s1 other.test)") || !strings.Contains(string(body), "mosaic allow s1 other.test)") {
+		t.Errorf("plain HTTP: %q %q, want the HTTPS grant", resp.Status, body)
+	}
+}
+
+// TestRecordIsBounded: the record keeps the latest MaxRecorded refusals
+// and counts the others, keeps every grant made (one taken back too), and
+// reads back as written.
+func TestRecordIsBounded(t *testing.T) {
+	e := &Egress{Session: "s1", RecordDir: t.TempDir()}
+	e.start()
+	base := time.Now()
+	n := 0
+	e.live.now = func() time.Time { n++; return base.Add(time.Duration(n) * time.Second) }
+	for i := 0; i < MaxRecorded+5; i++ {
+		e.refused(fmt.Sprintf("h%d.test:443", i), RefusedNotListed, "no")
+	}
+	e.refused("h0.test:443", RefusedNotListed, "no") // now the latest
+	if _, err := e.grant([]string{"a.test"}, 0, "me"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.deny([]string{"a.test"}, "me"); err != nil {
+		t.Fatal(err)
+	}
+	e.writeRecord(true)
+	r, ok := ReadRecord(e.RecordDir)
+	if !ok || !r.Final || len(r.Refused) != MaxRecorded || r.Refused[0].Target != "h0.test:443" || r.Refused[0].Count != 2 || r.RefusedOther != 5 {
+		t.Fatalf("record: ok %v final %v, %d refusals (first %+v), %d other", ok, r.Final, len(r.Refused), r.Refused[0], r.RefusedOther)
+	}
+	if len(r.Granted) != 1 || r.Granted[0].Entry != "a.test:443" || len(r.Grants) != 0 {
+		t.Errorf("grants: made %+v, running %+v", r.Granted, r.Grants)
 	}
 }
