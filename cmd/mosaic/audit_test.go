@@ -96,8 +96,11 @@ func TestAuditSession(t *testing.T) {
 	ws := cloneRepo(t)
 	name := cloneSession(t)
 	forge := "MESSAGE_ID=" + journald.EgressGrant + "\nSYSLOG_IDENTIFIER=mosaic-audit\nMOSAIC_SESSION=" + name + "\nMOSAIC_EVENT=egress-grant\nMOSAIC_ENTRY=forged.example:443\nMESSAGE=forged\n"
-	script := `echo b > b.txt; printf '%s' "$1"; printf '%s' "$1" | logger --journald 2>/dev/null; exec sleep 60`
+	script := `echo b > b.txt; curl -s -o /dev/null https://refused.example/; printf '%s' "$1"; printf '%s' "$1" | logger --journald 2>/dev/null; exec sleep 60`
 	mustMosaic(t, "start", "--clone", "--name", name, "-w", ws, "--allow-host", "example.com", "--", "sh", "-c", script, "sh", forge)
+	eventually(t, 10*time.Second, "the refusal of refused.example", func() bool {
+		return len(journalEvents(t, "MESSAGE_ID="+journald.EgressRefused, "MOSAIC_SESSION="+name)) > 0
+	})
 	mustMosaic(t, "allow", name, "example.org")
 	mustMosaic(t, "deny", name, "example.org")
 	mustMosaic(t, "stop", "--timeout", "1s", name)
@@ -116,14 +119,14 @@ func TestAuditSession(t *testing.T) {
 			}
 			events = append(events, e)
 		}
-		if len(events) < 6 {
+		if len(events) < 7 {
 			var k []string
 			for _, e := range events {
 				k = append(k, e.Event)
 			}
 			t.Logf("audit so far: %v", k)
 		}
-		return len(events) >= 6
+		return len(events) >= 7
 	})
 	var kinds []string
 	ids := map[string]bool{}
@@ -137,15 +140,18 @@ func TestAuditSession(t *testing.T) {
 			t.Errorf("the session's forged event is in its audit: %+v", e)
 		}
 	}
-	want := "session-start egress-grant egress-revoke session-end change change-applied"
+	want := "session-start egress-refused egress-grant egress-revoke session-end change change-applied"
 	if got := strings.Join(kinds, " "); got != want {
 		t.Errorf("audit events: %s\nwant %s", got, want)
 	}
 	if s := events[0].Fields; s["workspace_mode"] != "clone" || !strings.Contains(s["by"], "mosaic start") {
 		t.Errorf("start event: %+v", s)
 	}
-	if by := events[1].Fields["by"]; !strings.Contains(by, "uid ") {
-		t.Errorf("grant without who gave it: %+v", events[1].Fields)
+	if f := events[1].Fields; f["host"] != "refused.example" || f["port"] != "443" || f["reason"] == "" {
+		t.Errorf("refusal event: %+v", f)
+	}
+	if by := events[2].Fields["by"]; !strings.Contains(by, "uid ") {
+		t.Errorf("grant without who gave it: %+v", events[2].Fields)
 	}
 	if out := mustMosaic(t, "audit", name).stdout; !strings.Contains(out, "egress-grant") || strings.Contains(out, "forged.example:443,") {
 		t.Errorf("audit's text:\n%s", out)

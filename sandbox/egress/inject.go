@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"mosaic/units/journald"
 )
 
 // Injector holds what the proxy needs to put credentials into requests:
@@ -160,6 +162,8 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 			end = ", cut short"
 		}
 		e.logf("%s: %s %s%s: %d (%d bytes out, %d in%s)", what, printable(r.Method), hp, printable(r.URL.Path), cw.status, in.n.Load(), cw.n, end)
+		e.connectionEvent(hp, in.n.Load(), int64(cw.n), journald.Field{Key: "MOSAIC_METHOD", Value: printable(r.Method)},
+			journald.Field{Key: "MOSAIC_PATH", Value: printable(r.URL.Path)}, journald.Field{Key: "MOSAIC_CREDENTIAL", Value: strings.Join(dedupe(used), ",")})
 	}()
 	rp.ServeHTTP(cw, r)
 	aborted = false

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -370,6 +371,15 @@ func (e *Egress) refused(target, why, detail string) {
 	r.Count++
 	r.Why, r.Last, r.Detail = why, l.now(), detail
 	l.changes.Add(1)
+	if c := r.Count; c == 1 || c == 10 || c == 100 || c%1000 == 0 {
+		// An audit event for the first refusal of a target and then at
+		// 10, 100 and each 1000: a session refused in a loop does not
+		// flood the journal.
+		host, port, _ := net.SplitHostPort(target)
+		e.audit(journald.EgressRefused, "egress-refused", fmt.Sprintf("session %s was refused %s (%d times): %s", e.Session, target, c, detail),
+			journald.Field{Key: "MOSAIC_HOST", Value: host}, journald.Field{Key: "MOSAIC_PORT", Value: port},
+			journald.Field{Key: "MOSAIC_REASON", Value: detail}, journald.Field{Key: "MOSAIC_COUNT", Value: strconv.Itoa(c)})
+	}
 }
 
 // State is the live view.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -253,6 +254,17 @@ func (e *Egress) handle(c net.Conn) {
 	}
 	up, down, why := e.tunnel(c, br, remote)
 	e.logf("tunnel to %s closed%s (%d bytes out, %d in)", target, why, up, down)
+	e.connectionEvent(target, up, down)
+}
+
+// connectionEvent is the audit event of a connection the proxy let
+// through, once it ended, with its bytes each way (extra: the method, path
+// and credentials' names of a request it put a credential in).
+func (e *Egress) connectionEvent(target string, up, down int64, extra ...journald.Field) {
+	host, port, _ := net.SplitHostPort(target)
+	e.audit(journald.EgressConnection, "egress-connection", fmt.Sprintf("session %s's connection to %s ended (%d bytes out, %d in)", e.Session, target, up, down),
+		append([]journald.Field{{Key: "MOSAIC_HOST", Value: host}, {Key: "MOSAIC_PORT", Value: port},
+			{Key: "MOSAIC_BYTES_OUT", Value: strconv.FormatInt(up, 10)}, {Key: "MOSAIC_BYTES_IN", Value: strconv.FormatInt(down, 10)}}, extra...)...)
 }
 
 // printable bounds and cleans a value the session chose before it is
