@@ -334,7 +334,20 @@ func dependencies(s Spec) []sd.Property {
 	if len(to) == 0 {
 		return nil
 	}
-	return []sd.Property{prop("BindsTo", to), prop("After", to)}
+	after := to
+	if s.Network == sandbox.NetworkAllow && len(s.Inject) == 0 {
+		// Not after its egress proxy: started beside it, the session does
+		// not wait for the proxy's start (~0.1 s: every session has one),
+		// and the init's relay waits for the proxy's socket instead
+		// (sandbox.dialProxy). A session the proxy puts credentials in
+		// waits: its command trusts the CA the proxy makes.
+		after = to[1:]
+	}
+	props := []sd.Property{prop("BindsTo", to)}
+	if len(after) > 0 {
+		props = append(props, prop("After", after))
+	}
+	return props
 }
 
 // TieScopeName is the scope of session name's mosaic run, whose PID is

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -273,8 +274,17 @@ func NewControlClient(egressDir string) *ControlClient {
 	socket := filepath.Join(ControlDir(egressDir), ControlSocketName)
 	return &ControlClient{Socket: socket, hc: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			// A session starts beside its proxy, not after it: a grant
+			// right after the start may come before the proxy listens.
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
+			deadline := time.Now().Add(2 * time.Second)
+			for {
+				c, err := d.DialContext(ctx, "unix", socket)
+				if err == nil || time.Now().After(deadline) || !(errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)) {
+					return c, err
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 		},
 	}}}
 }
