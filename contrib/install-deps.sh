@@ -5,8 +5,9 @@
 # util-linux (setpriv, unshare), iproute2, socat and python3 (the rig's test
 # network), git (the host-executed files' tests), debootstrap (the systemd 257 rig's Debian 13 root), npm (the real
 # agent CLIs, and with python3-pip the package managers' egress tests),
-# openssh-server and -client (the --host tests' sshd on loopback; nothing
-# installed is started). It changes nothing when all are there; as another user it only
+# openssh-server and -client (the --host tests' sshd on loopback),
+# systemd-journal-remote (the audit shipping test's journal-upload and
+# journal-remote on loopback; nothing installed is started). It changes nothing when all are there; as another user it only
 # says what is missing.
 # `make demo`, `make test` and .ci/run call it.
 set -euo pipefail
@@ -30,6 +31,9 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 # mosaic --host's tests log in to a real sshd on loopback, started by the test.
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null || need+=(openssh-client)
+# A test only: the audit's shipping test runs a real systemd-journal-upload
+# sending to a real systemd-journal-remote on loopback.
+{ [ -x /lib/systemd/systemd-journal-remote ] && [ -x /lib/systemd/systemd-journal-upload ]; } || need+=(systemd-journal-remote)
 [ ${#need[@]} -gt 0 ] || exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "install-deps: missing ${need[*]}: sudo apt-get install ${need[*]}" >&2

@@ -15,8 +15,13 @@ import (
 func journalEvents(t *testing.T, matches ...string) []map[string]any {
 	t.Helper()
 	out, _ := exec.Command("journalctl", append([]string{"--user", "--no-pager", "-q", "-o", "json"}, matches...)...).Output()
+	return parseJournalJSON(string(out))
+}
+
+// parseJournalJSON is the entries of journalctl -o json's output.
+func parseJournalJSON(out string) []map[string]any {
 	var events []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(line), &m) == nil {
 			events = append(events, m)
