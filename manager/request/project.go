@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"mosaic/units"
 	"mosaic/units/errcode"
@@ -129,6 +130,19 @@ func readTrusted(p Paths) (map[string]string, error) {
 // Trust records the user's acceptance of proj's content as read: its asks
 // apply to the sessions that work under it until the file changes.
 func Trust(proj *Project, p Paths) error {
+	if err := os.MkdirAll(p.StateRoot, 0o700); err != nil {
+		return errcode.StateDir.New("%v", err)
+	}
+	// Two mosaic trust at once each read, add and write the whole file:
+	// under one lock, neither loses the other's acceptance.
+	lock, err := os.OpenFile(trustFile(p)+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return errcode.StateDir.New("%v", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return errcode.StateDir.New("%v", err)
+	}
 	m, err := readTrusted(p)
 	if err != nil {
 		return err
@@ -137,9 +151,6 @@ func Trust(proj *Project, p Paths) error {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
-	}
-	if err := os.MkdirAll(p.StateRoot, 0o700); err != nil {
-		return errcode.StateDir.New("%v", err)
 	}
 	if err := regfile.WriteAtomic(trustFile(p), append(data, '\n')); err != nil { // 0600
 		return errcode.StateDir.New("%s: %v", trustFile(p), err)

@@ -1,9 +1,11 @@
 package request
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -145,4 +147,27 @@ func TestProjectPortGivenByAFlag(t *testing.T) {
 	}
 	_, _, err = Prepare(Request{Workspace: app, Command: []string{"true"}, Publish: []string{"8000", "8000"}}, p, "/usr/bin/bwrap")
 	refusedBy(t, "--publish 8000 twice", err, "bad-publish", "given twice")
+}
+
+// TestTrustConcurrent: many mosaic trust at once each keep their (with a
+// shared lock in place of the exclusive one, 3 of 3 runs lost some: a
+// stress test, not a deterministic one, for a plain read-modify-write)
+// acceptance (the file is read, added to and written under a lock).
+func TestTrustConcurrent(t *testing.T) {
+	p := Paths{StateRoot: t.TempDir()}
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if err := Trust(&Project{Path: fmt.Sprintf("/w/%d/.mosaic.conf", i), Hash: "h"}, p); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	m, err := readTrusted(p)
+	if err != nil || len(m) != 20 {
+		t.Errorf("after 20 trusts at once: %d kept, %v", len(m), err)
+	}
 }
