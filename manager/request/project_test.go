@@ -149,10 +149,10 @@ func TestProjectPortGivenByAFlag(t *testing.T) {
 	refusedBy(t, "--publish 8000 twice", err, "bad-publish", "given twice")
 }
 
-// TestTrustConcurrent: many mosaic trust at once each keep their (with a
-// shared lock in place of the exclusive one, 3 of 3 runs lost some: a
-// stress test, not a deterministic one, for a plain read-modify-write)
-// acceptance (the file is read, added to and written under a lock).
+// TestTrustConcurrent: many mosaic trust at once each keep their
+// acceptance (the file is read, added to and written under a lock). A
+// stress test, not a deterministic one: with a shared lock in place of the
+// exclusive one, 3 of 3 runs lost some.
 func TestTrustConcurrent(t *testing.T) {
 	p := Paths{StateRoot: t.TempDir()}
 	var wg sync.WaitGroup
