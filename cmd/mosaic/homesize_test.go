@@ -330,6 +330,19 @@ func usersSecret(t *testing.T) string {
 	return secret
 }
 
+// startTermIgnorer starts a named session whose command ignores SIGTERM
+// and has written a file in its home, and returns its name once it runs.
+func startTermIgnorer(t *testing.T) string {
+	name := sessionName(t)
+	mustMosaic(t, "start", "--pty", "--name", name, "--workspace", workspace(t), "--", "sh", "-c",
+		`trap "" TERM; echo kept > "$HOME/work"; while :; do sleep 1; done`)
+	eventually(t, 5*time.Second, "the session to run", func() bool {
+		return strings.Contains(mosaic(t, "status", name).stdout, "running")
+	})
+	time.Sleep(time.Second) // its trap set, its file written (in its home's tmpfs)
+	return name
+}
+
 // TestStopSavesHomeOfTermIgnorer (issue 40): mosaic stop of a session whose
 // command ignores SIGTERM (an interactive shell, start --pty -- bash) kills
 // it at half the stop timeout and saves its home in the other half, rather
@@ -337,14 +350,8 @@ func usersSecret(t *testing.T) string {
 func TestStopSavesHomeOfTermIgnorer(t *testing.T) {
 	needRig(t)
 	t.Parallel()
-	name := sessionName(t)
-	mustMosaic(t, "start", "--pty", "--name", name, "--workspace", workspace(t), "--", "sh", "-c",
-		`trap "" TERM; echo kept > "$HOME/work"; while :; do sleep 1; done`)
+	name := startTermIgnorer(t)
 	defer mosaic(t, "rm", "--force", name)
-	eventually(t, 5*time.Second, "the session to run", func() bool {
-		return strings.Contains(mosaic(t, "status", name).stdout, "running")
-	})
-	time.Sleep(time.Second) // its trap set, its file written (in its home's tmpfs)
 	began := time.Now()
 	r := mosaic(t, "stop", name)
 	took := time.Since(began)
@@ -370,14 +377,8 @@ func TestStopSavesHomeOfTermIgnorer(t *testing.T) {
 func TestStopShortTimeoutSavesHome(t *testing.T) {
 	needRig(t)
 	t.Parallel()
-	name := sessionName(t)
-	mustMosaic(t, "start", "--pty", "--name", name, "--workspace", workspace(t), "--", "sh", "-c",
-		`trap "" TERM; echo kept > "$HOME/work"; while :; do sleep 1; done`)
+	name := startTermIgnorer(t)
 	defer mosaic(t, "rm", "--force", name)
-	eventually(t, 5*time.Second, "the session to run", func() bool {
-		return strings.Contains(mosaic(t, "status", name).stdout, "running")
-	})
-	time.Sleep(time.Second) // its trap set, its file written (in its home's tmpfs)
 	began := time.Now()
 	r := mosaic(t, "stop", "--timeout", "1s", name)
 	took := time.Since(began)
