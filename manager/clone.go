@@ -37,7 +37,7 @@ func (m *Manager) makeClone(ctx context.Context, spec *units.Spec) error {
 	if !testSkipBindIdentity() {
 		spec.Promise.Binds = spec.BindIDs
 	}
-	if err := records.WriteClone(spec.StateDir, records.Clone{Base: c.Base, Parent: c.Parent, Ref: c.Ref}); err != nil {
+	if err := records.WriteClone(spec.StateDir, records.Clone{Base: c.Base, Parent: c.Parent, Ref: c.Ref, Kind: c.Kind}); err != nil {
 		removeClone(*spec)
 		return errcode.StateDir.New("cannot write the session's clone.json: %v", statedir.Hint(err, spec.StateDir))
 	}
@@ -53,7 +53,11 @@ func cloneIDs(spec *units.Spec) error {
 			ids = append(ids, b)
 		}
 	}
-	for _, b := range [][2]string{{spec.Workspace, spec.Clone.Dir}, {units.ObjectsInside(spec.Workspace), spec.Clone.Objects}} {
+	binds := [][2]string{{spec.Workspace, spec.Clone.Dir}}
+	if spec.Clone.Objects != "" { // a plain directory's copy borrows nothing
+		binds = append(binds, [2]string{units.ObjectsInside(spec.Workspace), spec.Clone.Objects})
+	}
+	for _, b := range binds {
 		st, err := sandbox.StatNoFollow(b[1])
 		if err != nil {
 			return err

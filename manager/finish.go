@@ -42,7 +42,7 @@ if [ "$tree" = "$(git rev-parse "$head^{tree}")" ]; then snap=$head
 else snap=$(git commit-tree "$tree" -p "$head" -m "mosaic: what the agent left uncommitted"); fi
 git update-ref refs/mosaic/snapshot "$snap"
 git -c core.quotePath=true -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames --no-relative --src-prefix=a/ --dst-prefix=b/ "$base" "$snap" -- >"$out/patch"
-if [ "$snap" != "$parent" ]; then git bundle create -q "$out/bundle" refs/mosaic/snapshot "^$parent"; fi
+if [ "$snap" != "$parent" ]; then git bundle create -q "$out/bundle" refs/mosaic/snapshot ${parent:+"^$parent"}; fi
 echo "$snap" >"$out/head"
 `
 
@@ -185,7 +185,7 @@ func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, 
 	}
 	fname := units.FinishName(name)
 	spec.Name, spec.NameGiven, spec.StateDir = fname, true, p.SessionDir(fname)
-	spec.Clone = &units.Clone{Dir: filepath.Join(p.SessionDir(name), units.CloneDirName), Objects: spec.Clone.Objects, Base: cl.Base, Parent: cl.Parent, Ref: cl.Ref}
+	spec.Clone = &units.Clone{Dir: filepath.Join(p.SessionDir(name), units.CloneDirName), Objects: spec.Clone.Objects, Base: cl.Base, Parent: cl.Parent, Ref: cl.Ref, Kind: cl.Kind}
 	if err := cloneIDs(&spec); err != nil {
 		return units.Spec{}, errcode.NoChange.New("session %s's copy is gone (%v): nothing to finish", name, err)
 	}
