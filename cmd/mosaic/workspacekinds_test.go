@@ -85,42 +85,44 @@ func TestCloneWorkspaceKinds(t *testing.T) {
 	kinds := []struct {
 		name string
 		make func(t *testing.T) (ws, dir string) // the workspace, and where its change lands
+		args []string
 	}{
-		{"top", func(t *testing.T) (string, string) { ws := committed(t); return ws, ws }},
+		{"top", func(t *testing.T) (string, string) { ws := committed(t); return ws, ws }, nil},
 		{"subdirectory", func(t *testing.T) (string, string) {
 			ws := committed(t)
 			return filepath.Join(ws, "sub"), filepath.Join(ws, "sub")
-		}},
+		}, nil},
 		{"linked worktree", func(t *testing.T) (string, string) {
 			main := committed(t)
 			wt := filepath.Join(main, "..", filepath.Base(main)+"-wt")
 			gitMust(t, main, "worktree", "add", "-q", "-b", "other", wt)
 			t.Cleanup(func() { os.RemoveAll(wt) })
 			return wt, wt
-		}},
+		}, nil},
 		{"detached HEAD", func(t *testing.T) (string, string) {
 			ws := committed(t)
 			gitMust(t, ws, "checkout", "-q", "--detach")
 			return ws, ws
-		}},
+		}, nil},
 		{"unborn branch", func(t *testing.T) (string, string) {
 			ws := workspace(t)
 			gitMust(t, ws, "init", "-q")
 			os.WriteFile(filepath.Join(ws, "mine.txt"), []byte("mine\n"), 0o644)
 			return ws, ws
-		}},
+		}, nil},
 		{"plain directory", func(t *testing.T) (string, string) {
 			ws := workspace(t)
 			os.WriteFile(filepath.Join(ws, "mine.txt"), []byte("mine\n"), 0o644)
 			return ws, ws
-		}},
+		}, nil},
+		{"--sandbox landlock", func(t *testing.T) (string, string) { ws := committed(t); return ws, ws }, []string{"--sandbox", "landlock"}},
 	}
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			ws, dir := k.make(t)
 			os.WriteFile(filepath.Join(dir, "mine.txt"), []byte("mine\nuser's own\n"), 0o644) // uncommitted
 			name := cloneSession(t)
-			r := mustMosaic(t, "run", "--name", name, "-w", ws, "--", "sh", "-c", agentWrites)
+			r := mustMosaic(t, append(append([]string{"run", "--name", name, "-w", ws}, k.args...), "--", "sh", "-c", agentWrites)...)
 			if got := strings.TrimSpace(r.stdout); got != ws {
 				t.Errorf("the session started in %q, want %q", got, ws)
 			}
