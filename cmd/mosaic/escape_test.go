@@ -220,7 +220,7 @@ func (f *escapeFixture) expectOnly(t *testing.T, got, want map[string]string, on
 func TestEscapeTable(t *testing.T) {
 	needRig(t)
 	f := newEscapeFixture(t)
-	for _, kind := range [][]string{nil, {"--scope"}} {
+	for _, kind := range [][]string{nil, {"--scope", "--direct"}} {
 		name := "service"
 		if kind != nil {
 			name = "scope"

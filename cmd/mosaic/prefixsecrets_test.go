@@ -51,7 +51,7 @@ cat "$P/etc/yarnrc" "$P/pip.conf" 2>/dev/null || echo "no later files"
 	}{
 		{"weakened", weakenedMosaic(t), nil, nil, true},
 		{"service", mosaicBin, nil, nil, false},
-		{"scope", mosaicBin, []string{"--scope"}, nil, false},
+		{"scope", mosaicBin, []string{"--scope", "--direct"}, nil, false},
 		{"landlock", mosaicBin, []string{"--sandbox", "landlock"}, nil, false},
 		{"agent of that node", mosaicBin, nil, []string{agent}, false},
 	} {

@@ -231,7 +231,7 @@ func TestStatusNotAnEarlierEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the first run recorded no end: %v", err)
 	}
-	cmd := exec.Command(mosaicBin, "run", "--scope", "--name", name, "--workspace", ws, "--", "sh", "-c", "echo up; exec sleep 300")
+	cmd := exec.Command(mosaicBin, "run", "--scope", "--direct", "--name", name, "--workspace", ws, "--", "sh", "-c", "echo up; exec sleep 300")
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

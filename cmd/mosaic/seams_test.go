@@ -137,7 +137,7 @@ func TestBindIdentityRace(t *testing.T) {
 					// so that only the workspace's and the binds' are raced.
 					args := []string{"run", "--allow-write-host-exec"}
 					if kind == "scope" {
-						args = append(args, "--scope")
+						args = append(args, "--scope", "--direct")
 					}
 					args = append(append(args, a.args(sub, other)...), "--", "cat", filepath.Join(a.read(sub), "which"))
 					r := runPaused(t, env, swap, args...)
@@ -243,7 +243,7 @@ mkdir -p "$d" 2>/dev/null; echo evil > "$t"; true`
 	for _, d := range []string{filepath.Dir(decoy), filepath.Dir(bin)} {
 		script = append(script, attack(filepath.Join(d, "mosaic")), attack(filepath.Join(d, "mosaic-stage")))
 	}
-	cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "sh", "-c", strings.Join(script, "\n"))
+	cmd := exec.Command(bin, "run", "--scope", "--direct", "-w", ws, "--", "sh", "-c", strings.Join(script, "\n"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
 	}

@@ -58,7 +58,7 @@ func TestTerminalFilter(t *testing.T) {
 			// A session given the user's own terminal as its stdin: what it
 			// prints comes through a pipe and the same filter.
 			for _, mode := range []string{"--pty=false", "--scope"} {
-				r := startOnPTYAs(t, c.bin, 24, 80, "run", mode, "-w", ws, "--", "sh", "-c", "test -t 0 && echo stdin-terminal; "+termPayload+" >&2; "+termPayload)
+				r := startOnPTYAs(t, c.bin, 24, 80, "run", mode, "--direct", "-w", ws, "--", "sh", "-c", "test -t 0 && echo stdin-terminal; "+termPayload+" >&2; "+termPayload)
 				if code := r.wait(); code != 0 || !strings.Contains(r.output(), "stdin-terminal") {
 					t.Fatalf("run %s: exit %d\n%q", mode, code, r.output())
 				}
