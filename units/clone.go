@@ -39,7 +39,6 @@ type Clone struct {
 // repository.
 const ClonePlain = "plain"
 
-
 // CloneDirName is the copy's directory in a session's state directory.
 const CloneDirName = "clone"
 
