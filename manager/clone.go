@@ -4,6 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"mosaic/manager/clone"
 	"mosaic/manager/records"
@@ -25,8 +28,16 @@ func (m *Manager) makeClone(ctx context.Context, spec *units.Spec) error {
 		}
 	}
 	removeClone(*spec)
-	c, err := clone.Make(ctx, spec.Workspace, *spec.Clone)
+	ws, err := pinWorkspace(*spec)
 	if err != nil {
+		return err
+	}
+	c, err := clone.Make(ctx, clone.Pinned(int(ws.Fd())), *spec.Clone)
+	ws.Close()
+	if err != nil {
+		if e := errcode.Of(err); e.Code != errcode.Unexpected.Name {
+			e.Message = strings.ReplaceAll(e.Message, clone.Pinned(int(ws.Fd())), spec.Workspace)
+		}
 		return err
 	}
 	spec.Clone = &c
@@ -42,6 +53,31 @@ func (m *Manager) makeClone(ctx context.Context, spec *units.Spec) error {
 		return errcode.StateDir.New("cannot write the session's clone.json: %v", statedir.Hint(err, spec.StateDir))
 	}
 	return nil
+}
+
+// pinWorkspace opens the workspace the copy is made of, and checks it is
+// the directory mosaic checked (its identity in spec.BindIDs): a session
+// that can rename a directory on its path (the workspace is in its own)
+// could otherwise have the copy made of another, a symlink to the user's
+// home, say. git is then started in the descriptor (clone.Pinned), never
+// given the path.
+func pinWorkspace(spec units.Spec) (*os.File, error) {
+	f, err := os.OpenFile(spec.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
+	}
+	for _, b := range spec.BindIDs {
+		if b.Path == spec.Workspace && b.ID != sandbox.StatID(st) && !testSkipBindIdentity() {
+			f.Close()
+			return nil, errcode.BadWorkspace.New("workspace %s is another directory (%s) than mosaic checked (%s): was it replaced, e.g. by a symlink, after mosaic checked it? Nothing was copied", spec.Workspace, sandbox.StatID(st), b.ID)
+		}
+	}
+	return f, nil
 }
 
 // cloneIDs makes the workspace's identity the copy's (mounted at its path)

@@ -38,7 +38,14 @@ var identity = []string{
 func git(ctx context.Context, dir string, env []string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	argv := append([]string{"-C", dir}, args...)
+	if strings.HasPrefix(dir, PinnedPrefix) { // see Pinned: git starts in it
+		argv = args
+	}
+	cmd := exec.CommandContext(ctx, "git", argv...)
+	if len(argv) == len(args) {
+		cmd.Dir = dir
+	}
 	cmd.Env = append(os.Environ(), append([]string{"GIT_TERMINAL_PROMPT=0"}, env...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -84,7 +91,7 @@ func Make(ctx context.Context, ws string, c units.Clone) (units.Clone, error) {
 		parent = "" // an unborn branch: the uncommitted files are the base
 	}
 	c.Parent, c.Base = parent, parent
-	if _, err := git(ctx, ws, nil, "clone", "-q", "--shared", "--no-checkout", ws, c.Dir); err != nil {
+	if _, err := git(ctx, ws, nil, "clone", "-q", "--shared", "--no-checkout", ".", c.Dir); err != nil {
 		return fail(err)
 	}
 	gitDir := filepath.Join(c.Dir, ".git")

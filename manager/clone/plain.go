@@ -22,10 +22,22 @@ const (
 	MaxPlainBytes = 2 << 30
 )
 
+// PinnedPrefix begins the name of a workspace pinned by a descriptor
+// (Pinned): mosaic checked its identity, and git is started in it (never
+// given its path, which a session could change meanwhile).
+const PinnedPrefix = "/proc/self/fd/"
+
+// Pinned is the name, in mosaic and in the git it starts (which starts in
+// it), of directory descriptor fd.
+func Pinned(fd int) string { return PinnedPrefix + strconv.Itoa(fd) }
+
 // userIndex is the index file of the repository at ws (a linked worktree's
 // is in its own git directory).
 func userIndex(ctx context.Context, ws string) string {
-	if p, err := git(ctx, ws, nil, "rev-parse", "--path-format=absolute", "--git-path", "index"); err == nil && p != "" {
+	if p, err := git(ctx, ws, nil, "rev-parse", "--git-path", "index"); err == nil && p != "" {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(ws, p)
+		}
 		return p
 	}
 	return filepath.Join(ws, ".git", "index")
@@ -54,7 +66,7 @@ func makePlain(ctx context.Context, ws string, c units.Clone) (units.Clone, erro
 	gitDir := filepath.Join(c.Dir, ".git")
 	index := filepath.Join(gitDir, "mosaic-snapshot-index")
 	defer os.Remove(index)
-	env := []string{"GIT_DIR=" + gitDir, "GIT_WORK_TREE=" + ws, "GIT_INDEX_FILE=" + index}
+	env := []string{"GIT_DIR=" + gitDir, "GIT_WORK_TREE=.", "GIT_INDEX_FILE=" + index}
 	if _, err := git(ctx, ws, env, "add", "-A"); err != nil {
 		return fail(err)
 	}
@@ -84,14 +96,15 @@ func checkPlain(ws string) error {
 		return errcode.BadWorkspace.New("clone mode, the default, cannot copy workspace %s: "+format+"; use --direct to let the session write it in place", append([]any{ws}, a...)...)
 	}
 	files, bytes := 0, int64(0)
-	err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+	root := ws + "/" // a Pinned workspace is a link to follow
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		t := d.Type()
 		switch {
 		case d.IsDir():
-			if p != ws && d.Name() == ".git" {
+			if p != root && d.Name() == ".git" {
 				return refuse("%s is a repository nested in it, which its copy would not hold", filepath.Dir(p))
 			}
 			return nil
