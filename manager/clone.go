@@ -41,6 +41,10 @@ func (m *Manager) makeClone(ctx context.Context, spec *units.Spec) error {
 		return err
 	}
 	spec.Clone = &c
+	if err := workDirIn(*spec); err != nil {
+		removeClone(*spec)
+		return err
+	}
 	if err := cloneIDs(spec); err != nil {
 		removeClone(*spec)
 		return errcode.CloneFailed.New("the session's copy %s: %v", c.Dir, err)
@@ -51,6 +55,35 @@ func (m *Manager) makeClone(ctx context.Context, spec *units.Spec) error {
 	if err := records.WriteClone(spec.StateDir, records.Clone{Base: c.Base, Parent: c.Parent, Ref: c.Ref, Kind: c.Kind}); err != nil {
 		removeClone(*spec)
 		return errcode.StateDir.New("cannot write the session's clone.json: %v", statedir.Hint(err, spec.StateDir))
+	}
+	return nil
+}
+
+// workDirIn makes, in the copy, the directory the session starts in when
+// the copy has none (git keeps no empty directory, nor an ignored one): a
+// symlink on its way in the copy is refused.
+func workDirIn(spec units.Spec) error {
+	if spec.WorkDir == "" {
+		return nil
+	}
+	rel, err := filepath.Rel(spec.Workspace, spec.WorkDir)
+	if err != nil || !filepath.IsLocal(rel) {
+		return errcode.BadWorkspace.New("workspace %s is not below its repository %s", spec.WorkDir, spec.Workspace)
+	}
+	d := spec.Clone.Dir
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		d = filepath.Join(d, part)
+		fi, err := os.Lstat(d)
+		switch {
+		case os.IsNotExist(err):
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return errcode.CloneFailed.New("the session's copy: %v", err)
+			}
+		case err != nil:
+			return errcode.CloneFailed.New("the session's copy: %v", err)
+		case !fi.IsDir():
+			return errcode.BadWorkspace.New("workspace %s is, in its repository's commit, not a directory (a symlink?): use --direct, or the repository's top", spec.WorkDir)
+		}
 	}
 	return nil
 }

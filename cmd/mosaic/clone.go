@@ -319,7 +319,7 @@ func finishAfter(ctx context.Context, out *output, m *manager.Manager, name stri
 	prog.set("snapshotting what it left (finish step)")
 	ch, err := m.Finish(ctx, name)
 	prog.done()
-	if err == nil && len(ch.Summary.Files) == 0 && ch.Clone.Head == ch.Clone.Parent && ch.AddErrors == "" && ch.Refused == nil {
+	if err == nil && len(ch.Summary.Files) == 0 && ch.Clone.Head == ch.Clone.Base && ch.AddErrors == "" && ch.Refused == nil {
 		if unnamed {
 			_ = m.Remove(ctx, name, false)
 		}
