@@ -162,7 +162,9 @@ func (f *escapeFixture) check(t *testing.T, env []string, extra ...string) map[s
 	ws := workspace(t)
 	s := f.stand
 	s.Workspace = ws
-	argv := append([]string{"run", "--workspace", ws}, extra...)
+	// Direct: the table's workspace write is checked on the host (the same
+	// sandbox holds a clone-mode session: TestDefaultIsClone).
+	argv := append([]string{"run", "--direct", "--workspace", ws}, extra...)
 	argv = append(argv, "--", "sh", "-c", escapes.Script(escapes.Table), "sh")
 	argv = append(argv, s.Args()...)
 	bin := mosaicBin

@@ -60,7 +60,7 @@ cat "$P/etc/yarnrc" "$P/pip.conf" 2>/dev/null || echo "no later files"
 			os.Remove(filepath.Join(prefix, "pip.conf"))
 			writeFile(t, filepath.Join(prefix, "etc/npmrc"), "//registry.npmjs.org/:_authToken=npm_TOKEN_AT_START\n")
 			ws := workspace(t)
-			args := append([]string{"run", "-w", ws}, c.args...)
+			args := append([]string{"run", "--direct", "-w", ws}, c.args...)
 			command := c.command
 			if command == nil {
 				command = []string{"sh", "-c", script}

@@ -77,7 +77,7 @@ func TestPublish(t *testing.T) {
 
 	host := freePort(t)
 	name := sessionName(t)
-	mustMosaic(t, "start", "--name", name, "-w", ws, "--publish", fmt.Sprintf("%d:8000", host), "--", "sh", "-c",
+	mustMosaic(t, "start", "--direct", "--name", name, "-w", ws, "--publish", fmt.Sprintf("%d:8000", host), "--", "sh", "-c",
 		fmt.Sprintf(`python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 & python3 probe.py %d %d > probed.txt; wait`, secret, host))
 	var body string
 	eventually(t, 20*time.Second, "the dev server to answer from the host", func() bool {
