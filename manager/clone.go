@@ -41,6 +41,13 @@ func (m *Manager) makeClone(ctx context.Context, spec *units.Spec) error {
 		return err
 	}
 	spec.Clone = &c
+	if c.Objects != "" { // Make named the user's objects by the pinned path: the session's is the workspace's
+		alt := filepath.Join(c.Dir, ".git", "objects", "info", "alternates")
+		if err := os.WriteFile(alt, []byte(units.ObjectsInside(spec.Workspace)+"\n"), 0o600); err != nil {
+			removeClone(*spec)
+			return errcode.CloneFailed.New("the session's copy %s: %v", c.Dir, err)
+		}
+	}
 	if err := workDirIn(*spec); err != nil {
 		removeClone(*spec)
 		return err
