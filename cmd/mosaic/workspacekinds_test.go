@@ -16,9 +16,8 @@ const agentWrites = `set -e; pwd; echo agent >> mine.txt; echo new > new.txt`
 // TestDefaultIsClone: with neither flag a run works in its own copy (the
 // host sees nothing of its writes until apply), --direct writes the
 // checkout and says so in one line on stderr and in status, and --clone
-// --direct together is bad input. Shown to bite: with the default left
-// direct (cloneMode's "" case returning false), the first check fails
-// (new.txt is in the checkout).
+// --direct together is bad input. The first check can fail: the --direct
+// session below is its control, whose write the host sees.
 func TestDefaultIsClone(t *testing.T) {
 	needRig(t)
 	ws := workspace(t)
