@@ -125,7 +125,7 @@ func TestPublish(t *testing.T) {
 		{[]string{"--publish", "8000", "--network", "host"}, 2, "bad-publish"},
 	} {
 		other := sessionName(t)
-		r := mosaic(t, append(append([]string{"start", "--json", "--name", other, "-w", ws}, tc.args...), "--", "sleep", "60")...)
+		r := mosaic(t, append(append([]string{"start", "--direct", "--json", "--name", other, "-w", ws}, tc.args...), "--", "sleep", "60")...)
 		if code, _ := jsonError(t, r); r.code != tc.code || code != tc.err {
 			t.Errorf("%v: exit %d code %q, want %d %s", tc.args, r.code, code, tc.code, tc.err)
 		}
