@@ -185,7 +185,7 @@ func TestGCKeepsHomes(t *testing.T) {
 	needRig(t)
 	ws := workspace(t)
 	signedIn := sessionName(t)
-	mustMosaic(t, "start", "--name", signedIn, "--workspace", ws, "--", "sh", "-c", `echo token > "$HOME/.credentials"`)
+	mustMosaic(t, "start", "--direct", "--name", signedIn, "--workspace", ws, "--", "sh", "-c", `echo token > "$HOME/.credentials"`)
 	eventually(t, 5*time.Second, "the session to end", func() bool {
 		return strings.Contains(mosaic(t, "status", signedIn).stdout, "inactive")
 	})
