@@ -69,7 +69,7 @@ func TestTerminalFilter(t *testing.T) {
 			// while attached (the live output).
 			name := sessionName(t)
 			script := termPayload + `; echo READY; while [ ! -e go ]; do sleep 0.05; done; ` + termPayload + `; echo DONE; exec sleep 60`
-			if r := mosaicAs(t, c.bin, "start", "--pty", "--name", name, "-w", ws, "--", "sh", "-c", script); r.code != 0 {
+			if r := mosaicAs(t, c.bin, "start", "--pty", "--direct", "--name", name, "-w", ws, "--", "sh", "-c", script); r.code != 0 { // the host's "go" reaches it
 				t.Fatalf("start --pty: exit %d\n%s", r.code, r.stderr)
 			}
 			a := startOnPTYAs(t, c.bin, 24, 80, "attach", name)
