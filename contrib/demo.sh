@@ -17,8 +17,9 @@ secret=$demo/ssh/id_demo
 mkdir -p "$ws" "$demo/ssh"
 (umask 077 && echo "a private key stand-in" >"$secret")
 # A session name no other session has; stopped only if the demo started it.
-name=demo-$$ started=""
+name=demo-$$ started="" run=demo-run-$$
 cleanup() {
+	"$mosaic" rm --force "$run" >/dev/null 2>&1 || true
 	[ -z "$started" ] || { "$mosaic" stop "$name" >/dev/null 2>&1; "$mosaic" rm "$name" >/dev/null 2>&1; } || true
 	rm -rf "$demo"
 }
@@ -34,8 +35,8 @@ fi
 say "on the host: a key stand-in in your home ($secret), the user bus and systemd's socket"
 ls -l "$secret" "$XDG_RUNTIME_DIR/bus" "$XDG_RUNTIME_DIR/systemd/private"
 
-say "mosaic run: the same checks from inside a confined session"
-"$mosaic" run --workspace "$ws" -- sh -c '
+say "mosaic run: the same checks from inside a confined session, in its own copy of the workspace (clone mode, the default)"
+"$mosaic" run --name "$run" --workspace "$ws" -- sh -c '
 	echo "whoami: $(id -un), pid $$ (its own PID namespace)"
 	echo "HOME=$HOME holds: $(ls -A "$HOME" | tr "\n" " ")(the session'"'"'s own home)"
 	cat "$1" 2>&1 | sed "s/^/reading the key: /"
@@ -45,7 +46,11 @@ say "mosaic run: the same checks from inside a confined session"
 	touch /usr/x 2>&1 | sed "s/^/writing \/usr: /"
 	echo "environment: $(env | cut -d= -f1 | sort | tr "\n" " ")"
 ' sh "$secret" "$XDG_RUNTIME_DIR"
-echo "exit code: $?; the host sees the workspace write: $(cat "$ws/hello.txt")"
+echo "exit code: $?; the host sees the workspace write before apply: $(cat "$ws/hello.txt" 2>/dev/null || echo no)"
+say "mosaic diff $run --stat, then mosaic apply $run: the change comes into the workspace once you take it"
+"$mosaic" diff --stat "$run"
+"$mosaic" apply "$run"
+echo "the host sees the workspace write: $(cat "$ws/hello.txt")"
 
 say "mosaic start: a background session, a transient unit of the user's systemd"
 "$mosaic" start --name "$name" --workspace "$ws" -- sh -c 'while :; do echo "agent working in $PWD"; sleep 1; done'

@@ -64,6 +64,9 @@ func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error
 	if s.Clone != nil && s.Clone.Applied != "" {
 		return Change{}, errcode.NoChange.New("session %s's change was applied already (%s)", name, s.Clone.Applied)
 	}
+	if s.Clone != nil && s.Clone.Kind == units.ClonePlain && branch != "" {
+		return Change{}, errcode.BadClone.New("session %s's workspace %s is a plain directory, in no repository to make a branch in: `mosaic apply %s` writes the change into it", name, s.Workspace, name)
+	}
 	ch, err := m.Current(ctx, name)
 	if err != nil {
 		return Change{}, err

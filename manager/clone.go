@@ -4,6 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"mosaic/manager/clone"
 	"mosaic/manager/records"
@@ -25,11 +28,30 @@ func (m *Manager) makeClone(ctx context.Context, spec *units.Spec) error {
 		}
 	}
 	removeClone(*spec)
-	c, err := clone.Make(ctx, spec.Workspace, *spec.Clone)
+	ws, err := pinWorkspace(*spec)
 	if err != nil {
 		return err
 	}
+	c, err := clone.Make(ctx, clone.Pinned(int(ws.Fd())), *spec.Clone)
+	ws.Close()
+	if err != nil {
+		if e := errcode.Of(err); e.Code != errcode.Unexpected.Name {
+			e.Message = strings.ReplaceAll(e.Message, clone.Pinned(int(ws.Fd())), spec.Workspace)
+		}
+		return err
+	}
 	spec.Clone = &c
+	if c.Objects != "" { // Make named the user's objects by the pinned path: the session's is the workspace's
+		alt := filepath.Join(c.Dir, ".git", "objects", "info", "alternates")
+		if err := os.WriteFile(alt, []byte(units.ObjectsInside(spec.Workspace)+"\n"), 0o600); err != nil {
+			removeClone(*spec)
+			return errcode.CloneFailed.New("the session's copy %s: %v", c.Dir, err)
+		}
+	}
+	if err := workDirIn(*spec); err != nil {
+		removeClone(*spec)
+		return err
+	}
 	if err := cloneIDs(spec); err != nil {
 		removeClone(*spec)
 		return errcode.CloneFailed.New("the session's copy %s: %v", c.Dir, err)
@@ -37,11 +59,65 @@ func (m *Manager) makeClone(ctx context.Context, spec *units.Spec) error {
 	if !testSkipBindIdentity() {
 		spec.Promise.Binds = spec.BindIDs
 	}
-	if err := records.WriteClone(spec.StateDir, records.Clone{Base: c.Base, Parent: c.Parent, Ref: c.Ref}); err != nil {
+	if err := records.WriteClone(spec.StateDir, records.Clone{Base: c.Base, Parent: c.Parent, Ref: c.Ref, Kind: c.Kind}); err != nil {
 		removeClone(*spec)
 		return errcode.StateDir.New("cannot write the session's clone.json: %v", statedir.Hint(err, spec.StateDir))
 	}
 	return nil
+}
+
+// workDirIn makes, in the copy, the directory the session starts in when
+// the copy has none (git keeps no empty directory, nor an ignored one): a
+// symlink on its way in the copy is refused.
+func workDirIn(spec units.Spec) error {
+	if spec.WorkDir == "" {
+		return nil
+	}
+	rel, err := filepath.Rel(spec.Workspace, spec.WorkDir)
+	if err != nil || !filepath.IsLocal(rel) {
+		return errcode.BadWorkspace.New("workspace %s is not below its repository %s", spec.WorkDir, spec.Workspace)
+	}
+	d := spec.Clone.Dir
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		d = filepath.Join(d, part)
+		fi, err := os.Lstat(d)
+		switch {
+		case os.IsNotExist(err):
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return errcode.CloneFailed.New("the session's copy: %v", err)
+			}
+		case err != nil:
+			return errcode.CloneFailed.New("the session's copy: %v", err)
+		case !fi.IsDir():
+			return errcode.BadWorkspace.New("workspace %s is, in its repository's commit, not a directory (a symlink?): use --direct, or the repository's top", spec.WorkDir)
+		}
+	}
+	return nil
+}
+
+// pinWorkspace opens the workspace the copy is made of, and checks it is
+// the directory mosaic checked (its identity in spec.BindIDs): a session
+// that can rename a directory on its path (the workspace is in its own)
+// could otherwise have the copy made of another, a symlink to the user's
+// home, say. git is then started in the descriptor (clone.Pinned), never
+// given the path.
+func pinWorkspace(spec units.Spec) (*os.File, error) {
+	f, err := os.OpenFile(spec.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
+	}
+	for _, b := range spec.BindIDs {
+		if b.Path == spec.Workspace && b.ID != sandbox.StatID(st) && !testSkipBindIdentity() {
+			f.Close()
+			return nil, errcode.BadWorkspace.New("workspace %s is another directory (%s) than mosaic checked (%s): was it replaced, e.g. by a symlink, after mosaic checked it? Nothing was copied", spec.Workspace, sandbox.StatID(st), b.ID)
+		}
+	}
+	return f, nil
 }
 
 // cloneIDs makes the workspace's identity the copy's (mounted at its path)
@@ -53,7 +129,11 @@ func cloneIDs(spec *units.Spec) error {
 			ids = append(ids, b)
 		}
 	}
-	for _, b := range [][2]string{{spec.Workspace, spec.Clone.Dir}, {units.ObjectsInside(spec.Workspace), spec.Clone.Objects}} {
+	binds := [][2]string{{spec.Workspace, spec.Clone.Dir}}
+	if spec.Clone.Objects != "" { // a plain directory's copy borrows nothing
+		binds = append(binds, [2]string{units.ObjectsInside(spec.Workspace), spec.Clone.Objects})
+	}
+	for _, b := range binds {
 		st, err := sandbox.StatNoFollow(b[1])
 		if err != nil {
 			return err

@@ -57,7 +57,7 @@ else snap=$(git commit-tree "$tree" -p "$head" -m "mosaic: what the agent left u
 git update-ref refs/mosaic/snapshot "$snap"
 git -c core.quotePath=true -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames --no-relative --src-prefix=a/ --dst-prefix=b/ "$base" "$snap" -- >"$out/patch"
 if [ "$(wc -c <"$out/patch")" -gt "$bound" ]; then git diff --numstat -z --no-renames --no-ext-diff --no-textconv "$base" "$snap" -- >"$out/numstat"; fi
-if [ "$snap" != "$parent" ]; then git bundle create -q "$out/bundle" refs/mosaic/snapshot "^$parent"; fi
+if [ "$snap" != "$parent" ]; then git bundle create -q "$out/bundle" refs/mosaic/snapshot ${parent:+"^$parent"}; fi
 echo "$snap" >"$out/head"
 `
 
@@ -224,7 +224,7 @@ func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, 
 	}
 	fname := units.FinishName(name)
 	spec.Name, spec.NameGiven, spec.StateDir = fname, true, p.SessionDir(fname)
-	spec.Clone = &units.Clone{Dir: filepath.Join(p.SessionDir(name), units.CloneDirName), Objects: spec.Clone.Objects, Base: cl.Base, Parent: cl.Parent, Ref: cl.Ref}
+	spec.Clone = &units.Clone{Dir: filepath.Join(p.SessionDir(name), units.CloneDirName), Objects: spec.Clone.Objects, Base: cl.Base, Parent: cl.Parent, Ref: cl.Ref, Kind: cl.Kind}
 	if err := cloneIDs(&spec); err != nil {
 		return units.Spec{}, errcode.NoChange.New("session %s's copy is gone (%v): nothing to finish", name, err)
 	}

@@ -64,6 +64,9 @@ func (m *Manager) Remove(ctx context.Context, name string, force bool) error {
 	if s.Running() {
 		return errcode.SessionRunning.New("session %s is %s: stop it first with `mosaic stop %s`", name, s.State, name)
 	}
+	if !force {
+		_ = m.KnowChange(ctx, &s) // one that left nothing goes without --force
+	}
 	if s.Clone != nil && s.Clone.Pending() && !force {
 		return errcode.UnappliedChanges.New("session %s's change (%s) was neither applied nor discarded: `mosaic diff %s`, then `mosaic apply %s` or `mosaic discard %s` (or `mosaic rm --force %s`)", name, s.Clone.Line(), name, name, name, name)
 	}
@@ -107,6 +110,7 @@ func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept, unappl
 			kept = append(kept, s.Name)
 			continue
 		}
+		_ = m.KnowChange(ctx, &s) // a change never read: what it left decides
 		if s.Clone != nil && s.Clone.Pending() {
 			unapplied = append(unapplied, s.Name) // its change waits for apply or discard
 			continue

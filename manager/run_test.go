@@ -15,7 +15,8 @@ import (
 // says how the command ended; a run mosaic named leaves no state.
 func TestRunWaitsForTheEnd(t *testing.T) {
 	h := testHost(t)
-	plan := testPlan(t, h, request.Request{})
+	// Direct: a clone-mode run keeps its state for its change (cmd forgets it when it left none).
+	plan := testPlan(t, h, request.Request{Mode: request.ModeDirect})
 	f := &fakeSystemd{}
 	f.onStart = func(unit string, _ []sd.Property) (string, error) {
 		go f.ended(unit, 3)

@@ -91,7 +91,7 @@ func TestRunScopeOfAServiceIsABug(t *testing.T) {
 // made up again names the new one.
 func TestScopePromiseFollowsTheName(t *testing.T) {
 	h := testHost(t)
-	plan := testPlan(t, h, request.Request{Scope: true})
+	plan := testPlan(t, h, request.Request{Scope: true, Mode: request.ModeDirect})
 	if plan.Spec.Promise.Scope != "/mosaic.slice/mosaic-"+plan.Spec.Name+".scope" {
 		t.Fatalf("promise scope %q", plan.Spec.Promise.Scope)
 	}

@@ -29,7 +29,15 @@ type Clone struct {
 	Parent string `json:"parent"`
 	// Ref is the --base the user asked for ("" for HEAD and the working tree).
 	Ref string `json:"ref,omitempty"`
+	// Kind is ClonePlain for a plain directory's copy (no Objects: a
+	// repository of its own, whose first commit is the directory's files),
+	// "" for a repository's.
+	Kind string `json:"kind,omitempty"`
 }
+
+// ClonePlain is the Kind of a copy of a plain directory, in no git
+// repository.
+const ClonePlain = "plain"
 
 // CloneDirName is the copy's directory in a session's state directory.
 const CloneDirName = "clone"
@@ -70,7 +78,7 @@ func (s Spec) workspaceSource() string {
 // the workspace's: the user's objects, read-only inside the copy. (In
 // systemd's layer they are already at that path: cloneReadOnly.)
 func (s Spec) cloneBinds() []sandbox.Bind {
-	if s.Clone == nil {
+	if s.Clone == nil || s.Clone.Objects == "" {
 		return nil
 	}
 	in := ObjectsInside(s.Workspace)
@@ -81,7 +89,7 @@ func (s Spec) cloneBinds() []sandbox.Bind {
 // cloneReadOnly is systemd's layer's read-only bind of the user's objects
 // into the copy.
 func cloneReadOnly(s Spec) []bindEntry {
-	if s.Clone == nil {
+	if s.Clone == nil || s.Clone.Objects == "" {
 		return nil
 	}
 	return []bindEntry{{Src: s.Clone.Objects, Dst: ObjectsInside(s.Workspace)}}

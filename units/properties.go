@@ -83,7 +83,7 @@ func ExecArgv(s Spec) []string {
 	// bwrap's held nothing the first did not (both only a loopback, the
 	// unit's processes outside bwrap listen on no socket), and each costs
 	// the kernel some 2 ms of CPU to make (copy_net_ns) and more to free.
-	shim.Args = sandbox.Argv(s.Binds(), s.Workspace, initArgv, sandbox.HostnameArgs(s.Name)...)
+	shim.Args = sandbox.Argv(s.Binds(), s.Dir(), initArgv, sandbox.HostnameArgs(s.Name)...)
 	return shim.Argv(s.StageBin)
 }
 
@@ -95,7 +95,7 @@ func ExecArgv(s Spec) []string {
 // into the scope.
 func ScopeBwrap(s Spec) (bwrapArgv, initArgs []string) {
 	extra := append([]string{"--info-fd", strconv.Itoa(sandbox.ScopeInfoFD)}, netArgs(s)...)
-	argv := append([]string{s.BwrapBin}, sandbox.Argv(s.Binds(), s.Workspace, []string{sandbox.InitPath, "init"}, extra...)...)
+	argv := append([]string{s.BwrapBin}, sandbox.Argv(s.Binds(), s.Dir(), []string{sandbox.InitPath, "init"}, extra...)...)
 	return argv, InitArgs(s)[1:]
 }
 
@@ -153,7 +153,7 @@ func Properties(s Spec, f Features) []sd.Property {
 		// checked it and started the command, not merely when fork succeeded.
 		prop("Type", "notify"),
 		prop("NotifyAccess", notifyAccess(s)),
-		prop("WorkingDirectory", s.Workspace),
+		prop("WorkingDirectory", s.Dir()),
 		// A 252 user manager needs PrivateUsers for any mount namespacing.
 		prop("PrivateUsers", true),
 		prop("PrivateTmp", true),

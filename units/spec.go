@@ -249,6 +249,18 @@ type Spec struct {
 	// Clone, when set, makes this a clone-mode session: its copy is
 	// mounted at the workspace's path instead of the workspace.
 	Clone *Clone
+	// WorkDir, when set, is the directory below the workspace the session
+	// starts in: the user's workspace when clone mode copies the whole
+	// repository it is in (Workspace is then the repository's top).
+	WorkDir string
+}
+
+// Dir is the directory the session's command starts in.
+func (s Spec) Dir() string {
+	if s.WorkDir != "" {
+		return s.WorkDir
+	}
+	return s.Workspace
 }
 
 // Landlock reports whether the session runs in --sandbox landlock.

@@ -75,6 +75,8 @@ func (b *bench) cloneMode(ctx context.Context, r *Report, only int) error {
 				argv := []string{b.mosaic, "start", "--name", name, "-w", repo}
 				if clone {
 					argv = append(argv, "--clone")
+				} else {
+					argv = append(argv, "--direct")
 				}
 				err := runCmd(append(argv, "--", "sleep", "600"))
 				exec.Command("systemctl", "--user", "kill", "--signal=SIGKILL", "mosaic-"+name+".service").Run()
@@ -91,7 +93,7 @@ func (b *bench) cloneMode(ctx context.Context, r *Report, only int) error {
 			f     func() error
 			alone bool
 		}{
-			{"direct start, " + label, "mosaic start -w REPO -- sleep 600", start(false), false},
+			{"direct start, " + label, "mosaic start --direct -w REPO -- sleep 600", start(false), false},
 			{"clone start, " + label, "mosaic start --clone -w REPO -- sleep 600", start(true), false},
 			{"by hand: git clone --shared + checkout, " + label, "git clone -q --shared REPO COPY", byHand(repo, "clone"), true},
 			{"by hand: git worktree add, " + label, "git worktree add -q --detach COPY", byHand(repo, "worktree"), true},

@@ -99,7 +99,7 @@ func (b *bench) equivalent(name string, command []string, wait bool) ([]string, 
 	// A one-shot's session is unnamed, like the mosaic run it is compared
 	// with (a named one would save its home at the end); a start's is named,
 	// like mosaic start --name.
-	req := request.Request{Workspace: b.ws, Command: command}
+	req := request.Request{Workspace: b.ws, Command: command, Mode: request.ModeDirect}
 	if !wait {
 		req.Name = name
 	}
@@ -178,12 +178,12 @@ func (b *bench) oneShot(r *Report, srt string) error {
 		{"systemd-run --user --wait --pipe", []string{"systemd-run", "--user", "--quiet", "--wait", "--pipe", "/usr/bin/true"}},
 		{"systemd-run, same properties and bwrap argv", eq},
 		{handRolledName, b.handRolled(bwrapArgv)},
-		{"mosaic run", []string{b.mosaic, "run", "--workspace", b.ws, "--", "/usr/bin/true"}},
+		{"mosaic run", []string{b.mosaic, "run", "--direct", "--workspace", b.ws, "--", "/usr/bin/true"}},
 		// The default (an egress proxy that allows nothing yet) beside the
 		// session with no network and no proxy, the default before issue 39.
-		{noNetworkName, []string{b.mosaic, "run", "--network", "none", "--workspace", b.ws, "--", "/usr/bin/true"}},
+		{noNetworkName, []string{b.mosaic, "run", "--direct", "--network", "none", "--workspace", b.ws, "--", "/usr/bin/true"}},
 		{scopePeerName, append([]string{"systemd-run", "--user", "--quiet", "--scope", "--slice", units.Slice}, bwrapArgv...)},
-		{"mosaic run --scope", []string{b.mosaic, "run", "--scope", "--workspace", b.ws, "--", "/usr/bin/true"}},
+		{"mosaic run --scope", []string{b.mosaic, "run", "--scope", "--direct", "--workspace", b.ws, "--", "/usr/bin/true"}},
 	}
 	shown := func(argv []string) string {
 		r := strings.NewReplacer(b.mosaic, "mosaic", b.ws, "$WS")
@@ -272,7 +272,7 @@ func (b *bench) startLatency(r *Report) error {
 		time.Sleep(spacedPause)
 		started = append(started, name)
 		t := time.Now()
-		if err := runCmd([]string{b.mosaic, "start", "--name", name, "--workspace", b.ws, "--", "sleep", "600"}); err != nil {
+		if err := runCmd([]string{b.mosaic, "start", "--direct", "--name", name, "--workspace", b.ws, "--", "sleep", "600"}); err != nil {
 			return err
 		}
 		d := ms(time.Since(t))
@@ -290,7 +290,7 @@ func (b *bench) startLatency(r *Report) error {
 		summarise(startPeerName, "systemd-run --user -p … (returns at READY)", srMs))
 	name := "bench-start-traced"
 	started = append(started, name)
-	n, err := messagesOf(b.mosaic, "start", "--name", name, "--workspace", b.ws, "--", "sleep", "600")
+	n, err := messagesOf(b.mosaic, "start", "--direct", "--name", name, "--workspace", b.ws, "--", "sleep", "600")
 	if err != nil {
 		return err
 	}
@@ -351,7 +351,7 @@ func (b *bench) concurrency(ctx context.Context, r *Report) error {
 	one, many := names("bench-one"), names("bench-many")
 	plans := make([]manager.Plan, batch)
 	for i, name := range one {
-		p, err := b.m.Plan(request.Request{Name: name, Workspace: b.ws, Command: []string{"sleep", "600"}})
+		p, err := b.m.Plan(request.Request{Name: name, Workspace: b.ws, Command: []string{"sleep", "600"}, Mode: request.ModeDirect})
 		if err != nil {
 			return err
 		}
@@ -375,7 +375,7 @@ func (b *bench) concurrency(ctx context.Context, r *Report) error {
 	progress("concurrency: %d starts from %d processes", batch, batch)
 	t = time.Now()
 	if err := parallel(batch, func(i int) error {
-		return runCmd([]string{b.mosaic, "start", "--name", many[i], "--workspace", b.ws, "--", "sleep", "600"})
+		return runCmd([]string{b.mosaic, "start", "--direct", "--name", many[i], "--workspace", b.ws, "--", "sleep", "600"})
 	}); err != nil {
 		return err
 	}
@@ -528,9 +528,9 @@ func (b *bench) processStarts(r *Report) {
 		what string
 		argv []string
 	}{
-		{"mosaic run", []string{b.mosaic, "run", "--workspace", b.ws, "--", "/usr/bin/true"}},
+		{"mosaic run", []string{b.mosaic, "run", "--direct", "--workspace", b.ws, "--", "/usr/bin/true"}},
 		{handRolledName, b.handRolled(bwrapArgv)},
-		{"mosaic run --scope", []string{b.mosaic, "run", "--scope", "--workspace", b.ws, "--", "/usr/bin/true"}},
+		{"mosaic run --scope", []string{b.mosaic, "run", "--scope", "--direct", "--workspace", b.ws, "--", "/usr/bin/true"}},
 		{scopePeerName, append([]string{"systemd-run", "--user", "--quiet", "--scope", "--slice", units.Slice}, bwrapArgv...)},
 	} {
 		_ = runCmd(c.argv) // warm: the bwrap probe's cache, the page cache
@@ -565,7 +565,7 @@ func (b *bench) trace(flags ...string) ([]Stat, manager.Messages, error) {
 	steps := map[string][]float64{}
 	var order []string
 	for i := 0; i < b.n; i++ {
-		argv := append(append([]string{"run"}, flags...), "--workspace", b.ws, "--", "/usr/bin/true")
+		argv := append(append([]string{"run", "--direct"}, flags...), "--workspace", b.ws, "--", "/usr/bin/true")
 		cmd := exec.Command(b.mosaic, argv...)
 		cmd.Env = append(os.Environ(), "MOSAIC_TRACE=1")
 		out, err := cmd.CombinedOutput()

@@ -203,7 +203,7 @@ func TestAgents(t *testing.T) {
 			if err := os.WriteFile(keyFile, []byte(ac.keyVar+"="+key+"\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			args := []string{"run", "--pty=false", "--name", name, "-w", ws, "--env-file", keyFile, "--ca-file", ca}
+			args := []string{"run", "--pty=false", "--direct", "--name", name, "-w", ws, "--env-file", keyFile, "--ca-file", ca}
 			for _, e := range ac.env {
 				args = append(args, "--env", strings.ReplaceAll(e, "%s", mock.URL))
 			}

@@ -168,7 +168,7 @@ func TestAttachCurses(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := sessionName(t)
-	mustMosaic(t, "start", "--pty", "--name", name, "-w", ws, "--", "python3", "app.py")
+	mustMosaic(t, "start", "--pty", "--direct", "--name", name, "-w", ws, "--", "python3", "app.py")
 	eventually(t, 30*time.Second, "the curses program to be up", func() bool { _, err := os.Stat(filepath.Join(ws, "up")); return err == nil })
 	a := startOnPTY(t, 30, 100, "attach", name)
 	a.waitFor("redraw-1-at-30x100")

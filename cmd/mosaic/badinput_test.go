@@ -122,7 +122,7 @@ func TestAnyScriptRuns(t *testing.T) {
 		for _, scope := range []bool{false, true} {
 			args := []string{"run", "--workspace", ws}
 			if scope {
-				args = append(args, "--scope")
+				args = append(args, "--scope", "--direct")
 			}
 			r := mosaic(t, append(args, "--", "printf", "%s", arg)...)
 			if r.code != 0 || r.stdout != arg {

@@ -14,16 +14,37 @@ import (
 
 	"mosaic/manager"
 	"mosaic/manager/clone/patchcheck"
+	"mosaic/manager/request"
 	"mosaic/units"
+	"mosaic/units/errcode"
 	"mosaic/units/termsafe"
 )
 
-// cloneFlags are start's and run's flags of clone mode.
+// cloneFlags are start's and run's flags of the workspace's mode.
 func cloneFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "clone", Usage: "clone mode: the session works in its own copy of the workspace's git repository (HEAD and your uncommitted changes), never in your checkout; see mosaic diff, apply, discard"},
-		&cli.StringFlag{Name: "base", Usage: "clone mode from commit `REF` instead of HEAD and the working tree (implies --clone)"},
+		&cli.BoolFlag{Name: "clone", Usage: "clone mode, the default: the session works in its own copy of the workspace (its repository's HEAD and your uncommitted changes, or a plain directory's files), never in your checkout; see mosaic diff, apply, discard"},
+		&cli.BoolFlag{Name: "direct", Usage: "direct mode: the session writes your checkout in place, and your host's tools will run what it writes (the opposite of --clone)"},
+		&cli.StringFlag{Name: "base", Usage: "clone mode from commit `REF` instead of HEAD and the working tree"},
 	}
+}
+
+// modeFrom reads the workspace's mode from --clone and --direct: "" when
+// neither is given (the profile's, mosaic.conf's, else clone).
+func modeFrom(c *cli.Context) (string, error) {
+	clone, direct := c.IsSet("clone") && c.Bool("clone"), c.IsSet("direct") && c.Bool("direct")
+	if c.IsSet("clone") && !c.Bool("clone") {
+		direct = true // --clone=false, as before
+	}
+	switch {
+	case clone && direct:
+		return "", errcode.BadClone.New("--clone and --direct say opposite things: give one of them")
+	case clone:
+		return request.ModeClone, nil
+	case direct:
+		return request.ModeDirect, nil
+	}
+	return "", nil
 }
 
 // changeDocument is what diff, apply and a clone-mode run say about a
@@ -298,11 +319,20 @@ func discardCommand(out *output) *cli.Command {
 
 // finishAfter snapshots a clone-mode session whose command ended (run,
 // stop) and says in one line on stderr what it left (nothing with --json).
-func finishAfter(ctx context.Context, out *output, m *manager.Manager, name string) {
+// A session that left nothing (no file changed, no commit) is quiet, and
+// an unnamed run's is then forgotten, as a direct run's is: there is
+// nothing to apply. unnamed is whether mosaic made the name up.
+func finishAfter(ctx context.Context, out *output, m *manager.Manager, name string, unnamed bool) {
 	prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "mosaic: session "+name)
 	prog.set("snapshotting what it left (finish step)")
 	ch, err := m.Finish(ctx, name)
 	prog.done()
+	if err == nil && len(ch.Summary.Files) == 0 && ch.Clone.Head == ch.Clone.Base && ch.AddErrors == "" && ch.Refused == nil {
+		if unnamed {
+			_ = m.Remove(ctx, name, false)
+		}
+		return
+	}
 	if out.json { // stderr holds run's JSON document: mosaic diff --json says the rest
 		return
 	}

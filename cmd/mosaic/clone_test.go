@@ -154,21 +154,6 @@ func TestCloneBranchAndConflict(t *testing.T) {
 	}
 }
 
-// TestCloneNotARepository: clone mode of a directory that is not a
-// repository's top is refused in one line, with nothing left.
-func TestCloneNotARepository(t *testing.T) {
-	needRig(t)
-	ws := workspace(t)
-	name := cloneSession(t)
-	r := mosaic(t, "start", "--clone", "--name", name, "-w", ws, "--json", "--", "true")
-	if code, msg := jsonError(t, r); r.code != 2 || code != "bad-clone" || !strings.Contains(msg, "git init") {
-		t.Errorf("exit %d %s: %s", r.code, code, msg)
-	}
-	if _, err := os.Lstat(filepath.Join(stateRoot(), "sessions", name)); err == nil {
-		t.Error("a refused clone left a state directory")
-	}
-}
-
 // TestCloneBaseRunningDiscardGC: --base starts the copy from a commit; a
 // running session's diff is a snapshot; list shows the change; gc keeps the
 // session until its change is discarded, and then rm needs no --force.

@@ -152,7 +152,7 @@ func TestDemoLeavesNothingInHome(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo.sh: %v\n%s", err, out)
 	}
-	for _, want := range []string{"reading the key: cat: ", "exit code: 0; the host sees the workspace write: hello"} {
+	for _, want := range []string{"reading the key: cat: ", "exit code: 0; the host sees the workspace write before apply: no", "the host sees the workspace write: hello"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the demo's output lacks %q:\n%s", want, out)
 		}

@@ -162,7 +162,9 @@ func (f *escapeFixture) check(t *testing.T, env []string, extra ...string) map[s
 	ws := workspace(t)
 	s := f.stand
 	s.Workspace = ws
-	argv := append([]string{"run", "--workspace", ws}, extra...)
+	// Direct: the table's workspace write is checked on the host (the same
+	// sandbox holds a clone-mode session: TestDefaultIsClone).
+	argv := append([]string{"run", "--direct", "--workspace", ws}, extra...)
 	argv = append(argv, "--", "sh", "-c", escapes.Script(escapes.Table), "sh")
 	argv = append(argv, s.Args()...)
 	bin := mosaicBin
@@ -220,7 +222,7 @@ func (f *escapeFixture) expectOnly(t *testing.T, got, want map[string]string, on
 func TestEscapeTable(t *testing.T) {
 	needRig(t)
 	f := newEscapeFixture(t)
-	for _, kind := range [][]string{nil, {"--scope"}} {
+	for _, kind := range [][]string{nil, {"--scope", "--direct"}} {
 		name := "service"
 		if kind != nil {
 			name = "scope"

@@ -12,7 +12,7 @@ import (
 // shows here.
 func TestCommandInheritsOnlyStdio(t *testing.T) {
 	needRig(t)
-	for _, mode := range [][]string{{"run"}, {"run", "--scope"}} {
+	for _, mode := range [][]string{{"run"}, {"run", "--scope", "--direct"}} {
 		args := append(append([]string{}, mode...), "--pty=false", "--workspace", workspace(t), "--", "sh", "-c", "ls /proc/$$/fd")
 		r := mustMosaic(t, args...)
 		if got := strings.Join(strings.Fields(r.stdout), " "); got != "0 1 2" {

@@ -213,7 +213,7 @@ done`
 func startShell(t *testing.T, bin string, args ...string) *shellSession {
 	t.Helper()
 	s := &shellSession{name: sessionName(t), ws: workspace(t)}
-	argv := append([]string{"start", "--name", s.name, "--workspace", s.ws}, args...)
+	argv := append([]string{"start", "--direct", "--name", s.name, "--workspace", s.ws}, args...) // the workspace is its mailbox
 	argv = append(argv, "--", "bash", "-c", shellLoop)
 	if r := mosaicAs(t, bin, argv...); r.code != 0 {
 		t.Fatalf("start: exit %d\n%s%s", r.code, r.stdout, r.stderr)

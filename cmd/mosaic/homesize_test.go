@@ -98,7 +98,7 @@ func TestKeptHomeSaved(t *testing.T) {
 	needRig(t)
 	t.Parallel()
 	plant := "echo one > ~/f && mkdir -p ~/d && echo y > ~/d/y && ln -s " + homeDir() + "/.ssh ~/sshlink && mkfifo ~/fifo && truncate -s 1T ~/sparse"
-	for _, mode := range [][]string{{"start"}, {"run", "--scope"}} {
+	for _, mode := range [][]string{{"start"}, {"run", "--scope", "--direct"}} {
 		t.Run(mode[0], func(t *testing.T) {
 			name := sessionName(t)
 			defer mosaic(t, "rm", "-f", name)
@@ -194,7 +194,7 @@ func TestKeptHomeLoadNoFollow(t *testing.T) {
 		if err := os.Symlink("/proc/self/fd/6/"+rel, filepath.Join(state, "home", ".k")); err != nil {
 			t.Fatal(err)
 		}
-		r := mosaicAs(t, tc.bin, "run", "--scope", "--name", name, "-w", workspace(t), "--", "sh", "-c", "cat ~/.k/id 2>&1; ls /proc/1/fd/6/ 2>&1")
+		r := mosaicAs(t, tc.bin, "run", "--scope", "--direct", "--name", name, "-w", workspace(t), "--", "sh", "-c", "cat ~/.k/id 2>&1; ls /proc/1/fd/6/ 2>&1")
 		if got := strings.Contains(r.stdout, "THE-USERS-KEY"); got != tc.leak {
 			t.Errorf("%s: the session read the user's file: %v, want %v (%s %s)", filepath.Base(tc.bin), got, tc.leak, r.stdout, r.stderr)
 		}
@@ -227,7 +227,7 @@ func TestKeptHomeSaveNoFollow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mosaicAs(t, tc.bin, "run", "--scope", "--name", name, "-w", workspace(t), "--", "ln", "-s", "/proc/self/fd/6/"+rel, filepath.Join(homeDir(), ".k"))
+		mosaicAs(t, tc.bin, "run", "--scope", "--direct", "--name", name, "-w", workspace(t), "--", "ln", "-s", "/proc/self/fd/6/"+rel, filepath.Join(homeDir(), ".k"))
 		b, _ := os.ReadFile(filepath.Join(state, "home", ".k", "id"))
 		fi, lerr := os.Lstat(filepath.Join(state, "home", ".k"))
 		if got := string(b) == "THE-USERS-KEY" && lerr == nil && fi.IsDir(); got != tc.leak {

@@ -43,7 +43,7 @@ func TestIncludeReadOnly(t *testing.T) {
 		gitSetup(t, ws, "init", "-q")
 		gitSetup(t, ws, "config", "include.path", "../.gitconfig-shared")
 		os.WriteFile(filepath.Join(ws, ".gitconfig-shared"), []byte("[user]\n\tname = t\n"), 0o644)
-		args := []string{"run", "-w", ws}
+		args := directRun(t, ws)
 		if weak {
 			args = append(args, "--allow-write-host-exec")
 		}
@@ -101,7 +101,7 @@ func TestNpmrcPlanted(t *testing.T) {
 	for _, weak := range []bool{true, false} {
 		ws := setup(t)
 		os.WriteFile(filepath.Join(ws, ".npmrc"), []byte("fund=false\n"), 0o644)
-		args := []string{"run", "-w", ws}
+		args := directRun(t, ws)
 		if weak {
 			args = append(args, "--allow-write-host-exec")
 		}

@@ -41,12 +41,12 @@ func TestHooksPathReadOnly(t *testing.T) {
 		return `mkdir -p .githooks; printf '#!/bin/sh\ntouch ` + filepath.Join(ws, "MARK") + `\n' > .githooks/pre-commit; chmod +x .githooks/pre-commit; true`
 	}
 	ws := repo()
-	mustMosaic(t, "run", "-w", ws, "--allow-write-host-exec", "--", "sh", "-c", attack(ws))
+	mustMosaic(t, "run", "--direct", "-w", ws, "--allow-write-host-exec", "--", "sh", "-c", attack(ws))
 	if !commit(ws) {
 		t.Fatal("with --allow-write-host-exec the host's git commit did not run the hook the session wrote, so this test proves nothing")
 	}
 	ws = repo()
-	r := mosaic(t, "run", "-w", ws, "--", "sh", "-c", attack(ws))
+	r := mosaic(t, "run", "--direct", "-w", ws, "--", "sh", "-c", attack(ws))
 	if commit(ws) {
 		t.Errorf("the host's git commit ran the hook a session wrote\n%s", r.stderr)
 	}
@@ -64,7 +64,7 @@ func TestHostExecReadOnlyLandlock(t *testing.T) {
 		ws := workspace(t)
 		hostGit(ws, "init", "-q")
 		mark := filepath.Join(ws, "MARK")
-		args := []string{"run", "--sandbox", "landlock", "-w", ws}
+		args := []string{"run", "--direct", "--sandbox", "landlock", "-w", ws}
 		if optOut {
 			args = append(args, "--allow-write-host-exec")
 		}

@@ -108,7 +108,7 @@ func TestEnvrcTakesFromWorkspace(t *testing.T) {
 						t.Fatal("direnv ran the mark before the session: the test's setup is wrong")
 					}
 				}
-				args := []string{"run", "-w", ws}
+				args := directRun(t, ws)
 				if weak {
 					args = append(args, "--allow-write-host-exec")
 				}
@@ -150,7 +150,7 @@ func TestToolConfigsPlanted(t *testing.T) {
 			files[rel] = "# the user's\n"
 		}
 		writeFiles(t, ws, files)
-		args := []string{"run", "-w", ws}
+		args := directRun(t, ws)
 		if weak {
 			args = append(args, "--allow-write-host-exec")
 		}
@@ -208,7 +208,7 @@ func TestHookScriptInTree(t *testing.T) {
 		}
 		time.Sleep(1100 * time.Millisecond)
 		mark := filepath.Join(ws, "MARK")
-		args := []string{"run", "-w", ws}
+		args := directRun(t, ws)
 		if weak {
 			args = append(args, "--allow-write-host-exec")
 		}

@@ -16,6 +16,7 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/manager"
+	"mosaic/manager/request"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
@@ -114,6 +115,10 @@ func printList(w io.Writer, list []manager.Session, all bool) {
 type statusView struct {
 	manager.Session
 	Egress *egress.State `json:"egress,omitempty"`
+	// WorkspaceMode is "clone" or "direct" (a session with a workspace);
+	// Warning says, in direct mode, what that means.
+	WorkspaceMode string `json:"workspace_mode,omitempty"`
+	Warning       string `json:"warning,omitempty"`
 }
 
 // listHeader and listRow are list's table, also with a HOST column before
@@ -159,6 +164,12 @@ func statusCommand(out *output) *cli.Command {
 				// the proxy itself, never from the journal, where a session
 				// could print a line that looks like one.
 				v := statusView{Session: s, Egress: egressState(ctx, s)}
+				switch {
+				case s.Clone != nil:
+					v.WorkspaceMode = request.ModeClone
+				case s.Workspace != "":
+					v.WorkspaceMode, v.Warning = request.ModeDirect, request.DirectWarning
+				}
 				out.result(v, func(w io.Writer) {
 					var b strings.Builder
 					printStatus(&b, s, out.safe)
@@ -665,12 +676,14 @@ func printMode(w io.Writer, s manager.Session, safe func(string) string) {
 	c := s.Clone
 	if c == nil {
 		if s.Workspace != "" {
-			fmt.Fprintln(w, "mode:      direct: the session writes the workspace itself")
+			fmt.Fprintln(w, "mode:      "+request.DirectWarning)
 		}
 		return
 	}
 	base := "HEAD and your uncommitted changes, " + short(c.Base) + " on " + short(c.Parent)
-	if c.Ref != "" {
+	if c.Kind == units.ClonePlain {
+		base = "the directory's files at the start, " + short(c.Base)
+	} else if c.Ref != "" {
 		base = "--base " + safe(c.Ref) + ", " + short(c.Base)
 	}
 	fmt.Fprintf(w, "mode:      clone: the session works in its own copy, never in the workspace (base: %s)\n", base)

@@ -77,7 +77,7 @@ func TestRunAsBackgroundJob(t *testing.T) {
 	// at the shell's prompt (bash never read it), so a background run's
 	// session gets /dev/null instead.
 	started, goOn := filepath.Join(ws, "started"), filepath.Join(ws, "go-on")
-	sh.typeKeys(fmt.Sprintf("%s run -w %s -- sh -c 'touch started; while [ ! -e go-on ]; do sleep 0.02; done; test -t 0 || echo stdin-not-the-terminal; echo from-the-session' > %s &\n", mosaicBin, ws, out))
+	sh.typeKeys(fmt.Sprintf("%s run --direct -w %s -- sh -c 'touch started; while [ ! -e go-on ]; do sleep 0.02; done; test -t 0 || echo stdin-not-the-terminal; echo from-the-session' > %s &\n", mosaicBin, ws, out))
 	sh.n++
 	sh.typeKeys(fmt.Sprintf("wait $!; echo \"rc%d\"\"=$? end\"\n", sh.n))
 	eventually(t, 30*time.Second, "the background session to run", func() bool { _, err := os.Stat(started); return err == nil })
@@ -95,7 +95,7 @@ func TestRunAsBackgroundJob(t *testing.T) {
 	}
 
 	done := filepath.Join(ws, "done")
-	sh.typeKeys(fmt.Sprintf("timeout 20 %s run -w %s -- sh -c 'ls /; touch done' </dev/tty >%s\n", mosaicBin, ws, out))
+	sh.typeKeys(fmt.Sprintf("timeout 20 %s run --direct -w %s -- sh -c 'ls /; touch done' </dev/tty >%s\n", mosaicBin, ws, out))
 	eventually(t, 30*time.Second, "the session under timeout to run", func() bool { _, err := os.Stat(done); return err == nil })
 	sh.n++
 	sh.typeKeys(fmt.Sprintf("echo \"rc%d\"\"=$? end\"\n", sh.n))
@@ -107,7 +107,7 @@ func TestRunAsBackgroundJob(t *testing.T) {
 	}
 
 	ready := filepath.Join(ws, "ready")
-	sh.typeKeys(fmt.Sprintf("%s run -w %s -- sh -c 'touch ready; exec sleep 300' > %s &\n", mosaicBin, ws, out))
+	sh.typeKeys(fmt.Sprintf("%s run --direct -w %s -- sh -c 'touch ready; exec sleep 300' > %s &\n", mosaicBin, ws, out))
 	eventually(t, 30*time.Second, "the background session to run", func() bool { _, err := os.Stat(ready); return err == nil })
 	if code := sh.status("kill -TERM %%; wait %%"); code != 143 {
 		t.Errorf("SIGTERM to a background run: wait says %d, want 143 (the command's SIGTERM); terminal:\n%s", code, sh.output())
@@ -136,7 +136,7 @@ func TestRunCtrlC(t *testing.T) {
 			redirect = ""
 		}
 		sh.n++
-		sh.typeKeys(fmt.Sprintf("%s run -q -w %s -- sh -c 'touch %s; exec sleep 300' %s\n", mosaicBin, ws, filepath.Base(ready), redirect))
+		sh.typeKeys(fmt.Sprintf("%s run -q --direct -w %s -- sh -c 'touch %s; exec sleep 300' %s\n", mosaicBin, ws, filepath.Base(ready), redirect))
 		eventually(t, 30*time.Second, "the session to run ("+mode+")", func() bool { _, err := os.Stat(ready); return err == nil })
 		before := len(sh.output())
 		sh.typeKeys("\x03")

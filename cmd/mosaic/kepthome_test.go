@@ -18,7 +18,7 @@ import (
 // itself wrote in its home stays.
 func TestKeptHomeHasNoMountPoints(t *testing.T) {
 	needRig(t)
-	for _, mode := range [][]string{{"run"}, {"run", "--scope"}} {
+	for _, mode := range [][]string{{"run"}, {"run", "--scope", "--direct"}} {
 		t.Run(strings.Join(mode, " "), func(t *testing.T) {
 			name := sessionName(t)
 			home := filepath.Join(stateRoot(), "sessions", name, "home")

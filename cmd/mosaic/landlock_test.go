@@ -91,7 +91,7 @@ func TestLandlockEscapeTable(t *testing.T) {
 		if err := exec.Command("sh", "-c", "kill -0 "+pid+" && grep -q . /proc/"+pid+"/environ && ls /proc/"+pid+"/root/").Run(); err != nil {
 			t.Fatalf("the host process cannot be signalled, or its environment and root read, from the host: %v", err)
 		}
-		r := mosaicWith(t, noBwrap, "", "run", "--sandbox", "landlock", "--name", name, "--workspace", ws, "--", "sh", "-c", script, "sh", record, pid, runSocket)
+		r := mosaicWith(t, noBwrap, "", "run", "--sandbox", "landlock", "--direct", "--name", name, "--workspace", ws, "--", "sh", "-c", script, "sh", record, pid, runSocket)
 		if r.code != 0 || strings.TrimSpace(r.stdout) != "" {
 			t.Errorf("exit %d, want 0, the record, the host process and the host's /run out of reach: %q %s", r.code, r.stdout, r.stderr)
 		}
@@ -108,7 +108,7 @@ func TestLandlockEscapeTable(t *testing.T) {
 		// the init, the unit's main process, is heard.
 		name := sessionName(t)
 		sock := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "systemd", "notify")
-		mustMosaic(t, "start", "--sandbox", "landlock", "--name", name, "--workspace", ws, "--", "sh", "-c",
+		mustMosaic(t, "start", "--sandbox", "landlock", "--direct", "--name", name, "--workspace", ws, "--", "sh", "-c",
 			`NOTIFY_SOCKET="$1" systemd-notify --status=forged-by-the-command; echo sent; sleep 300`, "sh", sock)
 		defer mosaic(t, "stop", name)
 		eventually(t, 5*time.Second, "the command to send its notification", func() bool {
@@ -123,7 +123,7 @@ func TestLandlockEscapeTable(t *testing.T) {
 		withoutScoping(t)
 		name := sessionName(t)
 		marker := filepath.Join(ws, "ran-"+name)
-		r := mosaicWith(t, noBwrap, "", "start", "--json", "--sandbox", "landlock", "--name", name, "--workspace", ws, "--", "touch", marker)
+		r := mosaicWith(t, noBwrap, "", "start", "--json", "--sandbox", "landlock", "--direct", "--name", name, "--workspace", ws, "--", "touch", marker)
 		code, msg := jsonError(t, r)
 		if r.code != 1 || code != "start-failed" || !strings.Contains(msg, "refusing to run the command") || !strings.Contains(msg, "Landlock ABI 5") {
 			t.Errorf("exit %d code %q message %q; want 1 start-failed with the guard's reason", r.code, code, msg)
@@ -220,7 +220,7 @@ func TestDoctorLandlock(t *testing.T) {
 	}
 
 	name := sessionName(t)
-	mustMosaic(t, "start", "--sandbox", "landlock", "--name", name, "--workspace", workspace(t), "--", "sleep", "300")
+	mustMosaic(t, "start", "--sandbox", "landlock", "--direct", "--name", name, "--workspace", workspace(t), "--", "sleep", "300")
 	defer mosaic(t, "stop", name)
 	r = mosaic(t, "status", name)
 	if !strings.Contains(r.stdout, "no bwrap") || !strings.Contains(r.stdout, "! processes") {

@@ -44,7 +44,7 @@ func TestStartStatusListStop(t *testing.T) {
 	name := sessionName(t)
 	// The command shuts down cleanly on SIGTERM and leaves proof of it.
 	script := `trap 'echo got-term; echo bye > "$PWD/bye"; exit 0' TERM; echo started; while :; do sleep 0.05; done`
-	start := decode[sessionDoc](t, mustMosaic(t, "start", "--json", "--name", name, "--workspace", ws, "--", "sh", "-c", script).stdout)
+	start := decode[sessionDoc](t, mustMosaic(t, "start", "--direct", "--json", "--name", name, "--workspace", ws, "--", "sh", "-c", script).stdout)
 	if start.State != "active" || start.MainPID == 0 || start.Unit != "mosaic-"+name+".service" {
 		t.Fatalf("start returned %+v, want an active unit with a main PID", start)
 	}
@@ -118,7 +118,7 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 	ws := workspace(t)
 	// start returns once the command runs, not once its trap is set: it
 	// says when, or SIGTERM could kill it before it ignores SIGTERM.
-	mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "sh", "-c", `trap "" TERM; touch "$PWD/ready"; while :; do sleep 0.05; done`)
+	mustMosaic(t, "start", "--direct", "--name", name, "--workspace", ws, "--", "sh", "-c", `trap "" TERM; touch "$PWD/ready"; while :; do sleep 0.05; done`)
 	eventually(t, 5*time.Second, "the command to ignore SIGTERM", func() bool {
 		_, err := os.Stat(filepath.Join(ws, "ready"))
 		return err == nil
@@ -338,7 +338,7 @@ func TestWorkspaceSymlinkBindsRealPath(t *testing.T) {
 	}
 	t.Cleanup(func() { os.Remove(link) })
 	name := sessionName(t)
-	s := decode[sessionDoc](t, mustMosaic(t, "start", "--json", "--name", name, "--workspace", link, "--", "sh", "-c", `pwd > out; sleep 300`).stdout)
+	s := decode[sessionDoc](t, mustMosaic(t, "start", "--direct", "--json", "--name", name, "--workspace", link, "--", "sh", "-c", `pwd > out; sleep 300`).stdout)
 	if s.Workspace != ws || s.GivenAs != link {
 		t.Errorf("workspace %q given as %q; want the real path %q, given as %q", s.Workspace, s.GivenAs, ws, link)
 	}
@@ -402,7 +402,7 @@ func TestRunInterrupt(t *testing.T) {
 	needRig(t)
 	t.Parallel()
 	ws := workspace(t)
-	cmd := exec.Command(mosaicBin, "run", "--workspace", ws, "--", "sh", "-c",
+	cmd := exec.Command(mosaicBin, "run", "--direct", "--workspace", ws, "--", "sh", "-c",
 		`trap 'echo graceful > "$PWD/term"; exit 5' TERM; touch "$PWD/ready"; while :; do sleep 0.05; done`)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

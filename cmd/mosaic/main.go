@@ -113,7 +113,7 @@ func dieOf(sig os.Signal) {
 func newApp(out *output) *cli.App {
 	app := &cli.App{
 		Name:                      "mosaic",
-		Usage:                     "run AI coding agents as confined systemd sessions",
+		Usage:                     "run AI coding agents as confined systemd sessions, each in its own copy of your workspace by default (review with mosaic diff, take with mosaic apply; --direct writes your checkout in place)",
 		Version:                   thisVersion().String(),
 		DisableSliceFlagSeparator: true, // a path may contain a comma
 		Writer:                    out.stdout,

@@ -89,7 +89,7 @@ func TestScopeInList(t *testing.T) {
 	needRig(t)
 	ws := workspace(t)
 	name := sessionName(t)
-	cmd := exec.Command(mosaicBin, "run", "--scope", "--name", name, "-w", ws, "--", "sh", "-c", "touch ready; exec sleep 300")
+	cmd := exec.Command(mosaicBin, "run", "--scope", "--direct", "--name", name, "-w", ws, "--", "sh", "-c", "touch ready; exec sleep 300")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

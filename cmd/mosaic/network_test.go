@@ -114,7 +114,7 @@ func TestNetworkNone(t *testing.T) {
 	}{
 		{"none", []string{"--network", "none"}, "denied"},
 		{"generic-default", nil, "denied"},
-		{"none-scope", []string{"--network", "none", "--scope"}, "denied"},
+		{"none-scope", []string{"--network", "none", "--scope", "--direct"}, "denied"},
 		{"allow", []string{"--network", "allow", "--allow-host", "testhost.mosaic.test"}, "denied"},
 		{"landlock-none", []string{"--sandbox", "landlock", "--network", "none"}, "denied"},
 		{"landlock-allow", []string{"--sandbox", "landlock", "--network", "allow", "--allow-host", "testhost.mosaic.test"}, "denied"},

@@ -41,7 +41,7 @@ func TestCommandThatIsNotAProgram(t *testing.T) {
 		want  string
 	}{
 		{"run, the placeholder", []string{"run", "--pty=false", "-w", ws, "--", stub, "--version"}, textWant},
-		{"run --scope, the placeholder", []string{"run", "--scope", "--pty=false", "-w", ws, "--", stub}, textWant},
+		{"run --scope, the placeholder", []string{"run", "--scope", "--direct", "--pty=false", "-w", ws, "--", stub}, textWant},
 		{"run, another architecture", []string{"run", "--pty=false", "-w", ws, "--", foreign}, foreign + " is a program for " + arch},
 		{"start, the placeholder", []string{"start", "--name", sessionName(t), "-w", ws, "--", stub}, textWant},
 	}

@@ -51,7 +51,7 @@ cat "$P/etc/yarnrc" "$P/pip.conf" 2>/dev/null || echo "no later files"
 	}{
 		{"weakened", weakenedMosaic(t), nil, nil, true},
 		{"service", mosaicBin, nil, nil, false},
-		{"scope", mosaicBin, []string{"--scope"}, nil, false},
+		{"scope", mosaicBin, []string{"--scope", "--direct"}, nil, false},
 		{"landlock", mosaicBin, []string{"--sandbox", "landlock"}, nil, false},
 		{"agent of that node", mosaicBin, nil, []string{agent}, false},
 	} {
@@ -60,7 +60,7 @@ cat "$P/etc/yarnrc" "$P/pip.conf" 2>/dev/null || echo "no later files"
 			os.Remove(filepath.Join(prefix, "pip.conf"))
 			writeFile(t, filepath.Join(prefix, "etc/npmrc"), "//registry.npmjs.org/:_authToken=npm_TOKEN_AT_START\n")
 			ws := workspace(t)
-			args := append([]string{"run", "-w", ws}, c.args...)
+			args := append([]string{"run", "--direct", "-w", ws}, c.args...)
 			command := c.command
 			if command == nil {
 				command = []string{"sh", "-c", script}

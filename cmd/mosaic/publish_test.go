@@ -77,7 +77,7 @@ func TestPublish(t *testing.T) {
 
 	host := freePort(t)
 	name := sessionName(t)
-	mustMosaic(t, "start", "--name", name, "-w", ws, "--publish", fmt.Sprintf("%d:8000", host), "--", "sh", "-c",
+	mustMosaic(t, "start", "--direct", "--name", name, "-w", ws, "--publish", fmt.Sprintf("%d:8000", host), "--", "sh", "-c",
 		fmt.Sprintf(`python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 & python3 probe.py %d %d > probed.txt; wait`, secret, host))
 	var body string
 	eventually(t, 20*time.Second, "the dev server to answer from the host", func() bool {
@@ -125,7 +125,7 @@ func TestPublish(t *testing.T) {
 		{[]string{"--publish", "8000", "--network", "host"}, 2, "bad-publish"},
 	} {
 		other := sessionName(t)
-		r := mosaic(t, append(append([]string{"start", "--json", "--name", other, "-w", ws}, tc.args...), "--", "sleep", "60")...)
+		r := mosaic(t, append(append([]string{"start", "--direct", "--json", "--name", other, "-w", ws}, tc.args...), "--", "sleep", "60")...)
 		if code, _ := jsonError(t, r); r.code != tc.code || code != tc.err {
 			t.Errorf("%v: exit %d code %q, want %d %s", tc.args, r.code, code, tc.code, tc.err)
 		}

@@ -205,7 +205,7 @@ func TestInitQuiet(t *testing.T) {
 			probe := probeInWorkspace(t, ws)
 			name := sessionName(t)
 			out := filepath.Join(ws, "probe.out")
-			r := mosaicAs(t, tc.bin, "start", "--name", name, "-w", ws, "--", probe, "probe-pid1", secret[:half], secret[half:], out)
+			r := mosaicAs(t, tc.bin, "start", "--direct", "--name", name, "-w", ws, "--", probe, "probe-pid1", secret[:half], secret[half:], out)
 			if r.code != 0 {
 				t.Fatalf("start: exit %d: %s", r.code, r.stderr)
 			}
@@ -245,7 +245,7 @@ func TestInitQuiet(t *testing.T) {
 		t.Run(tc.label+"-scope", func(t *testing.T) {
 			ws := workspace(t)
 			probe := probeInWorkspace(t, ws)
-			r := mosaicAs(t, tc.bin, "run", "--scope", "-w", ws, "--", probe, "probe-pid1", secret[:half], secret[half:])
+			r := mosaicAs(t, tc.bin, "run", "--scope", "--direct", "-w", ws, "--", probe, "probe-pid1", secret[:half], secret[half:])
 			if r.code != 0 {
 				t.Fatalf("run --scope: exit %d: %s", r.code, r.stderr)
 			}

@@ -238,7 +238,7 @@ func TestGCKeepsHomes(t *testing.T) {
 	env := []string{"XDG_CONFIG_HOME=" + cfg}
 	signedIn, bare := sessionName(t), sessionName(t)
 	for _, c := range []struct{ name, script string }{{signedIn, `echo token > "$HOME/.credentials"`}, {bare, "true"}} {
-		if r := mosaicWith(t, env, "", "start", "--name", c.name, "--workspace", ws, "--", "sh", "-c", c.script); r.code != 0 {
+		if r := mosaicWith(t, env, "", "start", "--direct", "--name", c.name, "--workspace", ws, "--", "sh", "-c", c.script); r.code != 0 {
 			t.Fatalf("start %s: exit %d: %s", c.name, r.code, r.stderr)
 		}
 		eventually(t, 5*time.Second, "the session to end", func() bool {
@@ -293,7 +293,7 @@ func TestStatusNotAnEarlierEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the first run recorded no end: %v", err)
 	}
-	cmd := exec.Command(mosaicBin, "run", "--scope", "--name", name, "--workspace", ws, "--", "sh", "-c", "echo up; exec sleep 300")
+	cmd := exec.Command(mosaicBin, "run", "--scope", "--direct", "--name", name, "--workspace", ws, "--", "sh", "-c", "echo up; exec sleep 300")
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -170,7 +170,7 @@ func TestRemoteHost(t *testing.T) {
 	t.Run("a credential reaches the session over stdin, on no command line", func(t *testing.T) {
 		name := sessionName(t)
 		secret := "remote-secret-" + randomHex() + randomHex()
-		res := r.mosaic(t, []string{"MY_REMOTE_KEY=" + secret}, "", "start", "--name", name, "--workspace", ws, "--credential", "MY_REMOTE_KEY",
+		res := r.mosaic(t, []string{"MY_REMOTE_KEY=" + secret}, "", "start", "--direct", "--name", name, "--workspace", ws, "--credential", "MY_REMOTE_KEY",
 			"--", "/bin/sh", "-c", `printf %s "$MY_REMOTE_KEY" > out-`+name+`; sleep 60`)
 		if res.code != 0 {
 			t.Fatalf("start over --host: exit %d\n%s%s", res.code, res.stdout, res.stderr)
@@ -360,7 +360,7 @@ func TestRemoteKeyInjection(t *testing.T) {
 	key := "sk-ant-api03-" + strings.Repeat(randomHex(), 11) + "AA"
 	env := []string{"ANTHROPIC_API_KEY=" + key, "CLAUDE_CODE_OAUTH_TOKEN=", "ANTHROPIC_BASE_URL=https://" + vendor.addr}
 	name := sessionName(t)
-	res := r.mosaic(t, env, "", "start", "--name", name, "--workspace", ws, "--profile", "claude-code", "--allow-host", n+".0/24",
+	res := r.mosaic(t, env, "", "start", "--direct", "--name", name, "--workspace", ws, "--profile", "claude-code", "--allow-host", n+".0/24",
 		"--", "bash", "-c", `printf %s "$ANTHROPIC_API_KEY" > ph; curl -sS -X POST "https://$1/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -d '{}' -o /dev/null -w '%{http_code}' > code; sleep 60`, "bash", vendor.addr)
 	if res.code != 0 {
 		t.Fatalf("start over --host: exit %d\n%s%s", res.code, res.stdout, res.stderr)

@@ -262,7 +262,7 @@ func TestDamagedState(t *testing.T) {
 	}
 	t.Run("rm killed after its rename", func(t *testing.T) {
 		name := sessionName(t)
-		mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "sleep", "0.2")
+		mustMosaic(t, "start", "--direct", "--name", name, "--workspace", ws, "--", "sleep", "0.2")
 		eventually(t, 10*time.Second, "the session to end", func() bool {
 			s, _ := statusOf(t, name)
 			return s.State == "inactive" || s.State == "failed"
@@ -308,7 +308,7 @@ func TestUnremovableHome(t *testing.T) {
 
 	names := []string{sessionName(t), sessionName(t)}
 	for _, name := range names {
-		mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "sh", "-c", spoil)
+		mustMosaic(t, "start", "--direct", "--name", name, "--workspace", ws, "--", "sh", "-c", spoil)
 	}
 	eventually(t, 10*time.Second, "the sessions to end", func() bool {
 		for _, name := range names {
@@ -397,7 +397,7 @@ func TestSurvivesDaemonReload(t *testing.T) {
 	ws := workspace(t)
 	names := []string{sessionName(t), sessionName(t)}
 	for _, name := range names {
-		mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "sleep", "300")
+		mustMosaic(t, "start", "--direct", "--name", name, "--workspace", ws, "--", "sleep", "300")
 	}
 	binds := unitProperty(t, "mosaic-"+names[0]+".service", "BindPaths")
 	if out := systemctl(t, "daemon-reload"); out != "" {

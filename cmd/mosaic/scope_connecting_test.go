@@ -37,7 +37,7 @@ func TestScopeInterruptWhileConnecting(t *testing.T) {
 	}
 	t.Cleanup(func() { silent.Close() })
 	for _, sig := range []os.Signal{os.Interrupt, unix.SIGTERM} {
-		cmd := exec.Command(mosaicBin, "run", "--scope", "--json", "-w", ws, "--", "touch", mark)
+		cmd := exec.Command(mosaicBin, "run", "--scope", "--direct", "--json", "-w", ws, "--", "touch", mark)
 		cmd.Env = append(os.Environ(), "DBUS_SESSION_BUS_ADDRESS=unix:path="+filepath.Join(rt, "silent-bus"), "XDG_RUNTIME_DIR="+rt)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -118,7 +118,7 @@ func TestScopeStopTimeoutIsNotRuntimeMax(t *testing.T) {
 		{"--pty=false", "stop", "outside"}, {"--pty=false", "runtime-max", "runtime-max"}, // a service, the same
 	} {
 		name := sessionName(t)
-		args := []string{"run", tc.run, "--json", "--name", name, "-w", workspace(t), "--stop-timeout", "1s"}
+		args := []string{"run", tc.run, "--direct", "--json", "--name", name, "-w", workspace(t), "--stop-timeout", "1s"}
 		if tc.how == "runtime-max" {
 			args = append(args, "--runtime-max", "1s")
 		}
@@ -153,7 +153,7 @@ func TestScopeGracefulWhenMosaicsUnitStops(t *testing.T) {
 	ws := workspace(t)
 	mark := filepath.Join(ws, "graceful")
 	var stdout, stderr lockedBuffer
-	cmd := exec.Command(mosaicBin, "run", "--scope", "-w", ws, "--", "sh", "-c",
+	cmd := exec.Command(mosaicBin, "run", "--scope", "--direct", "-w", ws, "--", "sh", "-c",
 		"trap 'sleep 0.5; touch "+mark+"; exit 7' TERM; grep SigBlk /proc/self/status; echo ready; while :; do sleep 0.1; done")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {

@@ -46,7 +46,7 @@ func TestScopeSignalAtRelease(t *testing.T) {
 	bin := hookedMosaic(t)
 	ws := workspace(t)
 	for _, weak := range []bool{true, false} {
-		cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "sleep", "4")
+		cmd := exec.Command(bin, "run", "--scope", "--direct", "-w", ws, "--", "sleep", "4")
 		cmd.Env = append(os.Environ(), "MOSAIC_TEST_SIGNAL_AT_RELEASE=1")
 		if weak {
 			cmd.Env = append(cmd.Env, "MOSAIC_TEST_IGNORE_HELD=1")
@@ -78,7 +78,7 @@ func TestScopeSignalBeforeHeld(t *testing.T) {
 	bin := hookedMosaic(t)
 	ws := workspace(t)
 	for _, weak := range []bool{true, false} {
-		cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "sleep", "4")
+		cmd := exec.Command(bin, "run", "--scope", "--direct", "-w", ws, "--", "sleep", "4")
 		cmd.Env = append(os.Environ(), "MOSAIC_TEST_SIGNAL_AT_RELEASE=1", "MOSAIC_TEST_SLOW_INIT=1")
 		if weak {
 			cmd.Env = append(cmd.Env, "MOSAIC_TEST_NO_AWAIT_HELD=1")

@@ -21,7 +21,7 @@ func TestScopeInterruptAfterResizes(t *testing.T) {
 	bin := hookedMosaic(t)
 	ws := workspace(t)
 	mark := filepath.Join(ws, "ran")
-	cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "touch", mark)
+	cmd := exec.Command(bin, "run", "--scope", "--direct", "-w", ws, "--", "touch", mark)
 	cmd.Env = append(os.Environ(), "MOSAIC_TEST_SIGNAL_HELD=resized")
 	r := runResult(t, cmd)
 	if _, err := os.Stat(mark); err == nil {
@@ -39,7 +39,7 @@ func TestScopeForwardsWinch(t *testing.T) {
 	needRig(t)
 	ws := workspace(t)
 	ready := filepath.Join(ws, "ready")
-	cmd := exec.Command(mosaicBin, "run", "--scope", "-w", ws, "--", "sh", "-c", `trap 'exit 7' WINCH; touch `+ready+`; while :; do sleep 0.05; done`)
+	cmd := exec.Command(mosaicBin, "run", "--scope", "--direct", "-w", ws, "--", "sh", "-c", `trap 'exit 7' WINCH; touch `+ready+`; while :; do sleep 0.05; done`)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

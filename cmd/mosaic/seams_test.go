@@ -137,7 +137,7 @@ func TestBindIdentityRace(t *testing.T) {
 					// so that only the workspace's and the binds' are raced.
 					args := []string{"run", "--allow-write-host-exec"}
 					if kind == "scope" {
-						args = append(args, "--scope")
+						args = append(args, "--scope", "--direct")
 					}
 					args = append(append(args, a.args(sub, other)...), "--", "cat", filepath.Join(a.read(sub), "which"))
 					r := runPaused(t, env, swap, args...)
@@ -196,7 +196,7 @@ func TestPlantedSymlink(t *testing.T) {
 	needRig(t)
 	ws, elsewhere := workspace(t), workspace(t)
 	writeFile(t, filepath.Join(elsewhere, "secret"), "s\n")
-	mustMosaic(t, "run", "-w", ws, "--", "ln", "-s", elsewhere, filepath.Join(ws, "sub"))
+	mustMosaic(t, "run", "--direct", "-w", ws, "--", "ln", "-s", elsewhere, filepath.Join(ws, "sub"))
 	if b, err := os.ReadFile(filepath.Join(ws, "sub", "secret")); err != nil || string(b) != "s\n" {
 		t.Fatalf("the planted link does not lead to the secret on the host: %v", err)
 	}
@@ -243,7 +243,7 @@ mkdir -p "$d" 2>/dev/null; echo evil > "$t"; true`
 	for _, d := range []string{filepath.Dir(decoy), filepath.Dir(bin)} {
 		script = append(script, attack(filepath.Join(d, "mosaic")), attack(filepath.Join(d, "mosaic-stage")))
 	}
-	cmd := exec.Command(bin, "run", "--scope", "-w", ws, "--", "sh", "-c", strings.Join(script, "\n"))
+	cmd := exec.Command(bin, "run", "--scope", "--direct", "-w", ws, "--", "sh", "-c", strings.Join(script, "\n"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
 	}
@@ -278,7 +278,7 @@ true`
 	for _, optOut := range []bool{true, false} {
 		ws := workspace(t)
 		git(ws, "init", "-q")
-		args := []string{"run", "-w", ws}
+		args := []string{"run", "--direct", "-w", ws}
 		if optOut {
 			args = append(args, "--allow-write-host-exec")
 		}
@@ -305,7 +305,7 @@ true`
 	ws = workspace(t)
 	git(ws, "init", "-q")
 	name := sessionName(t)
-	mustMosaic(t, "start", "--name", name, "-w", ws, "--", "sleep", "300")
+	mustMosaic(t, "start", "--direct", "--name", name, "-w", ws, "--", "sleep", "300")
 	st := mustMosaic(t, "status", name).stdout
 	for _, p := range []string{".git/config", ".git/hooks"} {
 		if !strings.Contains(st, filepath.Join(ws, p)) || !strings.Contains(st, "git on the host runs") {
@@ -342,8 +342,15 @@ func TestBindIdentityRaceThroughTheBus(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := filepath.Join(configDir(), "mosaic", "bus.conf")
+		// The launched session is in direct mode (a profile's
+		// Workspace=direct), whose binds the race is about: a clone-mode
+		// one's copy is pinned the same way (TestBindIdentityRace).
+		profile := "busdirect-" + randomHex()
+		profilePath := filepath.Join(configDir(), "mosaic", "profiles", profile+".conf")
+		writeFile(t, profilePath, "[Profile]\nWorkspace=direct\n")
+		t.Cleanup(func() { os.Remove(profilePath) })
 		// What the launched session runs is the policy's (issue 14 item 2).
-		writeFile(t, cfg, "[Launch]\nProfile=generic 4\nWorkspaceRoot="+root+"\nCommand=generic sh -c 'cat which > seen; sleep 300'\n")
+		writeFile(t, cfg, "[Launch]\nProfile="+profile+" 4\nWorkspaceRoot="+root+"\nCommand="+profile+" sh -c 'cat which > seen; sleep 300'\n")
 		t.Cleanup(func() { os.Remove(cfg) })
 		systemctl(t, "set-environment", "MOSAIC_TEST_PAUSE_AFTER_CHECK="+fifo)
 		if weak {
@@ -362,7 +369,7 @@ func TestBindIdentityRaceThroughTheBus(t *testing.T) {
 
 		child := sessionName(t)
 		pm := exec.Command(mosaicBin, "run", "--may-launch", "-w", root, "--", "sh", "-c",
-			`mosaic bus launch --json --name `+child+` -w `+sub+` --profile generic; echo "rc=$?"`)
+			`mosaic bus launch --json --name `+child+` -w `+sub+` --profile `+profile+`; echo "rc=$?"`)
 		var out bytes.Buffer
 		pm.Stdout, pm.Stderr = &out, &out
 		if err := pm.Start(); err != nil {

@@ -76,16 +76,13 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 		NoGitIdentity:      c.Bool("no-git-identity"),
 		Base:               c.String("base"),
 	}
-	if c.IsSet("clone") {
-		req.Mode = request.ModeDirect
-		if c.Bool("clone") {
-			req.Mode = request.ModeClone
-		}
+	var err error
+	if req.Mode, err = modeFrom(c); err != nil {
+		return req, err
 	}
 	if c.IsSet("name") && req.Name == "" {
 		return req, errcode.BadName.New("--name is empty: give a name or leave the flag out")
 	}
-	var err error
 	if req.Limits, err = limitsFrom(c).Parse(); err != nil {
 		return req, err
 	}
@@ -323,7 +320,7 @@ func runCommand(out *output) *cli.Command {
 			}
 			if spec.Clone != nil { // a service: its manager is there (clone mode is never a scope)
 				if m, err := conn.Manager(ctx); err == nil {
-					finishAfter(ctx, out, m, spec.Name)
+					finishAfter(ctx, out, m, spec.Name, !spec.NameGiven)
 				}
 			}
 			reportRun(out, s)
@@ -488,6 +485,9 @@ func interrupted(out *output, msg string) error {
 // warnUnconfined says in one line on stderr when a session is not
 // confined in a way the user may have assumed it is.
 func warnUnconfined(out *output, spec units.Spec) {
+	if spec.Clone == nil {
+		fmt.Fprintf(out.stderr, "mosaic: %s\n", request.DirectWarning)
+	}
 	if spec.Network == "host" {
 		fmt.Fprintf(out.stderr, "mosaic: warning: session %s has network host: NOT CONFINED (it reaches your network, loopback services and abstract sockets)\n", spec.Name)
 	}
@@ -534,7 +534,7 @@ func stopCommand(out *output) *cli.Command {
 						return nil, nil, err
 					}
 					if wasRunning && s.Clone != nil {
-						finishAfter(ctx, out, m, name)
+						finishAfter(ctx, out, m, name, false)
 					}
 					return s, func(w io.Writer) {
 						how := s.How()

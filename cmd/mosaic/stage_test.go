@@ -114,7 +114,7 @@ func TestStageRefusals(t *testing.T) {
 			writeFile(t, stage, string(b))
 			os.Chmod(stage, tc.mode)
 		}
-		for _, verb := range [][]string{{"start"}, {"run"}, {"run", "--scope"}} {
+		for _, verb := range [][]string{{"start"}, {"run"}, {"run", "--scope", "--direct"}} {
 			t.Run(tc.label+"/"+strings.Join(verb, "-"), func(t *testing.T) {
 				name := sessionName(t)
 				args := append(append([]string{}, verb...), "--json", "--name", name, "--workspace", ws, "--", "touch", filepath.Join(ws, "ran"))

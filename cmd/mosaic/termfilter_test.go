@@ -58,7 +58,7 @@ func TestTerminalFilter(t *testing.T) {
 			// A session given the user's own terminal as its stdin: what it
 			// prints comes through a pipe and the same filter.
 			for _, mode := range []string{"--pty=false", "--scope"} {
-				r := startOnPTYAs(t, c.bin, 24, 80, "run", mode, "-w", ws, "--", "sh", "-c", "test -t 0 && echo stdin-terminal; "+termPayload+" >&2; "+termPayload)
+				r := startOnPTYAs(t, c.bin, 24, 80, "run", mode, "--direct", "-w", ws, "--", "sh", "-c", "test -t 0 && echo stdin-terminal; "+termPayload+" >&2; "+termPayload)
 				if code := r.wait(); code != 0 || !strings.Contains(r.output(), "stdin-terminal") {
 					t.Fatalf("run %s: exit %d\n%q", mode, code, r.output())
 				}
@@ -69,7 +69,7 @@ func TestTerminalFilter(t *testing.T) {
 			// while attached (the live output).
 			name := sessionName(t)
 			script := termPayload + `; echo READY; while [ ! -e go ]; do sleep 0.05; done; ` + termPayload + `; echo DONE; exec sleep 60`
-			if r := mosaicAs(t, c.bin, "start", "--pty", "--name", name, "-w", ws, "--", "sh", "-c", script); r.code != 0 {
+			if r := mosaicAs(t, c.bin, "start", "--pty", "--direct", "--name", name, "-w", ws, "--", "sh", "-c", script); r.code != 0 { // the host's "go" reaches it
 				t.Fatalf("start --pty: exit %d\n%s", r.code, r.stderr)
 			}
 			a := startOnPTYAs(t, c.bin, 24, 80, "attach", name)

@@ -33,7 +33,7 @@ func TestTerminalRestored(t *testing.T) {
 				if end == "exit" {
 					how = "exit"
 				}
-				r := startOnPTY(t, 24, 80, "run", mode, "--name", name, "-w", ws, "--", "sh", "-c",
+				r := startOnPTY(t, 24, 80, "run", mode, "--direct", "--name", name, "-w", ws, "--", "sh", "-c",
 					`stty -echo && exec "$0" probe-ldisc "$1" "$2"`, probe, out, how)
 				before, err := unix.IoctlGetInt(int(r.slave.Fd()), unix.TIOCGETD)
 				if err != nil || before == nNull || r.before.Lflag&unix.ECHO == 0 {

@@ -150,7 +150,7 @@ func TestRunKilledAroundItsTie(t *testing.T) {
 	for _, stage := range []string{"tie-started", "tie-starting"} {
 		t.Run(stage, func(t *testing.T) {
 			probe := "tie-probe-" + stage
-			cmd, _, out := paused(t, stage, nil, "run", "--pty=false", "-w", tieProbe(t, probe), "--", "./"+probe)
+			cmd, _, out := paused(t, stage, nil, "run", "--pty=false", "--direct", "-w", tieProbe(t, probe), "--", "./"+probe)
 			state, _ := filepath.Glob(filepath.Join(stateRoot(), "sessions", probe+"-*"))
 			if len(state) != 1 {
 				t.Fatalf("state of the run: %v", state)

@@ -19,7 +19,7 @@ import (
 // not finish (the lock file included); the workspace is looked at as ever.
 func TestUnnamedRunKilledWhileItsStateGoes(t *testing.T) {
 	needRig(t)
-	for _, mode := range [][]string{{"run"}, {"run", "--scope"}} {
+	for _, mode := range [][]string{{"run", "--direct"}, {"run", "--scope", "--direct"}} {
 		t.Run(strings.Join(mode, " "), func(t *testing.T) {
 			ws := workspace(t)
 			before, _ := filepath.Glob(filepath.Join(stateRoot(), "sessions", ".removing-*"))

@@ -239,7 +239,7 @@ git init -q . && echo x >f && git add f && git commit -q -m one && git log --for
 			ws = filepath.Join(ws, "sub")
 			os.MkdirAll(ws, 0o755)
 		}
-		r := mosaicWith(t, env, "", "run", "-w", ws, "--", "sh", "-c", script)
+		r := mosaicWith(t, env, "", "run", "--direct", "-w", ws, "--", "sh", "-c", script)
 		want := "init.defaultbranch=trunk\nuser.email=rig@example.com\nuser.name=Rig User\nRig User <rig@example.com> one\ntrunk\n"
 		if r.code != 0 || r.stdout != want {
 			t.Errorf("%s: exit %d\nstdout %q\nwant   %q\nstderr %s", where, r.code, r.stdout, want, r.stderr)

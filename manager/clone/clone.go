@@ -38,7 +38,14 @@ var identity = []string{
 func git(ctx context.Context, dir string, env []string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	argv := append([]string{"-C", dir}, args...)
+	if strings.HasPrefix(dir, PinnedPrefix) { // see Pinned: git starts in it
+		argv = args
+	}
+	cmd := exec.CommandContext(ctx, "git", argv...)
+	if len(argv) == len(args) {
+		cmd.Dir = dir
+	}
 	cmd.Env = append(os.Environ(), append([]string{"GIT_TERMINAL_PROMPT=0"}, env...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -69,6 +76,9 @@ func Make(ctx context.Context, ws string, c units.Clone) (units.Clone, error) {
 		os.RemoveAll(c.Dir)
 		return c, errcode.CloneFailed.New("cannot make the session's copy of %s: %v", ws, err)
 	}
+	if c.Kind == units.ClonePlain {
+		return makePlain(ctx, ws, c)
+	}
 	rev := "HEAD"
 	if c.Ref != "" {
 		rev = c.Ref
@@ -78,15 +88,15 @@ func Make(ctx context.Context, ws string, c units.Clone) (units.Clone, error) {
 		if c.Ref != "" {
 			return c, errcode.BadClone.New("--base %s is not a commit of %s: give a branch, tag or commit id", c.Ref, ws)
 		}
-		return c, errcode.BadClone.New("repository %s has no commit yet, which --clone starts from: commit once, or drop --clone", ws)
+		parent = "" // an unborn branch: the uncommitted files are the base
 	}
 	c.Parent, c.Base = parent, parent
-	if _, err := git(ctx, ws, nil, "clone", "-q", "--shared", "--no-checkout", ws, c.Dir); err != nil {
+	if _, err := git(ctx, ws, nil, "clone", "-q", "--shared", "--no-checkout", ".", c.Dir); err != nil {
 		return fail(err)
 	}
 	gitDir := filepath.Join(c.Dir, ".git")
 	if c.Ref == "" {
-		if c.Base, err = snapshot(ctx, ws, gitDir, parent); err != nil {
+		if c.Base, err = snapshot(ctx, ws, gitDir, parent, c.Objects); err != nil {
 			return fail(err)
 		}
 	}
@@ -115,22 +125,25 @@ func Make(ctx context.Context, ws string, c units.Clone) (units.Clone, error) {
 // change git add -A sees) on top of parent, into the object store of the
 // copy at gitDir, and returns the commit; parent itself when nothing is
 // uncommitted.
-func snapshot(ctx context.Context, ws, gitDir, parent string) (string, error) {
+func snapshot(ctx context.Context, ws, gitDir, parent, objects string) (string, error) {
 	index := filepath.Join(gitDir, "mosaic-snapshot-index")
 	defer os.Remove(index)
-	if b, err := os.ReadFile(filepath.Join(ws, ".git", "index")); err == nil {
+	if b, err := os.ReadFile(userIndex(ctx, ws)); err == nil {
 		if err := os.WriteFile(index, b, 0o600); err != nil {
 			return "", err
 		}
 	}
 	env := []string{"GIT_INDEX_FILE=" + index, "GIT_OBJECT_DIRECTORY=" + filepath.Join(gitDir, "objects"),
-		"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + filepath.Join(ws, ".git", "objects")}
+		"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + objects}
 	if _, err := git(ctx, ws, env, "add", "-A"); err != nil {
 		return "", err
 	}
 	tree, err := git(ctx, ws, env, "write-tree")
 	if err != nil {
 		return "", err
+	}
+	if parent == "" { // an unborn branch
+		return git(ctx, ws, append(env, identity...), "commit-tree", tree, "-m", "mosaic: the uncommitted changes at the session's start (no commit yet)")
 	}
 	if head, err := git(ctx, ws, nil, "rev-parse", parent+"^{tree}"); err == nil && head == tree {
 		return parent, nil

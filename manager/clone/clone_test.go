@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"mosaic/manager/clone/patchcheck"
 	"mosaic/units"
 	"mosaic/units/errcode"
@@ -92,9 +94,52 @@ func TestMakeRefusals(t *testing.T) {
 	}
 	empty := t.TempDir()
 	run(t, empty, "init", "-q")
-	_, err = Make(context.Background(), empty, units.Clone{Dir: filepath.Join(t.TempDir(), "c")})
-	if errcode.Of(err).Code != "bad-clone" || !strings.Contains(err.Error(), "no commit") {
-		t.Errorf("a repository without a commit: %v", err)
+	os.WriteFile(filepath.Join(empty, "f"), []byte("uncommitted\n"), 0o644)
+	dir := filepath.Join(t.TempDir(), "c")
+	c, err := Make(context.Background(), empty, units.Clone{Dir: dir, Objects: filepath.Join(empty, ".git", "objects")})
+	if err != nil || c.Parent != "" || c.Base == "" {
+		t.Fatalf("a repository without a commit: %+v %v", c, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "uncommitted\n" {
+		t.Errorf("an unborn branch's copy lacks its uncommitted file: %q", b)
+	}
+}
+
+// TestMakePlain: a plain directory's copy is a repository of its own
+// holding its files (not what its .gitignore ignores); a FIFO in it, or a
+// repository nested in it, is refused naming --direct, with no copy left.
+func TestMakePlain(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a"), []byte("a\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, ".gitignore"), []byte("ignored\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "ignored"), []byte("x\n"), 0o644)
+	dir := filepath.Join(t.TempDir(), "c")
+	c, err := Make(context.Background(), ws, units.Clone{Dir: dir, Kind: units.ClonePlain})
+	if err != nil || c.Base == "" || c.Parent != c.Base {
+		t.Fatalf("Make: %+v %v", c, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a")); string(b) != "a\n" {
+		t.Errorf("the copy's a: %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "ignored")); err == nil {
+		t.Error("the copy holds an ignored file")
+	}
+	for what, plant := range map[string]func(d string) error{
+		"a FIFO":              func(d string) error { return unix.Mkfifo(filepath.Join(d, "p"), 0o600) },
+		"a nested repository": func(d string) error { return os.MkdirAll(filepath.Join(d, "n", ".git"), 0o700) },
+	} {
+		d := t.TempDir()
+		if err := plant(d); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(t.TempDir(), "c")
+		_, err := Make(context.Background(), d, units.Clone{Dir: out, Kind: units.ClonePlain})
+		if e := errcode.Of(err); err == nil || e.Code != "bad-workspace" || !strings.Contains(err.Error(), "--direct") {
+			t.Errorf("%s: %v", what, err)
+		}
+		if _, err := os.Lstat(out); err == nil {
+			t.Errorf("%s: a refused copy was left", what)
+		}
 	}
 }
 

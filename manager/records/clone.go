@@ -19,6 +19,8 @@ type Clone struct {
 	Base   string `json:"base"`          // the commit the copy started from
 	Parent string `json:"parent"`        // the user's commit under Base
 	Ref    string `json:"ref,omitempty"` // --base, as given
+	// Kind is units.ClonePlain for a plain directory's copy.
+	Kind string `json:"kind,omitempty"`
 	// Snapshot is when the finish step last ran; nil before it ever did.
 	Snapshot *time.Time          `json:"snapshot,omitempty"`
 	Head     string              `json:"head,omitempty"` // the snapshot's commit

@@ -1,12 +1,11 @@
 package request
 
 import (
-	"os"
-
-	"mosaic/credentials"
 	"path/filepath"
 	"strings"
 
+	"mosaic/credentials"
+	"mosaic/sandbox"
 	"mosaic/units"
 	"mosaic/units/errcode"
 )
@@ -19,13 +18,18 @@ const (
 )
 
 // cloneMode decides whether a session is in clone mode: --base, the
-// request's mode, the profile's, the user's mosaic.conf, else not.
+// request's mode, the profile's, the user's mosaic.conf, else clone (the
+// default). mosaic's own sessions (the doctor's probe) are direct: they
+// write nothing of the user's.
 func cloneMode(req Request, profile credentials.Profile, p Paths) (bool, error) {
 	if req.Base != "" {
 		if req.Mode == ModeDirect {
-			return false, errcode.BadClone.New("--base is for clone mode: drop --clone=false or --base")
+			return false, errcode.BadClone.New("--base is for clone mode: drop --direct or --base")
 		}
 		return true, nil
+	}
+	if req.Own && req.Mode == "" {
+		return false, nil
 	}
 	mode := req.Mode
 	if mode == "" {
@@ -39,52 +43,73 @@ func cloneMode(req Request, profile credentials.Profile, p Paths) (bool, error) 
 		mode = cfg.Workspace
 	}
 	switch mode {
-	case "", ModeDirect:
+	case ModeDirect:
 		return false, nil
-	case ModeClone:
+	case "", ModeClone:
 		return true, nil
 	}
 	return false, errcode.BadClone.New("workspace mode %q: use clone or direct", mode)
 }
 
+// DirectWarning is the one line mosaic says on stderr, and status shows,
+// of a session in direct mode.
+const DirectWarning = "direct mode: the session writes your checkout in place; your host's tools will run what it writes (use clone mode, the default, to review with mosaic diff)"
+
 // cloneOf checks that a clone-mode request can have its copy
-// (units.Clone): a repository's top directory with a .git directory of its
-// own, an object store that borrows from no other (the copy could not
-// reach it), a service with bwrap (a scope's or --sandbox landlock's
-// session would be given the workspace itself), a name that leaves room for
-// its finish step's. Only the filesystem is read: the copy is made once the
-// name is claimed (manager/clone).
-func cloneOf(req Request, spec units.Spec) (*units.Clone, error) {
+// (units.Clone) and finds the workspace's kind (repository, below): a
+// service or a scope of bwrap's or Landlock's, a name that leaves room for
+// its finish step's, a workspace it can copy. Only the filesystem is read:
+// the copy is made once the name is claimed (manager/clone).
+func cloneOf(req Request, spec *units.Spec, p Paths) (*units.Clone, error) {
 	fail := func(format string, a ...any) (*units.Clone, error) {
 		return nil, errcode.BadClone.New(format, a...)
 	}
 	switch {
 	case req.Scope:
-		return fail("--clone is for a service, not --scope: drop one of them")
-	case spec.Landlock():
-		return fail("--clone needs bwrap's layer, not --sandbox landlock: drop one of them")
+		return nil, errcode.BadWorkspace.New("clone mode, the default, is not there yet for --scope: add --direct (the session then writes %s in place) or drop --scope", spec.Workspace)
 	case spec.NameGiven && len(spec.Name) > units.MaxCloneName:
-		return fail("session name %q is too long for --clone: at most %d characters (its finish step is %s)", spec.Name, units.MaxCloneName, units.FinishName(spec.Name))
+		return fail("session name %q is too long for clone mode: at most %d characters (its finish step is %s), or --direct", spec.Name, units.MaxCloneName, units.FinishName(spec.Name))
 	case strings.HasPrefix(req.Base, "-") || strings.ContainsAny(req.Base, "\x00\n"):
 		return fail("--base %q is not a commit: give a branch, tag or commit id", req.Base)
 	}
-	ws := spec.Workspace
-	gitDir := filepath.Join(ws, ".git")
-	fi, err := os.Lstat(gitDir)
-	switch {
-	case os.IsNotExist(err):
-		return fail("workspace %s is not the top directory of a git repository, which --clone copies: run it in the repository's top directory (or `git init` one), or drop --clone", ws)
-	case err != nil:
-		return fail("workspace %s: %v", ws, err)
-	case !fi.IsDir():
-		return fail("workspace %s has a .git file (a linked worktree or a submodule's checkout), not a repository of its own: use --clone in the main checkout, or drop --clone", ws)
+	repo, err := findRepository(spec.Workspace)
+	if err != nil {
+		return nil, err
 	}
-	objects := filepath.Join(gitDir, "objects")
-	if fi, err := os.Lstat(objects); err != nil || !fi.IsDir() {
-		return fail("%s is not a git object directory: is %s a git repository?", objects, ws)
+	dir := filepath.Join(spec.StateDir, units.CloneDirName)
+	if repo.top == "" { // a plain directory: a private snapshot of it
+		if req.Base != "" {
+			return fail("--base needs a git repository, and %s is in none: drop --base", spec.Workspace)
+		}
+		return &units.Clone{Dir: dir, Kind: units.ClonePlain}, nil
 	}
-	if b, err := os.ReadFile(filepath.Join(objects, "info", "alternates")); err == nil && strings.TrimSpace(string(b)) != "" {
-		return fail("repository %s borrows objects from another (objects/info/alternates), which its session's copy could not reach: use --clone in the repository it borrows from, or drop --clone", ws)
+	if repo.top != spec.Workspace {
+		if err := belowRepository(spec, repo.top, p); err != nil {
+			return nil, err
+		}
 	}
-	return &units.Clone{Dir: filepath.Join(spec.StateDir, units.CloneDirName), Objects: objects, Ref: req.Base}, nil
+	return &units.Clone{Dir: dir, Objects: filepath.Join(repo.common, "objects"), Ref: req.Base}, nil
+}
+
+// belowRepository makes a workspace below its repository's top directory
+// the session's working directory, and the top its workspace: the copy is
+// of the whole repository. The top must pass the workspace's own checks
+// (a repository at the home's top is refused, naming --direct).
+func belowRepository(spec *units.Spec, top string, p Paths) error {
+	deny, err := DenyList(p)
+	if err != nil {
+		return err
+	}
+	c, err := checkWorkspace(top, deny)
+	if err != nil {
+		return errcode.BadWorkspace.New("workspace %s is in the repository %s, whose copy clone mode would make and which a session must not see (%v): use --direct, or a workspace in another repository", spec.Workspace, top, err)
+	}
+	ids := []sandbox.BindID{{Path: top, ID: c.id}} // the copy is made of it (manager's pinWorkspace)
+	for _, b := range spec.BindIDs {
+		if b.Path != spec.Workspace {
+			ids = append(ids, b)
+		}
+	}
+	spec.BindIDs, spec.WorkDir, spec.Workspace = ids, spec.Workspace, top
+	return nil
 }

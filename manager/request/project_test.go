@@ -19,7 +19,7 @@ import (
 func TestProjectAskAcceptChange(t *testing.T) {
 	p, _ := fixture(t)
 	app := filepath.Join(p.Home, "src", "app")
-	os.Mkdir(filepath.Join(app, ".git"), 0o700)
+	repoAt(t, app) // a repository clone mode, the default, can copy
 	file := filepath.Join(app, ProjectFile)
 	writeTestFile(t, file, "# our builds\nask-allow-host = @npm\nask-memory-max = 768M\nask-publish = 8000\n")
 	req := Request{Workspace: app, Command: []string{"true"}}

@@ -61,7 +61,7 @@ type Request struct {
 	// Mode is the workspace's mode: ModeClone (units.Clone: the session
 	// works in its own copy of the workspace's repository, never in the
 	// checkout), ModeDirect, or "" for the profile's, else mosaic.conf's,
-	// else direct. Base, when set, is the commit (--base REF) a clone
+	// else clone. Base, when set, is the commit (--base REF) a clone
 	// starts from instead of HEAD and the working tree; it implies clone.
 	Mode string
 	Base string
@@ -406,7 +406,7 @@ func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths,
 	if clone, err := cloneMode(req, grant.Profile, p); err != nil {
 		return err
 	} else if clone {
-		if spec.Clone, err = cloneOf(req, *spec); err != nil {
+		if spec.Clone, err = cloneOf(req, spec, p); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// agentWrites is what each kind's session runs: it says where it starts,
+// changes a file the user has and adds one.
+const agentWrites = `set -e; pwd; echo agent >> mine.txt; echo new > new.txt`
+
+// TestDefaultIsClone: with neither flag a run works in its own copy (the
+// host sees nothing of its writes until apply), --direct writes the
+// checkout and says so in one line on stderr and in status, and --clone
+// --direct together is bad input. The first check can fail: the --direct
+// session below is its control, whose write the host sees.
+func TestDefaultIsClone(t *testing.T) {
+	needRig(t)
+	ws := workspace(t)
+	os.WriteFile(filepath.Join(ws, "mine.txt"), []byte("mine\n"), 0o644)
+	name := cloneSession(t)
+	r := mustMosaic(t, "run", "--name", name, "-w", ws, "--", "sh", "-c", agentWrites)
+	if _, err := os.Lstat(filepath.Join(ws, "new.txt")); err == nil {
+		t.Fatal("a default run wrote the checkout")
+	}
+	if strings.Contains(r.stderr, "direct mode") || !strings.Contains(r.stderr, "2 files") {
+		t.Errorf("a default run's stderr:\n%s", r.stderr)
+	}
+	var st struct {
+		WorkspaceMode string `json:"workspace_mode"`
+		Warning       string
+	}
+	json.Unmarshal([]byte(mustMosaic(t, "status", name, "--json").stdout), &st)
+	if st.WorkspaceMode != "clone" || st.Warning != "" {
+		t.Errorf("status of a default session: %+v", st)
+	}
+
+	direct := cloneSession(t)
+	r = mustMosaic(t, "start", "--direct", "--name", direct, "-w", ws, "--", "sh", "-c", "echo direct > direct.txt")
+	if n := strings.Count(r.stderr, "direct mode: the session writes your checkout in place"); n != 1 {
+		t.Errorf("--direct said its line %d times:\n%s", n, r.stderr)
+	}
+	eventually(t, 10e9, "the direct session's write in the checkout", func() bool {
+		_, err := os.Lstat(filepath.Join(ws, "direct.txt"))
+		return err == nil
+	})
+	json.Unmarshal([]byte(mustMosaic(t, "status", direct, "--json").stdout), &st)
+	if st.WorkspaceMode != "direct" || !strings.Contains(st.Warning, "your host's tools will run what it writes") {
+		t.Errorf("status of a direct session: %+v", st)
+	}
+	if out := mustMosaic(t, "status", direct).stdout; !strings.Contains(out, "direct mode: the session writes your checkout in place") {
+		t.Errorf("status does not say direct mode:\n%s", out)
+	}
+	r = mosaic(t, "run", "--clone", "--direct", "-w", ws, "--json", "--", "true")
+	if code, _ := jsonError(t, r); r.code != 2 || code != "bad-clone" {
+		t.Errorf("--clone --direct: exit %d %s", r.code, code)
+	}
+	r = mosaic(t, "run", "--scope", "-w", ws, "--json", "--", "true")
+	if code, msg := jsonError(t, r); r.code != 2 || code != "bad-workspace" || !strings.Contains(msg, "--direct") {
+		t.Errorf("--scope in clone mode: exit %d %s %s", r.code, code, msg)
+	}
+}
+
+// TestCloneWorkspaceKinds: each kind of workspace works in clone mode:
+// the session starts where the user asked, the checkout is untouched
+// until apply, diff shows the agent's change only (never the user's
+// uncommitted work), and apply writes it.
+func TestCloneWorkspaceKinds(t *testing.T) {
+	needRig(t)
+	committed := func(t *testing.T) string {
+		ws := workspace(t)
+		gitMust(t, ws, "init", "-q", "-b", "main")
+		os.WriteFile(filepath.Join(ws, "mine.txt"), []byte("mine\n"), 0o644)
+		os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
+		os.WriteFile(filepath.Join(ws, "sub", "mine.txt"), []byte("mine\n"), 0o644)
+		gitMust(t, ws, "add", ".")
+		gitMust(t, ws, "-c", "user.name=u", "-c", "user.email=u@e", "commit", "-qm", "one")
+		return ws
+	}
+	kinds := []struct {
+		name string
+		make func(t *testing.T) (ws, dir string) // the workspace, and where its change lands
+		args []string
+	}{
+		{"top", func(t *testing.T) (string, string) { ws := committed(t); return ws, ws }, nil},
+		{"subdirectory", func(t *testing.T) (string, string) {
+			ws := committed(t)
+			return filepath.Join(ws, "sub"), filepath.Join(ws, "sub")
+		}, nil},
+		{"linked worktree", func(t *testing.T) (string, string) {
+			main := committed(t)
+			wt := filepath.Join(main, "..", filepath.Base(main)+"-wt")
+			gitMust(t, main, "worktree", "add", "-q", "-b", "other", wt)
+			t.Cleanup(func() { os.RemoveAll(wt) })
+			return wt, wt
+		}, nil},
+		{"detached HEAD", func(t *testing.T) (string, string) {
+			ws := committed(t)
+			gitMust(t, ws, "checkout", "-q", "--detach")
+			return ws, ws
+		}, nil},
+		{"unborn branch", func(t *testing.T) (string, string) {
+			ws := workspace(t)
+			gitMust(t, ws, "init", "-q")
+			os.WriteFile(filepath.Join(ws, "mine.txt"), []byte("mine\n"), 0o644)
+			return ws, ws
+		}, nil},
+		{"plain directory", func(t *testing.T) (string, string) {
+			ws := workspace(t)
+			os.WriteFile(filepath.Join(ws, "mine.txt"), []byte("mine\n"), 0o644)
+			return ws, ws
+		}, nil},
+		{"--sandbox landlock", func(t *testing.T) (string, string) { ws := committed(t); return ws, ws }, []string{"--sandbox", "landlock"}},
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			ws, dir := k.make(t)
+			os.WriteFile(filepath.Join(dir, "mine.txt"), []byte("mine\nuser's own\n"), 0o644) // uncommitted
+			name := cloneSession(t)
+			r := mustMosaic(t, append(append([]string{"run", "--name", name, "-w", ws}, k.args...), "--", "sh", "-c", agentWrites)...)
+			if got := strings.TrimSpace(r.stdout); got != ws {
+				t.Errorf("the session started in %q, want %q", got, ws)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, "new.txt")); err == nil {
+				t.Fatal("the session wrote the checkout")
+			}
+			d := diffOf(t, name)
+			if !strings.Contains(d.Patch, "+agent") || strings.Contains(d.Patch, "+user's own") || len(d.Summary.Files) != 2 {
+				t.Errorf("diff: %s\n%s", paths(d), d.Patch)
+			}
+			mustMosaic(t, "apply", name)
+			b, _ := os.ReadFile(filepath.Join(dir, "mine.txt"))
+			n, _ := os.ReadFile(filepath.Join(dir, "new.txt"))
+			if string(b) != "mine\nuser's own\nagent\n" || string(n) != "new\n" {
+				t.Errorf("after apply: mine.txt %q, new.txt %q", b, n)
+			}
+		})
+	}
+}
+
+// TestCloneRefusesWhatItCannotCopy: a plain directory holding a FIFO, a
+// repository with submodules, a submodule's checkout and a repository
+// that borrows objects are refused in one line naming --direct, with
+// nothing left; --direct runs each.
+func TestCloneRefusesWhatItCannotCopy(t *testing.T) {
+	needRig(t)
+	fifo := workspace(t)
+	if err := syscall.Mkfifo(filepath.Join(fifo, "pipe"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	subs := workspace(t)
+	gitMust(t, subs, "init", "-q")
+	os.WriteFile(filepath.Join(subs, ".gitmodules"), []byte("[submodule \"x\"]\n\tpath = x\n\turl = ../x\n"), 0o644)
+	alt := workspace(t)
+	gitMust(t, alt, "init", "-q")
+	os.MkdirAll(filepath.Join(alt, ".git", "objects", "info"), 0o755)
+	os.WriteFile(filepath.Join(alt, ".git", "objects", "info", "alternates"), []byte("/nonexistent/objects\n"), 0o644)
+	sm := workspace(t)
+	os.WriteFile(filepath.Join(sm, ".git"), []byte("gitdir: "+filepath.Join(subs, ".git", "modules", "x")+"\n"), 0o644)
+	for what, ws := range map[string]string{"special file": fifo, "submodules": subs, "alternates": alt, "submodule checkout": sm} {
+		name := cloneSession(t)
+		r := mosaic(t, "run", "--name", name, "-w", ws, "--json", "--", "true")
+		if code, msg := jsonError(t, r); r.code != 2 || code != "bad-workspace" || !strings.Contains(msg, "--direct") || strings.Contains(msg, "\n") {
+			t.Errorf("%s: exit %d %s %q", what, r.code, code, msg)
+		}
+		if _, err := os.Lstat(filepath.Join(stateRoot(), "sessions", name)); err == nil {
+			t.Errorf("%s: a refused clone left a state directory", what)
+		}
+		if what != "submodule checkout" {
+			mustMosaic(t, "run", "--direct", "-w", ws, "--", "true")
+		}
+	}
+}
