@@ -21,11 +21,21 @@ import (
 )
 
 // Dest is a destination a key is lent for: its name (a host, as the user
-// named it) and which host keys are that host's.
+// named it) and its host keys (its known_hosts lines', resolved when the
+// session starts; certificate authorities and revocations are not read).
 type Dest struct {
 	Name string
-	// HostKey tells whether key is one of this destination's host keys.
-	HostKey func(key ssh.PublicKey) bool
+	Keys []ssh.PublicKey
+}
+
+// hasKey tells whether key is one of d's host keys.
+func (d Dest) hasKey(key ssh.PublicKey) bool {
+	for _, k := range d.Keys {
+		if bytes.Equal(k.Marshal(), key.Marshal()) {
+			return true
+		}
+	}
+	return false
 }
 
 // Lent is one key lent to a session: either only to sign (SSHSIG data:
@@ -269,7 +279,7 @@ func (c *Conn) checkLogin(l *Lent, fp string, key ssh.PublicKey, data []byte) (U
 		return u, c.refuse(u, "the login is not for the ssh connection the agent was bound to")
 	}
 	for _, d := range l.Dests {
-		if d.HostKey(last.hostKey) {
+		if d.hasKey(last.hostKey) {
 			u.Dest = d.Name
 			u.Op += " as " + req.User
 			return u, nil

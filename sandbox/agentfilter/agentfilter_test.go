@@ -50,10 +50,9 @@ func newRig(t *testing.T) *rig {
 	}
 	r.hostA, _ = newSigner(t)
 	r.hostB, _ = newSigner(t)
-	hostA := string(r.hostA.PublicKey().Marshal())
 	r.filter = &Filter{
 		Lent: []Lent{
-			{Key: r.login.PublicKey(), Dests: []Dest{{Name: "git.example", HostKey: func(k ssh.PublicKey) bool { return string(k.Marshal()) == hostA }}}},
+			{Key: r.login.PublicKey(), Dests: []Dest{{Name: "git.example", Keys: []ssh.PublicKey{r.hostA.PublicKey()}}}},
 			{Key: r.signer.PublicKey(), SignOnly: true},
 		},
 		Report: func(u Use) { r.mu.Lock(); r.uses = append(r.uses, u); r.mu.Unlock() },

@@ -71,8 +71,7 @@ func ParseDest(name string, knownHosts []string) (Dest, error) {
 		if err != nil {
 			return Dest{}, fmt.Errorf("ssh destination %q: not a host public key file: %v", name, err)
 		}
-		blob := string(hk.Marshal())
-		return Dest{Name: name, HostKey: func(k ssh.PublicKey) bool { return string(k.Marshal()) == blob }}, nil
+		return Dest{Name: name, Keys: []ssh.PublicKey{hk}}, nil
 	}
 	host, port := name, "22"
 	if h, p, err := net.SplitHostPort(name); err == nil {
@@ -94,15 +93,17 @@ func ParseDest(name string, knownHosts []string) (Dest, error) {
 	if err != nil {
 		return Dest{}, fmt.Errorf("ssh destination %q: %v", name, err)
 	}
-	addr := net.JoinHostPort(host, port)
-	remote := &net.TCPAddr{IP: net.IPv4zero, Port: 22}
-	known := func(k ssh.PublicKey) bool { return cb(addr, remote, k) == nil }
-	// A key of no host's tells whether the files know the host at all.
+	// A key of no host's gets the host's known keys back, in the error.
 	var ke *knownhosts.KeyError
-	if err := cb(addr, remote, probeKey{}); !errors.As(err, &ke) || len(ke.Want) == 0 {
+	err = cb(net.JoinHostPort(host, port), &net.TCPAddr{IP: net.IPv4zero, Port: 22}, probeKey{})
+	if !errors.As(err, &ke) || len(ke.Want) == 0 {
 		return Dest{}, fmt.Errorf("ssh destination %q: not in known_hosts (ssh to it once, or give its host key file)", name)
 	}
-	return Dest{Name: name, HostKey: known}, nil
+	d := Dest{Name: name}
+	for _, k := range ke.Want {
+		d.Keys = append(d.Keys, k.Key)
+	}
+	return d, nil
 }
 
 // probeKey is a public key no host has.
