@@ -505,6 +505,9 @@ func ReadOnlyPaths(s Spec) []string {
 	if d := s.publishDir(); d != "" {
 		ro = append(ro, d)
 	}
+	if d := s.sshAgentDir(); d != "" {
+		ro = append(ro, d)
+	}
 	if s.CABundle != "" { // bwrap binds it at sandbox.CABundleInside
 		ro = append(ro, s.CABundle)
 	}

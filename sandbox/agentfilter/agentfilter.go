@@ -242,7 +242,8 @@ func (c *Conn) checkSSHSIG(fp string, data []byte) (Use, error) {
 }
 
 // userauthRequest is the data an ssh client signs to log in with a key
-// (RFC 4252 section 7).
+// (RFC 4252 section 7); with the method publickey-hostbound-v00@openssh.com
+// (OpenSSH since 8.9) the server's host key follows, in Rest.
 type userauthRequest struct {
 	Session   []byte
 	Type      byte
@@ -252,6 +253,33 @@ type userauthRequest struct {
 	HasSig    bool
 	Algorithm string
 	PubKey    []byte
+	Rest      []byte `ssh:"rest"`
+}
+
+// The methods of an ssh login with a key.
+const (
+	methodPublickey = "publickey"
+	methodHostbound = "publickey-hostbound-v00@openssh.com"
+)
+
+// parseUserauth is data as an ssh login with a key, or false.
+func parseUserauth(data []byte) (userauthRequest, bool) {
+	var req userauthRequest
+	if err := ssh.Unmarshal(data, &req); err != nil || req.Type != 50 || !req.HasSig {
+		return req, false
+	}
+	switch req.Method {
+	case methodPublickey:
+		return req, len(req.Rest) == 0
+	case methodHostbound:
+		var hk struct{ HostKey []byte }
+		if ssh.Unmarshal(req.Rest, &hk) != nil {
+			return req, false
+		}
+		req.Rest = hk.HostKey
+		return req, true
+	}
+	return req, false
 }
 
 // checkLogin lets a destination-bound key sign only an ssh login, with
@@ -259,8 +287,8 @@ type userauthRequest struct {
 // to a host key of one of its destinations.
 func (c *Conn) checkLogin(l *Lent, fp string, key ssh.PublicKey, data []byte) (Use, error) {
 	u := Use{Fingerprint: fp, Op: "sign (ssh login)"}
-	var req userauthRequest
-	if err := ssh.Unmarshal(data, &req); err != nil || req.Type != 50 || req.Method != "publickey" || !req.HasSig {
+	req, ok := parseUserauth(data)
+	if !ok {
 		return u, c.refuse(u, "the key is lent only to log in, and this is not an ssh login")
 	}
 	if !bytes.Equal(req.PubKey, key.Marshal()) {
@@ -277,6 +305,9 @@ func (c *Conn) checkLogin(l *Lent, fp string, key ssh.PublicKey, data []byte) (U
 	last := c.binds[len(c.binds)-1]
 	if !bytes.Equal(last.sessionID, req.Session) {
 		return u, c.refuse(u, "the login is not for the ssh connection the agent was bound to")
+	}
+	if req.Method == methodHostbound && !bytes.Equal(req.Rest, last.hostKey.Marshal()) {
+		return u, c.refuse(u, "the login names another host key than the one the connection was bound to")
 	}
 	for _, d := range l.Dests {
 		if d.hasKey(last.hostKey) {

@@ -94,6 +94,13 @@ func userauth(sid []byte, key ssh.PublicKey) []byte {
 		Method: "publickey", HasSig: true, Algorithm: key.Type(), PubKey: key.Marshal()})
 }
 
+// hostbound is userauth with OpenSSH's publickey-hostbound-v00 method,
+// which names the server's host key too.
+func hostbound(sid []byte, key, host ssh.PublicKey) []byte {
+	return append(ssh.Marshal(userauthRequest{Session: sid, Type: 50, User: "git", Service: "ssh-connection",
+		Method: methodHostbound, HasSig: true, Algorithm: key.Type(), PubKey: key.Marshal()}), ssh.Marshal(struct{ H []byte }{host.Marshal()})...)
+}
+
 // sshsig is the blob ssh-keygen -Y sign (git commit -S) signs for msg.
 func sshsig(msg string) []byte {
 	h := sha512.Sum512([]byte(msg))
@@ -177,6 +184,13 @@ func TestAttacksRefused(t *testing.T) {
 			_, err := a.Sign(r.login.PublicKey(), userauth([]byte("another session"), r.login.PublicKey()))
 			return err
 		}},
+		{"hostbound login naming another host key than the bound one", func(r *rig, a agent.ExtendedAgent) error {
+			if _, err := a.Extension("session-bind@openssh.com", bindMsg(t, r.hostA, r.hostA, sid, false)); err != nil && err != agent.ErrExtensionUnsupported {
+				return err
+			}
+			_, err := a.Sign(r.login.PublicKey(), hostbound(sid, r.login.PublicKey(), r.hostB.PublicKey()))
+			return err
+		}},
 		{"login through a forwarded agent", func(r *rig, a agent.ExtendedAgent) error {
 			if _, err := a.Extension("session-bind@openssh.com", bindMsg(t, r.hostA, r.hostA, sid, true)); err != nil && err != agent.ErrExtensionUnsupported {
 				return err
@@ -240,6 +254,9 @@ func TestAllowed(t *testing.T) {
 	}
 	if u := r.last(); !u.Allowed || u.Dest != "git.example" {
 		t.Fatalf("reported %v", u)
+	}
+	if _, err := a.Sign(r.login.PublicKey(), hostbound(sid, r.login.PublicKey(), r.hostA.PublicKey())); err != nil {
+		t.Fatalf("hostbound login to host A: %v", err)
 	}
 	if _, err := a.Extension("query", nil); err == nil {
 		t.Fatal("another extension passed")

@@ -3,6 +3,8 @@ package agentfilter
 import (
 	"encoding/base64"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"os"
 	"os/signal"
@@ -95,6 +97,9 @@ func Main(args []string, ready func()) int {
 		return 2
 	}
 	session, socket, upstream := args[0], args[1], args[2]
+	// x/crypto's server logs each failed request once more, without the
+	// session, the key or why: the filter's own line says it all.
+	log.SetOutput(io.Discard)
 	f := &Filter{Report: func(u Use) { report(session, u) }}
 	for _, a := range args[3:] {
 		l, err := ParseSpec(a)
