@@ -81,8 +81,16 @@ func TestLendSSHKey(t *testing.T) {
 	if res := mosaicWith(t, env, "", append(lend, "sh", "-c", login)...); res.code != 0 {
 		t.Fatalf("lent: the login key did not log in: %+v", res)
 	}
-	if res := mosaicWith(t, env, "", append(lend, "sh", "-c", signLogin)...); res.code == 0 {
-		t.Fatal("lent: the signing-only key logged in")
+	keygen(filepath.Join(dir, "other_host"))
+	elsewhere := append([]string{}, lend...)
+	elsewhere[6] = filepath.Join(dir, "user_key.pub") + "=" + filepath.Join(dir, "other_host.pub")
+	// Both refused by the filter at the login (ssh's own message), not
+	// before the session started.
+	if res := mosaicWith(t, env, "", append(elsewhere, "sh", "-c", login)...); res.code == 0 || !strings.Contains(res.stderr, "Permission denied") {
+		t.Fatalf("lent for another host: the login key logged in to this one, or never tried: %+v", res)
+	}
+	if res := mosaicWith(t, env, "", append(lend, "sh", "-c", signLogin)...); res.code == 0 || !strings.Contains(res.stderr, "Permission denied") {
+		t.Fatalf("lent: the signing-only key logged in, or never tried: %+v", res)
 	}
 	if res := mosaicWith(t, env, "", append(lend, "ssh-add", "-D")...); res.code == 0 {
 		t.Fatalf("lent: ssh-add -D passed: %+v", res)
@@ -106,4 +114,33 @@ func must1[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestLendSSHKeyBadInput: a key the agent does not hold is bad input
+// (exit 2), no agent a refusal (exit 3), each one line, and no session.
+func TestLendSSHKeyBadInput(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "k")).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	sock := userAgent(t)
+	name := "lend-" + randomHex()
+	cases := []struct {
+		env  []string
+		code int
+		want string
+	}{
+		{[]string{"SSH_AUTH_SOCK=" + sock}, 2, "bad-ssh-lend"},
+		{[]string{"SSH_AUTH_SOCK=" + filepath.Join(dir, "none.sock")}, 3, "no-ssh-agent"},
+		{[]string{"SSH_AUTH_SOCK="}, 3, "no-ssh-agent"},
+	}
+	for _, c := range cases {
+		res := mosaicWith(t, c.env, "", "run", "--json", "--name", name, "-w", workspace(t), "--lend-ssh-sign", filepath.Join(dir, "k.pub"), "--", "true")
+		if res.code != c.code || !strings.Contains(res.stdout+res.stderr, c.want) {
+			t.Fatalf("%v: exit %d, want %d with %s: %+v", c.env, res.code, c.code, c.want, res)
+		}
+		if st := mosaic(t, "status", name); st.code == 0 {
+			t.Fatalf("%v: a session was started: %+v", c.env, st)
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package request
 
 import (
-	"errors"
 	"net"
 	"path/filepath"
 	"strings"
@@ -86,11 +85,7 @@ func listAgent(sock string) ([]*agent.Key, error) {
 		return nil, err
 	}
 	defer c.Close()
-	keys, err := agent.NewClient(c).List()
-	if err == nil && len(keys) == 0 {
-		err = errors.New("it holds no key (ssh-add lists none)")
-	}
-	return keys, err
+	return agent.NewClient(c).List()
 }
 
 // signingConfig is the session's ~/.gitconfig with git's ssh commit
