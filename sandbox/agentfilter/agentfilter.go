@@ -18,6 +18,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
+
+	"mosaic/units/acceptloop"
 )
 
 // Dest is a destination a key is lent for: its name (a host, as the user
@@ -107,20 +109,23 @@ func (f *Filter) NewConn(upstream agent.ExtendedAgent) *Conn {
 	return &Conn{f: f, upstream: upstream}
 }
 
+// MaxConns bounds the session's agent connections served at once (each
+// holds one to the user's agent); one more is closed at once.
+const MaxConns = 32
+
 // Serve answers the agent protocol on ln until it fails, each connection
 // with a connection of its own to the upstream agent dial gives.
 func (f *Filter) Serve(ln net.Listener, dial func() (net.Conn, error)) error {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return err
+	slots := make(chan struct{}, MaxConns)
+	return acceptloop.Serve(ln, func(c net.Conn) {
+		select {
+		case slots <- struct{}{}:
+			go func() { f.serveConn(c, dial); <-slots }()
+		default:
+			f.report(Use{Op: "connect", Why: fmt.Sprintf("more than %d connections at once", MaxConns)})
+			c.Close()
 		}
-		go f.serveConn(c, dial)
-	}
+	})
 }
 
 // serveConn serves one session connection, through one upstream
