@@ -100,6 +100,15 @@ func TestLendSSHKey(t *testing.T) {
 	if res.code != 0 || !strings.Contains(res.stdout, "BEGIN SSH SIGNATURE") {
 		t.Fatalf("lent: git commit -S: %+v", res)
 	}
+	name := "lend-" + randomHex()
+	named := append([]string{"run", "--name", name}, lend[1:]...)
+	if res := mosaicWith(t, env, "", append(named, "true")...); res.code != 0 {
+		t.Fatalf("lent, named: %+v", res)
+	}
+	t.Cleanup(func() { mosaic(t, "rm", name) })
+	if st := mosaic(t, "status", name); !strings.Contains(st.stdout, "ssh keys:") || !strings.Contains(st.stdout, "to sign only") {
+		t.Errorf("status does not say which keys were lent: %+v", st)
+	}
 	signers := filepath.Join(dir, "allowed_signers")
 	must(t, os.WriteFile(signers, []byte("t@example.org "+string(signPub)), 0o600))
 	v := exec.Command("git", "-C", filepath.Join(ws, "repo"), "-c", "gpg.ssh.allowedSignersFile="+signers, "verify-commit", "HEAD")

@@ -121,15 +121,15 @@ func Main(args []string, ready func()) int {
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 	for _, l := range f.Lent {
-		fmt.Fprintf(os.Stderr, "mosaic ssh-agent: session %s: lending %s\n", session, l.describe())
+		fmt.Fprintf(os.Stderr, "mosaic ssh-agent: session %s: lending %s\n", session, l.Describe())
 	}
 	ready()
 	<-term
 	return 0
 }
 
-// describe is what a Lent is lent for, for the log.
-func (l Lent) describe() string {
+// Describe is what a Lent is lent for, for the log and status.
+func (l Lent) Describe() string {
 	if l.SignOnly {
 		return ssh.FingerprintSHA256(l.Key) + " to sign only"
 	}
