@@ -96,18 +96,18 @@ func TestLendSSHKey(t *testing.T) {
 		t.Fatalf("lent: ssh-add -D passed: %+v", res)
 	}
 	commit := "git init -q repo && cd repo && git -c user.email=t@example.org -c user.name=t commit -q --allow-empty -m signed && git cat-file commit HEAD"
-	res := mosaicWith(t, env, "", append(lend, "sh", "-c", commit)...)
-	if res.code != 0 || !strings.Contains(res.stdout, "BEGIN SSH SIGNATURE") {
-		t.Fatalf("lent: git commit -S: %+v", res)
-	}
 	name := "lend-" + randomHex()
 	named := append([]string{"run", "--name", name}, lend[1:]...)
-	if res := mosaicWith(t, env, "", append(named, "true")...); res.code != 0 {
-		t.Fatalf("lent, named: %+v", res)
+	res := mosaicWith(t, env, "", append(named, "sh", "-c", commit)...)
+	if res.code != 0 || !strings.Contains(res.stdout, "BEGIN SSH SIGNATURE") {
+		t.Fatalf("lent: git commit -S: %+v", res)
 	}
 	t.Cleanup(func() { mosaic(t, "rm", name) })
 	if st := mosaic(t, "status", name); !strings.Contains(st.stdout, "ssh keys:") || !strings.Contains(st.stdout, "to sign only") {
 		t.Errorf("status does not say which keys were lent: %+v", st)
+	}
+	if au := mosaic(t, "audit", name); !strings.Contains(au.stdout, "ssh-agent-allowed") || !strings.Contains(au.stdout, "SSHSIG") {
+		t.Errorf("the signature is not in the session's audit: %+v", au)
 	}
 	signers := filepath.Join(dir, "allowed_signers")
 	must(t, os.WriteFile(signers, []byte("t@example.org "+string(signPub)), 0o600))
