@@ -57,7 +57,10 @@ func TestLendSSHKey(t *testing.T) {
 	sock := userAgent(t, filepath.Join(dir, "user_key"), filepath.Join(dir, "sign_key"))
 	port := strings.TrimSpace(string(must1(os.ReadFile(filepath.Join(dir, "sshd_config")))))
 	port = strings.Fields(strings.Split(port, "\n")[1])[1]
-	ssh := fmt.Sprintf("ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -p %s", port)
+	// -F /dev/null: a system's ssh_config.d file owned by root is
+	// nobody's inside the session's user namespace, which ssh refuses
+	// (systemd 256's 20-systemd-ssh-proxy.conf).
+	ssh := fmt.Sprintf("ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -p %s", port)
 	dest := " " + os.Getenv("USER") + "@127.0.0.1 true"
 	login := ssh + dest
 	env := []string{"SSH_AUTH_SOCK=" + sock}
