@@ -196,6 +196,12 @@ func (c *Conn) SignWithFlags(key ssh.PublicKey, data []byte, flags agent.Signatu
 	if l == nil {
 		return nil, c.refuse(Use{Fingerprint: fp, Op: "sign"}, "the key is not lent to this session")
 	}
+	for _, b := range c.binds {
+		if b.forwarding {
+			return nil, c.refuse(Use{Fingerprint: fp, Op: "sign", Dest: "host key " + ssh.FingerprintSHA256(b.hostKey)},
+				"the agent was forwarded onward (ssh -A), which a lent key does not follow")
+		}
+	}
 	var u Use
 	var err error
 	if l.SignOnly {
@@ -301,11 +307,6 @@ func (c *Conn) checkLogin(l *Lent, fp string, key ssh.PublicKey, data []byte) (U
 	}
 	if len(c.binds) == 0 {
 		return u, c.refuse(u, "the ssh connection was not bound to a host key (session-bind@openssh.com: OpenSSH 8.9 or later)")
-	}
-	for _, b := range c.binds {
-		if b.forwarding {
-			return u, c.refuse(u, "the agent was forwarded onward (ssh -A), which a lent key does not follow")
-		}
 	}
 	last := c.binds[len(c.binds)-1]
 	if !bytes.Equal(last.sessionID, req.Session) {

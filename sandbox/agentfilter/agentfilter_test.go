@@ -191,6 +191,13 @@ func TestAttacksRefused(t *testing.T) {
 			_, err := a.Sign(r.login.PublicKey(), hostbound(sid, r.login.PublicKey(), r.hostB.PublicKey()))
 			return err
 		}},
+		{"signing key signs through a forwarded agent", func(r *rig, a agent.ExtendedAgent) error {
+			if _, err := a.Extension("session-bind@openssh.com", bindMsg(t, r.hostA, r.hostA, sid, true)); err != nil && err != agent.ErrExtensionUnsupported {
+				return err
+			}
+			_, err := a.Sign(r.signer.PublicKey(), sshsig("x"))
+			return err
+		}},
 		{"login through a forwarded agent", func(r *rig, a agent.ExtendedAgent) error {
 			if _, err := a.Extension("session-bind@openssh.com", bindMsg(t, r.hostA, r.hostA, sid, true)); err != nil && err != agent.ErrExtensionUnsupported {
 				return err
