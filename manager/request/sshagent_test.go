@@ -74,6 +74,7 @@ func TestSSHAgentOf(t *testing.T) {
 		{"login to a known host", Request{LendSSHKey: []string{fp + "=git.example"}}, sock, sandbox.ModeBwrap, "", 1},
 		{"sign", Request{LendSSHSign: []string{fp}}, sock, sandbox.ModeBwrap, "", 0},
 		{"no agent", Request{LendSSHSign: []string{fp}}, "", sandbox.ModeBwrap, "no-ssh-agent", 0},
+		{"relative agent path", Request{LendSSHSign: []string{fp}}, "agent.sock", sandbox.ModeBwrap, "no-ssh-agent", 0},
 		{"dead agent", Request{LendSSHSign: []string{fp}}, sock + ".gone", sandbox.ModeBwrap, "no-ssh-agent", 0},
 		{"unknown key", Request{LendSSHSign: []string{other}}, sock, sandbox.ModeBwrap, "bad-ssh-lend", 0},
 		{"login without a host", Request{LendSSHKey: []string{fp}}, sock, sandbox.ModeBwrap, "bad-ssh-lend", 0},

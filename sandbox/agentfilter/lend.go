@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -21,6 +22,10 @@ var ErrNoAgent = errors.New("no ssh agent")
 func Upstream(sock string) (func() (net.Conn, error), error) {
 	if sock == "" {
 		return nil, fmt.Errorf("%w: SSH_AUTH_SOCK is not set", ErrNoAgent)
+	}
+	if !filepath.IsAbs(sock) {
+		// The filter's unit reaches it by a bind at its own path.
+		return nil, fmt.Errorf("%w: SSH_AUTH_SOCK %q is not an absolute path", ErrNoAgent, sock)
 	}
 	dial := func() (net.Conn, error) { return net.Dial("unix", sock) }
 	c, err := dial()
