@@ -47,6 +47,7 @@ func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-
 		defer statedir.Remove(spec.StateDir)
 		defer os.RemoveAll(spec.EgressDir)
 		defer os.RemoveAll(units.PublishDir(spec.RuntimeDir, spec.Name))
+		defer os.RemoveAll(units.SSHAgentDir(spec.RuntimeDir, spec.Name))
 		defer os.RemoveAll(egress.ControlDir(spec.EgressDir))
 	}
 	w, unit, result := l.watch, l.unit, l.result
@@ -111,6 +112,7 @@ func removeUnnamed(spec units.Spec) <-chan struct{} {
 			statedir.Remove(spec.StateDir)
 			os.RemoveAll(spec.EgressDir)
 			os.RemoveAll(units.PublishDir(spec.RuntimeDir, spec.Name))
+			os.RemoveAll(units.SSHAgentDir(spec.RuntimeDir, spec.Name))
 			os.RemoveAll(egress.ControlDir(spec.EgressDir))
 		}
 		close(done)

@@ -50,6 +50,11 @@ func (m *Manager) Start(ctx context.Context, plan Plan) (Session, error) {
 				reason += "; its publish forwarder's log says: " + lines
 			}
 		}
+		if spec.SSHAgent != nil {
+			if lines := journalLines(spec.SSHAgentUnit(), l.began); lines != "" {
+				reason += "; its ssh agent filter's log says: " + lines
+			}
+		}
 		if spec.Attach != nil {
 			if lines := journalLines(spec.PTYUnit(), l.began); lines != "" {
 				reason += "; its terminal holder's log says: " + lines

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 
+	"mosaic/sandbox/agentfilter"
 	"mosaic/sandbox/publish"
 )
 
@@ -80,6 +81,7 @@ type Options struct {
 	BusDir      string   // the bus's socket directory, for a session that may launch others; "" for none
 	EgressDir   string   // the egress proxy's socket directory (network allow); "" for none
 	PublishDir  string   // the publish forwarder's socket directory (--publish); "" for none
+	SSHAgentDir string   // the ssh agent filter's socket directory (--lend-ssh-key, --lend-ssh-sign); "" for none
 	CABundle    string   // --ca-file's bundle with the system's roots, bound at CABundleInside; "" for none
 	BwrapBin    string   // bwrap, pinned read-only at its own path when a writable bind holds it
 	ToolCache   string   // the workspace's tool caches (ToolCaches), bound into the home; "" for none
@@ -129,6 +131,9 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 	}
 	if o.PublishDir != "" {
 		b = append(b, Bind{Kind: KindRO, Src: o.PublishDir, Dst: publish.DirInside, Reason: "the publish forwarder's socket (--publish): the host's connections to the published ports come in through it; the session reaches nothing of the host by it"})
+	}
+	if o.SSHAgentDir != "" {
+		b = append(b, Bind{Kind: KindRO, Src: o.SSHAgentDir, Dst: agentfilter.DirInside, Reason: "the ssh agent filter's socket (--lend-ssh-key, --lend-ssh-sign): the lent keys only, for what they are lent; the user's own agent is not in the session"})
 	}
 	if o.CABundle != "" {
 		b = append(b, Bind{Kind: KindRO, Src: o.CABundle, Dst: CABundleInside, Reason: "--ca-file's certificates after the system's roots, for the clients that read one file in place of the system's (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, PIP_CERT)"})

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	sd "github.com/coreos/go-systemd/v22/dbus"
+
 	"mosaic/sandbox/publish"
 )
 
@@ -60,5 +62,52 @@ func TestBrokerUnits(t *testing.T) {
 	}
 	if init := strings.Join(InitArgs(s), " "); !strings.Contains(init, "--publish 8000") || !strings.Contains(init, "--tty") {
 		t.Errorf("the init's arguments: %s", init)
+	}
+}
+
+// TestSSHAgentUnit: the ssh agent filter starts with the session, which is
+// BindsTo= it; it writes only its socket's directory and reaches the
+// user's agent by its socket alone; the session's unit and bwrap see that
+// directory read-only, and nothing of the user's agent.
+func TestSSHAgentUnit(t *testing.T) {
+	s := testSpec()
+	s.MosaicBin = "/usr/bin/mosaic"
+	s.RuntimeDir = "/run/user/1000"
+	if len(AuxUnits(s)) != 0 {
+		t.Fatal("a session lent nothing has a broker")
+	}
+	s.SSHAgent = &SSHAgent{Upstream: "/tmp/ssh-XXXX/agent.1"}
+	var m map[string]sd.Property
+	for _, u := range AuxUnits(s) {
+		if u.Name == s.SSHAgentUnit() {
+			m = props(u.Properties)
+		}
+	}
+	if m == nil {
+		t.Fatal("no filter unit")
+	}
+	dir := SSHAgentDir(s.RuntimeDir, s.Name)
+	if b := fmt.Sprint(m["BindPaths"].Value.Value()); !strings.Contains(b, dir) || !strings.Contains(b, "/tmp/ssh-XXXX/agent.1") || strings.Count(b, "{") != 2 {
+		t.Errorf("the filter's binds: %s", b)
+	}
+	if argv := fmt.Sprint(m["ExecStartEx"].Value.Value()); !strings.Contains(argv, "ssh-agent "+s.Name) {
+		t.Errorf("the filter's command: %s", argv)
+	}
+	p := props(Properties(s, Features{}))
+	if v := fmt.Sprint(p["BindsTo"].Value.Value()); !strings.Contains(v, s.SSHAgentUnit()) {
+		t.Errorf("the session's BindsTo: %s", v)
+	}
+	if v := fmt.Sprint(p["BindReadOnlyPaths"].Value.Value()); !strings.Contains(v, dir) || strings.Contains(v, "ssh-XXXX") {
+		t.Errorf("the session unit's read-only binds (bwrap's source must be in its sight): %s", v)
+	}
+	var inside []string
+	for _, b := range s.Binds() {
+		inside = append(inside, b.Src+"->"+b.Dst)
+		if strings.Contains(b.Src, "ssh-XXXX") {
+			t.Errorf("the user's agent is bound into the session: %+v", b)
+		}
+	}
+	if !strings.Contains(strings.Join(inside, " "), dir+"->/run/mosaic/ssh-agent") {
+		t.Errorf("the filter's socket is not bound in: %v", inside)
 	}
 }

@@ -328,6 +328,9 @@ func dependencies(s Spec) []sd.Property {
 	if len(s.Publish) > 0 {
 		to = append(to, s.PublishUnit())
 	}
+	if s.SSHAgent != nil {
+		to = append(to, s.SSHAgentUnit())
+	}
 	if s.TiePID != 0 && !s.Scope {
 		to = append(to, TieScopeName(s.Name, s.TiePID))
 	}
@@ -379,6 +382,9 @@ func AuxUnits(s Spec) []sd.PropertyCollection {
 	}
 	if len(s.Publish) > 0 {
 		aux = append(aux, sd.PropertyCollection{Name: s.PublishUnit(), Properties: PublishProperties(s)})
+	}
+	if s.SSHAgent != nil {
+		aux = append(aux, sd.PropertyCollection{Name: s.SSHAgentUnit(), Properties: SSHAgentProperties(s)})
 	}
 	if s.Attach != nil && !s.Scope {
 		aux = append(aux, sd.PropertyCollection{Name: s.PTYUnit(), Properties: PTYProperties(s)})
@@ -531,6 +537,9 @@ func ReadOnlyPaths(s Spec) []string {
 		ro = append(ro, d)
 	}
 	if d := s.publishDir(); d != "" {
+		ro = append(ro, d)
+	}
+	if d := s.sshAgentDir(); d != "" {
 		ro = append(ro, d)
 	}
 	if s.CABundle != "" { // bwrap binds it at sandbox.CABundleInside

@@ -209,6 +209,10 @@ type Spec struct {
 	// Publish are the session's published ports (--publish): its
 	// forwarder (PublishProperties) listens on the host side of each.
 	Publish []publish.Port
+	// SSHAgent, when set, is the user's ssh agent as lent to the session
+	// (--lend-ssh-key, --lend-ssh-sign): its filter (SSHAgentProperties)
+	// is the only agent the session reaches.
+	SSHAgent *SSHAgent
 	// Attach, when set, is the master side of the session's terminal
 	// (Stdio is its slave side), handed to the unit that holds it for
 	// mosaic attach (start --pty, PTYProperties).
@@ -342,6 +346,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		BusDir:      s.busDir(),
 		EgressDir:   s.egressDir(),
 		PublishDir:  s.publishDir(),
+		SSHAgentDir: s.sshAgentDir(),
 		CABundle:    s.CABundle,
 		BwrapBin:    s.BwrapBin,
 		ToolCache:   s.ToolCache,

@@ -230,6 +230,9 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	if len(s.Published) > 0 {
 		fmt.Fprintf(w, "published: %s (host -> session, through %s)\n", strings.Join(s.Published, ", "), units.PublishUnitName(s.Name))
 	}
+	if len(s.SSHKeysLent) > 0 {
+		fmt.Fprintf(w, "ssh keys:  %s (lent through %s; the keys stay in your agent)\n", strings.Join(s.SSHKeysLent, "; "), units.SSHAgentUnitName(s.Name))
+	}
 	if len(s.Environment) > 0 {
 		fmt.Fprintf(w, "environment (not secret): %s\n", strings.Join(s.Environment, " "))
 	}

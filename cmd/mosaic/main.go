@@ -30,6 +30,7 @@ import (
 	"mosaic/manager"
 	"mosaic/manager/remote"
 	"mosaic/sandbox"
+	"mosaic/sandbox/agentfilter"
 	"mosaic/sandbox/egress"
 	"mosaic/sandbox/ptyhold"
 	"mosaic/sandbox/publish"
@@ -47,6 +48,8 @@ func main() {
 			os.Exit(egress.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
 		case publish.Stage: // a session's publish forwarder unit
 			os.Exit(publish.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
+		case agentfilter.Stage: // a session's ssh agent filter unit
+			os.Exit(agentfilter.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
 		case ptyhold.Stage: // the unit holding a start --pty session's terminal
 			os.Exit(ptyhold.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
 		case remote.ExecStage: // mosaic --host on the other end of ssh

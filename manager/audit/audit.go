@@ -58,6 +58,7 @@ var writers = map[string]string{
 	journald.EgressRefused:    "mosaic-%s-egress.service",
 	journald.EgressConnection: "mosaic-%s-egress.service",
 	journald.BusLaunch:        "mosaic-bus.service",
+	journald.SSHAgentUse:      "mosaic-%s-ssh-agent.service",
 }
 
 // Trusted reports whether journal entry e (journalctl -o json's fields)

@@ -62,6 +62,9 @@ type Description struct {
 	// Published are its --publish ports, "ADDR:HOSTPORT -> PORT" (host
 	// to session).
 	Published []string `json:"published,omitempty"`
+	// SSHKeysLent are the keys of the user's ssh agent lent to it
+	// (--lend-ssh-key, --lend-ssh-sign), each "FINGERPRINT to ...".
+	SSHKeysLent []string `json:"ssh_keys_lent,omitempty"`
 	// PathDropped are the user's PATH directories the session's PATH
 	// left out, each "DIR: why" (request.sessionPath).
 	PathDropped []string `json:"path_dropped,omitempty"`

@@ -53,6 +53,8 @@ type Request struct {
 	SignIn      bool     // --sign-in: no credential needed, the agent signs in inside
 	Sandbox     string   // bwrap or landlock; empty: the profile's, else bwrap
 	Publish     []string // --publish [ADDR:]HOSTPORT[:PORT]
+	LendSSHKey  []string // --lend-ssh-key KEY=DEST[,DEST...]
+	LendSSHSign []string // --lend-ssh-sign KEY
 	// NoGitIdentity keeps the user's git identity (gitSettings) out.
 	NoGitIdentity bool
 	// AllowWriteHostExec leaves the workspace's host-executed entries
@@ -417,6 +419,9 @@ func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths,
 	spec.AllowWriteHostExec = req.AllowWriteHostExec
 	if !req.NoGitIdentity {
 		spec.GitConfig = gitConfigFor(gitConfig())
+	}
+	if err := sshAgentOf(spec, req, p, os.Getenv("SSH_AUTH_SOCK")); err != nil {
+		return err
 	}
 	if req.MayLaunch {
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)

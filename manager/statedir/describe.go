@@ -19,7 +19,7 @@ func Describe(s units.Spec) records.Description {
 	return records.Description{Command: s.Command, Workspace: s.Workspace, WorkspaceGivenAs: s.GivenAs, Binds: binds,
 		Profile: s.Profile, Credentials: s.Credentials, MayLaunch: s.MayLaunch, Network: s.Network, AllowHosts: s.Allow,
 		Output: outputOf(s), SeccompAllow: s.SeccompAllow, Sandbox: s.Sandbox, HostExecWritable: s.AllowWriteHostExec,
-		WorkspaceCopied: s.Clone != nil, Injected: injected(s), Environment: s.Env, Published: published(s), PathDropped: s.PathDropped, EnvironmentDropped: s.EnvDropped, OwnGitDir: s.OwnGitDir,
+		WorkspaceCopied: s.Clone != nil, Injected: injected(s), Environment: s.Env, Published: published(s), SSHKeysLent: sshKeysLent(s), PathDropped: s.PathDropped, EnvironmentDropped: s.EnvDropped, OwnGitDir: s.OwnGitDir,
 		Limits: &records.Limits{MemoryMax: s.Limits.MemoryMax, TasksMax: s.Limits.TasksMax, CPUQuota: s.Limits.CPUQuota,
 			TmpSize: s.Limits.TmpSize, HomeSize: s.Limits.HomeSize}}
 }
@@ -29,6 +29,17 @@ func published(s units.Spec) []string {
 	var out []string
 	for _, p := range s.Publish {
 		out = append(out, p.String())
+	}
+	return out
+}
+
+// sshKeysLent is how the description names the ssh keys s is lent.
+func sshKeysLent(s units.Spec) []string {
+	var out []string
+	if s.SSHAgent != nil {
+		for _, l := range s.SSHAgent.Lent {
+			out = append(out, l.Describe())
+		}
 	}
 	return out
 }

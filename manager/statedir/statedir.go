@@ -394,6 +394,11 @@ func makeSocketDirs(s units.Spec, mkdir func(string) error) error {
 			return err
 		}
 	}
+	if s.SSHAgent != nil { // the ssh agent filter's socket goes here
+		if err := mkdir(units.SSHAgentDir(s.RuntimeDir, s.Name)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

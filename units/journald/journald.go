@@ -45,10 +45,14 @@ const (
 	ChangeDiscarded = "33de98c9710a47238e09b8202d2ae883"
 	// BusLaunch: the bus started a session for a permitted session.
 	BusLaunch = "10777120be704808a4626b6993185eb5"
+	// SSHAgentUse: a session's request to the ssh agent it was lent
+	// (key, destination, operation, allowed or refused and why). Written
+	// by its agent filter.
+	SSHAgentUse = "9b1c2e4f7d8a4e06a3c5b1f0e2d47a61"
 )
 
 // IDs are every audit event's MESSAGE_ID.
-var IDs = []string{EgressGrant, EgressRevoke, EgressExpire, EgressRefused, EgressConnection, ChangeApplied, ChangeDiscarded, BusLaunch}
+var IDs = []string{EgressGrant, EgressRevoke, EgressExpire, EgressRefused, EgressConnection, ChangeApplied, ChangeDiscarded, BusLaunch, SSHAgentUse}
 
 // Identifier is the SYSLOG_IDENTIFIER of every audit entry, so that
 // `journalctl -t mosaic-audit` lists them (and `mosaic logs --egress`,
