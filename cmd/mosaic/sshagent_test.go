@@ -100,7 +100,7 @@ func TestLendSSHKey(t *testing.T) {
 	}
 	commit := "git init -q repo && cd repo && git -c user.email=t@example.org -c user.name=t commit -q --allow-empty -m signed && git cat-file commit HEAD"
 	name := "lend-" + randomHex()
-	named := append([]string{"run", "--name", name}, lend[1:]...)
+	named := append([]string{"run", "--direct", "--name", name}, lend[1:]...) // the repository it makes is checked on the host
 	res := mosaicWith(t, env, "", append(named, "sh", "-c", commit)...)
 	if res.code != 0 || !strings.Contains(res.stdout, "BEGIN SSH SIGNATURE") {
 		t.Fatalf("lent: git commit -S: %+v", res)
