@@ -284,6 +284,10 @@ func applyCommand(out *output) *cli.Command {
 						}
 						return
 					}
+					if ch.Clone.Kind == units.ClonePlain {
+						fmt.Fprintf(w, "applied session %s's change to %s (%s)\n", name, out.safe(ch.Workspace), ch.Summary.Line())
+						return
+					}
 					fmt.Fprintf(w, "applied session %s's change to %s as unstaged changes (%s): git diff shows it\n", name, out.safe(ch.Workspace), ch.Summary.Line())
 				})
 				return nil
