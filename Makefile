@@ -66,7 +66,7 @@ test: vet
 	@[ "$$(id -u)" != 0 ] || contrib/install-deps.sh
 	@# As root, on the host before the rigs: the rig refuses a user it did not make, rig-root.sh's stamps.
 	@[ "$$(id -u)" != 0 ] || $(GO) test -count=1 -run '^(TestRigRefusesWhatItDidNotMake|TestRigMarksItsOlderUsers|TestRigRootIsTodays)$$' ./cmd/mosaic/
-	contrib/with-user-manager.sh --systemd host,257 $(GO) test -count=1 ./...
+	contrib/with-user-manager.sh --systemd host,257 $(GO) test -count=1 -timeout 30m ./...
 	@# The real agent CLIs from npm, in a network namespace with no route out (as root).
 	@if [ "$$(id -u)" = 0 ]; then contrib/agents.sh test; else echo "make test: the real agents' test (contrib/agents.sh test) needs root"; fi
 

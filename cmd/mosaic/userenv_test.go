@@ -149,7 +149,9 @@ ls ~/.cargo
 	name := sessionName(t)
 	path := strings.Join([]string{h("not-a-toolchain/bin"), h(".cargo/bin"), nodeDir, h(".local/bin"), "/usr/local/go/bin", "/usr/local/bin", "/usr/bin", "/bin"}, ":")
 	r := mosaicWith(t, []string{"PATH=" + path}, "", "run", "--name", name, "-w", ws, "--env", "GOTOOLCHAIN=local", "--env", "GOFLAGS=-buildvcs=false", "--", "sh", "-c", script)
-	want := "go built\nrust built\nnode " + filepath.Join(nodeDir, "node") + "\npython from ~/.local\nno credentials.toml\nbin\n"
+	// ~/.cargo holds the toolchain's bin and the workspace's registry cache
+	// (sandbox.ToolCaches), nothing else of the user's ~/.cargo.
+	want := "go built\nrust built\nnode " + filepath.Join(nodeDir, "node") + "\npython from ~/.local\nno credentials.toml\nbin\nregistry\n"
 	if r.code != 0 || r.stdout != want {
 		t.Fatalf("exit %d\nstdout %q\nwant   %q\nstderr %s", r.code, r.stdout, want, r.stderr)
 	}

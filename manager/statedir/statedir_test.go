@@ -91,6 +91,7 @@ func TestRemoveOrphanCaches(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(root, "caches", "b")); err == nil {
 		t.Error("the cache of a gone workspace is kept")
 	}
+	RemoveTree(filepath.Join(root, "caches")) // its read-only directories, for TempDir's cleanup
 }
 
 // TestRemoveLeftoversFinishLogs (issue 40): a finish step's output file
