@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"maps"
 	"os"
@@ -158,15 +160,13 @@ ls ~/.cargo
 	if strings.Contains(r.stdout+r.stderr, "cio-secret-token") {
 		t.Error("the cargo token reached the session")
 	}
-	own := filepath.Join(stateRoot(), "sessions", name, "home")
-	caches := []string{".cache/go-build"}
-	if hasNode {
-		caches = append(caches, ".npm")
-	}
-	for _, cache := range caches {
-		if _, err := os.Stat(filepath.Join(own, cache)); err != nil {
-			t.Errorf("the session's own home has no %s: %v", cache, err)
-		}
+	// The build caches are the workspace's (sandbox.ToolCaches), not the
+	// session's home's.
+	real, _ := filepath.EvalSymlinks(ws)
+	sum := sha256.Sum256([]byte(real))
+	cacheDir := filepath.Join(stateRoot(), "caches", hex.EncodeToString(sum[:8]))
+	if entries, err := os.ReadDir(filepath.Join(cacheDir, "go-build")); err != nil || len(entries) == 0 {
+		t.Errorf("the workspace's Go build cache is empty after a build: %v", err)
 	}
 	st := decode[struct {
 		PathDropped []string `json:"path_dropped"`
