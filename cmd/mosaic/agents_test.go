@@ -310,6 +310,7 @@ func agentInClone(t *testing.T, path, bin, name string, args, ask []string) {
 		switch args[i] {
 		case "--name", "-w":
 			i++ // the direct session's
+		case "--direct":
 		default:
 			cargs = append(cargs, args[i])
 		}
