@@ -50,7 +50,7 @@ func TestEndRecords(t *testing.T) {
 		t.Run(label, func(t *testing.T) {
 			t.Parallel()
 			name := sessionName(t)
-			args := []string{"start", "--name", name, "--workspace", ws}
+			args := []string{"start", "--direct", "--name", name, "--workspace", ws} // its end, not its change
 			if tc.start[0] != "--runtime-max" {
 				args = append(args, "--")
 			}

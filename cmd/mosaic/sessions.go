@@ -43,7 +43,7 @@ func sessionFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also let the session reach `HOST[:PORT]` (port 443 unless given; repeatable)"},
 		&cli.StringFlag{Name: "sandbox", Usage: "the inner layer, `MODE`: bwrap (namespaces of its own) or landlock (for hosts where bwrap cannot run: less confined, see mosaic doctor) (default: the profile's, else bwrap)"},
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "make the session's port reachable from the host, as docker run -p: `[ADDR:]HOSTPORT[:PORT]` (ADDR default 127.0.0.1; repeatable)"},
-		&cli.StringSliceFlag{Name: "lend-ssh-key", Usage: "lend the session your ssh agent's `KEY=HOST[,HOST...]` (a SHA256: fingerprint or a .pub file) to log in to those hosts only (known_hosts' keys; repeatable)"},
+		&cli.StringSliceFlag{Name: "lend-ssh-key", Usage: "lend the session your ssh agent's `KEY=HOST` (a SHA256: fingerprint or a .pub file; HOST,HOST... for several) to log in to those hosts only (known_hosts' keys; repeatable)"},
 		&cli.StringSliceFlag{Name: "lend-ssh-sign", Usage: "lend the session your ssh agent's `KEY` only to sign (git commit -S, set up in its ~/.gitconfig), never to log in"},
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
 		&cli.BoolFlag{Name: "no-git-identity", Usage: "give the session no ~/.gitconfig with your user.name, user.email and harmless git settings"},
