@@ -20,18 +20,10 @@ import (
 // (clone.Make), pins the copy and the user's objects by identity for the
 // sandbox's layers, and records where it started (clone.json). A copy an
 // earlier session of the name left with a change never applied nor
-// discarded is a refusal: a new copy would lose it (one never read is
-// read first: its finish step).
+// discarded is a refusal: a new copy would lose it.
 func (m *Manager) makeClone(ctx context.Context, spec *units.Spec) error {
 	if c, ok := records.ReadClone(spec.StateDir); ok && c.Pending() {
-		if _, err := os.Lstat(spec.Clone.Dir); err == nil && c.Summary == nil {
-			// Never read (stopped, then started again): what it left
-			// decides; one that left nothing starts afresh.
-			if ch, err := m.Finish(ctx, spec.Name); err == nil {
-				c = &ch.Clone
-			}
-		}
-		if _, err := os.Lstat(spec.Clone.Dir); err == nil && c.Pending() {
+		if _, err := os.Lstat(spec.Clone.Dir); err == nil {
 			return errcode.UnappliedChanges.New("session %s has a change that was never applied nor discarded (%s): `mosaic diff %s`, then `mosaic apply %s` or `mosaic discard %s`, before it starts again", spec.Name, c.Line(), spec.Name, spec.Name, spec.Name)
 		}
 	}

@@ -713,7 +713,7 @@ func TestLogsOutputLost(t *testing.T) {
 	t.Parallel()
 	name := sessionName(t)
 	ws := workspace(t)
-	start := exec.Command(hookedMosaic(t), "start", "--name", name, "--workspace", ws, "--", "sh", "-c", "echo lost-line; sleep 300")
+	start := exec.Command(hookedMosaic(t), "start", "--direct", "--name", name, "--workspace", ws, "--", "sh", "-c", "echo lost-line; sleep 300") // started again below
 	start.Env = append(os.Environ(), "MOSAIC_TEST_OUTPUT_NULL=1")
 	if out, err := start.CombinedOutput(); err != nil {
 		t.Fatalf("start: %v %s", err, out)
@@ -724,7 +724,7 @@ func TestLogsOutputLost(t *testing.T) {
 		t.Errorf("logs of a session whose output was lost: exit %d, %s %s", r.code, r.stdout, r.stderr)
 	}
 	mustMosaic(t, "stop", name)
-	mustMosaic(t, "start", "--name", name, "--workspace", ws, "--", "sh", "-c", "echo kept-line; sleep 300")
+	mustMosaic(t, "start", "--direct", "--name", name, "--workspace", ws, "--", "sh", "-c", "echo kept-line; sleep 300")
 	defer mosaic(t, "stop", name)
 	eventually(t, 10*time.Second, "the second run's line in its logs", func() bool {
 		r := mosaic(t, "logs", name)
