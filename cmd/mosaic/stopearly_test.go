@@ -40,9 +40,12 @@ func TestStopBeforeInitTakesSignals(t *testing.T) {
 			t.Parallel()
 			name := sessionName(t)
 			// Paused once systemd took the start: the start's own end (its
-			// job canceled by the stop) does not race the stop.
+			// job canceled by the stop) does not race the stop. No egress
+			// proxy: the weakened case twice ended within 0.3 s of the stop
+			// in loaded full runs on 257 once every session had one beside
+			// it (not understood yet; see the stop's note of 2026-12-06).
 			_, goOn, out := paused(t, "start-accepted", append([]string{"MOSAIC_TEST_INIT_HOLD=3s"}, tc.env...),
-				"start", "--name", name, "--workspace", workspace(t), "--", "sleep", "300")
+				"start", "--network", "none", "--name", name, "--workspace", workspace(t), "--", "sleep", "300")
 			defer goOn()
 			defer mosaic(t, "rm", name)
 			unit := "mosaic-" + name + ".service"
