@@ -1,12 +1,11 @@
 package sandbox
 
 import (
-	"errors"
+	"context"
 	"io"
 	"net"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"mosaic/units/acceptloop"
@@ -21,7 +20,7 @@ func relayEgress(l net.Listener, socket string) {
 	_ = acceptloop.Serve(l, func(c net.Conn) {
 		go func() {
 			defer c.Close()
-			p, err := dialProxy(socket)
+			p, err := acceptloop.DialStarting(context.Background(), socket, proxyStartWait)
 			if err != nil {
 				badGateway(c, "mosaic: the session's egress proxy is not reachable: "+err.Error())
 				return
@@ -46,19 +45,6 @@ func relayEgress(l net.Listener, socket string) {
 // proxy, not after it (units' dependencies), so its first connection may
 // come before the proxy listens.
 const proxyStartWait = 5 * time.Second
-
-// dialProxy connects to the proxy's socket, waiting for one that is not
-// there or not listening yet, up to proxyStartWait.
-func dialProxy(socket string) (net.Conn, error) {
-	deadline := time.Now().Add(proxyStartWait)
-	for {
-		p, err := net.Dial("unix", socket)
-		if err == nil || time.Now().After(deadline) || !(errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)) {
-			return p, err
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // badGateway answers a client of the relay whose proxy cannot be reached,
 // as the proxy answers what it refuses: an HTTP 502 with msg.

@@ -342,7 +342,7 @@ func dependencies(s Spec) []sd.Property {
 		// Not after its egress proxy: started beside it, the session does
 		// not wait for the proxy's start (~0.1 s: every session has one),
 		// and the init's relay waits for the proxy's socket instead
-		// (sandbox.dialProxy). A session the proxy puts credentials in
+		// (acceptloop.DialStarting). A session the proxy puts credentials in
 		// waits: its command trusts the CA the proxy makes.
 		after = to[1:]
 	}

@@ -13,10 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/units/acceptloop"
 )
 
 // The control path: `mosaic allow`, `mosaic deny` and `mosaic status` reach
@@ -276,15 +277,7 @@ func NewControlClient(egressDir string) *ControlClient {
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			// A session starts beside its proxy, not after it: a grant
 			// right after the start may come before the proxy listens.
-			var d net.Dialer
-			deadline := time.Now().Add(2 * time.Second)
-			for {
-				c, err := d.DialContext(ctx, "unix", socket)
-				if err == nil || time.Now().After(deadline) || !(errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)) {
-					return c, err
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			return acceptloop.DialStarting(ctx, socket, 2*time.Second)
 		},
 	}}}
 }

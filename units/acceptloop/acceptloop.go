@@ -8,6 +8,7 @@
 package acceptloop
 
 import (
+	"context"
 	"errors"
 	"net"
 	"syscall"
@@ -50,4 +51,20 @@ func passing(err error) bool {
 		}
 	}
 	return false
+}
+
+// DialStarting connects to the unix socket path of a server that may still
+// be starting: while the socket is not there or nobody listens on it, it
+// tries again every 10 ms, up to wait (the client side of a unit started
+// beside its client rather than before it).
+func DialStarting(ctx context.Context, path string, wait time.Duration) (net.Conn, error) {
+	var d net.Dialer
+	deadline := time.Now().Add(wait)
+	for {
+		c, err := d.DialContext(ctx, "unix", path)
+		if err == nil || time.Now().After(deadline) || !(errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)) {
+			return c, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
