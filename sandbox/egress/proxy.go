@@ -118,10 +118,7 @@ func (e *Egress) audit(id, event, message string, fields ...journald.Field) {
 	if e.Audit == nil {
 		return
 	}
-	e.Audit(append([]journald.Field{
-		{Key: "MESSAGE_ID", Value: id}, {Key: "MESSAGE", Value: "mosaic audit: " + message}, {Key: "PRIORITY", Value: "5"},
-		{Key: "SYSLOG_IDENTIFIER", Value: journald.Identifier}, {Key: "MOSAIC_SESSION", Value: e.Session}, {Key: "MOSAIC_EVENT", Value: event},
-	}, fields...))
+	e.Audit(journald.EventFields(id, e.Session, event, message, fields...))
 }
 
 // start makes what Serve and ServeControl share.

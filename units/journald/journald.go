@@ -133,8 +133,14 @@ func Caller() string {
 // Event sends one audit event of session: kind (its MESSAGE_ID), event
 // (MOSAIC_EVENT), the sentence after "mosaic audit: ", and its fields.
 func Event(id, session, event, message string, fields ...Field) error {
-	return Send(append([]Field{
+	return Send(EventFields(id, session, event, message, fields...))
+}
+
+// EventFields are the fields of an audit event (Event): its kind, its
+// sentence, mosaic's identifier and the session, then fields.
+func EventFields(id, session, event, message string, fields ...Field) []Field {
+	return append([]Field{
 		{Key: "MESSAGE_ID", Value: id}, {Key: "MESSAGE", Value: "mosaic audit: " + message}, {Key: "PRIORITY", Value: "5"},
 		{Key: "SYSLOG_IDENTIFIER", Value: Identifier}, {Key: "MOSAIC_SESSION", Value: session}, {Key: "MOSAIC_EVENT", Value: event},
-	}, fields...))
+	}, fields...)
 }
