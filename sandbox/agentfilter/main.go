@@ -48,7 +48,7 @@ func (l Lent) Spec() string {
 func ParseSpec(spec string) (Lent, error) {
 	parts := strings.Split(spec, ",")
 	if len(parts) < 2 || (parts[0] != "sign" && parts[0] != "login") || (parts[0] == "sign") != (len(parts) == 2) {
-		return Lent{}, fmt.Errorf("lend %q: want sign,KEY or login,KEY,NAME=HOSTKEY,...", spec)
+		return Lent{}, fmt.Errorf("lend %q: want sign,KEY or login,KEY,NAME=HOSTKEY[,...]", spec)
 	}
 	key, err := parseKey(parts[1])
 	if err != nil {
