@@ -203,7 +203,9 @@ func TestAgents(t *testing.T) {
 			if err := os.WriteFile(keyFile, []byte(ac.keyVar+"="+key+"\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			args := []string{"run", "--pty=false", "--direct", "--name", name, "-w", ws, "--env-file", keyFile, "--ca-file", ca}
+			// The default mode (issue 38): the session works on a copy of
+			// the workspace, and its files reach it at mosaic apply.
+			args := []string{"run", "--pty=false", "--name", name, "-w", ws, "--env-file", keyFile, "--ca-file", ca}
 			for _, e := range ac.env {
 				args = append(args, "--env", strings.ReplaceAll(e, "%s", mock.URL))
 			}
@@ -224,6 +226,12 @@ func TestAgents(t *testing.T) {
 
 			answered := time.Since(t0)
 			settled(t, name)
+			// What the answer alone left in the copy is not the tool call's:
+			// it is named, and discarded, so that the name starts again.
+			if d := paths(diffOf(t, name)); d != "" {
+				t.Logf("%s: answering left a change of %s; discarding it", ac.bin, d)
+				mustMosaic(t, "discard", name)
+			}
 			// A tool call that writes a file in the workspace, and tries HOME.
 			t1 := time.Now()
 			out := "out-" + ac.bin + ".txt"
@@ -233,6 +241,13 @@ func TestAgents(t *testing.T) {
 				t.Fatalf("%s tool call: exit %d, want MOCK-DONE\nstdout: %s\nstderr: %s", ac.bin, r.code, r.stdout, r.stderr)
 			}
 			toolRun := time.Since(t1)
+			if _, err := os.Lstat(filepath.Join(ws, out)); err == nil {
+				t.Fatalf("%s wrote %s into the workspace before mosaic apply", ac.bin, out)
+			}
+			if got := paths(diffOf(t, name)); !strings.Contains(got, out) {
+				t.Fatalf("%s: mosaic diff shows %q, not its tool call's file", ac.bin, got)
+			}
+			mustMosaic(t, "apply", name)
 			b, err := os.ReadFile(filepath.Join(ws, out))
 			if err != nil || !strings.Contains(string(b), ac.bin+"-wrote") {
 				t.Fatalf("%s: the tool's file in the workspace: %q %v\nstdout: %s\nstderr: %s", ac.bin, b, err, r.stdout, r.stderr)
@@ -296,27 +311,26 @@ func settled(t *testing.T, name string) {
 	})
 }
 
-// agentInClone runs the agent's tool call again in clone mode, in a
-// repository: the file it writes shows in mosaic diff, not in the checkout,
-// until mosaic apply. path is the agent CLI the test installed; bin, its
+// agentInClone runs the agent's tool call again, in a git repository
+// (the main run's workspace is a plain directory): the file it writes shows
+// in mosaic diff, not in the checkout, until mosaic apply. path is the agent CLI the test installed; bin, its
 // name, names the file its tool call writes.
 func agentInClone(t *testing.T, path, bin, name string, args, ask []string) {
 	t.Helper()
 	settled(t, name)
 	repo := cloneRepo(t)
 	clone := cloneSession(t)
-	cargs := []string{"run", "--clone", "--name", clone, "-w", repo}
+	cargs := []string{"run", "--name", clone, "-w", repo}
 	for i := 1; i < len(args); i++ {
 		switch args[i] {
 		case "--name", "-w":
-			i++ // the direct session's
-		case "--direct":
+			i++ // the main run's
 		default:
 			cargs = append(cargs, args[i])
 		}
 	}
 	// The agent's configuration (its settings, the trust of its
-	// workspace) is what the direct session's home holds: the clone
+	// workspace) is what the main run's home holds: the repository's
 	// session gets a copy of it.
 	from := strings.TrimSpace(mustMosaic(t, "home", name).stdout)
 	to := strings.TrimSpace(mustMosaic(t, "home", "--create", clone).stdout)
