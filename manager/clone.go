@@ -28,11 +28,13 @@ func (m *Manager) makeClone(ctx context.Context, spec *units.Spec) error {
 		}
 	}
 	removeClone(*spec)
-	ws, err := pinWorkspace(*spec)
+	ws, id, err := pinWorkspace(*spec)
 	if err != nil {
 		return err
 	}
-	c, err := clone.Make(ctx, clone.Pinned(int(ws.Fd())), *spec.Clone)
+	root := stateRoot(*spec)
+	spare := spec.Clone.Kind != units.ClonePlain && clone.TakeSpare(root, spec.Workspace, id, spec.Clone.Objects, spec.Clone.Dir)
+	c, err := clone.Make(ctx, clone.Pinned(int(ws.Fd())), *spec.Clone, spare)
 	ws.Close()
 	if err != nil {
 		if e := errcode.Of(err); e.Code != errcode.Unexpected.Name {
@@ -101,24 +103,30 @@ func workDirIn(spec units.Spec) error {
 // could otherwise have the copy made of another, a symlink to the user's
 // home, say. git is then started in the descriptor (clone.Pinned), never
 // given the path.
-func pinWorkspace(spec units.Spec) (*os.File, error) {
+// It returns the directory's identity (sandbox.StatID) too.
+func pinWorkspace(spec units.Spec) (*os.File, string, error) {
 	f, err := os.OpenFile(spec.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
+		return nil, "", errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		f.Close()
-		return nil, errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
+		return nil, "", errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
 	}
+	id := sandbox.StatID(st)
 	for _, b := range spec.BindIDs {
-		if b.Path == spec.Workspace && b.ID != sandbox.StatID(st) && !testSkipBindIdentity() {
+		if b.Path == spec.Workspace && b.ID != id && !testSkipBindIdentity() {
 			f.Close()
-			return nil, errcode.BadWorkspace.New("workspace %s is another directory (%s) than mosaic checked (%s): was it replaced, e.g. by a symlink, after mosaic checked it? Nothing was copied", spec.Workspace, sandbox.StatID(st), b.ID)
+			return nil, "", errcode.BadWorkspace.New("workspace %s is another directory (%s) than mosaic checked (%s): was it replaced, e.g. by a symlink, after mosaic checked it? Nothing was copied", spec.Workspace, id, b.ID)
 		}
 	}
-	return f, nil
+	return f, id, nil
 }
+
+// stateRoot is the state root a session's state directory is in
+// (STATE_ROOT/sessions/NAME).
+func stateRoot(spec units.Spec) string { return filepath.Dir(filepath.Dir(spec.StateDir)) }
 
 // cloneIDs makes the workspace's identity the copy's (mounted at its path)
 // and adds the user's objects', as mounted inside the copy.

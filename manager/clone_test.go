@@ -13,6 +13,7 @@ import (
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 
+	"mosaic/manager/clone"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units"
@@ -45,8 +46,15 @@ func TestCloneStartMakesTheCopy(t *testing.T) {
 	h := testHost(t)
 	ws := gitRepo(t, h)
 	plan := testPlan(t, h, request.Request{Name: "c", Workspace: ws, Mode: request.ModeClone})
-	var props []sd.Property
-	f := &fakeSystemd{onStart: func(_ string, p []sd.Property) (string, error) { props = p; return "done", nil }}
+	var props, spareProps []sd.Property
+	f := &fakeSystemd{onStart: func(name string, p []sd.Property) (string, error) {
+		if strings.HasPrefix(name, units.UnitPrefix+"spare.") {
+			spareProps = p
+		} else {
+			props = p
+		}
+		return "done", nil
+	}}
 	m := fakeManager(t, f)
 	spec := plan.Spec
 	l, err := m.start(context.Background(), &spec, nil, false)
@@ -54,6 +62,10 @@ func TestCloneStartMakesTheCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.release()
+	// Once started, the spare copy for the next session is asked for.
+	if argv := fmt.Sprint(spareProps); !strings.Contains(argv, fmt.Sprintf("%q, %q, %q", clone.SpareStage, h.Paths.StateRoot, ws)) {
+		t.Errorf("no spare asked for after the start, or not of %s: %s", ws, argv)
+	}
 	dir := filepath.Join(h.Paths.SessionDir("c"), units.CloneDirName)
 	if _, err := os.Stat(filepath.Join(dir, "a.txt")); err != nil {
 		t.Fatalf("no copy: %v", err)

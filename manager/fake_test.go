@@ -120,7 +120,7 @@ func (f *fakeSystemd) StartTransientUnitAux(_ context.Context, name, _ string, p
 			return 0, err
 		}
 	}
-	if result != "" {
+	if result != "" && ch != nil { // nil: a start nothing waits for (a spare's)
 		ch <- result
 	}
 	f.mu.Lock()

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/manager/clone"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/manager/session"
@@ -129,6 +130,7 @@ func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept, unappl
 	if err := statedir.RemoveOrphanCaches(p.StateRoot); err != nil {
 		failed = append(failed, err.Error())
 	}
+	clone.RemoveSpares(p.StateRoot, spareMaxAge)
 	removeStaleAttachSockets(p, all)
 	m.stopDeadTies(ctx)
 	if len(failed) > 0 {

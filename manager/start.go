@@ -188,6 +188,7 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 	mark(ctx, "start job done (READY)")
 	if l.result == "done" {
 		started(ctx)
+		m.makeSpare(ctx, *spec)
 	}
 	return l, nil
 }

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"mosaic/manager/clone"
+	"mosaic/manager/request"
 )
 
 // cloneSizes are the repositories clone mode is measured on: files, and
@@ -68,14 +71,26 @@ func (b *bench) cloneMode(ctx context.Context, r *Report, only int) error {
 		}
 		label := fmt.Sprintf("%dk files, %d MB", sz.files/1000, sz.files*sz.size>>20)
 		i := 0
-		start := func(clone bool) func() error {
+		// A clone start is measured cold (no spare copy: the first session
+		// of a repository) and warm (the spare the session before left
+		// made, which the start takes and resets to its base).
+		start := func(mode string) func() error {
 			return func() error {
 				i++
 				name := fmt.Sprintf("bench-clone-%d-%d", sz.files, i)
 				argv := []string{b.mosaic, "start", "--name", name, "-w", repo}
-				if clone {
+				switch mode {
+				case "cold":
+					if err := noSpare(); err != nil {
+						return err
+					}
 					argv = append(argv, "--clone")
-				} else {
+				case "warm":
+					if err := spareOf(repo); err != nil {
+						return err
+					}
+					argv = append(argv, "--clone")
+				default:
 					argv = append(argv, "--direct")
 				}
 				err := runCmd(append(argv, "--", "sleep", "600"))
@@ -93,8 +108,9 @@ func (b *bench) cloneMode(ctx context.Context, r *Report, only int) error {
 			f     func() error
 			alone bool
 		}{
-			{"direct start, " + label, "mosaic start --direct -w REPO -- sleep 600", start(false), false},
-			{"clone start, " + label, "mosaic start --clone -w REPO -- sleep 600", start(true), false},
+			{"direct start, " + label, "mosaic start --direct -w REPO -- sleep 600", start("direct"), false},
+			{"clone start, cold, " + label, "mosaic start -w REPO -- sleep 600 (no spare copy)", start("cold"), false},
+			{"clone start, warm, " + label, "mosaic start -w REPO -- sleep 600 (a spare copy taken)", start("warm"), false},
 			{"by hand: git clone --shared + checkout, " + label, "git clone -q --shared REPO COPY", byHand(repo, "clone"), true},
 			{"by hand: git worktree add, " + label, "git worktree add -q --detach COPY", byHand(repo, "worktree"), true},
 		} {
@@ -109,7 +125,42 @@ func (b *bench) cloneMode(ctx context.Context, r *Report, only int) error {
 				return err
 			}
 		}
+		if err := noSpare(); err != nil {
+			return err
+		}
 		os.RemoveAll(repo)
+	}
+	return nil
+}
+
+// sparesDir is where mosaic keeps its spare copies.
+func sparesDir() string {
+	p, _ := request.UserPaths()
+	return clone.SparesDir(p.StateRoot)
+}
+
+// noSpare waits for the units making spare copies to end, then removes
+// every spare: the next clone start is a repository's first.
+func noSpare() error {
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		out, _ := exec.Command("systemctl", "--user", "list-units", "--plain", "--no-legend", "mosaic-spare.*").Output()
+		if strings.TrimSpace(string(out)) == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("a spare copy is still being made after 5 minutes: %s", out)
+		}
+	}
+	return os.RemoveAll(sparesDir())
+}
+
+// spareOf waits until the repository at repo has a spare copy.
+func spareOf(repo string) error {
+	p, _ := request.UserPaths()
+	for deadline := time.Now().Add(5 * time.Minute); !clone.HasSpare(p.StateRoot, repo); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no spare copy of %s after 5 minutes", repo)
+		}
 	}
 	return nil
 }
@@ -157,11 +208,38 @@ func (b *bench) cloneChange(ctx context.Context, r *Report, repo, label string) 
 		return err
 	}
 	r.Clone = append(r.Clone, s)
+	// apply of the same change made anew by a session each time (not
+	// timed, nor is the checkout put back after it).
+	var ds []float64
+	for i := 0; i < 4; i++ {
+		each := fmt.Sprintf("%s-apply-%d", name, i)
+		if err := runCmd([]string{b.mosaic, "run", "--name", each, "-w", repo, "--", "sh", "-c", change}); err != nil {
+			return err
+		}
+		if _, err := b.m.Finish(ctx, each); err != nil { // the run's end reads the change already; this is a no-op then
+			return err
+		}
+		t := time.Now()
+		err := runCmd([]string{b.mosaic, "apply", each})
+		d := time.Since(t)
+		exec.Command(b.mosaic, "rm", "--force", each).Run()
+		if err != nil {
+			return err
+		}
+		if i > 0 { // the first warms up
+			ds = append(ds, ms(d))
+		}
+		if err := runCmd([]string{"git", "-C", repo, "checkout", "-q", "--", "."}); err != nil {
+			return err
+		}
+	}
+	r.Clone = append(r.Clone, summarise("mosaic apply of that change", "mosaic apply NAME", ds))
 	return nil
 }
 
-// cloneRatios are clone mode's targets: a start at most 1.5 s over a
-// direct one at 10,000 files, the finish step and diff at most 1 s.
+// cloneRatios are clone mode's targets (issue 38): at 10,000 files a
+// start at most 1.0 s over a direct one cold and 0.15 s warm; diff and
+// apply of a 100-file change at most 0.3 s each; the finish step 1 s.
 func cloneRatios(r *Report) []Ratio {
 	by := map[string]float64{}
 	for _, s := range r.Clone {
@@ -169,14 +247,22 @@ func cloneRatios(r *Report) []Ratio {
 	}
 	var out []Ratio
 	label := "10k files, 195 MB"
-	if d, c := by["direct start, "+label], by["clone start, "+label]; d > 0 && c > 0 {
-		out = append(out, Ratio{What: "clone start minus direct start, 10,000 files (ms, median)", Value: c - d, Target: "≤ 1500", Met: c-d <= 1500})
+	for _, c := range []struct {
+		mode   string
+		target float64
+	}{{"cold", 1000}, {"warm", 150}} {
+		if d, s := by["direct start, "+label], by["clone start, "+c.mode+", "+label]; d > 0 && s > 0 {
+			out = append(out, Ratio{What: "clone start minus direct start, " + c.mode + ", 10,000 files (ms, median)", Value: s - d, Target: fmt.Sprintf("≤ %.0f", c.target), Met: s-d <= c.target})
+		}
 	}
 	if f := by["finish step of a 100-file change, "+label]; f > 0 {
 		out = append(out, Ratio{What: "finish step of a 100-file change (ms, median)", Value: f, Target: "≤ 1000", Met: f <= 1000})
 	}
 	if f := by["mosaic diff --stat of that change (snapshot taken)"]; f > 0 {
-		out = append(out, Ratio{What: "mosaic diff of a 100-file change (ms, median)", Value: f, Target: "≤ 1000", Met: f <= 1000})
+		out = append(out, Ratio{What: "mosaic diff of a 100-file change (ms, median)", Value: f, Target: "≤ 300", Met: f <= 300})
+	}
+	if f := by["mosaic apply of that change"]; f > 0 {
+		out = append(out, Ratio{What: "mosaic apply of a 100-file change (ms, median)", Value: f, Target: "≤ 300", Met: f <= 300})
 	}
 	return out
 }

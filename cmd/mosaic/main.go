@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/manager"
+	"mosaic/manager/clone"
 	"mosaic/manager/remote"
 	"mosaic/sandbox"
 	"mosaic/sandbox/agentfilter"
@@ -52,6 +53,8 @@ func main() {
 			os.Exit(agentfilter.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
 		case ptyhold.Stage: // the unit holding a start --pty session's terminal
 			os.Exit(ptyhold.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
+		case clone.SpareStage: // the unit that makes a repository's spare copy for its next session
+			os.Exit(clone.SpareMain(os.Args[2:]))
 		case remote.ExecStage: // mosaic --host on the other end of ssh
 			os.Exit(remoteExec(os.Args[2:]))
 		case remote.HoldStage:

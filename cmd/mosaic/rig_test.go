@@ -218,8 +218,16 @@ func unitProperty(t *testing.T, unit, prop string) string {
 // exited. A run still alive keeps its scope in the list.
 func mosaicUnits(t *testing.T) string {
 	t.Helper()
+	// The units that make spare copies (mosaic-spare.KEY.service) are no
+	// session's: they come and go after clone-mode starts of other tests.
 	list := func() string {
-		return systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-*.service", "mosaic-*.scope")
+		var keep []string
+		for _, line := range strings.Split(systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-*.service", "mosaic-*.scope"), "\n") {
+			if !strings.HasPrefix(line, "mosaic-spare.") {
+				keep = append(keep, line)
+			}
+		}
+		return strings.Join(keep, "\n")
 	}
 	l := list()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {

@@ -36,6 +36,15 @@ var identity = []string{
 // git runs git in dir with env added to mosaic's, and returns its output
 // trimmed; an error carries git's own words.
 func git(ctx context.Context, dir string, env []string, args ...string) (string, error) {
+	return gitWith(ctx, dir, env, "", args...)
+}
+
+// gitIn is git with stdin as its input.
+func gitIn(ctx context.Context, dir, stdin string, args ...string) (string, error) {
+	return gitWith(ctx, dir, nil, stdin, args...)
+}
+
+func gitWith(ctx context.Context, dir string, env []string, stdin string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
 	argv := append([]string{"-C", dir}, args...)
@@ -49,6 +58,9 @@ func git(ctx context.Context, dir string, env []string, args ...string) (string,
 	cmd.Env = append(os.Environ(), append([]string{"GIT_TERMINAL_PROMPT=0"}, env...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(errb.String())
 		if msg == "" {
@@ -70,8 +82,10 @@ func git(ctx context.Context, dir string, env []string, args ...string) (string,
 // the copy's own object store. The copy is a `git clone --shared` (it
 // borrows the user's objects: see units.ObjectsMount) checked out with
 // parallel workers; its alternates then name where the session sees the
-// user's objects.
-func Make(ctx context.Context, ws string, c units.Clone) (units.Clone, error) {
+// user's objects. With spare, c.Dir holds a spare just taken (TakeSpare):
+// it is brought up to date and checked out at the base, which writes only
+// the files that differ.
+func Make(ctx context.Context, ws string, c units.Clone, spare bool) (units.Clone, error) {
 	fail := func(err error) (units.Clone, error) {
 		os.RemoveAll(c.Dir)
 		return c, errcode.CloneFailed.New("cannot make the session's copy of %s: %v", ws, err)
@@ -91,7 +105,12 @@ func Make(ctx context.Context, ws string, c units.Clone) (units.Clone, error) {
 		parent = "" // an unborn branch: the uncommitted files are the base
 	}
 	c.Parent, c.Base = parent, parent
-	if _, err := git(ctx, ws, nil, "clone", "-q", "--shared", "--no-checkout", ".", c.Dir); err != nil {
+	if spare {
+		err = resetSpare(ctx, ws, c)
+	} else {
+		_, err = git(ctx, ws, nil, "clone", "-q", "--shared", "--no-checkout", ".", c.Dir)
+	}
+	if err != nil {
 		return fail(err)
 	}
 	gitDir := filepath.Join(c.Dir, ".git")

@@ -52,7 +52,7 @@ func TestMakeSnapshotsWhatTheUserSees(t *testing.T) {
 	ws := userRepo(t)
 	index, _ := os.ReadFile(filepath.Join(ws, ".git", "index"))
 	dir := filepath.Join(t.TempDir(), "clone")
-	c, err := Make(context.Background(), ws, units.Clone{Dir: dir, Objects: filepath.Join(ws, ".git", "objects")})
+	c, err := Make(context.Background(), ws, units.Clone{Dir: dir, Objects: filepath.Join(ws, ".git", "objects")}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestMakeSnapshotsWhatTheUserSees(t *testing.T) {
 
 func TestMakeRefusals(t *testing.T) {
 	ws := userRepo(t)
-	_, err := Make(context.Background(), ws, units.Clone{Dir: filepath.Join(t.TempDir(), "c"), Ref: "no-such-branch"})
+	_, err := Make(context.Background(), ws, units.Clone{Dir: filepath.Join(t.TempDir(), "c"), Ref: "no-such-branch"}, false)
 	if errcode.Of(err).Code != "bad-clone" {
 		t.Errorf("a --base that is no commit: %v", err)
 	}
@@ -96,7 +96,7 @@ func TestMakeRefusals(t *testing.T) {
 	run(t, empty, "init", "-q")
 	os.WriteFile(filepath.Join(empty, "f"), []byte("uncommitted\n"), 0o644)
 	dir := filepath.Join(t.TempDir(), "c")
-	c, err := Make(context.Background(), empty, units.Clone{Dir: dir, Objects: filepath.Join(empty, ".git", "objects")})
+	c, err := Make(context.Background(), empty, units.Clone{Dir: dir, Objects: filepath.Join(empty, ".git", "objects")}, false)
 	if err != nil || c.Parent != "" || c.Base == "" {
 		t.Fatalf("a repository without a commit: %+v %v", c, err)
 	}
@@ -114,7 +114,7 @@ func TestMakePlain(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, ".gitignore"), []byte("ignored\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, "ignored"), []byte("x\n"), 0o644)
 	dir := filepath.Join(t.TempDir(), "c")
-	c, err := Make(context.Background(), ws, units.Clone{Dir: dir, Kind: units.ClonePlain})
+	c, err := Make(context.Background(), ws, units.Clone{Dir: dir, Kind: units.ClonePlain}, false)
 	if err != nil || c.Base == "" || c.Parent != c.Base {
 		t.Fatalf("Make: %+v %v", c, err)
 	}
@@ -133,7 +133,7 @@ func TestMakePlain(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := filepath.Join(t.TempDir(), "c")
-		_, err := Make(context.Background(), d, units.Clone{Dir: out, Kind: units.ClonePlain})
+		_, err := Make(context.Background(), d, units.Clone{Dir: out, Kind: units.ClonePlain}, false)
 		if e := errcode.Of(err); err == nil || e.Code != "bad-workspace" || !strings.Contains(err.Error(), "--direct") {
 			t.Errorf("%s: %v", what, err)
 		}

@@ -1,0 +1,149 @@
+package clone
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mosaic/sandbox"
+	"mosaic/units"
+)
+
+func inode(t *testing.T, p string) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+func dirID(t *testing.T, p string) string {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return sandbox.StatID(st)
+}
+
+// TestSpareTakenIsTheBase: a spare made before the user committed,
+// deleted, added and tagged is, once taken, the copy a cold Make makes of
+// the repository now (the same tree, status clean, the refs of now), and
+// the files that did not change are the spare's own (not written again).
+func TestSpareTakenIsTheBase(t *testing.T) {
+	ws := userRepo(t)
+	objects := filepath.Join(ws, ".git", "objects")
+	os.WriteFile(filepath.Join(ws, "same.txt"), []byte("same\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "gone.txt"), []byte("gone\n"), 0o644)
+	run(t, ws, "add", "-A")
+	run(t, ws, "commit", "-qm", "two")
+	root := t.TempDir()
+	ctx := context.Background()
+	if err := MakeSpare(ctx, root, ws, objects); err != nil {
+		t.Fatal(err)
+	}
+	if !HasSpare(root, ws) {
+		t.Fatal("no spare after MakeSpare")
+	}
+	sameIno := inode(t, filepath.Join(spareDir(root, ws), spareCopy, "same.txt"))
+
+	// The user goes on: a commit, a tag, a branch, a file deleted
+	// uncommitted, one added untracked.
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("three\n"), 0o644)
+	run(t, ws, "commit", "-qam", "three")
+	run(t, ws, "tag", "v3")
+	run(t, ws, "branch", "side")
+	os.Remove(filepath.Join(ws, "gone.txt"))
+	os.WriteFile(filepath.Join(ws, "new.txt"), []byte("new\n"), 0o644)
+
+	dir := filepath.Join(t.TempDir(), "clone")
+	if !TakeSpare(root, ws, dirID(t, ws), objects, dir) {
+		t.Fatal("the spare was not taken")
+	}
+	if HasSpare(root, ws) {
+		t.Error("a spare taken is still there for the next")
+	}
+	c, err := Make(ctx, ws, units.Clone{Dir: dir, Objects: objects}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cold := filepath.Join(t.TempDir(), "cold")
+	cc, err := Make(ctx, ws, units.Clone{Dir: cold, Objects: objects}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := run(t, dir, "rev-parse", "HEAD^{tree}"), run(t, cold, "rev-parse", "HEAD^{tree}"); got != want {
+		t.Errorf("the spare's tree %s, a cold copy's %s", got, want)
+	}
+	if c.Parent != cc.Parent || c.Parent != run(t, ws, "rev-parse", "HEAD") {
+		t.Errorf("parents: spare %s, cold %s", c.Parent, cc.Parent)
+	}
+	os.WriteFile(filepath.Join(dir, ".git", "objects", "info", "alternates"), []byte(objects+"\n"), 0o600) // as the host reads it
+	os.WriteFile(filepath.Join(cold, ".git", "objects", "info", "alternates"), []byte(objects+"\n"), 0o600)
+	if s := run(t, dir, "status", "--porcelain"); s != "" {
+		t.Errorf("the spare's status after the reset: %q", s)
+	}
+	for _, f := range []string{"gone.txt"} {
+		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s, deleted by the user, is in the copy", f)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "three\n" {
+		t.Errorf("a.txt in the copy: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "new.txt")); string(b) != "new\n" {
+		t.Errorf("new.txt in the copy: %q", b)
+	}
+	for _, ref := range []string{"refs/tags/v3", "refs/remotes/origin/side"} {
+		if got, want := run(t, dir, "rev-parse", ref), run(t, cold, "rev-parse", ref); got != want {
+			t.Errorf("%s: spare %s, cold %s", ref, got, want)
+		}
+	}
+	if inode(t, filepath.Join(dir, "same.txt")) != sameIno {
+		t.Error("same.txt, unchanged since the spare, was written again")
+	}
+}
+
+// TestSpareOfAnotherDirectoryIsNotTaken: a spare recorded for another
+// directory (the workspace replaced since) or other objects is removed,
+// not taken.
+func TestSpareOfAnotherDirectoryIsNotTaken(t *testing.T) {
+	ws := userRepo(t)
+	objects := filepath.Join(ws, ".git", "objects")
+	root := t.TempDir()
+	for _, c := range []struct{ id, objects string }{{"1:2", objects}, {dirID(t, ws), "/elsewhere"}} {
+		if err := MakeSpare(context.Background(), root, ws, objects); err != nil {
+			t.Fatal(err)
+		}
+		if TakeSpare(root, ws, c.id, c.objects, filepath.Join(t.TempDir(), "clone")) {
+			t.Errorf("a spare taken for %s, %s", c.id, c.objects)
+		}
+		if HasSpare(root, ws) {
+			t.Error("a spare that does not match is kept")
+		}
+	}
+}
+
+// TestRemoveSpares: gc's sweep removes the spare of a repository that is
+// gone, and leaves one whose repository is there.
+func TestRemoveSpares(t *testing.T) {
+	ws, gone := userRepo(t), userRepo(t)
+	root := t.TempDir()
+	for _, w := range []string{ws, gone} {
+		if err := MakeSpare(context.Background(), root, w, filepath.Join(w, ".git", "objects")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.RemoveAll(gone)
+	if n := RemoveSpares(root, time.Hour); n != 1 || !HasSpare(root, ws) || HasSpare(root, gone) {
+		t.Errorf("removed %d; spare of the repository there: %v, of the one gone: %v", n, HasSpare(root, ws), HasSpare(root, gone))
+	}
+	if n := RemoveSpares(root, 0); n != 1 || HasSpare(root, ws) {
+		t.Errorf("a spare older than the bound: removed %d, kept %v", n, HasSpare(root, ws))
+	}
+}
