@@ -21,7 +21,7 @@ import (
 // sandbox's layers, and records where it started (clone.json). A copy an
 // earlier session of the name left with a change never applied nor
 // discarded is a refusal: a new copy would lose it.
-func (m *Manager) makeClone(ctx context.Context, spec *units.Spec) error {
+func makeClone(ctx context.Context, spec *units.Spec) error {
 	if c, ok := records.ReadClone(spec.StateDir); ok && c.Pending() {
 		if _, err := os.Lstat(spec.Clone.Dir); err == nil {
 			return errcode.UnappliedChanges.New("session %s has a change that was never applied nor discarded (%s): `mosaic diff %s`, then `mosaic apply %s` or `mosaic discard %s`, before it starts again", spec.Name, c.Line(), spec.Name, spec.Name, spec.Name)

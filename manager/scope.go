@@ -80,11 +80,21 @@ func (c *Connecting) RunScope(ctx context.Context, plan Plan, stdio [3]*os.File,
 		}
 	}()
 	if !spec.NameGiven {
-		defer statedir.Remove(spec.StateDir)
+		if spec.Clone == nil { // a clone's change outlives the run (mosaic run removes it when there is none)
+			defer statedir.Remove(spec.StateDir)
+		}
 		defer os.RemoveAll(spec.EgressDir)
 		defer os.RemoveAll(egress.ControlDir(spec.EgressDir))
 	}
 	mark(ctx, "claim name, state directory")
+	if spec.Clone != nil {
+		if err = makeClone(ctx, &spec); err != nil {
+			return Session{}, err
+		}
+		before := undo
+		undo = func() { removeClone(spec); before() }
+		mark(ctx, "clone: the session's copy")
+	}
 
 	// PR_SET_PDEATHSIG follows the thread that forked, so that thread must
 	// live as long as the session: this goroutine keeps it.
@@ -145,6 +155,7 @@ func (m *Manager) runHeld(ctx context.Context, spec units.Spec, sb *held, signal
 	*undo = nil // the session ran: what it made is its own now
 	_ = records.MarkLaunched(spec.StateDir)
 	started(ctx)
+	m.makeSpare(ctx, spec)
 	// Ctrl-Z on the inherited terminal would stop only mosaic's process
 	// group, and the shell would take the terminal back while the session,
 	// in a group of its own, ran on reading and writing it. mosaic takes

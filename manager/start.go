@@ -120,7 +120,7 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 	}()
 	mark(ctx, "claim name, state directory")
 	if spec.Clone != nil && spec.Clone.Base == "" { // a finish step's copy is made already
-		if err := m.makeClone(ctx, spec); err != nil {
+		if err := makeClone(ctx, spec); err != nil {
 			return l, err
 		}
 		l.undo = func() { removeClone(*spec); undo() }

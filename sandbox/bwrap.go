@@ -67,25 +67,29 @@ type Bind struct {
 // Options are the paths one session's sandbox is made of. All paths are
 // absolute and already resolved (no symlinks), as bwrap binds what it is given.
 type Options struct {
-	Workspace   string   // read-write at its own path; the working directory
-	Home        string   // the path HOME has inside (the user's home path)
-	SessionHome string   // the session's own home on disk, loaded into the tmpfs at Home (HomeStore)
-	HomeSize    uint64   // the bound of that tmpfs; 0 or ^0 for the kernel's default
-	TmpSize     uint64   // the bound of the session's own /tmp, a tmpfs; 0 or ^0 for the kernel's default
-	MosaicBin   string   // mosaic, bound at BinInside for --may-launch
-	StageBin    string   // the stage binary, bound at InitPath
-	Binary      string   // the command's binary when outside the system dirs, bound read-only
-	ExtraRO     []string // --ro PATH
-	ExtraRW     []string // --rw PATH
-	Toolchains  []string // those of ExtraRO that are the user's toolchains, for the session's PATH
-	BusDir      string   // the bus's socket directory, for a session that may launch others; "" for none
-	EgressDir   string   // the egress proxy's socket directory (network allow); "" for none
-	PublishDir  string   // the publish forwarder's socket directory (--publish); "" for none
-	SSHAgentDir string   // the ssh agent filter's socket directory (--lend-ssh-key, --lend-ssh-sign); "" for none
-	CABundle    string   // --ca-file's bundle with the system's roots, bound at CABundleInside; "" for none
-	BwrapBin    string   // bwrap, pinned read-only at its own path when a writable bind holds it
-	ToolCache   string   // the workspace's tool caches (ToolCaches), bound into the home; "" for none
-	Protect     []Bind   // the workspace's host-executed entries (directfloor.Protect), after every other bind
+	Workspace string // read-write at its own path; the working directory
+	// WorkspaceSrc is what is bound at Workspace when it is not the
+	// workspace itself: a clone-mode scope's copy (a service's copy is
+	// at the workspace's path already, in systemd's layer).
+	WorkspaceSrc string
+	Home         string   // the path HOME has inside (the user's home path)
+	SessionHome  string   // the session's own home on disk, loaded into the tmpfs at Home (HomeStore)
+	HomeSize     uint64   // the bound of that tmpfs; 0 or ^0 for the kernel's default
+	TmpSize      uint64   // the bound of the session's own /tmp, a tmpfs; 0 or ^0 for the kernel's default
+	MosaicBin    string   // mosaic, bound at BinInside for --may-launch
+	StageBin     string   // the stage binary, bound at InitPath
+	Binary       string   // the command's binary when outside the system dirs, bound read-only
+	ExtraRO      []string // --ro PATH
+	ExtraRW      []string // --rw PATH
+	Toolchains   []string // those of ExtraRO that are the user's toolchains, for the session's PATH
+	BusDir       string   // the bus's socket directory, for a session that may launch others; "" for none
+	EgressDir    string   // the egress proxy's socket directory (network allow); "" for none
+	PublishDir   string   // the publish forwarder's socket directory (--publish); "" for none
+	SSHAgentDir  string   // the ssh agent filter's socket directory (--lend-ssh-key, --lend-ssh-sign); "" for none
+	CABundle     string   // --ca-file's bundle with the system's roots, bound at CABundleInside; "" for none
+	BwrapBin     string   // bwrap, pinned read-only at its own path when a writable bind holds it
+	ToolCache    string   // the workspace's tool caches (ToolCaches), bound into the home; "" for none
+	Protect      []Bind   // the workspace's host-executed entries (directfloor.Protect), after every other bind
 }
 
 // ToolCaches are the tool caches a workspace's sessions share (each a
@@ -124,7 +128,7 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 		Bind{Kind: KindRO, Src: o.StageBin, Dst: InitPath, Reason: "mosaic's init (the stage binary), PID 1 of the session, read-only"},
 		homeBind(o.SessionHome, o.Home, o.HomeSize),
 		tmpBind(o.TmpSize),
-		Bind{Kind: KindRW, Src: o.Workspace, Dst: o.Workspace, Reason: "the workspace, read-write at its own path"},
+		workspaceBind(o),
 	)
 	if o.EgressDir != "" {
 		b = append(b, Bind{Kind: KindRO, Src: o.EgressDir, Dst: EgressDirInside, Reason: "the egress proxy's socket (network allow): the only way out of the session's network namespace, to allowed hosts"})
@@ -169,6 +173,15 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 		pin{o.MosaicBin, "the mosaic binary the user and the bus run next"},
 		pin{o.StageBin, "the stage binary every later session runs"},
 		pin{o.BwrapBin, "the bwrap every later session runs"})...)
+}
+
+// workspaceBind is the workspace, read-write at its own path: the
+// directory itself, or the copy bound there (WorkspaceSrc).
+func workspaceBind(o Options) Bind {
+	if o.WorkspaceSrc != "" {
+		return Bind{Kind: KindRW, Src: o.WorkspaceSrc, Dst: o.Workspace, Reason: "clone mode: the session's own copy of the workspace, read-write at the workspace's path (your checkout is not mounted)"}
+	}
+	return Bind{Kind: KindRW, Src: o.Workspace, Dst: o.Workspace, Reason: "the workspace, read-write at its own path"}
 }
 
 // tmpBind is the session's /tmp: a tmpfs of its own, in memory (charged

@@ -81,9 +81,22 @@ func (s Spec) cloneBinds() []sandbox.Bind {
 	if s.Clone == nil || s.Clone.Objects == "" {
 		return nil
 	}
-	in := ObjectsInside(s.Workspace)
-	return []sandbox.Bind{{Kind: sandbox.KindRO, Src: in, Dst: in,
+	in, src := ObjectsInside(s.Workspace), ObjectsInside(s.Workspace)
+	if s.Scope { // no systemd layer: bwrap binds them from where they are
+		src = s.Clone.Objects
+	}
+	return []sandbox.Bind{{Kind: sandbox.KindRO, Src: src, Dst: in,
 		Reason: "clone mode: your repository's objects, read-only, which the session's own copy borrows (its checkout and .git are never mounted)"}}
+}
+
+// scopeCopy is what a clone-mode scope's bwrap binds at the workspace's
+// path: its copy ("" for a service, whose systemd layer put the copy
+// there, and for direct mode).
+func (s Spec) scopeCopy() string {
+	if s.Scope && s.Clone != nil {
+		return s.Clone.Dir
+	}
+	return ""
 }
 
 // cloneReadOnly is systemd's layer's read-only bind of the user's objects

@@ -311,3 +311,44 @@ mkdir -p .git/refs/mosaic .git/logs/refs && touch .git/refs/mosaic/snapshot.lock
 	}
 	mustMosaic(t, "rm", name)
 }
+
+// TestCloneScope: run --scope is in clone mode by default too (bwrap binds
+// the copy at the workspace's path, the user's objects read-only inside
+// it, there being no systemd layer): the checkout is not written, the
+// change shows in diff and apply writes it; an unnamed scope run that
+// changed nothing leaves no state behind. First shown with --direct,
+// where the same command writes the checkout.
+func TestCloneScope(t *testing.T) {
+	needRig(t)
+	agent := `set -e; grep -q "user's own" a.txt; echo agent >> a.txt; echo new > n.txt; ! touch .git/mosaic-base-objects/x 2>/dev/null`
+	direct := cloneRepo(t)
+	mustMosaic(t, "run", "--scope", "--direct", "-w", direct, "--", "sh", "-c", agent)
+	if _, err := os.Stat(filepath.Join(direct, "n.txt")); err != nil {
+		t.Fatalf("--direct --scope did not write the checkout (the weak case): %v", err)
+	}
+
+	ws := cloneRepo(t)
+	name := cloneSession(t)
+	r := mustMosaic(t, "run", "--scope", "--name", name, "-w", ws, "--", "sh", "-c", agent)
+	if !strings.Contains(r.stderr, "left 2 files") {
+		t.Errorf("run --scope did not say what the session left:\n%s", r.stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "n.txt")); err == nil {
+		t.Fatal("a --scope session wrote the checkout in clone mode")
+	}
+	if got := paths(diffOf(t, name)); got != "a.txt,n.txt" {
+		t.Errorf("diff shows %s, want a.txt,n.txt", got)
+	}
+	mustMosaic(t, "apply", name)
+	if b, _ := os.ReadFile(filepath.Join(ws, "n.txt")); string(b) != "new\n" {
+		t.Errorf("n.txt after apply: %q", b)
+	}
+	mustMosaic(t, "rm", name)
+
+	before, _ := os.ReadDir(filepath.Join(stateRoot(), "sessions"))
+	mustMosaic(t, "run", "--scope", "-w", ws, "--", "true")
+	after, _ := os.ReadDir(filepath.Join(stateRoot(), "sessions"))
+	if len(after) > len(before) {
+		t.Errorf("an unnamed scope run that changed nothing left state: %d entries before, %d after", len(before), len(after))
+	}
+}

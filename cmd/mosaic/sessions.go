@@ -322,7 +322,7 @@ func runCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			if spec.Clone != nil { // a service: its manager is there (clone mode is never a scope)
+			if spec.Clone != nil { // the finish step is a service of its own, for a scope's session too
 				if m, err := conn.Manager(ctx); err == nil {
 					finishAfter(ctx, out, m, spec.Name, !spec.NameGiven)
 				}

@@ -65,8 +65,6 @@ func cloneOf(req Request, spec *units.Spec, p Paths) (*units.Clone, error) {
 		return nil, errcode.BadClone.New(format, a...)
 	}
 	switch {
-	case req.Scope:
-		return nil, errcode.BadWorkspace.New("clone mode, the default, is not there yet for --scope: add --direct (the session then writes %s in place) or drop --scope", spec.Workspace)
 	case spec.NameGiven && len(spec.Name) > units.MaxCloneName:
 		return fail("session name %q is too long for clone mode: at most %d characters (its finish step is %s), or --direct", spec.Name, units.MaxCloneName, units.FinishName(spec.Name))
 	case strings.HasPrefix(req.Base, "-") || strings.ContainsAny(req.Base, "\x00\n"):

@@ -44,7 +44,6 @@ func TestCloneRefusals(t *testing.T) {
 		{"a submodule's checkout", "bad-workspace", "submodule", Request{Workspace: filepath.Join(p.Home, "src", "sm")}},
 		{"borrowed objects", "bad-workspace", "alternates", Request{Workspace: filepath.Join(p.Home, "src", "borrow")}},
 		{"submodules", "bad-workspace", ".gitmodules", Request{Workspace: filepath.Join(p.Home, "src", "subs")}},
-		{"a scope", "bad-workspace", "--scope", Request{Workspace: app, Scope: true}},
 		{"a long name", "bad-clone", "too long", Request{Workspace: app, Name: strings.Repeat("a", 57)}},
 		{"a --base that is an option", "bad-clone", "not a commit", Request{Workspace: app, Base: "--upload-pack=x"}},
 		{"--base in direct mode", "bad-clone", "--base", Request{Workspace: app, Base: "main", Mode: ModeDirect}},
