@@ -145,6 +145,13 @@ func complete(spec *units.Spec, h Host) error {
 			return errcode.BadBind.New("--ca-file %s: cannot write its bundle with the system's roots: %w", spec.CAFile, err)
 		}
 	}
+	if !spec.Landlock() { // (in Landlock, root's files are root's)
+		dir := filepath.Join(spec.RuntimeDir, "mosaic", "ssh-config")
+		var err error
+		if spec.SSHConfig, err = sandbox.SSHConfigCopy(sandbox.SSHConfigDirHost, dir, os.Getuid()); err != nil {
+			return errcode.StateDir.New("cannot copy %s for the session's ssh: %w", sandbox.SSHConfigDirHost, err)
+		}
+	}
 	if !spec.AllowWriteHostExec && spec.Clone == nil { // a copy's files are never run by the host
 		protect, ids, err := directfloor.Protect(spec.Workspace, h.Paths.Home)
 		if err != nil {

@@ -87,6 +87,7 @@ type Options struct {
 	PublishDir   string   // the publish forwarder's socket directory (--publish); "" for none
 	SSHAgentDir  string   // the ssh agent filter's socket directory (--lend-ssh-key, --lend-ssh-sign); "" for none
 	CABundle     string   // --ca-file's bundle with the system's roots, bound at CABundleInside; "" for none
+	SSHConfig    string   // the user's copy of SSHConfigDirHost (SSHConfigCopy), bound over it; "" for none
 	BwrapBin     string   // bwrap, pinned read-only at its own path when a writable bind holds it
 	ToolCache    string   // the workspace's tool caches (ToolCaches), bound into the home; "" for none
 	Protect      []Bind   // the workspace's host-executed entries (directfloor.Protect), after every other bind
@@ -124,6 +125,9 @@ var mergedUsrLinks = []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/lib
 // merged-/usr symlink from a real directory.
 func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(string) (string, error)) []Bind {
 	b := systemBinds(lstat, readlink)
+	if o.SSHConfig != "" {
+		b = append(b, Bind{Kind: KindRO, Src: o.SSHConfig, Dst: SSHConfigDirHost, Reason: "the system's ssh client snippets, copied as yours: root's files are nobody's in the session's user namespace, which ssh refuses (SSHConfigCopy)"})
+	}
 	b = append(b,
 		Bind{Kind: KindRO, Src: o.StageBin, Dst: InitPath, Reason: "mosaic's init (the stage binary), PID 1 of the session, read-only"},
 		homeBind(o.SessionHome, o.Home, o.HomeSize),

@@ -545,6 +545,9 @@ func ReadOnlyPaths(s Spec) []string {
 	if s.CABundle != "" { // bwrap binds it at sandbox.CABundleInside
 		ro = append(ro, s.CABundle)
 	}
+	if s.SSHConfig != "" { // bwrap binds it over sandbox.SSHConfigDirHost
+		ro = append(ro, s.SSHConfig)
+	}
 	return append(append(ro, s.ExtraRO...), landlockProtect(s, sandbox.KindRO)...)
 }
 

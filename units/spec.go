@@ -240,6 +240,9 @@ type Spec struct {
 	// CABundle is the bundle of the system's roots and CAFile the session's
 	// clients read (egress.TrustEnv), written when it starts.
 	CABundle string
+	// SSHConfig is the user's copy of the system's ssh client snippets
+	// (sandbox.SSHConfigCopy) bwrap binds over them, or "" for none.
+	SSHConfig string
 	// Notes are what mosaic start says about the session besides its
 	// name: how a credential travels when it cannot be injected, a custom
 	// endpoint's host allowed.
@@ -349,6 +352,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		PublishDir:   s.publishDir(),
 		SSHAgentDir:  s.sshAgentDir(),
 		CABundle:     s.CABundle,
+		SSHConfig:    s.SSHConfig,
 		BwrapBin:     s.BwrapBin,
 		ToolCache:    s.ToolCache,
 		Protect:      append(s.cloneBinds(), s.Protect...),

@@ -57,10 +57,12 @@ func TestLendSSHKey(t *testing.T) {
 	sock := userAgent(t, filepath.Join(dir, "user_key"), filepath.Join(dir, "sign_key"))
 	port := strings.TrimSpace(string(must1(os.ReadFile(filepath.Join(dir, "sshd_config")))))
 	port = strings.Fields(strings.Split(port, "\n")[1])[1]
-	// -F /dev/null: a system's ssh_config.d file owned by root is
-	// nobody's inside the session's user namespace, which ssh refuses
-	// (systemd 256's 20-systemd-ssh-proxy.conf).
-	ssh := fmt.Sprintf("ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -p %s", port)
+	// The system's ssh_config (and its ssh_config.d, where systemd 256+
+	// puts a file of root's) is read as it is: on the 257 rig this failed
+	// with "Bad owner or permissions on
+	// /etc/ssh/ssh_config.d/20-systemd-ssh-proxy.conf" before
+	// sandbox.SSHConfigCopy.
+	ssh := fmt.Sprintf("ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -p %s", port)
 	dest := " " + os.Getenv("USER") + "@127.0.0.1 true"
 	login := ssh + dest
 	env := []string{"SSH_AUTH_SOCK=" + sock}
