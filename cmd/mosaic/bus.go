@@ -75,6 +75,8 @@ func busLaunchCommand(out *output) *cli.Command {
 			&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also `HOST[:PORT]` (not from a session)"},
 			&cli.StringFlag{Name: "stop-timeout", Usage: "`DURATION` between SIGTERM and SIGKILL when stopped"},
 			&cli.BoolFlag{Name: "may-launch", Usage: "the launched session may launch others (not from a session)"},
+			&cli.StringSliceFlag{Name: "lend-ssh-key", Usage: "refused: the bus lends no ssh `KEY=HOST` (use mosaic start)"},
+			&cli.StringSliceFlag{Name: "lend-ssh-sign", Usage: "refused: the bus lends no ssh `KEY` (use mosaic start)"},
 		}, limitFlags()...), jsonFlag),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
@@ -89,7 +91,8 @@ func busLaunchCommand(out *output) *cli.Command {
 			req := bus.Request{Verb: "launch", Name: c.String("name"), Workspace: ws, Profile: c.String("profile"),
 				Command: c.Args().Slice(), RO: c.StringSlice("ro"), RW: c.StringSlice("rw"), Limits: limitsFrom(c),
 				StopTimeout: c.String("stop-timeout"), MayLaunch: c.Bool("may-launch"),
-				Network: c.String("network"), AllowHosts: c.StringSlice("allow-host")}
+				Network: c.String("network"), AllowHosts: c.StringSlice("allow-host"),
+				LendSSHKey: c.StringSlice("lend-ssh-key"), LendSSHSign: c.StringSlice("lend-ssh-sign")}
 			var s manager.Session
 			if err := askBus(req, &s); err != nil {
 				return err

@@ -212,6 +212,7 @@ func TestBus(t *testing.T) {
 	  launch --name x-` + id + ` -w ` + outside + ` --profile ` + profile + `
 	  launch --name y-` + id + ` -w ` + child + ` --profile generic -- sleep 1
 	  launch --name z-` + id + ` -w ` + child + ` --profile ` + profile + ` --ro /etc/hostname
+	  launch --name k-` + id + ` -w ` + child + ` --profile ` + profile + ` --lend-ssh-sign SHA256:AAAA
 	  mosaic bus list --json | tr -d '\n'; echo
 	`
 	r := mosaic(t, "run", "--name", pm, "--may-launch", "--workspace", root, "--", "sh", "-c", script)
@@ -219,8 +220,8 @@ func TestBus(t *testing.T) {
 		t.Fatalf("pm session: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 9 {
-		t.Fatalf("pm session printed %d lines, want 9:\n%s", len(lines), r.stdout)
+	if len(lines) != 10 {
+		t.Fatalf("pm session printed %d lines, want 10:\n%s", len(lines), r.stdout)
 	}
 	if lines[0] != "pm-token=none" {
 		t.Errorf("the asking session sees the bus's credential: %s", lines[0])
@@ -228,7 +229,7 @@ func TestBus(t *testing.T) {
 	if !strings.HasPrefix(lines[3], "rc=0 ") || !strings.Contains(lines[3], `"name": "`+name1+`"`) {
 		t.Errorf("launch from a session: %s", lines[3])
 	}
-	for i, code := range map[int]string{1: "command-not-allowed", 2: "not-permitted", 4: "capacity-full", 5: "workspace-not-allowed", 6: "profile-not-allowed", 7: "bind-not-allowed"} {
+	for i, code := range map[int]string{1: "command-not-allowed", 2: "not-permitted", 4: "capacity-full", 5: "workspace-not-allowed", 6: "profile-not-allowed", 7: "bind-not-allowed", 8: "bind-not-allowed"} {
 		if !strings.HasPrefix(lines[i], "rc=3 ") || !strings.Contains(lines[i], `"code":"`+code+`"`) {
 			t.Errorf("line %d: want a %s refusal (exit 3), got %s", i, code, lines[i])
 		}
@@ -236,7 +237,7 @@ func TestBus(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(child, "leak")); err == nil {
 		t.Error("a launcher's own command ran with the profile's credentials")
 	}
-	if !strings.Contains(lines[8], `"name": "`+name1+`"`) {
+	if !strings.Contains(lines[9], `"name": "`+name1+`"`) {
 		t.Errorf("the PM's bus list lacks the session it launched: %s", lines[8])
 	}
 	eventually(t, 10*time.Second, "the launched session's output", func() bool {
@@ -248,6 +249,9 @@ func TestBus(t *testing.T) {
 		func(e logEvent) bool { return e.Event == "refused" && e.Code == "workspace-not-allowed" },
 		func(e logEvent) bool { return e.Event == "refused" && e.Code == "profile-not-allowed" },
 		func(e logEvent) bool { return e.Event == "refused" && e.Code == "bind-not-allowed" },
+		func(e logEvent) bool {
+			return e.Event == "refused" && e.Session == "k-"+id && e.Code == "bind-not-allowed" // a lent key (launchLends)
+		},
 	} {
 		if !hasEvent(t, want) {
 			t.Errorf("an event is missing from the launch log:\n%v", launchEvents(t))

@@ -131,7 +131,27 @@ func hostArgs(args []string, env func(string) string) (hostCall, error) {
 	if len(call.targets) == 1 && call.targets[0] == (remote.Target{}) && !isList {
 		call.targets = nil // --host local: this machine
 	}
+	if len(call.targets) > 0 {
+		if flag := lendFlag(rest); flag != "" {
+			return call, errcode.BadSSHLend.New("%s is not available with --host: the remote's mosaic would lend the agent ssh forwarded to it (ssh -A), which the remote's root and its other processes can use too, and which is gone when this ssh ends; run mosaic on that host with an agent there", flag)
+		}
+	}
 	return call, nil
+}
+
+// lendFlag is the first --lend-ssh-key or --lend-ssh-sign among mosaic's
+// own arguments (before --), or "".
+func lendFlag(args []string) string {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "lend-ssh-key" || name == "lend-ssh-sign") {
+			return "--" + name
+		}
+	}
+	return ""
 }
 
 // readHostsFile reads ~/.config/mosaic/hosts: one [USER@]HOST[:PORT] a line

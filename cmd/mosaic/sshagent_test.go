@@ -103,6 +103,12 @@ func TestLendSSHKey(t *testing.T) {
 	commit := "git init -q repo && cd repo && git -c user.email=t@example.org -c user.name=t commit -q --allow-empty -m signed && git cat-file commit HEAD"
 	name := "lend-" + randomHex()
 	named := append([]string{"run", "--direct", "--name", name}, lend[1:]...) // the repository it makes is checked on the host
+	// Signing needs no network: the filter's socket is a path, reached
+	// from the session's own network namespace (--network none) too.
+	if named[4] != "--network" {
+		t.Fatalf("the lend arguments moved: %q", named)
+	}
+	named[5] = "none"
 	res := mosaicWith(t, env, "", append(named, "sh", "-c", commit)...)
 	if res.code != 0 || !strings.Contains(res.stdout, "BEGIN SSH SIGNATURE") {
 		t.Fatalf("lent: git commit -S: %+v", res)
@@ -131,7 +137,9 @@ func must1[T any](v T, err error) T {
 }
 
 // TestLendSSHKeyBadInput: a key the agent does not hold is bad input
-// (exit 2), no agent a refusal (exit 3), each one line, and no session.
+// (exit 2), no agent a refusal (exit 3), each one line, and no session;
+// so is a lent key where lending is not available (--sandbox landlock,
+// --scope: bad-ssh-lend) and with --host, where ssh is not even run.
 func TestLendSSHKeyBadInput(t *testing.T) {
 	dir := t.TempDir()
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "k")).CombinedOutput(); err != nil {
@@ -139,22 +147,41 @@ func TestLendSSHKeyBadInput(t *testing.T) {
 	}
 	sock := userAgent(t)
 	name := "lend-" + randomHex()
+	held := userAgent(t, filepath.Join(dir, "k")) // the key is there: only the mode is refused
+	ssh := filepath.Join(dir, "ssh")
+	must(t, os.WriteFile(ssh, []byte("#!/bin/sh\ntouch "+filepath.Join(dir, "ssh-ran")+"\nexit 255\n"), 0o700))
 	cases := []struct {
-		env  []string
-		code int
-		want string
+		env   []string
+		flags []string
+		code  int
+		want  string
 	}{
-		{[]string{"SSH_AUTH_SOCK=" + sock}, 2, "bad-ssh-lend"},
-		{[]string{"SSH_AUTH_SOCK=" + filepath.Join(dir, "none.sock")}, 3, "no-ssh-agent"},
-		{[]string{"SSH_AUTH_SOCK="}, 3, "no-ssh-agent"},
+		{[]string{"SSH_AUTH_SOCK=" + sock}, nil, 2, "bad-ssh-lend"},
+		{[]string{"SSH_AUTH_SOCK=" + filepath.Join(dir, "none.sock")}, nil, 3, "no-ssh-agent"},
+		{[]string{"SSH_AUTH_SOCK="}, nil, 3, "no-ssh-agent"},
+		{[]string{"SSH_AUTH_SOCK=" + held}, []string{"--sandbox", "landlock"}, 2, "not available with --sandbox landlock"},
+		{[]string{"SSH_AUTH_SOCK=" + held}, []string{"--scope", "--direct"}, 2, "not available with --scope"},
+		{[]string{"SSH_AUTH_SOCK=" + held, "MOSAIC_SSH=" + ssh}, []string{"--host", "nowhere.invalid"}, 2, "not available with --host"},
 	}
 	for _, c := range cases {
-		res := mosaicWith(t, c.env, "", "run", "--json", "--name", name, "-w", workspace(t), "--lend-ssh-sign", filepath.Join(dir, "k.pub"), "--", "true")
+		args := []string{"run", "--json", "--name", name, "-w", workspace(t), "--lend-ssh-sign", filepath.Join(dir, "k.pub"), "--", "true"}
+		if len(c.flags) > 0 && c.flags[0] == "--host" {
+			args = append(c.flags, args...) // --host goes first
+		} else {
+			args = append(append([]string{"run"}, c.flags...), args[1:]...)
+		}
+		res := mosaicWith(t, c.env, "", args...)
 		if res.code != c.code || !strings.Contains(res.stdout+res.stderr, c.want) {
-			t.Fatalf("%v: exit %d, want %d with %s: %+v", c.env, res.code, c.code, c.want, res)
+			t.Fatalf("%v %v: exit %d, want %d with %s: %+v", c.env, c.flags, res.code, c.code, c.want, res)
+		}
+		if lines := strings.Split(strings.TrimSpace(res.stderr), "\n"); len(lines) > 1 {
+			t.Errorf("%v %v: more than one line: %q", c.env, c.flags, res.stderr)
 		}
 		if st := mosaic(t, "status", name); st.code == 0 {
 			t.Fatalf("%v: a session was started: %+v", c.env, st)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ssh-ran")); err == nil {
+		t.Error("--host with a lent key ran ssh")
 	}
 }

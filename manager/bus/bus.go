@@ -64,6 +64,11 @@ type Request struct {
 	// launched session has its profile's network).
 	Network    string   `json:"network,omitempty"`
 	AllowHosts []string `json:"allow_hosts,omitempty"`
+	// LendSSHKey and LendSSHSign are mosaic start's --lend-ssh-key and
+	// --lend-ssh-sign, which the bus always refuses (launchLends): known
+	// here so that an ask for them is never a launch without them.
+	LendSSHKey  []string `json:"lend_ssh_key,omitempty"`
+	LendSSHSign []string `json:"lend_ssh_sign,omitempty"`
 }
 
 // Answer is one answer line.

@@ -371,6 +371,44 @@ func TestSessionLaunchRefusals(t *testing.T) {
 	}
 }
 
+// TestLaunchLendsNoKey: a launch lent ssh keys is refused, from a session
+// (bind-not-allowed, under a policy that lets its launch through
+// otherwise) and from the user (bad-ssh-lend), asked in the bus's JSON as
+// any client would, and nothing is launched. Without launchLends the
+// fields were ignored and both launched (checked by taking its call out).
+func TestLaunchLendsNoKey(t *testing.T) {
+	for _, tc := range []struct {
+		name, code string
+		user       bool
+		ask        map[string]any
+	}{
+		{"session, key", "bind-not-allowed", false, map[string]any{"lend_ssh_key": []string{"SHA256:x=github.com"}}},
+		{"session, sign", "bind-not-allowed", false, map[string]any{"lend_ssh_sign": []string{"SHA256:x"}}},
+		{"user, sign", "bad-ssh-lend", true, map[string]any{"lend_ssh_sign": []string{"SHA256:x"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := func() (*rig, map[string]any) {
+				r := newRig(t, policy)
+				if tc.user {
+					r.fake.unit, r.fake.invocation, r.fake.unitErr = "", "", errcode.NoSuchSession.New("in no unit")
+				}
+				return r, map[string]any{"verb": "launch", "profile": "generic", "command": []string{"true"}, "workspace": filepath.Join(r.ws, "child")}
+			}
+			if r, req := rig(); !r.ask(req).OK {
+				t.Fatal("the same launch without a key is refused")
+			}
+			r, req := rig()
+			for k, v := range tc.ask {
+				req[k] = v
+			}
+			wantCode(t, r.ask(req), tc.code)
+			if len(r.fake.launched) != 0 {
+				t.Errorf("launched %+v", r.fake.launched)
+			}
+		})
+	}
+}
+
 func TestCapacity(t *testing.T) {
 	r := newRig(t, policy)
 	req := Request{Verb: "launch", Profile: "generic", Command: []string{"true"}, Workspace: filepath.Join(r.ws, "child")}

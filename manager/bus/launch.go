@@ -27,6 +27,9 @@ func (b *bus) launch(ctx context.Context, who caller, req Request) (any, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := launchLends(who, req); err != nil {
+		return nil, err
+	}
 	var policy Policy
 	if who.session != "" {
 		if policy, err = b.checkSessionLaunch(who, &r); err != nil {
@@ -246,6 +249,21 @@ func (b *bus) pruneChildren(list []manager.Session, seq uint64) {
 			delete(b.children, id)
 		}
 	}
+}
+
+// launchLends refuses a launch lent ssh keys, as no policy lets one
+// through: a session may not hand what it launches the user's keys (a
+// credential of its own choosing, bind-not-allowed), and the bus lends
+// none of its own (its SSH_AUTH_SOCK, if any, is the user manager's, not
+// the asking shell's agent: bad-ssh-lend).
+func launchLends(who caller, req Request) error {
+	if len(req.LendSSHKey) == 0 && len(req.LendSSHSign) == 0 {
+		return nil
+	}
+	if who.session != "" {
+		return errcode.BindNotAllowed.New("a session cannot lend the session it launches ssh keys (--lend-ssh-key, --lend-ssh-sign): the bus lends none")
+	}
+	return errcode.BadSSHLend.New("--lend-ssh-key and --lend-ssh-sign are not available through the bus: it has no agent of yours to lend; use mosaic start")
 }
 
 // requestOf turns a launch request into a session request, checking its
