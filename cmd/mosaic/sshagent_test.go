@@ -120,11 +120,21 @@ func TestLendSSHKey(t *testing.T) {
 	if au := mosaic(t, "audit", name); !strings.Contains(au.stdout, "ssh-agent-allowed") || !strings.Contains(au.stdout, "SSHSIG") {
 		t.Errorf("the signature is not in the session's audit: %+v", au)
 	}
-	signers := filepath.Join(dir, "allowed_signers")
-	must(t, os.WriteFile(signers, []byte("t@example.org "+string(signPub)), 0o600))
-	v := exec.Command("git", "-C", filepath.Join(ws, "repo"), "-c", "gpg.ssh.allowedSignersFile="+signers, "verify-commit", "HEAD")
-	if out, err := v.CombinedOutput(); err != nil {
-		t.Fatalf("the session's signed commit does not verify on the host: %v\n%s", err, out)
+	// Verified on the host against the lent key, and only it: the same
+	// check with another key as the allowed signer fails (a good
+	// signature of no allowed principal; gpg.minTrustLevel=fully refuses
+	// it in every git, not only where git fails an unmatched principal).
+	verify := func(pub []byte) ([]byte, error) {
+		signers := filepath.Join(dir, "allowed_signers")
+		must(t, os.WriteFile(signers, []byte("t@example.org "+string(pub)), 0o600))
+		return exec.Command("git", "-C", filepath.Join(ws, "repo"), "-c", "gpg.ssh.allowedSignersFile="+signers,
+			"-c", "gpg.minTrustLevel=fully", "verify-commit", "HEAD").CombinedOutput()
+	}
+	if out, err := verify(must1(os.ReadFile(filepath.Join(dir, "other_host.pub")))); err == nil {
+		t.Fatalf("the signed commit verifies against another key (the check would pass anything):\n%s", out)
+	}
+	if out, err := verify(signPub); err != nil || !strings.Contains(string(out), `signature for t@example.org`) {
+		t.Fatalf("the session's signed commit does not verify on the host with the lent key: %v\n%s", err, out)
 	}
 }
 
@@ -183,5 +193,81 @@ func TestLendSSHKeyBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ssh-ran")); err == nil {
 		t.Error("--host with a lent key ran ssh")
+	}
+}
+
+// TestLendSSHKeyAgentRequests: through OpenSSH's own tools in a session,
+// against a real ssh-agent holding a key that is not lent, every request
+// beyond the lent keys' use works when the agent is forwarded unfiltered
+// (its socket bound in, SSH_AUTH_SOCK at it) and is refused through the
+// filter: listing the unlent key, signing with it (ssh-keygen -Y sign),
+// adding a key, removing one, locking the agent. The agent still holds its
+// three keys after the filtered session.
+func TestLendSSHKeyAgentRequests(t *testing.T) {
+	// The agent's keys out of the session's reach (ssh-keygen -Y sign -f
+	// K.pub falls back to the private key beside K.pub when the agent
+	// refuses): only their public halves in the workspace.
+	ws, keys := workspace(t), t.TempDir()
+	keygen := func(dir, name string) string {
+		path := filepath.Join(dir, name)
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", path).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v\n%s", err, out)
+		}
+		must(t, os.WriteFile(filepath.Join(ws, name+".pub"), must1(os.ReadFile(path+".pub")), 0o600))
+		return path
+	}
+	login, sign, other, host := keygen(keys, "login"), keygen(keys, "sign"), keygen(keys, "other"), keygen(keys, "host")
+	keygen(ws, "new") // the key the session tries to add
+	must(t, os.WriteFile(filepath.Join(ws, "msg"), []byte("to sign\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(ws, "pw.sh"), []byte("#!/bin/sh\necho lock-pw\n"), 0o700))
+	script := `step() { n=$1; shift; "$@" >/dev/null 2>&1; echo "$n=$?"; }
+	echo "listed=$(ssh-add -l | grep -c SHA256)"
+	echo "other-listed=$(ssh-add -l | grep -c ' other ')"
+	step sign-other ssh-keygen -Y sign -f other.pub -n git msg
+	step add ssh-add new
+	step remove ssh-add -d login.pub
+	SSH_ASKPASS="$PWD/pw.sh" SSH_ASKPASS_REQUIRE=force step lock ssh-add -x`
+	run := func(lent bool) map[string]string {
+		t.Helper()
+		sock := userAgent(t, login, sign, other)
+		env := []string{"SSH_AUTH_SOCK=" + sock}
+		args := []string{"run", "--direct", "-w", ws, "--ro", filepath.Dir(sock), "--env", "SSH_AUTH_SOCK=" + sock, "--", "sh", "-c", script}
+		if lent {
+			args = []string{"run", "--direct", "-w", ws, "--lend-ssh-key", login + ".pub=" + host + ".pub", "--lend-ssh-sign", sign + ".pub", "--", "sh", "-c", script}
+		}
+		os.Remove(filepath.Join(ws, "msg.sig"))
+		res := mosaicWith(t, env, "", args...)
+		if res.code != 0 {
+			t.Fatalf("lent %v: %+v", lent, res)
+		}
+		got := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
+			k, v, _ := strings.Cut(l, "=")
+			got[k] = v
+		}
+		if lent {
+			list := exec.Command("ssh-add", "-l")
+			list.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+			if out, _ := list.CombinedOutput(); strings.Count(string(out), "SHA256:") != 3 {
+				t.Errorf("the agent lost keys to the filtered session:\n%s", out)
+			}
+		}
+		return got
+	}
+	open := run(false)
+	want := map[string]string{"listed": "3", "other-listed": "1", "sign-other": "0", "add": "0", "remove": "0", "lock": "0"}
+	for k, v := range want {
+		if open[k] != v {
+			t.Fatalf("unfiltered: %s=%s, want %s (the request should work there): %v", k, open[k], v, open)
+		}
+	}
+	lent := run(true)
+	if lent["listed"] != "2" || lent["other-listed"] != "0" {
+		t.Errorf("through the filter the session lists %s keys (%s unlent), want the 2 lent: %v", lent["listed"], lent["other-listed"], lent)
+	}
+	for _, k := range []string{"sign-other", "add", "remove", "lock"} {
+		if lent[k] == "0" || lent[k] == "" {
+			t.Errorf("through the filter, %s passed (or never ran): %v", k, lent)
+		}
 	}
 }
