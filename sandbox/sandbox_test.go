@@ -96,6 +96,35 @@ func TestBinds(t *testing.T) {
 	}
 }
 
+// TestBindsSSHConfig: the user's copy of the ssh snippets is bound
+// read-only over the system's, after /etc (a bind before it would be
+// covered), and only when there is one.
+func TestBindsSSHConfig(t *testing.T) {
+	lstat, readlink := host()
+	o := opts
+	o.SSHConfig = "/run/user/1000/mosaic/ssh-config/abc"
+	etc, ssh := -1, -1
+	for i, b := range Binds(o, lstat, readlink) {
+		switch {
+		case b.Dst == "/etc":
+			etc = i
+		case b.Dst == SSHConfigDirHost:
+			if b.Kind != KindRO || b.Src != o.SSHConfig {
+				t.Errorf("the snippets' bind: %+v", b)
+			}
+			ssh = i
+		}
+	}
+	if etc < 0 || ssh < etc {
+		t.Errorf("the snippets' bind at %d, /etc's at %d: want it after", ssh, etc)
+	}
+	for _, b := range Binds(opts, lstat, readlink) {
+		if b.Dst == SSHConfigDirHost {
+			t.Errorf("a snippets' bind with no copy: %+v", b)
+		}
+	}
+}
+
 func TestArgv(t *testing.T) {
 	lstat, readlink := host()
 	argv := Argv(Binds(opts, lstat, readlink), opts.Workspace, []string{InitPath, "init", "--", "cmd"})
