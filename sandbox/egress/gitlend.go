@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"mosaic/credentials"
 	"mosaic/units/journald"
 )
 
@@ -89,11 +90,15 @@ func plainName(s string) bool {
 	return s != "" && s != "." && s != ".." && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") == ""
 }
 
-// The variables of lend i in the egress unit's environment file: the
-// token the user's credential helper gave, its user name, and the
-// placeholder the session's git sends instead.
-func GitTokenVar(i int) string       { return "MOSAIC_GIT_TOKEN_" + strconv.Itoa(i) }
-func GitUserVar(i int) string        { return "MOSAIC_GIT_USER_" + strconv.Itoa(i) }
+// GitTokenVar names, in the egress unit's environment file, lend i's
+// token (what the user's credential helper gave).
+func GitTokenVar(i int) string { return "MOSAIC_GIT_TOKEN_" + strconv.Itoa(i) }
+
+// GitUserVar names lend i's user name there.
+func GitUserVar(i int) string { return "MOSAIC_GIT_USER_" + strconv.Itoa(i) }
+
+// GitPlaceholderVar names lend i's placeholder there, which the session's
+// git sends instead of the token.
 func GitPlaceholderVar(i int) string { return "MOSAIC_GIT_PLACEHOLDER_" + strconv.Itoa(i) }
 
 // gitLent is a lend with its values, in the proxy's memory only.
@@ -270,3 +275,17 @@ func (e *Egress) gitEvent(hp string, g gitRequest) {
 
 // errNoGitValue is a lend whose values did not arrive.
 var errNoGitValue = errors.New("a lent git credential or its placeholder did not arrive (the environment file was gone before the proxy started)")
+
+// SplitGit takes the lent git credentials' variables (GitTokenVar,
+// GitUserVar, GitPlaceholderVar) out of a session's secrets: they go to
+// its egress proxy only.
+func SplitGit(secrets []credentials.Var) (session, proxy []credentials.Var) {
+	for _, v := range secrets {
+		if strings.HasPrefix(v.Name, "MOSAIC_GIT_") {
+			proxy = append(proxy, v)
+		} else {
+			session = append(session, v)
+		}
+	}
+	return session, proxy
+}
