@@ -45,7 +45,7 @@ func sessionFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "make the session's port reachable from the host, as docker run -p: `[ADDR:]HOSTPORT[:PORT]` (ADDR default 127.0.0.1; repeatable)"},
 		&cli.StringSliceFlag{Name: "lend-ssh-key", Usage: "lend the session your ssh agent's `KEY=HOST` (a SHA256: fingerprint or a .pub file; HOST,HOST... for several) to log in to those hosts only (known_hosts' keys; repeatable)"},
 		&cli.StringSliceFlag{Name: "lend-ssh-sign", Usage: "lend the session your ssh agent's `KEY` only to sign (git commit -S, set up in its ~/.gitconfig), never to log in"},
-		&cli.StringSliceFlag{Name: "lend-git", Usage: "lend the session your git credential helper's token for `URL[=OPS]`, https://HOST/OWNER/REPO, for OPS of fetch, push, force (default fetch,push); the egress proxy puts it in, the session holds a placeholder (repeatable)"},
+		&cli.StringSliceFlag{Name: "lend-git", Usage: "lend the session your git credential helper's token for `URL[=OPS]`, https://HOST/OWNER/REPO, for OPS of fetch, push, force, pr (default fetch,push); the egress proxy puts it in, the session holds a placeholder (repeatable)"},
 		&cli.BoolFlag{Name: "may-launch", Usage: "the session may ask the mosaic bus to launch sessions, under its policy (mosaic bus launch inside)"},
 		&cli.BoolFlag{Name: "no-git-identity", Usage: "give the session no ~/.gitconfig with your user.name, user.email and harmless git settings"},
 		&cli.BoolFlag{Name: "allow-write-host-exec", Usage: "let the session change the workspace's files your tools run (.git/config, .git/hooks, .vscode, .envrc, ...), read-only by default"},

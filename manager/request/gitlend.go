@@ -52,7 +52,7 @@ func gitLendOf(spec *units.Spec, req Request, grant *credentials.Grant) error {
 		}
 		lends = append(lends, g)
 	}
-	users, placeholders := make([]string, len(lends)), make([]string, len(lends))
+	users, placeholders, toks := make([]string, len(lends)), make([]string, len(lends)), make([]string, len(lends))
 	for i, g := range lends {
 		user, token, err := gitCredential(g)
 		if err != nil {
@@ -65,10 +65,23 @@ func gitLendOf(spec *units.Spec, req Request, grant *credentials.Grant) error {
 			return errcode.NoGitCredential.New("--lend-git %s: the credential helper's user name cannot be written into a config", g.URL())
 		}
 		users[i], placeholders[i] = user, egress.Placeholder(token)
+		for j := range i {
+			if toks[j] == token {
+				placeholders[i] = placeholders[j] // one token, one placeholder (GH_TOKEN serves each)
+			}
+		}
+		toks[i] = token
 		grant.Secrets = append(grant.Secrets, credentials.Var{Name: egress.GitTokenVar(i), Value: token},
 			credentials.Var{Name: egress.GitUserVar(i), Value: user}, credentials.Var{Name: egress.GitPlaceholderVar(i), Value: placeholders[i]})
-		if !contains(spec.Allow, g.Host) {
-			spec.Allow = append(spec.Allow, g.Host)
+		for _, hp := range g.Hosts() {
+			if !contains(spec.Allow, hp) {
+				spec.Allow = append(spec.Allow, hp)
+			}
+		}
+		if slices.Contains(g.Ops, "pr") && !slices.Contains(spec.Pass, "GH_TOKEN") {
+			// gh's token: the proxy puts the real one into its calls.
+			spec.Env = append(spec.Env, "GH_TOKEN="+placeholders[i])
+			spec.Pass = append(spec.Pass, "GH_TOKEN")
 		}
 	}
 	spec.GitLends = lends

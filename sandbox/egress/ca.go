@@ -49,10 +49,12 @@ func NewInjectorGit(session string, rules []Rule, git []GitLend, value func(stri
 		if !ok1 || !ok2 || !ok3 || token == "" || len(ph) < 16 {
 			return nil, errNoGitValue
 		}
-		in.git[g.Host] = append(in.git[g.Host], gitLent{GitLend: g, user: user, token: token, placeholder: ph})
-		if h, _, _ := net.SplitHostPort(g.Host); !seen[h] {
-			seen[h] = true
-			names = append(names, h)
+		for _, hp := range g.Hosts() {
+			in.git[hp] = append(in.git[hp], gitLent{GitLend: g, user: user, token: token, placeholder: ph})
+			if h, _, _ := net.SplitHostPort(hp); !seen[h] {
+				seen[h] = true
+				names = append(names, h)
+			}
 		}
 	}
 	for _, r := range rules {

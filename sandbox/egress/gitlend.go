@@ -28,8 +28,22 @@ type GitLend struct {
 
 // GitOps are the operations a git credential may be lent for: fetch
 // (clone, fetch, pull), push (a new ref, a fast-forward), force (a
-// force-push or a ref's deletion; it implies push).
-var GitOps = []string{"fetch", "push", "force"}
+// force-push or a ref's deletion; it implies push), pr (GitHub's REST
+// calls for the repository's pull requests, at GitHubAPI).
+var GitOps = []string{"fetch", "push", "force", "pr"}
+
+// GitHubAPI is GitHub's REST API, where a lend of a github.com
+// repository for pr goes too.
+const GitHubAPI = "api.github.com:443"
+
+// Hosts are the hosts the lend's token goes to: its own, and GitHub's API
+// for pr.
+func (g GitLend) Hosts() []string {
+	if slices.Contains(g.Ops, "pr") {
+		return []string{g.Host, GitHubAPI}
+	}
+	return []string{g.Host}
+}
 
 // DefaultGitOps are a lend's operations when it names none.
 var DefaultGitOps = []string{"fetch", "push"}
@@ -81,6 +95,9 @@ func ParseGitLend(s string) (GitLend, error) {
 			g.Ops = append(g.Ops, op)
 		}
 	}
+	if slices.Contains(g.Ops, "pr") && g.Host != "github.com:443" {
+		return GitLend{}, fmt.Errorf("--lend-git %q: pr is GitHub's pull requests (a github.com repository)", s)
+	}
 	return g, nil
 }
 
@@ -111,7 +128,8 @@ type gitLent struct {
 // it uses and the operation, or why it is refused.
 type gitRequest struct {
 	lend *gitLent
-	op   string // fetch, push, or "" when unknown
+	path string // the request's path, for a refusal's record
+	op   string // fetch, push, pr, or "" when unknown
 	refs string // a push's updates, for the record
 	why  string
 }
@@ -124,6 +142,9 @@ func (in *Injector) gitCheck(r *http.Request, hp string) gitRequest {
 	raw := r.URL.EscapedPath()
 	if !pathIsPlain(raw) || raw != sentPath(r.RequestURI) {
 		return gitRequest{why: "its path has a dot segment, a path parameter, or an encoded character that has another spelling"}
+	}
+	if hp == GitHubAPI {
+		return in.pullsCheck(r, raw)
 	}
 	for i := range in.git[hp] {
 		l := &in.git[hp][i]
@@ -145,7 +166,7 @@ func (in *Injector) gitCheck(r *http.Request, hp string) gitRequest {
 		case rest == "git-receive-pack" && r.Method == "POST" && r.URL.RawQuery == "":
 			op = "push"
 		default:
-			return gitRequest{lend: l, why: "not a git fetch or push of " + l.Repo + " (only git's smart HTTP is lent)"}
+			return gitRequest{lend: l, path: raw, why: "not a git fetch or push of " + l.Repo + " (only git's smart HTTP is lent)"}
 		}
 		if !l.may(op) {
 			return gitRequest{lend: l, op: op, why: op + " is not lent for " + l.Repo}
@@ -156,7 +177,28 @@ func (in *Injector) gitCheck(r *http.Request, hp string) gitRequest {
 		}
 		return g
 	}
-	return gitRequest{why: "not a repository lent to the session on this host"}
+	return gitRequest{path: raw, why: "not a repository lent to the session on this host"}
+}
+
+// pullsCheck classifies a request to GitHub's API: a GET or POST of a
+// lent repository's pull requests (/repos/OWNER/REPO/pulls[/...]) passes
+// where pr is lent; anything else of the API is refused.
+func (in *Injector) pullsCheck(r *http.Request, raw string) gitRequest {
+	for i := range in.git[GitHubAPI] {
+		l := &in.git[GitHubAPI][i]
+		rest, ok := strings.CutPrefix(raw, "/repos/"+l.Repo+"/pulls")
+		if !ok || rest != "" && !strings.HasPrefix(rest, "/") {
+			continue
+		}
+		if r.Method != "GET" && r.Method != "POST" {
+			return gitRequest{lend: l, op: "pr", path: raw, why: r.Method + " of a pull request (GET and POST are lent)"}
+		}
+		if !l.may("pr") {
+			return gitRequest{lend: l, op: "pr", why: "pr is not lent for " + l.Repo}
+		}
+		return gitRequest{lend: l, op: "pr"}
+	}
+	return gitRequest{path: raw, why: "not the pull requests of a repository lent to the session"}
 }
 
 // checkPush reads a receive-pack request's commands and, for an update of
@@ -260,6 +302,9 @@ func (e *Egress) gitEvent(hp string, g gitRequest) {
 		op = "other"
 	}
 	msg := fmt.Sprintf("session %s: git %s of %s %s", e.Session, op, repo, verdict)
+	if g.lend == nil || g.op == "" {
+		msg = fmt.Sprintf("session %s: request to %s%s %s", e.Session, hp, printable(g.path), verdict)
+	}
 	if g.refs != "" {
 		msg += " (" + g.refs + ")"
 	}

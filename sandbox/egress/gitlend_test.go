@@ -193,6 +193,43 @@ func TestGitCheck(t *testing.T) {
 	}
 }
 
+// TestPullsCheck: with pr lent for github.com/me/repo, GitHub's API
+// takes GET and POST of that repository's pull requests only.
+func TestPullsCheck(t *testing.T) {
+	g, err := ParseGitLend("https://github.com/me/repo=fetch,pr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &Injector{git: map[string][]gitLent{}}
+	for _, hp := range g.Hosts() {
+		in.git[hp] = append(in.git[hp], gitLent{GitLend: g, token: "TOKEN", placeholder: "PLACEHOLDER-0123456789"})
+	}
+	for _, c := range []struct {
+		method, path string
+		ok           bool
+	}{
+		{"POST", "/repos/me/repo/pulls", true},
+		{"GET", "/repos/me/repo/pulls/12", true},
+		{"GET", "/repos/me/repo/pulls/12/comments", true},
+		{"PATCH", "/repos/me/repo/pulls/12", false},
+		{"DELETE", "/repos/me/repo", false},
+		{"GET", "/repos/me/repo/pullsx", false},
+		{"POST", "/repos/me/other/pulls", false},
+		{"GET", "/user", false},
+		{"POST", "/graphql", false},
+		{"GET", "/repos/me/repo/pulls/../../other/pulls", false},
+	} {
+		req := httptest.NewRequest(c.method, "https://api.github.com"+c.path, nil)
+		req.RequestURI = c.path
+		if got := in.gitCheck(req, GitHubAPI); (got.why == "") != c.ok {
+			t.Errorf("%s %s: allowed=%v (%s), want %v", c.method, c.path, got.why == "", got.why, c.ok)
+		}
+	}
+	if got := in.gitCheck(httptest.NewRequest("POST", "https://github.com/me/repo.git/git-receive-pack", nil), "github.com:443"); got.why == "" {
+		t.Error("a push passed where only fetch and pr are lent")
+	}
+}
+
 // TestPutGit: Basic user:PLACEHOLDER becomes the lend's user:TOKEN, a
 // bearer's placeholder is replaced, and any other Authorization (a
 // password of the session's own, a Basic whose user part holds the
@@ -232,6 +269,8 @@ func TestParseGitLend(t *testing.T) {
 		"https://git.test/me/re%2fpo":                 "",
 		"https://git.test/me/repo=fetch,fetch,push":   "https://git.test/me/repo=fetch,push",
 		"https://git.test:443/me/repo.git=fetch,push": "https://git.test/me/repo=fetch,push",
+		"https://github.com/me/repo=push,pr":          "https://github.com/me/repo=push,pr",
+		"https://git.test/me/repo=pr":                 "",
 	} {
 		g, err := ParseGitLend(in)
 		got := ""
