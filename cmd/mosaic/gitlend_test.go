@@ -182,6 +182,9 @@ func TestLendGit(t *testing.T) {
 		}
 	}
 	srv.mu.Unlock()
+	if st := mosaic(t, "status", name).stdout; !strings.Contains(st, "git lent:  "+strings.TrimSuffix(url, ".git")+" for fetch, push") {
+		t.Errorf("status does not say what was lent:\n%s", st)
+	}
 	au := mosaic(t, "audit", name).stdout
 	t.Logf("mosaic audit:\n%s", au)
 	for _, want := range []string{"git-lend-allowed", "git-lend-refused", "deletes refs/heads/feature", "not a fast-forward", "not a repository lent"} {
