@@ -162,11 +162,14 @@ func TestLendGit(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	t.Logf("the session:\n%s", r.stdout)
+	t.Logf("the session:\n%s%s", r.stdout, r.stderr)
 	for _, want := range []string{"new-branch=ok", "fast-forward=ok", "force-push=refused", "delete=refused", "other-repo=refused", "token-found:nowhere"} {
 		if !strings.Contains(r.stdout, want+"\n") {
 			t.Errorf("want %s in:\n%s", want, r.stdout)
 		}
+	}
+	if !strings.Contains(r.stderr, "times: beyond the git credential lent (--lend-git); ") {
+		t.Errorf("the run's refusal lines do not say what was refused:\n%s", r.stderr)
 	}
 	if strings.Contains(r.stdout+r.stderr, token) {
 		t.Error("the token is in mosaic's output")
