@@ -30,15 +30,11 @@ const (
 )
 
 // NewInjector makes a session's CA and binds each rule to its value and
-// placeholder, read by value(name). roots are the certificates the real
-// hosts are checked against (nil: the system's).
-func NewInjector(session string, rules []Rule, value func(string) (string, bool), roots *x509.CertPool) (*Injector, error) {
-	return NewInjectorGit(session, rules, nil, value, roots)
-}
-
-// NewInjectorGit is NewInjector with git credentials lent too (lend i's
-// values read as GitTokenVar(i), GitUserVar(i), GitPlaceholderVar(i)).
-func NewInjectorGit(session string, rules []Rule, git []GitLend, value func(string) (string, bool), roots *x509.CertPool) (*Injector, error) {
+// placeholder, read by value(name), and each git lend to its token, user
+// and placeholder (lend i's read as GitTokenVar(i), GitUserVar(i),
+// GitPlaceholderVar(i)). roots are the certificates the real hosts are
+// checked against (nil: the system's).
+func NewInjector(session string, rules []Rule, git []GitLend, value func(string) (string, bool), roots *x509.CertPool) (*Injector, error) {
 	in := &Injector{byHost: map[string][]injection{}, git: map[string][]gitLent{}, roots: roots, leaves: map[string]*tls.Certificate{}}
 	var names []string
 	seen := map[string]bool{}

@@ -215,7 +215,7 @@ func injector(c Config) (*Injector, error) {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("cannot make the proxy undumpable: %v", err)
 	}
-	in, err := NewInjectorGit(c.Session, c.Inject, c.Git, os.LookupEnv, roots)
+	in, err := NewInjector(c.Session, c.Inject, c.Git, os.LookupEnv, roots)
 	if in != nil {
 		in.ExtraPEM = extraPEM
 	}
