@@ -128,7 +128,10 @@ func TestFastForwardFromPack(t *testing.T) {
 // TestGitCheck: only smart HTTP for the lent repository passes, for the
 // operations lent; a push's deletion and non-fast-forward update are
 // refused without force, a new branch and a fast-forward pass, and the
-// body the relay forwards is the body sent.
+// body the relay forwards is the body sent. Checked against weakened
+// builds: with checkPush skipped, force-push and both deletions passed
+// (this test failed on each); with the fast-forward walk always true,
+// force-push passed.
 func TestGitCheck(t *testing.T) {
 	r := newGitRepo(t)
 	base := r.commit("a.txt", "one")
