@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"mosaic/credentials"
@@ -17,8 +18,8 @@ import (
 )
 
 // gitCredentialTimeout bounds the run of the user's git credential helper
-// (git credential fill) for one lent repository.
-const gitCredentialTimeout = 10 * time.Second
+// (git credential fill) for one lent repository (a variable for the test).
+var gitCredentialTimeout = 10 * time.Second
 
 // gitLendOf reads the request's --lend-git: each repository's credential
 // is what the user's git credential helper answers for its URL; the
@@ -102,6 +103,12 @@ func gitCredential(g egress.GitLend) (user, token string, _ error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, git, "-c", "core.askPass=", "credential", "fill")
 	cmd.Dir = "/"
+	// git and the helpers it starts are a process group of their own (no
+	// terminal to read from), killed whole at the timeout; the wait for a
+	// helper's child that still holds git's stdout is bounded too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
 	env := []string{"GIT_TERMINAL_PROMPT=0"}
 	for _, kv := range gitEnv(os.Environ()) {
 		if !strings.HasPrefix(kv, "SSH_ASKPASS=") {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
@@ -14,6 +15,33 @@ import (
 	"mosaic/units"
 	"mosaic/units/errcode"
 )
+
+// TestGitCredentialTimeout: a credential helper that does not answer
+// (one waiting for a person, a hung keyring) is a refusal within the
+// timeout, even though the helper's own child holds git's output open
+// after git is killed (without WaitDelay this waited the helper's 30 s).
+func TestGitCredentialTimeout(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[credential]\n\thelper = \"!f() { sleep 30; }; f\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	defer func(d time.Duration) { gitCredentialTimeout = d }(gitCredentialTimeout)
+	gitCredentialTimeout = 300 * time.Millisecond
+	start := time.Now()
+	g, _ := egress.ParseGitLend("https://git.example/me/repo")
+	_, _, err := gitCredential(g)
+	if !errors.Is(err, errcode.NoGitCredential.Target()) || !strings.Contains(err.Error(), "did not answer") {
+		t.Errorf("got %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %s", d)
+	}
+}
 
 // TestGitLendOf: the token is the user's credential helper's answer for
 // the URL and goes to the secrets only (as MOSAIC_GIT_ variables); the
