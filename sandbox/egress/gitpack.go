@@ -19,7 +19,7 @@ import (
 // refused unless force is lent (then its body is not read).
 const (
 	MaxPushBody     = 32 << 20
-	maxPackInflated = 96 << 20
+	maxPackInflated = 64 << 20
 	maxDeltaDepth   = 64
 )
 
