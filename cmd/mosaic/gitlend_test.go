@@ -200,7 +200,8 @@ func TestLendGit(t *testing.T) {
 	}
 }
 
-// TestLendGitBadInput: --lend-git without an egress proxy, with a URL it
+// TestLendGitBadInput: --lend-git without an egress proxy (network none or
+// host, a scope, landlock), with a URL it
 // does not read, and for a URL the credential helper has no answer for:
 // one line, exit 2 or 3, nothing started.
 func TestLendGitBadInput(t *testing.T) {
@@ -215,6 +216,8 @@ func TestLendGitBadInput(t *testing.T) {
 	}{
 		{[]string{"--network", "none", "--lend-git", "https://git.example/me/repo"}, 2, "bad-git-lend"},
 		{[]string{"--network", "host", "--lend-git", "https://git.example/me/repo"}, 2, "bad-git-lend"},
+		{[]string{"--network", "allow", "--scope", "--direct", "--lend-git", "https://git.example/me/repo"}, 2, "bad-git-lend"},
+		{[]string{"--network", "allow", "--sandbox", "landlock", "--lend-git", "https://git.example/me/repo"}, 2, "bad-git-lend"},
 		{[]string{"--network", "allow", "--lend-git", "git@git.example:me/repo.git"}, 2, "bad-git-lend"},
 		{[]string{"--network", "allow", "--lend-git", "https://git.example/me/repo=delete"}, 2, "bad-git-lend"},
 		{[]string{"--network", "allow", "--lend-git", "https://git.example/me/repo"}, 3, "no-git-credential"},
