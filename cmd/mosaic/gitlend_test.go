@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // gitServer is a real git server over HTTPS on the rig's test network:
@@ -195,8 +196,19 @@ func TestLendGit(t *testing.T) {
 			t.Errorf("want %q in mosaic audit:\n%s", want, au)
 		}
 	}
-	if strings.Contains(au, token) {
-		t.Error("the token is in the audit")
+	egressID := "mosaic-" + name + "-egress"
+	var journal string
+	eventually(t, 10*time.Second, "the token put into a push in the egress journal", func() bool {
+		b, _ := exec.Command("journalctl", "--user", "-t", egressID, "-o", "verbose", "--no-pager").Output()
+		journal = string(b)
+		return strings.Contains(journal, "injected git token for "+strings.TrimSuffix(url, ".git")+": POST ")
+	})
+	show, _ := exec.Command("systemctl", "--user", "show", "--all", "mosaic-"+name+".service", egressID+".service").Output()
+	all, _ := exec.Command("journalctl", "--user", "-o", "verbose", "--no-pager").Output()
+	for what, s := range map[string]string{"the audit": au, "the egress journal": journal, "the journal": string(all), "systemctl show": string(show)} {
+		if strings.Contains(s, token) {
+			t.Errorf("%s holds the token", what)
+		}
 	}
 }
 
