@@ -128,27 +128,12 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 	}
 	// The credentials are held in memory for the start (credentials.Hold):
 	// a crash of mosaic at any point leaves none of them anywhere.
-	if len(spec.Inject) > 0 {
-		// The injected keys go to the egress proxy's file only; the
-		// session's gets their placeholders.
-		var proxyVars []credentials.Var
-		secrets, proxyVars = egress.Split(spec.Inject, secrets)
-		roots, err := egress.TestRoots(os.Getenv)
-		if err == nil && spec.CAFile != "" {
-			var extra []credentials.Var
-			extra, err = egress.CARoots(spec.CAFile)
-			roots = append(roots, extra...)
-		}
+	if spec.Intercepts() {
 		var h *credentials.Held
-		if err == nil {
-			h, err = credentials.Hold(spec.RuntimeDir, spec.Name+"-egress", append(proxyVars, roots...), testHoldByProc())
-		}
-		if err != nil {
-			return l, errcode.CredentialFile.New("cannot hold the egress proxy's credentials: %v", err)
+		if secrets, h, err = holdEgress(spec, secrets); err != nil {
+			return l, err
 		}
 		defer h.Close()
-		spec.EgressCredentialFile = h.Path
-		testCredentialsOnDisk(spec.Name+"-egress", append(proxyVars, roots...))
 	}
 	if len(secrets) > 0 {
 		h, err := credentials.Hold(spec.RuntimeDir, spec.Name, secrets, testHoldByProc())
@@ -191,6 +176,33 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 		m.makeSpare(ctx, *spec)
 	}
 	return l, nil
+}
+
+// holdEgress holds the egress proxy's own credentials (credentials.Hold):
+// the injected keys and lent git tokens go to its file only, the session's
+// keeps the rest and the keys' placeholders (the git tokens' are in its
+// ~/.gitconfig), which it returns.
+func holdEgress(spec *units.Spec, secrets []credentials.Var) ([]credentials.Var, *credentials.Held, error) {
+	var proxyVars, gitVars []credentials.Var
+	secrets, proxyVars = egress.Split(spec.Inject, secrets)
+	secrets, gitVars = egress.SplitGit(secrets)
+	proxyVars = append(proxyVars, gitVars...)
+	roots, err := egress.TestRoots(os.Getenv)
+	if err == nil && spec.CAFile != "" {
+		var extra []credentials.Var
+		extra, err = egress.CARoots(spec.CAFile)
+		roots = append(roots, extra...)
+	}
+	var h *credentials.Held
+	if err == nil {
+		h, err = credentials.Hold(spec.RuntimeDir, spec.Name+"-egress", append(proxyVars, roots...), testHoldByProc())
+	}
+	if err != nil {
+		return nil, nil, errcode.CredentialFile.New("cannot hold the egress proxy's credentials: %v", err)
+	}
+	spec.EgressCredentialFile = h.Path
+	testCredentialsOnDisk(spec.Name+"-egress", append(proxyVars, roots...))
+	return secrets, h, nil
 }
 
 // claimName makes sure the session's name is free, as a service and as a

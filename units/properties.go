@@ -338,7 +338,7 @@ func dependencies(s Spec) []sd.Property {
 		return nil
 	}
 	after := to
-	if s.Network == sandbox.NetworkAllow && len(s.Inject) == 0 {
+	if s.Network == sandbox.NetworkAllow && !s.Intercepts() {
 		// Not after its egress proxy: started beside it, the session does
 		// not wait for the proxy's start (~0.1 s: every session has one),
 		// and the init's relay waits for the proxy's socket instead
@@ -408,7 +408,7 @@ const (
 // (StopWhenUnneeded), however the session ended.
 func EgressProperties(s Spec) []sd.Property {
 	argv := egress.Config{Session: s.Name, Socket: filepath.Join(s.EgressDir, sandbox.EgressSocketName), Allow: s.Allow,
-		Inject: s.Inject, Control: egress.ControlDir(s.EgressDir), Record: egress.RecordDir(s.StateDir), Drop: heldLink(s, s.EgressCredentialFile)}.Argv(s.MosaicBin)
+		Inject: s.Inject, Git: s.GitLends, Control: egress.ControlDir(s.EgressDir), Record: egress.RecordDir(s.StateDir), Drop: heldLink(s, s.EgressCredentialFile)}.Argv(s.MosaicBin)
 	// The control directory (grants, `mosaic allow`) is the proxy's and the
 	// user's only: no session binds it.
 	// Its record (refusals, grants) goes beside the session's home, for

@@ -234,6 +234,10 @@ type Spec struct {
 	// values, held as the session's (CredentialFile).
 	Inject               []egress.Rule
 	EgressCredentialFile string
+	// GitLends are the git credentials lent to the session (--lend-git):
+	// the repositories and operations; their tokens travel in
+	// EgressCredentialFile, the session's ~/.gitconfig holds placeholders.
+	GitLends []egress.GitLend
 	// CAFile is the session's --ca-file, which the egress proxy also trusts
 	// when it opens TLS to a host it injects into.
 	CAFile string
@@ -270,13 +274,18 @@ func (s Spec) Dir() string {
 	return s.Workspace
 }
 
+// Intercepts reports whether the session's egress proxy terminates TLS
+// for some hosts to put credentials in (Inject, GitLends): the session
+// then trusts the proxy's CA.
+func (s Spec) Intercepts() bool { return len(s.Inject) > 0 || len(s.GitLends) > 0 }
+
 // Landlock reports whether the session runs in --sandbox landlock.
 func (s Spec) Landlock() bool { return s.Sandbox == sandbox.ModeLandlock }
 
 // LandlockPolicy is the policy of a --sandbox landlock session's command.
 func (s Spec) LandlockPolicy() sandbox.LandlockPolicy {
 	ro := s.ExtraRO
-	if len(s.Inject) > 0 { // the egress proxy's CA, which the command trusts
+	if s.Intercepts() { // the egress proxy's CA, which the command trusts
 		ro = append(append([]string{}, ro...), s.EgressDir)
 	}
 	if s.CABundle != "" {

@@ -53,7 +53,7 @@ func (b *bench) egressTTFB(r *Report) error {
 	}
 	vendorRoots := x509.NewCertPool()
 	vendorRoots.AddCert(vendor.Certificate())
-	in, err := egress.NewInjector("bench", []egress.Rule{rule}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, vendorRoots)
+	in, err := egress.NewInjector("bench", []egress.Rule{rule}, nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, vendorRoots)
 	if err != nil {
 		return err
 	}

@@ -212,7 +212,8 @@ func times(n int) string {
 
 // grantHint is what grants a refused target: --allow-host for the next
 // run, `mosaic allow` while one runs, for a host off the list; the address
-// for one in a special range; nothing for what no grant lifts (plain
+// for one in a special range; the last refusal's reason for a request
+// beyond a lent git credential; nothing for what no grant lifts (plain
 // HTTP, a limit, no answer).
 func grantHint(name string, r egress.Refusal) string {
 	switch r.Why {
@@ -221,7 +222,7 @@ func grantHint(name string, r egress.Refusal) string {
 			host := strings.TrimSuffix(hp, ":443")
 			return "; to allow it: --allow-host " + host + " (while it runs: " + egress.AllowLine(name, hp) + ")"
 		}
-	case egress.RefusedSpecial:
+	case egress.RefusedSpecial, egress.RefusedGit:
 		return "; " + r.Detail
 	}
 	return ""
@@ -284,6 +285,8 @@ func refusalText(why string) string {
 		return "over a limit (connections, head size)"
 	case egress.RefusedUnreachable:
 		return "unreachable (no address, or no answer)"
+	case egress.RefusedGit:
+		return "beyond the git credential lent (--lend-git)"
 	}
 	return why
 }

@@ -233,6 +233,9 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	if len(s.SSHKeysLent) > 0 {
 		fmt.Fprintf(w, "ssh keys:  %s (lent through %s; the keys stay in your agent)\n", strings.Join(s.SSHKeysLent, "; "), units.SSHAgentUnitName(s.Name))
 	}
+	if len(s.GitLent) > 0 {
+		fmt.Fprintf(w, "git lent:  %s (the token stays in %s; the session has a placeholder)\n", strings.Join(s.GitLent, "; "), units.EgressUnitName(s.Name))
+	}
 	if len(s.Environment) > 0 {
 		fmt.Fprintf(w, "environment (not secret): %s\n", strings.Join(s.Environment, " "))
 	}

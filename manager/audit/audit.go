@@ -59,6 +59,7 @@ var writers = map[string]string{
 	journald.EgressConnection: "mosaic-%s-egress.service",
 	journald.BusLaunch:        "mosaic-bus.service",
 	journald.SSHAgentUse:      "mosaic-%s-ssh-agent.service",
+	journald.GitLendUse:       "mosaic-%s-egress.service",
 }
 
 // Trusted reports whether journal entry e (journalctl -o json's fields)

@@ -65,6 +65,9 @@ type Description struct {
 	// SSHKeysLent are the keys of the user's ssh agent lent to it
 	// (--lend-ssh-key, --lend-ssh-sign), each "FINGERPRINT to ...".
 	SSHKeysLent []string `json:"ssh_keys_lent,omitempty"`
+	// GitLent are the repositories a git credential is lent for
+	// (--lend-git), each "URL for OPS".
+	GitLent []string `json:"git_lent,omitempty"`
 	// PathDropped are the user's PATH directories the session's PATH
 	// left out, each "DIR: why" (request.sessionPath).
 	PathDropped []string `json:"path_dropped,omitempty"`

@@ -77,7 +77,7 @@ func planInjection(spec *units.Spec, grant credentials.Grant, p Paths) error {
 		}
 		spec.Notes = append(spec.Notes, fmt.Sprintf("%s travel in the session's environment: %s", strings.Join(ruled, ", "), why))
 	}
-	if len(spec.Inject) > 0 {
+	if spec.Intercepts() {
 		dir := sandbox.EgressDirInside // where bwrap binds the proxy's directory
 		if spec.Landlock() {
 			dir = spec.EgressDir // no bwrap: the command sees the host's path

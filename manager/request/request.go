@@ -55,6 +55,7 @@ type Request struct {
 	Publish     []string // --publish [ADDR:]HOSTPORT[:PORT]
 	LendSSHKey  []string // --lend-ssh-key KEY=DEST[,DEST...]
 	LendSSHSign []string // --lend-ssh-sign KEY
+	LendGit     []string // --lend-git https://HOST/OWNER/REPO[=OPS]
 	// NoGitIdentity keeps the user's git identity (gitSettings) out.
 	NoGitIdentity bool
 	// AllowWriteHostExec leaves the workspace's host-executed entries
@@ -263,7 +264,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	if ca != nil {
 		spec.CAFile, spec.CABundle = ca.real, caBundle
 	}
-	if err := finishSpec(&spec, req, grant, p, gitConfig, pol, asked); err != nil {
+	if err := finishSpec(&spec, req, &grant, p, gitConfig, pol, asked); err != nil {
 		return units.Spec{}, none, err
 	}
 	return spec, grant, nil
@@ -396,7 +397,7 @@ func commandOf(req Request, grant *credentials.Grant, real string, deny []Deny, 
 // and the user's git settings, which gitConfig waits for. Then the
 // policy judges the spec whole (what the flags, the profile, mosaic.conf
 // and the defaults made of it, with the binds asked for).
-func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths, gitConfig func() []byte, pol Policy, asked Asked) error {
+func finishSpec(spec *units.Spec, req Request, grant *credentials.Grant, p Paths, gitConfig func() []byte, pol Policy, asked Asked) error {
 	published, err := publishOf(req, spec.Network, spec.Sandbox)
 	if err != nil {
 		return err
@@ -423,11 +424,14 @@ func finishSpec(spec *units.Spec, req Request, grant credentials.Grant, p Paths,
 	if err := sshAgentOf(spec, req, p, os.Getenv("SSH_AUTH_SOCK")); err != nil {
 		return err
 	}
+	if err := gitLendOf(spec, req, grant); err != nil {
+		return err
+	}
 	if req.MayLaunch {
 		spec.Env = append(spec.Env, sandbox.BusEnv+"="+sandbox.BusSocketInside)
 		spec.Pass = append(spec.Pass, sandbox.BusEnv)
 	}
-	if err := planInjection(spec, grant, p); err != nil {
+	if err := planInjection(spec, *grant, p); err != nil {
 		return err
 	}
 	// systemd refuses an environment that names a variable twice ("Invalid

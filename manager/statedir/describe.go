@@ -1,6 +1,7 @@
 package statedir
 
 import (
+	"strings"
 	"time"
 
 	"mosaic/manager/records"
@@ -19,7 +20,7 @@ func Describe(s units.Spec) records.Description {
 	return records.Description{Command: s.Command, Workspace: s.Workspace, WorkspaceGivenAs: s.GivenAs, Binds: binds,
 		Profile: s.Profile, Credentials: s.Credentials, MayLaunch: s.MayLaunch, Network: s.Network, AllowHosts: s.Allow,
 		Output: outputOf(s), SeccompAllow: s.SeccompAllow, Sandbox: s.Sandbox, HostExecWritable: s.AllowWriteHostExec,
-		WorkspaceCopied: s.Clone != nil, Injected: injected(s), Environment: s.Env, Published: published(s), SSHKeysLent: sshKeysLent(s), PathDropped: s.PathDropped, EnvironmentDropped: s.EnvDropped, OwnGitDir: s.OwnGitDir,
+		WorkspaceCopied: s.Clone != nil, Injected: injected(s), Environment: s.Env, Published: published(s), SSHKeysLent: sshKeysLent(s), GitLent: gitLent(s), PathDropped: s.PathDropped, EnvironmentDropped: s.EnvDropped, OwnGitDir: s.OwnGitDir,
 		Limits: &records.Limits{MemoryMax: s.Limits.MemoryMax, TasksMax: s.Limits.TasksMax, CPUQuota: s.Limits.CPUQuota,
 			TmpSize: s.Limits.TmpSize, HomeSize: s.Limits.HomeSize}}
 }
@@ -40,6 +41,15 @@ func sshKeysLent(s units.Spec) []string {
 		for _, l := range s.SSHAgent.Lent {
 			out = append(out, l.Describe())
 		}
+	}
+	return out
+}
+
+// gitLent describes the session's --lend-git repositories.
+func gitLent(s units.Spec) []string {
+	var out []string
+	for _, g := range s.GitLends {
+		out = append(out, g.URL()+" for "+strings.Join(g.Ops, ", "))
 	}
 	return out
 }

@@ -30,12 +30,29 @@ const (
 )
 
 // NewInjector makes a session's CA and binds each rule to its value and
-// placeholder, read by value(name). roots are the certificates the real
-// hosts are checked against (nil: the system's).
-func NewInjector(session string, rules []Rule, value func(string) (string, bool), roots *x509.CertPool) (*Injector, error) {
-	in := &Injector{byHost: map[string][]injection{}, roots: roots, leaves: map[string]*tls.Certificate{}}
+// placeholder, read by value(name), and each git lend to its token, user
+// and placeholder (lend i's read as GitTokenVar(i), GitUserVar(i),
+// GitPlaceholderVar(i)). roots are the certificates the real hosts are
+// checked against (nil: the system's).
+func NewInjector(session string, rules []Rule, git []GitLend, value func(string) (string, bool), roots *x509.CertPool) (*Injector, error) {
+	in := &Injector{byHost: map[string][]injection{}, git: map[string][]gitLent{}, roots: roots, leaves: map[string]*tls.Certificate{}}
 	var names []string
 	seen := map[string]bool{}
+	for i, g := range git {
+		token, ok1 := value(GitTokenVar(i))
+		user, ok2 := value(GitUserVar(i))
+		ph, ok3 := value(GitPlaceholderVar(i))
+		if !ok1 || !ok2 || !ok3 || token == "" || len(ph) < 16 {
+			return nil, errNoGitValue
+		}
+		for _, hp := range g.Hosts() {
+			in.git[hp] = append(in.git[hp], gitLent{GitLend: g, user: user, token: token, placeholder: ph})
+			if h, _, _ := net.SplitHostPort(hp); !seen[h] {
+				seen[h] = true
+				names = append(names, h)
+			}
+		}
+	}
 	for _, r := range rules {
 		key, ok1 := value(r.Var)
 		ph, ok2 := value(PlaceholderPrefix + r.Var)
@@ -92,7 +109,9 @@ func serial() *big.Int {
 }
 
 // covers reports whether the proxy terminates TLS for hp.
-func (in *Injector) covers(hp string) bool { return in != nil && len(in.byHost[hp]) > 0 }
+func (in *Injector) covers(hp string) bool {
+	return in != nil && (len(in.byHost[hp]) > 0 || len(in.git[hp]) > 0)
+}
 
 // scoped reports whether a rule for hp is scoped to a path.
 func (in *Injector) scoped(hp string) bool {

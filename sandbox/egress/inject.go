@@ -27,6 +27,7 @@ import (
 // in this process's memory.
 type Injector struct {
 	byHost map[string][]injection // "host:port" -> what goes there
+	git    map[string][]gitLent   // "host:port" -> the git credentials lent there
 	caCert *x509.Certificate
 	caKey  *ecdsa.PrivateKey
 	CAPEM  []byte // the CA certificate, for the session to trust
@@ -114,6 +115,19 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 		http.Error(w, "mosaic egress: refused: "+why, status)
 		return
 	}
+	var lent *gitLent
+	if len(e.Inject.git[hp]) > 0 {
+		// A git host is lent for its repositories' fetch and push only:
+		// every other request to it is refused, the token never put in.
+		g := e.Inject.gitCheck(r, hp)
+		e.gitEvent(hp, g)
+		if g.why != "" {
+			e.refused(hp, RefusedGit, g.why)
+			http.Error(w, e.sessionSays("refused: "+g.why), http.StatusForbidden)
+			return
+		}
+		lent = g.lend
+	}
 	var used []string
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -127,6 +141,9 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 				pr.Out.Host = h
 			}
 			used = e.Inject.put(pr.Out.Header, hp, pr.In.URL)
+			if lent != nil && lent.putGit(pr.Out.Header) {
+				used = append(used, "git token for "+lent.URL())
+			}
 		},
 		Transport:     e.upstream(),
 		FlushInterval: -1, // server-sent events go on as they arrive

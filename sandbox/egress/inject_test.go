@@ -143,7 +143,7 @@ func injectingProxyAt(t *testing.T, m *mockVendor, path string, limits ...Limits
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(m.srv.Certificate())
-	in, err := NewInjector("s1", []Rule{rule}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, roots)
+	in, err := NewInjector("s1", []Rule{rule}, nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, roots)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,7 +121,7 @@ func TestInjectPlainLocal(t *testing.T) {
 	for _, v := range proxy {
 		env[v.Name] = v.Value
 	}
-	in, err := NewInjector("s1", []Rule{rule}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)
+	in, err := NewInjector("s1", []Rule{rule}, nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,10 @@ type Config struct {
 	// values and placeholders arrive in the unit's environment file, Drop,
 	// which the proxy deletes once it has read it.
 	Inject []Rule
-	Drop   string
+	// Git are the git credentials lent (--lend-git); their tokens, users
+	// and placeholders arrive in the same environment file.
+	Git  []GitLend
+	Drop string
 	// Control is the directory of the control socket (ControlDir), which
 	// no session sees.
 	Control string
@@ -48,6 +51,9 @@ func (c Config) Argv(mosaicBin string) []string {
 	}
 	for _, r := range c.Inject {
 		argv = append(argv, "--inject", r.String())
+	}
+	for _, g := range c.Git {
+		argv = append(argv, "--lend-git", g.String())
 	}
 	if c.Drop != "" {
 		argv = append(argv, "--drop", c.Drop)
@@ -78,6 +84,12 @@ func ParseArgs(args []string) (Config, error) {
 				return Config{}, err
 			}
 			c.Inject = append(c.Inject, r)
+		case "--lend-git":
+			g, err := ParseGitLend(args[1])
+			if err != nil {
+				return Config{}, err
+			}
+			c.Git = append(c.Git, g)
 		case "--drop":
 			c.Drop = args[1]
 		case "--control":
@@ -90,7 +102,7 @@ func ParseArgs(args []string) (Config, error) {
 		args = args[2:]
 	}
 	if c.Socket == "" || len(args) > 0 {
-		return Config{}, errors.New("usage: egress --session NAME --socket PATH [--allow HOST[:PORT]]... [--inject VAR=HEADER@HOST:PORT]... [--drop ENVFILE] [--control DIR] [--record DIR]")
+		return Config{}, errors.New("usage: egress --session NAME --socket PATH [--allow HOST[:PORT]]... [--inject VAR=HEADER@HOST:PORT]... [--lend-git URL=OPS]... [--drop ENVFILE] [--control DIR] [--record DIR]")
 	}
 	return c, nil
 }
@@ -119,7 +131,7 @@ func serveMain(args []string, notify func()) error {
 	if e.Allow, err = ParseAllow(c.Allow); err != nil {
 		return err
 	}
-	if len(c.Inject) > 0 {
+	if len(c.Inject) > 0 || len(c.Git) > 0 {
 		if e.Inject, err = injector(c); err != nil {
 			return err
 		}
@@ -203,7 +215,7 @@ func injector(c Config) (*Injector, error) {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("cannot make the proxy undumpable: %v", err)
 	}
-	in, err := NewInjector(c.Session, c.Inject, os.LookupEnv, roots)
+	in, err := NewInjector(c.Session, c.Inject, c.Git, os.LookupEnv, roots)
 	if in != nil {
 		in.ExtraPEM = extraPEM
 	}
@@ -214,6 +226,11 @@ func injector(c Config) (*Injector, error) {
 		os.Unsetenv(r.Var)
 		os.Unsetenv(PlaceholderPrefix + r.Var)
 	}
+	for i := range c.Git {
+		os.Unsetenv(GitTokenVar(i))
+		os.Unsetenv(GitUserVar(i))
+		os.Unsetenv(GitPlaceholderVar(i))
+	}
 	os.Unsetenv(UpstreamRootsVar)
 	os.Unsetenv(ExtraRootsVar)
 	if err != nil {
@@ -221,6 +238,9 @@ func injector(c Config) (*Injector, error) {
 	}
 	for _, r := range c.Inject {
 		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: puts %s into %s for %s\n", c.Session, r.Var, strings.Join(r.Headers, ", "), strings.Join(r.Hosts, ", "))
+	}
+	for _, g := range c.Git {
+		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: lends a git credential for %s (%s)\n", c.Session, g.URL(), strings.Join(g.Ops, ", "))
 	}
 	return in, nil
 }

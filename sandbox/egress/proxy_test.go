@@ -119,6 +119,7 @@ func TestEgress(t *testing.T) {
 func TestArgvRoundTrip(t *testing.T) {
 	c := Config{Session: "s1", Socket: "/run/user/1/mosaic/egress/s1/proxy.sock", Allow: []string{"api.anthropic.com:443", "--session", "10.0.0.0/8"},
 		Inject: []Rule{{Var: "ANTHROPIC_API_KEY", Headers: []string{"X-Api-Key", "Authorization"}, Hosts: []string{"api.anthropic.com:443", "proxy.example.com:8443"}}},
+		Git:    []GitLend{{Host: "git.example:8443", Repo: "me/repo", Ops: []string{"fetch", "push"}}, {Host: "github.com:443", Repo: "o/r", Ops: []string{"pr"}}},
 		Drop:   "/run/user/1/mosaic/credentials/s1-egress/env"}
 	argv := c.Argv("/usr/bin/mosaic")
 	if argv[0] != "/usr/bin/mosaic" || argv[1] != Stage {
@@ -128,7 +129,7 @@ func TestArgvRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, c) {
 		t.Fatalf("round trip: %+v %v, want %+v", got, err, c)
 	}
-	for _, bad := range [][]string{nil, {"--socket"}, {"--socket", "/s", "--bogus", "x"}, {"--socket", "/s", "extra"}, {"--socket", "/s", "--inject", "A=x-api-key"}, {"--socket", "/s", "--inject", "A=x y@h.com"}} {
+	for _, bad := range [][]string{nil, {"--socket"}, {"--socket", "/s", "--bogus", "x"}, {"--socket", "/s", "extra"}, {"--socket", "/s", "--inject", "A=x-api-key"}, {"--socket", "/s", "--inject", "A=x y@h.com"}, {"--socket", "/s", "--lend-git", "https://h/me/repo=delete"}} {
 		if _, err := ParseArgs(bad); err == nil {
 			t.Errorf("ParseArgs(%q) accepted", bad)
 		}

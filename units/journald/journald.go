@@ -49,10 +49,14 @@ const (
 	// (key, destination, operation, allowed or refused and why). Written
 	// by its agent filter.
 	SSHAgentUse = "9b1c2e4f7d8a4e06a3c5b1f0e2d47a61"
+	// GitLendUse: a session's request to a git host a credential was lent
+	// for (--lend-git: repository, operation, refs, allowed or refused and
+	// why). Written by its egress proxy.
+	GitLendUse = "db73245eae504d8dbdcf0e936fee7b35"
 )
 
 // IDs are every audit event's MESSAGE_ID.
-var IDs = []string{EgressGrant, EgressRevoke, EgressExpire, EgressRefused, EgressConnection, ChangeApplied, ChangeDiscarded, BusLaunch, SSHAgentUse}
+var IDs = []string{EgressGrant, EgressRevoke, EgressExpire, EgressRefused, EgressConnection, ChangeApplied, ChangeDiscarded, BusLaunch, SSHAgentUse, GitLendUse}
 
 // Identifier is the SYSLOG_IDENTIFIER of every audit entry, so that
 // `journalctl -t mosaic-audit` lists them (and `mosaic logs --egress`,

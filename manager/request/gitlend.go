@@ -1,0 +1,181 @@
+package request
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"mosaic/credentials"
+	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
+	"mosaic/units"
+	"mosaic/units/errcode"
+)
+
+// gitCredentialTimeout bounds the run of the user's git credential helper
+// (git credential fill) for one lent repository (a variable for the test).
+var gitCredentialTimeout = 10 * time.Second
+
+// gitLendOf reads the request's --lend-git: each repository's credential
+// is what the user's git credential helper answers for its URL; the
+// token goes to the egress proxy only (as the session's secrets'
+// MOSAIC_GIT_ variables, which the start moves into the proxy's file),
+// the session's ~/.gitconfig gets a credential helper for exactly that
+// URL that answers the user name and a placeholder, and the host joins
+// the allowlist.
+func gitLendOf(spec *units.Spec, req Request, grant *credentials.Grant) error {
+	if len(req.LendGit) == 0 {
+		return nil
+	}
+	switch {
+	case spec.Network != sandbox.NetworkAllow:
+		return errcode.BadGitLend.New("--lend-git needs --network allow: the egress proxy puts the token in (network %s has none)", spec.Network)
+	case req.Scope:
+		return errcode.BadGitLend.New("--lend-git is not available with --scope yet")
+	case spec.Landlock():
+		return errcode.BadGitLend.New("--lend-git is not available with --sandbox landlock yet")
+	}
+	var lends []egress.GitLend
+	for _, v := range req.LendGit {
+		g, err := egress.ParseGitLend(v)
+		if err != nil {
+			return errcode.BadGitLend.New("%v", err)
+		}
+		for _, o := range lends {
+			if o.Host == g.Host && o.Repo == g.Repo {
+				return errcode.BadGitLend.New("--lend-git %s: the repository is lent twice (name its operations once, URL=OP,OP)", g.URL())
+			}
+		}
+		lends = append(lends, g)
+	}
+	users, placeholders, toks := make([]string, len(lends)), make([]string, len(lends)), make([]string, len(lends))
+	for i, g := range lends {
+		user, token, err := gitCredential(g)
+		if err != nil {
+			return err
+		}
+		if err := credentials.ValidateValue(egress.GitTokenVar(i), token, "git credential fill"); err != nil {
+			return errcode.NoGitCredential.New("--lend-git %s: the credential helper's password cannot be carried: %v", g.URL(), err)
+		}
+		if err := credentials.ValidateValue(egress.GitUserVar(i), user, "git credential fill"); err != nil || !plainValue(user) || strings.ContainsAny(user, `'\`) {
+			return errcode.NoGitCredential.New("--lend-git %s: the credential helper's user name cannot be written into a config", g.URL())
+		}
+		users[i], placeholders[i] = user, egress.Placeholder(token)
+		for j := range i {
+			if toks[j] == token {
+				placeholders[i] = placeholders[j] // one token, one placeholder (GH_TOKEN serves each)
+			}
+		}
+		toks[i] = token
+		grant.Secrets = append(grant.Secrets, credentials.Var{Name: egress.GitTokenVar(i), Value: token},
+			credentials.Var{Name: egress.GitUserVar(i), Value: user}, credentials.Var{Name: egress.GitPlaceholderVar(i), Value: placeholders[i]})
+		for _, hp := range g.Hosts() {
+			if !contains(spec.Allow, hp) {
+				spec.Allow = append(spec.Allow, hp)
+			}
+		}
+		if slices.Contains(g.Ops, "pr") && !slices.Contains(spec.Pass, "GH_TOKEN") {
+			// gh's token: the proxy puts the real one into its calls.
+			spec.Env = append(spec.Env, "GH_TOKEN="+placeholders[i])
+			spec.Pass = append(spec.Pass, "GH_TOKEN")
+		}
+	}
+	spec.GitLends = lends
+	spec.GitConfig = gitLendConfig(spec.GitConfig, lends, users, placeholders)
+	return nil
+}
+
+// gitCredential asks the user's git credential helpers for g's URL, as
+// git would before a push: git credential fill, run from / (no
+// repository's config is read), never prompting (GIT_TERMINAL_PROMPT=0, no
+// askpass), within gitCredentialTimeout.
+func gitCredential(g egress.GitLend) (user, token string, _ error) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		return "", "", errcode.NoGitCredential.New("--lend-git %s: git is not on PATH to ask your credential helper", g.URL())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), gitCredentialTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, git, "-c", "core.askPass=", "credential", "fill")
+	cmd.Dir = "/"
+	// git and the helpers it starts are a process group of their own (no
+	// terminal to read from), killed whole at the timeout; the wait for a
+	// helper's child that still holds git's stdout is bounded too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	env := []string{"GIT_TERMINAL_PROMPT=0"}
+	for _, kv := range gitEnv(os.Environ()) {
+		if !strings.HasPrefix(kv, "SSH_ASKPASS=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	host, _, _ := strings.Cut(strings.TrimPrefix(g.URL(), "https://"), "/")
+	cmd.Stdin = strings.NewReader("protocol=https\nhost=" + host + "\npath=" + g.Repo + ".git\n\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if ctx.Err() != nil {
+		return "", "", errcode.NoGitCredential.New("--lend-git %s: your git credential helper did not answer in %s", g.URL(), gitCredentialTimeout)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "username="); ok {
+			user = v
+		} else if v, ok := strings.CutPrefix(line, "password="); ok {
+			token = v
+		}
+	}
+	if err != nil || token == "" {
+		why := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndexByte(why, '\n'); i >= 0 {
+			why = why[i+1:]
+		}
+		if why == "" {
+			why = "no password in its answer"
+		}
+		return "", "", errcode.NoGitCredential.New("--lend-git %s: your git credential helper has no credential for it (git credential fill: %s)", g.URL(), strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return '?'
+			}
+			return r
+		}, why))
+	}
+	if user == "" {
+		user = "git"
+	}
+	return user, token, nil
+}
+
+// gitLendConfig is the session's ~/.gitconfig with, for each lent
+// repository's URL (with and without .git), a credential helper (the only
+// one: the empty helper line drops any before it) that answers the user
+// name and the placeholder the proxy replaces.
+func gitLendConfig(gitConfig string, lends []egress.GitLend, users, placeholders []string) string {
+	if gitConfig == "" {
+		gitConfig = GitConfigHeader + "# config that sessions get, and the git credentials lent to this session.\n"
+	}
+	var b strings.Builder
+	b.WriteString(gitConfig)
+	var hosts []string
+	for _, g := range lends {
+		if base, _, _ := strings.Cut(strings.TrimPrefix(g.URL(), "https://"), "/"); !slices.Contains(hosts, base) {
+			hosts = append(hosts, base)
+			// The path matters to the helpers of this host: the session's
+			// helper answers for the lent repositories only.
+			b.WriteString("[credential " + quoteGitValue("https://"+base) + "]\n\tuseHttpPath = true\n")
+		}
+	}
+	for i, g := range lends {
+		helper := "!f() { test \"$1\" = get && printf 'username=%s\\npassword=%s\\n' '" + users[i] + "' '" + placeholders[i] + "'; }; f"
+		for _, u := range []string{g.URL(), g.URL() + ".git"} {
+			b.WriteString("[credential " + quoteGitValue(u) + "]\n\thelper =\n\thelper = " + quoteGitValue(helper) + "\n")
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,126 @@
+package request
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"mosaic/credentials"
+	"mosaic/sandbox"
+	"mosaic/sandbox/egress"
+	"mosaic/units"
+	"mosaic/units/errcode"
+)
+
+// TestGitCredentialTimeout: a credential helper that does not answer
+// (one waiting for a person, a hung keyring) is a refusal within the
+// timeout, even though the helper's own child holds git's output open
+// after git is killed (without WaitDelay this waited the helper's 30 s).
+func TestGitCredentialTimeout(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[credential]\n\thelper = \"!f() { sleep 30; }; f\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	defer func(d time.Duration) { gitCredentialTimeout = d }(gitCredentialTimeout)
+	gitCredentialTimeout = 300 * time.Millisecond
+	start := time.Now()
+	g, _ := egress.ParseGitLend("https://git.example/me/repo")
+	_, _, err := gitCredential(g)
+	if !errors.Is(err, errcode.NoGitCredential.Target()) || !strings.Contains(err.Error(), "did not answer") {
+		t.Errorf("got %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %s", d)
+	}
+}
+
+// TestGitLendOf: the token is the user's credential helper's answer for
+// the URL and goes to the secrets only (as MOSAIC_GIT_ variables); the
+// session's gitconfig answers the placeholder for exactly the lent URL
+// (git itself asked, inside a home holding only that config); a session
+// without an egress proxy, a URL it cannot read and one the helper knows
+// nothing of are refused with their codes.
+func TestGitLendOf(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	home := t.TempDir()
+	store := filepath.Join(home, "store")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(store, []byte("https://me:s3cret-token@git.example:8443\n"), 0o600))
+	must(os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[credential]\n\thelper = store --file="+store+"\n"), 0o600))
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+
+	spec := &units.Spec{Network: sandbox.NetworkAllow}
+	var grant credentials.Grant
+	must(gitLendOf(spec, Request{LendGit: []string{"https://git.example:8443/me/repo.git"}}, &grant))
+	vals := map[string]string{}
+	for _, v := range grant.Secrets {
+		vals[v.Name] = v.Value
+	}
+	ph := vals[egress.GitPlaceholderVar(0)]
+	if vals[egress.GitTokenVar(0)] != "s3cret-token" || vals[egress.GitUserVar(0)] != "me" || len(ph) < 32 {
+		t.Fatalf("the secrets: %v", grant.Secrets)
+	}
+	if strings.Contains(spec.GitConfig, "s3cret") || !strings.Contains(spec.GitConfig, ph) || !contains(spec.Allow, "git.example:8443") {
+		t.Fatalf("the spec: allow %v, gitconfig\n%s", spec.Allow, spec.GitConfig)
+	}
+	inside := t.TempDir()
+	must(os.WriteFile(filepath.Join(inside, ".gitconfig"), []byte(spec.GitConfig), 0o600))
+	fill := func(url string) string {
+		cmd := exec.Command("git", "-c", "core.askPass=", "credential", "fill")
+		cmd.Dir = "/"
+		cmd.Env = []string{"HOME=" + inside, "GIT_TERMINAL_PROMPT=0", "PATH=" + os.Getenv("PATH")}
+		cmd.Stdin = strings.NewReader("url=" + url + "\n\n")
+		out, _ := cmd.Output()
+		return string(out)
+	}
+	for _, u := range []string{"https://git.example:8443/me/repo.git", "https://git.example:8443/me/repo"} {
+		if got := fill(u); !strings.Contains(got, "username=me\npassword="+ph+"\n") {
+			t.Errorf("%s: the session's git gets %q", u, got)
+		}
+	}
+	for _, u := range []string{"https://git.example:8443/me/other.git", "https://git.example:8443/me/repo-x.git", "https://git.example/me/repo.git"} {
+		if got := fill(u); strings.Contains(got, "password=") {
+			t.Errorf("%s: the session's git gets a password: %q", u, got)
+		}
+	}
+
+	for _, c := range []struct {
+		spec units.Spec
+		req  Request
+		code errcode.Code
+	}{
+		{units.Spec{Network: sandbox.NetworkNone}, Request{LendGit: []string{"https://git.example:8443/me/repo"}}, errcode.BadGitLend},
+		{units.Spec{Network: sandbox.NetworkHost}, Request{LendGit: []string{"https://git.example:8443/me/repo"}}, errcode.BadGitLend},
+		{units.Spec{Network: sandbox.NetworkAllow}, Request{Scope: true, LendGit: []string{"https://git.example:8443/me/repo"}}, errcode.BadGitLend},
+		{units.Spec{Network: sandbox.NetworkAllow, Sandbox: sandbox.ModeLandlock}, Request{LendGit: []string{"https://git.example:8443/me/repo"}}, errcode.BadGitLend},
+		{units.Spec{Network: sandbox.NetworkAllow}, Request{LendGit: []string{"https://git.example:8443/me/repo", "https://git.example:8443/me/repo.git=fetch"}}, errcode.BadGitLend},
+		{units.Spec{Network: sandbox.NetworkAllow}, Request{LendGit: []string{"ssh://git.example/me/repo"}}, errcode.BadGitLend},
+		{units.Spec{Network: sandbox.NetworkAllow}, Request{LendGit: []string{"https://unknown.example/me/repo"}}, errcode.NoGitCredential},
+	} {
+		var g credentials.Grant
+		err := gitLendOf(&c.spec, c.req, &g)
+		if !errors.Is(err, c.code.Target()) {
+			t.Errorf("%v %+v: %v, want %s", c.req.LendGit, c.spec.Network, err, c.code.Name)
+		}
+		if len(g.Secrets) > 0 || err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%v: secrets %d, error %v", c.req.LendGit, len(g.Secrets), err)
+		}
+	}
+}

@@ -1,0 +1,290 @@
+package egress
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gitRepo is a scratch repository the tests make commits in with real git.
+type gitRepo struct {
+	t   *testing.T
+	dir string
+}
+
+func newGitRepo(t *testing.T) *gitRepo {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	r := &gitRepo{t: t, dir: t.TempDir()}
+	r.git("init", "-q", "-b", "main")
+	return r
+}
+
+func (r *gitRepo) git(args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = r.dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+r.dir, "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	out, err := cmd.Output()
+	if err != nil {
+		r.t.Fatalf("git %v: %v", args, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// commit writes a file (big enough for git to delta it against its
+// previous version) and commits it, returning the commit's ID.
+func (r *gitRepo) commit(name, text string) string {
+	r.t.Helper()
+	body := strings.Repeat("line of the file that stays the same in every version\n", 200) + text + "\n"
+	if err := os.WriteFile(filepath.Join(r.dir, name), []byte(body), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	r.git("add", name)
+	r.git("commit", "-q", "-m", text)
+	return r.git("rev-parse", "HEAD")
+}
+
+// pack is what git push sends for have..want: git pack-objects with
+// --revs (thin when asked, as push makes it).
+func (r *gitRepo) pack(thin bool, revs ...string) []byte {
+	r.t.Helper()
+	args := []string{"pack-objects", "--stdout", "--revs", "-q"}
+	if thin {
+		args = append(args, "--thin")
+	}
+	cmd := exec.Command("git", args...)
+	cmd.Dir = r.dir
+	cmd.Stdin = strings.NewReader(strings.Join(revs, "\n") + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		r.t.Fatalf("git pack-objects: %v", err)
+	}
+	return out
+}
+
+func pkt(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
+
+// TestFastForwardFromPack: the pack git would push proves a fast-forward
+// (two commits ahead, through a thin pack whose trees and blobs are deltas
+// against objects the server has); a rewritten history (a force-push's
+// pack) proves none, nor does a pack without the commits.
+func TestFastForwardFromPack(t *testing.T) {
+	r := newGitRepo(t)
+	base := r.commit("a.txt", "one")
+	r.commit("a.txt", "two")
+	ahead := r.commit("a.txt", "three")
+	thin := r.pack(true, ahead, "^"+base)
+	commits, err := packCommits(thin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := packEntries(thin)
+	outside := 0
+	for _, e := range entries {
+		if e.typ == objRefDelta {
+			outside++
+		}
+	}
+	if outside == 0 {
+		t.Fatal("the thin pack has no delta against an object outside it: this test would not show those are skipped")
+	}
+	if len(commits) != 2 || !fastForward(commits, base, ahead) {
+		t.Fatalf("the pack of %s..%s proves no fast-forward: %v", base, ahead, commits)
+	}
+	// The same pack whole (no thin deltas) too, and with deltas between
+	// its own objects (ofs-delta): every commit resolves.
+	if c, err := packCommits(r.pack(false, ahead)); err != nil || len(c) != 3 || !fastForward(c, base, ahead) {
+		t.Fatalf("the whole pack: %v %v", c, err)
+	}
+	r.git("reset", "-q", "--hard", base)
+	rewritten := r.commit("a.txt", "other")
+	c, err := packCommits(r.pack(true, rewritten, "^"+base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fastForward(c, ahead, rewritten) {
+		t.Fatalf("a rewritten history was taken for a fast-forward of %s", ahead)
+	}
+	if fastForward(map[string][]string{}, base, ahead) {
+		t.Fatal("an empty pack proved a fast-forward")
+	}
+	if _, err := packCommits([]byte("PACK\x00\x00\x00\x02\x00\x00\x00\x05garbage....................")); err == nil {
+		t.Fatal("a broken pack read")
+	}
+}
+
+// TestGitCheck: only smart HTTP for the lent repository passes, for the
+// operations lent; a push's deletion and non-fast-forward update are
+// refused without force, a new branch and a fast-forward pass, and the
+// body the relay forwards is the body sent. Checked against weakened
+// builds: with checkPush skipped, force-push and both deletions passed
+// (this test failed on each); with the fast-forward walk always true,
+// force-push passed.
+func TestGitCheck(t *testing.T) {
+	r := newGitRepo(t)
+	base := r.commit("a.txt", "one")
+	ahead := r.commit("a.txt", "two")
+	r.git("reset", "-q", "--hard", base)
+	other := r.commit("a.txt", "rewritten")
+	lend := func(ops ...string) *Injector {
+		return &Injector{git: map[string][]gitLent{"git.test:443": {{GitLend: GitLend{Host: "git.test:443", Repo: "me/repo", Ops: ops},
+			user: "me", token: "TOKEN", placeholder: "PLACEHOLDER-0123456789"}}}}
+	}
+	push := func(cmds string, pack []byte) *http.Request {
+		req := httptest.NewRequest("POST", "https://git.test/me/repo.git/git-receive-pack", io.MultiReader(strings.NewReader(cmds+"0000"), bytes.NewReader(pack)))
+		req.RequestURI = "/me/repo.git/git-receive-pack"
+		return req
+	}
+	get := func(target string) *http.Request {
+		req := httptest.NewRequest("GET", "https://git.test"+target, nil)
+		req.RequestURI = target
+		return req
+	}
+	ffPack := r.pack(true, ahead, "^"+base)
+	cases := []struct {
+		name string
+		in   *Injector
+		req  *http.Request
+		ok   bool
+	}{
+		{"fetch refs", lend("fetch"), get("/me/repo.git/info/refs?service=git-upload-pack"), true},
+		{"fetch refs without .git", lend("fetch"), get("/me/repo/info/refs?service=git-upload-pack"), true},
+		{"push refs, fetch lent only", lend("fetch"), get("/me/repo.git/info/refs?service=git-receive-pack"), false},
+		{"another repository", lend("fetch", "push"), get("/me/other.git/info/refs?service=git-upload-pack"), false},
+		{"a prefix of the name", lend("fetch", "push"), get("/me/repo-x.git/info/refs?service=git-upload-pack"), false},
+		{"dot segments", lend("fetch", "push"), get("/me/repo.git/../other.git/info/refs?service=git-upload-pack"), false},
+		{"the dumb protocol", lend("fetch", "push"), get("/me/repo.git/HEAD"), false},
+		{"another API of the host", lend("fetch", "push"), get("/api/v1/user"), false},
+		{"new branch", lend("push"), push(pkt(zeroID+" "+ahead+" refs/heads/new\x00report-status\n"), ffPack), true},
+		{"fast-forward", lend("push"), push(pkt(base+" "+ahead+" refs/heads/main\x00report-status\n"), ffPack), true},
+		{"force-push", lend("push"), push(pkt(ahead+" "+other+" refs/heads/main\x00report-status\n"), r.pack(true, other, "^"+base)), false},
+		{"force-push, force lent", lend("force"), push(pkt(ahead+" "+other+" refs/heads/main\x00report-status\n"), r.pack(true, other, "^"+base)), true},
+		{"deletion", lend("push"), push(pkt(ahead+" "+zeroID+" refs/heads/main\x00report-status\n"), nil), false},
+		{"deletion behind a new branch", lend("push"), push(pkt(zeroID+" "+ahead+" refs/heads/new\x00report-status\n")+pkt(ahead+" "+zeroID+" refs/heads/main\n"), ffPack), false},
+		{"deletion, force lent", lend("push", "force"), push(pkt(ahead+" "+zeroID+" refs/heads/main\x00report-status\n"), nil), true},
+		{"not commands", lend("push"), push(pkt("hello\n"), nil), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var sent []byte
+			if c.req.Body != nil && c.req.Method == "POST" {
+				sent, _ = io.ReadAll(c.req.Body)
+				c.req.Body = io.NopCloser(bytes.NewReader(sent))
+			}
+			g := c.in.gitCheck(c.req, "git.test:443")
+			if (g.why == "") != c.ok {
+				t.Fatalf("allowed=%v, want %v (%s; %s)", g.why == "", c.ok, g.why, g.refs)
+			}
+			if g.why == "" && c.req.Method == "POST" {
+				if got, _ := io.ReadAll(c.req.Body); !bytes.Equal(got, sent) {
+					t.Fatalf("the body relayed is not the body sent (%d bytes, want %d)", len(got), len(sent))
+				}
+			}
+		})
+	}
+}
+
+// TestPullsCheck: with pr lent for github.com/me/repo, GitHub's API
+// takes GET and POST of that repository's pull requests only.
+func TestPullsCheck(t *testing.T) {
+	g, err := ParseGitLend("https://github.com/me/repo=fetch,pr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &Injector{git: map[string][]gitLent{}}
+	for _, hp := range g.Hosts() {
+		in.git[hp] = append(in.git[hp], gitLent{GitLend: g, token: "TOKEN", placeholder: "PLACEHOLDER-0123456789"})
+	}
+	for _, c := range []struct {
+		method, path string
+		ok           bool
+	}{
+		{"POST", "/repos/me/repo/pulls", true},
+		{"GET", "/repos/me/repo/pulls/12", true},
+		{"GET", "/repos/me/repo/pulls/12/comments", true},
+		{"PATCH", "/repos/me/repo/pulls/12", false},
+		{"DELETE", "/repos/me/repo", false},
+		{"GET", "/repos/me/repo/pullsx", false},
+		{"POST", "/repos/me/other/pulls", false},
+		{"GET", "/user", false},
+		{"POST", "/graphql", false},
+		{"GET", "/repos/me/repo/pulls/../../other/pulls", false},
+	} {
+		req := httptest.NewRequest(c.method, "https://api.github.com"+c.path, nil)
+		req.RequestURI = c.path
+		if got := in.gitCheck(req, GitHubAPI); (got.why == "") != c.ok {
+			t.Errorf("%s %s: allowed=%v (%s), want %v", c.method, c.path, got.why == "", got.why, c.ok)
+		}
+	}
+	if got := in.gitCheck(httptest.NewRequest("POST", "https://github.com/me/repo.git/git-receive-pack", nil), "github.com:443"); got.why == "" {
+		t.Error("a push passed where only fetch and pr are lent")
+	}
+}
+
+// TestPutGit: Basic user:PLACEHOLDER becomes the lend's user:TOKEN, a
+// bearer's placeholder is replaced, and any other Authorization (a
+// password of the session's own, a Basic whose user part holds the
+// placeholder) passes as sent.
+func TestPutGit(t *testing.T) {
+	l := &gitLent{user: "me", token: "TOKEN", placeholder: "PLACEHOLDER-0123456789"}
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	for _, c := range []struct{ in, want string }{
+		{"Basic " + b64("x:PLACEHOLDER-0123456789"), "Basic " + b64("me:TOKEN")},
+		{"Bearer PLACEHOLDER-0123456789", "Bearer TOKEN"},
+		{"token PLACEHOLDER-0123456789", "token TOKEN"},
+		{"Basic " + b64("x:other"), "Basic " + b64("x:other")},
+		{"Basic " + b64("PLACEHOLDER-0123456789:x"), "Basic " + b64("PLACEHOLDER-0123456789:x")},
+	} {
+		h := http.Header{"Authorization": {c.in}}
+		l.putGit(h)
+		if got := h.Get("Authorization"); got != c.want {
+			t.Errorf("%s: got %s, want %s", c.in, got, c.want)
+		}
+	}
+}
+
+// TestParseGitLend: URLs and operations as --lend-git takes them.
+func TestParseGitLend(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://GitHub.com/me/repo":                  "https://github.com/me/repo=fetch,push",
+		"https://git.test:8443/me/repo.git=fetch":     "https://git.test:8443/me/repo=fetch",
+		"https://git.test/me/repo/=push,force":        "https://git.test/me/repo=push,force",
+		"http://git.test/me/repo":                     "",
+		"https://git.test/me":                         "",
+		"https://git.test/me/repo/x":                  "",
+		"https://git.test/../repo":                    "",
+		"https://git.test/me/repo=delete":             "",
+		"git@github.com:me/repo.git":                  "",
+		"https://user:pass@git.test/me/repo":          "",
+		"https://git.test/me/repo?x=1":                "",
+		"https://git.test/me/re%2fpo":                 "",
+		"https://git.test/me/repo=fetch,fetch,push":   "https://git.test/me/repo=fetch,push",
+		"https://git.test:443/me/repo.git=fetch,push": "https://git.test/me/repo=fetch,push",
+		"https://github.com/me/repo=push,pr":          "https://github.com/me/repo=push,pr",
+		"https://git.test/me/repo=pr":                 "",
+	} {
+		g, err := ParseGitLend(in)
+		got := ""
+		if err == nil {
+			got = g.String()
+			if back, err := ParseGitLend(got); err != nil || back.String() != got {
+				t.Errorf("%s does not read back: %v", got, err)
+			}
+		}
+		if got != want {
+			t.Errorf("%s: got %q (%v), want %q", in, got, err, want)
+		}
+	}
+}
