@@ -35,6 +35,13 @@ func makeClone(ctx context.Context, spec *units.Spec) error {
 	root := stateRoot(*spec)
 	spare := spec.Clone.Kind != units.ClonePlain && clone.TakeSpare(root, spec.Workspace, id, spec.Clone.Objects, spec.Clone.Dir)
 	c, err := clone.Make(ctx, clone.Pinned(int(ws.Fd())), *spec.Clone, spare)
+	if err != nil && spare {
+		// A spare that cannot be brought to the base (its commit's objects
+		// gone: a repository made anew at the same path, on a reused
+		// inode) is thrown away (Make removed it): a copy made afresh.
+		statedir.RemoveTree(spec.Clone.Dir)
+		c, err = clone.Make(ctx, clone.Pinned(int(ws.Fd())), *spec.Clone, false)
+	}
 	ws.Close()
 	if err != nil {
 		if e := errcode.Of(err); e.Code != errcode.Unexpected.Name {

@@ -147,3 +147,33 @@ func TestRemoveSpares(t *testing.T) {
 		t.Errorf("a spare older than the bound: removed %d, kept %v", n, HasSpare(root, ws))
 	}
 }
+
+// TestSpareOfAnotherHistoryFails: a spare whose commit is not in the
+// repository's objects (a repository made anew at the same path, on a
+// reused inode, passes TakeSpare's check) fails Make, which leaves no
+// copy behind: mosaic then makes one afresh (manager's makeClone).
+func TestSpareOfAnotherHistoryFails(t *testing.T) {
+	old, ws := userRepo(t), userRepo(t)
+	os.WriteFile(filepath.Join(old, "only-old.txt"), []byte("old\n"), 0o644)
+	run(t, old, "add", "-A")
+	run(t, old, "commit", "-qm", "another history")
+	root := t.TempDir()
+	if err := MakeSpare(context.Background(), root, old, filepath.Join(old, ".git", "objects")); err != nil {
+		t.Fatal(err)
+	}
+	// The old repository's spare, as if it were ws's: same path, same
+	// identity, same objects path.
+	dir := filepath.Join(t.TempDir(), "clone")
+	os.Rename(filepath.Join(spareDir(root, old), spareCopy), dir)
+	os.RemoveAll(old)
+	objects := filepath.Join(ws, ".git", "objects")
+	if _, err := Make(context.Background(), ws, units.Clone{Dir: dir, Objects: objects}, true); err == nil {
+		t.Fatal("a spare of another history was brought to the base")
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		t.Error("the failed spare is left where the copy goes")
+	}
+	if _, err := Make(context.Background(), ws, units.Clone{Dir: dir, Objects: objects}, false); err != nil {
+		t.Errorf("a copy made afresh after it: %v", err)
+	}
+}
