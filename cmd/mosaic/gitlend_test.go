@@ -21,6 +21,8 @@ type gitServer struct {
 	root, base string // the repositories' directory; https://mockhost.mosaic.test:PORT
 	mu         sync.Mutex
 	auths      []string // every Authorization's password part, as it came
+	granted    []string // the path of every request the token authorized
+	leaks      []string // a header, other than Authorization, that held the token
 }
 
 func startGitServer(t *testing.T, n string, cert tls.Certificate, user, token string) *gitServer {
@@ -49,11 +51,21 @@ func startGitServer(t *testing.T, n string, cert tls.Certificate, user, token st
 			s.auths = append(s.auths, p)
 			s.mu.Unlock()
 		}
+		for name, vs := range r.Header {
+			if name != "Authorization" && strings.Contains(strings.Join(vs, " "), token) {
+				s.mu.Lock()
+				s.leaks = append(s.leaks, name)
+				s.mu.Unlock()
+			}
+		}
 		if !ok || u != user || p != token {
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
 			return
 		}
+		s.mu.Lock()
+		s.granted = append(s.granted, r.URL.EscapedPath())
+		s.mu.Unlock()
 		backend.ServeHTTP(w, r)
 	})}
 	go srv.Serve(l)

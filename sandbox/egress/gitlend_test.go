@@ -173,6 +173,10 @@ func TestGitCheck(t *testing.T) {
 		{"force-push, force lent", lend("force"), push(pkt(ahead+" "+other+" refs/heads/main\x00report-status\n"), r.pack(true, other, "^"+base)), true},
 		{"deletion", lend("push"), push(pkt(ahead+" "+zeroID+" refs/heads/main\x00report-status\n"), nil), false},
 		{"deletion behind a new branch", lend("push"), push(pkt(zeroID+" "+ahead+" refs/heads/new\x00report-status\n")+pkt(ahead+" "+zeroID+" refs/heads/main\n"), ffPack), false},
+		// git receive-pack reads a new ID of zeros as a deletion whatever
+		// the old one, and an old ID of zeros that is no object as "the
+		// ref, whatever it holds": zeros to zeros deletes the ref.
+		{"deletion spelled zeros to zeros", lend("push"), push(pkt(zeroID+" "+zeroID+" refs/heads/main\x00report-status\n"), nil), false},
 		{"deletion, force lent", lend("push", "force"), push(pkt(ahead+" "+zeroID+" refs/heads/main\x00report-status\n"), nil), true},
 		{"not commands", lend("push"), push(pkt("hello\n"), nil), false},
 	}

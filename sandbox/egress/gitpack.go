@@ -33,13 +33,16 @@ type refUpdate struct {
 	Old, New, Ref string
 }
 
-// kind is what the update does: "create", "delete" or "update".
+// kind is what the update does: "create", "delete" or "update". A new
+// ID of zeros is a deletion whatever the old one: git receive-pack deletes
+// the ref for zeros to zeros too (an old ID that is no object is taken
+// for a corrupt ref, deleted whatever it holds).
 func (u refUpdate) kind() string {
 	switch {
-	case u.Old == zeroID:
-		return "create"
 	case u.New == zeroID:
 		return "delete"
+	case u.Old == zeroID:
+		return "create"
 	}
 	return "update"
 }
