@@ -11,7 +11,9 @@ import (
 // as a hostile agent: with the placeholder its git credential helper
 // answers, it sends by hand what git never would. A deletion spelled
 // zeros to zeros (which git receive-pack takes for a deletion) plain,
-// chunked behind Expect: 100-continue, and gzipped; requests for
+// chunked behind Expect: 100-continue, and gzipped; a history replaced by
+// one commit whose parent line, after its author, git does not read as
+// its parent (made to look a fast-forward to the proxy); requests for
 // me/other through path tricks, an absolute-form target, HTTP/1.0; the
 // placeholder in headers other than Authorization; and, on one TLS
 // connection, requests pipelined after an allowed one (one for another
@@ -31,6 +33,13 @@ ct='Content-Type: application/x-git-receive-pack-request'
 echo "zero-delete=$(code -H "$ct" --data-binary @/tmp/del "$url/git-receive-pack")"
 echo "zero-delete-chunked=$(code -H "$ct" -H 'Transfer-Encoding: chunked' -H 'Expect: 100-continue' --data-binary @/tmp/del "$url/git-receive-pack")"
 echo "zero-delete-gzip=$(code -H "$ct" -H 'Content-Encoding: gzip' --data-binary @/tmp/del.gz "$url/git-receive-pack")"
+git clone -q "$url" /tmp/r || echo clone=failed
+old=$(git -C /tmp/r rev-parse HEAD) tree=$(git -C /tmp/r mktree </dev/null)
+new=$(printf 'tree %s\nauthor t <t@t> 1 +0000\ncommitter t <t@t> 1 +0000\nparent %s\n\nrewritten\n' "$tree" "$old" |
+	git -C /tmp/r hash-object --literally -t commit -w --stdin)
+line="$old $new refs/heads/main"
+{ printf '%04x%s\0report-status\n' $(( ${#line} + 19 )) "$line"; printf 0000; printf '%s\n%s\n' "$new" "$tree" | git -C /tmp/r pack-objects --stdout -q; } >/tmp/late
+echo "late-parent=$(code -H "$ct" --data-binary @/tmp/late "$url/git-receive-pack")"
 q='info/refs?service=git-upload-pack'
 for p in "/me/repo.git/../other.git/$q" "/me/repo.git/%2e%2e/other.git/$q" "/me/repo.git/%2E%2E/other.git/$q" \
 	"/me/repo.git/..%2fother.git/$q" "/me/repo.git%2f..%2fother.git/$q" "/me/repo.git//../other.git/$q" "//me/other.git/$q" \
@@ -78,7 +87,10 @@ PY
 // build before kind() took a new ID of zeros for a deletion: the plain
 // and gzipped zero-delete answered 200 (the chunked one 400, from the
 // test server's CGI, after the token was put in) and the server's feature
-// branch was gone (git receive-pack: "allowing deletion of corrupt ref").
+// branch was gone (git receive-pack: "allowing deletion of corrupt ref");
+// and against the build before commitParents read parents as git does:
+// late-parent answered 200 and the server's main was the one "rewritten"
+// commit.
 func TestLendGitAttacks(t *testing.T) {
 	n := needTestNet(t)
 	caPEM, cert := testCA(t, "mockhost.mosaic.test")
@@ -114,7 +126,7 @@ func TestLendGitAttacks(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	t.Logf("the session:\n%s", r.stdout)
-	for _, want := range []string{"zero-delete=403", "zero-delete-chunked=403", "zero-delete-gzip=403", "placeholder-in-headers=200", "pipelined=200,403,403,403"} {
+	for _, want := range []string{"zero-delete=403", "zero-delete-chunked=403", "zero-delete-gzip=403", "late-parent=403", "placeholder-in-headers=200", "pipelined=200,403,403,403"} {
 		if !strings.Contains(r.stdout, want+"\n") {
 			t.Errorf("want %s in:\n%s", want, r.stdout)
 		}
@@ -125,10 +137,13 @@ func TestLendGitAttacks(t *testing.T) {
 	if got := gitOn(t, filepath.Join(srv.root, "me/repo.git"), "for-each-ref", "--format=%(refname)"); !strings.Contains(got, "refs/heads/feature") {
 		t.Errorf("the server's feature branch was deleted: refs %q", got)
 	}
+	if got := gitOn(t, filepath.Join(srv.root, "me/repo.git"), "log", "--format=%s", "main"); got != "x" {
+		t.Errorf("the server's main was rewritten: %q", got)
+	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	for _, p := range srv.granted {
-		if p != "/me/repo.git/info/refs" {
+		if p != "/me/repo.git/info/refs" && p != "/me/repo.git/git-upload-pack" {
 			t.Errorf("the token authorized %s", p)
 		}
 	}

@@ -74,6 +74,33 @@ func (r *gitRepo) pack(thin bool, revs ...string) []byte {
 	return out
 }
 
+// literal writes an object as given (git hash-object --literally) and
+// returns its ID.
+func (r *gitRepo) literal(typ, body string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", "hash-object", "--literally", "-t", typ, "-w", "--stdin")
+	cmd.Dir = r.dir
+	cmd.Stdin = strings.NewReader(body)
+	out, err := cmd.Output()
+	if err != nil {
+		r.t.Fatalf("git hash-object: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// packOf is a pack of exactly these objects (git pack-objects, no walk).
+func (r *gitRepo) packOf(ids ...string) []byte {
+	r.t.Helper()
+	cmd := exec.Command("git", "pack-objects", "--stdout", "-q")
+	cmd.Dir = r.dir
+	cmd.Stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		r.t.Fatalf("git pack-objects: %v", err)
+	}
+	return out
+}
+
 func pkt(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
 
 // TestFastForwardFromPack: the pack git would push proves a fast-forward
@@ -153,6 +180,14 @@ func TestGitCheck(t *testing.T) {
 		return req
 	}
 	ffPack := r.pack(true, ahead, "^"+base)
+	// Commits git reads without a parent: a parent line after the author
+	// (git takes parents only right after the tree line) and one whose
+	// line does not end the ID; the proxy read both as ahead's child, and
+	// git receive-pack took the update, a history replaced by one commit.
+	tree := r.literal("tree", "")
+	late := r.literal("commit", "tree "+tree+"\nauthor t <t@t> 1 +0000\ncommitter t <t@t> 1 +0000\nparent "+ahead+"\n\nrewritten\n")
+	noTree := r.literal("commit", "parent "+ahead+"\ntree "+tree+"\nauthor t <t@t> 1 +0000\ncommitter t <t@t> 1 +0000\n\nrewritten\n")
+	spaced := r.literal("commit", "tree "+tree+"\nparent "+ahead+" \nauthor t <t@t> 1 +0000\ncommitter t <t@t> 1 +0000\n\nrewritten\n")
 	cases := []struct {
 		name string
 		in   *Injector
@@ -177,6 +212,9 @@ func TestGitCheck(t *testing.T) {
 		// the old one, and an old ID of zeros that is no object as "the
 		// ref, whatever it holds": zeros to zeros deletes the ref.
 		{"deletion spelled zeros to zeros", lend("push"), push(pkt(zeroID+" "+zeroID+" refs/heads/main\x00report-status\n"), nil), false},
+		{"a parent line after the author", lend("push"), push(pkt(ahead+" "+late+" refs/heads/main\x00report-status\n"), r.packOf(late, tree)), false},
+		{"a parent line before the tree", lend("push"), push(pkt(ahead+" "+noTree+" refs/heads/main\x00report-status\n"), r.packOf(noTree, tree)), false},
+		{"a parent line with a space after the ID", lend("push"), push(pkt(ahead+" "+spaced+" refs/heads/main\x00report-status\n"), r.packOf(spaced, tree)), false},
 		{"deletion, force lent", lend("push", "force"), push(pkt(ahead+" "+zeroID+" refs/heads/main\x00report-status\n"), nil), true},
 		{"not commands", lend("push"), push(pkt("hello\n"), nil), false},
 	}

@@ -407,17 +407,26 @@ func objectID(typ int, body []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// commitParents reads a commit's parent lines (its header, up to the
-// first empty line).
+// commitParents reads a commit's parents as git does (parse_commit_buffer):
+// the parent lines right after the tree line, the first line; a parent
+// line anywhere else is no parent to git (a header of its own, which
+// receive-pack keeps), so none to the proof either. A commit git could not
+// parse, or a parent line it would refuse, has none.
 func commitParents(body []byte) []string {
+	rest, ok := strings.CutPrefix(string(body), "tree ")
+	if !ok || len(rest) < 41 || !isHexID(rest[:40]) || rest[40] != '\n' {
+		return nil
+	}
+	rest = rest[41:]
 	var parents []string
-	for _, line := range strings.Split(string(body), "\n") {
-		if line == "" {
-			break
+	for strings.HasPrefix(rest, "parent ") {
+		line, more, ended := strings.Cut(rest, "\n")
+		p := strings.TrimPrefix(line, "parent ")
+		if !ended || !isHexID(p) {
+			return nil
 		}
-		if p, ok := strings.CutPrefix(line, "parent "); ok && isHexID(p) {
-			parents = append(parents, p)
-		}
+		parents = append(parents, p)
+		rest = more
 	}
 	return parents
 }
