@@ -14,7 +14,8 @@ import (
 // chunked behind Expect: 100-continue, and gzipped; a history replaced by
 // one commit whose parent line, after its author, git does not read as
 // its parent (made to look a fast-forward to the proxy); requests for
-// me/other through path tricks, an absolute-form target, HTTP/1.0; the
+// me/other through path tricks, an absolute-form target, HTTP/1.0; a
+// CONNECT to the host's address in place of its name; the
 // placeholder in headers other than Authorization; and, on one TLS
 // connection, requests pipelined after an allowed one (one for another
 // repository, one absolute-form, one naming another Host).
@@ -50,6 +51,8 @@ for p in "/me/repo.git/../other.git/$q" "/me/repo.git/%2e%2e/other.git/$q" "/me/
 done
 echo "absolute-form=$(code --request-target "$base/me/other.git/$q" "$url/$q")"
 echo "http1.0=$(code -0 "$base/me/other.git/$q")"
+hostport=${base#https://}
+echo "connect-ip=$(code -k --connect-to "$hostport:$2:${hostport#*:}" "$url/$q")"; curl -sS -k -o /dev/null --connect-to "$hostport:$2:${hostport#*:}" "$url/$q" 2>&1 | head -3
 echo "placeholder-in-headers=$(code -H "X-Token: $ph" -H "Cookie: t=$ph" -H "Proxy-Authorization: Basic $(printf 'me:%s' "$ph" | base64 -w0)" "$url/$q")"
 python3 - "$base" "$auth" <<'PY'
 import os, re, socket, ssl, sys, urllib.parse
@@ -121,7 +124,7 @@ func TestLendGitAttacks(t *testing.T) {
 	name := sessionName(t)
 	env := append(hostEnv, "MOSAIC_EGRESS_TEST_ROOTS="+roots)
 	r := mosaicWith(t, env, "", "run", "--name", name, "--network", "allow", "--allow-host", n+".0/24", "-w", workspace(t),
-		"--lend-git", url, "--", "bash", "-c", gitAttackScript, "bash", url)
+		"--lend-git", url, "--", "bash", "-c", gitAttackScript, "bash", url, n+".1")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -130,6 +133,11 @@ func TestLendGitAttacks(t *testing.T) {
 		if !strings.Contains(r.stdout, want+"\n") {
 			t.Errorf("want %s in:\n%s", want, r.stdout)
 		}
+	}
+	// A CONNECT to the host's address is refused (the proxy answers 403;
+	// were it tunneled, the server would see the placeholder, a 401).
+	if !strings.Contains(r.stdout, "connect-ip=") || strings.Contains(r.stdout, "connect-ip=200") {
+		t.Errorf("want connect-ip other than 200 in:\n%s", r.stdout)
 	}
 	if strings.Contains(r.stdout, "no-placeholder") || strings.Count(r.stdout, "path /") != 15 {
 		t.Errorf("the script did not try every path:\n%s", r.stdout)
