@@ -2,7 +2,9 @@ package egress
 
 import (
 	"bytes"
+	"compress/zlib"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net/http"
@@ -149,6 +151,30 @@ func TestFastForwardFromPack(t *testing.T) {
 	}
 	if _, err := packCommits([]byte("PACK\x00\x00\x00\x02\x00\x00\x00\x05garbage....................")); err == nil {
 		t.Fatal("a broken pack read")
+	}
+}
+
+// TestPackOfBombs: a pack of zlib bombs (objects of 64 MiB less a byte
+// of zeros, 64 KiB compressed each) is refused once what its objects
+// inflate to, together, passes the bound: before, packEntries inflated
+// each whole to find its end, and listed all 40 (2 s of CPU here; 500
+// fit in a 32 MiB push).
+func TestPackOfBombs(t *testing.T) {
+	var z bytes.Buffer
+	zw, _ := zlib.NewWriterLevel(&z, zlib.BestCompression)
+	zw.Write(make([]byte, maxPackInflated-1))
+	zw.Close()
+	const n = 40
+	var p bytes.Buffer
+	p.WriteString("PACK\x00\x00\x00\x02")
+	binary.Write(&p, binary.BigEndian, uint32(n))
+	for range n {
+		p.Write([]byte{objBlob<<4 | 0x80, 0x01}) // the size it declares is not read
+		p.Write(z.Bytes())
+	}
+	p.Write(make([]byte, 20))
+	if entries, err := packEntries(p.Bytes()); err == nil {
+		t.Fatalf("a pack of %d bombs listed: %d objects", n, len(entries))
 	}
 }
 
