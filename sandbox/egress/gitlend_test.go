@@ -178,6 +178,35 @@ func TestPackOfBombs(t *testing.T) {
 	}
 }
 
+// TestThinDeltaInflatedOnce: a thin pack's delta whose base is outside
+// it (40 MiB of inserted bytes, compressible) beside one object is read
+// within the bound: before, it was inflated in each round of packCommits,
+// the second time over the 64 MiB budget, and the push refused.
+func TestThinDeltaInflatedOnce(t *testing.T) {
+	delta := []byte{10, 0x80, 0x80, 0x80, 0x14} // from 10 bytes to 40 MiB
+	for n := 40 << 20; n > 0; n -= 100 {
+		delta = append(append(delta, 100), make([]byte, 100)...)
+	}
+	zipped := func(b []byte) []byte {
+		var z bytes.Buffer
+		zw := zlib.NewWriter(&z)
+		zw.Write(b)
+		zw.Close()
+		return z.Bytes()
+	}
+	var p bytes.Buffer
+	p.WriteString("PACK\x00\x00\x00\x02\x00\x00\x00\x02")
+	p.Write([]byte{objBlob<<4 | 1})
+	p.Write(zipped([]byte("a")))
+	p.Write([]byte{objRefDelta<<4 | 0x80, 0x01})
+	p.Write(bytes.Repeat([]byte{0xab}, 20)) // a base the pack does not hold
+	p.Write(zipped(delta))
+	p.Write(make([]byte, 20))
+	if _, err := packCommits(p.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestGitCheck: only smart HTTP for the lent repository passes, for the
 // operations lent; a push's deletion and non-fast-forward update are
 // refused without force, a new branch and a fast-forward pass, and the

@@ -211,11 +211,10 @@ func (p *packReader) resolve(i, depth int) (int, []byte, error) {
 		return 0, nil, errors.New("a delta chain too long")
 	}
 	e := p.entries[i]
-	data, err := p.inflate(e.data)
-	if err != nil {
-		return 0, nil, err
-	}
-	var base int
+	// A delta's base first: one outside the pack is known before anything
+	// is inflated (a thin pack's delta was inflated again each round, its
+	// size taken from the budget each time, until a big push was refused).
+	base, typ := -1, e.typ
 	switch e.typ {
 	case objOfsDelta:
 		j, ok := p.byOff[e.baseOff]
@@ -229,12 +228,20 @@ func (p *packReader) resolve(i, depth int) (int, []byte, error) {
 			return 0, nil, errOutside
 		}
 		base = j
-	default:
-		return e.typ, data, nil
 	}
-	typ, src, err := p.resolve(base, depth+1)
+	var src []byte
+	if base >= 0 {
+		var err error
+		if typ, src, err = p.resolve(base, depth+1); err != nil {
+			return 0, nil, err
+		}
+	}
+	data, err := p.inflate(e.data)
 	if err != nil {
 		return 0, nil, err
+	}
+	if base < 0 {
+		return typ, data, nil
 	}
 	out, err := applyDelta(src, data, p.budget)
 	if err != nil {
