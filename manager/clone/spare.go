@@ -168,15 +168,19 @@ func RemoveSpares(stateRoot string, maxAge time.Duration) int {
 // resetSpare makes a spare just taken (TakeSpare, now at c.Dir) the copy
 // Make would have cloned: it borrows the user's objects by their path
 // now, and its refs are the repository's of this moment (its branches as
-// origin's, its tags); its HEAD is detached, so that Make's checkout of
-// the base writes only what differs from the spare's commit.
+// origin's, its tags). Its HEAD is detached (MakeSpare checked it out so),
+// so every branch may go, and Make's checkout of the base writes only
+// what differs from the spare's commit.
 func resetSpare(ctx context.Context, ws string, c units.Clone) error {
 	alt := filepath.Join(c.Dir, ".git", "objects", "info", "alternates")
 	if err := os.WriteFile(alt, []byte(c.Objects+"\n"), 0o600); err != nil {
 		return err
 	}
-	if _, err := git(ctx, c.Dir, nil, "checkout", "-q", "--detach"); err != nil {
-		return err
+	// Its commit must be in the user's objects: git's checkout from a
+	// HEAD it cannot read keeps the files of the index it has (a
+	// repository made anew at the same path), where the base has none.
+	if _, err := git(ctx, c.Dir, nil, "rev-parse", "-q", "--verify", "HEAD^{commit}"); err != nil {
+		return fmt.Errorf("the spare's commit is not in %s: %w", c.Objects, err)
 	}
 	theirs, err := git(ctx, ws, nil, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
 	if err != nil {

@@ -3,6 +3,7 @@ package clone
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -168,7 +169,9 @@ func TestSpareOfAnotherHistoryFails(t *testing.T) {
 	os.RemoveAll(old)
 	objects := filepath.Join(ws, ".git", "objects")
 	if _, err := Make(context.Background(), ws, units.Clone{Dir: dir, Objects: objects}, true); err == nil {
-		t.Fatal("a spare of another history was brought to the base")
+		out, _ := exec.Command("ls", "-a", dir).CombinedOutput()
+		st, _ := exec.Command("git", "-C", dir, "-c", "core.quotepath=false", "status", "--porcelain").CombinedOutput()
+		t.Fatalf("a spare of another history was brought to the base: %s\n%s", out, st)
 	}
 	if _, err := os.Lstat(dir); err == nil {
 		t.Error("the failed spare is left where the copy goes")

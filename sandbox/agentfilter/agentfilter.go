@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -235,7 +236,10 @@ type sshsigBlob struct {
 	Hash      []byte
 }
 
-// checkSSHSIG lets a signing-only key sign SSHSIG data only.
+// checkSSHSIG lets a signing-only key sign SSHSIG data in git's namespace
+// only: what git signs commits and tags with, not a file or anything else
+// a verifier of the user's signatures would take for theirs
+// (ssh-keygen -Y sign -n file).
 func (c *Conn) checkSSHSIG(fp string, data []byte) (Use, error) {
 	u := Use{Fingerprint: fp, Op: "sign"}
 	if !bytes.HasPrefix(data, []byte(sshsigMagic)) {
@@ -244,6 +248,9 @@ func (c *Conn) checkSSHSIG(fp string, data []byte) (Use, error) {
 	var b sshsigBlob
 	if err := ssh.Unmarshal(data[len(sshsigMagic):], &b); err != nil {
 		return u, c.refuse(u, "malformed SSHSIG data")
+	}
+	if b.Namespace != "git" {
+		return u, c.refuse(u, "the key is lent to sign git's commits and tags (SSHSIG namespace git), and this is namespace "+strconv.Quote(b.Namespace))
 	}
 	if b.HashAlg != "sha256" && b.HashAlg != "sha512" {
 		return u, c.refuse(u, "SSHSIG hash algorithm "+b.HashAlg+" is not sha256 or sha512")

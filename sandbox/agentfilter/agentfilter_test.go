@@ -198,6 +198,11 @@ func TestAttacksRefused(t *testing.T) {
 			_, err := a.Sign(r.signer.PublicKey(), sshsig("x"))
 			return err
 		}},
+		{"signing key signs a file (SSHSIG namespace file, not git)", func(r *rig, a agent.ExtendedAgent) error {
+			h := sha512.Sum512([]byte("release.tar.gz"))
+			_, err := a.Sign(r.signer.PublicKey(), append([]byte(sshsigMagic), ssh.Marshal(sshsigBlob{Namespace: "file", HashAlg: "sha512", Hash: h[:]})...))
+			return err
+		}},
 		{"login through a forwarded agent", func(r *rig, a agent.ExtendedAgent) error {
 			if _, err := a.Extension("session-bind@openssh.com", bindMsg(t, r.hostA, r.hostA, sid, true)); err != nil && err != agent.ErrExtensionUnsupported {
 				return err

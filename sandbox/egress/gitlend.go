@@ -180,9 +180,12 @@ func (in *Injector) gitCheck(r *http.Request, hp string) gitRequest {
 	return gitRequest{path: raw, why: "not a repository lent to the session on this host"}
 }
 
-// pullsCheck classifies a request to GitHub's API: a GET or POST of a
-// lent repository's pull requests (/repos/OWNER/REPO/pulls[/...]) passes
-// where pr is lent; anything else of the API is refused.
+// pullsCheck classifies a request to GitHub's API: where pr is lent, a
+// GET of a lent repository's pull requests (/repos/OWNER/REPO/pulls[/...])
+// and a POST that makes one (/repos/OWNER/REPO/pulls) pass; anything else
+// of the API is refused, a POST below a pull request too (a review that
+// approves it, which can merge it, or an edit: GitHub takes POST for
+// PATCH).
 func (in *Injector) pullsCheck(r *http.Request, raw string) gitRequest {
 	for i := range in.git[GitHubAPI] {
 		l := &in.git[GitHubAPI][i]
@@ -190,8 +193,8 @@ func (in *Injector) pullsCheck(r *http.Request, raw string) gitRequest {
 		if !ok || rest != "" && !strings.HasPrefix(rest, "/") {
 			continue
 		}
-		if r.Method != "GET" && r.Method != "POST" {
-			return gitRequest{lend: l, op: "pr", path: raw, why: r.Method + " of a pull request (GET and POST are lent)"}
+		if r.Method != "GET" && (r.Method != "POST" || rest != "") {
+			return gitRequest{lend: l, op: "pr", path: raw, why: r.Method + " of " + printable(raw) + " (pr lends reading pull requests and making one)"}
 		}
 		if !l.may("pr") {
 			return gitRequest{lend: l, op: "pr", why: "pr is not lent for " + l.Repo}
@@ -230,6 +233,12 @@ func checkPush(r *http.Request) (refs, why string) {
 	var updates []refUpdate
 	for _, c := range cmds {
 		list = append(list, c.kind()+" "+c.Ref)
+		if !strings.HasPrefix(c.Ref, "refs/heads/") && !strings.HasPrefix(c.Ref, "refs/tags/") {
+			// refs/replace/ would have the server's git show another
+			// history for a commit; refs/notes/ and the like are no push
+			// of a branch either.
+			return strings.Join(list, ", "), "writes " + printable(c.Ref) + ", not a branch or a tag (force is not lent)"
+		}
 		switch c.kind() {
 		case "delete":
 			return strings.Join(list, ", "), "deletes " + printable(c.Ref) + " (force is not lent)"

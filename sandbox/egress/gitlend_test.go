@@ -272,6 +272,10 @@ func TestGitCheck(t *testing.T) {
 		{"a parent line with a space after the ID", lend("push"), push(pkt(ahead+" "+spaced+" refs/heads/main\x00report-status\n"), r.packOf(spaced, tree)), false},
 		{"deletion, force lent", lend("push", "force"), push(pkt(ahead+" "+zeroID+" refs/heads/main\x00report-status\n"), nil), true},
 		{"not commands", lend("push"), push(pkt("hello\n"), nil), false},
+		// A replace ref makes the server's git show another history for
+		// a commit; only branches and tags are a push.
+		{"a replace ref", lend("push"), push(pkt(zeroID+" "+ahead+" refs/replace/"+base+"\x00report-status\n"), ffPack), false},
+		{"a new tag", lend("push"), push(pkt(zeroID+" "+ahead+" refs/tags/v1\x00report-status\n"), ffPack), true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -312,6 +316,11 @@ func TestPullsCheck(t *testing.T) {
 		{"GET", "/repos/me/repo/pulls/12", true},
 		{"GET", "/repos/me/repo/pulls/12/comments", true},
 		{"PATCH", "/repos/me/repo/pulls/12", false},
+		// A review that approves (which can merge through auto-merge),
+		// and an edit spelled POST (GitHub takes POST for PATCH).
+		{"POST", "/repos/me/repo/pulls/12/reviews", false},
+		{"POST", "/repos/me/repo/pulls/12", false},
+		{"POST", "/repos/me/repo/pulls/12/merge", false},
 		{"DELETE", "/repos/me/repo", false},
 		{"GET", "/repos/me/repo/pullsx", false},
 		{"POST", "/repos/me/other/pulls", false},
