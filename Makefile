@@ -71,7 +71,7 @@ test: vet
 	@if [ "$$(id -u)" = 0 ]; then contrib/agents.sh test; else echo "make test: the real agents' test (contrib/agents.sh test) needs root"; fi
 
 demo: build
-	@[ "$$(id -u)" != 0 ] || contrib/install-deps.sh
+	@[ "$$(id -u)" != 0 ] || contrib/install-deps.sh demo
 	contrib/with-user-manager.sh contrib/demo.sh
 
 bench: build

@@ -9,19 +9,25 @@
 # systemd-journal-remote (the audit shipping test's journal-upload and
 # journal-remote on loopback; nothing installed is started). It changes nothing when all are there; as another user it only
 # says what is missing.
-# `make demo`, `make test` and .ci/run call it.
+#
+#   contrib/install-deps.sh        # what the tests need (make test, .ci/run)
+#   contrib/install-deps.sh demo   # what a session needs, and the rig for one (make demo): bubblewrap,
+#                                  # dbus, systemd, util-linux and git (clone mode's copy) only
 set -euo pipefail
 
+set_=${1:-test}
+case "$set_" in demo | test) ;; *) echo "usage: contrib/install-deps.sh [demo|test]" >&2; exit 2 ;; esac
 need=()
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
 { [ -x /lib/systemd/systemd ] && [ -x /lib/systemd/systemd-journald ]; } || need+=(systemd)
 { command -v setpriv >/dev/null && command -v unshare >/dev/null; } || need+=(util-linux)
+# Clone mode (the default) copies a workspace with git.
+command -v git >/dev/null || need+=(git)
+if [ "$set_" = test ]; then
 command -v ip >/dev/null || need+=(iproute2)
 command -v socat >/dev/null || need+=(socat)
 command -v python3 >/dev/null || need+=(python3)
-# The host-executed files' tests run the host's git (hooks, fsmonitor, submodules).
-command -v git >/dev/null || need+=(git)
 # The systemd 257 rig's root (contrib/rig-root.sh, cached in /var/cache/mosaic).
 command -v debootstrap >/dev/null || need+=(debootstrap)
 # The real agent CLIs come from npm (contrib/agents.sh); the egress tests
@@ -34,6 +40,7 @@ command -v ssh >/dev/null || need+=(openssh-client)
 # A test only: the audit's shipping test runs a real systemd-journal-upload
 # sending to a real systemd-journal-remote on loopback.
 { [ -x /lib/systemd/systemd-journal-remote ] && [ -x /lib/systemd/systemd-journal-upload ]; } || need+=(systemd-journal-remote)
+fi
 [ ${#need[@]} -gt 0 ] || exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "install-deps: missing ${need[*]}: sudo apt-get install ${need[*]}" >&2
