@@ -167,6 +167,17 @@ func (m *Manager) runHeld(ctx context.Context, spec units.Spec, sb *held, signal
 
 	waitErr := relayUntilExit(sb, signals)
 	mark(ctx, "session ended")
+	var egressRecord *egress.Record
+	if spec.Network == sandbox.NetworkAllow {
+		// The proxy writes its last record as systemd stops it, once the
+		// scope has ended: read before an unnamed run's state goes, for
+		// the run's end lines (what was refused), as a service's run does.
+		m.awaitScopeEnd(ctx, spec, w)
+		if r, ok := egress.WaitRecord(egress.RecordDir(spec.StateDir), egressRecordWait); ok {
+			egressRecord = &r
+		}
+		mark(ctx, "egress record read")
+	}
 	// Nothing of the session is left (its PID namespace ended with the
 	// init): an unnamed run's state goes while systemd reports the end and
 	// the workspace is looked at (scopeEnded).
@@ -174,7 +185,9 @@ func (m *Manager) runHeld(ctx context.Context, spec units.Spec, sb *held, signal
 	defer func() { <-removed }()
 	m.awaitScopeEnd(ctx, spec, w)
 	mark(ctx, "scope ended")
-	return scopeEnded(spec, w, sb.cmd, waitErr, began)
+	s, err := scopeEnded(spec, w, sb.cmd, waitErr, began)
+	s.EgressRecord = egressRecord
+	return s, err
 }
 
 // letRun lets the held init in its scope run, unless the start is given

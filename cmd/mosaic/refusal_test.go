@@ -40,21 +40,25 @@ func TestRefusalSaysTheGrant(t *testing.T) {
 // nothing of it. Checked against a build whose run printed no refusals.
 func TestRunEndsWithRefusals(t *testing.T) {
 	needTestNet(t)
-	name := sessionName(t)
-	r := mosaic(t, "run", "--name", name, "--workspace", workspace(t), "--allow-host", "testhost.mosaic.test", "--",
-		"bash", "-c", connectScript+"exit 3", "bash", "otherhost.mosaic.test:443", "otherhost.mosaic.test:8443", "otherhost.mosaic.test:443")
-	if r.code != 3 {
-		t.Errorf("exit %d, want the command's 3\n%s", r.code, r.stderr)
-	}
-	for _, want := range []string{
-		"mosaic: session " + name + ": refused otherhost.mosaic.test:443 twice: not on the list; to allow it: --allow-host otherhost.mosaic.test (while it runs: mosaic allow " + name + " otherhost.mosaic.test)\n",
-		"mosaic: session " + name + ": refused otherhost.mosaic.test:8443 once: not on the list; to allow it: --allow-host otherhost.mosaic.test:8443 (while it runs: mosaic allow " + name + " otherhost.mosaic.test:8443)\n",
-	} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("the run's end lacks %q:\n%s", want, r.stderr)
+	for _, mode := range [][]string{nil, {"--scope"}} {
+		name := sessionName(t)
+		argv := append(append([]string{"run"}, mode...), "--name", name, "--workspace", workspace(t), "--allow-host", "testhost.mosaic.test", "--",
+			"bash", "-c", connectScript+"exit 3", "bash", "otherhost.mosaic.test:443", "otherhost.mosaic.test:8443", "otherhost.mosaic.test:443")
+		r := mosaic(t, argv...)
+		if r.code != 3 {
+			t.Errorf("%v: exit %d, want the command's 3\n%s", mode, r.code, r.stderr)
 		}
+		for _, want := range []string{
+			"mosaic: session " + name + ": refused otherhost.mosaic.test:443 twice: not on the list; to allow it: --allow-host otherhost.mosaic.test (while it runs: mosaic allow " + name + " otherhost.mosaic.test)\n",
+			"mosaic: session " + name + ": refused otherhost.mosaic.test:8443 once: not on the list; to allow it: --allow-host otherhost.mosaic.test:8443 (while it runs: mosaic allow " + name + " otherhost.mosaic.test:8443)\n",
+		} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("%v: the run's end lacks %q:\n%s", mode, want, r.stderr)
+			}
+		}
+		mosaic(t, "rm", "--force", name)
 	}
-	r = mosaic(t, "run", "--workspace", workspace(t), "--allow-host", "testhost.mosaic.test", "--", "true")
+	r := mosaic(t, "run", "--workspace", workspace(t), "--allow-host", "testhost.mosaic.test", "--", "true")
 	if r.code != 0 || strings.Contains(r.stderr, "refused") {
 		t.Errorf("a run refused nothing: exit %d\n%s", r.code, r.stderr)
 	}
