@@ -7,15 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
 	"mosaic/manager"
 	"mosaic/manager/request"
+	"mosaic/manager/session"
+	"mosaic/sandbox/egress"
 	"mosaic/sandbox/ptyhold"
 	"mosaic/units"
 	"mosaic/units/errcode"
@@ -89,12 +93,19 @@ func attachCommand(out *output) *cli.Command {
 				if err != nil {
 					return errcode.NoTerminal.New("cannot attach to session %s: %v", name, err)
 				}
-				detached := relayAttached(a, os.Stdin, os.Stdout)
+				dir := paths.SessionDir(name)
+				before := refusalCounts(session.EgressRecordOf(dir))
+				alerts, stopWatch := watchRefusals(dir, before)
+				detached := relayAttached(a, os.Stdin, os.Stdout, alerts)
+				stopWatch()
 				a.Close()
 				if !detached {
 					_ = m.WaitEnded(ctx, name)
 				}
 				s, _ = m.Status(ctx, name)
+				if !out.json {
+					printRefusals(out.stderr, manager.Session{Name: name, EgressRecord: refusedSince(before, session.EgressRecordOf(dir))}, out.safe)
+				}
 				if out.json {
 					enc := json.NewEncoder(out.stderr) // stdout was the session's
 					enc.SetIndent("", "  ")
@@ -118,7 +129,7 @@ func attachCommand(out *output) *cli.Command {
 // once and on every SIGWINCH, keys until the detach keys. It returns true
 // when the user detached, false when the session's side of the terminal
 // is gone (it ended) or mosaic got SIGTERM or SIGHUP.
-func relayAttached(a *ptyhold.Attachment, in, out *os.File) (detached bool) {
+func relayAttached(a *ptyhold.Attachment, in, out *os.File, alerts <-chan struct{}) (detached bool) {
 	var saved *unix.Termios
 	if foreground(in) {
 		if tio, err := unix.IoctlGetTermios(int(in.Fd()), unix.TCGETS); err == nil {
@@ -167,6 +178,8 @@ func relayAttached(a *ptyhold.Attachment, in, out *os.File) (detached bool) {
 		case <-keys:
 			leaveNarrower(a.Master)
 			return true
+		case <-alerts:
+			screen.Bell()
 		case sig := <-sigs:
 			if sig == unix.SIGWINCH {
 				resize()
@@ -250,4 +263,72 @@ func copyUntilDetach(dst io.Writer, in io.Reader) {
 			return
 		}
 	}
+}
+
+// A refusal the session's egress proxy makes while the user is attached
+// is shown without breaking the session's screen: the terminal's bell
+// rings (between the session's own characters and sequences), and the
+// refusals, with the command that grants each, are printed once the user
+// detaches or the session ends. The proxy's record (written every 2 s
+// while it changes) is read each second.
+
+// refusalCounts is how often each target was refused, by a record.
+func refusalCounts(r *egress.Record) map[string]int {
+	seen := map[string]int{}
+	if r != nil {
+		for _, ref := range r.Refused {
+			seen[ref.Target] = ref.Count
+		}
+	}
+	return seen
+}
+
+// refusedSince is r's refusals past the counts in before, as a record of
+// them alone (nil when there are none).
+func refusedSince(before map[string]int, r *egress.Record) *egress.Record {
+	if r == nil {
+		return nil
+	}
+	var since egress.Record
+	for _, ref := range r.Refused {
+		if n := ref.Count - before[ref.Target]; n > 0 {
+			ref.Count = n
+			since.Refused = append(since.Refused, ref)
+		}
+	}
+	if len(since.Refused) == 0 {
+		return nil
+	}
+	return &since
+}
+
+// watchRefusals reads the egress record of the session whose state
+// directory is dir each second, and sends on the returned channel when a
+// target was refused again since the last read; stop ends it.
+func watchRefusals(dir string, before map[string]int) (alerts <-chan struct{}, stop func()) {
+	ch, quit := make(chan struct{}, 1), make(chan struct{})
+	last := maps.Clone(before)
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			now := refusalCounts(session.EgressRecordOf(dir))
+			for target, n := range now {
+				if n > last[target] {
+					select {
+					case ch <- struct{}{}:
+					default:
+					}
+					break
+				}
+			}
+			last = now
+		}
+	}()
+	return ch, func() { close(quit) }
 }

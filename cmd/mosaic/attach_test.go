@@ -185,3 +185,29 @@ func TestAttachCurses(t *testing.T) {
 		t.Errorf("q in the attached curses program: exit %d\n%s", code, b.output())
 	}
 }
+
+// TestAttachShowsRefusals (issue 39): a refusal the session's egress proxy
+// makes while the user is attached rings the terminal's bell (a BEL of
+// mosaic's own: the session's screen is not drawn over), and the detach
+// names it with the command that grants it. Before: nothing until a
+// status (the attached terminal showed neither).
+func TestAttachShowsRefusals(t *testing.T) {
+	needTestNet(t)
+	name := sessionName(t)
+	mustMosaic(t, "start", "--pty", "--name", name, "-w", workspace(t), "--", "bash", "-c",
+		`echo ready-for-attach; read go; `+connectScript+` echo connect-tried; exec sleep 300`, "bash", "otherhost.mosaic.test:443")
+	defer mosaic(t, "stop", name)
+	a := startOnPTY(t, 24, 80, "attach", name)
+	a.waitFor("ready-for-attach")
+	a.typeKeys("go\r")
+	a.waitFor("connect-tried")
+	eventually(t, 10*time.Second, "the bell for the refusal", func() bool { return strings.Contains(a.output(), "\a") })
+	a.typeKeys("\x10\x11")
+	if code := a.wait(); code != 0 {
+		t.Fatalf("detach: exit %d:\n%s", code, a.output())
+	}
+	want := "refused otherhost.mosaic.test:443 once: not on the list; to allow it: --allow-host otherhost.mosaic.test (while it runs: mosaic allow " + name + " otherhost.mosaic.test)"
+	if !strings.Contains(a.output(), want) {
+		t.Errorf("the detach does not name the refusal made while attached (%q):\n%s", want, a.output())
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -46,6 +47,8 @@ import (
 // bytes that are not UTF-8 become U+FFFD, so that no byte reaches the
 // terminal that it could read as a control this filter did not.
 type Filter struct {
+	mu    sync.Mutex // Write and Bell may come from two goroutines
+	bell  bool       // a Bell waits for the end of a sequence
 	w     io.Writer
 	state int
 	seq   []byte // the sequence read so far (ESC ... ), at most maxSeq
@@ -76,6 +79,8 @@ func NewFilter(w io.Writer) *Filter {
 
 // Write filters p; a sequence it ends within waits for the next Write.
 func (f *Filter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if weakened {
 		return f.w.Write(p)
 	}
@@ -96,12 +101,29 @@ func (f *Filter) Write(p []byte) (int, error) {
 		}
 		f.byte(p[i])
 	}
+	if f.bell && f.state == ground && len(f.utf) == 0 {
+		f.out, f.bell = append(f.out, 7), false
+	}
 	if len(f.out) > 0 {
 		if _, err := f.w.Write(f.out); err != nil {
 			return 0, err
 		}
 	}
 	return len(p), nil
+}
+
+// Bell rings the terminal's bell (BEL) of mosaic's own, between two of
+// the stream's characters or sequences: at once when the stream is there,
+// else at the end of the Write that gets it there. A BEL moves nothing on
+// the screen, so a full-screen program's drawing is not broken by it.
+func (f *Filter) Bell() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.state != ground || len(f.utf) > 0 {
+		f.bell = true
+		return
+	}
+	_, _ = f.w.Write([]byte{7})
 }
 
 // byte takes one byte of the stream.

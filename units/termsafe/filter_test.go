@@ -123,3 +123,22 @@ func BenchmarkFilter(b *testing.B) {
 		f.Write(chunk)
 	}
 }
+
+// TestBellBetweenSequences: mosaic's bell goes out at once between the
+// stream's characters, and waits for a sequence split across writes to
+// end (a BEL inside a CSI would end or break it).
+func TestBellBetweenSequences(t *testing.T) {
+	var b strings.Builder
+	f := NewFilter(&b)
+	f.Write([]byte("ab"))
+	f.Bell()
+	f.Write([]byte("\x1b[3"))
+	f.Bell()
+	if got := b.String(); got != "ab\a" {
+		t.Fatalf("after a bell inside a sequence: %q, want it held", got)
+	}
+	f.Write([]byte("1mc"))
+	if got := b.String(); got != "ab\a\x1b[31mc\a" {
+		t.Fatalf("%q, want the held bell after the sequence", got)
+	}
+}
