@@ -103,12 +103,7 @@ func TestLendGitAttacks(t *testing.T) {
 	token := "ghp_" + strings.Repeat(randomHex(), 5)
 	srv := startGitServer(t, n, cert, "me", token)
 	url := srv.base + "/me/repo.git"
-	cfg := filepath.Join(dir, "config")
-	must(t, os.MkdirAll(filepath.Join(cfg, "git"), 0o700))
-	store := filepath.Join(dir, "store")
-	must(t, os.WriteFile(store, []byte("https://me:"+token+"@"+strings.TrimPrefix(srv.base, "https://")+"\n"), 0o600))
-	must(t, os.WriteFile(filepath.Join(cfg, "git", "config"), []byte("[credential]\n\thelper = store --file="+store+"\n"), 0o600))
-	hostEnv := []string{"XDG_CONFIG_HOME=" + cfg, "GIT_SSL_CAINFO=" + roots}
+	hostEnv := credentialStore(t, dir, srv.base, token, roots)
 	work := t.TempDir()
 	gitEnvOn(t, work, hostEnv, "clone", "-q", url, "c")
 	c := filepath.Join(work, "c")

@@ -147,12 +147,7 @@ func TestLendGit(t *testing.T) {
 	srv := startGitServer(t, n, cert, "me", token)
 	url, other := srv.base+"/me/repo.git", srv.base+"/me/other.git"
 	// The user's own credential helper (git's store) knows the token.
-	cfg := filepath.Join(dir, "config")
-	must(t, os.MkdirAll(filepath.Join(cfg, "git"), 0o700))
-	store := filepath.Join(dir, "store")
-	must(t, os.WriteFile(store, []byte("https://me:"+token+"@"+strings.TrimPrefix(srv.base, "https://")+"\n"), 0o600))
-	must(t, os.WriteFile(filepath.Join(cfg, "git", "config"), []byte("[credential]\n\thelper = store --file="+store+"\n"), 0o600))
-	hostEnv := []string{"XDG_CONFIG_HOME=" + cfg, "GIT_SSL_CAINFO=" + roots}
+	hostEnv := credentialStore(t, dir, srv.base, token, roots)
 
 	// Unfiltered, from the host with the real token: the server takes a
 	// force-push, a deletion and a push to the other repository.
@@ -259,4 +254,17 @@ func TestLendGitBadInput(t *testing.T) {
 			t.Errorf("%v: session %s exists", c.args, name)
 		}
 	}
+}
+
+// credentialStore makes, in dir, the user's own git configuration whose
+// credential helper (git's store) answers token as "me" for base, and
+// returns the environment a host git reads it with (roots: the server's CA).
+func credentialStore(t *testing.T, dir, base, token, roots string) []string {
+	t.Helper()
+	cfg := filepath.Join(dir, "config")
+	must(t, os.MkdirAll(filepath.Join(cfg, "git"), 0o700))
+	store := filepath.Join(dir, "store")
+	must(t, os.WriteFile(store, []byte("https://me:"+token+"@"+strings.TrimPrefix(base, "https://")+"\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(cfg, "git", "config"), []byte("[credential]\n\thelper = store --file="+store+"\n"), 0o600))
+	return []string{"XDG_CONFIG_HOME=" + cfg, "GIT_SSL_CAINFO=" + roots}
 }
