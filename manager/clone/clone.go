@@ -127,10 +127,12 @@ func Make(ctx context.Context, ws string, c units.Clone, spare bool) (units.Clon
 	if _, err := git(ctx, c.Dir, nil, checkout...); err != nil {
 		return fail(err)
 	}
-	if _, err := git(ctx, c.Dir, nil, "config", "gc.auto", "0"); err != nil {
+	// gc.auto 0 (no gc of the copy in the session's git), written
+	// without starting a git for it: the copy's config is clone's.
+	if err := appendFile(filepath.Join(gitDir, "config"), "[gc]\n\tauto = 0\n"); err != nil {
 		return fail(err)
 	}
-	if err := os.Mkdir(filepath.Join(gitDir, units.ObjectsMount), 0o700); err != nil {
+	if err := os.Mkdir(filepath.Join(gitDir, units.ObjectsMount), 0o700); err != nil && !(spare && os.IsExist(err)) {
 		return fail(err)
 	}
 	alt := filepath.Join(gitDir, "objects", "info", "alternates")
@@ -174,4 +176,17 @@ func snapshot(ctx context.Context, ws, gitDir, parent, objects string) (string, 
 		who = nil
 	}
 	return git(ctx, ws, append(env, who...), "commit-tree", tree, "-p", parent, "-m", "Your uncommitted changes at the start of a mosaic session (yours, not the agent's)")
+}
+
+// appendFile appends text to the file at path, which must exist.
+func appendFile(path, text string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
