@@ -73,46 +73,70 @@ func (b *bench) cloneMode(ctx context.Context, r *Report, only int) error {
 		i := 0
 		// A clone start is measured cold (no spare copy: the first session
 		// of a repository) and warm (the spare the session before left
-		// made, which the start takes and resets to its base).
-		start := func(mode string) func() error {
-			return func() error {
+		// made, which the start takes and resets to its base). Only the
+		// start is timed: the session's stop and the copy's removal after
+		// it are not.
+		start := func(mode string) func() (time.Duration, error) {
+			return func() (time.Duration, error) {
 				i++
 				name := fmt.Sprintf("bench-clone-%d-%d", sz.files, i)
 				argv := []string{b.mosaic, "start", "--name", name, "-w", repo}
 				switch mode {
 				case "cold":
 					if err := noSpare(); err != nil {
-						return err
+						return 0, err
 					}
 					argv = append(argv, "--clone")
 				case "warm":
 					if err := spareOf(repo); err != nil {
-						return err
+						return 0, err
 					}
 					argv = append(argv, "--clone")
 				default:
 					argv = append(argv, "--direct")
 				}
+				t := time.Now()
 				err := runCmd(append(argv, "--", "sleep", "600"))
+				d := time.Since(t)
 				exec.Command("systemctl", "--user", "kill", "--signal=SIGKILL", "mosaic-"+name+".service").Run()
 				b.m.WaitEnded(ctx, name)
 				exec.Command(b.mosaic, "discard", name).Run()
 				exec.Command(b.mosaic, "rm", "--force", name).Run()
-				return err
+				return d, err
 			}
 		}
+		starts := func(name, command, mode string) (Stat, error) {
+			f := start(mode)
+			var ds []float64
+			for k := 0; k < n+min(n-1, 1); k++ { // a warm-up first when there are several
+				d, err := f()
+				if err != nil {
+					return Stat{Name: name, Command: command}, err
+				}
+				if k > 0 || n == 1 {
+					ds = append(ds, ms(d))
+				}
+			}
+			return summarise(name, command, ds), nil
+		}
 		progress("clone mode, %s: starts", label)
+		for _, m := range []struct{ name, cmd, mode string }{
+			{"direct start, " + label, "mosaic start --direct -w REPO -- sleep 600", "direct"},
+			{"clone start, cold, " + label, "mosaic start -w REPO -- sleep 600 (no spare copy)", "cold"},
+			{"clone start, warm, " + label, "mosaic start -w REPO -- sleep 600 (a spare copy taken)", "warm"},
+		} {
+			s, err := starts(m.name, m.cmd, m.mode)
+			if err != nil {
+				return err
+			}
+			r.Clone = append(r.Clone, s)
+		}
 		for _, m := range []struct {
-			name  string
-			cmd   string
-			f     func() error
-			alone bool
+			name, cmd string
+			f         func() error
 		}{
-			{"direct start, " + label, "mosaic start --direct -w REPO -- sleep 600", start("direct"), false},
-			{"clone start, cold, " + label, "mosaic start -w REPO -- sleep 600 (no spare copy)", start("cold"), false},
-			{"clone start, warm, " + label, "mosaic start -w REPO -- sleep 600 (a spare copy taken)", start("warm"), false},
-			{"by hand: git clone --shared + checkout, " + label, "git clone -q --shared REPO COPY", byHand(repo, "clone"), true},
-			{"by hand: git worktree add, " + label, "git worktree add -q --detach COPY", byHand(repo, "worktree"), true},
+			{"by hand: git clone --shared + checkout, " + label, "git clone -q --shared REPO COPY", byHand(repo, "clone")},
+			{"by hand: git worktree add, " + label, "git worktree add -q --detach COPY", byHand(repo, "worktree")},
 		} {
 			s, err := measureN(m.name, m.cmd, n, n > 1, m.f)
 			if err != nil {
