@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -221,5 +222,103 @@ func TestGCLeavesASpareInUse(t *testing.T) {
 	os.Chtimes(left, old, old)
 	if n := RemoveSpares(root, time.Hour); n != 1 {
 		t.Errorf("a killed making's leftover: removed %d", n)
+	}
+}
+
+// TestSpareFlows: in each kind of workspace a user has (a linked
+// worktree on its own branch, a detached HEAD, --base, a branch made an
+// orphan since the spare, a repository whose HEAD moved to another
+// branch), a spare taken gives the copy a cold Make gives: the same tree,
+// branch (or detached HEAD), files and a clean status.
+func TestSpareFlows(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, ws string) (string, units.Clone) // the workspace, the clone's Ref
+		after func(t *testing.T, ws string)                       // what the user does once the spare is made
+	}{
+		{"worktree", func(t *testing.T, ws string) (string, units.Clone) {
+			wt := filepath.Join(t.TempDir(), "wt")
+			run(t, ws, "worktree", "add", "-q", "-b", "side", wt)
+			os.WriteFile(filepath.Join(wt, "side.txt"), []byte("side\n"), 0o644)
+			run(t, wt, "add", "-A")
+			run(t, wt, "commit", "-qm", "side")
+			return wt, units.Clone{}
+		}, func(t *testing.T, wt string) {
+			os.WriteFile(filepath.Join(wt, "side.txt"), []byte("side two\n"), 0o644)
+		}},
+		{"detached", func(t *testing.T, ws string) (string, units.Clone) {
+			run(t, ws, "checkout", "-q", "--detach", "HEAD")
+			return ws, units.Clone{}
+		}, func(t *testing.T, ws string) {}},
+		{"base", func(t *testing.T, ws string) (string, units.Clone) {
+			return ws, units.Clone{Ref: "HEAD~1"}
+		}, func(t *testing.T, ws string) {}},
+		{"orphan since", func(t *testing.T, ws string) (string, units.Clone) {
+			return ws, units.Clone{}
+		}, func(t *testing.T, ws string) {
+			run(t, ws, "checkout", "-q", "--orphan", "fresh")
+			run(t, ws, "rm", "-rq", "--cached", ".")
+			os.WriteFile(filepath.Join(ws, "only.txt"), []byte("only\n"), 0o644)
+		}},
+		{"other branch since", func(t *testing.T, ws string) (string, units.Clone) {
+			run(t, ws, "stash", "-q", "-u")
+			run(t, ws, "checkout", "-q", "-b", "other")
+			os.WriteFile(filepath.Join(ws, "o.txt"), []byte("other\n"), 0o644)
+			run(t, ws, "add", "-A")
+			run(t, ws, "commit", "-qm", "other")
+			run(t, ws, "checkout", "-q", "-")
+			return ws, units.Clone{}
+		}, func(t *testing.T, ws string) {
+			run(t, ws, "checkout", "-q", "other")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo := userRepo(t)
+			run(t, repo, "add", "-A")
+			run(t, repo, "commit", "-qm", "two")
+			ws, c := tc.setup(t, repo)
+			objects := filepath.Join(repo, ".git", "objects")
+			root := t.TempDir()
+			if err := MakeSpare(context.Background(), root, ws, objects); err != nil || !HasSpare(root, ws) {
+				t.Fatalf("no spare: %v", err)
+			}
+			tc.after(t, ws)
+			c.Objects = objects
+			warm, cold := c, c
+			warm.Dir, cold.Dir = filepath.Join(t.TempDir(), "clone"), filepath.Join(t.TempDir(), "cold")
+			if !TakeSpare(root, ws, dirID(t, ws), objects, warm.Dir) {
+				t.Fatal("the spare was not taken")
+			}
+			w, err := Make(context.Background(), ws, warm, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := Make(context.Background(), ws, cold, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.Base != k.Base || w.Parent != k.Parent {
+				t.Errorf("base/parent: spare %s/%s, cold %s/%s", w.Base, w.Parent, k.Base, k.Parent)
+			}
+			for _, d := range []string{warm.Dir, cold.Dir} {
+				os.WriteFile(filepath.Join(d, ".git", "objects", "info", "alternates"), []byte(objects+"\n"), 0o600)
+			}
+			for _, args := range [][]string{{"rev-parse", "HEAD^{tree}"}, {"rev-parse", "--abbrev-ref", "HEAD"}, {"status", "--porcelain", "--ignored"}, {"ls-files", "-s"}} {
+				if got, want := run(t, warm.Dir, args...), run(t, cold.Dir, args...); got != want {
+					t.Errorf("git %v: spare %q, cold %q", args, got, want)
+				}
+			}
+			entries := func(d string) string {
+				es, _ := os.ReadDir(d)
+				var names []string
+				for _, e := range es {
+					names = append(names, e.Name())
+				}
+				return strings.Join(names, ",")
+			}
+			if got, want := entries(warm.Dir), entries(cold.Dir); got != want {
+				t.Errorf("files: spare %s, cold %s", got, want)
+			}
+		})
 	}
 }
