@@ -297,8 +297,8 @@ func TestSpareFlows(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if w.Base != k.Base || w.Parent != k.Parent {
-				t.Errorf("base/parent: spare %s/%s, cold %s/%s", w.Base, w.Parent, k.Base, k.Parent)
+			if w.Parent != k.Parent { // a snapshot's commit has its second in it: the trees are compared below
+				t.Errorf("parent: spare %s, cold %s", w.Parent, k.Parent)
 			}
 			for _, d := range []string{warm.Dir, cold.Dir} {
 				os.WriteFile(filepath.Join(d, ".git", "objects", "info", "alternates"), []byte(objects+"\n"), 0o600)
