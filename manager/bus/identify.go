@@ -21,7 +21,7 @@ type caller struct {
 	invocation string // the session unit's invocation id: who owns what it launched
 	mayLaunch  bool
 	workspace  string
-	copied     bool // the caller works on a copy of its workspace (clone mode)
+	copied     bool  // the caller works on a copy of its workspace (clone mode)
 	err        error // the caller cannot be served at all
 }
 
