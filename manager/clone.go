@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,7 +36,7 @@ func makeClone(ctx context.Context, spec *units.Spec) error {
 	root := stateRoot(*spec)
 	spare := spec.Clone.Kind != units.ClonePlain && clone.TakeSpare(root, spec.Workspace, id, spec.Clone.Objects, spec.Clone.Dir)
 	c, err := clone.Make(ctx, clone.Pinned(int(ws.Fd())), *spec.Clone, spare)
-	if err != nil && spare {
+	if err != nil && spare && !errors.Is(err, clone.ErrInterrupted) {
 		// A spare that cannot be brought to the base (its commit's objects
 		// gone: a repository made anew at the same path, on a reused
 		// inode) is thrown away (Make removed it): a copy made afresh.
@@ -43,6 +44,9 @@ func makeClone(ctx context.Context, spec *units.Spec) error {
 		c, err = clone.Make(ctx, clone.Pinned(int(ws.Fd())), *spec.Clone, false)
 	}
 	ws.Close()
+	if errors.Is(err, clone.ErrInterrupted) { // a Ctrl-C in the terminal reached git: the start is given up, not retried
+		return interruptedBeforeRun(spec.Name)
+	}
 	if err != nil {
 		if e := errcode.Of(err); e.Code != errcode.Unexpected.Name {
 			e.Message = strings.ReplaceAll(e.Message, clone.Pinned(int(ws.Fd())), spec.Workspace)

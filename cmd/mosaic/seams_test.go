@@ -368,7 +368,9 @@ func TestBindIdentityRaceThroughTheBus(t *testing.T) {
 		systemctl(t, "restart", "mosaic-bus.service")
 
 		child := sessionName(t)
-		pm := exec.Command(mosaicBin, "run", "--may-launch", "-w", root, "--", "sh", "-c",
+		// The launcher is direct too: a clone-mode one's launches are
+		// clone-mode (TestBusLaunchFromACopyIsACopy).
+		pm := exec.Command(mosaicBin, "run", "--direct", "--may-launch", "-w", root, "--", "sh", "-c",
 			`mosaic bus launch --json --name `+child+` -w `+sub+` --profile `+profile+`; echo "rc=$?"`)
 		var out bytes.Buffer
 		pm.Stdout, pm.Stderr = &out, &out

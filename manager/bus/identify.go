@@ -21,6 +21,7 @@ type caller struct {
 	invocation string // the session unit's invocation id: who owns what it launched
 	mayLaunch  bool
 	workspace  string
+	copied     bool  // the caller works on a copy of its workspace (clone mode)
 	err        error // the caller cannot be served at all
 }
 
@@ -107,7 +108,7 @@ func (b *bus) callerOf(unit, invocation string, err error) caller {
 	}
 	c := caller{session: name, invocation: invocation}
 	if rec, ok := records.Read(b.paths.SessionDir(name)); ok {
-		c.mayLaunch, c.workspace = rec.MayLaunch, rec.Workspace
+		c.mayLaunch, c.workspace, c.copied = rec.MayLaunch, rec.Workspace, rec.WorkspaceCopied
 	}
 	return c
 }

@@ -116,6 +116,12 @@ func (b *bus) checkSessionLaunch(who caller, r *request.Request) (Policy, error)
 	if len(r.Command) == 0 && r.Profile == "" {
 		return Policy{}, errcode.NoCommand.New("no profile given: name the profile to launch (--profile); it says what runs")
 	}
+	if who.copied {
+		// A session that works on a copy launches sessions that do too,
+		// whatever the profile's or mosaic.conf's workspace mode: a direct
+		// one would write the checkout its launcher was kept from.
+		r.Mode = request.ModeClone
+	}
 	dir := credentials.ProfileDir(b.paths.Home)
 	profile, err := credentials.ProfileFor(dir, r.Command)
 	if r.Profile != "" {

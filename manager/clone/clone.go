@@ -10,6 +10,7 @@ package clone
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"mosaic/units"
@@ -69,9 +71,42 @@ func gitWith(ctx context.Context, dir string, env []string, stdin string, args .
 		if i := strings.IndexByte(msg, '\n'); i >= 0 {
 			msg = msg[:i]
 		}
-		return "", fmt.Errorf("git %s: %s", args[0], msg)
+		return "", &gitError{msg: fmt.Sprintf("git %s: %s", args[0], msg), interrupted: interruptedBy(cmd)}
 	}
 	return strings.TrimSpace(out.String()), nil
+}
+
+// ErrInterrupted is what an error of Make is (errors.Is) when a git it ran
+// was ended by SIGINT, SIGTERM or SIGHUP: a Ctrl-C in the terminal reaches
+// mosaic's own group, git with it. Such a start is given up, not retried.
+var ErrInterrupted = errors.New("git was interrupted")
+
+// gitError is a git's failure, in git's own words.
+type gitError struct {
+	msg         string
+	interrupted bool
+}
+
+func (e *gitError) Error() string { return e.msg }
+
+// Is makes an interrupted git's error ErrInterrupted.
+func (e *gitError) Is(target error) bool { return e.interrupted && target == ErrInterrupted }
+
+// interruptedBy reports whether cmd, which failed, was ended by SIGINT,
+// SIGTERM or SIGHUP.
+func interruptedBy(cmd *exec.Cmd) bool {
+	if cmd.ProcessState == nil { // it did not start
+		return false
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return false
+	}
+	switch ws.Signal() {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP:
+		return true
+	}
+	return false
 }
 
 // Make makes the session's copy of the repository at ws in c.Dir, which
@@ -88,7 +123,7 @@ func gitWith(ctx context.Context, dir string, env []string, stdin string, args .
 func Make(ctx context.Context, ws string, c units.Clone, spare bool) (units.Clone, error) {
 	fail := func(err error) (units.Clone, error) {
 		os.RemoveAll(c.Dir)
-		return c, errcode.CloneFailed.New("cannot make the session's copy of %s: %v", ws, err)
+		return c, errcode.CloneFailed.New("cannot make the session's copy of %s: %w", ws, err)
 	}
 	if c.Kind == units.ClonePlain {
 		return makePlain(ctx, ws, c)

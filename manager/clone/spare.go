@@ -92,6 +92,11 @@ func MakeSpare(ctx context.Context, stateRoot, ws, objects string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	held, err := lockDir(tmp, true) // gc leaves a making alone (RemoveSpares)
+	if err != nil {
+		return err
+	}
+	defer held.Close()
 	cp := filepath.Join(tmp, spareCopy)
 	if _, err := git(ctx, pinned, nil, "clone", "-q", "--shared", "--no-checkout", ".", cp); err != nil {
 		return err
@@ -99,6 +104,7 @@ func MakeSpare(ctx context.Context, stateRoot, ws, objects string) error {
 	if _, err := git(ctx, cp, nil, "-c", "checkout.workers="+strconv.Itoa(runtime.NumCPU()), "checkout", "-q", "--detach", head); err != nil {
 		return err
 	}
+	testSpareStep("made", tmp)
 	b, _ := json.Marshal(spare{Workspace: ws, ID: sandbox.StatID(st), Objects: objects, Made: time.Now().UTC()})
 	if err := os.WriteFile(filepath.Join(tmp, spareRecord), b, 0o600); err != nil {
 		return err
@@ -114,14 +120,21 @@ func MakeSpare(ctx context.Context, stateRoot, ws, objects string) error {
 // not exist) when there is one made of the same directory (id, its
 // identity now) borrowing the same objects, and says whether it did. A
 // spare taken is gone: one rename takes it, so two starts never share it.
-// One that does not match is removed.
+// One that does not match is removed. The spare is locked (lockDir) before
+// it is renamed, so that gc never removes one being taken.
 func TakeSpare(stateRoot, ws, id, objects, to string) bool {
 	dir := spareDir(stateRoot, ws)
+	held, err := lockDir(dir, false)
+	if err != nil {
+		return false // none, or gc or another start has it
+	}
+	defer held.Close()
 	taking := filepath.Join(SparesDir(stateRoot), ".taking-"+filepath.Base(dir)+"-"+strconv.Itoa(os.Getpid()))
 	if os.Rename(dir, taking) != nil {
 		return false
 	}
 	defer os.RemoveAll(taking)
+	testSpareStep("taking", taking)
 	var s spare
 	b, err := os.ReadFile(filepath.Join(taking, spareRecord))
 	if err != nil || json.Unmarshal(b, &s) != nil || s.Workspace != ws || s.ID != id || s.Objects != objects {
@@ -132,7 +145,13 @@ func TakeSpare(stateRoot, ws, id, objects, to string) bool {
 
 // RemoveSpares removes the spares of repositories that are gone, those
 // made more than maxAge ago, and what a making or taking killed midway
-// left (older than a minute); it returns how many it removed.
+// left (older than a minute, its lock free); it returns how many it
+// removed. An entry whose lock is held is left alone: a making (which can
+// take minutes at the idle I/O priority, its directory's time that of its
+// start) or a taking (its directory's time that of the spare's making).
+// Removing one midway would leave files missing from a spare or a
+// session's copy whose index still holds them, which the session's change
+// then shows deleted.
 func RemoveSpares(stateRoot string, maxAge time.Duration) int {
 	entries, err := os.ReadDir(SparesDir(stateRoot))
 	if err != nil {
@@ -140,30 +159,67 @@ func RemoveSpares(stateRoot string, maxAge time.Duration) int {
 	}
 	n := 0
 	for _, e := range entries {
-		p := filepath.Join(SparesDir(stateRoot), e.Name())
-		fi, err := e.Info()
-		if err != nil {
-			continue
-		}
-		if strings.HasPrefix(e.Name(), ".") {
-			if time.Since(fi.ModTime()) > time.Minute && os.RemoveAll(p) == nil {
-				n++
-			}
-			continue
-		}
-		var s spare
-		b, err := os.ReadFile(filepath.Join(p, spareRecord))
-		gone := err != nil || json.Unmarshal(b, &s) != nil
-		if !gone {
-			_, err := os.Stat(s.Workspace)
-			gone = err != nil || time.Since(s.Made) > maxAge
-		}
-		if gone && os.RemoveAll(p) == nil {
+		if removeSpare(filepath.Join(SparesDir(stateRoot), e.Name()), maxAge) {
 			n++
 		}
 	}
 	return n
 }
+
+// removeSpare removes the entry p of the spares' directory, under its
+// lock, when RemoveSpares should, and says whether it did.
+func removeSpare(p string, maxAge time.Duration) bool {
+	held, err := lockDir(p, false)
+	if err != nil {
+		return false // in use (or not a directory mosaic made)
+	}
+	defer held.Close()
+	fi, err := held.Stat()
+	if err != nil {
+		return false
+	}
+	if strings.HasPrefix(filepath.Base(p), ".") {
+		return time.Since(fi.ModTime()) > time.Minute && os.RemoveAll(p) == nil
+	}
+	var s spare
+	b, err := os.ReadFile(filepath.Join(p, spareRecord))
+	gone := err != nil || json.Unmarshal(b, &s) != nil
+	if !gone {
+		_, err := os.Stat(s.Workspace)
+		gone = err != nil || time.Since(s.Made) > maxAge
+	}
+	return gone && os.RemoveAll(p) == nil
+}
+
+// lockDir opens the directory p, no symlink, and takes its lock (flock,
+// which a rename keeps: the lock is the inode's); without wait a lock
+// held elsewhere is an error. It checks that p is still the directory it
+// locked. Closing the file releases the lock.
+func lockDir(p string, wait bool) (*os.File, error) {
+	f, err := os.OpenFile(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	how := unix.LOCK_EX
+	if !wait {
+		how |= unix.LOCK_NB
+	}
+	var locked, now unix.Stat_t
+	if err := unix.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if unix.Fstat(int(f.Fd()), &locked) != nil || unix.Lstat(p, &now) != nil || locked.Dev != now.Dev || locked.Ino != now.Ino {
+		f.Close()
+		return nil, fmt.Errorf("%s: renamed while it was locked", p)
+	}
+	return f, nil
+}
+
+// testSpareStep, when a test sets it, is called at each step of making
+// and taking a spare, with the directory it is in: a race with gc made
+// deterministic.
+var testSpareStep = func(step, dir string) {}
 
 // resetSpare makes a spare just taken (TakeSpare, now at c.Dir) the copy
 // Make would have cloned: it borrows the user's objects by their path

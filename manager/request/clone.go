@@ -111,3 +111,39 @@ func belowRepository(spec *units.Spec, top string, p Paths) error {
 	spec.BindIDs, spec.WorkDir, spec.Workspace = ids, spec.Workspace, top
 	return nil
 }
+
+// bindsBesideCopy refuses, in clone mode, a --ro or --rw path (or a
+// profile's ReadOnly=) at or below the repository's top, which would be
+// bound over the copy there: the session would see your checkout instead
+// of its copy, and with --rw write it and its .git (whose config names
+// what git runs on the host, at the next start of a session too). It
+// refuses too a --rw path that holds the top (the session could move your
+// repository away and put one of its own at its path) or is, or holds,
+// your git directory (a linked worktree's is elsewhere). Bad input: it is
+// wrong whatever the host holds.
+func bindsBesideCopy(spec units.Spec, asked Asked) error {
+	top := spec.Workspace
+	gitDir := ""
+	if spec.Clone.Objects != "" {
+		gitDir = filepath.Dir(spec.Clone.Objects)
+	}
+	refuse := func(flag, p, what string) error {
+		return errcode.BadBind.New("%s %s %s, which clone mode keeps from the session (it works on a copy of %s): drop it, or use --direct", flag, p, what, top)
+	}
+	for _, p := range asked.RO {
+		if sandbox.Within(p, top) {
+			return refuse("--ro", p, "is in your checkout")
+		}
+	}
+	for _, p := range asked.RW {
+		switch {
+		case sandbox.Within(p, top):
+			return refuse("--rw", p, "is in your checkout")
+		case sandbox.Within(top, p):
+			return refuse("--rw", p, "holds your checkout")
+		case gitDir != "" && (sandbox.Within(p, gitDir) || sandbox.Within(gitDir, p)):
+			return refuse("--rw", p, "is or holds your repository's git directory "+gitDir)
+		}
+	}
+	return nil
+}

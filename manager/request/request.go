@@ -412,6 +412,9 @@ func finishSpec(spec *units.Spec, req Request, grant *credentials.Grant, p Paths
 		if spec.Clone, err = cloneOf(req, spec, p); err != nil {
 			return err
 		}
+		if err := bindsBesideCopy(*spec, asked); err != nil {
+			return err
+		}
 	}
 	if spec.Sandbox != sandbox.ModeLandlock && !req.Own {
 		spec.ToolCache = p.ToolCacheDir(spec.Workspace)
