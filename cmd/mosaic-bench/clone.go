@@ -70,62 +70,13 @@ func (b *bench) cloneMode(ctx context.Context, r *Report, only int) error {
 			return err
 		}
 		label := fmt.Sprintf("%dk files, %d MB", sz.files/1000, sz.files*sz.size>>20)
-		i := 0
-		// A clone start is measured cold (no spare copy: the first session
-		// of a repository) and warm (the spare the session before left
-		// made, which the start takes and resets to its base). Only the
-		// start is timed: the session's stop and the copy's removal after
-		// it are not.
-		start := func(mode string) func() (time.Duration, error) {
-			return func() (time.Duration, error) {
-				i++
-				name := fmt.Sprintf("bench-clone-%d-%d", sz.files, i)
-				argv := []string{b.mosaic, "start", "--name", name, "-w", repo}
-				switch mode {
-				case "cold":
-					if err := noSpare(); err != nil {
-						return 0, err
-					}
-					argv = append(argv, "--clone")
-				case "warm":
-					if err := spareOf(repo); err != nil {
-						return 0, err
-					}
-					argv = append(argv, "--clone")
-				default:
-					argv = append(argv, "--direct")
-				}
-				t := time.Now()
-				err := runCmd(append(argv, "--", "sleep", "600"))
-				d := time.Since(t)
-				exec.Command("systemctl", "--user", "kill", "--signal=SIGKILL", "mosaic-"+name+".service").Run()
-				b.m.WaitEnded(ctx, name)
-				exec.Command(b.mosaic, "discard", name).Run()
-				exec.Command(b.mosaic, "rm", "--force", name).Run()
-				return d, err
-			}
-		}
-		starts := func(name, command, mode string) (Stat, error) {
-			f := start(mode)
-			var ds []float64
-			for k := 0; k < n+min(n-1, 1); k++ { // a warm-up first when there are several
-				d, err := f()
-				if err != nil {
-					return Stat{Name: name, Command: command}, err
-				}
-				if k > 0 || n == 1 {
-					ds = append(ds, ms(d))
-				}
-			}
-			return summarise(name, command, ds), nil
-		}
 		progress("clone mode, %s: starts", label)
 		for _, m := range []struct{ name, cmd, mode string }{
 			{"direct start, " + label, "mosaic start --direct -w REPO -- sleep 600", "direct"},
 			{"clone start, cold, " + label, "mosaic start -w REPO -- sleep 600 (no spare copy)", "cold"},
 			{"clone start, warm, " + label, "mosaic start -w REPO -- sleep 600 (a spare copy taken)", "warm"},
 		} {
-			s, err := starts(m.name, m.cmd, m.mode)
+			s, err := b.cloneStarts(ctx, repo, sz.files, n, m.name, m.cmd, m.mode)
 			if err != nil {
 				return err
 			}
@@ -187,6 +138,48 @@ func spareOf(repo string) error {
 		}
 	}
 	return nil
+}
+
+// cloneStarts measures n starts of a session on repo (files files) in
+// mode: direct, clone cold (no spare copy: the first session of a
+// repository) or clone warm (the spare the session before left made, which
+// the start takes and resets to its base), with a warm-up first when n > 1.
+// Only the start is timed: the session's stop and the copy's removal after
+// it are not.
+func (b *bench) cloneStarts(ctx context.Context, repo string, files, n int, name, command, mode string) (Stat, error) {
+	var ds []float64
+	for k := 0; k < n+min(n-1, 1); k++ {
+		session := fmt.Sprintf("bench-clone-%d-%s-%d", files, mode, k)
+		argv := []string{b.mosaic, "start", "--name", session, "-w", repo}
+		switch mode {
+		case "cold":
+			if err := noSpare(); err != nil {
+				return Stat{Name: name, Command: command}, err
+			}
+			argv = append(argv, "--clone")
+		case "warm":
+			if err := spareOf(repo); err != nil {
+				return Stat{Name: name, Command: command}, err
+			}
+			argv = append(argv, "--clone")
+		default:
+			argv = append(argv, "--direct")
+		}
+		t := time.Now()
+		err := runCmd(append(argv, "--", "sleep", "600"))
+		d := time.Since(t)
+		exec.Command("systemctl", "--user", "kill", "--signal=SIGKILL", "mosaic-"+session+".service").Run()
+		b.m.WaitEnded(ctx, session)
+		exec.Command(b.mosaic, "discard", session).Run()
+		exec.Command(b.mosaic, "rm", "--force", session).Run()
+		if err != nil {
+			return Stat{Name: name, Command: command}, err
+		}
+		if k > 0 || n == 1 {
+			ds = append(ds, ms(d))
+		}
+	}
+	return summarise(name, command, ds), nil
 }
 
 // byHand is the same copy made by hand with git.

@@ -21,7 +21,8 @@ import (
 // before being stopped. Shown to bite with makeClone's
 // clone.ErrInterrupted checks removed: both made the copy again, and the
 // service printed RAN. A git of the test's on mosaic's PATH holds the
-// reset's first checkout until the test has sent the signal.
+// reset's first git (its check that the spare's commit is the user's)
+// until the test has sent the signal.
 func TestCloneCtrlCWhileTakingASpare(t *testing.T) {
 	needRig(t)
 	real, err := exec.LookPath("git")
@@ -38,7 +39,7 @@ func TestCloneCtrlCWhileTakingASpare(t *testing.T) {
 		bin := t.TempDir()
 		log, held := filepath.Join(bin, "log"), filepath.Join(bin, "held")
 		script := "#!/bin/sh\necho \"$*\" >> " + log + "\n" +
-			"case \"$*\" in *\" checkout -q --detach\") touch " + held + "; sleep 30;; esac\n" +
+			"case \"$*\" in *\" rev-parse -q --verify HEAD^{commit}\") touch " + held + "; sleep 30;; esac\n" +
 			"exec " + real + " \"$@\"\n"
 		if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
@@ -66,7 +67,7 @@ func TestCloneCtrlCWhileTakingASpare(t *testing.T) {
 		if !strings.Contains(e.String(), "interrupted") {
 			t.Errorf("scope %v: stderr does not say the start was interrupted: %q", scope, e.String())
 		}
-		if _, after, _ := strings.Cut(string(calls), " checkout -q --detach\n"); strings.Contains(after, "clone") {
+		if _, after, _ := strings.Cut(string(calls), " rev-parse -q --verify HEAD^{commit}\n"); strings.Contains(after, "clone") {
 			t.Errorf("scope %v: a copy was made afresh after the Ctrl-C:\n%s", scope, calls)
 		}
 		if after, _ := os.ReadDir(filepath.Join(stateRoot(), "sessions")); len(after) != len(before) {

@@ -59,9 +59,11 @@ func TestDefaultIsClone(t *testing.T) {
 	if code, _ := jsonError(t, r); r.code != 2 || code != "bad-clone" {
 		t.Errorf("--clone --direct: exit %d %s", r.code, code)
 	}
-	r = mosaic(t, "run", "--scope", "-w", ws, "--json", "--", "true")
-	if code, msg := jsonError(t, r); r.code != 2 || code != "bad-workspace" || !strings.Contains(msg, "--direct") {
-		t.Errorf("--scope in clone mode: exit %d %s %s", r.code, code, msg)
+	// run --scope is in clone mode too (it was refused, naming --direct).
+	scope := cloneSession(t)
+	mustMosaic(t, "run", "--scope", "--name", scope, "-w", ws, "--", "sh", "-c", "echo scope > scope.txt")
+	if _, err := os.Lstat(filepath.Join(ws, "scope.txt")); err == nil {
+		t.Error("a default run --scope wrote the checkout")
 	}
 }
 
