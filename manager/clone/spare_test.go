@@ -53,6 +53,19 @@ func TestSpareTakenIsTheBase(t *testing.T) {
 		t.Fatal("no spare after MakeSpare")
 	}
 	sameIno := inode(t, filepath.Join(spareDir(root, ws), spareCopy, "same.txt"))
+	// Its index is settled: written in a later second than every file
+	// (git hashes again a file of the index's own second, "racily
+	// clean", at every command: the start taking the spare would).
+	cp := filepath.Join(spareDir(root, ws), spareCopy)
+	idx, err := os.Stat(filepath.Join(cp, ".git", "index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"a.txt", "same.txt", "gone.txt", ".gitignore"} {
+		if fi, err := os.Stat(filepath.Join(cp, f)); err != nil || !fi.ModTime().Truncate(time.Second).Before(idx.ModTime().Truncate(time.Second)) {
+			t.Errorf("the spare's %s is of the index's second (racily clean): %v %v", f, fi.ModTime(), idx.ModTime())
+		}
+	}
 
 	// The user goes on: a commit, a tag, a branch, a file deleted
 	// uncommitted, one added untracked.
