@@ -2,8 +2,6 @@ package manager
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -25,8 +23,7 @@ func (m *Manager) makeSpare(ctx context.Context, spec units.Spec) {
 	if clone.HasSpare(root, spec.Workspace) {
 		return
 	}
-	sum := sha256.Sum256([]byte(spec.Workspace))
-	unit := units.SpareUnitName(hex.EncodeToString(sum[:8]))
+	unit := units.SpareUnitName(clone.SpareKey(spec.Workspace))
 	argv := []string{m.MosaicBin, clone.SpareStage, root, spec.Workspace, spec.Clone.Objects}
 	cctx, cancel := bounded(ctx)
 	defer cancel()

@@ -33,10 +33,16 @@ import (
 // SparesDir is where the spares are kept, in the state root.
 func SparesDir(stateRoot string) string { return filepath.Join(stateRoot, "spares") }
 
+// SpareKey names the spare of the repository at ws: its directory in
+// SparesDir, and the unit that makes it (units.SpareUnitName).
+func SpareKey(ws string) string {
+	sum := sha256.Sum256([]byte(ws))
+	return hex.EncodeToString(sum[:8])
+}
+
 // spareDir is the spare of the repository at ws.
 func spareDir(stateRoot, ws string) string {
-	sum := sha256.Sum256([]byte(ws))
-	return filepath.Join(SparesDir(stateRoot), hex.EncodeToString(sum[:8]))
+	return filepath.Join(SparesDir(stateRoot), SpareKey(ws))
 }
 
 // The names in a spare's directory.
