@@ -34,7 +34,7 @@
 # The test network: where ip and socat are installed, a network namespace of
 # the rig's own holds two test hosts (N.2 and N.3 of a documentation range
 # N.0/24 that nothing of this machine uses: pick-testnet) answering on port
-# 443, reached over a veth pair (N.1 on this side, removed at the end); this
+# 443 (and N.2 on 5432, a port of no HTTP), reached over a veth pair (N.1 on this side, removed at the end); this
 # mount namespace's /etc/hosts names them testhost.mosaic.test and
 # otherhost.mosaic.test, private.mosaic.test as 10.255.255.1, and
 # mockhost.mosaic.test as N.1, this side of the veth, where a test may serve
@@ -378,6 +378,16 @@ if [ -n "${RIG_GOMODCACHE:-}" ] && [ -d "$RIG_GOMODCACHE" ]; then
 fi
 
 testnet="" veth="" net=""
+# The TUN node as udev makes it on every distribution (0666: a TUN device is
+# only ever made in a network namespace its maker has CAP_NET_ADMIN over):
+# a container's /dev may hold it 0600 root, where a session gets no network
+# device (sandbox.TUNUsable) and reaches only proxy-aware clients' hosts.
+if [ -c /dev/net/tun ]; then
+	chmod 0666 /dev/net/tun
+elif [ -n "${CI:-}" ]; then
+	die "no /dev/net/tun: the sessions' network device needs it (modprobe tun)"
+fi
+
 if command -v ip >/dev/null && command -v socat >/dev/null; then
 	net=$(pick_testnet "" "" "" "") || true
 fi
@@ -395,6 +405,8 @@ if [ -n "$net" ]; then
 	ip netns exec "$testnet" socat TCP-LISTEN:443,bind="$net.2",fork,reuseaddr SYSTEM:'echo hello from testhost' >/dev/null 2>&1 &
 	pids+=($!)
 	ip netns exec "$testnet" socat TCP-LISTEN:443,bind="$net.3",fork,reuseaddr SYSTEM:'echo hello from otherhost' >/dev/null 2>&1 &
+	pids+=($!)
+	ip netns exec "$testnet" socat TCP-LISTEN:5432,bind="$net.2",fork,reuseaddr SYSTEM:'echo hello from testhost 5432' >/dev/null 2>&1 &
 	pids+=($!)
 	ip -n "$testnet" addr add "$net.4/24" dev "${veth}p"
 	for fw in 443:8443 80:8080; do

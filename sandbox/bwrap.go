@@ -84,6 +84,7 @@ type Options struct {
 	Toolchains   []string // those of ExtraRO that are the user's toolchains, for the session's PATH
 	BusDir       string   // the bus's socket directory, for a session that may launch others; "" for none
 	EgressDir    string   // the egress proxy's socket directory (network allow); "" for none
+	TUN          bool     // the session has the network device (network allow): its own /etc/hosts
 	PublishDir   string   // the publish forwarder's socket directory (--publish); "" for none
 	SSHAgentDir  string   // the ssh agent filter's socket directory (--lend-ssh-key, --lend-ssh-sign); "" for none
 	CABundle     string   // --ca-file's bundle with the system's roots, bound at CABundleInside; "" for none
@@ -136,6 +137,9 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 	)
 	if o.EgressDir != "" {
 		b = append(b, Bind{Kind: KindRO, Src: o.EgressDir, Dst: EgressDirInside, Reason: "the egress proxy's socket (network allow): the only way out of the session's network namespace, to allowed hosts"})
+	}
+	if o.TUN && o.EgressDir != "" {
+		b = append(b, Bind{Kind: KindRO, Src: filepath.Join(o.EgressDir, HostsName), Dst: "/etc/hosts", Reason: "the session's own names only: every other name resolves by its allowlist, through the session's DNS"})
 	}
 	if o.PublishDir != "" {
 		b = append(b, Bind{Kind: KindRO, Src: o.PublishDir, Dst: publish.DirInside, Reason: "the publish forwarder's socket (--publish): the host's connections to the published ports come in through it; the session reaches nothing of the host by it"})

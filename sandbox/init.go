@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/sandbox/publish"
+	"mosaic/units/acceptloop"
 	"mosaic/units/testhook"
 )
 
@@ -49,8 +51,13 @@ type InitOptions struct {
 	// KillAfter, when set, is how long after a stop's SIGTERM the init
 	// kills a command that ignores it, so that the rest of the stop
 	// timeout is left to save the home (half of it, with KeepHome).
-	KillAfter    time.Duration
-	Egress       bool     // network allow: relay 127.0.0.1:ProxyPort to the egress proxy
+	KillAfter time.Duration
+	Egress    bool // network allow: relay 127.0.0.1:ProxyPort to the egress proxy
+	// TUN: every connection through the egress proxy too (network allow in
+	// bwrap's network namespace, with the device and the capabilities to
+	// make it, which the init drops before the command runs; see package
+	// sandbox/netstack).
+	TUN          bool
 	Pass         []string // variables to let through when set
 	Credentials  []string // variables that must have arrived (names only)
 	SeccompAllow []string // rows of SyscallRules a profile lifted
@@ -76,6 +83,9 @@ func InitArgv(o InitOptions, command []string) []string {
 	}
 	if o.Egress {
 		argv = append(argv, "--egress")
+	}
+	if o.TUN {
+		argv = append(argv, "--tun")
 	}
 	if o.Landlock != "" {
 		argv = append(argv, "--landlock", o.Landlock, "--egress-socket", o.EgressSocket)
@@ -105,7 +115,7 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 // starts the command with an allow-listed environment, reports readiness to
 // systemd, forwards termination signals, reaps every orphan, and returns the
 // command's exit status (128+n for a death by signal n).
-func Init(args []string) int {
+func Init(args []string, tun NetworkStarter) int {
 	// First: nothing of this process (its environment holds the promise and
 	// the credentials) may be read or traced by the command.
 	if err := Undumpable(); err != nil {
@@ -156,7 +166,7 @@ func Init(args []string) int {
 	home, err := loadHomeOf(homeFD, o)
 	var env []string
 	if err == nil {
-		env, err = commandNetwork(o, CommandEnv(os.Environ(), o.session, o.home, o.pass))
+		env, err = commandNetwork(o, CommandEnv(os.Environ(), o.session, o.home, o.pass), tun)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
@@ -220,7 +230,7 @@ func loadHomeOf(fd int, o initOptions) (*homeStore, error) {
 // the egress relay on loopback (listening before READY=1, so the command can
 // use the proxy at once; env gets the proxy's variables) and the offers to
 // the publish forwarder.
-func commandNetwork(o initOptions, env []string) ([]string, error) {
+func commandNetwork(o initOptions, env []string, start NetworkStarter) ([]string, error) {
 	if o.relay {
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ProxyPort))
 		if err != nil {
@@ -228,6 +238,18 @@ func commandNetwork(o initOptions, env []string) ([]string, error) {
 		}
 		go relayEgress(l, o.egressSocket)
 		env = append(env, ProxyEnv(env)...)
+	}
+	if o.relay && o.tun {
+		dev, udp, tcp, ok := takeNetwork()
+		if !ok || start == nil {
+			return nil, errors.New("the session's network device did not arrive from the exec shim (--tun)")
+		}
+		socket := o.egressSocket
+		if err := start(dev, udp, tcp, func(ctx context.Context) (net.Conn, error) {
+			return acceptloop.DialStarting(ctx, socket, proxyStartWait)
+		}); err != nil {
+			return nil, err
+		}
 	}
 	if err := offerPublished(o.publish); err != nil {
 		return nil, err
@@ -273,7 +295,7 @@ type initOptions struct {
 	goOnEOF, ignoreHeld       bool          // test hooks (testhook.Enabled only)
 	slowStart                 time.Duration // a test hook too
 	session, home             string
-	tty, relay, keepHome      bool
+	tty, relay, keepHome, tun bool
 	killAfter                 time.Duration // --kill-after: SIGKILL this long after a SIGTERM
 	landlock, egressSocket    string
 	pass, creds, seccompAllow stringList
@@ -298,6 +320,7 @@ func parseInitOptions(args []string) (initOptions, bool) {
 	fs.BoolVar(&o.keepHome, "keep-home", false, "save the home back to the state directory when the command has ended")
 	fs.DurationVar(&o.killAfter, "kill-after", 0, "kill a command that has not ended this long after a SIGTERM (leaving the stop timeout's rest to save the home)")
 	fs.BoolVar(&o.relay, "egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
+	fs.BoolVar(&o.tun, "tun", false, "with --egress: make the network device that takes every connection to the egress proxy (needs CAP_NET_ADMIN, dropped before the command)")
 	fs.StringVar(&o.landlock, "landlock", "", "no bwrap: run the command under this Landlock policy (JSON)")
 	fs.StringVar(&o.egressSocket, "egress-socket", EgressSocketInside, "the egress proxy's socket")
 	fs.Var(&o.pass, "pass", "extra variable to pass to the command")

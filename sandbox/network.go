@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"os"
 	"strconv"
 	"strings"
 )
@@ -22,6 +23,35 @@ const (
 	EgressSocketName   = "proxy.sock"
 	EgressSocketInside = EgressDirInside + "/" + EgressSocketName
 )
+
+// TUNPath is the kernel's TUN node (package sandbox/netstack opens it too).
+const TUNPath = "/dev/net/tun"
+
+// TUNUsable reports whether this user may open the TUN node: Debian's
+// (and every udev's) default mode is 0666; a container's /dev may hold it
+// 0600 root, and a session there reaches only proxy-aware clients' hosts.
+func TUNUsable() bool {
+	f, err := os.OpenFile(TUNPath, os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+// HostsName is the session's /etc/hosts in its egress directory (with
+// the device, see HostsFile).
+const HostsName = "hosts"
+
+// HostsFile is the /etc/hosts of a session with the network device: only
+// its own names, so that every other name goes to the session's DNS, which
+// answers by the allowlist (the host's hosts file would hand the command
+// addresses the proxy, which connects to names, refuses). The proxy,
+// outside, still resolves with the host's.
+func HostsFile(session string) string {
+	return "# mosaic: the session's own names; every other name resolves by its allowlist (mosaic allow)\n" +
+		"127.0.0.1\tlocalhost\n127.0.1.1\t" + session + "\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+}
 
 // ValidNetwork reports whether mode is a network mode.
 func ValidNetwork(mode string) bool {

@@ -34,7 +34,11 @@ type Shim struct {
 	// none.
 	HomeStore string
 	Bwrap     string // bwrap's path
-	Args      []string
+	// TUN: make the session's network device and its DNS sockets and hand
+	// them to the init (passNetwork), with the unit's capabilities, which
+	// the shim then drops.
+	TUN  bool
+	Args []string
 }
 
 // Argv is the shim's command line, run as mosaicBin.
@@ -49,6 +53,9 @@ func (s Shim) Argv(mosaicBin string) []string {
 	if s.HomeStore != "" {
 		argv = append(argv, "--home-store", s.HomeStore)
 	}
+	if s.TUN {
+		argv = append(argv, "--tun")
+	}
 	return append(append(argv, s.Bwrap), s.Args...)
 }
 
@@ -56,6 +63,10 @@ func (s Shim) Argv(mosaicBin string) []string {
 func ParseShim(args []string) (Shim, error) {
 	var s Shim
 	for len(args) > 1 && len(args[0]) > 2 && args[0][:2] == "--" {
+		if args[0] == "--tun" {
+			s.TUN, args = true, args[1:]
+			continue
+		}
 		switch args[0] {
 		case "--promise":
 			s.Promise = args[1]
@@ -71,7 +82,7 @@ func ParseShim(args []string) (Shim, error) {
 		args = args[2:]
 	}
 	if len(args) == 0 {
-		return s, fmt.Errorf("usage: %s --promise P [--drop FILE] [--init-args FILE] BWRAP [ARG...]", ShimStage)
+		return s, fmt.Errorf("usage: %s --promise P [--drop FILE] [--init-args FILE] [--home-store DIR] [--tun] BWRAP [ARG...]", ShimStage)
 	}
 	if s.Promise == "" {
 		return s, fmt.Errorf("no --promise: nothing to check the sandbox against")
@@ -114,6 +125,11 @@ func ShimMain(args []string) error {
 	}
 	if s.HomeStore != "" {
 		if env, err = passHomeStore(s.HomeStore, env); err != nil {
+			return err
+		}
+	}
+	if s.TUN {
+		if env, err = passNetwork(env); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
 
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
@@ -83,9 +84,18 @@ func ExecArgv(s Spec) []string {
 	// bwrap's held nothing the first did not (both only a loopback, the
 	// unit's processes outside bwrap listen on no socket), and each costs
 	// the kernel some 2 ms of CPU to make (copy_net_ns) and more to free.
+	shim.TUN = s.TUN
 	shim.Args = sandbox.Argv(s.Binds(), s.Dir(), initArgv, sandbox.HostnameArgs(s.Name)...)
 	return shim.Argv(s.StageBin)
 }
+
+// TUNCapabilities are the capabilities the unit of a session with the
+// network device (Spec.TUN) gives its exec shim (AmbientCapabilities):
+// CAP_NET_ADMIN and CAP_NET_BIND_SERVICE, over the unit's own user and
+// network namespaces (PrivateUsers, PrivateNetwork), to make the device
+// and its DNS sockets; the shim drops them before it execs bwrap
+// (sandbox.DropCapabilities).
+const TUNCapabilities uint64 = 1<<unix.CAP_NET_ADMIN | 1<<unix.CAP_NET_BIND_SERVICE
 
 // ScopeBwrap is a scope's sandbox, which mosaic starts itself (no exec
 // shim, see sandbox.Held): bwrap's command line, from bwrap's path to
@@ -108,13 +118,14 @@ func netArgs(s Spec) []string {
 	if s.OwnNetwork() {
 		args = append(args, "--unshare-net")
 	}
+
 	return args
 }
 
 // InitArgs are the arguments of the session's init, from "init" on.
 func InitArgs(s Spec) []string {
 	return sandbox.InitArgv(sandbox.InitOptions{Session: s.Name, Home: s.Home, TTY: s.TTY, KeepHome: s.NameGiven, KillAfter: s.killAfter(),
-		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials, SeccompAllow: s.SeccompAllow,
+		Egress: s.Network == sandbox.NetworkAllow, TUN: s.TUN, Pass: s.Pass, Credentials: s.Credentials, SeccompAllow: s.SeccompAllow,
 		Publish: publishedPorts(s)}, s.Command)
 }
 
@@ -209,6 +220,9 @@ func Properties(s Spec, f Features) []sd.Property {
 	}
 	if f.PrivatePIDs {
 		props = append(props, prop("PrivatePIDs", "yes"))
+	}
+	if s.TUN {
+		props = append(props, prop("AmbientCapabilities", TUNCapabilities))
 	}
 	if s.Landlock() {
 		// No bwrap builds a root here. systemd 257 mounts a sysfs of its own,

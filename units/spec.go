@@ -224,6 +224,12 @@ type Spec struct {
 	// Network is the session's network: sandbox.NetworkNone, NetworkAllow
 	// (through its egress proxy, to Allow) or NetworkHost.
 	Network string
+	// TUN: network allow with the session's network device (package
+	// sandbox/netstack): every connection goes through the egress proxy,
+	// proxy-aware or not. False where the host's TUN node is not the
+	// user's to open (the session then reaches only proxy-aware clients'
+	// hosts) and for --sandbox landlock (no bwrap).
+	TUN bool
 	// Allow is the egress allowlist ("host:port", or an address a name may
 	// resolve to); EgressDir holds the proxy's socket.
 	Allow     []string
@@ -358,6 +364,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		Toolchains:   s.Toolchains,
 		BusDir:       s.busDir(),
 		EgressDir:    s.egressDir(),
+		TUN:          s.TUN,
 		PublishDir:   s.publishDir(),
 		SSHAgentDir:  s.sshAgentDir(),
 		CABundle:     s.CABundle,

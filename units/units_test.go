@@ -610,3 +610,24 @@ func TestBinaryUnderWritableIsBound(t *testing.T) {
 		t.Error("bwrap under the workspace is not bound read-only")
 	}
 }
+
+// TestTUNCapabilitiesOnlyWithTheDevice: a session with the network device
+// gives its shim CAP_NET_ADMIN and CAP_NET_BIND_SERVICE, and asks the shim
+// and the init for the device (--tun); one without gets no capability and
+// no --tun (a shim told --tun without the capabilities would fail the
+// start, and capabilities without it would reach bwrap undropped).
+func TestTUNCapabilitiesOnlyWithTheDevice(t *testing.T) {
+	for _, tun := range []bool{false, true} {
+		s := testSpec()
+		s.Network, s.TUN = sandbox.NetworkAllow, tun
+		got := props(Properties(s, FeaturesFor(257)))
+		p, has := got["AmbientCapabilities"]
+		if has != tun || has && (p.Value.Signature().String() != "t" || p.Value.Value().(uint64) != 1<<12|1<<10) {
+			t.Errorf("TUN %v: AmbientCapabilities %v (present %v)", tun, p.Value, has)
+		}
+		argv := strings.Join(ExecArgv(s), " ")
+		if n := strings.Count(argv, " --tun "); tun && n != 2 || !tun && n != 0 {
+			t.Errorf("TUN %v: --tun %d times in %s", tun, n, argv)
+		}
+	}
+}

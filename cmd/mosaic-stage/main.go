@@ -16,6 +16,7 @@ import (
 
 	"mosaic/manager/records"
 	"mosaic/sandbox"
+	"mosaic/sandbox/netstack"
 )
 
 func main() {
@@ -26,7 +27,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "mosaic: refusing to build the sandbox: %v\n", err)
 			os.Exit(sandbox.ExitSandboxRefused)
 		case "init":
-			os.Exit(sandbox.Init(os.Args[2:]))
+			os.Exit(sandbox.Init(os.Args[2:], netstack.Start))
 		case sandbox.EndedStage:
 			records.EndedMain(os.Args[2:], os.Getenv)
 			os.Exit(0)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"mosaic/manager/stagebin"
 )
 
 // TestStageLinksLittle: the stage binary (the exec shim, the init, the
@@ -46,6 +48,36 @@ func TestStageLinksLittle(t *testing.T) {
 			if strings.Contains("\n"+string(out), "\n"+h+"\n") {
 				t.Errorf("the stage binary -tags %s links %s", tag, h)
 			}
+		}
+	}
+}
+
+// TestStageOnlyModules: the modules the stage binary links and mosaic does
+// not are exactly stagebin.StageOnly, the ones mosaic's check of the stage
+// lets through unchecked (a module added to the stage alone would otherwise
+// make every start fail with stage-mismatch, or one left in the set be
+// let through for nothing).
+func TestStageOnlyModules(t *testing.T) {
+	modules := func(pkg string) map[string]bool {
+		out, err := exec.Command("go", "list", "-deps", "-tags", buildTags, "-f", "{{with .Module}}{{.Path}}{{end}}", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		m := map[string]bool{}
+		for _, p := range strings.Fields(string(out)) {
+			m[p] = true
+		}
+		return m
+	}
+	stage, mosaic := modules("mosaic/cmd/mosaic-stage"), modules("mosaic/cmd/mosaic")
+	for m := range stage {
+		if !mosaic[m] && !stagebin.StageOnly[m] {
+			t.Errorf("the stage binary alone links %s: add it to stagebin.StageOnly", m)
+		}
+	}
+	for m := range stagebin.StageOnly {
+		if !stage[m] || mosaic[m] {
+			t.Errorf("stagebin.StageOnly names %s, which is not linked by the stage alone", m)
 		}
 	}
 }

@@ -406,6 +406,7 @@ func finishSpec(spec *units.Spec, req Request, grant *credentials.Grant, p Paths
 	if spec.Sandbox == sandbox.ModeLandlock {
 		spec.BwrapBin = ""
 	}
+	spec.TUN = spec.Network == sandbox.NetworkAllow && spec.Sandbox != sandbox.ModeLandlock && sandbox.TUNUsable()
 	if clone, err := cloneMode(req, grant.Profile, p); err != nil {
 		return err
 	} else if clone {

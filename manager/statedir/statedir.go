@@ -388,6 +388,11 @@ func makeSocketDirs(s units.Spec, mkdir func(string) error) error {
 		if err := os.MkdirAll(egress.RecordDir(s.StateDir), 0o700); err != nil {
 			return err
 		}
+		if s.TUN {
+			if err := regfile.WriteAtomic(filepath.Join(s.EgressDir, sandbox.HostsName), []byte(sandbox.HostsFile(s.Name))); err != nil {
+				return err
+			}
+		}
 	}
 	if len(s.Publish) > 0 { // the publish forwarder's socket goes here
 		if err := mkdir(units.PublishDir(s.RuntimeDir, s.Name)); err != nil {

@@ -187,6 +187,10 @@ func (e *Egress) handle(c net.Conn) {
 	}
 	lr.N = math.MaxInt64
 	_ = c.SetReadDeadline(time.Time{})
+	if req.Method == resolveMethod {
+		e.resolve(c, req.Host)
+		return
+	}
 	if req.Method != http.MethodConnect && e.relayPlain(c, req) {
 		return // plain HTTP to an allowed port of the host's loopback (local.go)
 	}

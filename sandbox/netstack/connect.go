@@ -1,0 +1,131 @@
+package netstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// connectWait bounds how long a connection waits for the proxy's answer
+// (the proxy's own dial gives up after 10 s).
+const connectWait = 15 * time.Second
+
+// ResolveMethod is the request the stack sends the proxy to ask whether a
+// name may resolve: "RESOLVE / HTTP/1.1" with the name as its Host; 200
+// when some entry of the allowlist names the host (any port), else the
+// proxy's refusal, recorded as any refusal is.
+const ResolveMethod = "RESOLVE"
+
+// errRefused is the proxy's refusal of a request.
+var errRefused = errors.New("refused by the egress proxy")
+
+// connect asks the proxy for a tunnel to target (HOST:PORT) and returns it
+// once the proxy answered 200.
+func (n *netw) connect(ctx context.Context, target string) (net.Conn, error) {
+	p, err := n.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := ask(ctx, p, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n"); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// allowed asks the proxy whether host may resolve.
+func (n *netw) allowed(host string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), dnsWait)
+	defer cancel()
+	p, err := n.dial(ctx)
+	if err != nil {
+		return false
+	}
+	defer p.Close()
+	return ask(ctx, p, ResolveMethod+" / HTTP/1.1\r\nHost: "+host+"\r\n\r\n") == nil
+}
+
+// ask writes req to the proxy's connection p and reads the head of its
+// answer, byte by byte so that nothing of a tunnel after it is read here;
+// nil when the status is 200.
+func ask(ctx context.Context, p net.Conn, req string) error {
+	deadline, _ := ctx.Deadline()
+	_ = p.SetDeadline(deadline)
+	defer p.SetDeadline(time.Time{})
+	if _, err := p.Write([]byte(req)); err != nil {
+		return err
+	}
+	head := make([]byte, 0, 256)
+	one := make([]byte, 1)
+	for !strings.HasSuffix(string(head), "\r\n\r\n") {
+		if len(head) > maxHead {
+			return fmt.Errorf("the egress proxy's answer is over %d bytes", maxHead)
+		}
+		if _, err := p.Read(one); err != nil {
+			return err
+		}
+		head = append(head, one[0])
+	}
+	line, _, _ := strings.Cut(string(head), "\r\n")
+	if f := strings.Fields(line); len(f) >= 2 && f[1] == "200" {
+		return nil
+	}
+	return errRefused
+}
+
+// maxHead bounds the head of a proxy's answer.
+const maxHead = 16 << 10
+
+// names are the addresses the session's DNS gave out, each for one name,
+// from 240.0.1.0 up, kept for the session's life (a name keeps its
+// address, so that a client's cache stays right).
+type names struct {
+	mu     sync.Mutex
+	byName map[string]netip.Addr
+	byAddr map[netip.Addr]string
+	next   netip.Addr
+}
+
+// maxNames bounds the names given out; past it the oldest are not
+// forgotten, new names are refused (NXDOMAIN): a session's allowlist has
+// far fewer.
+const maxNames = 1 << 16
+
+func newNames() *names {
+	return &names{byName: map[string]netip.Addr{}, byAddr: map[netip.Addr]string{}, next: netip.MustParseAddr("240.0.1.0")}
+}
+
+// addr is host's address, given out now if it has none.
+func (t *names) addr(host string) (netip.Addr, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a, ok := t.byName[host]; ok {
+		return a, true
+	}
+	if len(t.byName) >= maxNames {
+		return netip.Addr{}, false
+	}
+	a := t.next
+	t.next = a.Next()
+	t.byName[host], t.byAddr[a] = a, host
+	return a, true
+}
+
+// target is what a connection to dst:port asks the proxy for: the name
+// dst was given out for, else the address itself (which the proxy refuses:
+// it connects to names only).
+func (t *names) target(dst netip.Addr, port uint16) string {
+	t.mu.Lock()
+	host, ok := t.byAddr[dst]
+	t.mu.Unlock()
+	if !ok {
+		host = dst.String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(port)))
+}

@@ -1,0 +1,157 @@
+package netstack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	tcpfwd "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	udpfwd "gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+// Dialer opens a connection to the egress proxy's socket.
+type Dialer = func(ctx context.Context) (net.Conn, error)
+
+// maxInFlight bounds the connections being opened at once (each waits for
+// the proxy's answer); a SYN past it is dropped, and its client retries.
+const maxInFlight = 512
+
+// mtu is the device's (sandbox.TUNMTU).
+const mtu = 65520
+
+// Start serves the session's network device tun (made by the exec shim,
+// sandbox.passNetwork) for the rest of the init's life: every TCP
+// connection through the proxy that dial reaches, DNS by the proxy's
+// allowlist, there and on the DNS sockets udp and tcp (loopback port 53).
+func Start(tun int, udp, tcp []int, dial Dialer) error {
+	fd := tun
+	s := stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcpfwd.NewProtocol, udpfwd.NewProtocol},
+		HandleLocal:        false,
+	})
+	ep, err := fdbased.New(&fdbased.Options{FDs: []int{fd}, MTU: mtu, RXChecksumOffload: true})
+	if err != nil {
+		return fmt.Errorf("the session's network stack: %v", err)
+	}
+	if terr := s.CreateNIC(1, ep); terr != nil {
+		return fmt.Errorf("the session's network stack: %v", terr)
+	}
+	// Every address is the stack's own: it accepts a connection to any of
+	// them, as the other end of every route of the session.
+	s.SetPromiscuousMode(1, true)
+	s.SetSpoofing(1, true)
+	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: 1}})
+	opt := tcpip.TCPSACKEnabled(true)
+	s.SetTransportProtocolOption(tcpfwd.ProtocolNumber, &opt)
+
+	n := &netw{stack: s, dial: dial, names: newNames()}
+	fwd := tcpfwd.NewForwarder(s, 0, maxInFlight, n.tcp)
+	s.SetTransportProtocolHandler(tcpfwd.ProtocolNumber, fwd.HandlePacket)
+	ufwd := udpfwd.NewForwarder(s, n.udp)
+	s.SetTransportProtocolHandler(udpfwd.ProtocolNumber, func(id stack.TransportEndpointID, pkt *stack.PacketBuffer) bool {
+		if id.LocalPort != 53 {
+			return false // the stack answers ICMP port unreachable
+		}
+		return ufwd.HandlePacket(id, pkt)
+	})
+	return n.serveLoopbackDNS(udp, tcp)
+}
+
+// netw is the session's network: its stack, the way to the proxy, and the
+// names its DNS gave out.
+type netw struct {
+	stack *stack.Stack
+	dial  Dialer
+	names *names
+}
+
+// tcp relays one connection the command opened through the device: it
+// asks the proxy for the destination first and completes the handshake
+// only once the proxy has it, so that a refusal is a reset (the client's
+// "connection refused"), not a connection that closes.
+func (n *netw) tcp(r *tcpfwd.ForwarderRequest) {
+	id := r.ID()
+	dst, _ := netip.AddrFromSlice(id.LocalAddress.AsSlice())
+	if id.LocalPort == 53 {
+		c, ok := accept(r)
+		if ok {
+			n.serveDNSStream(c)
+		}
+		return
+	}
+	target := n.names.target(dst, id.LocalPort)
+	ctx, cancel := context.WithTimeout(context.Background(), connectWait)
+	p, err := n.connect(ctx, target)
+	cancel()
+	if err != nil {
+		r.Complete(true)
+		return
+	}
+	defer p.Close()
+	c, ok := accept(r)
+	if !ok {
+		return
+	}
+	defer c.Close()
+	join(c, p)
+}
+
+// accept completes the handshake of r and returns its connection.
+func accept(r *tcpfwd.ForwarderRequest) (*gonet.TCPConn, bool) {
+	var wq waiter.Queue
+	ep, terr := r.CreateEndpoint(&wq)
+	if terr != nil {
+		r.Complete(true)
+		return nil, false
+	}
+	r.Complete(false)
+	ep.SocketOptions().SetKeepAlive(true)
+	return gonet.NewTCPConn(&wq, ep), true
+}
+
+// udp answers the DNS queries sent to port 53 of any address from one
+// client socket (a resolver sends its A and AAAA queries together, from
+// one port), until it is idle for dnsWait.
+func (n *netw) udp(r *udpfwd.ForwarderRequest) {
+	var wq waiter.Queue
+	ep, terr := r.CreateEndpoint(&wq)
+	if terr != nil {
+		return
+	}
+	go n.servePackets(gonet.NewUDPConn(&wq, ep), true)
+}
+
+// join copies both ways between the command's connection and the proxy's
+// tunnel until both directions are done.
+func join(c, p net.Conn) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, _ = io.Copy(p, c)
+		closeWrite(p)
+	}()
+	_, _ = io.Copy(c, p)
+	closeWrite(c)
+	wg.Wait()
+}
+
+// closeWrite ends c's writing half, or c where it has none.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	} else {
+		_ = c.Close()
+	}
+}
