@@ -406,7 +406,9 @@ func finishSpec(spec *units.Spec, req Request, grant *credentials.Grant, p Paths
 	if spec.Sandbox == sandbox.ModeLandlock {
 		spec.BwrapBin = ""
 	}
-	spec.TUN = spec.Network == sandbox.NetworkAllow && spec.Sandbox != sandbox.ModeLandlock && sandbox.TUNUsable()
+	// The network device is made by a service's exec shim (a scope has
+	// none: mosaic runs its bwrap itself) with its unit's capabilities.
+	spec.TUN = spec.Network == sandbox.NetworkAllow && spec.Sandbox != sandbox.ModeLandlock && !spec.Scope && sandbox.TUNUsable()
 	if clone, err := cloneMode(req, grant.Profile, p); err != nil {
 		return err
 	} else if clone {
