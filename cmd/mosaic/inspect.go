@@ -324,7 +324,11 @@ func printNetwork(w io.Writer, s manager.Session) {
 			if len(s.AllowHosts) == 0 {
 				to = "that allows nothing yet (grant with mosaic allow " + s.Name + " HOST)"
 			}
-			fmt.Fprintf(w, "network:   allow: only through its egress proxy (%s) %s\n", units.EgressUnitName(s.Name), to)
+			how := "every connection (any client, any TCP port) and DNS"
+			if !s.NetworkDevice {
+				how = "clients that honour HTTPS_PROXY only (no network device: run --scope, --sandbox landlock, or /dev/net/tun not yours: mosaic doctor)"
+			}
+			fmt.Fprintf(w, "network:   allow: %s, only through its egress proxy (%s) %s\n", how, units.EgressUnitName(s.Name), to)
 		}
 	case "host":
 		fmt.Fprintln(w, "network:   host: NOT CONFINED (the host's network and loopback services; its abstract sockets only where the kernel has Landlock ABI 6)")

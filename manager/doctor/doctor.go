@@ -58,8 +58,19 @@ func Doctor(ctx context.Context) ([]Check, *manager.Manager) {
 	} else {
 		checks = append(checks, ok("bwrap", bwrap+" builds the session's namespaces (user, PID, IPC, mount)"))
 	}
-	checks = append(checks, stageCheck(), journalCheck())
+	checks = append(checks, stageCheck(), journalCheck(), deviceCheck())
 	return checks, m
+}
+
+// deviceCheck is whether sessions in network allow get their network
+// device (every connection through the proxy) or reach only proxy-aware
+// clients' hosts.
+func deviceCheck() Check {
+	if !sandbox.TUNUsable() {
+		return warn("network-device", sandbox.TUNPath+" is not yours to open: a session in network allow reaches its granted hosts only from clients that honour HTTPS_PROXY (JVMs, gRPC, ssh and database clients fail, with nothing refused on record)",
+			"sudo chmod 0666 "+sandbox.TUNPath+" (udev's default on every distribution; a container's /dev may differ), or sudo modprobe tun where it is missing")
+	}
+	return ok("network-device", sandbox.TUNPath+": a session in network allow sends every connection (any client, any TCP port) and DNS through its egress proxy")
 }
 
 // stageCheck is whether the stage binary sessions run (mosaic-stage,

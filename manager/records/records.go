@@ -41,6 +41,11 @@ type Description struct {
 	MayLaunch        bool           `json:"may_launch,omitempty"`  // started with --may-launch: the bus lets it launch sessions
 	Network          string         `json:"network,omitempty"`     // none, allow or host (not confined)
 	AllowHosts       []string       `json:"allow_hosts,omitempty"` // network allow: where the egress proxy lets it go
+	// NetworkDevice: network allow through the session's network device,
+	// every connection and DNS, proxy-aware or not (else only what honours
+	// HTTPS_PROXY reaches the proxy: run --scope, --sandbox landlock, or a
+	// host whose /dev/net/tun is not the user's).
+	NetworkDevice bool `json:"network_device,omitempty"`
 	// Output is where the command's stdout and stderr went: "journal"
 	// (mosaic start), "terminal" (mosaic run: the caller's terminal or
 	// pipes, which the journal never saw), or "pty" (start --pty: a
