@@ -76,6 +76,9 @@ type Report struct {
 	Footprint   map[string]float64 `json:"footprint_mib"`
 	Breakdown   []Stat             `json:"run_breakdown"`
 	Egress      []Stat             `json:"egress_ttfb,omitempty"`
+	// Device is the session's way out (the network device, the proxy)
+	// against the host's: a download and new connections.
+	Device []Stat `json:"network_device,omitempty"`
 	// ScopeBreakdown is MOSAIC_TRACE's steps of mosaic run --scope.
 	ScopeBreakdown []Stat `json:"scope_breakdown,omitempty"`
 	// Hardening is what each hardening step costs on its own.

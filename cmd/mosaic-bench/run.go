@@ -32,6 +32,7 @@ func runAll(args []string) (*Report, error) {
 	clone := fs.Bool("clone", true, "also measure clone mode (repositories of 1k, 10k, 100k files)")
 	onlyClone := fs.Bool("only-clone", false, "measure clone mode only")
 	onlyProcesses := fs.Bool("only-processes", false, "count process starts only")
+	onlyDevice := fs.Bool("only-device", false, "measure the network device only")
 	cloneFiles := fs.Int("clone-files", 0, "measure clone mode only at this many files (1000, 10000 or 100000; 0: all)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -59,6 +60,13 @@ func runAll(args []string) (*Report, error) {
 		b.processStarts(r)
 		return r, nil
 	}
+	if *onlyDevice {
+		if err := b.networkDevice(r); err != nil {
+			return nil, err
+		}
+		r.Ratios = deviceRatios(r)
+		return r, nil
+	}
 	if *onlyClone {
 		if err := b.cloneMode(ctx, r, *cloneFiles); err != nil {
 			return nil, err
@@ -82,13 +90,16 @@ func runAll(args []string) (*Report, error) {
 	if err := b.egressTTFB(r); err != nil {
 		return nil, err
 	}
+	if err := b.networkDevice(r); err != nil {
+		return nil, err
+	}
 	b.hardening(r)
 	if *clone {
 		if err := b.cloneMode(ctx, r, *cloneFiles); err != nil {
 			return nil, err
 		}
 	}
-	r.Ratios = append(ratios(r), cloneRatios(r)...)
+	r.Ratios = append(append(ratios(r), deviceRatios(r)...), cloneRatios(r)...)
 	return r, nil
 }
 

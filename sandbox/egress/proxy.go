@@ -472,7 +472,7 @@ func (q *quiet) limit() time.Duration {
 
 // copy copies from src (read through srcConn's deadline) to dst.
 func (q *quiet) copy(dst net.Conn, src io.Reader, srcConn net.Conn) (int64, error) {
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 256<<10) // large reads: a deadline and a write each, not 8 of each
 	var n int64
 	for {
 		_ = srcConn.SetReadDeadline(time.Unix(0, q.last.Load()).Add(q.limit()))
