@@ -422,7 +422,7 @@ const (
 // (StopWhenUnneeded), however the session ended.
 func EgressProperties(s Spec) []sd.Property {
 	argv := egress.Config{Session: s.Name, Socket: filepath.Join(s.EgressDir, sandbox.EgressSocketName), Allow: s.Allow,
-		Inject: s.Inject, Git: s.GitLends, Control: egress.ControlDir(s.EgressDir), Record: egress.RecordDir(s.StateDir), Drop: heldLink(s, s.EgressCredentialFile)}.Argv(s.MosaicBin)
+		Inject: s.Inject, Git: s.GitLends, Control: egress.ControlDir(s.EgressDir), Record: egress.RecordDir(s.StateDir), Drop: heldLink(s, s.EgressCredentialFile), Ask: s.Ask}.Argv(s.MosaicBin)
 	// The control directory (grants, `mosaic allow`) is the proxy's and the
 	// user's only: no session binds it.
 	// Its record (refusals, grants) goes beside the session's home, for

@@ -230,6 +230,9 @@ type Spec struct {
 	// user's to open (the session then reaches only proxy-aware clients'
 	// hosts) and for --sandbox landlock (no bwrap).
 	TUN bool
+	// Ask is how long the egress proxy holds a connection to a host not on
+	// the list for the user's answer (--ask); 0: refused at once.
+	Ask time.Duration
 	// Allow is the egress allowlist ("host:port", or an address a name may
 	// resolve to); EgressDir holds the proxy's socket.
 	Allow     []string

@@ -181,6 +181,10 @@ func printEgress(w io.Writer, name string, st *egress.State, safe func(string) s
 	if len(st.Denied) > 0 {
 		fmt.Fprintf(w, "  taken back: %s\n", strings.Join(st.Denied, ", "))
 	}
+	for _, p := range st.Pending {
+		fmt.Fprintf(w, "  HELD for your answer: %s (%d connections, since %s): %s, mosaic deny %s %s, or mosaic approve\n",
+			safe(p.Target), p.Waiting, p.Since.Local().Format(time.TimeOnly), safe(egress.AllowLine(name, p.Target)), name, safe(p.Target))
+	}
 	printRefused(w, name, st.Refused, st.RefusedOther, safe)
 }
 

@@ -131,7 +131,7 @@ func newApp(out *output) *cli.App {
 		Flags: []cli.Flag{&cli.StringSliceFlag{Name: "host", Aliases: []string{"H"}, EnvVars: []string{"MOSAIC_HOST"},
 			Usage: "run the command on `[USER@]HOST[:PORT]` over your ssh, against that machine's mosaic and user manager (list: repeatable, or --all-hosts for ~/.config/mosaic/hosts)"}},
 		Commands: []*cli.Command{
-			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), attachCommand(out), logsCommand(out), auditCommand(out), allowCommand(out), denyCommand(out), rmCommand(out), gcCommand(out), diffCommand(out), applyCommand(out), discardCommand(out), profilesCommand(out), policyCommand(out), trustCommand(out), loginCommand(out), homeCommand(out), doctorCommand(out), busCommand(out), versionCommand(out),
+			startCommand(out), runCommand(out), stopCommand(out), listCommand(out), statusCommand(out), attachCommand(out), logsCommand(out), auditCommand(out), allowCommand(out), denyCommand(out), approveCommand(out), rmCommand(out), gcCommand(out), diffCommand(out), applyCommand(out), discardCommand(out), profilesCommand(out), policyCommand(out), trustCommand(out), loginCommand(out), homeCommand(out), doctorCommand(out), busCommand(out), versionCommand(out),
 			completionCommand(out),
 		},
 	}

@@ -46,6 +46,7 @@ type Request struct {
 	TTY         bool     // stdio is a pseudo-terminal mosaic made for the session
 	MayLaunch   bool     // the session may ask the bus to launch others
 	Network     string   // none, allow or host; empty: the profile's
+	Ask         bool     // --ask: hold a connection to a host not on the list for the user's answer
 	AllowHosts  []string // --allow-host, added to the profile's list
 	SetEnv      []string // --env NAME=VALUE: non-secret variables
 	PassEnv     []string // --pass-env NAME: non-secret, from the caller's environment
@@ -270,6 +271,11 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	return spec, grant, nil
 }
 
+// AskHold is how long --ask holds a connection for the user's answer:
+// long enough to read a line and type one, short of most clients' own
+// timeouts (git's, npm's and curl's connect wait longer).
+const AskHold = 30 * time.Second
+
 // nameOf is the session's name: the request's, else one made from its
 // command.
 func nameOf(req Request) string {
@@ -409,6 +415,12 @@ func finishSpec(spec *units.Spec, req Request, grant *credentials.Grant, p Paths
 	// The network device is made by a service's exec shim (a scope has
 	// none: mosaic runs its bwrap itself) with its unit's capabilities.
 	spec.TUN = spec.Network == sandbox.NetworkAllow && spec.Sandbox != sandbox.ModeLandlock && !spec.Scope && sandbox.TUNUsable()
+	if req.Ask {
+		if spec.Network != sandbox.NetworkAllow {
+			return errcode.BadNetwork.New("--ask needs network allow (an egress proxy to hold the connection), not %s", spec.Network)
+		}
+		spec.Ask = AskHold
+	}
 	if clone, err := cloneMode(req, grant.Profile, p); err != nil {
 		return err
 	} else if clone {

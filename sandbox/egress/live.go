@@ -61,6 +61,7 @@ type State struct {
 	Tunnels      int       `json:"open_tunnels"`
 	Refused      []Refusal `json:"refused"`
 	RefusedOther int       `json:"refused_other,omitempty"` // refusals of targets past the table's bound
+	Pending      []Pending `json:"pending,omitempty"`       // connections held for an answer (--ask)
 }
 
 type live struct {
@@ -69,6 +70,7 @@ type live struct {
 	denied  map[string]bool       // "host:port"
 	tunnels map[string]map[*openTunnel]bool
 	refused map[string]*Refusal // by target
+	pending map[string]*pending  // held for an answer (--ask), by target
 	other   int
 	now     func() time.Time
 	history []Grant      // the grants made, at most MaxRecorded (record.go)
@@ -85,7 +87,7 @@ type openTunnel struct{ conns []net.Conn }
 
 func newLive() *live {
 	return &live{grants: map[string]*liveGrant{}, denied: map[string]bool{},
-		tunnels: map[string]map[*openTunnel]bool{}, refused: map[string]*Refusal{}, now: time.Now}
+		tunnels: map[string]map[*openTunnel]bool{}, refused: map[string]*Refusal{}, pending: map[string]*pending{}, now: time.Now}
 }
 
 // hostAllowed reports whether hp ("host:port") may be reached over CONNECT.
@@ -227,7 +229,7 @@ func (e *Egress) deny(entries []string, who string) (closed int, err error) {
 	for _, t := range ts {
 		g := l.grants[t.entry]
 		hosts := hostsOf(t.a)
-		if g == nil && !e.allowsAny(hosts) && !l.granted(func(a Allow) bool { return anyOf(hosts, a) }) {
+		if g == nil && !e.allowsAny(hosts) && !l.granted(func(a Allow) bool { return anyOf(hosts, a) }) && !l.answerPending(hosts) {
 			l.mu.Unlock()
 			return 0, fmt.Errorf("%s is not on session %s's list: nothing to take back (`mosaic status %s` shows the list)", t.entry, e.Session, e.Session)
 		}
@@ -417,6 +419,7 @@ func (e *Egress) State() State {
 	for _, r := range l.refused {
 		st.Refused = append(st.Refused, *r)
 	}
+	st.Pending = l.pendingList()
 	sort.Slice(st.Refused, func(i, j int) bool { return st.Refused[i].Last.After(st.Refused[j].Last) })
 	return st
 }

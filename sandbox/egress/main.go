@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -41,6 +42,9 @@ type Config struct {
 	Control string
 	// Record is where the proxy leaves its record (RecordDir).
 	Record string
+	// Ask is how long a connection to a host not on the list is held for
+	// the user's answer (--ask); 0: refused at once.
+	Ask time.Duration
 }
 
 // Argv is the egress unit's command line, argv[0] being the mosaic binary.
@@ -63,6 +67,9 @@ func (c Config) Argv(mosaicBin string) []string {
 	}
 	if c.Record != "" {
 		argv = append(argv, "--record", c.Record)
+	}
+	if c.Ask > 0 {
+		argv = append(argv, "--ask", c.Ask.String())
 	}
 	return argv
 }
@@ -96,6 +103,12 @@ func ParseArgs(args []string) (Config, error) {
 			c.Control = args[1]
 		case "--record":
 			c.Record = args[1]
+		case "--ask":
+			d, err := time.ParseDuration(args[1])
+			if err != nil || d <= 0 {
+				return Config{}, fmt.Errorf("bad --ask %q: a duration such as 30s", args[1])
+			}
+			c.Ask = d
 		default:
 			return Config{}, fmt.Errorf("unknown option %s", args[0])
 		}
@@ -122,7 +135,7 @@ func serveMain(args []string, notify func()) error {
 	if err != nil {
 		return err
 	}
-	e := &Egress{Session: c.Session, Log: os.Stderr, ControlDir: c.Control, RecordDir: c.Record}
+	e := &Egress{Session: c.Session, Log: os.Stderr, ControlDir: c.Control, RecordDir: c.Record, Ask: c.Ask}
 	e.Audit = func(f []journald.Field) {
 		if err := journald.Send(f); err != nil { // the line on stderr stays
 			e.logf("audit event not written to the journal: %v", err)

@@ -93,6 +93,9 @@ type Egress struct {
 	// Audit, when set, writes an audit event (a journal entry of its own,
 	// units/journald): the grants, revocations and expiries.
 	Audit func([]journald.Field)
+	// Ask, when set, is how long a connection to a host not on the list
+	// is held for the user's answer before it is refused (ask.go).
+	Ask time.Duration
 
 	liveOnce sync.Once
 	live     *live // grants, revocations, open tunnels, refusals (live.go)
@@ -217,7 +220,7 @@ func (e *Egress) handle(c net.Conn) {
 		kind = RefusedUnreachable
 	} else {
 		var hp string
-		hp, why, kind = e.check(req.Host)
+		hp, why, kind = e.checkOrHold(req.Host)
 		if why == "" && e.Inject.covers(hp) {
 			if forget, ok := e.track(hp, false, c); ok {
 				defer forget()
@@ -339,7 +342,8 @@ func (e *Egress) forbid(c net.Conn, why string) {
 const maxPhrase = 1024
 
 // check checks target against the allowlist and returns it as
-// "host:port", or why not and the kind of refusal.
+// "host:port", or why not and the kind of refusal (with the "host:port"
+// of a name that is not listed, which --ask may hold).
 func (e *Egress) check(target string) (hp, why, kind string) {
 	host, _, err := net.SplitHostPort(target)
 	if err != nil {
@@ -353,7 +357,7 @@ func (e *Egress) check(target string) (hp, why, kind string) {
 		return "", fmt.Sprintf("%q is not a host name", printable(target)), RefusedNotListed
 	}
 	if !e.hostAllowed(hp) {
-		return "", fmt.Sprintf("%s is not on the session's allowlist (to allow it, run on the host: %s)", hp, e.AllowLine(hp)), RefusedNotListed
+		return hp, fmt.Sprintf("%s is not on the session's allowlist (to allow it, run on the host: %s)", hp, e.AllowLine(hp)), RefusedNotListed
 	}
 	return hp, "", ""
 }

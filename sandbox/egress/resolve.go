@@ -24,7 +24,7 @@ func (e *Egress) resolve(c net.Conn, host string) {
 		refuse(c, http.StatusBadRequest, "mosaic egress: not a host name")
 		return
 	}
-	if e.nameAllowed(name) {
+	if e.Ask > 0 || e.nameAllowed(name) { // with --ask, the connection is held instead
 		_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
 		return
 	}

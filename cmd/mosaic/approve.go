@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"mosaic/manager"
+	"mosaic/manager/request"
+	"mosaic/sandbox/egress"
+	"mosaic/units/termsafe"
+)
+
+// heldRequest is one connection a session started with --ask holds for
+// an answer.
+type heldRequest struct {
+	Session string `json:"session"`
+	egress.Pending
+}
+
+// approveCommand lists what the sessions started with --ask hold, and on
+// a terminal answers each as it comes: allow it for the session, deny it,
+// or leave it (refused when its hold ends).
+func approveCommand(out *output) *cli.Command {
+	return &cli.Command{
+		Name:  "approve",
+		Usage: "answer the connections sessions started with --ask hold: allow or deny each, live",
+		Description: "Lists the connections every running session holds for an answer (--ask) and, on a terminal, asks about each\n" +
+			"as it comes: a (allow the host for the session: mosaic allow), d (deny it: mosaic deny), or Enter (leave it: refused\n" +
+			"when its 30 s hold ends). Until Ctrl-C or end of input. Not on a terminal, or with --json, it lists them once.",
+		Flags:        []cli.Flag{jsonFlag},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			return connected(func(ctx context.Context, m *manager.Manager) error {
+				if out.json || !isTerminal(os.Stdin) {
+					held, err := heldRequests(ctx, m)
+					if err != nil {
+						return err
+					}
+					out.result(map[string]any{"pending": held}, func(w io.Writer) {
+						if len(held) == 0 {
+							fmt.Fprintln(w, "no session holds a connection for an answer")
+						}
+						for _, h := range held {
+							fmt.Fprintf(w, "%s wants %s (%d connections held since %s)\n", h.Session, termsafe.Escape(h.Target, false), h.Waiting, h.Since.Local().Format(time.TimeOnly))
+						}
+					})
+					return nil
+				}
+				return approveLive(ctx, m, out.stdout, bufio.NewReader(os.Stdin))
+			})
+		},
+	}
+}
+
+// approveLive asks about each held connection as it comes, until the end
+// of input.
+func approveLive(ctx context.Context, m *manager.Manager, w io.Writer, in *bufio.Reader) error {
+	fmt.Fprintln(w, "mosaic approve: waiting for sessions' held connections (Ctrl-C to end)")
+	asked := map[string]bool{}
+	for {
+		held, err := heldRequests(ctx, m)
+		if err != nil {
+			return err
+		}
+		var next *heldRequest
+		for i := range held {
+			if k := held[i].Session + " " + held[i].Target; !asked[k] {
+				asked[k], next = true, &held[i]
+				break
+			}
+		}
+		if next == nil {
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		fmt.Fprintf(w, "%s wants %s: [a]llow for the session, [d]eny, Enter to leave it? ", next.Session, termsafe.Escape(next.Target, false))
+		line, err := in.ReadString('\n')
+		if err != nil {
+			return nil
+		}
+		answer := strings.TrimSpace(strings.ToLower(line))
+		if answer != "a" && answer != "d" {
+			continue
+		}
+		err = withControl(next.Session, func(ctx context.Context, cc *egress.ControlClient) error {
+			if answer == "a" {
+				_, err := cc.Allow(ctx, []string{next.Target}, 0)
+				return err
+			}
+			_, err := cc.Deny(ctx, []string{next.Target})
+			return err
+		})
+		if err != nil {
+			fmt.Fprintf(w, "  not answered: %v\n", err)
+			continue
+		}
+		fmt.Fprintf(w, "  %s\n", map[string]string{"a": "allowed", "d": "denied"}[answer])
+	}
+}
+
+// heldRequests are the connections every running session in network
+// allow holds, oldest first per session.
+func heldRequests(ctx context.Context, m *manager.Manager) ([]heldRequest, error) {
+	sessions, err := m.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := request.UserPaths()
+	if err != nil {
+		return nil, err
+	}
+	held := []heldRequest{}
+	for _, s := range sessions {
+		if s.Network != "allow" || !s.Running() {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := egress.NewControlClient(p.EgressDir(s.Name)).State(cctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, pe := range st.Pending {
+			held = append(held, heldRequest{Session: s.Name, Pending: pe})
+		}
+	}
+	return held, nil
+}
