@@ -10,8 +10,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"mosaic/credentials/sessionfile"
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
+	"mosaic/internal/sessionfile"
 )
 
 // decodeDoubleQuoted parses one NAME="VALUE" line the way systemd's

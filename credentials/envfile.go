@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"unicode/utf8"
 
-	"mosaic/units/errcode"
-	"mosaic/units/regfile"
+	"mosaic/internal/errcode"
+	"mosaic/internal/regfile"
 )
 
 // Var is one credential: a variable name and its secret value. Its String

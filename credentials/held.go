@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/credentials/sessionfile"
+	"mosaic/internal/sessionfile"
 )
 
 // Held is a session's environment file that exists only in this process's

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 )
 
 // NoKeyNeeded reports whether command only asks an agent about itself

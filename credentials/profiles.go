@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"mosaic/units/errcode"
-	"mosaic/units/regfile"
+	"mosaic/internal/errcode"
+	"mosaic/internal/regfile"
 
 	"github.com/coreos/go-systemd/v22/unit"
 )

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 )
 
 // Request is what the caller asked for: a profile (empty: picked from the

@@ -8,14 +8,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/journald"
 	"mosaic/manager/clone"
 	"mosaic/manager/clone/patchcheck"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/manager/statedir"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/journald"
 )
 
 // Current is session name's change: a new snapshot (Finish) when the

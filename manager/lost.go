@@ -7,10 +7,10 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/testhook"
 	"mosaic/manager/records"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/testhook"
 )
 
 // A start whose connection to systemd is lost once it asked for the unit

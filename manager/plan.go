@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"mosaic/credentials"
+	"mosaic/internal/errcode"
 	"mosaic/manager/cgwarm"
 	"mosaic/manager/request"
 	"mosaic/manager/stagebin"
@@ -13,7 +14,6 @@ import (
 	"mosaic/sandbox/directfloor"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // Plan is one session ready to start: its spec, complete (every path

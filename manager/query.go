@@ -9,12 +9,12 @@ import (
 	"strconv"
 	"strings"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/bulkget"
 	"mosaic/manager/cgcount"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/manager/session"
-	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/clone"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
@@ -22,7 +23,6 @@ import (
 	"mosaic/manager/statedir"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // ListAll is List plus the ended sessions whose units systemd has collected.

@@ -6,12 +6,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/testhook"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/manager/session"
 	"mosaic/manager/statedir"
-	"mosaic/units/errcode"
-	"mosaic/units/testhook"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/testhook"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/testhook"
 
 	"golang.org/x/sys/unix"
 )

@@ -12,10 +12,10 @@ import (
 	"syscall"
 	"time"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/records"
 	"mosaic/manager/session"
 	"mosaic/manager/statedir"
-	"mosaic/units/errcode"
 
 	"golang.org/x/sys/unix"
 

@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/request"
-	"mosaic/units/errcode"
 )
 
 // pending is a Connecting whose connection comes when the test says.

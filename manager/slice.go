@@ -8,8 +8,8 @@ import (
 
 	"mosaic/manager/request"
 
+	"mosaic/internal/errcode"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // limitSlice gives mosaic.slice its limits (every session together) when it

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/testhook"
 	"mosaic/manager/cgwarm"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
-	"mosaic/units/errcode"
-	"mosaic/units/testhook"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"golang.org/x/sys/unix"

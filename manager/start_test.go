@@ -14,11 +14,11 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"mosaic/credentials"
+	"mosaic/internal/errcode"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/manager/session"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // A plan's start claims its name, writes its state and its record, hands

@@ -6,12 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/testhook"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/manager/statedir"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/testhook"
 )
 
 // busyName is the refusal for a name another mosaic command holds.

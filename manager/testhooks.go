@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"mosaic/credentials"
-	"mosaic/credentials/sessionfile"
+	"mosaic/internal/sessionfile"
+	"mosaic/internal/testhook"
 	"mosaic/manager/request"
 	"mosaic/sandbox"
 	"mosaic/units"
-	"mosaic/units/testhook"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"

@@ -16,14 +16,14 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/termsafe"
 	"mosaic/manager"
 	"mosaic/manager/request"
 	"mosaic/manager/session"
 	"mosaic/sandbox/egress"
 	"mosaic/sandbox/ptyhold"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/termsafe"
 )
 
 // detachKeys end an attach and leave the session running, as docker's

@@ -10,8 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"mosaic/credentials"
+	"mosaic/internal/errcode"
 	"mosaic/manager"
-	"mosaic/units/errcode"
 )
 
 // Shell completion: each shell's script (mosaic completion bash|zsh|fish)

@@ -9,9 +9,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/doctor"
 	"mosaic/sandbox"
-	"mosaic/units/errcode"
 )
 
 func doctorCommand(out *output) *cli.Command {

@@ -10,11 +10,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager"
 	"mosaic/manager/request"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // allowCommand and denyCommand change a running session's allowlist

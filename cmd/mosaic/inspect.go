@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 
 	"github.com/urfave/cli/v2"
 

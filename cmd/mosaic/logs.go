@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 
 	"github.com/urfave/cli/v2"
 

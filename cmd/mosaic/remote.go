@@ -19,11 +19,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/credentials"
+	"mosaic/internal/errcode"
+	"mosaic/internal/termsafe"
 	"mosaic/manager"
 	"mosaic/manager/remote"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/termsafe"
 )
 
 // hostBound is how long a --host may take to answer ssh's connection, and,

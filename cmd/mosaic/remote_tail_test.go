@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/remote"
-	"mosaic/units/errcode"
 )
 
 // TestStderrTailMarkers: a marker line counts only as the stream's last

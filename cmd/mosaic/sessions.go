@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/termsafe"
 	"mosaic/manager/request"
-	"mosaic/units/errcode"
-	"mosaic/units/termsafe"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"

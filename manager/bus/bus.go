@@ -33,11 +33,11 @@ import (
 	"sync"
 	"time"
 
+	"mosaic/internal/acceptloop"
+	"mosaic/internal/errcode"
 	"mosaic/manager"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
-	"mosaic/units/acceptloop"
-	"mosaic/units/errcode"
 
 	"golang.org/x/sys/unix"
 

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/request"
-	"mosaic/units/errcode"
 
 	"github.com/coreos/go-systemd/v22/unit"
 

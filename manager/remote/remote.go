@@ -21,7 +21,7 @@ import (
 	"strings"
 
 	"mosaic/credentials"
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 )
 
 // Protocol is the version of the frame and of the remote-exec/remote-hold

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"mosaic/credentials"
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // gitCredentialTimeout bounds the run of the user's git credential helper

@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 
 	"mosaic/credentials"
 	"mosaic/sandbox"

@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"mosaic/credentials"
-	"mosaic/units/journald"
+	"mosaic/internal/journald"
 )
 
 // A GitLend is a git host credential lent to a session (--lend-git): for
