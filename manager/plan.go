@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"mosaic/credentials"
+	"mosaic/internal/credvar"
 	"mosaic/internal/errcode"
 	"mosaic/manager/cgwarm"
 	"mosaic/manager/request"
@@ -23,7 +23,7 @@ import (
 // (*Manager).Start and Run, and (*Connecting).RunScope, start it.
 type Plan struct {
 	Spec    units.Spec
-	Secrets []credentials.Var
+	Secrets []credvar.Var
 }
 
 // Host is what a plan is made against besides its request: facts of this

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/credentials"
+	"mosaic/internal/credvar"
 	"mosaic/internal/errcode"
 	"mosaic/internal/termsafe"
 	"mosaic/manager"
@@ -723,7 +724,7 @@ func remoteExecFrame(args []string) int {
 // one that steers this process or what it starts (PATH, LD_*, HOME, the
 // runtime and bus addresses, mosaic's own).
 func passable(name string) bool {
-	if credentials.ValidateName(name) != nil {
+	if credvar.ValidateName(name) != nil {
 		return false
 	}
 	switch name {

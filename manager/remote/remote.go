@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"mosaic/credentials"
+	"mosaic/internal/credvar"
 	"mosaic/internal/errcode"
 )
 
@@ -210,7 +211,7 @@ func (f Frame) String() string {
 // WriteFrame writes f as "mosaic-frame 1 LENGTH\n" and LENGTH bytes of JSON.
 func WriteFrame(w io.Writer, f Frame) error {
 	for n, v := range f.Secrets {
-		if err := credentials.ValidateName(n); err != nil {
+		if err := credvar.ValidateName(n); err != nil {
 			return err
 		}
 		if err := credentials.ValidateValue(n, v, "to send to the remote"); err != nil {

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/internal/credvar"
 	"mosaic/internal/errcode"
 
 	"mosaic/credentials"
@@ -161,7 +162,7 @@ func (p Paths) ToolCacheDir(workspace string) string {
 // nothing on disk.
 // The mosaic binary and the host's facts are filled in by the plan
 // (manager.NewPlan).
-func Prepare(req Request, p Paths, bwrapBin string) (units.Spec, []credentials.Var, error) {
+func Prepare(req Request, p Paths, bwrapBin string) (units.Spec, []credvar.Var, error) {
 	spec, grant, err := prepare(req, p, bwrapBin)
 	if err != nil {
 		return units.Spec{}, nil, err
