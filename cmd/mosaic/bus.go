@@ -19,8 +19,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"mosaic/cmd/mosaic/internal/bus"
 	"mosaic/manager"
-	"mosaic/manager/bus"
 	"mosaic/sandbox"
 	"mosaic/units"
 )

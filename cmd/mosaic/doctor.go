@@ -9,8 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"mosaic/cmd/mosaic/internal/doctor"
 	"mosaic/internal/errcode"
-	"mosaic/manager/doctor"
 	"mosaic/sandbox"
 )
 
