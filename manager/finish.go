@@ -208,7 +208,7 @@ func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, 
 	if err != nil {
 		return units.Spec{}, err
 	}
-	h.MosaicBin, h.Outside = m.MosaicBin, m.Outside
+	h.MosaicBin, h.Outside = m.opts.MosaicBin, m.opts.Outside
 	if h.BwrapErr != nil {
 		return units.Spec{}, noSandbox(h.BwrapErr, "the finish step runs in the session's sandbox")
 	}

@@ -146,7 +146,7 @@ func flagNames(cmd *cli.Command) []string {
 func sessionNames() []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2e9)
 	defer cancel()
-	m, err := manager.Connect(ctx)
+	m, err := manager.Connect(ctx, manager.Options{})
 	if err != nil {
 		return nil
 	}

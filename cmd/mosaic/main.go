@@ -194,12 +194,11 @@ func usageError(c *cli.Context, err error, _ bool) error {
 // connected runs f with a connection to the user manager, closed after.
 func connected(f func(ctx context.Context, m *manager.Manager) error) error {
 	ctx := context.Background()
-	m, err := manager.Connect(ctx)
+	m, err := manager.Connect(ctx, manager.Options{TieSelf: true}) // one command, then mosaic exits
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	m.TieSelf = true // one command, then mosaic exits
 	return f(ctx, m)
 }
 
