@@ -7,6 +7,7 @@ import (
 
 	"mosaic/internal/credvar"
 	"mosaic/internal/errcode"
+	"mosaic/internal/xdg"
 )
 
 // Request is what the caller asked for: a profile (empty: picked from the
@@ -175,9 +176,5 @@ func where(files []string) string {
 
 // ProfileDir is where the user's profiles live: $XDG_CONFIG_HOME/mosaic/profiles.
 func ProfileDir(home string) string {
-	cfg := os.Getenv("XDG_CONFIG_HOME")
-	if cfg == "" || !filepath.IsAbs(cfg) {
-		cfg = filepath.Join(home, ".config")
-	}
-	return filepath.Join(cfg, "mosaic", "profiles")
+	return filepath.Join(xdg.ConfigHome(home, os.Getenv), "mosaic", "profiles")
 }

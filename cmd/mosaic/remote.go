@@ -22,6 +22,7 @@ import (
 	"mosaic/internal/credvar"
 	"mosaic/internal/errcode"
 	"mosaic/internal/termsafe"
+	"mosaic/internal/xdg"
 	"mosaic/manager"
 	"mosaic/manager/remote"
 	"mosaic/units"
@@ -105,7 +106,7 @@ func hostArgs(args []string, env func(string) string) (hostCall, error) {
 		}
 	}
 	if allHosts {
-		listed, err := readHostsFile(env("HOME"), env("XDG_CONFIG_HOME"))
+		listed, err := readHostsFile(xdg.ConfigHome(env("HOME"), env))
 		if err != nil {
 			return call, err
 		}
@@ -157,10 +158,7 @@ func lendFlag(args []string) string {
 
 // readHostsFile reads ~/.config/mosaic/hosts: one [USER@]HOST[:PORT] a line
 // (or `local`), # comments.
-func readHostsFile(home, config string) ([]string, error) {
-	if config == "" || !filepath.IsAbs(config) {
-		config = filepath.Join(home, ".config")
-	}
+func readHostsFile(config string) ([]string, error) {
 	path := filepath.Join(config, "mosaic", "hosts")
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"mosaic/internal/credvar"
 	"mosaic/internal/errcode"
+	"mosaic/internal/xdg"
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
@@ -109,10 +110,7 @@ func UserPaths() (Paths, error) {
 	if state == "" || !filepath.IsAbs(state) {
 		state = filepath.Join(home, ".local", "state")
 	}
-	cfg := os.Getenv("XDG_CONFIG_HOME")
-	if cfg == "" || !filepath.IsAbs(cfg) {
-		cfg = filepath.Join(home, ".config")
-	}
+	cfg := xdg.ConfigHome(home, os.Getenv)
 	p := Paths{Home: Resolve(home), RuntimeDir: Resolve(rt), StateRoot: filepath.Join(Resolve(state), "mosaic"), Config: Resolve(cfg)}
 	return p, nil
 }
