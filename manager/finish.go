@@ -89,7 +89,7 @@ type Change struct {
 // reads what it wrote as data: the patch through patchcheck, which also
 // makes the summary. It records the snapshot in clone.json.
 func (m *Manager) Finish(ctx context.Context, name string) (Change, error) {
-	p, err := request.UserPaths()
+	p, err := m.Paths()
 	if err != nil {
 		return Change{}, err
 	}

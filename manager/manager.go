@@ -43,6 +43,11 @@ type Manager struct {
 	closed   <-chan struct{} // closed when the connection is (gone)
 	features units.Features
 	opts     Options // as given to Connect or Open, MosaicBin filled in
+	// paths are the user's, read once where the Manager is made (Connect,
+	// Open); pathsErr says why there are none (no home), to the calls that
+	// need them.
+	paths    request.Paths
+	pathsErr error
 
 	viaBus  bool   // through dbus-daemon: signals need Subscribe and match rules
 	private string // the manager's private socket, which a bulk connection dials
@@ -219,6 +224,7 @@ func Connect(ctx context.Context, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.paths, m.pathsErr = request.UserPaths()
 	m.sweepCredentials(ctx) // no secret outlives the next mosaic command
 	return m, nil
 }
@@ -271,6 +277,10 @@ func connect(ctx context.Context, opts Options) (*Manager, error) {
 	return m, nil
 }
 
+// Paths are the user's paths this Manager was made with, or why there
+// are none (no home).
+func (m *Manager) Paths() (request.Paths, error) { return m.paths, m.pathsErr }
+
 // executable is this process's own binary, resolved.
 func executable() string {
 	exe, err := os.Executable()
@@ -293,14 +303,16 @@ type Connecting struct {
 	swept sync.Once
 }
 
-// connectInBackground starts connecting (connect, without the sweep).
-func connectInBackground(ctx context.Context, opts Options) *Connecting {
+// connectInBackground starts connecting (connect, without the sweep), for
+// the user's paths already read.
+func connectInBackground(ctx context.Context, opts Options, paths request.Paths) *Connecting {
 	c := &Connecting{done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		c.m, c.err = connect(ctx, opts)
 		if c.m != nil {
 			c.m.oneCommand = true
+			c.m.paths = paths
 		}
 	}()
 	return c

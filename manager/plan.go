@@ -219,7 +219,7 @@ func Open(ctx context.Context, req request.Request, opts Options) (*Connecting, 
 	if err != nil {
 		return nil, Plan{}, err
 	}
-	c := connectInBackground(ctx, opts)
+	c := connectInBackground(ctx, opts, h.Paths)
 	plan, err := NewPlan(req, h)
 	if err != nil {
 		c.Close()

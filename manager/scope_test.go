@@ -53,6 +53,7 @@ func TestConnectingSweepsOnce(t *testing.T) {
 	}
 	c, arrive := pending()
 	m := fakeManager(t, &fakeSystemd{})
+	m.paths = h.Paths
 	go func() {
 		time.Sleep(10 * time.Millisecond)
 		arrive(m, nil)

@@ -172,7 +172,7 @@ func startCommand(out *output) *cli.Command {
 				out.notes(spec.Notes)
 			}
 			if req.TTY {
-				release, err := givePTY(&plan.Spec)
+				release, err := givePTY(&plan.Spec, m)
 				if err != nil {
 					return err
 				}
