@@ -43,7 +43,7 @@ install: build
 	@# The audit events' catalog (journalctl -x); journalctl reads /usr/lib/systemd/catalog
 	@# once root has run journalctl --update-catalog.
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/catalog
-	install -m 0644 units/journald/mosaic.catalog $(DESTDIR)$(PREFIX)/lib/systemd/catalog/mosaic.catalog
+	install -m 0644 internal/journald/mosaic.catalog $(DESTDIR)$(PREFIX)/lib/systemd/catalog/mosaic.catalog
 	@echo "installed $(BINDIR)/mosaic; make sure $(PREFIX)/bin is on your PATH, then run: mosaic doctor"
 
 uninstall:

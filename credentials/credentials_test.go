@@ -10,8 +10,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"mosaic/credentials/sessionfile"
-	"mosaic/units/errcode"
+	"mosaic/internal/credvar"
+	"mosaic/internal/errcode"
+	"mosaic/internal/sessionfile"
 )
 
 // decodeDoubleQuoted parses one NAME="VALUE" line the way systemd's
@@ -49,7 +50,7 @@ func decodeDoubleQuoted(line string) (name, value string, err error) {
 
 func roundTrip(t *testing.T, value string) {
 	t.Helper()
-	out := string(Encode([]Var{{"K", value}}))
+	out := string(Encode([]credvar.Var{{Name: "K", Value: value}}))
 	if !strings.HasSuffix(out, "\n") || strings.Count(out, "\n") != 1 {
 		t.Fatalf("Encode(%q) = %q: want one line", value, out)
 	}
@@ -101,15 +102,15 @@ func TestValidateValueRefuses(t *testing.T) {
 func TestValidateName(t *testing.T) {
 	for name, ok := range map[string]bool{"A": true, "_x1": true, "ANTHROPIC_API_KEY": true, "1A": false, "A-B": false, "": false,
 		"A B": false, "HOME": false, "PATH": false, "MOSAIC_X": false, "TMPDIR": false} {
-		if err := ValidateName(name); (err == nil) != ok {
+		if err := credvar.ValidateName(name); (err == nil) != ok {
 			t.Errorf("ValidateName(%q) = %v, want ok=%v", name, err, ok)
 		}
 	}
 }
 
 func TestVarNeverPrintsItsValue(t *testing.T) {
-	v := Var{"K", "s3cret"}
-	for _, s := range []string{fmt.Sprint(v), fmt.Sprintf("%v %+v %#v %s", v, v, v, v), fmt.Sprint([]Var{v})} {
+	v := credvar.Var{Name: "K", Value: "s3cret"}
+	for _, s := range []string{fmt.Sprint(v), fmt.Sprintf("%v %+v %#v %s", v, v, v, v), fmt.Sprint([]credvar.Var{v})} {
 		if strings.Contains(s, "s3cret") {
 			t.Errorf("printed %q", s)
 		}
@@ -340,7 +341,7 @@ func TestUserProfiles(t *testing.T) {
 // nothing, whatever process later has this PID.
 func TestHold(t *testing.T) {
 	rt := t.TempDir()
-	h, err := Hold(rt, "s1", []Var{{"A", "x y"}, {"B", `q"$`}}, false)
+	h, err := Hold(rt, "s1", []credvar.Var{{Name: "A", Value: "x y"}, {Name: "B", Value: `q"$`}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

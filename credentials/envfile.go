@@ -9,53 +9,14 @@ import (
 	"syscall"
 	"unicode/utf8"
 
-	"mosaic/units/errcode"
-	"mosaic/units/regfile"
+	"mosaic/internal/credvar"
+	"mosaic/internal/errcode"
+	"mosaic/internal/regfile"
 )
-
-// Var is one credential: a variable name and its secret value. Its String
-// never shows the value, so that a stray %v cannot print a secret.
-type Var struct {
-	Name  string
-	Value string
-}
-
-func (v Var) String() string { return v.Name + "=<redacted>" }
-
-// GoString keeps %#v from printing the value too.
-func (v Var) GoString() string { return v.String() }
-
-// isVarName reports whether name is a variable name: [A-Za-z_][A-Za-z0-9_]*.
-// A loop, not a regexp: compiling one ran at every start of the binary
-// (three per session), and nothing else in mosaic needs the regexp package.
-func isVarName(name string) bool {
-	for i, c := range []byte(name) {
-		letter := c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-		if !letter && (i == 0 || c < '0' || c > '9') {
-			return false
-		}
-	}
-	return name != ""
-}
-
-// reserved are the variables mosaic's init sets or systemd uses itself; a
-// credential of that name would be overwritten or would break the session.
-var reserved = map[string]bool{"HOME": true, "TMPDIR": true, "PATH": true, "USER": true, "LOGNAME": true, "NOTIFY_SOCKET": true}
 
 // maxValue bounds one value; systemd reads an environment file line by line
 // and refuses lines over 1 MiB, and no credential is anywhere near this.
 const maxValue = 64 << 10
-
-// ValidateName checks a credential's name.
-func ValidateName(name string) error {
-	if !isVarName(name) {
-		return errcode.CredentialInvalid.New("credential name %q is invalid: use letters, digits and _, not starting with a digit", name)
-	}
-	if reserved[name] || strings.HasPrefix(name, "MOSAIC_") {
-		return errcode.CredentialInvalid.New("credential name %s is set by mosaic itself: pass the secret under another name", name)
-	}
-	return nil
-}
 
 // ValidateValue checks that systemd's EnvironmentFile parser can carry value
 // byte for byte: it drops assignments that are not UTF-8 or hold a control
@@ -80,7 +41,7 @@ func ValidateValue(name, value, where string) error {
 // double-quoted, and the four characters systemd unescapes inside double
 // quotes (\ " ` $) are escaped, so that quotes, backslashes, '#', runs of
 // spaces and non-ASCII arrive unchanged. The vars must have been validated.
-func Encode(vars []Var) []byte {
+func Encode(vars []credvar.Var) []byte {
 	var b bytes.Buffer
 	for _, v := range vars {
 		b.WriteString(v.Name)
@@ -101,7 +62,7 @@ func Encode(vars []Var) []byte {
 // 0600 or 0400): a secret in a file others can read is already leaked. Blank
 // lines and lines starting with # are skipped; "export " before a name and
 // one pair of quotes around a value are accepted, as in .env files.
-func ReadEnvFile(path string) ([]Var, error) {
+func ReadEnvFile(path string) ([]credvar.Var, error) {
 	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
 		return nil, errcode.CredentialFileInsecure.New("--env-file %s is not a regular file", path)
 	}
@@ -122,7 +83,7 @@ func ReadEnvFile(path string) ([]Var, error) {
 	if perm := fi.Mode().Perm(); perm != 0o600 && perm != 0o400 {
 		return nil, errcode.CredentialFileInsecure.New("--env-file %s has mode %04o, so others may read it: run chmod 600 %s", path, perm, path)
 	}
-	var vars []Var
+	var vars []credvar.Var
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -136,7 +97,7 @@ func ReadEnvFile(path string) ([]Var, error) {
 		if !ok {
 			return nil, errcode.CredentialInvalid.New("--env-file %s line %d is not NAME=VALUE", path, n)
 		}
-		if err := ValidateName(name); err != nil {
+		if err := credvar.ValidateName(name); err != nil {
 			return nil, errcode.CredentialInvalid.New("--env-file %s line %d: %v", path, n, err)
 		}
 		if len(value) >= 2 && (value[0] == '"' || value[0] == '\'') && value[len(value)-1] == value[0] {
@@ -145,7 +106,7 @@ func ReadEnvFile(path string) ([]Var, error) {
 		if err := ValidateValue(name, value, fmt.Sprintf("%s line %d", path, n)); err != nil {
 			return nil, err
 		}
-		vars = append(vars, Var{name, value})
+		vars = append(vars, credvar.Var{Name: name, Value: value})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, errcode.CredentialInvalid.New("--env-file %s: %v", path, err)

@@ -7,7 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/credentials/sessionfile"
+	"mosaic/internal/credvar"
+	"mosaic/internal/sessionfile"
 )
 
 // Held is a session's environment file that exists only in this process's
@@ -51,7 +52,7 @@ type Held struct {
 // named for the session, linked from the session's file under runtimeDir
 // (sessionfile.Path). The vars must have been validated. byProc, only for the
 // weakened build, names the /proc path itself, as before.
-func Hold(runtimeDir, session string, vars []Var, byProc bool) (*Held, error) {
+func Hold(runtimeDir, session string, vars []credvar.Var, byProc bool) (*Held, error) {
 	// Not close-on-exec would hand it to what mosaic runs; the manager
 	// opens it by path, which close-on-exec does not affect.
 	fd, err := unix.MemfdCreate("mosaic-credentials-"+session, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)

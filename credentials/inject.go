@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"mosaic/internal/credvar"
 )
 
 // InjectRule says that a credential never enters the session: the session
@@ -61,7 +63,7 @@ func parseInject(value string) (InjectRule, error) {
 		//lint:ignore ST1005 it begins with the profile's key as the user wrote it
 		return InjectRule{}, fmt.Errorf("Inject=%s: use Inject=VAR HEADER[,HEADER] HOST[:PORT]... (e.g. Inject=MY_API_KEY authorization api.example.com)", value)
 	}
-	if err := ValidateName(f[0]); err != nil {
+	if err := credvar.ValidateName(f[0]); err != nil {
 		return InjectRule{}, err
 	}
 	return InjectRule{Var: f[0], Headers: strings.Split(f[1], ","), Hosts: f[2:]}, nil

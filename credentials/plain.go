@@ -8,7 +8,8 @@ import (
 	"sort"
 	"strings"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/credvar"
+	"mosaic/internal/errcode"
 )
 
 // NoKeyNeeded reports whether command only asks an agent about itself
@@ -156,7 +157,7 @@ var setInside = map[string]string{
 // validPlainName checks the name of a non-secret variable (--env NAME=,
 // --pass-env NAME).
 func validPlainName(flag, name string) error {
-	if !isVarName(name) {
+	if !credvar.IsName(name) {
 		return errcode.BadEnv.New("%s %q: a variable name is letters, digits and _, not starting with a digit", flag, name)
 	}
 	if what, ok := setInside[name]; ok {

@@ -7,8 +7,9 @@ import (
 	"sort"
 	"strings"
 
-	"mosaic/units/errcode"
-	"mosaic/units/regfile"
+	"mosaic/internal/credvar"
+	"mosaic/internal/errcode"
+	"mosaic/internal/regfile"
 
 	"github.com/coreos/go-systemd/v22/unit"
 )
@@ -337,7 +338,7 @@ func readProfile(path string) (Profile, error) {
 			p.Binary = o.Value
 		case "CredentialSet":
 			for _, v := range fields {
-				if err := ValidateName(v); err != nil {
+				if err := credvar.ValidateName(v); err != nil {
 					return bad("CredentialSet: %v", err)
 				}
 			}
@@ -346,14 +347,14 @@ func readProfile(path string) (Profile, error) {
 			}
 		case "PassEnvironment":
 			for _, v := range fields {
-				if !isVarName(v) {
+				if !credvar.IsName(v) {
 					return bad("PassEnvironment: %q is not a variable name", v)
 				}
 			}
 			p.PassEnv = append(p.PassEnv, fields...)
 		case "Environment":
 			n, v, ok := strings.Cut(o.Value, "=")
-			if !ok || !isVarName(n) || ValidateValue(n, v, "") != nil {
+			if !ok || !credvar.IsName(n) || ValidateValue(n, v, "") != nil {
 				return bad("Environment=%s: use one NAME=VALUE per line, a plain value", o.Value)
 			}
 			p.Env = append(p.Env, o.Value)

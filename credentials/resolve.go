@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/credvar"
+	"mosaic/internal/errcode"
+	"mosaic/internal/xdg"
 )
 
 // Request is what the caller asked for: a profile (empty: picked from the
@@ -28,9 +30,9 @@ type Request struct {
 // environment file only) and the profile's non-secret variables.
 type Grant struct {
 	Profile Profile
-	Secrets []Var    // every credential, in a stable order
-	PassEnv []string // NAME=VALUE of every non-secret variable (profile, --env, --pass-env)
-	Set     []string // the credential set that was used, if the profile has any
+	Secrets []credvar.Var // every credential, in a stable order
+	PassEnv []string      // NAME=VALUE of every non-secret variable (profile, --env, --pass-env)
+	Set     []string      // the credential set that was used, if the profile has any
 	// Allow are hosts the session's endpoints (a custom base URL) need,
 	// with Notes saying so; Args go after the binary's name (Profile.Args).
 	Allow []string
@@ -72,7 +74,7 @@ func Resolve(req Request) (Grant, error) {
 	}
 	g := Grant{Profile: p}
 	have := map[string]int{} // name -> index in g.Secrets
-	add := func(v Var) {
+	add := func(v credvar.Var) {
 		if i, ok := have[v.Name]; ok {
 			g.Secrets[i] = v
 			return
@@ -92,7 +94,7 @@ func Resolve(req Request) (Grant, error) {
 		}
 	}
 	for _, name := range req.Credentials {
-		if err := ValidateName(name); err != nil {
+		if err := credvar.ValidateName(name); err != nil {
 			return Grant{}, err
 		}
 		value, ok := lookup(name)
@@ -102,7 +104,7 @@ func Resolve(req Request) (Grant, error) {
 		if err := ValidateValue(name, value, "from your environment"); err != nil {
 			return Grant{}, err
 		}
-		add(Var{name, value})
+		add(credvar.Var{Name: name, Value: value})
 	}
 	if len(p.CredentialSets) > 0 && !req.SignIn && !NoKeyNeeded(req.Command) {
 		set, vars, err := firstCompleteSet(p, fromFiles, lookup)
@@ -120,7 +122,7 @@ func Resolve(req Request) (Grant, error) {
 		for _, v := range vars {
 			if alias, ok := p.Aliases[v.Name]; ok {
 				if _, set := have[alias]; !set {
-					add(Var{alias, v.Value})
+					add(credvar.Var{Name: alias, Value: v.Value})
 				}
 			}
 		}
@@ -131,9 +133,9 @@ func Resolve(req Request) (Grant, error) {
 	return g, nil
 }
 
-func firstCompleteSet(p Profile, fromFiles map[string]string, lookup func(string) (string, bool)) ([]string, []Var, error) {
+func firstCompleteSet(p Profile, fromFiles map[string]string, lookup func(string) (string, bool)) ([]string, []credvar.Var, error) {
 	for _, set := range p.CredentialSets {
-		var vars []Var
+		var vars []credvar.Var
 		for _, name := range set {
 			v, ok := fromFiles[name]
 			where := "from --env-file"
@@ -148,7 +150,7 @@ func firstCompleteSet(p Profile, fromFiles map[string]string, lookup func(string
 			if err := ValidateValue(name, v, where); err != nil {
 				return nil, nil, err
 			}
-			vars = append(vars, Var{name, v})
+			vars = append(vars, credvar.Var{Name: name, Value: v})
 		}
 		if vars != nil {
 			return set, vars, nil
@@ -174,9 +176,5 @@ func where(files []string) string {
 
 // ProfileDir is where the user's profiles live: $XDG_CONFIG_HOME/mosaic/profiles.
 func ProfileDir(home string) string {
-	cfg := os.Getenv("XDG_CONFIG_HOME")
-	if cfg == "" || !filepath.IsAbs(cfg) {
-		cfg = filepath.Join(home, ".config")
-	}
-	return filepath.Join(cfg, "mosaic", "profiles")
+	return filepath.Join(xdg.ConfigHome(home, os.Getenv), "mosaic", "profiles")
 }

@@ -17,7 +17,7 @@ import (
 func TestBulkAgainstSystemd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	m, err := Connect(ctx)
+	m, err := Connect(ctx, Options{})
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("no user manager under CI: %v", err)

@@ -8,21 +8,21 @@ import (
 	"path/filepath"
 	"time"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/journald"
 	"mosaic/manager/clone"
 	"mosaic/manager/clone/patchcheck"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/manager/statedir"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/journald"
 )
 
 // Current is session name's change: a new snapshot (Finish) when the
 // session runs, has ended since its last snapshot or never had one; else
 // the last snapshot, read again as data.
 func (m *Manager) Current(ctx context.Context, name string) (Change, error) {
-	p, err := request.UserPaths()
+	p, err := m.Paths()
 	if err != nil {
 		return Change{}, err
 	}
@@ -170,7 +170,7 @@ func (m *Manager) Settle(ctx context.Context, name string) error {
 	if units.ValidateName(name) != nil {
 		return nil
 	}
-	p, err := request.UserPaths()
+	p, err := m.Paths()
 	if err != nil {
 		return nil
 	}
@@ -227,7 +227,7 @@ func removeFinishState(p request.Paths, name string) {
 // the user's paths (never relative to the current directory: without a
 // home there is no state), the session, and the lock to release.
 func (m *Manager) lockedSession(ctx context.Context, name, what string) (request.Paths, Session, *statedir.Lock, error) {
-	p, err := request.UserPaths()
+	p, err := m.Paths()
 	if err != nil {
 		return p, Session{}, nil, err
 	}

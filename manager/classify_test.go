@@ -9,7 +9,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 )
 
 // systemdError gives each kind of systemd's answer its code, and keeps

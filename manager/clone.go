@@ -9,12 +9,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/clone"
 	"mosaic/manager/records"
 	"mosaic/manager/statedir"
 	"mosaic/sandbox"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // makeClone makes a clone-mode session's copy once its name is claimed

@@ -13,11 +13,11 @@ import (
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/clone"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // gitRepo makes a repository with one commit at the test host's ws.

@@ -159,7 +159,7 @@ func fakeManager(t *testing.T, f *fakeSystemd) *Manager {
 	}
 	closed := make(chan struct{})
 	t.Cleanup(func() { close(closed) })
-	return &Manager{conn: f, bus: fakeBus{f}, closed: closed, features: units.FeaturesFor(257), MosaicBin: "/usr/bin/mosaic",
+	return &Manager{conn: f, bus: fakeBus{f}, closed: closed, features: units.FeaturesFor(257), opts: Options{MosaicBin: "/usr/bin/mosaic"},
 		watchers: map[dbus.ObjectPath][]*unitWatch{}, sliceLimited: true}
 }
 

@@ -11,14 +11,14 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/termsafe"
 	"mosaic/manager/clone"
 	"mosaic/manager/clone/patchcheck"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/sandbox"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/termsafe"
 )
 
 // finishScript is what a clone-mode session's finish step runs, in the
@@ -89,7 +89,7 @@ type Change struct {
 // reads what it wrote as data: the patch through patchcheck, which also
 // makes the summary. It records the snapshot in clone.json.
 func (m *Manager) Finish(ctx context.Context, name string) (Change, error) {
-	p, err := request.UserPaths()
+	p, err := m.Paths()
 	if err != nil {
 		return Change{}, err
 	}
@@ -208,7 +208,7 @@ func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, 
 	if err != nil {
 		return units.Spec{}, err
 	}
-	h.MosaicBin, h.Outside = m.MosaicBin, m.Outside
+	h.MosaicBin, h.Outside = m.opts.MosaicBin, m.opts.Outside
 	if h.BwrapErr != nil {
 		return units.Spec{}, noSandbox(h.BwrapErr, "the finish step runs in the session's sandbox")
 	}

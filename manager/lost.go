@@ -7,10 +7,10 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/testhook"
 	"mosaic/manager/records"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/testhook"
 )
 
 // A start whose connection to systemd is lost once it asked for the unit
@@ -53,7 +53,7 @@ func afterLostStart(ctx context.Context, spec units.Spec, cause error) (keep boo
 	testhook.Pause("lost-start-reconnecting")
 	var m *Manager
 	for end := time.Now().Add(reconnectFor); ; time.Sleep(200 * time.Millisecond) {
-		if m, err = connect(ctx); err == nil || time.Now().After(end) || ctx.Err() != nil {
+		if m, err = connect(ctx, Options{}); err == nil || time.Now().After(end) || ctx.Err() != nil {
 			break
 		}
 	}

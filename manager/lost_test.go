@@ -29,7 +29,7 @@ func TestOnlyTheCLITiesItself(t *testing.T) {
 	if pid := m.tiePID(); pid != 0 {
 		t.Errorf("a Manager of a long-lived caller ties its runs to PID %d", pid)
 	}
-	m.TieSelf = true
+	m.opts.TieSelf = true
 	if pid := m.tiePID(); pid == 0 && !testNoTie() {
 		t.Error("the CLI's run is not tied to its process")
 	}

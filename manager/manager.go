@@ -22,8 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/request"
-	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -42,19 +42,12 @@ type Manager struct {
 	bus      busConn
 	closed   <-chan struct{} // closed when the connection is (gone)
 	features units.Features
-	// MosaicBin is the mosaic binary sessions' broker units run, beside
-	// the stage binary their exec shim and init run (Host.StageBin); it
-	// defaults to this process's own executable.
-	MosaicBin string
-	// Outside, when set, is what sessions' sandbox checks compare against
-	// instead of this process's own namespaces and /tmp (a confined bus).
-	Outside *sandbox.Outside
-	// TieSelf says this process runs at most one Run and then exits (the
-	// CLI): a Run then ties its session to this process (runtie.go). A
-	// long-lived caller (the bench, a program linking the manager) leaves
-	// it false: it would be moved into one scope after another, and a
-	// second Run's scope would have the first's name.
-	TieSelf bool
+	opts     Options // as given to Connect or Open, MosaicBin filled in
+	// paths are the user's, read once where the Manager is made (Connect,
+	// Open); pathsErr says why there are none (no home), to the calls that
+	// need them.
+	paths    request.Paths
+	pathsErr error
 
 	viaBus  bool   // through dbus-daemon: signals need Subscribe and match rules
 	private string // the manager's private socket, which a bulk connection dials
@@ -99,6 +92,25 @@ type busConn interface {
 	Object(dest string, path dbus.ObjectPath) dbus.BusObject
 	Signal(ch chan<- *dbus.Signal)
 	AddMatchSignal(options ...dbus.MatchOption) error
+}
+
+// Options are what a caller says of the Manager it connects, given to
+// Connect or Open: a Manager is whole when returned, and they hold for
+// its life.
+type Options struct {
+	// MosaicBin is the mosaic binary sessions' broker units run, beside
+	// the stage binary their exec shim and init run (Host.StageBin); ""
+	// for this process's own executable.
+	MosaicBin string
+	// Outside, when set, is what sessions' sandbox checks compare against
+	// instead of this process's own namespaces and /tmp (a confined bus).
+	Outside *sandbox.Outside
+	// TieSelf says this process runs at most one Run and then exits (the
+	// CLI): a Run then ties its session to this process (runtie.go). A
+	// long-lived caller (the bench, a program linking the manager) leaves
+	// it false: it would be moved into one scope after another, and a
+	// second Run's scope would have the first's name.
+	TieSelf bool
 }
 
 type address struct {
@@ -207,18 +219,19 @@ func (m *Manager) send(dest string, path dbus.ObjectPath, method string, args ..
 // starts took 12.5 s instead of 1.4 s from one process. On the bus, systemd
 // emits each signal once and dbus-daemon delivers it only to the clients
 // whose match rules ask for it.
-func Connect(ctx context.Context) (*Manager, error) {
-	m, err := connect(ctx)
+func Connect(ctx context.Context, opts Options) (*Manager, error) {
+	m, err := connect(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
+	m.paths, m.pathsErr = request.UserPaths()
 	m.sweepCredentials(ctx) // no secret outlives the next mosaic command
 	return m, nil
 }
 
 // connect is Connect without the sweep of credential files, for a caller
 // that sweeps once it knows its request is good (Open).
-func connect(ctx context.Context) (*Manager, error) {
+func connect(ctx context.Context, opts Options) (*Manager, error) {
 	rt, err := request.RuntimeDir()
 	if err != nil {
 		return nil, err
@@ -257,9 +270,16 @@ func connect(ctx context.Context) (*Manager, error) {
 		m.Close()
 		return nil, errcode.SystemdTooOld.New("systemd %q is older than 252, the oldest mosaic supports: upgrade systemd", m.version)
 	}
-	m.MosaicBin = executable()
+	m.opts = opts
+	if m.opts.MosaicBin == "" {
+		m.opts.MosaicBin = executable()
+	}
 	return m, nil
 }
+
+// Paths are the user's paths this Manager was made with, or why there
+// are none (no home).
+func (m *Manager) Paths() (request.Paths, error) { return m.paths, m.pathsErr }
 
 // executable is this process's own binary, resolved.
 func executable() string {
@@ -283,14 +303,16 @@ type Connecting struct {
 	swept sync.Once
 }
 
-// connectInBackground starts connecting (connect, without the sweep).
-func connectInBackground(ctx context.Context) *Connecting {
+// connectInBackground starts connecting (connect, without the sweep), for
+// the user's paths already read.
+func connectInBackground(ctx context.Context, opts Options, paths request.Paths) *Connecting {
 	c := &Connecting{done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
-		c.m, c.err = connect(ctx)
+		c.m, c.err = connect(ctx, opts)
 		if c.m != nil {
 			c.m.oneCommand = true
+			c.m.paths = paths
 		}
 	}()
 	return c

@@ -7,7 +7,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 )
 
 // UnitByPID is the unit process pid is in (GetUnitByPID) and that unit's

@@ -5,7 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"mosaic/credentials"
+	"mosaic/internal/credvar"
+	"mosaic/internal/errcode"
 	"mosaic/manager/cgwarm"
 	"mosaic/manager/request"
 	"mosaic/manager/stagebin"
@@ -13,7 +14,6 @@ import (
 	"mosaic/sandbox/directfloor"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // Plan is one session ready to start: its spec, complete (every path
@@ -23,7 +23,7 @@ import (
 // (*Manager).Start and Run, and (*Connecting).RunScope, start it.
 type Plan struct {
 	Spec    units.Spec
-	Secrets []credentials.Var
+	Secrets []credvar.Var
 }
 
 // Host is what a plan is made against besides its request: facts of this
@@ -89,15 +89,27 @@ func NewPlan(req request.Request, h Host) (Plan, error) {
 // sessions on one connection (the bus, the probe, the bench).
 func (m *Manager) Plan(req request.Request) (Plan, error) {
 	cgwarm.Warm() // as in Open: the bus's launch checks its request meanwhile
-	h, err := ThisHost()
+	h, err := hostFor(m.opts)
 	if err != nil {
 		return Plan{}, err
 	}
-	if m.MosaicBin != h.MosaicBin { // a binary under test (the bench): its own pair
-		h.StageBin, h.StageKeep, h.StageErr = stagebin.Find(m.MosaicBin, stagebin.Of(m.MosaicBin), h.Paths.StageCacheFile())
-	}
-	h.MosaicBin, h.Outside = m.MosaicBin, m.Outside
 	return NewPlan(req, h)
+}
+
+// hostFor is ThisHost as a manager of opts sees it: a binary under test
+// (the bench's MosaicBin) with a stage binary of its own build, and a
+// confined bus's Outside.
+func hostFor(opts Options) (Host, error) {
+	h, err := ThisHost()
+	if err != nil {
+		return Host{}, err
+	}
+	if opts.MosaicBin != "" && opts.MosaicBin != h.MosaicBin { // a binary under test (the bench): its own pair
+		h.StageBin, h.StageKeep, h.StageErr = stagebin.Find(opts.MosaicBin, stagebin.Of(opts.MosaicBin), h.Paths.StageCacheFile())
+		h.MosaicBin = opts.MosaicBin
+	}
+	h.Outside = opts.Outside
+	return h, nil
 }
 
 // sandboxAvailable is the refusal of a session whose inner layer this host
@@ -199,15 +211,15 @@ func scopeCgroup(spec units.Spec) string { return "/" + units.Slice + "/" + spec
 // waits for a good request). A service's connection is there when Open
 // returns; a scope run's may still be being made (RunScope waits for it
 // only where it must). The caller closes what Open returns.
-func Open(ctx context.Context, req request.Request) (*Connecting, Plan, error) {
+func Open(ctx context.Context, req request.Request, opts Options) (*Connecting, Plan, error) {
 	// The kernel's wait before systemd's first cgroup move of this start
 	// (the tie scope's, the scope's) passes while the request is checked.
 	cgwarm.Warm()
-	h, err := ThisHost()
+	h, err := hostFor(opts)
 	if err != nil {
 		return nil, Plan{}, err
 	}
-	c := connectInBackground(ctx)
+	c := connectInBackground(ctx, opts, h.Paths)
 	plan, err := NewPlan(req, h)
 	if err != nil {
 		c.Close()

@@ -3,8 +3,8 @@ package manager
 import (
 	"net"
 
+	"mosaic/internal/errcode"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // checkPublish makes sure every published host address can be listened on

@@ -9,12 +9,12 @@ import (
 	"strconv"
 	"strings"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/bulkget"
 	"mosaic/manager/cgcount"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/manager/session"
-	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -65,7 +65,7 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 	if up["LoadState"] == "not-found" {
 		// systemd collects a unit that ended cleanly; the session's records
 		// still say what it was and how it ended.
-		if s, ok := session.FromRecords(name, mustPaths().SessionDir(name)); ok {
+		if s, ok := session.FromRecords(name, m.paths.SessionDir(name)); ok {
 			return s, nil
 		}
 		return Session{}, errNoSession(name)
@@ -97,7 +97,7 @@ func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string
 		s.MainPID = scopeLeader(s.PIDs)
 	}
 	if dir == "" {
-		dir = mustPaths().SessionDir(name)
+		dir = m.paths.SessionDir(name)
 	}
 	if rec == nil {
 		if r, ok := records.Read(dir); ok {
@@ -205,7 +205,7 @@ func (m *Manager) list(ctx context.Context, invocations bool) ([]Session, error)
 	if unified {
 		cgroup, _ = values[len(values)-1].(string)
 	}
-	out := sessionsOf(all, values, cgroup)
+	out := sessionsOf(all, values, cgroup, m.paths)
 	m.scopeLeaders(cctx, out)
 	return out, nil
 }
@@ -308,10 +308,9 @@ func (m *Manager) readOneByOne(ctx context.Context, all []listed, unified bool, 
 }
 
 // sessionsOf is the sessions of a list from the values read of them, in
-// the order of their Gets, by name.
-func sessionsOf(all []listed, values []any, cgroup string) []Session {
+// the order of their Gets, by name; their records are under paths.
+func sessionsOf(all []listed, values []any, cgroup string, paths request.Paths) []Session {
 	var out []Session
-	paths := mustPaths() // once: each is four symlink resolutions
 	for _, p := range all {
 		sp, up := map[string]any{}, map[string]any{}
 		for _, n := range p.props {
@@ -452,11 +451,4 @@ func parentOf(pid int) int {
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	return ppid
-}
-
-// mustPaths is UserPaths for readers that can do without it (a missing
-// record only means fewer details).
-func mustPaths() request.Paths {
-	p, _ := request.UserPaths()
-	return p
 }

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/clone"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
@@ -22,12 +23,11 @@ import (
 	"mosaic/manager/statedir"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // ListAll is List plus the ended sessions whose units systemd has collected.
 func (m *Manager) ListAll(ctx context.Context) ([]Session, error) {
-	p, err := request.UserPaths()
+	p, err := m.Paths()
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (m *Manager) Remove(ctx context.Context, name string, force bool) error {
 // the tie scopes of runs that are gone (stopDeadTies). One session that cannot be removed does not
 // stop the others: the error names each that failed.
 func (m *Manager) GC(ctx context.Context, keepHomes bool) (removed, kept, unapplied []string, err error) {
-	p, err := request.UserPaths()
+	p, err := m.Paths()
 	if err != nil {
 		return nil, nil, nil, err
 	}

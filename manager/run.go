@@ -6,12 +6,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/testhook"
 	"mosaic/manager/records"
-	"mosaic/manager/request"
 	"mosaic/manager/session"
 	"mosaic/manager/statedir"
-	"mosaic/units/errcode"
-	"mosaic/units/testhook"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -216,7 +215,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	if progress != nil {
 		progress("SIGTERM sent; SIGKILL in " + timeout.String())
 	}
-	dir := mustPaths().SessionDir(name) // once: each is four symlink resolutions
+	dir := m.paths.SessionDir(name)
 	select {
 	case <-done:
 	case <-m.gone():
@@ -331,7 +330,7 @@ func (m *Manager) StopInvocation(ctx context.Context, name, invocation string, t
 	if err := units.ValidateName(name); err != nil {
 		return Session{}, err
 	}
-	p, err := request.UserPaths()
+	p, err := m.Paths()
 	if err != nil {
 		return Session{}, err
 	}

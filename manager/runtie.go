@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/testhook"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/testhook"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,15 +36,15 @@ import (
 // fails: the scope it is bound to is gone).
 
 // Only a process that runs one Run and exits may be its own tie
-// (Manager.TieSelf): the CLI. A long-lived caller's Run (the bench's
+// (Options.TieSelf): the CLI. A long-lived caller's Run (the bench's
 // finish steps) is not tied; the finish step and the doctor's probe that
 // such a caller runs end on their own (RuntimeMax=).
 
-// tiePID is the PID a run puts into its tie scope: its own when m.TieSelf,
+// tiePID is the PID a run puts into its tie scope: its own when Options.TieSelf,
 // else none, and none under the weakened build's hook (testNoTie); the
 // weakened build's old tie (testOldTie) puts a zombie's.
 func (m *Manager) tiePID() uint32 {
-	if !m.TieSelf || testNoTie() {
+	if !m.opts.TieSelf || testNoTie() {
 		return 0
 	}
 	if pid := testOldTie(); pid != 0 {

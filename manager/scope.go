@@ -12,14 +12,14 @@ import (
 	"syscall"
 	"time"
 
+	"mosaic/internal/credvar"
+	"mosaic/internal/errcode"
 	"mosaic/manager/records"
 	"mosaic/manager/session"
 	"mosaic/manager/statedir"
-	"mosaic/units/errcode"
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/credentials"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
@@ -253,7 +253,7 @@ type held struct {
 // SIGTERM, and a stop's SIGTERM, sent to every process of the scope, would
 // kill it at once, and --die-with-parent the session with it before the
 // command could shut down.
-func startHeld(ctx context.Context, spec units.Spec, secrets []credentials.Var, stdio [3]*os.File) (*held, error) {
+func startHeld(ctx context.Context, spec units.Spec, secrets []credvar.Var, stdio [3]*os.File) (*held, error) {
 	bwrapArgv, initArgs := units.ScopeBwrap(spec)
 	initArgs = append(append(testInitOptions(), sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)), initArgs...)
 	h, err := sandbox.HoldBwrap(bwrapArgv, initArgs, scopeEnv(spec, secrets), spec.Promise.Encode())
@@ -514,7 +514,7 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, waitErr error, beg
 // the secrets. bwrap gets only what sandbox.InitEnv keeps of it
 // (HoldBwrap), as a service's exec shim hands on, and the init passes on
 // only its allowlist and the named credentials.
-func scopeEnv(spec units.Spec, secrets []credentials.Var) []string {
+func scopeEnv(spec units.Spec, secrets []credvar.Var) []string {
 	env := append([]string{}, spec.Env...)
 	for _, name := range []string{"PATH", "USER", "LOGNAME"} {
 		if v, ok := os.LookupEnv(name); ok {

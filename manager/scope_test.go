@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/request"
-	"mosaic/units/errcode"
 )
 
 // pending is a Connecting whose connection comes when the test says.
@@ -53,6 +53,7 @@ func TestConnectingSweepsOnce(t *testing.T) {
 	}
 	c, arrive := pending()
 	m := fakeManager(t, &fakeSystemd{})
+	m.paths = h.Paths
 	go func() {
 		time.Sleep(10 * time.Millisecond)
 		arrive(m, nil)

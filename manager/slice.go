@@ -8,8 +8,8 @@ import (
 
 	"mosaic/manager/request"
 
+	"mosaic/internal/errcode"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // limitSlice gives mosaic.slice its limits (every session together) when it
@@ -24,7 +24,7 @@ func (m *Manager) limitSlice(ctx context.Context, l units.Limits) error {
 	m.mu.Lock()
 	done := m.sliceLimited
 	m.mu.Unlock()
-	if done || limitedOnDisk() {
+	if done || limitedOnDisk(m.paths) {
 		return nil
 	}
 	cctx, cancel := bounded(ctx)
@@ -62,15 +62,13 @@ func (m *Manager) limitSlice(ctx context.Context, l units.Limits) error {
 // their round trip at every mosaic start and run, are not needed (issue
 // 32). A limit set any other way (a mosaic.slice unit file) is found by the
 // Gets, as before; a drop-in that says infinity is no limit.
-func limitedOnDisk() bool {
+func limitedOnDisk(p request.Paths) bool {
 	var dirs []string
-	if rt, err := request.RuntimeDir(); err == nil {
-		dirs = append(dirs, filepath.Join(rt, "systemd", "user.control"))
+	if p.RuntimeDir != "" {
+		dirs = append(dirs, filepath.Join(p.RuntimeDir, "systemd", "user.control"))
 	}
-	if c := os.Getenv("XDG_CONFIG_HOME"); c != "" {
-		dirs = append(dirs, filepath.Join(c, "systemd", "user.control"))
-	} else if home, err := os.UserHomeDir(); err == nil {
-		dirs = append(dirs, filepath.Join(home, ".config", "systemd", "user.control"))
+	if p.Config != "" {
+		dirs = append(dirs, filepath.Join(p.Config, "systemd", "user.control"))
 	}
 	for _, d := range dirs {
 		for _, key := range []string{"MemoryMax", "TasksMax", "CPUQuota"} {

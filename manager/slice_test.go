@@ -4,14 +4,15 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"mosaic/manager/request"
 )
 
 // A set-property drop-in of mosaic.slice with a limit spares the Gets; one
 // that says infinity, or none, does not.
 func TestLimitedOnDisk(t *testing.T) {
 	root := t.TempDir()
-	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(root, "run"))
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(root, "config"))
+	p := request.Paths{RuntimeDir: filepath.Join(root, "run"), Config: filepath.Join(root, "config")}
 	write := func(dir, name, text string) {
 		d := filepath.Join(root, dir, "systemd", "user.control", "mosaic.slice.d")
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -21,16 +22,16 @@ func TestLimitedOnDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if limitedOnDisk() {
+	if limitedOnDisk(p) {
 		t.Error("limited with no drop-in")
 	}
 	write("run", "50-MemoryMax.conf", "MemoryMax=infinity")
 	write("run", "50-CPUWeight.conf", "CPUWeight=50")
-	if limitedOnDisk() {
+	if limitedOnDisk(p) {
 		t.Error("limited by MemoryMax=infinity or CPUWeight")
 	}
 	write("config", "50-TasksMax.conf", "TasksMax=100")
-	if !limitedOnDisk() {
+	if !limitedOnDisk(p) {
 		t.Error("not limited by the user's persistent TasksMax=100")
 	}
 }

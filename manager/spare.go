@@ -16,7 +16,7 @@ import (
 // the next session of the repository then takes it (clone.TakeSpare).
 // Nothing waits for it; a unit already making it is left to.
 func (m *Manager) makeSpare(ctx context.Context, spec units.Spec) {
-	if spec.Clone == nil || spec.Clone.Kind == units.ClonePlain || m.MosaicBin == "" {
+	if spec.Clone == nil || spec.Clone.Kind == units.ClonePlain || m.opts.MosaicBin == "" {
 		return
 	}
 	root := stateRoot(spec)
@@ -24,7 +24,7 @@ func (m *Manager) makeSpare(ctx context.Context, spec units.Spec) {
 		return
 	}
 	unit := units.SpareUnitName(clone.SpareKey(spec.Workspace))
-	argv := []string{m.MosaicBin, clone.SpareStage, root, spec.Workspace, spec.Clone.Objects}
+	argv := []string{m.opts.MosaicBin, clone.SpareStage, root, spec.Workspace, spec.Clone.Objects}
 	cctx, cancel := bounded(ctx)
 	defer cancel()
 	_, _ = m.conn.StartTransientUnitAux(cctx, unit, "fail", units.SpareProperties(argv), []sd.PropertyCollection{}, nil)

@@ -8,11 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/internal/credvar"
+	"mosaic/internal/errcode"
+	"mosaic/internal/testhook"
 	"mosaic/manager/cgwarm"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
-	"mosaic/units/errcode"
-	"mosaic/units/testhook"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"golang.org/x/sys/unix"
@@ -92,7 +93,7 @@ type startedUnit struct {
 // as the job is over: systemd read them before the command ran. A name
 // mosaic made up may change (see claim): spec is updated. On success the
 // caller holds the name until it calls l.release.
-func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credentials.Var, watch bool) (l startedUnit, err error) {
+func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credvar.Var, watch bool) (l startedUnit, err error) {
 	l = startedUnit{unit: spec.Unit(), began: time.Now()}
 	// The one fact of the promise the plan leaves to the manager: the
 	// unit gets a PID namespace of its own where this manager has
@@ -182,14 +183,14 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credent
 // the injected keys and lent git tokens go to its file only, the session's
 // keeps the rest and the keys' placeholders (the git tokens' are in its
 // ~/.gitconfig), which it returns.
-func holdEgress(spec *units.Spec, secrets []credentials.Var) ([]credentials.Var, *credentials.Held, error) {
-	var proxyVars, gitVars []credentials.Var
+func holdEgress(spec *units.Spec, secrets []credvar.Var) ([]credvar.Var, *credentials.Held, error) {
+	var proxyVars, gitVars []credvar.Var
 	secrets, proxyVars = egress.Split(spec.Inject, secrets)
 	secrets, gitVars = egress.SplitGit(secrets)
 	proxyVars = append(proxyVars, gitVars...)
 	roots, err := egress.TestRoots(os.Getenv)
 	if err == nil && spec.CAFile != "" {
-		var extra []credentials.Var
+		var extra []credvar.Var
 		extra, err = egress.CARoots(spec.CAFile)
 		roots = append(roots, extra...)
 	}

@@ -13,12 +13,12 @@ import (
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 
-	"mosaic/credentials"
+	"mosaic/internal/credvar"
+	"mosaic/internal/errcode"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/manager/session"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // A plan's start claims its name, writes its state and its record, hands
@@ -171,7 +171,7 @@ func TestPlanKeepsSecretsApart(t *testing.T) {
 	h := testHost(t)
 	t.Setenv("MY_TOKEN", "s3cret-value")
 	plan := testPlan(t, h, request.Request{Name: "s", Credentials: []string{"MY_TOKEN"}})
-	if len(plan.Secrets) != 1 || plan.Secrets[0] != (credentials.Var{Name: "MY_TOKEN", Value: "s3cret-value"}) {
+	if len(plan.Secrets) != 1 || plan.Secrets[0] != (credvar.Var{Name: "MY_TOKEN", Value: "s3cret-value"}) {
 		t.Fatalf("secrets %v", plan.Secrets)
 	}
 	for _, p := range units.Properties(plan.Spec, units.FeaturesFor(257)) {

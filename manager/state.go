@@ -6,12 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/testhook"
 	"mosaic/manager/records"
-	"mosaic/manager/request"
 	"mosaic/manager/statedir"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/testhook"
 )
 
 // busyName is the refusal for a name another mosaic command holds.
@@ -94,19 +93,15 @@ func rename(spec *units.Spec) {
 // An egress proxy's (NAME-egress) belongs to session NAME. Normally the
 // directory does not exist and this is one ReadDir.
 func (m *Manager) sweepCredentials(ctx context.Context) {
-	rt, err := request.RuntimeDir()
-	if err != nil {
-		return
-	}
-	entries, _ := os.ReadDir(filepath.Join(rt, "mosaic", "credentials"))
-	if len(entries) == 0 { // as at nearly every start: no paths resolved
-		return
-	}
-	p, err := request.UserPaths()
+	p, err := m.Paths()
 	if err != nil {
 		return
 	}
 	root := filepath.Join(p.RuntimeDir, "mosaic", "credentials")
+	entries, _ := os.ReadDir(root)
+	if len(entries) == 0 { // as at nearly every start
+		return
+	}
 	for _, e := range entries {
 		name := strings.TrimSuffix(e.Name(), egressSuffix)
 		if units.ValidateName(name) != nil || !e.IsDir() {

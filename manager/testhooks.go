@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"mosaic/credentials"
-	"mosaic/credentials/sessionfile"
+	"mosaic/internal/credvar"
+	"mosaic/internal/sessionfile"
+	"mosaic/internal/testhook"
 	"mosaic/manager/request"
 	"mosaic/sandbox"
 	"mosaic/units"
-	"mosaic/units/testhook"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -174,7 +175,7 @@ func testHoldByProc() bool { return testhook.Flag("MOSAIC_TEST_HOLD_BY_PROC") }
 // writes the credentials held for name to the file in the runtime directory
 // where mosaic kept them before issue 31: the weakened mosaic whose crash
 // leaves the secret on disk, which the crash test is first shown to catch.
-func testCredentialsOnDisk(name string, vars []credentials.Var) {
+func testCredentialsOnDisk(name string, vars []credvar.Var) {
 	if !testhook.Flag("MOSAIC_TEST_CREDENTIALS_ON_DISK") {
 		return
 	}

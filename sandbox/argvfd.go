@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/units/regfile"
+	"mosaic/internal/regfile"
 )
 
 // bwrap refuses more than 9,000 arguments in all (its MAX_ARGS counts the

@@ -17,9 +17,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/acceptloop"
+	"mosaic/internal/testhook"
 	"mosaic/sandbox/publish"
-	"mosaic/units/acceptloop"
-	"mosaic/units/testhook"
 )
 
 // NotifyFDEnv carries the number of the descriptor, connected to systemd's

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"mosaic/units/regfile"
+	"mosaic/internal/regfile"
 )
 
 // BwrapEnv names the environment variable that picks the bwrap binary; tests

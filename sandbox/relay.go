@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"mosaic/units/acceptloop"
+	"mosaic/internal/acceptloop"
 )
 
 // relayEgress is the session side of network allow: the init listens on

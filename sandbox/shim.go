@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/credentials/sessionfile"
+	"mosaic/internal/sessionfile"
 )
 
 // The exec shim is a service's main process:

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/units/testhook"
+	"mosaic/internal/testhook"
 )
 
 // MonitorStatusEnv carries to a service's init the descriptor of the

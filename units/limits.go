@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 )
 
 // ParseSize reads a byte size as systemd and docker write it: a number with

@@ -12,9 +12,9 @@ import (
 	"github.com/godbus/dbus/v5"
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/testhook"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
-	"mosaic/units/testhook"
 )
 
 // DefaultStopTimeout is how long a session gets between SIGTERM and SIGKILL.

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"

@@ -6,8 +6,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
-	"mosaic/units/errcode"
 )
 
 // UnitFileSafe refuses a service whose paths systemd cannot carry across a

@@ -12,9 +12,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
-	"mosaic/units/errcode"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 )

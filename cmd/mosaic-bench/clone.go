@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"mosaic/manager/clone"
-	"mosaic/manager/request"
 )
 
 // cloneSizes are the repositories clone mode is measured on: files, and
@@ -100,7 +99,7 @@ func (b *bench) cloneMode(ctx context.Context, r *Report, only int) error {
 				return err
 			}
 		}
-		if err := noSpare(); err != nil {
+		if err := b.noSpare(); err != nil {
 			return err
 		}
 		os.RemoveAll(repo)
@@ -108,15 +107,16 @@ func (b *bench) cloneMode(ctx context.Context, r *Report, only int) error {
 	return nil
 }
 
-// sparesDir is where mosaic keeps its spare copies.
-func sparesDir() string {
-	p, _ := request.UserPaths()
-	return clone.SparesDir(p.StateRoot)
+// stateRoot is where mosaic keeps the sessions' state and the spare
+// copies: the user's paths the bench's manager holds.
+func (b *bench) stateRoot() string {
+	p, _ := b.m.Paths()
+	return p.StateRoot
 }
 
 // noSpare waits for the units making spare copies to end, then removes
 // every spare: the next clone start is a repository's first.
-func noSpare() error {
+func (b *bench) noSpare() error {
 	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		out, _ := exec.Command("systemctl", "--user", "list-units", "--plain", "--no-legend", "mosaic-spare.*").Output()
 		if strings.TrimSpace(string(out)) == "" {
@@ -126,13 +126,13 @@ func noSpare() error {
 			return fmt.Errorf("a spare copy is still being made after 5 minutes: %s", out)
 		}
 	}
-	return os.RemoveAll(sparesDir())
+	return os.RemoveAll(clone.SparesDir(b.stateRoot()))
 }
 
 // spareOf waits until the repository at repo has a spare copy.
-func spareOf(repo string) error {
-	p, _ := request.UserPaths()
-	for deadline := time.Now().Add(5 * time.Minute); !clone.HasSpare(p.StateRoot, repo); time.Sleep(50 * time.Millisecond) {
+func (b *bench) spareOf(repo string) error {
+	root := b.stateRoot()
+	for deadline := time.Now().Add(5 * time.Minute); !clone.HasSpare(root, repo); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("no spare copy of %s after 5 minutes", repo)
 		}
@@ -153,12 +153,12 @@ func (b *bench) cloneStarts(ctx context.Context, repo string, files, n int, name
 		argv := []string{b.mosaic, "start", "--name", session, "-w", repo}
 		switch mode {
 		case "cold":
-			if err := noSpare(); err != nil {
+			if err := b.noSpare(); err != nil {
 				return Stat{Name: name, Command: command}, err
 			}
 			argv = append(argv, "--clone")
 		case "warm":
-			if err := spareOf(repo); err != nil {
+			if err := b.spareOf(repo); err != nil {
 				return Stat{Name: name, Command: command}, err
 			}
 			argv = append(argv, "--clone")

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"mosaic/credentials"
+	"mosaic/internal/credvar"
 	"mosaic/sandbox/egress"
 )
 
@@ -46,7 +46,7 @@ func (b *bench) egressTTFB(r *Report) error {
 		return err
 	}
 	key := "sk-ant-api03-" + strings.Repeat("k", 93) + "AA"
-	session, proxyVars := egress.Split([]egress.Rule{rule}, []credentials.Var{{Name: "ANTHROPIC_API_KEY", Value: key}})
+	session, proxyVars := egress.Split([]egress.Rule{rule}, []credvar.Var{{Name: "ANTHROPIC_API_KEY", Value: key}})
 	env := map[string]string{}
 	for _, v := range proxyVars {
 		env[v.Name] = v.Value

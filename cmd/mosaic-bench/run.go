@@ -48,12 +48,12 @@ func runAll(args []string) (*Report, error) {
 	}
 	defer os.RemoveAll(ws)
 	ctx := context.Background()
-	m, err := manager.Connect(ctx)
+	// The sessions run the binary under test, not this one.
+	m, err := manager.Connect(ctx, manager.Options{MosaicBin: abs})
 	if err != nil {
 		return nil, err
 	}
 	defer m.Close()
-	m.MosaicBin = abs // the sessions run the binary under test, not this one
 	b := &bench{mosaic: abs, ws: ws, m: m, n: *n}
 	r := &Report{Machine: machine(), Date: time.Now().UTC()}
 	if *onlyProcesses {

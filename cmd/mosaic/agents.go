@@ -10,12 +10,12 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"mosaic/credentials"
+	"mosaic/internal/errcode"
+	"mosaic/internal/termsafe"
 	"mosaic/manager/request"
 	"mosaic/manager/statedir"
 	"mosaic/sandbox"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/termsafe"
 )
 
 // agentFlags are the session flags for agents: ordinary variables, a CA,

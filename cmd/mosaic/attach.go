@@ -16,14 +16,14 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/termsafe"
 	"mosaic/manager"
 	"mosaic/manager/request"
 	"mosaic/manager/session"
 	"mosaic/sandbox/egress"
 	"mosaic/sandbox/ptyhold"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/termsafe"
 )
 
 // detachKeys end an attach and leave the session running, as docker's
@@ -35,8 +35,8 @@ var detachKeys = []byte{0x10, 0x11}
 // stdin, stdout and stderr and whose master side goes to the unit that
 // holds it for `mosaic attach`. Its size is this terminal's, if any. The
 // returned function closes mosaic's own copies, once systemd has its own.
-func givePTY(spec *units.Spec) (func(), error) {
-	paths, err := request.UserPaths()
+func givePTY(spec *units.Spec, m *manager.Manager) (func(), error) {
+	paths, err := m.Paths()
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"mosaic/units/journald"
+	"mosaic/internal/journald"
 )
 
 // TestAuditShippedToJournalRemote (issue 41): a session's audit events

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"mosaic/units/journald"
+	"mosaic/internal/journald"
 )
 
 // journalEvents reads the user's journal entries matching the journalctl

@@ -12,15 +12,15 @@ import (
 	"path/filepath"
 	"time"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/request"
-	"mosaic/units/errcode"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"mosaic/cmd/mosaic/internal/bus"
 	"mosaic/manager"
-	"mosaic/manager/bus"
 	"mosaic/sandbox"
 	"mosaic/units"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"mosaic/manager/bus"
+	"mosaic/cmd/mosaic/internal/bus"
 	"mosaic/sandbox"
 )
 

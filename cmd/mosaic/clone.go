@@ -12,12 +12,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/termsafe"
 	"mosaic/manager"
 	"mosaic/manager/clone/patchcheck"
 	"mosaic/manager/request"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/termsafe"
 )
 
 // cloneFlags are start's and run's flags of the workspace's mode.

@@ -10,8 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"mosaic/credentials"
+	"mosaic/internal/errcode"
 	"mosaic/manager"
-	"mosaic/units/errcode"
 )
 
 // Shell completion: each shell's script (mosaic completion bash|zsh|fish)
@@ -146,7 +146,7 @@ func flagNames(cmd *cli.Command) []string {
 func sessionNames() []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2e9)
 	defer cancel()
-	m, err := manager.Connect(ctx)
+	m, err := manager.Connect(ctx, manager.Options{})
 	if err != nil {
 		return nil
 	}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"mosaic/manager/doctor"
+	"mosaic/cmd/mosaic/internal/doctor"
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
-	"mosaic/units/errcode"
 )
 
 func doctorCommand(out *output) *cli.Command {

@@ -10,11 +10,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager"
 	"mosaic/manager/request"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // allowCommand and denyCommand change a running session's allowlist
@@ -130,7 +130,7 @@ func withControl(name string, f func(ctx context.Context, cc *egress.ControlClie
 		if !s.Running() {
 			return errcode.NoEgress.New("session %s is %s: its egress proxy is gone with it", name, s.State)
 		}
-		p, err := request.UserPaths()
+		p, err := m.Paths()
 		if err != nil {
 			return err
 		}
@@ -155,11 +155,11 @@ func controlError(name string, err error) error {
 
 // egressState is the live view of a running session's proxy for status,
 // or nil when it has none or it does not answer.
-func egressState(ctx context.Context, s manager.Session) *egress.State {
+func egressState(ctx context.Context, m *manager.Manager, s manager.Session) *egress.State {
 	if s.Network != "allow" || !s.Running() {
 		return nil
 	}
-	p, err := request.UserPaths()
+	p, err := m.Paths()
 	if err != nil {
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 
 	"github.com/urfave/cli/v2"
 
@@ -163,7 +163,7 @@ func statusCommand(out *output) *cli.Command {
 				// The egress proxy's live view (grants, refusals) comes from
 				// the proxy itself, never from the journal, where a session
 				// could print a line that looks like one.
-				v := statusView{Session: s, Egress: egressState(ctx, s)}
+				v := statusView{Session: s, Egress: egressState(ctx, m, s)}
 				switch {
 				case s.Clone != nil:
 					v.WorkspaceMode = request.ModeClone

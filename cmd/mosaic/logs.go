@@ -13,13 +13,12 @@ import (
 	"strings"
 	"time"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 
 	"github.com/urfave/cli/v2"
 
 	"mosaic/manager"
 	"mosaic/manager/records"
-	"mosaic/manager/request"
 	"mosaic/units"
 )
 
@@ -119,7 +118,7 @@ func logsCommand(out *output) *cli.Command {
 				}
 				warnDropped(s)
 				if err == nil {
-					err = outputLost(name)
+					err = outputLost(m, name)
 				}
 				return err
 			})
@@ -206,8 +205,8 @@ func journalctl(args []string) error {
 // outputLost is the error for a session whose output reached no journal
 // (records.OutputLost), which would otherwise show as one that printed
 // nothing.
-func outputLost(name string) error {
-	p, err := request.UserPaths()
+func outputLost(m *manager.Manager, name string) error {
+	p, err := m.Paths()
 	if err != nil || !records.OutputLost(p.SessionDir(name)) {
 		return nil
 	}

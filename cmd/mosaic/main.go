@@ -19,9 +19,9 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/termsafe"
 	"mosaic/manager/records"
-	"mosaic/units/errcode"
-	"mosaic/units/termsafe"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
@@ -194,12 +194,11 @@ func usageError(c *cli.Context, err error, _ bool) error {
 // connected runs f with a connection to the user manager, closed after.
 func connected(f func(ctx context.Context, m *manager.Manager) error) error {
 	ctx := context.Background()
-	m, err := manager.Connect(ctx)
+	m, err := manager.Connect(ctx, manager.Options{TieSelf: true}) // one command, then mosaic exits
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	m.TieSelf = true // one command, then mosaic exits
 	return f(ctx, m)
 }
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/request"
-	"mosaic/units/errcode"
 )
 
 // policyCommand shows the policy every session of this user is judged by:

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/units/termsafe"
+	"mosaic/internal/termsafe"
 )
 
 // A terminal is the pseudo-terminal `mosaic run --pty` gives a session: the

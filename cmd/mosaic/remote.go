@@ -2,28 +2,27 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"mosaic/credentials"
+	"mosaic/internal/credvar"
+	"mosaic/internal/errcode"
+	"mosaic/internal/termsafe"
+	"mosaic/internal/xdg"
 	"mosaic/manager"
 	"mosaic/manager/remote"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/termsafe"
 )
 
 // hostBound is how long a --host may take to answer ssh's connection, and,
@@ -104,7 +103,7 @@ func hostArgs(args []string, env func(string) string) (hostCall, error) {
 		}
 	}
 	if allHosts {
-		listed, err := readHostsFile(env("HOME"), env("XDG_CONFIG_HOME"))
+		listed, err := readHostsFile(xdg.ConfigHome(env("HOME"), env))
 		if err != nil {
 			return call, err
 		}
@@ -156,10 +155,7 @@ func lendFlag(args []string) string {
 
 // readHostsFile reads ~/.config/mosaic/hosts: one [USER@]HOST[:PORT] a line
 // (or `local`), # comments.
-func readHostsFile(home, config string) ([]string, error) {
-	if config == "" || !filepath.IsAbs(config) {
-		config = filepath.Join(home, ".config")
-	}
+func readHostsFile(config string) ([]string, error) {
 	path := filepath.Join(config, "mosaic", "hosts")
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -218,7 +214,7 @@ func remoteMain(call hostCall, stdout, stderr io.Writer) int {
 		defer esc.flush()
 		w = esc
 	}
-	code, err := callHost(t, frame, tty, cmd == "run", w, stderr, call.bound, false)
+	code, err := remote.Call{Target: t, Bound: call.bound, Version: thisVersion().String()}.Run(frame, tty, cmd == "run", w, stderr)
 	if err != nil {
 		return hostFailed(out, t, err)
 	}
@@ -353,144 +349,6 @@ func frameFor(args []string, lookup func(string) (string, bool)) (remote.Frame, 
 	return f, nil
 }
 
-// callHost runs the frame's command on t and returns its exit code, or an
-// error of reaching t. With tty, the frame goes to a hold first (ssh -T),
-// then ssh -t runs the command on this terminal; otherwise the frame and,
-// with stdin, this process's stdin go down one ssh -T. bound is ssh's
-// connect timeout (and a third of how long a silent peer is borne); whole
-// makes it bound the entire call too (list of several hosts).
-func callHost(t remote.Target, frame remote.Frame, tty, stdin bool, stdout, stderr io.Writer, bound time.Duration, whole bool) (int, error) {
-	call := sshCall{t: t, bound: bound, ctx: context.Background()}
-	if len(frame.Args) > 0 {
-		call.cmd = frame.Args[0]
-	}
-	if whole {
-		var cancel context.CancelFunc
-		call.ctx, cancel = context.WithTimeout(call.ctx, bound)
-		defer cancel()
-	}
-	if !tty {
-		return call.stage(false, remote.ExecStage, []string{"stdin"}, frame, stdin, stdout, stderr)
-	}
-	// The hold keeps the frame until the command asks for it; its ssh
-	// lives until then (its stdin is the hold's lifeline).
-	hold, path, err := call.hold(frame)
-	if err != nil {
-		return 0, err
-	}
-	defer hold()
-	return call.stage(true, remote.ExecStage, []string{"hold", path}, remote.Frame{}, false, stdout, stderr)
-}
-
-// sshCall is one command's ssh connections to one host.
-type sshCall struct {
-	ctx   context.Context
-	t     remote.Target
-	bound time.Duration
-	cmd   string // the command it runs there (start, run, attach, ...), for what a lost connection left
-}
-
-func (s sshCall) args(tty bool, stage string, extra ...string) []string {
-	return remote.SSHArgs(s.t, tty, stage, int(s.bound/time.Second), extra...)
-}
-
-// sshProgram is the ssh to run: MOSAIC_SSH, else ssh from PATH.
-func sshProgram() string {
-	if p := os.Getenv("MOSAIC_SSH"); p != "" {
-		return p
-	}
-	return "ssh"
-}
-
-// stage runs one remote stage over ssh. Without tty, the frame is written
-// first on its stdin, then this process's stdin follows if stdin is set.
-func (s sshCall) stage(tty bool, stage string, extra []string, frame remote.Frame, stdin bool, stdout, stderr io.Writer) (int, error) {
-	t := s.t
-	c := exec.CommandContext(s.ctx, sshProgram(), s.args(tty, stage, extra...)...)
-	c.Stdout = stdout
-	diag := &stderrTail{w: stderr}
-	c.Stderr = diag
-	var in io.WriteCloser
-	if tty {
-		c.Stdin = os.Stdin
-	} else {
-		var err error
-		if in, err = c.StdinPipe(); err != nil {
-			return 0, err
-		}
-	}
-	if err := c.Start(); err != nil {
-		return 0, errcode.RemoteLost.New("cannot run ssh (%s) to reach %s: %v; install openssh-client, or set MOSAIC_SSH", sshProgram(), t, err)
-	}
-	if in != nil {
-		go func() {
-			if err := remote.WriteFrame(in, frame); err == nil && stdin {
-				_, _ = io.Copy(in, os.Stdin)
-			}
-			in.Close()
-		}()
-	}
-	err := c.Wait()
-	diag.flush()
-	return s.exitOf(err, diag, tty)
-}
-
-// exitOf turns ssh's end into the remote command's exit code, or an error
-// that says what happened to the connection or the remote's mosaic.
-func (s sshCall) exitOf(err error, diag *stderrTail, tty bool) (int, error) {
-	t := s.t
-	if s.ctx.Err() != nil {
-		return 0, errcode.RemoteLost.New("%s did not answer within %s", t, s.bound)
-	}
-	code := 0
-	if err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			return 0, errcode.RemoteLost.New("ssh to %s: %v", t, err)
-		}
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 0, errcode.RemoteLost.New("lost %s: ssh was killed by signal %d; %s", t, ws.Signal(), s.leftThere())
-		}
-		code = ee.ExitCode()
-	}
-	switch {
-	case diag.missing:
-		return 0, errcode.RemoteNoMosaic.New("%s has no mosaic (looked on PATH, in ~/.local/bin and /usr/local/bin): install it there (`make install` in a checkout of mosaic, as for this machine), then `mosaic --host %s doctor`", t, t)
-	case diag.version != "":
-		return 0, errcode.RemoteNoMosaic.New("%s's mosaic cannot serve this one (%s): install the same mosaic there (this is %s)", t, diag.version, thisVersion())
-	case code == 255 && (tty || !diag.exited):
-		why := diag.last
-		if why == "" {
-			why = "ssh exited 255"
-		}
-		return 0, errcode.RemoteLost.New("cannot reach %s, or lost it: %s; %s", t, why, s.leftThere())
-	case !tty && !diag.exited:
-		// remote-exec ends with its exit line whatever stopped it (but a
-		// protocol it does not speak, caught above): what exits without
-		// one is another program of mosaic's name, or a mosaic that was
-		// killed there.
-		return 0, errcode.RemoteNoMosaic.New("%s's mosaic did not answer as mosaic (it exited %d without mosaic's last line): the `mosaic` found there (on PATH, in ~/.local/bin or /usr/local/bin) is another program, or it was killed; check with `ssh %s mosaic version`, and install mosaic there (`make install` in a checkout of mosaic)", t, code, t)
-	}
-	return code, nil
-}
-
-// leftThere is what a connection lost while the command ran on the host is
-// known to have left there. A start interrupted may have started the
-// session or not (its hang-up may undo it): only the host can say. A run
-// or a login gets the hang-up, which stops its session as a closed terminal
-// does. An attach leaves the session it attached to running.
-func (s sshCall) leftThere() string {
-	switch s.cmd {
-	case "start":
-		return fmt.Sprintf("whether the session was started there is not known: `mosaic --host %s list` shows what runs there", s.t)
-	case "run", "login":
-		return fmt.Sprintf("the hang-up stops the session there, as closing its terminal does; `mosaic --host %s list` shows what runs there", s.t)
-	case "attach":
-		return fmt.Sprintf("the session attached to runs on there (mosaic --host %s list)", s.t)
-	}
-	return fmt.Sprintf("`mosaic --host %s list` shows what runs there", s.t)
-}
-
 // escaping writes what passes line by line with every control character
 // but the newline and tab escaped (termsafe), for a terminal.
 type escaping struct {
@@ -516,146 +374,6 @@ func (e *escaping) flush() {
 	}
 }
 
-// stderrTail passes ssh's stderr on line by line, keeping back the remote
-// stage's own marker lines and the last line of ssh's, for exitOf. On a
-// terminal each line is escaped: a remote's mosaic (or the shell before it)
-// prints on a pipe what a session chose, as it is.
-//
-// A session's stderr is this same stream (run, logs), so a line that looks
-// like a marker may be the session's: a marker counts only as the stream's
-// last line, where the stage writes it just before it exits. One is held
-// back until the next line shows it was not the last, and is then passed on
-// as any other line.
-type stderrTail struct {
-	w       io.Writer
-	mu      sync.Mutex
-	partial []byte
-	last    string
-	held    string // a marker line, until a line after it
-	missing bool   // the remote has no mosaic
-	version string // the remote's mosaic speaks another protocol
-	exited  bool   // the remote stage reported its exit: a 255 is the command's
-}
-
-func (s *stderrTail) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.partial = append(s.partial, p...)
-	for {
-		i := bytes.IndexByte(s.partial, '\n')
-		if i < 0 {
-			break
-		}
-		s.line(string(s.partial[:i+1]))
-		s.partial = s.partial[i+1:]
-	}
-	return len(p), nil
-}
-
-func (s *stderrTail) line(l string) {
-	if held := s.held; held != "" { // not the last line: not the stage's
-		s.held, s.missing, s.version, s.exited = "", false, "", false
-		s.pass(held)
-	}
-	text := strings.TrimRight(l, "\r\n")
-	switch {
-	case strings.HasPrefix(text, remote.MissingMarker):
-		s.missing = true
-	case strings.HasPrefix(text, remote.VersionMarker):
-		s.version = strings.TrimPrefix(text, "mosaic-remote: ")
-	case strings.HasPrefix(text, exitMarker):
-		s.exited = true
-	case strings.Contains(text, `unknown command "remote-exec"`), strings.Contains(text, `unknown command "remote-hold"`):
-		s.version = "its mosaic predates --host"
-	default:
-		s.pass(l)
-		return
-	}
-	s.held = l
-}
-
-// pass writes a line that is not a marker on, and keeps it as the last.
-func (s *stderrTail) pass(l string) {
-	text := strings.TrimRight(l, "\r\n")
-	if text != "" {
-		s.last = termsafe.Escape(text, false)
-	}
-	if onTerminal(s.w) {
-		l = termsafe.Escape(l, true)
-	}
-	_, _ = io.WriteString(s.w, l)
-}
-
-func (s *stderrTail) flush() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.partial) > 0 {
-		s.line(string(s.partial))
-		s.partial = nil
-	}
-}
-
-// exitMarker is the remote stage's last line on a stderr that is not a
-// terminal: the command ran and this was its exit code.
-const exitMarker = "mosaic-remote: exit "
-
-// hold hands the frame to `mosaic remote-hold` on the host and returns the
-// path of its socket, and a function that ends the hold's ssh.
-func (s sshCall) hold(frame remote.Frame) (func(), string, error) {
-	t := s.t
-	c := exec.CommandContext(s.ctx, sshProgram(), s.args(false, remote.HoldStage)...)
-	// Its stderr is kept until it is known to be mosaic's: another program
-	// of that name prints its usage, which is not this command's output.
-	var held bytes.Buffer
-	diag := &stderrTail{w: &held}
-	c.Stderr = diag
-	in, err := c.StdinPipe()
-	if err != nil {
-		return nil, "", err
-	}
-	outp, err := c.StdoutPipe()
-	if err != nil {
-		return nil, "", err
-	}
-	if err := c.Start(); err != nil {
-		return nil, "", errcode.RemoteLost.New("cannot run ssh (%s) to reach %s: %v; install openssh-client, or set MOSAIC_SSH", sshProgram(), t, err)
-	}
-	stop := func() { in.Close(); _ = c.Wait() }
-	if err := remote.WriteFrame(in, frame); err != nil {
-		stop()
-		return nil, "", err
-	}
-	line := make([]byte, 0, 256)
-	one := make([]byte, 1)
-	for len(line) < 4096 {
-		n, err := outp.Read(one)
-		if n == 0 || err != nil {
-			break
-		}
-		if one[0] == '\n' {
-			break
-		}
-		line = append(line, one[0])
-	}
-	if path, ok := strings.CutPrefix(string(line), remote.HeldMarker); ok {
-		diag.mu.Lock()
-		_, _ = os.Stderr.Write(held.Bytes())
-		diag.w = os.Stderr
-		diag.mu.Unlock()
-		return stop, path, nil
-	}
-	in.Close()
-	_, err = s.exitOf(c.Wait(), diag, false)
-	if errors.Is(err, errcode.RemoteNoMosaic.Target()) && !diag.missing && diag.version == "" {
-		return nil, "", err // another program: what it printed is not for the user
-	}
-	_, _ = os.Stderr.Write(held.Bytes())
-	if err == nil {
-		err = errcode.RemoteLost.New("%s's mosaic did not take the credentials: %s", t, diag.last)
-	}
-	return nil, "", err
-}
-
 // remoteExec is the remote side of --host (`mosaic remote-exec 1 stdin` or
 // `... hold PATH`): it reads the frame, puts the secrets in a file that
 // dies with this process (a memfd, named by its /proc path: no disk, and
@@ -670,7 +388,7 @@ func remoteExec(args []string) int {
 	// mosaic's failures from another program's (exitOf).
 	code := remoteExecFrame(args)
 	if !isTerminal(os.Stderr) {
-		fmt.Fprintf(os.Stderr, "%s%d\n", exitMarker, code)
+		fmt.Fprintf(os.Stderr, "%s%d\n", remote.ExitMarker, code)
 	}
 	return code
 }
@@ -723,7 +441,7 @@ func remoteExecFrame(args []string) int {
 // one that steers this process or what it starts (PATH, LD_*, HOME, the
 // runtime and bus addresses, mosaic's own).
 func passable(name string) bool {
-	if credentials.ValidateName(name) != nil {
+	if credvar.ValidateName(name) != nil {
 		return false
 	}
 	switch name {
@@ -774,7 +492,7 @@ func remoteHold(args []string) int {
 		rt = fmt.Sprintf("/run/user/%d", os.Getuid())
 	}
 	if err := remote.Hold(os.Stdin, os.Stdout, remote.HoldDir(rt)); err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic: --host: %v\n%s%d\n", err, exitMarker, errcode.ExitFailure)
+		fmt.Fprintf(os.Stderr, "mosaic: --host: %v\n%s%d\n", err, remote.ExitMarker, errcode.ExitFailure)
 		return errcode.ExitFailure
 	}
 	return 0
@@ -858,7 +576,7 @@ func listOne(t remote.Target, args []string, bound time.Duration) hostSessions {
 		code = runHere(append([]string{"mosaic"}, args...), &doc, io.Discard)
 	} else {
 		var diag bytes.Buffer
-		code, err = callHost(t, remote.Frame{Args: args}, false, false, &doc, &diag, bound, true)
+		code, err = remote.Call{Target: t, Bound: bound, Whole: true, Version: thisVersion().String()}.Run(remote.Frame{Args: args}, false, false, &doc, &diag)
 	}
 	if err == nil && code != 0 {
 		var e struct {

@@ -2,7 +2,7 @@ package main
 
 import (
 	"io"
-	"mosaic/units/termsafe"
+	"mosaic/internal/termsafe"
 	"strings"
 	"unicode/utf8"
 )

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/termsafe"
 	"mosaic/manager/request"
-	"mosaic/units/errcode"
-	"mosaic/units/termsafe"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -155,7 +155,7 @@ func startCommand(out *output) *cli.Command {
 			// the session starts anyway.
 			ctx, stop := signal.NotifyContext(traced(context.Background()), unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
 			defer stop()
-			conn, plan, err := manager.Open(ctx, req)
+			conn, plan, err := manager.Open(ctx, req, manager.Options{})
 			if ctx.Err() != nil {
 				return interrupted(out, "interrupted: nothing was started")
 			}
@@ -174,7 +174,7 @@ func startCommand(out *output) *cli.Command {
 				out.notes(spec.Notes)
 			}
 			if req.TTY {
-				release, err := givePTY(&plan.Spec)
+				release, err := givePTY(&plan.Spec, m)
 				if err != nil {
 					return err
 				}
@@ -272,7 +272,7 @@ func runCommand(out *output) *cli.Command {
 				req.TTY = c.Bool("pty")
 			}
 			ctx := traced(context.Background())
-			conn, plan, err := manager.Open(ctx, req)
+			conn, plan, err := manager.Open(ctx, req, manager.Options{TieSelf: true}) // one run, then mosaic exits
 			if err != nil {
 				return err
 			}
@@ -352,7 +352,6 @@ func runPlan(ctx context.Context, conn *manager.Connecting, plan manager.Plan, s
 	if err != nil {
 		return manager.Session{}, nil, err
 	}
-	m.TieSelf = true // one run, then mosaic exits
 	first := firstSignal(sigs)
 	s, err := m.Run(ctx, plan, [3]int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}, first.relay)
 	return s, first, err

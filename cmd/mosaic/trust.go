@@ -10,8 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/request"
-	"mosaic/units/errcode"
 )
 
 // trustCommand shows a project file's asks and records the user's

@@ -20,8 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/internal/journald"
 	"mosaic/manager/records"
-	"mosaic/units/journald"
 )
 
 // Event is one line of a session's audit: when, a stable id (the same

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"mosaic/internal/journald"
 	"mosaic/manager/clone/patchcheck"
 	"mosaic/manager/records"
-	"mosaic/units/journald"
 )
 
 // TestTrusted: an event counts only from the unit its kind's writer runs

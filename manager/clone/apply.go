@@ -9,9 +9,9 @@ import (
 	"sort"
 	"strings"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/testhook"
 	"mosaic/manager/clone/patchcheck"
-	"mosaic/units/errcode"
-	"mosaic/units/testhook"
 )
 
 // refused is the refusal of a change patchcheck (or a check here) found.

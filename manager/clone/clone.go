@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"mosaic/internal/errcode"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // gitTimeout bounds each git mosaic runs on the host.

@@ -12,9 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/clone/patchcheck"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 func run(t *testing.T, dir string, args ...string) string {

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"syscall"
 
+	"mosaic/internal/testhook"
 	"mosaic/manager/clone/patchcheck"
-	"mosaic/units/testhook"
 )
 
 // JournalName is the directory, in a session's state directory, that

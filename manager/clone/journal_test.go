@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"mosaic/units/errcode"
-	"mosaic/units/testhook"
+	"mosaic/internal/errcode"
+	"mosaic/internal/testhook"
 )
 
 // killed is what a hook panics with to stop Apply where a kill would.

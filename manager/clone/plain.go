@@ -9,8 +9,8 @@ import (
 	"runtime"
 	"strconv"
 
+	"mosaic/internal/errcode"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // The bounds of a plain directory's copy (clone mode's private snapshot of

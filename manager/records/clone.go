@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"mosaic/internal/regfile"
 	"mosaic/manager/clone/patchcheck"
-	"mosaic/units/regfile"
 )
 
 // Clone is clone.json, beside session.json in a clone-mode session's state

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"mosaic/credentials/sessionfile"
+	"mosaic/internal/sessionfile"
 	"mosaic/sandbox"
 	"mosaic/sandbox/directfloor"
 )

@@ -20,8 +20,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/regfile"
 	"mosaic/sandbox"
-	"mosaic/units/regfile"
 )
 
 // Description is what one session is, as its start planned it: what it

@@ -21,7 +21,8 @@ import (
 	"strings"
 
 	"mosaic/credentials"
-	"mosaic/units/errcode"
+	"mosaic/internal/credvar"
+	"mosaic/internal/errcode"
 )
 
 // Protocol is the version of the frame and of the remote-exec/remote-hold
@@ -210,7 +211,7 @@ func (f Frame) String() string {
 // WriteFrame writes f as "mosaic-frame 1 LENGTH\n" and LENGTH bytes of JSON.
 func WriteFrame(w io.Writer, f Frame) error {
 	for n, v := range f.Secrets {
-		if err := credentials.ValidateName(n); err != nil {
+		if err := credvar.ValidateName(n); err != nil {
 			return err
 		}
 		if err := credentials.ValidateValue(n, v, "to send to the remote"); err != nil {

@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"mosaic/credentials"
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
-	"mosaic/units/errcode"
 )
 
 // caFile checks --ca-file: one readable PEM file of certificates. It

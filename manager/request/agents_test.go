@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 )
 
 // Issue 16: a CA file, a host loopback port, the profile's arguments.

@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	"mosaic/credentials"
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // The workspace's modes (Request.Mode, a profile's Workspace=, mosaic.conf's

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"mosaic/internal/errcode"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // repoAt makes dir look like a repository's top: a .git directory with objects.

@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/errcode"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // ConfigFile is the user's settings for mosaic, in the config directory

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"mosaic/units/regfile"
+	"mosaic/internal/regfile"
 )
 
 // The user's git settings are read at every start, and a run of git is a

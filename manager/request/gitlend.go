@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"mosaic/credentials"
+	"mosaic/internal/credvar"
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // gitCredentialTimeout bounds the run of the user's git credential helper
@@ -72,8 +73,8 @@ func gitLendOf(spec *units.Spec, req Request, grant *credentials.Grant) error {
 			}
 		}
 		toks[i] = token
-		grant.Secrets = append(grant.Secrets, credentials.Var{Name: egress.GitTokenVar(i), Value: token},
-			credentials.Var{Name: egress.GitUserVar(i), Value: user}, credentials.Var{Name: egress.GitPlaceholderVar(i), Value: placeholders[i]})
+		grant.Secrets = append(grant.Secrets, credvar.Var{Name: egress.GitTokenVar(i), Value: token},
+			credvar.Var{Name: egress.GitUserVar(i), Value: user}, credvar.Var{Name: egress.GitPlaceholderVar(i), Value: placeholders[i]})
 		for _, hp := range g.Hosts() {
 			if !contains(spec.Allow, hp) {
 				spec.Allow = append(spec.Allow, hp)

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"mosaic/credentials"
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // TestGitCredentialTimeout: a credential helper that does not answer

@@ -6,10 +6,10 @@ import (
 	"strings"
 
 	"mosaic/credentials"
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // planInjection decides how each credential travels. With network allow, a

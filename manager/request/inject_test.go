@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 )
 
 // TestPlanInjection (issue 15): with network allow a profile's ruled

@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
-	"mosaic/units/errcode"
 )
 
 // The path policy: one deny-list for the workspace and every --ro/--rw

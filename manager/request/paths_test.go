@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
-	"mosaic/units/errcode"
 
 	"golang.org/x/sys/unix"
 )

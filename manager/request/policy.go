@@ -14,12 +14,12 @@ import (
 	"time"
 	"unicode"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/regfile"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/sandbox/publish"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/regfile"
 )
 
 // MachinePolicyFile is the machine's policy: a file root keeps, in

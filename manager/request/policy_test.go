@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"mosaic/internal/errcode"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // policyFile writes a policy and names it in PolicyEnv, which adds it to

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
-	"mosaic/units/errcode"
 )
 
 // A toolchain is bound read-only where it is installed, and an install

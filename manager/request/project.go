@@ -13,9 +13,9 @@ import (
 	"strings"
 	"syscall"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/regfile"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/regfile"
 )
 
 // ProjectFile is a repository's own settings for the sessions that work

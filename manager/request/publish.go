@@ -1,9 +1,9 @@
 package request
 
 import (
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
 	"mosaic/sandbox/publish"
-	"mosaic/units/errcode"
 )
 
 // publishOf reads the request's --publish: each [ADDR:]HOSTPORT[:PORT],

@@ -3,8 +3,8 @@ package request
 import (
 	"testing"
 
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
-	"mosaic/units/errcode"
 )
 
 // TestPublishOf: the refusals of --publish, each bad input (exit 2).

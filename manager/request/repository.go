@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 )
 
 // repository is where a workspace's git repository is, as clone mode

@@ -21,7 +21,9 @@ import (
 	"strings"
 	"time"
 
-	"mosaic/units/errcode"
+	"mosaic/internal/credvar"
+	"mosaic/internal/errcode"
+	"mosaic/internal/xdg"
 
 	"mosaic/credentials"
 	"mosaic/sandbox"
@@ -109,10 +111,7 @@ func UserPaths() (Paths, error) {
 	if state == "" || !filepath.IsAbs(state) {
 		state = filepath.Join(home, ".local", "state")
 	}
-	cfg := os.Getenv("XDG_CONFIG_HOME")
-	if cfg == "" || !filepath.IsAbs(cfg) {
-		cfg = filepath.Join(home, ".config")
-	}
+	cfg := xdg.ConfigHome(home, os.Getenv)
 	p := Paths{Home: Resolve(home), RuntimeDir: Resolve(rt), StateRoot: filepath.Join(Resolve(state), "mosaic"), Config: Resolve(cfg)}
 	return p, nil
 }
@@ -162,7 +161,7 @@ func (p Paths) ToolCacheDir(workspace string) string {
 // nothing on disk.
 // The mosaic binary and the host's facts are filled in by the plan
 // (manager.NewPlan).
-func Prepare(req Request, p Paths, bwrapBin string) (units.Spec, []credentials.Var, error) {
+func Prepare(req Request, p Paths, bwrapBin string) (units.Spec, []credvar.Var, error) {
 	spec, grant, err := prepare(req, p, bwrapBin)
 	if err != nil {
 		return units.Spec{}, nil, err

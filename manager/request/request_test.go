@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
-	"mosaic/units/errcode"
 )
 
 // fixture is a user's directory tree in a temporary directory: a home with

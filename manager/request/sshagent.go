@@ -8,10 +8,10 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
 	"mosaic/sandbox/agentfilter"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // sshAgentOf reads the request's --lend-ssh-key and --lend-ssh-sign: each

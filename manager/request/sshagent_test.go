@@ -12,9 +12,9 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // testAgent serves a keyring holding one new key on a socket, and returns

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"mosaic/credentials"
+	"mosaic/internal/errcode"
 	"mosaic/sandbox"
-	"mosaic/units/errcode"
 )
 
 // The session's PATH is the user's: each directory of it the session can

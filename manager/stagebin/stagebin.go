@@ -28,8 +28,8 @@ import (
 	"syscall"
 	"time"
 
-	"mosaic/units/errcode"
-	"mosaic/units/regfile"
+	"mosaic/internal/errcode"
+	"mosaic/internal/regfile"
 )
 
 // Name is the stage binary's file name, beside mosaic's.

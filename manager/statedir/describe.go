@@ -4,9 +4,9 @@ import (
 	"strings"
 	"time"
 
+	"mosaic/internal/journald"
 	"mosaic/manager/records"
 	"mosaic/units"
-	"mosaic/units/journald"
 )
 
 // Describe is the description of the session spec starts (records.Description:

@@ -29,14 +29,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/regfile"
+	"mosaic/internal/testhook"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/sandbox"
 	"mosaic/sandbox/egress"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/regfile"
-	"mosaic/units/testhook"
 )
 
 // Lock is a session name this process holds.

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/units/testhook"
+	"mosaic/internal/testhook"
 )
 
 // testMkdirError, under MOSAIC_TEST_ENOSPC_UNDER=DIR (a test build only,

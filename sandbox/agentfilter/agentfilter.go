@@ -20,7 +20,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
-	"mosaic/units/acceptloop"
+	"mosaic/internal/acceptloop"
 )
 
 // Dest is a destination a key is lent for: its name (a host, as the user

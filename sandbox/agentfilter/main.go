@@ -13,7 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
-	"mosaic/units/journald"
+	"mosaic/internal/journald"
 )
 
 // Stage is the hidden mosaic stage the filter's unit runs.

@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"mosaic/internal/regfile"
 	"mosaic/sandbox"
-	"mosaic/units/regfile"
 )
 
 // What an .envrc has direnv load from the workspace. direnv approves an

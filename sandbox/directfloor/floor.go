@@ -21,8 +21,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/testhook"
 	"mosaic/sandbox"
-	"mosaic/units/testhook"
 )
 
 // Files the host later executes. A session's workspace is read-write, and

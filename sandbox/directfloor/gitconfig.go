@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"mosaic/units/regfile"
+	"mosaic/internal/regfile"
 )
 
 // Git's configuration as the host's git reads it for a workspace: the

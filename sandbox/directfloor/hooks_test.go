@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"mosaic/internal/testhook"
 	"mosaic/sandbox"
-	"mosaic/units/testhook"
 )
 
 func TestGitConfigValue(t *testing.T) {

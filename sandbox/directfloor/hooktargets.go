@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"mosaic/internal/regfile"
 	"mosaic/sandbox"
-	"mosaic/units/regfile"
 )
 
 // What the hooks run from the worktree. .git/hooks is read-only, and so

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"mosaic/units/journald"
+	"mosaic/internal/journald"
 )
 
 // TestAuditEvents: a grant, a revocation and an expiry each write one

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/units/acceptloop"
+	"mosaic/internal/acceptloop"
 )
 
 // The control path: `mosaic allow`, `mosaic deny` and `mosaic status` reach

@@ -13,8 +13,8 @@ import (
 	"strconv"
 	"strings"
 
-	"mosaic/credentials"
-	"mosaic/units/journald"
+	"mosaic/internal/credvar"
+	"mosaic/internal/journald"
 )
 
 // A GitLend is a git host credential lent to a session (--lend-git): for
@@ -333,7 +333,7 @@ var errNoGitValue = errors.New("a lent git credential or its placeholder did not
 // SplitGit takes the lent git credentials' variables (GitTokenVar,
 // GitUserVar, GitPlaceholderVar) out of a session's secrets: they go to
 // its egress proxy only.
-func SplitGit(secrets []credentials.Var) (session, proxy []credentials.Var) {
+func SplitGit(secrets []credvar.Var) (session, proxy []credvar.Var) {
 	for _, v := range secrets {
 		if strings.HasPrefix(v.Name, "MOSAIC_GIT_") {
 			proxy = append(proxy, v)

@@ -19,7 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"mosaic/units/journald"
+	"mosaic/internal/journald"
 )
 
 // Injector holds what the proxy needs to put credentials into requests:

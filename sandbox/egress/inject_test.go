@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"mosaic/credentials"
+	"mosaic/internal/credvar"
 )
 
 const testKey = "sk-ant-api03-REALKEY-0123456789abcdefghijklmnopqrstuvwxyz-AA"
@@ -135,7 +135,7 @@ func injectingProxyAt(t *testing.T, m *mockVendor, path string, limits ...Limits
 	if err != nil {
 		t.Fatal(err)
 	}
-	session, proxy := Split([]Rule{rule}, []credentials.Var{{Name: "ANTHROPIC_API_KEY", Value: testKey}, {Name: "OTHER", Value: "v"}})
+	session, proxy := Split([]Rule{rule}, []credvar.Var{{Name: "ANTHROPIC_API_KEY", Value: testKey}, {Name: "OTHER", Value: "v"}})
 	placeholder = session[0].Value
 	env := map[string]string{}
 	for _, v := range proxy {

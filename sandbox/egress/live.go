@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"mosaic/units/journald"
+	"mosaic/internal/journald"
 )
 
 // What changes while a proxy runs: the grants `mosaic allow` adds (a name,

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"mosaic/credentials"
+	"mosaic/internal/credvar"
 )
 
 // TestEgressLocal (issue 16): --allow-host localhost:PORT reaches that port
@@ -115,7 +115,7 @@ func TestInjectPlainLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	session, proxy := Split([]Rule{rule}, []credentials.Var{{Name: "ANTHROPIC_API_KEY", Value: testKey}})
+	session, proxy := Split([]Rule{rule}, []credvar.Var{{Name: "ANTHROPIC_API_KEY", Value: testKey}})
 	ph := session[0].Value
 	env := map[string]string{}
 	for _, v := range proxy {

@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/credentials/sessionfile"
-	"mosaic/units/journald"
+	"mosaic/internal/journald"
+	"mosaic/internal/sessionfile"
 )
 
 // Stage is the first argument of the mosaic binary that makes it a

@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"mosaic/units/acceptloop"
-	"mosaic/units/journald"
+	"mosaic/internal/acceptloop"
+	"mosaic/internal/journald"
 )
 
 // Limits bound what one session can make its proxy hold. The zero value of
@@ -91,7 +91,7 @@ type Egress struct {
 	// refusals and grants for after the session (record.go).
 	RecordDir string
 	// Audit, when set, writes an audit event (a journal entry of its own,
-	// units/journald): the grants, revocations and expiries.
+	// internal/journald): the grants, revocations and expiries.
 	Audit func([]journald.Field)
 	// Ask, when set, is how long a connection to a host not on the list
 	// is held for the user's answer before it is refused (ask.go).

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/units/regfile"
+	"mosaic/internal/regfile"
 )
 
 // What a proxy leaves of itself: a session's refusals and grants outlive

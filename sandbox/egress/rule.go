@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"mosaic/credentials"
+	"mosaic/internal/credvar"
 )
 
 // A Rule says where the proxy puts one credential: the session holds a
@@ -33,7 +33,7 @@ func (r Rule) String() string {
 func ParseRule(s string) (Rule, error) {
 	v, rest, ok1 := strings.Cut(s, "=")
 	h, hosts, ok2 := strings.Cut(rest, "@")
-	if !ok1 || !ok2 || credentials.ValidateName(v) != nil || h == "" || hosts == "" {
+	if !ok1 || !ok2 || credvar.ValidateName(v) != nil || h == "" || hosts == "" {
 		return Rule{}, fmt.Errorf("--inject %q: want VAR=HEADER[,HEADER]@HOST:PORT[/PATH][,HOST:PORT[/PATH]]", s)
 	}
 	r := Rule{Var: v}
@@ -191,7 +191,7 @@ const UpstreamRootsVar = "MOSAIC_UPSTREAM_ROOTS"
 // egress proxy: a credential with a rule reaches the session as a fresh
 // placeholder, and the proxy gets both the value and the placeholder; the
 // others reach the session as they are.
-func Split(rules []Rule, secrets []credentials.Var) (session, proxy []credentials.Var) {
+func Split(rules []Rule, secrets []credvar.Var) (session, proxy []credvar.Var) {
 	ruled := map[string]bool{}
 	for _, r := range rules {
 		ruled[r.Var] = true
@@ -202,8 +202,8 @@ func Split(rules []Rule, secrets []credentials.Var) (session, proxy []credential
 			continue
 		}
 		p := Placeholder(v.Value)
-		session = append(session, credentials.Var{Name: v.Name, Value: p})
-		proxy = append(proxy, v, credentials.Var{Name: PlaceholderPrefix + v.Name, Value: p})
+		session = append(session, credvar.Var{Name: v.Name, Value: p})
+		proxy = append(proxy, v, credvar.Var{Name: PlaceholderPrefix + v.Name, Value: p})
 	}
 	return session, proxy
 }
@@ -245,12 +245,12 @@ func Placeholder(value string) string {
 const ExtraRootsVar = "MOSAIC_UPSTREAM_EXTRA_ROOTS"
 
 // CARoots reads a session's --ca-file for the proxy's environment file.
-func CARoots(path string) ([]credentials.Var, error) {
+func CARoots(path string) ([]credvar.Var, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--ca-file %s: %v", path, err)
 	}
-	return []credentials.Var{{Name: ExtraRootsVar, Value: base64.StdEncoding.EncodeToString(b)}}, nil
+	return []credvar.Var{{Name: ExtraRootsVar, Value: base64.StdEncoding.EncodeToString(b)}}, nil
 }
 
 // TestRootsEnv names, in mosaic's own environment, a PEM file of
@@ -260,7 +260,7 @@ func CARoots(path string) ([]credentials.Var, error) {
 const TestRootsEnv = "MOSAIC_EGRESS_TEST_ROOTS"
 
 // TestRoots reads TestRootsEnv's file, for the proxy's environment file.
-func TestRoots(getenv func(string) string) ([]credentials.Var, error) {
+func TestRoots(getenv func(string) string) ([]credvar.Var, error) {
 	path := getenv(TestRootsEnv)
 	if path == "" {
 		return nil, nil
@@ -269,5 +269,5 @@ func TestRoots(getenv func(string) string) ([]credentials.Var, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", TestRootsEnv, err)
 	}
-	return []credentials.Var{{Name: UpstreamRootsVar, Value: base64.StdEncoding.EncodeToString(b)}}, nil
+	return []credvar.Var{{Name: UpstreamRootsVar, Value: base64.StdEncoding.EncodeToString(b)}}, nil
 }

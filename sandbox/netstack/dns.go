@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"mosaic/units/acceptloop"
+	"mosaic/internal/acceptloop"
 )
 
 // dnsWait bounds one DNS exchange: a query read, the proxy asked, the

@@ -28,7 +28,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/units/acceptloop"
+	"mosaic/internal/acceptloop"
 )
 
 // Stage is the hidden mosaic stage the holder unit runs:

@@ -35,7 +35,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/units/acceptloop"
+	"mosaic/internal/acceptloop"
 )
 
 // A Port is one --publish: the host's Addr:HostPort leads to the session's

@@ -33,11 +33,11 @@ import (
 	"sync"
 	"time"
 
+	"mosaic/internal/acceptloop"
+	"mosaic/internal/errcode"
 	"mosaic/manager"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
-	"mosaic/units/acceptloop"
-	"mosaic/units/errcode"
 
 	"golang.org/x/sys/unix"
 
@@ -193,12 +193,11 @@ func Serve(ctx context.Context, ready func()) error {
 	if err != nil {
 		return err
 	}
-	m, err := manager.Connect(ctx)
+	m, err := manager.Connect(ctx, manager.Options{Outside: out})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	m.Outside = out
 	b := newBus(m, log, paths)
 	// Watch before listing, so that no end falls between the two.
 	m.WatchSessions(b.observe)

@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	"mosaic/internal/errcode"
+	"mosaic/internal/xdg"
 	"mosaic/manager/request"
-	"mosaic/units/errcode"
 
 	"github.com/coreos/go-systemd/v22/unit"
 
@@ -46,11 +47,7 @@ type Policy struct {
 
 // PolicyFile is where the bus reads its policy.
 func PolicyFile(home string) string {
-	dir := os.Getenv("XDG_CONFIG_HOME")
-	if dir == "" || !filepath.IsAbs(dir) {
-		dir = filepath.Join(home, ".config")
-	}
-	return filepath.Join(dir, "mosaic", "bus.conf")
+	return filepath.Join(xdg.ConfigHome(home, os.Getenv), "mosaic", "bus.conf")
 }
 
 // ReadPolicy reads the policy at path; a missing file is the empty policy.

@@ -5,10 +5,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/sandbox"
-	"mosaic/units/errcode"
 )
 
 // outsideFile is where `mosaic bus prepare` records the manager's

@@ -10,9 +10,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/records"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // caller is who is on the other end of a connection.

@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/request"
-	"mosaic/units/errcode"
 )
 
 func TestReadPolicy(t *testing.T) {

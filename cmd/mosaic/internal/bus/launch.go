@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"mosaic/credentials"
+	"mosaic/internal/errcode"
+	"mosaic/internal/journald"
 	"mosaic/manager"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units"
-	"mosaic/units/errcode"
-	"mosaic/units/journald"
 )
 
 // launch starts a session for the caller; one from a session is held to

@@ -17,11 +17,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // fakeClient stands in for systemd: the bus's logic is tested without a rig,

@@ -40,7 +40,7 @@ func fail(name, detail, fix string) Check {
 // per thing, and the manager when one could be reached (for --probe).
 func Doctor(ctx context.Context) ([]Check, *manager.Manager) {
 	var checks []Check
-	m, err := manager.Connect(ctx)
+	m, err := manager.Connect(ctx, manager.Options{})
 	if err != nil {
 		checks = append(checks, fail("user-manager", err.Error(),
 			"log in through a systemd user session (XDG_RUNTIME_DIR and DBUS_SESSION_BUS_ADDRESS are set there), or `systemctl --user status` to see why the manager is down"))

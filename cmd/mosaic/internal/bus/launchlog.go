@@ -14,10 +14,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // LogEvent is one line of the bus's launch log.

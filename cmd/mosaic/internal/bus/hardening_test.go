@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"mosaic/internal/errcode"
 	"mosaic/manager"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/units"
-	"mosaic/units/errcode"
 )
 
 // Issue 14 item 1: where the manager has GetUnitByPIDFD (253+) the caller

@@ -1,4 +1,4 @@
-package main
+package remote
 
 import (
 	"context"
@@ -7,8 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"mosaic/manager/remote"
-	"mosaic/units/errcode"
+	"mosaic/internal/errcode"
 )
 
 // TestStderrTailMarkers: a marker line counts only as the stream's last
@@ -47,7 +46,7 @@ func TestExitOfSays(t *testing.T) {
 	killed := exec.Command("sh", "-c", "kill -9 $$").Run()
 	exited64 := exec.Command("sh", "-c", "exit 64").Run()
 	lost := exec.Command("sh", "-c", "exit 255").Run()
-	tgt, _ := remote.ParseTarget("box")
+	tgt, _ := ParseTarget("box")
 	for _, tc := range []struct {
 		cmd      string
 		err      error

@@ -45,7 +45,7 @@ var probeChecks = escapes.Named("home-file", "other-workspace", "other-state", "
 // sandbox hid it, and reports each check. The fixture is removed afterwards.
 // mode is the sandbox's inner layer: sandbox.ModeBwrap or ModeLandlock.
 func ProbeSandbox(ctx context.Context, m *manager.Manager, mode string) ([]ProbeAnswer, error) {
-	paths, err := request.UserPaths()
+	paths, err := m.Paths()
 	if err != nil {
 		return nil, err
 	}
