@@ -11,10 +11,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"mosaic/internal/termsafe"
 	"mosaic/manager"
-	"mosaic/manager/request"
 	"mosaic/sandbox/egress"
-	"mosaic/units/termsafe"
 )
 
 // heldRequest is one connection a session started with --ask holds for
@@ -112,7 +111,7 @@ func heldRequests(ctx context.Context, m *manager.Manager) ([]heldRequest, error
 	if err != nil {
 		return nil, err
 	}
-	p, err := request.UserPaths()
+	p, err := m.Paths()
 	if err != nil {
 		return nil, err
 	}

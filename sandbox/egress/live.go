@@ -70,7 +70,7 @@ type live struct {
 	denied  map[string]bool       // "host:port"
 	tunnels map[string]map[*openTunnel]bool
 	refused map[string]*Refusal // by target
-	pending map[string]*pending  // held for an answer (--ask), by target
+	pending map[string]*pending // held for an answer (--ask), by target
 	other   int
 	now     func() time.Time
 	history []Grant      // the grants made, at most MaxRecorded (record.go)
