@@ -250,6 +250,9 @@ func commandNetwork(o initOptions, env []string, start NetworkStarter) ([]string
 		}); err != nil {
 			return nil, err
 		}
+		// The stack made descriptors of its own, some without
+		// close-on-exec (its eventfds): none may reach the command.
+		closeInherited()
 	}
 	if err := offerPublished(o.publish); err != nil {
 		return nil, err
