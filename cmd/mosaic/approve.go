@@ -117,7 +117,9 @@ func heldRequests(ctx context.Context, m *manager.Manager) ([]heldRequest, error
 	}
 	held := []heldRequest{}
 	for _, s := range sessions {
-		if s.Network != "allow" || !s.Running() {
+		// A session's list entry may not carry its network: any running
+		// one is asked, and one with no proxy does not answer.
+		if !s.Running() || s.Network == "none" || s.Network == "host" {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +177,60 @@ func TestShimDropsTheDeviceCapabilities(t *testing.T) {
 				t.Errorf("process %s of the session holds capabilities: %s", pid, l)
 			}
 		}
+	}
+}
+
+// TestAskHoldsUntilAnswered (issue 39's hold and ask): with --ask, a
+// connection to a host not on the list (a client that ignores the proxy
+// variables, through the network device) is held, not refused: `mosaic
+// approve --json` lists it, `mosaic allow` lets it go on; another, held,
+// `mosaic deny` refuses. Without --ask the same connection is refused at
+// once (the control). --ask without network allow is bad input.
+func TestAskHoldsUntilAnswered(t *testing.T) {
+	n := needTestNet(t)
+	try := `s=$(date +%s%N); if timeout 40 bash -c "exec 3<>/dev/tcp/$1/443 && head -1 <&3" >.try$2 2>&1; then :; else echo refused >>.try$2; fi; echo "took $(( ($(date +%s%N) - s) / 1000000 ))ms" >>.try$2; mv .try$2 "$2"`
+	script := try + "\n"
+	ws := workspace(t)
+	name := sessionName(t)
+	r := mosaic(t, "run", "--direct", "--name", name, "--workspace", ws, "--allow-host", n+".0/24", "--", "bash", "-c", script, "bash", "otherhost.mosaic.test", "first")
+	if b, _ := os.ReadFile(filepath.Join(ws, "first")); r.code != 0 || !strings.Contains(string(b), "refused") || !regexp.MustCompile(`took \d{1,3}ms`).Match(b) {
+		t.Fatalf("without --ask, a host off the list is refused at once: exit %d, %q\n%s", r.code, b, r.stderr)
+	}
+
+	name = sessionName(t)
+	both := "(" + try + `) & (` + strings.ReplaceAll(strings.ReplaceAll(try, "$1", "$3"), "$2", "$4") + `) & wait; sleep 300`
+	mustMosaic(t, "start", "--direct", "--ask", "--name", name, "--workspace", ws, "--allow-host", n+".0/24", "--", "bash", "-c", both, "bash", "otherhost.mosaic.test", "allowed", "testhost.mosaic.test", "denied")
+	defer mosaic(t, "stop", name)
+	var listed string
+	for i := 0; ; i++ {
+		listed = mustMosaic(t, "approve", "--json").stdout
+		if strings.Contains(listed, `"session": "`+name+`"`) && strings.Contains(listed, "otherhost.mosaic.test:443") && strings.Contains(listed, "testhost.mosaic.test:443") {
+			break
+		}
+		if i == 100 {
+			st := mosaic(t, "status", name)
+			t.Fatalf("approve does not list both held connections: %s\nstatus:\n%s%s", listed, st.stdout, st.stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st := mustMosaic(t, "status", name).stdout; !strings.Contains(st, "HELD for your answer: otherhost.mosaic.test:443") {
+		t.Errorf("status does not show the held connection:\n%s", st)
+	}
+	mustMosaic(t, "allow", name, "otherhost.mosaic.test")
+	mustMosaic(t, "deny", name, "testhost.mosaic.test")
+	var allowed, denied []byte
+	eventually(t, 15*time.Second, "both answers", func() bool {
+		allowed, _ = os.ReadFile(filepath.Join(ws, "allowed"))
+		denied, _ = os.ReadFile(filepath.Join(ws, "denied"))
+		return len(allowed) > 0 && len(denied) > 0
+	})
+	if !strings.Contains(string(allowed), "hello from otherhost") {
+		t.Errorf("held, then allowed: %q", allowed)
+	}
+	if !strings.Contains(string(denied), "refused") {
+		t.Errorf("held, then denied: %q", denied)
+	}
+	if r := mosaic(t, "run", "--ask", "--network", "none", "--workspace", ws, "--", "true"); r.code != 2 {
+		t.Errorf("--ask with --network none: exit %d, want 2 (bad input)\n%s", r.code, r.stderr)
 	}
 }
