@@ -52,6 +52,14 @@ func openTUN() (int, error) {
 		err = unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr)
 	}
 	if err == nil {
+		// Persistent: the device then goes with the unit's network
+		// namespace, in the kernel's own time (its cleanup work), not when
+		// the init exits: the last close of a device that is not persistent
+		// unregisters it there and then, and the exit waits on its RCU
+		// grace periods (20 ms of every session's end, measured).
+		err = unix.IoctlSetInt(fd, unix.TUNSETPERSIST, 1)
+	}
+	if err == nil {
 		err = configure(TUNDevice)
 	}
 	if err == nil {
