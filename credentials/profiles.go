@@ -48,6 +48,9 @@ type Profile struct {
 	// none, allow (to AllowHosts, through the egress proxy) or host.
 	Network    string   `json:"network"`
 	AllowHosts []string `json:"allow_hosts,omitempty"`
+	// Ask: hold a connection to a host not on the list for the user's
+	// answer (--ask) in network allow.
+	Ask bool `json:"ask,omitempty"`
 	// Inject are the credentials the egress proxy puts into requests
 	// (network allow), which the session then never holds.
 	Inject []InjectRule `json:"inject,omitempty"`
@@ -386,6 +389,11 @@ func readProfile(path string) (Profile, error) {
 			p.Workspace = o.Value
 		case "AllowHost":
 			p.AllowHosts = append(p.AllowHosts, fields...)
+		case "Ask":
+			if o.Value != "yes" && o.Value != "no" {
+				return bad("Ask=%s: use yes or no", o.Value)
+			}
+			p.Ask = o.Value == "yes"
 		case "Inject":
 			r, err := parseInject(o.Value)
 			if err != nil {
@@ -397,7 +405,7 @@ func readProfile(path string) (Profile, error) {
 		case "MemoryMax", "TasksMax", "CPUQuota", "TmpSize", "HomeSize":
 			*p.limit(o.Name) = o.Value
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize, HomeSize)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, Ask, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize, HomeSize)", o.Name)
 		}
 	}
 	return p, nil

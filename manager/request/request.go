@@ -414,7 +414,7 @@ func finishSpec(spec *units.Spec, req Request, grant *credentials.Grant, p Paths
 	// The network device is made by a service's exec shim (a scope has
 	// none: mosaic runs its bwrap itself) with its unit's capabilities.
 	spec.TUN = spec.Network == sandbox.NetworkAllow && spec.Sandbox != sandbox.ModeLandlock && !spec.Scope && sandbox.TUNUsable()
-	if req.Ask {
+	if req.Ask || grant.Profile.Ask && spec.Network == sandbox.NetworkAllow {
 		if spec.Network != sandbox.NetworkAllow {
 			return errcode.BadNetwork.New("--ask needs network allow (an egress proxy to hold the connection), not %s", spec.Network)
 		}
