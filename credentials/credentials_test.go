@@ -282,7 +282,7 @@ func TestPlainEnvironment(t *testing.T) {
 
 func TestUserProfiles(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "myagent.conf"), []byte("[Profile]\nDescription=Mine\nBinary=myagent\nCredentialSet=MY_KEY\nCredentialSet=MY_TOKEN MY_URL\nPassEnvironment=MY_MODEL\nReadOnlyPaths=/opt/myagent\nSandbox=landlock\nWorkspace=clone\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "myagent.conf"), []byte("[Profile]\nDescription=Mine\nBinary=myagent\nCredentialSet=MY_KEY\nCredentialSet=MY_TOKEN MY_URL\nPassEnvironment=MY_MODEL\nReadOnlyPaths=/opt/myagent\nSandbox=landlock\nWorkspace=clone\nAsk=yes\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "codex.conf"), []byte("[Profile]\nBinary=codex\nCredentialSet=ONLY_THIS\n"), 0o600)
 	all, broken := Profiles(dir)
 	if len(broken) > 0 {
@@ -293,7 +293,7 @@ func TestUserProfiles(t *testing.T) {
 		byName[p.Name] = p
 	}
 	mine := byName["myagent"]
-	if mine.Binary != "myagent" || len(mine.CredentialSets) != 2 || mine.CredentialSets[1][1] != "MY_URL" || mine.ReadOnly[0] != "/opt/myagent" || mine.PassEnv[0] != "MY_MODEL" || mine.Sandbox != "landlock" || mine.Workspace != "clone" {
+	if mine.Binary != "myagent" || len(mine.CredentialSets) != 2 || mine.CredentialSets[1][1] != "MY_URL" || mine.ReadOnly[0] != "/opt/myagent" || mine.PassEnv[0] != "MY_MODEL" || mine.Sandbox != "landlock" || mine.Workspace != "clone" || !mine.Ask {
 		t.Errorf("myagent = %+v", mine)
 	}
 	if c := byName["codex"]; c.CredentialSets[0][0] != "ONLY_THIS" || !strings.HasSuffix(c.Source, "codex.conf") {
@@ -315,6 +315,7 @@ func TestUserProfiles(t *testing.T) {
 		"bad6.conf": "[Profile]\nSandbox=none\n",
 		"bad7.conf": "[Profile]\nWorkspace=copy\n",
 		"bad8.conf": "[Profile]\nToolchain=relative/dir\n",
+		"bad9.conf": "[Profile]\nAsk=maybe\n",
 	} {
 		d := t.TempDir()
 		os.WriteFile(filepath.Join(d, name), []byte(content), 0o600)
