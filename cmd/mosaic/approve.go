@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"mosaic/internal/errcode"
 	"mosaic/internal/termsafe"
 	"mosaic/manager"
 	"mosaic/sandbox/egress"
@@ -36,6 +37,9 @@ func approveCommand(out *output) *cli.Command {
 		Flags:        []cli.Flag{jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return errcode.Usage.New("mosaic approve takes no arguments: it answers every session's held connections (mosaic allow NAME HOST answers one)")
+			}
 			return connected(func(ctx context.Context, m *manager.Manager) error {
 				if out.json || !isTerminal(os.Stdin) {
 					held, err := heldRequests(ctx, m)
