@@ -12,9 +12,10 @@ import (
 	"time"
 )
 
-// connectWait bounds how long a connection waits for the proxy's answer
-// (the proxy's own dial gives up after 10 s).
-const connectWait = 15 * time.Second
+// connectWait bounds how long a connection waits for the proxy's answer:
+// past the proxy's own dial (10 s) and a connection it holds for the
+// user's answer (--ask, 30 s).
+const connectWait = 45 * time.Second
 
 // ResolveMethod is the request the stack sends the proxy to ask whether a
 // name may resolve: "RESOLVE / HTTP/1.1" with the name as its Host; 200

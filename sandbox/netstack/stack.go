@@ -34,13 +34,12 @@ const mtu = 65520
 // connection through the proxy that dial reaches, DNS by the proxy's
 // allowlist, there and on the DNS sockets udp and tcp (loopback port 53).
 func Start(tun int, udp, tcp []int, dial Dialer) error {
-	fd := tun
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcpfwd.NewProtocol, udpfwd.NewProtocol},
 		HandleLocal:        false,
 	})
-	ep, err := fdbased.New(&fdbased.Options{FDs: []int{fd}, MTU: mtu, RXChecksumOffload: true})
+	ep, err := fdbased.New(&fdbased.Options{FDs: []int{tun}, MTU: mtu, RXChecksumOffload: true})
 	if err != nil {
 		return fmt.Errorf("the session's network stack: %v", err)
 	}
@@ -54,21 +53,15 @@ func Start(tun int, udp, tcp []int, dial Dialer) error {
 	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: 1}})
 	// Buffers as large as a loopback download needs to keep the device
 	// busy (the defaults, 1 MB at most, halve its throughput).
-	for _, opt := range []tcpip.SettableTransportProtocolOption{
-		new(tcpip.TCPSACKEnabled), new(tcpip.TCPModerateReceiveBufferOption),
+	sack, moderate := tcpip.TCPSACKEnabled(true), tcpip.TCPModerateReceiveBufferOption(true)
+	for _, opt := range []tcpip.SettableTransportProtocolOption{&sack, &moderate,
 		&tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 1 << 20, Max: 8 << 20},
 		&tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 1 << 20, Max: 8 << 20},
 	} {
-		switch o := opt.(type) {
-		case *tcpip.TCPSACKEnabled:
-			*o = true
-		case *tcpip.TCPModerateReceiveBufferOption:
-			*o = true
-		}
 		s.SetTransportProtocolOption(tcpfwd.ProtocolNumber, opt)
 	}
 
-	n := &netw{stack: s, dial: dial, names: newNames()}
+	n := &netw{dial: dial, names: newNames()}
 	fwd := tcpfwd.NewForwarder(s, 0, maxInFlight, n.tcp)
 	s.SetTransportProtocolHandler(tcpfwd.ProtocolNumber, fwd.HandlePacket)
 	ufwd := udpfwd.NewForwarder(s, n.udp)
@@ -81,10 +74,9 @@ func Start(tun int, udp, tcp []int, dial Dialer) error {
 	return n.serveLoopbackDNS(udp, tcp)
 }
 
-// netw is the session's network: its stack, the way to the proxy, and the
-// names its DNS gave out.
+// netw is the session's network: the way to the proxy, and the names its
+// DNS gave out.
 type netw struct {
-	stack *stack.Stack
 	dial  Dialer
 	names *names
 }
