@@ -43,6 +43,10 @@ func (n *netw) answer(q []byte) []byte {
 	switch {
 	case h.OpCode != 0 || question.Class != dnsmessage.ClassINET:
 		reply.RCode = dnsmessage.RCodeNotImplemented
+	case strings.HasSuffix(host, ".arpa"):
+		// A reverse lookup names no host the proxy could allow: not asked,
+		// so that a client's PTR queries are no refusals on record.
+		reply.RCode = dnsmessage.RCodeNameError
 	case !validName(host) || !n.allowed(host):
 		reply.RCode = dnsmessage.RCodeNameError
 	case question.Type == dnsmessage.TypeA:

@@ -81,7 +81,7 @@ func TestAnswer(t *testing.T) {
 		t.Errorf("AAAA of an allowed name: %+v %v", m, err)
 	}
 	f.asked = nil
-	for _, q := range []string{"other.example.com.", "1.2.3.4.", "with space.example.", "semi;colon.example."} {
+	for _, q := range []string{"other.example.com.", "1.2.3.4.", "with space.example.", "semi;colon.example.", "0.1.0.240.in-addr.arpa."} {
 		b := rawQuery(q)
 		var m dnsmessage.Message
 		if err := m.Unpack(n.answer(b)); err != nil || m.RCode != dnsmessage.RCodeNameError || len(m.Answers) != 0 {
