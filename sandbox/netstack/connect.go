@@ -22,7 +22,7 @@ const connectWait = 15 * time.Second
 // proxy's refusal, recorded as any refusal is.
 const ResolveMethod = "RESOLVE"
 
-// errRefused is the proxy's refusal of a request.
+// errRefused is the proxy's refusal of a request (ask).
 var errRefused = errors.New("refused by the egress proxy")
 
 // connect asks the proxy for a tunnel to target (HOST:PORT) and returns it
@@ -39,21 +39,30 @@ func (n *netw) connect(ctx context.Context, target string) (net.Conn, error) {
 	return p, nil
 }
 
-// allowed asks the proxy whether host may resolve.
-func (n *netw) allowed(host string) bool {
+// allowed asks the proxy whether host may resolve; err when the proxy gave
+// no answer to that (not reached, too slow, at its connection limit), which
+// the DNS answers SERVFAIL, a failure to retry: NXDOMAIN would say the name
+// does not exist, and a resolver would keep that as an answer.
+func (n *netw) allowed(host string) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), dnsWait)
 	defer cancel()
 	p, err := n.dial(ctx)
 	if err != nil {
-		return false
+		return false, err
 	}
 	defer p.Close()
-	return ask(ctx, p, ResolveMethod+" / HTTP/1.1\r\nHost: "+host+"\r\n\r\n") == nil
+	err = ask(ctx, p, ResolveMethod+" / HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+	if errors.Is(err, errRefused) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // ask writes req to the proxy's connection p and reads the head of its
 // answer, byte by byte so that nothing of a tunnel after it is read here;
-// nil when the status is 200.
+// nil when the status is 200, errRefused when it is the proxy's refusal
+// (403, or 400 for what is no host name), another error for any other
+// answer (503 at the connection limit, 408, 431) or none.
 func ask(ctx context.Context, p net.Conn, req string) error {
 	deadline, _ := ctx.Deadline()
 	_ = p.SetDeadline(deadline)
@@ -73,10 +82,16 @@ func ask(ctx context.Context, p net.Conn, req string) error {
 		head = append(head, one[0])
 	}
 	line, _, _ := strings.Cut(string(head), "\r\n")
-	if f := strings.Fields(line); len(f) >= 2 && f[1] == "200" {
+	f := strings.Fields(line)
+	switch {
+	case len(f) < 2:
+		return fmt.Errorf("the egress proxy's answer is no HTTP status line")
+	case f[1] == "200":
 		return nil
+	case f[1] == "403" || f[1] == "400":
+		return errRefused
 	}
-	return errRefused
+	return fmt.Errorf("the egress proxy answered %s", f[1])
 }
 
 // maxHead bounds the head of a proxy's answer.

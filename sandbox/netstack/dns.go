@@ -40,10 +40,17 @@ func (n *netw) answer(q []byte) []byte {
 	reply := dnsmessage.Message{Header: dnsmessage.Header{ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired,
 		RecursionAvailable: true, Authoritative: true}, Questions: []dnsmessage.Question{question}}
 	host := strings.ToLower(strings.TrimSuffix(question.Name.String(), "."))
+	query := h.OpCode == 0 && question.Class == dnsmessage.ClassINET
+	allowed, err := false, error(nil)
+	if query && validName(host) {
+		allowed, err = n.allowed(host)
+	}
 	switch {
-	case h.OpCode != 0 || question.Class != dnsmessage.ClassINET:
+	case !query:
 		reply.RCode = dnsmessage.RCodeNotImplemented
-	case !validName(host) || !n.allowed(host):
+	case err != nil:
+		reply.RCode = dnsmessage.RCodeServerFailure
+	case !allowed:
 		reply.RCode = dnsmessage.RCodeNameError
 	case question.Type == dnsmessage.TypeA:
 		a, ok := n.names.addr(host)
