@@ -25,8 +25,9 @@ const ttl = 5
 
 // answer is the reply to the DNS query q, or nil for what is not a query.
 // A name the proxy allows gets its address (type A) or an empty answer
-// (any other type: the session has no IPv6 route); any other name is
-// NXDOMAIN. Nothing is asked of any nameserver.
+// (any other type: the session has no IPv6 route), the session's own names
+// theirs (own); any other name is NXDOMAIN, and SERVFAIL when the proxy
+// could not be asked. Nothing is asked of any nameserver.
 func (n *netw) answer(q []byte) []byte {
 	var p dnsmessage.Parser
 	h, err := p.Start(q)
@@ -41,13 +42,18 @@ func (n *netw) answer(q []byte) []byte {
 		RecursionAvailable: true, Authoritative: true}, Questions: []dnsmessage.Question{question}}
 	host := strings.ToLower(strings.TrimSuffix(question.Name.String(), "."))
 	query := h.OpCode == 0 && question.Class == dnsmessage.ClassINET
+	own, isOwn := n.own(host)
 	allowed, err := false, error(nil)
-	if query && validName(host) {
+	if query && !isOwn && validName(host) {
 		allowed, err = n.allowed(host)
 	}
 	switch {
 	case !query:
 		reply.RCode = dnsmessage.RCodeNotImplemented
+	case isOwn:
+		if question.Type == dnsmessage.TypeA {
+			reply.Answers = aAnswer(question.Name, own)
+		}
 	case err != nil:
 		reply.RCode = dnsmessage.RCodeServerFailure
 	case !allowed:
@@ -58,16 +64,38 @@ func (n *netw) answer(q []byte) []byte {
 			reply.RCode = dnsmessage.RCodeServerFailure
 			break
 		}
-		reply.Answers = []dnsmessage.Resource{{
-			Header: dnsmessage.ResourceHeader{Name: question.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: ttl},
-			Body:   &dnsmessage.AResource{A: a.As4()},
-		}}
+		reply.Answers = aAnswer(question.Name, a)
 	}
 	b, err := reply.Pack()
 	if err != nil {
 		return nil
 	}
 	return b
+}
+
+// aAnswer is the answer that name is at a.
+func aAnswer(name dnsmessage.Name, a netip.Addr) []dnsmessage.Resource {
+	return []dnsmessage.Resource{{
+		Header: dnsmessage.ResourceHeader{Name: name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: ttl},
+		Body:   &dnsmessage.AResource{A: a.As4()},
+	}}
+}
+
+// own is the address of a name of the session's own, answered here
+// without the proxy, as the session's /etc/hosts answers it
+// (sandbox.HostsFile): localhost and every name under it (RFC 6761) at
+// 127.0.0.1, the session's host name at 127.0.1.1. Asked of the proxy,
+// they were NXDOMAIN for a resolver that skips the hosts file, and each
+// was recorded as a refusal whose grant line (mosaic allow S localhost)
+// mosaic refuses.
+func (n *netw) own(host string) (netip.Addr, bool) {
+	switch {
+	case host == "localhost" || strings.HasSuffix(host, ".localhost"):
+		return netip.AddrFrom4([4]byte{127, 0, 0, 1}), true
+	case host != "" && host == n.self:
+		return netip.AddrFrom4([4]byte{127, 0, 1, 1}), true
+	}
+	return netip.Addr{}, false
 }
 
 // validName reports whether host is a DNS name the proxy could allow:

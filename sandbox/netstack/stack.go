@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"strings"
 	"sync"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -78,7 +80,8 @@ func Start(tun int, udp, tcp []int, dial Dialer) error {
 	tw := tcpip.TCPTimeWaitTimeoutOption(0)
 	s.SetTransportProtocolOption(tcpfwd.ProtocolNumber, &tw)
 
-	n := &netw{stack: s, dial: dial, names: newNames()}
+	self, _ := os.Hostname()
+	n := &netw{stack: s, dial: dial, names: newNames(), self: strings.ToLower(self)}
 	fwd := tcpfwd.NewForwarder(s, 0, maxInFlight, n.tcp)
 	s.SetTransportProtocolHandler(tcpfwd.ProtocolNumber, fwd.HandlePacket)
 	ufwd := udpfwd.NewForwarder(s, n.udp)
@@ -97,6 +100,7 @@ type netw struct {
 	stack *stack.Stack
 	dial  Dialer
 	names *names
+	self  string // the session's host name (its name), lower case
 }
 
 // tcp relays one connection the command opened through the device: it
