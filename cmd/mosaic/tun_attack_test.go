@@ -1,10 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // reuseScript connects three times in a row from one source port to
@@ -131,4 +136,157 @@ func listenMock(t *testing.T, n string) net.Listener {
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// ownNamesScript asks the session's DNS, on its loopback stub and through
+// the device, for names of the session's own, printing each answer's
+// address or its RCODE.
+const ownNamesScript = `
+import socket, struct
+def q(name, server):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(8)
+    s.sendto(struct.pack(">HHHHHH", 7, 0x0100, 1, 0, 0, 0) + b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1), (server, 53))
+    r = s.recv(512)
+    return ".".join(str(b) for b in r[-4:]) if struct.unpack(">H", r[6:8])[0] else "rcode=%d" % (r[3] & 15)
+for server in ("127.0.0.53", "192.0.2.53"):
+    print(server, q("localhost", server), q("db.localhost", server), q(socket.gethostname(), server))
+`
+
+// TestTUNAttackOwnNames: a resolver that skips /etc/hosts (dig, a DNS
+// library, a JVM's own) asks the session's DNS for localhost or the
+// session's own host name; they were refused (NXDOMAIN) and each recorded
+// as a refusal, which run printed with the line that grants it, "mosaic
+// allow S localhost", which mosaic refuses (a loopback entry needs its
+// port). They are answered as the session's hosts file answers them, and
+// nothing is recorded (before the fix: rcode=3 and "refused localhost").
+func TestTUNAttackOwnNames(t *testing.T) {
+	needTestNet(t)
+	name := sessionName(t)
+	r := mosaic(t, "run", "--name", name, "--workspace", workspace(t), "--allow-host", "testhost.mosaic.test",
+		"--", "/usr/bin/python3", "-c", ownNamesScript)
+	for _, server := range []string{"127.0.0.53", "192.0.2.53"} {
+		if want := server + " 127.0.0.1 127.0.0.1 127.0.1.1"; !strings.Contains(r.stdout, want) {
+			t.Errorf("want %q:\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "refused") {
+		t.Errorf("the session's own names were recorded as refusals:\n%s", r.stderr)
+	}
+}
+
+// revokeScript connects to the addresses the session's DNS gave testhost
+// and otherhost, before and after the test takes each away (a deny of
+// the first, the end of a 3 s grant of the second), each try's outcome in
+// a file of the workspace.
+const revokeScript = `
+try() { if timeout 5 bash -c "exec 3<>/dev/tcp/$2/443 && head -1 <&3" >.t 2>&1; then :; else echo refused >.t; fi; mv .t "$1"; }
+a=$(getent hosts testhost.mosaic.test | cut -d' ' -f1)
+try deny-before "$a"
+while [ ! -e denied ]; do sleep 0.1; done
+try deny-after "$a"
+getent hosts testhost.mosaic.test >.t || echo nxdomain >.t; mv .t deny-dns
+while [ ! -e granted ]; do sleep 0.1; done
+b=$(getent hosts otherhost.mosaic.test | cut -d' ' -f1)
+try grant-before "$b"
+while [ ! -e expired ]; do sleep 0.1; done
+try grant-after "$b"
+sleep 300
+`
+
+// TestTUNAttackRevokedAddress: an address the session's DNS handed out
+// for a name does not outlive the name's grant: after a deny, and after a
+// grant's end, a connection to the address handed out before is refused
+// (the proxy checks each connection's name), and the name no longer
+// resolves. (Held: the control is the same address reached before each
+// revocation.)
+func TestTUNAttackRevokedAddress(t *testing.T) {
+	n := needTestNet(t)
+	ws := workspace(t)
+	name := sessionName(t)
+	mustMosaic(t, "start", "--direct", "--name", name, "--workspace", ws, "--allow-host", "testhost.mosaic.test", "--allow-host", n+".0/24",
+		"--", "bash", "-c", revokeScript)
+	defer mosaic(t, "stop", name)
+	read := func(f string) string {
+		var b []byte
+		eventually(t, 20*time.Second, f, func() bool { var err error; b, err = os.ReadFile(filepath.Join(ws, f)); return err == nil })
+		return strings.TrimSpace(string(b))
+	}
+	touch := func(f string) { must(t, os.WriteFile(filepath.Join(ws, f), nil, 0o644)) }
+	if got := read("deny-before"); got != "hello from testhost" {
+		t.Fatalf("before the deny: %q", got)
+	}
+	mustMosaic(t, "deny", name, "testhost.mosaic.test")
+	touch("denied")
+	if got := read("deny-after"); got != "refused" {
+		t.Errorf("the address handed out before the deny: %q, want refused", got)
+	}
+	if got := read("deny-dns"); got != "nxdomain" {
+		t.Errorf("the denied name still resolves: %q", got)
+	}
+	mustMosaic(t, "allow", name, "otherhost.mosaic.test", "--for", "3s")
+	touch("granted")
+	if got := read("grant-before"); got != "hello from otherhost" {
+		t.Fatalf("during the grant: %q", got)
+	}
+	time.Sleep(3500 * time.Millisecond)
+	touch("expired")
+	if got := read("grant-after"); got != "refused" {
+		t.Errorf("the address handed out during a grant that ended: %q, want refused", got)
+	}
+}
+
+// TestTUNAttackSSHToGrantedHost: as a user, git over ssh (a client that
+// knows no proxy) to a test sshd on mockhost works once its port is
+// granted, and is refused before. The sshd runs as the test user on the
+// host's end of the test network, serving a bare repository of the test's.
+func TestTUNAttackSSHToGrantedHost(t *testing.T) {
+	n := needTestNet(t)
+	if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
+		t.Skip("needs /usr/sbin/sshd")
+	}
+	ws := workspace(t)
+	keys := filepath.Join(ws, "keys")
+	must(t, os.Mkdir(keys, 0o700))
+	for _, k := range []string{"host_key", "user_key"} {
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(keys, k)).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v\n%s", err, out)
+		}
+	}
+	pub, _ := os.ReadFile(filepath.Join(keys, "user_key.pub"))
+	hostPub, _ := os.ReadFile(filepath.Join(keys, "host_key.pub"))
+	must(t, os.WriteFile(filepath.Join(keys, "authorized_keys"), pub, 0o600))
+	repo := filepath.Join(t.TempDir(), "repo.git")
+	if out, err := exec.Command("sh", "-c", "git init -q -b main "+repo+".src && git -C "+repo+".src -c user.name=t -c user.email=t@t commit -q --allow-empty -m one && git clone -q --bare "+repo+".src "+repo).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	l := listenMock(t, n)
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	l.Close()
+	cfg := fmt.Sprintf("ListenAddress %s.1:%s\nHostKey %s/host_key\nAuthorizedKeysFile %s/authorized_keys\nPidFile none\nUsePAM no\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n", n, port, keys, keys)
+	must(t, os.WriteFile(filepath.Join(keys, "sshd_config"), []byte(cfg), 0o600))
+	sshd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(keys, "sshd_config"))
+	if err := sshd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sshd.Process.Kill(); sshd.Wait() }()
+	eventually(t, 10*time.Second, "sshd listening", func() bool {
+		c, err := net.Dial("tcp", n+".1:"+port)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	must(t, os.WriteFile(filepath.Join(keys, "known_hosts"), []byte("[mockhost.mosaic.test]:"+port+" "+string(hostPub)), 0o600))
+	ssh := fmt.Sprintf("ssh -i %s/user_key -o IdentitiesOnly=yes -o UserKnownHostsFile=%s/known_hosts -o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=5", keys, keys)
+	script := "GIT_SSH_COMMAND='" + ssh + "' git ls-remote --symref ssh://" + os.Getenv("USER") + "@mockhost.mosaic.test:" + port + repo
+	for _, grant := range []bool{false, true} {
+		args := []string{"run", "--direct", "--workspace", ws, "--allow-host", "testhost.mosaic.test", "--allow-host", n + ".0/24"}
+		if grant {
+			args = append(args, "--allow-host", "mockhost.mosaic.test:"+port)
+		}
+		r := mosaic(t, append(args, "--", "bash", "-c", script)...)
+		if ok := r.code == 0 && strings.Contains(r.stdout, "ref: refs/heads/main"); ok != grant {
+			t.Errorf("granted %v: exit %d\n%s%s", grant, r.code, r.stdout, r.stderr)
+		}
+	}
 }
