@@ -1,8 +1,11 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -288,5 +291,70 @@ func TestTUNAttackSSHToGrantedHost(t *testing.T) {
 		if ok := r.code == 0 && strings.Contains(r.stdout, "ref: refs/heads/main"); ok != grant {
 			t.Errorf("granted %v: exit %d\n%s%s", grant, r.code, r.stdout, r.stderr)
 		}
+	}
+}
+
+// TestTUNAttackCurlBothWays: as a user, curl over TLS (its certificate
+// checked, SNI and all) reaches an allowed HTTPS host both ways: with
+// --noproxy '*' through the session's device, and through the proxy
+// variables; a host not allowed is refused both ways.
+func TestTUNAttackCurlBothWays(t *testing.T) {
+	n := needTestNet(t)
+	caPEM, cert := testCA(t, "mockhost.mosaic.test")
+	l := listenMock(t, n)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "tls hello") })}
+	go srv.Serve(tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	ws := workspace(t)
+	must(t, os.WriteFile(filepath.Join(ws, "ca.pem"), caPEM, 0o644))
+	script := `for u in https://mockhost.mosaic.test:$1/ https://otherhost.mosaic.test/; do
+	for p in "--noproxy *" ""; do echo "$u [$p] $(curl -sS --max-time 8 --cacert ca.pem $p "$u" 2>/dev/null || echo failed)"; done
+done`
+	r := mosaic(t, "run", "--workspace", ws, "--allow-host", "mockhost.mosaic.test:"+port, "--allow-host", n+".0/24",
+		"--", "bash", "-c", script, "bash", port)
+	for _, want := range []string{
+		"https://mockhost.mosaic.test:" + port + "/ [--noproxy *] tls hello",
+		"https://mockhost.mosaic.test:" + port + "/ [] tls hello",
+		"https://otherhost.mosaic.test/ [--noproxy *] failed",
+		"https://otherhost.mosaic.test/ [] failed",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("want %q:\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+}
+
+// fdScript lists the descriptors the command inherited beyond stdin,
+// stdout and stderr, writes to each that is an eventfd (as the command
+// could, to the one gVisor's device reader polls to know when to stop),
+// then connects to an allowed host through the device.
+const fdScript = `
+import os, socket
+fds = []
+for f in os.listdir("/proc/self/fd"):
+    try: fds.append((int(f), os.readlink("/proc/self/fd/" + f)))
+    except OSError: pass
+extra = [(f, l) for f, l in fds if f > 2]
+print("extra", extra)
+for f, l in extra:
+    if "eventfd" in l: os.write(f, (1).to_bytes(8, "little"))
+try:
+    s = socket.create_connection(("testhost.mosaic.test", 5432), timeout=5); s.settimeout(5); print("after", s.recv(100).decode().strip())
+except Exception as e: print("after", type(e).__name__)
+`
+
+// TestTUNAttackNoInheritedDescriptor: the command inherits no descriptor
+// of the init's. gVisor's device reader makes its stop eventfd without
+// O_CLOEXEC, and the command got it (fd 9): one write to it stopped the
+// reading of the session's network device for good, every connection of
+// the session through it dead until the session's end (before the fix:
+// "extra [(9, 'anon_inode:[eventfd]')]" and "after TimeoutError").
+func TestTUNAttackNoInheritedDescriptor(t *testing.T) {
+	n := needTestNet(t)
+	r := mosaic(t, "run", "--workspace", workspace(t), "--allow-host", "testhost.mosaic.test:5432", "--allow-host", n+".0/24",
+		"--", "/usr/bin/python3", "-c", fdScript)
+	if !strings.Contains(r.stdout, "extra []") || !strings.Contains(r.stdout, "after hello from testhost 5432") {
+		t.Errorf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
