@@ -358,3 +358,30 @@ func TestTUNAttackNoInheritedDescriptor(t *testing.T) {
 		t.Errorf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// reconfigureScript tries to take the session's network device down or
+// route around it, as the command and as root of a user namespace of its
+// own (which a session may make), then connects through the device.
+const reconfigureScript = `
+for c in "ip link set mosaic0 down" "ip route replace default dev lo" "ip addr add 10.9.9.9/32 dev mosaic0" \
+	"unshare -Ur ip link set mosaic0 down" "unshare -Ur ip route replace default dev lo"; do
+	if $c 2>/dev/null; then echo "done: $c"; else echo "refused: $c"; fi
+done
+exec 3<>/dev/tcp/testhost.mosaic.test/5432 && head -1 <&3
+`
+
+// TestTUNAttackNoWayToReconfigure: the command cannot take the device
+// down nor change the namespace's routes, not even as root of a user
+// namespace of its own (the network namespace belongs to the unit's, an
+// ancestor of it): each is refused and the device still carries a
+// connection after. (Held; the control is the same connection working
+// after the tries, and TestShimDropsTheDeviceCapabilities shows the
+// capabilities dropped.)
+func TestTUNAttackNoWayToReconfigure(t *testing.T) {
+	n := needTestNet(t)
+	r := mosaic(t, "run", "--workspace", workspace(t), "--allow-host", "testhost.mosaic.test:5432", "--allow-host", n+".0/24",
+		"--", "bash", "-c", reconfigureScript)
+	if strings.Contains(r.stdout, "done:") || strings.Count(r.stdout, "refused:") != 5 || !strings.Contains(r.stdout, "hello from testhost 5432") {
+		t.Errorf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
