@@ -59,12 +59,7 @@ func (n *netw) answer(q []byte) []byte {
 	case !allowed:
 		reply.RCode = dnsmessage.RCodeNameError
 	case question.Type == dnsmessage.TypeA:
-		a, ok := n.names.addr(host)
-		if !ok {
-			reply.RCode = dnsmessage.RCodeServerFailure
-			break
-		}
-		reply.Answers = aAnswer(question.Name, a)
+		reply.Answers = aAnswer(question.Name, n.names.addr(host))
 	}
 	b, err := reply.Pack()
 	if err != nil {
