@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -382,6 +383,68 @@ func TestTUNAttackNoWayToReconfigure(t *testing.T) {
 	r := mosaic(t, "run", "--workspace", workspace(t), "--allow-host", "testhost.mosaic.test:5432", "--allow-host", n+".0/24",
 		"--", "bash", "-c", reconfigureScript)
 	if strings.Contains(r.stdout, "done:") || strings.Count(r.stdout, "refused:") != 5 || !strings.Contains(r.stdout, "hello from testhost 5432") {
+		t.Errorf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestTUNAttackAskAnsweredLate: with --ask the proxy holds a connection to
+// a host off the list for 30 s while the user decides; through the
+// network device the init gave up on the proxy's answer after 15 s and
+// reset the client's connection, so that an answer in the second half of
+// the hold reached no one (before the fix: "refused" after 15 s).
+func TestTUNAttackAskAnsweredLate(t *testing.T) {
+	n := needTestNet(t)
+	ws := workspace(t)
+	name := sessionName(t)
+	script := `if timeout 45 bash -c "exec 3<>/dev/tcp/otherhost.mosaic.test/443 && head -1 <&3" >.t 2>&1; then :; else echo refused >>.t; fi; mv .t late; sleep 300`
+	mustMosaic(t, "start", "--direct", "--ask", "--name", name, "--workspace", ws, "--allow-host", n+".0/24", "--", "bash", "-c", script)
+	defer mosaic(t, "stop", name)
+	eventually(t, 15*time.Second, "the held connection", func() bool {
+		return strings.Contains(mustMosaic(t, "approve", "--json").stdout, "otherhost.mosaic.test:443")
+	})
+	time.Sleep(18 * time.Second)
+	mustMosaic(t, "allow", name, "otherhost.mosaic.test")
+	var late []byte
+	eventually(t, 20*time.Second, "the late answer's outcome", func() bool {
+		late, _ = os.ReadFile(filepath.Join(ws, "late"))
+		return len(late) > 0
+	})
+	if !strings.Contains(string(late), "hello from otherhost") {
+		t.Errorf("held, then allowed 18 s in: %q", late)
+	}
+}
+
+// namesScript asks the session's DNS for 70,000 names of its own making
+// (with --ask every name gets an address), then for an allowed name not
+// asked before, printing that answer.
+const namesScript = `
+import socket, struct
+def pkt(i, name):
+    return struct.pack(">HHHHHH", i & 0xffff, 0x0100, 1, 0, 0, 0) + b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(10)
+answered = 0
+for start in range(0, 70000, 200):
+    for i in range(start, start + 200): s.sendto(pkt(i, "n%d.flood.test" % i), ("127.0.0.53", 53))
+    for i in range(200):
+        try: s.recv(512); answered += 1
+        except socket.timeout: break
+r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); r.settimeout(10)
+r.sendto(pkt(1, "testhost.mosaic.test"), ("127.0.0.53", 53)); a = r.recv(512)
+print("flood", answered, "then", ".".join(str(b) for b in a[-4:]) if struct.unpack(">H", a[6:8])[0] else "rcode=%d" % (a[3] & 15))
+`
+
+// TestTUNAttackNameTableFull: the session's DNS keeps the names it gave
+// addresses to in a table of at most 65,536; full, it refused every new
+// name (SERVFAIL) for the rest of the session. With --ask every name
+// resolves, so a session filled it with names of its own making, after
+// which no new name, allowed or not, resolved again (before the fix:
+// "then rcode=2"). The oldest are forgotten now, their addresses not given
+// again.
+func TestTUNAttackNameTableFull(t *testing.T) {
+	needTestNet(t)
+	r := mosaic(t, "run", "--ask", "--workspace", workspace(t), "--allow-host", "testhost.mosaic.test",
+		"--", "/usr/bin/python3", "-c", namesScript)
+	if !regexp.MustCompile(`then 240\.\d+\.\d+\.\d+`).MatchString(r.stdout) {
 		t.Errorf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
