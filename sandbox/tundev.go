@@ -93,6 +93,16 @@ func configure(name string) error {
 	index := int32(ifr.Uint32())
 	a4 := TUNAddr.As4()
 
+	// No IPv6 on the device, asked before it is up: else the kernel gives
+	// it a link-local address and route (fe80::/64), through which a
+	// connection goes to a stack that speaks IPv4 only and hangs until the
+	// client gives up, where one without a route fails at once. A kernel
+	// without IPv6 refuses the attribute, and needs nothing.
+	noV6 := unix.IfInfomsg{Family: unix.AF_UNSPEC, Index: index}
+	genNone := attr(unix.IFLA_AF_SPEC, attr(unix.AF_INET6, attr(unix.IFLA_INET6_ADDR_GEN_MODE, []byte{in6AddrGenModeNone})))
+	if err := request(s, unix.RTM_NEWLINK, 0, append(structBytes(&noV6), genNone...)); err != nil && err != unix.EAFNOSUPPORT {
+		return fmt.Errorf("turning IPv6 off on %s: %w", name, err)
+	}
 	link := unix.IfInfomsg{Family: unix.AF_UNSPEC, Index: index, Flags: unix.IFF_UP, Change: unix.IFF_UP}
 	linkMsg := append(structBytes(&link), attr(unix.IFLA_MTU, u32(TUNMTU))...)
 	if err := request(s, unix.RTM_NEWLINK, 0, linkMsg); err != nil {
@@ -111,6 +121,10 @@ func configure(name string) error {
 	}
 	return nil
 }
+
+// in6AddrGenModeNone is the kernel's IN6_ADDR_GEN_MODE_NONE: no link-local
+// address of its own making.
+const in6AddrGenModeNone = 1
 
 // request sends one rtnetlink request and waits for its acknowledgement.
 func request(s int, typ uint16, flags uint16, body []byte) error {

@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -13,8 +14,9 @@ import (
 )
 
 // connectWait bounds how long a connection waits for the proxy's answer:
-// past the proxy's own dial (10 s) and a connection it holds for the
-// user's answer (--ask, 30 s).
+// longer than the proxy may take, which is its hold for the user's answer
+// (--ask, 30 s: the init gave up after 15 s, and an answer in the hold's
+// second half reached no one) and then its own dial (10 s).
 const connectWait = 45 * time.Second
 
 // ResolveMethod is the request the stack sends the proxy to ask whether a
@@ -23,7 +25,7 @@ const connectWait = 45 * time.Second
 // proxy's refusal, recorded as any refusal is.
 const ResolveMethod = "RESOLVE"
 
-// errRefused is the proxy's refusal of a request.
+// errRefused is the proxy's refusal of a request (ask).
 var errRefused = errors.New("refused by the egress proxy")
 
 // connect asks the proxy for a tunnel to target (HOST:PORT) and returns it
@@ -40,21 +42,30 @@ func (n *netw) connect(ctx context.Context, target string) (net.Conn, error) {
 	return p, nil
 }
 
-// allowed asks the proxy whether host may resolve.
-func (n *netw) allowed(host string) bool {
+// allowed asks the proxy whether host may resolve; err when the proxy gave
+// no answer to that (not reached, too slow, at its connection limit), which
+// the DNS answers SERVFAIL, a failure to retry: NXDOMAIN would say the name
+// does not exist, and a resolver would keep that as an answer.
+func (n *netw) allowed(host string) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), dnsWait)
 	defer cancel()
 	p, err := n.dial(ctx)
 	if err != nil {
-		return false
+		return false, err
 	}
 	defer p.Close()
-	return ask(ctx, p, ResolveMethod+" / HTTP/1.1\r\nHost: "+host+"\r\n\r\n") == nil
+	err = ask(ctx, p, ResolveMethod+" / HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+	if errors.Is(err, errRefused) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // ask writes req to the proxy's connection p and reads the head of its
 // answer, byte by byte so that nothing of a tunnel after it is read here;
-// nil when the status is 200.
+// nil when the status is 200, errRefused when it is the proxy's refusal
+// (403, or 400 for what is no host name), another error for any other
+// answer (503 at the connection limit, 408, 431) or none.
 func ask(ctx context.Context, p net.Conn, req string) error {
 	deadline, _ := ctx.Deadline()
 	_ = p.SetDeadline(deadline)
@@ -74,48 +85,82 @@ func ask(ctx context.Context, p net.Conn, req string) error {
 		head = append(head, one[0])
 	}
 	line, _, _ := strings.Cut(string(head), "\r\n")
-	if f := strings.Fields(line); len(f) >= 2 && f[1] == "200" {
+	f := strings.Fields(line)
+	switch {
+	case len(f) < 2:
+		return fmt.Errorf("the egress proxy's answer is no HTTP status line")
+	case f[1] == "200":
 		return nil
+	case f[1] == "403" || f[1] == "400":
+		return errRefused
 	}
-	return errRefused
+	return fmt.Errorf("the egress proxy answered %s", f[1])
 }
 
 // maxHead bounds the head of a proxy's answer.
 const maxHead = 16 << 10
 
 // names are the addresses the session's DNS gave out, each for one name,
-// from 240.0.1.0 up, kept for the session's life (a name keeps its
-// address, so that a client's cache stays right).
+// from 240.0.1.0 up: a name keeps its address while it is in the table,
+// so that a client's cache stays right.
 type names struct {
 	mu     sync.Mutex
-	byName map[string]netip.Addr
+	byName map[string]*list.Element // of a nameAddr, in order
 	byAddr map[netip.Addr]string
+	order  *list.List // the least recently answered first
 	next   netip.Addr
 }
 
-// maxNames bounds the names given out; past it the oldest are not
-// forgotten, new names are refused (NXDOMAIN): a session's allowlist has
-// far fewer.
+// nameAddr is one name given out and its address.
+type nameAddr struct {
+	name string
+	addr netip.Addr
+}
+
+// maxNames bounds the table. Full, it forgets the name least recently
+// answered, whose address is not given out again until the 2^28 of
+// 240.0.0.0/4 have all been (a client that still connects to it is
+// refused, as for any address no name has): it refused every new name
+// instead, and with --ask, where every name resolves, a session could
+// fill it and never resolve a name again.
 const maxNames = 1 << 16
 
+// The addresses given out: firstName up to lastName, then from firstName
+// again.
+var firstName, lastName = netip.MustParseAddr("240.0.1.0"), netip.MustParseAddr("255.255.255.254")
+
 func newNames() *names {
-	return &names{byName: map[string]netip.Addr{}, byAddr: map[netip.Addr]string{}, next: netip.MustParseAddr("240.0.1.0")}
+	return &names{byName: map[string]*list.Element{}, byAddr: map[netip.Addr]string{}, order: list.New(), next: firstName}
 }
 
 // addr is host's address, given out now if it has none.
-func (t *names) addr(host string) (netip.Addr, bool) {
+func (t *names) addr(host string) netip.Addr {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if a, ok := t.byName[host]; ok {
-		return a, true
+	if e, ok := t.byName[host]; ok {
+		t.order.MoveToBack(e)
+		return e.Value.(nameAddr).addr
 	}
-	if len(t.byName) >= maxNames {
-		return netip.Addr{}, false
+	if t.order.Len() >= maxNames {
+		old := t.order.Remove(t.order.Front()).(nameAddr)
+		delete(t.byName, old.name)
+		delete(t.byAddr, old.addr)
 	}
 	a := t.next
-	t.next = a.Next()
-	t.byName[host], t.byAddr[a] = a, host
-	return a, true
+	for _, taken := t.byAddr[a]; taken; _, taken = t.byAddr[a] {
+		a = t.after(a)
+	}
+	t.next = t.after(a)
+	t.byName[host], t.byAddr[a] = t.order.PushBack(nameAddr{host, a}), host
+	return a
+}
+
+// after is the address given out after a.
+func (t *names) after(a netip.Addr) netip.Addr {
+	if a == lastName {
+		return firstName
+	}
+	return a.Next()
 }
 
 // target is what a connection to dst:port asks the proxy for: the name

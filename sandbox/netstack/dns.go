@@ -25,8 +25,9 @@ const ttl = 5
 
 // answer is the reply to the DNS query q, or nil for what is not a query.
 // A name the proxy allows gets its address (type A) or an empty answer
-// (any other type: the session has no IPv6 route); any other name is
-// NXDOMAIN. Nothing is asked of any nameserver.
+// (any other type: the session has no IPv6 route), the session's own names
+// theirs (own); any other name is NXDOMAIN, and SERVFAIL when the proxy
+// could not be asked. Nothing is asked of any nameserver.
 func (n *netw) answer(q []byte) []byte {
 	var p dnsmessage.Parser
 	h, err := p.Start(q)
@@ -40,31 +41,61 @@ func (n *netw) answer(q []byte) []byte {
 	reply := dnsmessage.Message{Header: dnsmessage.Header{ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired,
 		RecursionAvailable: true, Authoritative: true}, Questions: []dnsmessage.Question{question}}
 	host := strings.ToLower(strings.TrimSuffix(question.Name.String(), "."))
+	query := h.OpCode == 0 && question.Class == dnsmessage.ClassINET
+	own, isOwn := n.own(host)
+	// A reverse lookup names no host the proxy could allow: not asked, so
+	// that a client's PTR queries are no refusals on record.
+	reverse := strings.HasSuffix(host, ".arpa")
+	allowed, err := false, error(nil)
+	if query && !isOwn && !reverse && validName(host) {
+		allowed, err = n.allowed(host)
+	}
 	switch {
-	case h.OpCode != 0 || question.Class != dnsmessage.ClassINET:
+	case !query:
 		reply.RCode = dnsmessage.RCodeNotImplemented
-	case strings.HasSuffix(host, ".arpa"):
-		// A reverse lookup names no host the proxy could allow: not asked,
-		// so that a client's PTR queries are no refusals on record.
+	case isOwn:
+		if question.Type == dnsmessage.TypeA {
+			reply.Answers = aAnswer(question.Name, own)
+		}
+	case reverse:
 		reply.RCode = dnsmessage.RCodeNameError
-	case !validName(host) || !n.allowed(host):
+	case err != nil:
+		reply.RCode = dnsmessage.RCodeServerFailure
+	case !allowed:
 		reply.RCode = dnsmessage.RCodeNameError
 	case question.Type == dnsmessage.TypeA:
-		a, ok := n.names.addr(host)
-		if !ok {
-			reply.RCode = dnsmessage.RCodeServerFailure
-			break
-		}
-		reply.Answers = []dnsmessage.Resource{{
-			Header: dnsmessage.ResourceHeader{Name: question.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: ttl},
-			Body:   &dnsmessage.AResource{A: a.As4()},
-		}}
+		reply.Answers = aAnswer(question.Name, n.names.addr(host))
 	}
 	b, err := reply.Pack()
 	if err != nil {
 		return nil
 	}
 	return b
+}
+
+// aAnswer is the answer that name is at a.
+func aAnswer(name dnsmessage.Name, a netip.Addr) []dnsmessage.Resource {
+	return []dnsmessage.Resource{{
+		Header: dnsmessage.ResourceHeader{Name: name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: ttl},
+		Body:   &dnsmessage.AResource{A: a.As4()},
+	}}
+}
+
+// own is the address of a name of the session's own, answered here
+// without the proxy, as the session's /etc/hosts answers it
+// (sandbox.HostsFile): localhost and every name under it (RFC 6761) at
+// 127.0.0.1, the session's host name at 127.0.1.1. Asked of the proxy,
+// they were NXDOMAIN for a resolver that skips the hosts file, and each
+// was recorded as a refusal whose grant line (mosaic allow S localhost)
+// mosaic refuses.
+func (n *netw) own(host string) (netip.Addr, bool) {
+	switch {
+	case host == "localhost" || strings.HasSuffix(host, ".localhost"):
+		return netip.AddrFrom4([4]byte{127, 0, 0, 1}), true
+	case host != "" && host == n.self:
+		return netip.AddrFrom4([4]byte{127, 0, 1, 1}), true
+	}
+	return netip.Addr{}, false
 }
 
 // validName reports whether host is a DNS name the proxy could allow:

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"strings"
 	"sync"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -60,8 +62,19 @@ func Start(tun int, udp, tcp []int, dial Dialer) error {
 	} {
 		s.SetTransportProtocolOption(tcpfwd.ProtocolNumber, opt)
 	}
+	// No TIME-WAIT: in it gVisor hands a new SYN on the same four-tuple only
+	// to a listening endpoint, which the forwarder is not, and drops it;
+	// the stack is the active closer whenever the server ends first, and
+	// the command's kernel, the passive one, keeps no TIME-WAIT of its own,
+	// so that it soon reuses the source port (2 of 2,000 connections to one
+	// host:port hung for its 60 s). Nothing TIME-WAIT guards against
+	// happens on a device no wire limits: no segment of an old connection
+	// arrives late, and a lost last ACK is answered by a reset.
+	tw := tcpip.TCPTimeWaitTimeoutOption(0)
+	s.SetTransportProtocolOption(tcpfwd.ProtocolNumber, &tw)
 
-	n := &netw{dial: dial, names: newNames()}
+	self, _ := os.Hostname()
+	n := &netw{dial: dial, names: newNames(), self: strings.ToLower(self)}
 	fwd := tcpfwd.NewForwarder(s, 0, maxInFlight, n.tcp)
 	s.SetTransportProtocolHandler(tcpfwd.ProtocolNumber, fwd.HandlePacket)
 	ufwd := udpfwd.NewForwarder(s, n.udp)
@@ -79,6 +92,7 @@ func Start(tun int, udp, tcp []int, dial Dialer) error {
 type netw struct {
 	dial  Dialer
 	names *names
+	self  string // the session's host name (its name), lower case
 }
 
 // tcp relays one connection the command opened through the device: it
