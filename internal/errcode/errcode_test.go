@@ -95,7 +95,9 @@ func TestNewKeepsItsCause(t *testing.T) {
 // however it is wrapped on the way up (fmt.Errorf's %w, one cause or
 // several). The inner error stays reachable through errors.Is and
 // errors.As. Checked to bite: with Of walking to the innermost *Error
-// (errors.Unwrap in a loop), each case fails with no-such-session.
+// (errors.Unwrap in a loop), every case but one gets no-such-session; with
+// New keeping only errors.Unwrap's answer, the inner code of "two causes"
+// is lost.
 func TestOuterCodeWins(t *testing.T) {
 	inner := NoSuchSession.New("unit gone")
 	for name, err := range map[string]error{
