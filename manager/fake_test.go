@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -27,7 +28,8 @@ type fakeSystemd struct {
 	// onStart, when set, answers StartTransientUnit: the job's result (""
 	// for none, as when systemd never says) or the call's error.
 	onStart func(unit string, props []sd.Property) (result string, err error)
-	// onStop, when set, runs at StopUnit (after it is recorded in stops).
+	// onStop, when set, runs at StopUnit (after it is recorded in stops;
+	// before StopUnit answers stopErr, else meanwhile).
 	onStop func(unit string)
 	stops  []string
 	// signals is where the bus's announcements go (fakeBus.Signal).
@@ -42,6 +44,14 @@ type fakeSystemd struct {
 	listed []sd.UnitStatus
 	// stopErr, when set, is StopUnit's error.
 	stopErr error
+	// holdStop keeps StopUnit's job running (a command that ignores
+	// SIGTERM): its end is sent on heldStop, by the test.
+	holdStop bool
+	heldStop chan<- string
+	// kills are KillUnitWithTarget's signals, as "unit signal"; onKill,
+	// when set, runs at each (after it is recorded).
+	kills  []string
+	onKill func(unit string, signal int32)
 }
 
 // setProps sets what Properties.Get answers of unit's interface iface.
@@ -211,18 +221,36 @@ func (f *fakeSystemd) StopUnitContext(_ context.Context, name, _ string, ch chan
 	on, stopErr := f.onStop, f.stopErr
 	f.mu.Unlock()
 	if stopErr != nil {
+		if on != nil {
+			on(name) // what happened before systemd answered so
+		}
 		return 0, stopErr
 	}
 	if on != nil {
 		go on(name)
 	}
-	if ch != nil {
+	f.mu.Lock()
+	hold := f.holdStop
+	if hold {
+		f.heldStop = ch
+	}
+	f.mu.Unlock()
+	if ch != nil && !hold {
 		ch <- "done"
 	}
 	return 1, nil
 }
 
-func (f *fakeSystemd) KillUnitWithTarget(context.Context, string, sd.Who, int32) error { return nil }
+func (f *fakeSystemd) KillUnitWithTarget(_ context.Context, name string, _ sd.Who, signal int32) error {
+	f.mu.Lock()
+	f.kills = append(f.kills, fmt.Sprintf("%s %d", name, signal))
+	on := f.onKill
+	f.mu.Unlock()
+	if on != nil {
+		on(name, signal)
+	}
+	return nil
+}
 
 func (f *fakeSystemd) Close() {}
 
