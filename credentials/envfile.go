@@ -71,9 +71,9 @@ func ReadEnvFile(path string) ([]credvar.Var, error) {
 	f, fi, err := regfile.Open(path, false)
 	if err != nil {
 		if os.IsNotExist(err) || os.IsPermission(err) {
-			return nil, errcode.CredentialFileMissing.New("--env-file %s: %v", path, err)
+			return nil, errcode.CredentialFileMissing.New("--env-file %s: %w", path, err)
 		}
-		return nil, errcode.CredentialFileInsecure.New("--env-file %s: %v", path, err)
+		return nil, errcode.CredentialFileInsecure.New("--env-file %s: %w", path, err)
 	}
 	defer f.Close()
 	st, _ := fi.Sys().(*syscall.Stat_t)
@@ -98,7 +98,7 @@ func ReadEnvFile(path string) ([]credvar.Var, error) {
 			return nil, errcode.CredentialInvalid.New("--env-file %s line %d is not NAME=VALUE", path, n)
 		}
 		if err := credvar.ValidateName(name); err != nil {
-			return nil, errcode.CredentialInvalid.New("--env-file %s line %d: %v", path, n, err)
+			return nil, errcode.CredentialInvalid.New("--env-file %s line %d: %w", path, n, err)
 		}
 		if len(value) >= 2 && (value[0] == '"' || value[0] == '\'') && value[len(value)-1] == value[0] {
 			value = value[1 : len(value)-1]
@@ -109,7 +109,7 @@ func ReadEnvFile(path string) ([]credvar.Var, error) {
 		vars = append(vars, credvar.Var{Name: name, Value: value})
 	}
 	if err := sc.Err(); err != nil {
-		return nil, errcode.CredentialInvalid.New("--env-file %s: %v", path, err)
+		return nil, errcode.CredentialInvalid.New("--env-file %s: %w", path, err)
 	}
 	return vars, nil
 }

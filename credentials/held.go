@@ -57,17 +57,17 @@ func Hold(runtimeDir, session string, vars []credvar.Var, byProc bool) (*Held, e
 	// opens it by path, which close-on-exec does not affect.
 	fd, err := unix.MemfdCreate("mosaic-credentials-"+session, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
-		return nil, fmt.Errorf("cannot make an in-memory file for the credentials: %v", err)
+		return nil, fmt.Errorf("cannot make an in-memory file for the credentials: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "memfd:mosaic-credentials-"+session)
 	if _, err := f.Write(Encode(vars)); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("cannot write the credentials to memory: %v", err)
+		return nil, fmt.Errorf("cannot write the credentials to memory: %w", err)
 	}
 	// Sealed: nothing with access to the path can change what the unit reads.
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("cannot seal the credentials' in-memory file: %v", err)
+		return nil, fmt.Errorf("cannot seal the credentials' in-memory file: %w", err)
 	}
 	proc := fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), fd)
 	if byProc {
@@ -76,12 +76,12 @@ func Hold(runtimeDir, session string, vars []credvar.Var, byProc bool) (*Held, e
 	link := sessionfile.Path(runtimeDir, session)
 	if err := os.MkdirAll(filepath.Dir(link), 0o700); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("cannot make the directory of the credentials' link: %v", err)
+		return nil, fmt.Errorf("cannot make the directory of the credentials' link: %w", err)
 	}
 	os.Remove(link) // a crashed start's, dangling
 	if err := os.Symlink(proc, link); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("cannot link the credentials' in-memory file: %v", err)
+		return nil, fmt.Errorf("cannot link the credentials' in-memory file: %w", err)
 	}
 	return &Held{f: f, Path: link, link: link}, nil
 }

@@ -62,7 +62,7 @@ func (g *Grant) plain(req Request, lookup func(string) (string, bool), secret ma
 			return errcode.BadEnv.New("--pass-env %s: %s is not set in your environment: export it, or give it with --env %s=VALUE", name, name, name)
 		}
 		if err := ValidateValue(name, v, "from your environment"); err != nil {
-			return errcode.BadEnv.New("--pass-env %s: %v", name, err)
+			return errcode.BadEnv.New("--pass-env %s: %w", name, err)
 		}
 		set(name, v)
 	}
@@ -75,7 +75,7 @@ func (g *Grant) plain(req Request, lookup func(string) (string, bool), secret ma
 			return err
 		}
 		if err := ValidateValue(n, v, "from --env"); err != nil {
-			return errcode.BadEnv.New("--env %s: %v", n, err)
+			return errcode.BadEnv.New("--env %s: %w", n, err)
 		}
 		set(n, v)
 	}
@@ -106,7 +106,7 @@ func (g *Grant) plain(req Request, lookup func(string) (string, bool), secret ma
 			}
 			host, err := EndpointHost(v)
 			if err != nil {
-				return errcode.BadEnv.New("%s=%s: %v", name, v, err)
+				return errcode.BadEnv.New("%s=%s: %w", name, v, err)
 			}
 			g.Allow = append(g.Allow, host)
 			note := fmt.Sprintf("%s names %s: the session may reach it", name, host)

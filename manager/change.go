@@ -83,7 +83,7 @@ func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error
 		if len(ch.Summary.Files) > 0 || ch.Clone.Head != ch.Clone.Parent {
 			bundle, err = clone.ReadOutput(filepath.Join(ch.Dir, "bundle"), patchcheck.MaxBundleBytes)
 			if err != nil {
-				return ch, errcode.ChangeRefused.New("session %s's bundle cannot be read, nothing was changed: %v", name, err)
+				return ch, errcode.ChangeRefused.New("session %s's bundle cannot be read, nothing was changed: %w", name, err)
 			}
 		} else {
 			return ch, errcode.NoChange.New("session %s made no commit and left no change: there is no branch to make", name)
@@ -122,9 +122,9 @@ func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error
 func unrecorded(p request.Paths, name, ws string, err error) error {
 	journal := filepath.Join(p.SessionDir(name), clone.JournalName)
 	if _, rerr := clone.Recover(journal, ws, false); rerr != nil {
-		return errcode.StateDir.New("the change of %s is applied, but not recorded as such (%v), and undoing it failed: %v", name, err, rerr)
+		return errcode.StateDir.New("the change of %s is applied, but not recorded as such (%w), and undoing it failed: %w", name, err, rerr)
 	}
-	return errcode.StateDir.New("cannot record the change of %s as applied, so it was undone, nothing was changed: %v", name, err)
+	return errcode.StateDir.New("cannot record the change of %s as applied, so it was undone, nothing was changed: %w", name, err)
 }
 
 // recoverApply finishes an apply of session s (name) that was
@@ -137,7 +137,7 @@ func recoverApply(p request.Paths, name string, s Session, again string) error {
 	applied := s.Clone != nil && s.Clone.Applied != ""
 	back, err := clone.Recover(journal, s.Workspace, applied)
 	if err != nil {
-		return errcode.StateDir.New("session %s's apply was interrupted and your checkout could not be put back as it was: %v (run mosaic apply %s again to retry)", name, err, name)
+		return errcode.StateDir.New("session %s's apply was interrupted and your checkout could not be put back as it was: %w (run mosaic apply %s again to retry)", name, err, name)
 	}
 	if back {
 		fmt.Fprintf(os.Stderr, "mosaic: session %s's apply was interrupted; your checkout is as it was before it: %s\n", name, again)
@@ -205,7 +205,7 @@ func (m *Manager) Discard(ctx context.Context, name string) error {
 	now := time.Now()
 	c.Discarded, c.DoneBy, c.DoneAt = true, journald.Caller(), &now
 	if err := records.WriteClone(p.SessionDir(name), c); err != nil {
-		return errcode.StateDir.New("cannot discard the change of %s: %v", name, err)
+		return errcode.StateDir.New("cannot discard the change of %s: %w", name, err)
 	}
 	statedir.RemoveTree(filepath.Join(p.SessionDir(name), units.CloneDirName))
 	removeFinishState(p, name)

@@ -58,7 +58,7 @@ func makeClone(ctx context.Context, spec *units.Spec) error {
 		alt := filepath.Join(c.Dir, ".git", "objects", "info", "alternates")
 		if err := os.WriteFile(alt, []byte(units.ObjectsInside(spec.Workspace)+"\n"), 0o600); err != nil {
 			removeClone(*spec)
-			return errcode.CloneFailed.New("the session's copy %s: %v", c.Dir, err)
+			return errcode.CloneFailed.New("the session's copy %s: %w", c.Dir, err)
 		}
 	}
 	if err := workDirIn(*spec); err != nil {
@@ -67,7 +67,7 @@ func makeClone(ctx context.Context, spec *units.Spec) error {
 	}
 	if err := cloneIDs(spec); err != nil {
 		removeClone(*spec)
-		return errcode.CloneFailed.New("the session's copy %s: %v", c.Dir, err)
+		return errcode.CloneFailed.New("the session's copy %s: %w", c.Dir, err)
 	}
 	if !testSkipBindIdentity() {
 		spec.Promise.Binds = spec.BindIDs
@@ -97,10 +97,10 @@ func workDirIn(spec units.Spec) error {
 		switch {
 		case os.IsNotExist(err):
 			if err := os.Mkdir(d, 0o755); err != nil {
-				return errcode.CloneFailed.New("the session's copy: %v", err)
+				return errcode.CloneFailed.New("the session's copy: %w", err)
 			}
 		case err != nil:
-			return errcode.CloneFailed.New("the session's copy: %v", err)
+			return errcode.CloneFailed.New("the session's copy: %w", err)
 		case !fi.IsDir():
 			return errcode.BadWorkspace.New("workspace %s is, in its repository's commit, not a directory (a symlink?): use --direct, or the repository's top", spec.WorkDir)
 		}
@@ -118,12 +118,12 @@ func workDirIn(spec units.Spec) error {
 func pinWorkspace(spec units.Spec) (*os.File, string, error) {
 	f, err := os.OpenFile(spec.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, "", errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
+		return nil, "", errcode.BadWorkspace.New("workspace %s: %w", spec.Workspace, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		f.Close()
-		return nil, "", errcode.BadWorkspace.New("workspace %s: %v", spec.Workspace, err)
+		return nil, "", errcode.BadWorkspace.New("workspace %s: %w", spec.Workspace, err)
 	}
 	id := sandbox.StatID(st)
 	for _, b := range spec.BindIDs {

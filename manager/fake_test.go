@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -27,11 +28,44 @@ type fakeSystemd struct {
 	// onStart, when set, answers StartTransientUnit: the job's result (""
 	// for none, as when systemd never says) or the call's error.
 	onStart func(unit string, props []sd.Property) (result string, err error)
-	// onStop, when set, runs at StopUnit (after it is recorded in stops).
+	// onStop, when set, runs at StopUnit (after it is recorded in stops;
+	// before StopUnit answers stopErr, else meanwhile).
 	onStop func(unit string)
 	stops  []string
 	// signals is where the bus's announcements go (fakeBus.Signal).
 	signals chan<- *dbus.Signal
+	// props answers Properties.Get: object path -> interface -> name ->
+	// value. A unit object not in it answers LoadState "not-found" (as
+	// systemd does for a unit it does not have) and no other property.
+	props map[dbus.ObjectPath]map[string]map[string]any
+	// pids answers GetUnitProcesses: unit -> its processes.
+	pids map[string][]uint32
+	// listed answers ListUnitsByPatterns.
+	listed []sd.UnitStatus
+	// stopErr, when set, is StopUnit's error.
+	stopErr error
+	// holdStop keeps StopUnit's job running (a command that ignores
+	// SIGTERM): its end is sent on heldStop, by the test.
+	holdStop bool
+	heldStop chan<- string
+	// kills are KillUnitWithTarget's signals, as "unit signal"; onKill,
+	// when set, runs at each (after it is recorded).
+	kills  []string
+	onKill func(unit string, signal int32)
+}
+
+// setProps sets what Properties.Get answers of unit's interface iface.
+func (f *fakeSystemd) setProps(unit, iface string, v map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.props == nil {
+		f.props = map[dbus.ObjectPath]map[string]map[string]any{}
+	}
+	path := unitPath(unit)
+	if f.props[path] == nil {
+		f.props[path] = map[string]map[string]any{}
+	}
+	f.props[path][iface] = v
 }
 
 // announce sends what systemd announces of unit's properties of iface
@@ -59,7 +93,9 @@ func (f *fakeSystemd) ended(unit string, status int32) {
 // fakeSystemd.
 type fakeBus struct{ f *fakeSystemd }
 
-func (b fakeBus) Object(string, dbus.ObjectPath) dbus.BusObject { return fakeObject{} }
+func (b fakeBus) Object(_ string, path dbus.ObjectPath) dbus.BusObject {
+	return fakeObject{f: b.f, path: path}
+}
 func (b fakeBus) Signal(ch chan<- *dbus.Signal) {
 	b.f.mu.Lock()
 	b.f.signals = ch
@@ -67,12 +103,58 @@ func (b fakeBus) Signal(ch chan<- *dbus.Signal) {
 }
 func (b fakeBus) AddMatchSignal(...dbus.MatchOption) error { return nil }
 
-// fakeObject answers only what a call sent without waiting needs; any
+// fakeObject answers only what a call sent without waiting needs, and
+// the reads of properties and processes (from f.props and f.pids); any
 // other method is a test that reached further than its fake (nil panics).
-type fakeObject struct{ dbus.BusObject }
+type fakeObject struct {
+	dbus.BusObject
+	f    *fakeSystemd
+	path dbus.ObjectPath
+}
 
 func (fakeObject) Go(method string, _ dbus.Flags, ch chan *dbus.Call, args ...any) *dbus.Call {
 	return &dbus.Call{Method: method, Args: args, Done: ch}
+}
+
+// GoWithContext answers Properties.Get and GetUnitProcesses at once, as
+// systemd would after a round trip.
+func (o fakeObject) GoWithContext(_ context.Context, method string, _ dbus.Flags, ch chan *dbus.Call, args ...any) *dbus.Call {
+	c := &dbus.Call{Method: method, Args: args, Done: ch}
+	o.f.mu.Lock()
+	switch method {
+	case "org.freedesktop.DBus.Properties.Get":
+		iface, name := args[0].(string), args[1].(string)
+		ifaces, known := o.f.props[o.path]
+		v, ok := ifaces[iface][name]
+		if !known && iface == "org.freedesktop.systemd1.Unit" && name == "LoadState" {
+			v, ok = "not-found", true
+		}
+		if ok {
+			c.Body = []any{dbus.MakeVariant(v)}
+		} else {
+			c.Err = dbus.Error{Name: "org.freedesktop.DBus.Error.UnknownProperty", Body: []any{name}}
+		}
+	case "org.freedesktop.systemd1.Manager.GetUnitProcesses":
+		var procs []struct {
+			Cgroup  string
+			PID     uint32
+			Cmdline string
+		}
+		for _, p := range o.f.pids[args[0].(string)] {
+			procs = append(procs, struct {
+				Cgroup  string
+				PID     uint32
+				Cmdline string
+			}{"/mosaic.slice", p, "x"})
+		}
+		c.Body = []any{procs}
+	default:
+		o.f.mu.Unlock()
+		panic("fakeObject: no answer to " + method)
+	}
+	o.f.mu.Unlock()
+	ch <- c
+	return c
 }
 
 func (f *fakeSystemd) ListUnitsByNamesContext(_ context.Context, names []string) ([]sd.UnitStatus, error) {
@@ -91,7 +173,9 @@ func (f *fakeSystemd) ListUnitsByNamesContext(_ context.Context, names []string)
 }
 
 func (f *fakeSystemd) ListUnitsByPatternsContext(context.Context, []string, []string) ([]sd.UnitStatus, error) {
-	return nil, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.listed, nil
 }
 
 func (f *fakeSystemd) ResetFailedUnitContext(_ context.Context, name string) error {
@@ -134,18 +218,39 @@ func (f *fakeSystemd) StartTransientUnitAux(_ context.Context, name, _ string, p
 func (f *fakeSystemd) StopUnitContext(_ context.Context, name, _ string, ch chan<- string) (int, error) {
 	f.mu.Lock()
 	f.stops = append(f.stops, name)
-	on := f.onStop
+	on, stopErr := f.onStop, f.stopErr
 	f.mu.Unlock()
+	if stopErr != nil {
+		if on != nil {
+			on(name) // what happened before systemd answered so
+		}
+		return 0, stopErr
+	}
 	if on != nil {
 		go on(name)
 	}
-	if ch != nil {
+	f.mu.Lock()
+	hold := f.holdStop
+	if hold {
+		f.heldStop = ch
+	}
+	f.mu.Unlock()
+	if ch != nil && !hold {
 		ch <- "done"
 	}
 	return 1, nil
 }
 
-func (f *fakeSystemd) KillUnitWithTarget(context.Context, string, sd.Who, int32) error { return nil }
+func (f *fakeSystemd) KillUnitWithTarget(_ context.Context, name string, _ sd.Who, signal int32) error {
+	f.mu.Lock()
+	f.kills = append(f.kills, fmt.Sprintf("%s %d", name, signal))
+	on := f.onKill
+	f.mu.Unlock()
+	if on != nil {
+		on(name, signal)
+	}
+	return nil
+}
 
 func (f *fakeSystemd) Close() {}
 

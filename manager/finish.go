@@ -111,7 +111,7 @@ func (m *Manager) Finish(ctx context.Context, name string) (Change, error) {
 	}
 	log, err := os.CreateTemp(p.StateRoot, ".finish-"+name+"-*")
 	if err != nil {
-		return Change{}, errcode.StateDir.New("cannot run the finish step of %s: %v", name, err)
+		return Change{}, errcode.StateDir.New("cannot run the finish step of %s: %w", name, err)
 	}
 	// Unnamed at once: the step writes through the descriptor and its
 	// output is read back from it, so a diff, apply or run killed while
@@ -121,7 +121,7 @@ func (m *Manager) Finish(ctx context.Context, name string) (Change, error) {
 	defer log.Close()
 	null, err := os.Open(os.DevNull)
 	if err != nil {
-		return Change{}, errcode.Unexpected.New("%v", err)
+		return Change{}, errcode.Unexpected.New("%w", err)
 	}
 	defer null.Close()
 	began := time.Now()
@@ -140,7 +140,7 @@ func (m *Manager) Finish(ctx context.Context, name string) (Change, error) {
 	ch.Clone.Snapshot = &began
 	if cur, ok := records.ReadClone(dir); ok && cur.Applied == "" && !cur.Discarded {
 		if err := records.WriteClone(dir, ch.Clone); err != nil {
-			return Change{}, errcode.StateDir.New("cannot record the snapshot of %s: %v", name, err)
+			return Change{}, errcode.StateDir.New("cannot record the snapshot of %s: %w", name, err)
 		}
 	}
 	return ch, nil
@@ -166,7 +166,7 @@ func readChange(p request.Paths, name string, cl records.Clone) (Change, error) 
 		ch.Summary, ch.Clone.PatchBytes = overBound(ch.Dir)
 		ch.Refused = &patchcheck.Refusal{Why: fmt.Sprintf("the change is %d MB, over apply's bound of %d MB: `mosaic apply --branch %s` makes a branch of it instead", (ch.Clone.PatchBytes+1<<20-1)>>20, patchcheck.MaxPatchBytes>>20, name)}
 	case err != nil:
-		return Change{}, errcode.CloneFailed.New("cannot read what the finish step of session %s wrote: %v", name, err)
+		return Change{}, errcode.CloneFailed.New("cannot read what the finish step of session %s wrote: %w", name, err)
 	default:
 		ch.Summary, ch.Refused = patchcheck.Parse(ch.Patch)
 	}
@@ -226,7 +226,7 @@ func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, 
 	spec.Name, spec.NameGiven, spec.StateDir = fname, true, p.SessionDir(fname)
 	spec.Clone = &units.Clone{Dir: filepath.Join(p.SessionDir(name), units.CloneDirName), Objects: spec.Clone.Objects, Base: cl.Base, Parent: cl.Parent, Ref: cl.Ref, Kind: cl.Kind}
 	if err := cloneIDs(&spec); err != nil {
-		return units.Spec{}, errcode.NoChange.New("session %s's copy is gone (%v): nothing to finish", name, err)
+		return units.Spec{}, errcode.NoChange.New("session %s's copy is gone (%w): nothing to finish", name, err)
 	}
 	if err := complete(&spec, h); err != nil {
 		return units.Spec{}, err

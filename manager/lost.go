@@ -59,7 +59,7 @@ func afterLostStart(ctx context.Context, spec units.Spec, cause error) (keep boo
 	}
 	if err != nil {
 		// Nothing can be asked: keep what may belong to a running session.
-		return true, errcode.SystemdGone.New("the connection to systemd was lost while session %s started (%v), and systemd cannot be reached again: its state is kept; once systemd is back, `mosaic status %s` says whether it runs (if not, `mosaic rm %s`)", spec.Name, cause, spec.Name, spec.Name)
+		return true, errcode.SystemdGone.New("the connection to systemd was lost while session %s started (%w), and systemd cannot be reached again: its state is kept; once systemd is back, `mosaic status %s` says whether it runs (if not, `mosaic rm %s`)", spec.Name, cause, spec.Name, spec.Name)
 	}
 	defer m.Close()
 	// A start job still under way (systemd re-executed meanwhile) is
@@ -72,7 +72,7 @@ func afterLostStart(ctx context.Context, spec units.Spec, cause error) (keep boo
 	}
 	switch st {
 	case "active", "activating", "deactivating", "reloading", "?":
-		return true, errcode.SystemdGone.New("the connection to systemd was lost while session %s started (%v); connected again, systemd runs it: its state is kept, see `mosaic status %s`", spec.Name, cause, spec.Name)
+		return true, errcode.SystemdGone.New("the connection to systemd was lost while session %s started (%w); connected again, systemd runs it: its state is kept, see `mosaic status %s`", spec.Name, cause, spec.Name)
 	}
 	m.forget(ctx, unit)
 	if st == "" {
@@ -83,9 +83,9 @@ func afterLostStart(ctx context.Context, spec units.Spec, cause error) (keep boo
 	// reconnect, a command that exits at once); what is left of it is
 	// kept, as of any session that ran.
 	if end, ok := records.ReadEnd(spec.StateDir); ok && !testLossIgnoresEnd() {
-		return true, errcode.SystemdGone.New("the connection to systemd was lost while session %s started (%v); connected again, systemd ran it and it has ended (result %s): its state is kept, see `mosaic status %s`", spec.Name, cause, end.Result, spec.Name)
+		return true, errcode.SystemdGone.New("the connection to systemd was lost while session %s started (%w); connected again, systemd ran it and it has ended (result %s): its state is kept, see `mosaic status %s`", spec.Name, cause, end.Result, spec.Name)
 	}
-	return false, errcode.SystemdGone.New("the connection to systemd was lost while session %s started (%v); connected again, systemd does not run it (%s): nothing of it is left, start it again", spec.Name, cause, st)
+	return false, errcode.SystemdGone.New("the connection to systemd was lost while session %s started (%w); connected again, systemd does not run it (%s): nothing of it is left, start it again", spec.Name, cause, st)
 }
 
 // unitState is the unit's ActiveState ("" when systemd does not have it,

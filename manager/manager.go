@@ -359,7 +359,7 @@ func (m *Manager) readVersion(ctx context.Context, viaBus bool) error {
 	}
 	var v dbus.Variant
 	if err := m.call(ctx, "org.freedesktop.DBus.Properties.Get", "org.freedesktop.systemd1.Manager", "Version").Store(&v); err != nil {
-		return fmt.Errorf("cannot read the user manager's version: %v", err)
+		return fmt.Errorf("cannot read the user manager's version: %w", err)
 	}
 	m.version, _ = v.Value().(string)
 	m.features = units.FeaturesFor(units.ParseVersion(m.version))

@@ -14,7 +14,7 @@ func checkPublish(spec units.Spec) error {
 	for _, p := range spec.Publish {
 		l, err := net.Listen("tcp", p.HostAddr())
 		if err != nil {
-			return errcode.PublishUnavailable.New("--publish: cannot listen on %s (%v): pick another host port, or stop what listens there", p.HostAddr(), err)
+			return errcode.PublishUnavailable.New("--publish: cannot listen on %s (%w): pick another host port, or stop what listens there", p.HostAddr(), err)
 		}
 		l.Close()
 	}

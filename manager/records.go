@@ -81,7 +81,7 @@ func (m *Manager) Remove(ctx context.Context, name string, force bool) error {
 		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, statedir.Hint(err, p.SessionDir(name)))
 	}
 	if err := statedir.RemoveLeftovers(p.StateRoot); err != nil {
-		return errcode.StateDir.New("session %s is removed, but an earlier removal's leftovers are not: %v", name, err)
+		return errcode.StateDir.New("session %s is removed, but an earlier removal's leftovers are not: %w", name, err)
 	}
 	return nil
 }

@@ -258,12 +258,12 @@ func startHeld(ctx context.Context, spec units.Spec, secrets []credvar.Var, stdi
 	initArgs = append(append(testInitOptions(), sandbox.InitGoFD, strconv.Itoa(sandbox.ScopeInitGoFD)), initArgs...)
 	h, err := sandbox.HoldBwrap(bwrapArgv, initArgs, scopeEnv(spec, secrets), spec.Promise.Encode())
 	if err != nil {
-		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %v", err)
+		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %w", err)
 	}
 	defer h.Args.Close()
 	home, err := sandbox.OpenHomeStore(spec.StateDir)
 	if err != nil {
-		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %v", err)
+		return nil, errcode.StartFailed.New("cannot start the session's sandbox: %w", err)
 	}
 	defer home.Close()
 	h.Env = append(h.Env, sandbox.HomeFDEnv+"="+strconv.Itoa(sandbox.ScopeHomeFD))
@@ -310,7 +310,7 @@ func startHeld(ctx context.Context, spec units.Spec, secrets []credvar.Var, stdi
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &mask, nil)
 	if err != nil {
 		goW.Close()
-		return nil, errcode.StartFailed.New("cannot start the session's sandbox %s: %v", h.Argv[0], err)
+		return nil, errcode.StartFailed.New("cannot start the session's sandbox %s: %w", h.Argv[0], err)
 	}
 	infoW.Close()
 	goR.Close()
@@ -485,7 +485,7 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, waitErr error, beg
 		s.State, s.SubState = "inactive", "dead"
 	}
 	if cmd.ProcessState == nil {
-		return s, errcode.Bug.New("session %s: its sandbox (bwrap) was waited for and no status came back: %v", spec.Name, waitErr)
+		return s, errcode.Bug.New("session %s: its sandbox (bwrap) was waited for and no status came back: %w", spec.Name, waitErr)
 	}
 	kind, status := "exited", cmd.ProcessState.ExitCode()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

@@ -46,7 +46,7 @@ func (m *Manager) limitSlice(ctx context.Context, l units.Limits) error {
 	}
 	if !set {
 		if err := m.conn.SetUnitPropertiesContext(cctx, units.Slice, true, units.SliceProperties(l)...); err != nil {
-			return errcode.SystemdError.New("cannot set %s's limits: %v", units.Slice, err)
+			return errcode.SystemdError.New("cannot set %s's limits: %w", units.Slice, err)
 		}
 	}
 	m.mu.Lock()

@@ -139,7 +139,7 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credvar
 	if len(secrets) > 0 {
 		h, err := credentials.Hold(spec.RuntimeDir, spec.Name, secrets, testHoldByProc())
 		if err != nil {
-			return l, errcode.CredentialFile.New("cannot hold the session's credentials: %v", err)
+			return l, errcode.CredentialFile.New("cannot hold the session's credentials: %w", err)
 		}
 		defer h.Close()
 		spec.CredentialFile = h.Path
@@ -199,7 +199,7 @@ func holdEgress(spec *units.Spec, secrets []credvar.Var) ([]credvar.Var, *creden
 		h, err = credentials.Hold(spec.RuntimeDir, spec.Name+"-egress", append(proxyVars, roots...), testHoldByProc())
 	}
 	if err != nil {
-		return nil, nil, errcode.CredentialFile.New("cannot hold the egress proxy's credentials: %v", err)
+		return nil, nil, errcode.CredentialFile.New("cannot hold the egress proxy's credentials: %w", err)
 	}
 	spec.EgressCredentialFile = h.Path
 	testCredentialsOnDisk(spec.Name+"-egress", append(proxyVars, roots...))

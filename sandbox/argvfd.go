@@ -39,7 +39,7 @@ func initArgsAside(s Shim) (argv, inline []string, err error) {
 		}
 		b, err := regfile.Read(s.InitArgs, true, maxInitArgs)
 		if err != nil {
-			return nil, nil, fmt.Errorf("cannot read the init's arguments: %v", err)
+			return nil, nil, fmt.Errorf("cannot read the init's arguments: %w", err)
 		}
 		fd, err := sealed(b)
 		if err != nil {
@@ -102,12 +102,12 @@ func sealed(data []byte) (int, error) {
 func sealedFile(data []byte) (*os.File, error) {
 	fd, err := unix.MemfdCreate("mosaic-init-argv", unix.MFD_ALLOW_SEALING)
 	if err != nil {
-		return nil, fmt.Errorf("cannot make the init's argument file: %v", err)
+		return nil, fmt.Errorf("cannot make the init's argument file: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "mosaic-init-argv")
 	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("cannot write the init's arguments: %v", err)
+		return nil, fmt.Errorf("cannot write the init's arguments: %w", err)
 	}
 	_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
 	if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
@@ -131,7 +131,7 @@ func readInitArgv(fdArg string) ([]string, error) {
 	defer f.Close()
 	b, err := io.ReadAll(f)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the init's arguments: %v", err)
+		return nil, fmt.Errorf("cannot read the init's arguments: %w", err)
 	}
 	if len(b) == 0 || b[len(b)-1] != 0 {
 		return nil, fmt.Errorf("the init's arguments are cut short")

@@ -102,7 +102,7 @@ func ExecBwrap(argv, env []string) error {
 		}
 	}
 	err := unix.Exec(argv[0], argv, env)
-	return fmt.Errorf("cannot run %s: %v", argv[0], err)
+	return fmt.Errorf("cannot run %s: %w", argv[0], err)
 }
 
 // releaseTerminal gives up stdin's terminal when it is this process's

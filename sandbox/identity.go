@@ -95,7 +95,7 @@ func checkBindIDs(binds []BindID, layer string) error {
 	for _, b := range binds {
 		st, err := StatNoFollow(b.Path)
 		if err != nil {
-			return fmt.Errorf("%s did not mount the checked %s (%v): was it replaced, e.g. by a symlink, after mosaic checked it?", layer, b.Path, err)
+			return fmt.Errorf("%s did not mount the checked %s (%w): was it replaced, e.g. by a symlink, after mosaic checked it?", layer, b.Path, err)
 		}
 		if id := StatID(st); id != b.ID {
 			return fmt.Errorf("%s mounted another object at %s (%s, mosaic checked %s): was it replaced after mosaic checked it?", layer, b.Path, id, b.ID)

@@ -369,7 +369,7 @@ func awaitGo(fd int, onEOF bool) error {
 	b := [1]byte{1}
 	if _, err := unix.Write(fd, b[:]); err != nil {
 		unix.Close(fd)
-		return fmt.Errorf("mosaic, which holds the session until systemd has put it into its scope, is gone (%v)", err)
+		return fmt.Errorf("mosaic, which holds the session until systemd has put it into its scope, is gone (%w)", err)
 	}
 	for {
 		n, err := unix.Read(fd, b[:])
@@ -383,7 +383,7 @@ func awaitGo(fd int, onEOF bool) error {
 		if err == nil {
 			err = io.EOF
 		}
-		return fmt.Errorf("mosaic, which holds the session until systemd has put it into its scope, is gone (%v)", err)
+		return fmt.Errorf("mosaic, which holds the session until systemd has put it into its scope, is gone (%w)", err)
 	}
 }
 

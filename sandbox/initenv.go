@@ -87,7 +87,7 @@ func Undumpable() error {
 		return nil
 	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fmt.Errorf("cannot make the init non-dumpable: %v", err)
+		return fmt.Errorf("cannot make the init non-dumpable: %w", err)
 	}
 	return nil
 }

@@ -170,7 +170,7 @@ type LandlockRuleset struct {
 func createRuleset(attr rulesetAttr) (int, error) {
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
 	if errno != 0 {
-		return -1, fmt.Errorf("landlock_create_ruleset: %v", errno)
+		return -1, fmt.Errorf("landlock_create_ruleset: %w", errno)
 	}
 	unix.CloseOnExec(int(fd))
 	return int(fd), nil
@@ -220,7 +220,7 @@ func (p LandlockPolicy) Ruleset() (*LandlockRuleset, error) {
 	if p.Network == NetworkAllow {
 		rule := netPortAttr{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: ProxyPort}
 		if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(fd), landlockRuleNetPort, uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
-			return fail(fmt.Errorf("landlock_add_rule (TCP port %d): %v", ProxyPort, errno))
+			return fail(fmt.Errorf("landlock_add_rule (TCP port %d): %w", ProxyPort, errno))
 		}
 	}
 	return &LandlockRuleset{fd: fd, what: fmt.Sprintf("filesystem, TCP connect (network %s), abstract sockets and signals at ABI %d", p.Network, abi)}, nil
@@ -234,19 +234,19 @@ func addPathRule(ruleset int, path string, access uint64) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("cannot open %s for its Landlock rule: %v", path, err)
+		return fmt.Errorf("cannot open %s for its Landlock rule: %w", path, err)
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("cannot stat %s for its Landlock rule: %v", path, err)
+		return fmt.Errorf("cannot stat %s for its Landlock rule: %w", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		access &= fsFile
 	}
 	rule := pathBeneathAttr{allowed: access, fd: int32(fd)}
 	if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
-		return fmt.Errorf("landlock_add_rule (%s): %v", path, errno)
+		return fmt.Errorf("landlock_add_rule (%s): %w", path, errno)
 	}
 	return nil
 }
@@ -277,11 +277,11 @@ func StartRestricted(r *LandlockRuleset, path string, argv []string, attr *os.Pr
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			done <- result{err: &LandlockError{What: r.what, Err: fmt.Errorf("no_new_privs: %v", err)}}
+			done <- result{err: &LandlockError{What: r.what, Err: fmt.Errorf("no_new_privs: %w", err)}}
 			return
 		}
 		if _, _, errno := unix.RawSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(r.fd), 0, 0); errno != 0 {
-			done <- result{err: &LandlockError{What: r.what, Err: fmt.Errorf("landlock_restrict_self: %v", errno)}}
+			done <- result{err: &LandlockError{What: r.what, Err: fmt.Errorf("landlock_restrict_self: %w", errno)}}
 			return
 		}
 		p, err := os.StartProcess(path, argv, attr)
@@ -376,7 +376,7 @@ func confineCommand(p Promise, policy string) (*LandlockRuleset, error) {
 	// Not PID 1 here: orphans of the command come back to the init to be
 	// reaped, not to the user manager.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("cannot become the session's subreaper: %v", err)
+		return nil, fmt.Errorf("cannot become the session's subreaper: %w", err)
 	}
 	return pol.Ruleset()
 }

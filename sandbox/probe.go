@@ -31,7 +31,7 @@ func FindBwrap() (string, error) {
 	}
 	p, err := filepath.EvalSymlinks(name)
 	if err != nil {
-		return "", fmt.Errorf("bwrap at %s: %v (set %s to a working bwrap, or install bubblewrap)", name, err, BwrapEnv)
+		return "", fmt.Errorf("bwrap at %s: %w (set %s to a working bwrap, or install bubblewrap)", name, err, BwrapEnv)
 	}
 	p, _ = filepath.Abs(p)
 	fi, err := os.Stat(p)

@@ -250,12 +250,12 @@ func InstallSyscallFilter(allow []string) error {
 	// A filter without CAP_SYS_ADMIN needs no_new_privs (bwrap and the
 	// unit's NoNewPrivileges set it already).
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("cannot set no_new_privs for the syscall filter: %v", err)
+		return fmt.Errorf("cannot set no_new_privs for the syscall filter: %w", err)
 	}
 	prog := unix.SockFprog{Len: uint16(len(insns)), Filter: &insns[0]}
 	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
 	if errno != 0 {
-		return fmt.Errorf("cannot install the syscall filter: %v", errno)
+		return fmt.Errorf("cannot install the syscall filter: %w", errno)
 	}
 	if r != 0 {
 		return fmt.Errorf("cannot install the syscall filter: thread %d could not take it", r)

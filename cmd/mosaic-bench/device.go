@@ -74,7 +74,7 @@ for i in $(seq %[3]d); do curl -s -o /dev/null -w "%%{time_starttransfer}\n" "$@
 	run := func(argv ...string) ([]float64, []float64, error) {
 		out, err := exec.Command(argv[0], argv[1:]...).Output()
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %v", strings.Join(argv, " "), err)
+			return nil, nil, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
 		}
 		big, small, _ := strings.Cut(string(out), "--\n")
 		return seconds(big), seconds(small), nil

@@ -137,7 +137,7 @@ func (b *bench) grantedTunnel(e *egress.Egress, dir, sock, granted string, roots
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := egress.NewControlClient(egressDir).Allow(ctx, entries, time.Hour); err != nil {
-		return Stat{}, fmt.Errorf("a grant through the control socket: %v", err)
+		return Stat{}, fmt.Errorf("a grant through the control socket: %w", err)
 	}
 	return measure("plain tunnel to a granted host (21 grants), new connection", "CONNECT, TLS, POST, first byte of an event stream", b.n, func() error {
 		c, err := openThrough(sock, granted, roots)

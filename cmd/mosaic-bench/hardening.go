@@ -101,7 +101,7 @@ func syscallCost(filtered bool) (float64, error) {
 	cmd.Env = append(os.Environ(), "MOSAIC_BENCH_FILTERED="+strconv.FormatBool(filtered))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return 0, fmt.Errorf("%v: %s", err, out)
+		return 0, fmt.Errorf("%w: %s", err, out)
 	}
 	return strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
 }

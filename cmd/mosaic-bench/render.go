@@ -20,7 +20,7 @@ func render(args []string) error {
 	}
 	var r Report
 	if err := json.Unmarshal(b, &r); err != nil {
-		return fmt.Errorf("%s: %v", args[0], err)
+		return fmt.Errorf("%s: %w", args[0], err)
 	}
 	writeReport(os.Stdout, &r, args[0])
 	return nil

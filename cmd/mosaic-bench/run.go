@@ -316,7 +316,7 @@ func messagesOf(mosaic string, args ...string) (manager.Messages, error) {
 	cmd.Env = append(os.Environ(), "MOSAIC_TRACE=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return manager.Messages{}, fmt.Errorf("mosaic %s: %v: %s", args[0], err, out)
+		return manager.Messages{}, fmt.Errorf("mosaic %s: %w: %s", args[0], err, out)
 	}
 	return parseMessages(string(out)), nil
 }
@@ -581,7 +581,7 @@ func (b *bench) trace(flags ...string) ([]Stat, manager.Messages, error) {
 		cmd.Env = append(os.Environ(), "MOSAIC_TRACE=1")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return nil, messages, fmt.Errorf("mosaic run: %v: %s", err, out)
+			return nil, messages, fmt.Errorf("mosaic run: %w: %s", err, out)
 		}
 		messages = parseMessages(string(out))
 		for _, l := range strings.Split(string(out), "\n") {

@@ -91,7 +91,7 @@ func loginCommand(out *output) *cli.Command {
 				// empty workspace of its own, removed after it.
 				dir, err := os.MkdirTemp("", "mosaic-login-")
 				if err != nil {
-					return errcode.StateDir.New("cannot make an empty directory for the sign-in: %v (give one with --workspace DIR)", err)
+					return errcode.StateDir.New("cannot make an empty directory for the sign-in: %w (give one with --workspace DIR)", err)
 				}
 				defer statedir.RemoveTree(dir)
 				runArgs = append(runArgs, "--workspace", dir)
@@ -130,7 +130,7 @@ func homeCommand(out *output) *cli.Command {
 			}
 			for _, d := range []string{filepath.Dir(paths.SessionDir(name)), paths.SessionDir(name), home} {
 				if err := os.MkdirAll(d, 0o700); err != nil {
-					return errcode.StateDir.New("cannot make %s: %v", d, err)
+					return errcode.StateDir.New("cannot make %s: %w", d, err)
 				}
 			}
 			// What a session left there may lead into your real home.

@@ -41,11 +41,11 @@ func givePTY(spec *units.Spec, m *manager.Manager) (func(), error) {
 		return nil, err
 	}
 	if err := os.MkdirAll(units.AttachDir(paths.RuntimeDir), 0o700); err != nil {
-		return nil, errcode.PTY.New("cannot make the directory of the attach sockets: %v", err)
+		return nil, errcode.PTY.New("cannot make the directory of the attach sockets: %w", err)
 	}
 	master, slave, err := openPTY()
 	if err != nil {
-		return nil, errcode.PTY.New("cannot give the session a pseudo-terminal: %v", err)
+		return nil, errcode.PTY.New("cannot give the session a pseudo-terminal: %w", err)
 	}
 	ws := &unix.Winsize{Row: 24, Col: 80}
 	if cur, err := unix.IoctlGetWinsize(int(os.Stdin.Fd()), unix.TIOCGWINSZ); err == nil && cur.Row > 0 && cur.Col > 0 {
@@ -91,7 +91,7 @@ func attachCommand(out *output) *cli.Command {
 				}
 				a, err := ptyhold.Dial(units.AttachSocket(paths.RuntimeDir, name))
 				if err != nil {
-					return errcode.NoTerminal.New("cannot attach to session %s: %v", name, err)
+					return errcode.NoTerminal.New("cannot attach to session %s: %w", name, err)
 				}
 				dir := paths.SessionDir(name)
 				before := refusalCounts(session.EgressRecordOf(dir))

@@ -86,7 +86,7 @@ func busLaunchCommand(out *output) *cli.Command {
 			}
 			ws, err := filepath.Abs(ws)
 			if err != nil {
-				return errcode.BadWorkspace.New("cannot tell the workspace's path: %v", err)
+				return errcode.BadWorkspace.New("cannot tell the workspace's path: %w", err)
 			}
 			req := bus.Request{Verb: "launch", Name: c.String("name"), Workspace: ws, Profile: c.String("profile"),
 				Command: c.Args().Slice(), RO: c.StringSlice("ro"), RW: c.StringSlice("rw"), Limits: limitsFrom(c),
@@ -211,7 +211,7 @@ func askBus(req bus.Request, v any) error {
 	}
 	conn, err := net.DialTimeout("unix", path, 5*time.Second)
 	if err != nil {
-		return errcode.NoBus.New("cannot reach the mosaic bus at %s (%v): install and start it with contrib/install-bus-unit.sh, or see `systemctl --user status mosaic-bus`", path, err)
+		return errcode.NoBus.New("cannot reach the mosaic bus at %s (%w): install and start it with contrib/install-bus-unit.sh, or see `systemctl --user status mosaic-bus`", path, err)
 	}
 	defer conn.Close()
 	// A bus that is stopped or wedged must not hang its client: the answer
@@ -224,15 +224,15 @@ func askBus(req bus.Request, v any) error {
 	conn.SetDeadline(time.Now().Add(wait))
 	line, _ := json.Marshal(req)
 	if _, err := conn.Write(append(line, '\n')); err != nil {
-		return errcode.BusError.New("cannot send to the mosaic bus: %v", err)
+		return errcode.BusError.New("cannot send to the mosaic bus: %w", err)
 	}
 	answer, err := bufio.NewReader(conn).ReadBytes('\n')
 	if err != nil {
-		return errcode.BusError.New("the mosaic bus did not answer (%v)%s (see `journalctl --user -u mosaic-bus`)", err, mayHaveHappened(req))
+		return errcode.BusError.New("the mosaic bus did not answer (%w)%s (see `journalctl --user -u mosaic-bus`)", err, mayHaveHappened(req))
 	}
 	var a bus.Answer
 	if err := json.Unmarshal(answer, &a); err != nil {
-		return errcode.BusError.New("the mosaic bus answered something that is not JSON: %v", err)
+		return errcode.BusError.New("the mosaic bus answered something that is not JSON: %w", err)
 	}
 	if !a.OK {
 		if a.Error == nil {

@@ -104,7 +104,7 @@ func nameAndEntries(c *cli.Context) (string, []string, error) {
 	entries := c.Args().Slice()[1:]
 	for _, e := range entries {
 		if _, err := egress.ParseAllow([]string{e}); err != nil {
-			return "", nil, errcode.BadAllowHost.New("%v", err)
+			return "", nil, errcode.BadAllowHost.New("%w", err)
 		}
 	}
 	return name, entries, nil
@@ -148,9 +148,9 @@ func controlError(name string, err error) error {
 	case errors.As(err, &ce):
 		return errcode.BadAllowHost.New("%s", ce.Msg)
 	case errors.Is(err, egress.ErrNoProxy):
-		return errcode.NoEgress.New("session %s's egress proxy does not answer (%v): `systemctl --user status %s` says why", name, err, units.EgressUnitName(name))
+		return errcode.NoEgress.New("session %s's egress proxy does not answer (%w): `systemctl --user status %s` says why", name, err, units.EgressUnitName(name))
 	}
-	return errcode.Unexpected.New("session %s's egress proxy: %v", name, err)
+	return errcode.Unexpected.New("session %s's egress proxy: %w", name, err)
 }
 
 // egressState is the live view of a running session's proxy for status,

@@ -461,7 +461,7 @@ func profilesCommand(out *output) *cli.Command {
 			}
 			home, err := os.UserHomeDir()
 			if err != nil {
-				return errcode.NoHome.New("cannot tell your home directory: %v (set HOME)", err)
+				return errcode.NoHome.New("cannot tell your home directory: %w (set HOME)", err)
 			}
 			if c.NArg() > 1 {
 				return errcode.Usage.New("mosaic profiles [NAME]: name one profile, or none to list them all")

@@ -143,7 +143,7 @@ func warnDropped(s manager.Session) {
 func follow(ctx context.Context, m *manager.Manager, name string, first, base []string) error {
 	dir, err := os.MkdirTemp("", "mosaic-logs-")
 	if err != nil {
-		return errcode.StateDir.New("cannot make a cursor file: %v", err)
+		return errcode.StateDir.New("cannot make a cursor file: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	cursor := "--cursor-file=" + filepath.Join(dir, "cursor")
@@ -188,7 +188,7 @@ func journalctl(args []string) error {
 	}
 	if err := cmd.Run(); err != nil {
 		if _, ok := err.(*exec.ExitError); !ok {
-			return errcode.NoJournal.New("cannot run journalctl: %v (install systemd's journalctl)", err)
+			return errcode.NoJournal.New("cannot run journalctl: %w (install systemd's journalctl)", err)
 		}
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" && cmd.ProcessState.ExitCode() == 1 && slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--cursor-file=") }) {

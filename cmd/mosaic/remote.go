@@ -159,7 +159,7 @@ func readHostsFile(config string) ([]string, error) {
 	path := filepath.Join(config, "mosaic", "hosts")
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, errcode.BadHost.New("--all-hosts reads %s: %v (one [USER@]HOST[:PORT] a line, `local` for this machine)", path, err)
+		return nil, errcode.BadHost.New("--all-hosts reads %s: %w (one [USER@]HOST[:PORT] a line, `local` for this machine)", path, err)
 	}
 	var hosts []string
 	for _, line := range strings.Split(string(b), "\n") {

@@ -289,7 +289,7 @@ func runCommand(out *output) *cli.Command {
 			var term *terminal
 			if req.TTY {
 				if term, err = openTerminal(os.Stdin, os.Stdout); err != nil {
-					return errcode.PTY.New("cannot give the session a pseudo-terminal: %v (run with --pty=false)", err)
+					return errcode.PTY.New("cannot give the session a pseudo-terminal: %w (run with --pty=false)", err)
 				}
 				defer term.restore()
 				stdio = [3]*os.File{term.slave, term.slave, term.slave}
@@ -301,7 +301,7 @@ func runCommand(out *output) *cli.Command {
 				held = holdTerminals(stdio[:]...)
 				defer restoreTerminals(held)
 				if drain, err = filterTerminalOutput(&stdio); err != nil {
-					return errcode.PTY.New("cannot give the session a pipe to filter its output by: %v", err)
+					return errcode.PTY.New("cannot give the session a pipe to filter its output by: %w", err)
 				}
 			}
 			forward := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP}

@@ -63,7 +63,7 @@ func projectOf(dir string) (*request.Project, request.Paths, error) {
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, paths, errcode.BadWorkspace.New("%s: %v", dir, err)
+		return nil, paths, errcode.BadWorkspace.New("%s: %w", dir, err)
 	}
 	real := request.Resolve(abs)
 	proj, err := request.ReadProject(real, paths)

@@ -44,10 +44,15 @@ func def(name string, exit int, meaning string) Code {
 // New makes an error of this code with a one-line message that says what to
 // do next. The format is fmt.Errorf's: an error given with %w is kept as
 // the cause (errors.Is and errors.As see it through Unwrap), its text in
-// the message.
+// the message. With more than one %w, the causes are kept together: errors.Is
+// and errors.As see each of them.
 func (c Code) New(format string, args ...any) *Error {
 	err := fmt.Errorf(format, args...)
-	return &Error{Code: c.Name, Message: err.Error(), Exit: c.Exit, cause: errors.Unwrap(err)}
+	cause := errors.Unwrap(err)
+	if _, many := err.(interface{ Unwrap() []error }); many {
+		cause = err
+	}
+	return &Error{Code: c.Name, Message: err.Error(), Exit: c.Exit, cause: cause}
 }
 
 // Wrap makes an error of this code whose cause is err, with a message
@@ -85,6 +90,9 @@ func (t codeTarget) Error() string { return t.name }
 func (c Code) Target() error { return codeTarget{c.Name} }
 
 // Of returns err as an *Error; an error that is not one is Unexpected.
+// An *Error made from another (%w) is found before its cause (errors.As
+// looks at err, then at what it wraps, depth first): the outermost code is
+// the one a user sees, never the code of a cause below it.
 func Of(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {

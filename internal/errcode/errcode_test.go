@@ -2,6 +2,7 @@ package errcode
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"regexp"
 	"sort"
@@ -86,5 +87,46 @@ func TestNewKeepsItsCause(t *testing.T) {
 	}
 	if plain := BadName.New("no cause: %v", cause); plain.Unwrap() != nil {
 		t.Errorf("%%v kept a cause: %v", plain.Unwrap())
+	}
+}
+
+// The outer code wins: an error of one code made from an error of another
+// (%w, or Wrap) is of the outer code, for Of and for the exit it maps to,
+// however it is wrapped on the way up (fmt.Errorf's %w, one cause or
+// several). The inner error stays reachable through errors.Is and
+// errors.As. Checked to bite: with Of walking to the innermost *Error
+// (errors.Unwrap in a loop), every case but one gets no-such-session; with
+// New keeping only errors.Unwrap's answer, the inner code of "two causes"
+// is lost.
+func TestOuterCodeWins(t *testing.T) {
+	inner := NoSuchSession.New("unit gone")
+	for name, err := range map[string]error{
+		"New %w":          StateDir.New("cannot settle: %w", inner),
+		"Wrap":            StateDir.Wrap(inner, "cannot settle"),
+		"fmt above New":   fmt.Errorf("context: %w", StateDir.New("cannot settle: %w", inner)),
+		"two causes":      StateDir.New("cannot settle (%w), and undoing failed: %w", inner, os.ErrNotExist),
+		"fmt, two causes": fmt.Errorf("%w; %w", StateDir.New("x: %w", inner), os.ErrPermission),
+	} {
+		e := Of(err)
+		if e.Code != StateDir.Name || e.Exit != StateDir.Exit {
+			t.Errorf("%s: Of gives %s (exit %d), want the outer %s", name, e.Code, e.Exit, StateDir.Name)
+		}
+		var got *Error
+		if !errors.Is(err, NoSuchSession.Target()) || !errors.As(err, &got) || got.Code != StateDir.Name {
+			t.Errorf("%s: the inner code is not reachable below the outer one", name)
+		}
+	}
+}
+
+// A cause given with more than one %w is kept whole: errors.Is finds each
+// cause, and the message is fmt's. Checked to bite: with New keeping only
+// errors.Unwrap's answer (nil for two %w), both errors.Is fail.
+func TestNewKeepsEveryCause(t *testing.T) {
+	err := StateDir.New("applied, but not recorded (%w), and undoing failed: %w", os.ErrPermission, os.ErrNotExist)
+	if !errors.Is(err, os.ErrPermission) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%v: a cause is lost", err)
+	}
+	if want := "applied, but not recorded (permission denied), and undoing failed: file does not exist"; err.Message != want {
+		t.Errorf("message %q, want %q", err.Message, want)
 	}
 }

@@ -189,7 +189,7 @@ func Journal(ctx context.Context, name string, since time.Time, cursor string) (
 		if ee, ok := err.(*exec.ExitError); ok && len(bytes.TrimSpace(ee.Stderr)) == 0 {
 			return nil, cursor, nil // no entries
 		}
-		return nil, cursor, fmt.Errorf("reading the journal: %v", err)
+		return nil, cursor, fmt.Errorf("reading the journal: %w", err)
 	}
 	var events []Event
 	sc := bufio.NewScanner(bytes.NewReader(out))

@@ -37,7 +37,7 @@ func Apply(ctx context.Context, name, ws string, patch []byte, s patchcheck.Summ
 	}
 	f, err := os.CreateTemp(scratch, ".patch-"+name+"-*")
 	if err != nil {
-		return errcode.StateDir.New("cannot write the change of %s: %v", name, err)
+		return errcode.StateDir.New("cannot write the change of %s: %w", name, err)
 	}
 	defer os.Remove(f.Name())
 	_, err = f.Write(patch)
@@ -45,7 +45,7 @@ func Apply(ctx context.Context, name, ws string, patch []byte, s patchcheck.Summ
 		err = cerr
 	}
 	if err != nil {
-		return errcode.StateDir.New("cannot write the change of %s: %v", name, err)
+		return errcode.StateDir.New("cannot write the change of %s: %w", name, err)
 	}
 	if out, err := gitAll(ctx, ws, "apply", "--check", "--whitespace=nowarn", f.Name()); err != nil {
 		return errcode.ChangeConflict.New("session %s's change does not apply to %s as it is now, nothing was changed: conflicts in %s (commit or stash your own changes there, or use `mosaic apply --branch`)", name, ws, strings.Join(conflicts(out), ", "))
@@ -62,7 +62,7 @@ func Apply(ctx context.Context, name, ws string, patch []byte, s patchcheck.Summ
 func applyJournaled(ctx context.Context, name, ws, patch string, s patchcheck.Summary, journal string) error {
 	if err := writeJournal(journal, ws, s); err != nil {
 		os.RemoveAll(journal)
-		return errcode.StateDir.New("cannot keep a copy of what session %s's change replaces, nothing was changed: %v", name, err)
+		return errcode.StateDir.New("cannot keep a copy of what session %s's change replaces, nothing was changed: %w", name, err)
 	}
 	testhook.Call("clone.apply", "journaled")
 	testhook.Pause("apply-journaled")
@@ -73,7 +73,7 @@ func applyJournaled(ctx context.Context, name, ws, patch string, s patchcheck.Su
 		return nil
 	}
 	if _, rerr := Recover(journal, ws, false); rerr != nil {
-		return errcode.ChangeConflict.New("session %s's change did not apply to %s (%s), and putting your files back failed: %v; the next `mosaic apply %s` tries again", name, ws, firstLine(out), rerr, name)
+		return errcode.ChangeConflict.New("session %s's change did not apply to %s (%s), and putting your files back failed: %w; the next `mosaic apply %s` tries again", name, ws, firstLine(out), rerr, name)
 	}
 	return errcode.ChangeConflict.New("session %s's change did not apply to %s, nothing was changed: %s", name, ws, firstLine(out))
 }
@@ -199,18 +199,18 @@ func ApplyBranch(ctx context.Context, name, ws string, bundle []byte, head, base
 	os.RemoveAll(scratch)
 	defer os.RemoveAll(scratch)
 	if _, err := git(ctx, filepath.Dir(scratch), nil, "init", "-q", "--bare", "--template=", scratch); err != nil {
-		return errcode.CloneFailed.New("cannot make a scratch repository: %v", err)
+		return errcode.CloneFailed.New("cannot make a scratch repository: %w", err)
 	}
 	alt := filepath.Join(scratch, "objects", "info", "alternates")
 	if err := os.MkdirAll(filepath.Dir(alt), 0o700); err != nil {
-		return errcode.CloneFailed.New("scratch repository: %v", err)
+		return errcode.CloneFailed.New("scratch repository: %w", err)
 	}
 	if err := os.WriteFile(alt, []byte(filepath.Join(ws, ".git", "objects")+"\n"), 0o600); err != nil {
-		return errcode.CloneFailed.New("scratch repository: %v", err)
+		return errcode.CloneFailed.New("scratch repository: %w", err)
 	}
 	bpath := filepath.Join(scratch, "change.bundle")
 	if err := os.WriteFile(bpath, bundle, 0o600); err != nil {
-		return errcode.CloneFailed.New("scratch repository: %v", err)
+		return errcode.CloneFailed.New("scratch repository: %w", err)
 	}
 	fetch := append(append([]string{}, fsckStrict...), "fetch", "-q", "--no-tags", "--no-write-fetch-head", bpath, patchcheck.SnapshotRef+":refs/heads/change")
 	if _, err := git(ctx, scratch, nil, fetch...); err != nil {
@@ -224,7 +224,7 @@ func ApplyBranch(ctx context.Context, name, ws string, bundle []byte, head, base
 	}
 	fetch = append(append([]string{}, fsckStrict...), "fetch", "-q", "--no-tags", "--no-write-fetch-head", scratch, "refs/heads/change:refs/heads/"+branch)
 	if _, err := git(ctx, ws, nil, fetch...); err != nil {
-		return errcode.CloneFailed.New("cannot make branch %s in %s: %v", branch, ws, err)
+		return errcode.CloneFailed.New("cannot make branch %s in %s: %w", branch, ws, err)
 	}
 	return nil
 }
@@ -248,7 +248,7 @@ func sameAsShown(ctx context.Context, scratch, base string, shown []byte) error 
 			return err
 		}
 		if _, err := git(ctx, scratch, env, "apply", "--cached", "--whitespace=nowarn", pf); err != nil {
-			return fmt.Errorf("the change mosaic diff showed does not apply to the branch's base: %v", err)
+			return fmt.Errorf("the change mosaic diff showed does not apply to the branch's base: %w", err)
 		}
 	}
 	want, err := git(ctx, scratch, env, "write-tree")

@@ -154,7 +154,7 @@ func Recover(dir, ws string, applied bool) (bool, error) {
 	}
 	var list []saved
 	if err := json.Unmarshal(b, &list); err != nil {
-		return false, fmt.Errorf("the journal of an interrupted apply in %s cannot be read: %v", dir, err)
+		return false, fmt.Errorf("the journal of an interrupted apply in %s cannot be read: %w", dir, err)
 	}
 	if err := restore(dir, ws, list); err != nil {
 		return false, err

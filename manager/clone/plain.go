@@ -130,7 +130,7 @@ func checkPlain(ws string) error {
 	})
 	var e *errcode.Error
 	if err != nil && !errors.As(err, &e) {
-		return errcode.BadWorkspace.New("clone mode cannot read workspace %s: %v; use --direct to let the session write it in place", ws, err)
+		return errcode.BadWorkspace.New("clone mode cannot read workspace %s: %w; use --direct to let the session write it in place", ws, err)
 	}
 	return err
 }

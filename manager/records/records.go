@@ -179,7 +179,7 @@ func ReadChecked(dir string) (Record, error) {
 		return r, err
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return r, fmt.Errorf("%s is damaged: %v", recordFile, err)
+		return r, fmt.Errorf("%s is damaged: %w", recordFile, err)
 	}
 	if r.Injected == nil {
 		r.Injected = r.OldInjected

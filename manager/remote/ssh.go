@@ -97,7 +97,7 @@ func (s sshCall) stage(tty bool, stage string, extra []string, frame Frame, stdi
 		}
 	}
 	if err := c.Start(); err != nil {
-		return 0, errcode.RemoteLost.New("cannot run ssh (%s) to reach %s: %v; install openssh-client, or set MOSAIC_SSH", sshProgram(), t, err)
+		return 0, errcode.RemoteLost.New("cannot run ssh (%s) to reach %s: %w; install openssh-client, or set MOSAIC_SSH", sshProgram(), t, err)
 	}
 	if in != nil {
 		go func() {
@@ -123,7 +123,7 @@ func (s sshCall) exitOf(err error, diag *stderrTail, tty bool) (int, error) {
 	if err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) {
-			return 0, errcode.RemoteLost.New("ssh to %s: %v", t, err)
+			return 0, errcode.RemoteLost.New("ssh to %s: %w", t, err)
 		}
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			return 0, errcode.RemoteLost.New("lost %s: ssh was killed by signal %d; %s", t, ws.Signal(), s.leftThere())
@@ -270,7 +270,7 @@ func (s sshCall) hold(frame Frame) (func(), string, error) {
 		return nil, "", err
 	}
 	if err := c.Start(); err != nil {
-		return nil, "", errcode.RemoteLost.New("cannot run ssh (%s) to reach %s: %v; install openssh-client, or set MOSAIC_SSH", sshProgram(), t, err)
+		return nil, "", errcode.RemoteLost.New("cannot run ssh (%s) to reach %s: %w; install openssh-client, or set MOSAIC_SSH", sshProgram(), t, err)
 	}
 	stop := func() { in.Close(); _ = c.Wait() }
 	if err := WriteFrame(in, frame); err != nil {

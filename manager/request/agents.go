@@ -32,7 +32,7 @@ func caFile(path string, deny []Deny, bundleDir string) (*checked, string, error
 	}
 	b, err := os.ReadFile(ro[0].real)
 	if err != nil {
-		return nil, "", errcode.BadBind.New("--ca-file %s: %v", path, err)
+		return nil, "", errcode.BadBind.New("--ca-file %s: %w", path, err)
 	}
 	n := 0
 	for rest := b; ; {
@@ -45,7 +45,7 @@ func caFile(path string, deny []Deny, bundleDir string) (*checked, string, error
 			return nil, "", errcode.BadBind.New("--ca-file %s holds a %s: give only certificates (never a key)", path, blk.Type)
 		}
 		if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
-			return nil, "", errcode.BadBind.New("--ca-file %s: %v", path, err)
+			return nil, "", errcode.BadBind.New("--ca-file %s: %w", path, err)
 		}
 		n++
 	}

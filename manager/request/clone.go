@@ -100,7 +100,7 @@ func belowRepository(spec *units.Spec, top string, p Paths) error {
 	}
 	c, err := checkWorkspace(top, deny)
 	if err != nil {
-		return errcode.BadWorkspace.New("workspace %s is in the repository %s, whose copy clone mode would make and which a session must not see (%v): use --direct, or a workspace in another repository", spec.Workspace, top, err)
+		return errcode.BadWorkspace.New("workspace %s is in the repository %s, whose copy clone mode would make and which a session must not see (%w): use --direct, or a workspace in another repository", spec.Workspace, top, err)
 	}
 	ids := []sandbox.BindID{{Path: top, ID: c.id}} // the copy is made of it (manager's pinWorkspace)
 	for _, b := range spec.BindIDs {

@@ -42,7 +42,7 @@ func ReadConfig(p Paths) (Config, error) {
 		return c, nil
 	}
 	if err != nil {
-		return c, errcode.BadConfig.New("%s: %v", path, err)
+		return c, errcode.BadConfig.New("%s: %w", path, err)
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
@@ -68,16 +68,16 @@ func ReadConfig(p Paths) (Config, error) {
 		*dst = strings.TrimSpace(v)
 	}
 	if err := sc.Err(); err != nil {
-		return c, errcode.BadConfig.New("%s: %v", path, err)
+		return c, errcode.BadConfig.New("%s: %w", path, err)
 	}
 	if c.Workspace != "" && c.Workspace != ModeClone && c.Workspace != ModeDirect {
 		return c, errcode.BadConfig.New("%s: workspace = %s: use clone or direct", path, c.Workspace)
 	}
 	if c.Session, err = session.Parse(); err != nil {
-		return c, errcode.BadConfig.New("%s: %v", path, err)
+		return c, errcode.BadConfig.New("%s: %w", path, err)
 	}
 	if c.Slice, err = slice.Parse(); err != nil {
-		return c, errcode.BadConfig.New("%s: slice-%v", path, err)
+		return c, errcode.BadConfig.New("%s: slice-%w", path, err)
 	}
 	return c, nil
 }

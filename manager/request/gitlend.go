@@ -45,7 +45,7 @@ func gitLendOf(spec *units.Spec, req Request, grant *credentials.Grant) error {
 	for _, v := range req.LendGit {
 		g, err := egress.ParseGitLend(v)
 		if err != nil {
-			return errcode.BadGitLend.New("%v", err)
+			return errcode.BadGitLend.New("%w", err)
 		}
 		for _, o := range lends {
 			if o.Host == g.Host && o.Repo == g.Repo {
@@ -61,7 +61,7 @@ func gitLendOf(spec *units.Spec, req Request, grant *credentials.Grant) error {
 			return err
 		}
 		if err := credentials.ValidateValue(egress.GitTokenVar(i), token, "git credential fill"); err != nil {
-			return errcode.NoGitCredential.New("--lend-git %s: the credential helper's password cannot be carried: %v", g.URL(), err)
+			return errcode.NoGitCredential.New("--lend-git %s: the credential helper's password cannot be carried: %w", g.URL(), err)
 		}
 		if err := credentials.ValidateValue(egress.GitUserVar(i), user, "git credential fill"); err != nil || !plainValue(user) || strings.ContainsAny(user, `'\`) {
 			return errcode.NoGitCredential.New("--lend-git %s: the credential helper's user name cannot be written into a config", g.URL())

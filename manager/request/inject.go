@@ -52,7 +52,7 @@ func planInjection(spec *units.Spec, grant credentials.Grant, p Paths) error {
 			// A base URL's path scopes the key to it (egress.SplitScope).
 			hp, prefix, err := egress.SplitScope(h)
 			if err != nil {
-				return errcode.BadProfile.New("profile %s: the injection host of %s (its hosts, or its base URL variable): %v", grant.Profile.Name, v.Name, err)
+				return errcode.BadProfile.New("profile %s: the injection host of %s (its hosts, or its base URL variable): %w", grant.Profile.Name, v.Name, err)
 			}
 			rule.Hosts = append(rule.Hosts, hp+prefix)
 		}
@@ -60,7 +60,7 @@ func planInjection(spec *units.Spec, grant credentials.Grant, p Paths) error {
 		// in the unit.
 		rule, err := egress.ParseRule(rule.String())
 		if err != nil {
-			return errcode.BadProfile.New("profile %s: %v", grant.Profile.Name, err)
+			return errcode.BadProfile.New("profile %s: %w", grant.Profile.Name, err)
 		}
 		spec.Inject = append(spec.Inject, rule)
 		for _, entry := range rule.Hosts {

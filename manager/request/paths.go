@@ -146,7 +146,7 @@ func readDenyFile(path, home string) ([]Deny, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, errcode.BadConfig.New("%s: %v", path, err)
+		return nil, errcode.BadConfig.New("%s: %w", path, err)
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
@@ -172,7 +172,7 @@ func readDenyFile(path, home string) ([]Deny, error) {
 		out = append(out, Deny{Path: filepath.Clean(line), Reason: reason, Inside: true})
 	}
 	if err := sc.Err(); err != nil {
-		return nil, errcode.BadConfig.New("%s: %v", path, err)
+		return nil, errcode.BadConfig.New("%s: %w", path, err)
 	}
 	return out, nil
 }
@@ -213,14 +213,14 @@ func checkPath(path, what string, code errcode.Code, list []Deny) (checked, erro
 		// how they got there is not a path they gave.
 		cwd, err := unix.Getwd()
 		if err != nil {
-			return checked{}, code.New("%s: cannot read the working directory: %v", what, err)
+			return checked{}, code.New("%s: cannot read the working directory: %w", what, err)
 		}
 		abs = filepath.Join(cwd, path)
 	}
 	abs = filepath.Clean(abs)
 	real, err := resolveGuarded(abs)
 	if err != nil {
-		return checked{}, code.New("%s: %v", what, err)
+		return checked{}, code.New("%s: %w", what, err)
 	}
 	if d := denied(real, list); d != nil {
 		shown := real
@@ -231,7 +231,7 @@ func checkPath(path, what string, code errcode.Code, list []Deny) (checked, erro
 	}
 	st, err := sandbox.StatNoFollow(real)
 	if err != nil {
-		return checked{}, code.New("%s %s changed while mosaic checked it (%v): try again, and check what else writes there", what, real, err)
+		return checked{}, code.New("%s %s changed while mosaic checked it (%w): try again, and check what else writes there", what, real, err)
 	}
 	c := checked{real: real, id: sandbox.StatID(st), dir: st.Mode&unix.S_IFMT == unix.S_IFDIR}
 	if real != abs {

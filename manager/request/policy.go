@@ -108,7 +108,7 @@ func (pol *Policy) read(path string, machine bool) error {
 		return nil
 	}
 	if err != nil {
-		return errcode.BadPolicy.New("policy %v", err)
+		return errcode.BadPolicy.New("policy %w", err)
 	}
 	defer f.Close()
 	// The owner of the file read, not of a path looked at again.
@@ -120,7 +120,7 @@ func (pol *Policy) read(path string, machine bool) error {
 		err = fmt.Errorf("it is more than 1 MiB")
 	}
 	if err != nil {
-		return errcode.BadPolicy.New("policy %s: %v", path, err)
+		return errcode.BadPolicy.New("policy %s: %w", path, err)
 	}
 	rules, err := ParsePolicy(path, data)
 	if err != nil {
@@ -181,12 +181,12 @@ func parseRules(path string, data []byte, keys map[string]string, bad errcode.Co
 		seen[k] = n
 		r := PolicyRule{Key: k, Value: v, File: path, Line: n, words: strings.Fields(v)}
 		if err := r.parse(); err != nil {
-			return nil, bad.New("%s:%d: %s = %s: %v", path, n, k, v, err)
+			return nil, bad.New("%s:%d: %s = %s: %w", path, n, k, v, err)
 		}
 		rules = append(rules, r)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, bad.New("%s: %v", path, err)
+		return nil, bad.New("%s: %w", path, err)
 	}
 	return rules, nil
 }

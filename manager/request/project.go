@@ -83,7 +83,7 @@ func ReadProject(workspace string, p Paths) (*Project, error) {
 	}
 	data, err := regfile.Read(path, true, 1<<20)
 	if err != nil {
-		return nil, errcode.BadConfig.New("project file %v: make it a regular file, or remove it", err)
+		return nil, errcode.BadConfig.New("project file %w: make it a regular file, or remove it", err)
 	}
 	rules, err := parseRules(path, data, projectKeys, errcode.BadConfig)
 	if err != nil {
@@ -122,7 +122,7 @@ func readTrusted(p Paths) (map[string]string, error) {
 		err = json.Unmarshal(data, &m)
 	}
 	if err != nil {
-		return nil, errcode.BadConfig.New("%s: %v: remove it, and accept your project files again (mosaic trust DIR)", trustFile(p), err)
+		return nil, errcode.BadConfig.New("%s: %w: remove it, and accept your project files again (mosaic trust DIR)", trustFile(p), err)
 	}
 	return m, nil
 }
@@ -131,17 +131,17 @@ func readTrusted(p Paths) (map[string]string, error) {
 // apply to the sessions that work under it until the file changes.
 func Trust(proj *Project, p Paths) error {
 	if err := os.MkdirAll(p.StateRoot, 0o700); err != nil {
-		return errcode.StateDir.New("%v", err)
+		return errcode.StateDir.New("%w", err)
 	}
 	// Two mosaic trust at once each read, add and write the whole file:
 	// under one lock, neither loses the other's acceptance.
 	lock, err := os.OpenFile(trustFile(p)+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return errcode.StateDir.New("%v", err)
+		return errcode.StateDir.New("%w", err)
 	}
 	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return errcode.StateDir.New("%v", err)
+		return errcode.StateDir.New("%w", err)
 	}
 	m, err := readTrusted(p)
 	if err != nil {
@@ -153,7 +153,7 @@ func Trust(proj *Project, p Paths) error {
 		return err
 	}
 	if err := regfile.WriteAtomic(trustFile(p), append(data, '\n')); err != nil { // 0600
-		return errcode.StateDir.New("%s: %v", trustFile(p), err)
+		return errcode.StateDir.New("%s: %w", trustFile(p), err)
 	}
 	proj.Trusted = true
 	return nil

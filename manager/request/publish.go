@@ -31,7 +31,7 @@ func publishOf(req Request, network, mode string) ([]publish.Port, error) {
 	for i, v := range req.Publish {
 		p, err := publish.Parse(v)
 		if err != nil {
-			return nil, errcode.BadPublish.New("--publish %v: write it as docker run -p does, [ADDR:]HOSTPORT[:PORT], e.g. 8000 or 127.0.0.1:8080:8000", err)
+			return nil, errcode.BadPublish.New("--publish %w: write it as docker run -p does, [ADDR:]HOSTPORT[:PORT], e.g. 8000 or 127.0.0.1:8080:8000", err)
 		}
 		if network == sandbox.NetworkAllow && p.Port == sandbox.ProxyPort {
 			// Whoever reaches the host's port (any local user, on

@@ -37,7 +37,7 @@ func findRepository(ws string) (repository, error) {
 		case err == nil:
 			return repository{}, refuseKind(ws, "%s is neither a directory nor a file", dotGit)
 		case !os.IsNotExist(err):
-			return repository{}, errcode.BadWorkspace.New("workspace %s: %v", ws, err)
+			return repository{}, errcode.BadWorkspace.New("workspace %s: %w", ws, err)
 		}
 		if d == "/" || d == "." {
 			return repository{}, nil
@@ -52,7 +52,7 @@ func findRepository(ws string) (repository, error) {
 func linkedWorktree(ws, top, dotGit string) (repository, error) {
 	b, err := os.ReadFile(dotGit)
 	if err != nil {
-		return repository{}, errcode.BadWorkspace.New("workspace %s: %v", ws, err)
+		return repository{}, errcode.BadWorkspace.New("workspace %s: %w", ws, err)
 	}
 	dir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
 	if !ok || dir == "" {

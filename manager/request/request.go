@@ -101,7 +101,7 @@ type Paths struct {
 func UserPaths() (Paths, error) {
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return Paths{}, errcode.NoHome.New("cannot tell your home directory: %v (set HOME)", err)
+		return Paths{}, errcode.NoHome.New("cannot tell your home directory: %w (set HOME)", err)
 	}
 	rt, err := RuntimeDir()
 	if err != nil {
@@ -202,7 +202,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 		return units.Spec{}, none, err
 	}
 	if err := sandbox.CheckSeccompAllow(grant.Profile.SeccompAllow); err != nil {
-		return units.Spec{}, none, errcode.BadProfile.New("profile %s: %v", grant.Profile.Source, err)
+		return units.Spec{}, none, errcode.BadProfile.New("profile %s: %w", grant.Profile.Source, err)
 	}
 	ca, caBundle, err := caFile(req.CAFile, deny, filepath.Join(p.RuntimeDir, "mosaic", "ca"))
 	if err != nil {
@@ -499,7 +499,7 @@ func DefaultLimits(profile credentials.Profile, p Paths) (units.Limits, error) {
 func limitsOf(req Request, profile credentials.Profile, p Paths, pol Policy) (session, slice units.Limits, err error) {
 	fromProfile, err := units.LimitStrings{MemoryMax: profile.MemoryMax, TasksMax: profile.TasksMax, CPUQuota: profile.CPUQuota, TmpSize: profile.TmpSize, HomeSize: profile.HomeSize}.Parse()
 	if err != nil {
-		return session, slice, errcode.BadProfile.New("profile %s: %v", profile.Name, err)
+		return session, slice, errcode.BadProfile.New("profile %s: %w", profile.Name, err)
 	}
 	cfg, err := ReadConfig(p)
 	if err != nil {
@@ -539,23 +539,23 @@ func networkOf(req Request, profile credentials.Profile, endpoints []string) (st
 	var entries []string
 	for _, h := range profile.AllowHosts {
 		if _, err := egress.ParseAllow([]string{h}); err != nil {
-			return "", nil, errcode.BadProfile.New("profile %s: AllowHost %v", profile.Name, err)
+			return "", nil, errcode.BadProfile.New("profile %s: AllowHost %w", profile.Name, err)
 		}
 		entries = append(entries, h)
 	}
 	for _, h := range append(append([]string{}, req.AllowHosts...), projectHosts...) {
 		h, err := hostOfURL(h)
 		if err != nil {
-			return "", nil, errcode.BadAllowHost.New("--allow-host %v", err)
+			return "", nil, errcode.BadAllowHost.New("--allow-host %w", err)
 		}
 		if _, err := egress.ParseAllow([]string{h}); err != nil {
-			return "", nil, errcode.BadAllowHost.New("--allow-host %v", err)
+			return "", nil, errcode.BadAllowHost.New("--allow-host %w", err)
 		}
 		entries = append(entries, h)
 	}
 	for _, h := range endpoints { // a custom base URL's host
 		if _, err := egress.ParseAllow([]string{h}); err != nil {
-			return "", nil, errcode.BadEnv.New("the endpoint %v", err)
+			return "", nil, errcode.BadEnv.New("the endpoint %w", err)
 		}
 		entries = append(entries, h)
 	}

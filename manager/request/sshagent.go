@@ -30,11 +30,11 @@ func sshAgentOf(spec *units.Spec, req Request, p Paths, upstream string) error {
 		return errcode.BadSSHLend.New("--lend-ssh-key and --lend-ssh-sign are not available with --scope yet")
 	}
 	if _, err := agentfilter.Upstream(upstream); err != nil {
-		return errcode.NoSSHAgent.New("cannot lend ssh keys: %v (start ssh-agent and ssh-add the key)", err)
+		return errcode.NoSSHAgent.New("cannot lend ssh keys: %w (start ssh-agent and ssh-add the key)", err)
 	}
 	keys, err := listAgent(upstream)
 	if err != nil {
-		return errcode.NoSSHAgent.New("cannot lend ssh keys: the ssh agent on SSH_AUTH_SOCK: %v", err)
+		return errcode.NoSSHAgent.New("cannot lend ssh keys: the ssh agent on SSH_AUTH_SOCK: %w", err)
 	}
 	knownHosts := []string{filepath.Join(p.Home, ".ssh", "known_hosts"), "/etc/ssh/ssh_known_hosts"}
 	var lent []agentfilter.Lent
@@ -45,13 +45,13 @@ func sshAgentOf(spec *units.Spec, req Request, p Paths, upstream string) error {
 		}
 		k, err := agentfilter.FindKey(key, keys)
 		if err != nil {
-			return errcode.BadSSHLend.New("--lend-ssh-key: %v", err)
+			return errcode.BadSSHLend.New("--lend-ssh-key: %w", err)
 		}
 		l := agentfilter.Lent{Key: k}
 		for _, d := range strings.Split(dests, ",") {
 			dest, err := agentfilter.ParseDest(d, knownHosts)
 			if err != nil {
-				return errcode.BadSSHLend.New("--lend-ssh-key: %v", err)
+				return errcode.BadSSHLend.New("--lend-ssh-key: %w", err)
 			}
 			l.Dests = append(l.Dests, dest)
 		}
@@ -61,7 +61,7 @@ func sshAgentOf(spec *units.Spec, req Request, p Paths, upstream string) error {
 	for _, v := range req.LendSSHSign {
 		k, err := agentfilter.FindKey(v, keys)
 		if err != nil {
-			return errcode.BadSSHLend.New("--lend-ssh-sign: %v", err)
+			return errcode.BadSSHLend.New("--lend-ssh-sign: %w", err)
 		}
 		if signing != nil {
 			return errcode.BadSSHLend.New("--lend-ssh-sign: one signing key per session (git signs with one)")

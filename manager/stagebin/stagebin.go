@@ -78,7 +78,7 @@ func Find(mosaicBin string, ours *debug.BuildInfo, cache string) (path string, k
 		theirs, err = readInfo(f)
 	}
 	if err != nil {
-		return "", none, errcode.StageMismatch.New("%s cannot be read as mosaic's stage binary (%v), so nothing was started: install mosaic and mosaic-stage together (make install)", path, err)
+		return "", none, errcode.StageMismatch.New("%s cannot be read as mosaic's stage binary (%w), so nothing was started: install mosaic and mosaic-stage together (make install)", path, err)
 	}
 	if why := differ(ours, theirs); why != "" {
 		return "", none, errcode.StageMismatch.New("%s is not the one this mosaic was built with (%s), so nothing was started: install mosaic and mosaic-stage together (make install)", path, why)

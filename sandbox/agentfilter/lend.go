@@ -30,7 +30,7 @@ func Upstream(sock string) (func() (net.Conn, error), error) {
 	dial := func() (net.Conn, error) { return net.Dial("unix", sock) }
 	c, err := dial()
 	if err != nil {
-		return nil, fmt.Errorf("%w: SSH_AUTH_SOCK: %v", ErrNoAgent, err)
+		return nil, fmt.Errorf("%w: SSH_AUTH_SOCK: %w", ErrNoAgent, err)
 	}
 	c.Close()
 	return dial, nil
@@ -46,11 +46,11 @@ func FindKey(spec string, keys []*agent.Key) (*agent.Key, error) {
 	} else {
 		b, err := os.ReadFile(spec)
 		if err != nil {
-			return nil, fmt.Errorf("ssh key %q: neither a SHA256: fingerprint nor a public key file: %v", spec, err)
+			return nil, fmt.Errorf("ssh key %q: neither a SHA256: fingerprint nor a public key file: %w", spec, err)
 		}
 		pk, _, _, _, err := ssh.ParseAuthorizedKey(b)
 		if err != nil {
-			return nil, fmt.Errorf("ssh key %q: not a public key file: %v", spec, err)
+			return nil, fmt.Errorf("ssh key %q: not a public key file: %w", spec, err)
 		}
 		want = ssh.FingerprintSHA256(pk)
 	}
@@ -70,11 +70,11 @@ func ParseDest(name string, knownHosts []string) (Dest, error) {
 	if strings.Contains(name, "/") {
 		b, err := os.ReadFile(name)
 		if err != nil {
-			return Dest{}, fmt.Errorf("ssh destination %q: %v", name, err)
+			return Dest{}, fmt.Errorf("ssh destination %q: %w", name, err)
 		}
 		hk, _, _, _, err := ssh.ParseAuthorizedKey(b)
 		if err != nil {
-			return Dest{}, fmt.Errorf("ssh destination %q: not a host public key file: %v", name, err)
+			return Dest{}, fmt.Errorf("ssh destination %q: not a host public key file: %w", name, err)
 		}
 		return Dest{Name: name, Keys: []ssh.PublicKey{hk}}, nil
 	}
@@ -96,7 +96,7 @@ func ParseDest(name string, knownHosts []string) (Dest, error) {
 	}
 	cb, err := knownhosts.New(files...)
 	if err != nil {
-		return Dest{}, fmt.Errorf("ssh destination %q: %v", name, err)
+		return Dest{}, fmt.Errorf("ssh destination %q: %w", name, err)
 	}
 	// A key of no host's gets the host's known keys back, in the error.
 	var ke *knownhosts.KeyError

@@ -52,7 +52,7 @@ func ParseSpec(spec string) (Lent, error) {
 	}
 	key, err := parseKey(parts[1])
 	if err != nil {
-		return Lent{}, fmt.Errorf("lend %q: %v", spec, err)
+		return Lent{}, fmt.Errorf("lend %q: %w", spec, err)
 	}
 	l := Lent{Key: key, SignOnly: parts[0] == "sign"}
 	for _, p := range parts[2:] {

@@ -188,7 +188,7 @@ func Protect(ws, home string) ([]sandbox.Bind, []sandbox.BindID, error) {
 			if errors.Is(err, unix.ENOTDIR) {
 				continue // its directory is a file: nothing to protect below
 			}
-			return nil, nil, fmt.Errorf("cannot check %s: %v", path, err)
+			return nil, nil, fmt.Errorf("cannot check %s: %w", path, err)
 		case missing && !e.Placeholder:
 			continue
 		case missing:
@@ -202,7 +202,7 @@ func Protect(ws, home string) ([]sandbox.Bind, []sandbox.BindID, error) {
 			// the way for a symlink since, to have mosaic make the directory
 			// elsewhere.
 			if err := sandbox.MkdirNoFollow(path, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
-				return nil, nil, fmt.Errorf("cannot make the placeholder %s: %v", path, err)
+				return nil, nil, fmt.Errorf("cannot make the placeholder %s: %w", path, err)
 			}
 			if st, err = sandbox.StatNoFollow(path); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				return nil, nil, fmt.Errorf("the placeholder %s changed while mosaic made it", path)
@@ -217,7 +217,7 @@ func Protect(ws, home string) ([]sandbox.Bind, []sandbox.BindID, error) {
 			d := filepath.Join(ws, dir)
 			dst, err := sandbox.StatNoFollow(d)
 			if err != nil {
-				return nil, nil, fmt.Errorf("cannot check %s: %v", d, err)
+				return nil, nil, fmt.Errorf("cannot check %s: %w", d, err)
 			}
 			binds = append(binds, sandbox.Bind{Kind: sandbox.KindRW, Src: d, Dst: d, Reason: "pinned (a mount point cannot be renamed): the session cannot put another " + dir + " in its place"})
 			ids = append(ids, sandbox.BindID{Path: d, ID: sandbox.StatID(dst)})

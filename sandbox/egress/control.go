@@ -173,7 +173,7 @@ func controlPeer(c net.Conn) (string, error) {
 	}
 	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cred.Pid))
 	if err != nil {
-		return "", fmt.Errorf("cannot tell pid %d's cgroup: %v", cred.Pid, err)
+		return "", fmt.Errorf("cannot tell pid %d's cgroup: %w", cred.Pid, err)
 	}
 	if inSession(string(cg)) && !Weakened {
 		return "", fmt.Errorf("pid %d runs inside a session (%s)", cred.Pid, printable(strings.TrimSpace(string(cg))))
@@ -303,12 +303,12 @@ func (c *ControlClient) call(ctx context.Context, method, path string, req *Cont
 	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {
-		return ControlAnswer{}, fmt.Errorf("%w at %s: %v", ErrNoProxy, c.Socket, err)
+		return ControlAnswer{}, fmt.Errorf("%w at %s: %w", ErrNoProxy, c.Socket, err)
 	}
 	defer resp.Body.Close()
 	var a ControlAnswer
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&a); err != nil {
-		return a, fmt.Errorf("the egress proxy's answer (%s) is unreadable: %v", resp.Status, err)
+		return a, fmt.Errorf("the egress proxy's answer (%s) is unreadable: %w", resp.Status, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return a, &ControlError{Msg: a.Error}

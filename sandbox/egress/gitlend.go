@@ -75,7 +75,7 @@ func ParseGitLend(s string) (GitLend, error) {
 	host, path, _ := strings.Cut(rest, "/")
 	hp, err := NormalizeHost(host)
 	if err != nil {
-		return GitLend{}, fmt.Errorf("--lend-git %q: %v", s, err)
+		return GitLend{}, fmt.Errorf("--lend-git %q: %w", s, err)
 	}
 	path = strings.TrimSuffix(strings.TrimSuffix(path, "/"), ".git")
 	segs := strings.Split(path, "/")

@@ -98,7 +98,7 @@ func readPushCommands(r *bufio.Reader) ([]refUpdate, error) {
 func readPkt(r *bufio.Reader) (string, bool, error) {
 	var head [4]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
-		return "", false, fmt.Errorf("a pkt-line cut short: %v", err)
+		return "", false, fmt.Errorf("a pkt-line cut short: %w", err)
 	}
 	n, err := strconv.ParseUint(string(head[:]), 16, 16)
 	if err != nil {
@@ -112,7 +112,7 @@ func readPkt(r *bufio.Reader) (string, bool, error) {
 	}
 	b := make([]byte, n-4)
 	if _, err := io.ReadFull(r, b); err != nil {
-		return "", false, fmt.Errorf("a pkt-line cut short: %v", err)
+		return "", false, fmt.Errorf("a pkt-line cut short: %w", err)
 	}
 	return string(b), false, nil
 }

@@ -149,7 +149,7 @@ func serveMain(args []string, notify func()) error {
 			return err
 		}
 		if err := e.Inject.WriteCA(filepath.Dir(c.Socket)); err != nil {
-			return fmt.Errorf("cannot write the session's CA certificate: %v", err)
+			return fmt.Errorf("cannot write the session's CA certificate: %w", err)
 		}
 	}
 	os.Remove(c.Socket)
@@ -166,7 +166,7 @@ func serveMain(args []string, notify func()) error {
 	if c.Control != "" {
 		cl, err := listenControl(c.Control)
 		if err != nil {
-			return fmt.Errorf("cannot make the control socket: %v", err)
+			return fmt.Errorf("cannot make the control socket: %w", err)
 		}
 		e.start()
 		e.restore()
@@ -197,7 +197,7 @@ func injector(c Config) (*Injector, error) {
 	if b64, ok := os.LookupEnv(UpstreamRootsVar); ok {
 		pemData, err := base64.StdEncoding.DecodeString(b64)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %v", UpstreamRootsVar, err)
+			return nil, fmt.Errorf("%s: %w", UpstreamRootsVar, err)
 		}
 		if roots, err = ParseRoots(string(pemData)); err != nil {
 			return nil, err
@@ -207,7 +207,7 @@ func injector(c Config) (*Injector, error) {
 	if b64, ok := os.LookupEnv(ExtraRootsVar); ok {
 		pemData, err := base64.StdEncoding.DecodeString(b64)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %v", ExtraRootsVar, err)
+			return nil, fmt.Errorf("%s: %w", ExtraRootsVar, err)
 		}
 		if roots == nil {
 			if roots, err = x509.SystemCertPool(); err != nil || roots == nil {
@@ -226,7 +226,7 @@ func injector(c Config) (*Injector, error) {
 	// to none (the session cannot see this process at all; a core dump
 	// would hold them too).
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("cannot make the proxy undumpable: %v", err)
+		return nil, fmt.Errorf("cannot make the proxy undumpable: %w", err)
 	}
 	in, err := NewInjector(c.Session, c.Inject, c.Git, os.LookupEnv, roots)
 	if in != nil {

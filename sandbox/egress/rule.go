@@ -46,7 +46,7 @@ func ParseRule(s string) (Rule, error) {
 	for _, hp := range strings.Split(hosts, ",") {
 		n, prefix, err := SplitScope(hp)
 		if err != nil {
-			return Rule{}, fmt.Errorf("--inject %q: %v", s, err)
+			return Rule{}, fmt.Errorf("--inject %q: %w", s, err)
 		}
 		r.Hosts = append(r.Hosts, n+prefix)
 	}
@@ -248,7 +248,7 @@ const ExtraRootsVar = "MOSAIC_UPSTREAM_EXTRA_ROOTS"
 func CARoots(path string) ([]credvar.Var, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--ca-file %s: %v", path, err)
+		return nil, fmt.Errorf("--ca-file %s: %w", path, err)
 	}
 	return []credvar.Var{{Name: ExtraRootsVar, Value: base64.StdEncoding.EncodeToString(b)}}, nil
 }
@@ -267,7 +267,7 @@ func TestRoots(getenv func(string) string) ([]credvar.Var, error) {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", TestRootsEnv, err)
+		return nil, fmt.Errorf("%s: %w", TestRootsEnv, err)
 	}
 	return []credvar.Var{{Name: UpstreamRootsVar, Value: base64.StdEncoding.EncodeToString(b)}}, nil
 }

@@ -43,7 +43,7 @@ func Start(tun int, udp, tcp []int, dial Dialer) error {
 	})
 	ep, err := fdbased.New(&fdbased.Options{FDs: []int{tun}, MTU: mtu, RXChecksumOffload: true})
 	if err != nil {
-		return fmt.Errorf("the session's network stack: %v", err)
+		return fmt.Errorf("the session's network stack: %w", err)
 	}
 	if terr := s.CreateNIC(1, ep); terr != nil {
 		return fmt.Errorf("the session's network stack: %v", terr)

@@ -89,7 +89,7 @@ func Main(args []string, ready func()) int {
 // cut short when a client takes it over.
 func masterOnStdin() (*os.File, error) {
 	if _, err := unix.IoctlGetInt(0, unix.TIOCGPTN); err != nil {
-		return nil, fmt.Errorf("stdin is not a pseudo-terminal's master side: %v", err)
+		return nil, fmt.Errorf("stdin is not a pseudo-terminal's master side: %w", err)
 	}
 	if err := releaseSlave(); err != nil {
 		return nil, err
@@ -115,7 +115,7 @@ func masterOnStdin() (*os.File, error) {
 func releaseSlave() error {
 	s, _, errno := unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
 	if errno != 0 {
-		return fmt.Errorf("cannot open the terminal's slave side: %v", errno)
+		return fmt.Errorf("cannot open the terminal's slave side: %w", errno)
 	}
 	slave := int(s)
 	defer unix.Close(slave)
@@ -127,7 +127,7 @@ func releaseSlave() error {
 	signal.Ignore(unix.SIGHUP)
 	defer signal.Reset(unix.SIGHUP)
 	if err := unix.IoctlSetInt(slave, unix.TIOCNOTTY, 0); err != nil {
-		return fmt.Errorf("cannot give up the session's terminal as the holder's own: %v", err)
+		return fmt.Errorf("cannot give up the session's terminal as the holder's own: %w", err)
 	}
 	if _, err := unix.IoctlGetInt(slave, unix.TIOCGSID); err == nil {
 		return errors.New("the session's terminal is still the holder's controlling terminal")

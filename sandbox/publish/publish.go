@@ -74,12 +74,12 @@ func Parse(v string) (Port, error) {
 	p := Port{Addr: addr}
 	var err error
 	if p.HostPort, err = port(parts[0]); err != nil {
-		return Port{}, fmt.Errorf("%q: %v", v, err)
+		return Port{}, fmt.Errorf("%q: %w", v, err)
 	}
 	p.Port = p.HostPort
 	if len(parts) == 2 {
 		if p.Port, err = port(parts[1]); err != nil {
-			return Port{}, fmt.Errorf("%q: %v", v, err)
+			return Port{}, fmt.Errorf("%q: %w", v, err)
 		}
 	}
 	return p, nil

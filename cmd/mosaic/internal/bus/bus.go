@@ -291,7 +291,7 @@ func listen(p request.Paths) ([]*net.UnixListener, error) {
 	}
 	for _, path := range []string{p.BusSocket(), filepath.Join(p.BusDir(), sandbox.BusSocketName)} {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return fail(errcode.BusSocket.New("cannot make %s: %v", filepath.Dir(path), err))
+			return fail(errcode.BusSocket.New("cannot make %s: %w", filepath.Dir(path), err))
 		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			c.Close()
@@ -302,7 +302,7 @@ func listen(p request.Paths) ([]*net.UnixListener, error) {
 		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 		unix.Umask(old)
 		if err != nil {
-			return fail(errcode.BusSocket.New("cannot listen on %s: %v", path, err))
+			return fail(errcode.BusSocket.New("cannot listen on %s: %w", path, err))
 		}
 		_ = os.Chmod(path, 0o600)
 		out = append(out, l)

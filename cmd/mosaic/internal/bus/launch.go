@@ -61,7 +61,7 @@ func (b *bus) launch(ctx context.Context, who caller, req Request) (any, error) 
 	intent := event
 	intent.Event = "launching"
 	if err := b.log.Append(intent); err != nil {
-		return nil, errcode.LaunchLog.New("%v: nothing was started", err)
+		return nil, errcode.LaunchLog.New("%w: nothing was started", err)
 	}
 	// Not cancelled when the bus is told to stop: the start finishes and is
 	// recorded (Serve waits for it), rather than leaving a unit that may

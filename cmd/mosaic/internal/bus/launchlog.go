@@ -83,11 +83,11 @@ const maxLogLine = 1 << 20
 // its newline, so the next event starts a line of its own.
 func OpenLaunchLog(path string) (*LaunchLog, []LogEvent, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, nil, errcode.StateDir.New("cannot make %s: %v", filepath.Dir(path), err)
+		return nil, nil, errcode.StateDir.New("cannot make %s: %w", filepath.Dir(path), err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, nil, errcode.LaunchLog.New("cannot open the launch log %s: %v", path, err)
+		return nil, nil, errcode.LaunchLog.New("cannot open the launch log %s: %w", path, err)
 	}
 	l := &LaunchLog{path: path, f: f}
 	var events []LogEvent
@@ -97,7 +97,7 @@ func OpenLaunchLog(path string) (*LaunchLog, []LogEvent, error) {
 		line, long, err := readLine(r)
 		if err != nil && !errors.Is(err, io.EOF) {
 			f.Close()
-			return nil, nil, errcode.BadLaunchLog.New("the launch log %s cannot be read (%v): move it aside and start the bus again", path, err)
+			return nil, nil, errcode.BadLaunchLog.New("the launch log %s cannot be read (%w): move it aside and start the bus again", path, err)
 		}
 		if long > 0 || len(line) > 0 {
 			terminated = err == nil // ReadSlice found the newline
@@ -119,7 +119,7 @@ func OpenLaunchLog(path string) (*LaunchLog, []LogEvent, error) {
 				l.warn("line %d is cut short (a write the bus did not finish): skipped", n)
 			default:
 				f.Close()
-				return nil, nil, errcode.BadLaunchLog.New("the launch log %s cannot be read at line %d (%v): move it aside (mv %s %s.bad) and start the bus again", path, n, jerr, path, path)
+				return nil, nil, errcode.BadLaunchLog.New("the launch log %s cannot be read at line %d (%w): move it aside (mv %s %s.bad) and start the bus again", path, n, jerr, path, path)
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -221,7 +221,7 @@ func (l *LaunchLog) Append(e LogEvent) error {
 	n, err := l.f.Write(b)
 	l.torn = n > 0 && n < len(b)
 	if err != nil {
-		return fmt.Errorf("writing the launch log %s: %v", l.path, err)
+		return fmt.Errorf("writing the launch log %s: %w", l.path, err)
 	}
 	return nil
 }

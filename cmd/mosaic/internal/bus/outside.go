@@ -29,11 +29,11 @@ func Prepare() error {
 	}
 	for _, d := range []string{p.StateRoot, filepath.Join(p.RuntimeDir, "mosaic")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return errcode.StateDir.New("cannot make %s: %v", d, err)
+			return errcode.StateDir.New("cannot make %s: %w", d, err)
 		}
 	}
 	if err := records.WriteJSONAtomic(outsideFile(p), sandbox.HereOutside()); err != nil {
-		return errcode.StateDir.New("cannot record the outside in %s: %v", outsideFile(p), err)
+		return errcode.StateDir.New("cannot record the outside in %s: %w", outsideFile(p), err)
 	}
 	return nil
 }
@@ -56,7 +56,7 @@ func outside(p request.Paths) (*sandbox.Outside, error) {
 		err = errcode.StateDir.New("it names no user or mount namespace or /tmp")
 	}
 	if err != nil {
-		return nil, errcode.StateDir.New("the bus runs in namespaces of its own, and %s, which `mosaic bus prepare` writes before it starts (ExecStartPre=+), cannot be read (%v): reinstall the unit with contrib/install-bus-unit.sh", outsideFile(p), err)
+		return nil, errcode.StateDir.New("the bus runs in namespaces of its own, and %s, which `mosaic bus prepare` writes before it starts (ExecStartPre=+), cannot be read (%w): reinstall the unit with contrib/install-bus-unit.sh", outsideFile(p), err)
 	}
 	return &o, nil
 }

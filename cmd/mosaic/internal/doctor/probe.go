@@ -123,7 +123,7 @@ func makeStandIns(paths request.Paths, id string, cleanup *[]func()) (escapes.St
 		{"/tmp", filepath.Base(hostTmp)}, {"/dev/shm", shm},
 	} {
 		if err := mk(f.dir, f.file); err != nil {
-			return escapes.StandIns{}, fmt.Errorf("cannot make the probe's stand-in in %s: %v", f.dir, err)
+			return escapes.StandIns{}, fmt.Errorf("cannot make the probe's stand-in in %s: %w", f.dir, err)
 		}
 	}
 	var key [3]byte
@@ -141,13 +141,13 @@ func makeStandIns(paths request.Paths, id string, cleanup *[]func()) (escapes.St
 		host.Path = sleep
 	}
 	if err := host.Start(); err != nil {
-		return escapes.StandIns{}, fmt.Errorf("cannot start the probe's host process: %v", err)
+		return escapes.StandIns{}, fmt.Errorf("cannot start the probe's host process: %w", err)
 	}
 	*cleanup = append(*cleanup, func() { _ = host.Process.Kill(); _ = host.Wait() })
 
 	port, lo, err := escapes.LoopbackStandIn()
 	if err != nil {
-		return escapes.StandIns{}, fmt.Errorf("cannot open the probe's loopback stand-in: %v", err)
+		return escapes.StandIns{}, fmt.Errorf("cannot open the probe's loopback stand-in: %w", err)
 	}
 	*cleanup = append(*cleanup, func() { lo.Close() })
 	stand := escapes.StandIns{HomeFile: filepath.Join(secretDir, "secret"), OtherWorkspace: otherWS, OtherState: otherState,

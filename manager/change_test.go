@@ -1,0 +1,262 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+
+	"mosaic/internal/errcode"
+	"mosaic/manager/clone/patchcheck"
+	"mosaic/manager/records"
+	"mosaic/manager/request"
+	"mosaic/units"
+)
+
+// changeFixture is clone-mode session c, started on a fake systemd over
+// a repository at ws and ended (systemd no longer has its unit: its
+// records say what it was); the fake runs a finish step's script for
+// real, on the host, in the session's copy (what the finish unit would
+// run in its sandbox), and announces its end. started counts the finish
+// steps run.
+type changeFixture struct {
+	h        Host
+	m        *Manager
+	ws, copy string
+	mu       sync.Mutex
+	finishes int
+}
+
+func newChangeFixture(t *testing.T) *changeFixture {
+	t.Helper()
+	h := testHost(t)
+	ws := gitRepo(t, h)
+	plan := testPlan(t, h, request.Request{Name: "c", Workspace: ws, Mode: request.ModeClone})
+	fx := &changeFixture{h: h, ws: ws, copy: filepath.Join(h.Paths.SessionDir("c"), units.CloneDirName)}
+	f := &fakeSystemd{}
+	f.onStart = func(unit string, _ []sd.Property) (string, error) {
+		if unit == units.UnitName(units.FinishName("c")) {
+			fx.runFinish(t)
+			go f.ended(unit, 0)
+		}
+		return "done", nil
+	}
+	fx.m = fakeManager(t, f)
+	fx.m.paths = h.Paths
+	spec := plan.Spec
+	l, err := fx.m.start(context.Background(), &spec, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.release()
+	delete(f.units, units.UnitName("c")) // ended and collected
+	return fx
+}
+
+// runFinish runs the finish step's script as its unit would: in the
+// copy, its home the finish step's own (the index it makes under the
+// test's directory, not the host's /tmp), the user's objects where git
+// finds them.
+func (fx *changeFixture) runFinish(t *testing.T) {
+	fx.mu.Lock()
+	fx.finishes++
+	fx.mu.Unlock()
+	cl, ok := records.ReadClone(fx.h.Paths.SessionDir("c"))
+	if !ok {
+		t.Error("no clone.json at the finish step")
+		return
+	}
+	home := filepath.Join(fx.h.Paths.SessionDir(units.FinishName("c")), "home")
+	tmp := t.TempDir()
+	script := strings.ReplaceAll(finishScript, "/tmp/index", filepath.Join(tmp, "index"))
+	cmd := exec.Command("/bin/sh", "-c", script, "mosaic-finish", cl.Base, cl.Parent, strconv.Itoa(patchcheck.MaxPatchBytes))
+	// The copy borrows the user's objects at the path the sandbox mounts
+	// them at (units.ObjectsInside); here git is told where they are.
+	cmd.Dir, cmd.Env = fx.copy, []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8",
+		"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + filepath.Join(fx.ws, ".git", "objects")}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Error(err)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("the finish step's script: %v: %s", err, out)
+	}
+}
+
+// agent changes the session's copy as an agent would: a.txt changed, a
+// new file, and what it names more.
+func (fx *changeFixture) agent(t *testing.T, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(fx.copy, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The finish step of an ended session is run once (a unit of its own,
+// which runs the script in the copy) and its output read as data: the
+// change's summary, its snapshot in clone.json; asked again, the change
+// is read back without another finish step; apply writes it into the
+// checkout and records it, once.
+func TestFinishThenApply(t *testing.T) {
+	fx := newChangeFixture(t)
+	fx.agent(t, map[string]string{"a.txt": "a, changed\n", "b.txt": "new\n"})
+	ctx := context.Background()
+	ch, err := fx.m.Current(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fx.finishes != 1 || ch.Refused != nil || ch.Summary.Line() == "" || !patchcheck.IsObjectID(ch.Clone.Head) || ch.Workspace != fx.ws {
+		t.Fatalf("after %d finish steps: change %+v, refused %v", fx.finishes, ch.Summary, ch.Refused)
+	}
+	got := map[string]string{}
+	for _, f := range ch.Summary.Files {
+		got[f.Path] = f.Status
+	}
+	if len(got) != 2 || got["a.txt"] == "" || got["b.txt"] == "" {
+		t.Errorf("summary %+v: want a.txt and b.txt", ch.Summary.Files)
+	}
+	cl, _ := records.ReadClone(fx.h.Paths.SessionDir("c"))
+	if cl == nil || cl.Snapshot == nil || cl.Head != ch.Clone.Head || cl.Summary == nil {
+		t.Errorf("clone.json after the finish step: %+v", cl)
+	}
+
+	again, err := fx.m.Current(ctx, "c")
+	if err != nil || fx.finishes != 1 || again.Clone.Head != ch.Clone.Head || string(again.Patch) != string(ch.Patch) {
+		t.Errorf("asked again: %v, %d finish steps, head %s (want %s, and no second step)", err, fx.finishes, again.Clone.Head, ch.Clone.Head)
+	}
+
+	if _, err := fx.m.Apply(ctx, "c", ""); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"a.txt": "a, changed\n", "b.txt": "new\n"} {
+		if b, err := os.ReadFile(filepath.Join(fx.ws, name)); err != nil || string(b) != want {
+			t.Errorf("%s in the checkout: %q, %v; want %q", name, b, err, want)
+		}
+	}
+	if cl, _ := records.ReadClone(fx.h.Paths.SessionDir("c")); cl == nil || cl.Applied != "worktree" || cl.DoneAt == nil {
+		t.Errorf("clone.json after apply: %+v", cl)
+	}
+	if _, err := fx.m.Apply(ctx, "c", ""); !errors.Is(err, errcode.NoChange.Target()) || !strings.Contains(err.Error(), "applied already") {
+		t.Errorf("a second apply: %v, want no-change (applied already)", err)
+	}
+}
+
+// A change patchcheck refuses (a symlink out of the checkout) is read
+// and said refused, and apply writes nothing of it (change-refused).
+func TestApplyRefusesAndWritesNothing(t *testing.T) {
+	fx := newChangeFixture(t)
+	fx.agent(t, map[string]string{"a.txt": "a, changed\n"})
+	if err := os.Symlink("/etc/passwd", filepath.Join(fx.copy, "out")); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, err := fx.m.Apply(ctx, "c", "")
+	if !errors.Is(err, errcode.ChangeRefused.Target()) {
+		t.Fatalf("apply of a symlink out: %v, want change-refused", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(fx.ws, "a.txt")); string(b) != "a\n" {
+		t.Errorf("the refused apply changed a.txt: %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(fx.ws, "out")); !os.IsNotExist(err) {
+		t.Errorf("the refused apply wrote the symlink (%v)", err)
+	}
+	if cl, _ := records.ReadClone(fx.h.Paths.SessionDir("c")); cl == nil || cl.Applied != "" || cl.Refused == "" {
+		t.Errorf("clone.json after a refused apply: %+v", cl)
+	}
+}
+
+// Discard throws the change away: the copy goes, clone.json says
+// discarded, and the change can then be neither shown nor finished.
+func TestDiscardEndsTheChange(t *testing.T) {
+	fx := newChangeFixture(t)
+	fx.agent(t, map[string]string{"b.txt": "new\n"})
+	ctx := context.Background()
+	if err := fx.m.Discard(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if cl, _ := records.ReadClone(fx.h.Paths.SessionDir("c")); cl == nil || !cl.Discarded {
+		t.Errorf("clone.json after discard: %+v", cl)
+	}
+	if _, err := os.Lstat(fx.copy); !os.IsNotExist(err) {
+		t.Errorf("the copy is left after discard (%v)", err)
+	}
+	for what, err := range map[string]error{"current": second(fx.m.Current(ctx, "c")), "finish": second(fx.m.Finish(ctx, "c"))} {
+		if !errors.Is(err, errcode.NoChange.Target()) || !strings.Contains(err.Error(), "discarded") {
+			t.Errorf("%s after discard: %v, want no-change (discarded)", what, err)
+		}
+	}
+	if fx.finishes != 0 {
+		t.Errorf("%d finish steps ran for a discarded change", fx.finishes)
+	}
+	if _, err := os.Stat(filepath.Join(fx.ws, "b.txt")); !os.IsNotExist(err) {
+		t.Errorf("the discarded change reached the checkout (%v)", err)
+	}
+}
+
+// second is a call's error.
+func second[T any](_ T, err error) error { return err }
+
+// The finish step's session is the session's sandbox around its copy
+// with nothing more: named NAME-finish with a state of its own, no
+// network, no credentials, bounded in time, running the finish script
+// with the base, the parent and apply's bound as its arguments.
+func TestFinishSpec(t *testing.T) {
+	fx := newChangeFixture(t)
+	dir := fx.h.Paths.SessionDir("c")
+	rec, err := records.ReadChecked(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, _ := records.ReadClone(dir)
+	spec, err := fx.m.finishSpec("c", rec, *cl, fx.h.Paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/bin/sh", "-c", finishScript, "mosaic-finish", cl.Base, cl.Parent, strconv.Itoa(patchcheck.MaxPatchBytes)}
+	if strings.Join(spec.Command, "\x00") != strings.Join(want, "\x00") {
+		t.Errorf("command %q, want the finish script with base, parent and bound", spec.Command)
+	}
+	if spec.Name != "c-finish" || spec.StateDir != fx.h.Paths.SessionDir("c-finish") || spec.Workspace != fx.ws {
+		t.Errorf("name %s, state %s, workspace %s", spec.Name, spec.StateDir, spec.Workspace)
+	}
+	if spec.Network != "none" || len(spec.Credentials) != 0 || spec.Limits.RuntimeMax != finishTimeout {
+		t.Errorf("network %s, credentials %v, runtime max %v: want none, none, %v", spec.Network, spec.Credentials, spec.Limits.RuntimeMax, finishTimeout)
+	}
+	if spec.Clone == nil || spec.Clone.Dir != fx.copy || spec.Clone.Base != cl.Base || spec.Clone.Parent != cl.Parent {
+		t.Errorf("clone %+v: want the session's copy at its base", spec.Clone)
+	}
+	// Its copy gone (removed by hand): nothing to finish, and no step run.
+	if err := os.RemoveAll(fx.copy); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.m.finishSpec("c", rec, *cl, fx.h.Paths); !errors.Is(err, errcode.NoChange.Target()) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("finish spec without the copy: %v, want no-change caused by the missing copy", err)
+	}
+}
+
+// What a finish step wrote is untrusted: a head that is not an object id
+// (or none) is clone-failed, never a change read on.
+func TestReadChangeRefusesDamagedOutput(t *testing.T) {
+	h := testHost(t)
+	out := mkdir(t, FinishDir(h.Paths, "c"))
+	cl := records.Clone{Base: strings.Repeat("a", 40), Parent: strings.Repeat("a", 40)}
+	if _, err := readChange(h.Paths, "c", cl); errcode.Of(err).Code != errcode.CloneFailed.Name || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("no head: %v, want clone-failed caused by the missing file", err)
+	}
+	for _, head := range []string{"main\n", "$(reboot)\n", strings.Repeat("g", 40)} {
+		if err := os.WriteFile(filepath.Join(out, "head"), []byte(head), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readChange(h.Paths, "c", cl); errcode.Of(err).Code != errcode.CloneFailed.Name || !strings.Contains(err.Error(), "not an object id") {
+			t.Errorf("head %q: %v, want clone-failed", head, err)
+		}
+	}
+}

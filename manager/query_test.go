@@ -1,0 +1,168 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+
+	"mosaic/internal/errcode"
+	"mosaic/manager/records"
+	"mosaic/units"
+)
+
+const (
+	unitIface    = "org.freedesktop.systemd1.Unit"
+	serviceIface = "org.freedesktop.systemd1.Service"
+	scopeIface   = "org.freedesktop.systemd1.Scope"
+)
+
+// sessionUnit gives f a session's unit as systemd would answer for it:
+// its Unit properties (a mosaic description), and those of its kind's
+// interface.
+func sessionUnit(f *fakeSystemd, unit, state, sub string, kindProps map[string]any) {
+	iface := serviceIface
+	if strings.HasSuffix(unit, units.ScopeSuffix) {
+		iface = scopeIface
+	}
+	f.setProps(unit, unitIface, map[string]any{"LoadState": "loaded", "Description": units.DescriptionPrefix + "x",
+		"ActiveState": state, "SubState": sub, "ActiveEnterTimestamp": uint64(1_700_000_000_000_000), "InvocationID": []byte{0xab, 0xcd}})
+	f.setProps(unit, iface, kindProps)
+}
+
+// Status reads a session from its unit's properties: a running service
+// with its main process, processes, limits (systemd's "infinity" is no
+// limit) and invocation; a scope when no service of the name is loaded;
+// its records for a unit systemd has collected; and no-such-session for a
+// name no mosaic unit or record has, or a unit of another description.
+func TestStatusFromProperties(t *testing.T) {
+	h := testHost(t)
+	f := &fakeSystemd{pids: map[string][]uint32{"mosaic-run.service": {41, 42}}}
+	sessionUnit(f, "mosaic-run.service", "active", "running", map[string]any{"Result": "success", "MainPID": uint32(41),
+		"ExecMainStartTimestamp": uint64(1_700_000_000_000_000), "MemoryMax": uint64(1 << 30), "TasksMax": ^uint64(0), "CPUQuotaPerSecUSec": uint64(500_000)})
+	sessionUnit(f, "mosaic-sc.scope", "active", "running", map[string]any{"Result": "success"})
+	sessionUnit(f, "mosaic-ended.service", "failed", "failed", map[string]any{"Result": "exit-code", "MainPID": uint32(0),
+		"ExecMainStartTimestamp": uint64(1_700_000_000_000_000), "ExecMainExitTimestamp": uint64(1_700_000_001_000_000), "ExecMainCode": int32(1), "ExecMainStatus": int32(3)})
+	f.setProps("mosaic-other.service", unitIface, map[string]any{"LoadState": "loaded", "Description": "someone else's", "ActiveState": "active"})
+	m := fakeManager(t, f)
+	m.paths = h.Paths
+	ctx := context.Background()
+
+	s, err := m.Status(ctx, "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Unit != "mosaic-run.service" || s.Kind != units.KindService || !s.Running() || s.MainPID != 41 || !reflect.DeepEqual(s.PIDs, []uint32{41, 42}) || s.InvocationID != "abcd" {
+		t.Errorf("running service: %+v", s)
+	}
+	if s.MemoryMax == nil || *s.MemoryMax != 1<<30 || s.TasksMax != nil || s.CPUQuota == nil || *s.CPUQuota != 50 || s.Since == nil {
+		t.Errorf("running service's limits and start: memory %v tasks %v cpu %v since %v", s.MemoryMax, s.TasksMax, s.CPUQuota, s.Since)
+	}
+
+	s, err = m.Status(ctx, "sc")
+	if err != nil || s.Kind != units.KindScope || s.Unit != "mosaic-sc.scope" || !s.Running() || s.Since == nil {
+		t.Errorf("scope: %+v, %v", s, err)
+	}
+
+	s, err = m.Status(ctx, "ended")
+	if err != nil || s.Running() || s.State != "failed" || s.ExitStatus == nil || *s.ExitStatus != 3 || s.Ended == nil || s.Result != "exit-code" {
+		t.Errorf("ended service: %+v, %v", s, err)
+	}
+
+	// Collected by systemd: the records say what it was and how it ended.
+	dir := h.Paths.SessionDir("gone")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now().Add(-time.Minute).Truncate(time.Second)
+	if err := records.Write(dir, records.Record{Name: "gone", Started: started, Description: records.Description{Command: []string{"make"}, Workspace: "/w"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := records.WriteEnd(dir, records.End{Result: "exit-code", ExitCode: "exited", ExitStatus: "2", Ended: started.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	s, err = m.Status(ctx, "gone")
+	if err != nil || s.State != "failed" || s.ExitStatus == nil || *s.ExitStatus != 2 || s.Workspace != "/w" || len(s.Command) != 1 {
+		t.Errorf("collected session, from its records: %+v, %v", s, err)
+	}
+
+	for _, name := range []string{"none", "other"} {
+		if _, err := m.Status(ctx, name); !errors.Is(err, errcode.NoSuchSession.Target()) {
+			t.Errorf("status %s: %v, want no-such-session", name, err)
+		}
+	}
+	if _, err := m.Status(ctx, "../x"); errcode.Of(err).Exit != errcode.ExitBadInput {
+		t.Errorf("status of a bad name: %v, want bad input", err)
+	}
+}
+
+// List picks the mosaic sessions among the units systemd lists (not
+// another's unit, not a unit that is not loaded), reads each one's
+// properties (a running service's exit is not asked), leaves out one
+// gone between the list and the reads, and sorts them by name; each
+// session's clone record is read with it.
+func TestListMergesUnitsAndRecords(t *testing.T) {
+	h := testHost(t)
+	f := &fakeSystemd{}
+	mosaic := units.DescriptionPrefix + "x"
+	f.listed = []sd.UnitStatus{
+		{Name: "mosaic-zed.service", Description: mosaic, LoadState: "loaded", ActiveState: "active", SubState: "running", Path: unitPath("mosaic-zed.service")},
+		{Name: "mosaic-abe.service", Description: mosaic, LoadState: "loaded", ActiveState: "inactive", SubState: "dead", Path: unitPath("mosaic-abe.service")},
+		{Name: "mosaic-sc.scope", Description: mosaic, LoadState: "loaded", ActiveState: "inactive", SubState: "dead", Path: unitPath("mosaic-sc.scope")},
+		{Name: "mosaic-foreign.service", Description: "not mosaic's", LoadState: "loaded", ActiveState: "active", Path: unitPath("mosaic-foreign.service")},
+		{Name: "mosaic-nf.service", Description: mosaic, LoadState: "not-found", ActiveState: "inactive", Path: unitPath("mosaic-nf.service")},
+		{Name: "mosaic-vanished.service", Description: mosaic, LoadState: "loaded", ActiveState: "inactive", Path: unitPath("mosaic-vanished.service")},
+	}
+	// The running one answers only what a running service is asked (no
+	// exit yet).
+	f.setProps("mosaic-zed.service", serviceIface, map[string]any{"Result": "success", "MainPID": uint32(7), "ExecMainStartTimestamp": uint64(1)})
+	f.setProps("mosaic-abe.service", serviceIface, map[string]any{"Result": "success", "MainPID": uint32(0), "ExecMainStartTimestamp": uint64(1),
+		"ExecMainExitTimestamp": uint64(2), "ExecMainCode": int32(1), "ExecMainStatus": int32(0), "MemoryMax": ^uint64(0), "TasksMax": ^uint64(0), "CPUQuotaPerSecUSec": ^uint64(0)})
+	f.setProps("mosaic-sc.scope", scopeIface, map[string]any{"Result": "success", "MemoryMax": uint64(4096), "TasksMax": ^uint64(0), "CPUQuotaPerSecUSec": ^uint64(0)})
+	// Another's unit and one not loaded answer too: only the list's
+	// choice leaves them out.
+	for _, u := range []string{"mosaic-foreign.service", "mosaic-nf.service"} {
+		f.setProps(u, serviceIface, map[string]any{"Result": "success", "MainPID": uint32(9), "ExecMainStartTimestamp": uint64(1)})
+	}
+	f.setProps("mosaic-sc.scope", unitIface, map[string]any{"ActiveEnterTimestamp": uint64(3)})
+	if err := records.WriteClone(mkdir(t, h.Paths.SessionDir("abe")), records.Clone{Base: "b", Parent: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	m := fakeManager(t, f)
+	m.paths = h.Paths
+	list, err := m.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range list {
+		names = append(names, s.Name)
+	}
+	if !reflect.DeepEqual(names, []string{"abe", "sc", "zed"}) {
+		t.Fatalf("listed %v, want abe, sc, zed", names)
+	}
+	abe, sc, zed := list[0], list[1], list[2]
+	if abe.Running() || abe.ExitStatus == nil || *abe.ExitStatus != 0 || abe.MemoryMax != nil || abe.Clone == nil || abe.Clone.Base != "b" {
+		t.Errorf("abe: %+v", abe)
+	}
+	if sc.Kind != units.KindScope || sc.MemoryMax == nil || *sc.MemoryMax != 4096 || sc.Since == nil || sc.Clone != nil {
+		t.Errorf("sc: %+v", sc)
+	}
+	if !zed.Running() || zed.MainPID != 7 || zed.ExitStatus != nil {
+		t.Errorf("zed: %+v", zed)
+	}
+}
+
+// mkdir makes dir and returns it.
+func mkdir(t *testing.T, dir string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
