@@ -46,7 +46,14 @@ func (n *netw) connect(ctx context.Context, target string) (net.Conn, error) {
 // no answer to that (not reached, too slow, at its connection limit), which
 // the DNS answers SERVFAIL, a failure to retry: NXDOMAIN would say the name
 // does not exist, and a resolver would keep that as an answer.
+// A yes is kept for allowedFor: a resolver's A and AAAA queries, and a
+// program's lookups in a row, ask once (the proxy checks each connection
+// anyway, so a deny meanwhile still refuses it). A no is never kept: a
+// grant takes effect at the next query.
 func (n *netw) allowed(host string) (bool, error) {
+	if n.yes.fresh(host) {
+		return true, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), dnsWait)
 	defer cancel()
 	p, err := n.dial(ctx)
@@ -58,7 +65,49 @@ func (n *netw) allowed(host string) (bool, error) {
 	if errors.Is(err, errRefused) {
 		return false, nil
 	}
+	if err == nil {
+		n.yes.keep(host)
+	}
 	return err == nil, err
+}
+
+// allowedFor is how long a name the proxy allowed resolves without
+// asking again.
+const allowedFor = 2 * time.Second
+
+// yesCache holds the names the proxy allowed lately, at most maxYes of
+// them (a full one is emptied: it only saves the proxy a question).
+type yesCache struct {
+	mu  sync.Mutex
+	at  map[string]time.Time
+	now func() time.Time // time.Now when nil
+}
+
+const maxYes = 1024
+
+// fresh reports whether the proxy allowed host less than allowedFor ago.
+func (c *yesCache) fresh(host string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.at[host]
+	return ok && c.clock().Sub(at) < allowedFor
+}
+
+// keep notes that the proxy allowed host now.
+func (c *yesCache) keep(host string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at == nil || len(c.at) >= maxYes {
+		c.at = map[string]time.Time{}
+	}
+	c.at[host] = c.clock()
+}
+
+func (c *yesCache) clock() time.Time {
+	if c.now == nil {
+		return time.Now()
+	}
+	return c.now()
 }
 
 // ask writes req to the proxy's connection p and reads the head of its

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
 )
@@ -115,4 +116,34 @@ func rawQuery(name string) []byte {
 		label = append(label, name[i])
 	}
 	return append(b, 0, 0, 1, 0, 1)
+}
+
+// TestAllowedKeptAWhile: a name the proxy allowed is not asked about
+// again for allowedFor (a resolver's A and AAAA, a program's lookups in a
+// row), and is after it; a refused name is asked about every time, so
+// that a grant takes effect at the next query.
+func TestAllowedKeptAWhile(t *testing.T) {
+	f := &fakeProxy{allowed: map[string]bool{"api.example.com": true}}
+	now := time.Unix(1000, 0)
+	n := &netw{dial: f.dial, names: newNames(), yes: yesCache{now: func() time.Time { return now }}}
+	ask := func(name string) {
+		t.Helper()
+		if n.answer(query(t, name, dnsmessage.TypeA)) == nil {
+			t.Fatalf("no answer for %s", name)
+		}
+	}
+	ask("api.example.com.")
+	ask("api.example.com.")
+	now = now.Add(allowedFor - time.Millisecond)
+	ask("api.example.com.")
+	if len(f.asked) != 1 {
+		t.Errorf("within %s the proxy was asked %d times, want once: %v", allowedFor, len(f.asked), f.asked)
+	}
+	now = now.Add(time.Millisecond)
+	ask("api.example.com.")
+	ask("other.example.com.")
+	ask("other.example.com.")
+	if len(f.asked) != 4 {
+		t.Errorf("the proxy was asked %v: want api again once its yes is old, and every refused query", f.asked)
+	}
 }

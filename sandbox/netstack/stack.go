@@ -92,7 +92,8 @@ func Start(tun int, udp, tcp []int, dial Dialer) error {
 type netw struct {
 	dial  Dialer
 	names *names
-	self  string // the session's host name (its name), lower case
+	yes   yesCache // names the proxy allowed lately
+	self  string   // the session's host name (its name), lower case
 }
 
 // tcp relays one connection the command opened through the device: it
