@@ -46,68 +46,62 @@ func (n *netw) connect(ctx context.Context, target string) (net.Conn, error) {
 // no answer to that (not reached, too slow, at its connection limit), which
 // the DNS answers SERVFAIL, a failure to retry: NXDOMAIN would say the name
 // does not exist, and a resolver would keep that as an answer.
-// A yes is kept for allowedFor: a resolver's A and AAAA queries, and a
-// program's lookups in a row, ask once (the proxy checks each connection
-// anyway, so a deny meanwhile still refuses it). A no is never kept: a
-// grant takes effect at the next query.
+// Questions about one name at once are one question to the proxy: a
+// resolver sends its A and AAAA queries together. Nothing is kept after
+// the answer: a grant or a deny takes effect at the next query.
 func (n *netw) allowed(host string) (bool, error) {
-	if n.yes.fresh(host) {
-		return true, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), dnsWait)
-	defer cancel()
-	p, err := n.dial(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer p.Close()
-	err = ask(ctx, p, ResolveMethod+" / HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
-	if errors.Is(err, errRefused) {
-		return false, nil
-	}
-	if err == nil {
-		n.yes.keep(host)
-	}
-	return err == nil, err
+	return n.asking.do(host, func() (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), dnsWait)
+		defer cancel()
+		p, err := n.dial(ctx)
+		if err != nil {
+			return false, err
+		}
+		defer p.Close()
+		err = ask(ctx, p, ResolveMethod+" / HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+		if errors.Is(err, errRefused) {
+			return false, nil
+		}
+		return err == nil, err
+	})
 }
 
-// allowedFor is how long a name the proxy allowed resolves without
-// asking again.
-const allowedFor = 2 * time.Second
-
-// yesCache holds the names the proxy allowed lately, at most maxYes of
-// them (a full one is emptied: it only saves the proxy a question).
-type yesCache struct {
-	mu  sync.Mutex
-	at  map[string]time.Time
-	now func() time.Time // time.Now when nil
+// inFlight joins the questions about one name asked at once.
+type inFlight struct {
+	mu    sync.Mutex
+	calls map[string]*flight
 }
 
-const maxYes = 1024
-
-// fresh reports whether the proxy allowed host less than allowedFor ago.
-func (c *yesCache) fresh(host string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	at, ok := c.at[host]
-	return ok && c.clock().Sub(at) < allowedFor
+// flight is one question under way, and its answer once done is closed.
+type flight struct {
+	done   chan struct{}
+	ok     bool
+	err    error
+	joined int // questions waiting for this one's answer (under inFlight.mu)
 }
 
-// keep notes that the proxy allowed host now.
-func (c *yesCache) keep(host string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.at == nil || len(c.at) >= maxYes {
-		c.at = map[string]time.Time{}
+// do answers the question about host with ask, or with the answer of the
+// same question already under way.
+func (f *inFlight) do(host string, ask func() (bool, error)) (bool, error) {
+	f.mu.Lock()
+	if c, ok := f.calls[host]; ok {
+		c.joined++
+		f.mu.Unlock()
+		<-c.done
+		return c.ok, c.err
 	}
-	c.at[host] = c.clock()
-}
-
-func (c *yesCache) clock() time.Time {
-	if c.now == nil {
-		return time.Now()
+	if f.calls == nil {
+		f.calls = map[string]*flight{}
 	}
-	return c.now()
+	c := &flight{done: make(chan struct{})}
+	f.calls[host] = c
+	f.mu.Unlock()
+	c.ok, c.err = ask()
+	f.mu.Lock()
+	delete(f.calls, host)
+	f.mu.Unlock()
+	close(c.done)
+	return c.ok, c.err
 }
 
 // ask writes req to the proxy's connection p and reads the head of its

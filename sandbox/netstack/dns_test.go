@@ -118,32 +118,37 @@ func rawQuery(name string) []byte {
 	return append(b, 0, 0, 1, 0, 1)
 }
 
-// TestAllowedKeptAWhile: a name the proxy allowed is not asked about
-// again for allowedFor (a resolver's A and AAAA, a program's lookups in a
-// row), and is after it; a refused name is asked about every time, so
-// that a grant takes effect at the next query.
-func TestAllowedKeptAWhile(t *testing.T) {
-	f := &fakeProxy{allowed: map[string]bool{"api.example.com": true}}
-	now := time.Unix(1000, 0)
-	n := &netw{dial: f.dial, names: newNames(), yes: yesCache{now: func() time.Time { return now }}}
-	ask := func(name string) {
-		t.Helper()
-		if n.answer(query(t, name, dnsmessage.TypeA)) == nil {
-			t.Fatalf("no answer for %s", name)
-		}
+// TestQuestionsJoined: questions about one name asked at once are one
+// question to the proxy (a resolver's A and AAAA); one asked after the
+// answer is asked again, so that a deny takes effect at the next query.
+func TestQuestionsJoined(t *testing.T) {
+	var f inFlight
+	release := make(chan struct{})
+	asked := 0
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, err := f.do("api.example.com", func() (bool, error) { asked++; <-release; return true, nil })
+			if !ok || err != nil {
+				t.Errorf("joined answer: %v %v", ok, err)
+			}
+		}()
 	}
-	ask("api.example.com.")
-	ask("api.example.com.")
-	now = now.Add(allowedFor - time.Millisecond)
-	ask("api.example.com.")
-	if len(f.asked) != 1 {
-		t.Errorf("within %s the proxy was asked %d times, want once: %v", allowedFor, len(f.asked), f.asked)
+	for joined := false; !joined; time.Sleep(time.Millisecond) {
+		f.mu.Lock()
+		c := f.calls["api.example.com"]
+		joined = c != nil && c.joined == 1 // the second question waits on the first
+		f.mu.Unlock()
 	}
-	now = now.Add(time.Millisecond)
-	ask("api.example.com.")
-	ask("other.example.com.")
-	ask("other.example.com.")
-	if len(f.asked) != 4 {
-		t.Errorf("the proxy was asked %v: want api again once its yes is old, and every refused query", f.asked)
+	close(release)
+	wg.Wait()
+	if asked != 1 {
+		t.Errorf("two questions at once asked the proxy %d times, want once", asked)
+	}
+	ok, _ := f.do("api.example.com", func() (bool, error) { asked++; return false, nil })
+	if ok || asked != 2 {
+		t.Errorf("a question after the answer: %v, asked %d times; want the new answer (false), asked twice", ok, asked)
 	}
 }

@@ -92,8 +92,9 @@ func Start(tun int, udp, tcp []int, dial Dialer) error {
 type netw struct {
 	dial  Dialer
 	names *names
-	yes   yesCache // names the proxy allowed lately
-	self  string   // the session's host name (its name), lower case
+	// asking joins the questions about one name asked at once.
+	asking inFlight
+	self   string // the session's host name (its name), lower case
 }
 
 // tcp relays one connection the command opened through the device: it
