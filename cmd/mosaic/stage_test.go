@@ -19,18 +19,7 @@ import (
 func TestStageLinksLittle(t *testing.T) {
 	heavy := []string{"github.com/urfave/cli/v2", "github.com/godbus/dbus/v5", "github.com/coreos/go-systemd/v22/dbus",
 		"github.com/coreos/go-systemd/v22/unit", "net/http"}
-	deps := func(pkg string) map[string]bool {
-		out, err := exec.Command("go", "list", "-deps", "-tags", buildTags, pkg).Output()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v", pkg, err)
-		}
-		m := map[string]bool{}
-		for _, p := range strings.Fields(string(out)) {
-			m[p] = true
-		}
-		return m
-	}
-	stage, mosaic := deps("mosaic/cmd/mosaic-stage"), deps("mosaic/cmd/mosaic")
+	stage, mosaic := goListDeps(t, "{{.ImportPath}}", "mosaic/cmd/mosaic-stage"), goListDeps(t, "{{.ImportPath}}", "mosaic/cmd/mosaic")
 	for _, h := range heavy {
 		if !mosaic[h] && h != "github.com/coreos/go-systemd/v22/unit" {
 			t.Errorf("mosaic does not link %s: this test no longer checks what it names", h)
@@ -58,18 +47,8 @@ func TestStageLinksLittle(t *testing.T) {
 // make every start fail with stage-mismatch, or one left in the set be
 // let through for nothing).
 func TestStageOnlyModules(t *testing.T) {
-	modules := func(pkg string) map[string]bool {
-		out, err := exec.Command("go", "list", "-deps", "-tags", buildTags, "-f", "{{with .Module}}{{.Path}}{{end}}", pkg).Output()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v", pkg, err)
-		}
-		m := map[string]bool{}
-		for _, p := range strings.Fields(string(out)) {
-			m[p] = true
-		}
-		return m
-	}
-	stage, mosaic := modules("mosaic/cmd/mosaic-stage"), modules("mosaic/cmd/mosaic")
+	const module = "{{with .Module}}{{.Path}}{{end}}"
+	stage, mosaic := goListDeps(t, module, "mosaic/cmd/mosaic-stage"), goListDeps(t, module, "mosaic/cmd/mosaic")
 	for m := range stage {
 		if !mosaic[m] && !stagebin.StageOnly[m] {
 			t.Errorf("the stage binary alone links %s: add it to stagebin.StageOnly", m)
@@ -80,6 +59,21 @@ func TestStageOnlyModules(t *testing.T) {
 			t.Errorf("stagebin.StageOnly names %s, which is not linked by the stage alone", m)
 		}
 	}
+}
+
+// goListDeps is the set go list -deps -f format prints for pkg and what it
+// links, in the build the tests make.
+func goListDeps(t *testing.T, format, pkg string) map[string]bool {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-tags", buildTags, "-f", format, pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	m := map[string]bool{}
+	for _, p := range strings.Fields(string(out)) {
+		m[p] = true
+	}
+	return m
 }
 
 // nothingMade checks that a refused session name left nothing: its
