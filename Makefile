@@ -3,8 +3,8 @@
 #   make demo    a confined demo session (inside contrib/rig.sh where no user manager is reachable)
 #   make test    every test, against a real systemd user manager, D-Bus, journald and bwrap:
 #                as root, on two systemds in turn (the host's 252, and 257 in a cached Debian 13 root)
-#   make build   bin/mosaic and bin/mosaic-stage (what runs inside sessions), static binaries
-#   make install mosaic, mosaic-stage beside it, its man page, bash/zsh/fish completion and the journal catalog into PREFIX
+#   make build   bin/mosaic, bin/mosaic-stage and bin/mosaic-net (what runs inside sessions), static binaries
+#   make install mosaic, mosaic-stage and mosaic-net beside it, its man page, bash/zsh/fish completion and the journal catalog into PREFIX
 #                (/usr/local as root, else ~/.local; DESTDIR for packaging)
 #   make bench   mosaic side by side with systemd-run, bwrap and srt: docs/BENCHMARKS.md and docs/benchmarks.json
 
@@ -25,7 +25,7 @@ TAGS = urfave_cli_no_docs
 
 build:
 	@# One go build for both, with the same flags: the pair manager/stagebin checks.
-	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags "-X main.commit=$(COMMIT)" -o bin/ ./cmd/mosaic ./cmd/mosaic-stage
+	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags "-X main.commit=$(COMMIT)" -o bin/ ./cmd/mosaic ./cmd/mosaic-stage ./cmd/mosaic-net
 
 PREFIX ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
 BINDIR = $(DESTDIR)$(PREFIX)/bin
@@ -35,6 +35,7 @@ install: build
 	install -d $(BINDIR) $(SHAREDIR)/man/man1 $(SHAREDIR)/bash-completion/completions \
 		$(SHAREDIR)/zsh/site-functions $(SHAREDIR)/fish/vendor_completions.d
 	install -m 0755 bin/mosaic-stage $(BINDIR)/mosaic-stage
+	install -m 0755 bin/mosaic-net $(BINDIR)/mosaic-net
 	install -m 0755 bin/mosaic $(BINDIR)/mosaic
 	bin/mosaic man > $(SHAREDIR)/man/man1/mosaic.1
 	bin/mosaic completion bash > $(SHAREDIR)/bash-completion/completions/mosaic
@@ -47,7 +48,7 @@ install: build
 	@echo "installed $(BINDIR)/mosaic; make sure $(PREFIX)/bin is on your PATH, then run: mosaic doctor"
 
 uninstall:
-	rm -f $(BINDIR)/mosaic $(BINDIR)/mosaic-stage $(SHAREDIR)/man/man1/mosaic.1 $(SHAREDIR)/bash-completion/completions/mosaic \
+	rm -f $(BINDIR)/mosaic $(BINDIR)/mosaic-stage $(BINDIR)/mosaic-net $(SHAREDIR)/man/man1/mosaic.1 $(SHAREDIR)/bash-completion/completions/mosaic \
 		$(SHAREDIR)/zsh/site-functions/_mosaic $(SHAREDIR)/fish/vendor_completions.d/mosaic.fish \
 		$(DESTDIR)$(PREFIX)/lib/systemd/catalog/mosaic.catalog
 

@@ -40,6 +40,11 @@ type Host struct {
 	// StageErr says why there is none that may be used.
 	StageBin string
 	StageErr error
+	// NetBin is mosaic-net beside it, of this build, for the network
+	// device; NetErr says why there is none (sessions then have no
+	// device).
+	NetBin string
+	NetErr error
 	// StageKeep keeps the stage binary's check for later starts
 	// (stagebin.Find); NewPlan calls it once the request is good.
 	StageKeep func()
@@ -57,6 +62,7 @@ func ThisHost() (Host, error) {
 	bwrap, bwrapErr := sandbox.FindBwrap()
 	h := Host{Paths: paths, Bwrap: bwrap, BwrapErr: bwrapErr, MosaicBin: executable()}
 	h.StageBin, h.StageKeep, h.StageErr = stagebin.Find(h.MosaicBin, stagebin.Ours(), paths.StageCacheFile())
+	h.NetBin, h.NetErr = stagebin.FindNet(h.MosaicBin, stagebin.Ours())
 	return h, nil
 }
 
@@ -106,6 +112,7 @@ func hostFor(opts Options) (Host, error) {
 	}
 	if opts.MosaicBin != "" && opts.MosaicBin != h.MosaicBin { // a binary under test (the bench): its own pair
 		h.StageBin, h.StageKeep, h.StageErr = stagebin.Find(opts.MosaicBin, stagebin.Of(opts.MosaicBin), h.Paths.StageCacheFile())
+		h.NetBin, h.NetErr = stagebin.FindNet(opts.MosaicBin, stagebin.Of(opts.MosaicBin))
 		h.MosaicBin = opts.MosaicBin
 	}
 	h.Outside = opts.Outside
@@ -146,7 +153,8 @@ func noSandbox(cause error, hint string) error {
 // against (the promise); and, the request known to be good, protects the
 // workspace's host-executed entries (which may make placeholders on disk).
 func complete(spec *units.Spec, h Host) error {
-	spec.MosaicBin, spec.StageBin = h.MosaicBin, h.StageBin
+	spec.MosaicBin, spec.StageBin, spec.NetBin = h.MosaicBin, h.StageBin, h.NetBin
+	spec.TUN = spec.TUN && h.NetBin != "" // without mosaic-net, the proxy-aware path alone
 	spec.ExtraRO = append(spec.ExtraRO, testExtraRO()...)
 	if spec.CABundle != "" { // bound into the session: written before it starts
 		ca, err := os.ReadFile(spec.CAFile)

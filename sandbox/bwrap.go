@@ -84,7 +84,8 @@ type Options struct {
 	Toolchains   []string // those of ExtraRO that are the user's toolchains, for the session's PATH
 	BusDir       string   // the bus's socket directory, for a session that may launch others; "" for none
 	EgressDir    string   // the egress proxy's socket directory (network allow); "" for none
-	TUN          bool     // the session has the network device (network allow): its own /etc/hosts
+	TUN          bool     // the session has the network device (network allow): its own /etc/hosts, and NetBin
+	NetBin       string   // mosaic-net, bound at NetPath for a session with the device
 	PublishDir   string   // the publish forwarder's socket directory (--publish); "" for none
 	SSHAgentDir  string   // the ssh agent filter's socket directory (--lend-ssh-key, --lend-ssh-sign); "" for none
 	CABundle     string   // --ca-file's bundle with the system's roots, bound at CABundleInside; "" for none
@@ -139,6 +140,7 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 		b = append(b, Bind{Kind: KindRO, Src: o.EgressDir, Dst: EgressDirInside, Reason: "the egress proxy's socket (network allow): the only way out of the session's network namespace, to allowed hosts"})
 	}
 	if o.TUN && o.EgressDir != "" {
+		b = append(b, Bind{Kind: KindRO, Src: o.NetBin, Dst: NetPath, Reason: "mosaic-net, which serves the session's network device (every connection to the egress proxy), read-only"})
 		b = append(b, Bind{Kind: KindRO, Src: filepath.Join(o.EgressDir, HostsName), Dst: "/etc/hosts", Reason: "the session's own names only: every other name resolves by its allowlist, through the session's DNS"})
 	}
 	if o.PublishDir != "" {
@@ -180,6 +182,7 @@ func Binds(o Options, lstat func(string) (os.FileInfo, error), readlink func(str
 	return append(b, pinBinaries(writable,
 		pin{o.MosaicBin, "the mosaic binary the user and the bus run next"},
 		pin{o.StageBin, "the stage binary every later session runs"},
+		pin{o.NetBin, "the network device's binary every later session runs"},
 		pin{o.BwrapBin, "the bwrap every later session runs"})...)
 }
 

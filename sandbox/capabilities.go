@@ -1,9 +1,7 @@
 package sandbox
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -12,13 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// NetworkStarter serves the session's network device (tun) and its DNS
-// sockets on loopback (udp, tcp), each connection reaching the egress
-// proxy through dial: package sandbox/netstack's Start, which the stage
-// binary passes to Init (mosaic's own binary, which links this package
-// too, does not link the stack).
-type NetworkStarter func(tun int, udp, tcp []int, dial func(ctx context.Context) (net.Conn, error)) error
 
 // DropCapabilities takes every capability from every thread of this
 // process (ambient, inheritable, permitted and effective sets), so that

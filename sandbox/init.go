@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,7 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mosaic/internal/acceptloop"
 	"mosaic/internal/testhook"
 	"mosaic/sandbox/publish"
 )
@@ -115,7 +113,7 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 // starts the command with an allow-listed environment, reports readiness to
 // systemd, forwards termination signals, reaps every orphan, and returns the
 // command's exit status (128+n for a death by signal n).
-func Init(args []string, tun NetworkStarter) int {
+func Init(args []string) int {
 	// First: nothing of this process (its environment holds the promise and
 	// the credentials) may be read or traced by the command.
 	if err := Undumpable(); err != nil {
@@ -166,7 +164,7 @@ func Init(args []string, tun NetworkStarter) int {
 	home, err := loadHomeOf(homeFD, o)
 	var env []string
 	if err == nil {
-		env, err = commandNetwork(o, CommandEnv(os.Environ(), o.session, o.home, o.pass), tun)
+		env, err = commandNetwork(o, CommandEnv(os.Environ(), o.session, o.home, o.pass))
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
@@ -230,7 +228,7 @@ func loadHomeOf(fd int, o initOptions) (*homeStore, error) {
 // the egress relay on loopback (listening before READY=1, so the command can
 // use the proxy at once; env gets the proxy's variables) and the offers to
 // the publish forwarder.
-func commandNetwork(o initOptions, env []string, start NetworkStarter) ([]string, error) {
+func commandNetwork(o initOptions, env []string) ([]string, error) {
 	if o.relay {
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ProxyPort))
 		if err != nil {
@@ -240,19 +238,9 @@ func commandNetwork(o initOptions, env []string, start NetworkStarter) ([]string
 		env = append(env, ProxyEnv(env)...)
 	}
 	if o.relay && o.tun {
-		dev, udp, tcp, ok := takeNetwork()
-		if !ok || start == nil {
-			return nil, errors.New("the session's network device did not arrive from the exec shim (--tun)")
-		}
-		socket := o.egressSocket
-		if err := start(dev, udp, tcp, func(ctx context.Context) (net.Conn, error) {
-			return acceptloop.DialStarting(ctx, socket, proxyStartWait)
-		}); err != nil {
+		if err := startNet(o.egressSocket); err != nil {
 			return nil, err
 		}
-		// The stack made descriptors of its own, some without
-		// close-on-exec (its eventfds): none may reach the command.
-		closeInherited()
 	}
 	if err := offerPublished(o.publish); err != nil {
 		return nil, err

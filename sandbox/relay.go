@@ -20,7 +20,7 @@ func relayEgress(l net.Listener, socket string) {
 	_ = acceptloop.Serve(l, func(c net.Conn) {
 		go func() {
 			defer c.Close()
-			p, err := acceptloop.DialStarting(context.Background(), socket, proxyStartWait)
+			p, err := acceptloop.DialStarting(context.Background(), socket, ProxyStartWait)
 			if err != nil {
 				badGateway(c, "mosaic: the session's egress proxy is not reachable: "+err.Error())
 				return
@@ -40,11 +40,11 @@ func relayEgress(l net.Listener, socket string) {
 	})
 }
 
-// proxyStartWait bounds how long the relay waits for a proxy that is
+// ProxyStartWait bounds how long the relay (and mosaic-net) waits for a proxy that is
 // still starting: a session without injected credentials starts beside its
 // proxy, not after it (units' dependencies), so its first connection may
 // come before the proxy listens.
-const proxyStartWait = 5 * time.Second
+const ProxyStartWait = 5 * time.Second
 
 // badGateway answers a client of the relay whose proxy cannot be reached,
 // as the proxy answers what it refuses: an HTTP 502 with msg.

@@ -235,26 +235,72 @@ func LoopbackDNS() []netip.Addr {
 	return addrs
 }
 
-// takeNetwork is the init's share of passNetwork: the device's descriptor
-// and the DNS sockets' (UDP, TCP), each marked close-on-exec; ok false
-// when none were passed.
-func takeNetwork() (tun int, udp, tcp []int, ok bool) {
+// NetPath is where mosaic-net, the binary that serves the device (package
+// sandbox/netstack), is bound in a session that has the device.
+const NetPath = "/run/mosaic/net"
+
+// startNet starts mosaic-net (NetPath) on the device and DNS sockets the
+// shim handed the init, and does not wait for it: the sockets are bound
+// and listening and the device queues what the command sends first, so
+// the command may start at once. The init's own descriptors of them are
+// closed: mosaic-net holds them.
+func startNet(egressSocket string) error {
 	v := os.Getenv(NetFDsEnv)
 	os.Unsetenv(NetFDsEnv)
-	if v == "" {
-		return -1, nil, nil, false
+	fds, err := netFDs(v)
+	if err != nil {
+		return err
 	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	files := []*os.File{null, os.Stderr, os.Stderr}
+	var list []string
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "net")
+		defer f.Close()
+		files = append(files, f)
+		list = append(list, strconv.Itoa(3+i))
+	}
+	env := []string{NetFDsEnv + "=" + strings.Join(list, ",")}
+	p, err := os.StartProcess(NetPath, []string{NetPath, "--egress-socket", egressSocket}, &os.ProcAttr{Env: env, Files: files})
+	if err != nil {
+		return fmt.Errorf("cannot start the session's network device (%s): %w", NetPath, err)
+	}
+	return p.Release() // reaped as every orphan is
+}
+
+// netFDs reads NetFDsEnv: the device's descriptor, then the DNS sockets'
+// in pairs (UDP, TCP).
+func netFDs(v string) ([]int, error) {
 	var fds []int
 	for _, f := range strings.Split(v, ",") {
 		fd, err := strconv.Atoi(f)
 		if err != nil || fd < 3 {
-			return -1, nil, nil, false
+			return nil, fmt.Errorf("the session's network device did not arrive from the exec shim (%s=%q)", NetFDsEnv, v)
 		}
-		unix.CloseOnExec(fd)
 		fds = append(fds, fd)
 	}
 	if len(fds)%2 != 1 {
+		return nil, fmt.Errorf("the session's network device did not arrive whole from the exec shim (%s=%q)", NetFDsEnv, v)
+	}
+	return fds, nil
+}
+
+// TakeNetwork is mosaic-net's share of passNetwork: the device's
+// descriptor and the DNS sockets' (UDP, TCP), each marked close-on-exec;
+// ok false when none were passed.
+func TakeNetwork() (tun int, udp, tcp []int, ok bool) {
+	v := os.Getenv(NetFDsEnv)
+	os.Unsetenv(NetFDsEnv)
+	fds, err := netFDs(v)
+	if err != nil {
 		return -1, nil, nil, false
+	}
+	for _, fd := range fds {
+		unix.CloseOnExec(fd)
 	}
 	for i := 1; i < len(fds); i += 2 {
 		udp, tcp = append(udp, fds[i]), append(tcp, fds[i+1])

@@ -142,6 +142,7 @@ type Spec struct {
 	StateDir   string // the session's own state: home/ and tmp/ below it
 	MosaicBin  string // the mosaic binary, for the broker units and --may-launch
 	StageBin   string // the stage binary (cmd/mosaic-stage): the exec shim, the init, session-ended
+	NetBin     string // mosaic-net beside it (cmd/mosaic-net), for a session with the network device
 	// Promise is what the shim and the init check the sandbox against
 	// (encoded onto their command line).
 	Promise  sandbox.Promise
@@ -368,6 +369,7 @@ func (s Spec) Binds() []sandbox.Bind {
 		BusDir:       s.busDir(),
 		EgressDir:    s.egressDir(),
 		TUN:          s.TUN,
+		NetBin:       s.NetBin,
 		PublishDir:   s.publishDir(),
 		SSHAgentDir:  s.sshAgentDir(),
 		CABundle:     s.CABundle,

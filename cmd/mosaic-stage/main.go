@@ -16,7 +16,6 @@ import (
 
 	"mosaic/manager/records"
 	"mosaic/sandbox"
-	"mosaic/sandbox/netstack"
 )
 
 func main() {
@@ -27,7 +26,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "mosaic: refusing to build the sandbox: %v\n", err)
 			os.Exit(sandbox.ExitSandboxRefused)
 		case "init":
-			os.Exit(sandbox.Init(os.Args[2:], netstack.Start))
+			os.Exit(sandbox.Init(os.Args[2:]))
 		case sandbox.EndedStage:
 			records.EndedMain(os.Args[2:], os.Getenv)
 			os.Exit(0)

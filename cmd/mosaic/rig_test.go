@@ -54,10 +54,10 @@ func TestMain(m *testing.M) {
 // dir, in one go build with the same tags, as make build does: a pair
 // manager/stagebin takes for one build.
 func buildPair(dir, tags string) error {
-	build := exec.Command("go", "build", "-tags", tags, "-o", dir+"/", ".", "../mosaic-stage")
+	build := exec.Command("go", "build", "-tags", tags, "-o", dir+"/", ".", "../mosaic-stage", "../mosaic-net")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building mosaic and mosaic-stage -tags %s: %v\n%s", tags, err, out)
+		return fmt.Errorf("building mosaic, mosaic-stage and mosaic-net -tags %s: %v\n%s", tags, err, out)
 	}
 	return nil
 }

@@ -66,6 +66,10 @@ func Doctor(ctx context.Context) ([]Check, *manager.Manager) {
 // device (every connection through the proxy) or reach only proxy-aware
 // clients' hosts.
 func deviceCheck() Check {
+	if h, err := manager.ThisHost(); err == nil && h.NetErr != nil {
+		return warn("network-device", "mosaic-net, which serves a session's network device, cannot be used ("+h.NetErr.Error()+"): a session in network allow reaches its granted hosts only from clients that honour HTTPS_PROXY",
+			"make install (it installs mosaic, mosaic-stage and mosaic-net side by side)")
+	}
 	if !sandbox.TUNUsable() {
 		return warn("network-device", sandbox.TUNPath+" is not yours to open: a session in network allow reaches its granted hosts only from clients that honour HTTPS_PROXY (JVMs, gRPC, ssh and database clients fail, with nothing refused on record)",
 			"sudo chmod 0666 "+sandbox.TUNPath+" (udev's default on every distribution; a container's /dev may differ), or sudo modprobe tun where it is missing")
@@ -81,7 +85,7 @@ func stageCheck() Check {
 		err = h.StageErr
 	}
 	if err != nil {
-		return fail("stage-binary", err.Error(), "make install (it installs mosaic and mosaic-stage side by side), or build both with one go build -o DIR/ ./cmd/mosaic ./cmd/mosaic-stage")
+		return fail("stage-binary", err.Error(), "make install (it installs mosaic and mosaic-stage side by side), or build all three with one go build -o DIR/ ./cmd/mosaic ./cmd/mosaic-stage ./cmd/mosaic-net")
 	}
 	return ok("stage-binary", h.StageBin+" is of this mosaic's build")
 }
