@@ -532,6 +532,9 @@ func ReadOnlyPaths(s Spec) []string {
 	// what the shim runs; mosaic itself is needed only at BinInside for
 	// --may-launch (a pin of it is a bind of the workspace's own file).
 	bins := []string{s.StageBin, s.BwrapBin} // no bwrap in --sandbox landlock
+	if s.TUN {
+		bins = append(bins, s.NetBin) // bound in at sandbox.NetPath
+	}
 	if s.busDir() != "" {
 		bins = append(bins, s.MosaicBin)
 	}

@@ -41,7 +41,7 @@ func UnitFileSafe(s Spec) error {
 			return err
 		}
 	}
-	for _, p := range []string{s.Home, s.RuntimeDir, s.StateDir, s.MosaicBin, s.StageBin, s.BwrapBin, s.Binary, s.BusDir, s.EgressDir, s.CredentialFile} {
+	for _, p := range []string{s.Home, s.RuntimeDir, s.StateDir, s.MosaicBin, s.StageBin, s.NetBin, s.BwrapBin, s.Binary, s.BusDir, s.EgressDir, s.CredentialFile} {
 		if err := check(p, errcode.StateDir, "mosaic's path"); err != nil {
 			return err
 		}
