@@ -41,6 +41,11 @@ func main() {
 	if err := netstack.Start(tun, udp, tcp, dial); err != nil {
 		fail(err)
 	}
+	// The command's own syscall filter: what the session sends is parsed
+	// here, and the init starts mosaic-net before it filters itself.
+	if err := sandbox.InstallSyscallFilter(nil); err != nil {
+		fail(err)
+	}
 	select {} // served by the stack's goroutines until the sandbox ends
 }
 

@@ -205,7 +205,9 @@ func TestInitQuiet(t *testing.T) {
 			probe := probeInWorkspace(t, ws)
 			name := sessionName(t)
 			out := filepath.Join(ws, "probe.out")
-			r := mosaicAs(t, tc.bin, "start", "--direct", "--name", name, "-w", ws, "--", probe, "probe-pid1", secret[:half], secret[half:], out)
+			// Network none: no mosaic-net beside the init (its environment
+			// is the one variable the init gives it, see sandbox.startNet).
+			r := mosaicAs(t, tc.bin, "start", "--direct", "--network", "none", "--name", name, "-w", ws, "--", probe, "probe-pid1", secret[:half], secret[half:], out)
 			if r.code != 0 {
 				t.Fatalf("start: exit %d: %s", r.code, r.stderr)
 			}
