@@ -369,7 +369,7 @@ func makeSocketDirs(s units.Spec, mkdir func(string) error) error {
 		}
 	}
 	// The egress record is this run's: an earlier one's refusals go.
-	if err := os.RemoveAll(egress.RecordDir(s.StateDir)); err != nil {
+	if err := removeRecord(egress.RecordDir(s.StateDir)); err != nil {
 		return err
 	}
 	if s.Network == sandbox.NetworkAllow { // the egress proxy's socket goes here
@@ -405,6 +405,22 @@ func makeSocketDirs(s units.Spec, mkdir func(string) error) error {
 		}
 	}
 	return nil
+}
+
+// removeRecord removes an earlier session's egress record directory. Its
+// proxy may still be writing its last record there as it stops (a start of
+// the name right after an interrupted one: its proxy's unit stops beside
+// this start), which makes RemoveAll fail with ENOTEMPTY: it is tried again
+// for a second.
+func removeRecord(dir string) error {
+	var err error
+	for i := 0; i < 20; i++ {
+		if err = os.RemoveAll(dir); !errors.Is(err, unix.ENOTEMPTY) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
 }
 
 // writeGitConfig writes the session's ~/.gitconfig (units.Spec.GitConfig)
