@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"sync"
 	"time"
 
 	"mosaic/internal/acceptloop"
@@ -26,16 +25,7 @@ func relayEgress(l net.Listener, socket string) {
 				return
 			}
 			defer p.Close()
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, _ = io.Copy(p, c)
-				closeWrite(p)
-			}()
-			_, _ = io.Copy(c, p)
-			closeWrite(c)
-			wg.Wait()
+			acceptloop.Join(c, p, 0)
 		}()
 	})
 }
@@ -52,13 +42,4 @@ func badGateway(c net.Conn, msg string) {
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: "+
 		strconv.Itoa(len(msg)+1)+"\r\nConnection: close\r\n\r\n"+msg+"\n")
-}
-
-// closeWrite ends c's writing half, or c where it has none.
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	} else {
-		_ = c.Close()
-	}
 }

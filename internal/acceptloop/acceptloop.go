@@ -4,7 +4,8 @@
 // aborted before it was accepted) is retried after a pause that doubles
 // from 5 ms to 1 s, so a server outlives a burst of connections instead of
 // staying up with nothing listening; only a closed listener, or an error of
-// another kind, ends the loop.
+// another kind, ends the loop. Join is the relay such a server's handler
+// runs: both directions copied, each end passed on as a half-close.
 package acceptloop
 
 import (

@@ -499,7 +499,7 @@ func (q *quiet) copy(dst net.Conn, src io.Reader, srcConn net.Conn) (int64, erro
 		}
 		if err == io.EOF {
 			// This direction is over; the other now has HalfOpenTimeout.
-			closeWrite(dst)
+			acceptloop.CloseWrite(dst)
 			q.done.Add(1)
 			for _, c := range q.conns {
 				_ = c.SetReadDeadline(time.Unix(0, q.last.Load()).Add(q.halfOpen))
@@ -515,13 +515,5 @@ func (q *quiet) copy(dst net.Conn, src io.Reader, srcConn net.Conn) (int64, erro
 func (q *quiet) abort() {
 	for _, c := range q.conns {
 		_ = c.SetDeadline(time.Now())
-	}
-}
-
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	} else {
-		_ = c.Close()
 	}
 }

@@ -3,12 +3,10 @@ package netstack
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
 	"strings"
-	"sync"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
@@ -19,6 +17,8 @@ import (
 	tcpfwd "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	udpfwd "gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
+
+	"mosaic/internal/acceptloop"
 )
 
 // Dialer opens a connection to the egress proxy's socket.
@@ -125,7 +125,7 @@ func (n *netw) tcp(r *tcpfwd.ForwarderRequest) {
 		return
 	}
 	defer c.Close()
-	join(c, p)
+	acceptloop.Join(c, p, copyBuffer)
 }
 
 // accept completes the handshake of r and returns its connection.
@@ -153,31 +153,7 @@ func (n *netw) udp(r *udpfwd.ForwarderRequest) {
 	go n.servePackets(gonet.NewUDPConn(&wq, ep), true)
 }
 
-// join copies both ways between the command's connection and the proxy's
-// tunnel until both directions are done.
-func join(c, p net.Conn) {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_, _ = io.CopyBuffer(p, c, make([]byte, copyBuffer))
-		closeWrite(p)
-	}()
-	_, _ = io.CopyBuffer(c, p, make([]byte, copyBuffer))
-	closeWrite(c)
-	wg.Wait()
-}
-
 // copyBuffer is each direction's buffer: a write to the stack of this
 // much is segmented at once, where io.Copy's 32 KB would take a round
 // through the stack's locks for each.
 const copyBuffer = 256 << 10
-
-// closeWrite ends c's writing half, or c where it has none.
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	} else {
-		_ = c.Close()
-	}
-}

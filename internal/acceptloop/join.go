@@ -1,0 +1,39 @@
+package acceptloop
+
+import (
+	"io"
+	"net"
+	"sync"
+)
+
+// Join copies both ways between a and b until both directions are done,
+// each direction's end passed on as a half-close (CloseWrite). buf, when
+// not 0, is each direction's buffer; 0 leaves io.Copy its own, and with it
+// the kernel's splice between sockets that have one.
+func Join(a, b net.Conn, buf int) {
+	copyBoth := func(dst, src net.Conn) {
+		if buf > 0 {
+			_, _ = io.CopyBuffer(dst, src, make([]byte, buf))
+		} else {
+			_, _ = io.Copy(dst, src)
+		}
+		CloseWrite(dst)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		copyBoth(b, a)
+	}()
+	copyBoth(a, b)
+	wg.Wait()
+}
+
+// CloseWrite ends c's writing half, or c where it has none.
+func CloseWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	} else {
+		_ = c.Close()
+	}
+}
