@@ -40,11 +40,9 @@ type Host struct {
 	// StageErr says why there is none that may be used.
 	StageBin string
 	StageErr error
-	// NetBin is mosaic-net beside it, of this build, for the network
-	// device; NetErr says why there is none (sessions then have no
-	// device).
-	NetBin string
-	NetErr error
+	// ownBuild: MosaicBin is this process's binary, whose build
+	// information is Ours (not read from its file).
+	ownBuild bool
 	// StageKeep keeps the stage binary's check for later starts
 	// (stagebin.Find); NewPlan calls it once the request is good.
 	StageKeep func()
@@ -60,10 +58,20 @@ func ThisHost() (Host, error) {
 		return Host{}, err
 	}
 	bwrap, bwrapErr := sandbox.FindBwrap()
-	h := Host{Paths: paths, Bwrap: bwrap, BwrapErr: bwrapErr, MosaicBin: executable()}
+	h := Host{Paths: paths, Bwrap: bwrap, BwrapErr: bwrapErr, MosaicBin: executable(), ownBuild: true}
 	h.StageBin, h.StageKeep, h.StageErr = stagebin.Find(h.MosaicBin, stagebin.Ours(), paths.StageCacheFile())
-	h.NetBin, h.NetErr = stagebin.FindNet(h.MosaicBin, stagebin.Ours())
 	return h, nil
+}
+
+// Net is mosaic-net beside MosaicBin when it is of its build
+// (stagebin.FindNet), else why not: read only for a session that wants
+// the network device (0.2 ms), and by doctor.
+func (h Host) Net() (string, error) {
+	ours := stagebin.Ours()
+	if !h.ownBuild {
+		ours = stagebin.Of(h.MosaicBin)
+	}
+	return stagebin.FindNet(h.MosaicBin, ours)
 }
 
 // NewPlan is the one step from a request to a plan: the request checked
@@ -112,8 +120,7 @@ func hostFor(opts Options) (Host, error) {
 	}
 	if opts.MosaicBin != "" && opts.MosaicBin != h.MosaicBin { // a binary under test (the bench): its own pair
 		h.StageBin, h.StageKeep, h.StageErr = stagebin.Find(opts.MosaicBin, stagebin.Of(opts.MosaicBin), h.Paths.StageCacheFile())
-		h.NetBin, h.NetErr = stagebin.FindNet(opts.MosaicBin, stagebin.Of(opts.MosaicBin))
-		h.MosaicBin = opts.MosaicBin
+		h.MosaicBin, h.ownBuild = opts.MosaicBin, false
 	}
 	h.Outside = opts.Outside
 	return h, nil
@@ -153,8 +160,11 @@ func noSandbox(cause error, hint string) error {
 // against (the promise); and, the request known to be good, protects the
 // workspace's host-executed entries (which may make placeholders on disk).
 func complete(spec *units.Spec, h Host) error {
-	spec.MosaicBin, spec.StageBin, spec.NetBin = h.MosaicBin, h.StageBin, h.NetBin
-	spec.TUN = spec.TUN && h.NetBin != "" // without mosaic-net, the proxy-aware path alone
+	spec.MosaicBin, spec.StageBin = h.MosaicBin, h.StageBin
+	if spec.TUN {
+		spec.NetBin, _ = h.Net()
+		spec.TUN = spec.NetBin != "" // without mosaic-net, the proxy-aware path alone
+	}
 	spec.ExtraRO = append(spec.ExtraRO, testExtraRO()...)
 	if spec.CABundle != "" { // bound into the session: written before it starts
 		ca, err := os.ReadFile(spec.CAFile)

@@ -66,9 +66,11 @@ func Doctor(ctx context.Context) ([]Check, *manager.Manager) {
 // device (every connection through the proxy) or reach only proxy-aware
 // clients' hosts.
 func deviceCheck() Check {
-	if h, err := manager.ThisHost(); err == nil && h.NetErr != nil {
-		return warn("network-device", "mosaic-net, which serves a session's network device, cannot be used ("+h.NetErr.Error()+"): a session in network allow reaches its granted hosts only from clients that honour HTTPS_PROXY",
-			"make install (it installs mosaic, mosaic-stage and mosaic-net side by side)")
+	if h, err := manager.ThisHost(); err == nil {
+		if _, err := h.Net(); err != nil {
+			return warn("network-device", "mosaic-net, which serves a session's network device, cannot be used ("+err.Error()+"): a session in network allow reaches its granted hosts only from clients that honour HTTPS_PROXY",
+				"make install (it installs mosaic, mosaic-stage and mosaic-net side by side)")
+		}
 	}
 	if !sandbox.TUNUsable() {
 		return warn("network-device", sandbox.TUNPath+" is not yours to open: a session in network allow reaches its granted hosts only from clients that honour HTTPS_PROXY (JVMs, gRPC, ssh and database clients fail, with nothing refused on record)",
