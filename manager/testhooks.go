@@ -12,7 +12,6 @@ import (
 
 	"mosaic/credentials"
 	"mosaic/internal/credvar"
-	"mosaic/internal/sessionfile"
 	"mosaic/internal/testhook"
 	"mosaic/manager/request"
 	"mosaic/sandbox"
@@ -172,9 +171,13 @@ func testBlindToStop() bool { return testhook.Flag("MOSAIC_TEST_BLIND_TO_STOP") 
 func testHoldByProc() bool { return testhook.Flag("MOSAIC_TEST_HOLD_BY_PROC") }
 
 // testCredentialsOnDisk, under MOSAIC_TEST_CREDENTIALS_ON_DISK=1, also
-// writes the credentials held for name to the file in the runtime directory
-// where mosaic kept them before issue 31: the weakened mosaic whose crash
-// leaves the secret on disk, which the crash test is first shown to catch.
+// writes the credentials held for name to a file in the runtime directory,
+// as mosaic before issue 31 did: the weakened mosaic whose crash leaves the
+// secret on disk, which the crash test is first shown to catch. The file is
+// beside mosaic's credential directory, not in it: the sweep of crashed
+// starts' files (sweepCredentials), run by any other test's command the
+// moment the kill frees the name, would otherwise remove it before the test
+// looks (CI, stop 47).
 func testCredentialsOnDisk(name string, vars []credvar.Var) {
 	if !testhook.Flag("MOSAIC_TEST_CREDENTIALS_ON_DISK") {
 		return
@@ -183,7 +186,7 @@ func testCredentialsOnDisk(name string, vars []credvar.Var) {
 	if err != nil {
 		return
 	}
-	path := sessionfile.Path(rt, name)
+	path := filepath.Join(rt, "mosaic", "weakened-credentials", name, "env")
 	if os.MkdirAll(filepath.Dir(path), 0o700) == nil {
 		_ = credentials.WriteFileAtomic(path, credentials.Encode(vars))
 	}
