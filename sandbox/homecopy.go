@@ -33,7 +33,11 @@ import (
 //   - copies a file with several links once, and links the others to the
 //     copy: a file linked a thousand times is not a thousand copies;
 //   - creates every entry anew (O_EXCL) in a destination nobody else
-//     writes, so it never writes through anything already there.
+//     writes, so it never writes through anything already there;
+//   - for a save, links a file that is byte for byte the kept home's file
+//     of the same path, mode and time (the previous home, prev) instead of
+//     writing it again (homeunchanged.go): an unchanged home writes
+//     nothing to the disk.
 
 // maxEntries bounds the entries a copy makes: a million empty files take
 // no room in a tmpfs's bound, but are not free on the user's disk.
@@ -56,9 +60,12 @@ const fastSymlink = 59
 
 // CopyStats counts what a copy of a home copied and skipped.
 type CopyStats struct {
-	Files   int            `json:"files"`
-	Bytes   int64          `json:"bytes"`
-	Skipped map[string]int `json:"skipped,omitempty"` // by why: fifo, socket, device, too-large, too-deep, too-many, mount-point
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+	// Unchanged counts the files (of Files; their bytes are in Bytes) a
+	// save linked from the previous home instead of writing them.
+	Unchanged int            `json:"unchanged,omitempty"`
+	Skipped   map[string]int `json:"skipped,omitempty"` // by why: fifo, socket, device, too-large, too-deep, too-many, mount-point
 	// mounts are the entries of the source that were mount points (a
 	// bind below the home: the workspace), relative to its root.
 	mounts []string
@@ -82,8 +89,12 @@ type treeCopy struct {
 	srcDev  uint64
 	dstRoot int
 	linked  map[[2]uint64]string // (dev, ino) of a file with several links -> its copy, below dstRoot
-	stats   CopyStats
-	buf     []byte // copyRead's, one for the whole copy (one a file was most of a save's time)
+	// prev is the previous home's directory at the one being copied, for
+	// a save (-1: none, or not a directory there); prevRoot its root.
+	prev, prevRoot int
+	stats          CopyStats
+	buf            []byte    // copyRead's, one for the whole copy (one a file was most of a save's time)
+	cmp            [2][]byte // sameBytes' buffers
 	// progress, when set, is called at most once a second while the copy
 	// goes on (the save asks systemd for more time); ticked is its last.
 	progress func()
@@ -92,15 +103,17 @@ type treeCopy struct {
 
 // copyHome copies the tree below the directory src into the empty
 // directory dst, within budget bytes of files and meta bytes of the rest,
-// calling progress (when not nil) at most once a second as it goes. An
+// calling progress (when not nil) at most once a second as it goes. prev,
+// when not -1, is the previous home on the same disk as dst: a file equal
+// to its file of the same path is linked from there, not written. An
 // error is one the copy cannot go on from (the destination full, a read
 // that failed); what it skips is in the stats.
-func copyHome(src, dst int, budget, meta int64, progress func()) (CopyStats, error) {
+func copyHome(src, dst, prev int, budget, meta int64, progress func()) (CopyStats, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(src, &st); err != nil {
 		return CopyStats{}, err
 	}
-	c := &treeCopy{budget: budget, meta: meta, srcDev: st.Dev, dstRoot: dst, linked: map[[2]uint64]string{}, progress: progress, ticked: time.Now()}
+	c := &treeCopy{budget: budget, meta: meta, srcDev: st.Dev, dstRoot: dst, linked: map[[2]uint64]string{}, prev: prev, prevRoot: prev, progress: progress, ticked: time.Now()}
 	if weakened {
 		err := c.naiveDir(src, dst)
 		return c.stats, err
@@ -238,6 +251,7 @@ func (c *treeCopy) subdir(src, dst int, name, rel string, st unix.Stat_t, depth 
 		return fmt.Errorf("cannot open %s: %w", rel, err)
 	}
 	defer unix.Close(from)
+	defer c.descend(name)()
 	if err := c.dir(from, to, rel, depth+1); err != nil {
 		return err
 	}
@@ -263,6 +277,9 @@ func (c *treeCopy) file(src, dst int, name, rel string, st unix.Stat_t) error {
 		return fmt.Errorf("cannot open %s: %w", rel, err)
 	}
 	defer unix.Close(from)
+	if c.unchanged(from, dst, name, st) {
+		return nil
+	}
 	to, err := openIn(dst, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, uint32(st.Mode&0o777|0o600))
 	if err == unix.EEXIST || err == unix.EXDEV { // a mount point bwrap made (a binary bound below the home)
 		c.stats.skip("mount-point")
@@ -343,7 +360,7 @@ func (c *treeCopy) copyBytes(to, from int, size int64) (int64, error) {
 			continue
 		}
 		if err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP {
-			m, err := c.copyRead(to, from, size-done)
+			m, err := c.sendFile(to, from, size-done)
 			return done + m, err
 		}
 		if err != nil {
@@ -351,6 +368,32 @@ func (c *treeCopy) copyBytes(to, from int, size int64) (int64, error) {
 		}
 		if n == 0 {
 			break // shorter than it was: all there is
+		}
+		done += int64(n)
+	}
+	return done, nil
+}
+
+// sendFile is copyBytes between two file systems (the load: the disk to
+// the tmpfs; the save: the other way), where copy_file_range refuses: the
+// kernel copies from one's page cache to the other's pages, one copy where
+// read and write make two. Where sendfile cannot, copyRead does.
+func (c *treeCopy) sendFile(to, from int, size int64) (int64, error) {
+	var done int64
+	for done < size {
+		c.tick()
+		n, err := unix.Sendfile(to, from, nil, int(min(size-done, 64<<20)))
+		if err == unix.EINTR || err == unix.EAGAIN {
+			continue
+		}
+		if done == 0 && (err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP) {
+			return c.copyRead(to, from, size)
+		}
+		if err != nil {
+			return done, err
+		}
+		if n == 0 {
+			break
 		}
 		done += int64(n)
 	}

@@ -63,7 +63,7 @@ func TestHomeSaveNoFollow(t *testing.T) {
 	if err := os.Symlink(secret, filepath.Join(src, ".ssh-link")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := copyHome(s, d, 64<<20, 64<<20, nil); err != nil {
+	if _, err := copyHome(s, d, -1, 64<<20, 64<<20, nil); err != nil {
 		t.Fatal(err)
 	}
 	fi, lerr := os.Lstat(filepath.Join(dst, ".ssh-link"))
@@ -93,7 +93,7 @@ func TestHomeSaveHardLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := copyHome(s, d, 8<<20, 8<<20, nil); err != nil {
+	if _, err := copyHome(s, d, -1, 8<<20, 8<<20, nil); err != nil {
 		t.Fatal(err)
 	}
 	use := diskUse(t, dst)
@@ -130,7 +130,7 @@ func TestHomeSaveSparse(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeTestFile(t, filepath.Join(src, "small"), "kept")
-	stats, err := copyHome(s, d, 8<<20, 8<<20, nil)
+	stats, err := copyHome(s, d, -1, 8<<20, 8<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestHomeSaveFIFO(t *testing.T) {
 	}
 	done := make(chan CopyStats, 1)
 	go func() {
-		stats, _ := copyHome(s, d, 8<<20, 8<<20, nil)
+		stats, _ := copyHome(s, d, -1, 8<<20, 8<<20, nil)
 		done <- stats
 	}()
 	select {
@@ -242,7 +242,7 @@ func TestHomeSaveUnreadable(t *testing.T) {
 	os.Chmod(filepath.Join(src, "secretfile"), 0)
 	os.Chmod(filepath.Join(src, "x"), 0)
 	t.Cleanup(func() { os.Chmod(filepath.Join(src, "x"), 0o700); os.Chmod(filepath.Join(dst, "x"), 0o700) })
-	if _, err := copyHome(s, d, 8<<20, 8<<20, nil); err != nil {
+	if _, err := copyHome(s, d, -1, 8<<20, 8<<20, nil); err != nil {
 		t.Fatal(err)
 	}
 	if weakened {
@@ -321,7 +321,7 @@ func TestHomeSaveDirectories(t *testing.T) {
 		}
 	}
 	const bound = 1 << 20
-	stats, err := copyHome(s, d, bound, bound, nil)
+	stats, err := copyHome(s, d, -1, bound, bound, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

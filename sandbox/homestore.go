@@ -56,8 +56,12 @@ type HomeReport struct {
 	Full    bool      `json:"full,omitempty"`     // the home was at its bound when the command ended
 	TmpFull bool      `json:"tmp_full,omitempty"` // so was /tmp
 	Saved   CopyStats `json:"saved,omitempty"`
-	Error   string    `json:"error,omitempty"`
-	At      time.Time `json:"at"`
+	// Load and Save are how long the load into the tmpfs and the save
+	// back took, in seconds (make bench's kept-home rows read them).
+	Load  float64   `json:"load_seconds,omitempty"`
+	Save  float64   `json:"save_seconds,omitempty"`
+	Error string    `json:"error,omitempty"`
+	At    time.Time `json:"at"`
 }
 
 // ReadHomeReport reads the report in a session's state directory; false
@@ -123,6 +127,7 @@ type homeStore struct {
 	state, root int
 	size        uint64
 	keep        bool
+	loadTook    time.Duration
 	notify      int // systemd's notification socket (a service's), for the save's time; -1 for none
 }
 
@@ -170,12 +175,13 @@ func loadHome(state int, home string, keep bool) (*homeStore, error) {
 		unix.Close(root)
 		return nil, fmt.Errorf("the session's home %s is not the tmpfs mosaic asked bwrap for", home)
 	}
+	began := time.Now()
 	h := &homeStore{state: state, root: root, size: fs.Blocks * uint64(fs.Bsize), keep: keep, notify: -1}
 	src, err := openIn(state, HomeDirName, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err == nil {
 		var stats CopyStats
 		bound := int64(min(h.size, 1<<62))
-		stats, err = copyHome(src, root, bound, bound, nil)
+		stats, err = copyHome(src, root, -1, bound, bound, nil)
 		unix.Close(src)
 		if stats.Skipped["too-large"]+stats.Skipped["too-many"]+stats.Skipped["too-deep"] > 0 {
 			err = unix.ENOSPC // left out now, it would be lost at the save
@@ -187,6 +193,7 @@ func loadHome(state int, home string, keep bool) (*homeStore, error) {
 	if err != nil && err != unix.ENOENT {
 		return nil, fmt.Errorf("cannot load the session's home: %w", err)
 	}
+	h.loadTook = time.Since(began)
 	h.report(HomeReport{State: HomeRunning})
 	return h, nil
 }
@@ -196,6 +203,7 @@ func (h *homeStore) report(r HomeReport) {
 	// In UTC: a local time would have the init read and parse the time
 	// zone (/etc/localtime) before the command starts.
 	r.Size, r.At = h.size, time.Now().UTC()
+	r.Load = h.loadTook.Seconds()
 	b, _ := json.Marshal(r)
 	tmp := HomeReportName + ".tmp"
 	_ = unix.Unlinkat(h.state, tmp, 0)
@@ -225,7 +233,10 @@ func (h *homeStore) end() {
 	}
 	if h.keep {
 		var err error
-		if r.Saved, err = h.save(); err != nil {
+		began := time.Now()
+		r.Saved, err = h.save()
+		r.Save = time.Since(began).Seconds()
+		if err != nil {
 			r.State, r.Error = HomeNotSaved, err.Error()
 			fmt.Fprintf(os.Stderr, "mosaic init: the session's home was not saved (%v); its kept home is as it was when the session started\n", err)
 		} else {
@@ -288,7 +299,13 @@ func (h *homeStore) save() (CopyStats, error) {
 		return CopyStats{}, err
 	}
 	defer unix.Close(dst)
-	stats, err := copyHome(h.root, dst, bound, meta, h.askForMore)
+	prev, err := openIn(h.state, HomeDirName, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		prev = -1 // the first save: everything is written
+	} else {
+		defer unix.Close(prev)
+	}
+	stats, err := copyHome(h.root, dst, prev, bound, meta, h.askForMore)
 	if err == nil && diskShort && stats.metaFull {
 		err = fmt.Errorf("your disk has too little room left for the home's %d files and their directories (%s to spare)", stats.Files, SizeText(saveMargin))
 	}

@@ -83,6 +83,8 @@ type Report struct {
 	ScopeBreakdown []Stat `json:"scope_breakdown,omitempty"`
 	// Hardening is what each hardening step costs on its own.
 	Hardening []Stat `json:"hardening,omitempty"`
+	// Home is a kept home's load and save, empty and 150 MB unchanged.
+	Home []Stat `json:"kept_home,omitempty"`
 	// Clone is clone mode against direct mode and by hand.
 	Clone []Stat `json:"clone_mode,omitempty"`
 	// Messages are the D-Bus messages of a run, a scope run and a start.

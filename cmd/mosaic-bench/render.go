@@ -74,6 +74,7 @@ func writeReport(w io.Writer, r *Report, jsonFile string) {
 	table(w, "Where the time of `mosaic run -- /usr/bin/true` goes (MOSAIC_TRACE=1)", r.Breakdown)
 	table(w, "Egress: time to the first byte of a streamed answer, plain tunnel vs credential injection", r.Egress)
 	table(w, "The session's way out against the host's: a download (the whole of it) and a new connection (to its first byte), by curl, on the test network's host side", r.Device)
+	table(w, "A kept home: a named session's run with an empty and an unchanged 150 MB home, and the init's own load and save of it", r.Home)
 	table(w, "Where the time of `mosaic run --scope -- /usr/bin/true` goes (MOSAIC_TRACE=1)", r.ScopeBreakdown)
 	if len(r.Hardening) > 0 {
 		fmt.Fprintf(w, "\n## What each hardening step costs\n\nMeasured on its own in mosaic-bench's process (the syscall in a child that installs the filter), median and mean of n, in **microseconds**.\n\n| step | n | median µs | mean µs | what runs |\n|---|---|---|---|---|\n")

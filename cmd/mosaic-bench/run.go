@@ -33,6 +33,7 @@ func runAll(args []string) (*Report, error) {
 	onlyClone := fs.Bool("only-clone", false, "measure clone mode only")
 	onlyProcesses := fs.Bool("only-processes", false, "count process starts only")
 	onlyDevice := fs.Bool("only-device", false, "measure the network device only")
+	onlyHome := fs.Bool("only-home", false, "measure the kept home only")
 	cloneFiles := fs.Int("clone-files", 0, "measure clone mode only at this many files (1000, 10000 or 100000; 0: all)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -67,6 +68,13 @@ func runAll(args []string) (*Report, error) {
 		r.Ratios = deviceRatios(r)
 		return r, nil
 	}
+	if *onlyHome {
+		if err := b.keptHome(r); err != nil {
+			return nil, err
+		}
+		r.Ratios = homeRatios(r)
+		return r, nil
+	}
 	if *onlyClone {
 		if err := b.cloneMode(ctx, r, *cloneFiles); err != nil {
 			return nil, err
@@ -93,13 +101,16 @@ func runAll(args []string) (*Report, error) {
 	if err := b.networkDevice(r); err != nil {
 		return nil, err
 	}
+	if err := b.keptHome(r); err != nil {
+		return nil, err
+	}
 	b.hardening(r)
 	if *clone {
 		if err := b.cloneMode(ctx, r, *cloneFiles); err != nil {
 			return nil, err
 		}
 	}
-	r.Ratios = append(append(ratios(r), deviceRatios(r)...), cloneRatios(r)...)
+	r.Ratios = append(append(append(ratios(r), deviceRatios(r)...), homeRatios(r)...), cloneRatios(r)...)
 	return r, nil
 }
 

@@ -320,7 +320,11 @@ func (s Session) HomeLine() string {
 	case sandbox.HomeNotSaved:
 		parts = append(parts, "NOT saved ("+h.Error+"); the kept home is as it was when the session started")
 	case sandbox.HomeSaved:
-		saved := fmt.Sprintf("saved (%d files, %s)", h.Saved.Files, sandbox.SizeText(uint64(h.Saved.Bytes)))
+		saved := fmt.Sprintf("saved (%d files, %s", h.Saved.Files, sandbox.SizeText(uint64(h.Saved.Bytes)))
+		if h.Saved.Unchanged > 0 {
+			saved += fmt.Sprintf("; %d unchanged, not written again", h.Saved.Unchanged)
+		}
+		saved += ")"
 		if skipped := skippedText(h.Saved.Skipped); skipped != "" {
 			saved += "; left out: " + skipped
 		}

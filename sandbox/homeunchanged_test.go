@@ -1,0 +1,117 @@
+package sandbox
+
+import (
+	"bytes"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestHomeSaveWritesOnlyWhatChanged (issue 40): a save links the files
+// the session left as they were loaded from the previous home, and writes
+// the rest: a file rewritten with bytes of the same length and its time
+// put back (what a write through a shared mapping leaves: times
+// unchanged) is written, as is one whose mode changed and a new one. The
+// bytes decide, never the times: with sameBytes answering yes from the
+// size and time alone, changed.txt kept its old bytes (checked by hand).
+func TestHomeSaveWritesOnlyWhatChanged(t *testing.T) {
+	state, tmpfs := t.TempDir(), smallFSDir(t)
+	old := filepath.Join(state, HomeDirName)
+	big := make([]byte, 3<<20+17) // more than one of sameBytes' parts
+	rand.Read(big)
+	writeTestFile(t, filepath.Join(old, "same.txt"), "unchanged")
+	writeTestFile(t, filepath.Join(old, "sub", "deep.bin"), string(big))
+	writeTestFile(t, filepath.Join(old, "changed.txt"), "aaaa")
+	writeTestFile(t, filepath.Join(old, "mode.txt"), "mode")
+	inode := func(path string) uint64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	sameIno, deepIno, changedIno := inode(filepath.Join(old, "same.txt")), inode(filepath.Join(old, "sub", "deep.bin")), inode(filepath.Join(old, "changed.txt"))
+	sfd, _ := unix.Open(state, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	defer unix.Close(sfd)
+	var h *homeStore
+	if fs := new(unix.Statfs_t); unix.Statfs(tmpfs, fs) == nil && fs.Type == unix.TMPFS_MAGIC {
+		var err error
+		if h, err = loadHome(sfd, tmpfs, true); err != nil {
+			t.Fatal(err)
+		}
+	} else { // no tmpfs to load into: the copy the load makes, by hand
+		rfd, _ := unix.Open(tmpfs, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		src, _ := unix.Open(old, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if _, err := copyHome(src, rfd, -1, 64<<20, 64<<20, nil); err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(src)
+		h = &homeStore{state: sfd, root: rfd, size: 64 << 20, keep: true, notify: -1}
+	}
+	defer unix.Close(h.root)
+	changed := filepath.Join(tmpfs, "changed.txt")
+	fi, _ := os.Stat(changed)
+	os.WriteFile(changed, []byte("bbbb"), 0o600)
+	os.Chtimes(changed, fi.ModTime(), fi.ModTime())
+	os.Chmod(filepath.Join(tmpfs, "mode.txt"), 0o640)
+	writeTestFile(t, filepath.Join(tmpfs, "new.txt"), "new")
+
+	h.end()
+	r, ok := ReadHomeReport(state)
+	if !ok || r.State != HomeSaved {
+		t.Fatalf("the save's report: %+v %v", r, ok)
+	}
+	if r.Saved.Unchanged != 2 || r.Saved.Files != 5 {
+		t.Errorf("saved %d files, %d of them unchanged: want 5 and 2 (same.txt, sub/deep.bin)", r.Saved.Files, r.Saved.Unchanged)
+	}
+	if inode(filepath.Join(old, "same.txt")) != sameIno || inode(filepath.Join(old, "sub", "deep.bin")) != deepIno {
+		t.Error("an unchanged file was written again, not linked")
+	}
+	if b, _ := os.ReadFile(filepath.Join(old, "changed.txt")); string(b) != "bbbb" || inode(filepath.Join(old, "changed.txt")) == changedIno {
+		t.Errorf("the file rewritten with its time put back was saved as %q (a link of the old one): the times were trusted", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(old, "sub", "deep.bin")); !bytes.Equal(b, big) {
+		t.Error("the unchanged large file's bytes differ")
+	}
+	if fi, err := os.Stat(filepath.Join(old, "mode.txt")); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode.txt saved as %v (%v), want 0640", fi.Mode(), err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(old, "new.txt")); string(b) != "new" {
+		t.Errorf("new.txt saved as %q", b)
+	}
+	if fi, _ := os.Stat(filepath.Join(old, "same.txt")); fi.Sys().(*syscall.Stat_t).Nlink != 1 {
+		t.Error("the previous home's link of an unchanged file is left (the old home not removed)")
+	}
+}
+
+// TestHomeSaveCutShortKeepsPrevious: a save that links unchanged files and
+// is cut short before its swap leaves the previous home's files as they
+// were, bytes and modes.
+func TestHomeSaveCutShortKeepsPrevious(t *testing.T) {
+	state, tmpfs := t.TempDir(), smallFSDir(t)
+	writeTestFile(t, filepath.Join(state, HomeDirName, "same.txt"), "unchanged")
+	sfd, _ := unix.Open(state, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	rfd, _ := unix.Open(tmpfs, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	defer unix.Close(sfd)
+	defer unix.Close(rfd)
+	src, _ := unix.Open(filepath.Join(state, HomeDirName), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if _, err := copyHome(src, rfd, -1, 8<<20, 8<<20, nil); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(src)
+	h := &homeStore{state: sfd, root: rfd, size: 8 << 20, keep: true, notify: -1}
+	saveHook = func() { panic("killed") }
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = h.save()
+	}()
+	saveHook = func() {}
+	fi, err := os.Stat(filepath.Join(state, HomeDirName, "same.txt"))
+	if b, _ := os.ReadFile(filepath.Join(state, HomeDirName, "same.txt")); err != nil || string(b) != "unchanged" || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("a save cut short changed the previous home's file: %q %v", b, err)
+	}
+}
