@@ -359,8 +359,14 @@ func TestBus(t *testing.T) {
 	// restarted for ever (StartLimitBurst=5 in StartLimitIntervalSec=10s).
 	t.Run("start-limit", func(t *testing.T) {
 		systemctl(t, "reset-failed", "mosaic-bus.service")
+		// The 6th start within 10 s is the one refused (the result stays
+		// the kill's: systemd keeps a unit's first failure). On a loaded
+		// machine a restart may take long enough that the first kills
+		// fall out of the 10 s window, so the bus may give up only after
+		// more: at least 6 kills, and it must give up (CI, stop 46: 8
+		// kills were too few at load 12).
 		kills := 0
-		for ; kills < 8 && unitProperty(t, "mosaic-bus.service", "ActiveState") != "failed"; kills++ {
+		for ; kills < 30 && unitProperty(t, "mosaic-bus.service", "ActiveState") != "failed"; kills++ {
 			pid := unitProperty(t, "mosaic-bus.service", "MainPID")
 			systemctl(t, "kill", "--signal=SIGKILL", "mosaic-bus.service")
 			eventually(t, 10*time.Second, "the bus to come back or give up", func() bool {
@@ -368,10 +374,8 @@ func TestBus(t *testing.T) {
 				return s == "failed" || (s == "active" && p != pid && p != "0")
 			})
 		}
-		// The 6th start within 10 s is the one refused (the result stays
-		// the kill's: systemd keeps a unit's first failure).
-		if s := unitProperty(t, "mosaic-bus.service", "ActiveState"); s != "failed" || kills != 6 {
-			t.Errorf("after %d kills the bus is %s, want failed after the 6th", kills, s)
+		if s := unitProperty(t, "mosaic-bus.service", "ActiveState"); s != "failed" || kills < 6 {
+			t.Errorf("after %d kills the bus is %s, want failed after the 6th or later", kills, s)
 		}
 		time.Sleep(2 * time.Second)
 		if s := unitProperty(t, "mosaic-bus.service", "ActiveState"); s != "failed" {
