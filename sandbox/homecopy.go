@@ -90,11 +90,12 @@ type treeCopy struct {
 	dstRoot int
 	linked  map[[2]uint64]string // (dev, ino) of a file with several links -> its copy, below dstRoot
 	// prev is the previous home's directory at the one being copied, for
-	// a save (-1: none, or not a directory there); prevRoot its root.
-	prev, prevRoot int
-	stats          CopyStats
-	buf            []byte    // copyRead's, one for the whole copy (one a file was most of a save's time)
-	cmp            [2][]byte // sameBytes' buffers
+	// a save (-1: none, or not a directory there).
+	prev    int
+	stats   CopyStats
+	buf     []byte    // copyRead's, one for the whole copy (one a file was most of a save's time)
+	cmp     [2][]byte // sameBytes' buffers
+	crossFS bool      // copy_file_range refused a file of this copy: sendFile for the rest
 	// progress, when set, is called at most once a second while the copy
 	// goes on (the save asks systemd for more time); ticked is its last.
 	progress func()
@@ -113,7 +114,7 @@ func copyHome(src, dst, prev int, budget, meta int64, progress func()) (CopyStat
 	if err := unix.Fstat(src, &st); err != nil {
 		return CopyStats{}, err
 	}
-	c := &treeCopy{budget: budget, meta: meta, srcDev: st.Dev, dstRoot: dst, linked: map[[2]uint64]string{}, prev: prev, prevRoot: prev, progress: progress, ticked: time.Now()}
+	c := &treeCopy{budget: budget, meta: meta, srcDev: st.Dev, dstRoot: dst, linked: map[[2]uint64]string{}, prev: prev, progress: progress, ticked: time.Now()}
 	if weakened {
 		err := c.naiveDir(src, dst)
 		return c.stats, err
@@ -355,11 +356,16 @@ func (c *treeCopy) copyBytes(to, from int, size int64) (int64, error) {
 	var done int64
 	for done < size {
 		c.tick()
+		if c.crossFS {
+			m, err := c.sendFile(to, from, size-done)
+			return done + m, err
+		}
 		n, err := unix.CopyFileRange(from, nil, to, nil, int(min(size-done, 64<<20)), 0)
 		if err == unix.EINTR {
 			continue
 		}
 		if err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP {
+			c.crossFS = true // so for every file: the tmpfs and a disk (load and save) never share one
 			m, err := c.sendFile(to, from, size-done)
 			return done + m, err
 		}
