@@ -130,17 +130,17 @@ func unrecorded(p request.Paths, name, ws string, err error) error {
 // recoverApply finishes an apply of session s (name) that was
 // interrupted (killed, the machine's power): with the record saying not
 // applied, the checkout is put back as it was before it from the
-// apply's journal (clone.Recover) and one line on stderr says so (again
+// apply's journal (clone.Recover) and one line to say says so (again
 // says what the command does next). It runs under the session's lock.
-func recoverApply(p request.Paths, name string, s Session, again string) error {
+func recoverApply(p request.Paths, name string, s Session, again string, say func(string)) error {
 	journal := filepath.Join(p.SessionDir(name), clone.JournalName)
 	applied := s.Clone != nil && s.Clone.Applied != ""
 	back, err := clone.Recover(journal, s.Workspace, applied)
 	if err != nil {
 		return errcode.StateDir.New("session %s's apply was interrupted and your checkout could not be put back as it was: %w (run mosaic apply %s again to retry)", name, err, name)
 	}
-	if back {
-		fmt.Fprintf(os.Stderr, "mosaic: session %s's apply was interrupted; your checkout is as it was before it: %s\n", name, again)
+	if back && say != nil {
+		say(fmt.Sprintf("mosaic: session %s's apply was interrupted; your checkout is as it was before it: %s", name, again))
 	}
 	return nil
 }
@@ -244,7 +244,7 @@ func (m *Manager) lockedSession(ctx context.Context, name, what string) (request
 		if what == applyWhat {
 			again = "applying it again"
 		}
-		err = recoverApply(p, name, s, again)
+		err = recoverApply(p, name, s, again, m.opts.Say)
 	}
 	if err != nil {
 		lock.Release()

@@ -111,6 +111,11 @@ type Options struct {
 	// it false: it would be moved into one scope after another, and a
 	// second Run's scope would have the first's name.
 	TieSelf bool
+	// Say, when set, is given the lines the manager has for the user as
+	// it goes, beside a command's result: an interrupted apply it rolled
+	// back. The CLI prints them on stderr; nil says none (the manager
+	// never writes to a terminal itself).
+	Say func(line string)
 }
 
 type address struct {

@@ -194,13 +194,16 @@ func usageError(c *cli.Context, err error, _ bool) error {
 // connected runs f with a connection to the user manager, closed after.
 func connected(f func(ctx context.Context, m *manager.Manager) error) error {
 	ctx := context.Background()
-	m, err := manager.Connect(ctx, manager.Options{TieSelf: true}) // one command, then mosaic exits
+	m, err := manager.Connect(ctx, manager.Options{TieSelf: true, Say: sayOnStderr}) // one command, then mosaic exits
 	if err != nil {
 		return err
 	}
 	defer m.Close()
 	return f(ctx, m)
 }
+
+// sayOnStderr prints a line the manager has for the user (Options.Say).
+func sayOnStderr(line string) { fmt.Fprintln(os.Stderr, line) }
 
 // wantsJSON reports whether --json is among the options (before any --), so
 // that even a parse error is reported as JSON.

@@ -155,7 +155,7 @@ func startCommand(out *output) *cli.Command {
 			// the session starts anyway.
 			ctx, stop := signal.NotifyContext(traced(context.Background()), unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
 			defer stop()
-			conn, plan, err := manager.Open(ctx, req, manager.Options{})
+			conn, plan, err := manager.Open(ctx, req, manager.Options{Say: sayOnStderr})
 			if ctx.Err() != nil {
 				return interrupted(out, "interrupted: nothing was started")
 			}
@@ -272,7 +272,7 @@ func runCommand(out *output) *cli.Command {
 				req.TTY = c.Bool("pty")
 			}
 			ctx := traced(context.Background())
-			conn, plan, err := manager.Open(ctx, req, manager.Options{TieSelf: true}) // one run, then mosaic exits
+			conn, plan, err := manager.Open(ctx, req, manager.Options{TieSelf: true, Say: sayOnStderr}) // one run, then mosaic exits
 			if err != nil {
 				return err
 			}

@@ -193,7 +193,7 @@ func Serve(ctx context.Context, ready func()) error {
 	if err != nil {
 		return err
 	}
-	m, err := manager.Connect(ctx, manager.Options{Outside: out})
+	m, err := manager.Connect(ctx, manager.Options{Outside: out, Say: func(line string) { fmt.Fprintln(os.Stderr, line) }})
 	if err != nil {
 		return err
 	}
