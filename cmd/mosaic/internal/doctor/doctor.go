@@ -58,15 +58,16 @@ func Doctor(ctx context.Context) ([]Check, *manager.Manager) {
 	} else {
 		checks = append(checks, ok("bwrap", bwrap+" builds the session's namespaces (user, PID, IPC, mount)"))
 	}
-	checks = append(checks, stageCheck(), journalCheck(), deviceCheck())
+	h, herr := manager.ThisHost()
+	checks = append(checks, stageCheck(h, herr), journalCheck(), deviceCheck(h, herr))
 	return checks, m
 }
 
 // deviceCheck is whether sessions in network allow get their network
 // device (every connection through the proxy) or reach only proxy-aware
-// clients' hosts.
-func deviceCheck() Check {
-	if h, err := manager.ThisHost(); err == nil {
+// clients' hosts. h is ThisHost's answer (herr its error).
+func deviceCheck(h manager.Host, herr error) Check {
+	if herr == nil {
 		if _, err := h.Net(); err != nil {
 			return warn("network-device", "mosaic-net, which serves a session's network device, cannot be used ("+err.Error()+"): a session in network allow reaches its granted hosts only from clients that honour HTTPS_PROXY",
 				"make install (it installs mosaic, mosaic-stage and mosaic-net side by side)")
@@ -80,9 +81,9 @@ func deviceCheck() Check {
 }
 
 // stageCheck is whether the stage binary sessions run (mosaic-stage,
-// beside mosaic) is there and of this mosaic's build.
-func stageCheck() Check {
-	h, err := manager.ThisHost()
+// beside mosaic) is there and of this mosaic's build. h is ThisHost's
+// answer (err its error).
+func stageCheck(h manager.Host, err error) Check {
 	if err == nil {
 		err = h.StageErr
 	}
