@@ -77,11 +77,14 @@ func (m *Manager) Remove(ctx context.Context, name string, force bool) error {
 	os.RemoveAll(units.PublishDir(p.RuntimeDir, name)) // its publish forwarder's
 	removeStaleSocket(units.AttachSocket(p.RuntimeDir, name))
 	removeFinishState(p, name)
-	if err := statedir.Remove(p.SessionDir(name)); err != nil {
+	// The leftovers first: they would otherwise take this removal's
+	// directory, set aside for the background, before its unit does.
+	leftovers := statedir.RemoveLeftovers(p.StateRoot)
+	if err := m.removeState(ctx, p.SessionDir(name)); err != nil {
 		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, statedir.Hint(err, p.SessionDir(name)))
 	}
-	if err := statedir.RemoveLeftovers(p.StateRoot); err != nil {
-		return errcode.StateDir.New("session %s is removed, but an earlier removal's leftovers are not: %w", name, err)
+	if leftovers != nil {
+		return errcode.StateDir.New("session %s is removed, but an earlier removal's leftovers are not: %w", name, leftovers)
 	}
 	return nil
 }

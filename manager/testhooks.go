@@ -14,6 +14,7 @@ import (
 	"mosaic/internal/credvar"
 	"mosaic/internal/testhook"
 	"mosaic/manager/request"
+	"mosaic/manager/statedir"
 	"mosaic/sandbox"
 	"mosaic/units"
 
@@ -296,4 +297,15 @@ func testOldTieAux(spec units.Spec, aux []sd.PropertyCollection) []sd.PropertyCo
 		return aux
 	}
 	return append(aux, units.TieScope(spec))
+}
+
+// testRemoveEnv, when a test pauses at statedir.RemoveStage, hands the
+// pause on to the removal unit, which runs with the user manager's
+// environment, not this command's.
+func testRemoveEnv() []sd.Property {
+	if testhook.Value("MOSAIC_TEST_PAUSE_AT") != statedir.RemoveStage {
+		return nil
+	}
+	return []sd.Property{{Name: "Environment", Value: dbus.MakeVariant([]string{
+		"MOSAIC_TEST_PAUSE_AT=" + statedir.RemoveStage, "MOSAIC_TEST_PAUSE_DIR=" + testhook.Value("MOSAIC_TEST_PAUSE_DIR")})}}
 }

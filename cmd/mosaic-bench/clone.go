@@ -98,6 +98,9 @@ func (b *bench) cloneMode(ctx context.Context, r *Report, only int) error {
 			if err := b.cloneChange(ctx, r, repo, label); err != nil {
 				return err
 			}
+			if err := b.cloneRuns(r, repo, label); err != nil {
+				return err
+			}
 		}
 		if err := b.noSpare(); err != nil {
 			return err
@@ -298,4 +301,33 @@ func measureN(name, command string, n int, warm bool, f func() error) (Stat, err
 		ds = append(ds, ms(time.Since(t)))
 	}
 	return summarise(name, command, ds), nil
+}
+
+// cloneRuns measures a whole unnamed `mosaic run -- /usr/bin/true`, start
+// to exit, in direct mode and in clone mode with a spare copy to take:
+// the clone run's end also has its finish step (which finds no change)
+// and the removal of its state, whose files go in the background
+// (manager's removeState).
+func (b *bench) cloneRuns(r *Report, repo, label string) error {
+	progress("clone mode, %s: whole runs", label)
+	for _, m := range []struct{ name, cmd, mode string }{
+		{"whole run, direct, " + label, "mosaic run --direct -w REPO -- /usr/bin/true", "--direct"},
+		{"whole run, clone, a spare copy taken, " + label, "mosaic run -w REPO -- /usr/bin/true", "--clone"},
+	} {
+		var ds []float64
+		for i := 0; i < 4; i++ { // the first a warm-up
+			if err := b.spareOf(repo); err != nil {
+				return err
+			}
+			t := time.Now()
+			if err := runCmd([]string{b.mosaic, "run", m.mode, "-w", repo, "--", "/usr/bin/true"}); err != nil {
+				return err
+			}
+			if i > 0 {
+				ds = append(ds, ms(time.Since(t)))
+			}
+		}
+		r.Clone = append(r.Clone, summarise(m.name, m.cmd, ds))
+	}
+	return nil
 }

@@ -30,6 +30,7 @@ import (
 	"mosaic/manager"
 	"mosaic/manager/clone"
 	"mosaic/manager/remote"
+	"mosaic/manager/statedir"
 	"mosaic/sandbox"
 	"mosaic/sandbox/agentfilter"
 	"mosaic/sandbox/egress"
@@ -55,6 +56,8 @@ func main() {
 			os.Exit(ptyhold.Main(os.Args[2:], func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }))
 		case clone.SpareStage: // the unit that makes a repository's spare copy for its next session
 			os.Exit(clone.SpareMain(os.Args[2:]))
+		case statedir.RemoveStage: // the unit that removes a forgotten session's state
+			os.Exit(statedir.RemoveMain(os.Args[2:]))
 		case remote.ExecStage: // mosaic --host on the other end of ssh
 			os.Exit(remoteExec(os.Args[2:]))
 		case remote.HoldStage:

@@ -327,3 +327,37 @@ func TestStatusNotAnEarlierEnd(t *testing.T) {
 	check("with the first run's end.json put back")
 	mustMosaic(t, "rm", name)
 }
+
+// TestRmRemovesInTheBackground: rm frees the session's name at once and
+// leaves the files of its state to a unit of their own
+// (mosaic-remove.ID.service): rm has exited while that unit is held (a
+// pause once it holds its lock on the directory set aside), gc meanwhile
+// leaves the directory to it, and once let go it removes it. Shown to
+// fail with the removal made in rm itself: the unit's pause is never
+// reached.
+func TestRmRemovesInTheBackground(t *testing.T) {
+	needRig(t)
+	t.Parallel()
+	name := sessionName(t)
+	mustMosaic(t, "run", "--direct", "--name", name, "-w", workspace(t), "--", "sh", "-c", "mkdir ~/many && cd ~/many && for i in $(seq 2000); do : > f$i; done")
+	cmd, goOn, out := paused(t, "remove-state", nil, "rm", name)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("rm: %v\n%s", err, out)
+	}
+	if _, err := os.Lstat(filepath.Join(stateRoot(), "sessions", name)); !os.IsNotExist(err) {
+		t.Errorf("after rm the name still has its state (%v)", err)
+	}
+	aside, _ := filepath.Glob(filepath.Join(stateRoot(), "sessions", ".removing-"+name+"-*"))
+	if len(aside) != 1 {
+		t.Fatalf("set aside: %v, want one directory", aside)
+	}
+	mustMosaic(t, "gc")
+	if _, err := os.Lstat(filepath.Join(aside[0], "home", "many", "f1")); err != nil {
+		t.Errorf("gc took the directory the removal unit holds (%v)", err)
+	}
+	goOn()
+	eventually(t, 60*time.Second, "the state set aside to be removed", func() bool {
+		_, err := os.Lstat(aside[0])
+		return os.IsNotExist(err)
+	})
+}

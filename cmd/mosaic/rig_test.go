@@ -218,12 +218,13 @@ func unitProperty(t *testing.T, unit, prop string) string {
 // exited. A run still alive keeps its scope in the list.
 func mosaicUnits(t *testing.T) string {
 	t.Helper()
-	// The units that make spare copies (mosaic-spare.KEY.service) are no
-	// session's: they come and go after clone-mode starts of other tests.
+	// The units that make spare copies (mosaic-spare.KEY.service) and
+	// remove forgotten sessions' state (mosaic-remove.ID.service) are no
+	// session's: they come and go after other tests' starts and removals.
 	list := func() string {
 		var keep []string
 		for _, line := range strings.Split(systemctl(t, "list-units", "--all", "--plain", "--no-legend", "mosaic-*.service", "mosaic-*.scope"), "\n") {
-			if !strings.HasPrefix(line, "mosaic-spare.") {
+			if !strings.HasPrefix(line, "mosaic-spare.") && !strings.HasPrefix(line, "mosaic-remove.") {
 				keep = append(keep, line)
 			}
 		}

@@ -331,9 +331,14 @@ func TestUnremovableHome(t *testing.T) {
 	// An unnamed run: its name comes from its command's base name.
 	os.WriteFile(filepath.Join(ws, "unremovable-probe"), []byte("#!/bin/sh\n"+spoil+"\n"), 0o700)
 	mustMosaic(t, "run", "--workspace", ws, "--", "./unremovable-probe")
-	if left, _ := filepath.Glob(filepath.Join(stateRoot(), "sessions", "*unremovable-probe-*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(stateRoot(), "sessions", "unremovable-probe-*")); len(left) > 0 {
 		t.Errorf("an unnamed run left state: %v", left)
 	}
+	// Its files go in the background (mosaic-remove.ID.service).
+	eventually(t, 30*time.Second, "the unnamed run's state set aside to be removed", func() bool {
+		left, _ := filepath.Glob(filepath.Join(stateRoot(), "sessions", ".removing-unremovable-probe-*"))
+		return len(left) == 0
+	})
 }
 
 // TestNoHomeRemovesNothing (18.11): with HOME unset, rm and gc refuse

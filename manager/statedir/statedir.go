@@ -117,21 +117,78 @@ func Hint(err error, dir string) string {
 	return err.Error()
 }
 
-// Remove removes a session's state directory: renamed aside first, so
-// that a removal cut short leaves no half session under its name, then
-// removed with RemoveTree.
+// Remove removes a session's state directory: renamed aside first
+// (SetAside), so that a removal cut short leaves no half session under its
+// name, then removed (RemoveAside).
 func Remove(stateDir string) error {
-	var r [6]byte
-	_, _ = rand.Read(r[:])
-	aside := filepath.Join(filepath.Dir(stateDir), ".removing-"+filepath.Base(stateDir)+"-"+hex.EncodeToString(r[:]))
-	if err := os.Rename(stateDir, aside); err != nil {
-		if os.IsNotExist(err) {
-			return nil
-		}
+	aside, err := SetAside(stateDir)
+	if aside == "" {
 		return err
 	}
+	return RemoveAside(aside)
+}
+
+// asidePrefix starts the name of a state directory set aside.
+const asidePrefix = ".removing-"
+
+// SetAside renames a session's state directory aside, out of its name's
+// way in one step, and returns where it went; "" when there was none.
+// What is set aside is no session any more: RemoveAside removes it, or
+// the next RemoveLeftovers.
+func SetAside(stateDir string) (string, error) {
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	aside := filepath.Join(filepath.Dir(stateDir), asidePrefix+filepath.Base(stateDir)+"-"+hex.EncodeToString(r[:]))
+	if err := os.Rename(stateDir, aside); err != nil {
+		if os.IsNotExist(err) {
+			return "", nil
+		}
+		return "", err
+	}
 	testhook.Pause("renamed-aside")
+	return aside, nil
+}
+
+// RemoveAside removes a state directory set aside (SetAside) under a lock
+// on it: one another removal holds (the background unit's, or another
+// command's RemoveLeftovers) is left to it.
+func RemoveAside(aside string) error { return removeAside(aside, func() {}) }
+
+// removeAside is RemoveAside, calling locked once it holds the lock.
+func removeAside(aside string, locked func()) error {
+	f, err := os.OpenFile(aside, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err == nil {
+		defer f.Close()
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == unix.EWOULDBLOCK {
+			return nil
+		}
+	}
+	locked()
 	return RemoveTree(aside)
+}
+
+// RemoveStage is the stage name of the unit that removes a state
+// directory set aside in the background (units.RemoveProperties): mosaic
+// RemoveStage DIR.
+const RemoveStage = "remove-state"
+
+// RemoveMain is that unit's program: DIR must be a state directory set
+// aside (SESSIONS/.removing-NAME-RANDOM, absolute); it says on stderr (the
+// unit's journal) why it could not remove it.
+func RemoveMain(args []string) int {
+	if len(args) != 1 || !filepath.IsAbs(args[0]) || filepath.Clean(args[0]) != args[0] ||
+		!strings.HasPrefix(filepath.Base(args[0]), asidePrefix) || filepath.Base(filepath.Dir(args[0])) != "sessions" {
+		fmt.Fprintln(os.Stderr, "usage: mosaic "+RemoveStage+" STATE_ROOT/sessions/"+asidePrefix+"NAME-RANDOM")
+		return 2
+	}
+	if err := removeAside(args[0], func() { testhook.Pause(RemoveStage) }); err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic: cannot remove %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
 }
 
 // RemoveLeftovers finishes the removals that were cut short, removes
@@ -143,8 +200,8 @@ func RemoveLeftovers(stateRoot string) error {
 	entries, _ := os.ReadDir(filepath.Join(stateRoot, "sessions"))
 	var errs []error
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".removing-") {
-			if err := RemoveTree(filepath.Join(stateRoot, "sessions", e.Name())); err != nil {
+		if strings.HasPrefix(e.Name(), asidePrefix) {
+			if err := RemoveAside(filepath.Join(stateRoot, "sessions", e.Name())); err != nil {
 				errs = append(errs, err)
 			}
 		}

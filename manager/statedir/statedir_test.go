@@ -127,3 +127,48 @@ func TestRemoveLeftoversFinishLogs(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoveAside: a state directory set aside goes with RemoveAside,
+// unless another removal holds its lock (the background unit's), which
+// RemoveLeftovers then leaves to it; the remove stage takes only a
+// directory set aside below a sessions directory.
+func TestRemoveAside(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "sessions", "s1")
+	if err := os.MkdirAll(filepath.Join(dir, "home", "d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	aside, err := SetAside(dir)
+	if err != nil || !strings.HasPrefix(filepath.Base(aside), ".removing-s1-") {
+		t.Fatalf("SetAside: %q %v", aside, err)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Errorf("the name still has its state (%v)", err)
+	}
+	held, err := os.Open(aside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Flock(int(held.Fd()), unix.LOCK_EX)
+	if err := RemoveLeftovers(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(aside); err != nil {
+		t.Errorf("RemoveLeftovers took a directory another removal holds (%v)", err)
+	}
+	held.Close()
+	for _, bad := range [][]string{{}, {"relative/.removing-x"}, {filepath.Join(root, "sessions", "s2")}, {filepath.Join(root, "other", ".removing-x")}, {aside + "/../.removing-y"}} {
+		if code := RemoveMain(bad); code != 2 {
+			t.Errorf("RemoveMain(%q) = %d, want 2", bad, code)
+		}
+	}
+	if code := RemoveMain([]string{aside}); code != 0 {
+		t.Fatalf("RemoveMain: %d", code)
+	}
+	if _, err := os.Lstat(aside); !os.IsNotExist(err) {
+		t.Errorf("the directory set aside is still there (%v)", err)
+	}
+	if _, err := SetAside(dir); err != nil {
+		t.Errorf("SetAside of nothing: %v", err)
+	}
+}
