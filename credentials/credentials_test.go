@@ -282,7 +282,7 @@ func TestPlainEnvironment(t *testing.T) {
 
 func TestUserProfiles(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "myagent.conf"), []byte("[Profile]\nDescription=Mine\nBinary=myagent\nCredentialSet=MY_KEY\nCredentialSet=MY_TOKEN MY_URL\nPassEnvironment=MY_MODEL\nReadOnlyPaths=/opt/myagent\nSandbox=landlock\nWorkspace=clone\nAsk=yes\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "myagent.conf"), []byte("[Profile]\nDescription=Mine\nBinary=myagent\nCredentialSet=MY_KEY\nCredentialSet=MY_TOKEN MY_URL\nPassEnvironment=MY_MODEL\nReadOnlyPaths=/opt/myagent\nSandbox=landlock\nWorkspace=clone\nAsk=yes\nLendGit=https://git.example/me/a=fetch\nLendGit=https://git.example/me/b\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "codex.conf"), []byte("[Profile]\nBinary=codex\nCredentialSet=ONLY_THIS\n"), 0o600)
 	all, broken := Profiles(dir)
 	if len(broken) > 0 {
@@ -293,7 +293,8 @@ func TestUserProfiles(t *testing.T) {
 		byName[p.Name] = p
 	}
 	mine := byName["myagent"]
-	if mine.Binary != "myagent" || len(mine.CredentialSets) != 2 || mine.CredentialSets[1][1] != "MY_URL" || mine.ReadOnly[0] != "/opt/myagent" || mine.PassEnv[0] != "MY_MODEL" || mine.Sandbox != "landlock" || mine.Workspace != "clone" || !mine.Ask {
+	if mine.Binary != "myagent" || len(mine.CredentialSets) != 2 || mine.CredentialSets[1][1] != "MY_URL" || mine.ReadOnly[0] != "/opt/myagent" || mine.PassEnv[0] != "MY_MODEL" || mine.Sandbox != "landlock" || mine.Workspace != "clone" || !mine.Ask ||
+		!slices.Equal(mine.LendGit, []string{"https://git.example/me/a=fetch", "https://git.example/me/b"}) {
 		t.Errorf("myagent = %+v", mine)
 	}
 	if c := byName["codex"]; c.CredentialSets[0][0] != "ONLY_THIS" || !strings.HasSuffix(c.Source, "codex.conf") {
@@ -316,6 +317,11 @@ func TestUserProfiles(t *testing.T) {
 		"bad7.conf": "[Profile]\nWorkspace=copy\n",
 		"bad8.conf": "[Profile]\nToolchain=relative/dir\n",
 		"bad9.conf": "[Profile]\nAsk=maybe\n",
+		// A profile lends a git credential by URL; an ssh key it cannot
+		// (the bus, which may launch its sessions, has no agent of yours).
+		"bad10.conf": "[Profile]\nLendGit=git@git.example:me/repo.git\n",
+		"bad11.conf": "[Profile]\nLendSSHKey=SHA256:abc=github.com\n",
+		"bad12.conf": "[Profile]\nLendSSHSign=SHA256:abc\n",
 	} {
 		d := t.TempDir()
 		os.WriteFile(filepath.Join(d, name), []byte(content), 0o600)

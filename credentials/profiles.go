@@ -75,6 +75,11 @@ type Profile struct {
 	CPUQuota  string `json:"cpu_quota,omitempty"`
 	TmpSize   string `json:"tmp_size,omitempty"`
 	HomeSize  string `json:"home_size,omitempty"`
+	// LendGit are the git credentials its sessions are lent, as
+	// --lend-git takes them (https://HOST/OWNER/REPO[=OPS]); checked
+	// where they are used (bad-git-lend), where a flag naming the same
+	// repository wins.
+	LendGit []string `json:"lend_git,omitempty"`
 }
 
 // The hosts each provider's API is reached at, for the built-in profiles'
@@ -308,6 +313,7 @@ func (p *Profile) limit(name string) *string {
 //	Inject=MY_API_KEY authorization api.example.com
 //	SeccompAllow=io_uring perf
 //	Sandbox=landlock
+//	LendGit=https://github.com/me/app=fetch,push
 //
 // Without Network= a user profile's sessions have no network (none).
 // Each CredentialSet line is one alternative; its variables are all needed.
@@ -404,8 +410,18 @@ func readProfile(path string) (Profile, error) {
 			p.SeccompAllow = append(p.SeccompAllow, fields...)
 		case "MemoryMax", "TasksMax", "CPUQuota", "TmpSize", "HomeSize":
 			*p.limit(o.Name) = o.Value
+		case "LendGit":
+			// The rest of the syntax is --lend-git's, read where it is used.
+			for _, v := range fields {
+				if !strings.HasPrefix(v, "https://") {
+					return bad("LendGit=%s: use https://HOST[:PORT]/OWNER/REPO[=OPS], as --lend-git takes it", v)
+				}
+			}
+			p.LendGit = append(p.LendGit, fields...)
+		case "LendSSHKey", "LendSSHSign":
+			return bad("%s= is not a profile setting: lend a key at the start (--lend-ssh-key, --lend-ssh-sign), where your own ssh agent is (a profile's sessions may also be launched by the bus, which has none of yours)", o.Name)
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, Ask, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize, HomeSize)", o.Name)
+			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, Ask, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize, HomeSize, LendGit)", o.Name)
 		}
 	}
 	return p, nil

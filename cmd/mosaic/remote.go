@@ -22,6 +22,7 @@ import (
 	"mosaic/internal/xdg"
 	"mosaic/manager"
 	"mosaic/manager/remote"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 
@@ -134,8 +135,38 @@ func hostArgs(args []string, env func(string) string) (hostCall, error) {
 		if flag := lendFlag(rest); flag != "" {
 			return call, errcode.BadSSHLend.New("%s is not available with --host: the remote's mosaic would lend the agent ssh forwarded to it (ssh -A), which the remote's root and its other processes can use too, and which is gone when this ssh ends; run mosaic on that host with an agent there", flag)
 		}
+		// --lend-git travels as it is: the remote's mosaic asks the
+		// remote user's own git credential helper. One it cannot read is
+		// refused here, before ssh runs.
+		for _, v := range gitLendArgs(rest) {
+			if _, err := egress.ParseGitLend(v); err != nil {
+				return call, errcode.BadGitLend.New("%w", err)
+			}
+		}
 	}
 	return call, nil
+}
+
+// gitLendArgs are the values of the --lend-git flags among mosaic's own
+// arguments (before --).
+func gitLendArgs(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		name, v, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "lend-git" {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			i++
+			v = args[i]
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // lendFlag is the first --lend-ssh-key or --lend-ssh-sign among mosaic's

@@ -124,3 +124,46 @@ func TestGitLendOf(t *testing.T) {
 		}
 	}
 }
+
+// TestGitLendsAsked: a profile's LendGit= lines are lent beside the
+// --lend-git flags; a flag naming the same repository wins (its
+// operations, not the profile's); a repository twice in the flags or
+// twice in the profile, or a LendGit= that does not read as --lend-git,
+// is bad-git-lend naming where it came from; a session of a profile that
+// lends, without an egress proxy, is refused naming the profile.
+func TestGitLendsAsked(t *testing.T) {
+	p := credentials.Profile{Name: "mine", LendGit: []string{"https://git.example/me/a=fetch", "https://git.example/me/b"}}
+	got, err := gitLendsAsked([]string{"https://git.example/me/a.git=fetch,push,force"}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s []string
+	for _, g := range got {
+		s = append(s, g.String())
+	}
+	if strings.Join(s, " ") != "https://git.example/me/a=fetch,push,force https://git.example/me/b=fetch,push" {
+		t.Errorf("lent %v", s)
+	}
+	for _, c := range []struct {
+		flags, profile []string
+		want           string
+	}{
+		{[]string{"https://git.example/me/a", "https://git.example/me/a=fetch"}, nil, "lent twice"},
+		{nil, []string{"https://git.example/me/a", "https://git.example/me/a.git=fetch"}, "profile mine's LendGit=: https://git.example/me/a is lent twice"},
+		{nil, []string{"https://git.example/me"}, "profile mine's LendGit=: --lend-git \"https://git.example/me\": name one repository"},
+		{nil, []string{"https://git.example/me/a=delete"}, "profile mine's LendGit="},
+	} {
+		_, err := gitLendsAsked(c.flags, credentials.Profile{Name: "mine", LendGit: c.profile})
+		if !errors.Is(err, errcode.BadGitLend.Target()) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %v: %v, want bad-git-lend with %q", c.flags, c.profile, err, c.want)
+		}
+	}
+	grant := credentials.Grant{Profile: p}
+	err = gitLendOf(&units.Spec{Network: sandbox.NetworkNone}, Request{}, &grant)
+	if !errors.Is(err, errcode.BadGitLend.Target()) || !strings.Contains(err.Error(), "profile mine's LendGit= needs --network allow") {
+		t.Errorf("network none: %v", err)
+	}
+	if len(grant.Secrets) != 0 {
+		t.Errorf("secrets: %v", grant.Secrets)
+	}
+}
