@@ -408,23 +408,35 @@ func readProfile(path string) (Profile, error) {
 			p.Inject = append(p.Inject, r)
 		case "SeccompAllow":
 			p.SeccompAllow = append(p.SeccompAllow, fields...)
-		case "MemoryMax", "TasksMax", "CPUQuota", "TmpSize", "HomeSize":
-			*p.limit(o.Name) = o.Value
-		case "LendGit":
-			// The rest of the syntax is --lend-git's, read where it is used.
-			for _, v := range fields {
-				if !strings.HasPrefix(v, "https://") {
-					return bad("LendGit=%s: use https://HOST[:PORT]/OWNER/REPO[=OPS], as --lend-git takes it", v)
-				}
-			}
-			p.LendGit = append(p.LendGit, fields...)
-		case "LendSSHKey", "LendSSHSign":
-			return bad("%s= is not a profile setting: lend a key at the start (--lend-ssh-key, --lend-ssh-sign), where your own ssh agent is (a profile's sessions may also be launched by the bus, which has none of yours)", o.Name)
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, Ask, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize, HomeSize, LendGit)", o.Name)
+			if err := p.setOther(o.Name, o.Value, fields); err != nil {
+				return bad("%v", err)
+			}
 		}
 	}
 	return p, nil
+}
+
+// setOther sets a profile's limit or lend setting (readProfile), or
+// refuses a setting no profile takes.
+func (p *Profile) setOther(name, value string, fields []string) error {
+	switch name {
+	case "MemoryMax", "TasksMax", "CPUQuota", "TmpSize", "HomeSize":
+		*p.limit(name) = value
+	case "LendGit":
+		// The rest of the syntax is --lend-git's, read where it is used.
+		for _, v := range fields {
+			if !strings.HasPrefix(v, "https://") {
+				return fmt.Errorf("LendGit=%s: use https://HOST[:PORT]/OWNER/REPO[=OPS], as --lend-git takes it", v)
+			}
+		}
+		p.LendGit = append(p.LendGit, fields...)
+	case "LendSSHKey", "LendSSHSign":
+		return fmt.Errorf("%s= is not a profile setting: lend a key at the start (--lend-ssh-key, --lend-ssh-sign), where your own ssh agent is (a profile's sessions may also be launched by the bus, which has none of yours)", name)
+	default:
+		return fmt.Errorf("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, Ask, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize, HomeSize, LendGit)", name)
+	}
+	return nil
 }
 
 // toolchainsOf adds a Toolchain= line's directories to have: each

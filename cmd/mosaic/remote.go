@@ -132,19 +132,24 @@ func hostArgs(args []string, env func(string) string) (hostCall, error) {
 		call.targets = nil // --host local: this machine
 	}
 	if len(call.targets) > 0 {
-		if flag := lendFlag(rest); flag != "" {
-			return call, errcode.BadSSHLend.New("%s is not available with --host: the remote's mosaic would lend the agent ssh forwarded to it (ssh -A), which the remote's root and its other processes can use too, and which is gone when this ssh ends; run mosaic on that host with an agent there", flag)
-		}
-		// --lend-git travels as it is: the remote's mosaic asks the
-		// remote user's own git credential helper. One it cannot read is
-		// refused here, before ssh runs.
-		for _, v := range gitLendArgs(rest) {
-			if _, err := egress.ParseGitLend(v); err != nil {
-				return call, errcode.BadGitLend.New("%w", err)
-			}
-		}
+		return call, hostLends(rest)
 	}
 	return call, nil
+}
+
+// hostLends refuses --lend-ssh-key and --lend-ssh-sign with --host, and a
+// --lend-git that does not read, before ssh runs. --lend-git travels as it
+// is: the remote's mosaic asks the remote user's own git credential helper.
+func hostLends(args []string) error {
+	if flag := lendFlag(args); flag != "" {
+		return errcode.BadSSHLend.New("%s is not available with --host: the remote's mosaic would lend the agent ssh forwarded to it (ssh -A), which the remote's root and its other processes can use too, and which is gone when this ssh ends; run mosaic on that host with an agent there", flag)
+	}
+	for _, v := range gitLendArgs(args) {
+		if _, err := egress.ParseGitLend(v); err != nil {
+			return errcode.BadGitLend.New("%w", err)
+		}
+	}
+	return nil
 }
 
 // gitLendArgs are the values of the --lend-git flags among mosaic's own
