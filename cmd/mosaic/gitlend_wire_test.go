@@ -56,6 +56,9 @@ func TestLendGitFromProfile(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(profiles, "lender.conf"), []byte("[Profile]\nNetwork=allow\nAllowHost="+f.n+".0/24\nLendGit="+f.url+"\n"), 0o600))
 	must(t, os.WriteFile(filepath.Join(profiles, "badlender.conf"), []byte("[Profile]\nNetwork=allow\nLendGit=https://git.example/me\n"), 0o600))
 
+	if r := mosaicWith(t, env, "", "profiles", "lender"); !strings.Contains(r.stdout, "  lend git "+f.url+"\n") {
+		t.Errorf("mosaic profiles does not show the lend:\n%s%s", r.stdout, r.stderr)
+	}
 	name := sessionName(t)
 	r := mosaicWith(t, env, "", "run", "--name", name, "--profile", "lender", "-w", workspace(t), "--", "bash", "-c", gitPushLine, f.url, "from-profile")
 	if r.code != 0 || !strings.Contains(r.stdout, "push=ok") || !f.hasBranch("repo", "from-profile") {
@@ -193,5 +196,8 @@ func TestBusLendGit(t *testing.T) {
 		if mosaic(t, "status", n).code == 0 {
 			t.Errorf("refused launch %s exists", n)
 		}
+	}
+	if b, err := os.ReadFile(launchLog()); err != nil || !strings.Contains(string(b), "/me/repo for fetch, push") || strings.Contains(string(b), f.token) {
+		t.Errorf("the launch log (%v) does not name the lend, or holds the token", err)
 	}
 }

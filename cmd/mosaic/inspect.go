@@ -669,6 +669,9 @@ func printProfile(w io.Writer, p credentials.Profile) {
 	for _, r := range p.Inject {
 		fmt.Fprintf(w, "  inject %s into %s for %s\n", r.Var, strings.Join(r.Headers, ", "), strings.Join(r.Hosts, ", "))
 	}
+	for _, g := range p.LendGit {
+		fmt.Fprintf(w, "  lend git %s\n", g)
+	}
 	line("seccomp", strings.Join(p.SeccompAllow, " "))
 	line("limits", strings.TrimSpace(strings.Join([]string{pre("memory ", p.MemoryMax), pre("tasks ", p.TasksMax), pre("cpu ", p.CPUQuota)}, " ")))
 }
