@@ -80,6 +80,13 @@ type Profile struct {
 	// where they are used (bad-git-lend), where a flag naming the same
 	// repository wins.
 	LendGit []string `json:"lend_git,omitempty"`
+	// LendSSHKey and LendSSHSign are the ssh agent's keys its sessions
+	// are lent, as --lend-ssh-key (KEY=HOST[,HOST...]) and --lend-ssh-sign
+	// take them, KEY a SHA256: fingerprint or an absolute .pub path; a
+	// flag naming the same key (any signing key, for LendSSHSign) wins.
+	// Only where the caller's own agent is: not through the bus or --host.
+	LendSSHKey  []string `json:"lend_ssh_key,omitempty"`
+	LendSSHSign string   `json:"lend_ssh_sign,omitempty"`
 }
 
 // The hosts each provider's API is reached at, for the built-in profiles'
@@ -432,9 +439,36 @@ func (p *Profile) setOther(name, value string, fields []string) error {
 		}
 		p.LendGit = append(p.LendGit, fields...)
 	case "LendSSHKey", "LendSSHSign":
-		return fmt.Errorf("%s= is not a profile setting: lend a key at the start (--lend-ssh-key, --lend-ssh-sign), where your own ssh agent is (a profile's sessions may also be launched by the bus, which has none of yours)", name)
+		return p.setSSHLend(name, fields)
 	default:
-		return fmt.Errorf("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, Ask, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize, HomeSize, LendGit)", name)
+		return fmt.Errorf("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, Ask, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize, HomeSize, LendGit, LendSSHKey, LendSSHSign)", name)
+	}
+	return nil
+}
+
+// setSSHLend reads a LendSSHKey= (KEY=HOST[,HOST...], one or more) or
+// LendSSHSign= (one KEY, once) line: KEY a SHA256: fingerprint or an
+// absolute path of a .pub file (a profile has no directory to be relative
+// to); the key and hosts themselves are checked where they are used.
+func (p *Profile) setSSHLend(name string, fields []string) error {
+	if len(fields) == 0 {
+		return fmt.Errorf("%s= names no key", name)
+	}
+	for _, v := range fields {
+		key, hosts, hasHosts := strings.Cut(v, "=")
+		switch {
+		case !strings.HasPrefix(key, "SHA256:") && !filepath.IsAbs(key):
+			return fmt.Errorf("%s=%s: name the key by its SHA256: fingerprint or the absolute path of its .pub file", name, v)
+		case name == "LendSSHKey" && (!hasHosts || hosts == ""):
+			return fmt.Errorf("LendSSHKey=%s: write KEY=HOST[,HOST...], where it may log in (a key only to sign is LendSSHSign=)", v)
+		case name == "LendSSHSign" && (hasHosts || len(fields) != 1 || p.LendSSHSign != ""):
+			return fmt.Errorf("LendSSHSign=%s: name one key, once (git signs with one)", strings.Join(fields, " "))
+		}
+	}
+	if name == "LendSSHSign" {
+		p.LendSSHSign = fields[0]
+	} else {
+		p.LendSSHKey = append(p.LendSSHKey, fields...)
 	}
 	return nil
 }

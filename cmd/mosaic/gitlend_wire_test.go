@@ -201,3 +201,51 @@ func TestBusLendGit(t *testing.T) {
 		t.Errorf("the launch log (%v) does not name the lend, or holds the token", err)
 	}
 }
+
+// TestLendSSHSignFromProfile (issue 42): a profile's LendSSHSign= (a key
+// by its fingerprint) lends the key to sign as --lend-ssh-sign does: a
+// session of it signs a commit that verifies on the host with that key.
+// Through --host the same profile is refused (bad-ssh-lend, exit 2, the
+// session not started) even where the remote's mosaic sees an agent (its
+// sshd sets SSH_AUTH_SOCK to the user's agent, as a forwarded one would
+// be): with viaHost's refusal taken out, the remote's session signed with
+// it and printed its signed commit (run by hand: the test failed).
+func TestLendSSHSignFromProfile(t *testing.T) {
+	needRig(t)
+	dir, cfg := t.TempDir(), t.TempDir()
+	key := filepath.Join(dir, "sign_key")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	sock := userAgent(t, key)
+	fp := strings.Fields(string(must1(exec.Command("ssh-keygen", "-lf", key+".pub").Output())))[1]
+	must(t, os.MkdirAll(filepath.Join(cfg, "mosaic", "profiles"), 0o700))
+	must(t, os.WriteFile(filepath.Join(cfg, "mosaic", "profiles", "signer.conf"), []byte("[Profile]\nNetwork=none\nLendSSHSign="+fp+"\n"), 0o600))
+	env := []string{"SSH_AUTH_SOCK=" + sock, "XDG_CONFIG_HOME=" + cfg}
+	ws := workspace(t)
+	commit := "git init -q repo && cd repo && git -c user.email=t@example.org -c user.name=t commit -q --allow-empty -m signed && git cat-file commit HEAD"
+	name := sessionName(t)
+	res := mosaicWith(t, env, "", "run", "--direct", "--name", name, "--profile", "signer", "-w", ws, "--", "sh", "-c", commit)
+	if res.code != 0 || !strings.Contains(res.stdout, "BEGIN SSH SIGNATURE") {
+		t.Fatalf("a session of a profile lending a signing key: git commit -S: %+v", res)
+	}
+	if st := mosaic(t, "status", name).stdout; !strings.Contains(st, "to sign only") {
+		t.Errorf("status does not say the profile's key was lent:\n%s", st)
+	}
+	signers := filepath.Join(dir, "allowed_signers")
+	must(t, os.WriteFile(signers, []byte("t@example.org "+string(must1(os.ReadFile(key+".pub")))), 0o600))
+	if out, err := exec.Command("git", "-C", filepath.Join(ws, "repo"), "-c", "gpg.ssh.allowedSignersFile="+signers,
+		"-c", "gpg.minTrustLevel=fully", "verify-commit", "HEAD").CombinedOutput(); err != nil {
+		t.Errorf("the commit does not verify with the profile's key: %v\n%s", err, out)
+	}
+
+	r := startSSHD(t, true, "XDG_CONFIG_HOME="+cfg, "SSH_AUTH_SOCK="+sock)
+	remoteName := sessionName(t)
+	res = r.mosaic(t, nil, "", "run", "--json", "--direct", "--name", remoteName, "--profile", "signer", "-w", workspace(t), "--", "sh", "-c", commit)
+	if code, msg := jsonError(t, res); res.code != 2 || code != "bad-ssh-lend" || !strings.Contains(msg, "through --host") {
+		t.Errorf("a profile's signing key through --host: exit %d, %s: %s", res.code, code, msg)
+	}
+	if mosaic(t, "status", remoteName).code == 0 {
+		t.Errorf("session %s exists", remoteName)
+	}
+}

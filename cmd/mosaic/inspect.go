@@ -672,6 +672,12 @@ func printProfile(w io.Writer, p credentials.Profile) {
 	for _, g := range p.LendGit {
 		fmt.Fprintf(w, "  lend git %s\n", g)
 	}
+	for _, k := range p.LendSSHKey {
+		fmt.Fprintf(w, "  lend ssh key %s\n", k)
+	}
+	if p.LendSSHSign != "" {
+		fmt.Fprintf(w, "  lend ssh key %s to sign only\n", p.LendSSHSign)
+	}
 	line("seccomp", strings.Join(p.SeccompAllow, " "))
 	line("limits", strings.TrimSpace(strings.Join([]string{pre("memory ", p.MemoryMax), pre("tasks ", p.TasksMax), pre("cpu ", p.CPUQuota)}, " ")))
 }

@@ -460,6 +460,7 @@ func remoteExecFrame(args []string) int {
 		}
 	}
 	argv := append([]string{"mosaic"}, f.Args...)
+	viaHost = true
 	if len(f.Secrets) > 0 {
 		path, done, err := secretsFile(f.Secrets)
 		if err != nil {
@@ -471,6 +472,11 @@ func remoteExecFrame(args []string) int {
 	}
 	return runHere(argv, os.Stdout, os.Stderr)
 }
+
+// viaHost is set in the remote's mosaic of a --host command: the ssh agent
+// it sees, if any, is one ssh forwarded to it, which a profile's
+// LendSSHKey= or LendSSHSign= must not lend (requestFrom).
+var viaHost bool
 
 // passable reports whether a plain variable from the caller's side may be
 // set here: the terminal's and the profiles' (a model, a base URL), never

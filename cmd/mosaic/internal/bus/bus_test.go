@@ -463,6 +463,9 @@ func TestLaunchLendGit(t *testing.T) {
 			if len(r.fake.launched) != 1 || !slices.Equal(r.fake.launched[0].LendGit, tc.ask) {
 				t.Errorf("launched %+v, want it lent %v", r.fake.launched, tc.ask)
 			}
+			if len(r.fake.launched) == 1 && r.fake.launched[0].NoAgent == "" {
+				t.Error("a bus launch may lend a profile's ssh keys (no NoAgent)")
+			}
 		})
 	}
 }

@@ -319,7 +319,7 @@ func gitLendsWithin(who caller, asked []string) error {
 func requestOf(req Request) (request.Request, error) {
 	r := request.Request{Name: req.Name, Workspace: req.Workspace, Profile: req.Profile, Command: req.Command,
 		ExtraRO: req.RO, ExtraRW: req.RW, MayLaunch: req.MayLaunch, Network: req.Network, AllowHosts: req.AllowHosts,
-		LendGit: req.LendGit}
+		LendGit: req.LendGit, NoAgent: "the bus has no ssh agent of yours to lend (use mosaic start)"}
 	if r.Name != "" {
 		if err := units.ValidateName(r.Name); err != nil {
 			return r, err
