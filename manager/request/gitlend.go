@@ -30,7 +30,7 @@ var gitCredentialTimeout = 10 * time.Second
 // URL that answers the user name and a placeholder, and the host joins
 // the allowlist.
 func gitLendOf(spec *units.Spec, req Request, grant *credentials.Grant) error {
-	lends, err := gitLendsAsked(req.LendGit, grant.Profile)
+	lends, err := gitLendsAsked(req.LendGit, lendingProfile(req, grant.Profile))
 	if err != nil || len(lends) == 0 {
 		return err
 	}
@@ -81,6 +81,17 @@ func gitLendOf(spec *units.Spec, req Request, grant *credentials.Grant) error {
 	spec.GitLends = lends
 	spec.GitConfig = gitLendConfig(spec.GitConfig, lends, users, placeholders)
 	return nil
+}
+
+// lendingProfile is the profile whose lends (LendGit=, LendSSHKey=,
+// LendSSHSign=) a session gets: none for a session mosaic runs for itself
+// (a clone's finish step, the doctor's probe), whatever profile it runs
+// under (a user's own generic.conf may lend).
+func lendingProfile(req Request, p credentials.Profile) credentials.Profile {
+	if req.Own {
+		return credentials.Profile{Name: p.Name}
+	}
+	return p
 }
 
 // gitLendsAsked reads the --lend-git flags, then the profile's LendGit=

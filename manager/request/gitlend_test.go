@@ -167,3 +167,24 @@ func TestGitLendsAsked(t *testing.T) {
 		t.Errorf("secrets: %v", grant.Secrets)
 	}
 }
+
+// TestOwnSessionsBorrowNothing: a session mosaic runs for itself (a
+// clone's finish step under network none, the doctor's probe) gets none of
+// its profile's lends, which a user's own generic.conf may name: the
+// finish step would otherwise be refused (bad-git-lend under network
+// none) or lent the user's credentials (checked: without lendingProfile
+// this test failed with bad-git-lend).
+func TestOwnSessionsBorrowNothing(t *testing.T) {
+	p := credentials.Profile{Name: "generic", LendGit: []string{"https://git.example/me/a"}, LendSSHSign: "SHA256:s"}
+	grant := credentials.Grant{Profile: p}
+	spec := &units.Spec{Network: sandbox.NetworkNone}
+	if err := gitLendOf(spec, Request{Own: true}, &grant); err != nil || len(spec.GitLends) != 0 {
+		t.Errorf("an own session: %v, lent %v", err, spec.GitLends)
+	}
+	if got := sshLendsAsked(Request{Own: true}, lendingProfile(Request{Own: true}, p)); len(got.LendSSHSign) != 0 {
+		t.Errorf("an own session is lent %v", got.LendSSHSign)
+	}
+	if err := gitLendOf(spec, Request{}, &grant); !errors.Is(err, errcode.BadGitLend.Target()) {
+		t.Errorf("a user's session of the same profile under network none: %v", err)
+	}
+}

@@ -445,7 +445,7 @@ func finishSpec(spec *units.Spec, req Request, grant *credentials.Grant, p Paths
 	if !req.NoGitIdentity {
 		spec.GitConfig = gitConfigFor(gitConfig())
 	}
-	if err := sshAgentOf(spec, sshLendsAsked(req, grant.Profile), p, os.Getenv("SSH_AUTH_SOCK")); err != nil {
+	if err := sshAgentOf(spec, sshLendsAsked(req, lendingProfile(req, grant.Profile)), p, os.Getenv("SSH_AUTH_SOCK")); err != nil {
 		return err
 	}
 	if err := gitLendOf(spec, req, grant); err != nil {
