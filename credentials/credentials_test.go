@@ -282,7 +282,7 @@ func TestPlainEnvironment(t *testing.T) {
 
 func TestUserProfiles(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "myagent.conf"), []byte("[Profile]\nDescription=Mine\nBinary=myagent\nCredentialSet=MY_KEY\nCredentialSet=MY_TOKEN MY_URL\nPassEnvironment=MY_MODEL\nReadOnlyPaths=/opt/myagent\nSandbox=landlock\nWorkspace=clone\nAsk=yes\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "myagent.conf"), []byte("[Profile]\nDescription=Mine\nBinary=myagent\nCredentialSet=MY_KEY\nCredentialSet=MY_TOKEN MY_URL\nPassEnvironment=MY_MODEL\nReadOnlyPaths=/opt/myagent\nSandbox=landlock\nWorkspace=clone\nAsk=yes\nLendGit=https://git.example/me/a=fetch\nLendGit=https://git.example/me/b\nLendSSHKey=SHA256:k=git.example,gh.example /home/me/.ssh/id.pub=git.example\nLendSSHSign=SHA256:s\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "codex.conf"), []byte("[Profile]\nBinary=codex\nCredentialSet=ONLY_THIS\n"), 0o600)
 	all, broken := Profiles(dir)
 	if len(broken) > 0 {
@@ -293,7 +293,9 @@ func TestUserProfiles(t *testing.T) {
 		byName[p.Name] = p
 	}
 	mine := byName["myagent"]
-	if mine.Binary != "myagent" || len(mine.CredentialSets) != 2 || mine.CredentialSets[1][1] != "MY_URL" || mine.ReadOnly[0] != "/opt/myagent" || mine.PassEnv[0] != "MY_MODEL" || mine.Sandbox != "landlock" || mine.Workspace != "clone" || !mine.Ask {
+	if mine.Binary != "myagent" || len(mine.CredentialSets) != 2 || mine.CredentialSets[1][1] != "MY_URL" || mine.ReadOnly[0] != "/opt/myagent" || mine.PassEnv[0] != "MY_MODEL" || mine.Sandbox != "landlock" || mine.Workspace != "clone" || !mine.Ask ||
+		!slices.Equal(mine.LendGit, []string{"https://git.example/me/a=fetch", "https://git.example/me/b"}) ||
+		!slices.Equal(mine.LendSSHKey, []string{"SHA256:k=git.example,gh.example", "/home/me/.ssh/id.pub=git.example"}) || mine.LendSSHSign != "SHA256:s" {
 		t.Errorf("myagent = %+v", mine)
 	}
 	if c := byName["codex"]; c.CredentialSets[0][0] != "ONLY_THIS" || !strings.HasSuffix(c.Source, "codex.conf") {
@@ -307,15 +309,22 @@ func TestUserProfiles(t *testing.T) {
 		t.Errorf("profile from the command: %v %v", g.Profile.Name, err)
 	}
 	for name, content := range map[string]string{
-		"bad1.conf": "[Profile]\nCredentialSet=not-a-name\n",
-		"bad2.conf": "[Other]\nBinary=x\n",
-		"bad3.conf": "[Profile]\nUnknown=x\n",
-		"bad4.conf": "[Profile]\nReadOnlyPaths=relative\n",
-		"Bad5.conf": "[Profile]\n",
-		"bad6.conf": "[Profile]\nSandbox=none\n",
-		"bad7.conf": "[Profile]\nWorkspace=copy\n",
-		"bad8.conf": "[Profile]\nToolchain=relative/dir\n",
-		"bad9.conf": "[Profile]\nAsk=maybe\n",
+		"bad1.conf":  "[Profile]\nCredentialSet=not-a-name\n",
+		"bad2.conf":  "[Other]\nBinary=x\n",
+		"bad3.conf":  "[Profile]\nUnknown=x\n",
+		"bad4.conf":  "[Profile]\nReadOnlyPaths=relative\n",
+		"Bad5.conf":  "[Profile]\n",
+		"bad6.conf":  "[Profile]\nSandbox=none\n",
+		"bad7.conf":  "[Profile]\nWorkspace=copy\n",
+		"bad8.conf":  "[Profile]\nToolchain=relative/dir\n",
+		"bad9.conf":  "[Profile]\nAsk=maybe\n",
+		"bad10.conf": "[Profile]\nLendGit=git@git.example:me/repo.git\n",
+		"bad11.conf": "[Profile]\nLendSSHKey=SHA256:abc\n",
+		"bad12.conf": "[Profile]\nLendSSHKey=id.pub=github.com\n",
+		"bad13.conf": "[Profile]\nLendSSHSign=SHA256:a\nLendSSHSign=SHA256:b\n",
+		"bad14.conf": "[Profile]\nLendSSHSign=SHA256:a SHA256:b\n",
+		"bad15.conf": "[Profile]\nLendSSHSign=\n",
+		"bad16.conf": "[Profile]\nLendSSHSign=SHA256:a=github.com\n",
 	} {
 		d := t.TempDir()
 		os.WriteFile(filepath.Join(d, name), []byte(content), 0o600)

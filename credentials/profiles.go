@@ -75,6 +75,18 @@ type Profile struct {
 	CPUQuota  string `json:"cpu_quota,omitempty"`
 	TmpSize   string `json:"tmp_size,omitempty"`
 	HomeSize  string `json:"home_size,omitempty"`
+	// LendGit are the git credentials its sessions are lent, as
+	// --lend-git takes them (https://HOST/OWNER/REPO[=OPS]); checked
+	// where they are used (bad-git-lend), where a flag naming the same
+	// repository wins.
+	LendGit []string `json:"lend_git,omitempty"`
+	// LendSSHKey and LendSSHSign are the ssh agent's keys its sessions
+	// are lent, as --lend-ssh-key (KEY=HOST[,HOST...]) and --lend-ssh-sign
+	// take them, KEY a SHA256: fingerprint or an absolute .pub path; a
+	// flag naming the same key (any signing key, for LendSSHSign) wins.
+	// Only where the caller's own agent is: not through the bus or --host.
+	LendSSHKey  []string `json:"lend_ssh_key,omitempty"`
+	LendSSHSign string   `json:"lend_ssh_sign,omitempty"`
 }
 
 // The hosts each provider's API is reached at, for the built-in profiles'
@@ -308,6 +320,7 @@ func (p *Profile) limit(name string) *string {
 //	Inject=MY_API_KEY authorization api.example.com
 //	SeccompAllow=io_uring perf
 //	Sandbox=landlock
+//	LendGit=https://github.com/me/app=fetch,push
 //
 // Without Network= a user profile's sessions have no network (none).
 // Each CredentialSet line is one alternative; its variables are all needed.
@@ -402,13 +415,62 @@ func readProfile(path string) (Profile, error) {
 			p.Inject = append(p.Inject, r)
 		case "SeccompAllow":
 			p.SeccompAllow = append(p.SeccompAllow, fields...)
-		case "MemoryMax", "TasksMax", "CPUQuota", "TmpSize", "HomeSize":
-			*p.limit(o.Name) = o.Value
 		default:
-			return bad("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, Ask, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize, HomeSize)", o.Name)
+			if err := p.setOther(o.Name, o.Value, fields); err != nil {
+				return bad("%v", err)
+			}
 		}
 	}
 	return p, nil
+}
+
+// setOther sets a profile's limit or lend setting (readProfile), or
+// refuses a setting no profile takes.
+func (p *Profile) setOther(name, value string, fields []string) error {
+	switch name {
+	case "MemoryMax", "TasksMax", "CPUQuota", "TmpSize", "HomeSize":
+		*p.limit(name) = value
+	case "LendGit":
+		// The rest of the syntax is --lend-git's, read where it is used.
+		for _, v := range fields {
+			if !strings.HasPrefix(v, "https://") {
+				return fmt.Errorf("LendGit=%s: use https://HOST[:PORT]/OWNER/REPO[=OPS], as --lend-git takes it", v)
+			}
+		}
+		p.LendGit = append(p.LendGit, fields...)
+	case "LendSSHKey", "LendSSHSign":
+		return p.setSSHLend(name, fields)
+	default:
+		return fmt.Errorf("unknown setting %s= (known: Description, Binary, CredentialSet, PassEnvironment, Environment, ReadOnlyPaths, Toolchain, Network, AllowHost, Ask, SeccompAllow, Sandbox, Workspace, Inject, MemoryMax, TasksMax, CPUQuota, TmpSize, HomeSize, LendGit, LendSSHKey, LendSSHSign)", name)
+	}
+	return nil
+}
+
+// setSSHLend reads a LendSSHKey= (KEY=HOST[,HOST...], one or more) or
+// LendSSHSign= (one KEY, once) line: KEY a SHA256: fingerprint or an
+// absolute path of a .pub file (a profile has no directory to be relative
+// to); the key and hosts themselves are checked where they are used.
+func (p *Profile) setSSHLend(name string, fields []string) error {
+	if len(fields) == 0 {
+		return fmt.Errorf("%s= names no key", name)
+	}
+	for _, v := range fields {
+		key, hosts, hasHosts := strings.Cut(v, "=")
+		switch {
+		case !strings.HasPrefix(key, "SHA256:") && !filepath.IsAbs(key):
+			return fmt.Errorf("%s=%s: name the key by its SHA256: fingerprint or the absolute path of its .pub file", name, v)
+		case name == "LendSSHKey" && (!hasHosts || hosts == ""):
+			return fmt.Errorf("LendSSHKey=%s: write KEY=HOST[,HOST...], where it may log in (a key only to sign is LendSSHSign=)", v)
+		case name == "LendSSHSign" && (hasHosts || len(fields) != 1 || p.LendSSHSign != ""):
+			return fmt.Errorf("LendSSHSign=%s: name one key, once (git signs with one)", strings.Join(fields, " "))
+		}
+	}
+	if name == "LendSSHSign" {
+		p.LendSSHSign = fields[0]
+	} else {
+		p.LendSSHKey = append(p.LendSSHKey, fields...)
+	}
+	return nil
 }
 
 // toolchainsOf adds a Toolchain= line's directories to have: each

@@ -77,6 +77,7 @@ func busLaunchCommand(out *output) *cli.Command {
 			&cli.BoolFlag{Name: "may-launch", Usage: "the launched session may launch others (not from a session)"},
 			&cli.StringSliceFlag{Name: "lend-ssh-key", Usage: "refused: the bus lends no ssh `KEY=HOST` (use mosaic start)"},
 			&cli.StringSliceFlag{Name: "lend-ssh-sign", Usage: "refused: the bus lends no ssh `KEY` (use mosaic start)"},
+			&cli.StringSliceFlag{Name: "lend-git", Usage: "lend the session your git credential helper's token for `URL[=OPS]`, as mosaic start does (from a session: only a repository and operations it was lent itself)"},
 		}, limitFlags()...), jsonFlag),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
@@ -92,7 +93,8 @@ func busLaunchCommand(out *output) *cli.Command {
 				Command: c.Args().Slice(), RO: c.StringSlice("ro"), RW: c.StringSlice("rw"), Limits: limitsFrom(c),
 				StopTimeout: c.String("stop-timeout"), MayLaunch: c.Bool("may-launch"),
 				Network: c.String("network"), AllowHosts: c.StringSlice("allow-host"),
-				LendSSHKey: c.StringSlice("lend-ssh-key"), LendSSHSign: c.StringSlice("lend-ssh-sign")}
+				LendSSHKey: c.StringSlice("lend-ssh-key"), LendSSHSign: c.StringSlice("lend-ssh-sign"),
+				LendGit: c.StringSlice("lend-git")}
 			var s manager.Session
 			if err := askBus(req, &s); err != nil {
 				return err

@@ -669,6 +669,15 @@ func printProfile(w io.Writer, p credentials.Profile) {
 	for _, r := range p.Inject {
 		fmt.Fprintf(w, "  inject %s into %s for %s\n", r.Var, strings.Join(r.Headers, ", "), strings.Join(r.Hosts, ", "))
 	}
+	for _, g := range p.LendGit {
+		fmt.Fprintf(w, "  lend git %s\n", g)
+	}
+	for _, k := range p.LendSSHKey {
+		fmt.Fprintf(w, "  lend ssh key %s\n", k)
+	}
+	if p.LendSSHSign != "" {
+		fmt.Fprintf(w, "  lend ssh key %s to sign only\n", p.LendSSHSign)
+	}
 	line("seccomp", strings.Join(p.SeccompAllow, " "))
 	line("limits", strings.TrimSpace(strings.Join([]string{pre("memory ", p.MemoryMax), pre("tasks ", p.TasksMax), pre("cpu ", p.CPUQuota)}, " ")))
 }

@@ -22,6 +22,7 @@ import (
 	"mosaic/internal/xdg"
 	"mosaic/manager"
 	"mosaic/manager/remote"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 
@@ -131,11 +132,46 @@ func hostArgs(args []string, env func(string) string) (hostCall, error) {
 		call.targets = nil // --host local: this machine
 	}
 	if len(call.targets) > 0 {
-		if flag := lendFlag(rest); flag != "" {
-			return call, errcode.BadSSHLend.New("%s is not available with --host: the remote's mosaic would lend the agent ssh forwarded to it (ssh -A), which the remote's root and its other processes can use too, and which is gone when this ssh ends; run mosaic on that host with an agent there", flag)
-		}
+		return call, hostLends(rest)
 	}
 	return call, nil
+}
+
+// hostLends refuses --lend-ssh-key and --lend-ssh-sign with --host, and a
+// --lend-git that does not read, before ssh runs. --lend-git travels as it
+// is: the remote's mosaic asks the remote user's own git credential helper.
+func hostLends(args []string) error {
+	if flag := lendFlag(args); flag != "" {
+		return errcode.BadSSHLend.New("%s is not available with --host: the remote's mosaic would lend the agent ssh forwarded to it (ssh -A), which the remote's root and its other processes can use too, and which is gone when this ssh ends; run mosaic on that host with an agent there", flag)
+	}
+	for _, v := range gitLendArgs(args) {
+		if _, err := egress.ParseGitLend(v); err != nil {
+			return errcode.BadGitLend.New("%w", err)
+		}
+	}
+	return nil
+}
+
+// gitLendArgs are the values of the --lend-git flags among mosaic's own
+// arguments (before --).
+func gitLendArgs(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		name, v, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "lend-git" {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			i++
+			v = args[i]
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // lendFlag is the first --lend-ssh-key or --lend-ssh-sign among mosaic's
@@ -424,6 +460,7 @@ func remoteExecFrame(args []string) int {
 		}
 	}
 	argv := append([]string{"mosaic"}, f.Args...)
+	viaHost = true
 	if len(f.Secrets) > 0 {
 		path, done, err := secretsFile(f.Secrets)
 		if err != nil {
@@ -435,6 +472,11 @@ func remoteExecFrame(args []string) int {
 	}
 	return runHere(argv, os.Stdout, os.Stderr)
 }
+
+// viaHost is set in the remote's mosaic of a --host command: the ssh agent
+// it sees, if any, is one ssh forwarded to it, which a profile's
+// LendSSHKey= or LendSSHSign= must not lend (requestFrom).
+var viaHost bool
 
 // passable reports whether a plain variable from the caller's side may be
 // set here: the terminal's and the profiles' (a model, a base URL), never

@@ -84,6 +84,9 @@ func requestFrom(c *cli.Context) (request.Request, error) {
 		NoGitIdentity:      c.Bool("no-git-identity"),
 		Base:               c.String("base"),
 	}
+	if viaHost {
+		req.NoAgent = "a profile cannot lend ssh keys through --host: the remote's mosaic would lend the agent ssh forwarded to it, which the remote's root can use too"
+	}
 	var err error
 	if req.Mode, err = modeFrom(c); err != nil {
 		return req, err

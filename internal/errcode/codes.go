@@ -32,7 +32,7 @@ var (
 	BadLimit              = def("bad-limit", ExitBadInput, "a resource limit is not a size, count or percentage systemd takes")
 	BadDuration           = def("bad-duration", ExitBadInput, "a duration is not one systemd takes (10s, 2min, 1h30m, or plain seconds)")
 	BadSSHLend            = def("bad-ssh-lend", ExitBadInput, "a --lend-ssh-key or --lend-ssh-sign names a key the ssh agent does not hold, a destination known_hosts does not know, or cannot go with the session's other flags")
-	BadGitLend            = def("bad-git-lend", ExitBadInput, "a --lend-git is not https://HOST[:PORT]/OWNER/REPO[=OPS] with OPS of fetch, push, force, pr, or cannot go with the session's other flags (it needs --network allow)")
+	BadGitLend            = def("bad-git-lend", ExitBadInput, "a --lend-git (or a profile's LendGit=) is not https://HOST[:PORT]/OWNER/REPO[=OPS] with OPS of fetch, push, force, pr, or cannot go with the session's other flags (it needs --network allow)")
 	BadPublish            = def("bad-publish", ExitBadInput, "a --publish is not [ADDR:]HOSTPORT[:PORT], or cannot go with the session's other flags")
 	BadEnv                = def("bad-env", ExitBadInput, "an environment entry is not NAME=VALUE or cannot be passed to a unit")
 	BadNetwork            = def("bad-network", ExitBadInput, "--network is not none, allow or host")

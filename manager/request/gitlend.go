@@ -30,29 +30,21 @@ var gitCredentialTimeout = 10 * time.Second
 // URL that answers the user name and a placeholder, and the host joins
 // the allowlist.
 func gitLendOf(spec *units.Spec, req Request, grant *credentials.Grant) error {
+	lends, err := gitLendsAsked(req.LendGit, lendingProfile(req, grant.Profile))
+	if err != nil || len(lends) == 0 {
+		return err
+	}
+	what := "--lend-git"
 	if len(req.LendGit) == 0 {
-		return nil
+		what = "profile " + grant.Profile.Name + "'s LendGit="
 	}
 	switch {
 	case spec.Network != sandbox.NetworkAllow:
-		return errcode.BadGitLend.New("--lend-git needs --network allow: the egress proxy puts the token in (network %s has none)", spec.Network)
+		return errcode.BadGitLend.New("%s needs --network allow: the egress proxy puts the token in (network %s has none)", what, spec.Network)
 	case req.Scope:
-		return errcode.BadGitLend.New("--lend-git is not available with --scope yet")
+		return errcode.BadGitLend.New("%s is not available with --scope yet", what)
 	case spec.Landlock():
-		return errcode.BadGitLend.New("--lend-git is not available with --sandbox landlock yet")
-	}
-	var lends []egress.GitLend
-	for _, v := range req.LendGit {
-		g, err := egress.ParseGitLend(v)
-		if err != nil {
-			return errcode.BadGitLend.New("%w", err)
-		}
-		for _, o := range lends {
-			if o.Host == g.Host && o.Repo == g.Repo {
-				return errcode.BadGitLend.New("--lend-git %s: the repository is lent twice (name its operations once, URL=OP,OP)", g.URL())
-			}
-		}
-		lends = append(lends, g)
+		return errcode.BadGitLend.New("%s is not available with --sandbox landlock yet", what)
 	}
 	users, placeholders, toks := make([]string, len(lends)), make([]string, len(lends)), make([]string, len(lends))
 	for i, g := range lends {
@@ -89,6 +81,62 @@ func gitLendOf(spec *units.Spec, req Request, grant *credentials.Grant) error {
 	spec.GitLends = lends
 	spec.GitConfig = gitLendConfig(spec.GitConfig, lends, users, placeholders)
 	return nil
+}
+
+// lendingProfile is the profile whose lends (LendGit=, LendSSHKey=,
+// LendSSHSign=) a session gets: none for a session mosaic runs for itself
+// (a clone's finish step, the doctor's probe), whatever profile it runs
+// under (a user's own generic.conf may lend).
+func lendingProfile(req Request, p credentials.Profile) credentials.Profile {
+	if req.Own {
+		return credentials.Profile{Name: p.Name}
+	}
+	return p
+}
+
+// gitLendsAsked reads the --lend-git flags, then the profile's LendGit=
+// lines: a repository a flag names is lent as the flag says (the flag
+// wins, as flags win over a profile's limits); one named twice by flags,
+// or twice by the profile, is bad input.
+func gitLendsAsked(flags []string, profile credentials.Profile) ([]egress.GitLend, error) {
+	var lends []egress.GitLend
+	read := func(v, from string, others []egress.GitLend) (egress.GitLend, bool, error) {
+		g, err := egress.ParseGitLend(v)
+		if err != nil {
+			return g, false, errcode.BadGitLend.New("%s%w", from, err)
+		}
+		for _, o := range others {
+			if o.Host == g.Host && o.Repo == g.Repo {
+				return g, true, nil
+			}
+		}
+		return g, false, nil
+	}
+	for _, v := range flags {
+		g, twice, err := read(v, "", lends)
+		if err != nil {
+			return nil, err
+		}
+		if twice {
+			return nil, errcode.BadGitLend.New("--lend-git %s: the repository is lent twice (name its operations once, URL=OP,OP)", g.URL())
+		}
+		lends = append(lends, g)
+	}
+	fromFlags := len(lends)
+	for _, v := range profile.LendGit {
+		from := "profile " + profile.Name + "'s LendGit=: "
+		g, twice, err := read(v, from, lends[fromFlags:])
+		if err != nil {
+			return nil, err
+		}
+		if twice {
+			return nil, errcode.BadGitLend.New("%s%s is lent twice (name its operations once, URL=OP,OP)", from, g.URL())
+		}
+		if _, byFlag, _ := read(v, from, lends[:fromFlags]); !byFlag {
+			lends = append(lends, g)
+		}
+	}
+	return lends, nil
 }
 
 // gitCredential asks the user's git credential helpers for g's URL, as

@@ -124,3 +124,67 @@ func TestGitLendOf(t *testing.T) {
 		}
 	}
 }
+
+// TestGitLendsAsked: a profile's LendGit= lines are lent beside the
+// --lend-git flags; a flag naming the same repository wins (its
+// operations, not the profile's); a repository twice in the flags or
+// twice in the profile, or a LendGit= that does not read as --lend-git,
+// is bad-git-lend naming where it came from; a session of a profile that
+// lends, without an egress proxy, is refused naming the profile.
+func TestGitLendsAsked(t *testing.T) {
+	p := credentials.Profile{Name: "mine", LendGit: []string{"https://git.example/me/a=fetch", "https://git.example/me/b"}}
+	got, err := gitLendsAsked([]string{"https://git.example/me/a.git=fetch,push,force"}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s []string
+	for _, g := range got {
+		s = append(s, g.String())
+	}
+	if strings.Join(s, " ") != "https://git.example/me/a=fetch,push,force https://git.example/me/b=fetch,push" {
+		t.Errorf("lent %v", s)
+	}
+	for _, c := range []struct {
+		flags, profile []string
+		want           string
+	}{
+		{[]string{"https://git.example/me/a", "https://git.example/me/a=fetch"}, nil, "lent twice"},
+		{nil, []string{"https://git.example/me/a", "https://git.example/me/a.git=fetch"}, "profile mine's LendGit=: https://git.example/me/a is lent twice"},
+		{nil, []string{"https://git.example/me"}, "profile mine's LendGit=: --lend-git \"https://git.example/me\": name one repository"},
+		{nil, []string{"https://git.example/me/a=delete"}, "profile mine's LendGit="},
+	} {
+		_, err := gitLendsAsked(c.flags, credentials.Profile{Name: "mine", LendGit: c.profile})
+		if !errors.Is(err, errcode.BadGitLend.Target()) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %v: %v, want bad-git-lend with %q", c.flags, c.profile, err, c.want)
+		}
+	}
+	grant := credentials.Grant{Profile: p}
+	err = gitLendOf(&units.Spec{Network: sandbox.NetworkNone}, Request{}, &grant)
+	if !errors.Is(err, errcode.BadGitLend.Target()) || !strings.Contains(err.Error(), "profile mine's LendGit= needs --network allow") {
+		t.Errorf("network none: %v", err)
+	}
+	if len(grant.Secrets) != 0 {
+		t.Errorf("secrets: %v", grant.Secrets)
+	}
+}
+
+// TestOwnSessionsBorrowNothing: a session mosaic runs for itself (a
+// clone's finish step under network none, the doctor's probe) gets none of
+// its profile's lends, which a user's own generic.conf may name: the
+// finish step would otherwise be refused (bad-git-lend under network
+// none) or lent the user's credentials (checked: without lendingProfile
+// this test failed with bad-git-lend).
+func TestOwnSessionsBorrowNothing(t *testing.T) {
+	p := credentials.Profile{Name: "generic", LendGit: []string{"https://git.example/me/a"}, LendSSHSign: "SHA256:s"}
+	grant := credentials.Grant{Profile: p}
+	spec := &units.Spec{Network: sandbox.NetworkNone}
+	if err := gitLendOf(spec, Request{Own: true}, &grant); err != nil || len(spec.GitLends) != 0 {
+		t.Errorf("an own session: %v, lent %v", err, spec.GitLends)
+	}
+	if got := sshLendsAsked(Request{Own: true}, lendingProfile(Request{Own: true}, p)); len(got.LendSSHSign) != 0 {
+		t.Errorf("an own session is lent %v", got.LendSSHSign)
+	}
+	if err := gitLendOf(spec, Request{}, &grant); !errors.Is(err, errcode.BadGitLend.Target()) {
+		t.Errorf("a user's session of the same profile under network none: %v", err)
+	}
+}

@@ -112,6 +112,12 @@ func TestProjectBadFile(t *testing.T) {
 		{"\nask-publish = 99999\n", ":2: ask-publish"},
 		{"ask-network = host\n", ":1: "},
 		{"ask-memory-max = lots\n", ":1: ask-memory-max"},
+		// A project file only tightens or asks for what its builds need:
+		// it cannot lend a git credential (an agent can write the file),
+		// in any spelling (issue 42).
+		{"lend-git = https://git.example/me/repo\n", ":1: "},
+		{"ask-lend-git = https://git.example/me/repo\n", ":1: "},
+		{"LendGit = https://git.example/me/repo\n", ":1: "},
 	} {
 		writeTestFile(t, file, tc.text)
 		_, _, err := Prepare(Request{Workspace: app, Command: []string{"true"}}, p, "/usr/bin/bwrap")

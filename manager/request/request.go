@@ -59,6 +59,10 @@ type Request struct {
 	LendSSHKey  []string // --lend-ssh-key KEY=DEST[,DEST...]
 	LendSSHSign []string // --lend-ssh-sign KEY
 	LendGit     []string // --lend-git https://HOST/OWNER/REPO[=OPS]
+	// NoAgent says why no ssh agent of the caller's is here to lend (a
+	// launch through the bus, a command through --host), "" where it is:
+	// a profile's LendSSHKey= or LendSSHSign= is refused then.
+	NoAgent string
 	// NoGitIdentity keeps the user's git identity (gitSettings) out.
 	NoGitIdentity bool
 	// AllowWriteHostExec leaves the workspace's host-executed entries
@@ -78,6 +82,9 @@ type Request struct {
 	Own bool
 	// project is the workspace's ProjectFile, read by checkWords.
 	project *Project
+	// profileSSH names the profile whose ssh lends the request holds
+	// (sshLendsAsked), for sshAgentOf's refusals.
+	profileSSH string
 }
 
 // RuntimeDir returns $XDG_RUNTIME_DIR, or a refusal saying how to get one.
@@ -438,7 +445,7 @@ func finishSpec(spec *units.Spec, req Request, grant *credentials.Grant, p Paths
 	if !req.NoGitIdentity {
 		spec.GitConfig = gitConfigFor(gitConfig())
 	}
-	if err := sshAgentOf(spec, req, p, os.Getenv("SSH_AUTH_SOCK")); err != nil {
+	if err := sshAgentOf(spec, sshLendsAsked(req, lendingProfile(req, grant.Profile)), p, os.Getenv("SSH_AUTH_SOCK")); err != nil {
 		return err
 	}
 	if err := gitLendOf(spec, req, grant); err != nil {

@@ -3,11 +3,13 @@ package request
 import (
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
+	"mosaic/credentials"
 	"mosaic/internal/errcode"
 	"mosaic/sandbox"
 	"mosaic/sandbox/agentfilter"
@@ -23,11 +25,17 @@ func sshAgentOf(spec *units.Spec, req Request, p Paths, upstream string) error {
 	if len(req.LendSSHKey) == 0 && len(req.LendSSHSign) == 0 {
 		return nil
 	}
+	what := "--lend-ssh-key and --lend-ssh-sign"
+	if req.profileSSH != "" {
+		what += " (and profile " + req.profileSSH + "'s LendSSHKey=, LendSSHSign=)"
+	}
 	switch {
+	case req.NoAgent != "":
+		return errcode.BadSSHLend.New("%s: %s", what, req.NoAgent)
 	case spec.Sandbox == sandbox.ModeLandlock || spec.BwrapBin == "":
-		return errcode.BadSSHLend.New("--lend-ssh-key and --lend-ssh-sign are not available with --sandbox landlock yet")
+		return errcode.BadSSHLend.New("%s are not available with --sandbox landlock yet", what)
 	case req.Scope:
-		return errcode.BadSSHLend.New("--lend-ssh-key and --lend-ssh-sign are not available with --scope yet")
+		return errcode.BadSSHLend.New("%s are not available with --scope yet", what)
 	}
 	if _, err := agentfilter.Upstream(upstream); err != nil {
 		return errcode.NoSSHAgent.New("cannot lend ssh keys: %w (start ssh-agent and ssh-add the key)", err)
@@ -76,6 +84,30 @@ func sshAgentOf(spec *units.Spec, req Request, p Paths, upstream string) error {
 		spec.GitConfig = signingConfig(spec.GitConfig, signing)
 	}
 	return nil
+}
+
+// sshLendsAsked is the request with its profile's LendSSHKey= and
+// LendSSHSign= added: a key a --lend-ssh-key names is lent as the flag
+// says, and a --lend-ssh-sign replaces the profile's signing key (one per
+// session). Where the caller's agent is not here (req.NoAgent), a
+// profile's lend is kept as a flag would be, for sshAgentOf to refuse.
+func sshLendsAsked(req Request, profile credentials.Profile) Request {
+	if len(profile.LendSSHKey) == 0 && profile.LendSSHSign == "" {
+		return req
+	}
+	req.profileSSH = profile.Name
+	keys := append([]string{}, req.LendSSHKey...)
+	for _, v := range profile.LendSSHKey {
+		key, _, _ := strings.Cut(v, "=")
+		if !slices.ContainsFunc(req.LendSSHKey, func(f string) bool { k, _, _ := strings.Cut(f, "="); return k == key }) {
+			keys = append(keys, v)
+		}
+	}
+	req.LendSSHKey = keys
+	if len(req.LendSSHSign) == 0 && profile.LendSSHSign != "" {
+		req.LendSSHSign = []string{profile.LendSSHSign}
+	}
+	return req
 }
 
 // listAgent lists the keys of the agent on sock.

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
+	"mosaic/credentials"
 	"mosaic/internal/errcode"
 	"mosaic/sandbox"
 	"mosaic/units"
@@ -81,6 +82,7 @@ func TestSSHAgentOf(t *testing.T) {
 		{"unknown host", Request{LendSSHKey: []string{fp + "=elsewhere.example"}}, sock, sandbox.ModeBwrap, "bad-ssh-lend", 0},
 		{"two signing keys", Request{LendSSHSign: []string{fp, fp}}, sock, sandbox.ModeBwrap, "bad-ssh-lend", 0},
 		{"landlock", Request{LendSSHSign: []string{fp}}, sock, sandbox.ModeLandlock, "bad-ssh-lend", 0},
+		{"no agent of the caller's (the bus, --host)", Request{LendSSHSign: []string{fp}, NoAgent: "the bus has none"}, sock, sandbox.ModeBwrap, "bad-ssh-lend", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := units.Spec{Sandbox: tc.mode, BwrapBin: "/usr/bin/bwrap"}
@@ -117,5 +119,39 @@ func TestSSHAgentOf(t *testing.T) {
 				t.Fatalf("gitconfig:\n%s", spec.GitConfig)
 			}
 		})
+	}
+}
+
+// TestSSHLendsAsked: a profile's LendSSHKey= and LendSSHSign= join the
+// flags' lends; a --lend-ssh-key of the same key wins over the profile's
+// line, a --lend-ssh-sign over its signing key; the profile's signing key
+// is lent (the agent holds it) as a flag's would be, and refused, naming
+// the profile, where the caller's agent is not (NoAgent).
+func TestSSHLendsAsked(t *testing.T) {
+	p := credentials.Profile{Name: "mine", LendSSHKey: []string{"SHA256:a=git.example", "SHA256:b=git.example"}, LendSSHSign: "SHA256:s"}
+	got := sshLendsAsked(Request{LendSSHKey: []string{"SHA256:a=other.example"}}, p)
+	if strings.Join(got.LendSSHKey, " ") != "SHA256:a=other.example SHA256:b=git.example" || strings.Join(got.LendSSHSign, " ") != "SHA256:s" {
+		t.Errorf("merged: keys %v, sign %v", got.LendSSHKey, got.LendSSHSign)
+	}
+	if got := sshLendsAsked(Request{LendSSHSign: []string{"SHA256:t"}}, p); strings.Join(got.LendSSHSign, " ") != "SHA256:t" {
+		t.Errorf("a --lend-ssh-sign beside the profile's: %v", got.LendSSHSign)
+	}
+	if got := sshLendsAsked(Request{}, credentials.Profile{Name: "plain"}); got.profileSSH != "" || got.LendSSHKey != nil {
+		t.Errorf("a profile that lends nothing: %+v", got)
+	}
+
+	sock, key := testAgent(t)
+	signing := credentials.Profile{Name: "signer", LendSSHSign: ssh.FingerprintSHA256(key)}
+	spec := units.Spec{Sandbox: sandbox.ModeBwrap, BwrapBin: "/usr/bin/bwrap"}
+	if err := sshAgentOf(&spec, sshLendsAsked(Request{}, signing), Paths{Home: t.TempDir()}, sock); err != nil {
+		t.Fatal(err)
+	}
+	if spec.SSHAgent == nil || len(spec.SSHAgent.Lent) != 1 || !spec.SSHAgent.Lent[0].SignOnly || !strings.Contains(spec.GitConfig, "gpgsign") {
+		t.Errorf("the profile's signing key was not lent: %+v", spec.SSHAgent)
+	}
+	spec = units.Spec{Sandbox: sandbox.ModeBwrap, BwrapBin: "/usr/bin/bwrap"}
+	err := sshAgentOf(&spec, sshLendsAsked(Request{NoAgent: "the bus has no ssh agent of yours to lend"}, signing), Paths{Home: t.TempDir()}, sock)
+	if errcode.Of(err).Code != "bad-ssh-lend" || !strings.Contains(err.Error(), "profile signer's") || spec.SSHAgent != nil {
+		t.Errorf("through the bus: %v", err)
 	}
 }

@@ -69,6 +69,10 @@ type Request struct {
 	// here so that an ask for them is never a launch without them.
 	LendSSHKey  []string `json:"lend_ssh_key,omitempty"`
 	LendSSHSign []string `json:"lend_ssh_sign,omitempty"`
+	// LendGit is mosaic start's --lend-git: from the user, as mosaic start
+	// lends it (the bus asks the user's git credential helper); from a
+	// session, only what that session was lent itself (launchLends).
+	LendGit []string `json:"lend_git,omitempty"`
 }
 
 // Answer is one answer line.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -404,6 +405,66 @@ func TestLaunchLendsNoKey(t *testing.T) {
 			wantCode(t, r.ask(req), tc.code)
 			if len(r.fake.launched) != 0 {
 				t.Errorf("launched %+v", r.fake.launched)
+			}
+		})
+	}
+}
+
+// TestLaunchLendGit: the user may lend a git credential through the bus
+// as mosaic start does; a session only a repository it was lent itself,
+// for operations it was lent (push within force); anything else is
+// bind-not-allowed (exit 3) and nothing is launched, and a lend that does
+// not read is bad-git-lend. Asked in the bus's JSON as any client would.
+// Shown to bite: with gitLendsWithin's check of the launcher's own lends
+// taken out (every caller treated as the user), the six beyond-its-own
+// cases launched and failed.
+func TestLaunchLendGit(t *testing.T) {
+	const repo = "https://git.example/me/repo"
+	for _, tc := range []struct {
+		name string
+		user bool
+		lent []string // the launcher's record's git_lent
+		ask  []string
+		code string // "" for a launch
+	}{
+		{"user", true, nil, []string{repo + "=fetch,push"}, ""},
+		{"user, bad URL", true, nil, []string{"git@git.example:me/repo.git"}, "bad-git-lend"},
+		{"user, bad op", true, nil, []string{repo + "=delete"}, "bad-git-lend"},
+		{"session lent nothing", false, nil, []string{repo + "=fetch"}, "bind-not-allowed"},
+		{"session, same lend", false, []string{repo + " for fetch, push"}, []string{repo}, ""},
+		{"session, fewer ops", false, []string{repo + " for fetch, push"}, []string{repo + ".git=fetch"}, ""},
+		{"session, push within force", false, []string{repo + " for fetch, force"}, []string{repo + "=push"}, ""},
+		{"session, more ops", false, []string{repo + " for fetch"}, []string{repo}, "bind-not-allowed"},
+		{"session, force beyond push", false, []string{repo + " for fetch, push"}, []string{repo + "=force"}, "bind-not-allowed"},
+		{"session, another repo", false, []string{repo + " for fetch, push"}, []string{"https://git.example/me/other"}, "bind-not-allowed"},
+		{"session, another host", false, []string{repo + " for fetch, push"}, []string{"https://git.example:8443/me/repo"}, "bind-not-allowed"},
+		{"session, one of two beyond", false, []string{repo + " for fetch, push"}, []string{repo, "https://git.example/me/other=fetch"}, "bind-not-allowed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, policy)
+			if tc.user {
+				r.fake.unit, r.fake.invocation, r.fake.unitErr = "", "", errcode.NoSuchSession.New("in no unit")
+			}
+			rec := records.Record{Name: "pm", Description: records.Description{Workspace: r.ws, MayLaunch: true, Profile: "generic", GitLent: tc.lent}}
+			if err := records.Write(r.paths.SessionDir("pm"), rec); err != nil {
+				t.Fatal(err)
+			}
+			a := r.ask(map[string]any{"verb": "launch", "profile": "generic", "command": []string{"true"}, "workspace": filepath.Join(r.ws, "child"), "lend_git": tc.ask})
+			if tc.code != "" {
+				wantCode(t, a, tc.code)
+				if len(r.fake.launched) != 0 {
+					t.Errorf("launched %+v", r.fake.launched)
+				}
+				return
+			}
+			if !a.OK {
+				t.Fatalf("refused: %+v", a.Error)
+			}
+			if len(r.fake.launched) != 1 || !slices.Equal(r.fake.launched[0].LendGit, tc.ask) {
+				t.Errorf("launched %+v, want it lent %v", r.fake.launched, tc.ask)
+			}
+			if len(r.fake.launched) == 1 && r.fake.launched[0].NoAgent == "" {
+				t.Error("a bus launch may lend a profile's ssh keys (no NoAgent)")
 			}
 		})
 	}

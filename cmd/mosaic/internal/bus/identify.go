@@ -21,8 +21,9 @@ type caller struct {
 	invocation string // the session unit's invocation id: who owns what it launched
 	mayLaunch  bool
 	workspace  string
-	copied     bool  // the caller works on a copy of its workspace (clone mode)
-	err        error // the caller cannot be served at all
+	copied     bool     // the caller works on a copy of its workspace (clone mode)
+	gitLent    []string // the repositories the caller was lent (its record's git_lent)
+	err        error    // the caller cannot be served at all
 }
 
 func (c caller) String() string {
@@ -108,7 +109,7 @@ func (b *bus) callerOf(unit, invocation string, err error) caller {
 	}
 	c := caller{session: name, invocation: invocation}
 	if rec, ok := records.Read(b.paths.SessionDir(name)); ok {
-		c.mayLaunch, c.workspace, c.copied = rec.MayLaunch, rec.Workspace, rec.WorkspaceCopied
+		c.mayLaunch, c.workspace, c.copied, c.gitLent = rec.MayLaunch, rec.Workspace, rec.WorkspaceCopied, rec.GitLent
 	}
 	return c
 }

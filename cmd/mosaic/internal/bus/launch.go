@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"mosaic/credentials"
@@ -13,6 +15,7 @@ import (
 	"mosaic/manager"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 
@@ -261,22 +264,62 @@ func (b *bus) pruneChildren(list []manager.Session, seq uint64) {
 // through: a session may not hand what it launches the user's keys (a
 // credential of its own choosing, bind-not-allowed), and the bus lends
 // none of its own (its SSH_AUTH_SOCK, if any, is the user manager's, not
-// the asking shell's agent: bad-ssh-lend).
+// the asking shell's agent: bad-ssh-lend). A git credential (--lend-git)
+// the user may lend through the bus as through mosaic start; a session
+// only what it was lent itself (gitLendsWithin).
 func launchLends(who caller, req Request) error {
-	if len(req.LendSSHKey) == 0 && len(req.LendSSHSign) == 0 {
-		return nil
+	if len(req.LendSSHKey) > 0 || len(req.LendSSHSign) > 0 {
+		if who.session != "" {
+			return errcode.BindNotAllowed.New("a session cannot lend the session it launches ssh keys (--lend-ssh-key, --lend-ssh-sign): the bus lends none")
+		}
+		return errcode.BadSSHLend.New("--lend-ssh-key and --lend-ssh-sign are not available through the bus: it has no agent of yours to lend; use mosaic start")
 	}
-	if who.session != "" {
-		return errcode.BindNotAllowed.New("a session cannot lend the session it launches ssh keys (--lend-ssh-key, --lend-ssh-sign): the bus lends none")
+	return gitLendsWithin(who, req.LendGit)
+}
+
+// gitLendsWithin checks the --lend-git a launch asks for: each must read
+// (bad-git-lend), and from a session each must be lent to that session
+// itself, the same repository of the same host, for operations it was
+// lent (push is within force), else bind-not-allowed: a launcher hands on
+// only what it holds, never a repository or an operation of its choosing.
+// What the launcher holds is its record's (written by its start, which
+// the session cannot write).
+func gitLendsWithin(who caller, asked []string) error {
+	var own []egress.GitLend
+	for _, d := range who.gitLent {
+		// The record's "URL for OP, OP" (statedir.Describe).
+		u, ops, ok := strings.Cut(d, " for ")
+		if g, err := egress.ParseGitLend(u + "=" + strings.ReplaceAll(ops, ", ", ",")); ok && err == nil {
+			own = append(own, g)
+		}
 	}
-	return errcode.BadSSHLend.New("--lend-ssh-key and --lend-ssh-sign are not available through the bus: it has no agent of yours to lend; use mosaic start")
+	for _, v := range asked {
+		g, err := egress.ParseGitLend(v)
+		if err != nil {
+			return errcode.BadGitLend.New("%w", err)
+		}
+		if who.session == "" {
+			continue
+		}
+		i := slices.IndexFunc(own, func(o egress.GitLend) bool { return o.Host == g.Host && o.Repo == g.Repo })
+		if i < 0 {
+			return errcode.BindNotAllowed.New("--lend-git %s: session %s was not lent that repository, and a session can lend the session it launches only what it was lent itself", g.URL(), who.session)
+		}
+		for _, op := range g.Ops {
+			if !slices.Contains(own[i].Ops, op) && (op != "push" || !slices.Contains(own[i].Ops, "force")) {
+				return errcode.BindNotAllowed.New("--lend-git %s: session %s was lent it for %s only, not %s, and a session can lend the session it launches only what it was lent itself", g.URL(), who.session, strings.Join(own[i].Ops, ", "), op)
+			}
+		}
+	}
+	return nil
 }
 
 // requestOf turns a launch request into a session request, checking its
 // name and limits as mosaic start checks its flags.
 func requestOf(req Request) (request.Request, error) {
 	r := request.Request{Name: req.Name, Workspace: req.Workspace, Profile: req.Profile, Command: req.Command,
-		ExtraRO: req.RO, ExtraRW: req.RW, MayLaunch: req.MayLaunch, Network: req.Network, AllowHosts: req.AllowHosts}
+		ExtraRO: req.RO, ExtraRW: req.RW, MayLaunch: req.MayLaunch, Network: req.Network, AllowHosts: req.AllowHosts,
+		LendGit: req.LendGit, NoAgent: "the bus has no ssh agent of yours to lend (use mosaic start)"}
 	if r.Name != "" {
 		if err := units.ValidateName(r.Name); err != nil {
 			return r, err
