@@ -3,6 +3,8 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -74,6 +76,13 @@ type CopyStats struct {
 	metaFull bool
 }
 
+// skip counts an entry left out, and why.
+func (c *treeCopy) skip(why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stats.skip(why)
+}
+
 func (s *CopyStats) skip(why string) {
 	if s.Skipped == nil {
 		s.Skipped = map[string]int{}
@@ -93,9 +102,15 @@ type treeCopy struct {
 	// a save (-1: none, or not a directory there).
 	prev    int
 	stats   CopyStats
-	buf     []byte    // copyRead's, one for the whole copy (one a file was most of a save's time)
-	cmp     [2][]byte // sameBytes' buffers
-	crossFS bool      // copy_file_range refused a file of this copy: sendFile for the rest
+	mu      sync.Mutex  // stats and ticked, which the pool's workers change too
+	crossFS atomic.Bool // copy_file_range refused a file of this copy: sendFile for the rest
+	// pool copies the large files' bytes on goroutines of its own while
+	// the walk goes on (homepool.go); nil copies them in the walk.
+	pool *copyPool
+	// dirModes are the directories whose mode and times are set once the
+	// pool is done: a worker's file made in one would change its time,
+	// and a mode without write would keep the file out.
+	dirModes []dirMode
 	// progress, when set, is called at most once a second while the copy
 	// goes on (the save asks systemd for more time); ticked is its last.
 	progress func()
@@ -119,7 +134,12 @@ func copyHome(src, dst, prev int, budget, meta int64, progress func()) (CopyStat
 		err := c.naiveDir(src, dst)
 		return c.stats, err
 	}
+	c.pool = newCopyPool()
 	err := c.dir(src, dst, "", 0)
+	if perr := c.pool.wait(); err == nil {
+		err = perr
+	}
+	c.setDirModes()
 	return c.stats, err
 }
 
@@ -178,17 +198,17 @@ func (c *treeCopy) entry(src, dst int, name, rel string, depth int) error {
 		return fmt.Errorf("cannot stat %s: %w", rel, err)
 	}
 	if st.Dev != c.srcDev {
-		c.stats.skip("mount-point") // a bind below the home: not the home's
+		c.skip("mount-point") // a bind below the home: not the home's
 		c.stats.mounts = append(c.stats.mounts, rel)
 		return nil
 	}
 	c.tick()
 	if c.entries++; c.entries > maxEntries {
-		c.stats.skip("too-many")
+		c.skip("too-many")
 		return nil
 	}
 	if !c.take(&c.meta, metaCost(name, st)) {
-		c.stats.skip("too-large")
+		c.skip("too-large")
 		c.stats.metaFull = true
 		return nil
 	}
@@ -201,11 +221,11 @@ func (c *treeCopy) entry(src, dst int, name, rel string, depth int) error {
 	case unix.S_IFLNK:
 		return c.symlink(src, dst, name, rel)
 	case unix.S_IFIFO:
-		c.stats.skip("fifo")
+		c.skip("fifo")
 	case unix.S_IFSOCK:
-		c.stats.skip("socket")
+		c.skip("socket")
 	default:
-		c.stats.skip("device")
+		c.skip("device")
 	}
 	return nil
 }
@@ -232,7 +252,7 @@ func readable(dir int, name string, st unix.Stat_t) {
 // subdir copies the directory name of src into dst, and below it.
 func (c *treeCopy) subdir(src, dst int, name, rel string, st unix.Stat_t, depth int) error {
 	if depth >= maxCopyDepth {
-		c.stats.skip("too-deep")
+		c.skip("too-deep")
 		return nil
 	}
 	if err := unix.Mkdirat(dst, name, 0o700); err != nil && err != unix.EEXIST {
@@ -240,7 +260,7 @@ func (c *treeCopy) subdir(src, dst int, name, rel string, st unix.Stat_t, depth 
 	}
 	to, err := openIn(dst, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err == unix.EXDEV { // a mount point bwrap made in the tmpfs (a bind below the home)
-		c.stats.skip("mount-point")
+		c.skip("mount-point")
 		return nil
 	}
 	if err != nil {
@@ -256,34 +276,58 @@ func (c *treeCopy) subdir(src, dst int, name, rel string, st unix.Stat_t, depth 
 	if err := c.dir(from, to, rel, depth+1); err != nil {
 		return err
 	}
+	if c.pool != nil {
+		c.dirModes = append(c.dirModes, dirMode{rel, st})
+		return nil
+	}
 	_ = unix.Fchmod(to, st.Mode&0o777) // as it was: the next load gives itself its way in (readable)
 	return futimens(to, st.Atim, st.Mtim)
 }
 
-// file copies the regular file name of src into dst.
+// file copies the regular file name of src into dst: a large one's
+// bytes on the pool's goroutines (at most a few such files are open at
+// once), the rest here.
 func (c *treeCopy) file(src, dst int, name, rel string, st unix.Stat_t) error {
 	key := [2]uint64{st.Dev, st.Ino}
 	if first, ok := c.linked[key]; ok && st.Nlink > 1 {
 		if unix.Linkat(c.dstRoot, first, dst, name, 0) == nil {
-			c.stats.Files++
+			c.count(0, false)
 			return nil
 		}
 	}
 	if !c.take(&c.budget, roundBlock(st.Size)) {
-		c.stats.skip("too-large")
+		c.skip("too-large")
 		return nil
 	}
 	from, err := openIn(src, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return fmt.Errorf("cannot open %s: %w", rel, err)
 	}
+	if c.pool != nil && st.Nlink == 1 && st.Size >= poolAtLeast {
+		return c.pool.run(from, dst, c.prev, func(from, dst, prev int) error {
+			return c.fileBytes(from, dst, prev, name, rel, st)
+		})
+	}
 	defer unix.Close(from)
-	if c.unchanged(from, dst, name, st) {
+	if err := c.fileBytes(from, dst, c.prev, name, rel, st); err != nil {
+		return err
+	}
+	if st.Nlink > 1 && len(c.linked) < maxLinkedFiles {
+		c.linked[key] = rel
+	}
+	return nil
+}
+
+// fileBytes makes name in dst from the open file from (whose stat is st):
+// linked from the previous home's directory prev when unchanged there,
+// else written.
+func (c *treeCopy) fileBytes(from, dst, prev int, name, rel string, st unix.Stat_t) error {
+	if c.unchanged(from, dst, prev, name, st) {
 		return nil
 	}
 	to, err := openIn(dst, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, uint32(st.Mode&0o777|0o600))
 	if err == unix.EEXIST || err == unix.EXDEV { // a mount point bwrap made (a binary bound below the home)
-		c.stats.skip("mount-point")
+		c.skip("mount-point")
 		return nil
 	}
 	if err != nil {
@@ -294,13 +338,21 @@ func (c *treeCopy) file(src, dst int, name, rel string, st unix.Stat_t) error {
 	if err != nil {
 		return fmt.Errorf("cannot copy %s: %w", rel, err)
 	}
-	c.stats.Files++
-	c.stats.Bytes += n
-	if st.Nlink > 1 && len(c.linked) < maxLinkedFiles {
-		c.linked[key] = rel
-	}
+	c.count(n, false)
 	_ = unix.Fchmod(to, st.Mode&0o777)
 	return futimens(to, st.Atim, st.Mtim)
+}
+
+// count counts a file made, of n bytes, linked from the previous home
+// when unchanged.
+func (c *treeCopy) count(n int64, unchanged bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stats.Files++
+	c.stats.Bytes += n
+	if unchanged {
+		c.stats.Unchanged++
+	}
 }
 
 // tick calls the copy's progress when a second has passed since it last
@@ -309,6 +361,8 @@ func (c *treeCopy) tick() {
 	if c.progress == nil {
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if now := time.Now(); now.Sub(c.ticked) >= time.Second {
 		c.ticked = now
 		c.progress()
@@ -356,7 +410,7 @@ func (c *treeCopy) copyBytes(to, from int, size int64) (int64, error) {
 	var done int64
 	for done < size {
 		c.tick()
-		if c.crossFS {
+		if c.crossFS.Load() {
 			m, err := c.sendFile(to, from, size-done)
 			return done + m, err
 		}
@@ -365,7 +419,7 @@ func (c *treeCopy) copyBytes(to, from int, size int64) (int64, error) {
 			continue
 		}
 		if err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP {
-			c.crossFS = true // so for every file: the tmpfs and a disk (load and save) never share one
+			c.crossFS.Store(true) // so for every file: the tmpfs and a disk (load and save) never share one
 			m, err := c.sendFile(to, from, size-done)
 			return done + m, err
 		}
@@ -408,10 +462,9 @@ func (c *treeCopy) sendFile(to, from int, size int64) (int64, error) {
 
 // copyRead is copyBytes by read and write.
 func (c *treeCopy) copyRead(to, from int, size int64) (int64, error) {
-	if c.buf == nil {
-		c.buf = make([]byte, 256<<10)
-	}
-	buf := c.buf
+	b := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(b)
+	buf := *b
 	var done int64
 	for done < size {
 		c.tick()
@@ -446,7 +499,7 @@ func (c *treeCopy) symlink(src, dst int, name, rel string) error {
 	}
 	if err := unix.Symlinkat(string(buf[:n]), dst, name); err != nil {
 		if err == unix.EEXIST {
-			c.stats.skip("mount-point")
+			c.skip("mount-point")
 			return nil
 		}
 		return fmt.Errorf("cannot make the link %s: %w", rel, err)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -113,5 +114,41 @@ func TestHomeSaveCutShortKeepsPrevious(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(state, HomeDirName, "same.txt"))
 	if b, _ := os.ReadFile(filepath.Join(state, HomeDirName, "same.txt")); err != nil || string(b) != "unchanged" || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("a save cut short changed the previous home's file: %q %v", b, err)
+	}
+}
+
+// TestHomeCopyLargeFilesBesideTheWalk: the large files copied on the
+// pool's goroutines land in directories whose modes (one without write)
+// and times are those of the source, set once the pool is done; a file
+// made there after the time was set would have moved it, and one in the
+// directory without write would have failed.
+func TestHomeCopyLargeFilesBesideTheWalk(t *testing.T) {
+	src, dst, s, d := copyDirs(t)
+	big := make([]byte, 2<<20)
+	rand.Read(big)
+	for i := range 6 {
+		writeTestFile(t, filepath.Join(src, "ro", "sub", "f"+string(rune('a'+i))), string(big))
+	}
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, dir := range []string{filepath.Join(src, "ro", "sub"), filepath.Join(src, "ro")} {
+		os.Chtimes(dir, old, old)
+	}
+	os.Chmod(filepath.Join(src, "ro"), 0o500)
+	defer os.Chmod(filepath.Join(src, "ro"), 0o700)
+	stats, err := copyHome(s, d, -1, 64<<20, 64<<20, nil)
+	defer os.Chmod(filepath.Join(dst, "ro"), 0o700)
+	if err != nil || stats.Files != 6 {
+		t.Fatalf("copy: %+v %v", stats, err)
+	}
+	for _, dir := range []string{filepath.Join(dst, "ro", "sub"), filepath.Join(dst, "ro")} {
+		if fi, err := os.Stat(dir); err != nil || !fi.ModTime().Equal(old) {
+			t.Errorf("%s: time %v (%v), want %v", dir, fi.ModTime(), err, old)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(dst, "ro")); fi.Mode().Perm() != 0o500 {
+		t.Errorf("ro's mode %v, want 0500", fi.Mode().Perm())
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "ro", "sub", "fc")); !bytes.Equal(b, big) {
+		t.Error("a large file's bytes differ")
 	}
 }
