@@ -228,6 +228,10 @@ func grantHint(name string, r egress.Refusal) string {
 		}
 	case egress.RefusedSpecial, egress.RefusedGit:
 		return "; " + r.Detail
+	case egress.RefusedRegistry:
+		if g := egress.WriteGrant(r.Target); g != "" {
+			return "; to let it write: --allow-host " + g + " (while it runs: mosaic allow " + name + " " + g + ")"
+		}
 	}
 	return ""
 }
@@ -291,6 +295,8 @@ func refusalText(why string) string {
 		return "unreachable (no address, or no answer)"
 	case egress.RefusedGit:
 		return "beyond the git credential lent (--lend-git)"
+	case egress.RefusedRegistry:
+		return "a write (publish, login, tokens) to a read-only registry group"
 	}
 	return why
 }

@@ -72,6 +72,14 @@ func NewInjector(session string, rules []Rule, git []GitLend, value func(string)
 			}
 		}
 	}
+	// The registries the proxy reads to refuse writes (registry.go): a
+	// package group granted live is read at once, by the same CA.
+	for _, h := range guardedNames() {
+		if !seen[h] {
+			seen[h] = true
+			names = append(names, h)
+		}
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
