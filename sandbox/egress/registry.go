@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"net"
 	"net/http"
 	"strings"
 )
@@ -54,7 +55,8 @@ var guarded = map[string]registryRule{
 func guardedNames() []string {
 	var names []string
 	for hp := range guarded {
-		names = append(names, strings.TrimSuffix(hp, ":443"))
+		h, _, _ := net.SplitHostPort(hp)
+		names = append(names, h)
 	}
 	return names
 }
