@@ -70,7 +70,7 @@ cd ..
 	if found < 1 || tun && found < 2 {
 		t.Errorf("status --json: registry.npmjs.org:443 refused %d times as registry-write (want npm's publish and, through the device, curl's):\n%s", found, out)
 	}
-	if text := mustMosaic(t, "status", s.name).stdout; !strings.Contains(text, "read-only registry") || !strings.Contains(text, "@npm:write") {
+	if text := mustMosaic(t, "status", s.name).stdout; !strings.Contains(text, "registry.npmjs.org:443") || !strings.Contains(text, "read-only registry") {
 		t.Errorf("status text lacks the refusal:\n%s", text)
 	}
 
@@ -79,6 +79,12 @@ cd ..
 	out = s.run(t, npmPublish)
 	if !strings.Contains(reg.requests()[strings.LastIndex(reg.requests(), "\n")+1:], "PUT registry.npmjs.org /mosaic-tiny") && strings.Count(reg.requests(), "PUT ") == before {
 		t.Fatalf("after %s, the publish did not reach the registry:\n%s\nthe registry saw:\n%s", grant, out, reg.requests())
+	}
+	// run's end line names the refusal and the grant.
+	r = mosaic(t, "run", "--workspace", s.ws, "--allow-host", n+".0/24", "--allow-host", "@npm", "--ca-file", ca, "--",
+		"curl", "-sS", "-X", "PUT", "-d", "{}", "https://registry.npmjs.org/mosaic-tiny")
+	if !strings.Contains(r.stdout+r.stderr, "mosaic allow ") || !strings.Contains(r.stderr, "refused registry.npmjs.org:443") || !strings.Contains(r.stderr, "--allow-host @npm:write") {
+		t.Errorf("run's end, want the refusal with its grant: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := mosaic(t, "allow", s.name, "@go:write"); r.code != 2 || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
 		t.Errorf("@go:write: exit %d, %q (want 2 and one line)", r.code, r.stderr)
