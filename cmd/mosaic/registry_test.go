@@ -81,7 +81,7 @@ cd ..
 		t.Fatalf("after %s, the publish did not reach the registry:\n%s\nthe registry saw:\n%s", grant, out, reg.requests())
 	}
 	// run's end line names the refusal and the grant.
-	r = mosaic(t, "run", "--workspace", s.ws, "--allow-host", n+".0/24", "--allow-host", "@npm", "--ca-file", ca, "--",
+	r = mosaic(t, "run", "--workspace", workspace(t), "--allow-host", n+".0/24", "--allow-host", "@npm", "--ca-file", ca, "--",
 		"curl", "-sS", "-X", "PUT", "-d", "{}", "https://registry.npmjs.org/mosaic-tiny")
 	if !strings.Contains(r.stdout+r.stderr, "mosaic allow ") || !strings.Contains(r.stderr, "refused registry.npmjs.org:443") || !strings.Contains(r.stderr, "--allow-host @npm:write") {
 		t.Errorf("run's end, want the refusal with its grant: exit %d\n%s%s", r.code, r.stdout, r.stderr)
