@@ -221,9 +221,8 @@ func (e *Egress) handle(c net.Conn) {
 	} else {
 		var hp string
 		hp, why, kind = e.checkOrHold(req.Host)
-		if why == "" && e.Inject == nil && e.readsRegistry(hp) {
-			// Never a tunnel the proxy cannot read: its writes would pass.
-			why, kind = hp+" is a registry host the proxy reads to refuse writes, and the session has no CA of the proxy's to trust (to let it write, run on the host: mosaic allow "+e.Session+" @"+guarded[hp].group+WriteSuffix+")", RefusedRegistry
+		if why == "" {
+			why, kind = e.unreadable(hp)
 		}
 		if why == "" && (e.Inject.covers(hp) || e.readsRegistry(hp)) {
 			if forget, ok := e.track(hp, false, c); ok {

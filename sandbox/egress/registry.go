@@ -125,3 +125,14 @@ func (e *Egress) writeAllowed(hp string) bool {
 	defer l.mu.Unlock()
 	return !l.denied[hp] && l.granted(func(a Allow) bool { return a.Write[hp] })
 }
+
+// unreadable refuses a registry host the proxy would read but cannot, for
+// want of a CA (one made by no proxy of mosaic's, only a test's): never a
+// tunnel, whose writes would pass.
+func (e *Egress) unreadable(hp string) (why, kind string) {
+	if e.Inject != nil || !e.readsRegistry(hp) {
+		return "", ""
+	}
+	return hp + " is a registry host the proxy reads to refuse writes, and it has no CA for the session to trust (to let it write, run on the host: mosaic allow " +
+		e.Session + " " + WriteGrant(hp) + ")", RefusedRegistry
+}
