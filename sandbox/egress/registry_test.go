@@ -106,7 +106,7 @@ func TestRegistryWriteGrant(t *testing.T) {
 // registryProxy is a proxy whose allowlist holds the mock (example.com:PORT,
 // taken as a registry host of @npm for the test) and a client that trusts
 // the session's CA and the mock's own (for a write-granted tunnel).
-func registryProxy(t *testing.T, m *mockVendor) (*Egress, *http.Client, string) {
+func registryProxy(t testing.TB, m *mockVendor) (*Egress, *http.Client, string) {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(m.srv.Listener.Addr().String())
 	hp := "example.com:" + port
@@ -210,5 +210,35 @@ func TestRegistryNoCA(t *testing.T) {
 	}
 	if st := lt.e.State(); len(st.Refused) != 1 || st.Refused[0].Why != RefusedRegistry {
 		t.Fatalf("refusals: %+v", st.Refused)
+	}
+}
+
+// BenchmarkRegistryRequest: what a request to a registry host costs read
+// (the proxy's TLS with the session, its own to the registry, the relay)
+// against tunnelled (the write grant), each a new connection (npm opens a
+// few and keeps them) or over a kept one, on loopback.
+func BenchmarkRegistryRequest(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		write     bool
+		keepAlive bool
+	}{{"read-new-conn", false, false}, {"tunnel-new-conn", true, false}, {"read-keepalive", false, true}, {"tunnel-keepalive", true, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			m := newMockVendor(b)
+			e, client, hp := registryProxy(b, m)
+			if c.write {
+				e.Allow.Write[hp] = true
+			}
+			client.Transport.(*http.Transport).DisableKeepAlives = !c.keepAlive
+			b.ResetTimer()
+			for range b.N {
+				resp, err := client.Get("https://" + hp + "/left-pad")
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
 	}
 }
