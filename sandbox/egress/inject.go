@@ -78,7 +78,11 @@ func (e *Egress) intercept(c net.Conn, br *bufio.Reader, hp string) {
 		return
 	}
 	_ = tc.SetDeadline(time.Time{})
-	e.logf("terminating TLS for %s to put credentials in", hp)
+	what := "to put credentials in"
+	if !e.Inject.covers(hp) {
+		what = "to refuse the registry's writes (" + WriteGrant(hp) + " grants them)"
+	}
+	e.logf("terminating TLS for %s %s", hp, what)
 	var handlers sync.WaitGroup
 	session := &idleConn{Conn: tc, idle: e.Limits.IdleTimeout}
 	l := &oneConn{c: session, done: make(chan struct{})}
