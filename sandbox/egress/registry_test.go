@@ -242,3 +242,32 @@ func BenchmarkRegistryRequest(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTrustFiles: what a session's start pays for the trust files
+// (WritePlaceholders, on mosaic's side), and what its proxy pays for its CA
+// (NewInjector with no rule) and its files (WriteCA), as it starts.
+func BenchmarkTrustFiles(b *testing.B) {
+	dir := b.TempDir()
+	b.Run("placeholders", func(b *testing.B) {
+		for range b.N {
+			if err := WritePlaceholders(dir, nil, "/etc/ssl/certs/ca-certificates.crt"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("proxy-ca", func(b *testing.B) {
+		for range b.N {
+			if _, err := NewInjector("s1", nil, nil, func(string) (string, bool) { return "", false }, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	in, _ := NewInjector("s1", nil, nil, func(string) (string, bool) { return "", false }, nil)
+	b.Run("proxy-ca-files", func(b *testing.B) {
+		for range b.N {
+			if err := in.WriteCA(dir); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
