@@ -147,13 +147,11 @@ func serveMain(args []string, notify func()) error {
 	// Every proxy has its session's CA, made once as it starts: the hosts
 	// it injects into or lends git for, and the registries it reads to
 	// refuse writes (registry.go), granted at the start or live.
-	{
-		if e.Inject, err = injector(c); err != nil {
-			return err
-		}
-		if err := e.Inject.WriteCA(filepath.Dir(c.Socket)); err != nil {
-			return fmt.Errorf("cannot write the session's CA certificate: %w", err)
-		}
+	if e.Inject, err = injector(c); err != nil {
+		return err
+	}
+	if err := e.Inject.WriteCA(filepath.Dir(c.Socket)); err != nil {
+		return fmt.Errorf("cannot write the session's CA certificate: %w", err)
 	}
 	os.Remove(c.Socket)
 	l, err := net.Listen("unix", c.Socket)
