@@ -296,6 +296,10 @@ func (e *Egress) expire(g *liveGrant) {
 	for _, h := range g.Hosts {
 		if !e.Allow.Hosts[h] && !e.Allow.Plain[h] && !l.granted(func(a Allow) bool { return a.Hosts[h] || a.Plain[h] }) {
 			conns = append(conns, l.untrackHost(h)...)
+		} else if g.allow.Write[h] && Guards(h) && !e.Allow.Write[h] && !l.granted(func(a Allow) bool { return a.Write[h] }) {
+			// A registry still read, its writes no longer granted: its
+			// tunnels, which the proxy does not read, go (registry.go).
+			conns = append(conns, l.untrackHost(h)...)
 		}
 	}
 	e.logf("grant %s expired: %d open connections closed", g.Entry, len(conns))

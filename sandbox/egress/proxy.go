@@ -238,7 +238,7 @@ func (e *Egress) handle(c net.Conn) {
 			cancel()
 		}
 		if remote != nil {
-			forget, ok := e.track(hp, false, c)
+			forget, ok := e.trackTunnel(hp, c)
 			if !ok {
 				remote.Close()
 				remote, why, kind = nil, takenBack(hp), RefusedNotListed

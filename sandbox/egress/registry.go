@@ -136,3 +136,18 @@ func (e *Egress) unreadable(hp string) (why, kind string) {
 	return hp + " is a registry host the proxy reads to refuse writes, and it has no CA for the session to trust (to let it write, run on the host: mosaic allow " +
 		e.Session + " " + WriteGrant(hp) + ")", RefusedRegistry
 }
+
+// trackTunnel is track for a tunnel the proxy does not read: a registry
+// host's write grant that ended (or was taken back) while the proxy
+// connected leaves it a host the proxy must read, so no tunnel. Checked
+// after the tunnel is recorded, so that an expiry after the check closes
+// it (expire closes a registry's tunnels once its writes are no longer
+// granted).
+func (e *Egress) trackTunnel(hp string, c net.Conn) (func(), bool) {
+	forget, ok := e.track(hp, false, c)
+	if ok && e.readsRegistry(hp) {
+		forget()
+		return nil, false
+	}
+	return forget, ok
+}

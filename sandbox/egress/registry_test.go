@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -103,6 +104,9 @@ func TestRegistryWriteGrant(t *testing.T) {
 	}
 }
 
+// registrySock is the socket of the last registryProxy.
+var registrySock string
+
 // registryProxy is a proxy whose allowlist holds the mock (example.com:PORT,
 // taken as a registry host of @npm for the test) and a client that trusts
 // the session's CA and the mock's own (for a write-granted tunnel).
@@ -128,7 +132,9 @@ func registryProxy(t testing.TB, m *mockVendor) (*Egress, *http.Client, string) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	e.start() // its live state, before the test grants
 	go e.Serve(l)
+	registrySock = sock
 	sessionRoots := x509.NewCertPool()
 	sessionRoots.AppendCertsFromPEM(in.CAPEM)
 	sessionRoots.AddCert(m.srv.Certificate())
@@ -270,4 +276,37 @@ func BenchmarkTrustFiles(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestRegistryWriteGrantEnds: a tunnel opened while the registry's writes
+// were granted is closed when that grant ends, though the host stays
+// allowed (read); the next connection is read again. Shown to bite: without
+// expire's registry branch, the tunnel stayed open (the read below timed
+// out instead of ending).
+func TestRegistryWriteGrantEnds(t *testing.T) {
+	m := newMockVendor(t)
+	e, _, hp := registryProxy(t, m)
+	g := &liveGrant{Grant: Grant{Entry: "@npm:write", Hosts: []string{hp}}, allow: Allow{Hosts: map[string]bool{hp: true}, Write: map[string]bool{hp: true}}}
+	e.live.mu.Lock()
+	e.live.grants[g.Entry] = g
+	e.live.mu.Unlock()
+	c, err := net.Dial("unix", registrySock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "CONNECT "+hp+" HTTP/1.1\r\nHost: "+hp+"\r\n\r\n")
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT with the write grant: %v %v", resp, err)
+	}
+	e.expire(g)
+	if _, err := br.ReadByte(); err == nil || isTimeout(err) {
+		t.Fatalf("the tunnel is still open after the write grant ended: %v", err)
+	}
+	if !e.hostAllowed(hp) || !e.readsRegistry(hp) {
+		t.Errorf("after the write grant: allowed %v, read %v", e.hostAllowed(hp), e.readsRegistry(hp))
+	}
 }
