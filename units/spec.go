@@ -285,9 +285,30 @@ func (s Spec) Dir() string {
 }
 
 // Intercepts reports whether the session's egress proxy terminates TLS
-// for some hosts to put credentials in (Inject, GitLends): the session
-// then trusts the proxy's CA.
-func (s Spec) Intercepts() bool { return len(s.Inject) > 0 || len(s.GitLends) > 0 }
+// for some hosts from the start: to put credentials in (Inject,
+// GitLends), or to refuse a read-only registry's writes (a package group
+// on Allow: egress.Guards). The session then waits for its proxy, whose CA
+// its command trusts from its first moment. (Every session with a proxy
+// trusts its CA; one that does not wait may start a client before the
+// proxy wrote it: egress.WritePlaceholders.)
+func (s Spec) Intercepts() bool {
+	return len(s.Inject) > 0 || len(s.GitLends) > 0 || s.Network == sandbox.NetworkAllow && readsRegistry(s.Allow)
+}
+
+// readsRegistry reports whether the allowlist allow holds a registry host
+// whose writes the proxy refuses (a package group without its write grant).
+func readsRegistry(allow []string) bool {
+	a, err := egress.ParseAllow(allow)
+	if err != nil {
+		return false
+	}
+	for hp := range a.Hosts {
+		if egress.Guards(hp) && !a.Write[hp] {
+			return true
+		}
+	}
+	return false
+}
 
 // Landlock reports whether the session runs in --sandbox landlock.
 func (s Spec) Landlock() bool { return s.Sandbox == sandbox.ModeLandlock }
@@ -295,7 +316,7 @@ func (s Spec) Landlock() bool { return s.Sandbox == sandbox.ModeLandlock }
 // LandlockPolicy is the policy of a --sandbox landlock session's command.
 func (s Spec) LandlockPolicy() sandbox.LandlockPolicy {
 	ro := s.ExtraRO
-	if s.Intercepts() { // the egress proxy's CA, which the command trusts
+	if s.Intercepts() || s.Network == sandbox.NetworkAllow { // the egress proxy's CA, which the command trusts
 		ro = append(append([]string{}, ro...), s.EgressDir)
 	}
 	if s.CABundle != "" {

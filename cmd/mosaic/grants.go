@@ -24,7 +24,7 @@ func allowCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:      "allow",
 		Usage:     "let a running session reach more hosts, at once, without a restart (any session but --network none or host)",
-		ArgsUsage: "NAME HOST[:PORT]|@GROUP|ADDRESS...",
+		ArgsUsage: "NAME HOST[:PORT]|@GROUP[:write]|ADDRESS...",
 		Description: "Adds each entry to the session's allowlist in its egress proxy: a host name (port 443 unless given), a group\n" +
 			"(`mosaic profiles` lists them) or an address or prefix an allowed name may resolve to. With --for the grant ends\n" +
 			"by itself. Each grant is one line in the proxy's journal (`mosaic logs NAME --egress`) and shows in `mosaic status`.",
@@ -69,7 +69,7 @@ func denyCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:      "deny",
 		Usage:     "take back what a running session may reach (a grant or a host it started with), closing its open tunnels there",
-		ArgsUsage: "NAME HOST[:PORT]|@GROUP|ADDRESS...",
+		ArgsUsage: "NAME HOST[:PORT]|@GROUP[:write]|ADDRESS...",
 		Description: "Removes each entry's grant, refuses its hosts from now on (also those the session started with) and closes the\n" +
 			"session's open connections to them. `mosaic allow` gives a host back.",
 		Flags:        []cli.Flag{jsonFlag},
@@ -228,6 +228,10 @@ func grantHint(name string, r egress.Refusal) string {
 		}
 	case egress.RefusedSpecial, egress.RefusedGit:
 		return "; " + r.Detail
+	case egress.RefusedRegistry:
+		if g := egress.WriteGrant(r.Target); g != "" {
+			return "; to let it write: --allow-host " + g + " (while it runs: mosaic allow " + name + " " + g + ")"
+		}
 	}
 	return ""
 }
@@ -291,6 +295,8 @@ func refusalText(why string) string {
 		return "unreachable (no address, or no answer)"
 	case egress.RefusedGit:
 		return "beyond the git credential lent (--lend-git)"
+	case egress.RefusedRegistry:
+		return "a write (publish, login, tokens) to a read-only registry group"
 	}
 	return why
 }

@@ -719,7 +719,7 @@ func short(id string) string {
 
 // printGroups prints the host groups, with each host when full.
 func printGroups(w io.Writer, full bool) {
-	fmt.Fprintln(w, "GROUPS (--allow-host @NAME, AllowHost=@NAME, mosaic allow SESSION @NAME; mosaic profiles --groups lists each host)")
+	fmt.Fprintln(w, "GROUPS (--allow-host @NAME, AllowHost=@NAME, mosaic allow SESSION @NAME; mosaic profiles --groups lists each host; the package registries read only, but with @NAME:write)")
 	for _, g := range egress.Groups() {
 		fmt.Fprintf(w, "@%s: %s\n", g.Name, g.Purpose)
 		if !full {
@@ -733,6 +733,9 @@ func printGroups(w io.Writer, full bool) {
 		}
 		for _, h := range g.Plain {
 			fmt.Fprintf(w, "  %s  (plain HTTP, GET and HEAD only) %s\n", h.Host, h.Why)
+		}
+		for _, h := range g.Publish {
+			fmt.Fprintf(w, "  %s  (with @%s%s only) %s\n", h.Host, g.Name, egress.WriteSuffix, h.Why)
 		}
 	}
 }

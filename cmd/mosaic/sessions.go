@@ -40,7 +40,7 @@ func sessionFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "env-file", Usage: "pass every NAME=VALUE of `FILE` (yours, mode 0600 or 0400) to the session (repeatable)"},
 		&cli.StringFlag{Name: "stop-timeout", Usage: "`DURATION` between SIGTERM and SIGKILL when the session is stopped", Value: units.DefaultStopTimeout.String()},
 		&cli.StringFlag{Name: "network", Usage: "`MODE`: none (loopback only), allow (only to --allow-host names, through an egress proxy) or host (not confined) (default: the profile's; generic: none)"},
-		&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also let the session reach `HOST[:PORT]` (port 443 unless given; repeatable)"},
+		&cli.StringSliceFlag{Name: "allow-host", Usage: "with --network allow, also let the session reach `HOST[:PORT]` (port 443 unless given; @GROUP for a group, a package group read only but as @GROUP:write; repeatable)"},
 		&cli.BoolFlag{Name: "ask", Usage: "with --network allow, hold a connection to a host not on the list for 30 s while you answer (mosaic allow, mosaic deny, or mosaic approve), instead of refusing it at once"},
 		&cli.StringFlag{Name: "sandbox", Usage: "the inner layer, `MODE`: bwrap (namespaces of its own) or landlock (for hosts where bwrap cannot run: less confined, see mosaic doctor) (default: the profile's, else bwrap)"},
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "make the session's port reachable from the host, as docker run -p: `[ADDR:]HOSTPORT[:PORT]` (ADDR default 127.0.0.1; repeatable)"},

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"mosaic/internal/errcode"
+	"mosaic/sandbox/egress"
 )
 
 // Issue 16: a CA file, a host loopback port, the profile's arguments.
@@ -27,9 +28,11 @@ func TestPrepareAgents(t *testing.T) {
 	// A good --ca-file: the CA for Node, a bundle with the system's roots
 	// for every client that reads one file in place of them, bound at a
 	// path of its own (bwrap) or at its own (landlock).
+	// (With no egress proxy: network none. A session with one trusts the
+	// proxy's files, which hold the --ca-file's certificates too: below.)
 	good := writeTestCA(t, root)
 	for _, mode := range []string{"bwrap", "landlock"} {
-		spec, _, err := Prepare(Request{Workspace: app, Command: []string{"true"}, CAFile: good, Sandbox: mode}, p, "/usr/bin/bwrap")
+		spec, _, err := Prepare(Request{Workspace: app, Command: []string{"true"}, CAFile: good, Sandbox: mode, Network: "none"}, p, "/usr/bin/bwrap")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,6 +55,24 @@ func TestPrepareAgents(t *testing.T) {
 		}
 		if _, err := os.Stat(spec.CABundle); err == nil {
 			t.Errorf("%s: Prepare wrote the bundle (it changes nothing on disk)", mode)
+		}
+	}
+	// Network allow: the proxy's CA files (and its placeholders before it
+	// writes them: statedir), whatever the --ca-file, for a package group
+	// granted live (issue 39).
+	for _, mode := range []string{"bwrap", "landlock"} {
+		spec, _, err := Prepare(Request{Workspace: app, Command: []string{"true"}, CAFile: good, Sandbox: mode, Network: "allow"}, p, "/usr/bin/bwrap")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := "/run/mosaic/egress"
+		if mode == "landlock" {
+			dir = spec.EgressDir
+		}
+		for _, kv := range egress.CAEnv(dir) {
+			if !slices.Contains(spec.Env, kv) {
+				t.Errorf("%s, network allow: %s missing from %v", mode, kv, spec.Env)
+			}
 		}
 	}
 	spec, _, err := Prepare(Request{Workspace: app, Command: []string{"true"}, AllowHosts: []string{"127.0.0.1:11434"}}, p, "/usr/bin/bwrap")

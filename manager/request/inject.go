@@ -77,7 +77,9 @@ func planInjection(spec *units.Spec, grant credentials.Grant, p Paths) error {
 		}
 		spec.Notes = append(spec.Notes, fmt.Sprintf("%s travel in the session's environment: %s", strings.Join(ruled, ", "), why))
 	}
-	if spec.Intercepts() {
+	// Every session with an egress proxy trusts its CA: a package group
+	// granted live is read at once (egress's registry.go).
+	if spec.Intercepts() || spec.Network == sandbox.NetworkAllow {
 		dir := sandbox.EgressDirInside // where bwrap binds the proxy's directory
 		if spec.Landlock() {
 			dir = spec.EgressDir // no bwrap: the command sees the host's path

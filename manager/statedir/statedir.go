@@ -450,6 +450,9 @@ func makeSocketDirs(s units.Spec, mkdir func(string) error) error {
 				return err
 			}
 		}
+		if err := trustPlaceholders(s); err != nil {
+			return err
+		}
 	}
 	if len(s.Publish) > 0 { // the publish forwarder's socket goes here
 		if err := mkdir(units.PublishDir(s.RuntimeDir, s.Name)); err != nil {
@@ -523,4 +526,24 @@ func removeFinishLogs(stateRoot string, now time.Time) {
 			os.Remove(filepath.Join(stateRoot, e.Name()))
 		}
 	}
+}
+
+// trustPlaceholders makes the files the session's trust variables name
+// until its proxy writes its CA over them (egress.WritePlaceholders): the
+// --ca-file's certificates, or none, and the bundle the session would
+// trust without the proxy, as the session sees it.
+func trustPlaceholders(s units.Spec) error {
+	var caPEM []byte
+	bundle := egress.SystemBundle()
+	if s.CAFile != "" {
+		var err error
+		if caPEM, err = os.ReadFile(s.CAFile); err != nil {
+			return err
+		}
+		bundle = s.CABundle
+		if !s.Landlock() {
+			bundle = sandbox.CABundleInside
+		}
+	}
+	return egress.WritePlaceholders(s.EgressDir, caPEM, bundle)
 }

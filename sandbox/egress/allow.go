@@ -20,25 +20,33 @@ type Allow struct {
 	// Plain are the "name:80" of mirror groups (@debian, @ubuntu), reached
 	// over plain HTTP, GET and HEAD only (mirror.go).
 	Plain map[string]bool
-	// Groups are the groups named ("@npm"), named lists the hosts named
-	// themselves: Strings gives back what was named.
+	// Write are the hosts whose writes are granted (a package group's
+	// write grant, @npm:write: registry.go), read-only otherwise.
+	Write map[string]bool
+	// Groups are the groups named ("@npm", "@npm:write"), named lists the
+	// hosts named themselves: Strings gives back what was named.
 	Groups []string
 	named  map[string]bool
 }
 
 // ParseAllow reads --allow-host entries: HOST[:PORT] (port 443 unless
-// given) for a name, @GROUP for a group of names (groups.go), or an IP
+// given) for a name, @GROUP for a group of names (groups.go), a package
+// group's @GROUP:write for it with its writes (registry.go), or an IP
 // address or prefix that allowed names may resolve to although it is
 // private, loopback or link-local.
 func ParseAllow(entries []string) (Allow, error) {
-	a := Allow{Hosts: map[string]bool{}, Local: map[int]bool{}, Plain: map[string]bool{}, named: map[string]bool{}}
+	a := Allow{Hosts: map[string]bool{}, Local: map[int]bool{}, Plain: map[string]bool{}, Write: map[string]bool{}, named: map[string]bool{}}
 	for _, e := range entries {
 		if strings.HasPrefix(e, "@") {
-			g := LookupGroup(e)
+			name, write := strings.CutSuffix(strings.ToLower(e), WriteSuffix)
+			g := LookupGroup(name)
 			if g == nil {
 				return Allow{}, fmt.Errorf("%q is not a host group (the groups: %s; `mosaic profiles` lists their hosts)", e, groupNames())
 			}
-			a.addGroup(g)
+			if write && !g.Writable() {
+				return Allow{}, fmt.Errorf("%q: @%s has no write grant (its hosts take no writes); the groups with one: %s", e, g.Name, writableNames())
+			}
+			a.addGroup(g, write)
 			continue
 		}
 		if port, ok, err := parseLocal(e); ok {
@@ -66,12 +74,23 @@ func ParseAllow(entries []string) (Allow, error) {
 	return a, nil
 }
 
-func (a *Allow) addGroup(g *Group) {
-	if !slices.Contains(a.Groups, "@"+g.Name) {
-		a.Groups = append(a.Groups, "@"+g.Name)
+func (a *Allow) addGroup(g *Group, write bool) {
+	entry := "@" + g.Name
+	if write {
+		entry += WriteSuffix
+		for _, h := range g.PublishMembers() {
+			a.Hosts[h.Host] = true
+			a.Write[h.Host] = true
+		}
+	}
+	if !slices.Contains(a.Groups, entry) {
+		a.Groups = append(a.Groups, entry)
 	}
 	for _, h := range g.Members() {
 		a.Hosts[h.Host] = true
+		if write {
+			a.Write[h.Host] = true
+		}
 	}
 	for _, h := range g.PlainMembers() {
 		a.Plain[h.Host] = true

@@ -72,6 +72,14 @@ func NewInjector(session string, rules []Rule, git []GitLend, value func(string)
 			}
 		}
 	}
+	// The registries the proxy reads to refuse writes (registry.go): a
+	// package group granted live is read at once, by the same CA.
+	for _, h := range guardedNames() {
+		if !seen[h] {
+			seen[h] = true
+			names = append(names, h)
+		}
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -291,4 +299,41 @@ func TrustEnv(ca, bundle string) []string {
 	return []string{"NODE_EXTRA_CA_CERTS=" + ca, "SSL_CERT_FILE=" + bundle, "REQUESTS_CA_BUNDLE=" + bundle,
 		"CURL_CA_BUNDLE=" + bundle, "GIT_SSL_CAINFO=" + bundle, "PIP_CERT=" + bundle, "NPM_CONFIG_CAFILE=" + bundle,
 		"CODEX_CA_CERTIFICATE=" + bundle}
+}
+
+// ExtraFile is where mosaic leaves, in the egress directory, the session's
+// --ca-file certificates for a proxy that gets no environment file (a
+// session it puts no credential in): it trusts them beside the system's
+// roots for the hosts it reads, and its CA files hold them too.
+const ExtraFile = "extra.pem"
+
+// WritePlaceholders makes, in the egress directory dir, what the session's
+// trust variables (CAEnv) name until its proxy writes its CA there: a
+// session that does not wait for its proxy may start a client first, and a
+// missing file is an error to most (curl, OpenSSL) and a warning to Node.
+// CAFile is the session's --ca-file certificates, or nothing; bundle is the
+// bundle they name meanwhile, as the session sees it (the system's, or the
+// --ca-file's bundle). ExtraFile gets caPEM for the proxy.
+func WritePlaceholders(dir string, caPEM []byte, bundle string) error {
+	if len(caPEM) > 0 {
+		if err := writePublic(filepath.Join(dir, ExtraFile), caPEM); err != nil {
+			return err
+		}
+	}
+	if err := writePublic(filepath.Join(dir, CAFile), caPEM); err != nil {
+		return err
+	}
+	link := filepath.Join(dir, BundleFile)
+	os.Remove(link)
+	return os.Symlink(bundle, link)
+}
+
+// SystemBundle is the system's bundle of root certificates, or "".
+func SystemBundle() string {
+	for _, f := range systemBundles {
+		if _, err := os.Stat(f); err == nil {
+			return f
+		}
+	}
+	return ""
 }

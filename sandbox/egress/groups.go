@@ -16,8 +16,15 @@ type Group struct {
 	Hosts   []HostWhy `json:"hosts"`
 	Plain   []HostWhy `json:"plain_http,omitempty"`
 	Of      []string  `json:"groups,omitempty"` // a group made of groups
-	// members and plain are Hosts and Plain with those of Of, expanded once.
-	members, plain []HostWhy
+	// Publish are the hosts that take the registry's uploads, not in the
+	// group: its write grant (@NAME:write) adds them (registry.go).
+	Publish []HostWhy `json:"publish,omitempty"`
+	// members, plain and publish are Hosts, Plain and Publish with those of
+	// Of, expanded once.
+	members, plain, publish []HostWhy
+	// writable: the group has a write grant (hosts that take writes, its
+	// own or its groups').
+	writable bool
 }
 
 // HostWhy is one host:port of a group and what it serves.
@@ -33,24 +40,30 @@ type HostWhy struct {
 // profile takes one without being asked (@packages is the one switch).
 var groups = []*Group{
 	{Name: "npm", Purpose: "the npm registry (npm, pnpm, yarn, bun)", Hosts: []HostWhy{
-		{"registry.npmjs.org:443", "package documents and tarballs (npm publish goes here too)"},
+		{"registry.npmjs.org:443", "package documents and tarballs (read only: npm publish, unpublish, login and tokens are refused but with @npm:write)"},
 		{"registry.yarnpkg.com:443", "yarn's name for the same registry"},
 	}},
 	{Name: "pypi", Purpose: "the Python Package Index (pip, uv, poetry)", Hosts: []HostWhy{
-		{"pypi.org:443", "the simple index and the JSON API (uploads go to upload.pypi.org, not listed)"},
+		{"pypi.org:443", "the simple index and the JSON API (read only: its web forms' logins and token changes are refused but with @pypi:write)"},
 		{"files.pythonhosted.org:443", "the wheels and source archives the index links to"},
+	}, Publish: []HostWhy{
+		{"upload.pypi.org:443", "uploads (twine, uv publish)"},
 	}},
 	{Name: "crates", Purpose: "crates.io (cargo)", Hosts: []HostWhy{
 		{"index.crates.io:443", "the sparse index"},
-		{"static.crates.io:443", "the crate files (crates.io's API, where publishing goes, is not listed)"},
+		{"static.crates.io:443", "the crate files"},
+	}, Publish: []HostWhy{
+		{"crates.io:443", "crates.io's API: cargo publish, yank, owner"},
 	}},
 	{Name: "rubygems", Purpose: "RubyGems (gem, bundler)", Hosts: []HostWhy{
-		{"rubygems.org:443", "the API and gem downloads (gem push goes here too)"},
+		{"rubygems.org:443", "the API and gem downloads (read only: gem push, yank and keys are refused but with @rubygems:write)"},
 		{"index.rubygems.org:443", "the compact index bundler reads"},
 	}},
 	{Name: "maven", Purpose: "Maven Central (maven, gradle, sbt)", Hosts: []HostWhy{
-		{"repo.maven.apache.org:443", "Maven Central (publishing goes through central.sonatype.com, not listed)"},
+		{"repo.maven.apache.org:443", "Maven Central (takes no uploads)"},
 		{"repo1.maven.org:443", "Maven Central's older name, which some builds still use"},
+	}, Publish: []HostWhy{
+		{"central.sonatype.com:443", "the Central Portal, where publishing goes"},
 	}},
 	{Name: "go", Purpose: "Go's module proxy and checksum database (go mod download)", Hosts: []HostWhy{
 		{"proxy.golang.org:443", "the module proxy (GOPROXY's default)"},
@@ -86,11 +99,16 @@ var groups = []*Group{
 
 func init() {
 	for _, g := range groups {
-		g.members, g.plain = g.Hosts, g.Plain
+		g.members, g.plain, g.publish = g.Hosts, g.Plain, g.Publish
 		for _, name := range g.Of {
 			sub := LookupGroup(name)
 			g.members = append(g.members, sub.members...)
 			g.plain = append(g.plain, sub.plain...)
+			g.publish = append(g.publish, sub.publish...)
+		}
+		g.writable = len(g.publish) > 0
+		for _, h := range g.members {
+			g.writable = g.writable || Guards(h.Host)
 		}
 	}
 }
@@ -119,6 +137,13 @@ func Groups() []Group {
 // those of the groups it is made of.
 func (g *Group) Members() []HostWhy { return g.members }
 
+// PublishMembers are the hosts its write grant adds (registry.go).
+func (g *Group) PublishMembers() []HostWhy { return g.publish }
+
+// Writable reports whether the group has a write grant (@NAME:write): it
+// has hosts that take writes, or hosts that take uploads.
+func (g *Group) Writable() bool { return g.writable }
+
 // PlainMembers are its hosts reached over plain HTTP, GET and HEAD only.
 func (g *Group) PlainMembers() []HostWhy { return g.plain }
 
@@ -127,6 +152,18 @@ func groupNames() string {
 	var n []string
 	for _, g := range groups {
 		n = append(n, "@"+g.Name)
+	}
+	sort.Strings(n)
+	return strings.Join(n, ", ")
+}
+
+// writableNames lists the groups with a write grant, for messages.
+func writableNames() string {
+	var n []string
+	for _, g := range groups {
+		if g.writable {
+			n = append(n, "@"+g.Name+WriteSuffix)
+		}
 	}
 	sort.Strings(n)
 	return strings.Join(n, ", ")

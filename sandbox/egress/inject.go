@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -77,7 +78,11 @@ func (e *Egress) intercept(c net.Conn, br *bufio.Reader, hp string) {
 		return
 	}
 	_ = tc.SetDeadline(time.Time{})
-	e.logf("terminating TLS for %s to put credentials in", hp)
+	what := "to put credentials in"
+	if !e.Inject.covers(hp) {
+		what = "to refuse the registry's writes (" + WriteGrant(hp) + " grants them)"
+	}
+	e.logf("terminating TLS for %s %s", hp, what)
 	var handlers sync.WaitGroup
 	session := &idleConn{Conn: tc, idle: e.Limits.IdleTimeout}
 	l := &oneConn{c: session, done: make(chan struct{})}
@@ -113,6 +118,18 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 	if status, why := e.Inject.refusal(r, hp); why != "" {
 		e.logf("refused %s %s%s: %s", printable(r.Method), hp, printable(r.URL.EscapedPath()), why)
 		http.Error(w, "mosaic egress: refused: "+why, status)
+		return
+	}
+	if why := e.registryRefusal(r, hp); why != "" {
+		e.logf("refused %s %s%s: %s", printable(r.Method), hp, printable(r.URL.EscapedPath()), why)
+		e.refused(hp, RefusedRegistry, why)
+		// JSON, as the registries answer: npm prints its "error", other
+		// clients the body as it is.
+		body, _ := json.Marshal(map[string]string{"error": e.sessionSays("refused: " + why)})
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusForbidden)
+		w.Write(append(body, '\n'))
 		return
 	}
 	var lent *gitLent
@@ -241,7 +258,7 @@ func (e *Egress) upstream() http.RoundTripper {
 			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 				hp, err := NormalizeHost(addr)
 				port, local := e.localTarget(addr)
-				if err != nil || !(e.Allow.Hosts[hp] || local) || !e.Inject.covers(hp) {
+				if err != nil || !(e.Allow.Hosts[hp] || local || e.hostAllowed(hp)) || !(e.Inject.covers(hp) || Guards(hp)) {
 					return nil, fmt.Errorf("%s is not an injection host", addr)
 				}
 				var c net.Conn

@@ -36,7 +36,7 @@ type mockVendor struct {
 	gate  chan struct{}
 }
 
-func newMockVendor(t *testing.T) *mockVendor {
+func newMockVendor(t testing.TB) *mockVendor {
 	m := &mockVendor{gate: make(chan struct{})}
 	m.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()

@@ -33,7 +33,7 @@ type Grant struct {
 // Refusal is what the proxy refused of one target, and how often.
 type Refusal struct {
 	Target string    `json:"target"` // "host:port", or "-" for a refusal before a request was read
-	Why    string    `json:"why"`    // RefusedNotListed, RefusedSpecial, RefusedPlain, RefusedLimit, RefusedUnreachable, RefusedGit
+	Why    string    `json:"why"`    // RefusedNotListed, RefusedSpecial, RefusedPlain, RefusedLimit, RefusedUnreachable, RefusedGit, RefusedRegistry
 	Count  int       `json:"count"`
 	Last   time.Time `json:"last"`
 	Detail string    `json:"detail"` // the last refusal's message
@@ -46,7 +46,8 @@ const (
 	RefusedPlain       = "plain-http"
 	RefusedLimit       = "limit"
 	RefusedUnreachable = "unreachable"
-	RefusedGit         = "git-lend" // a request to a git host beyond what was lent (--lend-git)
+	RefusedGit         = "git-lend"       // a request to a git host beyond what was lent (--lend-git)
+	RefusedRegistry    = "registry-write" // a write to a read-only registry (registry.go)
 )
 
 // maxRefusals bounds the refusal table: targets are chosen by the session,
@@ -294,6 +295,10 @@ func (e *Egress) expire(g *liveGrant) {
 	var conns []net.Conn
 	for _, h := range g.Hosts {
 		if !e.Allow.Hosts[h] && !e.Allow.Plain[h] && !l.granted(func(a Allow) bool { return a.Hosts[h] || a.Plain[h] }) {
+			conns = append(conns, l.untrackHost(h)...)
+		} else if g.allow.Write[h] && Guards(h) && !e.Allow.Write[h] && !l.granted(func(a Allow) bool { return a.Write[h] }) {
+			// A registry still read, its writes no longer granted: its
+			// tunnels, which the proxy does not read, go (registry.go).
 			conns = append(conns, l.untrackHost(h)...)
 		}
 	}

@@ -144,13 +144,14 @@ func serveMain(args []string, notify func()) error {
 	if e.Allow, err = ParseAllow(c.Allow); err != nil {
 		return err
 	}
-	if len(c.Inject) > 0 || len(c.Git) > 0 {
-		if e.Inject, err = injector(c); err != nil {
-			return err
-		}
-		if err := e.Inject.WriteCA(filepath.Dir(c.Socket)); err != nil {
-			return fmt.Errorf("cannot write the session's CA certificate: %w", err)
-		}
+	// Every proxy has its session's CA, made once as it starts: the hosts
+	// it injects into or lends git for, and the registries it reads to
+	// refuse writes (registry.go), granted at the start or live.
+	if e.Inject, err = injector(c); err != nil {
+		return err
+	}
+	if err := e.Inject.WriteCA(filepath.Dir(c.Socket)); err != nil {
+		return fmt.Errorf("cannot write the session's CA certificate: %w", err)
 	}
 	os.Remove(c.Socket)
 	l, err := net.Listen("unix", c.Socket)
@@ -193,7 +194,6 @@ func injector(c Config) (*Injector, error) {
 		}
 	}
 	var roots *x509.CertPool
-	var extraPEM []byte
 	if b64, ok := os.LookupEnv(UpstreamRootsVar); ok {
 		pemData, err := base64.StdEncoding.DecodeString(b64)
 		if err != nil {
@@ -204,21 +204,20 @@ func injector(c Config) (*Injector, error) {
 		}
 		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: checking injection hosts against test roots (%s), not the system's\n", c.Session, UpstreamRootsVar)
 	}
-	if b64, ok := os.LookupEnv(ExtraRootsVar); ok {
-		pemData, err := base64.StdEncoding.DecodeString(b64)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", ExtraRootsVar, err)
-		}
+	extraPEM, err := extraRoots(c)
+	if err != nil {
+		return nil, err
+	}
+	if len(extraPEM) > 0 {
 		if roots == nil {
 			if roots, err = x509.SystemCertPool(); err != nil || roots == nil {
 				roots = x509.NewCertPool()
 			}
 		}
-		extraPEM = pemData
-		if !roots.AppendCertsFromPEM(pemData) {
+		if !roots.AppendCertsFromPEM(extraPEM) {
 			return nil, fmt.Errorf("no certificate in the session's --ca-file (%s)", ExtraRootsVar)
 		}
-		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: checking injection hosts against the system's roots and the session's --ca-file\n", c.Session)
+		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: checking the hosts it reads against the system's roots and the session's --ca-file\n", c.Session)
 	}
 	// The values stay in this process's memory, and systemd gave them to it
 	// in its initial environment, which /proc/PID/environ shows to every
@@ -256,4 +255,22 @@ func injector(c Config) (*Injector, error) {
 		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: lends a git credential for %s (%s)\n", c.Session, g.URL(), strings.Join(g.Ops, ", "))
 	}
 	return in, nil
+}
+
+// extraRoots are the session's --ca-file certificates: from the proxy's
+// environment file (ExtraRootsVar), or, for a proxy that gets none, the
+// file mosaic left beside its socket (WritePlaceholders); nil for none.
+func extraRoots(c Config) ([]byte, error) {
+	if b64, ok := os.LookupEnv(ExtraRootsVar); ok {
+		pemData, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ExtraRootsVar, err)
+		}
+		return pemData, nil
+	}
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(c.Socket), ExtraFile))
+	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	return b, nil
 }

@@ -221,7 +221,10 @@ func (e *Egress) handle(c net.Conn) {
 	} else {
 		var hp string
 		hp, why, kind = e.checkOrHold(req.Host)
-		if why == "" && e.Inject.covers(hp) {
+		if why == "" {
+			why, kind = e.unreadable(hp)
+		}
+		if why == "" && (e.Inject.covers(hp) || e.readsRegistry(hp)) {
 			if forget, ok := e.track(hp, false, c); ok {
 				defer forget()
 				e.intercept(c, br, hp)
@@ -235,7 +238,7 @@ func (e *Egress) handle(c net.Conn) {
 			cancel()
 		}
 		if remote != nil {
-			forget, ok := e.track(hp, false, c)
+			forget, ok := e.trackTunnel(hp, c)
 			if !ok {
 				remote.Close()
 				remote, why, kind = nil, takenBack(hp), RefusedNotListed

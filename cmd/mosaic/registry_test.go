@@ -1,0 +1,95 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// npmPublish is a script that publishes mosaic-tiny 1.0.1 with a token to
+// the registry's npm name (the stand-in), printing npm's last lines and
+// its exit status.
+const npmPublish = `rm -rf pub && mkdir pub && cd pub
+echo '{"name":"mosaic-tiny","version":"1.0.1"}' >package.json
+echo 'module.exports = 1' >index.js
+echo '//registry.npmjs.org/:_authToken=npm_faketoken0123456789' >.npmrc
+npm publish --registry https://registry.npmjs.org/ --no-update-notifier 2>&1 | tail -5; echo "publish rc=${PIPESTATUS[0]}"
+cd ..
+`
+
+// TestRegistryReadOnly (issue 39): a session allowed @npm reads the
+// registry (a real npm install, a curl GET) while a publish is refused
+// before the registry (npm publish's PUT, and curl's PUT through the
+// session's device with --noproxy '*'), with a 403 naming the write grant,
+// counted in status as registry-write; granted live with
+// `mosaic allow NAME @npm:write`, the same npm publish reaches the
+// registry. First shown the other way: the same publish from a session
+// of network host (no proxy, nothing read) reaches the stand-in.
+func TestRegistryReadOnly(t *testing.T) {
+	n := needTestNet(t)
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("npm is missing (contrib/install-deps.sh installs it)")
+	}
+	reg := startRegistry(t, n)
+	ca := filepath.Join(t.TempDir(), "registry-ca.pem")
+	os.WriteFile(ca, reg.caPEM, 0o644)
+
+	// The other way first: no proxy between, the PUT reaches the registry.
+	r := mosaic(t, "run", "--network", "host", "--workspace", workspace(t), "--ca-file", ca, "--", "bash", "-c", npmPublish)
+	if !strings.Contains(reg.requests(), "PUT registry.npmjs.org /mosaic-tiny") {
+		t.Fatalf("with network host, npm publish did not reach the stand-in (exit %d):\n%s%s\nthe registry saw:\n%s", r.code, r.stdout, r.stderr, reg.requests())
+	}
+	before := strings.Count(reg.requests(), "PUT ")
+
+	s := startShell(t, mosaicBin, "--network", "allow", "--allow-host", n+".0/24", "--allow-host", "@npm", "--ca-file", ca)
+	out := s.run(t, `set -o pipefail
+mkdir -p proj && cd proj && echo '{"name":"proj","version":"0.0.0"}' >package.json
+npm install --no-audit --no-fund --no-update-notifier mosaic-tiny 2>&1 | tail -3; echo "install rc=$?"
+node -e 'console.log("npm-got: " + require("mosaic-tiny"))'
+cd ..
+`+curl("https://registry.npmjs.org/-/ping")+npmPublish+curl("--noproxy '*' -X PUT -d '{}' https://registry.npmjs.org/mosaic-tiny"))
+	if !strings.Contains(out, "npm-got: tiny from the stand-in registry") || !strings.Contains(out, "pong from registry.npmjs.org") {
+		t.Fatalf("reads through @npm:\n%s\nthe registry saw:\n%s", out, reg.requests())
+	}
+	grant := "mosaic allow " + s.name + " @npm:write"
+	if strings.Contains(out, "publish rc=0") || !strings.Contains(out, "403") || !strings.Contains(out, grant) {
+		t.Fatalf("npm publish through @npm, want a 403 naming %q:\n%s", grant, out)
+	}
+	if got := strings.Count(reg.requests(), "PUT "); got != before {
+		t.Fatalf("a PUT reached the registry through @npm:\n%s", reg.requests())
+	}
+	tun := !strings.Contains(out, "status=000") // the device, where the host has one
+	found := 0
+	for _, rf := range egressOf(t, s.name).Egress.Refused {
+		if rf.Target == "registry.npmjs.org:443" && rf.Why == "registry-write" {
+			found = rf.Count
+		}
+	}
+	if found < 1 || tun && found < 2 {
+		t.Errorf("status --json: registry.npmjs.org:443 refused %d times as registry-write (want npm's publish and, through the device, curl's):\n%s", found, out)
+	}
+	if text := mustMosaic(t, "status", s.name).stdout; !strings.Contains(text, "registry.npmjs.org:443") || !strings.Contains(text, "read-only registry") {
+		t.Errorf("status text lacks the refusal:\n%s", text)
+	}
+
+	// Granted: the same publish goes through.
+	mustMosaic(t, "allow", s.name, "@npm:write")
+	out = s.run(t, npmPublish)
+	if !strings.Contains(reg.requests()[strings.LastIndex(reg.requests(), "\n")+1:], "PUT registry.npmjs.org /mosaic-tiny") && strings.Count(reg.requests(), "PUT ") == before {
+		t.Fatalf("after %s, the publish did not reach the registry:\n%s\nthe registry saw:\n%s", grant, out, reg.requests())
+	}
+	// run's end line names the refusal and the grant.
+	r = mosaic(t, "run", "--workspace", workspace(t), "--allow-host", n+".0/24", "--allow-host", "@npm", "--ca-file", ca, "--",
+		"curl", "-sS", "-X", "PUT", "-d", "{}", "https://registry.npmjs.org/mosaic-tiny")
+	if !strings.Contains(r.stdout+r.stderr, "mosaic allow ") || !strings.Contains(r.stderr, "refused registry.npmjs.org:443") || !strings.Contains(r.stderr, "--allow-host @npm:write") {
+		t.Errorf("run's end, want the refusal with its grant: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := mosaic(t, "allow", s.name, "@go:write"); r.code != 2 || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+		t.Errorf("@go:write: exit %d, %q (want 2 and one line)", r.code, r.stderr)
+	}
+	if r := mosaic(t, "run", "--allow-host", "@npm:wrte", "--", "true"); r.code != 2 {
+		t.Errorf("--allow-host @npm:wrte: exit %d, %q (want 2)", r.code, r.stderr)
+	}
+}

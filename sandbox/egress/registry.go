@@ -1,0 +1,153 @@
+package egress
+
+import (
+	"net"
+	"net/http"
+	"strings"
+)
+
+// Read-only registries (issue 39). The package groups let a session read:
+// resolve and install. Writing (publish, unpublish or yank, login, adduser,
+// tokens) is refused unless the user grants it with the group's write
+// grant, @GROUP:write. Only the hosts that take writes are read: the proxy
+// terminates their TLS with the session's CA (as for key injection) to see
+// each request's method and path. The hosts that take none (file hosts,
+// static indexes, the Go proxy) stay tunnels the proxy does not read, and
+// the hosts that take a registry's uploads are not in its group at all:
+// the write grant adds them (Group.Publish).
+
+// WriteSuffix makes a package group's entry its write grant: @npm:write.
+const WriteSuffix = ":write"
+
+// registryRule is how the proxy tells a read from a write on one host that
+// takes writes: GET and HEAD are reads; a POST to one of readPosts (a path,
+// or a prefix ending in "/") is a read that happens to post a body (npm
+// audit's); every other request writes.
+type registryRule struct {
+	group     string
+	readPosts []string
+}
+
+// npmReadPosts are the POSTs npm makes to read: npm audit's reports (the
+// bulk advisories and the older audit endpoints). Publish (PUT /NAME),
+// unpublish (DELETE), dist-tags (PUT, DELETE), deprecate (PUT), login and
+// adduser (PUT /-/user/, POST /-/v1/login), tokens (/-/npm/v1/tokens),
+// owner, access and team changes all write.
+var npmReadPosts = []string{"/-/npm/v1/security/advisories/bulk", "/-/npm/v1/security/audits", "/-/npm/v1/security/audits/quick"}
+
+// guarded are the hosts of the package groups that take writes, and how each
+// is read. RubyGems takes gem push (POST /api/v1/gems), yank (DELETE
+// /api/v1/gems/yank), owners and API keys on rubygems.org (index.rubygems.org
+// is the same application behind another name); pypi.org takes logins,
+// token and project changes in its web forms (its uploads go to
+// upload.pypi.org, which only @pypi:write adds). None of them reads with a
+// POST.
+var guarded = map[string]registryRule{
+	"registry.npmjs.org:443":   {group: "npm", readPosts: npmReadPosts},
+	"registry.yarnpkg.com:443": {group: "npm", readPosts: npmReadPosts},
+	"rubygems.org:443":         {group: "rubygems"},
+	"index.rubygems.org:443":   {group: "rubygems"},
+	"pypi.org:443":             {group: "pypi"},
+}
+
+// guardedNames are the host names of guarded, which the session's CA may
+// vouch for from its start (a group granted live is read at once).
+func guardedNames() []string {
+	var names []string
+	for hp := range guarded {
+		h, _, _ := net.SplitHostPort(hp)
+		names = append(names, h)
+	}
+	return names
+}
+
+// Guards reports whether hp ("host:port") is a registry host whose writes
+// are refused unless granted.
+func Guards(hp string) bool { _, ok := guarded[hp]; return ok }
+
+// WriteGrant is the entry that grants writes to the guarded host hp
+// ("@npm:write"), or "" for a host that is not guarded.
+func WriteGrant(hp string) string {
+	if r, ok := guarded[hp]; ok {
+		return "@" + r.group + WriteSuffix
+	}
+	return ""
+}
+
+// writes reports whether req, to the guarded host hp, writes.
+func (r registryRule) writes(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead:
+		return false
+	case http.MethodPost:
+		path := req.URL.EscapedPath()
+		if !pathIsPlain(path) || path != sentPath(req.RequestURI) { // a dot segment or an encoded character: not what it seems
+			return true
+		}
+		for _, p := range r.readPosts {
+			if path == p || strings.HasSuffix(p, "/") && strings.HasPrefix(path, p) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// registryRefusal says why the proxy refuses req to hp, a host it reads
+// because the registry takes writes there, or "" when it passes: a read,
+// or a write the session was granted (@GROUP:write).
+func (e *Egress) registryRefusal(req *http.Request, hp string) string {
+	rule, ok := guarded[hp]
+	if !ok || !rule.writes(req) || e.writeAllowed(hp) {
+		return ""
+	}
+	return "@" + rule.group + " is read-only: " + printable(req.Method) + " " + printable(req.URL.EscapedPath()) +
+		" writes to the registry (publish, unpublish, login or tokens); to grant it, run on the host: mosaic allow " + e.Session + " " + WriteGrant(hp)
+}
+
+// readsRegistry reports whether the proxy reads the session's requests to
+// hp (an allowed host) to refuse writes: a guarded host not granted write.
+func (e *Egress) readsRegistry(hp string) bool {
+	return Guards(hp) && !e.writeAllowed(hp)
+}
+
+// writeAllowed reports whether hp's writes are granted: its group's write
+// grant at the start or live.
+func (e *Egress) writeAllowed(hp string) bool {
+	if e.Allow.Write[hp] {
+		return true
+	}
+	if e.live == nil {
+		return false
+	}
+	l := e.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.denied[hp] && l.granted(func(a Allow) bool { return a.Write[hp] })
+}
+
+// unreadable refuses a registry host the proxy would read but cannot, for
+// want of a CA (one made by no proxy of mosaic's, only a test's): never a
+// tunnel, whose writes would pass.
+func (e *Egress) unreadable(hp string) (why, kind string) {
+	if e.Inject != nil || !e.readsRegistry(hp) {
+		return "", ""
+	}
+	return hp + " is a registry host the proxy reads to refuse writes, and it has no CA for the session to trust (to let it write, run on the host: mosaic allow " +
+		e.Session + " " + WriteGrant(hp) + ")", RefusedRegistry
+}
+
+// trackTunnel is track for a tunnel the proxy does not read: a registry
+// host's write grant that ended (or was taken back) while the proxy
+// connected leaves it a host the proxy must read, so no tunnel. Checked
+// after the tunnel is recorded, so that an expiry after the check closes
+// it (expire closes a registry's tunnels once its writes are no longer
+// granted).
+func (e *Egress) trackTunnel(hp string, c net.Conn) (func(), bool) {
+	forget, ok := e.track(hp, false, c)
+	if ok && e.readsRegistry(hp) {
+		forget()
+		return nil, false
+	}
+	return forget, ok
+}
