@@ -32,8 +32,8 @@ func approveCommand(out *output) *cli.Command {
 		Name:  "approve",
 		Usage: "answer the connections sessions started with --ask hold: allow or deny each, live",
 		Description: "Lists the connections every running session holds for an answer (--ask) and, on a terminal, asks about each\n" +
-			"as it comes: a (allow the host for the session: mosaic allow), d (deny it: mosaic deny), or Enter (leave it: refused\n" +
-			"when its 30 s hold ends). Until Ctrl-C or end of input. Not on a terminal, or with --json, it lists them once.",
+			"as it comes: a (allow the host for the session: mosaic allow), o (let the connections held now go on, once: mosaic\n" +
+			"allow --once), d (deny it: mosaic deny), or Enter (leave it: refused when its 30 s hold ends). Until Ctrl-C or end of input. Not on a terminal, or with --json, it lists them once.",
 		Flags:        []cli.Flag{jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
@@ -83,28 +83,33 @@ func approveLive(ctx context.Context, m *manager.Manager, w io.Writer, in *bufio
 			time.Sleep(500 * time.Millisecond)
 			continue
 		}
-		fmt.Fprintf(w, "%s wants %s: [a]llow for the session, [d]eny, Enter to leave it? ", next.Session, termsafe.Escape(next.Target, false))
+		fmt.Fprintf(w, "%s wants %s: [a]llow for the session, [o]nce, [d]eny, Enter to leave it? ", next.Session, termsafe.Escape(next.Target, false))
 		line, err := in.ReadString('\n')
 		if err != nil {
 			return nil
 		}
 		answer := strings.TrimSpace(strings.ToLower(line))
-		if answer != "a" && answer != "d" {
+		said := map[string]string{"a": "allowed", "o": "let through once", "d": "denied"}[answer]
+		if said == "" {
 			continue
 		}
 		err = withControl(next.Session, func(ctx context.Context, cc *egress.ControlClient) error {
-			if answer == "a" {
-				_, err := cc.Allow(ctx, []string{next.Target}, 0)
-				return err
+			var err error
+			switch answer {
+			case "a":
+				_, err = cc.Allow(ctx, []string{next.Target}, 0)
+			case "o":
+				_, err = cc.AllowOnce(ctx, []string{next.Target})
+			default:
+				_, err = cc.Deny(ctx, []string{next.Target})
 			}
-			_, err := cc.Deny(ctx, []string{next.Target})
 			return err
 		})
 		if err != nil {
 			fmt.Fprintf(w, "  not answered: %v\n", err)
 			continue
 		}
-		fmt.Fprintf(w, "  %s\n", map[string]string{"a": "allowed", "d": "denied"}[answer])
+		fmt.Fprintf(w, "  %s\n", said)
 	}
 }
 

@@ -30,6 +30,7 @@ func allowCommand(out *output) *cli.Command {
 			"by itself. Each grant is one line in the proxy's journal (`mosaic logs NAME --egress`) and shows in `mosaic status`.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "for", Usage: "end the grant after `DURATION` (90s, 10min, 2h; default: when the session ends)"},
+			&cli.BoolFlag{Name: "once", Usage: "let only the connections the session holds now for HOST go on (a session started with --ask), granting nothing"},
 			jsonFlag,
 		},
 		OnUsageError: usageError,
@@ -42,6 +43,9 @@ func allowCommand(out *output) *cli.Command {
 				return err
 			} else if err := pol.CheckGrant(entries); err != nil {
 				return err
+			}
+			if c.Bool("once") {
+				return allowOnce(out, name, entries, c.String("for"))
 			}
 			var d time.Duration
 			if v := c.String("for"); v != "" {
@@ -63,6 +67,23 @@ func allowCommand(out *output) *cli.Command {
 			})
 		},
 	}
+}
+
+// allowOnce is mosaic allow --once: the connections session name holds
+// for entries go on, and nothing is granted.
+func allowOnce(out *output, name string, entries []string, d string) error {
+	if d != "" {
+		return errcode.Usage.New("mosaic allow takes --once or --for, not both: --once grants nothing to end")
+	}
+	return withControl(name, func(ctx context.Context, cc *egress.ControlClient) error {
+		if _, err := cc.AllowOnce(ctx, entries); err != nil {
+			return controlError(name, err)
+		}
+		out.result(map[string]any{"session": name, "once": entries}, func(w io.Writer) {
+			fmt.Fprintf(w, "session %s's connections held for %s go on, once (the next is held again)\n", name, strings.Join(entries, ", "))
+		})
+		return nil
+	})
 }
 
 func denyCommand(out *output) *cli.Command {

@@ -230,6 +230,32 @@ func TestAskHoldsUntilAnswered(t *testing.T) {
 	if !strings.Contains(string(denied), "refused") {
 		t.Errorf("held, then denied: %q", denied)
 	}
+	// allow --once: the held connection goes on, the next is held again.
+	name = sessionName(t)
+	twice := try + "\n" + strings.ReplaceAll(try, "$2", "$3") + "\nsleep 300"
+	mustMosaic(t, "start", "--direct", "--ask", "--name", name, "--workspace", ws, "--allow-host", n+".0/24", "--", "bash", "-c", twice, "bash", "otherhost.mosaic.test", "once", "again")
+	defer mosaic(t, "stop", name)
+	heldFor := func() bool {
+		return strings.Contains(mustMosaic(t, "approve", "--json").stdout, `"session": "`+name+`"`)
+	}
+	eventually(t, 20*time.Second, "the first connection held", heldFor)
+	if r := mosaic(t, "allow", "--once", "--for", "1h", name, "otherhost.mosaic.test"); r.code != 2 {
+		t.Errorf("allow --once --for: exit %d, want 2", r.code)
+	}
+	mustMosaic(t, "allow", "--once", name, "otherhost.mosaic.test")
+	eventually(t, 15*time.Second, "the first answer", func() bool { b, _ := os.ReadFile(filepath.Join(ws, "once")); return len(b) > 0 })
+	if b, _ := os.ReadFile(filepath.Join(ws, "once")); !strings.Contains(string(b), "hello from otherhost") {
+		t.Errorf("held, then let through once: %q", b)
+	}
+	eventually(t, 20*time.Second, "the next connection held again", heldFor)
+	mustMosaic(t, "deny", name, "otherhost.mosaic.test")
+	eventually(t, 15*time.Second, "the second answer", func() bool { b, _ := os.ReadFile(filepath.Join(ws, "again")); return len(b) > 0 })
+	if b, _ := os.ReadFile(filepath.Join(ws, "again")); !strings.Contains(string(b), "refused") {
+		t.Errorf("after a once, the next connection: %q", b)
+	}
+	if r := mosaic(t, "allow", "--once", name, "otherhost.mosaic.test"); r.code != 2 || !strings.Contains(r.stderr, "holds no connection") {
+		t.Errorf("allow --once with nothing held: exit %d %s", r.code, r.stderr)
+	}
 	if r := mosaic(t, "run", "--ask", "--network", "none", "--workspace", ws, "--", "true"); r.code != 2 {
 		t.Errorf("--ask with --network none: exit %d, want 2 (bad input)\n%s", r.code, r.stderr)
 	}

@@ -8,8 +8,9 @@ import (
 
 // Hold and ask (--ask): a connection to a host not on the list is held
 // open, not refused, for Egress.Ask, while the user decides: `mosaic
-// allow` grants it (the held connection then goes on), `mosaic deny`
-// refuses it, and `mosaic approve` lists what every session holds and
+// allow` grants it (the held connection then goes on), `mosaic allow
+// --once` lets the connections held now go on without granting anything
+// (the next is held again), `mosaic deny` refuses it, and `mosaic approve` lists what every session holds and
 // answers with one of those two. Unanswered, it is refused when Ask ends,
 // and recorded as any refusal. The session's DNS gives every host name an
 // address then (the name is asked about when the command connects).
@@ -31,32 +32,37 @@ const askPoll = 100 * time.Millisecond
 // pending is one held target.
 type pending struct {
 	Pending
-	no bool // mosaic deny answered it
+	no   bool // mosaic deny answered it
+	once bool // mosaic allow --once answered it: the connections held now go on
 }
 
 // checkOrHold is check, but with Ask a host not on the list is held for
-// the user's answer: allowed then, it is no refusal.
-func (e *Egress) checkOrHold(target string) (hp, why, kind string) {
+// the user's answer: allowed then, it is no refusal. once says it was
+// allowed for this connection alone (mosaic allow --once): the host is
+// not on the list, and the caller records its tunnel as such (trackOnce).
+func (e *Egress) checkOrHold(target string) (hp, why, kind string, once bool) {
 	hp, why, kind = e.check(target)
 	if kind != RefusedNotListed || e.Ask <= 0 || hp == "" {
-		return hp, why, kind
+		return hp, why, kind, false
 	}
-	if ok, holdWhy := e.hold(hp); !ok {
-		return hp, holdWhy, kind
+	ok, once, holdWhy := e.hold(hp)
+	if !ok {
+		return hp, holdWhy, kind, false
 	}
-	return hp, "", ""
+	return hp, "", "", once
 }
 
 // hold waits, for a connection to hp refused as not listed, until the
-// user allows hp (true), denies it, or Ask passes (false, with why).
-func (e *Egress) hold(hp string) (bool, string) {
+// user allows hp (true; once when for the connections held alone), denies
+// it, or Ask passes (false, with why).
+func (e *Egress) hold(hp string) (ok, once bool, why string) {
 	l := e.live
 	l.mu.Lock()
 	p := l.pending[hp]
 	if p == nil {
 		if len(l.pending) >= maxPending {
 			l.mu.Unlock()
-			return false, fmt.Sprintf("%s is not on the session's allowlist, and %d other hosts are waiting for an answer already (to allow it, run on the host: %s)", hp, maxPending, e.AllowLine(hp))
+			return false, false, fmt.Sprintf("%s is not on the session's allowlist, and %d other hosts are waiting for an answer already (to allow it, run on the host: %s)", hp, maxPending, e.AllowLine(hp))
 		}
 		p = &pending{Pending: Pending{Target: hp, Since: l.now()}}
 		l.pending[hp] = p
@@ -75,16 +81,19 @@ func (e *Egress) hold(hp string) (bool, string) {
 	for time.Now().Before(deadline) {
 		time.Sleep(askPoll)
 		l.mu.Lock()
-		no := p.no
+		no, yes := p.no, p.once
 		l.mu.Unlock()
 		if no {
-			return false, hp + " was refused by mosaic deny while the connection was held"
+			return false, false, hp + " was refused by mosaic deny while the connection was held"
+		}
+		if yes {
+			return true, true, ""
 		}
 		if e.hostAllowed(hp) {
-			return true, ""
+			return true, false, ""
 		}
 	}
-	return false, fmt.Sprintf("%s is not on the session's allowlist, and no answer came in %s (to allow it, run on the host: %s)", hp, e.Ask, e.AllowLine(hp))
+	return false, false, fmt.Sprintf("%s is not on the session's allowlist, and no answer came in %s (to allow it, run on the host: %s)", hp, e.Ask, e.AllowLine(hp))
 }
 
 // answerPending marks the held targets among hosts refused (mosaic deny),
@@ -97,6 +106,34 @@ func (l *live) answerPending(hosts []string) bool {
 		}
 	}
 	return any
+}
+
+// allowOnce lets the connections held now for each of entries (HOST or
+// HOST:PORT) go on without granting the host: a later connection is held
+// again. It returns how many targets it answered; an entry that names no
+// held target is an error, and nothing is answered then.
+func (e *Egress) allowOnce(entries []string, who string) (int, error) {
+	var hps []string
+	for _, entry := range entries {
+		hp, err := NormalizeHost(entry)
+		if err != nil {
+			return 0, fmt.Errorf("--once answers a held connection: name its HOST[:PORT] (%w)", err)
+		}
+		hps = append(hps, hp)
+	}
+	l := e.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, hp := range hps {
+		if l.pending[hp] == nil {
+			return 0, fmt.Errorf("session %s holds no connection to %s for an answer (mosaic approve lists what it holds; mosaic allow without --once grants %s)", e.Session, hps[i], entries[i])
+		}
+	}
+	for _, hp := range hps {
+		l.pending[hp].once = true
+		e.logf("the connections held for %s are let through once by %s", hp, who)
+	}
+	return len(hps), nil
 }
 
 // pendingList is what the proxy holds now, oldest first; the caller holds

@@ -59,6 +59,30 @@ func TestAskHolds(t *testing.T) {
 		t.Errorf("held, then allowed: %q", r)
 	}
 
+	// Once: the held connection goes on, the host is granted nothing
+	// (the next is held again, then refused); naming a host nothing is
+	// held for changes nothing.
+	once := "once.test:" + lt.port
+	got = held(once)
+	waitPending(once)
+	if _, err := lt.e.allowOnce([]string{"other.test", once}, "tester"); err == nil || !strings.Contains(err.Error(), "holds no connection to other.test:443") {
+		t.Errorf("allow --once of a host nothing is held for: %v", err)
+	}
+	if n, err := lt.e.allowOnce([]string{once}, "tester"); err != nil || n != 1 {
+		t.Fatalf("allow --once: %d %v", n, err)
+	}
+	if r := <-got; !strings.Contains(r, " 200 ") || !strings.Contains(r, "hello from the test host") {
+		t.Errorf("held, then let through once: %q", r)
+	}
+	if lt.e.hostAllowed(once) {
+		t.Error("allow --once granted the host")
+	}
+	lt.e.Ask = 400 * time.Millisecond
+	if r := <-held(once); !strings.Contains(r, " 403 ") || !strings.Contains(r, "no answer came") {
+		t.Errorf("the next connection after a once: %q", r)
+	}
+	lt.e.Ask = 3 * time.Second
+
 	no := "no.test:" + lt.port
 	got = held(no)
 	waitPending(no)

@@ -51,6 +51,9 @@ const (
 type ControlRequest struct {
 	Entries []string      `json:"entries"`
 	For     time.Duration `json:"for_ns,omitempty"`
+	// Once, for an allow, lets the connections held now for the entries
+	// go on without granting them (allowOnce).
+	Once bool `json:"once,omitempty"`
 }
 
 // ControlAnswer is what the proxy answers.
@@ -58,6 +61,7 @@ type ControlAnswer struct {
 	Error  string  `json:"error,omitempty"`
 	Grants []Grant `json:"grants,omitempty"`
 	Closed int     `json:"closed,omitempty"` // connections a deny closed
+	Once   int     `json:"once,omitempty"`   // held targets an allow --once let through
 	State  *State  `json:"state,omitempty"`
 }
 
@@ -97,6 +101,15 @@ func (e *Egress) controlRoutes() http.Handler {
 		}
 		if req.For < 0 {
 			answer(w, http.StatusBadRequest, ControlAnswer{Error: "a grant's duration must be positive"})
+			return
+		}
+		if req.Once {
+			n, err := e.allowOnce(req.Entries, who(r))
+			if err != nil {
+				answer(w, http.StatusBadRequest, ControlAnswer{Error: err.Error()})
+				return
+			}
+			answer(w, http.StatusOK, ControlAnswer{Once: n})
 			return
 		}
 		gs, err := e.grant(req.Entries, req.For, who(r))
@@ -329,6 +342,13 @@ func (c *ControlClient) State(ctx context.Context) (State, error) {
 func (c *ControlClient) Allow(ctx context.Context, entries []string, d time.Duration) ([]Grant, error) {
 	a, err := c.call(ctx, http.MethodPost, "/v1/allow", &ControlRequest{Entries: entries, For: d})
 	return a.Grants, err
+}
+
+// AllowOnce lets the connections the proxy holds now for entries go on,
+// granting nothing (allowOnce), and returns how many targets it answered.
+func (c *ControlClient) AllowOnce(ctx context.Context, entries []string) (int, error) {
+	a, err := c.call(ctx, http.MethodPost, "/v1/allow", &ControlRequest{Entries: entries, Once: true})
+	return a.Once, err
 }
 
 // Deny takes entries back and returns how many open connections it closed.

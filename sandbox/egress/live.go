@@ -323,17 +323,32 @@ func (e *Egress) expire(g *liveGrant) {
 // next revocation closes.
 func (e *Egress) track(hp string, plain bool, conns ...net.Conn) (func(), bool) {
 	l := e.live
-	t := &openTunnel{conns: conns}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if !e.allowedLocked(hp, plain) {
-		l.mu.Unlock()
 		return nil, false
 	}
+	return l.recordLocked(hp, conns), true
+}
+
+// trackOnce records an open tunnel to hp, which the user let through
+// once (mosaic allow --once): hp is not on the list, so there is no
+// grant to check; a deny of hp closes it as any other. Its func forgets it.
+func (e *Egress) trackOnce(hp string, conns ...net.Conn) func() {
+	l := e.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.recordLocked(hp, conns)
+}
+
+// recordLocked records an open tunnel to hp of conns and returns what
+// forgets it; the caller holds mu.
+func (l *live) recordLocked(hp string, conns []net.Conn) func() {
+	t := &openTunnel{conns: conns}
 	if l.tunnels[hp] == nil {
 		l.tunnels[hp] = map[*openTunnel]bool{}
 	}
 	l.tunnels[hp][t] = true
-	l.mu.Unlock()
 	return func() {
 		l.mu.Lock()
 		delete(l.tunnels[hp], t)
@@ -341,7 +356,7 @@ func (e *Egress) track(hp string, plain bool, conns ...net.Conn) (func(), bool) 
 			delete(l.tunnels, hp)
 		}
 		l.mu.Unlock()
-	}, true
+	}
 }
 
 // untrackHost forgets hp's tunnels and returns their connections, for the

@@ -219,32 +219,14 @@ func (e *Egress) handle(c net.Conn) {
 		remote, why = e.dialLocal(port)
 		kind = RefusedUnreachable
 	} else {
-		var hp string
-		hp, why, kind = e.checkOrHold(req.Host)
-		if why == "" {
-			why, kind = e.unreadable(hp)
+		var forget func()
+		var handled bool
+		remote, why, kind, forget, handled = e.dialListed(c, br, req.Host)
+		if handled {
+			return
 		}
-		if why == "" && (e.Inject.covers(hp) || e.readsRegistry(hp)) {
-			if forget, ok := e.track(hp, false, c); ok {
-				defer forget()
-				e.intercept(c, br, hp)
-				return
-			}
-			why, kind = takenBack(hp), RefusedNotListed
-		}
-		if why == "" {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			remote, why, kind = e.dialWhy(ctx, hp)
-			cancel()
-		}
-		if remote != nil {
-			forget, ok := e.trackTunnel(hp, c)
-			if !ok {
-				remote.Close()
-				remote, why, kind = nil, takenBack(hp), RefusedNotListed
-			} else {
-				defer forget()
-			}
+		if forget != nil {
+			defer forget()
 		}
 	}
 	if remote == nil {
@@ -262,6 +244,45 @@ func (e *Egress) handle(c net.Conn) {
 	up, down, why := e.tunnel(c, br, remote)
 	e.logf("tunnel to %s closed%s (%d bytes out, %d in)", target, why, up, down)
 	e.connectionEvent(target, up, down)
+}
+
+// dialListed opens a CONNECT's target that is no loopback port of the
+// host: checked (held for an answer with --ask), read by the proxy itself
+// when it injects a key there or reads a registry (handled: the client is
+// done with), else dialed and recorded as an open tunnel, which forget
+// forgets (nil for none). A refusal is why and its kind.
+func (e *Egress) dialListed(c net.Conn, br *bufio.Reader, host string) (remote net.Conn, why, kind string, forget func(), handled bool) {
+	hp, why, kind, once := e.checkOrHold(host)
+	if why == "" {
+		why, kind = e.unreadable(hp)
+	}
+	if why == "" && (e.Inject.covers(hp) || e.readsRegistry(hp)) {
+		forget, ok := e.track(hp, false, c)
+		if !ok {
+			return nil, takenBack(hp), RefusedNotListed, nil, false
+		}
+		defer forget()
+		e.intercept(c, br, hp)
+		return nil, "", "", nil, true
+	}
+	if why != "" {
+		return nil, why, kind, nil, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	remote, why, kind = e.dialWhy(ctx, hp)
+	cancel()
+	if remote == nil {
+		return nil, why, kind, nil, false
+	}
+	if once { // let through for this connection alone: no grant to check
+		return remote, "", "", e.trackOnce(hp, c), false
+	}
+	forget, ok := e.trackTunnel(hp, c)
+	if !ok {
+		remote.Close()
+		return nil, takenBack(hp), RefusedNotListed, nil, false
+	}
+	return remote, "", "", forget, false
 }
 
 // connectionEvent is the audit event of a connection the proxy let
