@@ -33,14 +33,22 @@ func approveCommand(out *output) *cli.Command {
 		Usage: "answer the connections sessions started with --ask hold: allow or deny each, live",
 		Description: "Lists the connections every running session holds for an answer (--ask) and, on a terminal, asks about each\n" +
 			"as it comes: a (allow the host for the session: mosaic allow), o (let the connections held now go on, once: mosaic\n" +
-			"allow --once), d (deny it: mosaic deny), or Enter (leave it: refused when its 30 s hold ends). Until Ctrl-C or end of input. Not on a terminal, or with --json, it lists them once.",
-		Flags:        []cli.Flag{jsonFlag},
+			"allow --once), d (deny it: mosaic deny), or Enter (leave it: refused when its 30 s hold ends). With --notify it shows\n" +
+			"each as a desktop notification instead, whose buttons answer it (run it in your graphical session). Until Ctrl-C or end of input. Not on a terminal, or with --json, it lists them once.",
+		Flags: []cli.Flag{jsonFlag,
+			&cli.BoolFlag{Name: "notify", Usage: "show each held connection as a desktop notification whose buttons answer it, until Ctrl-C"}},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return errcode.Usage.New("mosaic approve takes no arguments: it answers every session's held connections (mosaic allow NAME HOST answers one)")
 			}
+			if c.Bool("notify") && out.json {
+				return errcode.Usage.New("mosaic approve takes --notify or --json, not both: --json lists what is held once")
+			}
 			return connected(func(ctx context.Context, m *manager.Manager) error {
+				if c.Bool("notify") {
+					return notifyHeld(ctx, m, out.stdout)
+				}
 				if out.json || !isTerminal(os.Stdin) {
 					held, err := heldRequests(ctx, m)
 					if err != nil {
@@ -89,28 +97,35 @@ func approveLive(ctx context.Context, m *manager.Manager, w io.Writer, in *bufio
 			return nil
 		}
 		answer := strings.TrimSpace(strings.ToLower(line))
-		said := map[string]string{"a": "allowed", "o": "let through once", "d": "denied"}[answer]
-		if said == "" {
-			continue
-		}
-		err = withControl(next.Session, func(ctx context.Context, cc *egress.ControlClient) error {
-			var err error
-			switch answer {
-			case "a":
-				_, err = cc.Allow(ctx, []string{next.Target}, 0)
-			case "o":
-				_, err = cc.AllowOnce(ctx, []string{next.Target})
-			default:
-				_, err = cc.Deny(ctx, []string{next.Target})
+		if said, ok := heldAnswers[answer]; ok {
+			if err := answerHeld(*next, answer); err != nil {
+				fmt.Fprintf(w, "  not answered: %v\n", err)
+			} else {
+				fmt.Fprintf(w, "  %s\n", said)
 			}
-			return err
-		})
-		if err != nil {
-			fmt.Fprintf(w, "  not answered: %v\n", err)
-			continue
 		}
-		fmt.Fprintf(w, "  %s\n", said)
 	}
+}
+
+// heldAnswers are what approve takes for a held connection, and what each
+// does: a allows the host for the session, o lets the connections held
+// now go on, d denies it.
+var heldAnswers = map[string]string{"a": "allowed", "o": "let through once", "d": "denied"}
+
+// answerHeld gives h its answer (one of heldAnswers' keys).
+func answerHeld(h heldRequest, answer string) error {
+	return withControl(h.Session, func(ctx context.Context, cc *egress.ControlClient) error {
+		var err error
+		switch answer {
+		case "a":
+			_, err = cc.Allow(ctx, []string{h.Target}, 0)
+		case "o":
+			_, err = cc.AllowOnce(ctx, []string{h.Target})
+		case "d":
+			_, err = cc.Deny(ctx, []string{h.Target})
+		}
+		return err
+	})
 }
 
 // heldRequests are the connections every running session in network

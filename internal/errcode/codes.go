@@ -66,6 +66,7 @@ var (
 	NoLogs                 = def("no-logs", ExitRefused, "the session's output went to a terminal, not the journal")
 	PublishUnavailable     = def("publish-unavailable", ExitRefused, "a --publish host address cannot be listened on (in use, or not this machine's)")
 	NoTerminal             = def("no-terminal", ExitRefused, "the session has no terminal to attach to (start it with --pty), or it is attached elsewhere")
+	NoNotifications        = def("no-notifications", ExitRefused, "mosaic approve --notify found no desktop notification service on the session bus (no graphical session)")
 	NoSSHAgent             = def("no-ssh-agent", ExitRefused, "a key is to be lent, and no ssh agent answers on SSH_AUTH_SOCK (unset, or nothing listening)")
 	NoGitCredential        = def("no-git-credential", ExitRefused, "a --lend-git repository's URL gets no password from the user's git credential helper (git credential fill), or one that cannot be carried")
 	NoEgress               = def("no-egress", ExitRefused, "the session has no running egress proxy to change (its network is not allow, or it ended)")
