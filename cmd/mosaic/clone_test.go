@@ -345,10 +345,9 @@ func TestCloneScope(t *testing.T) {
 	}
 	mustMosaic(t, "rm", name)
 
-	before, _ := os.ReadDir(filepath.Join(stateRoot(), "sessions"))
+	before := sessionEntries()
 	mustMosaic(t, "run", "--scope", "-w", ws, "--", "true")
-	after, _ := os.ReadDir(filepath.Join(stateRoot(), "sessions"))
-	if len(after) > len(before) {
-		t.Errorf("an unnamed scope run that changed nothing left state: %d entries before, %d after", len(before), len(after))
+	if after := sessionEntries(); len(after) > len(before) {
+		t.Errorf("an unnamed scope run that changed nothing left state: %v before, %v after", before, after)
 	}
 }

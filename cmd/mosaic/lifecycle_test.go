@@ -270,11 +270,9 @@ func TestRun(t *testing.T) {
 			t.Errorf("run left a unit behind: %s", line)
 		}
 	}
-	if entries, _ := os.ReadDir(filepath.Join(stateRoot(), "sessions")); entries != nil {
-		for _, e := range entries {
-			if strings.Contains(e.Name(), tag) {
-				t.Errorf("run without --name left state behind: %s", e.Name())
-			}
+	for _, e := range sessionEntries() {
+		if strings.Contains(e, tag) {
+			t.Errorf("run without --name left state behind: %s", e)
 		}
 	}
 }

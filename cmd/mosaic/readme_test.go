@@ -313,9 +313,8 @@ func execMosaic(args ...string) *exec.Cmd {
 func stateNames(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
-	entries, _ := os.ReadDir(filepath.Join(stateRoot(), "sessions"))
-	for _, e := range entries {
-		names[e.Name()] = true
+	for _, e := range sessionEntries() {
+		names[e] = true
 	}
 	return names
 }

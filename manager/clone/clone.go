@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -132,29 +133,36 @@ func Make(ctx context.Context, ws string, c units.Clone, spare bool) (units.Clon
 	if c.Ref != "" {
 		rev = c.Ref
 	}
-	parent, err := git(ctx, ws, nil, "rev-parse", "-q", "--verify", "--end-of-options", rev+"^{commit}")
-	if err != nil || parent == "" {
-		if c.Ref != "" {
-			return c, errcode.BadClone.New("--base %s is not a commit of %s: give a branch, tag or commit id", c.Ref, ws)
-		}
-		parent = "" // an unborn branch: the uncommitted files are the base
+	index, parent := headOf(ctx, ws, rev)
+	if parent == "" && c.Ref != "" {
+		return c, errcode.BadClone.New("--base %s is not a commit of %s: give a branch, tag or commit id", c.Ref, ws)
 	}
-	c.Parent, c.Base = parent, parent
+	c.Parent, c.Base = parent, parent // no parent: an unborn branch, the uncommitted files are the base
+	// What can go at once does: the branch's name, and for a spare the
+	// refs beside the snapshot (which writes only objects); a clone must
+	// be there before the snapshot writes into it.
+	var branch string
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); branch, _ = git(ctx, ws, nil, "symbolic-ref", "-q", "--short", "HEAD") }()
+	var err, refsErr error
 	if spare {
-		err = resetSpare(ctx, ws, c)
+		wg.Add(1)
+		go func() { defer wg.Done(); refsErr = resetSpare(ctx, ws, c) }()
 	} else {
 		_, err = git(ctx, ws, nil, "clone", "-q", "--shared", "--no-checkout", ".", c.Dir)
+	}
+	gitDir := filepath.Join(c.Dir, ".git")
+	if err == nil && c.Ref == "" {
+		c.Base, err = snapshot(ctx, ws, gitDir, index, parent, c.Objects)
+	}
+	wg.Wait()
+	if err == nil {
+		err = refsErr
 	}
 	if err != nil {
 		return fail(err)
 	}
-	gitDir := filepath.Join(c.Dir, ".git")
-	if c.Ref == "" {
-		if c.Base, err = snapshot(ctx, ws, gitDir, parent, c.Objects); err != nil {
-			return fail(err)
-		}
-	}
-	branch, _ := git(ctx, ws, nil, "symbolic-ref", "-q", "--short", "HEAD")
 	checkout := []string{"-c", "checkout.workers=" + strconv.Itoa(runtime.NumCPU()), "checkout", "-q", "--no-track", "-B", branch, c.Base}
 	if c.Ref != "" || branch == "" {
 		checkout = []string{"-c", "checkout.workers=" + strconv.Itoa(runtime.NumCPU()), "checkout", "-q", "--detach", c.Base}
@@ -177,14 +185,29 @@ func Make(ctx context.Context, ws string, c units.Clone, spare bool) (units.Clon
 	return c, nil
 }
 
-// snapshot commits the working tree of ws as it is (HEAD's index plus every
-// change git add -A sees) on top of parent, into the object store of the
-// copy at gitDir, and returns the commit; parent itself when nothing is
-// uncommitted.
-func snapshot(ctx context.Context, ws, gitDir, parent, objects string) (string, error) {
+// headOf reads, in one git, the index file of the repository at ws (a
+// linked worktree's is its own) and the commit rev names; "" for none (an
+// unborn branch, or a rev that names no commit).
+func headOf(ctx context.Context, ws, rev string) (index, commit string) {
+	out, _ := git(ctx, ws, nil, "rev-parse", "--git-path", "index", "-q", "--verify", "--end-of-options", rev+"^{commit}")
+	index, commit, _ = strings.Cut(out, "\n")
+	if index == "" {
+		index = filepath.Join(".git", "index")
+	}
+	if !filepath.IsAbs(index) {
+		index = filepath.Join(ws, index)
+	}
+	return index, strings.TrimSpace(commit)
+}
+
+// snapshot commits the working tree of ws as it is (the user's index,
+// userIndex, plus every change git add -A sees) on top of parent, into
+// the object store of the copy at gitDir, and returns the commit; parent
+// itself when nothing is uncommitted.
+func snapshot(ctx context.Context, ws, gitDir, userIndex, parent, objects string) (string, error) {
 	index := filepath.Join(gitDir, "mosaic-snapshot-index")
 	defer os.Remove(index)
-	if b, err := os.ReadFile(userIndex(ctx, ws)); err == nil {
+	if b, err := os.ReadFile(userIndex); err == nil {
 		if err := os.WriteFile(index, b, 0o600); err != nil {
 			return "", err
 		}

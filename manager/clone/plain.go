@@ -31,18 +31,6 @@ const PinnedPrefix = "/proc/self/fd/"
 // it), of directory descriptor fd.
 func Pinned(fd int) string { return PinnedPrefix + strconv.Itoa(fd) }
 
-// userIndex is the index file of the repository at ws (a linked worktree's
-// is in its own git directory).
-func userIndex(ctx context.Context, ws string) string {
-	if p, err := git(ctx, ws, nil, "rev-parse", "--git-path", "index"); err == nil && p != "" {
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(ws, p)
-		}
-		return p
-	}
-	return filepath.Join(ws, ".git", "index")
-}
-
 // makePlain makes the copy of a plain directory, in no repository: a
 // repository of mosaic's own in c.Dir whose one commit (authored by
 // mosaic, "the files of DIR at the session's start") holds the

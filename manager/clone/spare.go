@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -244,16 +245,29 @@ func resetSpare(ctx context.Context, ws string, c units.Clone) error {
 	// Its commit must be in the user's objects: git's checkout from a
 	// HEAD it cannot read keeps the files of the index it has (a
 	// repository made anew at the same path), where the base has none.
-	if _, err := git(ctx, c.Dir, nil, "rev-parse", "-q", "--verify", "HEAD^{commit}"); err != nil {
-		return fmt.Errorf("the spare's commit is not in %s: %w", c.Objects, err)
+	// The three reads go at once.
+	var headErr, theirsErr, oursErr error
+	var theirs, ours string
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_, headErr = git(ctx, c.Dir, nil, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+	}()
+	go func() {
+		defer wg.Done()
+		theirs, theirsErr = git(ctx, ws, nil, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
+	}()
+	ours, oursErr = git(ctx, c.Dir, nil, "for-each-ref", "--format=%(refname)")
+	wg.Wait()
+	if headErr != nil {
+		return fmt.Errorf("the spare's commit is not in %s: %w", c.Objects, headErr)
 	}
-	theirs, err := git(ctx, ws, nil, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
-	if err != nil {
-		return err
+	if theirsErr != nil {
+		return theirsErr
 	}
-	ours, err := git(ctx, c.Dir, nil, "for-each-ref", "--format=%(refname)")
-	if err != nil {
-		return err
+	if oursErr != nil {
+		return oursErr
 	}
 	want := map[string]string{}
 	for _, line := range strings.Split(theirs, "\n") {
@@ -275,7 +289,7 @@ func resetSpare(ctx context.Context, ws string, c units.Clone) error {
 	for ref, oid := range want {
 		in.WriteString("update " + ref + " " + oid + "\n")
 	}
-	_, err = gitIn(ctx, c.Dir, in.String(), "update-ref", "--no-deref", "--stdin")
+	_, err := gitIn(ctx, c.Dir, in.String(), "update-ref", "--no-deref", "--stdin")
 	return err
 }
 
