@@ -232,11 +232,19 @@ func RemoveTree(dir string) error {
 }
 
 // openUp gives the owner rwx on dir and every directory below it. Each is
-// opened with O_PATH|O_NOFOLLOW and checked to be a directory on that
-// descriptor, and changed through /proc/self/fd: a path swapped for a
-// symlink is not followed.
+// opened with O_PATH|O_NOFOLLOW relative to its parent's descriptor,
+// checked to be a directory on that descriptor, and changed through
+// /proc/self/fd: a path swapped for a symlink is not followed, and a
+// directory however deep is reached (a session can nest its directories
+// past PATH_MAX, where a path names nothing: a locked one there kept the
+// whole state directory, and every later rm's leftovers, forever).
 func openUp(dir string) {
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	openUpAt(unix.AT_FDCWD, dir)
+}
+
+// openUpAt is openUp of name in the directory parent.
+func openUpAt(parent int, name string) {
+	fd, err := unix.Openat(parent, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return
 	}
@@ -248,11 +256,22 @@ func openUp(dir string) {
 	if st.Mode&0o700 != 0o700 {
 		_ = unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), (st.Mode&0o7777)|0o700)
 	}
+	d, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	unix.Close(fd)
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if e.Type().IsDir() {
-			openUp(filepath.Join(dir, e.Name()))
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(d), name)
+	defer f.Close()
+	for {
+		entries, err := f.ReadDir(1024)
+		for _, e := range entries {
+			if e.Type().IsDir() {
+				openUpAt(d, e.Name())
+			}
+		}
+		if err != nil {
+			return
 		}
 	}
 }

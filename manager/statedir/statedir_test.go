@@ -68,6 +68,59 @@ func TestRemoveTreeOpensUp(t *testing.T) {
 	}
 }
 
+// TestRemoveTreeOpensUpDeep: a locked directory nested past PATH_MAX (a
+// session nests its workspace copy's, or its home's, directories as deep as
+// it likes) is opened up and removed too: by paths, openUp could not name
+// it, and the state directory stayed, with every later rm and gc failing on
+// its leftovers. Root enters a directory of mode 0 anyway, so the locked
+// directory's mode after openUp is checked too. Seen to fail with the
+// path-based openUp, as root (the mode) and as nobody (setpriv
+// --reuid=65534 on the test binary: the removal).
+func TestRemoveTreeOpensUpDeep(t *testing.T) {
+	tree := filepath.Join(t.TempDir(), "tree")
+	os.Mkdir(tree, 0o700)
+	fd, err := unix.Open(tree, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Repeat("d", 200)
+	for range 30 { // 30 * 201 bytes: past PATH_MAX (4096)
+		if err := unix.Mkdirat(fd, name, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fd)
+		fd = next
+	}
+	defer unix.Close(fd)
+	if err := unix.Mkdirat(fd, "locked", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := unix.Openat(fd, "locked/f", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(f)
+	if err := unix.Fchmodat(fd, "locked", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	openUp(tree)
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd, "locked", &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&0o700 != 0o700 {
+		t.Errorf("the deep locked directory was not opened up: mode %o (%v)", st.Mode&0o7777, err)
+	}
+	_ = unix.Fchmodat(fd, "locked", 0, 0)
+	if err := RemoveTree(tree); err != nil {
+		t.Fatalf("RemoveTree: %.200v", err)
+	}
+	if _, err := os.Lstat(tree); !os.IsNotExist(err) {
+		t.Errorf("the tree is still there (%v)", err)
+	}
+}
+
 // TestRemoveOrphanCaches: gc removes the tool caches of a workspace that
 // is gone, read-only directories (Go's module cache) included, and keeps
 // those of a workspace that is there.
