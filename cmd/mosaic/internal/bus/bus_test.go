@@ -439,6 +439,17 @@ func TestLaunchLendGit(t *testing.T) {
 		{"session, another repo", false, []string{repo + " for fetch, push"}, []string{"https://git.example/me/other"}, "bind-not-allowed"},
 		{"session, another host", false, []string{repo + " for fetch, push"}, []string{"https://git.example:8443/me/repo"}, "bind-not-allowed"},
 		{"session, one of two beyond", false, []string{repo + " for fetch, push"}, []string{repo, "https://git.example/me/other=fetch"}, "bind-not-allowed"},
+		// Spellings of the same repository are the same lend; spellings of
+		// another, or of none, are not (each held before these cases were
+		// added: no change was needed; with the check taken out as above,
+		// the three new bind-not-allowed cases launched).
+		{"session, same host spelled otherwise", false, []string{repo + " for fetch, push"}, []string{"https://GIT.example.:443/me/repo.git/=fetch"}, ""},
+		{"session, owner's case", false, []string{repo + " for fetch, push"}, []string{"https://git.example/ME/repo"}, "bind-not-allowed"},
+		{"session, user info", false, []string{repo + " for fetch, push"}, []string{"https://me@git.example/me/repo"}, "bad-git-lend"},
+		{"session, escaped slash", false, []string{repo + " for fetch, push"}, []string{"https://git.example/me%2frepo"}, "bad-git-lend"},
+		{"session, dot dot", false, []string{repo + " for fetch, push"}, []string{"https://git.example/me/repo/../other"}, "bad-git-lend"},
+		{"session, other port", false, []string{repo + " for fetch, push"}, []string{"https://git.example:444/me/repo"}, "bind-not-allowed"},
+		{"session, ops added to the same", false, []string{repo + " for fetch, push"}, []string{repo + "=fetch,push,force"}, "bind-not-allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, policy)
