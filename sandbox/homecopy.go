@@ -525,6 +525,14 @@ func removeBelow(dir int, name string, depth int) error {
 	if depth > 2*maxCopyDepth {
 		return fmt.Errorf("%s is nested too deep to remove", name)
 	}
+	// A directory the session locked (chmod 000, saved with its mode)
+	// cannot be opened to be emptied: it is opened up first. No symlink is
+	// followed: name was just seen to be a directory, and nothing else of
+	// the session runs (as in readable).
+	var st unix.Stat_t
+	if unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&0o700 != 0o700 {
+		_ = unix.Fchmodat(dir, name, 0o700, 0)
+	}
 	fd, err := openIn(dir, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return err

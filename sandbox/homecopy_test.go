@@ -257,6 +257,73 @@ func TestHomeSaveUnreadable(t *testing.T) {
 	}
 }
 
+// TestHomeSaveLockedDirectory: a directory the session locked (chmod 000)
+// is saved with its mode, so the next save's removal of the home it
+// replaced meets it locked: it must open it up, or that home stays as
+// HomeSaving and every later save of the name is refused (cannot remove an
+// earlier save's). The saves run without a capability to pass a mode
+// (withoutDAC): the rig's inits have CAP_DAC_OVERRIDE in their user
+// namespace, which hides the fault there (a rig test of three runs passed
+// before the fix too), so this guards an init without it. Seen to fail
+// before removeBelow opened locked directories up: the third save was
+// not-saved.
+func TestHomeSaveLockedDirectory(t *testing.T) {
+	state, tmpfs := t.TempDir(), smallFSDir(t)
+	writeTestFile(t, filepath.Join(tmpfs, "x", "y"), "below a locked directory")
+	t.Cleanup(func() {
+		for _, d := range []string{filepath.Join(tmpfs, "x"), filepath.Join(state, HomeDirName, "x"), filepath.Join(state, HomeSaving, "x")} {
+			os.Chmod(d, 0o700)
+		}
+	})
+	sfd, _ := unix.Open(state, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	rfd, _ := unix.Open(tmpfs, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	defer unix.Close(sfd)
+	defer unix.Close(rfd)
+	for i := range 3 {
+		os.Chmod(filepath.Join(tmpfs, "x"), 0)
+		writeTestFile(t, filepath.Join(tmpfs, "n"), strconv.Itoa(i))
+		withoutDAC(t, func() {
+			(&homeStore{state: sfd, root: rfd, size: 8 << 20, keep: true, notify: -1}).end()
+		})
+		if r, ok := ReadHomeReport(state); !ok || r.State != HomeSaved {
+			t.Fatalf("save %d: %+v", i, r)
+		}
+		if b, err := os.ReadFile(filepath.Join(state, HomeDirName, "n")); err != nil || string(b) != strconv.Itoa(i) {
+			t.Fatalf("save %d: the kept home holds %q (%v)", i, b, err)
+		}
+		if _, err := os.Lstat(filepath.Join(state, HomeSaving)); err == nil {
+			t.Errorf("save %d: the replaced home is left as %s", i, HomeSaving)
+		}
+	}
+}
+
+// withoutDAC runs fn on a thread of its own without the capabilities that
+// pass a file's mode (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH); the thread
+// ends with fn.
+func withoutDAC(t *testing.T, fn func()) {
+	t.Helper()
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			done <- err
+			return
+		}
+		data[0].Effective &^= 1<<unix.CAP_DAC_OVERRIDE | 1<<unix.CAP_DAC_READ_SEARCH
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			done <- err
+			return
+		}
+		fn()
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestHomeSaveCarriesHidden: what the kept home holds where the session
 // had a bind (a workspace below the home) was hidden from it, neither
 // loaded nor saved: the save carries it into the new home. A symlink on

@@ -220,39 +220,158 @@ func RemoveLeftovers(stateRoot string) error {
 }
 
 // RemoveTree removes dir and everything below it. A session may have left
-// directories it cannot be removed from (chmod 000): each real directory is
-// made ours to enter and write as the removal goes; a symlink is never
+// directories it cannot be removed from (chmod 000), nested past PATH_MAX,
+// or deeper than a process may hold descriptors (os.RemoveAll holds one a
+// level): where os.RemoveAll fails, removeDeep goes on. A symlink is never
 // followed, so nothing outside dir is touched.
 func RemoveTree(dir string) error {
 	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}
-	openUp(dir)
-	return os.RemoveAll(dir)
+	return removeDeep(dir)
 }
 
-// openUp gives the owner rwx on dir and every directory below it. Each is
-// opened with O_PATH|O_NOFOLLOW and checked to be a directory on that
-// descriptor, and changed through /proc/self/fd: a path swapped for a
-// symlink is not followed.
-func openUp(dir string) {
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
+// deepFrame is a directory removeDeep is in or above: its name in its
+// parent, its identity, and its subdirectories still to remove.
+type deepFrame struct {
+	name     string
+	dev, ino uint64
+	pending  []string
+}
+
+// removeDeep removes dir and everything below it holding two descriptors
+// at most, whatever its depth: it goes down by name, opening each
+// directory up for its owner (enterDir), and back up by "..", checked to
+// be the directory it came from (nothing of the session runs: a tree
+// moved meanwhile is an error, never a removal outside dir).
+func removeDeep(dir string) error {
+	cur, st, err := enterDir(unix.AT_FDCWD, dir)
+	if os.IsNotExist(err) {
+		return nil
 	}
+	if err != nil {
+		return err
+	}
+	stack := []deepFrame{{name: dir, dev: st.Dev, ino: st.Ino}}
+	if stack[0].pending, err = emptyOfFiles(cur); err != nil {
+		unix.Close(cur)
+		return err
+	}
+	for len(stack) > 1 || len(stack[0].pending) > 0 {
+		top := &stack[len(stack)-1]
+		if n := len(top.pending); n > 0 {
+			name := top.pending[n-1]
+			top.pending = top.pending[:n-1]
+			next, nst, err := enterDir(cur, name)
+			if err != nil {
+				unix.Close(cur)
+				return err
+			}
+			unix.Close(cur)
+			cur = next
+			f := deepFrame{name: name, dev: nst.Dev, ino: nst.Ino}
+			if f.pending, err = emptyOfFiles(cur); err != nil {
+				unix.Close(cur)
+				return err
+			}
+			stack = append(stack, f)
+			continue
+		}
+		up, err := unix.Openat(cur, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(cur)
+		if err != nil {
+			return err
+		}
+		cur = up
+		parent := stack[len(stack)-2]
+		var ust unix.Stat_t
+		if err := unix.Fstat(up, &ust); err != nil || ust.Dev != parent.dev || ust.Ino != parent.ino {
+			unix.Close(up)
+			return fmt.Errorf("cannot remove %s: it changed while it was removed", dir)
+		}
+		if err := unix.Unlinkat(up, top.name, unix.AT_REMOVEDIR); err != nil && err != unix.ENOENT {
+			unix.Close(up)
+			return &os.PathError{Op: "rmdir", Path: top.name, Err: err}
+		}
+		stack = stack[:len(stack)-1]
+	}
+	unix.Close(cur)
+	return os.Remove(dir)
+}
+
+// enterDir opens the directory name in parent for reading, first giving
+// its owner rwx on it: opened with O_PATH|O_NOFOLLOW, checked to be a
+// directory on that descriptor, and changed through /proc/self/fd, so a
+// symlink is never followed.
+func enterDir(parent int, name string) (int, unix.Stat_t, error) {
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		unix.Close(fd)
-		return
+	fd, err := unix.Openat(parent, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, st, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := unix.Fstat(fd, &st); err != nil {
+		return -1, st, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return -1, st, &os.PathError{Op: "open", Path: name, Err: unix.ENOTDIR}
 	}
 	if st.Mode&0o700 != 0o700 {
 		_ = unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), (st.Mode&0o7777)|0o700)
 	}
-	unix.Close(fd)
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if e.Type().IsDir() {
-			openUp(filepath.Join(dir, e.Name()))
+	d, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, st, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	return d, st, nil
+}
+
+// emptyOfFiles removes every entry of the directory fd that is not a
+// directory and returns the names of those that are. It reads the
+// directory again until a reading removes nothing: one that removes as it
+// reads may miss an entry.
+func emptyOfFiles(fd int) ([]string, error) {
+	for {
+		dirs, removed, err := readAndUnlink(fd)
+		if err != nil || removed == 0 {
+			return dirs, err
+		}
+	}
+}
+
+// readAndUnlink is one reading of emptyOfFiles, from the directory's start.
+func readAndUnlink(fd int) (dirs []string, removed int, _ error) {
+	if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
+		return nil, 0, err
+	}
+	d, err := unix.Dup(fd)
+	if err != nil {
+		return nil, 0, err
+	}
+	f := os.NewFile(uintptr(d), ".")
+	defer f.Close()
+	for {
+		entries, err := f.ReadDir(1024)
+		for _, e := range entries {
+			if e.IsDir() {
+				dirs = append(dirs, e.Name())
+				continue
+			}
+			switch uerr := unix.Unlinkat(fd, e.Name(), 0); uerr {
+			case nil:
+				removed++
+			case unix.EISDIR:
+				dirs = append(dirs, e.Name())
+			case unix.ENOENT:
+			default:
+				return nil, 0, &os.PathError{Op: "unlink", Path: e.Name(), Err: uerr}
+			}
+		}
+		if err == io.EOF || (err == nil && len(entries) == 0) {
+			return dirs, removed, nil
+		}
+		if err != nil {
+			return nil, 0, err
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,9 @@ func TestRemoveTreeOpensUp(t *testing.T) {
 	os.Symlink(outside, filepath.Join(tree, "x", "link"))
 	os.Chmod(filepath.Join(tree, "x", "y"), 0)
 	os.Chmod(filepath.Join(tree, "x"), 0)
-	if err := RemoveTree(tree); err != nil {
+	var err error
+	withoutDAC(t, func() { err = RemoveTree(tree) })
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(tree); !os.IsNotExist(err) {
@@ -65,6 +68,139 @@ func TestRemoveTreeOpensUp(t *testing.T) {
 	}
 	if fi, _ := os.Stat(outside); fi.Mode().Perm() != 0o500 {
 		t.Errorf("the directory outside changed to %v", fi.Mode())
+	}
+}
+
+// TestRemoveTreeOpensUpDeep: a locked directory nested past PATH_MAX (a
+// session nests its workspace copy's, or its home's, directories as deep as
+// it likes) is opened up and removed too: by paths, openUp could not name
+// it, and the state directory stayed, with every later rm and gc failing on
+// its leftovers. Run without the capabilities that pass a mode
+// (withoutDAC), as root's would hide the fault. Seen to fail with the
+// path-based openUp.
+func TestRemoveTreeOpensUpDeep(t *testing.T) {
+	tree := filepath.Join(t.TempDir(), "tree")
+	os.Mkdir(tree, 0o700)
+	fd, err := unix.Open(tree, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Repeat("d", 200)
+	for range 30 { // 30 * 201 bytes: past PATH_MAX (4096)
+		if err := unix.Mkdirat(fd, name, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fd)
+		fd = next
+	}
+	defer unix.Close(fd)
+	if err := unix.Mkdirat(fd, "locked", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := unix.Openat(fd, "locked/f", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(f)
+	if err := unix.Fchmodat(fd, "locked", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Fchmodat(fd, "locked", 0o700, 0) })
+	withoutDAC(t, func() { err = RemoveTree(tree) })
+	if err != nil {
+		t.Fatalf("RemoveTree: %.200v", err)
+	}
+	if _, err := os.Lstat(tree); !os.IsNotExist(err) {
+		t.Errorf("the tree is still there (%v)", err)
+	}
+}
+
+// withoutDAC runs fn on a thread of its own without the capabilities that
+// pass a file's mode (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH); the thread
+// ends with fn.
+func withoutDAC(t *testing.T, fn func()) {
+	t.Helper()
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			done <- err
+			return
+		}
+		data[0].Effective &^= 1<<unix.CAP_DAC_OVERRIDE | 1<<unix.CAP_DAC_READ_SEARCH
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			done <- err
+			return
+		}
+		fn()
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRemoveTreeDeeperThanDescriptors: a tree nested deeper than the
+// process may open descriptors (a session nests its workspace copy's
+// directories as deep as it likes: half a million takes seconds) is
+// removed: a removal that holds a descriptor a level, as os.RemoveAll
+// does, failed on it every time, and every later rm and gc with it.
+// Here the limit is lowered to 64 and the tree is 300 deep, with a locked
+// directory at the bottom. Seen to fail with os.RemoveAll and the
+// recursive openUp (too many open files).
+func TestRemoveTreeDeeperThanDescriptors(t *testing.T) {
+	tree := filepath.Join(t.TempDir(), "tree")
+	os.Mkdir(tree, 0o700)
+	fd, err := unix.Open(tree, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		if err := unix.Mkdirat(fd, "d", 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if i%7 == 0 {
+			f, err := unix.Openat(fd, "f", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unix.Close(f)
+		}
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fd)
+		fd = next
+	}
+	if err := unix.Mkdirat(fd, "locked", 0); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	var was unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &was); err != nil {
+		t.Fatal(err)
+	}
+	low := was
+	low.Cur = 64
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	err = RemoveTree(tree)
+	if e := unix.Setrlimit(unix.RLIMIT_NOFILE, &was); e != nil {
+		t.Fatal(e)
+	}
+	if err != nil {
+		t.Fatalf("RemoveTree: %.300v", err)
+	}
+	if _, err := os.Lstat(tree); !os.IsNotExist(err) {
+		t.Errorf("the tree is still there (%v)", err)
 	}
 }
 

@@ -370,8 +370,16 @@ func (b *bus) answer(ctx context.Context, who caller, line []byte) Answer {
 	var req Request
 	result, err := any(nil), who.err
 	if err == nil {
-		if jerr := json.Unmarshal(line, &req); jerr != nil {
-			err = errcode.BadRequest.New("the request is not a JSON object on one line: %v", jerr)
+		// A field the bus does not know is refused, not dropped: a launch
+		// asked with a restriction (or a lend) this bus cannot give is
+		// never started without it.
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		if jerr := dec.Decode(&req); jerr != nil || dec.More() {
+			if jerr == nil {
+				jerr = errors.New("more than one value")
+			}
+			err = errcode.BadRequest.New("the request is not a JSON object of known fields on one line: %v", jerr)
 		} else {
 			result, err = b.handle(ctx, who, req)
 		}
