@@ -66,16 +66,21 @@ type State struct {
 }
 
 type live struct {
-	mu      sync.Mutex
-	grants  map[string]*liveGrant // by entry
-	denied  map[string]bool       // "host:port"
-	tunnels map[string]map[*openTunnel]bool
-	refused map[string]*Refusal // by target
-	pending map[string]*pending // held for an answer (--ask), by target
-	other   int
-	now     func() time.Time
-	history []Grant      // the grants made, at most MaxRecorded (record.go)
-	changes atomic.Int64 // counts refusals, grants, revocations and expiries
+	mu     sync.Mutex
+	grants map[string]*liveGrant // by entry
+	denied map[string]bool       // "host:port"
+	// readOnly are the registry hosts whose write grant of the start list
+	// a deny of a write grant took back (mosaic deny NAME @npm:write): an
+	// allow of the host or its group gives its reads back, not its writes
+	// (only a write grant does).
+	readOnly map[string]bool
+	tunnels  map[string]map[*openTunnel]bool
+	refused  map[string]*Refusal // by target
+	pending  map[string]*pending // held for an answer (--ask), by target
+	other    int
+	now      func() time.Time
+	history  []Grant      // the grants made, at most MaxRecorded (record.go)
+	changes  atomic.Int64 // counts refusals, grants, revocations and expiries
 }
 
 type liveGrant struct {
@@ -87,7 +92,7 @@ type liveGrant struct {
 type openTunnel struct{ conns []net.Conn }
 
 func newLive() *live {
-	return &live{grants: map[string]*liveGrant{}, denied: map[string]bool{},
+	return &live{grants: map[string]*liveGrant{}, denied: map[string]bool{}, readOnly: map[string]bool{},
 		tunnels: map[string]map[*openTunnel]bool{}, refused: map[string]*Refusal{}, pending: map[string]*pending{}, now: time.Now}
 }
 
@@ -248,6 +253,9 @@ func (e *Egress) deny(entries []string, who string) (closed int, err error) {
 			if e.allowsAny([]string{h}) || l.granted(func(a Allow) bool { return a.Hosts[h] || a.Plain[h] }) {
 				l.denied[h] = true
 			}
+			if t.a.Write[h] && e.Allow.Write[h] {
+				l.readOnly[h] = true
+			}
 			conns = append(conns, l.untrackHost(h)...)
 		}
 		e.logf("revoked %s by %s: %d open connections closed", t.entry, who, len(conns)-n)
@@ -296,7 +304,7 @@ func (e *Egress) expire(g *liveGrant) {
 	for _, h := range g.Hosts {
 		if !e.Allow.Hosts[h] && !e.Allow.Plain[h] && !l.granted(func(a Allow) bool { return a.Hosts[h] || a.Plain[h] }) {
 			conns = append(conns, l.untrackHost(h)...)
-		} else if g.allow.Write[h] && Guards(h) && !e.Allow.Write[h] && !l.granted(func(a Allow) bool { return a.Write[h] }) {
+		} else if g.allow.Write[h] && Guards(h) && !e.startWritesLocked(h) && !l.granted(func(a Allow) bool { return a.Write[h] }) {
 			// A registry still read, its writes no longer granted: its
 			// tunnels, which the proxy does not read, go (registry.go).
 			conns = append(conns, l.untrackHost(h)...)

@@ -112,18 +112,24 @@ func (e *Egress) readsRegistry(hp string) bool {
 }
 
 // writeAllowed reports whether hp's writes are granted: its group's write
-// grant at the start or live.
+// grant at the start (unless a deny took it back) or live.
 func (e *Egress) writeAllowed(hp string) bool {
-	if e.Allow.Write[hp] {
-		return true
-	}
 	if e.live == nil {
-		return false
+		return e.Allow.Write[hp]
 	}
 	l := e.live
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if e.startWritesLocked(hp) {
+		return true
+	}
 	return !l.denied[hp] && l.granted(func(a Allow) bool { return a.Write[hp] })
+}
+
+// startWritesLocked reports whether the start list grants hp's writes and
+// no deny took them back; the caller holds the live state's mu.
+func (e *Egress) startWritesLocked(hp string) bool {
+	return e.Allow.Write[hp] && !e.live.readOnly[hp]
 }
 
 // unreadable refuses a registry host the proxy would read but cannot, for

@@ -310,3 +310,76 @@ func TestRegistryWriteGrantEnds(t *testing.T) {
 		t.Errorf("after the write grant: allowed %v, read %v", e.hostAllowed(hp), e.readsRegistry(hp))
 	}
 }
+
+// TestRegistryDenyStartWrite: a session started with the write grant
+// (--allow-host @npm:write) whose user took it back (mosaic deny NAME
+// @npm:write) and gave the reads back (mosaic allow NAME @npm), as
+// docs/network.md says to, reads only: a publish is refused, also by a
+// proxy started again. Shown to bite: without live.readOnly, the PUT after
+// `allow @npm` reached the mock (the start list's write grant came back
+// with the host), and the restarted proxy let writes through as well.
+func TestRegistryDenyStartWrite(t *testing.T) {
+	m := newMockVendor(t)
+	e, client, hp := registryProxy(t, m)
+	// The mock's host as one of @npm's, so that @npm and @npm:write name it.
+	npm := LookupGroup("npm")
+	members := npm.members
+	npm.members = append(members[:len(members):len(members)], HostWhy{hp, "the test's registry"})
+	t.Cleanup(func() { npm.members = members })
+	start, err := ParseAllow([]string{"@npm:write", "127.0.0.1"})
+	if err != nil || !start.Write[hp] {
+		t.Fatalf("start list: %v %v", start.Write, err)
+	}
+	e.Allow = start
+	e.ControlDir = t.TempDir()
+	put := func() int {
+		req, _ := http.NewRequest("PUT", "https://"+hp+"/left-pad", strings.NewReader(`{"name":"left-pad"}`))
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0 // refused at CONNECT
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := put(); code != http.StatusOK {
+		t.Fatalf("PUT with the start list's write grant: %d", code)
+	}
+	if _, err := e.deny([]string{"@npm:write"}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if code := put(); code == http.StatusOK {
+		t.Fatalf("PUT after deny @npm:write: %d", code)
+	}
+	if _, err := e.grant([]string{"@npm"}, 0, "test"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Get("https://" + hp + "/left-pad")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET after allow @npm: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if code := put(); code != http.StatusForbidden {
+		t.Fatalf("PUT after deny @npm:write, allow @npm: %d, want 403", code)
+	}
+	m.mu.Lock()
+	puts := strings.Count(strings.Join(m.lines, "\n"), "PUT /left-pad")
+	m.mu.Unlock()
+	if puts != 1 {
+		t.Fatalf("the mock got %d PUTs, want the first one only", puts)
+	}
+	// A proxy of the same session started again (its unit restarted).
+	e.save()
+	again := &Egress{Session: "s1", Allow: start, Log: &lockedLog{}, Inject: e.Inject, ControlDir: e.ControlDir}
+	again.start()
+	again.restore()
+	if !again.hostAllowed(hp) || again.writeAllowed(hp) {
+		t.Fatalf("restarted: allowed %v, writes %v; want read only", again.hostAllowed(hp), again.writeAllowed(hp))
+	}
+	// A write grant given live after the deny still grants writes.
+	if _, err := e.grant([]string{"@npm:write"}, 0, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if !e.writeAllowed(hp) {
+		t.Fatalf("allow @npm:write after the deny: writes not granted")
+	}
+}
