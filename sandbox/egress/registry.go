@@ -3,6 +3,7 @@ package egress
 import (
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -74,8 +75,12 @@ func WriteGrant(hp string) string {
 	return ""
 }
 
-// writes reports whether req, to the guarded host hp, writes.
+// writes reports whether req, to the guarded host hp, writes: also a
+// request that may be another than it seems (disguised).
 func (r registryRule) writes(req *http.Request) bool {
+	if disguised(req) != "" {
+		return true
+	}
 	switch req.Method {
 	case http.MethodGet, http.MethodHead:
 		return false
@@ -93,6 +98,32 @@ func (r registryRule) writes(req *http.Request) bool {
 	return true
 }
 
+// methodOverrides are the headers with which a client names the method a
+// framework is to take in place of the request's own (Rails' Rack and
+// Express's method-override read some of them, and Rack reads a _method
+// parameter too).
+var methodOverrides = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
+
+// disguised says how req, to a host read for its writes, may be another
+// request than the proxy sees ("" when it is what it seems): an upgrade
+// (after a 101 the connection is a pipe the proxy no longer reads, and a
+// registry has no protocol to upgrade to), or a method override in a
+// header or the query. Such a request is taken for a write.
+func disguised(req *http.Request) string {
+	if len(req.Header.Values("Upgrade")) > 0 {
+		return "an upgrade to another protocol"
+	}
+	for _, h := range methodOverrides {
+		if len(req.Header.Values(h)) > 0 {
+			return "a method override (" + h + ")"
+		}
+	}
+	if q, err := url.QueryUnescape(req.URL.RawQuery); err != nil || strings.Contains(strings.ToLower(q), "_method") {
+		return "a method override (_method in the query)"
+	}
+	return ""
+}
+
 // registryRefusal says why the proxy refuses req to hp, a host it reads
 // because the registry takes writes there, or "" when it passes: a read,
 // or a write the session was granted (@GROUP:write).
@@ -101,7 +132,11 @@ func (e *Egress) registryRefusal(req *http.Request, hp string) string {
 	if !ok || !rule.writes(req) || e.writeAllowed(hp) {
 		return ""
 	}
-	return "@" + rule.group + " is read-only: " + printable(req.Method) + " " + printable(req.URL.EscapedPath()) +
+	how := ""
+	if d := disguised(req); d != "" {
+		how = " (" + d + ")"
+	}
+	return "@" + rule.group + " is read-only: " + printable(req.Method) + " " + printable(req.URL.EscapedPath()) + how +
 		" writes to the registry (publish, unpublish, login or tokens); to grant it, run on the host: mosaic allow " + e.Session + " " + WriteGrant(hp)
 }
 

@@ -383,3 +383,109 @@ func TestRegistryDenyStartWrite(t *testing.T) {
 		t.Fatalf("allow @npm:write after the deny: writes not granted")
 	}
 }
+
+// registryRaw opens a CONNECT to the registry proxy's hp, speaks TLS with
+// the session's CA, writes raw as the session's client would and returns
+// all that came back before the proxy closed (or went quiet for a second);
+// a NUL in raw waits for the answer so far before the rest is sent.
+func registryRaw(t *testing.T, e *Egress, hp, raw string) string {
+	t.Helper()
+	c, err := net.Dial("unix", registrySock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "CONNECT "+hp+" HTTP/1.1\r\nHost: "+hp+"\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(e.Inject.CAPEM)
+	host, _, _ := net.SplitHostPort(hp)
+	tc := tls.Client(&bufferedConn{Conn: c, r: br}, &tls.Config{RootCAs: roots, ServerName: host, NextProtos: []string{"h2", "http/1.1"}})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if p := tc.ConnectionState().NegotiatedProtocol; p == "h2" {
+		t.Fatalf("the proxy took h2 for a registry it reads")
+	}
+	parts := strings.Split(raw, "\x00")
+	io.WriteString(tc, parts[0])
+	var out strings.Builder
+	buf := make([]byte, 4096)
+	for _, p := range parts[1:] {
+		tc.SetReadDeadline(time.Now().Add(time.Second))
+		n, _ := tc.Read(buf)
+		out.Write(buf[:n])
+		io.WriteString(tc, p)
+	}
+	for {
+		tc.SetReadDeadline(time.Now().Add(time.Second))
+		n, err := tc.Read(buf)
+		out.Write(buf[:n])
+		if err != nil {
+			return out.String()
+		}
+	}
+}
+
+// TestRegistryReadOnlyAttacks: a hostile session's ways to get a write to
+// a read-only registry past the proxy's reading of its requests: each is
+// refused, or reaches the registry as a read. The mock registry answers a
+// WebSocket upgrade (101) and echoes the line that follows, as a front end
+// that switched would pass on whatever came after. Shown to bite: before
+// writes() took an upgrade and a method override for writes, the "upgrade"
+// case got "echo PUT /left-pad" back (a request the proxy never read
+// reached the registry) and the override cases reached it as GETs and a
+// POST naming PUT.
+func TestRegistryReadOnlyAttacks(t *testing.T) {
+	m := newMockVendor(t)
+	e, _, hp := registryProxy(t, m)
+	host, _, _ := net.SplitHostPort(hp)
+	h := "Host: " + host + "\r\n"
+	end := "GET /end HTTP/1.1\r\n" + h + "Connection: close\r\n\r\n"
+	for _, tc := range []struct{ name, raw, bad string }{
+		{"pipelined", "GET /a HTTP/1.1\r\n" + h + "\r\nPUT /left-pad HTTP/1.1\r\n" + h + "Content-Length: 2\r\n\r\n{}" + end, ""},
+		{"smuggled-cl-te", "GET /a HTTP/1.1\r\n" + h + "Content-Length: 60\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nPUT /left-pad HTTP/1.1\r\n" + h + "Content-Length: 0\r\n\r\n" + end, ""},
+		{"smuggled-te-obfuscated", "GET /a HTTP/1.1\r\n" + h + "Transfer-Encoding: xchunked\r\nContent-Length: 4\r\n\r\n" + end, ""},
+		{"absolute-form", "PUT https://other.example/left-pad HTTP/1.1\r\n" + h + "Content-Length: 0\r\n\r\n" + end, ""},
+		{"absolute-form-get-host", "GET https://registry.npmjs.org/left-pad HTTP/1.1\r\nHost: elsewhere.example\r\n\r\n" + end, ""},
+		{"http-1.0", "PUT /left-pad HTTP/1.0\r\nContent-Length: 0\r\n\r\n", ""},
+		{"lower-case-method", "put /left-pad HTTP/1.1\r\n" + h + "Content-Length: 0\r\n\r\n" + end, ""},
+		{"expect-continue", "PUT /left-pad HTTP/1.1\r\n" + h + "Expect: 100-continue\r\nContent-Length: 2\r\n\r\n{}" + end, ""},
+		{"h2-preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", ""},
+		{"h2c-upgrade", "GET /h2c HTTP/1.1\r\n" + h + "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\nPUT /left-pad HTTP/1.1\r\n\r\n", ""},
+		{"upgrade", "GET /ws HTTP/1.1\r\n" + h + "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n\x00PUT /left-pad HTTP/1.1\r\n", "echo PUT"},
+		{"override-get", "GET /left-pad HTTP/1.1\r\n" + h + "X-HTTP-Method-Override: PUT\r\n\r\n" + end, ""},
+		{"override-x-method", "GET /left-pad HTTP/1.1\r\n" + h + "X-Method-Override: DELETE\r\n\r\n" + end, ""},
+		{"override-audit-post", "POST /-/npm/v1/security/audits HTTP/1.1\r\n" + h + "X-HTTP-Method: PUT\r\nContent-Length: 2\r\n\r\n{}" + end, ""},
+		{"override-query", "GET /left-pad?_method=PUT HTTP/1.1\r\n" + h + "\r\n" + end, ""},
+		{"audit-semicolon", "POST /-/npm/v1/security/audits;/../../../left-pad HTTP/1.1\r\n" + h + "Content-Length: 0\r\n\r\n" + end, ""},
+		{"audit-double-slash", "POST //-/npm/v1/security/audits HTTP/1.1\r\n" + h + "Content-Length: 0\r\n\r\n" + end, ""},
+		{"audit-encoded", "POST /-/npm/v1/security/%61udits HTTP/1.1\r\n" + h + "Content-Length: 0\r\n\r\n" + end, ""},
+		{"audit-case", "POST /-/npm/v1/security/AUDITS HTTP/1.1\r\n" + h + "Content-Length: 0\r\n\r\n" + end, ""},
+		{"audit-trailing-slash", "POST /-/npm/v1/security/audits/ HTTP/1.1\r\n" + h + "Content-Length: 0\r\n\r\n" + end, ""},
+		{"audit-fragment", "POST https://" + host + "/-/npm/v1/security/audits#/../../left-pad HTTP/1.1\r\n" + h + "Content-Length: 0\r\n\r\n" + end, ""},
+		{"header-injection", "GET /left-pad HTTP/1.1\r\n" + h + "X-A: b\rPUT /left-pad HTTP/1.1\r\n\r\n" + end, ""},
+	} {
+		got := registryRaw(t, e, hp, tc.raw)
+		if tc.bad != "" && strings.Contains(got, tc.bad) {
+			t.Errorf("%s: the registry got what the proxy did not read:\n%s", tc.name, got)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, line := range m.lines {
+		method, target, _ := strings.Cut(line, " ")
+		read := method == "GET" || method == "HEAD" || method == "POST" && (target == "/-/npm/v1/security/audits" || target == "/-/npm/v1/security/advisories/bulk")
+		if !read || strings.Contains(target, "_method") || m.got[i].Get("X-HTTP-Method-Override")+m.got[i].Get("X-Method-Override")+m.got[i].Get("X-HTTP-Method") != "" {
+			t.Errorf("the registry got a write: %s %v", line, m.got[i])
+		}
+	}
+	if !strings.Contains(strings.Join(m.lines, "\n"), "GET /end") {
+		t.Fatalf("no read reached the mock (the test tests nothing):\n%s", strings.Join(m.lines, "\n"))
+	}
+}
