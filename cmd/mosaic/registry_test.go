@@ -93,3 +93,31 @@ cd ..
 		t.Errorf("--allow-host @npm:wrte: exit %d, %q (want 2)", r.code, r.stderr)
 	}
 }
+
+// TestRegistryDenyStartWrite: a session started with the write grant
+// (--allow-host @npm:write) publishes; once its user takes the grant back
+// (mosaic deny NAME @npm:write) and gives the reads back (mosaic allow
+// NAME @npm), as docs/network.md says, it reads the registry and its PUT
+// is refused before the stand-in. Shown to bite: with the start list's
+// write grant counted whatever a deny took back (startWritesLocked
+// ignoring live.readOnly), the PUT after `allow @npm` reached the stand-in.
+func TestRegistryDenyStartWrite(t *testing.T) {
+	n := needTestNet(t)
+	reg := startRegistry(t, n)
+	ca := filepath.Join(t.TempDir(), "registry-ca.pem")
+	os.WriteFile(ca, reg.caPEM, 0o644)
+	s := startShell(t, mosaicBin, "--network", "allow", "--allow-host", n+".0/24", "--allow-host", "@npm:write", "--ca-file", ca)
+	put := curl("-X PUT -d '{}' https://registry.npmjs.org/mosaic-tiny")
+	if out := s.run(t, put); strings.Count(reg.requests(), "PUT ") != 1 {
+		t.Fatalf("a PUT with the start list's write grant did not reach the stand-in:\n%s\nthe registry saw:\n%s", out, reg.requests())
+	}
+	mustMosaic(t, "deny", s.name, "@npm:write")
+	mustMosaic(t, "allow", s.name, "@npm")
+	out := s.run(t, curl("https://registry.npmjs.org/-/ping")+put)
+	if !strings.Contains(out, "pong from registry.npmjs.org") {
+		t.Fatalf("no read after allow @npm:\n%s", out)
+	}
+	if got := strings.Count(reg.requests(), "PUT "); got != 1 || !strings.Contains(out, "status=403") || !strings.Contains(out, "mosaic allow "+s.name+" @npm:write") {
+		t.Fatalf("after deny @npm:write and allow @npm, a PUT: %d reached the stand-in, want it refused with a 403 naming the write grant:\n%s", got-1, out)
+	}
+}
