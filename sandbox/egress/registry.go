@@ -102,21 +102,27 @@ func (r registryRule) writes(req *http.Request) bool {
 // framework is to take in place of the request's own (Rails' Rack and
 // Express's method-override read some of them, and Rack reads a _method
 // parameter too).
-var methodOverrides = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
+// They are compared in lower case with "_" for "-", as a CGI-style server
+// takes X_HTTP_Method_Override for the same header.
+var methodOverrides = map[string]bool{"x-http-method-override": true, "x-http-method": true, "x-method-override": true}
 
 // disguised says how req, to a host read for its writes, may be another
 // request than the proxy sees ("" when it is what it seems): an upgrade
 // (after a 101 the connection is a pipe the proxy no longer reads, and a
 // registry has no protocol to upgrade to), or a method override in a
-// header or the query. Such a request is taken for a write.
+// header or the query, or trailers (which could carry one). Such a request
+// is taken for a write.
 func disguised(req *http.Request) string {
 	if len(req.Header.Values("Upgrade")) > 0 {
 		return "an upgrade to another protocol"
 	}
-	for _, h := range methodOverrides {
-		if len(req.Header.Values(h)) > 0 {
-			return "a method override (" + h + ")"
+	for h := range req.Header {
+		if methodOverrides[strings.ToLower(strings.ReplaceAll(h, "_", "-"))] {
+			return "a method override (" + printable(h) + ")"
 		}
+	}
+	if len(req.Trailer) > 0 {
+		return "trailers (headers after the body, which the proxy checks before)"
 	}
 	if q, err := url.QueryUnescape(req.URL.RawQuery); err != nil || strings.Contains(strings.ToLower(q), "_method") {
 		return "a method override (_method in the query)"

@@ -440,7 +440,8 @@ func registryRaw(t *testing.T, e *Egress, hp, raw string) string {
 // writes() took an upgrade and a method override for writes, the "upgrade"
 // case got "echo PUT /left-pad" back (a request the proxy never read
 // reached the registry) and the override cases reached it as GETs and a
-// POST naming PUT.
+// POST naming PUT, answered 200; the underscore and trailer cases bit
+// likewise against disguised's first version.
 func TestRegistryReadOnlyAttacks(t *testing.T) {
 	m := newMockVendor(t)
 	e, _, hp := registryProxy(t, m)
@@ -462,6 +463,8 @@ func TestRegistryReadOnlyAttacks(t *testing.T) {
 		{"override-get", "GET /left-pad HTTP/1.1\r\n" + h + "X-HTTP-Method-Override: PUT\r\n\r\n" + end, ""},
 		{"override-x-method", "GET /left-pad HTTP/1.1\r\n" + h + "X-Method-Override: DELETE\r\n\r\n" + end, ""},
 		{"override-audit-post", "POST /-/npm/v1/security/audits HTTP/1.1\r\n" + h + "X-HTTP-Method: PUT\r\nContent-Length: 2\r\n\r\n{}" + end, ""},
+		{"override-underscore", "GET /left-pad HTTP/1.1\r\n" + h + "X_HTTP_Method_Override: PUT\r\n\r\n" + end, ""},
+		{"override-trailer", "POST /-/npm/v1/security/audits HTTP/1.1\r\n" + h + "Trailer: X-HTTP-Method-Override\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-HTTP-Method-Override: PUT\r\n\r\n" + end, ""},
 		{"override-query", "GET /left-pad?_method=PUT HTTP/1.1\r\n" + h + "\r\n" + end, ""},
 		{"audit-semicolon", "POST /-/npm/v1/security/audits;/../../../left-pad HTTP/1.1\r\n" + h + "Content-Length: 0\r\n\r\n" + end, ""},
 		{"audit-double-slash", "POST //-/npm/v1/security/audits HTTP/1.1\r\n" + h + "Content-Length: 0\r\n\r\n" + end, ""},
@@ -475,13 +478,16 @@ func TestRegistryReadOnlyAttacks(t *testing.T) {
 		if tc.bad != "" && strings.Contains(got, tc.bad) {
 			t.Errorf("%s: the registry got what the proxy did not read:\n%s", tc.name, got)
 		}
+		if (strings.HasPrefix(tc.name, "override") || tc.name == "upgrade") && !strings.HasPrefix(got, "HTTP/1.1 403") {
+			t.Errorf("%s: not refused as a write:\n%s", tc.name, got)
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, line := range m.lines {
 		method, target, _ := strings.Cut(line, " ")
 		read := method == "GET" || method == "HEAD" || method == "POST" && (target == "/-/npm/v1/security/audits" || target == "/-/npm/v1/security/advisories/bulk")
-		if !read || strings.Contains(target, "_method") || m.got[i].Get("X-HTTP-Method-Override")+m.got[i].Get("X-Method-Override")+m.got[i].Get("X-HTTP-Method") != "" {
+		if !read || strings.Contains(target, "_method") || m.got[i].Get("X-HTTP-Method-Override")+m.got[i].Get("X-Method-Override")+m.got[i].Get("X-HTTP-Method")+m.got[i].Get("X_HTTP_Method_Override")+m.got[i].Get("Trailer") != "" {
 			t.Errorf("the registry got a write: %s %v", line, m.got[i])
 		}
 	}
