@@ -322,6 +322,24 @@ func (e *Egress) expire(g *liveGrant) {
 	e.save()
 }
 
+// writeTakenBackLocked reports whether entry, of the start list, is a
+// package group's write grant that a deny took back (live.readOnly): the
+// list shows it no more, though the group's reads may be given back. The
+// caller holds mu.
+func (e *Egress) writeTakenBackLocked(entry string) bool {
+	name, ok := strings.CutSuffix(entry, WriteSuffix)
+	g := LookupGroup(name)
+	if !ok || g == nil {
+		return false
+	}
+	for _, h := range g.Members() {
+		if e.live.readOnly[h.Host] {
+			return true
+		}
+	}
+	return false
+}
+
 // track records an open tunnel to hp (over plain HTTP when plain) if hp
 // is still allowed, and reports whether it is; its func forgets it. The
 // check and the record are one step under mu, as a deny's or an expiry's
@@ -407,7 +425,9 @@ func (e *Egress) State() State {
 	st := State{Grants: []Grant{}, Refused: []Refusal{}, RefusedOther: l.other}
 	list := map[string]bool{}
 	for _, s := range e.Allow.Strings() {
-		list[s] = true
+		if !e.writeTakenBackLocked(s) {
+			list[s] = true
+		}
 	}
 	for h := range l.denied {
 		st.Denied = append(st.Denied, h)

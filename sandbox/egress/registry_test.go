@@ -317,7 +317,8 @@ func TestRegistryWriteGrantEnds(t *testing.T) {
 // docs/network.md says to, reads only: a publish is refused, also by a
 // proxy started again. Shown to bite: without live.readOnly, the PUT after
 // `allow @npm` reached the mock (the start list's write grant came back
-// with the host), and the restarted proxy let writes through as well.
+// with the host), and the restarted proxy let writes through as well;
+// without writeTakenBackLocked, status's list still showed @npm:write.
 func TestRegistryDenyStartWrite(t *testing.T) {
 	m := newMockVendor(t)
 	e, client, hp := registryProxy(t, m)
@@ -360,6 +361,9 @@ func TestRegistryDenyStartWrite(t *testing.T) {
 	resp.Body.Close()
 	if code := put(); code != http.StatusForbidden {
 		t.Fatalf("PUT after deny @npm:write, allow @npm: %d, want 403", code)
+	}
+	if list := strings.Join(e.State().Allow, " "); strings.Contains(list, "@npm:write") || !strings.Contains(list, "@npm") {
+		t.Errorf("status's list after deny @npm:write, allow @npm: %s", list)
 	}
 	m.mu.Lock()
 	puts := strings.Count(strings.Join(m.lines, "\n"), "PUT /left-pad")
