@@ -394,24 +394,38 @@ func TestRegistryDenyStartWrite(t *testing.T) {
 // a NUL in raw waits for the answer so far before the rest is sent.
 func registryRaw(t *testing.T, e *Egress, hp, raw string) string {
 	t.Helper()
+	host, _, _ := net.SplitHostPort(hp)
+	return registryRawAt(t, e, hp, host, raw)
+}
+
+// registryRawAt is registryRaw with the CONNECT's target and the TLS
+// server name (SNI) chosen apart.
+func registryRawAt(t *testing.T, e *Egress, target, sni, raw string) string {
+	t.Helper()
 	c, err := net.Dial("unix", registrySock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	io.WriteString(c, "CONNECT "+hp+" HTTP/1.1\r\nHost: "+hp+"\r\n\r\n")
+	io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %v %v", resp, err)
+		t.Fatalf("CONNECT %s: %v %v", target, resp, err)
 	}
+	// The session's CA alone: a tunnel to the mock (its own certificate)
+	// fails here.
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(e.Inject.CAPEM)
-	host, _, _ := net.SplitHostPort(hp)
-	tc := tls.Client(&bufferedConn{Conn: c, r: br}, &tls.Config{RootCAs: roots, ServerName: host, NextProtos: []string{"h2", "http/1.1"}})
+	host, _, _ := net.SplitHostPort(target)
+	tc := tls.Client(&bufferedConn{Conn: c, r: br}, &tls.Config{RootCAs: roots, ServerName: sni, NextProtos: []string{"h2", "http/1.1"},
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, DNSName: strings.ToLower(strings.TrimSuffix(host, "."))})
+			return err
+		}, InsecureSkipVerify: sni != host})
 	if err := tc.Handshake(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("CONNECT %s, TLS for %s: not read by the proxy: %v", target, sni, err)
 	}
 	if p := tc.ConnectionState().NegotiatedProtocol; p == "h2" {
 		t.Fatalf("the proxy took h2 for a registry it reads")
@@ -497,5 +511,34 @@ func TestRegistryReadOnlyAttacks(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(m.lines, "\n"), "GET /end") {
 		t.Fatalf("no read reached the mock (the test tests nothing):\n%s", strings.Join(m.lines, "\n"))
+	}
+}
+
+// TestRegistrySpellings: the registry host spelt otherwise in the CONNECT
+// (upper case, a trailing dot, a port with a leading zero) or named
+// otherwise in the TLS server name (SNI) is read all the same, its PUT
+// refused. Shown to bite: with readsRegistry returning false (a tunnel,
+// unread), the first case failed at the TLS against the session's CA
+// alone.
+func TestRegistrySpellings(t *testing.T) {
+	m := newMockVendor(t)
+	e, _, hp := registryProxy(t, m)
+	host, port, _ := net.SplitHostPort(hp)
+	put := "PUT /left-pad HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: 0\r\n\r\n"
+	for _, c := range []struct{ target, sni string }{
+		{strings.ToUpper(host) + ":" + port, host},
+		{host + ".:" + port, host},
+		{host + ":0" + port, host},
+		{hp, "registry.npmjs.org"},
+		{hp, "other.example"},
+	} {
+		if got := registryRawAt(t, e, c.target, c.sni, put); !strings.HasPrefix(got, "HTTP/1.1 403") {
+			t.Errorf("CONNECT %s, SNI %s: a PUT got %q", c.target, c.sni, got)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.lines) != 0 {
+		t.Errorf("the registry got %v", m.lines)
 	}
 }
