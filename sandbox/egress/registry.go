@@ -109,9 +109,9 @@ var methodOverrides = map[string]bool{"x-http-method-override": true, "x-http-me
 // disguised says how req, to a host read for its writes, may be another
 // request than the proxy sees ("" when it is what it seems): an upgrade
 // (after a 101 the connection is a pipe the proxy no longer reads, and a
-// registry has no protocol to upgrade to), or a method override in a
-// header or the query, or trailers (which could carry one). Such a request
-// is taken for a write.
+// registry has no protocol to upgrade to), a method override in a header
+// or the query, trailers (which could carry one), or a body on a GET or
+// HEAD. Such a request is taken for a write.
 func disguised(req *http.Request) string {
 	if len(req.Header.Values("Upgrade")) > 0 {
 		return "an upgrade to another protocol"
@@ -120,6 +120,12 @@ func disguised(req *http.Request) string {
 		if methodOverrides[strings.ToLower(strings.ReplaceAll(h, "_", "-"))] {
 			return "a method override (" + printable(h) + ")"
 		}
+	}
+	if (req.Method == http.MethodGet || req.Method == http.MethodHead) && (req.ContentLength != 0 || len(req.TransferEncoding) > 0) {
+		// A back end that ignores a read's body would take it for the
+		// next request on its connection (a CL.0 desync): no client of a
+		// registry sends one.
+		return "a body on a " + req.Method
 	}
 	if len(req.Trailer) > 0 {
 		return "trailers (headers after the body, which the proxy checks before)"

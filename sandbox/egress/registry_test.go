@@ -160,7 +160,11 @@ func TestRegistryReadOnly(t *testing.T) {
 	m := newMockVendor(t)
 	e, client, hp := registryProxy(t, m)
 	do := func(method, path string) (int, string) {
-		req, _ := http.NewRequest(method, "https://"+hp+path, strings.NewReader(`{"name":"x"}`))
+		var body io.Reader = strings.NewReader(`{"name":"x"}`)
+		if method == "GET" {
+			body = nil // a registry's reader sends none (a GET's body is a write: disguised)
+		}
+		req, _ := http.NewRequest(method, "https://"+hp+path, body)
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatalf("%s %s: %v", method, path, err)
@@ -458,8 +462,8 @@ func registryRawAt(t *testing.T, e *Egress, target, sni, raw string) string {
 // writes() took an upgrade and a method override for writes, the "upgrade"
 // case got "echo PUT /left-pad" back (a request the proxy never read
 // reached the registry) and the override cases reached it as GETs and a
-// POST naming PUT, answered 200; the underscore and trailer cases bit
-// likewise against disguised's first version.
+// POST naming PUT, answered 200; the underscore, trailer and GET body
+// cases bit likewise against disguised's earlier versions.
 func TestRegistryReadOnlyAttacks(t *testing.T) {
 	m := newMockVendor(t)
 	e, _, hp := registryProxy(t, m)
@@ -483,6 +487,8 @@ func TestRegistryReadOnlyAttacks(t *testing.T) {
 		{"override-audit-post", "POST /-/npm/v1/security/audits HTTP/1.1\r\n" + h + "X-HTTP-Method: PUT\r\nContent-Length: 2\r\n\r\n{}" + end, ""},
 		{"override-underscore", "GET /left-pad HTTP/1.1\r\n" + h + "X_HTTP_Method_Override: PUT\r\n\r\n" + end, ""},
 		{"override-trailer", "POST /-/npm/v1/security/audits HTTP/1.1\r\n" + h + "Trailer: X-HTTP-Method-Override\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-HTTP-Method-Override: PUT\r\n\r\n" + end, ""},
+		{"get-body", "GET /a HTTP/1.1\r\n" + h + "Content-Length: 46\r\n\r\nPUT /left-pad HTTP/1.1\r\nHost: x\r\nA: aaaaaa\r\n\r\n" + end, ""},
+		{"get-body-chunked", "GET /a HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" + end, ""},
 		{"override-query", "GET /left-pad?_method=PUT HTTP/1.1\r\n" + h + "\r\n" + end, ""},
 		{"audit-semicolon", "POST /-/npm/v1/security/audits;/../../../left-pad HTTP/1.1\r\n" + h + "Content-Length: 0\r\n\r\n" + end, ""},
 		{"audit-double-slash", "POST //-/npm/v1/security/audits HTTP/1.1\r\n" + h + "Content-Length: 0\r\n\r\n" + end, ""},
@@ -496,7 +502,7 @@ func TestRegistryReadOnlyAttacks(t *testing.T) {
 		if tc.bad != "" && strings.Contains(got, tc.bad) {
 			t.Errorf("%s: the registry got what the proxy did not read:\n%s", tc.name, got)
 		}
-		if (strings.HasPrefix(tc.name, "override") || tc.name == "upgrade") && !strings.HasPrefix(got, "HTTP/1.1 403") {
+		if (strings.HasPrefix(tc.name, "override") || strings.HasPrefix(tc.name, "get-body") || tc.name == "upgrade") && !strings.HasPrefix(got, "HTTP/1.1 403") {
 			t.Errorf("%s: not refused as a write:\n%s", tc.name, got)
 		}
 	}
