@@ -515,6 +515,11 @@ func TestRegistryReadOnlyAttacks(t *testing.T) {
 			t.Errorf("the registry got a write: %s %v", line, m.got[i])
 		}
 	}
+	for _, got := range m.hosts {
+		if got != hp { // the mock's port is not 443: the name with it
+			t.Errorf("the registry got Host %q, not its own name", got)
+		}
+	}
 	if !strings.Contains(strings.Join(m.lines, "\n"), "GET /end") {
 		t.Fatalf("no read reached the mock (the test tests nothing):\n%s", strings.Join(m.lines, "\n"))
 	}
