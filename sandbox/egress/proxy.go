@@ -207,6 +207,7 @@ func (e *Egress) handle(c net.Conn) {
 		return
 	}
 	target := printable(req.Host)
+	var in io.Reader = br // what the session sends into the tunnel
 	var remote net.Conn
 	var why, kind string
 	if port, ok := e.localTarget(req.Host); ok {
@@ -244,6 +245,7 @@ func (e *Egress) handle(c net.Conn) {
 				remote, why, kind = nil, takenBack(hp), RefusedNotListed
 			} else {
 				defer forget()
+				in = &helloGate{e: e, hp: hp, r: br, remote: remote}
 			}
 		}
 	}
@@ -254,12 +256,18 @@ func (e *Egress) handle(c net.Conn) {
 		return
 	}
 	defer remote.Close()
+	e.openTunnel(c, in, remote, target)
+}
+
+// openTunnel answers the session's CONNECT to target and relays between
+// it (in, what it sends) and remote until either ends, then records it.
+func (e *Egress) openTunnel(c net.Conn, in io.Reader, remote net.Conn, target string) {
 	e.logf("tunnel to %s (%s) opened", target, remote.RemoteAddr())
 	_ = c.SetWriteDeadline(time.Now().Add(e.Limits.HeadTimeout))
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
-	up, down, why := e.tunnel(c, br, remote)
+	up, down, why := e.tunnel(c, in, remote)
 	e.logf("tunnel to %s closed%s (%d bytes out, %d in)", target, why, up, down)
 	e.connectionEvent(target, up, down)
 }
