@@ -146,7 +146,7 @@ func TestRegistryTunnelSNI(t *testing.T) {
 	}
 	found := false
 	for _, rf := range egressOf(t, s.name).Egress.Refused {
-		found = found || rf.Target == "files.pythonhosted.org:443" && strings.Contains(rf.Detail, "SNI registry.npmjs.org")
+		found = found || rf.Target == "files.pythonhosted.org:443" && rf.Why == "tunnel-sni" && strings.Contains(rf.Detail, "SNI registry.npmjs.org")
 	}
 	if !found {
 		t.Errorf("status --json lacks the tunnel's refusal:\n%s", out)

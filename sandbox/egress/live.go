@@ -33,7 +33,7 @@ type Grant struct {
 // Refusal is what the proxy refused of one target, and how often.
 type Refusal struct {
 	Target string    `json:"target"` // "host:port", or "-" for a refusal before a request was read
-	Why    string    `json:"why"`    // RefusedNotListed, RefusedSpecial, RefusedPlain, RefusedLimit, RefusedUnreachable, RefusedGit, RefusedRegistry
+	Why    string    `json:"why"`    // RefusedNotListed, RefusedSpecial, RefusedPlain, RefusedLimit, RefusedUnreachable, RefusedGit, RefusedRegistry, RefusedSNI
 	Count  int       `json:"count"`
 	Last   time.Time `json:"last"`
 	Detail string    `json:"detail"` // the last refusal's message
@@ -48,6 +48,7 @@ const (
 	RefusedUnreachable = "unreachable"
 	RefusedGit         = "git-lend"       // a request to a git host beyond what was lent (--lend-git)
 	RefusedRegistry    = "registry-write" // a write to a read-only registry (registry.go)
+	RefusedSNI         = "tunnel-sni"     // TLS in a tunnel naming another host than the tunnel's (sni.go)
 )
 
 // maxRefusals bounds the refusal table: targets are chosen by the session,

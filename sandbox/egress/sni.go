@@ -61,7 +61,7 @@ func (g *helloGate) check() (io.Reader, error) {
 		why = "the TLS in the tunnel to " + g.hp + " opens with no ClientHello the proxy can read"
 	}
 	g.e.logf("closed the tunnel to %s: %s", g.hp, why)
-	g.e.refused(g.hp, RefusedNotListed, why)
+	g.e.refused(g.hp, RefusedSNI, why)
 	g.remote.Close()
 	return nil, errors.New(why)
 }

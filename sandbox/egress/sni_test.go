@@ -68,7 +68,7 @@ func TestTunnelSNI(t *testing.T) {
 		t.Errorf("the mock got:\n%s", lines)
 	}
 	st := e.State()
-	if len(st.Refused) != 1 || st.Refused[0].Target != front || !strings.Contains(st.Refused[0].Detail, "SNI "+registry) {
+	if len(st.Refused) != 1 || st.Refused[0].Target != front || st.Refused[0].Why != RefusedSNI || !strings.Contains(st.Refused[0].Detail, "SNI "+registry) {
 		t.Errorf("refusals: %+v", st.Refused)
 	}
 	// Not TLS: passes as it is (the mock answers plain HTTP on its TLS port
