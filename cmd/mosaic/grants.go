@@ -318,6 +318,8 @@ func refusalText(why string) string {
 		return "beyond the git credential lent (--lend-git)"
 	case egress.RefusedRegistry:
 		return "a write (publish, login, tokens) to a read-only registry group"
+	case egress.RefusedSNI:
+		return "TLS in its tunnel naming another host (SNI)"
 	}
 	return why
 }

@@ -254,8 +254,8 @@ type egressView struct {
 			Until     *time.Time
 		}
 		Refused []struct {
-			Target, Why string
-			Count       int
+			Target, Why, Detail string
+			Count               int
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -216,6 +217,9 @@ func inSession(cgroup string) bool {
 type kept struct {
 	Grants []Grant  `json:"grants"`
 	Denied []string `json:"denied,omitempty"`
+	// ReadOnly are the registry hosts whose start-list write grant a deny
+	// took back (live.readOnly).
+	ReadOnly []string `json:"read_only,omitempty"`
 }
 
 // save writes the running grants and the hosts taken back into the control
@@ -225,7 +229,7 @@ func (e *Egress) save() {
 		return
 	}
 	st := e.State()
-	b, _ := json.Marshal(kept{Grants: st.Grants, Denied: st.Denied})
+	b, _ := json.Marshal(kept{Grants: st.Grants, Denied: st.Denied, ReadOnly: e.readOnlyHosts()})
 	tmp := filepath.Join(e.ControlDir, "."+grantsFileName+".tmp")
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		e.logf("cannot keep the grants: %v", err)
@@ -234,6 +238,19 @@ func (e *Egress) save() {
 	if err := os.Rename(tmp, filepath.Join(e.ControlDir, grantsFileName)); err != nil {
 		e.logf("cannot keep the grants: %v", err)
 	}
+}
+
+// readOnlyHosts lists live.readOnly, sorted, for save.
+func (e *Egress) readOnlyHosts() []string {
+	l := e.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var hs []string
+	for h := range l.readOnly {
+		hs = append(hs, h)
+	}
+	sort.Strings(hs)
+	return hs
 }
 
 // restore takes back the grants a previous proxy of the session kept, but
@@ -270,6 +287,11 @@ func (e *Egress) restore() {
 	for _, h := range k.Denied {
 		if hp, err := NormalizeHost(h); err == nil {
 			l.denied[hp] = true
+		}
+	}
+	for _, h := range k.ReadOnly {
+		if hp, err := NormalizeHost(h); err == nil {
+			l.readOnly[hp] = true
 		}
 	}
 	l.mu.Unlock()

@@ -403,13 +403,17 @@ func TestInjectOtherHost(t *testing.T) {
 	vendorRoots.AddCert(m.srv.Certificate())
 	// The mock's certificate names example.com; other.test reaches it
 	// through a tunnel, so the session checks it against the mock's CA
-	// with ServerName example.com, as a real other host's own.
+	// for example.com, as a real other host's own. The TLS names
+	// other.test: the tunnel's host (a tunnel carries no other, helloGate).
 	tr := &http.Transport{
 		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: "proxy.invalid:3128"}),
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 		},
-		TLSClientConfig: &tls.Config{RootCAs: vendorRoots, ServerName: "example.com"},
+		TLSClientConfig: &tls.Config{ServerName: "other.test", InsecureSkipVerify: true, VerifyConnection: func(cs tls.ConnectionState) error {
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: vendorRoots, DNSName: "example.com"})
+			return err
+		}},
 	}
 	defer tr.CloseIdleConnections()
 	req, _ := http.NewRequest("POST", "https://other.test:"+port+"/exfil", nil)

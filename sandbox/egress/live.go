@@ -33,7 +33,7 @@ type Grant struct {
 // Refusal is what the proxy refused of one target, and how often.
 type Refusal struct {
 	Target string    `json:"target"` // "host:port", or "-" for a refusal before a request was read
-	Why    string    `json:"why"`    // RefusedNotListed, RefusedSpecial, RefusedPlain, RefusedLimit, RefusedUnreachable, RefusedGit, RefusedRegistry
+	Why    string    `json:"why"`    // RefusedNotListed, RefusedSpecial, RefusedPlain, RefusedLimit, RefusedUnreachable, RefusedGit, RefusedRegistry, RefusedSNI
 	Count  int       `json:"count"`
 	Last   time.Time `json:"last"`
 	Detail string    `json:"detail"` // the last refusal's message
@@ -48,6 +48,7 @@ const (
 	RefusedUnreachable = "unreachable"
 	RefusedGit         = "git-lend"       // a request to a git host beyond what was lent (--lend-git)
 	RefusedRegistry    = "registry-write" // a write to a read-only registry (registry.go)
+	RefusedSNI         = "tunnel-sni"     // TLS in a tunnel naming another host than the tunnel's (sni.go)
 )
 
 // maxRefusals bounds the refusal table: targets are chosen by the session,
@@ -66,16 +67,21 @@ type State struct {
 }
 
 type live struct {
-	mu      sync.Mutex
-	grants  map[string]*liveGrant // by entry
-	denied  map[string]bool       // "host:port"
-	tunnels map[string]map[*openTunnel]bool
-	refused map[string]*Refusal // by target
-	pending map[string]*pending // held for an answer (--ask), by target
-	other   int
-	now     func() time.Time
-	history []Grant      // the grants made, at most MaxRecorded (record.go)
-	changes atomic.Int64 // counts refusals, grants, revocations and expiries
+	mu     sync.Mutex
+	grants map[string]*liveGrant // by entry
+	denied map[string]bool       // "host:port"
+	// readOnly are the registry hosts whose write grant of the start list
+	// a deny of a write grant took back (mosaic deny NAME @npm:write): an
+	// allow of the host or its group gives its reads back, not its writes
+	// (only a write grant does).
+	readOnly map[string]bool
+	tunnels  map[string]map[*openTunnel]bool
+	refused  map[string]*Refusal // by target
+	pending  map[string]*pending // held for an answer (--ask), by target
+	other    int
+	now      func() time.Time
+	history  []Grant      // the grants made, at most MaxRecorded (record.go)
+	changes  atomic.Int64 // counts refusals, grants, revocations and expiries
 }
 
 type liveGrant struct {
@@ -87,7 +93,7 @@ type liveGrant struct {
 type openTunnel struct{ conns []net.Conn }
 
 func newLive() *live {
-	return &live{grants: map[string]*liveGrant{}, denied: map[string]bool{},
+	return &live{grants: map[string]*liveGrant{}, denied: map[string]bool{}, readOnly: map[string]bool{},
 		tunnels: map[string]map[*openTunnel]bool{}, refused: map[string]*Refusal{}, pending: map[string]*pending{}, now: time.Now}
 }
 
@@ -248,6 +254,9 @@ func (e *Egress) deny(entries []string, who string) (closed int, err error) {
 			if e.allowsAny([]string{h}) || l.granted(func(a Allow) bool { return a.Hosts[h] || a.Plain[h] }) {
 				l.denied[h] = true
 			}
+			if t.a.Write[h] && e.Allow.Write[h] {
+				l.readOnly[h] = true
+			}
 			conns = append(conns, l.untrackHost(h)...)
 		}
 		e.logf("revoked %s by %s: %d open connections closed", t.entry, who, len(conns)-n)
@@ -296,7 +305,7 @@ func (e *Egress) expire(g *liveGrant) {
 	for _, h := range g.Hosts {
 		if !e.Allow.Hosts[h] && !e.Allow.Plain[h] && !l.granted(func(a Allow) bool { return a.Hosts[h] || a.Plain[h] }) {
 			conns = append(conns, l.untrackHost(h)...)
-		} else if g.allow.Write[h] && Guards(h) && !e.Allow.Write[h] && !l.granted(func(a Allow) bool { return a.Write[h] }) {
+		} else if g.allow.Write[h] && Guards(h) && !e.startWritesLocked(h) && !l.granted(func(a Allow) bool { return a.Write[h] }) {
 			// A registry still read, its writes no longer granted: its
 			// tunnels, which the proxy does not read, go (registry.go).
 			conns = append(conns, l.untrackHost(h)...)
@@ -312,6 +321,24 @@ func (e *Egress) expire(g *liveGrant) {
 		c.Close()
 	}
 	e.save()
+}
+
+// writeTakenBackLocked reports whether entry, of the start list, is a
+// package group's write grant that a deny took back (live.readOnly): the
+// list shows it no more, though the group's reads may be given back. The
+// caller holds mu.
+func (e *Egress) writeTakenBackLocked(entry string) bool {
+	name, ok := strings.CutSuffix(entry, WriteSuffix)
+	g := LookupGroup(name)
+	if !ok || g == nil {
+		return false
+	}
+	for _, h := range g.Members() {
+		if e.live.readOnly[h.Host] {
+			return true
+		}
+	}
+	return false
 }
 
 // track records an open tunnel to hp (over plain HTTP when plain) if hp
@@ -414,7 +441,9 @@ func (e *Egress) State() State {
 	st := State{Grants: []Grant{}, Refused: []Refusal{}, RefusedOther: l.other}
 	list := map[string]bool{}
 	for _, s := range e.Allow.Strings() {
-		list[s] = true
+		if !e.writeTakenBackLocked(s) {
+			list[s] = true
+		}
 	}
 	for h := range l.denied {
 		st.Denied = append(st.Denied, h)

@@ -207,6 +207,7 @@ func (e *Egress) handle(c net.Conn) {
 		return
 	}
 	target := printable(req.Host)
+	var in io.Reader = br // what the session sends into the tunnel
 	var remote net.Conn
 	var why, kind string
 	if port, ok := e.localTarget(req.Host); ok {
@@ -221,12 +222,16 @@ func (e *Egress) handle(c net.Conn) {
 	} else {
 		var forget func()
 		var handled bool
-		remote, why, kind, forget, handled = e.dialListed(c, br, req.Host)
+		var hp string
+		remote, hp, why, kind, forget, handled = e.dialListed(c, br, req.Host)
 		if handled {
 			return
 		}
 		if forget != nil {
 			defer forget()
+		}
+		if remote != nil {
+			in = &helloGate{e: e, hp: hp, r: br, remote: remote}
 		}
 	}
 	if remote == nil {
@@ -236,12 +241,18 @@ func (e *Egress) handle(c net.Conn) {
 		return
 	}
 	defer remote.Close()
+	e.openTunnel(c, in, remote, target)
+}
+
+// openTunnel answers the session's CONNECT to target and relays between
+// it (in, what it sends) and remote until either ends, then records it.
+func (e *Egress) openTunnel(c net.Conn, in io.Reader, remote net.Conn, target string) {
 	e.logf("tunnel to %s (%s) opened", target, remote.RemoteAddr())
 	_ = c.SetWriteDeadline(time.Now().Add(e.Limits.HeadTimeout))
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
-	up, down, why := e.tunnel(c, br, remote)
+	up, down, why := e.tunnel(c, in, remote)
 	e.logf("tunnel to %s closed%s (%d bytes out, %d in)", target, why, up, down)
 	e.connectionEvent(target, up, down)
 }
@@ -250,8 +261,9 @@ func (e *Egress) handle(c net.Conn) {
 // host: checked (held for an answer with --ask), read by the proxy itself
 // when it injects a key there or reads a registry (handled: the client is
 // done with), else dialed and recorded as an open tunnel, which forget
-// forgets (nil for none). A refusal is why and its kind.
-func (e *Egress) dialListed(c net.Conn, br *bufio.Reader, host string) (remote net.Conn, why, kind string, forget func(), handled bool) {
+// forgets (nil for none). hp is the target as the proxy checked it; a
+// refusal is why and its kind.
+func (e *Egress) dialListed(c net.Conn, br *bufio.Reader, host string) (remote net.Conn, hp, why, kind string, forget func(), handled bool) {
 	hp, why, kind, once := e.checkOrHold(host)
 	if why == "" {
 		why, kind = e.unreadable(hp)
@@ -259,30 +271,30 @@ func (e *Egress) dialListed(c net.Conn, br *bufio.Reader, host string) (remote n
 	if why == "" && (e.Inject.covers(hp) || e.readsRegistry(hp)) {
 		forget, ok := e.track(hp, false, c)
 		if !ok {
-			return nil, takenBack(hp), RefusedNotListed, nil, false
+			return nil, hp, takenBack(hp), RefusedNotListed, nil, false
 		}
 		defer forget()
 		e.intercept(c, br, hp)
-		return nil, "", "", nil, true
+		return nil, hp, "", "", nil, true
 	}
 	if why != "" {
-		return nil, why, kind, nil, false
+		return nil, hp, why, kind, nil, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	remote, why, kind = e.dialWhy(ctx, hp)
 	cancel()
 	if remote == nil {
-		return nil, why, kind, nil, false
+		return nil, hp, why, kind, nil, false
 	}
 	if once { // let through for this connection alone: no grant to check
-		return remote, "", "", e.trackOnce(hp, c), false
+		return remote, hp, "", "", e.trackOnce(hp, c), false
 	}
 	forget, ok := e.trackTunnel(hp, c)
 	if !ok {
 		remote.Close()
-		return nil, takenBack(hp), RefusedNotListed, nil, false
+		return nil, hp, takenBack(hp), RefusedNotListed, nil, false
 	}
-	return remote, "", "", forget, false
+	return remote, hp, "", "", forget, false
 }
 
 // connectionEvent is the audit event of a connection the proxy let

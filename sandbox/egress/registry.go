@@ -3,6 +3,7 @@ package egress
 import (
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -74,8 +75,12 @@ func WriteGrant(hp string) string {
 	return ""
 }
 
-// writes reports whether req, to the guarded host hp, writes.
+// writes reports whether req, to the guarded host hp, writes: also a
+// request that may be another than it seems (disguised).
 func (r registryRule) writes(req *http.Request) bool {
+	if disguised(req) != "" {
+		return true
+	}
 	switch req.Method {
 	case http.MethodGet, http.MethodHead:
 		return false
@@ -93,6 +98,44 @@ func (r registryRule) writes(req *http.Request) bool {
 	return true
 }
 
+// methodOverrides are the headers with which a client names the method a
+// framework is to take in place of the request's own (Rails' Rack and
+// Express's method-override read some of them, and Rack reads a _method
+// parameter too).
+// They are compared in lower case with "_" for "-", as a CGI-style server
+// takes X_HTTP_Method_Override for the same header.
+var methodOverrides = map[string]bool{"x-http-method-override": true, "x-http-method": true, "x-method-override": true}
+
+// disguised says how req, to a host read for its writes, may be another
+// request than the proxy sees ("" when it is what it seems): an upgrade
+// (after a 101 the connection is a pipe the proxy no longer reads, and a
+// registry has no protocol to upgrade to), a method override in a header
+// or the query, trailers (which could carry one), or a body on a GET or
+// HEAD. Such a request is taken for a write.
+func disguised(req *http.Request) string {
+	if len(req.Header.Values("Upgrade")) > 0 {
+		return "an upgrade to another protocol"
+	}
+	for h := range req.Header {
+		if methodOverrides[strings.ToLower(strings.ReplaceAll(h, "_", "-"))] {
+			return "a method override (" + printable(h) + ")"
+		}
+	}
+	if (req.Method == http.MethodGet || req.Method == http.MethodHead) && (req.ContentLength != 0 || len(req.TransferEncoding) > 0) {
+		// A back end that ignores a read's body would take it for the
+		// next request on its connection (a CL.0 desync): no client of a
+		// registry sends one.
+		return "a body on a " + req.Method
+	}
+	if len(req.Trailer) > 0 {
+		return "trailers (headers after the body, which the proxy checks before)"
+	}
+	if q, err := url.QueryUnescape(req.URL.RawQuery); err != nil || strings.Contains(strings.ToLower(q), "_method") {
+		return "a method override (_method in the query)"
+	}
+	return ""
+}
+
 // registryRefusal says why the proxy refuses req to hp, a host it reads
 // because the registry takes writes there, or "" when it passes: a read,
 // or a write the session was granted (@GROUP:write).
@@ -101,7 +144,11 @@ func (e *Egress) registryRefusal(req *http.Request, hp string) string {
 	if !ok || !rule.writes(req) || e.writeAllowed(hp) {
 		return ""
 	}
-	return "@" + rule.group + " is read-only: " + printable(req.Method) + " " + printable(req.URL.EscapedPath()) +
+	how := ""
+	if d := disguised(req); d != "" {
+		how = " (" + d + ")"
+	}
+	return "@" + rule.group + " is read-only: " + printable(req.Method) + " " + printable(req.URL.EscapedPath()) + how +
 		" writes to the registry (publish, unpublish, login or tokens); to grant it, run on the host: mosaic allow " + e.Session + " " + WriteGrant(hp)
 }
 
@@ -112,18 +159,24 @@ func (e *Egress) readsRegistry(hp string) bool {
 }
 
 // writeAllowed reports whether hp's writes are granted: its group's write
-// grant at the start or live.
+// grant at the start (unless a deny took it back) or live.
 func (e *Egress) writeAllowed(hp string) bool {
-	if e.Allow.Write[hp] {
-		return true
-	}
 	if e.live == nil {
-		return false
+		return e.Allow.Write[hp]
 	}
 	l := e.live
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if e.startWritesLocked(hp) {
+		return true
+	}
 	return !l.denied[hp] && l.granted(func(a Allow) bool { return a.Write[hp] })
+}
+
+// startWritesLocked reports whether the start list grants hp's writes and
+// no deny took them back; the caller holds the live state's mu.
+func (e *Egress) startWritesLocked(hp string) bool {
+	return e.Allow.Write[hp] && !e.live.readOnly[hp]
 }
 
 // unreadable refuses a registry host the proxy would read but cannot, for
