@@ -72,7 +72,7 @@ func (e *Egress) hold(hp string) (ok, once bool, why string) {
 	l.mu.Unlock()
 	defer func() {
 		l.mu.Lock()
-		if p.Waiting--; p.Waiting == 0 {
+		if p.Waiting--; p.Waiting == 0 && l.pending[hp] == p {
 			delete(l.pending, hp)
 		}
 		l.mu.Unlock()
@@ -130,7 +130,12 @@ func (e *Egress) allowOnce(entries []string, who string) (int, error) {
 		}
 	}
 	for _, hp := range hps {
+		// The answered target leaves the list: a connection that comes
+		// after the answer is held afresh, not let through with the ones
+		// held now (a session opening one while those wake kept the
+		// target, and the once, alive for good).
 		l.pending[hp].once = true
+		delete(l.pending, hp)
 		e.logf("the connections held for %s are let through once by %s", hp, who)
 	}
 	return len(hps), nil

@@ -230,7 +230,7 @@ func (e *Egress) deny(entries []string, who string) (closed int, err error) {
 	for _, t := range ts {
 		g := l.grants[t.entry]
 		hosts := hostsOf(t.a)
-		if g == nil && !e.allowsAny(hosts) && !l.granted(func(a Allow) bool { return anyOf(hosts, a) }) && !l.answerPending(hosts) {
+		if g == nil && !e.allowsAny(hosts) && !l.granted(func(a Allow) bool { return anyOf(hosts, a) }) && !l.answerPending(hosts) && !l.tunnelsTo(hosts) {
 			l.mu.Unlock()
 			return 0, fmt.Errorf("%s is not on session %s's list: nothing to take back (`mosaic status %s` shows the list)", t.entry, e.Session, e.Session)
 		}
@@ -357,6 +357,17 @@ func (l *live) recordLocked(hp string, conns []net.Conn) func() {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// tunnelsTo reports whether a tunnel is open to one of hosts (one let
+// through once has no grant, but deny closes it); the caller holds mu.
+func (l *live) tunnelsTo(hosts []string) bool {
+	for _, h := range hosts {
+		if len(l.tunnels[h]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // untrackHost forgets hp's tunnels and returns their connections, for the
