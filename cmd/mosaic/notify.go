@@ -46,7 +46,14 @@ func notifyHeld(ctx context.Context, m *manager.Manager, w io.Writer) error {
 	if err := obj.CallWithContext(ctx, notifyIface+".GetServerInformation", 0).Err; err != nil {
 		return errcode.NoNotifications.New("no desktop notification service answers on the session bus (%w): run mosaic approve --notify in your graphical session, or mosaic approve on a terminal", err)
 	}
-	if err := conn.AddMatchSignal(dbus.WithMatchObjectPath(notifyPath), dbus.WithMatchInterface(notifyIface)); err != nil {
+	// A button's signal counts only from the service itself: any client
+	// of the session bus can send one (to approve's name, past any match
+	// rule), and it would answer as the user.
+	var server string
+	if err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, notifyName).Store(&server); err != nil {
+		return errcode.NoNotifications.New("no desktop notification service owns %s on the session bus (%w)", notifyName, err)
+	}
+	if err := conn.AddMatchSignal(dbus.WithMatchSender(notifyName), dbus.WithMatchObjectPath(notifyPath), dbus.WithMatchInterface(notifyIface)); err != nil {
 		return errcode.Unexpected.New("cannot listen to the notification service: %w", err)
 	}
 	signals := make(chan *dbus.Signal, 32)
@@ -61,7 +68,9 @@ func notifyHeld(ctx context.Context, m *manager.Manager, w io.Writer) error {
 		case <-ctx.Done():
 			return nil
 		case s := <-signals:
-			answerNotification(s, shown, w)
+			if s.Sender == server {
+				answerNotification(s, shown, w)
+			}
 		case <-tick.C:
 			held, err := heldRequests(ctx, m)
 			if err != nil {

@@ -66,7 +66,7 @@ func TestApproveNotify(t *testing.T) {
 	mustMosaic(t, "start", "--direct", "--ask", "--name", name, "--workspace", ws, "--allow-host", n+".0/24", "--", "bash", "-c", try)
 	defer mosaic(t, "stop", name)
 	approve := exec.Command(mosaicBin, "approve", "--notify")
-	var out strings.Builder
+	var out lockedBuffer
 	approve.Stdout, approve.Stderr = &out, &out
 	if err := approve.Start(); err != nil {
 		t.Fatal(err)
@@ -81,6 +81,23 @@ func TestApproveNotify(t *testing.T) {
 	if !strings.Contains(call.summary, "session "+name+" wants otherhost.mosaic.test:443") || strings.Join(call.actions, ",") != "a,Allow for the session,o,Once,d,Deny" {
 		t.Errorf("the notification: %+v", call)
 	}
+	// Another client of the session bus (not the notification service)
+	// sends the Allow button's signal for the same id first: it must not
+	// answer (the real button's Once below must). Before the fix approve
+	// took it, allowed the host for the session and ignored the real
+	// press (the test failed on "let through once" missing, checked).
+	spoof, err := dbus.ConnectSessionBus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spoof.Close()
+	if err := spoof.Emit(notifyPath, notifyIface+".ActionInvoked", call.id, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := spoof.Emit(notifyPath, notifyIface+".NotificationClosed", call.id, uint32(2)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
 	if err := conn.Emit(notifyPath, notifyIface+".ActionInvoked", call.id, "o"); err != nil {
 		t.Fatal(err)
 	}
@@ -90,5 +107,9 @@ func TestApproveNotify(t *testing.T) {
 	})
 	if b, _ := os.ReadFile(filepath.Join(ws, "answer")); !strings.Contains(string(b), "hello from otherhost") {
 		t.Errorf("held, then let through once from the notification: %q\napprove said:\n%s", b, out.String())
+	}
+	eventually(t, 10*time.Second, "approve's line for the answer", func() bool { return strings.Contains(out.String(), "let through once") })
+	if strings.Contains(out.String(), "allowed") {
+		t.Errorf("a signal from another client of the session bus answered the notification:\n%s", out.String())
 	}
 }
