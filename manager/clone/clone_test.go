@@ -348,3 +348,28 @@ func TestApplyReadsPatchesAsGitDoes(t *testing.T) {
 		})
 	}
 }
+
+// TestMakeUnbornLinkedWorktree: a linked worktree on a branch with no
+// commit yet (git checkout --orphan there) is copied from its own index:
+// a file it tracks that its .gitignore ignores (added with -f) is in the
+// copy. The one git that reads the index path and the base commit failed
+// on the unborn branch and gave no path, so the snapshot fell back to
+// WS/.git/index, a file in a linked worktree, and started from an empty
+// index: the tracked, ignored file was left out (checked against that
+// build: "kept.log is not in the copy").
+func TestMakeUnbornLinkedWorktree(t *testing.T) {
+	main := userRepo(t)
+	wt := filepath.Join(t.TempDir(), "wt")
+	run(t, main, "worktree", "add", "-q", "--detach", wt)
+	run(t, wt, "checkout", "-q", "--orphan", "fresh")
+	os.WriteFile(filepath.Join(wt, "kept.log"), []byte("tracked though ignored\n"), 0o644)
+	run(t, wt, "add", "-f", "kept.log")
+	dir := filepath.Join(t.TempDir(), "clone")
+	c, err := Make(context.Background(), wt, units.Clone{Dir: dir, Objects: filepath.Join(main, ".git", "objects")}, false)
+	if err != nil || c.Parent != "" || c.Base == "" {
+		t.Fatalf("an unborn linked worktree: %+v %v", c, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "kept.log")); err != nil || string(b) != "tracked though ignored\n" {
+		t.Errorf("kept.log is not in the copy: %q %v", b, err)
+	}
+}
