@@ -1,8 +1,10 @@
 package egress
 
 import (
+	"context"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -210,5 +212,52 @@ func TestAskDenyClosesOnce(t *testing.T) {
 	o.c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	if _, err := o.c.Read(make([]byte, 1)); err != io.EOF {
 		t.Errorf("the once tunnel after deny: read %v, want EOF", err)
+	}
+}
+
+// TestAskDenyWhileOnceConnects: a deny that comes after a once answer,
+// while the proxy is still connecting the connection it let through (the
+// look-up is held here by a hook, not a timing), refuses that connection.
+// Before the fix the answered target was gone from the held list and no
+// tunnel was recorded yet: deny said "nothing to take back" and the
+// tunnel opened (checked against that build).
+func TestAskDenyWhileOnceConnects(t *testing.T) {
+	lt := newLiveTest(t)
+	lt.e.Ask = 3 * time.Second
+	target := "slowonce.test:" + lt.port
+	looking, release := make(chan bool, 1), make(chan bool)
+	lookup := lt.e.Lookup
+	lt.e.Lookup = func(ctx context.Context, h string) ([]netip.Addr, error) {
+		if h == "slowonce.test" {
+			looking <- true
+			<-release
+		}
+		return lookup(ctx, h)
+	}
+	got := make(chan string, 1)
+	go func() {
+		st, c := lt.open(t, target)
+		if c != nil {
+			c.Close()
+		}
+		got <- st
+	}()
+	for i := 0; len(lt.e.State().Pending) == 0; i++ {
+		if i > 100 {
+			t.Fatal("not held")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := lt.e.allowOnce([]string{target}, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	<-looking
+	_, err := lt.e.deny([]string{target}, "tester")
+	close(release)
+	if err != nil {
+		t.Errorf("deny while the once's connection connects: %v", err)
+	}
+	if st := <-got; !strings.Contains(st, "403") || !strings.Contains(st, "refused by mosaic deny") {
+		t.Errorf("the connection let through once, then denied while it connected: %q", st)
 	}
 }

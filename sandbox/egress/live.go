@@ -72,6 +72,7 @@ type live struct {
 	tunnels map[string]map[*openTunnel]bool
 	refused map[string]*Refusal // by target
 	pending map[string]*pending // held for an answer (--ask), by target
+	letOnce map[*pending]bool   // answered once, its connections maybe still connecting (onceDial)
 	other   int
 	now     func() time.Time
 	history []Grant      // the grants made, at most MaxRecorded (record.go)
@@ -88,7 +89,7 @@ type openTunnel struct{ conns []net.Conn }
 
 func newLive() *live {
 	return &live{grants: map[string]*liveGrant{}, denied: map[string]bool{},
-		tunnels: map[string]map[*openTunnel]bool{}, refused: map[string]*Refusal{}, pending: map[string]*pending{}, now: time.Now}
+		tunnels: map[string]map[*openTunnel]bool{}, refused: map[string]*Refusal{}, pending: map[string]*pending{}, letOnce: map[*pending]bool{}, now: time.Now}
 }
 
 // hostAllowed reports whether hp ("host:port") may be reached over CONNECT.
@@ -332,13 +333,18 @@ func (e *Egress) track(hp string, plain bool, conns ...net.Conn) (func(), bool) 
 }
 
 // trackOnce records an open tunnel to hp, which the user let through
-// once (mosaic allow --once): hp is not on the list, so there is no
-// grant to check; a deny of hp closes it as any other. Its func forgets it.
-func (e *Egress) trackOnce(hp string, conns ...net.Conn) func() {
+// once (mosaic allow --once, answering p): hp is not on the list, so there
+// is no grant to check, but a deny that came while the proxy connected
+// refuses it (false), and a later one closes it as any other. Its func
+// forgets it.
+func (e *Egress) trackOnce(hp string, p *pending, conns ...net.Conn) (func(), bool) {
 	l := e.live
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.recordLocked(hp, conns)
+	if p.no {
+		return nil, false
+	}
+	return l.recordLocked(hp, conns), true
 }
 
 // recordLocked records an open tunnel to hp of conns and returns what

@@ -274,8 +274,13 @@ func (e *Egress) dialListed(c net.Conn, br *bufio.Reader, host string) (remote n
 	if remote == nil {
 		return nil, why, kind, nil, false
 	}
-	if once { // let through for this connection alone: no grant to check
-		return remote, "", "", e.trackOnce(hp, c), false
+	if once != nil { // let through for this connection alone: no grant to check
+		forget, ok := e.trackOnce(hp, once, c)
+		if !ok {
+			remote.Close()
+			return nil, hp + " was refused by mosaic deny while the proxy connected", RefusedNotListed, nil, false
+		}
+		return remote, "", "", forget, false
 	}
 	forget, ok := e.trackTunnel(hp, c)
 	if !ok {
