@@ -115,7 +115,7 @@ func (l *live) answerPending(hosts []string) bool {
 			p.no, any = true, true
 		}
 		for p := range l.letOnce {
-			if p.Target == h {
+			if p.Target == h && l.now().Sub(p.answered) <= onceDial {
 				p.no, any = true, true
 			}
 		}
