@@ -127,7 +127,7 @@ func (l *live) answerPending(hosts []string) bool {
 // HOST:PORT) go on without granting the host: a later connection is held
 // again. It returns how many targets it answered; an entry that names no
 // held target is an error, and nothing is answered then.
-func (e *Egress) allowOnce(entries []string, who string) (int, error) {
+func (e *Egress) allowOnce(entries []string, who string) (n int, err error) {
 	var hps []string
 	for _, entry := range entries {
 		hp, err := NormalizeHost(entry)
@@ -155,12 +155,16 @@ func (e *Egress) allowOnce(entries []string, who string) (int, error) {
 		// held now (a session opening one while those wake kept the
 		// target, and the once, alive for good).
 		p := l.pending[hp]
+		if p == nil {
+			continue // named twice (host and host:443)
+		}
 		p.once, p.answered = true, l.now()
 		l.letOnce[p] = true
 		delete(l.pending, hp)
+		n++
 		e.logf("the connections held for %s are let through once by %s", hp, who)
 	}
-	return len(hps), nil
+	return n, nil
 }
 
 // pendingList is what the proxy holds now, oldest first; the caller holds
