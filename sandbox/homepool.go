@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"runtime"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -121,7 +122,7 @@ type dirMode struct {
 // (a parent's mode may keep its children out).
 func (c *treeCopy) setDirModes() {
 	for _, d := range c.dirModes {
-		fd, err := openIn(c.dstRoot, d.rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		fd, err := openDirIn(c.dstRoot, d.rel)
 		if err != nil {
 			continue
 		}
@@ -129,4 +130,26 @@ func (c *treeCopy) setDirModes() {
 		_ = futimens(fd, d.st.Atim, d.st.Mtim)
 		unix.Close(fd)
 	}
+}
+
+// openDirIn opens the directory rel below dir: at once, or, past PATH_MAX
+// (a home's directories may nest 256 names of 255 bytes), a name at a
+// time.
+func openDirIn(dir int, rel string) (int, error) {
+	fd, err := openIn(dir, rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != unix.ENAMETOOLONG {
+		return fd, err
+	}
+	if fd, err = unix.Dup(dir); err != nil {
+		return -1, err
+	}
+	for _, name := range strings.Split(rel, "/") {
+		next, err := openIn(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
 }

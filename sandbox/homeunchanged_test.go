@@ -152,3 +152,49 @@ func TestHomeCopyLargeFilesBesideTheWalk(t *testing.T) {
 		t.Error("a large file's bytes differ")
 	}
 }
+
+// TestHomeCopyDeepDirectoryModes: a directory deeper than PATH_MAX below
+// the home (20 names of 240 bytes) keeps its mode and time in the copy.
+// Once the pool came, those are set after the walk by the directory's path
+// from the copy's root, which the kernel refuses past PATH_MAX: the
+// directory stayed 0700 with the copy's time (checked against that
+// build: "mode 700, want 500").
+func TestHomeCopyDeepDirectoryModes(t *testing.T) {
+	_, _, s, d := copyDirs(t)
+	name := string(bytes.Repeat([]byte("d"), 240))
+	walk := func(root int, make bool) int {
+		fd, _ := unix.Dup(root)
+		for range 20 {
+			if make {
+				if err := unix.Mkdirat(fd, name, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+			unix.Close(fd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fd = next
+		}
+		return fd
+	}
+	deep := walk(s, true)
+	f, _ := unix.Openat(deep, "f", unix.O_WRONLY|unix.O_CREAT, 0o600)
+	unix.Write(f, []byte("deep"))
+	unix.Close(f)
+	old := unix.NsecToTimespec(time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano())
+	unix.Fchmod(deep, 0o500)
+	futimens(deep, old, old)
+	unix.Close(deep)
+	if _, err := copyHome(s, d, -1, 64<<20, 64<<20, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := walk(d, false)
+	defer unix.Close(got)
+	var st unix.Stat_t
+	unix.Fstat(got, &st)
+	if st.Mode&0o777 != 0o500 || st.Mtim != old {
+		t.Errorf("the deep directory's copy: mode %o, want 500; time %v, want %v", st.Mode&0o777, st.Mtim, old)
+	}
+}

@@ -82,7 +82,7 @@ func approveLive(ctx context.Context, m *manager.Manager, w io.Writer, in *bufio
 		}
 		var next *heldRequest
 		for i := range held {
-			if k := held[i].Session + " " + held[i].Target; !asked[k] {
+			if k := heldKey(held[i]); !asked[k] {
 				asked[k], next = true, &held[i]
 				break
 			}

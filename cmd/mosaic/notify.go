@@ -46,7 +46,17 @@ func notifyHeld(ctx context.Context, m *manager.Manager, w io.Writer) error {
 	if err := obj.CallWithContext(ctx, notifyIface+".GetServerInformation", 0).Err; err != nil {
 		return errcode.NoNotifications.New("no desktop notification service answers on the session bus (%w): run mosaic approve --notify in your graphical session, or mosaic approve on a terminal", err)
 	}
-	if err := conn.AddMatchSignal(dbus.WithMatchObjectPath(notifyPath), dbus.WithMatchInterface(notifyIface)); err != nil {
+	// A button's signal counts only from the service itself: any client
+	// of the session bus can send one (to approve's name, past any match
+	// rule), and it would answer as the user.
+	var server string
+	if err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, notifyName).Store(&server); err != nil {
+		return errcode.NoNotifications.New("no desktop notification service owns %s on the session bus (%w)", notifyName, err)
+	}
+	if err := conn.AddMatchSignal(dbus.WithMatchSender(notifyName), dbus.WithMatchObjectPath(notifyPath), dbus.WithMatchInterface(notifyIface)); err != nil {
+		return errcode.Unexpected.New("cannot listen to the notification service: %w", err)
+	}
+	if err := conn.AddMatchSignal(dbus.WithMatchSender(busName), dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, notifyName)); err != nil {
 		return errcode.Unexpected.New("cannot listen to the notification service: %w", err)
 	}
 	signals := make(chan *dbus.Signal, 32)
@@ -61,7 +71,15 @@ func notifyHeld(ctx context.Context, m *manager.Manager, w io.Writer) error {
 		case <-ctx.Done():
 			return nil
 		case s := <-signals:
-			answerNotification(s, shown, w)
+			if owner, ok := newNotifyOwner(s); ok {
+				// Another service now (the desktop's restarted): its ids
+				// are its own, and what is held is shown there anew.
+				server = owner
+				clear(shown)
+				clear(asked)
+			} else if s.Sender == server {
+				answerNotification(s, shown, w)
+			}
 		case <-tick.C:
 			held, err := heldRequests(ctx, m)
 			if err != nil {
@@ -69,7 +87,7 @@ func notifyHeld(ctx context.Context, m *manager.Manager, w io.Writer) error {
 			}
 			now := map[string]bool{}
 			for _, h := range held {
-				k := h.Session + " " + h.Target
+				k := heldKey(h)
 				now[k] = true
 				if asked[k] {
 					continue
@@ -89,6 +107,27 @@ func notifyHeld(ctx context.Context, m *manager.Manager, w io.Writer) error {
 			}
 		}
 	}
+}
+
+// busName is the bus itself, the one sender of NameOwnerChanged (no
+// client can send as it).
+const busName = "org.freedesktop.DBus"
+
+// newNotifyOwner reads s as the notification service's new owner on the
+// bus ("" for none).
+func newNotifyOwner(s *dbus.Signal) (string, bool) {
+	if s.Sender != busName || s.Name != busName+".NameOwnerChanged" || len(s.Body) != 3 {
+		return "", false
+	}
+	name, _ := s.Body[0].(string)
+	owner, ok := s.Body[2].(string)
+	return owner, ok && name == notifyName
+}
+
+// heldKey names one hold of a connection: its session, its target and
+// when it began (a hold of the same target after an answer is another).
+func heldKey(h heldRequest) string {
+	return h.Session + " " + h.Target + " " + h.Since.String()
 }
 
 // answerNotification answers the held connection of a notification whose

@@ -189,8 +189,14 @@ func Make(ctx context.Context, ws string, c units.Clone, spare bool) (units.Clon
 // linked worktree's is its own) and the commit rev names; "" for none (an
 // unborn branch, or a rev that names no commit).
 func headOf(ctx context.Context, ws, rev string) (index, commit string) {
-	out, _ := git(ctx, ws, nil, "rev-parse", "--git-path", "index", "-q", "--verify", "--end-of-options", rev+"^{commit}")
+	out, err := git(ctx, ws, nil, "rev-parse", "--git-path", "index", "-q", "--verify", "--end-of-options", rev+"^{commit}")
 	index, commit, _ = strings.Cut(out, "\n")
+	if err != nil {
+		// No commit (an unborn branch): that git's output is lost with
+		// it, and a linked worktree's index is not .git/index, so the
+		// path is asked again alone.
+		index, _ = git(ctx, ws, nil, "rev-parse", "--git-path", "index")
+	}
 	if index == "" {
 		index = filepath.Join(".git", "index")
 	}

@@ -348,3 +348,60 @@ func TestApplyReadsPatchesAsGitDoes(t *testing.T) {
 		})
 	}
 }
+
+// TestMakeUnbornLinkedWorktree: a linked worktree on a branch with no
+// commit yet (git checkout --orphan there) is copied from its own index:
+// a file it tracks that its .gitignore ignores (added with -f) is in the
+// copy. The one git that reads the index path and the base commit failed
+// on the unborn branch and gave no path, so the snapshot fell back to
+// WS/.git/index, a file in a linked worktree, and started from an empty
+// index: the tracked, ignored file was left out (checked against that
+// build: "kept.log is not in the copy").
+func TestMakeUnbornLinkedWorktree(t *testing.T) {
+	main := userRepo(t)
+	wt := filepath.Join(t.TempDir(), "wt")
+	run(t, main, "worktree", "add", "-q", "--detach", wt)
+	run(t, wt, "checkout", "-q", "--orphan", "fresh")
+	os.WriteFile(filepath.Join(wt, "kept.log"), []byte("tracked though ignored\n"), 0o644)
+	run(t, wt, "add", "-f", "kept.log")
+	f, err := os.Open(wt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, ws := range []string{wt, Pinned(int(f.Fd()))} { // the manager's is pinned
+		dir := filepath.Join(t.TempDir(), "clone")
+		c, err := Make(context.Background(), ws, units.Clone{Dir: dir, Objects: filepath.Join(main, ".git", "objects")}, false)
+		if err != nil || c.Parent != "" || c.Base == "" {
+			t.Fatalf("an unborn linked worktree at %s: %+v %v", ws, c, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "kept.log")); err != nil || string(b) != "tracked though ignored\n" {
+			t.Errorf("at %s: kept.log is not in the copy: %q %v", ws, b, err)
+		}
+	}
+}
+
+// TestMakeLinkedWorktreeIndex: a linked worktree with commits is copied
+// from its own index too (the one git's path, not WS/.git/index): a file
+// staged there that its .gitignore ignores is in the copy, and the main
+// worktree's staged file is not.
+func TestMakeLinkedWorktreeIndex(t *testing.T) {
+	main := userRepo(t)
+	wt := filepath.Join(t.TempDir(), "wt")
+	run(t, main, "worktree", "add", "-q", "-b", "side", wt)
+	os.WriteFile(filepath.Join(wt, "staged.log"), []byte("staged though ignored\n"), 0o644)
+	run(t, wt, "add", "-f", "staged.log")
+	os.WriteFile(filepath.Join(main, "main.log"), []byte("main's\n"), 0o644)
+	run(t, main, "add", "-f", "main.log")
+	dir := filepath.Join(t.TempDir(), "clone")
+	c, err := Make(context.Background(), wt, units.Clone{Dir: dir, Objects: filepath.Join(main, ".git", "objects")}, false)
+	if err != nil || c.Parent != run(t, wt, "rev-parse", "HEAD") {
+		t.Fatalf("a linked worktree: %+v %v", c, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "staged.log")); err != nil || string(b) != "staged though ignored\n" {
+		t.Errorf("staged.log is not in the copy: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "main.log")); err == nil {
+		t.Error("the main worktree's staged file is in the linked worktree's copy")
+	}
+}

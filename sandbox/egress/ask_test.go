@@ -1,7 +1,10 @@
 package egress
 
 import (
+	"context"
 	"io"
+	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +117,149 @@ func TestAskHolds(t *testing.T) {
 	}
 	if p := lt.e.State().Pending; len(p) != 0 {
 		t.Errorf("pending after every hold ended: %+v", p)
+	}
+}
+
+// TestAskOnceHoldsNoDoor: a hostile session that keeps opening connections
+// to a held host while the user answers it once gets the connection held
+// then through, and no other: the ones that came after the answer are held
+// again (and refused, unanswered). Before the fix, a connection that came
+// while a held one was still waking joined the answered target, and a
+// session that opened one every 20 ms kept that target alive, so every
+// later connection went through: a once became a grant for good (this test
+// let 30-odd through then; checked by reverting ask.go's detaching).
+func TestAskOnceHoldsNoDoor(t *testing.T) {
+	lt := newLiveTest(t)
+	lt.e.Ask = 1500 * time.Millisecond
+	target := "stream.test:" + lt.port
+	results := make(chan string, 100)
+	open := func() {
+		go func() {
+			st, c := lt.open(t, target)
+			if c != nil {
+				c.Close()
+			}
+			results <- st
+		}()
+	}
+	open()
+	for i := 0; ; i++ {
+		if p := lt.e.State().Pending; len(p) == 1 && p[0].Waiting == 1 {
+			break
+		}
+		if i > 100 {
+			t.Fatalf("not held: %+v", lt.e.State().Pending)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := lt.e.allowOnce([]string{target}, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	const more = 40
+	for range more {
+		open()
+		time.Sleep(20 * time.Millisecond)
+	}
+	through := 0
+	for range more + 1 {
+		if st := <-results; strings.Contains(st, "200") {
+			through++
+		}
+	}
+	if through != 1 {
+		t.Errorf("%d connections went through after one once answer, want the one held then", through)
+	}
+	if lt.e.hostAllowed(target) {
+		t.Error("allow --once granted the host")
+	}
+}
+
+// TestAskDenyClosesOnce: a tunnel let through once is closed by mosaic deny
+// of its host, as a granted one is. Before the fix deny said the host was
+// "not on the list: nothing to take back" (nothing granted, nothing held
+// any more) and the tunnel stayed open (checked against that build).
+func TestAskDenyClosesOnce(t *testing.T) {
+	lt := newLiveTest(t)
+	lt.e.Ask = 3 * time.Second
+	target := "oncedeny.test:" + lt.port
+	type opened struct {
+		st string
+		c  net.Conn
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		st, c := lt.open(t, target)
+		ch <- opened{st, c}
+	}()
+	for i := 0; len(lt.e.State().Pending) == 0; i++ {
+		if i > 100 {
+			t.Fatal("not held")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := lt.e.allowOnce([]string{target}, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	o := <-ch
+	if o.c == nil || !strings.Contains(o.st, "hello from the test host") {
+		t.Fatalf("let through once: %q", o.st)
+	}
+	defer o.c.Close()
+	closed, err := lt.e.deny([]string{target}, "tester")
+	if err != nil || closed != 1 {
+		t.Errorf("deny of a host a once tunnel is open to: closed %d, %v", closed, err)
+	}
+	o.c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := o.c.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the once tunnel after deny: read %v, want EOF", err)
+	}
+}
+
+// TestAskDenyWhileOnceConnects: a deny that comes after a once answer,
+// while the proxy is still connecting the connection it let through (the
+// look-up is held here by a hook, not a timing), refuses that connection.
+// Before the fix the answered target was gone from the held list and no
+// tunnel was recorded yet: deny said "nothing to take back" and the
+// tunnel opened (checked against that build).
+func TestAskDenyWhileOnceConnects(t *testing.T) {
+	lt := newLiveTest(t)
+	lt.e.Ask = 3 * time.Second
+	target := "slowonce.test:" + lt.port
+	looking, release := make(chan bool, 1), make(chan bool)
+	lookup := lt.e.Lookup
+	lt.e.Lookup = func(ctx context.Context, h string) ([]netip.Addr, error) {
+		if h == "slowonce.test" {
+			looking <- true
+			<-release
+		}
+		return lookup(ctx, h)
+	}
+	got := make(chan string, 1)
+	go func() {
+		st, c := lt.open(t, target)
+		if c != nil {
+			c.Close()
+		}
+		got <- st
+	}()
+	for i := 0; len(lt.e.State().Pending) == 0; i++ {
+		if i > 100 {
+			t.Fatal("not held")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The same target twice (as HOST:PORT and HOST:PORT again): one
+	// answer, no panic (the first took it off the held list).
+	if n, err := lt.e.allowOnce([]string{target, strings.ToUpper(target)}, "tester"); err != nil || n != 1 {
+		t.Fatalf("allow --once of one target named twice: %d %v", n, err)
+	}
+	<-looking
+	_, err := lt.e.deny([]string{target}, "tester")
+	close(release)
+	if err != nil {
+		t.Errorf("deny while the once's connection connects: %v", err)
+	}
+	if st := <-got; !strings.Contains(st, "403") || !strings.Contains(st, "refused by mosaic deny") {
+		t.Errorf("the connection let through once, then denied while it connected: %q", st)
 	}
 }

@@ -78,6 +78,7 @@ type live struct {
 	tunnels  map[string]map[*openTunnel]bool
 	refused  map[string]*Refusal // by target
 	pending  map[string]*pending // held for an answer (--ask), by target
+	letOnce  map[*pending]bool   // answered once, its connections maybe still connecting (onceDial)
 	other    int
 	now      func() time.Time
 	history  []Grant      // the grants made, at most MaxRecorded (record.go)
@@ -94,7 +95,7 @@ type openTunnel struct{ conns []net.Conn }
 
 func newLive() *live {
 	return &live{grants: map[string]*liveGrant{}, denied: map[string]bool{}, readOnly: map[string]bool{},
-		tunnels: map[string]map[*openTunnel]bool{}, refused: map[string]*Refusal{}, pending: map[string]*pending{}, now: time.Now}
+		tunnels: map[string]map[*openTunnel]bool{}, refused: map[string]*Refusal{}, pending: map[string]*pending{}, letOnce: map[*pending]bool{}, now: time.Now}
 }
 
 // hostAllowed reports whether hp ("host:port") may be reached over CONNECT.
@@ -236,7 +237,7 @@ func (e *Egress) deny(entries []string, who string) (closed int, err error) {
 	for _, t := range ts {
 		g := l.grants[t.entry]
 		hosts := hostsOf(t.a)
-		if g == nil && !e.allowsAny(hosts) && !l.granted(func(a Allow) bool { return anyOf(hosts, a) }) && !l.answerPending(hosts) {
+		if g == nil && !e.allowsAny(hosts) && !l.granted(func(a Allow) bool { return anyOf(hosts, a) }) && !l.answerPending(hosts) && !l.tunnelsTo(hosts) {
 			l.mu.Unlock()
 			return 0, fmt.Errorf("%s is not on session %s's list: nothing to take back (`mosaic status %s` shows the list)", t.entry, e.Session, e.Session)
 		}
@@ -359,13 +360,18 @@ func (e *Egress) track(hp string, plain bool, conns ...net.Conn) (func(), bool) 
 }
 
 // trackOnce records an open tunnel to hp, which the user let through
-// once (mosaic allow --once): hp is not on the list, so there is no
-// grant to check; a deny of hp closes it as any other. Its func forgets it.
-func (e *Egress) trackOnce(hp string, conns ...net.Conn) func() {
+// once (mosaic allow --once, answering p): hp is not on the list, so there
+// is no grant to check, but a deny that came while the proxy connected
+// refuses it (false), and a later one closes it as any other. Its func
+// forgets it.
+func (e *Egress) trackOnce(hp string, p *pending, conns ...net.Conn) (func(), bool) {
 	l := e.live
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.recordLocked(hp, conns)
+	if p.no {
+		return nil, false
+	}
+	return l.recordLocked(hp, conns), true
 }
 
 // recordLocked records an open tunnel to hp of conns and returns what
@@ -384,6 +390,17 @@ func (l *live) recordLocked(hp string, conns []net.Conn) func() {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// tunnelsTo reports whether a tunnel is open to one of hosts (one let
+// through once has no grant, but deny closes it); the caller holds mu.
+func (l *live) tunnelsTo(hosts []string) bool {
+	for _, h := range hosts {
+		if len(l.tunnels[h]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // untrackHost forgets hp's tunnels and returns their connections, for the

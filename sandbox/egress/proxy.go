@@ -286,8 +286,13 @@ func (e *Egress) dialListed(c net.Conn, br *bufio.Reader, host string) (remote n
 	if remote == nil {
 		return nil, hp, why, kind, nil, false
 	}
-	if once { // let through for this connection alone: no grant to check
-		return remote, hp, "", "", e.trackOnce(hp, c), false
+	if once != nil { // let through for this connection alone: no grant to check
+		forget, ok := e.trackOnce(hp, once, c)
+		if !ok {
+			remote.Close()
+			return nil, hp, hp + " was refused by mosaic deny while the proxy connected", RefusedNotListed, nil, false
+		}
+		return remote, hp, "", "", forget, false
 	}
 	forget, ok := e.trackTunnel(hp, c)
 	if !ok {
