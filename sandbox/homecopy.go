@@ -104,13 +104,11 @@ type treeCopy struct {
 	stats   CopyStats
 	mu      sync.Mutex  // stats and ticked, which the pool's workers change too
 	crossFS atomic.Bool // copy_file_range refused a file of this copy: sendFile for the rest
-	// pool copies the large files' bytes on goroutines of its own while
-	// the walk goes on (homepool.go); nil copies them in the walk.
-	pool *copyPool
-	// dirModes are the directories whose mode and times are set once the
-	// pool is done: a worker's file made in one would change its time,
-	// and a mode without write would keep the file out.
-	dirModes []dirMode
+	// pool copies the files on goroutines of its own while the walk goes
+	// on (homepool.go); nil copies them in the walk. dirJobs are the
+	// copies of the directory the walk is in.
+	pool    *copyPool
+	dirJobs *sync.WaitGroup
 	// progress, when set, is called at most once a second while the copy
 	// goes on (the save asks systemd for more time); ticked is its last.
 	progress func()
@@ -134,12 +132,12 @@ func copyHome(src, dst, prev int, budget, meta int64, progress func()) (CopyStat
 		err := c.naiveDir(src, dst)
 		return c.stats, err
 	}
-	c.pool = newCopyPool()
+	c.pool, c.dirJobs = newCopyPool(), new(sync.WaitGroup)
 	err := c.dir(src, dst, "", 0)
+	c.dirJobs.Wait()
 	if perr := c.pool.wait(); err == nil {
 		err = perr
 	}
-	c.setDirModes()
 	return c.stats, err
 }
 
@@ -273,20 +271,24 @@ func (c *treeCopy) subdir(src, dst int, name, rel string, st unix.Stat_t, depth 
 	}
 	defer unix.Close(from)
 	defer c.descend(name)()
-	if err := c.dir(from, to, rel, depth+1); err != nil {
-		return err
+	outer := c.dirJobs
+	c.dirJobs = new(sync.WaitGroup)
+	err = c.dir(from, to, rel, depth+1)
+	c.dirJobs.Wait() // its files' copies are done with to and the previous home's directory
+	c.dirJobs = outer
+	if err == nil {
+		err = c.pool.failed()
 	}
-	if c.pool != nil {
-		c.dirModes = append(c.dirModes, dirMode{rel, st})
-		return nil
+	if err != nil {
+		return err
 	}
 	_ = unix.Fchmod(to, st.Mode&0o777) // as it was: the next load gives itself its way in (readable)
 	return futimens(to, st.Atim, st.Mtim)
 }
 
-// file copies the regular file name of src into dst: a large one's
-// bytes on the pool's goroutines (at most a few such files are open at
-// once), the rest here.
+// file copies the regular file name of src into dst: on the pool's
+// goroutines (at most a few files are open at once), but a file with
+// several links, which the walk copies once and links to that copy.
 func (c *treeCopy) file(src, dst int, name, rel string, st unix.Stat_t) error {
 	key := [2]uint64{st.Dev, st.Ino}
 	if first, ok := c.linked[key]; ok && st.Nlink > 1 {
@@ -303,8 +305,8 @@ func (c *treeCopy) file(src, dst int, name, rel string, st unix.Stat_t) error {
 	if err != nil {
 		return fmt.Errorf("cannot open %s: %w", rel, err)
 	}
-	if c.pool != nil && st.Nlink == 1 && st.Size >= poolAtLeast {
-		return c.pool.run(from, dst, c.prev, func(from, dst, prev int) error {
+	if c.pool != nil && st.Nlink == 1 {
+		return c.pool.run(c.dirJobs, from, dst, c.prev, func(from, dst, prev int) error {
 			return c.fileBytes(from, dst, prev, name, rel, st)
 		})
 	}

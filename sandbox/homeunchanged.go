@@ -86,10 +86,9 @@ func (c *treeCopy) sameBytes(a, b int, size int64) bool {
 		}
 		off += int64(n)
 	}
-	var one [1]byte // neither grew since its stat
-	m, _ := unix.Pread(a, one[:], size)
-	k, _ := unix.Pread(b, one[:], size)
-	return m == 0 && k == 0
+	// Neither can have grown since its stat: every process of the session
+	// is gone, and the previous home is the init's alone.
+	return true
 }
 
 // readFullAt fills buf from fd at off; false on an error or a short file.
