@@ -142,7 +142,7 @@ test)
 	(cd "$here" && go mod download)
 	exec unshare --net -- bash -c '
 		ip link set lo up
-		export GOPROXY=off MOSAIC_AGENTS_CACHE="$1"
+		export GOPROXY=off MOSAIC_AGENTS_CACHE="$1" MOSAIC_AGENTS_TEST=1
 		# This shell keeps the lock (fd 9); the test does not inherit it.
 		"$2/contrib/with-user-manager.sh" go test -count=1 -timeout 20m -run "$3" -v ./cmd/mosaic/ 9>&-
 	' bash "$cache" "$here" "${MOSAIC_AGENTS_RUN:-^TestAgents}"

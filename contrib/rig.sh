@@ -465,7 +465,7 @@ mkdir -p "$home/tmp"; chown -h "$uid:$gid" "$home/tmp"
 # Go's settings and CI's marker, so the tests know they must not skip).
 set +e
 (cd "${RIG_WORKDIR:-$home}" && "${as_user[@]}" "${user_env[@]}" TMPDIR="$home/tmp" MOSAIC_RIG=1 MOSAIC_RIG_SYSTEMD="$version" \
-	${CI:+CI="$CI"} ${MOSAIC_AGENTS_CACHE:+MOSAIC_AGENTS_CACHE="$MOSAIC_AGENTS_CACHE"} ${GOPROXY:+GOPROXY="$GOPROXY"} ${GOFLAGS:+GOFLAGS="$GOFLAGS"} ${GOTOOLCHAIN:+GOTOOLCHAIN="$GOTOOLCHAIN"} \
+	${CI:+CI="$CI"} ${MOSAIC_AGENTS_CACHE:+MOSAIC_AGENTS_CACHE="$MOSAIC_AGENTS_CACHE"} ${MOSAIC_AGENTS_TEST:+MOSAIC_AGENTS_TEST="$MOSAIC_AGENTS_TEST"} ${GOPROXY:+GOPROXY="$GOPROXY"} ${GOFLAGS:+GOFLAGS="$GOFLAGS"} ${GOTOOLCHAIN:+GOTOOLCHAIN="$GOTOOLCHAIN"} \
 	"${go_env[@]}" ${TERM:+TERM="$TERM"} ${net:+MOSAIC_TESTNET="$net"} "$@" 8<&-)
 rc=$?
 set -e

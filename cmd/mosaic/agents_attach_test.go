@@ -17,10 +17,7 @@ import (
 // leaves it running, and a second attach talks to it again. Like TestAgents
 // it runs through contrib/agents.sh test (no route out of the machine).
 func TestAgentsAttach(t *testing.T) {
-	cache := os.Getenv("MOSAIC_AGENTS_CACHE")
-	if cache == "" {
-		t.Skip("the real agents run through contrib/agents.sh test (it installs them and gives the test a network namespace with no route out)")
-	}
+	cache := agentsCache(t)
 	needRig(t)
 	if err := noRouteOut(); err != nil {
 		t.Fatalf("refusing to start an agent: this network namespace has %v", err)

@@ -137,10 +137,7 @@ func mosaicTimed(t *testing.T, d time.Duration, args ...string) result {
 }
 
 func TestAgents(t *testing.T) {
-	cache := os.Getenv("MOSAIC_AGENTS_CACHE")
-	if cache == "" {
-		t.Skip("the real agents run through contrib/agents.sh test (it installs them and gives the test a network namespace with no route out)")
-	}
+	cache := agentsCache(t)
 	needRig(t)
 	if err := noRouteOut(); err != nil {
 		t.Fatalf("refusing to start an agent: this network namespace has %v (run through contrib/agents.sh test, which uses unshare --net)", err)
@@ -352,4 +349,21 @@ func agentInClone(t *testing.T, path, bin, name string, args, ask []string) {
 	if b, err := os.ReadFile(out); err != nil || !strings.Contains(string(b), bin+"-wrote") {
 		t.Fatalf("%s in clone mode: after apply, %s: %q %v", bin, out, b, err)
 	}
+}
+
+// agentsCache is the real agents' cache for a test run by contrib/agents.sh
+// test (MOSAIC_AGENTS_TEST=1, set inside the network namespace with no
+// route out that it makes), which it skips otherwise. The cache's variable
+// alone is no sign: .ci/run --fresh exports it for the whole run, make
+// test's rigs included, whose network has a route out.
+func agentsCache(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("MOSAIC_AGENTS_TEST") != "1" {
+		t.Skip("the real agents run through contrib/agents.sh test (it installs them and gives the test a network namespace with no route out)")
+	}
+	cache := os.Getenv("MOSAIC_AGENTS_CACHE")
+	if cache == "" {
+		t.Fatal("contrib/agents.sh test gave no MOSAIC_AGENTS_CACHE")
+	}
+	return cache
 }
