@@ -62,15 +62,16 @@ func (m *Manager) Status(ctx context.Context, name string) (Session, error) {
 		unit, kind, up = units.ScopeName(name), units.KindScope, scope
 		sp = m.properties(cctx, unitPath(unit), "org.freedesktop.systemd1.Scope", scopeProperties)()
 	}
-	if up["LoadState"] == "not-found" {
-		// systemd collects a unit that ended cleanly; the session's records
-		// still say what it was and how it ended.
+	// systemd collects a unit that ended cleanly; the session's records
+	// still say what it was and how it ended. The Gets are separate calls:
+	// a unit collected between them answers LoadState from before and
+	// Description from a unit loaded anew, not found, whose description
+	// is its name (seen on 257 right after a session ended), so a unit
+	// that does not look like a session is looked up in the records too.
+	if up["LoadState"] == "not-found" || !isSession(up["Description"]) {
 		if s, ok := session.FromRecords(name, m.paths.SessionDir(name)); ok {
 			return s, nil
 		}
-		return Session{}, errNoSession(name)
-	}
-	if !isSession(up["Description"]) {
 		return Session{}, errNoSession(name)
 	}
 	s := session.Of(name, kind, up, sp)

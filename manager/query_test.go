@@ -91,6 +91,14 @@ func TestStatusFromProperties(t *testing.T) {
 		t.Errorf("collected session, from its records: %+v, %v", s, err)
 	}
 
+	// Collected between the Gets: LoadState from before, Description from
+	// the unit loaded anew, not found, which is its own name. Without the
+	// records' look this said there is no such session (seen on 257).
+	f.setProps("mosaic-gone.service", unitIface, map[string]any{"LoadState": "loaded", "Description": "mosaic-gone.service", "ActiveState": "inactive"})
+	if s, err = m.Status(ctx, "gone"); err != nil || s.ExitStatus == nil || *s.ExitStatus != 2 {
+		t.Errorf("session collected between the Gets: %+v, %v", s, err)
+	}
+
 	for _, name := range []string{"none", "other"} {
 		if _, err := m.Status(ctx, name); !errors.Is(err, errcode.NoSuchSession.Target()) {
 			t.Errorf("status %s: %v, want no-such-session", name, err)

@@ -337,7 +337,7 @@ func TestStatusNotAnEarlierEnd(t *testing.T) {
 // reached.
 func TestRmRemovesInTheBackground(t *testing.T) {
 	needRig(t)
-	t.Parallel()
+	// Not parallel: its gc removes every ended session, other tests' too.
 	name := sessionName(t)
 	mustMosaic(t, "run", "--direct", "--name", name, "-w", workspace(t), "--", "sh", "-c", "mkdir ~/many && cd ~/many && for i in $(seq 2000); do : > f$i; done")
 	cmd, goOn, out := paused(t, "remove-state", nil, "rm", name)

@@ -83,7 +83,7 @@ func contains(list []string, s string) bool {
 // session runs on after the run is gone and gc has run.
 func TestRunKilledStopsItsSession(t *testing.T) {
 	needRig(t)
-	t.Parallel()
+	// Not parallel: its gc removes every ended session, other tests' too.
 	for _, tc := range []struct {
 		label, bin string
 		env        []string
