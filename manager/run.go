@@ -250,6 +250,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 			return Session{}, errcode.StopTimeout.New("session %s stopped but systemd did not announce its end: check `systemctl --user status %s`", name, unit)
 		}
 	}
+	m.awaitBrokers(ctx, name)
 	p := w.snapshot()
 	end := session.Of(name, s.Kind, p, p)
 	if rec, ok := records.Read(dir); ok {
@@ -257,6 +258,47 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	}
 	end.Home = session.HomeOf(dir)
 	return end, nil
+}
+
+// awaitBrokers waits, callTimeout at most, until the units that serve
+// session name (its egress proxy, terminal holder, publish forwarder and
+// lent ssh agent) are down. systemd stops each once the session no longer
+// needs it (StopWhenUnneeded), a moment after the session, and a proxy
+// stopping writes its last record: a stop returns after them, so that
+// nothing of the session runs when it does and its status has the proxy's
+// last word. (A loaded 2-core machine showed a proxy in stop-sigterm after
+// the stop had returned.) Their ends are watched, not asked for with a stop
+// of mosaic's: the stop job is systemd's own, and systemd tells a job's end
+// only to the client that asked for it.
+func (m *Manager) awaitBrokers(ctx context.Context, name string) {
+	names := []string{units.EgressUnitName(name), units.PTYUnitName(name), units.PublishUnitName(name), units.SSHAgentUnitName(name)}
+	watches := map[string]*unitWatch{}
+	for _, n := range names {
+		w := m.watch(n)
+		defer w.close()
+		watches[n] = w
+	}
+	cctx, cancel := bounded(ctx)
+	listed, err := m.conn.ListUnitsByNamesContext(cctx, names) // after the watches: no end is missed
+	cancel()
+	if err != nil {
+		return
+	}
+	deadline := time.After(callTimeout)
+	for _, u := range listed {
+		if u.LoadState != "loaded" || u.ActiveState == "inactive" || u.ActiveState == "failed" {
+			continue // down, or never there
+		}
+		for w := watches[u.Name]; w != nil && !w.ended(); {
+			select {
+			case <-w.changed:
+			case <-m.gone():
+				return
+			case <-deadline:
+				return
+			}
+		}
+	}
 }
 
 // unitPath is the D-Bus object of unit.

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,5 +172,36 @@ func TestStopInvocationOnlyThatStart(t *testing.T) {
 	f.onStop = func(unit string) { f.ended(unit, 0) }
 	if _, err := m.StopInvocation(context.Background(), "x", "abcd", time.Second); err != nil || len(f.stops) != 1 {
 		t.Errorf("the named invocation: %v, stops %v", err, f.stops)
+	}
+}
+
+// A stop returns once the session's brokers still up are down too: it
+// waits for the end of the egress proxy systemd is stopping
+// (StopWhenUnneeded), and asks nothing of one already down. Without the
+// wait, a loaded machine showed the proxy in stop-sigterm after the stop
+// returned.
+func TestStopWaitsForItsBrokers(t *testing.T) {
+	f, m := stopFixture(t)
+	f.mu.Lock()
+	f.units["mosaic-x-egress.service"] = "deactivating"
+	f.units["mosaic-x-pty.service"] = "inactive"
+	f.mu.Unlock()
+	var proxyDown atomic.Bool
+	f.onStop = func(unit string) {
+		f.ended(unit, 143)
+		time.Sleep(50 * time.Millisecond)
+		proxyDown.Store(true)
+		f.announce("mosaic-x-egress.service", unitIface, map[string]any{"ActiveState": "inactive", "SubState": "dead"})
+	}
+	if _, err := m.Stop(context.Background(), "x", time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !proxyDown.Load() {
+		t.Error("the stop returned before the session's egress proxy was down")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if want := []string{"mosaic-x.service"}; !reflect.DeepEqual(f.stops, want) {
+		t.Errorf("stops %v, want %v", f.stops, want)
 	}
 }

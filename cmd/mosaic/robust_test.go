@@ -548,7 +548,10 @@ func TestStopRacesTheEnd(t *testing.T) {
 	needRig(t)
 	t.Parallel()
 	name := sessionName(t)
-	mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--", "sleep", "1")
+	// Long enough for the stop to read the session running on a loaded
+	// machine (with 1 s it sometimes ended first, and the pause was never
+	// reached); the eventually below waits it out.
+	mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--", "sleep", "3")
 	stop, goOn, out := paused(t, "stop-checked", nil, "stop", "--json", name)
 	eventually(t, 10*time.Second, "the session to end and its unit to go", func() bool {
 		return unitProperty(t, "mosaic-"+name+".service", "LoadState") == "not-found"

@@ -55,6 +55,10 @@ func TestDefaultIsClone(t *testing.T) {
 	if out := mustMosaic(t, "status", direct).stdout; !strings.Contains(out, "direct mode: the session writes your checkout in place") {
 		t.Errorf("status does not say direct mode:\n%s", out)
 	}
+	// Ended before the next session of ws: a running direct session holds
+	// mount points in the checkout (its floor's placeholders, a .git among
+	// them in a plain directory), which the clone below would refuse.
+	mustMosaic(t, "stop", direct)
 	r = mosaic(t, "run", "--clone", "--direct", "-w", ws, "--json", "--", "true")
 	if code, _ := jsonError(t, r); r.code != 2 || code != "bad-clone" {
 		t.Errorf("--clone --direct: exit %d %s", r.code, code)
