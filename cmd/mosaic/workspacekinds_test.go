@@ -40,7 +40,7 @@ func TestDefaultIsClone(t *testing.T) {
 	}
 
 	direct := cloneSession(t)
-	r = mustMosaic(t, "start", "--direct", "--name", direct, "-w", ws, "--", "sh", "-c", "echo direct > direct.txt")
+	r = mustMosaic(t, "start", "--direct", "--name", direct, "-w", ws, "--", "sh", "-c", "echo direct > direct.txt; exec sleep 60")
 	if n := strings.Count(r.stderr, "direct mode: the session writes your checkout in place"); n != 1 {
 		t.Errorf("--direct said its line %d times:\n%s", n, r.stderr)
 	}
@@ -55,10 +55,9 @@ func TestDefaultIsClone(t *testing.T) {
 	if out := mustMosaic(t, "status", direct).stdout; !strings.Contains(out, "direct mode: the session writes your checkout in place") {
 		t.Errorf("status does not say direct mode:\n%s", out)
 	}
-	// Ended before the next session of ws: a running direct session holds
-	// mount points in the checkout (its floor's placeholders, a .git among
-	// them in a plain directory), which the clone below would refuse.
-	mustMosaic(t, "stop", direct)
+	// The direct session runs on, its floor's empty .git placeholder in
+	// this plain directory: the clone-mode sessions below take it for no
+	// repository, as git does (they refused "not a git object directory").
 	r = mosaic(t, "run", "--clone", "--direct", "-w", ws, "--json", "--", "true")
 	if code, _ := jsonError(t, r); r.code != 2 || code != "bad-clone" {
 		t.Errorf("--clone --direct: exit %d %s", r.code, code)

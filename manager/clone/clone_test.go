@@ -126,7 +126,7 @@ func TestMakePlain(t *testing.T) {
 	}
 	for what, plant := range map[string]func(d string) error{
 		"a FIFO":              func(d string) error { return unix.Mkfifo(filepath.Join(d, "p"), 0o600) },
-		"a nested repository": func(d string) error { return os.MkdirAll(filepath.Join(d, "n", ".git"), 0o700) },
+		"a nested repository": func(d string) error { return os.MkdirAll(filepath.Join(d, "n", ".git", "objects"), 0o700) },
 	} {
 		d := t.TempDir()
 		if err := plant(d); err != nil {
@@ -140,6 +140,23 @@ func TestMakePlain(t *testing.T) {
 		if _, err := os.Lstat(out); err == nil {
 			t.Errorf("%s: a refused copy was left", what)
 		}
+	}
+}
+
+// An empty .git in a plain directory, at its top or below (a direct
+// session's floor leaves one while it runs), is no repository, as for git:
+// the directory is copied, the .git left out.
+func TestMakePlainEmptyDotGit(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a"), []byte("a\n"), 0o644)
+	os.MkdirAll(filepath.Join(ws, ".git"), 0o755)
+	os.MkdirAll(filepath.Join(ws, "n", ".git"), 0o755)
+	dir := filepath.Join(t.TempDir(), "c")
+	if c, err := Make(context.Background(), ws, units.Clone{Dir: dir, Kind: units.ClonePlain}, false); err != nil || c.Base == "" {
+		t.Fatalf("Make: %+v %v", c, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a")); string(b) != "a\n" {
+		t.Errorf("the copy's a: %q", b)
 	}
 }
 

@@ -26,6 +26,10 @@ func findRepository(ws string) (repository, error) {
 		dotGit := filepath.Join(d, ".git")
 		fi, err := os.Lstat(dotGit)
 		switch {
+		case err == nil && fi.IsDir() && emptyDir(dotGit):
+			// Not a repository: git goes on up past an empty .git, and
+			// a direct session's floor leaves one in a plain directory
+			// while it runs (sandbox/directfloor).
 		case err == nil && fi.IsDir():
 			return checkRepository(ws, repository{top: d, gitDir: dotGit, common: dotGit})
 		case err == nil && fi.Mode().IsRegular():
@@ -88,6 +92,17 @@ func checkRepository(ws string, r repository) (repository, error) {
 		return r, refuseKind(ws, "repository %s has submodules (.gitmodules), which its copy would not have checked out", r.top)
 	}
 	return r, nil
+}
+
+// emptyDir reports whether dir is a directory with nothing in it.
+func emptyDir(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) == 0
 }
 
 // refuseKind is the one line of a workspace clone mode cannot copy: it
