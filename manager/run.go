@@ -267,11 +267,21 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 // stopping writes its last record: a stop returns after them, so that
 // nothing of the session runs when it does and its status has the proxy's
 // last word. (A loaded 2-core machine showed a proxy in stop-sigterm after
-// the stop had returned.) Their ends are watched, not asked for with a stop
-// of mosaic's: the stop job is systemd's own, and systemd tells a job's end
-// only to the client that asked for it.
+// the stop had returned.)
 func (m *Manager) awaitBrokers(ctx context.Context, name string) {
-	names := []string{units.EgressUnitName(name), units.PTYUnitName(name), units.PublishUnitName(name), units.SSHAgentUnitName(name)}
+	m.awaitDown(ctx, brokerUnits(name))
+}
+
+// brokerUnits are the names of the units that may serve session name.
+func brokerUnits(name string) []string {
+	return []string{units.EgressUnitName(name), units.PTYUnitName(name), units.PublishUnitName(name), units.SSHAgentUnitName(name)}
+}
+
+// awaitDown waits, callTimeout at most, until each of the units named
+// that is up is down. Their ends are watched, not asked for with a stop of
+// mosaic's: a unit stopped as unneeded is stopped by a job of systemd's
+// own, and systemd tells a job's end only to the client that asked for it.
+func (m *Manager) awaitDown(ctx context.Context, names []string) {
 	watches := map[string]*unitWatch{}
 	for _, n := range names {
 		w := m.watch(n)

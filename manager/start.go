@@ -216,21 +216,28 @@ func (m *Manager) claimName(ctx context.Context, spec units.Spec) error {
 	}
 	cctx, cancel := bounded(ctx)
 	defer cancel()
-	st, err := m.conn.ListUnitsByNamesContext(cctx, []string{units.UnitName(spec.Name), units.ScopeName(spec.Name), units.EgressUnitName(spec.Name), units.PTYUnitName(spec.Name), units.PublishUnitName(spec.Name)})
+	st, err := m.conn.ListUnitsByNamesContext(cctx, append([]string{units.UnitName(spec.Name), units.ScopeName(spec.Name)}, brokerUnits(spec.Name)...))
 	if err != nil {
 		return systemdError("ListUnitsByNames", err)
 	}
+	var stopping []string
 	for _, u := range st {
 		switch {
 		case u.LoadState == "not-found":
 		case activeState(u) == "inactive" || u.ActiveState == "failed":
 			m.forget(ctx, u.Name)
-		case u.Name == units.EgressUnitName(spec.Name), u.Name == units.PTYUnitName(spec.Name), u.Name == units.PublishUnitName(spec.Name):
-			// A broker still stopping after its session: it is gone in a
-			// moment.
+		case u.Name != units.UnitName(spec.Name) && u.Name != units.ScopeName(spec.Name):
+			stopping = append(stopping, u.Name)
 		default:
 			return errcode.SessionExists.New("a session named %s is already %s: pick another --name, or stop it first with `mosaic stop %s`", spec.Name, activeState(u), spec.Name)
 		}
+	}
+	// A broker still up after its session (systemd stops it as unneeded a
+	// moment after) is waited for: its name would be taken when this start
+	// makes its own, and a run again right after a Ctrl-C was refused as
+	// "already exists".
+	if len(stopping) > 0 {
+		m.awaitDown(ctx, stopping)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"mosaic/internal/errcode"
 	"mosaic/manager/records"
+	"mosaic/units"
 )
 
 // stopFixture is a fake systemd with session x's service running (its
@@ -203,5 +204,35 @@ func TestStopWaitsForItsBrokers(t *testing.T) {
 	defer f.mu.Unlock()
 	if want := []string{"mosaic-x.service"}; !reflect.DeepEqual(f.stops, want) {
 		t.Errorf("stops %v, want %v", f.stops, want)
+	}
+}
+
+// A start of a name whose last session's egress proxy is still stopping
+// waits for it to be down (its unit's name would be taken when this start
+// makes its own); a running session of the name is still refused.
+func TestClaimWaitsForStoppingBrokers(t *testing.T) {
+	f, m := stopFixture(t)
+	f.mu.Lock()
+	delete(f.units, "mosaic-x.service")
+	f.units["mosaic-x-egress.service"] = "deactivating"
+	f.mu.Unlock()
+	var proxyDown atomic.Bool
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		proxyDown.Store(true)
+		f.announce("mosaic-x-egress.service", unitIface, map[string]any{"ActiveState": "inactive", "SubState": "dead"})
+	}()
+	spec := units.Spec{Name: "x", NameGiven: true}
+	if err := m.claimName(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if !proxyDown.Load() {
+		t.Error("the name was claimed while its last proxy was still stopping")
+	}
+	f.mu.Lock()
+	f.units["mosaic-x.service"] = "active"
+	f.mu.Unlock()
+	if err := m.claimName(context.Background(), spec); !errors.Is(err, errcode.SessionExists.Target()) {
+		t.Errorf("claim of a running session's name: %v", err)
 	}
 }
