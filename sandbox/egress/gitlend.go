@@ -130,8 +130,11 @@ type gitRequest struct {
 	lend *gitLent
 	path string // the request's path, for a refusal's record
 	op   string // fetch, push, pr, or "" when unknown
-	refs string // a push's updates, for the record
+	refs string // a push's updates or a GraphQL request's operations, for the record
 	why  string
+	// repoIDs are the repositoryIds a GraphQL createPullRequest names:
+	// each must be the lent repository's node id (checkRepoIDs).
+	repoIDs []string
 }
 
 // gitCheck classifies a request to hp, a host a git credential is lent
@@ -142,6 +145,9 @@ func (in *Injector) gitCheck(r *http.Request, hp string) gitRequest {
 	raw := r.URL.EscapedPath()
 	if !pathIsPlain(raw) || raw != sentPath(r.RequestURI) {
 		return gitRequest{why: "its path has a dot segment, a path parameter, or an encoded character that has another spelling"}
+	}
+	if hp == GitHubAPI && raw == "/graphql" {
+		return in.graphqlCheck(r)
 	}
 	if hp == GitHubAPI {
 		return in.pullsCheck(r, raw)
