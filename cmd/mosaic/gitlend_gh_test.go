@@ -38,7 +38,7 @@ func (g *githubStandIn) record(s string, list *[]string) {
 func (g *githubStandIn) requests() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return strings.Join(g.seen, "\n")
+	return strings.Join(g.seen, "\n") + "\n"
 }
 
 func startGitHubStandIn(t *testing.T, n, token string) *githubStandIn {
@@ -103,8 +103,8 @@ func (g *githubStandIn) graphql(query string, vars map[string]any, ids map[strin
 	case strings.Contains(query, "createPullRequest"):
 		input, _ := vars["input"].(map[string]any)
 		id, _ := input["repositoryId"].(string)
-		if id == "" {
-			id = "literal"
+		if id == "" && strings.Contains(query, `repositoryId:"R_other"`) {
+			id = "R_other (literal)"
 		}
 		g.record("graphql createPullRequest "+id, &g.seen)
 		data = map[string]any{"createPullRequest": map[string]any{"pullRequest": map[string]any{"id": "PR_1", "url": "https://github.com/me/" + name + "/pull/1"}}}
@@ -132,7 +132,7 @@ const ghPRScript = `
 half1=$1 half2=$2
 token="$half1$half2"
 export GH_NO_UPDATE_NOTIFIER=1 GH_PROMPT_DISABLED=1
-try() { name=$1; shift; if "$@" >/tmp/out.$name 2>&1; then echo "$name=ok"; else echo "$name=refused"; fi; sed 's/^/  /' /tmp/out.$name; }
+try() { name=$1; shift; if "$@" >/tmp/out.$name 2>&1; then echo "$name=ok"; else echo "$name=refused"; fi; sed 's/^/  /' /tmp/out.$name; echo; }
 git init -q /tmp/w && cd /tmp/w && git remote add origin https://github.com/me/repo.git
 try create gh pr create --title T --body B --head feature
 git remote set-url origin https://github.com/me/other.git
@@ -142,7 +142,7 @@ try other-id gh api graphql -f query='mutation{createPullRequest(input:{reposito
 found=
 env | grep -qF -- "$token" && found="$found env"
 grep -rqsF -- "$token" "$HOME" /tmp /run/mosaic 2>/dev/null && found="$found files"
-for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' <"$f" 2>/dev/null | grep -qF -- "$token" && found="$found $f"; done
+for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' 2>/dev/null <"$f" | grep -qF -- "$token" && found="$found $f"; done
 echo "token-found:${found:-nowhere}"
 `
 
@@ -175,7 +175,7 @@ func TestLendGitGHPRCreate(t *testing.T) {
 		cmd.Env = append(os.Environ(), env...)
 		return runResult(t, cmd), name
 	}
-	refused := []string{"graphql createPullRequest R_other", "graphql mutation{mergePullRequest", "graphql query me/other"}
+	refused := []string{"graphql query me/other", "graphql createPullRequest R_other\n", "graphql mutation{mergePullRequest", "graphql createPullRequest R_other (literal)"}
 
 	r, _ := run(taggedMosaic(t, "mosaic_weakened"))
 	t.Logf("weakened:\n%s%s\nthe stand-in saw:\n%s", r.stdout, r.stderr, gh.requests())
