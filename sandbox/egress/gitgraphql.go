@@ -50,7 +50,8 @@ type graphqlCall struct {
 // "owner/name": a query's root fields may be repository(owner:, name:)
 // of that repository only (literals or variables, compared without
 // case, as GitHub does) and viewer (its scalar fields only); a
-// mutation's, createPullRequest(input:) only; no subscription. An alias
+// mutation's, createPullRequest(input:) only; no subscription; below
+// them, only the object fields of gqlShapes. An alias
 // hides no field, a fragment is checked where it is spread, a directive
 // is ignored (the field counts even if skipped). It returns why it
 // refuses, or "".
@@ -177,8 +178,7 @@ type gqlCheck struct {
 	done        map[string]string // "level fragment" -> its verdict ("" or why), or "…" while checked
 }
 
-// fields checks a selection set's fields at level ("query",
-// "mutation": an operation's root; "viewer": inside viewer), through its
+// fields checks a selection set's fields at level (field's), through its
 // inline fragments and the fragments it spreads (each checked once per
 // level, a cycle refused).
 func (c *gqlCheck) fields(set ast.SelectionSet, level string, depth int) string {
@@ -220,27 +220,55 @@ func (c *gqlCheck) spread(name, level string, depth int) string {
 	return why
 }
 
-// field checks one field at level.
+// gqlShapes are, below a root field, the object fields (those with a
+// selection set) each level may read and the level each leads to; a
+// scalar (no selection set) is read anywhere. What gh pr create reads of
+// the lent repository (its owner, default branch, parent, pull requests
+// and templates, a pull request's head and author): no object field that
+// leads on to another repository's contents or to the owner's other
+// repositories (owner { repositories }, object(expression:), a pull
+// request's repository, parent { parent }).
+var gqlShapes = map[string]map[string]string{
+	"repository":   {"owner": "scalars", "defaultBranchRef": "scalars", "parent": "parent", "pullRequests": "pullRequests", "pullRequestTemplates": "scalars"},
+	"parent":       {"owner": "scalars", "defaultBranchRef": "scalars"},
+	"pullRequests": {"nodes": "pullRequest", "edges": "edges", "pageInfo": "scalars"},
+	"edges":        {"node": "pullRequest"},
+	"pullRequest":  {"headRepositoryOwner": "scalars", "headRepository": "scalars", "author": "scalars"},
+	"payload":      {"pullRequest": "pullRequest"},
+	"scalars":      {},
+}
+
+// field checks one field at level: an operation's root ("query",
+// "mutation") or a level of gqlShapes.
 func (c *gqlCheck) field(f *ast.Field, level string) string {
 	switch {
-	case level == "viewer":
-		if len(f.Arguments) > 0 || len(f.SelectionSet) > 0 {
-			return "reads viewer's " + printable(f.Name) + " (pr lends the viewer's own fields, login and the like)"
-		}
-		return ""
 	case level == "query" && f.Name == "repository":
-		return c.repository(f)
+		if why := c.repository(f); why != "" {
+			return why
+		}
+		return c.fields(f.SelectionSet, "repository", 0)
 	case level == "query" && f.Name == "viewer":
 		if len(f.Arguments) > 0 {
 			return "viewer with arguments"
 		}
-		return c.fields(f.SelectionSet, "viewer", 0)
+		return c.fields(f.SelectionSet, "scalars", 0)
+	case level == "query":
+		return "reads " + printable(f.Name) + " (a query under pr may read only repository(owner, name) of the lent repository and viewer)"
 	case level == "mutation" && f.Name == "createPullRequest":
-		return c.createPullRequest(f)
+		if why := c.createPullRequest(f); why != "" {
+			return why
+		}
+		return c.fields(f.SelectionSet, "payload", 0)
 	case level == "mutation":
 		return "runs the mutation " + printable(f.Name) + " (pr lends only createPullRequest)"
+	case len(f.SelectionSet) == 0:
+		return ""
 	}
-	return "reads " + printable(f.Name) + " (a query under pr may read only repository(owner, name) of the lent repository and viewer)"
+	next, ok := gqlShapes[level][f.Name]
+	if !ok {
+		return "reads " + printable(f.Name) + " { ... } in " + level + " (pr lends what opening a pull request reads of the lent repository)"
+	}
+	return c.fields(f.SelectionSet, next, 0)
 }
 
 // repository checks repository(owner:, name:): exactly those arguments,
