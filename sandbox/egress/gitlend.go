@@ -195,7 +195,11 @@ func (in *Injector) gitCheck(r *http.Request, hp string) gitRequest {
 func (in *Injector) pullsCheck(r *http.Request, raw string) gitRequest {
 	for i := range in.git[GitHubAPI] {
 		l := &in.git[GitHubAPI][i]
-		rest, ok := strings.CutPrefix(raw, "/repos/"+l.Repo+"/pulls")
+		// Without case, as GitHub names repositories (and the GraphQL
+		// check compares them).
+		prefix := "/repos/" + l.Repo + "/pulls"
+		ok := len(raw) >= len(prefix) && strings.EqualFold(raw[:len(prefix)], prefix)
+		rest := raw[min(len(prefix), len(raw)):]
 		if !ok || rest != "" && !strings.HasPrefix(rest, "/") {
 			continue
 		}
