@@ -32,6 +32,11 @@ const (
 	// there); gh's longest, RepositoryNetwork of five remotes, has about
 	// 300.
 	maxGraphQLTokens = 4000
+	// maxGraphQLJSONTokens bounds the body's JSON tokens: gh's have a
+	// few dozen (a pull request's body is one), and each costs the
+	// proxy's reader an allocation (a body of a MiB of zeros in a list
+	// took 300-470 ms and 53 MB to read).
+	maxGraphQLJSONTokens = 10000
 	// maxFragmentDepth bounds fragments spread in fragments.
 	maxFragmentDepth = 16
 )
@@ -125,7 +130,8 @@ func decodeGraphQL(body []byte) (string, map[string]any, string) {
 // and anything after the first value.
 func jsonKeysOnce(b []byte) error {
 	d := json.NewDecoder(bytes.NewReader(b))
-	if err := jsonValueKeysOnce(d); err != nil {
+	budget := maxGraphQLJSONTokens
+	if err := jsonValueKeysOnce(d, &budget); err != nil {
 		return err
 	}
 	if _, err := d.Token(); err != io.EOF {
@@ -134,7 +140,12 @@ func jsonKeysOnce(b []byte) error {
 	return nil
 }
 
-func jsonValueKeysOnce(d *json.Decoder) error {
+// jsonValueKeysOnce reads one value of d, counting its tokens down from
+// budget.
+func jsonValueKeysOnce(d *json.Decoder, budget *int) error {
+	if *budget--; *budget < 0 {
+		return fmt.Errorf("over %d JSON tokens", maxGraphQLJSONTokens)
+	}
 	t, err := d.Token()
 	if err != nil {
 		return err
@@ -152,13 +163,13 @@ func jsonValueKeysOnce(d *json.Decoder) error {
 				return fmt.Errorf("key %q twice", key)
 			}
 			seen[key] = true
-			if err := jsonValueKeysOnce(d); err != nil {
+			if err := jsonValueKeysOnce(d, budget); err != nil {
 				return err
 			}
 		}
 	case json.Delim('['):
 		for d.More() {
-			if err := jsonValueKeysOnce(d); err != nil {
+			if err := jsonValueKeysOnce(d, budget); err != nil {
 				return err
 			}
 		}
