@@ -212,7 +212,8 @@ func TestLendGitGHPRCreate(t *testing.T) {
 	}
 	gh.mu.Unlock()
 	au := mosaic(t, "audit", name).stdout
-	for _, want := range []string{"git-lend-allowed", "graphql mutation PullRequestCreate", "git-lend-refused", "runs the mutation mergePullRequest", "not the lent me/repo"} {
+	t.Logf("mosaic audit:\n%s", au)
+	for _, want := range []string{"git-lend-allowed", "graphql mutation PullRequestCreate", "GET /repos/me/repo by the proxy: node id R_lent", "git-lend-refused", "runs the mutation mergePullRequest", "not the lent me/repo"} {
 		if !strings.Contains(au, want) {
 			t.Errorf("want %q in mosaic audit:\n%s", want, au)
 		}

@@ -481,7 +481,8 @@ func (e *Egress) repoNodeID(l *gitLent) (string, error) {
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v); err != nil || v.NodeID == "" {
 		return "", fmt.Errorf("GET /repos/%s: no node_id in its answer", l.Repo)
 	}
-	e.logf("the node id of %s is %s (asked of GitHub with the lent token)", l.Repo, printable(v.NodeID))
+	// The proxy's own use of the token is an audit event too.
+	e.gitEvent(GitHubAPI, gitRequest{lend: l, op: "pr", refs: "GET /repos/" + l.Repo + " by the proxy: node id " + printable(v.NodeID)})
 	in.mu.Lock()
 	if in.nodeIDs == nil {
 		in.nodeIDs = map[string]string{}

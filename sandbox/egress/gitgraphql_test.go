@@ -173,6 +173,7 @@ func TestCheckGraphQL(t *testing.T) {
 		{"not UTF-8", "{\"query\":\"{viewer{login}}\xff\"}", false, nil},
 		{"no operation", gqlBody(`fragment F on Query{viewer{login}}`, nil), false, nil},
 		{"does not parse", gqlBody(`{repository(owner:"me",name:"repo"){id}`, nil), false, nil},
+		{"too many JSON tokens", gqlBody(ghUserCurrent, map[string]any{"pad": make([]int, maxGraphQLJSONTokens)}), false, nil},
 		{"too many tokens", gqlBody("{viewer{"+strings.Repeat("login ", maxGraphQLTokens)+"}}", nil), false, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
