@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -397,16 +398,22 @@ func (in *Injector) graphqlCheck(r *http.Request) gitRequest {
 		return gitRequest{lend: lends[0], op: "pr", why: why}
 	}
 	var first string
+	var g gitRequest
 	for _, l := range lends {
 		call, why := checkGraphQL(body, l.Repo)
-		if why == "" {
-			return gitRequest{lend: l, op: "pr", refs: call.what, repoIDs: call.repoIDs}
-		}
-		if first == "" {
+		switch {
+		case why == "" && g.lend == nil:
+			g = gitRequest{lend: l, op: "pr", refs: call.what, repoIDs: call.repoIDs, fits: []*gitLent{l}}
+		case why == "":
+			g.fits = append(g.fits, l)
+		case first == "":
 			first = why
 		}
 	}
-	return gitRequest{lend: lends[0], op: "pr", refs: "graphql", why: first}
+	if g.lend == nil {
+		return gitRequest{lend: lends[0], op: "pr", refs: "graphql", why: first}
+	}
+	return g
 }
 
 // readGraphQLBody reads a GraphQL request's body, up to MaxGraphQLBody,
@@ -430,18 +437,24 @@ func readGraphQLBody(r *http.Request) ([]byte, string) {
 }
 
 // checkRepoIDs is why a createPullRequest is refused: a repositoryId
-// that is not the lent repository's node id, or that id not known.
-func (e *Egress) checkRepoIDs(g gitRequest) string {
-	id, err := e.repoNodeID(g.lend)
-	if err != nil {
-		return "the node id of " + g.lend.Repo + " did not come from GitHub, so no createPullRequest can be checked: " + printable(err.Error())
-	}
-	for _, got := range g.repoIDs {
-		if got != id {
-			return "createPullRequest in repository " + printable(got) + ", not the lent " + g.lend.Repo + " (" + id + ")"
+// that is not the node id of a lent repository the document fits, or
+// those ids not known. The lend whose repository it is is the one whose
+// token goes in (g.lend).
+func (e *Egress) checkRepoIDs(g *gitRequest) string {
+	var why []string
+	for _, l := range g.fits {
+		id, err := e.repoNodeID(l)
+		if err != nil {
+			why = append(why, "the node id of "+l.Repo+" did not come from GitHub: "+printable(err.Error()))
+			continue
 		}
+		if !slices.ContainsFunc(g.repoIDs, func(got string) bool { return got != id }) {
+			g.lend = l
+			return ""
+		}
+		why = append(why, l.Repo+"'s is "+id)
 	}
-	return ""
+	return "createPullRequest in repository " + printable(strings.Join(g.repoIDs, ", ")) + ", not a lent one (" + strings.Join(why, "; ") + ")"
 }
 
 // repoNodeID is the lent repository's GraphQL node id, which a

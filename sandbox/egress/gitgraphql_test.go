@@ -266,24 +266,30 @@ func TestGraphQLCheck(t *testing.T) {
 	}
 }
 
-// TestCheckRepoIDs: a createPullRequest passes only with the lent
-// repository's node id (known here as GitHub gave it, for a lend spelled
-// in another case).
+// TestCheckRepoIDs: a createPullRequest passes only with the node id of
+// a lent repository the document fits (known here as GitHub gave it, for
+// a lend spelled in another case), and takes that lend's token.
 func TestCheckRepoIDs(t *testing.T) {
-	l := &gitLent{GitLend: GitLend{Host: GitHubAPI, Repo: "Me/Repo", Ops: []string{"pr"}}}
-	e := &Egress{Session: "s1", Inject: &Injector{nodeIDs: map[string]string{"me/repo": "R_lent"}}}
+	one := &gitLent{GitLend: GitLend{Host: GitHubAPI, Repo: "Me/Repo", Ops: []string{"pr"}}}
+	two := &gitLent{GitLend: GitLend{Host: GitHubAPI, Repo: "me/two", Ops: []string{"pr"}}}
+	e := &Egress{Session: "s1", Log: io.Discard, Inject: &Injector{nodeIDs: map[string]string{"me/repo": "R_lent", "me/two": "R_two"}}}
 	for _, c := range []struct {
-		ids []string
-		ok  bool
+		ids  []string
+		fits []*gitLent
+		want *gitLent // the lend taken, nil when refused
 	}{
-		{[]string{"R_lent"}, true},
-		{[]string{"R_lent", "R_lent"}, true},
-		{[]string{"R_other"}, false},
-		{[]string{"R_lent", "R_other"}, false},
-		{[]string{"r_lent"}, false},
+		{[]string{"R_lent"}, []*gitLent{one, two}, one},
+		{[]string{"R_lent", "R_lent"}, []*gitLent{one}, one},
+		{[]string{"R_two"}, []*gitLent{one, two}, two},
+		{[]string{"R_two"}, []*gitLent{one}, nil},
+		{[]string{"R_other"}, []*gitLent{one, two}, nil},
+		{[]string{"R_lent", "R_two"}, []*gitLent{one, two}, nil},
+		{[]string{"r_lent"}, []*gitLent{one}, nil},
 	} {
-		if why := e.checkRepoIDs(gitRequest{lend: l, repoIDs: c.ids}); (why == "") != c.ok {
-			t.Errorf("%q: allowed=%v (%s), want %v", c.ids, why == "", why, c.ok)
+		g := gitRequest{lend: c.fits[0], repoIDs: c.ids, fits: c.fits}
+		why := e.checkRepoIDs(&g)
+		if (why == "") != (c.want != nil) || c.want != nil && g.lend != c.want {
+			t.Errorf("%q of %d lends: allowed=%v (%s), lend %s", c.ids, len(c.fits), why == "", why, g.lend.Repo)
 		}
 	}
 }

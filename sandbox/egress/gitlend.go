@@ -133,8 +133,10 @@ type gitRequest struct {
 	refs string // a push's updates or a GraphQL request's operations, for the record
 	why  string
 	// repoIDs are the repositoryIds a GraphQL createPullRequest names:
-	// each must be the lent repository's node id (checkRepoIDs).
+	// each must be the node id of the repository of one of fits, the
+	// lends whose repository the document fits (checkRepoIDs).
 	repoIDs []string
+	fits    []*gitLent
 }
 
 // gitCheck classifies a request to hp, a host a git credential is lent

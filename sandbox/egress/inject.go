@@ -141,7 +141,7 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 		// every other request to it is refused, the token never put in.
 		g := e.Inject.gitCheck(r, hp)
 		if g.why == "" && len(g.repoIDs) > 0 {
-			g.why = e.checkRepoIDs(g)
+			g.why = e.checkRepoIDs(&g)
 		}
 		e.gitEvent(hp, g)
 		if g.why != "" {
