@@ -73,6 +73,14 @@ func checkGraphQL(body []byte, repo string) (graphqlCall, string) {
 	if len(doc.Operations) == 0 {
 		return graphqlCall{}, "a GraphQL document with no operation"
 	}
+	// A fragment defined twice: which one would GitHub spread?
+	names := map[string]bool{}
+	for _, f := range doc.Fragments {
+		if names[f.Name] {
+			return graphqlCall{}, "GraphQL fragment " + printable(f.Name) + " defined twice"
+		}
+		names[f.Name] = true
+	}
 	owner, name, _ := strings.Cut(repo, "/")
 	c := &gqlCheck{doc: doc, vars: vars, owner: owner, name: name, done: map[string]string{}}
 	var what []string

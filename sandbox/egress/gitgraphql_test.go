@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/parser"
 )
 
 // gh's documents, as gh 2.23 to 2.46 send them (github.com/cli/cli:
@@ -144,6 +147,7 @@ func TestCheckGraphQL(t *testing.T) {
 		{"a pull request's head repository's pull requests", gqlBody(`{repository(owner:"me",name:"repo"){pullRequests(first:1){edges{node{headRepository{pullRequests(first:9){nodes{body}}}}}}}}`, nil), false, nil},
 		{"more through createPullRequest's answer", gqlBody(`mutation{createPullRequest(input:{repositoryId:"R_x"}){pullRequest{headRepository{object(expression:"HEAD:x"){id}}}}}`, nil), false, nil},
 		{"a fragment spreading itself", gqlBody(`{...F} fragment F on Query{...F}`, nil), false, nil},
+		{"a fragment defined twice", gqlBody(`{...F} fragment F on Query{viewer{login}} fragment F on Query{search(query:"x",type:REPOSITORY,first:1){repositoryCount}}`, nil), false, nil},
 		{"a fragment not defined", gqlBody(`{...F}`, nil), false, nil},
 
 		// Other mutations and operations.
@@ -292,4 +296,34 @@ func TestCheckRepoIDs(t *testing.T) {
 			t.Errorf("%q of %d lends: allowed=%v (%s), lend %s", c.ids, len(c.fits), why == "", why, g.lend.Repo)
 		}
 	}
+}
+
+// FuzzCheckGraphQL: no document or body makes the check panic, and what
+// it allows names no root field but repository, viewer and
+// createPullRequest (go test -fuzz FuzzCheckGraphQL ./sandbox/egress).
+func FuzzCheckGraphQL(f *testing.F) {
+	for _, q := range []string{ghRepositoryInfo, ghRepositoryNetwork, ghPullRequestForBranch, ghPullRequestCreate, ghUserCurrent} {
+		f.Add(q, `{"owner":"me","name":"repo","repo":"repo","input":{"repositoryId":"R_x"}}`)
+	}
+	f.Fuzz(func(t *testing.T, query, vars string) {
+		var v map[string]any
+		if json.Unmarshal([]byte(vars), &v) != nil {
+			v = nil
+		}
+		body := []byte(gqlBody(query, v))
+		if _, why := checkGraphQL(body, "me/repo"); why != "" {
+			return
+		}
+		doc, err := parser.ParseQuery(&ast.Source{Input: query})
+		if err != nil {
+			t.Fatalf("allowed a document that does not parse: %q", query)
+		}
+		for _, op := range doc.Operations {
+			for _, s := range op.SelectionSet {
+				if fl, ok := s.(*ast.Field); ok && fl.Name != "repository" && fl.Name != "viewer" && fl.Name != "createPullRequest" {
+					t.Fatalf("allowed %s in %q", fl.Name, query)
+				}
+			}
+		}
+	})
 }
