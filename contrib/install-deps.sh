@@ -7,7 +7,8 @@
 # agent CLIs, and with python3-pip the package managers' egress tests),
 # openssh-server and -client (the --host tests' sshd on loopback),
 # systemd-journal-remote (the audit shipping test's journal-upload and
-# journal-remote on loopback; nothing installed is started). It changes nothing when all are there; as another user it only
+# journal-remote on loopback), gh (the lent pr test's gh pr create; nothing
+# installed is started). It changes nothing when all are there; as another user it only
 # says what is missing.
 #
 #   contrib/install-deps.sh        # what the tests need (make test, .ci/run)
@@ -40,6 +41,9 @@ command -v ssh >/dev/null || need+=(openssh-client)
 # A test only: the audit's shipping test runs a real systemd-journal-upload
 # sending to a real systemd-journal-remote on loopback.
 { [ -x /lib/systemd/systemd-journal-remote ] && [ -x /lib/systemd/systemd-journal-upload ]; } || need+=(systemd-journal-remote)
+# The lent git credential's pr test runs the real gh pr create against a
+# stand-in of GitHub's API.
+command -v gh >/dev/null || need+=(gh)
 fi
 [ ${#need[@]} -gt 0 ] || exit 0
 if [ "$(id -u)" != 0 ]; then

@@ -40,8 +40,9 @@
 # mockhost.mosaic.test as N.1, this side of the veth, where a test may serve
 # as the test user (a mock of a vendor's API). A third test host, N.4, stands
 # in for the package registries and mirrors (registry.npmjs.org, pypi.org,
-# files.pythonhosted.org, deb.debian.org: the names are mapped to it, and
-# only here): it forwards its ports 443 and 80 to N.1:8443 and N.1:8080,
+# files.pythonhosted.org, deb.debian.org; and GitHub, github.com and
+# api.github.com, for gh: the names are mapped to it, and only here): it
+# forwards its ports 443 and 80 to N.1:8443 and N.1:8080,
 # where a test serves a registry as the test user.
 # MOSAIC_TESTNET=N tells the tests. No test traffic goes anywhere else. Under
 # CI (CI set) a rig without its test network is an error, not a skip.
@@ -413,7 +414,7 @@ if [ -n "$net" ]; then
 		ip netns exec "$testnet" socat TCP-LISTEN:"${fw%:*}",bind="$net.4",fork,reuseaddr TCP:"$net.1:${fw#*:}" >/dev/null 2>&1 &
 		pids+=($!)
 	done
-	registries="registry.npmjs.org pypi.org files.pythonhosted.org deb.debian.org"
+	registries="registry.npmjs.org pypi.org files.pythonhosted.org deb.debian.org github.com api.github.com"
 	grep -vwF -f <(tr ' ' '\n' <<<"$registries") /etc/hosts >/run/rig-hosts || true
 	printf '%s testhost.mosaic.test\n%s otherhost.mosaic.test\n10.255.255.1 private.mosaic.test\n%s mockhost.mosaic.test\n%s %s\n' "$net.2" "$net.3" "$net.1" "$net.4" "$registries" >>/run/rig-hosts
 	mount --bind /run/rig-hosts /etc/hosts

@@ -130,8 +130,13 @@ type gitRequest struct {
 	lend *gitLent
 	path string // the request's path, for a refusal's record
 	op   string // fetch, push, pr, or "" when unknown
-	refs string // a push's updates, for the record
+	refs string // a push's updates or a GraphQL request's operations, for the record
 	why  string
+	// repoIDs are the repositoryIds a GraphQL createPullRequest names:
+	// each must be the node id of the repository of one of fits, the
+	// lends whose repository the document fits (checkRepoIDs).
+	repoIDs []string
+	fits    []*gitLent
 }
 
 // gitCheck classifies a request to hp, a host a git credential is lent
@@ -142,6 +147,9 @@ func (in *Injector) gitCheck(r *http.Request, hp string) gitRequest {
 	raw := r.URL.EscapedPath()
 	if !pathIsPlain(raw) || raw != sentPath(r.RequestURI) {
 		return gitRequest{why: "its path has a dot segment, a path parameter, or an encoded character that has another spelling"}
+	}
+	if hp == GitHubAPI && raw == "/graphql" {
+		return in.graphqlCheck(r)
 	}
 	if hp == GitHubAPI {
 		return in.pullsCheck(r, raw)
@@ -189,7 +197,11 @@ func (in *Injector) gitCheck(r *http.Request, hp string) gitRequest {
 func (in *Injector) pullsCheck(r *http.Request, raw string) gitRequest {
 	for i := range in.git[GitHubAPI] {
 		l := &in.git[GitHubAPI][i]
-		rest, ok := strings.CutPrefix(raw, "/repos/"+l.Repo+"/pulls")
+		// Without case, as GitHub names repositories (and the GraphQL
+		// check compares them).
+		prefix := "/repos/" + l.Repo + "/pulls"
+		ok := len(raw) >= len(prefix) && strings.EqualFold(raw[:len(prefix)], prefix)
+		rest := raw[min(len(prefix), len(raw)):]
 		if !ok || rest != "" && !strings.HasPrefix(rest, "/") {
 			continue
 		}

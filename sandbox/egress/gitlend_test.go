@@ -314,6 +314,8 @@ func TestPullsCheck(t *testing.T) {
 	}{
 		{"POST", "/repos/me/repo/pulls", true},
 		{"GET", "/repos/me/repo/pulls/12", true},
+		{"GET", "/repos/Me/REPO/Pulls/12", true},
+		{"GET", "/repos/me/reKpo/pulls", false},
 		{"GET", "/repos/me/repo/pulls/12/comments", true},
 		{"PATCH", "/repos/me/repo/pulls/12", false},
 		// A review that approves (which can merge through auto-merge),

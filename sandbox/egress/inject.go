@@ -39,6 +39,9 @@ type Injector struct {
 
 	mu     sync.Mutex
 	leaves map[string]*tls.Certificate
+	// nodeIDs are the GraphQL node ids of repositories lent for pr, by
+	// lowercased "owner/repo", once asked of GitHub (repoNodeID).
+	nodeIDs map[string]string
 }
 
 type injection struct {
@@ -137,6 +140,9 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 		// A git host is lent for its repositories' fetch and push only:
 		// every other request to it is refused, the token never put in.
 		g := e.Inject.gitCheck(r, hp)
+		if g.why == "" && len(g.repoIDs) > 0 {
+			g.why = e.checkRepoIDs(&g)
+		}
 		e.gitEvent(hp, g)
 		if g.why != "" {
 			e.refused(hp, RefusedGit, g.why)
