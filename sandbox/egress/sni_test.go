@@ -84,3 +84,51 @@ func TestTunnelSNI(t *testing.T) {
 		t.Errorf("plain bytes through the tunnel: %q", b)
 	}
 }
+
+// TestTunnelSNIAfterAlert: a tunnel whose first bytes are a TLS record
+// that is not the handshake (a warning alert, a change_cipher_spec) is
+// closed: a server discards a warning alert before the ClientHello
+// (crypto/tls, BoringSSL, OpenSSL alike), so a hello naming another host
+// after one would reach it past a gate that reads the first record only.
+// Shown to bite: with the gate reading only a tunnel that opens with 0x16,
+// the PUT after a warning alert, in TLS naming the registry through
+// front.example's tunnel, reached the mock and was answered.
+func TestTunnelSNIAfterAlert(t *testing.T) {
+	m := newMockVendor(t)
+	e, _, hp := registryProxy(t, m)
+	registry, port, _ := net.SplitHostPort(hp)
+	front := "front.example:" + port
+	e.Allow.Hosts[front] = true
+	for _, first := range [][]byte{
+		{0x15, 0x03, 0x01, 0x00, 0x02, 0x01, 0x5a}, // alert: warning, user_canceled
+		{0x15, 0x00, 0x00, 0x00, 0x02, 0x01, 0x5a}, // the same, any version (crypto/tls reads it)
+		{0x14, 0x03, 0x03, 0x00, 0x01, 0x01},       // change_cipher_spec
+	} {
+		c, err := net.Dial("unix", registrySock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "CONNECT "+front+" HTTP/1.1\r\nHost: "+front+"\r\n\r\n")
+		br := bufio.NewReader(c)
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT %s: %v %v", front, resp, err)
+		}
+		c.Write(first)
+		tc := tls.Client(&bufferedConn{Conn: c, r: br}, &tls.Config{ServerName: registry, InsecureSkipVerify: true})
+		if tc.Handshake() == nil {
+			io.WriteString(tc, "PUT /left-pad HTTP/1.1\r\nHost: "+registry+"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			b, _ := io.ReadAll(tc)
+			t.Errorf("after % x, TLS naming %s through the tunnel to %s: the PUT got %q", first, registry, front, b)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if lines := strings.Join(m.lines, "\n"); strings.Contains(lines, "PUT") {
+		t.Errorf("the mock got:\n%s", lines)
+	}
+	if st := e.State(); len(st.Refused) != 1 || st.Refused[0].Why != RefusedSNI || st.Refused[0].Count != 3 {
+		t.Errorf("refusals: %+v", st.Refused)
+	}
+}
