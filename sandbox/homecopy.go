@@ -506,7 +506,7 @@ func (c *treeCopy) symlink(src, dst int, name, rel string) error {
 		}
 		return fmt.Errorf("cannot make the link %s: %w", rel, err)
 	}
-	c.stats.Files++
+	c.count(0, false) // under the lock: the pool's goroutines count meanwhile
 	return nil
 }
 
