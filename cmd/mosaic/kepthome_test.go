@@ -140,3 +140,41 @@ func TestHomeHardLinkOut(t *testing.T) {
 		t.Errorf("mosaic home named the odd link as:\n%q", hr.stderr)
 	}
 }
+
+// TestKeptHomeHiddenOutlivesMovedBind: what the kept home holds where the
+// session's workspace is bound (below the home) is hidden from the
+// session, and the save carries it into the new home. A session that
+// moves the directory above the bind (a rename moves the mount with it)
+// and makes another of that name had the save look for the hidden entry
+// where the bind went, find none, and drop it with the old home. Now the
+// save carries it from where the load met the bind too: beside the
+// session's own entry of that name, as NAME.hidden. Shown to bite: without
+// the load's places, the user's notes were gone from the kept home.
+func TestKeptHomeHiddenOutlivesMovedBind(t *testing.T) {
+	needRig(t)
+	name := sessionName(t)
+	ws := filepath.Join(workspace(t), "proj")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(homeDir(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(stateRoot(), "sessions", name, "home")
+	mustMosaic(t, "run", "--name", name, "--", "true")
+	if err := os.MkdirAll(filepath.Join(home, rel), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, rel, "notes"), []byte("the user's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustMosaic(t, "run", "--name", name, "-w", ws, "--", "sh", "-c",
+		`mv "$HOME/`+filepath.Dir(rel)+`" "$HOME/moved" && mkdir -p "$HOME/`+rel+`" && echo mine > "$HOME/`+rel+`/notes"`)
+	if b, err := os.ReadFile(filepath.Join(home, rel+".hidden", "notes")); err != nil || string(b) != "the user's" {
+		t.Errorf("the hidden notes after the session moved the bind away: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(home, rel, "notes")); err != nil || string(b) != "mine\n" {
+		t.Errorf("the session's own notes: %q %v", b, err)
+	}
+}
