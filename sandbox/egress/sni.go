@@ -47,8 +47,13 @@ func (g *helloGate) Read(p []byte) (int, error) {
 			// Another TLS record (change_cipher_spec, alert, data,
 			// heartbeat), which no client opens with: a server discards a
 			// warning alert before the ClientHello, so a hello after one
-			// would pass unread.
-			return 0, g.refuse("the TLS in the tunnel to " + g.hp + " opens with a record that is not its ClientHello")
+			// would pass unread. Its version's first byte is 3 (BoringSSL,
+			// OpenSSL and s2n take no other); a protocol whose first bytes
+			// are a little-endian length (MongoDB's, MySQL's) may start
+			// with 0x14-0x18, rarely followed by 3.
+			if head, err := g.r.Peek(2); err == nil && head[1] == 0x03 {
+				return 0, g.refuse("the TLS in the tunnel to " + g.hp + " opens with a record that is not its ClientHello")
+			}
 		}
 	}
 	return g.rest.Read(p)
