@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -342,7 +344,8 @@ func (h *homeStore) save() (CopyStats, error) {
 // the mount with it) and make another of that name, and the user's entry
 // must not go with the old home. The directories above it are made where
 // the new home has none; where the new home has an entry of its name (the
-// session's), it is carried beside it as NAME.hidden. No symlink is
+// session's), it is carried beside it as NAME.hidden (or, where the
+// session made that too, NAME.hidden-RANDOM). No symlink is
 // followed on either side.
 func carryHidden(state int, mounts []string) {
 	for _, rel := range mounts {
@@ -354,8 +357,12 @@ func carryHidden(state int, mounts []string) {
 		var st unix.Stat_t
 		if unix.Fstatat(from, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 			if to, err := makeDirsIn(state, filepath.Join(HomeSaving, dir)); err == nil {
-				if unix.Renameat2(from, base, to, base, unix.RENAME_NOREPLACE) == unix.EEXIST {
-					_ = unix.Renameat2(from, base, to, base+".hidden", unix.RENAME_NOREPLACE)
+				if unix.Renameat2(from, base, to, base, unix.RENAME_NOREPLACE) == unix.EEXIST &&
+					unix.Renameat2(from, base, to, base+".hidden", unix.RENAME_NOREPLACE) == unix.EEXIST {
+					// The session made that name too: one it cannot guess.
+					var r [8]byte
+					_, _ = rand.Read(r[:])
+					_ = unix.Renameat2(from, base, to, base+".hidden-"+hex.EncodeToString(r[:]), unix.RENAME_NOREPLACE)
 				}
 				unix.Close(to)
 			}

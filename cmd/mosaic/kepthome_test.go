@@ -148,8 +148,10 @@ func TestHomeHardLinkOut(t *testing.T) {
 // and makes another of that name had the save look for the hidden entry
 // where the bind went, find none, and drop it with the old home. Now the
 // save carries it from where the load met the bind too: beside the
-// session's own entry of that name, as NAME.hidden. Shown to bite: without
-// the load's places, the user's notes were gone from the kept home.
+// session's own entry of that name, as NAME.hidden (here the session made
+// that too: NAME.hidden-RANDOM). Shown to bite: without the load's places,
+// the user's notes were gone from the kept home; with NAME.hidden alone,
+// too, when the session made it.
 func TestKeptHomeHiddenOutlivesMovedBind(t *testing.T) {
 	needRig(t)
 	name := sessionName(t)
@@ -170,9 +172,13 @@ func TestKeptHomeHiddenOutlivesMovedBind(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustMosaic(t, "run", "--name", name, "-w", ws, "--", "sh", "-c",
-		`mv "$HOME/`+filepath.Dir(rel)+`" "$HOME/moved" && mkdir -p "$HOME/`+rel+`" && echo mine > "$HOME/`+rel+`/notes"`)
-	if b, err := os.ReadFile(filepath.Join(home, rel+".hidden", "notes")); err != nil || string(b) != "the user's" {
-		t.Errorf("the hidden notes after the session moved the bind away: %q %v", b, err)
+		`mv "$HOME/`+filepath.Dir(rel)+`" "$HOME/moved" && mkdir -p "$HOME/`+rel+`" "$HOME/`+rel+`.hidden" && echo mine > "$HOME/`+rel+`/notes"`)
+	found, _ := filepath.Glob(filepath.Join(home, rel+".hidden-*", "notes"))
+	if len(found) != 1 {
+		t.Fatalf("the hidden notes after the session moved the bind away and took NAME.hidden: %v", found)
+	}
+	if b, err := os.ReadFile(found[0]); err != nil || string(b) != "the user's" {
+		t.Errorf("%s: %q %v", found[0], b, err)
 	}
 	if b, err := os.ReadFile(filepath.Join(home, rel, "notes")); err != nil || string(b) != "mine\n" {
 		t.Errorf("the session's own notes: %q %v", b, err)
