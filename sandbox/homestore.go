@@ -345,7 +345,8 @@ func (h *homeStore) save() (CopyStats, error) {
 // must not go with the old home. The directories above it are made where
 // the new home has none; where the new home has an entry of its name (the
 // session's), it is carried beside it as NAME.hidden (or, where the
-// session made that too, NAME.hidden-RANDOM). No symlink is
+// session made that too, NAME.hidden-RANDOM); where it made a file of a
+// directory's name on the way, into .hidden-RANDOM at the top. No symlink is
 // followed on either side.
 func carryHidden(state int, mounts []string) {
 	for _, rel := range mounts {
@@ -355,20 +356,41 @@ func carryHidden(state int, mounts []string) {
 			continue
 		}
 		var st unix.Stat_t
-		if unix.Fstatat(from, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
-			if to, err := makeDirsIn(state, filepath.Join(HomeSaving, dir)); err == nil {
-				if unix.Renameat2(from, base, to, base, unix.RENAME_NOREPLACE) == unix.EEXIST &&
-					unix.Renameat2(from, base, to, base+".hidden", unix.RENAME_NOREPLACE) == unix.EEXIST {
-					// The session made that name too: one it cannot guess.
-					var r [8]byte
-					_, _ = rand.Read(r[:])
-					_ = unix.Renameat2(from, base, to, base+".hidden-"+hex.EncodeToString(r[:]), unix.RENAME_NOREPLACE)
-				}
-				unix.Close(to)
+		if unix.Fstatat(from, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && !carryTo(state, filepath.Join(HomeSaving, dir), from, base) {
+			// The session made a file or a link of a directory's name on
+			// the way: kept in a directory of its own at the top.
+			name := ".hidden-" + randomHex()
+			if unix.Mkdirat(state, filepath.Join(HomeSaving, name), 0o700) == nil {
+				carryTo(state, filepath.Join(HomeSaving, name), from, base)
 			}
 		}
 		unix.Close(from)
 	}
+}
+
+// carryTo moves base in from into the directory dir below state (made as
+// needed): as base, or beside the session's entry of that name as
+// base.hidden, or as base.hidden-RANDOM, a name the session cannot guess;
+// false when it could not.
+func carryTo(state int, dir string, from int, base string) bool {
+	to, err := makeDirsIn(state, dir)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(to)
+	for _, name := range []string{base, base + ".hidden", base + ".hidden-" + randomHex()} {
+		if err := unix.Renameat2(from, base, to, name, unix.RENAME_NOREPLACE); err != unix.EEXIST {
+			return err == nil
+		}
+	}
+	return false
+}
+
+// randomHex is 8 random bytes in hex.
+func randomHex() string {
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	return hex.EncodeToString(r[:])
 }
 
 // makeDirsIn opens the directory rel below dir (O_PATH), making those of
