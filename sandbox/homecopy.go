@@ -71,9 +71,22 @@ type CopyStats struct {
 	// mounts are the entries of the source that were mount points (a
 	// bind below the home: the workspace), relative to its root.
 	mounts []string
+	// hidden are the entries of the source that met a mount point in the
+	// destination (a load: the kept home's entries a bind hides from the
+	// session), relative to its root.
+	hidden []string
 	// metaFull says an entry was left out for the second budget
 	// (copyHome's meta).
 	metaFull bool
+}
+
+// hide counts an entry of the source left out for a mount point in the
+// destination at rel, and remembers where (CopyStats.hidden).
+func (c *treeCopy) hide(rel string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stats.skip("mount-point")
+	c.stats.hidden = append(c.stats.hidden, rel)
 }
 
 // skip counts an entry left out, and why.
@@ -258,7 +271,7 @@ func (c *treeCopy) subdir(src, dst int, name, rel string, st unix.Stat_t, depth 
 	}
 	to, err := openIn(dst, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err == unix.EXDEV { // a mount point bwrap made in the tmpfs (a bind below the home)
-		c.skip("mount-point")
+		c.hide(rel)
 		return nil
 	}
 	if err != nil {
@@ -329,7 +342,7 @@ func (c *treeCopy) fileBytes(from, dst, prev int, name, rel string, st unix.Stat
 	}
 	to, err := openIn(dst, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, uint32(st.Mode&0o777|0o600))
 	if err == unix.EEXIST || err == unix.EXDEV { // a mount point bwrap made (a binary bound below the home)
-		c.skip("mount-point")
+		c.hide(rel)
 		return nil
 	}
 	if err != nil {
@@ -501,12 +514,12 @@ func (c *treeCopy) symlink(src, dst int, name, rel string) error {
 	}
 	if err := unix.Symlinkat(string(buf[:n]), dst, name); err != nil {
 		if err == unix.EEXIST {
-			c.skip("mount-point")
+			c.hide(rel)
 			return nil
 		}
 		return fmt.Errorf("cannot make the link %s: %w", rel, err)
 	}
-	c.stats.Files++
+	c.count(0, false) // under the lock: the pool's goroutines count meanwhile
 	return nil
 }
 

@@ -1,12 +1,15 @@
 package sandbox
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -129,6 +132,9 @@ type homeStore struct {
 	keep        bool
 	loadTook    time.Duration
 	notify      int // systemd's notification socket (a service's), for the save's time; -1 for none
+	// hidden are the kept home's entries the load met a bind over, for
+	// the save to carry (carryHidden) wherever the session moved the bind.
+	hidden []string
 }
 
 // keepNotify keeps the init's descriptor on systemd's notification socket
@@ -183,6 +189,7 @@ func loadHome(state int, home string, keep bool) (*homeStore, error) {
 		bound := int64(min(h.size, 1<<62))
 		stats, err = copyHome(src, root, -1, bound, bound, nil)
 		unix.Close(src)
+		h.hidden = stats.hidden
 		if stats.Skipped["too-large"]+stats.Skipped["too-many"]+stats.Skipped["too-deep"] > 0 {
 			err = unix.ENOSPC // left out now, it would be lost at the save
 		}
@@ -316,7 +323,7 @@ func (h *homeStore) save() (CopyStats, error) {
 		_ = removeTree(h.state, HomeSaving)
 		return stats, err
 	}
-	carryHidden(h.state, stats.mounts)
+	carryHidden(h.state, append(stats.mounts, h.hidden...))
 	saveHook()
 	err = unix.Renameat2(h.state, HomeSaving, h.state, HomeDirName, unix.RENAME_EXCHANGE)
 	if err == unix.ENOENT {
@@ -332,7 +339,15 @@ func (h *homeStore) save() (CopyStats, error) {
 // carryHidden moves into the new home (HomeSaving) what the kept home
 // holds where the session had a bind (a workspace below the home): the
 // bind hid it from the session, which neither loaded nor saved it, and it
-// stays the user's. No symlink is followed on either side.
+// stays the user's. mounts are where the save met the binds and where the
+// load did: a session can move the directory above a bind (rename moves
+// the mount with it) and make another of that name, and the user's entry
+// must not go with the old home. The directories above it are made where
+// the new home has none; where the new home has an entry of its name (the
+// session's), it is carried beside it as NAME.hidden (or, where the
+// session made that too, NAME.hidden-RANDOM); where it made a file of a
+// directory's name on the way, into .hidden-RANDOM at the top. No symlink is
+// followed on either side.
 func carryHidden(state int, mounts []string) {
 	for _, rel := range mounts {
 		dir, base := filepath.Split(rel)
@@ -340,13 +355,64 @@ func carryHidden(state int, mounts []string) {
 		if err != nil {
 			continue
 		}
-		to, err := openIn(state, filepath.Join(HomeSaving, dir), unix.O_PATH|unix.O_DIRECTORY, 0)
-		if err == nil {
-			_ = unix.Renameat2(from, base, to, base, unix.RENAME_NOREPLACE)
-			unix.Close(to)
+		var st unix.Stat_t
+		if unix.Fstatat(from, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && !carryTo(state, filepath.Join(HomeSaving, dir), from, base) {
+			// The session made a file or a link of a directory's name on
+			// the way: kept in a directory of its own at the top.
+			name := ".hidden-" + randomHex()
+			if unix.Mkdirat(state, filepath.Join(HomeSaving, name), 0o700) == nil {
+				carryTo(state, filepath.Join(HomeSaving, name), from, base)
+			}
 		}
 		unix.Close(from)
 	}
+}
+
+// carryTo moves base in from into the directory dir below state (made as
+// needed): as base, or beside the session's entry of that name as
+// base.hidden, or as base.hidden-RANDOM, a name the session cannot guess;
+// false when it could not.
+func carryTo(state int, dir string, from int, base string) bool {
+	to, err := makeDirsIn(state, dir)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(to)
+	for _, name := range []string{base, base + ".hidden", base + ".hidden-" + randomHex()} {
+		if err := unix.Renameat2(from, base, to, name, unix.RENAME_NOREPLACE); err != unix.EEXIST {
+			return err == nil
+		}
+	}
+	return false
+}
+
+// randomHex is 8 random bytes in hex.
+func randomHex() string {
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	return hex.EncodeToString(r[:])
+}
+
+// makeDirsIn opens the directory rel below dir (O_PATH), making those of
+// its directories that are missing (0700), following no symlink.
+func makeDirsIn(dir int, rel string) (int, error) {
+	fd, err := unix.Dup(dir)
+	if err != nil {
+		return -1, err
+	}
+	for _, name := range strings.Split(filepath.Clean(rel), "/") {
+		if err := unix.Mkdirat(fd, name, 0o700); err != nil && err != unix.EEXIST {
+			unix.Close(fd)
+			return -1, err
+		}
+		next, err := openIn(fd, name, unix.O_PATH|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
 }
 
 // saveMargin is the room a save leaves on the user's disk.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -198,5 +199,22 @@ func TestHomeCopyDeepDirectoryModes(t *testing.T) {
 	unix.Fstat(got, &st)
 	if st.Mode&0o777 != 0o500 || st.Mtim != old {
 		t.Errorf("the deep directory's copy: mode %o, want 500; time %v, want %v", st.Mode&0o777, st.Mtim, old)
+	}
+}
+
+// TestHomeCopyCountsBesideThePool: the files the pool copies and the
+// symlinks the walk makes meanwhile are all counted. The walk counted a
+// symlink without the lock the pool's goroutines count under: a race
+// (go test -race saw it) that could lose a count of either.
+func TestHomeCopyCountsBesideThePool(t *testing.T) {
+	src, _, s, d := copyDirs(t)
+	for i := range 400 {
+		name := filepath.Join(src, "f"+strconv.Itoa(i))
+		writeTestFile(t, name, "x")
+		os.Symlink("f"+strconv.Itoa(i), name+".link")
+	}
+	stats, err := copyHome(s, d, -1, 64<<20, 64<<20, nil)
+	if err != nil || stats.Files != 800 {
+		t.Fatalf("copy: %d files counted of 800, %v", stats.Files, err)
 	}
 }

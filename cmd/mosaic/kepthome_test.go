@@ -140,3 +140,53 @@ func TestHomeHardLinkOut(t *testing.T) {
 		t.Errorf("mosaic home named the odd link as:\n%q", hr.stderr)
 	}
 }
+
+// TestKeptHomeHiddenOutlivesMovedBind: what the kept home holds where the
+// session's workspace is bound (below the home) is hidden from the
+// session, and the save carries it into the new home. A session that
+// moves the directory above the bind (a rename moves the mount with it)
+// and makes another of that name had the save look for the hidden entry
+// where the bind went, find none, and drop it with the old home. Now the
+// save carries it from where the load met the bind too: beside the
+// session's own entry of that name as NAME.hidden (here the session made
+// that too: NAME.hidden-RANDOM), or, where the session made a file of the
+// directory's name above, into .hidden-RANDOM at the top. Shown to bite:
+// without the load's places, the user's notes were gone from the kept
+// home; with NAME.hidden alone, too, when the session made it; and with
+// no place at the top, when it made the file.
+func TestKeptHomeHiddenOutlivesMovedBind(t *testing.T) {
+	needRig(t)
+	for _, c := range []struct{ what, script, want string }{
+		{"a directory of its name", `mkdir -p "$HOME/REL" "$HOME/REL.hidden" && echo mine > "$HOME/REL/notes"`, "REL.hidden-*/notes"},
+		{"a file of its parent's name", `echo mine > "$HOME/PARENT"`, ".hidden-*/BASE/notes"},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			name := sessionName(t)
+			ws := filepath.Join(workspace(t), "proj")
+			if err := os.Mkdir(ws, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			rel, err := filepath.Rel(homeDir(), ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			home := filepath.Join(stateRoot(), "sessions", name, "home")
+			mustMosaic(t, "run", "--name", name, "--", "true")
+			if err := os.MkdirAll(filepath.Join(home, rel), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(home, rel, "notes"), []byte("the user's"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := strings.NewReplacer("REL", rel, "PARENT", filepath.Dir(rel), "BASE", filepath.Base(rel))
+			mustMosaic(t, "run", "--name", name, "-w", ws, "--", "sh", "-c", `mv "$HOME/`+filepath.Dir(rel)+`" "$HOME/moved" && `+r.Replace(c.script))
+			found, _ := filepath.Glob(filepath.Join(home, r.Replace(c.want)))
+			if len(found) != 1 {
+				t.Fatalf("the hidden notes after the session moved the bind away and made %s: %v", c.what, found)
+			}
+			if b, err := os.ReadFile(found[0]); err != nil || string(b) != "the user's" {
+				t.Errorf("%s: %q %v", found[0], b, err)
+			}
+		})
+	}
+}

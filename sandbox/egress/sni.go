@@ -18,7 +18,8 @@ import (
 // to an allowed host on one (an API vendor's) would otherwise reach any
 // other site there, a registry whose writes the proxy reads
 // (registry.npmjs.org) among them. A ClientHello that cannot be read
-// closes the tunnel too. Other protocols (a server that speaks first
+// closes the tunnel too, and so does another TLS record first (a warning
+// alert, which a server discards before the hello). Other protocols (a server that speaks first
 // included) pass as they are.
 type helloGate struct {
 	e    *Egress
@@ -37,9 +38,21 @@ func (g *helloGate) Read(p []byte) (int, error) {
 			return 0, err // a timeout is retried by the tunnel's copy
 		}
 		g.rest = g.r
-		if first[0] == 0x16 { // a TLS handshake record
+		switch first[0] {
+		case 0x16: // a TLS handshake record
 			if g.rest, err = g.check(); err != nil {
 				return 0, err
+			}
+		case 0x14, 0x15, 0x17, 0x18:
+			// Another TLS record (change_cipher_spec, alert, data,
+			// heartbeat), which no client opens with: a server discards a
+			// warning alert before the ClientHello, so a hello after one
+			// would pass unread. Its version's first byte is 3 (BoringSSL,
+			// OpenSSL and s2n take no other); a protocol whose first bytes
+			// are a little-endian length (MongoDB's, MySQL's) may start
+			// with 0x14-0x18, rarely followed by 3.
+			if head, err := g.r.Peek(2); err == nil && head[1] == 0x03 {
+				return 0, g.refuse("the TLS in the tunnel to " + g.hp + " opens with a record that is not its ClientHello")
 			}
 		}
 	}
@@ -60,10 +73,15 @@ func (g *helloGate) check() (io.Reader, error) {
 	if err != nil {
 		why = "the TLS in the tunnel to " + g.hp + " opens with no ClientHello the proxy can read"
 	}
+	return nil, g.refuse(why)
+}
+
+// refuse closes the tunnel for why, and records it.
+func (g *helloGate) refuse(why string) error {
 	g.e.logf("closed the tunnel to %s: %s", g.hp, why)
 	g.e.refused(g.hp, RefusedSNI, why)
 	g.remote.Close()
-	return nil, errors.New(why)
+	return errors.New(why)
 }
 
 // errHelloRead ends helloName's handshake once the ClientHello is read.

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"io"
 	"net"
@@ -82,5 +83,68 @@ func TestTunnelSNI(t *testing.T) {
 	io.WriteString(c, "CONNECT "+front+" HTTP/1.1\r\nHost: "+front+"\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	if b, _ := io.ReadAll(c); !strings.Contains(string(b), "HTTP request to an HTTPS server") {
 		t.Errorf("plain bytes through the tunnel: %q", b)
+	}
+}
+
+// TestTunnelSNIAfterAlert: a tunnel whose first bytes are a TLS record
+// that is not the handshake (a warning alert, a change_cipher_spec) is
+// closed: a server discards a warning alert before the ClientHello
+// (crypto/tls, BoringSSL, OpenSSL alike), so a hello naming another host
+// after one would reach it past a gate that reads the first record only.
+// Shown to bite: with the gate reading only a tunnel that opens with 0x16,
+// the PUT after a warning alert, in TLS naming the registry through
+// front.example's tunnel, reached the mock and was answered. (crypto/tls
+// also takes an alert of another version, 0x15 0x00 0x00: that one passes,
+// as bytes a binary protocol may start with; the CDNs' TLS refuses it.)
+func TestTunnelSNIAfterAlert(t *testing.T) {
+	m := newMockVendor(t)
+	e, _, hp := registryProxy(t, m)
+	registry, port, _ := net.SplitHostPort(hp)
+	front := "front.example:" + port
+	e.Allow.Hosts[front] = true
+	for _, first := range [][]byte{
+		{0x15, 0x03, 0x01, 0x00, 0x02, 0x01, 0x5a}, // alert: warning, user_canceled
+		{0x14, 0x03, 0x03, 0x00, 0x01, 0x01},       // change_cipher_spec
+	} {
+		c, err := net.Dial("unix", registrySock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "CONNECT "+front+" HTTP/1.1\r\nHost: "+front+"\r\n\r\n")
+		br := bufio.NewReader(c)
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT %s: %v %v", front, resp, err)
+		}
+		c.Write(first)
+		tc := tls.Client(&bufferedConn{Conn: c, r: br}, &tls.Config{ServerName: registry, InsecureSkipVerify: true})
+		if tc.Handshake() == nil {
+			io.WriteString(tc, "PUT /left-pad HTTP/1.1\r\nHost: "+registry+"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			b, _ := io.ReadAll(tc)
+			t.Errorf("after % x, TLS naming %s through the tunnel to %s: the PUT got %q", first, registry, front, b)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if lines := strings.Join(m.lines, "\n"); strings.Contains(lines, "PUT") {
+		t.Errorf("the mock got:\n%s", lines)
+	}
+	if st := e.State(); len(st.Refused) != 1 || st.Refused[0].Why != RefusedSNI || st.Refused[0].Count != 2 {
+		t.Errorf("refusals: %+v", st.Refused)
+	}
+}
+
+// TestTunnelGateBinaryLength: a protocol whose first bytes are a
+// little-endian length in 0x14-0x18 (a MongoDB or MySQL message of 277
+// bytes) is no TLS record and passes the gate as it is.
+func TestTunnelGateBinaryLength(t *testing.T) {
+	remote, other := net.Pipe()
+	defer other.Close()
+	msg := []byte{0x15, 0x01, 0x00, 0x00, 'h', 'i'}
+	g := &helloGate{e: &Egress{Session: "s", live: newLive()}, hp: "db.example:27017", r: bufio.NewReader(bytes.NewReader(msg)), remote: remote}
+	b, err := io.ReadAll(g)
+	if err != nil || !bytes.Equal(b, msg) {
+		t.Errorf("the gate passed %q, %v; want %q", b, err, msg)
 	}
 }
