@@ -94,12 +94,17 @@ func (h *homeCompare) dir(src, prev, depth int, files *sync.WaitGroup) error {
 			return errDiffers
 		}
 		inPrev := j < len(old) && old[j] == names[i]
-		if st.Dev != h.srcDev { // a bind below the home: the save carries the kept home's entry, if any
+		switch {
+		case st.Dev != h.srcDev: // a bind below the home: the save carries the kept home's entry, if any
 			h.count(-1, false)
-		} else if !inPrev {
-			return errDiffers // new in the tmpfs
-		} else if err := h.entry(src, prev, names[i], st, depth, files); err != nil {
-			return err
+		case !inPrev:
+			if !h.onlyMountPoints(src, names[i], st, depth) {
+				return errDiffers // new in the tmpfs
+			}
+		default:
+			if err := h.entry(src, prev, names[i], st, depth, files); err != nil {
+				return err
+			}
 		}
 		i++
 		if inPrev {
@@ -110,6 +115,39 @@ func (h *homeCompare) dir(src, prev, depth int, files *sync.WaitGroup) error {
 		}
 	}
 	return nil
+}
+
+// onlyMountPoints reports whether the entry name of the tmpfs's
+// directory src (whose stat is st), which the kept home lacks, is a
+// directory that holds mount points and directories of them only: what
+// bwrap made for the binds below the home (~/.cache for ~/.cache/pip),
+// which the save writes empty and RemoveMountPoints then removes from the
+// kept home. It counts the mount points as the save does.
+func (h *homeCompare) onlyMountPoints(src int, name string, st unix.Stat_t, depth int) bool {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || depth >= maxCopyDepth {
+		return false
+	}
+	dir, err := openIn(src, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(dir)
+	names, err := readNames(dir)
+	if err != nil || len(names) == 0 {
+		return false // an empty directory the session made
+	}
+	for _, n := range names {
+		var sub unix.Stat_t
+		if unix.Fstatat(dir, n, &sub, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			return false
+		}
+		if sub.Dev != h.srcDev {
+			h.count(-1, false)
+		} else if !h.onlyMountPoints(dir, n, sub, depth+1) {
+			return false
+		}
+	}
+	return true
 }
 
 // entry compares the entry name of the tmpfs's directory src, whose stat
