@@ -15,6 +15,7 @@ import (
 // no write to the disk; the old home's removal after the swap then drops
 // links, not data. The bytes are compared, never trusted to the times: a
 // write through a shared mapping leaves a tmpfs file's times as they were.
+// (A home with no change at all is not saved anew: homesame.go.)
 //
 // The link shares the previous home's inode, which nobody writes any more
 // (the session never sees the home on disk, and the save is the only
