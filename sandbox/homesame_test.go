@@ -20,7 +20,8 @@ import (
 // sameHome saying "the same" always, every case but "nothing" failed; with
 // sameBytes saying "the same" always, the three cases that keep size and
 // times (same-size rewrite, and both writes through a shared mapping)
-// failed. An unchanged home is kept as it is: its directory is the one
+// failed, and so did they with the save linking every file as if the
+// comparison had found it equal (sameFiles not checked). An unchanged home is kept as it is: its directory is the one
 // the load read (no new home swapped in).
 func TestHomeSaveOneChange(t *testing.T) {
 	cases := []struct {
