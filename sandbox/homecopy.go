@@ -115,17 +115,17 @@ type treeCopy struct {
 	// a save (-1: none, or not a directory there).
 	prev    int
 	stats   CopyStats
-	mu      sync.Mutex  // stats and ticked, which the pool's workers change too
+	mu      sync.Mutex  // stats, which the pool's workers change too
 	crossFS atomic.Bool // copy_file_range refused a file of this copy: sendFile for the rest
 	// pool copies the files on goroutines of its own while the walk goes
 	// on (homepool.go); nil copies them in the walk. dirJobs are the
 	// copies of the directory the walk is in.
 	pool    *copyPool
 	dirJobs *sync.WaitGroup
-	// progress, when set, is called at most once a second while the copy
-	// goes on (the save asks systemd for more time); ticked is its last.
-	progress func()
-	ticked   time.Time
+	// same are the files a comparison found equal to the previous home's
+	// (sameHome): linked without their bytes read again.
+	same sameFiles
+	pacer
 }
 
 // copyHome copies the tree below the directory src into the empty
@@ -136,11 +136,17 @@ type treeCopy struct {
 // error is one the copy cannot go on from (the destination full, a read
 // that failed); what it skips is in the stats.
 func copyHome(src, dst, prev int, budget, meta int64, progress func()) (CopyStats, error) {
+	return copyHomeKnowing(src, dst, prev, budget, meta, progress, nil)
+}
+
+// copyHomeKnowing is copyHome that links the files same holds without
+// comparing their bytes again.
+func copyHomeKnowing(src, dst, prev int, budget, meta int64, progress func(), same sameFiles) (CopyStats, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(src, &st); err != nil {
 		return CopyStats{}, err
 	}
-	c := &treeCopy{budget: budget, meta: meta, srcDev: st.Dev, dstRoot: dst, linked: map[[2]uint64]string{}, prev: prev, progress: progress, ticked: time.Now()}
+	c := &treeCopy{budget: budget, meta: meta, srcDev: st.Dev, dstRoot: dst, linked: map[[2]uint64]string{}, prev: prev, same: same, pacer: newPacer(progress)}
 	if weakened {
 		err := c.naiveDir(src, dst)
 		return c.stats, err
@@ -370,17 +376,28 @@ func (c *treeCopy) count(n int64, unchanged bool) {
 	}
 }
 
-// tick calls the copy's progress when a second has passed since it last
-// did.
-func (c *treeCopy) tick() {
-	if c.progress == nil {
+// pacer calls progress (when set) at most once a second while a copy or
+// a comparison goes on (the save asks systemd for more time).
+type pacer struct {
+	progress func()
+	mu       sync.Mutex
+	ticked   time.Time // the last call
+}
+
+func newPacer(progress func()) pacer {
+	return pacer{progress: progress, ticked: time.Now()}
+}
+
+// tick calls progress when a second has passed since it last did.
+func (p *pacer) tick() {
+	if p.progress == nil {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if now := time.Now(); now.Sub(c.ticked) >= time.Second {
-		c.ticked = now
-		c.progress()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := time.Now(); now.Sub(p.ticked) >= time.Second {
+		p.ticked = now
+		p.progress()
 	}
 }
 

@@ -274,27 +274,36 @@ func (h *homeStore) endWith(code int) int {
 var saveHook = func() {}
 
 // save copies the tmpfs to HomeSaving, syncs it, and swaps it with the
-// kept home; the old one is then removed.
+// kept home; the old one is then removed. A tmpfs the same as the kept
+// home (sameHome) is not copied: the kept home stays.
 func (h *homeStore) save() (CopyStats, error) {
-	var fs, disk unix.Statfs_t
+	var fs unix.Statfs_t
 	if err := unix.Fstatfs(h.root, &fs); err != nil {
 		return CopyStats{}, err
 	}
 	_ = unix.Fchmod(h.root, 0o700) // a chmod 000 of the home must not keep the save out
 	used := (fs.Blocks - fs.Bfree) * uint64(fs.Bsize)
 	bound := int64(min(h.size, 1<<62))
-	meta, diskShort := bound, false // the directories' and names' room on disk (copyHome)
-	if unix.Fstatfs(h.state, &disk) == nil {
-		free := disk.Bavail * uint64(disk.Bsize)
-		if free < used+saveMargin {
-			return CopyStats{}, fmt.Errorf("your disk has %s free, and the home needs %s and %s to spare", SizeText(free), SizeText(used), SizeText(saveMargin))
-		}
-		if room := int64(min(free-used-saveMargin, 1<<62)); room < meta {
-			meta, diskShort = room, true
-		}
-	}
 	h.askForTime(used)
 	h.report(HomeReport{State: HomeInSave}) // a stop waits for it (manager's Stop)
+	prev, err := openIn(h.state, HomeDirName, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		prev = -1 // the first save: everything is written
+	} else {
+		defer unix.Close(prev)
+	}
+	var same sameFiles
+	if prev >= 0 {
+		stats, found, ok := sameHome(h.root, prev, bound, h.askForMore)
+		if ok {
+			return stats, nil // the kept home is the session's home already: nothing to write
+		}
+		same = found
+	}
+	meta, diskShort, err := h.diskRoom(used, bound)
+	if err != nil {
+		return CopyStats{}, err
+	}
 	if err := removeTree(h.state, HomeSaving); err != nil {
 		return CopyStats{}, fmt.Errorf("cannot remove an earlier save's %s: %w", HomeSaving, err)
 	}
@@ -306,13 +315,7 @@ func (h *homeStore) save() (CopyStats, error) {
 		return CopyStats{}, err
 	}
 	defer unix.Close(dst)
-	prev, err := openIn(h.state, HomeDirName, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		prev = -1 // the first save: everything is written
-	} else {
-		defer unix.Close(prev)
-	}
-	stats, err := copyHome(h.root, dst, prev, bound, meta, h.askForMore)
+	stats, err := copyHomeKnowing(h.root, dst, prev, bound, meta, h.askForMore, same)
 	if err == nil && diskShort && stats.metaFull {
 		err = fmt.Errorf("your disk has too little room left for the home's %d files and their directories (%s to spare)", stats.Files, SizeText(saveMargin))
 	}
@@ -334,6 +337,24 @@ func (h *homeStore) save() (CopyStats, error) {
 		return stats, fmt.Errorf("cannot swap the saved home in: %w", err)
 	}
 	return stats, nil // HomeSaving is the old home now: end removes it once it said the home is saved
+}
+
+// diskRoom checks that the state directory's disk has room for a save of
+// used bytes and saveMargin, and returns the room for the directories and
+// names (copyHome's meta: the bound, or less when the disk is short).
+func (h *homeStore) diskRoom(used uint64, bound int64) (meta int64, short bool, err error) {
+	var disk unix.Statfs_t
+	if unix.Fstatfs(h.state, &disk) != nil {
+		return bound, false, nil
+	}
+	free := disk.Bavail * uint64(disk.Bsize)
+	if free < used+saveMargin {
+		return 0, false, fmt.Errorf("your disk has %s free, and the home needs %s and %s to spare", SizeText(free), SizeText(used), SizeText(saveMargin))
+	}
+	if room := int64(min(free-used-saveMargin, 1<<62)); room < bound {
+		return room, true, nil
+	}
+	return bound, false, nil
 }
 
 // carryHidden moves into the new home (HomeSaving) what the kept home

@@ -396,7 +396,10 @@ func TestStopShortTimeoutSavesHome(t *testing.T) {
 
 // TestKeptHomeSavesOnlyWhatChanged (issue 40): the second run of a named
 // session that changed nothing writes nothing of its home again (the kept
-// files keep their inodes; status counts them unchanged), while a file
+// home is kept as it is, though bwrap made mount points in the session's
+// home for its workspace and tool caches: the kept home's directory is the
+// same, its files keep their inodes, and status counts them unchanged;
+// a save that linked every file into a new home failed), while a file
 // rewritten in place with its time put back (as a write through a shared
 // mapping leaves it) is saved with its new bytes. As a service and as a
 // scope. Shown to fail by hand: with the save's compare answering from the
@@ -420,10 +423,13 @@ func TestKeptHomeSavesOnlyWhatChanged(t *testing.T) {
 				}
 				return fi.Sys().(*syscall.Stat_t).Ino
 			}
-			big, same, edited := inode("d/big"), inode("same"), inode("edited")
+			big, same, edited, root := inode("d/big"), inode("same"), inode("edited"), inode(".")
 			run("true")
 			if inode("d/big") != big || inode("same") != same || inode("edited") != edited {
 				t.Error("an unchanged home's files were written again")
+			}
+			if inode(".") != root {
+				t.Error("an unchanged home was saved anew (linked into a new home), not kept as it is")
 			}
 			home, text := homeOf(t, name)
 			if home.Saved.Unchanged < 3 || home.Saved.Unchanged != home.Saved.Files || !strings.Contains(text, "unchanged, not written again") {
