@@ -48,7 +48,7 @@ func findRepository(ws string) (repository, error) {
 // linkedWorktree reads a .git file ("gitdir: DIR"): a linked worktree's
 // (DIR has a commondir file naming the main repository's .git) is copied; a
 // submodule's checkout (its git directory in the superproject's
-// .git/modules) is refused.
+// .git/modules) is refused: its superproject's copy has it (clone.Make).
 func linkedWorktree(ws, top, dotGit string) (repository, error) {
 	b, err := os.ReadFile(dotGit)
 	if err != nil {
@@ -63,7 +63,7 @@ func linkedWorktree(ws, top, dotGit string) (repository, error) {
 	}
 	c, err := os.ReadFile(filepath.Join(dir, "commondir"))
 	if err != nil {
-		return repository{}, refuseKind(ws, "%s is a submodule's checkout (its git directory %s is another repository's)", top, dir)
+		return repository{}, refuseKind(ws, "%s is a submodule's checkout (its git directory %s is another repository's: give its superproject as the workspace, whose copy has it)", top, dir)
 	}
 	common := strings.TrimSpace(string(c))
 	if !filepath.IsAbs(common) {
