@@ -185,3 +185,30 @@ func TestApplyIntoSubmodule(t *testing.T) {
 		t.Errorf("after apply top.txt is %q", b)
 	}
 }
+
+// A spare (made ahead, superproject only) taken for a repository with a
+// submodule gets the submodule's copy as a cold copy does.
+func TestSpareTakenCopiesSubmodules(t *testing.T) {
+	ws := superRepo(t)
+	objects := filepath.Join(ws, ".git", "objects")
+	root, ctx := t.TempDir(), context.Background()
+	if err := MakeSpare(ctx, root, ws, objects); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "clone")
+	if !TakeSpare(root, ws, dirID(t, ws), objects, dir) {
+		t.Fatal("the spare was not taken")
+	}
+	c, err := Make(ctx, ws, units.Clone{Dir: dir, Objects: objects}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounted(t, ws, c)
+	sub := filepath.Join(dir, "lib", "sub")
+	if len(c.Subs) != 1 || run(t, sub, "rev-parse", "HEAD") != c.Subs[0].Base || run(t, sub, "status", "--porcelain") != "" {
+		t.Fatalf("the spare's submodule: %+v", c.Subs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(sub, "f.txt")); !strings.HasPrefix(string(b), "mine\n") {
+		t.Errorf("the spare's submodule lacks the user's edit: %q", b)
+	}
+}
