@@ -79,7 +79,7 @@ else snap=$(git commit-tree "$tree" -p "$head" -m "mosaic: what the agent left u
 git update-ref refs/mosaic/snapshot "$snap"
 from=$base to=$snap
 if [ $n -gt 0 ]; then
-export GIT_ALTERNATE_OBJECT_DIRECTORIES="$alt" GIT_INDEX_FILE=/tmp/index.all
+export GIT_ALTERNATE_OBJECT_DIRECTORIES="$alt${GIT_ALTERNATE_OBJECT_DIRECTORIES:+:$GIT_ALTERNATE_OBJECT_DIRECTORIES}" GIT_INDEX_FILE=/tmp/index.all
 put() {
 n=$((n + 1)); git --literal-pathspecs rm -rqf --cached --ignore-unmatch -- "$1" >/dev/null
 if [ "$side" = base ]; then t=$(git rev-parse "$3^{tree}"); else t=$(cat /tmp/tree.$n); fi
