@@ -74,6 +74,9 @@ func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error
 	if ch.Refused != nil && !(branch != "" && ch.Clone.PatchBytes > 0) {
 		return ch, errcode.ChangeRefused.New("session %s's change is refused, nothing was changed: %v", name, ch.Refused)
 	}
+	if sub := InSubmodule(ch); branch != "" && sub != "" {
+		return ch, errcode.BadClone.New("session %s's change reaches into submodule %s, which a branch of %s cannot hold (it would carry the submodule's commit, not its files): `mosaic apply %s` writes the files into your checkout", name, sub, s.Workspace, name)
+	}
 	scratch := filepath.Join(p.SessionDir(name), "apply")
 	if branch == "" {
 		err = clone.Apply(ctx, name, s.Workspace, ch.Patch, ch.Summary, p.SessionDir(name))

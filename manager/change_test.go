@@ -36,8 +36,18 @@ type changeFixture struct {
 
 func newChangeFixture(t *testing.T) *changeFixture {
 	t.Helper()
+	return newChangeFixtureWith(t, nil)
+}
+
+// newChangeFixtureWith is newChangeFixture with the repository changed by
+// prepare (given its path) before the session starts.
+func newChangeFixtureWith(t *testing.T, prepare func(ws string)) *changeFixture {
+	t.Helper()
 	h := testHost(t)
 	ws := gitRepo(t, h)
+	if prepare != nil {
+		prepare(ws)
+	}
 	plan := testPlan(t, h, request.Request{Name: "c", Workspace: ws, Mode: request.ModeClone})
 	fx := &changeFixture{h: h, ws: ws, copy: filepath.Join(h.Paths.SessionDir("c"), units.CloneDirName)}
 	f := &fakeSystemd{}
@@ -75,12 +85,16 @@ func (fx *changeFixture) runFinish(t *testing.T) {
 	}
 	home := filepath.Join(fx.h.Paths.SessionDir(units.FinishName("c")), "home")
 	tmp := t.TempDir()
-	script := strings.ReplaceAll(finishScript, "/tmp/index", filepath.Join(tmp, "index"))
-	cmd := exec.Command("/bin/sh", "-c", script, "mosaic-finish", cl.Base, cl.Parent, strconv.Itoa(patchcheck.MaxPatchBytes))
+	script := strings.ReplaceAll(finishScript, "/tmp/", tmp+"/")
+	cmd := exec.Command("/bin/sh", append([]string{"-c", script, "mosaic-finish", cl.Base, cl.Parent, strconv.Itoa(patchcheck.MaxPatchBytes)}, subArgs(cl.Subs)...)...)
 	// The copy borrows the user's objects at the path the sandbox mounts
 	// them at (units.ObjectsInside); here git is told where they are.
+	alt := filepath.Join(fx.ws, ".git", "objects")
+	for _, s := range cl.Subs {
+		alt += ":" + s.Objects
+	}
 	cmd.Dir, cmd.Env = fx.copy, []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8",
-		"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + filepath.Join(fx.ws, ".git", "objects")}
+		"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + alt}
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Error(err)
 	}
@@ -257,6 +271,64 @@ func TestReadChangeRefusesDamagedOutput(t *testing.T) {
 		}
 		if _, err := readChange(h.Paths, "c", cl); errcode.Of(err).Code != errcode.CloneFailed.Name || !strings.Contains(err.Error(), "not an object id") {
 			t.Errorf("head %q: %v, want clone-failed", head, err)
+		}
+	}
+}
+
+// The finish step takes a submodule's change as one with the
+// superproject's: the submodule's files under its path (the user's own
+// uncommitted edit there is the base, not the change), its gitlink never
+// (the snapshot keeps the base's), its moved HEAD said; apply writes
+// both files, and apply --branch refuses.
+func TestFinishTakesSubmodules(t *testing.T) {
+	git := func(dir string, args ...string) string {
+		out, err := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t", "-c", "protocol.file.allow=always"}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	fx := newChangeFixtureWith(t, func(ws string) {
+		sub := ws + "-sub"
+		os.MkdirAll(sub, 0o700)
+		os.WriteFile(filepath.Join(sub, "f.txt"), []byte("f\n"), 0o644)
+		git(sub, "init", "-q")
+		git(sub, "add", "-A")
+		git(sub, "commit", "-qm", "sub")
+		git(ws, "submodule", "add", "-q", sub, "lib/sub")
+		git(ws, "commit", "-qm", "the submodule")
+		os.WriteFile(filepath.Join(ws, "lib", "sub", "f.txt"), []byte("mine\nf\n"), 0o644)
+	})
+	fx.agent(t, map[string]string{"a.txt": "a, changed\n", "lib/sub/f.txt": "mine\nf\nagent\n"})
+	git(filepath.Join(fx.copy, "lib", "sub"), "commit", "-qam", "agent")
+	ctx := context.Background()
+	ch, err := fx.m.Current(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range ch.Summary.Files {
+		paths = append(paths, f.Path)
+	}
+	if strings.Join(paths, ",") != "a.txt,lib/sub/f.txt" || strings.Contains(string(ch.Patch), "+mine") || ch.Refused != nil {
+		t.Fatalf("the change: %v (refused %v)\n%s", paths, ch.Refused, ch.Patch)
+	}
+	if len(ch.Moved) != 1 || ch.Moved[0] != "lib/sub" || InSubmodule(ch) != "lib/sub" {
+		t.Errorf("moved %v, in submodule %q", ch.Moved, InSubmodule(ch))
+	}
+	t.Setenv("GIT_ALTERNATE_OBJECT_DIRECTORIES", filepath.Join(fx.ws, ".git", "objects"))
+	if got, want := git(fx.copy, "rev-parse", ch.Clone.Head+":lib/sub"), git(fx.ws, "rev-parse", "HEAD:lib/sub"); got != want {
+		t.Errorf("the snapshot's gitlink %s, the base's %s", got, want)
+	}
+	if _, err := fx.m.Apply(ctx, "c", "b"); errcode.Of(err).Code != errcode.BadClone.Name || !strings.Contains(err.Error(), "submodule lib/sub") {
+		t.Errorf("apply --branch: %v", err)
+	}
+	if _, err := fx.m.Apply(ctx, "c", ""); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"a.txt": "a, changed\n", "lib/sub/f.txt": "mine\nf\nagent\n"} {
+		if b, _ := os.ReadFile(filepath.Join(fx.ws, name)); string(b) != want {
+			t.Errorf("%s after apply: %q", name, b)
 		}
 	}
 }

@@ -54,12 +54,10 @@ func makeClone(ctx context.Context, spec *units.Spec) error {
 		return err
 	}
 	spec.Clone = &c
-	if c.Objects != "" { // Make named the user's objects by the pinned path: the session's is the workspace's
-		alt := filepath.Join(c.Dir, ".git", "objects", "info", "alternates")
-		if err := os.WriteFile(alt, []byte(units.ObjectsInside(spec.Workspace)+"\n"), 0o600); err != nil {
-			removeClone(*spec)
-			return errcode.CloneFailed.New("the session's copy %s: %w", c.Dir, err)
-		}
+	// Make named the user's objects by the pinned path: the session's is the workspace's.
+	if err := clone.NameObjects(c, spec.Workspace); err != nil {
+		removeClone(*spec)
+		return errcode.CloneFailed.New("the session's copy %s: %w", c.Dir, err)
 	}
 	if err := workDirIn(*spec); err != nil {
 		removeClone(*spec)
@@ -72,7 +70,7 @@ func makeClone(ctx context.Context, spec *units.Spec) error {
 	if !testSkipBindIdentity() {
 		spec.Promise.Binds = spec.BindIDs
 	}
-	if err := records.WriteClone(spec.StateDir, records.Clone{Base: c.Base, Parent: c.Parent, Ref: c.Ref, Kind: c.Kind}); err != nil {
+	if err := records.WriteClone(spec.StateDir, records.Clone{Base: c.Base, Parent: c.Parent, Ref: c.Ref, Kind: c.Kind, Subs: submodules(c.Subs)}); err != nil {
 		removeClone(*spec)
 		return errcode.StateDir.New("cannot write the session's clone.json: %v", statedir.Hint(err, spec.StateDir))
 	}
@@ -152,6 +150,9 @@ func cloneIDs(spec *units.Spec) error {
 	if spec.Clone.Objects != "" { // a plain directory's copy borrows nothing
 		binds = append(binds, [2]string{units.ObjectsInside(spec.Workspace), spec.Clone.Objects})
 	}
+	for _, s := range spec.Clone.Subs {
+		binds = append(binds, [2]string{units.SubObjectsInside(spec.Workspace, s.Module), s.Objects})
+	}
 	for _, b := range binds {
 		st, err := sandbox.StatNoFollow(b[1])
 		if err != nil {
@@ -170,4 +171,22 @@ func removeClone(spec units.Spec) {
 	}
 	statedir.RemoveTree(spec.Clone.Dir)
 	os.Remove(filepath.Join(spec.StateDir, records.CloneFile))
+}
+
+// submodules are a copy's submodules as its record keeps them, and
+// cloneSubs the same read back (the finish step's spec).
+func submodules(subs []units.CloneSub) []records.Submodule {
+	var out []records.Submodule
+	for _, s := range subs {
+		out = append(out, records.Submodule(s))
+	}
+	return out
+}
+
+func cloneSubs(subs []records.Submodule) []units.CloneSub {
+	var out []units.CloneSub
+	for _, s := range subs {
+		out = append(out, units.CloneSub(s))
+	}
+	return out
 }

@@ -40,23 +40,57 @@ import (
 // it is as confined as the agent was, and the host reads what it wrote as
 // untrusted data (patchcheck).
 const finishScript = `set -eu
-base=$1 parent=$2 bound=$3 out=$HOME/out
+base=$1 parent=$2 bound=$3 out=$HOME/out top=$PWD
+shift 3
 rm -rf "$out" && mkdir -p "$out"
 export GIT_NO_REPLACE_OBJECTS=1 GIT_GRAFT_FILE=/dev/null GIT_INDEX_FILE=/tmp/index GIT_WORK_TREE=$PWD GIT_AUTHOR_NAME=mosaic GIT_AUTHOR_EMAIL=mosaic@localhost GIT_COMMITTER_NAME=mosaic GIT_COMMITTER_EMAIL=mosaic@localhost
-set -- core.hooksPath /dev/null core.fsmonitor false core.logAllRefUpdates false commit.gpgSign false core.bare false core.untrackedCache false core.splitIndex false gc.auto 0 maintenance.auto false core.sparseCheckout false
+config() {
 export GIT_CONFIG_COUNT=$(($# / 2)); i=0
 while [ $# -gt 0 ]; do export GIT_CONFIG_KEY_$i="$1" GIT_CONFIG_VALUE_$i="$2"; i=$((i + 1)); shift 2; done
-mkdir -p .git/info && printf '* -filter -text -eol -ident -working-tree-encoding\n' >.git/info/attributes
+}
+config core.hooksPath /dev/null core.fsmonitor false core.logAllRefUpdates false commit.gpgSign false core.bare false core.untrackedCache false core.splitIndex false gc.auto 0 maintenance.auto false core.sparseCheckout false
+plain() { mkdir -p "$1/info" && printf '* -filter -text -eol -ident -working-tree-encoding\n' >"$1/info/attributes"; }
+plain .git
 rm -rf .git/refs/mosaic .git/refs/mosaic.lock .git/logs/refs/mosaic
 if [ -f .git/index ]; then cp .git/index "$GIT_INDEX_FILE"; fi
 git add -A --ignore-errors 2>"$out/add-errors" || true
+n=0 alt=
+sub() {
+n=$((n + 1)) d=$top/.git/modules/$2
+git --literal-pathspecs rm -rqf --cached --ignore-unmatch -- "$1" >/dev/null
+git update-index --add --cacheinfo "160000,$(git rev-parse "$base:$1"),$1"
+plain "$d"
+(export GIT_DIR="$d" GIT_WORK_TREE="$top/$1" GIT_INDEX_FILE=/tmp/index.$n
+if cd "$GIT_WORK_TREE" 2>/dev/null; then
+if [ -f "$d/index" ]; then cp "$d/index" "$GIT_INDEX_FILE"; fi
+git add -A --ignore-errors 2>>"$out/add-errors" || true
+git write-tree
+else git mktree </dev/null; fi >/tmp/tree.$n
+if [ "$(git rev-parse -q --verify 'HEAD^{commit}' || true)" != "$3" ]; then printf '%s\0' "$1" >>"$out/moved"; fi)
+q=$(printf '%s' "$d/objects" | sed 's/[\\"]/\\&/g')
+alt=$alt${alt:+:}\"$q\"
+}
+each() { f=$1; shift; while [ $# -ge 3 ]; do $f "$1" "$2" "$3"; shift 3; done; }
+each sub "$@"
 tree=$(git write-tree)
 head=$(git rev-parse -q --verify 'HEAD^{commit}' || echo "$base")
 if [ "$tree" = "$(git rev-parse "$head^{tree}")" ]; then snap=$head
 else snap=$(git commit-tree "$tree" -p "$head" -m "mosaic: what the agent left uncommitted"); fi
 git update-ref refs/mosaic/snapshot "$snap"
-git -c core.quotePath=true -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames --no-relative --src-prefix=a/ --dst-prefix=b/ "$base" "$snap" -- >"$out/patch"
-if [ "$(wc -c <"$out/patch")" -gt "$bound" ]; then git diff --numstat -z --no-renames --no-ext-diff --no-textconv "$base" "$snap" -- >"$out/numstat"; fi
+from=$base to=$snap
+if [ $n -gt 0 ]; then
+export GIT_ALTERNATE_OBJECT_DIRECTORIES="$alt${GIT_ALTERNATE_OBJECT_DIRECTORIES:+:$GIT_ALTERNATE_OBJECT_DIRECTORIES}" GIT_INDEX_FILE=/tmp/index.all
+put() {
+n=$((n + 1)); git --literal-pathspecs rm -rqf --cached --ignore-unmatch -- "$1" >/dev/null
+if [ "$side" = base ]; then t=$(git rev-parse "$3^{tree}"); else t=$(cat /tmp/tree.$n); fi
+git read-tree -i --prefix="$1/" "$t"
+}
+withsubs() { side=$1; git read-tree "$2"; n=0; shift 2; each put "$@"; git write-tree; }
+from=$(withsubs base "$base" "$@")
+to=$(withsubs left "$snap" "$@")
+fi
+git -c core.quotePath=true -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames --no-relative --src-prefix=a/ --dst-prefix=b/ "$from" "$to" -- >"$out/patch"
+if [ "$(wc -c <"$out/patch")" -gt "$bound" ]; then git diff --numstat -z --no-renames --no-ext-diff --no-textconv "$from" "$to" -- >"$out/numstat"; fi
 if [ "$snap" != "$parent" ]; then git bundle create -q "$out/bundle" refs/mosaic/snapshot ${parent:+"^$parent"}; fi
 echo "$snap" >"$out/head"
 `
@@ -82,6 +116,10 @@ type Change struct {
 	// AddErrors is what git add said it could not add (a nested
 	// repository without a commit, an unreadable file): the change lacks it.
 	AddErrors string
+	// Moved are the submodules whose HEAD the session moved (it committed
+	// there, or checked out another commit): the change holds their
+	// files, never a new gitlink.
+	Moved []string
 }
 
 // Finish runs session name's finish step as a transient service of its own
@@ -173,6 +211,7 @@ func readChange(p request.Paths, name string, cl records.Clone) (Change, error) 
 	if b, err := clone.ReadOutput(filepath.Join(ch.Dir, "add-errors"), 4096); err == nil {
 		ch.AddErrors = strings.TrimSpace(string(b))
 	}
+	ch.Moved = moved(ch.Dir, cl.Subs)
 	ch.Clone.Head, ch.Clone.Summary = strings.TrimSpace(string(head)), &ch.Summary
 	ch.Clone.Refused = ""
 	if ch.Refused != nil {
@@ -215,7 +254,7 @@ func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, 
 	req := request.Request{
 		Workspace: rec.Workspace, Network: sandbox.NetworkNone, Profile: "generic", Mode: request.ModeClone, Own: true,
 		Limits:  units.Limits{RuntimeMax: finishTimeout},
-		Command: []string{"/bin/sh", "-c", finishScript, "mosaic-finish", cl.Base, cl.Parent, strconv.Itoa(patchcheck.MaxPatchBytes)},
+		Command: append([]string{"/bin/sh", "-c", finishScript, "mosaic-finish", cl.Base, cl.Parent, strconv.Itoa(patchcheck.MaxPatchBytes)}, subArgs(cl.Subs)...),
 		Env:     []string{"LANG=C.UTF-8", "PATH=" + sandbox.DefaultPath},
 	}
 	spec, _, err := request.Prepare(req, p, h.Bwrap)
@@ -224,7 +263,7 @@ func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, 
 	}
 	fname := units.FinishName(name)
 	spec.Name, spec.NameGiven, spec.StateDir = fname, true, p.SessionDir(fname)
-	spec.Clone = &units.Clone{Dir: filepath.Join(p.SessionDir(name), units.CloneDirName), Objects: spec.Clone.Objects, Base: cl.Base, Parent: cl.Parent, Ref: cl.Ref, Kind: cl.Kind}
+	spec.Clone = &units.Clone{Dir: filepath.Join(p.SessionDir(name), units.CloneDirName), Objects: spec.Clone.Objects, Base: cl.Base, Parent: cl.Parent, Ref: cl.Ref, Kind: cl.Kind, Subs: cloneSubs(cl.Subs)}
 	if err := cloneIDs(&spec); err != nil {
 		return units.Spec{}, errcode.NoChange.New("session %s's copy is gone (%w): nothing to finish", name, err)
 	}
@@ -232,4 +271,52 @@ func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, 
 		return units.Spec{}, err
 	}
 	return spec, nil
+}
+
+// subArgs are the finish step's arguments of a copy's submodules: each
+// one's path, git directory under .git/modules and starting commit.
+func subArgs(subs []records.Submodule) []string {
+	var args []string
+	for _, s := range subs {
+		args = append(args, s.Path, s.Module, s.Base)
+	}
+	return args
+}
+
+// moved reads the submodules whose HEAD the finish step in dir found
+// moved, as data: only the copy's own submodules' paths count.
+func moved(dir string, subs []records.Submodule) []string {
+	b, err := clone.ReadOutput(filepath.Join(dir, "moved"), 64<<10)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range strings.Split(string(b), "\x00") {
+		for _, s := range subs {
+			if s.Path == p {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// InSubmodule is the first submodule of cl that the change ch reaches
+// (a file in it, or its HEAD moved): "" for none. apply --branch refuses
+// such a change: the branch would hold the superproject's commits only.
+func InSubmodule(ch Change) string {
+	if len(ch.Moved) > 0 {
+		return ch.Moved[0]
+	}
+	for _, f := range ch.Summary.Files {
+		for _, p := range []string{f.Path, f.OldPath} {
+			for _, s := range ch.Clone.Subs {
+				if p != "" && strings.HasPrefix(p, s.Path+"/") {
+					return s.Path
+				}
+			}
+		}
+	}
+	return ""
 }

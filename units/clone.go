@@ -33,6 +33,27 @@ type Clone struct {
 	// repository of its own, whose first commit is the directory's files),
 	// "" for a repository's.
 	Kind string `json:"kind,omitempty"`
+	// Subs are the repository's initialised submodules, each a
+	// repository of its own in the copy, as the user has it.
+	Subs []CloneSub `json:"subs,omitempty"`
+}
+
+// CloneSub is one submodule in a copy: its path in the repository, its
+// git directory's name under the copy's .git/modules (Module, as the
+// user's), the user's object store it borrows (Objects, read-only at
+// SubObjectsInside) and the commit its copy starts from (Base: its HEAD
+// and its uncommitted changes, as the superproject's).
+type CloneSub struct {
+	Path    string `json:"path"`
+	Module  string `json:"module"`
+	Objects string `json:"objects"`
+	Base    string `json:"base"`
+}
+
+// SubObjectsInside is where a submodule's user objects are seen in a
+// session whose workspace is ws.
+func SubObjectsInside(ws, module string) string {
+	return filepath.Join(ws, ".git", "modules", module, ObjectsMount)
 }
 
 // ClonePlain is the Kind of a copy of a plain directory, in no git
@@ -81,12 +102,16 @@ func (s Spec) cloneBinds() []sandbox.Bind {
 	if s.Clone == nil || s.Clone.Objects == "" {
 		return nil
 	}
-	in, src := ObjectsInside(s.Workspace), ObjectsInside(s.Workspace)
-	if s.Scope { // no systemd layer: bwrap binds them from where they are
-		src = s.Clone.Objects
+	var binds []sandbox.Bind
+	for _, b := range cloneReadOnly(s) {
+		src := b.Dst
+		if s.Scope { // no systemd layer: bwrap binds them from where they are
+			src = b.Src
+		}
+		binds = append(binds, sandbox.Bind{Kind: sandbox.KindRO, Src: src, Dst: b.Dst,
+			Reason: "clone mode: your repository's objects, read-only, which the session's own copy borrows (its checkout and .git are never mounted)"})
 	}
-	return []sandbox.Bind{{Kind: sandbox.KindRO, Src: src, Dst: in,
-		Reason: "clone mode: your repository's objects, read-only, which the session's own copy borrows (its checkout and .git are never mounted)"}}
+	return binds
 }
 
 // scopeCopy is what a clone-mode scope's bwrap binds at the workspace's
@@ -105,5 +130,9 @@ func cloneReadOnly(s Spec) []bindEntry {
 	if s.Clone == nil || s.Clone.Objects == "" {
 		return nil
 	}
-	return []bindEntry{{Src: s.Clone.Objects, Dst: ObjectsInside(s.Workspace)}}
+	binds := []bindEntry{{Src: s.Clone.Objects, Dst: ObjectsInside(s.Workspace)}}
+	for _, sub := range s.Clone.Subs {
+		binds = append(binds, bindEntry{Src: sub.Objects, Dst: SubObjectsInside(s.Workspace, sub.Module)})
+	}
+	return binds
 }

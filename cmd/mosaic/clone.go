@@ -61,12 +61,15 @@ type changeDocument struct {
 	Applied string             `json:"applied,omitempty"`
 	// AddErrors is what the finish step's git add could not add.
 	AddErrors string `json:"add_errors,omitempty"`
-	Patch     string `json:"patch,omitempty"`
+	// MovedSubmodules are the submodules whose HEAD the session moved:
+	// the change holds their files, never a gitlink.
+	MovedSubmodules []string `json:"moved_submodules,omitempty"`
+	Patch           string   `json:"patch,omitempty"`
 }
 
 func documentOf(name string, ch manager.Change, withPatch bool) changeDocument {
 	d := changeDocument{Name: name, Base: ch.Clone.Base, Parent: ch.Clone.Parent, Head: ch.Clone.Head, Summary: ch.Summary,
-		Line: ch.Clone.Line(), HostRun: hostRun(ch.Summary), Applied: ch.Clone.Applied, AddErrors: ch.AddErrors}
+		Line: ch.Clone.Line(), HostRun: hostRun(ch.Summary), Applied: ch.Clone.Applied, AddErrors: ch.AddErrors, MovedSubmodules: ch.Moved}
 	if d.Summary.Files == nil {
 		d.Summary.Files = []patchcheck.File{}
 	}
@@ -97,6 +100,9 @@ func callouts(w io.Writer, ch manager.Change, esc func(string) string) {
 	}
 	if ch.AddErrors != "" {
 		fmt.Fprintf(w, "mosaic: the finish step could not add everything the session left, which this change lacks: %s\n", esc(strings.ReplaceAll(ch.AddErrors, "\n", " | ")))
+	}
+	for _, p := range ch.Moved {
+		fmt.Fprintf(w, "mosaic: the session moved submodule %s's HEAD (it committed or checked out there): this change holds its files, never a new commit for its gitlink; commit there yourself after apply\n", esc(p))
 	}
 	if hr := hostRun(ch.Summary); len(hr) > 0 {
 		fmt.Fprintf(w, "mosaic: this change touches %d files your tools run; read them first:\n", len(hr))

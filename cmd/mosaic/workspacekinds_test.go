@@ -148,7 +148,7 @@ func TestCloneWorkspaceKinds(t *testing.T) {
 }
 
 // TestCloneRefusesWhatItCannotCopy: a plain directory holding a FIFO, a
-// repository with submodules, a submodule's checkout and a repository
+// repository with nested submodules, a submodule's checkout and a repository
 // that borrows objects are refused in one line naming --direct, with
 // nothing left; --direct runs each.
 func TestCloneRefusesWhatItCannotCopy(t *testing.T) {
@@ -157,16 +157,15 @@ func TestCloneRefusesWhatItCannotCopy(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(fifo, "pipe"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	subs := workspace(t)
-	gitMust(t, subs, "init", "-q")
-	os.WriteFile(filepath.Join(subs, ".gitmodules"), []byte("[submodule \"x\"]\n\tpath = x\n\turl = ../x\n"), 0o644)
+	subs := subRepo(t) // a nested submodule: lib/sub has submodules of its own
+	os.WriteFile(filepath.Join(subs, "lib", "sub", ".gitmodules"), nil, 0o644)
 	alt := workspace(t)
 	gitMust(t, alt, "init", "-q")
 	os.MkdirAll(filepath.Join(alt, ".git", "objects", "info"), 0o755)
 	os.WriteFile(filepath.Join(alt, ".git", "objects", "info", "alternates"), []byte("/nonexistent/objects\n"), 0o644)
 	sm := workspace(t)
 	os.WriteFile(filepath.Join(sm, ".git"), []byte("gitdir: "+filepath.Join(subs, ".git", "modules", "x")+"\n"), 0o644)
-	for what, ws := range map[string]string{"special file": fifo, "submodules": subs, "alternates": alt, "submodule checkout": sm} {
+	for what, ws := range map[string]string{"special file": fifo, "nested submodules": subs, "alternates": alt, "submodule checkout": sm} {
 		name := cloneSession(t)
 		r := mosaic(t, "run", "--name", name, "-w", ws, "--json", "--", "true")
 		if code, msg := jsonError(t, r); r.code != 2 || code != "bad-workspace" || !strings.Contains(msg, "--direct") || strings.Contains(msg, "\n") {
@@ -178,5 +177,93 @@ func TestCloneRefusesWhatItCannotCopy(t *testing.T) {
 		if what != "submodule checkout" {
 			mustMosaic(t, "run", "--direct", "-w", ws, "--", "true")
 		}
+	}
+}
+
+// subRepo makes, in a new directory, a repository (top) with a
+// submodule at lib/sub whose f.txt has ten lines, both committed, and
+// returns top.
+func subRepo(t *testing.T) string {
+	t.Helper()
+	root := workspace(t)
+	sub, top := filepath.Join(root, "sub"), filepath.Join(root, "top")
+	who := []string{"-c", "user.name=u", "-c", "user.email=u@e", "-c", "protocol.file.allow=always"}
+	for _, d := range []string{sub, top} {
+		os.Mkdir(d, 0o755)
+		gitMust(t, d, "init", "-q", "-b", "main")
+	}
+	os.WriteFile(filepath.Join(sub, "f.txt"), []byte(strings.Repeat("line\n", 10)), 0o644)
+	gitMust(t, sub, "add", ".")
+	gitMust(t, sub, append(who, "commit", "-qm", "sub")...)
+	os.WriteFile(filepath.Join(top, "mine.txt"), []byte("mine\n"), 0o644)
+	gitMust(t, top, "add", ".")
+	gitMust(t, top, append(who, "commit", "-qm", "top")...)
+	gitMust(t, top, append(who, "submodule", "add", "-q", "../sub", "lib/sub")...)
+	gitMust(t, top, append(who, "commit", "-qm", "the submodule")...)
+	return top
+}
+
+// TestCloneSubmodules: a repository with a submodule works in clone
+// mode. The session's copy has the submodule checked out as the user has
+// it, a repository of its own (git runs and commits there); the user's
+// checkout is untouched until apply; diff shows the agent's edits of the
+// superproject's file and the submodule's, never the user's own
+// uncommitted edits there, and says the submodule's HEAD moved; apply
+// --branch is refused; an apply killed midway puts the submodule's file
+// back too; apply writes both files, under the user's edits, and no
+// gitlink.
+func TestCloneSubmodules(t *testing.T) {
+	needRig(t)
+	ws := subRepo(t)
+	f := filepath.Join(ws, "lib", "sub", "f.txt")
+	mine := "mine\n" + strings.Repeat("line\n", 10)
+	os.WriteFile(f, []byte(mine), 0o644) // the user's own, uncommitted, in the submodule
+	os.WriteFile(filepath.Join(ws, "mine.txt"), []byte("mine\nuser's own\n"), 0o644)
+	subHead := gitMust(t, filepath.Join(ws, "lib", "sub"), "rev-parse", "HEAD")
+	name := cloneSession(t)
+	agent := `set -e
+cd lib/sub && test "$(git rev-parse --show-toplevel)" = "$PWD" && test -z "$(git status --porcelain)"
+head -1 f.txt | grep -qx mine
+echo agent >> f.txt && git -c user.name=a -c user.email=a@b commit -qam agent && cd ../..
+echo agent >> mine.txt`
+	mustMosaic(t, "run", "--name", name, "-w", ws, "--", "sh", "-c", agent)
+	if b, _ := os.ReadFile(f); string(b) != mine {
+		t.Fatalf("the session wrote the user's submodule: %q", b)
+	}
+	d := diffOf(t, name)
+	var moved struct {
+		MovedSubmodules []string `json:"moved_submodules"`
+	}
+	json.Unmarshal([]byte(mustMosaic(t, "diff", name, "--json").stdout), &moved)
+	if paths(d) != "lib/sub/f.txt,mine.txt" || strings.Count(d.Patch, "+agent") != 2 || strings.Contains(d.Patch, "+mine") || strings.Contains(d.Patch, "+user's own") {
+		t.Errorf("diff: %s\n%s", paths(d), d.Patch)
+	}
+	if len(moved.MovedSubmodules) != 1 || moved.MovedSubmodules[0] != "lib/sub" {
+		t.Errorf("diff's moved submodules: %v", moved.MovedSubmodules)
+	}
+	if out := mustMosaic(t, "diff", name).stdout; !strings.Contains(out, "moved submodule lib/sub's HEAD") {
+		t.Errorf("diff does not say the submodule's HEAD moved:\n%s", out)
+	}
+	r := mosaic(t, "apply", "--branch", "b", name, "--json")
+	if code, msg := jsonError(t, r); r.code != 2 || code != "bad-clone" || !strings.Contains(msg, "submodule lib/sub") {
+		t.Errorf("apply --branch of a change in a submodule: exit %d %s %q", r.code, code, msg)
+	}
+	cmd, _, _ := paused(t, "apply-journaled", nil, "apply", name)
+	os.Remove(f) // as git apply's first phase does
+	cmd.Process.Kill()
+	cmd.Wait()
+	mustMosaic(t, "status", name) // rolls the killed apply back
+	if b, _ := os.ReadFile(f); string(b) != mine {
+		t.Fatalf("the submodule's file after a killed apply was rolled back: %q", b)
+	}
+	mustMosaic(t, "apply", name)
+	if b, _ := os.ReadFile(f); string(b) != mine+"agent\n" {
+		t.Errorf("the submodule's file after apply: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "mine.txt")); string(b) != "mine\nuser's own\nagent\n" {
+		t.Errorf("mine.txt after apply: %q", b)
+	}
+	if h := gitMust(t, filepath.Join(ws, "lib", "sub"), "rev-parse", "HEAD"); h != subHead {
+		t.Errorf("apply moved the user's submodule's HEAD: %s, was %s", h, subHead)
 	}
 }

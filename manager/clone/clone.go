@@ -120,7 +120,8 @@ func interruptedBy(cmd *exec.Cmd) bool {
 // parallel workers; its alternates then name where the session sees the
 // user's objects. With spare, c.Dir holds a spare just taken (TakeSpare):
 // it is brought up to date and checked out at the base, which writes only
-// the files that differ.
+// the files that differ. Each submodule the user initialised is then
+// copied the same way, a repository of its own in the copy (makeSubs).
 func Make(ctx context.Context, ws string, c units.Clone, spare bool) (units.Clone, error) {
 	fail := func(err error) (units.Clone, error) {
 		os.RemoveAll(c.Dir)
@@ -178,8 +179,14 @@ func Make(ctx context.Context, ws string, c units.Clone, spare bool) (units.Clon
 	if err := os.Mkdir(filepath.Join(gitDir, units.ObjectsMount), 0o700); err != nil && !(spare && os.IsExist(err)) {
 		return fail(err)
 	}
-	alt := filepath.Join(gitDir, "objects", "info", "alternates")
-	if err := os.WriteFile(alt, []byte(units.ObjectsInside(ws)+"\n"), 0o600); err != nil {
+	if c.Subs, err = makeSubs(ctx, ws, c); err != nil {
+		if errcode.Of(err).Code == errcode.BadWorkspace.Name { // a refusal, not a failure
+			os.RemoveAll(c.Dir)
+			return c, err
+		}
+		return fail(err)
+	}
+	if err := NameObjects(c, ws); err != nil {
 		return fail(err)
 	}
 	return c, nil

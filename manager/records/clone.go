@@ -21,6 +21,9 @@ type Clone struct {
 	Ref    string `json:"ref,omitempty"` // --base, as given
 	// Kind is units.ClonePlain for a plain directory's copy.
 	Kind string `json:"kind,omitempty"`
+	// Subs are the submodules the copy has as repositories of their own
+	// (units.CloneSub's fields), for the finish step.
+	Subs []Submodule `json:"subs,omitempty"`
 	// Snapshot is when the finish step last ran; nil before it ever did.
 	Snapshot *time.Time          `json:"snapshot,omitempty"`
 	Head     string              `json:"head,omitempty"` // the snapshot's commit
@@ -37,6 +40,16 @@ type Clone struct {
 	// DoneBy and DoneAt say who applied or discarded it, and when.
 	DoneBy string     `json:"done_by,omitempty"`
 	DoneAt *time.Time `json:"done_at,omitempty"`
+}
+
+// Submodule is one submodule of a copy: its path, its git directory's
+// name under .git/modules, the user's objects it borrows, the commit its
+// copy started from.
+type Submodule struct {
+	Path    string `json:"path"`
+	Module  string `json:"module"`
+	Objects string `json:"objects"`
+	Base    string `json:"base"`
 }
 
 // CloneFile is clone.json's name.

@@ -24,7 +24,7 @@ func TestCloneRefusals(t *testing.T) {
 	p, _ := fixture(t)
 	app := filepath.Join(p.Home, "src", "app")
 	repoAt(t, app)
-	for name, dir := range map[string]string{"sm": filepath.Join(p.Home, "src", "sm"), "borrow": filepath.Join(p.Home, "src", "borrow"), "subs": filepath.Join(p.Home, "src", "subs")} {
+	for name, dir := range map[string]string{"sm": filepath.Join(p.Home, "src", "sm"), "borrow": filepath.Join(p.Home, "src", "borrow")} {
 		os.MkdirAll(dir, 0o700)
 		switch name {
 		case "sm":
@@ -32,9 +32,6 @@ func TestCloneRefusals(t *testing.T) {
 		case "borrow":
 			repoAt(t, dir)
 			os.WriteFile(filepath.Join(dir, ".git", "objects", "info", "alternates"), []byte("/elsewhere/objects\n"), 0o600)
-		case "subs":
-			repoAt(t, dir)
-			os.WriteFile(filepath.Join(dir, ".gitmodules"), []byte("[submodule \"x\"]\n"), 0o600)
 		}
 	}
 	for _, tc := range []struct {
@@ -43,7 +40,6 @@ func TestCloneRefusals(t *testing.T) {
 	}{
 		{"a submodule's checkout", "bad-workspace", "submodule", Request{Workspace: filepath.Join(p.Home, "src", "sm")}},
 		{"borrowed objects", "bad-workspace", "alternates", Request{Workspace: filepath.Join(p.Home, "src", "borrow")}},
-		{"submodules", "bad-workspace", ".gitmodules", Request{Workspace: filepath.Join(p.Home, "src", "subs")}},
 		{"a long name", "bad-clone", "too long", Request{Workspace: app, Name: strings.Repeat("a", 57)}},
 		{"a --base that is an option", "bad-clone", "not a commit", Request{Workspace: app, Base: "--upload-pack=x"}},
 		{"--base in direct mode", "bad-clone", "--base", Request{Workspace: app, Base: "main", Mode: ModeDirect}},

@@ -19,8 +19,8 @@ type repository struct {
 
 // findRepository finds the repository ws is in, walking up from ws as git
 // does (only the filesystem is read: no git runs here), and refuses, naming
-// --direct, the kinds clone mode does not copy: a submodule's checkout, a
-// repository with submodules, one that borrows objects (alternates).
+// --direct, the kinds clone mode does not copy: a submodule's checkout,
+// one that borrows objects (alternates).
 func findRepository(ws string) (repository, error) {
 	for d := ws; ; d = filepath.Dir(d) {
 		dotGit := filepath.Join(d, ".git")
@@ -52,7 +52,7 @@ func findRepository(ws string) (repository, error) {
 // linkedWorktree reads a .git file ("gitdir: DIR"): a linked worktree's
 // (DIR has a commondir file naming the main repository's .git) is copied; a
 // submodule's checkout (its git directory in the superproject's
-// .git/modules) is refused.
+// .git/modules) is refused: its superproject's copy has it (clone.Make).
 func linkedWorktree(ws, top, dotGit string) (repository, error) {
 	b, err := os.ReadFile(dotGit)
 	if err != nil {
@@ -67,7 +67,7 @@ func linkedWorktree(ws, top, dotGit string) (repository, error) {
 	}
 	c, err := os.ReadFile(filepath.Join(dir, "commondir"))
 	if err != nil {
-		return repository{}, refuseKind(ws, "%s is a submodule's checkout (its git directory %s is another repository's)", top, dir)
+		return repository{}, refuseKind(ws, "%s is a submodule's checkout (its git directory %s is another repository's: give its superproject as the workspace, whose copy has it)", top, dir)
 	}
 	common := strings.TrimSpace(string(c))
 	if !filepath.IsAbs(common) {
@@ -78,8 +78,8 @@ func linkedWorktree(ws, top, dotGit string) (repository, error) {
 
 // checkRepository refuses a repository whose copy would lack something:
 // objects borrowed from another store (objects/info/alternates), which the
-// session could not reach, and submodules, whose checkouts the copy would
-// not have.
+// session could not reach. Its submodules are copied too, or refused, by
+// clone.Make, which runs git in it to find them.
 func checkRepository(ws string, r repository) (repository, error) {
 	objects := filepath.Join(r.common, "objects")
 	if fi, err := os.Stat(objects); err != nil || !fi.IsDir() {
@@ -87,9 +87,6 @@ func checkRepository(ws string, r repository) (repository, error) {
 	}
 	if b, err := os.ReadFile(filepath.Join(objects, "info", "alternates")); err == nil && strings.TrimSpace(string(b)) != "" {
 		return r, refuseKind(ws, "repository %s borrows objects from another (objects/info/alternates), which the session's copy could not reach", r.top)
-	}
-	if _, err := os.Lstat(filepath.Join(r.top, ".gitmodules")); err == nil {
-		return r, refuseKind(ws, "repository %s has submodules (.gitmodules), which its copy would not have checked out", r.top)
 	}
 	return r, nil
 }
