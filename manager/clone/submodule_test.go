@@ -2,6 +2,7 @@ package clone
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -146,43 +147,75 @@ func subChange(t *testing.T, ws string) ([]byte, patchcheck.Summary) {
 }
 
 // Apply writes a change into a submodule's files beside the
-// superproject's, under the user's own uncommitted edit, and an apply
-// killed midway puts the submodule's file back too.
+// superproject's, under the user's own uncommitted edit. Killed at each of
+// its steps before the record (as TestApplyKilledAtEachStepRecovers for a
+// superproject alone), Recover puts the submodule's file back too; a git
+// apply failing once begun (a full disk in its first phase) is undone
+// there as well. Applying again then works.
 func TestApplyIntoSubmodule(t *testing.T) {
-	ws := superRepo(t)
-	patch, s := subChange(t, ws)
-	if len(s.Files) != 2 || s.Files[1].Path != "lib/sub/f.txt" {
-		t.Fatalf("the change's files: %+v", s.Files)
+	asGit := func(ws string) { // git apply's first phase, in both repositories
+		os.Remove(filepath.Join(ws, "lib", "sub", "f.txt"))
+		os.Remove(filepath.Join(ws, "top.txt"))
 	}
-	scratch := t.TempDir()
-	before := tree(t, ws)
-	testhook.Set(t, "clone.apply", func(at string) {
-		if at == "journaled" {
-			os.Remove(filepath.Join(ws, "lib", "sub", "f.txt")) // git apply's first phase
-			os.Remove(filepath.Join(ws, "top.txt"))
-			panic(killed{})
-		}
-	})
-	func() {
-		defer func() { recover() }()
-		Apply(context.Background(), "s", ws, patch, s, scratch)
-		t.Fatal("apply was not killed")
-	}()
-	testhook.Set(t, "clone.apply", func(string) {})
-	if back, err := Recover(filepath.Join(scratch, JournalName), ws, false); err != nil || !back {
-		t.Fatalf("Recover: %v %v", back, err)
-	}
-	if after := tree(t, ws); !reflect.DeepEqual(after, before) {
-		t.Fatalf("after Recover the checkout is\n%v\nwant\n%v", after, before)
-	}
-	if err := Apply(context.Background(), "s", ws, patch, s, t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(ws, "lib", "sub", "f.txt")); !strings.HasPrefix(string(b), "mine\n") || !strings.HasSuffix(string(b), "line\nagent\n") {
-		t.Errorf("after apply the submodule's f.txt is %q", b)
-	}
-	if b, _ := os.ReadFile(filepath.Join(ws, "top.txt")); string(b) != "top\nmine\nagent\n" {
-		t.Errorf("after apply top.txt is %q", b)
+	for _, tc := range []struct {
+		step string
+		do   func(ws string)
+		kill bool
+	}{
+		{"copied", func(string) {}, true},
+		{"journaled", asGit, true},
+		{"applied", func(string) {}, true},
+		{"journaled", asGit, false}, // git fails: the files it changes are gone
+	} {
+		t.Run(fmt.Sprintf("%s-killed-%v", tc.step, tc.kill), func(t *testing.T) {
+			ws := superRepo(t)
+			patch, s := subChange(t, ws)
+			if len(s.Files) != 2 || s.Files[1].Path != "lib/sub/f.txt" {
+				t.Fatalf("the change's files: %+v", s.Files)
+			}
+			scratch := t.TempDir()
+			before := tree(t, ws)
+			testhook.Set(t, "clone.apply", func(at string) {
+				if at == tc.step {
+					tc.do(ws)
+					if tc.kill {
+						panic(killed{})
+					}
+				}
+			})
+			err := func() (err error) {
+				defer func() {
+					if recover() != nil {
+						err = errKilled
+					}
+				}()
+				return Apply(context.Background(), "s", ws, patch, s, scratch)
+			}()
+			testhook.Set(t, "clone.apply", func(string) {})
+			if tc.kill {
+				if err != errKilled {
+					t.Fatalf("apply was not killed at %s: %v", tc.step, err)
+				}
+				back, err := Recover(filepath.Join(scratch, JournalName), ws, false)
+				if want := tc.step != "copied"; err != nil || back != want {
+					t.Fatalf("Recover: rolled back %v (want %v), %v", back, want, err)
+				}
+			} else if errcode.Of(err).Code != "change-conflict" || !strings.Contains(err.Error(), "nothing was changed") {
+				t.Fatalf("a failing git apply: %v", err)
+			}
+			if after := tree(t, ws); !reflect.DeepEqual(after, before) {
+				t.Fatalf("the checkout is\n%v\nwant\n%v", after, before)
+			}
+			if err := Apply(context.Background(), "s", ws, patch, s, t.TempDir()); err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(filepath.Join(ws, "lib", "sub", "f.txt")); !strings.HasPrefix(string(b), "mine\n") || !strings.HasSuffix(string(b), "line\nagent\n") {
+				t.Errorf("after apply the submodule's f.txt is %q", b)
+			}
+			if b, _ := os.ReadFile(filepath.Join(ws, "top.txt")); string(b) != "top\nmine\nagent\n" {
+				t.Errorf("after apply top.txt is %q", b)
+			}
+		})
 	}
 }
 
