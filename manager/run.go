@@ -250,7 +250,14 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 			return Session{}, errcode.StopTimeout.New("session %s stopped but systemd did not announce its end: check `systemctl --user status %s`", name, unit)
 		}
 	}
-	m.awaitBrokers(ctx, name)
+	// The units that serve it (egress proxy, terminal holder, publish
+	// forwarder, lent ssh agent) are stopped by systemd once the session no
+	// longer needs them (StopWhenUnneeded), a moment after it, and a proxy
+	// stopping writes its last record: the stop returns after them, so
+	// that nothing of the session runs when it does and its status has the
+	// proxy's last word. (A loaded 2-core machine showed a proxy in
+	// stop-sigterm after the stop had returned.)
+	m.awaitDown(ctx, brokerUnits(name))
 	p := w.snapshot()
 	end := session.Of(name, s.Kind, p, p)
 	if rec, ok := records.Read(dir); ok {
@@ -258,18 +265,6 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 	}
 	end.Home = session.HomeOf(dir)
 	return end, nil
-}
-
-// awaitBrokers waits, callTimeout at most, until the units that serve
-// session name (its egress proxy, terminal holder, publish forwarder and
-// lent ssh agent) are down. systemd stops each once the session no longer
-// needs it (StopWhenUnneeded), a moment after the session, and a proxy
-// stopping writes its last record: a stop returns after them, so that
-// nothing of the session runs when it does and its status has the proxy's
-// last word. (A loaded 2-core machine showed a proxy in stop-sigterm after
-// the stop had returned.)
-func (m *Manager) awaitBrokers(ctx context.Context, name string) {
-	m.awaitDown(ctx, brokerUnits(name))
 }
 
 // brokerUnits are the names of the units that may serve session name.

@@ -227,14 +227,12 @@ func (h *homeCompare) file(src, prev int, name string, st unix.Stat_t, files *sy
 // file name: its type, size, mode, modification time, single link and
 // bytes.
 func (h *homeCompare) fileBytes(from, prev int, name string, st unix.Stat_t) error {
-	old, err := openIn(prev, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
+	old, ost, ok := prevFile(prev, name, st)
+	if !ok {
 		return errDiffers
 	}
 	defer unix.Close(old)
-	var ost unix.Stat_t
-	if unix.Fstat(old, &ost) != nil || ost.Mode&unix.S_IFMT != unix.S_IFREG || ost.Size != st.Size ||
-		ost.Mode&0o7777 != st.Mode&0o777 || ost.Mtim != st.Mtim || ost.Nlink != 1 || !sameBytes(from, old, st.Size, h.tick) {
+	if !sameBytes(from, old, st.Size, h.tick) {
 		return errDiffers
 	}
 	h.mu.Lock()

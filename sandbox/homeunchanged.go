@@ -44,6 +44,25 @@ func (c *treeCopy) descend(name string) func() {
 	}
 }
 
+// prevFile opens the previous home's file name (in prev) when it may hold
+// what the tmpfs's file of stat st holds: a regular file of one link, of
+// the same size, mode and modification time; its bytes are the caller's
+// to compare. ok false leaves nothing open. The save's link of an
+// unchanged file and the unchanged home's comparison (sameHome) judge by
+// this one rule.
+func prevFile(prev int, name string, st unix.Stat_t) (old int, ost unix.Stat_t, ok bool) {
+	old, err := openIn(prev, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return -1, ost, false
+	}
+	if unix.Fstat(old, &ost) != nil || ost.Mode&unix.S_IFMT != unix.S_IFREG || ost.Size != st.Size ||
+		ost.Mode&0o7777 != st.Mode&0o777 || ost.Mtim != st.Mtim || ost.Nlink != 1 {
+		unix.Close(old)
+		return -1, ost, false
+	}
+	return old, ost, true
+}
+
 // unchanged links the previous home's file name into dst when it equals
 // the tmpfs's (from, whose stat is st) and reports whether it did; false
 // leaves the copy to write the file. A file with several links in the
@@ -52,16 +71,11 @@ func (c *treeCopy) unchanged(from, dst, prev int, name string, st unix.Stat_t) b
 	if prev < 0 || st.Nlink != 1 {
 		return false
 	}
-	old, err := openIn(prev, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
+	old, ost, ok := prevFile(prev, name, st)
+	if !ok {
 		return false
 	}
 	defer unix.Close(old)
-	var ost unix.Stat_t
-	if unix.Fstat(old, &ost) != nil || ost.Mode&unix.S_IFMT != unix.S_IFREG || ost.Size != st.Size ||
-		ost.Mode&0o7777 != st.Mode&0o777 || ost.Mtim != st.Mtim || ost.Nlink != 1 {
-		return false
-	}
 	ino, known := c.same[st.Ino] // compared already (sameHome)
 	known = known && ino == ost.Ino
 	if !known && !sameBytes(from, old, st.Size, c.tick) || unix.Linkat(prev, name, dst, name, 0) != nil {
