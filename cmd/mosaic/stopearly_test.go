@@ -38,50 +38,71 @@ func TestStopBeforeInitTakesSignals(t *testing.T) {
 	} {
 		t.Run(tc.label, func(t *testing.T) {
 			t.Parallel()
-			name := sessionName(t)
-			// Paused once systemd took the start: the start's own end (its
-			// job canceled by the stop) does not race the stop. No egress
-			// proxy: the weakened case twice ended within 0.3 s of the stop
-			// in loaded full runs on 257 once every session had one beside
-			// it (not understood yet; see the stop's note of 2026-12-06).
-			_, goOn, out := paused(t, "start-accepted", append([]string{"MOSAIC_TEST_INIT_HOLD=3s"}, tc.env...),
-				"start", "--network", "none", "--name", name, "--workspace", workspace(t), "--", "sleep", "300")
-			defer goOn()
-			defer mosaic(t, "rm", name)
-			unit := "mosaic-" + name + ".service"
-			// bwrap's monitor and its child (which becomes the init), held:
-			// READY=1 is seconds away. Two bwraps, not two processes: the
-			// shim starts the hold's sleep before it execs bwrap, and a stop
-			// that lands before that exec is not this test's case (a loaded
-			// run on 257 got there, the session ending "signal" in 0.2 s).
-			eventually(t, 20*time.Second, "the session's init to be held", func() bool {
-				bwraps := 0
-				for _, pid := range unitPIDs(t, unit) {
-					if comm, _ := os.ReadFile("/proc/" + pid + "/comm"); strings.TrimSpace(string(comm)) == "bwrap" {
-						bwraps++
-					}
-				}
-				return unitProperty(t, unit, "ActiveState") == "activating" && bwraps >= 2
-			})
-			began := time.Now()
-			stopCmd := exec.Command(hookedMosaic(t), "stop", "--json", name)
-			stopCmd.Env = append(os.Environ(), tc.env...)
-			stop := runResult(t, stopCmd)
-			took := time.Since(began)
-			var st struct{ Result, State string }
-			json.Unmarshal([]byte(stop.stdout), &st)
-			t.Logf("stop took %v: exit %d, %s %q", took.Round(time.Millisecond), stop.code, st.State, st.Result)
 			if tc.most == 0 {
-				if took < 8*time.Second || st.Result == "success" {
-					t.Fatalf("the weakened shim's session stopped in %v, result %q: this test cannot see the stop lost", took, st.Result)
+				// The control: the weakened stop must be seen lost. On
+				// loaded 257 runs its session sometimes ended "exit-code"
+				// within 0.3 s of the stop instead (not understood yet,
+				// also with --network none: see the stop notes of
+				// 2026-12-06 and -07), which shows nothing either way, so
+				// it gets three tries to show the loss.
+				for try := 1; ; try++ {
+					took, result, _ := stopServiceWhileHeld(t, tc.env)
+					if took >= 8*time.Second && result != "success" {
+						return
+					}
+					if try == 3 {
+						t.Fatalf("the weakened shim's session stopped in %v, result %q (three tries): this test cannot see the stop lost", took, result)
+					}
+					t.Logf("try %d: the weakened shim's session stopped in %v, result %q; again", try, took, result)
 				}
-				return
 			}
-			if took > tc.most || st.Result != "success" || st.State == "active" {
-				t.Errorf("a stop while bwrap's child was held took %v and ended %s %q (want at most %v, result success); start said: %s", took, st.State, st.Result, tc.most, out)
+			took, result, state := stopServiceWhileHeld(t, tc.env)
+			if took > tc.most || result != "success" || state == "active" {
+				t.Errorf("a stop while bwrap's child was held took %v and ended %s %q (want at most %v, result success)", took, state, result, tc.most)
 			}
 		})
 	}
+}
+
+// stopServiceWhileHeld starts a service session whose init is held (bwrap's child, before
+// it runs the init), stops it while held, and returns how long the stop
+// took and how the session ended (env: the hooks of mosaic, start and stop).
+func stopServiceWhileHeld(t *testing.T, env []string) (took time.Duration, result, state string) {
+	t.Helper()
+	name := sessionName(t)
+	// Paused once systemd took the start: the start's own end (its
+	// job canceled by the stop) does not race the stop. No egress
+	// proxy: the weakened case twice ended within 0.3 s of the stop
+	// in loaded full runs on 257 once every session had one beside
+	// it (not understood yet; see the stop's note of 2026-12-06).
+	_, goOn, out := paused(t, "start-accepted", append([]string{"MOSAIC_TEST_INIT_HOLD=3s"}, env...),
+		"start", "--network", "none", "--name", name, "--workspace", workspace(t), "--", "sleep", "300")
+	defer goOn()
+	defer mosaic(t, "rm", name)
+	unit := "mosaic-" + name + ".service"
+	// bwrap's monitor and its child (which becomes the init), held:
+	// READY=1 is seconds away. Two bwraps, not two processes: the
+	// shim starts the hold's sleep before it execs bwrap, and a stop
+	// that lands before that exec is not this test's case (a loaded
+	// run on 257 got there, the session ending "signal" in 0.2 s).
+	eventually(t, 20*time.Second, "the session's init to be held", func() bool {
+		bwraps := 0
+		for _, pid := range unitPIDs(t, unit) {
+			if comm, _ := os.ReadFile("/proc/" + pid + "/comm"); strings.TrimSpace(string(comm)) == "bwrap" {
+				bwraps++
+			}
+		}
+		return unitProperty(t, unit, "ActiveState") == "activating" && bwraps >= 2
+	})
+	began := time.Now()
+	stopCmd := exec.Command(hookedMosaic(t), "stop", "--json", name)
+	stopCmd.Env = append(os.Environ(), env...)
+	stop := runResult(t, stopCmd)
+	took = time.Since(began)
+	var st struct{ Result, State string }
+	json.Unmarshal([]byte(stop.stdout), &st)
+	t.Logf("stop took %v: exit %d, %s %q; start said: %s", took.Round(time.Millisecond), stop.code, st.State, st.Result, out)
+	return took, st.Result, st.State
 }
 
 // unitPIDs are the processes in a unit's cgroup.
