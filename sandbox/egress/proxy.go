@@ -515,17 +515,21 @@ func (q *quiet) limit() time.Duration {
 	return q.idle
 }
 
-// copy copies from src (read through srcConn's deadline) to dst.
+// copy copies from src (read through srcConn's deadline) to dst: by
+// splice(2) when src is srcConn itself and both are the kernel's sockets
+// (the tunnel's download, the way most of its bytes go), through a buffer
+// otherwise (what the session sends, read through the SNI gate).
 func (q *quiet) copy(dst net.Conn, src io.Reader, srcConn net.Conn) (int64, error) {
-	buf := make([]byte, 256<<10) // large reads: a deadline and a write each, not 8 of each
+	m := newMover(dst, src, srcConn)
+	defer m.close()
 	var n int64
 	for {
 		_ = srcConn.SetReadDeadline(time.Unix(0, q.last.Load()).Add(q.limit()))
-		k, err := src.Read(buf)
+		k, err := m.read()
 		if k > 0 {
 			q.touch()
 			_ = dst.SetWriteDeadline(time.Now().Add(q.limit()))
-			if _, werr := dst.Write(buf[:k]); werr != nil {
+			if werr := m.write(k); werr != nil {
 				q.abort()
 				return n, werr
 			}

@@ -1,0 +1,121 @@
+package egress
+
+import (
+	"io"
+	"net"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// moveChunk is the most one read of a tunnel takes (a deadline and a
+// write each, not many of each).
+const moveChunk = 256 << 10
+
+// spliceChunk is the same for a tunnel spliced: what a pipe of 1 MiB (the
+// unprivileged most, /proc/sys/fs/pipe-max-size) holds.
+const spliceChunk = 1 << 20
+
+// A mover carries one direction of a tunnel: read takes up to a chunk
+// from the source, write gives those k bytes to the destination whole.
+// read's error is io.EOF at the source's end, as a Reader's.
+type mover interface {
+	read() (int, error)
+	write(k int) error
+	close()
+}
+
+// newMover is the mover from src to dst: a pipe the kernel splices
+// through when src is srcConn and both it and dst are the kernel's
+// sockets (no byte of a download is copied into the proxy: a plain
+// tunnel's download is some 40% faster on loopback, make bench's network
+// device figures), a buffer otherwise.
+func newMover(dst net.Conn, src io.Reader, srcConn net.Conn) mover {
+	if s, ok := src.(syscall.Conn); ok && src == io.Reader(srcConn) {
+		if d, ok := dst.(syscall.Conn); ok {
+			if m := newPipeMover(s, d); m != nil {
+				return m
+			}
+		}
+	}
+	return &bufMover{src: src, dst: dst, buf: make([]byte, moveChunk)}
+}
+
+type bufMover struct {
+	src io.Reader
+	dst io.Writer
+	buf []byte
+}
+
+func (m *bufMover) read() (int, error) { return m.src.Read(m.buf) }
+
+func (m *bufMover) write(k int) error {
+	_, err := m.dst.Write(m.buf[:k])
+	return err
+}
+
+func (m *bufMover) close() {}
+
+// pipeMover splices from one socket into a pipe and from the pipe into
+// the other, waiting for each through Go's poller, so that the sockets'
+// deadlines hold as for a Read or Write.
+type pipeMover struct {
+	src, dst syscall.RawConn
+	r, w     int // the pipe's ends
+}
+
+func newPipeMover(src, dst syscall.Conn) *pipeMover {
+	s, err1 := src.SyscallConn()
+	d, err2 := dst.SyscallConn()
+	var p [2]int
+	if err1 != nil || err2 != nil || unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK) != nil {
+		return nil
+	}
+	_, _ = unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, spliceChunk) // else 64 KiB
+	return &pipeMover{src: s, dst: d, r: p[0], w: p[1]}
+}
+
+// splice moves up to n bytes from in to out, waiting for readiness
+// through wait (a RawConn's Read or Write).
+func splice(wait func(func(uintptr) bool) error, in, out func(fd int) int, n int) (int, error) {
+	var k int64
+	var serr error
+	err := wait(func(fd uintptr) bool {
+		for {
+			k, serr = unix.Splice(in(int(fd)), nil, out(int(fd)), nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			if serr != unix.EINTR {
+				return serr != unix.EAGAIN
+			}
+		}
+	})
+	if err == nil {
+		err = serr
+	}
+	return int(k), err
+}
+
+func (m *pipeMover) read() (int, error) {
+	pipe := func(int) int { return m.w }
+	k, err := splice(m.src.Read, func(fd int) int { return fd }, pipe, spliceChunk)
+	if err == nil && k == 0 {
+		return 0, io.EOF
+	}
+	return k, err
+}
+
+func (m *pipeMover) write(k int) error {
+	pipe := func(int) int { return m.r }
+	for k > 0 {
+		w, err := splice(m.dst.Write, pipe, func(fd int) int { return fd }, k)
+		if err != nil {
+			return err
+		}
+		k -= w
+	}
+	return nil
+}
+
+func (m *pipeMover) close() {
+	_ = unix.Close(m.r)
+	_ = unix.Close(m.w)
+}
