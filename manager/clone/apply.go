@@ -196,6 +196,12 @@ func ApplyBranch(ctx context.Context, name, ws string, bundle []byte, head, base
 			return refused(name, fmt.Errorf("the bundle needs commit %s, which %s does not have", p, ws))
 		}
 	}
+	// The repository's own object directory, as git finds it: ws may be
+	// a linked worktree (its .git a file) or a directory below the top.
+	objects, err := git(ctx, ws, nil, "rev-parse", "--path-format=absolute", "--git-path", "objects")
+	if err != nil {
+		return errcode.CloneFailed.New("cannot find the object directory of %s: %w", ws, err)
+	}
 	os.RemoveAll(scratch)
 	defer os.RemoveAll(scratch)
 	if _, err := git(ctx, filepath.Dir(scratch), nil, "init", "-q", "--bare", "--template=", scratch); err != nil {
@@ -205,7 +211,7 @@ func ApplyBranch(ctx context.Context, name, ws string, bundle []byte, head, base
 	if err := os.MkdirAll(filepath.Dir(alt), 0o700); err != nil {
 		return errcode.CloneFailed.New("scratch repository: %w", err)
 	}
-	if err := os.WriteFile(alt, []byte(filepath.Join(ws, ".git", "objects")+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(alt, []byte(objects+"\n"), 0o600); err != nil {
 		return errcode.CloneFailed.New("scratch repository: %w", err)
 	}
 	bpath := filepath.Join(scratch, "change.bundle")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -420,5 +421,35 @@ func TestMakeLinkedWorktreeIndex(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "main.log")); err == nil {
 		t.Error("the main worktree's staged file is in the linked worktree's copy")
+	}
+}
+
+// TestApplyBranchLinkedWorktree: apply --branch into a linked worktree
+// (its .git a file) and into a directory below a repository's top: the
+// scratch repository borrows the objects git finds for ws, not a
+// ws/.git/objects that is not there (the bundle's prerequisite then
+// missing, the branch refused).
+func TestApplyBranchLinkedWorktree(t *testing.T) {
+	ws, parent, dir := agentCopy(t)
+	os.WriteFile(filepath.Join(dir, "b.txt"), []byte("b\n"), 0o644)
+	run(t, dir, "add", "-A")
+	run(t, dir, "commit", "-qm", "agent")
+	head := run(t, dir, "rev-parse", "HEAD")
+	run(t, dir, "update-ref", patchcheck.SnapshotRef, head)
+	bpath := filepath.Join(t.TempDir(), "bundle")
+	run(t, dir, "bundle", "create", "-q", bpath, patchcheck.SnapshotRef, "^"+parent)
+	bundle, _ := os.ReadFile(bpath)
+	shown := []byte(run(t, dir, "diff", "--binary", "--full-index", parent, head) + "\n")
+	linked := filepath.Join(t.TempDir(), "linked")
+	run(t, ws, "worktree", "add", "-q", "--detach", linked)
+	os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
+	for i, w := range []string{linked, filepath.Join(ws, "sub")} {
+		branch := fmt.Sprintf("mosaic/s%d", i)
+		if err := ApplyBranch(context.Background(), "s", w, bundle, head, parent, branch, filepath.Join(t.TempDir(), "scratch"), shown); err != nil {
+			t.Fatalf("%s: %v", w, err)
+		}
+		if got := run(t, ws, "rev-parse", branch); got != head {
+			t.Errorf("%s: branch at %s, want %s", w, got, head)
+		}
 	}
 }
