@@ -3,6 +3,7 @@ package egress
 import (
 	"io"
 	"net"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -38,30 +39,35 @@ func newMover(dst net.Conn, src io.Reader, srcConn net.Conn) mover {
 			}
 		}
 	}
-	return &bufMover{src: src, dst: dst, buf: make([]byte, moveChunk)}
+	return &bufMover{src: src, dst: dst, buf: bufPool.Get().(*[]byte)}
 }
+
+// bufPool keeps the tunnels' buffers for the next: a new connection does
+// not allocate (and the runtime zero) one of moveChunk bytes.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, moveChunk); return &b }}
 
 type bufMover struct {
 	src io.Reader
 	dst io.Writer
-	buf []byte
+	buf *[]byte
 }
 
-func (m *bufMover) read() (int, error) { return m.src.Read(m.buf) }
+func (m *bufMover) read() (int, error) { return m.src.Read(*m.buf) }
 
 func (m *bufMover) write(k int) error {
-	_, err := m.dst.Write(m.buf[:k])
+	_, err := m.dst.Write((*m.buf)[:k])
 	return err
 }
 
-func (m *bufMover) close() {}
+func (m *bufMover) close() { bufPool.Put(m.buf) }
 
 // pipeMover splices from one socket into a pipe and from the pipe into
 // the other, waiting for each through Go's poller, so that the sockets'
 // deadlines hold as for a Read or Write.
 type pipeMover struct {
 	src, dst syscall.RawConn
-	r, w     int // the pipe's ends
+	r, w     int  // the pipe's ends
+	grown    bool // the pipe holds spliceChunk
 }
 
 func newPipeMover(src, dst syscall.Conn) *pipeMover {
@@ -71,7 +77,6 @@ func newPipeMover(src, dst syscall.Conn) *pipeMover {
 	if err1 != nil || err2 != nil || unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK) != nil {
 		return nil
 	}
-	_, _ = unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, spliceChunk) // else 64 KiB
 	return &pipeMover{src: s, dst: d, r: p[0], w: p[1]}
 }
 
@@ -99,6 +104,13 @@ func (m *pipeMover) read() (int, error) {
 	k, err := splice(m.src.Read, func(fd int) int { return fd }, pipe, spliceChunk)
 	if err == nil && k == 0 {
 		return 0, io.EOF
+	}
+	if k >= 64<<10 && !m.grown {
+		// A pipe is 64 KiB; one that filled it is a download: a larger
+		// one takes fewer splices (growing it costs a new connection
+		// that stays small some 0.1 ms, so only those that need it).
+		m.grown = true
+		_, _ = unix.FcntlInt(uintptr(m.w), unix.F_SETPIPE_SZ, spliceChunk)
 	}
 	return k, err
 }
