@@ -317,6 +317,7 @@ func TestFinishTakesSubmodules(t *testing.T) {
 		t.Errorf("moved %v, in submodule %q", ch.Moved, InSubmodule(ch))
 	}
 	t.Setenv("GIT_ALTERNATE_OBJECT_DIRECTORIES", filepath.Join(fx.ws, ".git", "objects"))
+	git(fx.copy, "fetch", "-q", filepath.Join(ch.Dir, "bundle"), "refs/mosaic/snapshot") // the snapshot is made beside the copy's repository
 	if got, want := git(fx.copy, "rev-parse", ch.Clone.Head+":lib/sub"), git(fx.ws, "rev-parse", "HEAD:lib/sub"); got != want {
 		t.Errorf("the snapshot's gitlink %s, the base's %s", got, want)
 	}
@@ -331,4 +332,58 @@ func TestFinishTakesSubmodules(t *testing.T) {
 			t.Errorf("%s after apply: %q", name, b)
 		}
 	}
+}
+
+// TestFinishNotBlockedByBrokenRepository (issue 40): the finish step reads
+// nothing of the copy's repository but its objects, its index's stat cache
+// and its HEAD, each where it can: a config git refuses to read (a bad
+// boolean, an unknown repository extension, a line that does not parse), a
+// garbage index, a HEAD removed or the whole .git removed by the session
+// cannot make it fail. The change is then still the files the agent left,
+// against the base. Before, each made the step fail (git exits 128), so
+// diff and apply could not show or take the change.
+func TestFinishNotBlockedByBrokenRepository(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		breaks func(dotgit string) error
+	}{
+		{"bad boolean", func(g string) error { return appendFile(g+"/config", "[core]\n\tautocrlf = bogus\n") }},
+		{"unknown extension", func(g string) error {
+			return appendFile(g+"/config", "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tbogus = true\n")
+		}},
+		{"config that does not parse", func(g string) error { return appendFile(g+"/config", "[core\n") }},
+		{"garbage index", func(g string) error { return os.WriteFile(g+"/index", []byte("garbage"), 0o644) }},
+		{"HEAD removed", func(g string) error { return os.Remove(g + "/HEAD") }},
+		{".git removed", os.RemoveAll},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fx := newChangeFixture(t)
+			fx.agent(t, map[string]string{"a.txt": "a, changed\n", "b.txt": "new\n"})
+			if err := c.breaks(filepath.Join(fx.copy, ".git")); err != nil {
+				t.Fatal(err)
+			}
+			ch, err := fx.m.Current(context.Background(), "c")
+			if err != nil {
+				t.Fatalf("the change of a copy whose repository is broken: %v", err)
+			}
+			var got []string
+			for _, f := range ch.Summary.Files {
+				got = append(got, f.Path)
+			}
+			if strings.Join(got, ",") != "a.txt,b.txt" || !strings.Contains(string(ch.Patch), "+a, changed") {
+				t.Errorf("files %v, want a.txt,b.txt\n%s", got, ch.Patch)
+			}
+		})
+	}
+}
+
+// appendFile appends s to the file at path.
+func appendFile(path, s string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteString(s)
+	return err
 }

@@ -32,13 +32,16 @@ import (
 // diff --numstat), so that the change is still known and kept. Replace
 // refs and grafts are off, so that the patch is of what the bundle holds
 // (the host checks it again: clone.ApplyBranch). Nothing the session left
-// in its repository can make it fail: hooks, signing, fsmonitor and
-// reflogs are off (GIT_CONFIG_COUNT outranks the copy's config), filters
-// and line-ending conversion too ($GIT_DIR/info/attributes outranks every
-// .gitattributes: the patch is of the bytes the agent left), and its own
-// ref is made afresh. It may run the rest of the agent's git config:
-// it is as confined as the agent was, and the host reads what it wrote as
-// untrusted data (patchcheck).
+// in its repository can make it fail: git runs in a repository of the
+// step's own ($HOME/git) that borrows the copy's objects and the user's,
+// so the copy's config (a value git refuses, an unknown extension), its
+// hooks, refs and reflogs are never read; the copy's HEAD and index are
+// taken only where git reads them (else the base, and no stat cache), and
+// a .git the session removed leaves the files it left against the base.
+// Filters and line-ending conversion are off ($GIT_DIR/info/attributes
+// outranks every .gitattributes: the patch is of the bytes the agent
+// left). A submodule's own repository is still read in place. The host
+// reads what the step wrote as untrusted data (patchcheck).
 const finishScript = `set -eu
 base=$1 parent=$2 bound=$3 out=$HOME/out top=$PWD
 shift 3
@@ -50,9 +53,18 @@ while [ $# -gt 0 ]; do export GIT_CONFIG_KEY_$i="$1" GIT_CONFIG_VALUE_$i="$2"; i
 }
 config core.hooksPath /dev/null core.fsmonitor false core.logAllRefUpdates false commit.gpgSign false core.bare false core.untrackedCache false core.splitIndex false gc.auto 0 maintenance.auto false core.sparseCheckout false
 plain() { mkdir -p "$1/info" && printf '* -filter -text -eol -ident -working-tree-encoding\n' >"$1/info/attributes"; }
-plain .git
-rm -rf .git/refs/mosaic .git/refs/mosaic.lock .git/logs/refs/mosaic
-if [ -f .git/index ]; then cp .git/index "$GIT_INDEX_FILE"; fi
+head=$(GIT_DIR=$top/.git git rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null || echo "$base")
+g=$HOME/git fmt=sha1
+if [ ${#base} -eq 64 ]; then fmt=sha256; fi
+rm -rf "$g" && mkdir -p "$g/objects/info" "$g/refs" && echo "ref: refs/heads/mosaic" >"$g/HEAD"
+printf '[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = %s\n' $fmt >"$g/config"
+printf '%s\n' "$top/.git/objects" "$top/.git/` + units.ObjectsMount + `" >"$g/objects/info/alternates"
+export GIT_DIR=$g
+plain "$g"
+if [ -f .git/info/exclude ]; then head -c 1048576 .git/info/exclude >"$g/info/exclude" || true; fi
+git cat-file -e "$head^{commit}" 2>/dev/null || head=$base
+if [ -f .git/index ]; then cp .git/index "$GIT_INDEX_FILE" || true; fi
+git ls-files >/dev/null 2>&1 || rm -f "$GIT_INDEX_FILE"
 git add -A --ignore-errors 2>"$out/add-errors" || true
 n=0 alt=
 sub() {
@@ -73,7 +85,6 @@ alt=$alt${alt:+:}\"$q\"
 each() { f=$1; shift; while [ $# -ge 3 ]; do $f "$1" "$2" "$3"; shift 3; done; }
 each sub "$@"
 tree=$(git write-tree)
-head=$(git rev-parse -q --verify 'HEAD^{commit}' || echo "$base")
 if [ "$tree" = "$(git rev-parse "$head^{tree}")" ]; then snap=$head
 else snap=$(git commit-tree "$tree" -p "$head" -m "mosaic: what the agent left uncommitted"); fi
 git update-ref refs/mosaic/snapshot "$snap"
@@ -93,6 +104,7 @@ git -c core.quotePath=true -c diff.noprefix=false -c diff.mnemonicPrefix=false d
 if [ "$(wc -c <"$out/patch")" -gt "$bound" ]; then git diff --numstat -z --no-renames --no-ext-diff --no-textconv "$from" "$to" -- >"$out/numstat"; fi
 if [ "$snap" != "$parent" ]; then git bundle create -q "$out/bundle" refs/mosaic/snapshot ${parent:+"^$parent"}; fi
 echo "$snap" >"$out/head"
+rm -rf "$g"
 `
 
 // finishTimeout bounds a finish step (it runs the agent's git config,

@@ -286,8 +286,11 @@ func TestChangeKnownAtEnd(t *testing.T) {
 // copy's repository cannot make the finish step fail and so block the
 // review of its change: a reference-transaction hook that exits 1, commit
 // signing on, a required clean filter that fails on every file, a stale
-// lock on the snapshot's ref and reflogs that cannot be written. Before,
-// the hook alone made diff and apply fail (only discard worked).
+// lock on the snapshot's ref and reflogs that cannot be written, a config
+// value git refuses to read and an index that is garbage. Before, the hook
+// alone made diff and apply fail (only discard worked), and so did the
+// config or the index (git exits 128 on each) until the step used a
+// repository of its own.
 func TestFinishStepNotBlockedByCopy(t *testing.T) {
 	needRig(t)
 	ws := cloneRepo(t)
@@ -298,7 +301,8 @@ printf '#!/bin/sh\nexit 1\n' > .git/hooks/reference-transaction && chmod +x .git
 git config commit.gpgSign true
 git config filter.bad.clean false && git config filter.bad.required true
 echo '* filter=bad' > .gitattributes
-mkdir -p .git/refs/mosaic .git/logs/refs && touch .git/refs/mosaic/snapshot.lock && echo x > .git/logs/refs/mosaic`)
+mkdir -p .git/refs/mosaic .git/logs/refs && touch .git/refs/mosaic/snapshot.lock && echo x > .git/logs/refs/mosaic
+git config core.autocrlf bogus && echo garbage > .git/index`)
 	var d diffDoc
 	r := mosaic(t, "diff", "--json", name)
 	json.Unmarshal([]byte(r.stdout), &d)
