@@ -86,27 +86,62 @@ func TestTerminalFilter(t *testing.T) {
 	}
 }
 
-// Full-screen programs work through the filter: vim and less draw the file
-// on the alternate screen and take keys (issue 40).
+// tuiApp is a full-screen program as an agent's TUI is one (python3's
+// curses, on both rigs: the 257 root has no vim or less): the alternate
+// screen, bold text, bracketed paste and mouse reporting on, the keypad's
+// keys read (an arrow arrives as curses' KEY_UP, 259), then q to leave.
+const tuiApp = `import curses, sys
+def main(s):
+    curses.mousemask(curses.ALL_MOUSE_EVENTS)
+    sys.stdout.write("\033[?2004h"); sys.stdout.flush()
+    s.addstr(0, 0, open("notes.txt").readline().strip(), curses.A_BOLD)
+    s.refresh()
+    k = s.getch()
+    s.addstr(2, 0, "got key %d" % k)
+    s.refresh()
+    while s.getch() != ord("q"):
+        pass
+curses.wrapper(main)
+`
+
+// Full-screen programs work through the filter: vim, less and a curses
+// program draw the file on the alternate screen and take keys (issue 40);
+// the curses one also turns on bracketed paste and mouse reporting, as
+// the agents' TUIs do, and reads an arrow key. vim and less are run where
+// the rig has them (the host's, not the 257 root); the curses program on
+// both.
 func TestTerminalFilterFullScreen(t *testing.T) {
 	needRig(t)
-	for _, prog := range [][]string{{"vim", "-u", "NONE", "-N", "-n"}, {"less"}} {
+	for _, prog := range [][]string{{"vim", "-u", "NONE", "-N", "-n", "notes.txt"}, {"less", "notes.txt"}, {"python3", "-c", tuiApp}} {
 		if _, err := os.Stat("/usr/bin/" + prog[0]); err != nil {
+			if prog[0] == "python3" {
+				t.Fatal("no python3 on this machine: the curses program cannot run")
+			}
 			t.Logf("no %s on this machine", prog[0])
 			continue
 		}
 		t.Run(prog[0], func(t *testing.T) {
 			ws := workspace(t)
 			writeFile(t, filepath.Join(ws, "notes.txt"), "first line of the notes\nsecond line\n")
-			args := append([]string{"run", "--pty", "-w", ws, "--"}, prog...)
-			r := startOnPTY(t, 24, 80, append(args, "notes.txt")...)
+			r := startOnPTY(t, 24, 80, append([]string{"run", "--pty", "-w", ws, "--"}, prog...)...)
 			r.waitFor("first line of the notes")
 			if !strings.Contains(r.output(), "\x1b[?1049h") && !strings.Contains(r.output(), "\x1b[?47h") {
 				t.Errorf("%s did not switch to the alternate screen:\n%q", prog[0], r.output())
 			}
-			if prog[0] == "vim" {
+			switch prog[0] {
+			case "vim":
 				r.typeKeys("\x1b:q!\r")
-			} else {
+			case "less":
+				r.typeKeys("q")
+			default:
+				r.typeKeys("\x1bOA")
+				r.waitFor("got key 259")
+				out := strings.NewReplacer("\x1b[?1006;1000h", "\x1b[?1000h", "\x1b[0;1m", "\x1b[1m").Replace(r.output())
+				for _, s := range []string{"\x1b[?2004h", "\x1b[?1000h", "\x1b[1m"} {
+					if !strings.Contains(out, s) {
+						t.Errorf("the curses program's %q did not reach the terminal:\n%q", s, r.output())
+					}
+				}
 				r.typeKeys("q")
 			}
 			if code := r.wait(); code != 0 {
