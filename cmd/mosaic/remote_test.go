@@ -423,7 +423,8 @@ func childPIDs(pid int) []int {
 // remote-no-mosaic, and on a terminal (where the credentials are handed to
 // a hold first) nothing of that program's usage is shown; a session run
 // on a terminal ends without ssh's "Connection to HOST closed." even where
-// the user's ssh config logs at INFO.
+// the user's ssh config logs at INFO (the host's own ssh -t with that
+// config shown saying it first).
 func TestRemoteHostForeignMosaic(t *testing.T) {
 	needRig(t)
 	if _, err := os.Stat("/usr/local/bin/mosaic"); err == nil {
@@ -455,6 +456,12 @@ func TestRemoteHostForeignMosaic(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, cfg, strings.Replace(string(b), "LogLevel ERROR", "LogLevel INFO", 1))
+	// The host's ssh with that config says it on a terminal: the check
+	// below could fail.
+	c := startOnPTYEnv(t, strings.TrimPrefix(m.env[0], "MOSAIC_SSH="), nil, 24, 80, "-t", m.target, "true")
+	if c.wait(); !strings.Contains(c.output(), "Connection to") {
+		t.Fatalf("ssh -t at LogLevel INFO did not say the connection closed (the control): %q", c.output())
+	}
 	q := startOnPTYEnv(t, mosaicBin, m.env, 24, 80, "--host", m.target, "run", "--quiet", "--workspace", ws, "--", "echo", "ran-there")
 	if code := q.wait(); code != 0 || !strings.Contains(q.output(), "ran-there") || strings.Contains(q.output(), "Connection to") {
 		t.Errorf("run on a terminal over --host: exit %d\n%q", code, q.output())
