@@ -275,12 +275,10 @@ func TestReadChangeRefusesDamagedOutput(t *testing.T) {
 	}
 }
 
-// The finish step takes a submodule's change as one with the
-// superproject's: the submodule's files under its path (the user's own
-// uncommitted edit there is the base, not the change), its gitlink never
-// (the snapshot keeps the base's), its moved HEAD said; apply writes
-// both files, and apply --branch refuses.
-func TestFinishTakesSubmodules(t *testing.T) {
+// submoduleFixture is a change fixture whose repository has a submodule
+// at lib/sub (the user's uncommitted edit in its f.txt), and a git that
+// runs in a directory and fails the test on an error.
+func submoduleFixture(t *testing.T) (*changeFixture, func(dir string, args ...string) string) {
 	git := func(dir string, args ...string) string {
 		out, err := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t", "-c", "protocol.file.allow=always"}, args...)...).Output()
 		if err != nil {
@@ -299,6 +297,16 @@ func TestFinishTakesSubmodules(t *testing.T) {
 		git(ws, "commit", "-qm", "the submodule")
 		os.WriteFile(filepath.Join(ws, "lib", "sub", "f.txt"), []byte("mine\nf\n"), 0o644)
 	})
+	return fx, git
+}
+
+// The finish step takes a submodule's change as one with the
+// superproject's: the submodule's files under its path (the user's own
+// uncommitted edit there is the base, not the change), its gitlink never
+// (the snapshot keeps the base's), its moved HEAD said; apply writes
+// both files, and apply --branch refuses.
+func TestFinishTakesSubmodules(t *testing.T) {
+	fx, git := submoduleFixture(t)
 	fx.agent(t, map[string]string{"a.txt": "a, changed\n", "lib/sub/f.txt": "mine\nf\nagent\n"})
 	git(filepath.Join(fx.copy, "lib", "sub"), "commit", "-qam", "agent")
 	ctx := context.Background()
@@ -386,4 +394,32 @@ func appendFile(path, s string) error {
 	defer f.Close()
 	_, err = f.WriteString(s)
 	return err
+}
+
+// TestFinishNotBlockedBySubmodule (issue 40): a submodule's repository in
+// the copy is read as the superproject's is, in a repository of the finish
+// step's own: a config value git refuses or a garbage index there does not
+// make the step fail, and the submodule's files are still in the change.
+// Before, git exited 128 in the submodule and the step failed.
+func TestFinishNotBlockedBySubmodule(t *testing.T) {
+	fx, _ := submoduleFixture(t)
+	fx.agent(t, map[string]string{"a.txt": "a, changed\n", "lib/sub/f.txt": "mine\nf\nagent\n"})
+	d := filepath.Join(fx.copy, ".git", "modules", "lib", "sub")
+	if err := appendFile(filepath.Join(d, "config"), "[core]\n\tautocrlf = bogus\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "index"), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := fx.m.Current(context.Background(), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range ch.Summary.Files {
+		got = append(got, f.Path)
+	}
+	if strings.Join(got, ",") != "a.txt,lib/sub/f.txt" || strings.Contains(string(ch.Patch), "+mine") || !strings.Contains(string(ch.Patch), "+agent") {
+		t.Errorf("files %v, want a.txt,lib/sub/f.txt\n%s", got, ch.Patch)
+	}
 }

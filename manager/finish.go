@@ -40,8 +40,9 @@ import (
 // a .git the session removed leaves the files it left against the base.
 // Filters and line-ending conversion are off ($GIT_DIR/info/attributes
 // outranks every .gitattributes: the patch is of the bytes the agent
-// left). A submodule's own repository is still read in place. The host
-// reads what the step wrote as untrusted data (patchcheck).
+// left). Each submodule's repository is read the same way, in one of the
+// step's own beside it. The host reads what the step wrote as untrusted
+// data (patchcheck).
 const finishScript = `set -eu
 base=$1 parent=$2 bound=$3 out=$HOME/out top=$PWD
 shift 3
@@ -53,33 +54,41 @@ while [ $# -gt 0 ]; do export GIT_CONFIG_KEY_$i="$1" GIT_CONFIG_VALUE_$i="$2"; i
 }
 config core.hooksPath /dev/null core.fsmonitor false core.logAllRefUpdates false commit.gpgSign false core.bare false core.untrackedCache false core.splitIndex false gc.auto 0 maintenance.auto false core.sparseCheckout false
 plain() { mkdir -p "$1/info" && printf '* -filter -text -eol -ident -working-tree-encoding\n' >"$1/info/attributes"; }
-head=$(GIT_DIR=$top/.git git rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null || echo "$base")
-g=$HOME/git fmt=sha1
+fmt=sha1
 if [ ${#base} -eq 64 ]; then fmt=sha256; fi
-rm -rf "$g" && mkdir -p "$g/objects/info" "$g/refs" && echo "ref: refs/heads/mosaic" >"$g/HEAD"
-printf '[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = %s\n' $fmt >"$g/config"
-printf '%s\n' "$top/.git/objects" "$top/.git/` + units.ObjectsMount + `" >"$g/objects/info/alternates"
-export GIT_DIR=$g
-plain "$g"
-if [ -f .git/info/exclude ]; then head -c 1048576 .git/info/exclude >"$g/info/exclude" || true; fi
-git cat-file -e "$head^{commit}" 2>/dev/null || head=$base
-if [ -f .git/index ]; then cp .git/index "$GIT_INDEX_FILE" || true; fi
+own() {
+rm -rf "$1" && mkdir -p "$1/objects/info" "$1/refs" && echo "ref: refs/heads/mosaic" >"$1/HEAD"
+printf '[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = %s\n' $fmt >"$1/config"
+for o in "$2/objects" "$2/` + units.ObjectsMount + `"; do if [ -d "$o" ]; then printf '%s\n' "$o"; fi; done >"$1/objects/info/alternates"
+plain "$1"
+if [ -f "$2/info/exclude" ]; then head -c 1048576 "$2/info/exclude" >"$1/info/exclude" || true; fi
+}
+index() {
+if [ -f "$1/index" ]; then cp "$1/index" "$GIT_INDEX_FILE" || true; fi
 git ls-files >/dev/null 2>&1 || rm -f "$GIT_INDEX_FILE"
+}
+head=$(GIT_DIR=$top/.git git rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null || echo "$base")
+g=$HOME/git
+own "$g" "$top/.git"
+export GIT_DIR=$g
+git cat-file -e "$head^{commit}" 2>/dev/null || head=$base
+index .git
 git add -A --ignore-errors 2>"$out/add-errors" || true
 n=0 alt=
 sub() {
 n=$((n + 1)) d=$top/.git/modules/$2
 git --literal-pathspecs rm -rqf --cached --ignore-unmatch -- "$1" >/dev/null
 git update-index --add --cacheinfo "160000,$(git rev-parse "$base:$1"),$1"
-plain "$d"
-(export GIT_DIR="$d" GIT_WORK_TREE="$top/$1" GIT_INDEX_FILE=/tmp/index.$n
+own "$g.$n" "$d"
+(h=$(GIT_DIR=$d git rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null || true)
+export GIT_DIR="$g.$n" GIT_WORK_TREE="$top/$1" GIT_INDEX_FILE=/tmp/index.$n
 if cd "$GIT_WORK_TREE" 2>/dev/null; then
-if [ -f "$d/index" ]; then cp "$d/index" "$GIT_INDEX_FILE"; fi
+index "$d"
 git add -A --ignore-errors 2>>"$out/add-errors" || true
 git write-tree
 else git mktree </dev/null; fi >/tmp/tree.$n
-if [ "$(git rev-parse -q --verify 'HEAD^{commit}' || true)" != "$3" ]; then printf '%s\0' "$1" >>"$out/moved"; fi)
-q=$(printf '%s' "$d/objects" | sed 's/[\\"]/\\&/g')
+if [ "$h" != "$3" ]; then printf '%s\0' "$1" >>"$out/moved"; fi)
+q=$(printf '%s' "$g.$n/objects" | sed 's/[\\"]/\\&/g')
 alt=$alt${alt:+:}\"$q\"
 }
 each() { f=$1; shift; while [ $# -ge 3 ]; do $f "$1" "$2" "$3"; shift 3; done; }
@@ -104,7 +113,7 @@ git -c core.quotePath=true -c diff.noprefix=false -c diff.mnemonicPrefix=false d
 if [ "$(wc -c <"$out/patch")" -gt "$bound" ]; then git diff --numstat -z --no-renames --no-ext-diff --no-textconv "$from" "$to" -- >"$out/numstat"; fi
 if [ "$snap" != "$parent" ]; then git bundle create -q "$out/bundle" refs/mosaic/snapshot ${parent:+"^$parent"}; fi
 echo "$snap" >"$out/head"
-rm -rf "$g"
+rm -rf "$g" "$g".*
 `
 
 // finishTimeout bounds a finish step (it runs the agent's git config,
