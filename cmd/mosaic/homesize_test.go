@@ -333,10 +333,12 @@ func usersSecret(t *testing.T) string {
 
 // startTermIgnorer starts a named session whose command ignores SIGTERM
 // and has written a file in its home, and returns its name once it runs.
-func startTermIgnorer(t *testing.T) string {
+func startTermIgnorer(t *testing.T, bin string, env ...string) string {
 	name := sessionName(t)
-	mustMosaic(t, "start", "--pty", "--name", name, "--workspace", workspace(t), "--", "sh", "-c",
-		`trap "" TERM; echo kept > "$HOME/work"; while :; do sleep 1; done`)
+	if r := mosaicEnvAs(t, bin, env, "start", "--pty", "--name", name, "--workspace", workspace(t), "--", "sh", "-c",
+		`trap "" TERM; echo kept > "$HOME/work"; while :; do sleep 1; done`); r.code != 0 {
+		t.Fatalf("start: exit %d\n%s", r.code, r.stderr)
+	}
 	eventually(t, 5*time.Second, "the session to run", func() bool {
 		return strings.Contains(mosaic(t, "status", name).stdout, "running")
 	})
@@ -344,16 +346,35 @@ func startTermIgnorer(t *testing.T) string {
 	return name
 }
 
+// mosaicEnvAs runs mosaic binary bin with env added to the environment.
+func mosaicEnvAs(t *testing.T, bin string, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	return runResult(t, cmd)
+}
+
 // TestStopSavesHomeOfTermIgnorer (issue 40): mosaic stop of a session whose
 // command ignores SIGTERM (an interactive shell, start --pty -- bash) kills
 // it at half the stop timeout and saves its home in the other half, rather
-// than be killed whole at the timeout with its home not saved.
+// than be killed whole at the timeout with its home not saved. The
+// weakened stop (MOSAIC_TEST_NO_KILL_AFTER: neither the init's kill at
+// half the timeout nor mosaic's kill of the command at its own) takes the
+// whole timeout first and says the home was not saved.
 func TestStopSavesHomeOfTermIgnorer(t *testing.T) {
 	needRig(t)
 	t.Parallel()
-	name := startTermIgnorer(t)
-	defer mosaic(t, "rm", "--force", name)
+	hooked, weakEnv := hookedMosaic(t), []string{"MOSAIC_TEST_NO_KILL_AFTER=1"}
+	weak := startTermIgnorer(t, hooked, weakEnv...)
+	defer mosaic(t, "rm", "--force", weak)
 	began := time.Now()
+	w := mosaicEnvAs(t, hooked, weakEnv, "stop", weak)
+	if took := time.Since(began); took <= 9*time.Second || !strings.Contains(w.stdout+w.stderr, "NOT saved") {
+		t.Fatalf("the weakened stop took %v and said %q: the checks below could not fail", took, w.stdout+w.stderr)
+	}
+	name := startTermIgnorer(t, mosaicBin)
+	defer mosaic(t, "rm", "--force", name)
+	began = time.Now()
 	r := mosaic(t, "stop", name)
 	took := time.Since(began)
 	if r.code != 0 || strings.Contains(r.stdout+r.stderr, "NOT saved") {
@@ -373,12 +394,19 @@ func TestStopSavesHomeOfTermIgnorer(t *testing.T) {
 // TestStopShortTimeoutSavesHome (issue 40): mosaic stop --timeout shorter
 // than the init's kill-after still saves the kept home of a command that
 // ignores SIGTERM: at the timeout mosaic kills the command, not the init,
-// and lets the init save before the unit's SIGKILL. Shown to fail without
-// it (killCommandForSave not called): the home was not saved.
+// and lets the init save before the unit's SIGKILL. The weakened stop
+// (MOSAIC_TEST_NO_KILL_AFTER: killCommandForSave not called) shows the
+// home not saved first.
 func TestStopShortTimeoutSavesHome(t *testing.T) {
 	needRig(t)
 	t.Parallel()
-	name := startTermIgnorer(t)
+	hooked := hookedMosaic(t)
+	weak := startTermIgnorer(t, hooked)
+	defer mosaic(t, "rm", "--force", weak)
+	if w := mosaicEnvAs(t, hooked, []string{"MOSAIC_TEST_NO_KILL_AFTER=1"}, "stop", "--timeout", "1s", weak); !strings.Contains(w.stdout+w.stderr, "NOT saved") {
+		t.Fatalf("the weakened stop --timeout 1s said %q: the check below could not fail", w.stdout+w.stderr)
+	}
+	name := startTermIgnorer(t, mosaicBin)
 	defer mosaic(t, "rm", "--force", name)
 	began := time.Now()
 	r := mosaic(t, "stop", "--timeout", "1s", name)
