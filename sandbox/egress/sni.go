@@ -31,12 +31,16 @@ type helloGate struct {
 	hp string // the tunnel's "host:port"
 	r  *bufio.Reader
 	// out are bytes read and checked, to be sent on before the rest.
-	out   []byte
+	out []byte
+	// pass is how many bytes of g.r go on unread before the gate looks
+	// again (a record it lets through while it waits for a second hello).
+	pass  int
 	state int // gateFirst, gateSecond or gateDone
 	// useless counts the records with no handshake message the gate let
-	// through while it waited for a second hello.
-	useless int
-	failed  error // the refusal, for every read after it
+	// through while it waited for a second hello; early is how many bytes
+	// of early data (0-RTT) it still lets through meanwhile.
+	useless, early int
+	failed         error // the refusal, for every read after it
 	// remote is the tunnel's other end, closed on a refusal: the tunnel's
 	// other direction would wait for it until the tunnel was quiet too long.
 	remote net.Conn
@@ -54,7 +58,7 @@ func (g *helloGate) Read(p []byte) (int, error) {
 	if g.failed != nil {
 		return 0, g.failed
 	}
-	for len(g.out) == 0 && g.state != gateDone {
+	for len(g.out) == 0 && g.pass == 0 && g.state != gateDone {
 		var err error
 		if g.state == gateFirst {
 			err = g.first()
@@ -70,6 +74,11 @@ func (g *helloGate) Read(p []byte) (int, error) {
 		g.out = g.out[n:]
 		return n, nil
 	}
+	if g.pass > 0 {
+		n, err := g.r.Read(p[:min(len(p), g.pass)])
+		g.pass -= n
+		return n, err
+	}
 	return g.r.Read(p)
 }
 
@@ -83,9 +92,12 @@ func (g *helloGate) first() error {
 	g.state = gateDone
 	switch first[0] {
 	case 0x16: // a TLS handshake record
-		tls13, err := g.check()
-		if tls13 {
+		h, err := g.check()
+		if h.tls13 {
 			g.state = gateSecond
+		}
+		if h.early {
+			g.early = maxEarly
 		}
 		return err
 	case 0x14, 0x15, 0x17, 0x18:
@@ -107,11 +119,19 @@ func (g *helloGate) first() error {
 // through before a second hello, as crypto/tls bounds those it skips.
 const maxUseless = 16
 
+// maxEarly bounds the early data (0-RTT) the gate lets through before a
+// second hello: a server that asks for a retry skips a first hello's early
+// data, up to the most it takes (16 KiB by default in OpenSSL and nginx,
+// 14 KiB in BoringSSL), and refuses more. (A server set to take more than
+// maxEarly would take a second hello sent past it unread.)
+const maxEarly = 64 << 10
+
 // second looks at the records that follow a first hello offering TLS 1.3,
 // for the second hello a HelloRetryRequest asks for. Before it, a client
 // sends nothing but a change_cipher_spec (TLS 1.3's middlebox
 // compatibility) and a server skips a warning alert or an empty handshake
-// record: those pass, and the gate looks on. A handshake record that opens
+// record, and early data (encrypted records, type 23) when the first hello
+// offered it: those pass, and the gate looks on. A handshake record that opens
 // with a ClientHello (type 1) is read and checked as the first was; any
 // other record ends the gate: TLS 1.3's encrypted records (type 23), and
 // TLS 1.2's handshake (a server that chose it: the client's key exchange
@@ -129,15 +149,14 @@ func (g *helloGate) second() error {
 	typ, n := head[0], int(head[3])<<8|int(head[4])
 	switch {
 	case typ == 0x14 && n == 1, typ == 0x15 && n == 2, typ == 0x16 && n == 0:
-		rec, err := g.r.Peek(recordHeaderLen + n)
-		if err != nil {
-			return g.shortEnd(err)
-		}
 		if g.useless++; g.useless > maxUseless {
 			return g.refuse(fmt.Sprintf("the TLS in the tunnel to %s sends over %d records with no message before its handshake goes on", g.hp, maxUseless))
 		}
-		g.out = append([]byte(nil), rec...)
-		_, _ = g.r.Discard(len(rec))
+		g.pass = recordHeaderLen + n
+		return nil
+	case typ == 0x17 && n <= g.early:
+		g.early -= n
+		g.pass = recordHeaderLen + n
 		return nil
 	case typ == 0x16:
 		head, err := g.r.Peek(recordHeaderLen + 1)
@@ -168,22 +187,21 @@ func (g *helloGate) shortEnd(err error) error {
 // recordHeaderLen is a TLS record's header: its type, version and length.
 const recordHeaderLen = 5
 
-// check reads a ClientHello into out, to be sent on, or refuses; tls13
-// says it offered TLS 1.3.
-func (g *helloGate) check() (tls13 bool, err error) {
+// check reads a ClientHello into out, to be sent on, or refuses.
+func (g *helloGate) check() (hello, error) {
 	rec := &recording{r: &records{r: g.r}}
-	name, tls13, err := helloName(rec)
+	h, err := helloName(rec)
 	host, _, _ := net.SplitHostPort(g.hp)
-	sni := strings.ToLower(strings.TrimSuffix(name, "."))
+	sni := strings.ToLower(strings.TrimSuffix(h.name, "."))
 	if err == nil && (sni == "" || sni == host) {
 		g.out = rec.buf
-		return tls13, nil
+		return h, nil
 	}
 	why := "the TLS in the tunnel to " + g.hp + " names another host (SNI " + printable(sni) + "): a tunnel reaches the host it was opened to only"
 	if err != nil {
 		why = "the TLS in the tunnel to " + g.hp + " opens with no ClientHello the proxy can read"
 	}
-	return false, g.refuse(why)
+	return hello{}, g.refuse(why)
 }
 
 // refuse closes the tunnel for why, and records it.
@@ -198,19 +216,28 @@ func (g *helloGate) refuse(why string) error {
 // errHelloRead ends helloName's handshake once the ClientHello is read.
 var errHelloRead = errors.New("ClientHello read")
 
+// hello is what the gate reads of a ClientHello: its server name, and
+// whether it offers TLS 1.3 and early data (0-RTT).
+type hello struct {
+	name         string
+	tls13, early bool
+}
+
+// extEarlyData is the early_data extension's number (RFC 8446).
+const extEarlyData = 42
+
 // helloName reads a TLS ClientHello from r (crypto/tls's own parser,
-// which takes one split across records) and returns its server name, and
-// whether it offers TLS 1.3.
-func helloName(r io.Reader) (name string, tls13 bool, err error) {
-	got := false
-	err = tls.Server(helloConn{r}, &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-		name, tls13, got = h.ServerName, slices.Contains(h.SupportedVersions, tls.VersionTLS13), true
+// which takes one split across records).
+func helloName(r io.Reader) (hello, error) {
+	var got *hello
+	err := tls.Server(helloConn{r}, &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+		got = &hello{name: h.ServerName, tls13: slices.Contains(h.SupportedVersions, tls.VersionTLS13), early: slices.Contains(h.Extensions, extEarlyData)}
 		return nil, errHelloRead
 	}}).Handshake()
-	if got {
-		return name, tls13, nil
+	if got != nil {
+		return *got, nil
 	}
-	return "", false, err
+	return hello{}, err
 }
 
 // records reads r a TLS handshake record at a time, and no further than

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"encoding/binary"
 	"io"
 	"net"
 	"net/http"
@@ -175,7 +176,9 @@ func clientHello(t *testing.T, sni string) []byte {
 // is a server that cooperates (it takes whatever comes): a CDN that served
 // the second hello's name would be reached. Before the fix the second
 // hello naming elsewhere.test reached the remote in each case, and the
-// records without end passed (checked against that build); so they did
+// records without end passed (checked against that build), and so did the
+// second hello after early data with the gate ending at the first
+// encrypted record (checked too); so they did
 // with the second hello read but the first read without the record
 // bound (crypto/tls read ahead, and the second hello was sent on as part
 // of the first).
@@ -195,14 +198,16 @@ func TestTunnelSNISecondHello(t *testing.T) {
 	ccs := []byte{0x14, 0x03, 0x03, 0x00, 0x01, 0x01}
 	alert := []byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x01, 0x5a} // warning, user_canceled
 	hello1, hello2 := clientHello(t, "front.example"), clientHello(t, "elsewhere.test")
+	early := append([]byte{0x17, 0x03, 0x03, 0x00, 100}, make([]byte, 100)...) // early data (0-RTT), which a server that retries skips
 	for _, c := range []struct {
-		name string
-		then []byte
+		name        string
+		first, then []byte
 	}{
-		{"after a change_cipher_spec", append(append([]byte{}, ccs...), hello2...)},
-		{"at once", hello2},
-		{"after an alert and an empty record", append(append(append([]byte{}, alert...), 0x16, 0x03, 0x03, 0x00, 0x00), hello2...)},
-		{"never, records without end", bytes.Repeat(ccs, maxUseless+1)},
+		{"after a change_cipher_spec", hello1, append(append([]byte{}, ccs...), hello2...)},
+		{"at once", hello1, hello2},
+		{"after an alert and an empty record", hello1, append(append(append([]byte{}, alert...), 0x16, 0x03, 0x03, 0x00, 0x00), hello2...)},
+		{"never, records without end", hello1, bytes.Repeat(ccs, maxUseless+1)},
+		{"after early data", withEarlyData(t, hello1), append(append(append([]byte{}, early...), ccs...), hello2...)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := 0
@@ -220,15 +225,15 @@ func TestTunnelSNISecondHello(t *testing.T) {
 			if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
 				t.Fatalf("CONNECT %s: %v %v", front, resp, err)
 			}
-			conn.Write(hello1)
+			conn.Write(c.first)
 			conn.Write(c.then)
 			conn.(*net.UnixConn).CloseWrite()
 			r := <-remote
-			if !bytes.HasPrefix(r.b, hello1) {
+			if !bytes.HasPrefix(r.b, c.first) {
 				t.Errorf("the first hello did not reach the remote (it got %d bytes)", len(r.b))
 			}
-			if bytes.Contains(r.b, []byte("elsewhere.test")) || len(r.b) == len(hello1)+len(c.then) {
-				t.Errorf("the remote got what followed the first hello (%d bytes of %d)", len(r.b)-len(hello1), len(c.then))
+			if bytes.Contains(r.b, []byte("elsewhere.test")) || len(r.b) == len(c.first)+len(c.then) {
+				t.Errorf("the remote got what followed the first hello (%d bytes of %d)", len(r.b)-len(c.first), len(c.then))
 			}
 			st := e.State()
 			if len(st.Refused) != 1 || st.Refused[0].Target != front || st.Refused[0].Why != RefusedSNI || st.Refused[0].Count != before+1 {
@@ -236,6 +241,30 @@ func TestTunnelSNISecondHello(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withEarlyData is hello, one record of crypto/tls's client, with an
+// early_data extension (0-RTT, which that client does not offer) added
+// after its others, its lengths made to fit.
+func withEarlyData(t *testing.T, hello []byte) []byte {
+	t.Helper()
+	b := append([]byte{}, hello...)
+	i := 5 + 4 + 2 + 32                          // the record's and the message's headers, the version, the random
+	i += 1 + int(b[i])                           // the session id
+	i += 2 + int(binary.BigEndian.Uint16(b[i:])) // the cipher suites
+	i += 1 + int(b[i])                           // the compression methods
+	if i+2+int(binary.BigEndian.Uint16(b[i:])) != len(b) {
+		t.Fatal("not one hello that ends with its extensions")
+	}
+	b = append(b, 0, extEarlyData, 0, 0)
+	binary.BigEndian.PutUint16(b[i:], uint16(len(b)-i-2))
+	binary.BigEndian.PutUint16(b[3:], uint16(len(b)-5))
+	n := len(b) - 9
+	b[6], b[7], b[8] = byte(n>>16), byte(n>>8), byte(n)
+	if h, err := helloName(bytes.NewReader(b)); err != nil || !h.early || h.name != "front.example" {
+		t.Fatalf("the hello with early data reads as %+v, %v", h, err)
+	}
+	return b
 }
 
 // TestTunnelSNIHelloRetry: ordinary TLS through a tunnel passes the gate:
@@ -294,5 +323,30 @@ func TestTunnelSNIHelloRetry(t *testing.T) {
 				t.Errorf("refusals: %+v", st.Refused)
 			}
 		})
+	}
+}
+
+// TestTunnelGatePassesRecords: what a client sends after a hello that
+// names the tunnel's host passes byte for byte: a change_cipher_spec and
+// encrypted records (TLS 1.3), also records of 16 KiB (more than the
+// gate's buffer) and early data past maxEarly after a hello offering it.
+func TestTunnelGatePassesRecords(t *testing.T) {
+	hello := clientHello(t, "front.example")
+	record := func(typ byte, n int) []byte {
+		return append([]byte{typ, 0x03, 0x03, byte(n >> 8), byte(n)}, bytes.Repeat([]byte{0x01}, n)...)
+	}
+	var data []byte
+	for range 8 {
+		data = append(data, record(0x17, 16<<10)...)
+	}
+	for _, first := range [][]byte{hello, withEarlyData(t, hello)} {
+		in := append(append(append([]byte{}, first...), 0x14, 0x03, 0x03, 0x00, 0x01, 0x01), data...)
+		remote, other := net.Pipe()
+		defer other.Close()
+		g := &helloGate{e: &Egress{Session: "s", live: newLive()}, hp: "front.example:443", r: bufio.NewReader(bytes.NewReader(in)), remote: remote}
+		b, err := io.ReadAll(g)
+		if err != nil || !bytes.Equal(b, in) {
+			t.Errorf("the gate passed %d bytes, %v; want the %d sent", len(b), err, len(in))
+		}
 	}
 }
