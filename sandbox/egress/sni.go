@@ -25,7 +25,7 @@ import (
 //
 // A hello that offers TLS 1.3 may be followed by a second one, after the
 // server's HelloRetryRequest (a key share for another group): it is read
-// too, by the same rule (secondHello).
+// too, by the same rule (second).
 type helloGate struct {
 	e  *Egress
 	hp string // the tunnel's "host:port"
@@ -133,7 +133,8 @@ const maxEarly = 64 << 10
 // record, and early data (encrypted records, type 23) when the first hello
 // offered it: those pass, and the gate looks on. A handshake record that opens
 // with a ClientHello (type 1) is read and checked as the first was; any
-// other record ends the gate: TLS 1.3's encrypted records (type 23), and
+// other record ends the gate: TLS 1.3's encrypted records (type 23; past
+// maxEarly of them when the first hello offered early data), and
 // TLS 1.2's handshake (a server that chose it: the client's key exchange
 // or certificate, whose type is not 1). Only the record's header and its
 // message's type are read here; the hello itself is crypto/tls's to read.
