@@ -4,7 +4,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // reorderedPatch writes d/.gitattributes, leaves d for e/x, and comes back
@@ -53,5 +55,47 @@ printf 'd/.gitattributes\ne/x\nd/file\n' >"$PWD/.git/order" && git config diff.o
 	mustMosaic(t, "apply", name)
 	if got, _ := os.ReadFile(filepath.Join(ws, "d", "file")); string(got) != "$Id$\n" {
 		t.Errorf("d/file is %q, not what diff showed", got)
+	}
+}
+
+// TestCloneApplyIsWhatDiffLastShowed: an agent that watches its copy for
+// the snapshot a diff takes (refs/mosaic/snapshot) changes its work once
+// the user has read it: a weakened mosaic's apply, after the session
+// ended, writes the change no one was shown; mosaic refuses it with
+// nothing changed, and applies it once diff has shown it.
+func TestCloneApplyIsWhatDiffLastShowed(t *testing.T) {
+	needRig(t)
+	weak := weakenedMosaic(t)
+	for _, build := range []string{weak, mosaicBin} {
+		ws := cloneRepo(t)
+		name := cloneSession(t)
+		mustMosaic(t, "start", "--clone", "--name", name, "-w", ws, "--", "sh", "-c",
+			`echo benign >f; while [ ! -e .git/refs/mosaic/snapshot ]; do sleep 0.05; done; echo EVIL >f; sleep 60`)
+		eventually(t, 20*time.Second, "the snapshot to hold f", func() bool {
+			return strings.Contains(mustMosaic(t, "diff", name).stdout, "+benign")
+		})
+		eventually(t, 20*time.Second, "the agent to change f after the diff", func() bool {
+			b, _ := os.ReadFile(filepath.Join(stateRoot(), "sessions", name, "clone", "f"))
+			return string(b) == "EVIL\n"
+		})
+		mustMosaic(t, "stop", "--timeout", "1s", name)
+		r := runResult(t, exec.Command(build, "apply", name, "--json"))
+		got, err := os.ReadFile(filepath.Join(ws, "f"))
+		if build == weak {
+			if r.code != 0 || string(got) != "EVIL\n" {
+				t.Fatalf("the weakened build did not apply the change diff never showed (exit %d %s %s, f %q): this test proves nothing", r.code, r.stdout, r.stderr, got)
+			}
+			continue
+		}
+		if code, _ := jsonError(t, r); r.code != 3 || code != "change-refused" || err == nil {
+			t.Fatalf("mosaic applied a change diff never showed: exit %d %s, f %q", r.code, r.stdout, got)
+		}
+		if !strings.Contains(mustMosaic(t, "diff", name).stdout, "+EVIL") {
+			t.Fatal("diff does not show the change now")
+		}
+		mustMosaic(t, "apply", name)
+		if got, _ := os.ReadFile(filepath.Join(ws, "f")); string(got) != "EVIL\n" {
+			t.Errorf("after diff showed it, apply wrote f %q", got)
+		}
 	}
 }
