@@ -35,8 +35,9 @@ import (
 // in its repository can make it fail: hooks, signing, fsmonitor and
 // reflogs are off (GIT_CONFIG_COUNT outranks the copy's config), filters
 // and line-ending conversion too ($GIT_DIR/info/attributes outranks every
-// .gitattributes: the patch is of the bytes the agent left), and its own
-// ref is made afresh. It may run the rest of the agent's git config:
+// .gitattributes: the patch is of the bytes the agent left), and so is a
+// diff.orderFile (-O/dev/null: the patch is in git's path order, which
+// patchcheck holds it to), and its own ref is made afresh. It may run the rest of the agent's git config:
 // it is as confined as the agent was, and the host reads what it wrote as
 // untrusted data (patchcheck).
 const finishScript = `set -eu
@@ -89,7 +90,7 @@ withsubs() { side=$1; git read-tree "$2"; n=0; shift 2; each put "$@"; git write
 from=$(withsubs base "$base" "$@")
 to=$(withsubs left "$snap" "$@")
 fi
-git -c core.quotePath=true -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames --no-relative --src-prefix=a/ --dst-prefix=b/ "$from" "$to" -- >"$out/patch"
+git -c core.quotePath=true -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames --no-relative -O/dev/null --src-prefix=a/ --dst-prefix=b/ "$from" "$to" -- >"$out/patch"
 if [ "$(wc -c <"$out/patch")" -gt "$bound" ]; then git diff --numstat -z --no-renames --no-ext-diff --no-textconv "$from" "$to" -- >"$out/numstat"; fi
 if [ "$snap" != "$parent" ]; then git bundle create -q "$out/bundle" refs/mosaic/snapshot ${parent:+"^$parent"}; fi
 echo "$snap" >"$out/head"

@@ -526,6 +526,7 @@ type quiet struct {
 	idle, halfOpen time.Duration
 	last           atomic.Int64 // unix nanoseconds of the last byte either way
 	done           atomic.Int32 // directions finished
+	aborted        atomic.Bool  // abort ended the tunnel: a timeout now is its, not quiet's
 }
 
 func (q *quiet) touch() { q.last.Store(time.Now().UnixNano()) }
@@ -547,6 +548,9 @@ func (q *quiet) copy(dst net.Conn, src io.Reader, srcConn net.Conn) (int64, erro
 	var n int64
 	for {
 		_ = srcConn.SetReadDeadline(time.Unix(0, q.last.Load()).Add(q.limit()))
+		if q.aborted.Load() { // after the deadline: an abort since set its own, now
+			return n, nil
+		}
 		k, err := m.read()
 		if k > 0 {
 			q.touch()
@@ -561,7 +565,7 @@ func (q *quiet) copy(dst net.Conn, src io.Reader, srcConn net.Conn) (int64, erro
 		if err == nil {
 			continue
 		}
-		if isTimeout(err) && time.Since(time.Unix(0, q.last.Load())) < q.limit() {
+		if isTimeout(err) && !q.aborted.Load() && time.Since(time.Unix(0, q.last.Load())) < q.limit() {
 			continue
 		}
 		if err == io.EOF {
@@ -578,8 +582,12 @@ func (q *quiet) copy(dst net.Conn, src io.Reader, srcConn net.Conn) (int64, erro
 	}
 }
 
-// abort ends both directions: the other copy's read returns at once.
+// abort ends both directions: the other copy's read returns at once, and
+// does not wait again as after a timeout of its own (a deny closed the
+// session's side; the proxy's connection to the host stayed open until
+// the tunnel had been quiet for IdleTimeout).
 func (q *quiet) abort() {
+	q.aborted.Store(true)
 	for _, c := range q.conns {
 		_ = c.SetDeadline(time.Now())
 	}
