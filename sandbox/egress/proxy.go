@@ -273,7 +273,7 @@ func (e *Egress) dialListed(c net.Conn, br *bufio.Reader, host string) (remote n
 		// recorded, but for a connection let through once, which is on no
 		// list (its requests are read as any other's: a registry's writes
 		// are refused all the same).
-		forget, why := e.trackListed(hp, once, c, false)
+		forget, why := e.trackListed(hp, once, false, c)
 		if why != "" {
 			return nil, hp, why, RefusedNotListed, nil, false
 		}
@@ -290,7 +290,9 @@ func (e *Egress) dialListed(c net.Conn, br *bufio.Reader, host string) (remote n
 	if remote == nil {
 		return nil, hp, why, kind, nil, false
 	}
-	forget, why = e.trackListed(hp, once, c, true)
+	// Both ends: deny closes the host's side too, so that a tunnel
+	// whose upload waits on a host that reads nothing ends at once.
+	forget, why = e.trackListed(hp, once, true, c, remote)
 	if why != "" {
 		remote.Close()
 		return nil, hp, why, RefusedNotListed, nil, false
@@ -304,9 +306,9 @@ func (e *Egress) dialListed(c net.Conn, br *bufio.Reader, host string) (remote n
 // tunnel the proxy does not read: trackTunnel). It returns what forgets
 // it, or why it is refused: hp was denied, or taken off the list, while
 // the proxy connected.
-func (e *Egress) trackListed(hp string, once *pending, c net.Conn, tunnel bool) (func(), string) {
+func (e *Egress) trackListed(hp string, once *pending, tunnel bool, conns ...net.Conn) (func(), string) {
 	if once != nil {
-		if forget, ok := e.trackOnce(hp, once, c); ok {
+		if forget, ok := e.trackOnce(hp, once, conns...); ok {
 			return forget, ""
 		}
 		return nil, hp + " was refused by mosaic deny while the proxy connected"
@@ -314,9 +316,9 @@ func (e *Egress) trackListed(hp string, once *pending, c net.Conn, tunnel bool) 
 	var forget func()
 	var ok bool
 	if tunnel {
-		forget, ok = e.trackTunnel(hp, c)
+		forget, ok = e.trackTunnel(hp, conns...)
 	} else {
-		forget, ok = e.track(hp, false, c)
+		forget, ok = e.track(hp, false, conns...)
 	}
 	if !ok {
 		return nil, takenBack(hp)
