@@ -51,7 +51,7 @@ func TestDenyClosesTheHostSide(t *testing.T) {
 func TestDenyClosesABlockedUpload(t *testing.T) {
 	lt := newLiveTest(t)
 	held := make(chan struct{})
-	port := serveLoopback(t, func(c net.Conn) { <-held; c.Close() })
+	port := serveLoopback(t, func(c net.Conn) { io.WriteString(c, "hello\n"); <-held; c.Close() })
 	defer close(held)
 	target := "granted.test:" + port
 	if _, err := lt.e.grant([]string{target}, 0, "tester"); err != nil {
@@ -62,6 +62,7 @@ func TestDenyClosesABlockedUpload(t *testing.T) {
 		t.Fatalf("CONNECT: %q", st)
 	}
 	defer tunnel.Close()
+	tunnel.SetDeadline(time.Time{})
 	var sent atomic.Int64
 	go func() {
 		buf := make([]byte, 64<<10)
