@@ -45,6 +45,30 @@ func (m *Manager) Current(ctx context.Context, name string) (Change, error) {
 	return m.Finish(ctx, name)
 }
 
+// shownKey names ch as diff shows it (patchcheck.ShownKey).
+func shownKey(ch Change) string {
+	return patchcheck.ShownKey(ch.Patch, ch.Clone.PatchBytes > 0, ch.Clone.Head)
+}
+
+// Shown records that diff showed ch, session name's change, so that
+// apply writes that change or none (patchcheck.CheckShown). A change
+// applied or discarded meanwhile is left as it is.
+func (m *Manager) Shown(name string, ch Change) error {
+	p, err := m.Paths()
+	if err != nil {
+		return err
+	}
+	cl, ok := records.ReadClone(p.SessionDir(name))
+	if !ok || cl.Applied != "" || cl.Discarded || cl.Head != ch.Clone.Head {
+		return nil
+	}
+	cl.Shown = shownKey(ch)
+	if err := records.WriteClone(p.SessionDir(name), *cl); err != nil {
+		return errcode.StateDir.New("cannot record which change of %s diff showed: %w", name, err)
+	}
+	return nil
+}
+
 // applyWhat is what Apply takes the session's lock to do.
 const applyWhat = "apply the change of"
 
@@ -73,6 +97,9 @@ func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error
 	}
 	if ch.Refused != nil && !(branch != "" && ch.Clone.PatchBytes > 0) {
 		return ch, errcode.ChangeRefused.New("session %s's change is refused, nothing was changed: %v", name, ch.Refused)
+	}
+	if err := patchcheck.CheckShown(ch.Clone.Shown, shownKey(ch)); err != nil {
+		return ch, errcode.ChangeRefused.New("session %s's change is refused, nothing was changed: %v (`mosaic diff %s` shows it now; then apply)", name, err, name)
 	}
 	if sub := InSubmodule(ch); branch != "" && sub != "" {
 		return ch, errcode.BadClone.New("session %s's change reaches into submodule %s, which a branch of %s cannot hold (it would carry the submodule's commit, not its files): `mosaic apply %s` writes the files into your checkout", name, sub, s.Workspace, name)

@@ -34,15 +34,16 @@ import (
 // (the host checks it again: clone.ApplyBranch). Nothing the session left
 // in its repository can make it fail: git runs in a repository of the
 // step's own ($HOME/git) that borrows the copy's objects and the user's,
-// so the copy's config (a value git refuses, an unknown extension), its
-// hooks, refs and reflogs are never read; the copy's HEAD and index are
-// taken only where git reads them (else the base, and no stat cache), and
-// a .git the session removed leaves the files it left against the base.
-// Filters and line-ending conversion are off ($GIT_DIR/info/attributes
-// outranks every .gitattributes: the patch is of the bytes the agent
-// left). Each submodule's repository is read the same way, in one of the
-// step's own beside it. The host reads what the step wrote as untrusted
-// data (patchcheck).
+// so the copy's config (a value git refuses, an unknown extension, a
+// diff.orderFile), its hooks, refs and reflogs are never read; the copy's
+// HEAD and index are taken only where git reads them (else the base, and
+// no stat cache), and a .git the session removed leaves the files it left
+// against the base. Filters and line-ending conversion are off
+// ($GIT_DIR/info/attributes outranks every .gitattributes: the patch is of
+// the bytes the agent left), and the patch is in git's path order
+// (-O/dev/null), which patchcheck holds it to. Each submodule's repository
+// is read the same way, in one of the step's own beside it. The host reads
+// what the step wrote as untrusted data (patchcheck).
 const finishScript = `set -eu
 base=$1 parent=$2 bound=$3 out=$HOME/out top=$PWD
 shift 3
@@ -109,7 +110,7 @@ withsubs() { side=$1; git read-tree "$2"; n=0; shift 2; each put "$@"; git write
 from=$(withsubs base "$base" "$@")
 to=$(withsubs left "$snap" "$@")
 fi
-git -c core.quotePath=true -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames --no-relative --src-prefix=a/ --dst-prefix=b/ "$from" "$to" -- >"$out/patch"
+git -c core.quotePath=true -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames --no-relative -O/dev/null --src-prefix=a/ --dst-prefix=b/ "$from" "$to" -- >"$out/patch"
 if [ "$(wc -c <"$out/patch")" -gt "$bound" ]; then git diff --numstat -z --no-renames --no-ext-diff --no-textconv "$from" "$to" -- >"$out/numstat"; fi
 if [ "$snap" != "$parent" ]; then git bundle create -q "$out/bundle" refs/mosaic/snapshot ${parent:+"^$parent"}; fi
 echo "$snap" >"$out/head"

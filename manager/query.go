@@ -5,16 +5,19 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
+	"mosaic/internal/acceptloop"
 	"mosaic/internal/errcode"
 	"mosaic/manager/bulkget"
 	"mosaic/manager/cgcount"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
 	"mosaic/manager/session"
+	"mosaic/sandbox/egress"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -110,7 +113,7 @@ func (m *Manager) complete(ctx context.Context, s *Session, managerCgroup string
 		s.Clone, _ = records.ReadClone(dir)
 		if s.Running() {
 			if s.Network == sandbox.NetworkAllow && kind == units.KindService {
-				s.EgressDied = !m.unitRunning(ctx, units.EgressUnitName(name))
+				s.EgressDied = m.egressDied(ctx, name)
 			}
 		} else if e, ok := records.ReadEnd(dir); ok {
 			s.EgressDied = e.EgressDied
@@ -452,4 +455,16 @@ func parentOf(pid int) int {
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	return ppid
+}
+
+// egressDied reports whether running session name's egress proxy died: it
+// started and its process is gone (egress.AliveFile: it may not have
+// started yet, as it starts on the session's first connection), or, for a
+// proxy of a mosaic before that mark, its unit is down.
+func (m *Manager) egressDied(ctx context.Context, name string) bool {
+	started, running := acceptloop.Alive(filepath.Join(m.paths.EgressDir(name), egress.AliveFile))
+	if started {
+		return !running
+	}
+	return !m.unitRunning(ctx, units.EgressSocketUnitName(name)) && !m.unitRunning(ctx, units.EgressUnitName(name))
 }

@@ -250,8 +250,8 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 			return Session{}, errcode.StopTimeout.New("session %s stopped but systemd did not announce its end: check `systemctl --user status %s`", name, unit)
 		}
 	}
-	// The units that serve it (egress proxy, terminal holder, publish
-	// forwarder, lent ssh agent) are stopped by systemd once the session no
+	// The units that serve it (egress proxy and its sockets, terminal
+	// holder, publish forwarder, lent ssh agent) are stopped by systemd once the session no
 	// longer needs them (StopWhenUnneeded), a moment after it, and a proxy
 	// stopping writes its last record: the stop returns after them, so
 	// that nothing of the session runs when it does and its status has the
@@ -269,7 +269,7 @@ func (m *Manager) Stop(ctx context.Context, name string, timeout time.Duration, 
 
 // brokerUnits are the names of the units that may serve session name.
 func brokerUnits(name string) []string {
-	return []string{units.EgressUnitName(name), units.PTYUnitName(name), units.PublishUnitName(name), units.SSHAgentUnitName(name)}
+	return []string{units.EgressSocketUnitName(name), units.EgressUnitName(name), units.PTYUnitName(name), units.PublishUnitName(name), units.SSHAgentUnitName(name)}
 }
 
 // awaitDown waits, callTimeout at most, until each of the units named

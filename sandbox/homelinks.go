@@ -29,8 +29,9 @@ const HomeLinksBudget = 100000
 // homeLinksBudget is HomeLinksBudget, smaller in a test.
 var homeLinksBudget = HomeLinksBudget
 
-// HomeLinks lists the symlinks of a kept home (hostHome), at every depth,
-// that lead out of it on the host: each "PATH -> TARGET". Only
+// LookHome lists the symlinks of a kept home (hostHome), at every depth,
+// that lead out of it on the host: each "PATH -> TARGET"; and the git
+// repositories in it (gitDirs). Only
 // HomeLinksBudget entries are looked at, and only directories whose path
 // the kernel can name (PATH_MAX): complete says whether every entry was
 // (a directory it cannot read, or one deeper, makes it false). Nothing is
@@ -42,10 +43,10 @@ var homeLinksBudget = HomeLinksBudget
 // its home, since link(2) works only within one mount, and its home is a
 // mount of its own (its workspace and every host path it sees are others:
 // EXDEV, TestHomeHardLinkOut).
-func HomeLinks(hostHome string) (links []string, complete bool) {
+func LookHome(hostHome string) (links, repos []string, complete bool) {
 	root, err := unix.Open(hostHome, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, true
+		return nil, nil, true
 	}
 	defer unix.Close(root)
 	left := homeLinksBudget
@@ -67,8 +68,17 @@ func HomeLinks(hostHome string) (links []string, complete bool) {
 			continue
 		}
 		left -= len(entries)
+		if isGitDir(entries) {
+			repos = append(repos, filepath.Join(hostHome, rel))
+		}
 		for _, e := range entries {
 			r := filepath.Join(rel, e.Name())
+			if e.Name() == ".git" {
+				repos = append(repos, filepath.Join(hostHome, r))
+				if e.IsDir() {
+					continue // named: what is below it is git's
+				}
+			}
 			switch {
 			case e.Type()&os.ModeSymlink != 0:
 				if leaves(root, r) {
@@ -85,7 +95,35 @@ func HomeLinks(hostHome string) (links []string, complete bool) {
 			}
 		}
 	}
-	return links, complete && !unread
+	return links, repos, complete && !unread
+}
+
+// A git repository a session left in its kept home runs on the host: its
+// config names commands (core.fsmonitor, core.sshCommand, a filter) that
+// a git started in or below it runs, as an editor's git integration or a
+// shell prompt does when the user opens an agent's settings there (what
+// `mosaic home` is for); the directory is the user's, so git's
+// safe.directory does not stop it. A .git (directory or gitfile) is one;
+// so is a directory that looks like a git directory itself (HEAD, objects
+// and refs: git takes a bare repository found on the way up, and
+// core.worktree gives it a work tree). LookHome names each, so the user
+// removes them first.
+
+// isGitDir reports whether a directory whose entries are entries looks
+// like a git directory to git's discovery.
+func isGitDir(entries []os.DirEntry) bool {
+	var head, objects, refs bool
+	for _, e := range entries {
+		switch e.Name() {
+		case "HEAD":
+			head = e.Type().IsRegular() || e.Type()&os.ModeSymlink != 0
+		case "objects":
+			objects = e.IsDir()
+		case "refs":
+			refs = e.IsDir()
+		}
+	}
+	return head && objects && refs
 }
 
 // landing is where the kernel resolves path on the host, "" when it

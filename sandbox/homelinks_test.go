@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,7 +58,7 @@ func TestHomeLinks(t *testing.T) {
 	for rel, target := range inside {
 		os.Symlink(target, filepath.Join(kept, rel))
 	}
-	links, complete := HomeLinks(kept)
+	links, _, complete := LookHome(kept)
 	got := strings.Join(links, "\n")
 	if !complete {
 		t.Error("a small home was not looked through whole")
@@ -91,7 +93,7 @@ func TestHomeLinksBounded(t *testing.T) {
 		}
 	}
 	os.Symlink("/home/u/.ssh", filepath.Join(kept, ".ssh-link"))
-	links, complete := HomeLinks(kept)
+	links, _, complete := LookHome(kept)
 	if complete {
 		t.Errorf("%d entries and more looked through whole", homeLinksBudget)
 	}
@@ -100,7 +102,7 @@ func TestHomeLinksBounded(t *testing.T) {
 	}
 }
 
-// homeLinksWithin runs HomeLinks, failing the test if it takes over 10 s.
+// homeLinksWithin runs LookHome, failing the test if it takes over 10 s.
 func homeLinksWithin(t *testing.T, home string) ([]string, bool) {
 	t.Helper()
 	type res struct {
@@ -108,12 +110,12 @@ func homeLinksWithin(t *testing.T, home string) ([]string, bool) {
 		complete bool
 	}
 	done := make(chan res, 1)
-	go func() { l, c := HomeLinks(home); done <- res{l, c} }()
+	go func() { l, _, c := LookHome(home); done <- res{l, c} }()
 	select {
 	case r := <-done:
 		return r.links, r.complete
 	case <-time.After(10 * time.Second):
-		t.Fatal("HomeLinks did not return within 10 s")
+		t.Fatal("LookHome did not return within 10 s")
 		return nil, false
 	}
 }
@@ -189,5 +191,45 @@ func TestHomeLinksHostile(t *testing.T) {
 	}
 	if links, complete := homeLinksWithin(t, deep); complete {
 		t.Errorf("a home with a link out deeper than a path can name was called looked through whole (named %q)", links)
+	}
+}
+
+// TestLookHomeNamesRepositories: a git repository a session leaves in its
+// kept home runs its config's commands on the host once a git starts
+// there (shown: git status in the planted directory runs its fsmonitor),
+// so LookHome names each kind: a .git directory, a .git file, and a
+// directory that is a git directory itself; not a directory that only
+// has a HEAD.
+func TestLookHomeNamesRepositories(t *testing.T) {
+	kept := t.TempDir()
+	codex := filepath.Join(kept, ".codex")
+	mark := filepath.Join(t.TempDir(), "ran")
+	for _, args := range [][]string{{"init", "-q", codex}, {"-C", codex, "config", "core.fsmonitor", "touch " + mark}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	os.WriteFile(filepath.Join(codex, "config.toml"), []byte("model = \"x\"\n"), 0o600)
+	cmd := exec.Command("git", "status", "--short")
+	cmd.Dir = codex
+	cmd.Env = append(os.Environ(), "GIT_CEILING_DIRECTORIES="+filepath.Dir(kept))
+	cmd.Run()
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatalf("a git started in the planted repository did not run its fsmonitor, so this test shows nothing: %v", err)
+	}
+	bare := filepath.Join(kept, "cache", "bare")
+	for _, d := range []string{"objects", "refs", "../onlyhead"} {
+		os.MkdirAll(filepath.Join(bare, d), 0o700)
+	}
+	os.WriteFile(filepath.Join(bare, "HEAD"), []byte("ref: refs/heads/main\n"), 0o600)
+	os.WriteFile(filepath.Join(kept, "cache", "onlyhead", "HEAD"), []byte("x\n"), 0o600)
+	os.MkdirAll(filepath.Join(kept, "wt"), 0o700)
+	os.WriteFile(filepath.Join(kept, "wt", ".git"), []byte("gitdir: /elsewhere\n"), 0o600)
+	_, repos, complete := LookHome(kept)
+	want := []string{filepath.Join(codex, ".git"), bare, filepath.Join(kept, "wt", ".git")}
+	slices.Sort(repos)
+	slices.Sort(want)
+	if !complete || !slices.Equal(repos, want) {
+		t.Errorf("repositories named: %q (complete %v), want %q", repos, complete, want)
 	}
 }

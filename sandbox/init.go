@@ -85,6 +85,9 @@ func InitArgv(o InitOptions, command []string) []string {
 	if o.TUN {
 		argv = append(argv, "--tun")
 	}
+	if o.TUN && testhook.Flag("MOSAIC_TEST_NET_UP_FRONT") {
+		argv = append(argv, "--test-net-up-front")
+	}
 	if o.Landlock != "" {
 		argv = append(argv, "--landlock", o.Landlock, "--egress-socket", o.EgressSocket)
 	}
@@ -238,7 +241,7 @@ func commandNetwork(o initOptions, env []string) ([]string, error) {
 		env = append(env, ProxyEnv(env)...)
 	}
 	if o.relay && o.tun {
-		if err := startNet(o.egressSocket); err != nil {
+		if err := startNetOnUse(o.egressSocket, o.netUpFront); err != nil {
 			return nil, err
 		}
 	}
@@ -284,6 +287,7 @@ func holdSignals(o initOptions) (chan os.Signal, error) {
 type initOptions struct {
 	goFD                      int
 	goOnEOF, ignoreHeld       bool          // test hooks (testhook.Enabled only)
+	netUpFront                bool          // a test hook too
 	slowStart                 time.Duration // a test hook too
 	session, home             string
 	tty, relay, keepHome, tun bool
@@ -304,6 +308,7 @@ func parseInitOptions(args []string) (initOptions, bool) {
 		fs.BoolVar(&o.goOnEOF, "test-go-on-eof", false, "test hook: run on EOF of --go-fd too (the weakened init)")
 		fs.BoolVar(&o.ignoreHeld, "test-ignore-held", false, "test hook: ignore the forwarded signals while held (the weakened init)")
 		fs.DurationVar(&o.slowStart, "test-slow-start", 0, "test hook: start this much slower (a sandbox or runtime still starting)")
+		fs.BoolVar(&o.netUpFront, "test-net-up-front", false, "test hook: start the network device's mosaic-net with the command, not on its first use (as before issue 39)")
 	}
 	fs.StringVar(&o.session, "session", "", "session name")
 	fs.StringVar(&o.home, "home", "", "HOME inside the sandbox")

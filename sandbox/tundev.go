@@ -103,7 +103,10 @@ func configure(name string) error {
 	if err := request(s, unix.RTM_NEWLINK, 0, append(structBytes(&noV6), genNone...)); err != nil && err != unix.EAFNOSUPPORT {
 		return fmt.Errorf("turning IPv6 off on %s: %w", name, err)
 	}
-	link := unix.IfInfomsg{Family: unix.AF_UNSPEC, Index: index, Flags: unix.IFF_UP, Change: unix.IFF_UP}
+	// No multicast either: a device that has it sends IGMP reports of its
+	// own as it comes up, which would start mosaic-net (startNetOnUse)
+	// in a session that never uses the network.
+	link := unix.IfInfomsg{Family: unix.AF_UNSPEC, Index: index, Flags: unix.IFF_UP, Change: unix.IFF_UP | unix.IFF_MULTICAST}
 	linkMsg := append(structBytes(&link), attr(unix.IFLA_MTU, u32(TUNMTU))...)
 	if err := request(s, unix.RTM_NEWLINK, 0, linkMsg); err != nil {
 		return fmt.Errorf("bringing %s up: %w", name, err)
@@ -239,18 +242,54 @@ func LoopbackDNS() []netip.Addr {
 // sandbox/netstack), is bound in a session that has the device.
 const NetPath = "/run/mosaic/net"
 
-// startNet starts mosaic-net (NetPath) on the device and DNS sockets the
-// shim handed the init, and does not wait for it: the sockets are bound
-// and listening and the device queues what the command sends first, so
-// the command may start at once. The init's own descriptors of them are
-// closed: mosaic-net holds them.
-func startNet(egressSocket string) error {
+// startNetOnUse starts mosaic-net (NetPath) on the device and DNS sockets
+// the shim handed the init once the command first uses one of them (a
+// packet on the device, a DNS query or connection), and does not wait for
+// it: the sockets are bound and listening and the device queues what the
+// command sends first, which mosaic-net reads when it runs. A command that
+// never uses the network costs no mosaic-net (a process start, and the
+// stack's package init: issue 39's bound on a default session's start).
+// Until then the init holds the descriptors, close-on-exec: the command
+// gets none of them. upFront (a test hook) starts it at once, as before.
+func startNetOnUse(egressSocket string, upFront bool) error {
 	v := os.Getenv(NetFDsEnv)
 	os.Unsetenv(NetFDsEnv)
 	fds, err := netFDs(v)
 	if err != nil {
 		return err
 	}
+	for _, fd := range fds {
+		unix.CloseOnExec(fd)
+	}
+	if upFront {
+		return startNet(egressSocket, fds)
+	}
+	go func() {
+		awaitUse(fds)
+		if err := startNet(egressSocket, fds); err != nil {
+			fmt.Fprintf(os.Stderr, "mosaic init: %v\n", err)
+		}
+	}()
+	return nil
+}
+
+// awaitUse returns once one of fds has something to read (a packet, a
+// query, a connection), reading nothing.
+func awaitUse(fds []int) {
+	pfds := make([]unix.PollFd, len(fds))
+	for i, fd := range fds {
+		pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	}
+	for {
+		if _, err := unix.Poll(pfds, -1); err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// startNet starts mosaic-net on fds (netFDs') and does not wait for it.
+// The init's own descriptors of them are closed: mosaic-net holds them.
+func startNet(egressSocket string, fds []int) error {
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		return err

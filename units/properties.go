@@ -207,7 +207,7 @@ func Properties(s Spec, f Features) []sd.Property {
 	// reports the end and removes its state), so it goes without: the
 	// ExecStopPost costs a second namespace setup, some 8 ms of every run.
 	if s.EndRecorded() {
-		post := EndedArgv(s.StageBin, s.StateDir, s.egressSocket())
+		post := EndedArgv(s.StageBin, s.StateDir, s.egressAlive())
 		// ExecStopPost, not ExecStopPostEx: systemd 252 writes the latter
 		// into the transient unit file under a key it cannot read back, so
 		// a daemon-reload would lose how the session ends.
@@ -333,7 +333,9 @@ func ScopeProperties(s Spec, initPID uint32) []sd.Property {
 // run's tie scope (TieScope): the run killed, the session stops.
 func dependencies(s Spec) []sd.Property {
 	var to []string
-	if s.Network == sandbox.NetworkAllow {
+	if s.EgressActivated() {
+		to = append(to, s.EgressSocketUnit())
+	} else if s.Network == sandbox.NetworkAllow {
 		to = append(to, s.EgressUnit())
 	}
 	if s.Attach != nil && !s.Scope {
@@ -351,15 +353,11 @@ func dependencies(s Spec) []sd.Property {
 	if len(to) == 0 {
 		return nil
 	}
+	// After its egress proxy's socket (EgressActivated), which systemd
+	// makes in its own loop at once: the proxy starts on the first
+	// connection. A session the proxy puts credentials in waits for the
+	// proxy itself: its command trusts the CA the proxy makes.
 	after := to
-	if s.Network == sandbox.NetworkAllow && !s.Intercepts() {
-		// Not after its egress proxy: started beside it, the session does
-		// not wait for the proxy's start (~0.1 s: every session has one),
-		// and the init's relay waits for the proxy's socket instead
-		// (acceptloop.DialStarting). A session the proxy puts credentials in
-		// waits: its command trusts the CA the proxy makes.
-		after = to[1:]
-	}
 	props := []sd.Property{prop("BindsTo", to)}
 	if len(after) > 0 {
 		props = append(props, prop("After", after))
@@ -391,6 +389,9 @@ func TieScope(s Spec) sd.PropertyCollection {
 // started before, in a call of its own: manager/runtie.go.)
 func AuxUnits(s Spec) []sd.PropertyCollection {
 	var aux []sd.PropertyCollection
+	if s.EgressActivated() {
+		aux = append(aux, sd.PropertyCollection{Name: s.EgressSocketUnit(), Properties: EgressSocketProperties(s)})
+	}
 	if s.Network == sandbox.NetworkAllow {
 		aux = append(aux, sd.PropertyCollection{Name: s.EgressUnit(), Properties: EgressProperties(s)})
 	}
@@ -436,6 +437,9 @@ func EgressProperties(s Spec) []sd.Property {
 	// Its CPU share (its memory and tasks are bounded above, with the Go
 	// runtime's settings that keep it within them).
 	props = append(props, prop("CPUQuotaPerSecUSec", EgressLimits.CPUQuota*10000))
+	if s.EgressActivated() {
+		props = activatedProperties(s, props)
+	}
 	if s.EgressCredentialFile != "" {
 		// The keys the proxy injects reach it, and only it, through its
 		// own environment file, held in mosaic's memory while it starts
@@ -680,11 +684,12 @@ func publishedPorts(s Spec) []int {
 	return ports
 }
 
-// egressSocket is the egress proxy's socket (network allow), which the
-// ended stage looks at; "" for a session without one.
-func (s Spec) egressSocket() string {
+// egressAlive is the file the egress proxy holds locked while it runs
+// (network allow), which the ended stage looks at; "" for a session
+// without one.
+func (s Spec) egressAlive() string {
 	if s.Network != sandbox.NetworkAllow {
 		return ""
 	}
-	return filepath.Join(s.EgressDir, sandbox.EgressSocketName)
+	return filepath.Join(s.EgressDir, egress.AliveFile)
 }

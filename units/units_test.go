@@ -399,8 +399,9 @@ func TestScopeBwrap(t *testing.T) {
 }
 
 // TestNetworkProperties: none gives the unit a network namespace of its
-// own, which bwrap's sandbox shares; allow adds the egress proxy as a required, earlier unit with
-// the socket directory bound; host gives neither.
+// own, which bwrap's sandbox shares; allow binds the session to its egress
+// proxy's socket unit (the proxy starts on the first connection), with the
+// socket directory bound; host gives neither.
 func TestNetworkProperties(t *testing.T) {
 	s := testSpec()
 	s.MosaicBin = "/usr/bin/mosaic"
@@ -424,22 +425,25 @@ func TestNetworkProperties(t *testing.T) {
 			t.Errorf("%s: a scope's bwrap (no unit layer) %v", tc.network, scope)
 		}
 		post := fmt.Sprint(p["ExecStopPost"].Value.Value())
-		if strings.Contains(post, "--egress "+s.EgressDir+"/") != tc.deps {
-			t.Errorf("%s: ExecStopPost %s: want it to look at the proxy's socket exactly with network allow", tc.network, post)
+		if strings.Contains(post, "--egress-alive "+s.EgressDir+"/") != tc.deps {
+			t.Errorf("%s: ExecStopPost %s: want it to look at the proxy's mark of life exactly with network allow", tc.network, post)
 		}
 		if strings.Contains(argv, "--egress") != tc.deps || strings.Contains(argv, s.EgressDir) != tc.deps {
 			t.Errorf("%s: init or egress bind wrong: %s", tc.network, argv)
 		}
 		aux := AuxUnits(s)
-		if (len(aux) == 1) != tc.deps {
+		if (len(aux) == 2) != tc.deps || (!tc.deps && len(aux) != 0) {
 			t.Errorf("%s: aux units %v", tc.network, aux)
 		}
 		if tc.deps {
-			if aux[0].Name != "mosaic-s1-egress.service" {
-				t.Errorf("egress unit %s", aux[0].Name)
+			if aux[0].Name != "mosaic-s1-egress.socket" || aux[1].Name != "mosaic-s1-egress.service" {
+				t.Errorf("egress units %s, %s", aux[0].Name, aux[1].Name)
 			}
-			e := props(aux[0].Properties)
-			for _, name := range []string{"PrivateUsers", "ProtectSystem", "TemporaryFileSystem", "StopWhenUnneeded", "NoNewPrivileges", "MemoryMax", "TasksMax"} {
+			if v := fmt.Sprint(p["BindsTo"].Value.Value()); v != "[mosaic-s1-egress.socket]" {
+				t.Errorf("the session is bound to %s, not its proxy's socket unit (which starts no process)", v)
+			}
+			e := props(aux[1].Properties)
+			for _, name := range []string{"PrivateUsers", "ProtectSystem", "TemporaryFileSystem", "PartOf", "PropagatesStopTo", "NoNewPrivileges", "MemoryMax", "TasksMax"} {
 				if _, ok := e[name]; !ok {
 					t.Errorf("the egress unit lacks %s", name)
 				}

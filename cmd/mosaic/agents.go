@@ -134,17 +134,20 @@ func homeCommand(out *output) *cli.Command {
 				}
 			}
 			// What a session left there may lead into your real home.
-			links, complete := sandbox.HomeLinks(home)
+			links, repos, complete := sandbox.LookHome(home)
 			for _, l := range links {
 				// A name the session chose: escaped on any stderr, so that
 				// a newline in it cannot forge a line of mosaic's.
 				fmt.Fprintln(out.stderr, termsafe.Escape("mosaic: warning: "+l+": a symlink a session may have planted; inside the session it may be the session's own file, but on the host it leads out of the kept home (into your real home, or elsewhere): writing through it changes what is there (remove it first)", false))
 			}
+			for _, r := range repos {
+				fmt.Fprintln(out.stderr, termsafe.Escape("mosaic: warning: "+r+": a git repository a session may have planted: a git that an editor or a shell prompt starts in or below it runs the commands its config names (core.fsmonitor, core.sshCommand, filters) on the host (remove it first)", false))
+			}
 			if !complete {
 				fmt.Fprintf(out.stderr, "mosaic: warning: mosaic could not look through all of %s for symlinks into your real home (over %d entries, a directory it cannot read, or one nested too deep to name): check it before you write into it\n", home, sandbox.HomeLinksBudget)
 			}
 			out.result(map[string]any{"name": name, "home": home, "home_inside": paths.Home,
-				"credentials_dir": credentials.ProfileDir(paths.Home), "links_out": links, "links_complete": complete},
+				"credentials_dir": credentials.ProfileDir(paths.Home), "links_out": links, "git_repositories": repos, "links_complete": complete},
 				func(w io.Writer) { fmt.Fprintln(w, home) })
 			return nil
 		},

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"mosaic/internal/acceptloop"
 	"mosaic/internal/errcode"
 	"mosaic/internal/termsafe"
 	"mosaic/manager"
@@ -144,6 +146,11 @@ func heldRequests(ctx context.Context, m *manager.Manager) ([]heldRequest, error
 		// A session's list entry may not carry its network: any running
 		// one is asked, and one with no proxy does not answer.
 		if !s.Running() || s.Network == "none" || s.Network == "host" {
+			continue
+		}
+		// One whose proxy does not run holds nothing: asking would start
+		// it (socket activation).
+		if _, running := acceptloop.Alive(filepath.Join(p.EgressDir(s.Name), egress.AliveFile)); !running {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -214,6 +214,9 @@ func diffCommand(out *output) *cli.Command {
 				if err == nil {
 					ch, err = m.Current(ctx, name)
 				}
+				if err == nil {
+					err = m.Shown(name, ch)
+				}
 				prog.done()
 				if err != nil {
 					return err

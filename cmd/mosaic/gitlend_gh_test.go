@@ -45,7 +45,10 @@ func startGitHubStandIn(t *testing.T, n, token string) *githubStandIn {
 	t.Helper()
 	caPEM, cert := testCAFor(t, "api.github.com", "github.com")
 	g := &githubStandIn{caPEM: caPEM, token: token}
-	ids := map[string]string{"repo": "R_lent", "other": "R_other"}
+	// me/old is me/repo's name before a rename: GitHub's REST API answers
+	// it with a redirect to the repository's id, its GraphQL API with the
+	// repository.
+	ids := map[string]string{"repo": "R_lent", "other": "R_other", "old": "R_lent"}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a := r.Header.Get("Authorization"); a != "token "+token {
 			g.record(r.Method+" "+r.URL.Path+" "+a, &g.auths)
@@ -53,6 +56,17 @@ func startGitHubStandIn(t *testing.T, n, token string) *githubStandIn {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if r.Method == "GET" && (r.URL.Path == "/repos/me/old" || r.URL.Path == "/repositories/42") {
+			g.record("GET "+r.URL.Path, &g.seen)
+			if r.URL.Path == "/repos/me/old" {
+				w.Header().Set("Location", "https://api.github.com/repositories/42")
+				w.WriteHeader(http.StatusMovedPermanently)
+				io.WriteString(w, `{"message":"Moved Permanently","url":"https://api.github.com/repositories/42"}`)
+				return
+			}
+			json.NewEncoder(w).Encode(map[string]string{"node_id": "R_lent", "full_name": "me/repo"})
+			return
+		}
 		if r.Method == "GET" && strings.HasPrefix(r.URL.Path, "/repos/me/") {
 			name := strings.TrimPrefix(r.URL.Path, "/repos/me/")
 			g.record("GET "+r.URL.Path, &g.seen)
@@ -223,5 +237,38 @@ func TestLendGitGHPRCreate(t *testing.T) {
 	}
 	if strings.Contains(au+r.stdout+r.stderr, token) {
 		t.Error("the token is in the audit or mosaic's output")
+	}
+}
+
+// TestLendGitGHPRCreateRenamed (issue 42): gh pr create in a session lent
+// github.com/me/old, a repository since renamed me/repo (GitHub's
+// GET /repos/me/old answers 301 to /repositories/42), works: the proxy
+// follows that one redirect for the node id, and the stand-in's
+// createPullRequest gets R_lent. Before the fix the lookup failed ("301
+// Moved Permanently") and gh's createPullRequest was refused; checked
+// against that build.
+func TestLendGitGHPRCreateRenamed(t *testing.T) {
+	n := needTestNet(t)
+	if _, err := exec.LookPath("gh"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI must run this test, but gh is missing: contrib/install-deps.sh installs it on the host, contrib/rig-root.sh in the 257 root")
+		}
+		t.Skip("gh is missing (contrib/install-deps.sh installs it)")
+	}
+	token := "gho_" + strings.Repeat(randomHex(), 4)
+	gh := startGitHubStandIn(t, n, token)
+	dir := t.TempDir()
+	roots := filepath.Join(dir, "roots.pem")
+	must(t, os.WriteFile(roots, gh.caPEM, 0o644))
+	script := `export GH_NO_UPDATE_NOTIFIER=1 GH_PROMPT_DISABLED=1
+git init -q /tmp/w && cd /tmp/w && git remote add origin https://github.com/me/old.git
+if gh pr create --title T --body B --head feature >/tmp/out 2>&1; then echo create=ok; else echo create=refused; fi; cat /tmp/out`
+	cmd := exec.Command(mosaicBin, "run", "--name", sessionName(t), "--network", "allow", "--allow-host", n+".0/24", "-w", workspace(t),
+		"--lend-git", "https://github.com/me/old=fetch,push,pr", "--", "bash", "-c", script)
+	cmd.Env = append(append(os.Environ(), credentialStore(t, dir, "https://github.com", token, roots)...), "MOSAIC_EGRESS_TEST_ROOTS="+roots)
+	r := runResult(t, cmd)
+	seen := gh.requests()
+	if !strings.Contains(r.stdout, "create=ok\n") || !strings.Contains(seen, "GET /repositories/42\n") || !strings.Contains(seen, "graphql createPullRequest R_lent\n") {
+		t.Errorf("gh pr create for the renamed repository:\n%s%s\nthe stand-in saw:\n%s", r.stdout, r.stderr, seen)
 	}
 }

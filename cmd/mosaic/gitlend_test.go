@@ -27,6 +27,14 @@ type gitServer struct {
 
 func startGitServer(t *testing.T, n string, cert tls.Certificate, user, token string) *gitServer {
 	t.Helper()
+	return startGitServerAt(t, n+".1:0", "https://mockhost.mosaic.test", false, cert, user, token)
+}
+
+// startGitServerAt is startGitServer listening on addr, named base (its
+// port added when addr has none), and, with fold, taking paths without
+// case as GitHub does (the repositories are lower case).
+func startGitServerAt(t *testing.T, addr, base string, fold bool, cert tls.Certificate, user, token string) *gitServer {
+	t.Helper()
 	git, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("needs git")
@@ -38,12 +46,15 @@ func startGitServer(t *testing.T, n string, cert tls.Certificate, user, token st
 	}
 	backend := &cgi.Handler{Path: git, Args: []string{"http-backend"}, Dir: s.root,
 		Env: []string{"GIT_PROJECT_ROOT=" + s.root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=" + user}}
-	l, err := tls.Listen("tcp", n+".1:0", &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}})
+	l, err := tls.Listen("tcp", addr, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	s.base = "https://mockhost.mosaic.test:" + port
+	s.base = base
+	if _, port, _ := net.SplitHostPort(addr); port == "0" {
+		_, port, _ = net.SplitHostPort(l.Addr().String())
+		s.base += ":" + port
+	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
 		if h := r.Header.Get("Authorization"); h != "" {
@@ -66,6 +77,9 @@ func startGitServer(t *testing.T, n string, cert tls.Certificate, user, token st
 		s.mu.Lock()
 		s.granted = append(s.granted, r.URL.EscapedPath())
 		s.mu.Unlock()
+		if fold {
+			r.URL.Path, r.URL.RawPath = strings.ToLower(r.URL.Path), ""
+		}
 		backend.ServeHTTP(w, r)
 	})}
 	go srv.Serve(l)
@@ -267,4 +281,50 @@ func credentialStore(t *testing.T, dir, base, token, roots string) []string {
 	must(t, os.WriteFile(store, []byte("https://me:"+token+"@"+strings.TrimPrefix(base, "https://")+"\n"), 0o600))
 	must(t, os.WriteFile(filepath.Join(cfg, "git", "config"), []byte("[credential]\n\thelper = store --file="+store+"\n"), 0o600))
 	return []string{"XDG_CONFIG_HOME=" + cfg, "GIT_SSL_CAINFO=" + roots}
+}
+
+// TestLendGitGitHubCase (issue 42): a session lent github.com/me/repo
+// clones and pushes a new branch through the remote
+// https://github.com/Me/Repo.git (GitHub names repositories without case;
+// the test's git server on github.com's name takes paths as GitHub
+// does), with the token put in; a push to Me/Other is still refused. Before
+// the fix the clone was refused by the proxy ("not a repository lent to
+// the session on this host"); with the proxy's fix alone, the session's
+// git had no placeholder for that spelling ("could not read Username"):
+// both checked against those builds.
+func TestLendGitGitHubCase(t *testing.T) {
+	n := needTestNet(t)
+	token := "ghp_" + strings.Repeat(randomHex(), 4)
+	caPEM, cert := testCAFor(t, "github.com")
+	s := startGitServerAt(t, net.JoinHostPort(n+".1", registryTLSPort), "https://github.com", true, cert, "me", token)
+	dir := t.TempDir()
+	roots := filepath.Join(dir, "roots.pem")
+	must(t, os.WriteFile(roots, caPEM, 0o644))
+	env := append(credentialStore(t, dir, "https://github.com", token, roots), "MOSAIC_EGRESS_TEST_ROOTS="+roots)
+	script := `try() { name=$1; shift; if "$@" >/tmp/out.$name 2>&1; then echo "$name=ok"; else echo "$name=refused"; cat /tmp/out.$name; fi; }
+try clone git clone -q https://github.com/Me/Repo.git /tmp/r
+cd /tmp/r || exit 1
+git config user.email t@t; git config user.name t
+git checkout -q -b feature; echo a >f; git add f; git commit -qm a
+try push git push -q origin feature
+try other-repo git push -q https://github.com/Me/Other.git feature
+`
+	cmd := exec.Command(mosaicBin, "run", "--name", sessionName(t), "--network", "allow", "--allow-host", n+".0/24", "-w", workspace(t),
+		"--lend-git", "https://github.com/me/repo", "--", "bash", "-c", script)
+	cmd.Env = append(os.Environ(), env...)
+	r := runResult(t, cmd)
+	for _, want := range []string{"clone=ok", "push=ok", "other-repo=refused"} {
+		if !strings.Contains(r.stdout, want+"\n") {
+			t.Errorf("want %s in:\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+	s.mu.Lock()
+	granted := s.granted
+	s.mu.Unlock()
+	if got := gitOn(t, filepath.Join(s.root, "me/repo.git"), "for-each-ref", "--format=%(refname)", "refs/heads/feature"); got != "refs/heads/feature" {
+		t.Errorf("the lent repository has no branch feature (%q); the server authorized %q", got, granted)
+	}
+	if got := gitOn(t, filepath.Join(s.root, "me/other.git"), "for-each-ref", "refs/heads/"); got != "" {
+		t.Errorf("the other repository got %q", got)
+	}
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"mosaic/internal/acceptloop"
 	"mosaic/internal/errcode"
 	"mosaic/manager"
 	"mosaic/manager/request"
@@ -183,6 +185,19 @@ func egressState(ctx context.Context, m *manager.Manager, s manager.Session) *eg
 	p, err := m.Paths()
 	if err != nil {
 		return nil
+	}
+	switch started, running := acceptloop.Alive(filepath.Join(p.EgressDir(s.Name), egress.AliveFile)); {
+	case !started:
+		// Not started yet (it starts on the session's first connection):
+		// its list is the one it was given, and nothing happened. Asking it
+		// would start it.
+		a, err := egress.ParseAllow(s.AllowHosts)
+		if err != nil {
+			return nil
+		}
+		return &egress.State{Allow: a.Strings(), Grants: []egress.Grant{}, Refused: []egress.Refusal{}}
+	case !running:
+		return nil // died
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()

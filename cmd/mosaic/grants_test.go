@@ -528,7 +528,9 @@ func TestEmptyAllowlistSaid(t *testing.T) {
 	needRig(t)
 	t.Parallel()
 	name := sessionName(t)
-	started := mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--network", "allow", "--", "sleep", "60").stdout
+	// It connects to the proxy once (which starts it: it starts on the
+	// first connection), then waits.
+	started := mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--network", "allow", "--", "bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/3128; sleep 60").stdout
 	defer mosaic(t, "rm", "--force", name)
 	want := "allows nothing yet (grant with mosaic allow " + name + " HOST)"
 	if !strings.Contains(started, want) {

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -101,6 +103,36 @@ func TestHomeLinksResolved(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(mustMosaic(t, "home", "--json", name).stdout), &doc); err != nil || len(doc.LinksOut) != 3 { // .x, .y and d
 		t.Errorf("home --json: links_out %v (%v)", doc.LinksOut, err)
+	}
+}
+
+// TestHomeNamesPlantedRepositories: a session leaves a git repository in
+// its kept home (~/.codex/.git, whose config runs a command on any git
+// status there); git started there on the host runs it (shown), so
+// mosaic home names it, on stderr and in --json.
+func TestHomeNamesPlantedRepositories(t *testing.T) {
+	needRig(t)
+	name := sessionName(t)
+	mark := filepath.Join(t.TempDir(), "ran")
+	mustMosaic(t, "run", "--name", name, "-w", workspace(t), "--", "sh", "-c",
+		"set -e; git init -q ~/.codex; git -C ~/.codex config core.fsmonitor 'touch "+mark+"'; echo x > ~/.codex/config.toml")
+	r := mustMosaic(t, "home", name)
+	kept := strings.TrimSpace(r.stdout)
+	git := exec.Command("git", "status", "--short")
+	git.Dir = filepath.Join(kept, ".codex")
+	git.Run()
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatalf("git on the host in the planted repository ran nothing, so this test proves nothing: %v", err)
+	}
+	planted := filepath.Join(kept, ".codex", ".git")
+	if !strings.Contains(r.stderr, planted+": a git repository") {
+		t.Errorf("mosaic home did not name %s:\n%s", planted, r.stderr)
+	}
+	var doc struct {
+		Repos []string `json:"git_repositories"`
+	}
+	if err := json.Unmarshal([]byte(mustMosaic(t, "home", "--json", name).stdout), &doc); err != nil || !slices.Equal(doc.Repos, []string{planted}) {
+		t.Errorf("home --json: git_repositories %v (%v)", doc.Repos, err)
 	}
 }
 

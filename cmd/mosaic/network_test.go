@@ -223,10 +223,15 @@ func TestNetworkAllow(t *testing.T) {
 	t.Run("lifetime", func(t *testing.T) {
 		for _, kill := range []bool{false, true} {
 			name := sessionName(t)
-			egress := "mosaic-" + name + "-egress.service"
+			egress, sockets := "mosaic-"+name+"-egress.service", "mosaic-"+name+"-egress.socket"
 			mustMosaic(t, "start", "--name", name, "--workspace", workspace(t), "--allow-host", "testhost.mosaic.test", "--", "sleep", "300")
+			if s := unitProperty(t, sockets, "ActiveState"); s != "active" {
+				t.Fatalf("the egress socket unit is %s while its session runs", s)
+			}
+			// The proxy starts on the first connection: a grant's starts it.
+			mustMosaic(t, "allow", name, "otherhost.mosaic.test")
 			if s := unitProperty(t, egress, "ActiveState"); s != "active" {
-				t.Fatalf("the egress unit is %s while its session runs", s)
+				t.Fatalf("the egress unit is %s once a grant was made", s)
 			}
 			st := mustMosaic(t, "status", "--json", name).stdout
 			if !strings.Contains(st, `"network": "allow"`) || !strings.Contains(st, "testhost.mosaic.test:443") {
@@ -237,9 +242,9 @@ func TestNetworkAllow(t *testing.T) {
 			} else {
 				mustMosaic(t, "stop", name)
 			}
-			eventually(t, 10*time.Second, "the egress unit to stop with its session (kill "+strconv.FormatBool(kill)+")", func() bool {
-				s := unitProperty(t, egress, "ActiveState")
-				return s == "inactive" || s == "failed" || s == ""
+			eventually(t, 10*time.Second, "the egress units to stop with their session (kill "+strconv.FormatBool(kill)+")", func() bool {
+				s, so := unitProperty(t, egress, "ActiveState"), unitProperty(t, sockets, "ActiveState")
+				return (s == "inactive" || s == "failed" || s == "") && (so == "inactive" || so == "failed" || so == "")
 			})
 		}
 	})
@@ -293,6 +298,8 @@ func TestEgressDeathStopsSession(t *testing.T) {
 			defer mosaic(t, "rm", name)
 			defer mosaic(t, "stop", name)
 			proxy := "mosaic-" + name + "-egress.service"
+			// Its proxy starts on the first connection: a grant's starts it.
+			mustMosaic(t, "allow", name, "otherhost.mosaic.test")
 			systemctl(t, "kill", "--signal", "KILL", proxy)
 			eventually(t, 10*time.Second, "the proxy to be dead", func() bool {
 				st := unitProperty(t, proxy, "ActiveState")

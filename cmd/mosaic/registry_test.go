@@ -4,8 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // npmPublish is a script that publishes mosaic-tiny 1.0.1 with a token to
@@ -150,5 +152,53 @@ func TestRegistryTunnelSNI(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("status --json lacks the tunnel's refusal:\n%s", out)
+	}
+}
+
+// TestRegistryAskOnce (issue 39): a session with --ask that is not
+// allowed @npm has its connection to registry.npmjs.org held, and
+// `mosaic allow --once` lets it go on as it does any host's: a read
+// reaches the registry; a PUT, held and let through once the same way,
+// is still refused as a write (403 naming the write grant) before the
+// stand-in; the registry is on the list neither time. Before the fix the
+// read was refused once answered ("taken off the session's allowlist
+// while the proxy connected to it": the proxy's read path re-checked the
+// list, which a once does not touch); checked against that build.
+func TestRegistryAskOnce(t *testing.T) {
+	n := needTestNet(t)
+	reg := startRegistry(t, n)
+	ca := filepath.Join(t.TempDir(), "registry-ca.pem")
+	os.WriteFile(ca, reg.caPEM, 0o644)
+	s := startShell(t, mosaicBin, "--ask", "--network", "allow", "--allow-host", n+".0/24", "--ca-file", ca)
+	defer mosaic(t, "stop", s.name)
+	once := func(script string) string {
+		t.Helper()
+		s.n++
+		req := strconv.Itoa(s.n)
+		must(t, os.WriteFile(filepath.Join(s.ws, ".req-"+req), []byte(script), 0o644))
+		must(t, os.Rename(filepath.Join(s.ws, ".req-"+req), filepath.Join(s.ws, "req-"+req)))
+		eventually(t, 30*time.Second, "the connection to the registry held", func() bool {
+			return strings.Contains(mustMosaic(t, "approve", "--json").stdout, `"session": "`+s.name+`"`)
+		})
+		mustMosaic(t, "allow", "--once", s.name, "registry.npmjs.org")
+		var out []byte
+		eventually(t, 30*time.Second, "the script's end", func() bool {
+			var err error
+			out, err = os.ReadFile(filepath.Join(s.ws, "out-"+req))
+			return err == nil
+		})
+		return string(out)
+	}
+	if out := once(curl("https://registry.npmjs.org/-/ping")); !strings.Contains(out, "pong from registry.npmjs.org") {
+		t.Fatalf("a read of the registry, held, then let through once:\n%s\nthe registry saw:\n%s", out, reg.requests())
+	}
+	out := once(curl("-X PUT -d '{}' https://registry.npmjs.org/mosaic-tiny"))
+	if !strings.Contains(out, "status=403") || !strings.Contains(out, "mosaic allow "+s.name+" @npm:write") || strings.Contains(reg.requests(), "PUT ") {
+		t.Fatalf("a PUT to the registry, held, then let through once: want a 403 naming the write grant, and nothing at the stand-in:\n%s\nthe registry saw:\n%s", out, reg.requests())
+	}
+	for _, a := range egressOf(t, s.name).Egress.Allow {
+		if strings.Contains(a, "registry.npmjs.org") || strings.Contains(a, "@npm") {
+			t.Errorf("allow --once put %s on the list", a)
+		}
 	}
 }

@@ -46,3 +46,25 @@ func TestToolCachesPerWorkspace(t *testing.T) {
 	mosaic(t, "discard", name)
 	mosaic(t, "rm", "--force", name)
 }
+
+// TestToolCachesByPowers: a tool cache holds code the next session runs,
+// so a session without network or keys must not plant it for a session
+// of the same workspace that holds more (a host, direct mode's writes to
+// the checkout): the workspace's caches are shared by sessions that hold
+// the same powers only. The plant is shown to reach a session alike
+// (what it would do to any session without the split).
+func TestToolCachesByPowers(t *testing.T) {
+	needRig(t)
+	ws := cloneRepo(t)
+	mustMosaic(t, "run", "-w", ws, "--", "sh", "-c", "mkdir -p ~/go/pkg/mod && echo planted > ~/go/pkg/mod/plant")
+	read := "cat ~/go/pkg/mod/plant 2>/dev/null || echo none"
+	if out := mustMosaic(t, "run", "-w", ws, "--", "sh", "-c", read).stdout; out != "planted\n" {
+		t.Fatalf("a session alike does not see the plant, so this test shows nothing: %q", out)
+	}
+	for _, more := range [][]string{{"--allow-host", "mockhost.mosaic.test:443"}, {"--direct"}} {
+		argv := append(append([]string{"run", "-w", ws}, more...), "--", "sh", "-c", read)
+		if out := mustMosaic(t, argv...).stdout; out != "none\n" {
+			t.Errorf("a session with %v runs what a session without it planted in the workspace's module cache: %q", more, out)
+		}
+	}
+}

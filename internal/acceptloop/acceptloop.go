@@ -6,6 +6,8 @@
 // staying up with nothing listening; only a closed listener, or an error of
 // another kind, ends the loop. Join is the relay such a server's handler
 // runs: both directions copied, each end passed on as a half-close.
+// HoldAlive and Alive mark a server's process alive, for a server whose
+// socket systemd holds (socket activation), which answers whether it runs.
 package acceptloop
 
 import (

@@ -37,6 +37,9 @@ type Clone struct {
 	// "branch NAME"; Discarded that it was thrown away.
 	Applied   string `json:"applied,omitempty"`
 	Discarded bool   `json:"discarded,omitempty"`
+	// Shown names the change mosaic diff last showed
+	// (patchcheck.ShownKey): apply refuses another.
+	Shown string `json:"shown,omitempty"`
 	// DoneBy and DoneAt say who applied or discarded it, and when.
 	DoneBy string     `json:"done_by,omitempty"`
 	DoneAt *time.Time `json:"done_at,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"mosaic/internal/acceptloop"
 	"mosaic/internal/sessionfile"
 	"mosaic/sandbox"
 	"mosaic/sandbox/directfloor"
@@ -15,7 +16,7 @@ import (
 // The session-ended stage is a service's ExecStopPost (its command line is
 // units.EndedArgv):
 //
-//	mosaic-stage session-ended --state DIR [--egress SOCKET] [--drop FILE]
+//	mosaic-stage session-ended --state DIR [--egress-alive FILE] [--egress SOCKET] [--drop FILE]
 //
 // It records how the session ended (end.json from the variables systemd
 // gives ExecStopPost), removes the empty .git placeholder it left in its
@@ -27,16 +28,20 @@ import (
 // EndedMain runs the stage with the arguments after its name; it reports
 // problems on stderr (the unit's journal) and never fails. (--drop FILE is
 // for the units a mosaic before issue 31 started, whose credential file was
-// on disk.)
+// on disk, and --egress SOCKET for those before socket activation, whose
+// proxy a dial tells alive or dead.)
 func EndedMain(args []string, getenv func(string) string) {
-	var state, egressSocket string
+	var state string
+	died := false
 	for len(args) >= 2 {
 		var err error
 		switch args[0] {
 		case "--state":
 			state = args[1]
+		case "--egress-alive":
+			died = proxyDied(args[1])
 		case "--egress":
-			egressSocket = args[1]
+			died = proxyDead(args[1])
 		case "--drop":
 			err = sessionfile.Remove(args[1])
 		default:
@@ -48,10 +53,22 @@ func EndedMain(args []string, getenv func(string) string) {
 		args = args[2:]
 	}
 	if state != "" {
-		if err := RecordEnd(state, getenv, egressSocket); err != nil {
+		if err := RecordEnd(state, getenv, died); err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
 		}
 	}
+}
+
+// proxyDied reports whether the egress proxy that marks alive
+// (acceptloop.HoldAlive) started and no longer runs. The session's
+// ExecStopPost runs before its proxy is stopped (the proxy's socket unit,
+// or the proxy, is stopped once the session no longer needs it), so a
+// proxy that no longer runs then died first, and took the session with it
+// (BindsTo=, PropagatesStopTo=). One that never started (socket
+// activation: the session made no connection) did not die.
+func proxyDied(alive string) bool {
+	started, running := acceptloop.Alive(alive)
+	return started && !running
 }
 
 // proxyDead reports whether the egress proxy at socket no longer answers.
@@ -92,13 +109,13 @@ func TidyHome(stateDir string, r Record) {
 
 // RecordEnd writes end.json into a session's state directory from the
 // variables systemd gives ExecStopPost.
-func RecordEnd(stateDir string, getenv func(string) string, egressSocket string) error {
+func RecordEnd(stateDir string, getenv func(string) string, egressDied bool) error {
 	e := End{
 		Result:     getenv("SERVICE_RESULT"),
 		ExitCode:   getenv("EXIT_CODE"),
 		ExitStatus: getenv("EXIT_STATUS"),
 		Ended:      time.Now(),
-		EgressDied: egressSocket != "" && proxyDead(egressSocket),
+		EgressDied: egressDied,
 	}
 	if _, err := os.Stat(stateDir + "/" + recordFile); err != nil {
 		return err // not a session's state directory (or already removed)

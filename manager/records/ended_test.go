@@ -26,7 +26,7 @@ func TestEndedStageTidiesOnlyThePlaceholder(t *testing.T) {
 		if err := Write(dir, r); err != nil {
 			t.Fatal(err)
 		}
-		if err := RecordEnd(dir, func(string) string { return "" }, ""); err != nil {
+		if err := RecordEnd(dir, func(string) string { return "" }, false); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := ReadEnd(dir); !ok {

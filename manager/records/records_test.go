@@ -3,19 +3,21 @@ package records
 import (
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/acceptloop"
 	"mosaic/sandbox"
 	"mosaic/units"
 )
 
 // The session-ended stage's writer and parser agree: what EndedArgv writes,
-// EndedMain reads back into end.json, with whether the egress proxy still
-// answered; and --drop, which units of a mosaic before issue 31 name,
+// EndedMain reads back into end.json, with whether the egress proxy died
+// (it started and its process is gone, killed here); and --drop, which units of a mosaic before issue 31 name,
 // still removes their credential file.
 func TestEndedStageRoundTrip(t *testing.T) {
 	dir := t.TempDir()
@@ -29,23 +31,52 @@ func TestEndedStageRoundTrip(t *testing.T) {
 	if err := os.WriteFile(cred, []byte("A=\"b\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(t.TempDir(), "proxy.sock")
-	argv := units.EndedArgv("/bin/mosaic", dir, sock)
+	alive := filepath.Join(t.TempDir(), "proxy.alive")
+	argv := units.EndedArgv("/bin/mosaic", dir, alive)
 	if argv[0] != "/bin/mosaic" || argv[1] != sandbox.EndedStage {
 		t.Fatalf("argv %v", argv)
 	}
 	env := map[string]string{"SERVICE_RESULT": "exit-code", "EXIT_CODE": "exited", "EXIT_STATUS": "3"}
+	// A proxy that never started (socket activation, no connection) did not die.
 	EndedMain(append(argv[2:], "--drop", cred), func(k string) string { return env[k] })
-	e, ok := ReadEnd(dir)
-	if !ok || e.Result != "exit-code" || e.ExitCode != "exited" || e.ExitStatus != "3" || e.Ended.IsZero() || !e.EgressDied {
-		t.Errorf("end %+v, %v (no proxy answers: want egress_died)", e, ok)
+	if e, ok := ReadEnd(dir); !ok || e.Result != "exit-code" || e.ExitCode != "exited" || e.ExitStatus != "3" || e.Ended.IsZero() || e.EgressDied {
+		t.Errorf("end %+v, %v (no proxy ever started: want no egress_died)", e, ok)
+	}
+	// One that started and runs did not either; once it is gone, it died.
+	holder := exec.Command(os.Args[0], "-test.run=^TestHoldAliveHelper$")
+	holder.Env = append(os.Environ(), "MOSAIC_TEST_HOLD_ALIVE="+alive)
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := out.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("the helper did not mark alive: %v", err)
+	}
+	EndedMain(argv[2:], func(k string) string { return env[k] })
+	if e, _ := ReadEnd(dir); e.EgressDied {
+		t.Errorf("end %+v: the proxy runs, but egress_died", e)
+	}
+	holder.Process.Kill()
+	holder.Wait()
+	EndedMain(argv[2:], func(k string) string { return env[k] })
+	if e, _ := ReadEnd(dir); !e.EgressDied {
+		t.Errorf("end %+v: the proxy was killed, but no egress_died", e)
+	}
+	// A unit of a mosaic before socket activation names the socket, which a dial tries.
+	sock := filepath.Join(t.TempDir(), "proxy.sock")
+	EndedMain([]string{"--state", dir, "--egress", sock}, func(k string) string { return env[k] })
+	if e, _ := ReadEnd(dir); !e.EgressDied {
+		t.Errorf("end %+v (no proxy answers: want egress_died)", e)
 	}
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	EndedMain(argv[2:], func(k string) string { return env[k] })
+	EndedMain([]string{"--state", dir, "--egress", sock}, func(k string) string { return env[k] })
 	if e, _ := ReadEnd(dir); e.EgressDied {
 		t.Errorf("end %+v: the proxy answers, but egress_died", e)
 	}
@@ -110,4 +141,18 @@ func TestReserveEndAllocates(t *testing.T) {
 	if err := unix.Lstat(path, &again); err != nil || again.Ino != st.Ino || again.Mtim != st.Mtim {
 		t.Errorf("a second start made the reserve again (%v)", err)
 	}
+}
+
+// TestHoldAliveHelper is the process TestEndedStageRoundTrip kills: it
+// marks MOSAIC_TEST_HOLD_ALIVE alive as a proxy does, says so, and waits.
+func TestHoldAliveHelper(t *testing.T) {
+	path := os.Getenv("MOSAIC_TEST_HOLD_ALIVE")
+	if path == "" {
+		t.Skip("run by TestEndedStageRoundTrip")
+	}
+	if err := acceptloop.HoldAlive(path); err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout.Write([]byte("."))
+	select {}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"mosaic/credentials"
 	"mosaic/internal/credvar"
@@ -221,10 +222,35 @@ func gitLendConfig(gitConfig string, lends []egress.GitLend, users, placeholders
 		}
 	}
 	for i, g := range lends {
-		helper := "!f() { test \"$1\" = get && printf 'username=%s\\npassword=%s\\n' '" + users[i] + "' '" + placeholders[i] + "'; }; f"
+		answer := "printf 'username=%s\\npassword=%s\\n' '" + users[i] + "' '" + placeholders[i] + "'"
+		helper := "!f() { test \"$1\" = get && " + answer + "; }; f"
 		for _, u := range []string{g.URL(), g.URL() + ".git"} {
 			b.WriteString("[credential " + quoteGitValue(u) + "]\n\thelper =\n\thelper = " + quoteGitValue(helper) + "\n")
 		}
+		if g.Host == "github.com:443" {
+			b.WriteString(anyCaseHelper(g, answer))
+		}
 	}
 	return b.String()
+}
+
+// anyCaseHelper is a helper for the lent GitHub repository g spelled in
+// any case (git matches a credential section's path exactly, GitHub
+// names repositories without case: a remote of github.com/Owner/Repo is a
+// lent owner/repo, and the proxy takes it as such): added to the host's
+// helpers, it reads the path git asks about and runs answer when it is
+// g's in any case, with or without .git. The exact spelling's own section
+// drops it (its empty helper line), and another path gets no answer.
+func anyCaseHelper(g egress.GitLend, answer string) string {
+	var glob strings.Builder
+	for _, r := range g.Repo {
+		if lo, up := unicode.ToLower(r), unicode.ToUpper(r); lo != up {
+			glob.WriteString("[" + string(lo) + string(up) + "]")
+		} else {
+			glob.WriteRune(r) // a digit, '-', '.', '_' or '/': no glob meaning
+		}
+	}
+	helper := "!f() { test \"$1\" = get || return 0; p=; while read -r l; do case \"$l\" in path=*) p=\"${l#path=}\";; esac; done; " +
+		"case \"$p\" in " + glob.String() + "|" + glob.String() + ".git) " + answer + ";; esac; }; f"
+	return "[credential \"https://github.com\"]\n\thelper = " + quoteGitValue(helper) + "\n"
 }

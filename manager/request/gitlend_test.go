@@ -188,3 +188,54 @@ func TestOwnSessionsBorrowNothing(t *testing.T) {
 		t.Errorf("a user's session of the same profile under network none: %v", err)
 	}
 }
+
+// TestGitLendConfigAnyCase: the session's git, with the config a lend of
+// github.com/me/repo writes, answers the placeholder for that repository
+// spelled in any case (GitHub's names have none: a remote of
+// github.com/Me/Repo is the lent repository, and the proxy takes it as
+// such), and for no other repository of GitHub or spelling on another
+// host (whose server may keep Me/Repo apart). Before the fix git asked for
+// a user name for github.com/Me/Repo (its credential sections match a
+// path exactly): checked against that build.
+func TestGitLendConfigAnyCase(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	var lends []egress.GitLend
+	for _, u := range []string{"https://github.com/me/re-po.x=fetch,push", "https://git.test/me/repo"} {
+		g, err := egress.ParseGitLend(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lends = append(lends, g)
+	}
+	cfg := filepath.Join(t.TempDir(), "gitconfig")
+	if err := os.WriteFile(cfg, []byte(gitLendConfig("", lends, []string{"me", "git"}, []string{"PLACEHOLDER-GH", "PLACEHOLDER-TEST"})), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ url, want string }{
+		{"https://github.com/me/re-po.x", "PLACEHOLDER-GH"},
+		{"https://github.com/me/re-po.x.git", "PLACEHOLDER-GH"},
+		{"https://github.com/Me/Re-Po.X", "PLACEHOLDER-GH"},
+		{"https://GitHub.com/ME/RE-PO.X.git", "PLACEHOLDER-GH"},
+		{"https://github.com/Me/Re-Po.Xy", ""},
+		{"https://github.com/Me/Re-Po", ""},
+		{"https://github.com/Other/Re-Po.X", ""},
+		{"https://git.test/me/repo.git", "PLACEHOLDER-TEST"},
+		{"https://git.test/Me/Repo.git", ""},
+	} {
+		cmd := exec.Command("git", "credential", "fill")
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL="+cfg, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=", "SSH_ASKPASS=")
+		cmd.Stdin = strings.NewReader("url=" + c.url + "\n\n")
+		out, _ := cmd.Output()
+		got := ""
+		for _, l := range strings.Split(string(out), "\n") {
+			if p, ok := strings.CutPrefix(l, "password="); ok {
+				got = p
+			}
+		}
+		if got != c.want {
+			t.Errorf("git credential fill for %s: password %q, want %q (git said %q)", c.url, got, c.want, out)
+		}
+	}
+}

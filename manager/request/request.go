@@ -10,8 +10,6 @@
 package request
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/url"
@@ -152,14 +150,6 @@ func (p Paths) StageCacheFile() string {
 // SessionDir is the state directory of session name.
 func (p Paths) SessionDir(name string) string {
 	return filepath.Join(p.StateRoot, "sessions", name)
-}
-
-// ToolCacheDir is the directory of the tool caches the sessions of
-// workspace share (sandbox.ToolCaches): one per workspace, by the hash of
-// its real path.
-func (p Paths) ToolCacheDir(workspace string) string {
-	h := sha256.Sum256([]byte(workspace))
-	return filepath.Join(p.StateRoot, "caches", hex.EncodeToString(h[:8]))
 }
 
 // Prepare checks a request and resolves it into a spec and the session's
@@ -437,9 +427,6 @@ func finishSpec(spec *units.Spec, req Request, grant *credentials.Grant, p Paths
 			return err
 		}
 	}
-	if spec.Sandbox != sandbox.ModeLandlock && !req.Own {
-		spec.ToolCache = p.ToolCacheDir(spec.Workspace)
-	}
 	spec.SeccompAllow = grant.Profile.SeccompAllow
 	spec.AllowWriteHostExec = req.AllowWriteHostExec
 	if !req.NoGitIdentity {
@@ -464,6 +451,9 @@ func finishSpec(spec *units.Spec, req Request, grant *credentials.Grant, p Paths
 	spec.Env = lastWins(spec.Env)
 	if n := req.project.note(); n != "" {
 		spec.Notes = append(spec.Notes, n)
+	}
+	if spec.Sandbox != sandbox.ModeLandlock && !req.Own {
+		spec.ToolCache = p.ToolCacheDir(spec.Workspace, powers(*spec))
 	}
 	asked.Spec = *spec
 	return pol.Check(asked)

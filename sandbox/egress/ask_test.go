@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
@@ -261,5 +262,74 @@ func TestAskDenyWhileOnceConnects(t *testing.T) {
 	}
 	if st := <-got; !strings.Contains(st, "403") || !strings.Contains(st, "refused by mosaic deny") {
 		t.Errorf("the connection let through once, then denied while it connected: %q", st)
+	}
+}
+
+// TestAskOnceRegistry: a connection to a registry host (one the proxy
+// reads to refuse its writes) that is not on the list, held with Ask and
+// let through once, goes on as any other host's does: its read reaches
+// the registry; a write held and let through once the same way is still
+// refused as a write, before the registry. Before the fix the once
+// connection was refused ("taken off the session's allowlist while the
+// proxy connected to it": the read path checked the list, which a once
+// does not touch), and past that check the proxy's own connection to the
+// registry was refused too ("not an injection host"); both checked
+// against that build.
+func TestAskOnceRegistry(t *testing.T) {
+	m := newMockVendor(t)
+	e, client, hp := registryProxyListing(t, m, false)
+	e.Ask = 5 * time.Second
+	heldOnce := func(method string) (int, string) {
+		t.Helper()
+		type answer struct {
+			code int
+			body string
+			err  error
+		}
+		ch := make(chan answer, 1)
+		go func() {
+			var body io.Reader
+			if method != "GET" {
+				body = strings.NewReader(`{"name":"left-pad"}`)
+			}
+			req, _ := http.NewRequest(method, "https://"+hp+"/left-pad", body)
+			resp, err := client.Do(req)
+			if err != nil {
+				ch <- answer{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			ch <- answer{code: resp.StatusCode, body: string(b)}
+		}()
+		for i := 0; len(e.State().Pending) == 0; i++ {
+			if i > 200 {
+				t.Fatalf("%s: not held", method)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n, err := e.allowOnce([]string{hp}, "tester"); err != nil || n != 1 {
+			t.Fatalf("allow --once: %d %v", n, err)
+		}
+		a := <-ch
+		if a.err != nil {
+			t.Fatalf("%s held, then let through once: %v", method, a.err)
+		}
+		return a.code, a.body
+	}
+	if code, body := heldOnce("GET"); code != http.StatusOK || !strings.Contains(body, "hello /left-pad") {
+		t.Errorf("GET held, then let through once: %d %q", code, body)
+	}
+	if code, body := heldOnce("PUT"); code != http.StatusForbidden || !strings.Contains(body, "@npm is read-only") {
+		t.Errorf("PUT held, then let through once: %d %q", code, body)
+	}
+	m.mu.Lock()
+	lines := strings.Join(m.lines, "\n")
+	m.mu.Unlock()
+	if lines != "GET /left-pad" {
+		t.Errorf("the registry got:\n%s\nwant the GET alone", lines)
+	}
+	if e.hostAllowed(hp) {
+		t.Error("allow --once granted the registry host")
 	}
 }

@@ -470,7 +470,11 @@ func (e *Egress) checkRepoIDs(g *gitRequest) string {
 // (GET /repos/OWNER/REPO's node_id), and kept. Asked rather than read
 // from an answer the proxy let through: the proxy reads no answer (their
 // encodings, aliases and fragments would decide which "id" is the
-// repository's), and the mutation may come first.
+// repository's), and the mutation may come first. A repository renamed or
+// moved answers with a redirect to /repositories/ID on the API, which is
+// followed once (movedTo): the node id is then the repository's that
+// GitHub names (its full_name goes in the audit event), whatever name
+// was typed.
 func (e *Egress) repoNodeID(l *gitLent) (string, error) {
 	in := e.Inject
 	in.mu.Lock()
@@ -481,29 +485,34 @@ func (e *Egress) repoNodeID(l *gitLent) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", "https://"+strings.TrimSuffix(GitHubAPI, ":443")+"/repos/"+l.Repo, nil)
+	path := "/repos/" + l.Repo
+	resp, err := e.apiGet(ctx, l, path)
 	if err != nil {
 		return "", err
 	}
-	req.Header.Set("Accept", "application/vnd.github+json")
-	req.Header.Set("User-Agent", "mosaic-egress")
-	req.Header.Set("Authorization", "token "+l.token)
-	resp, err := e.upstream().RoundTrip(req)
-	if err != nil {
-		return "", err
+	if to, moved, err := movedTo(resp); moved {
+		resp.Body.Close()
+		if err != nil {
+			return "", fmt.Errorf("GET %s: %w", path, err)
+		}
+		if resp, err = e.apiGet(ctx, l, to); err != nil {
+			return "", err
+		}
+		path += " (moved to " + to + ")"
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET /repos/%s: %s", l.Repo, resp.Status)
+		return "", fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	var v struct {
-		NodeID string `json:"node_id"`
+		NodeID   string `json:"node_id"`
+		FullName string `json:"full_name"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v); err != nil || v.NodeID == "" {
-		return "", fmt.Errorf("GET /repos/%s: no node_id in its answer", l.Repo)
+		return "", fmt.Errorf("GET %s: no node_id in its answer", path)
 	}
 	// The proxy's own use of the token is an audit event too.
-	e.gitEvent(GitHubAPI, gitRequest{lend: l, op: "pr", refs: "GET /repos/" + l.Repo + " by the proxy: node id " + printable(v.NodeID)})
+	e.gitEvent(GitHubAPI, gitRequest{lend: l, op: "pr", refs: "GET " + path + " by the proxy: node id " + printable(v.NodeID) + " of " + printable(v.FullName)})
 	in.mu.Lock()
 	if in.nodeIDs == nil {
 		in.nodeIDs = map[string]string{}
@@ -511,4 +520,41 @@ func (e *Egress) repoNodeID(l *gitLent) (string, error) {
 	in.nodeIDs[strings.ToLower(l.Repo)] = v.NodeID
 	in.mu.Unlock()
 	return v.NodeID, nil
+}
+
+// apiGet asks GitHub's API for path with l's token, following no redirect.
+func (e *Egress) apiGet(ctx context.Context, l *gitLent, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "https://"+strings.TrimSuffix(GitHubAPI, ":443")+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/vnd.github+json")
+	req.Header.Set("User-Agent", "mosaic-egress")
+	req.Header.Set("Authorization", "token "+l.token)
+	return e.upstream().RoundTrip(req)
+}
+
+// movedTo reads resp, GitHub's answer to GET /repos/OWNER/REPO: moved
+// says it is a redirect (a renamed or transferred repository), to is
+// where, and err why it is not followed: only a path /repositories/ID on
+// the API itself is (what GitHub answers), so the token goes to no other
+// host and to nothing but a repository's record.
+func movedTo(resp *http.Response) (to string, moved bool, err error) {
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	default:
+		return "", false, nil
+	}
+	loc := resp.Header.Get("Location")
+	u, err := resp.Request.URL.Parse(loc)
+	if err != nil {
+		return "", true, fmt.Errorf("%s to %q, which does not parse", resp.Status, printable(loc))
+	}
+	id, ok := strings.CutPrefix(u.EscapedPath(), "/repositories/")
+	api := strings.EqualFold(u.Hostname(), strings.TrimSuffix(GitHubAPI, ":443")) && (u.Port() == "" || u.Port() == "443")
+	if u.Scheme != "https" || u.User != nil || u.Opaque != "" || !api || u.RawQuery != "" || u.Fragment != "" ||
+		!ok || id == "" || len(id) > 20 || strings.Trim(id, "0123456789") != "" {
+		return "", true, fmt.Errorf("%s to %s, not a repository of GitHub's API (https://api.github.com/repositories/ID): not followed", resp.Status, printable(loc))
+	}
+	return "/repositories/" + id, true, nil
 }

@@ -1,12 +1,16 @@
 package egress
 
 import (
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/vektah/gqlparser/v2/ast"
@@ -326,4 +330,91 @@ func FuzzCheckGraphQL(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRepoNodeIDMoved (issue 42): a lent repository renamed or moved,
+// whose GET /repos/OWNER/REPO GitHub answers 301 to
+// /repositories/ID, has the node id of that repository (one hop followed,
+// with the token), and a createPullRequest naming it passes while one
+// naming another still does not; a redirect to another host, to another
+// path of the API, or a second one is not followed (the token goes
+// nowhere else). Before the fix the renamed repository's lookup failed
+// ("GET /repos/me/old: 301 Moved Permanently") and its createPullRequest
+// was refused: checked against that build.
+func TestRepoNodeIDMoved(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	answers := map[string]string{
+		"/repos/me/old":       "301 https://api.github.com/repositories/42",
+		"/repositories/42":    `{"node_id":"R_lent","full_name":"me/repo"}`,
+		"/repos/me/away":      "301 https://evil.example/repositories/42",
+		"/repos/me/port":      "301 https://api.github.com:8443/repositories/42",
+		"/repos/me/sideways":  "301 https://api.github.com/repos/me/secret",
+		"/repos/me/query":     "301 https://api.github.com/repositories/42?x=1",
+		"/repos/me/twice":     "307 /repositories/43",
+		"/repositories/43":    "301 https://api.github.com/repositories/42",
+		"/repos/me/plain":     "301 http://api.github.com/repositories/42",
+		"/repos/me/userinfo":  "301 https://x@api.github.com/repositories/42",
+		"/repos/me/notdigits": "301 https://api.github.com/repositories/42x",
+	}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Host+" "+r.URL.RequestURI()+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		a := answers[r.URL.Path]
+		if code, loc, ok := strings.Cut(a, " "); ok && strings.HasPrefix(code, "30") {
+			w.Header().Set("Location", loc)
+			n, _ := strconv.Atoi(code)
+			w.WriteHeader(n)
+			return
+		}
+		if a == "" {
+			http.NotFound(w, r)
+			return
+		}
+		io.WriteString(w, a)
+	}))
+	defer srv.Close()
+	e := &Egress{Session: "s1", Log: io.Discard, Inject: &Injector{}}
+	e.upOnce.Do(func() { // every host is the stand-in, which shows where the proxy went
+		e.up = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", srv.Listener.Addr().String())
+		}, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	})
+	lend := func(repo string) *gitLent {
+		return &gitLent{GitLend: GitLend{Host: GitHubAPI, Repo: repo, Ops: []string{"pr"}}, token: "TOKEN"}
+	}
+	old := lend("me/old")
+	id, err := e.repoNodeID(old)
+	if err != nil || id != "R_lent" {
+		t.Fatalf("the node id of a moved repository: %q, %v", id, err)
+	}
+	mu.Lock()
+	if got := strings.Join(seen, "\n"); got != "api.github.com /repos/me/old token TOKEN\napi.github.com /repositories/42 token TOKEN" {
+		t.Errorf("the stand-in saw:\n%s", got)
+	}
+	seen = nil
+	mu.Unlock()
+	if why := e.checkRepoIDs(&gitRequest{repoIDs: []string{"R_lent"}, fits: []*gitLent{old}}); why != "" {
+		t.Errorf("createPullRequest in the moved repository: %s", why)
+	}
+	if why := e.checkRepoIDs(&gitRequest{repoIDs: []string{"R_other"}, fits: []*gitLent{old}}); why == "" {
+		t.Error("createPullRequest in another repository passed")
+	}
+	for _, repo := range []string{"me/away", "me/port", "me/sideways", "me/query", "me/twice", "me/plain", "me/userinfo", "me/notdigits"} {
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		id, err := e.repoNodeID(lend(repo))
+		mu.Lock()
+		got := seen
+		mu.Unlock()
+		want := 1
+		if repo == "me/twice" {
+			want = 2 // the first hop is followed, the second is not
+		}
+		if err == nil || len(got) != want {
+			t.Errorf("%s: node id %q, %v; the stand-in saw %q", repo, id, err, got)
+		}
+	}
 }

@@ -156,10 +156,7 @@ func (in *Injector) gitCheck(r *http.Request, hp string) gitRequest {
 	}
 	for i := range in.git[hp] {
 		l := &in.git[hp][i]
-		rest, ok := strings.CutPrefix(raw, "/"+l.Repo+".git/")
-		if !ok {
-			rest, ok = strings.CutPrefix(raw, "/"+l.Repo+"/")
-		}
+		rest, ok := cutRepo(raw, l.Repo, hp == "github.com:443")
 		if !ok {
 			continue
 		}
@@ -186,6 +183,26 @@ func (in *Injector) gitCheck(r *http.Request, hp string) gitRequest {
 		return g
 	}
 	return gitRequest{path: raw, why: "not a repository lent to the session on this host"}
+}
+
+// cutRepo returns what follows the repository repo ("owner/repo") in the
+// smart HTTP path raw ("/owner/repo.git/..." or "/owner/repo/..."), if
+// raw is below it. With fold, repo is matched without case, as GitHub
+// names repositories (github.com/Owner/Repo is owner/repo); a git server
+// of another host may serve Owner/Repo and owner/repo as two
+// repositories, so it is matched exactly. The ".git" is matched exactly
+// either way, as before. raw is the escaped path: ASCII, so no other
+// letter folds into a name's (the Kelvin sign into k).
+func cutRepo(raw, repo string, fold bool) (string, bool) {
+	prefix := "/" + repo
+	if len(raw) < len(prefix) || !(raw[:len(prefix)] == prefix || fold && strings.EqualFold(raw[:len(prefix)], prefix)) {
+		return "", false
+	}
+	rest := raw[len(prefix):]
+	if r, ok := strings.CutPrefix(rest, ".git/"); ok {
+		return r, true
+	}
+	return strings.CutPrefix(rest, "/")
 }
 
 // pullsCheck classifies a request to GitHub's API: where pr is lent, a

@@ -396,3 +396,44 @@ func TestParseGitLend(t *testing.T) {
 		}
 	}
 }
+
+// TestGitCheckGitHubCase: GitHub names repositories without case, so a
+// push or fetch of github.com/Me/REPO is one of a lent me/repo (with .git
+// or without, as before); another repository, or a longer name, is still
+// refused however it is spelled, and on another host (whose git server may
+// keep Me/Repo and me/repo apart) the name is matched exactly. Before the
+// fix the github.com spellings were refused ("not a repository lent to
+// the session on this host": checked against that build).
+func TestGitCheckGitHubCase(t *testing.T) {
+	in := &Injector{git: map[string][]gitLent{}}
+	for _, u := range []string{"https://github.com/me/repo=fetch,push", "https://git.test/me/repo=fetch,push"} {
+		g, err := ParseGitLend(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.git[g.Host] = append(in.git[g.Host], gitLent{GitLend: g, token: "TOKEN", placeholder: "PLACEHOLDER-0123456789"})
+	}
+	for _, c := range []struct {
+		hp, path string
+		ok       bool
+	}{
+		{"github.com:443", "/me/repo.git/info/refs?service=git-receive-pack", true},
+		{"github.com:443", "/Me/Repo.git/info/refs?service=git-receive-pack", true},
+		{"github.com:443", "/ME/REPO/info/refs?service=git-upload-pack", true},
+		{"github.com:443", "/mE/rEpO.git/info/refs?service=git-upload-pack", true},
+		{"github.com:443", "/Me/Other.git/info/refs?service=git-receive-pack", false},
+		{"github.com:443", "/Me/Repo-x.git/info/refs?service=git-receive-pack", false},
+		{"github.com:443", "/Me/RepoX/info/refs?service=git-receive-pack", false},
+		{"github.com:443", "/Me/Repo.gitx/info/refs?service=git-receive-pack", false},
+		{"github.com:443", "/Other/Repo.git/info/refs?service=git-receive-pack", false},
+		{"github.com:443", "/Me/Repo.git/HEAD", false},
+		{"git.test:443", "/me/repo.git/info/refs?service=git-receive-pack", true},
+		{"git.test:443", "/Me/Repo.git/info/refs?service=git-receive-pack", false},
+	} {
+		req := httptest.NewRequest("GET", "https://"+c.hp+c.path, nil)
+		req.RequestURI = c.path
+		if got := in.gitCheck(req, c.hp); (got.why == "") != c.ok {
+			t.Errorf("GET %s%s: allowed=%v (%s), want %v", c.hp, c.path, got.why == "", got.why, c.ok)
+		}
+	}
+}

@@ -54,8 +54,10 @@ type injection struct {
 // intercept serves one CONNECT to an injection host: the proxy answers
 // the session's TLS with a leaf of the session's CA, reads its HTTP/1.1
 // requests, and relays each to the real host over TLS checked against the
-// real roots, with the credential put into the rule's headers.
-func (e *Egress) intercept(c net.Conn, br *bufio.Reader, hp string) {
+// real roots, with the credential put into the rule's headers. once says
+// the CONNECT was let through once (mosaic allow --once): hp is on no
+// list, and its requests carry that to the proxy's dial (onceKey).
+func (e *Egress) intercept(c net.Conn, br *bufio.Reader, hp string, once bool) {
 	host, _, _ := net.SplitHostPort(hp)
 	_ = c.SetWriteDeadline(time.Now().Add(e.Limits.HeadTimeout))
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
@@ -95,6 +97,12 @@ func (e *Egress) intercept(c net.Conn, br *bufio.Reader, hp string) {
 			defer handlers.Done()
 			e.relayInjected(w, r, hp)
 		}),
+		BaseContext: func(net.Listener) context.Context {
+			if once {
+				return context.WithValue(context.Background(), onceKey{}, hp)
+			}
+			return context.Background()
+		},
 		MaxHeaderBytes:    e.Limits.MaxHeadBytes,
 		ReadHeaderTimeout: e.Limits.HeadTimeout,
 		IdleTimeout:       e.Limits.IdleTimeout,
@@ -264,7 +272,8 @@ func (e *Egress) upstream() http.RoundTripper {
 			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 				hp, err := NormalizeHost(addr)
 				port, local := e.localTarget(addr)
-				if err != nil || !(e.Allow.Hosts[hp] || local || e.hostAllowed(hp)) || !(e.Inject.covers(hp) || Guards(hp)) {
+				once, _ := ctx.Value(onceKey{}).(string)
+				if err != nil || !(e.Allow.Hosts[hp] || local || e.hostAllowed(hp) || once == hp) || !(e.Inject.covers(hp) || Guards(hp)) {
 					return nil, fmt.Errorf("%s is not an injection host", addr)
 				}
 				var c net.Conn
@@ -290,6 +299,11 @@ func (e *Egress) upstream() http.RoundTripper {
 	})
 	return e.up
 }
+
+// onceKey is the context key of a request the proxy reads on a connection
+// let through once (intercept): its value is the "host:port" that the
+// proxy may dial for it although no list has it.
+type onceKey struct{}
 
 // idleConn, once on, ends a read that finds the connection quiet (no byte
 // read or written) for idle: the bound a tunnel has, for the connections

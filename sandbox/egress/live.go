@@ -250,7 +250,7 @@ func (e *Egress) deny(entries []string, who string) (closed int, err error) {
 			}
 			delete(l.grants, t.entry)
 		}
-		n := len(conns)
+		n := 0 // tunnels, each one or both of its ends
 		for _, h := range hostsOf(t.a) {
 			if e.allowsAny([]string{h}) || l.granted(func(a Allow) bool { return a.Hosts[h] || a.Plain[h] }) {
 				l.denied[h] = true
@@ -258,12 +258,14 @@ func (e *Egress) deny(entries []string, who string) (closed int, err error) {
 			if t.a.Write[h] && e.Allow.Write[h] {
 				l.readOnly[h] = true
 			}
-			conns = append(conns, l.untrackHost(h)...)
+			cs, k := l.untrackHost(h)
+			conns, n = append(conns, cs...), n+k
 		}
-		e.logf("revoked %s by %s: %d open connections closed", t.entry, who, len(conns)-n)
+		closed += n
+		e.logf("revoked %s by %s: %d open connections closed", t.entry, who, n)
 		e.audit(journald.EgressRevoke, "egress-revoke", fmt.Sprintf("session %s may no longer reach %s (by %s)", e.Session, t.entry, who),
 			journald.Field{Key: "MOSAIC_ENTRY", Value: t.entry}, journald.Field{Key: "MOSAIC_HOSTS", Value: strings.Join(hostsOf(t.a), " ")},
-			journald.Field{Key: "MOSAIC_BY", Value: who}, journald.Field{Key: "MOSAIC_CLOSED", Value: fmt.Sprint(len(conns) - n)})
+			journald.Field{Key: "MOSAIC_BY", Value: who}, journald.Field{Key: "MOSAIC_CLOSED", Value: fmt.Sprint(n)})
 	}
 	l.changes.Add(1)
 	l.mu.Unlock()
@@ -271,7 +273,7 @@ func (e *Egress) deny(entries []string, who string) (closed int, err error) {
 		c.Close()
 	}
 	e.save()
-	return len(conns), nil
+	return closed, nil
 }
 
 func (e *Egress) allowsAny(hosts []string) bool {
@@ -303,19 +305,20 @@ func (e *Egress) expire(g *liveGrant) {
 	}
 	delete(l.grants, g.Entry)
 	var conns []net.Conn
+	n := 0
 	for _, h := range g.Hosts {
-		if !e.Allow.Hosts[h] && !e.Allow.Plain[h] && !l.granted(func(a Allow) bool { return a.Hosts[h] || a.Plain[h] }) {
-			conns = append(conns, l.untrackHost(h)...)
-		} else if g.allow.Write[h] && Guards(h) && !e.startWritesLocked(h) && !l.granted(func(a Allow) bool { return a.Write[h] }) {
+		if !e.Allow.Hosts[h] && !e.Allow.Plain[h] && !l.granted(func(a Allow) bool { return a.Hosts[h] || a.Plain[h] }) ||
 			// A registry still read, its writes no longer granted: its
 			// tunnels, which the proxy does not read, go (registry.go).
-			conns = append(conns, l.untrackHost(h)...)
+			g.allow.Write[h] && Guards(h) && !e.startWritesLocked(h) && !l.granted(func(a Allow) bool { return a.Write[h] }) {
+			cs, k := l.untrackHost(h)
+			conns, n = append(conns, cs...), n+k
 		}
 	}
-	e.logf("grant %s expired: %d open connections closed", g.Entry, len(conns))
+	e.logf("grant %s expired: %d open connections closed", g.Entry, n)
 	e.audit(journald.EgressExpire, "egress-expire", fmt.Sprintf("the grant of %s to session %s expired", g.Entry, e.Session),
 		journald.Field{Key: "MOSAIC_ENTRY", Value: g.Entry}, journald.Field{Key: "MOSAIC_HOSTS", Value: strings.Join(g.Hosts, " ")},
-		journald.Field{Key: "MOSAIC_BY", Value: g.By}, journald.Field{Key: "MOSAIC_CLOSED", Value: fmt.Sprint(len(conns))})
+		journald.Field{Key: "MOSAIC_BY", Value: g.By}, journald.Field{Key: "MOSAIC_CLOSED", Value: fmt.Sprint(n)})
 	l.changes.Add(1)
 	l.mu.Unlock()
 	for _, c := range conns {
@@ -405,8 +408,8 @@ func (l *live) tunnelsTo(hosts []string) bool {
 
 // untrackHost forgets hp's tunnels and returns their connections, for the
 // caller to close once it let go of mu.
-func (l *live) untrackHost(hp string) []net.Conn {
-	var conns []net.Conn
+func (l *live) untrackHost(hp string) (conns []net.Conn, tunnels int) {
+	tunnels = len(l.tunnels[hp])
 	for t := range l.tunnels[hp] {
 		for _, c := range t.conns {
 			if c != nil {
@@ -415,7 +418,7 @@ func (l *live) untrackHost(hp string) []net.Conn {
 		}
 	}
 	delete(l.tunnels, hp)
-	return conns
+	return conns, tunnels
 }
 
 // refused counts a refusal of target, of kind why, with its message.

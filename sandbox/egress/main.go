@@ -8,11 +8,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/internal/acceptloop"
 	"mosaic/internal/journald"
 	"mosaic/internal/sessionfile"
 )
@@ -135,6 +137,11 @@ func serveMain(args []string, notify func()) error {
 	if err != nil {
 		return err
 	}
+	// Marked alive first: a proxy that dies from here on is seen dead
+	// (Alive), by the session's end and by mosaic's clients.
+	if err := acceptloop.HoldAlive(filepath.Join(filepath.Dir(c.Socket), AliveFile)); err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: cannot mark the proxy alive (its death would go unseen): %v\n", c.Session, err)
+	}
 	e := &Egress{Session: c.Session, Log: os.Stderr, ControlDir: c.Control, RecordDir: c.Record, Ask: c.Ask}
 	e.Audit = func(f []journald.Field) {
 		if err := journald.Send(f); err != nil { // the line on stderr stays
@@ -153,22 +160,16 @@ func serveMain(args []string, notify func()) error {
 	if err := e.Inject.WriteCA(filepath.Dir(c.Socket)); err != nil {
 		return fmt.Errorf("cannot write the session's CA certificate: %w", err)
 	}
-	os.Remove(c.Socket)
-	l, err := net.Listen("unix", c.Socket)
+	l, cl, err := listeners(c)
 	if err != nil {
 		return err
 	}
-	_ = os.Chmod(c.Socket, 0o600)
 	if allowed := e.Allow.Strings(); len(allowed) > 0 {
 		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: allowing %s\n", e.Session, strings.Join(allowed, ", "))
 	} else {
 		fmt.Fprintf(os.Stderr, "mosaic egress: session %s: allows nothing yet (grant with mosaic allow %s HOST)\n", e.Session, e.Session)
 	}
-	if c.Control != "" {
-		cl, err := listenControl(c.Control)
-		if err != nil {
-			return fmt.Errorf("cannot make the control socket: %w", err)
-		}
+	if cl != nil {
 		e.start()
 		e.restore()
 		go func() {
@@ -179,7 +180,11 @@ func serveMain(args []string, notify func()) error {
 	}
 	if e.RecordDir != "" {
 		e.start()
-		go e.keepRecord(catchStop())
+		// Written before the first connection is served: a run's end that
+		// finds no record knows its proxy never served one (WaitRecord).
+		stop, seen := catchStop(), e.live.changes.Load()
+		e.writeRecord(false)
+		go e.keepRecord(stop, seen)
 	}
 	notify()
 	return e.Serve(l)
@@ -273,4 +278,67 @@ func extraRoots(c Config) ([]byte, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// AliveFile is the file in the egress directory a running proxy holds
+// locked (acceptloop.HoldAlive): whether it started and whether it runs,
+// which its socket cannot tell when systemd holds it (socket activation).
+const AliveFile = "proxy.alive"
+
+// listeners are the proxy's socket and its control socket (nil without
+// one): those systemd passed it (socket activation, ListenFDs), or made
+// here.
+func listeners(c Config) (l, cl net.Listener, err error) {
+	if passed := ListenFDs(); len(passed) > 0 {
+		for _, p := range passed {
+			switch p.Addr().String() {
+			case c.Socket:
+				l = p
+			case filepath.Join(c.Control, ControlSocketName):
+				cl = p
+			default:
+				p.Close()
+			}
+		}
+		if l == nil || (c.Control != "" && cl == nil) {
+			return nil, nil, fmt.Errorf("systemd passed no socket at %s or its control socket", c.Socket)
+		}
+		return l, cl, nil
+	}
+	os.Remove(c.Socket)
+	if l, err = net.Listen("unix", c.Socket); err != nil {
+		return nil, nil, err
+	}
+	_ = os.Chmod(c.Socket, 0o600)
+	if c.Control != "" {
+		if cl, err = listenControl(c.Control); err != nil {
+			return nil, nil, fmt.Errorf("cannot make the control socket: %w", err)
+		}
+	}
+	return l, cl, nil
+}
+
+// ListenFDs are the listening sockets systemd passed this process
+// (LISTEN_FDS from descriptor 3, for LISTEN_PID, this process), which it
+// takes: the variables are unset and each descriptor is close-on-exec.
+func ListenFDs() []net.Listener {
+	pid, n := os.Getenv("LISTEN_PID"), os.Getenv("LISTEN_FDS")
+	os.Unsetenv("LISTEN_PID")
+	os.Unsetenv("LISTEN_FDS")
+	os.Unsetenv("LISTEN_FDNAMES")
+	count, err := strconv.Atoi(n)
+	if err != nil || pid != strconv.Itoa(os.Getpid()) {
+		return nil
+	}
+	var ls []net.Listener
+	for fd := 3; fd < 3+count; fd++ {
+		unix.CloseOnExec(fd)
+		f := os.NewFile(uintptr(fd), "listen")
+		l, err := net.FileListener(f)
+		f.Close() // FileListener holds a copy
+		if err == nil {
+			ls = append(ls, l)
+		}
+	}
+	return ls
 }

@@ -214,7 +214,7 @@ func (e *Egress) handle(c net.Conn) {
 		// A host loopback port a key is injected into (a gateway on
 		// localhost named by a base URL) gets the same TLS termination.
 		if hp, err := NormalizeHost(req.Host); err == nil && e.Inject.covers(hp) {
-			e.intercept(c, br, hp)
+			e.intercept(c, br, hp, false)
 			return
 		}
 		remote, why = e.dialLocal(port)
@@ -269,12 +269,16 @@ func (e *Egress) dialListed(c net.Conn, br *bufio.Reader, host string) (remote n
 		why, kind = e.unreadable(hp)
 	}
 	if why == "" && (e.Inject.covers(hp) || e.readsRegistry(hp)) {
-		forget, ok := e.track(hp, false, c)
-		if !ok {
-			return nil, hp, takenBack(hp), RefusedNotListed, nil, false
+		// Read by the proxy: the list is checked again as the tunnel is
+		// recorded, but for a connection let through once, which is on no
+		// list (its requests are read as any other's: a registry's writes
+		// are refused all the same).
+		forget, why := e.trackListed(hp, once, false, c)
+		if why != "" {
+			return nil, hp, why, RefusedNotListed, nil, false
 		}
 		defer forget()
-		e.intercept(c, br, hp)
+		e.intercept(c, br, hp, once != nil)
 		return nil, hp, "", "", nil, true
 	}
 	if why != "" {
@@ -286,20 +290,40 @@ func (e *Egress) dialListed(c net.Conn, br *bufio.Reader, host string) (remote n
 	if remote == nil {
 		return nil, hp, why, kind, nil, false
 	}
-	if once != nil { // let through for this connection alone: no grant to check
-		forget, ok := e.trackOnce(hp, once, c)
-		if !ok {
-			remote.Close()
-			return nil, hp, hp + " was refused by mosaic deny while the proxy connected", RefusedNotListed, nil, false
-		}
-		return remote, hp, "", "", forget, false
-	}
-	forget, ok := e.trackTunnel(hp, c)
-	if !ok {
+	// Both ends: deny closes the host's side too, so that a tunnel
+	// whose upload waits on a host that reads nothing ends at once.
+	forget, why = e.trackListed(hp, once, true, c, remote)
+	if why != "" {
 		remote.Close()
-		return nil, hp, takenBack(hp), RefusedNotListed, nil, false
+		return nil, hp, why, RefusedNotListed, nil, false
 	}
 	return remote, hp, "", "", forget, false
+}
+
+// trackListed records the session's connection c to hp: with trackOnce
+// when it was let through once (mosaic allow --once answering once), which
+// has no grant to check, else checking hp is still on the list (as a
+// tunnel the proxy does not read: trackTunnel). It returns what forgets
+// it, or why it is refused: hp was denied, or taken off the list, while
+// the proxy connected.
+func (e *Egress) trackListed(hp string, once *pending, tunnel bool, conns ...net.Conn) (func(), string) {
+	if once != nil {
+		if forget, ok := e.trackOnce(hp, once, conns...); ok {
+			return forget, ""
+		}
+		return nil, hp + " was refused by mosaic deny while the proxy connected"
+	}
+	var forget func()
+	var ok bool
+	if tunnel {
+		forget, ok = e.trackTunnel(hp, conns...)
+	} else {
+		forget, ok = e.track(hp, false, conns...)
+	}
+	if !ok {
+		return nil, takenBack(hp)
+	}
+	return forget, ""
 }
 
 // connectionEvent is the audit event of a connection the proxy let
@@ -504,6 +528,7 @@ type quiet struct {
 	idle, halfOpen time.Duration
 	last           atomic.Int64 // unix nanoseconds of the last byte either way
 	done           atomic.Int32 // directions finished
+	aborted        atomic.Bool  // abort ended the tunnel: a timeout now is its, not quiet's
 }
 
 func (q *quiet) touch() { q.last.Store(time.Now().UnixNano()) }
@@ -525,6 +550,9 @@ func (q *quiet) copy(dst net.Conn, src io.Reader, srcConn net.Conn) (int64, erro
 	var n int64
 	for {
 		_ = srcConn.SetReadDeadline(time.Unix(0, q.last.Load()).Add(q.limit()))
+		if q.aborted.Load() { // after the deadline: an abort since set its own, now
+			return n, nil
+		}
 		k, err := m.read()
 		if k > 0 {
 			q.touch()
@@ -539,7 +567,7 @@ func (q *quiet) copy(dst net.Conn, src io.Reader, srcConn net.Conn) (int64, erro
 		if err == nil {
 			continue
 		}
-		if isTimeout(err) && time.Since(time.Unix(0, q.last.Load())) < q.limit() {
+		if isTimeout(err) && !q.aborted.Load() && time.Since(time.Unix(0, q.last.Load())) < q.limit() {
 			continue
 		}
 		if err == io.EOF {
@@ -556,8 +584,12 @@ func (q *quiet) copy(dst net.Conn, src io.Reader, srcConn net.Conn) (int64, erro
 	}
 }
 
-// abort ends both directions: the other copy's read returns at once.
+// abort ends both directions: the other copy's read returns at once, and
+// does not wait again as after a timeout of its own (a deny closed the
+// session's side; the proxy's connection to the host stayed open until
+// the tunnel had been quiet for IdleTimeout).
 func (q *quiet) abort() {
+	q.aborted.Store(true)
 	for _, c := range q.conns {
 		_ = c.SetDeadline(time.Now())
 	}

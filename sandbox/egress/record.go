@@ -2,6 +2,7 @@ package egress
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -84,12 +85,11 @@ func catchStop() chan os.Signal {
 	return stop
 }
 
-// keepRecord writes the record every recordEvery while it changes, and
-// once more, final, when stop comes, then exits.
-func (e *Egress) keepRecord(stop <-chan os.Signal) {
-	e.writeRecord(false)
+// keepRecord writes the record every recordEvery while it changes from
+// the count of changes seen (that of the record written last), and once
+// more, final, when stop comes, then exits.
+func (e *Egress) keepRecord(stop <-chan os.Signal, seen int64) {
 	tick := time.NewTicker(recordEvery)
-	seen := e.live.changes.Load()
 	for {
 		select {
 		case <-stop:
@@ -126,6 +126,11 @@ func ReadRecord(dir string) (Record, bool) {
 // last one it wrote when that does not come within wait.
 func WaitRecord(dir string, wait time.Duration) (Record, bool) {
 	deadline := time.Now().Add(wait)
+	if _, err := os.Lstat(filepath.Join(dir, RecordFile)); errors.Is(err, os.ErrNotExist) {
+		// None at all: its proxy never served a connection (it writes
+		// one first), for it never started (socket activation).
+		return Record{}, false
+	}
 	for {
 		r, ok := ReadRecord(dir)
 		if (ok && r.Final) || !time.Now().Before(deadline) {

@@ -196,8 +196,8 @@ func (e *Egress) unreadable(hp string) (why, kind string) {
 // after the tunnel is recorded, so that an expiry after the check closes
 // it (expire closes a registry's tunnels once its writes are no longer
 // granted).
-func (e *Egress) trackTunnel(hp string, c net.Conn) (func(), bool) {
-	forget, ok := e.track(hp, false, c)
+func (e *Egress) trackTunnel(hp string, conns ...net.Conn) (func(), bool) {
+	forget, ok := e.track(hp, false, conns...)
 	if ok && e.readsRegistry(hp) {
 		forget()
 		return nil, false

@@ -112,6 +112,13 @@ var registrySock string
 // the session's CA and the mock's own (for a write-granted tunnel).
 func registryProxy(t testing.TB, m *mockVendor) (*Egress, *http.Client, string) {
 	t.Helper()
+	return registryProxyListing(t, m, true)
+}
+
+// registryProxyListing is registryProxy, the mock on the allowlist only
+// when listed.
+func registryProxyListing(t testing.TB, m *mockVendor, listed bool) (*Egress, *http.Client, string) {
+	t.Helper()
 	_, port, _ := net.SplitHostPort(m.srv.Listener.Addr().String())
 	hp := "example.com:" + port
 	guarded[hp] = registryRule{group: "npm", readPosts: npmReadPosts}
@@ -122,7 +129,11 @@ func registryProxy(t testing.TB, m *mockVendor) (*Egress, *http.Client, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	al, _ := ParseAllow([]string{hp, "127.0.0.1"})
+	entries := []string{"127.0.0.1"}
+	if listed {
+		entries = append(entries, hp)
+	}
+	al, _ := ParseAllow(entries)
 	e := &Egress{Session: "s1", Allow: al, Log: &lockedLog{}, Inject: in, Lookup: func(context.Context, string) ([]netip.Addr, error) {
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 	}}

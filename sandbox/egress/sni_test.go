@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"encoding/binary"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +148,205 @@ func TestTunnelGateBinaryLength(t *testing.T) {
 	b, err := io.ReadAll(g)
 	if err != nil || !bytes.Equal(b, msg) {
 		t.Errorf("the gate passed %q, %v; want %q", b, err, msg)
+	}
+}
+
+// clientHello is the ClientHello crypto/tls's client sends naming sni
+// (offering TLS 1.3, as every client now does).
+func clientHello(t *testing.T, sni string) []byte {
+	t.Helper()
+	c, s := net.Pipe()
+	defer s.Close()
+	go tls.Client(c, &tls.Config{ServerName: sni, InsecureSkipVerify: true}).Handshake()
+	s.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64<<10)
+	n, err := s.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf[:n]
+}
+
+// TestTunnelSNISecondHello: after a first ClientHello naming the tunnel's
+// host, a second one (what a client sends after a TLS 1.3
+// HelloRetryRequest) naming another host is refused before it reaches the
+// remote, with or without the change_cipher_spec and warning alert a
+// server skips before it; and a client sending records without end
+// instead of its hello is refused past crypto/tls's bound. The remote here
+// is a server that cooperates (it takes whatever comes): a CDN that served
+// the second hello's name would be reached. Before the fix the second
+// hello naming elsewhere.test reached the remote in each case, and the
+// records without end passed (checked against that build), and so did the
+// second hello after early data with the gate ending at the first
+// encrypted record (checked too); so they did
+// with the second hello read but the first read without the record
+// bound (crypto/tls read ahead, and the second hello was sent on as part
+// of the first).
+func TestTunnelSNISecondHello(t *testing.T) {
+	m := newMockVendor(t)
+	e, _, _ := registryProxy(t, m)
+	type got struct{ b []byte }
+	remote := make(chan got, 1)
+	port := serveLoopback(t, func(c net.Conn) {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, _ := io.ReadAll(c)
+		c.Close()
+		remote <- got{b}
+	})
+	front := "front.example:" + port
+	e.Allow.Hosts[front] = true
+	ccs := []byte{0x14, 0x03, 0x03, 0x00, 0x01, 0x01}
+	alert := []byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x01, 0x5a} // warning, user_canceled
+	hello1, hello2 := clientHello(t, "front.example"), clientHello(t, "elsewhere.test")
+	early := append([]byte{0x17, 0x03, 0x03, 0x00, 100}, make([]byte, 100)...) // early data (0-RTT), which a server that retries skips
+	for _, c := range []struct {
+		name        string
+		first, then []byte
+	}{
+		{"after a change_cipher_spec", hello1, append(append([]byte{}, ccs...), hello2...)},
+		{"at once", hello1, hello2},
+		{"after an alert and an empty record", hello1, append(append(append([]byte{}, alert...), 0x16, 0x03, 0x03, 0x00, 0x00), hello2...)},
+		{"never, records without end", hello1, bytes.Repeat(ccs, maxUseless+1)},
+		{"after early data", withEarlyData(t, hello1), append(append(append([]byte{}, early...), ccs...), hello2...)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := 0
+			if st := e.State(); len(st.Refused) == 1 {
+				before = st.Refused[0].Count
+			}
+			conn, err := net.Dial("unix", registrySock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
+			io.WriteString(conn, "CONNECT "+front+" HTTP/1.1\r\nHost: "+front+"\r\n\r\n")
+			br := bufio.NewReader(conn)
+			if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("CONNECT %s: %v %v", front, resp, err)
+			}
+			conn.Write(c.first)
+			conn.Write(c.then)
+			conn.(*net.UnixConn).CloseWrite()
+			r := <-remote
+			if !bytes.HasPrefix(r.b, c.first) {
+				t.Errorf("the first hello did not reach the remote (it got %d bytes)", len(r.b))
+			}
+			if bytes.Contains(r.b, []byte("elsewhere.test")) || len(r.b) == len(c.first)+len(c.then) {
+				t.Errorf("the remote got what followed the first hello (%d bytes of %d)", len(r.b)-len(c.first), len(c.then))
+			}
+			st := e.State()
+			if len(st.Refused) != 1 || st.Refused[0].Target != front || st.Refused[0].Why != RefusedSNI || st.Refused[0].Count != before+1 {
+				t.Errorf("refusals: %+v", st.Refused)
+			}
+		})
+	}
+}
+
+// withEarlyData is hello, one record of crypto/tls's client, with an
+// early_data extension (0-RTT, which that client does not offer) added
+// after its others, its lengths made to fit.
+func withEarlyData(t *testing.T, hello []byte) []byte {
+	t.Helper()
+	b := append([]byte{}, hello...)
+	i := 5 + 4 + 2 + 32                          // the record's and the message's headers, the version, the random
+	i += 1 + int(b[i])                           // the session id
+	i += 2 + int(binary.BigEndian.Uint16(b[i:])) // the cipher suites
+	i += 1 + int(b[i])                           // the compression methods
+	if i+2+int(binary.BigEndian.Uint16(b[i:])) != len(b) {
+		t.Fatal("not one hello that ends with its extensions")
+	}
+	b = append(b, 0, extEarlyData, 0, 0)
+	binary.BigEndian.PutUint16(b[i:], uint16(len(b)-i-2))
+	binary.BigEndian.PutUint16(b[3:], uint16(len(b)-5))
+	n := len(b) - 9
+	b[6], b[7], b[8] = byte(n>>16), byte(n>>8), byte(n)
+	if h, err := helloName(bytes.NewReader(b)); err != nil || !h.early || h.name != "front.example" {
+		t.Fatalf("the hello with early data reads as %+v, %v", h, err)
+	}
+	return b
+}
+
+// TestTunnelSNIHelloRetry: ordinary TLS through a tunnel passes the gate:
+// a TLS 1.3 handshake with a HelloRetryRequest (the server takes P-256
+// only, the client's first key shares are X25519's), whose second hello
+// names the tunnel's host as the first did; TLS 1.2 (a server that takes no
+// more, the client offering 1.3), and its resumption by a session ticket.
+func TestTunnelSNIHelloRetry(t *testing.T) {
+	m := newMockVendor(t)
+	e, _, _ := registryProxy(t, m)
+	for _, c := range []struct {
+		name   string
+		server *tls.Config
+	}{
+		{"TLS 1.3 with a HelloRetryRequest", &tls.Config{CurvePreferences: []tls.CurveID{tls.CurveP256}}},
+		{"TLS 1.2", &tls.Config{MaxVersion: tls.VersionTLS12}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello "+r.URL.Path) }))
+			srv.TLS = c.server
+			srv.StartTLS()
+			defer srv.Close()
+			_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+			front := "front.example:" + port
+			e.Allow.Hosts[front] = true
+			cache := tls.NewLRUClientSessionCache(4)
+			for i := range 2 {
+				conn, err := net.Dial("unix", registrySock)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				conn.SetDeadline(time.Now().Add(5 * time.Second))
+				io.WriteString(conn, "CONNECT "+front+" HTTP/1.1\r\nHost: "+front+"\r\n\r\n")
+				br := bufio.NewReader(conn)
+				if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+					t.Fatalf("CONNECT %s: %v %v", front, resp, err)
+				}
+				tc := tls.Client(&bufferedConn{Conn: conn, r: br}, &tls.Config{ServerName: "front.example", InsecureSkipVerify: true, ClientSessionCache: cache})
+				if err := tc.Handshake(); err != nil {
+					t.Fatalf("handshake %d: %v (refusals: %+v)", i, err, e.State().Refused)
+				}
+				st := tc.ConnectionState()
+				if c.server.CurvePreferences != nil && i == 0 && !st.HelloRetryRequest {
+					t.Fatal("no HelloRetryRequest: this test proves nothing")
+				}
+				if c.server.MaxVersion == tls.VersionTLS12 && (st.Version != tls.VersionTLS12 || i == 1 && !st.DidResume) {
+					t.Fatalf("connection %d: version %x, resumed %v", i, st.Version, st.DidResume)
+				}
+				io.WriteString(tc, "GET /ok HTTP/1.1\r\nHost: front.example\r\nConnection: close\r\n\r\n")
+				if b, _ := io.ReadAll(tc); !strings.Contains(string(b), "hello /ok") {
+					t.Errorf("connection %d: %q", i, b)
+				}
+			}
+			if st := e.State(); len(st.Refused) != 0 {
+				t.Errorf("refusals: %+v", st.Refused)
+			}
+		})
+	}
+}
+
+// TestTunnelGatePassesRecords: what a client sends after a hello that
+// names the tunnel's host passes byte for byte: a change_cipher_spec and
+// encrypted records (TLS 1.3), also records of 16 KiB (more than the
+// gate's buffer) and early data past maxEarly after a hello offering it.
+func TestTunnelGatePassesRecords(t *testing.T) {
+	hello := clientHello(t, "front.example")
+	record := func(typ byte, n int) []byte {
+		return append([]byte{typ, 0x03, 0x03, byte(n >> 8), byte(n)}, bytes.Repeat([]byte{0x01}, n)...)
+	}
+	var data []byte
+	for range 8 {
+		data = append(data, record(0x17, 16<<10)...)
+	}
+	for _, first := range [][]byte{hello, withEarlyData(t, hello)} {
+		in := append(append(append([]byte{}, first...), 0x14, 0x03, 0x03, 0x00, 0x01, 0x01), data...)
+		remote, other := net.Pipe()
+		defer other.Close()
+		g := &helloGate{e: &Egress{Session: "s", live: newLive()}, hp: "front.example:443", r: bufio.NewReader(bytes.NewReader(in)), remote: remote}
+		b, err := io.ReadAll(g)
+		if err != nil || !bytes.Equal(b, in) {
+			t.Errorf("the gate passed %d bytes, %v; want the %d sent", len(b), err, len(in))
+		}
 	}
 }

@@ -175,7 +175,39 @@ func Parse(patch []byte) (Summary, error) {
 		return s, refuse(cur.name(), "the patch ends inside a hunk")
 	}
 	summarize(&s)
-	return s, Check(s)
+	if err := Check(s); err != nil {
+		return s, err
+	}
+	return s, visitsOnce(s)
+}
+
+// visitsOnce refuses a patch that comes back to a directory it left, as
+// git diff never does (its files are in path order). git apply writes the
+// files in the patch's order, converting each by the .gitattributes it
+// reads when it enters the file's directory: a patch that wrote
+// d/.gitattributes (* ident eol=crlf, or a filter the user defined), left
+// d and came back to write d/file had d/file written converted, not as
+// diff showed it (the agent's diff.orderFile made such a patch).
+func visitsOnce(s Summary) error {
+	if weakened {
+		return nil
+	}
+	left := map[string]bool{}
+	open := "."
+	for _, f := range s.Files {
+		d := path.Dir(f.name())
+		for open != "." && d != open && !strings.HasPrefix(d, open+"/") {
+			left[open] = true
+			open = path.Dir(open)
+		}
+		for x := d; x != open; x = path.Dir(x) {
+			if left[x] {
+				return refuse(f.name(), "out of git's order: the change comes back to %s after other directories (git apply would write it by a .gitattributes the change wrote before)", strconv.Quote(x))
+			}
+		}
+		open = d
+	}
+	return nil
 }
 
 // summarize fills in what follows from the files read: a deleted file's

@@ -88,6 +88,21 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestParseOrder: git's own order, each directory's files together (and
+// a type change, one path deleted then added), is read.
+func TestParseOrder(t *testing.T) {
+	typeChange := "diff --git a/l b/l\ndeleted file mode 100644\n--- a/l\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n" + newFile("l", "120000", "a")
+	for name, p := range map[string]string{
+		"sorted":      newFile("d/.gitattributes", "100644", "* ident") + newFile("d/file", "100644", "x") + newFile("e/x", "100644", "x"),
+		"nested":      newFile("+", "100644", "x") + newFile("d/.gitattributes", "100644", "* ident") + newFile("d/s/t/x", "100644", "x") + newFile("d/u/x", "100644", "x") + newFile("d/y", "100644", "x") + newFile("z", "100644", "x"),
+		"type change": typeChange + newFile("m/x", "100644", "x"),
+	} {
+		if _, err := Parse([]byte(p)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
 // hdr is a new file's patch at path with content lines.
 func newFile(path, mode string, lines ...string) string {
 	var b strings.Builder
@@ -128,6 +143,8 @@ func TestParseRefuses(t *testing.T) {
 		"bad index":         "diff --git a/x b/x\nindex 1111111..2222222 0120000\n",
 		"binary after hunk": "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\nGIT binary patch\nliteral 0\nHcmV?d00001\n\n",
 		"cr name":           "diff --git a/x\r b/x\r\n--- a/x\r\n+++ b/x\r\n@@ -1 +1 @@\n-a\n+b\n",
+		"back to a dir":     newFile("d/.gitattributes", "100644", "* ident eol=crlf") + newFile("e/x", "100644", "x") + newFile("d/file", "100644", "$Id$"),
+		"back to a parent":  newFile("d/.gitattributes", "100644", "* ident") + newFile("d/s/x", "100644", "x") + newFile("e", "100644", "x") + newFile("d/s/y", "100644", "$Id$"),
 	} {
 		_, err := Parse([]byte(p))
 		var r *Refusal
