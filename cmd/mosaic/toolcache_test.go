@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"mosaic/manager/statedir"
 )
 
 // TestToolCachesPerWorkspace (issue 40): what a session leaves in its
@@ -67,4 +69,17 @@ func TestToolCachesByPowers(t *testing.T) {
 			t.Errorf("a session with %v runs what a session without it planted in the workspace's module cache: %q", more, out)
 		}
 	}
+}
+
+// toolCachesOf are the tool cache directories that name workspace ws (one
+// per set of powers its sessions held: request.ToolCacheDir).
+func toolCachesOf(ws string) []string {
+	var dirs []string
+	all, _ := filepath.Glob(filepath.Join(stateRoot(), "caches", "*"))
+	for _, d := range all {
+		if b, err := os.ReadFile(filepath.Join(d, statedir.ToolCacheWorkspace)); err == nil && string(b) == ws+"\n" {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
 }

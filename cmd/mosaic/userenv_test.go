@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"maps"
 	"os"
@@ -163,9 +161,11 @@ ls ~/.cargo
 	// The build caches are the workspace's (sandbox.ToolCaches), not the
 	// session's home's.
 	real, _ := filepath.EvalSymlinks(ws)
-	sum := sha256.Sum256([]byte(real))
-	cacheDir := filepath.Join(stateRoot(), "caches", hex.EncodeToString(sum[:8]))
-	if entries, err := os.ReadDir(filepath.Join(cacheDir, "go-build")); err != nil || len(entries) == 0 {
+	caches := toolCachesOf(real)
+	if len(caches) != 1 {
+		t.Fatalf("the workspace has %d tool cache directories after one session, want 1: %q", len(caches), caches)
+	}
+	if entries, err := os.ReadDir(filepath.Join(caches[0], "go-build")); err != nil || len(entries) == 0 {
 		t.Errorf("the workspace's Go build cache is empty after a build: %v", err)
 	}
 	st := decode[struct {
