@@ -222,18 +222,26 @@ func agentCopy(t *testing.T) (ws, parent, dir string) {
 	return ws, parent, dir
 }
 
-func TestApplyBranch(t *testing.T) {
+// agentBundle is an agent's copy of a user's repository (agentCopy) that
+// committed b.txt, the finish step's bundle of it and the patch mosaic
+// diff showed.
+func agentBundle(t *testing.T) (ws, parent, head string, bundle, shown []byte) {
 	ws, parent, dir := agentCopy(t)
 	os.WriteFile(filepath.Join(dir, "b.txt"), []byte("b\n"), 0o644)
 	run(t, dir, "add", "-A")
 	run(t, dir, "commit", "-qm", "agent")
-	head := run(t, dir, "rev-parse", "HEAD")
+	head = run(t, dir, "rev-parse", "HEAD")
 	run(t, dir, "update-ref", patchcheck.SnapshotRef, head)
 	bpath := filepath.Join(t.TempDir(), "bundle")
 	run(t, dir, "bundle", "create", "-q", bpath, patchcheck.SnapshotRef, "^"+parent)
-	bundle, _ := os.ReadFile(bpath)
+	bundle, _ = os.ReadFile(bpath)
+	shown = []byte(run(t, dir, "diff", "--binary", "--full-index", parent, head) + "\n")
+	return ws, parent, head, bundle, shown
+}
+
+func TestApplyBranch(t *testing.T) {
+	ws, parent, head, bundle, shown := agentBundle(t)
 	ctx := context.Background()
-	shown := []byte(run(t, dir, "diff", "--binary", "--full-index", parent, head) + "\n")
 
 	if err := ApplyBranch(ctx, "s", ws, bundle, parent, parent, "mosaic/s", filepath.Join(t.TempDir(), "scratch"), shown); errcode.Of(err).Code != "change-refused" {
 		t.Errorf("a bundle whose ref is not the snapshot's: %v", err)
@@ -430,16 +438,7 @@ func TestMakeLinkedWorktreeIndex(t *testing.T) {
 // ws/.git/objects that is not there (the bundle's prerequisite then
 // missing, the branch refused).
 func TestApplyBranchLinkedWorktree(t *testing.T) {
-	ws, parent, dir := agentCopy(t)
-	os.WriteFile(filepath.Join(dir, "b.txt"), []byte("b\n"), 0o644)
-	run(t, dir, "add", "-A")
-	run(t, dir, "commit", "-qm", "agent")
-	head := run(t, dir, "rev-parse", "HEAD")
-	run(t, dir, "update-ref", patchcheck.SnapshotRef, head)
-	bpath := filepath.Join(t.TempDir(), "bundle")
-	run(t, dir, "bundle", "create", "-q", bpath, patchcheck.SnapshotRef, "^"+parent)
-	bundle, _ := os.ReadFile(bpath)
-	shown := []byte(run(t, dir, "diff", "--binary", "--full-index", parent, head) + "\n")
+	ws, parent, head, bundle, shown := agentBundle(t)
 	linked := filepath.Join(t.TempDir(), "linked")
 	run(t, ws, "worktree", "add", "-q", "--detach", linked)
 	os.MkdirAll(filepath.Join(ws, "sub"), 0o755)

@@ -23,14 +23,7 @@ func TestDenyClosesTheHostSide(t *testing.T) {
 		closed <- time.Now()
 		c.Close()
 	})
-	target := "granted.test:" + port
-	if _, err := lt.e.grant([]string{target}, 0, "tester"); err != nil {
-		t.Fatal(err)
-	}
-	st, tunnel := lt.open(t, target)
-	if tunnel == nil {
-		t.Fatalf("CONNECT: %q", st)
-	}
+	target, tunnel := grantedTunnel(t, lt, port)
 	defer tunnel.Close()
 	io.WriteString(tunnel, "up\n")
 	if n, err := lt.e.deny([]string{target}, "tester"); n != 1 || err != nil {
@@ -53,14 +46,7 @@ func TestDenyClosesABlockedUpload(t *testing.T) {
 	held := make(chan struct{})
 	port := serveLoopback(t, func(c net.Conn) { io.WriteString(c, "hello\n"); <-held; c.Close() })
 	defer close(held)
-	target := "granted.test:" + port
-	if _, err := lt.e.grant([]string{target}, 0, "tester"); err != nil {
-		t.Fatal(err)
-	}
-	st, tunnel := lt.open(t, target)
-	if tunnel == nil {
-		t.Fatalf("CONNECT: %q", st)
-	}
+	target, tunnel := grantedTunnel(t, lt, port)
 	defer tunnel.Close()
 	tunnel.SetDeadline(time.Time{})
 	var sent atomic.Int64
@@ -88,4 +74,19 @@ func TestDenyClosesABlockedUpload(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// grantedTunnel grants the test host at port to lt's proxy and opens a
+// tunnel to it through the proxy, its first line read.
+func grantedTunnel(t *testing.T, lt *liveTest, port string) (string, net.Conn) {
+	t.Helper()
+	target := "granted.test:" + port
+	if _, err := lt.e.grant([]string{target}, 0, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	st, tunnel := lt.open(t, target)
+	if tunnel == nil {
+		t.Fatalf("CONNECT: %q", st)
+	}
+	return target, tunnel
 }
