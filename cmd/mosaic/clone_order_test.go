@@ -58,11 +58,12 @@ printf 'd/.gitattributes\ne/x\nd/file\n' >"$PWD/.git/order" && git config diff.o
 	}
 }
 
-// TestCloneApplyIsWhatDiffLastShowed: an agent that watches its copy for
-// the snapshot a diff takes (refs/mosaic/snapshot) changes its work once
-// the user has read it: a weakened mosaic's apply, after the session
-// ended, writes the change no one was shown; mosaic refuses it with
-// nothing changed, and applies it once diff has shown it.
+// TestCloneApplyIsWhatDiffLastShowed: an agent that notices a diff (the
+// finish step reads its copy; here the test tells it, by a file in the
+// copy's .git, outside the change) changes its work once the user has
+// read it: a weakened mosaic's apply, after the session ended, writes
+// the change no one was shown; mosaic refuses it with nothing changed,
+// and applies it once diff has shown it.
 func TestCloneApplyIsWhatDiffLastShowed(t *testing.T) {
 	needRig(t)
 	weak := weakenedMosaic(t)
@@ -70,10 +71,11 @@ func TestCloneApplyIsWhatDiffLastShowed(t *testing.T) {
 		ws := cloneRepo(t)
 		name := cloneSession(t)
 		mustMosaic(t, "start", "--clone", "--name", name, "-w", ws, "--", "sh", "-c",
-			`echo benign >f; while [ ! -e .git/refs/mosaic/snapshot ]; do sleep 0.05; done; echo EVIL >f; sleep 60`)
+			`echo benign >f; while [ ! -e .git/diff-seen ]; do sleep 0.05; done; echo EVIL >f; sleep 60`)
 		eventually(t, 20*time.Second, "the snapshot to hold f", func() bool {
 			return strings.Contains(mustMosaic(t, "diff", name).stdout, "+benign")
 		})
+		writeFile(t, filepath.Join(stateRoot(), "sessions", name, "clone", ".git", "diff-seen"), "")
 		eventually(t, 20*time.Second, "the agent to change f after the diff", func() bool {
 			b, _ := os.ReadFile(filepath.Join(stateRoot(), "sessions", name, "clone", "f"))
 			return string(b) == "EVIL\n"
