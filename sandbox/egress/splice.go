@@ -80,14 +80,15 @@ func newPipeMover(src, dst syscall.Conn) *pipeMover {
 	return &pipeMover{src: s, dst: d, r: p[0], w: p[1]}
 }
 
-// splice moves up to n bytes from in to out, waiting for readiness
-// through wait (a RawConn's Read or Write).
-func splice(wait func(func(uintptr) bool) error, in, out func(fd int) int, n int) (int, error) {
+// splice runs call, one splice(2) with the socket's descriptor, until it
+// moves something or fails, waiting for the socket's readiness through
+// wait (a RawConn's Read or Write: the socket's deadline holds).
+func splice(wait func(func(uintptr) bool) error, call func(fd int) (int64, error)) (int, error) {
 	var k int64
 	var serr error
 	err := wait(func(fd uintptr) bool {
 		for {
-			k, serr = unix.Splice(in(int(fd)), nil, out(int(fd)), nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			k, serr = call(int(fd))
 			if serr != unix.EINTR {
 				return serr != unix.EAGAIN
 			}
@@ -99,9 +100,12 @@ func splice(wait func(func(uintptr) bool) error, in, out func(fd int) int, n int
 	return int(k), err
 }
 
+const spliceFlags = unix.SPLICE_F_MOVE | unix.SPLICE_F_NONBLOCK
+
 func (m *pipeMover) read() (int, error) {
-	pipe := func(int) int { return m.w }
-	k, err := splice(m.src.Read, func(fd int) int { return fd }, pipe, spliceChunk)
+	k, err := splice(m.src.Read, func(fd int) (int64, error) {
+		return unix.Splice(fd, nil, m.w, nil, spliceChunk, spliceFlags)
+	})
 	if err == nil && k == 0 {
 		return 0, io.EOF
 	}
@@ -116,9 +120,10 @@ func (m *pipeMover) read() (int, error) {
 }
 
 func (m *pipeMover) write(k int) error {
-	pipe := func(int) int { return m.r }
 	for k > 0 {
-		w, err := splice(m.dst.Write, pipe, func(fd int) int { return fd }, k)
+		w, err := splice(m.dst.Write, func(fd int) (int64, error) {
+			return unix.Splice(m.r, nil, fd, nil, k, spliceFlags)
+		})
 		if err != nil {
 			return err
 		}
