@@ -110,20 +110,24 @@ func LookHome(hostHome string) (links, repos []string, complete bool) {
 // removes them first.
 
 // isGitDir reports whether a directory whose entries are entries looks
-// like a git directory to git's discovery.
+// like a git directory to git's discovery: a HEAD, and objects and refs
+// (git follows a symlink to either) or a commondir naming where they are.
 func isGitDir(entries []os.DirEntry) bool {
-	var head, objects, refs bool
+	var head, objects, refs, common bool
+	dirOrLink := func(e os.DirEntry) bool { return e.IsDir() || e.Type()&os.ModeSymlink != 0 }
 	for _, e := range entries {
 		switch e.Name() {
 		case "HEAD":
-			head = e.Type().IsRegular() || e.Type()&os.ModeSymlink != 0
+			head = !e.IsDir()
 		case "objects":
-			objects = e.IsDir()
+			objects = dirOrLink(e)
 		case "refs":
-			refs = e.IsDir()
+			refs = dirOrLink(e)
+		case "commondir":
+			common = !e.IsDir()
 		}
 	}
-	return head && objects && refs
+	return head && (objects && refs || common)
 }
 
 // landing is where the kernel resolves path on the host, "" when it

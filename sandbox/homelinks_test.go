@@ -225,8 +225,25 @@ func TestLookHomeNamesRepositories(t *testing.T) {
 	os.WriteFile(filepath.Join(kept, "cache", "onlyhead", "HEAD"), []byte("x\n"), 0o600)
 	os.MkdirAll(filepath.Join(kept, "wt"), 0o700)
 	os.WriteFile(filepath.Join(kept, "wt", ".git"), []byte("gitdir: /elsewhere\n"), 0o600)
+	// git takes objects and refs through symlinks, or a commondir in
+	// their place (shown: git rev-parse finds each a git directory).
+	linked, common := filepath.Join(kept, "linked"), filepath.Join(kept, "common")
+	for _, d := range []string{linked, common} {
+		os.MkdirAll(d, 0o700)
+		os.WriteFile(filepath.Join(d, "HEAD"), []byte("ref: refs/heads/main\n"), 0o600)
+	}
+	os.Symlink(filepath.Join(bare, "objects"), filepath.Join(linked, "objects"))
+	os.Symlink(filepath.Join(bare, "refs"), filepath.Join(linked, "refs"))
+	os.WriteFile(filepath.Join(common, "commondir"), []byte(bare+"\n"), 0o600)
+	for _, d := range []string{linked, common} {
+		cmd := exec.Command("git", "rev-parse", "--git-dir")
+		cmd.Dir = d
+		if out, err := cmd.Output(); err != nil || string(out) != ".\n" {
+			t.Fatalf("git does not take %s for a git directory (%q %v), so this case shows nothing", d, out, err)
+		}
+	}
 	_, repos, complete := LookHome(kept)
-	want := []string{filepath.Join(codex, ".git"), bare, filepath.Join(kept, "wt", ".git")}
+	want := []string{filepath.Join(codex, ".git"), bare, filepath.Join(kept, "wt", ".git"), linked, common}
 	slices.Sort(repos)
 	slices.Sort(want)
 	if !complete || !slices.Equal(repos, want) {
