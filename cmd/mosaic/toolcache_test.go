@@ -63,7 +63,8 @@ func TestToolCachesByPowers(t *testing.T) {
 	if out := mustMosaic(t, "run", "-w", ws, "--", "sh", "-c", read).stdout; out != "planted\n" {
 		t.Fatalf("a session alike does not see the plant, so this test shows nothing: %q", out)
 	}
-	for _, more := range [][]string{{"--allow-host", "mockhost.mosaic.test:443"}, {"--direct"}} {
+	secrets := workspace(t) // a host directory only the later session reads
+	for _, more := range [][]string{{"--allow-host", "mockhost.mosaic.test:443"}, {"--direct"}, {"--ro", secrets}} {
 		argv := append(append([]string{"run", "-w", ws}, more...), "--", "sh", "-c", read)
 		if out := mustMosaic(t, argv...).stdout; out != "none\n" {
 			t.Errorf("a session with %v runs what a session without it planted in the workspace's module cache: %q", more, out)

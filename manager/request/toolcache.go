@@ -21,8 +21,8 @@ func (p Paths) ToolCacheDir(workspace, powers string) string {
 
 // powers says what a session may do beyond its sandbox's floor: its
 // profile, network and hosts, credentials and injected keys, lent git
-// and ssh keys, writes to the host (direct mode, --rw, host-run files),
-// the bus, extra syscalls. A tool cache holds code the next session runs
+// and ssh keys, what it reads of the host (--ro) and writes there (direct
+// mode, --rw, host-run files), the bus, extra syscalls. A tool cache holds code the next session runs
 // (a module's extracted source, a build's objects, a test's cached
 // result, a built wheel), so sessions share one only when they hold the
 // same powers: one with no network and no keys cannot plant code that a
@@ -49,12 +49,12 @@ func powers(s units.Spec) string {
 	b, _ := json.Marshal(struct {
 		Profile, Network                        string
 		Allow, Credentials, Inject, Lends, SSH  []string
-		RW, Seccomp                             []string
+		RO, RW, Seccomp                         []string
 		Direct, HostExec, MayLaunch, Ask, Scope bool
 	}{
 		s.Profile, s.Network,
 		sorted(s.Allow), sorted(s.Credentials), sorted(inject), sorted(lends), sorted(ssh),
-		sorted(s.ExtraRW), sorted(s.SeccompAllow),
+		sorted(s.ExtraRO), sorted(s.ExtraRW), sorted(s.SeccompAllow),
 		s.Clone == nil, s.AllowWriteHostExec, s.MayLaunch, s.Ask > 0, s.Scope,
 	})
 	return string(b)
