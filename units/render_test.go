@@ -19,14 +19,12 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/render.golden from this build")
 
 // launched is what a start adds to a plan in the golden table: the
-// handles (held credential files, stdio, the tie, a terminal's master)
-// and the PID namespace only a manager knows of.
+// handles (held credential files, stdio, the tie, a terminal's master).
 type launched struct {
 	cred, egressCred string
 	stdio            *[3]int
 	tie              uint32
 	attach           *int
-	pids             bool
 }
 
 // goldenSpec is a session of the golden table: its paths under
@@ -68,7 +66,7 @@ func goldenCases() []struct {
 	fd, mfd := 7, 9
 	return []tc{
 		{"service", s("plain", func(*Spec) {}), launched{}, f252},
-		{"service-257", s("plain", func(*Spec) {}), launched{pids: true}, f257},
+		{"service-257", s("plain", func(*Spec) {}), launched{}, f257},
 		{"run-unnamed", s("claude-3fa9c2", func(sp *Spec) { sp.NameGiven = false }), launched{stdio: &[3]int{0, 1, 2}, tie: 4242}, f252},
 		{"run-named", s("named-run", func(*Spec) {}), launched{stdio: &[3]int{0, 1, 2}, tie: 4243}, f252},
 		{"start-pty", s("pty", func(sp *Spec) { sp.TTY = true }), launched{stdio: &[3]int{fd, fd, fd}, attach: &mfd}, f252},
@@ -205,8 +203,8 @@ func renderGolden(spec Spec, l launched, f Features) string {
 	var b strings.Builder
 	spec.CredentialFile, spec.EgressCredentialFile = l.cred, l.egressCred
 	spec.Stdio, spec.TiePID, spec.Attach = l.stdio, l.tie, l.attach
-	spec.Promise.PIDs = l.pids
 	if !spec.Scope {
+		spec.Promise.PIDs = !spec.Landlock() && f.PrivatePIDs // as the manager's start says
 		spec.InitArgsFile = filepath.Join(spec.StateDir, "init-args")
 		b.WriteString(" main " + spec.Unit() + "\n")
 		writeProps(&b, Properties(spec, f))
