@@ -290,13 +290,13 @@ func testOldTie() uint32 {
 	return uint32(c.Process.Pid)
 }
 
-// testOldTieAux adds the run's tie scope to the session's aux units under
-// MOSAIC_TEST_OLD_TIE=1.
-func testOldTieAux(spec units.Spec, aux []sd.PropertyCollection) []sd.PropertyCollection {
-	if spec.TiePID == 0 || spec.Scope || !testOldTieOn() {
-		return aux
+// testOldTieAux is r's aux units, with the run's tie scope among them
+// under MOSAIC_TEST_OLD_TIE=1.
+func testOldTieAux(r units.Rendered) []sd.PropertyCollection {
+	if r.Tie == nil || !testOldTieOn() {
+		return r.Aux
 	}
-	return append(aux, units.TieScope(spec))
+	return append(r.Aux, *r.Tie)
 }
 
 // testRemoveEnv, when a test pauses at statedir.RemoveStage, hands the

@@ -18,15 +18,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/render.golden from this build")
 
-// launched is what a start adds to a plan in the golden table: the
-// handles (held credential files, stdio, the tie, a terminal's master).
-type launched struct {
-	cred, egressCred string
-	stdio            *[3]int
-	tie              uint32
-	attach           *int
-}
-
 // goldenSpec is a session of the golden table: its paths under
 // directories no host has, so that no bind depends on the machine.
 func goldenSpec(name string) Spec {
@@ -48,13 +39,13 @@ func goldenSpec(name string) Spec {
 func goldenCases() []struct {
 	name   string
 	spec   Spec
-	launch launched
+	launch Launch
 	f      Features
 } {
 	type tc = struct {
 		name   string
 		spec   Spec
-		launch launched
+		launch Launch
 		f      Features
 	}
 	f252, f257 := FeaturesFor(252), FeaturesFor(257)
@@ -65,55 +56,55 @@ func goldenCases() []struct {
 	}
 	fd, mfd := 7, 9
 	return []tc{
-		{"service", s("plain", func(*Spec) {}), launched{}, f252},
-		{"service-257", s("plain", func(*Spec) {}), launched{}, f257},
-		{"run-unnamed", s("claude-3fa9c2", func(sp *Spec) { sp.NameGiven = false }), launched{stdio: &[3]int{0, 1, 2}, tie: 4242}, f252},
-		{"run-named", s("named-run", func(*Spec) {}), launched{stdio: &[3]int{0, 1, 2}, tie: 4243}, f252},
-		{"start-pty", s("pty", func(sp *Spec) { sp.TTY = true }), launched{stdio: &[3]int{fd, fd, fd}, attach: &mfd}, f252},
+		{"service", s("plain", func(*Spec) {}), Launch{}, f252},
+		{"service-257", s("plain", func(*Spec) {}), Launch{}, f257},
+		{"run-unnamed", s("claude-3fa9c2", func(sp *Spec) { sp.NameGiven = false }), Launch{Stdio: &[3]int{0, 1, 2}, TiePID: 4242}, f252},
+		{"run-named", s("named-run", func(*Spec) {}), Launch{Stdio: &[3]int{0, 1, 2}, TiePID: 4243}, f252},
+		{"start-pty", s("pty", func(sp *Spec) { sp.TTY = true }), Launch{Stdio: &[3]int{fd, fd, fd}, Attach: &mfd}, f252},
 		{"network-allow", s("allow", func(sp *Spec) {
 			sp.Network, sp.Allow, sp.Promise.Net = sandbox.NetworkAllow, []string{"example.com:443", "10.0.0.1:80"}, true
-		}), launched{}, f252},
+		}), Launch{}, f252},
 		{"network-allow-registry", s("registry", func(sp *Spec) {
 			sp.Network, sp.Allow = sandbox.NetworkAllow, []string{"registry.npmjs.org:443"}
-		}), launched{}, f252},
+		}), Launch{}, f252},
 		{"network-allow-tun", s("tun", func(sp *Spec) {
 			sp.Network, sp.Allow, sp.TUN, sp.NetBin = sandbox.NetworkAllow, []string{"example.com:443"}, true, "/nonexistent/opt/mosaic/mosaic-net"
 			sp.Ask = 30 * time.Second
-		}), launched{}, f257},
-		{"network-host", s("host", func(sp *Spec) { sp.Network, sp.Promise.Net = sandbox.NetworkHost, false }), launched{}, f252},
+		}), Launch{}, f257},
+		{"network-host", s("host", func(sp *Spec) { sp.Network, sp.Promise.Net = sandbox.NetworkHost, false }), Launch{}, f252},
 		{"inject", s("inject", func(sp *Spec) {
 			sp.Network, sp.Allow = sandbox.NetworkAllow, []string{"api.example.com:443"}
 			sp.Inject = []egress.Rule{{Var: "API_KEY", Headers: []string{"X-Api-Key"}, Hosts: []string{"api.example.com:443"}}}
 			sp.Credentials = []string{"API_KEY", "OTHER"}
 			sp.CAFile, sp.CABundle = "/nonexistent/ca.pem", "/nonexistent/run/user/1000/mosaic/ca/inject.pem"
-		}), launched{cred: "/nonexistent/run/user/1000/mosaic/credentials/inject/env", egressCred: "/nonexistent/run/user/1000/mosaic/credentials/inject-egress/env"}, f252},
+		}), Launch{CredentialFile: "/nonexistent/run/user/1000/mosaic/credentials/inject/env", EgressCredentialFile: "/nonexistent/run/user/1000/mosaic/credentials/inject-egress/env"}, f252},
 		{"lend-git", s("lend", func(sp *Spec) {
 			sp.Network, sp.Allow = sandbox.NetworkAllow, []string{"github.com:443"}
 			sp.GitLends = []egress.GitLend{{Host: "github.com:443", Repo: "o/r", Ops: []string{"fetch", "push"}}}
 			sp.GitConfig = filepath.Join(sp.StateDir, "home/.gitconfig")
-		}), launched{egressCred: "/proc/4242/fd/5"}, f252},
+		}), Launch{EgressCredentialFile: "/proc/4242/fd/5"}, f252},
 		{"publish", s("pub", func(sp *Spec) {
 			sp.Publish = []publish.Port{{Addr: "127.0.0.1", HostPort: 8080, Port: 80}, {Addr: "::1", HostPort: 8080, Port: 80}, {Addr: "127.0.0.1", HostPort: 9000, Port: 9000}}
-		}), launched{}, f252},
+		}), Launch{}, f252},
 		{"ssh-agent", s("agent", func(sp *Spec) {
 			sp.SSHAgent = &SSHAgent{Upstream: "/nonexistent/run/user/1000/ssh-agent.sock"}
-		}), launched{}, f252},
+		}), Launch{}, f252},
 		{"landlock", s("ll", func(sp *Spec) {
 			sp.Sandbox, sp.BwrapBin = sandbox.ModeLandlock, ""
 			sp.Protect = []sandbox.Bind{{Kind: sandbox.KindRO, Src: "/nonexistent/home/u/src/app/.envrc", Dst: "/nonexistent/home/u/src/app/.envrc"}}
 			sp.ExtraRO = []string{"/nonexistent/data"}
-		}), launched{cred: "/nonexistent/run/user/1000/mosaic/credentials/ll/env"}, f257},
+		}), Launch{CredentialFile: "/nonexistent/run/user/1000/mosaic/credentials/ll/env"}, f257},
 		{"landlock-allow", s("llallow", func(sp *Spec) {
 			sp.Sandbox, sp.BwrapBin, sp.Network, sp.Allow = sandbox.ModeLandlock, "", sandbox.NetworkAllow, []string{"example.com:443"}
-		}), launched{}, f252},
+		}), Launch{}, f252},
 		{"clone", s("cl", func(sp *Spec) {
 			sp.Clone = &Clone{Dir: filepath.Join(sp.StateDir, CloneDirName), Objects: "/nonexistent/home/u/src/app/.git/objects", Base: "abc", Kind: "git",
 				Subs: []CloneSub{{Path: "lib", Module: "lib", Objects: "/nonexistent/home/u/src/app/.git/modules/lib/objects", Base: "def"}}}
 			sp.WorkDir = "/nonexistent/home/u/src/app/sub"
-		}), launched{}, f252},
+		}), Launch{}, f252},
 		{"clone-plain", s("plain-copy", func(sp *Spec) {
 			sp.Clone = &Clone{Dir: filepath.Join(sp.StateDir, CloneDirName), Kind: ClonePlain}
-		}), launched{}, f252},
+		}), Launch{}, f252},
 		{"direct-protect", s("direct", func(sp *Spec) {
 			sp.OwnGitDir = filepath.Join(sp.StateDir, "git")
 			sp.Protect = []sandbox.Bind{{Kind: sandbox.KindRO, Src: "/nonexistent/home/u/src/app/.envrc", Dst: "/nonexistent/home/u/src/app/.envrc"}}
@@ -121,29 +112,29 @@ func goldenCases() []struct {
 			sp.Toolchains, sp.ToolCache = []string{"/nonexistent/data"}, "/nonexistent/home/u/.cache/mosaic/tools/x"
 			sp.SSHConfig = "/nonexistent/run/user/1000/mosaic/ssh-config"
 			sp.SeccompAllow, sp.Pass = []string{"ptrace"}, []string{"FOO"}
-		}), launched{}, f252},
+		}), Launch{}, f252},
 		{"limits", s("limited", func(sp *Spec) {
 			sp.Limits = Limits{MemoryMax: 1 << 30, TasksMax: 100, CPUQuota: 150, RuntimeMax: time.Hour, TmpSize: 1 << 28, HomeSize: 1 << 29}
 			sp.StopTimeout = 30 * time.Second
-		}), launched{}, f252},
+		}), Launch{}, f252},
 		{"limits-infinity", s("unlimited", func(sp *Spec) {
 			sp.Limits = Limits{CPUQuota: Infinity, MemoryMax: Infinity}
-		}), launched{}, f252},
+		}), Launch{}, f252},
 		{"may-launch", s("launcher", func(sp *Spec) {
 			sp.MayLaunch, sp.BusDir = true, "/nonexistent/run/user/1000/mosaic/bus"
-		}), launched{}, f252},
+		}), Launch{}, f252},
 		{"finish", s(FinishName("cl"), func(sp *Spec) {
 			sp.Command = []string{"/bin/sh", "-c", "echo $1", "mosaic-finish", "abc", "", "1000"}
 			sp.Clone = &Clone{Dir: "/nonexistent/home/u/.local/state/mosaic/sessions/cl/clone", Objects: "/nonexistent/home/u/src/app/.git/objects", Base: "abc", Kind: "git"}
 			sp.Limits.RuntimeMax = 5 * time.Minute
-		}), launched{stdio: &[3]int{3, 4, 4}}, f252},
-		{"scope", s("sc", func(sp *Spec) { sp.Scope = true; sp.Promise.Scope = "/mosaic.slice/mosaic-sc.scope" }), launched{}, f252},
+		}), Launch{Stdio: &[3]int{3, 4, 4}}, f252},
+		{"scope", s("sc", func(sp *Spec) { sp.Scope = true; sp.Promise.Scope = "/mosaic.slice/mosaic-sc.scope" }), Launch{}, f252},
 		{"scope-unnamed-allow", s("sc-3fa9c2", func(sp *Spec) {
 			sp.Scope, sp.NameGiven, sp.Network, sp.Allow = true, false, sandbox.NetworkAllow, []string{"example.com:443"}
 			sp.Clone = &Clone{Dir: filepath.Join(sp.StateDir, CloneDirName), Objects: "/nonexistent/home/u/src/app/.git/objects", Base: "abc", Kind: "git"}
 			sp.Publish = []publish.Port{{Addr: "127.0.0.1", HostPort: 8080, Port: 80}}
-		}), launched{}, f252},
-		{"scope-pty-tie", s("sc-tty", func(sp *Spec) { sp.Scope, sp.TTY = true, true }), launched{stdio: &[3]int{0, 1, 2}, tie: 99, attach: &mfd}, f252},
+		}), Launch{}, f252},
+		{"scope-pty-tie", s("sc-tty", func(sp *Spec) { sp.Scope, sp.TTY = true, true }), Launch{Stdio: &[3]int{0, 1, 2}, TiePID: 99, Attach: &mfd}, f252},
 	}
 }
 
@@ -198,30 +189,28 @@ func TestRenderGolden(t *testing.T) {
 }
 
 // renderGolden is what the start of spec with launch l sends on a manager
-// of features f, as text.
-func renderGolden(spec Spec, l launched, f Features) string {
+// of features f, as text (a scope's bwrap before it, the tie scope after).
+func renderGolden(spec Spec, l Launch, f Features) string {
 	var b strings.Builder
-	spec.CredentialFile, spec.EgressCredentialFile = l.cred, l.egressCred
-	spec.Stdio, spec.TiePID, spec.Attach = l.stdio, l.tie, l.attach
-	if !spec.Scope {
-		spec.Promise.PIDs = !spec.Landlock() && f.PrivatePIDs // as the manager's start says
-		spec.InitArgsFile = filepath.Join(spec.StateDir, "init-args")
-		b.WriteString(" main " + spec.Unit() + "\n")
-		writeProps(&b, Properties(spec, f))
+	if spec.Scope {
+		l.InitPID = 4321
 	} else {
-		b.WriteString(" main " + spec.Unit() + "\n")
-		writeProps(&b, ScopeProperties(spec, 4321))
+		l.InitArgsFile = filepath.Join(spec.StateDir, "init-args")
+	}
+	r := Render(spec, l, f)
+	b.WriteString(" main " + r.Unit + "\n")
+	writeProps(&b, r.Properties)
+	if spec.Scope {
 		argv, initArgs := ScopeBwrap(spec)
 		fmt.Fprintf(&b, "  bwrap %q\n  init %q\n", argv, initArgs)
 	}
-	for _, a := range AuxUnits(spec) {
+	for _, a := range r.Aux {
 		b.WriteString(" aux " + a.Name + "\n")
 		writeProps(&b, a.Properties)
 	}
-	if spec.TiePID != 0 && !spec.Scope {
-		tie := TieScope(spec)
-		b.WriteString(" tie " + tie.Name + "\n")
-		writeProps(&b, tie.Properties)
+	if r.Tie != nil {
+		b.WriteString(" tie " + r.Tie.Name + "\n")
+		writeProps(&b, r.Tie.Properties)
 	}
 	return b.String()
 }
