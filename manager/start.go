@@ -184,8 +184,8 @@ func (m *Manager) start(ctx context.Context, plan Plan, launch units.Launch, wat
 		l.watch = m.watch(l.unit)
 	}
 	stateDir := spec.StateDir
-	l.sent = testUnitProperties(r.Properties)
-	l.result, err = m.startUnit(ctx, l.unit, l.sent, testOldTieAux(r), func() { _ = records.MarkLaunched(stateDir) })
+	l.sent = r.Properties
+	l.result, err = m.startUnit(ctx, l.unit, l.sent, r.Aux, func() { _ = records.MarkLaunched(stateDir) })
 	if err != nil {
 		if l.watch != nil {
 			l.watch.close()

@@ -86,7 +86,7 @@ func activatedProperties(s Spec, props []sd.Property) []sd.Property {
 	out = append(out, prop("PartOf", sock), prop("After", sock))
 	// MOSAIC_TEST_EGRESS_REQUIRES=1 (the hooked build only): the weakened
 	// mosaic whose session runs on when its proxy dies (and whose session
-	// is Requires= its socket unit: manager's testUnitProperties).
+	// is Requires= its socket unit: testProperties).
 	if testhook.Flag("MOSAIC_TEST_EGRESS_REQUIRES") {
 		return out
 	}

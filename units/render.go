@@ -68,12 +68,12 @@ func Render(s Spec, l Launch, f Features) Rendered {
 	// gets a PID namespace of its own where the manager has PrivatePIDs
 	// (properties sends it), and the init checks it has.
 	u.Promise.PIDs = !s.Landlock() && f.PrivatePIDs
-	r.Properties = properties(u, f)
+	r.Properties = testProperties(properties(u, f))
 	if l.TiePID != 0 {
 		tie := tieScope(u)
 		r.Tie = &tie
 	}
-	return r
+	return testOldTie(r)
 }
 
 // session is a plan and its launch, as the unit builders read them.

@@ -196,10 +196,10 @@ type Spec struct {
 	// terminal.
 	TTY bool
 	// Publish are the session's published ports (--publish): its
-	// forwarder (PublishProperties) listens on the host side of each.
+	// forwarder (publishProperties) listens on the host side of each.
 	Publish []publish.Port
 	// SSHAgent, when set, is the user's ssh agent as lent to the session
-	// (--lend-ssh-key, --lend-ssh-sign): its filter (SSHAgentProperties)
+	// (--lend-ssh-key, --lend-ssh-sign): its filter (sshAgentProperties)
 	// is the only agent the session reaches.
 	SSHAgent *SSHAgent
 	// MayLaunch binds the bus's socket directory (BusDir) into the session,
