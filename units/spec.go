@@ -1,8 +1,10 @@
-// Package units turns a session spec into what systemd needs to run it: the
-// unit name and the []dbus.Property of a transient service, gated by the user
-// manager's version so that no property it does not know is ever sent (an
-// unknown property fails the whole StartTransientUnit call). It is pure: it
-// reads nothing from the host and talks to no one.
+// Package units turns a session's plan (Spec) and what its start made for
+// it (Launch) into what systemd needs to run it, in one call (Render): the
+// unit name and the []dbus.Property of a transient service or scope and of
+// the units started with it, gated by the user manager's version so that
+// no property it does not know is ever sent (an unknown property fails the
+// whole StartTransientUnit call). It is pure: it reads nothing from the
+// host and talks to no one.
 package units
 
 import (
