@@ -89,21 +89,6 @@ func openWalking(path string) (int, error) {
 // StatID is the identity, device:inode, in a stat.
 func StatID(st unix.Stat_t) string { return fmt.Sprintf("%d:%d", st.Dev, st.Ino) }
 
-// checkBindIDs compares what is mounted at each bound path with what mosaic
-// checked there; layer names the layer that mounted it, for the reason.
-func checkBindIDs(binds []BindID, layer string) error {
-	for _, b := range binds {
-		st, err := StatNoFollow(b.Path)
-		if err != nil {
-			return fmt.Errorf("%s did not mount the checked %s (%w): was it replaced, e.g. by a symlink, after mosaic checked it?", layer, b.Path, err)
-		}
-		if id := StatID(st); id != b.ID {
-			return fmt.Errorf("%s mounted another object at %s (%s, mosaic checked %s): was it replaced after mosaic checked it?", layer, b.Path, id, b.ID)
-		}
-	}
-	return nil
-}
-
 // MkdirNoFollow makes the directory path, following no symlink on the way.
 func MkdirNoFollow(path string, mode uint32) error {
 	dir, err := unix.Openat2(unix.AT_FDCWD, filepath.Dir(path), &unix.OpenHow{

@@ -62,21 +62,3 @@ func TestStatNoFollow(t *testing.T) {
 		}
 	}
 }
-
-// BenchmarkCheckBindIDs is what the identity check costs a layer: a
-// workspace, an --ro and an --rw path some levels deep.
-func BenchmarkCheckBindIDs(b *testing.B) {
-	dir, _ := filepath.EvalSymlinks(b.TempDir())
-	var ids []BindID
-	for _, p := range []string{"home/u/src/app", "home/u/data", "home/u/out"} {
-		path := filepath.Join(dir, p)
-		os.MkdirAll(path, 0o755)
-		st, _ := StatNoFollow(path)
-		ids = append(ids, BindID{Path: path, ID: StatID(st)})
-	}
-	for b.Loop() {
-		if err := checkBindIDs(ids, "bench"); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
