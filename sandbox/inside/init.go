@@ -33,8 +33,7 @@ func Init(args []string) int {
 	// First: nothing of this process (its environment holds the promise and
 	// the credentials) may be read or traced by the command.
 	if err := Undumpable(); err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
-		return sandbox.ExitSandboxRefused
+		return refuse(-1, "", err)
 	}
 	if len(args) == 2 && args[0] == sandbox.InitArgvFD {
 		var err error
@@ -50,8 +49,7 @@ func Init(args []string) int {
 	}
 	sigs, err := holdSignals(o)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
-		return sandbox.ExitSandboxRefused
+		return refuse(-1, "", err)
 	}
 	stopBeforeHeard(sigs)
 	notify := notifyFD()
@@ -61,9 +59,7 @@ func Init(args []string) int {
 	os.Unsetenv(sandbox.PromiseEnv)
 	for _, c := range o.creds {
 		if _, ok := os.LookupEnv(c); !ok {
-			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: credential %s did not arrive (its environment file was gone before the session started)\n", c)
-			notifyStatus(notify, "STATUS=credential "+c+" did not arrive")
-			return sandbox.ExitSandboxRefused
+			return refuse(notify, "credential "+c+" did not arrive", fmt.Errorf("credential %s did not arrive (its environment file was gone before the session started)", c))
 		}
 	}
 	o.pass = append(o.pass, o.creds...)
@@ -73,22 +69,18 @@ func Init(args []string) int {
 		ruleset, err = confineCommand(promise, o.landlock)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
-		notifyStatus(notify, "STATUS=sandbox check failed: "+err.Error())
-		return sandbox.ExitSandboxRefused
+		return refuse(notify, checkFailed+err.Error(), err)
 	}
 	home, err := loadHomeOf(homeFD, o)
 	var env []string
 	if err == nil {
 		env, err = commandNetwork(o, sandbox.CommandEnv(os.Environ(), o.session, o.home, o.pass))
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
-		return sandbox.ExitSandboxRefused
+	if err == nil {
+		err = InstallSyscallFilter(o.seccompAllow)
 	}
-	if err := InstallSyscallFilter(o.seccompAllow); err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
-		return sandbox.ExitSandboxRefused
+	if err != nil {
+		return refuse(notify, "", err)
 	}
 	command := o.command
 	path, err := lookPath(command[0], env)
@@ -107,9 +99,7 @@ func Init(args []string) int {
 	proc, err := StartRestricted(ruleset, path, command, attr)
 	var lerr *LandlockError
 	if errors.As(err, &lerr) {
-		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
-		notifyStatus(notify, "STATUS=sandbox check failed: "+err.Error())
-		return sandbox.ExitSandboxRefused
+		return refuse(notify, checkFailed+err.Error(), err)
 	}
 	if errors.Is(err, unix.ENOEXEC) {
 		fmt.Fprintf(os.Stderr, "mosaic init: cannot start %s: %s\n", command[0], NotAProgram(path))
@@ -128,6 +118,22 @@ func Init(args []string) int {
 		go endOnHangup(proc.Pid)
 	}
 	return home.endWith(supervise(proc.Pid, o.tty, o.killAfter, sigs))
+}
+
+// checkFailed begins the unit's status line when a check of the sandbox
+// failed (refuse).
+const checkFailed = "sandbox check failed: "
+
+// refuse is the init's refusal to run the command: it says why on stderr
+// and, given a status, in the unit's status line (on systemd's
+// notification descriptor notify; -1 before the init has taken it), and
+// returns the exit status that says the command never ran.
+func refuse(notify int, status string, err error) int {
+	fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
+	if status != "" {
+		notifyStatus(notify, "STATUS="+status)
+	}
+	return sandbox.ExitSandboxRefused
 }
 
 // loadHomeOf loads the session's home (loadHome) when the init was given
