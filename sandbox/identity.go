@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,4 +104,18 @@ func MkdirNoFollow(path string, mode uint32) error {
 	}
 	defer unix.Close(dir)
 	return unix.Mkdirat(dir, filepath.Base(path), mode)
+}
+
+// EmptyDir reports whether dir is a directory with nothing in it: an
+// empty .git is no repository (git goes on past it, and a direct session's
+// floor leaves one while it runs), for the search for a workspace's
+// repository (manager/request) and the check of a plain one (manager/clone).
+func EmptyDir(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && err == io.EOF // a file's is ENOTDIR
 }

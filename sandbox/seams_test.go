@@ -62,3 +62,21 @@ func TestStatNoFollow(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyDir: only a directory with no entry at all is empty; a
+// hidden file, a missing path and a file are not.
+func TestEmptyDir(t *testing.T) {
+	dir := t.TempDir()
+	if !EmptyDir(dir) {
+		t.Errorf("EmptyDir(empty %s) = false", dir)
+	}
+	file := filepath.Join(dir, ".hidden")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, file, filepath.Join(dir, "missing")} {
+		if EmptyDir(p) {
+			t.Errorf("EmptyDir(%s) = true", p)
+		}
+	}
+}
