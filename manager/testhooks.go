@@ -10,14 +10,14 @@ import (
 	"syscall"
 	"time"
 
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+
 	"mosaic/credentials"
 	"mosaic/internal/credvar"
 	"mosaic/internal/testhook"
 	"mosaic/manager/request"
 	"mosaic/manager/statedir"
-
-	sd "github.com/coreos/go-systemd/v22/dbus"
-	"github.com/godbus/dbus/v5"
 )
 
 // The manager's test hooks, each a named point of package testhook: they
@@ -103,7 +103,7 @@ func testSignalWhileHeld(signals chan os.Signal) {
 // its scope session runs on.
 func testScopeSuspendable() bool { return testhook.Flag("MOSAIC_TEST_SCOPE_SUSPENDABLE") }
 
-// testInitOptions are a scope's init's test-only options (sandbox.Init
+// testInitOptions are a scope's init's test-only options (inside.Init
 // takes them in this build only):
 //   - MOSAIC_TEST_NO_INIT_GO=1: run on EOF of the go socket as on mosaic's
 //     byte, the weakened init that a mosaic killed while it was held lets run;

@@ -26,11 +26,11 @@ const InitArgvFD = "--argv-fd"
 // BwrapMaxArgs is bwrap's limit on its arguments (MAX_ARGS in bubblewrap.c).
 const BwrapMaxArgs = 9000
 
-// initArgsAside returns bwrap's argv for shim s, with the init's arguments
+// InitArgsAside returns bwrap's argv for shim s, with the init's arguments
 // in a memfd the init inherits: read from s.InitArgs, or moved there from
 // the end of s.Args. inline is bwrap's argv with the init's arguments in
 // place, as InitEnv reads the names the init passes on from it.
-func initArgsAside(s Shim) (argv, inline []string, err error) {
+func InitArgsAside(s Shim) (argv, inline []string, err error) {
 	argv = s.Args
 	if s.InitArgs != "" {
 		n := len(argv)
@@ -120,9 +120,9 @@ func sealedFile(data []byte) (*os.File, error) {
 // keep holds the files whose descriptors must survive until exec.
 var keep []*os.File
 
-// readInitArgv reads the init's arguments from descriptor fd (as the shim
+// ReadInitArgv reads the init's arguments from descriptor fd (as the shim
 // wrote them) and closes it, so that the command never inherits it.
-func readInitArgv(fdArg string) ([]string, error) {
+func ReadInitArgv(fdArg string) ([]string, error) {
 	fd, err := strconv.Atoi(fdArg)
 	if err != nil || fd < 3 {
 		return nil, fmt.Errorf("bad %s %q", InitArgvFD, fdArg)

@@ -1,10 +1,20 @@
-// Package sandbox builds mosaic's inner confinement layer: the bubblewrap
-// command line that runs inside a session's systemd unit (every bind with the
-// reason it exists), the probe that proves bwrap can build that sandbox on this
-// host before anything is started, and the init that runs as PID 1 inside it.
-// It holds both sides: what builds the sandbox on the host (bwrap.go,
-// probe.go, outside.go, the home's load and save) and what runs inside a
-// session (init.go, guard.go, landlock.go, seccomp.go, shim.go); direct
+// Package sandbox is the host's side of mosaic's inner confinement layer,
+// and what the host and the code inside a session (package sandbox/inside)
+// both read. On the host, in mosaic when it builds a session: the
+// bubblewrap command line that runs inside a session's systemd unit (every
+// bind with the reason it exists: bwrap.go), the probe that proves bwrap
+// can build that sandbox on this host before anything is started
+// (probe.go), the facts a session's layers are promised to differ from
+// (promise.go, outside.go), a scope's bwrap held until systemd has moved it
+// (exec.go), --sandbox landlock's policy (landlockpolicy.go), the home's
+// links and report (homelinks.go, homereport.go), the ssh configuration's
+// copy (sshconfig.go). Shared, written here and read inside: the stages'
+// command lines (shim.go, initargv.go, argvfd.go, stages.go), the
+// environment's allowlist (initenv.go), the syscall filter's rows
+// (syscallrules.go), the network modes and the paths inside (network.go).
+// Nothing here builds or checks a sandbox from inside it: the exec shim,
+// the init, the guard, Landlock's and seccomp's application and the home's
+// load and save are package sandbox/inside, which imports this one; direct
 // mode's floor, host side only, is sandbox/directfloor.
 //
 // systemd's unit properties are the outer layer; they can fail open (systemd

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,21 +90,6 @@ func openWalking(path string) (int, error) {
 // StatID is the identity, device:inode, in a stat.
 func StatID(st unix.Stat_t) string { return fmt.Sprintf("%d:%d", st.Dev, st.Ino) }
 
-// checkBindIDs compares what is mounted at each bound path with what mosaic
-// checked there; layer names the layer that mounted it, for the reason.
-func checkBindIDs(binds []BindID, layer string) error {
-	for _, b := range binds {
-		st, err := StatNoFollow(b.Path)
-		if err != nil {
-			return fmt.Errorf("%s did not mount the checked %s (%w): was it replaced, e.g. by a symlink, after mosaic checked it?", layer, b.Path, err)
-		}
-		if id := StatID(st); id != b.ID {
-			return fmt.Errorf("%s mounted another object at %s (%s, mosaic checked %s): was it replaced after mosaic checked it?", layer, b.Path, id, b.ID)
-		}
-	}
-	return nil
-}
-
 // MkdirNoFollow makes the directory path, following no symlink on the way.
 func MkdirNoFollow(path string, mode uint32) error {
 	dir, err := unix.Openat2(unix.AT_FDCWD, filepath.Dir(path), &unix.OpenHow{
@@ -118,4 +104,18 @@ func MkdirNoFollow(path string, mode uint32) error {
 	}
 	defer unix.Close(dir)
 	return unix.Mkdirat(dir, filepath.Base(path), mode)
+}
+
+// EmptyDir reports whether dir is a directory with nothing in it: an
+// empty .git is no repository (git goes on past it, and a direct session's
+// floor leaves one while it runs), for the search for a workspace's
+// repository (manager/request) and the check of a plain one (manager/clone).
+func EmptyDir(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && err == io.EOF // a file's is ENOTDIR
 }

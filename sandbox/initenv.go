@@ -2,9 +2,8 @@ package sandbox
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // InitEnv is the environment the exec shim gives bwrap, and so the init's
@@ -75,19 +74,46 @@ func allowedNames(pass []string) map[string]bool {
 	return allowed
 }
 
-// Undumpable makes the calling process (the init) non-dumpable: the command,
-// although it runs as the same user, can then neither read /proc/1/environ
-// or /proc/1/mem (or anything else of /proc/1 that needs ptrace access) nor
-// ptrace the init. The init's initial environment holds the promise (host
-// namespace ids, the home's inode) and the credentials' values. The flag
-// lasts until an execve, which the init never does; its children start
-// dumpable again.
-func Undumpable() error {
-	if weakened {
-		return nil
+// passEnv are the variables the init passes from the unit's environment to the
+// command; everything else the user manager holds (desktop sessions import
+// SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS, DISPLAY and tokens into it) is
+// dropped. Variables matching passEnvPrefixes pass too.
+var passEnv = []string{"PATH", "LANG", "LANGUAGE", "TERM", "COLORTERM", "NO_COLOR", "TZ", "USER", "LOGNAME"}
+
+var passEnvPrefixes = []string{"LC_"}
+
+// CommandEnv is the command's environment: the allow-listed variables and the
+// ones named with --pass from environ, then HOME, TMPDIR and MOSAIC_SESSION.
+func CommandEnv(environ []string, session, home string, pass []string) []string {
+	allowed := allowedNames(pass)
+	var env []string
+	hasPath := false
+	for _, kv := range environ {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || !(allowed[name] || hasAnyPrefix(name, passEnvPrefixes)) {
+			continue
+		}
+		hasPath = hasPath || name == "PATH"
+		env = append(env, kv)
 	}
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fmt.Errorf("cannot make the init non-dumpable: %w", err)
+	if !hasPath {
+		env = append(env, "PATH="+DefaultPath)
 	}
-	return nil
+	if allowed[BusEnv] { // --may-launch: mosaic is on the PATH
+		for i, kv := range env {
+			if strings.HasPrefix(kv, "PATH=") {
+				env[i] = kv + ":" + filepath.Dir(BinInside)
+			}
+		}
+	}
+	return append(env, "HOME="+home, "TMPDIR=/tmp", "MOSAIC_SESSION="+session)
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"os"
-	"strconv"
-	"strings"
 )
 
 // A session's network is one of three modes. In none and allow it has a
@@ -58,17 +56,6 @@ func ValidNetwork(mode string) bool {
 	return mode == NetworkNone || mode == NetworkAllow || mode == NetworkHost
 }
 
-// ProxyEnv are the variables that point a command at the relay. NO_PROXY
-// names loopback (the session's own) unless env sets it already, as a
-// session allowed a host loopback port does (those names go to the proxy).
-func ProxyEnv(env []string) []string {
-	u := "http://127.0.0.1:" + strconv.Itoa(ProxyPort)
-	none := "localhost,127.0.0.1,::1"
-	out := []string{"HTTPS_PROXY=" + u, "HTTP_PROXY=" + u, "https_proxy=" + u, "http_proxy=" + u}
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "NO_PROXY=") {
-			return out
-		}
-	}
-	return append(out, "NO_PROXY="+none, "no_proxy="+none)
-}
+// NetPath is where mosaic-net, the binary that serves the device (package
+// sandbox/netstack), is bound in a session that has the device.
+const NetPath = "/run/mosaic/net"

@@ -18,7 +18,7 @@ type Outside struct {
 }
 
 // HereOutside is the outside as this process sees it.
-func HereOutside() Outside { return Outside{NS: namespaces(), TmpID: fileID("/tmp")} }
+func HereOutside() Outside { return Outside{NS: Namespaces(), TmpID: FileID("/tmp")} }
 
 // Apply makes the promise compare against o.
 func (p *Promise) Apply(o Outside) { p.NS, p.TmpID = o.NS, o.TmpID }

@@ -63,20 +63,20 @@ func TestStatNoFollow(t *testing.T) {
 	}
 }
 
-// BenchmarkCheckBindIDs is what the identity check costs a layer: a
-// workspace, an --ro and an --rw path some levels deep.
-func BenchmarkCheckBindIDs(b *testing.B) {
-	dir, _ := filepath.EvalSymlinks(b.TempDir())
-	var ids []BindID
-	for _, p := range []string{"home/u/src/app", "home/u/data", "home/u/out"} {
-		path := filepath.Join(dir, p)
-		os.MkdirAll(path, 0o755)
-		st, _ := StatNoFollow(path)
-		ids = append(ids, BindID{Path: path, ID: StatID(st)})
+// TestEmptyDir: only a directory with no entry at all is empty; a
+// hidden file, a missing path and a file are not.
+func TestEmptyDir(t *testing.T) {
+	dir := t.TempDir()
+	if !EmptyDir(dir) {
+		t.Errorf("EmptyDir(empty %s) = false", dir)
 	}
-	for b.Loop() {
-		if err := checkBindIDs(ids, "bench"); err != nil {
-			b.Fatal(err)
+	file := filepath.Join(dir, ".hidden")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, file, filepath.Join(dir, "missing")} {
+		if EmptyDir(p) {
+			t.Errorf("EmptyDir(%s) = true", p)
 		}
 	}
 }

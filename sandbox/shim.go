@@ -2,12 +2,6 @@ package sandbox
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-
-	"golang.org/x/sys/unix"
-
-	"mosaic/internal/sessionfile"
 )
 
 // The exec shim is a service's main process:
@@ -16,8 +10,9 @@ import (
 //
 // It checks the outer layer (the unit's) against the promise read on the
 // host, deletes the credential file systemd has read into its environment,
-// and becomes bwrap (ExecBwrap). Shim.Argv writes that command line and
-// ShimMain reads it. A scope has none: mosaic starts its bwrap itself (Held).
+// and becomes bwrap (inside.ExecBwrap). Shim.Argv writes that command line
+// and inside.ShimMain reads it (ParseShim). A scope has none: mosaic starts
+// its bwrap itself (Held).
 
 // ShimStage is the shim's name: mosaic's first argument.
 const ShimStage = "exec-bwrap"
@@ -35,7 +30,7 @@ type Shim struct {
 	HomeStore string
 	Bwrap     string // bwrap's path
 	// TUN: make the session's network device and its DNS sockets and hand
-	// them to the init (passNetwork), with the unit's capabilities, which
+	// them to the init (package sandbox/inside), with the unit's capabilities, which
 	// the shim then drops.
 	TUN  bool
 	Args []string
@@ -91,80 +86,6 @@ func ParseShim(args []string) (Shim, error) {
 	return s, nil
 }
 
-// ShimMain runs the shim with the arguments after its name: it checks the
-// outer layer, deletes the credential file and becomes bwrap. It returns only on failure, and the
-// caller exits with ExitSandboxRefused: no partial sandbox ever runs.
-func ShimMain(args []string) error {
-	s, err := ParseShim(args)
-	if err != nil {
-		return err
-	}
-	if err := checkOuter(s.Promise); err != nil {
-		return err
-	}
-	if s.InitArgs != "" {
-		noteOutputLost(filepath.Join(filepath.Dir(s.InitArgs), OutputLostName))
-	}
-	if s.Drop != "" {
-		// systemd has read the credentials (the link to the memfd mosaic
-		// holds, credentials.Hold; a file, for a unit of a mosaic before
-		// issue 31) into our environment: the link has no reason to exist
-		// any more, and gone it cannot name another file once mosaic's
-		// PID is reused.
-		if err := sessionfile.Remove(s.Drop); err != nil {
-			fmt.Fprintf(os.Stderr, "mosaic: %v\n", err)
-		}
-	}
-	bwrapArgs, inline, err := initArgsAside(s)
-	if err != nil {
-		return err
-	}
-	env, err := InitEnv(os.Environ(), append([]string{s.Bwrap}, inline...))
-	if err != nil {
-		return err
-	}
-	if s.HomeStore != "" {
-		if env, err = passHomeStore(s.HomeStore, env); err != nil {
-			return err
-		}
-	}
-	if s.TUN {
-		if env, err = passNetwork(env); err != nil {
-			return err
-		}
-	}
-	return ExecBwrap(append([]string{s.Bwrap}, bwrapArgs...), env)
-}
-
-// checkOuter checks the outer layer against the promise read on the host,
-// and hands the init the promise it must check in turn.
-func checkOuter(encoded string) error {
-	p, err := DecodePromise(encoded)
-	if err != nil {
-		return err
-	}
-	if err := CheckUnit(p); err != nil {
-		return err
-	}
-	return os.Setenv(PromiseEnv, p.Inner().Encode())
-}
-
 // OutputLostName is the file in a service's state directory that says its
 // output reached no journal (noteOutputLost); `mosaic logs` reports it.
 const OutputLostName = "output-lost"
-
-// noteOutputLost writes the file at path when the unit's stdout is
-// /dev/null: what systemd gives a unit whose output is for the journal
-// when it cannot reach journald (not running, its socket gone), instead of
-// failing the start. The session's output is then lost, and nothing else
-// would say so. (A mosaic run to /dev/null writes it too: logs has nothing
-// to say of a run's output anyway.)
-func noteOutputLost(path string) {
-	var out, null unix.Stat_t
-	if unix.Fstat(1, &out) != nil || unix.Stat(os.DevNull, &null) != nil {
-		return
-	}
-	if out.Mode&unix.S_IFMT == unix.S_IFCHR && out.Rdev == null.Rdev {
-		_ = os.WriteFile(path, nil, 0o600)
-	}
-}

@@ -40,7 +40,7 @@ func TestInitArgvThroughMemfd(t *testing.T) {
 		init = append(init, "arg")
 	}
 	argv := append([]string{"--ro-bind", "/usr", "/usr", "--", InitPath}, init...)
-	moved, inline, err := initArgsAside(Shim{Args: argv})
+	moved, inline, err := InitArgsAside(Shim{Args: argv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,13 +50,13 @@ func TestInitArgvThroughMemfd(t *testing.T) {
 	if len(moved) != 8 || moved[5] != "init" || moved[6] != InitArgvFD {
 		t.Fatalf("bwrap's argv is %q", moved)
 	}
-	back, err := readInitArgv(moved[7])
+	back, err := ReadInitArgv(moved[7])
 	if err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "init-args")
 	os.WriteFile(file, EncodeInitArgs(init[1:]), 0o600)
-	fromFile, inlineFile, err := initArgsAside(Shim{Args: []string{"--ro-bind", "/usr", "/usr", "--", InitPath, "init"}, InitArgs: file})
+	fromFile, inlineFile, err := InitArgsAside(Shim{Args: []string{"--ro-bind", "/usr", "/usr", "--", InitPath, "init"}, InitArgs: file})
 	if err != nil || len(fromFile) != 8 {
 		t.Fatalf("from a file: %q, %v", fromFile, err)
 	}
@@ -64,7 +64,7 @@ func TestInitArgvThroughMemfd(t *testing.T) {
 	if strings.Join(inlineFile, "\x00") != strings.Join(argv, "\x00") {
 		t.Fatal("from a file, the inline argv (for InitEnv) lacks the init's arguments")
 	}
-	if again, err := readInitArgv(fromFile[7]); err != nil || strings.Join(again, "\x00") != strings.Join(back, "\x00") {
+	if again, err := ReadInitArgv(fromFile[7]); err != nil || strings.Join(again, "\x00") != strings.Join(back, "\x00") {
 		t.Fatalf("from a file the arguments differ (%v)", err)
 	}
 	if len(back) != len(init)-1 {

@@ -2,5 +2,5 @@
 
 package sandbox
 
-// weakened: see weakened_off.go. This build is for tests only.
-const weakened = true
+// Weakened: see weakened_off.go. This build is for tests only.
+const Weakened = true

@@ -97,7 +97,7 @@ func execArgv(s session) []string {
 // CAP_NET_ADMIN and CAP_NET_BIND_SERVICE, over the unit's own user and
 // network namespaces (PrivateUsers, PrivateNetwork), to make the device
 // and its DNS sockets; the shim drops them before it execs bwrap
-// (sandbox.DropCapabilities).
+// (inside.DropCapabilities).
 const TUNCapabilities uint64 = 1<<unix.CAP_NET_ADMIN | 1<<unix.CAP_NET_BIND_SERVICE
 
 // ScopeBwrap is a scope's sandbox, which mosaic starts itself (no exec

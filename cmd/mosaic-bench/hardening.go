@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/sandbox"
+	"mosaic/sandbox/inside"
 )
 
 // hardening measures, in this process, what each hardening step of a
@@ -42,8 +43,8 @@ func (b *bench) hardening(r *Report) {
 		_, err := sandbox.DecodePromise(enc)
 		return err
 	})
-	add("syscall filter: building it (init)", "sandbox.SyscallFilter", 1000, func() error {
-		_, err := sandbox.SyscallFilter(nil)
+	add("syscall filter: building it (init)", "inside.SyscallFilter", 1000, func() error {
+		_, err := inside.SyscallFilter(nil)
 		return err
 	})
 	for _, filtered := range []bool{false, true} {
@@ -64,14 +65,14 @@ func (b *bench) hardening(r *Report) {
 	defer null.Close()
 	start := func(scoped bool) func() error {
 		return func() error {
-			var rs *sandbox.LandlockRuleset
+			var rs *inside.LandlockRuleset
 			if scoped {
 				var err error
-				if rs, err = sandbox.ScopeRuleset(); err != nil {
+				if rs, err = inside.ScopeRuleset(); err != nil {
 					return err
 				}
 			}
-			p, err := sandbox.StartRestricted(rs, "/usr/bin/true", []string{"true"}, &os.ProcAttr{Files: []*os.File{null, null, null}})
+			p, err := inside.StartRestricted(rs, "/usr/bin/true", []string{"true"}, &os.ProcAttr{Files: []*os.File{null, null, null}})
 			if err != nil {
 				return err
 			}
@@ -79,9 +80,9 @@ func (b *bench) hardening(r *Report) {
 			return err
 		}
 	}
-	add("starting the command (/usr/bin/true to its exit), plain", "sandbox.StartRestricted(nil)", 200, start(false))
+	add("starting the command (/usr/bin/true to its exit), plain", "inside.StartRestricted(nil)", 200, start(false))
 	if sandbox.LandlockABI() >= sandbox.LandlockMinABI {
-		add("starting the command in the Landlock scoping domain", "sandbox.StartRestricted(ScopeRuleset)", 200, start(true))
+		add("starting the command in the Landlock scoping domain", "inside.StartRestricted(ScopeRuleset)", 200, start(true))
 	} else {
 		r.Notes = append(r.Notes, "Landlock scoping not measured: the kernel lacks Landlock ABI 6")
 	}
@@ -109,7 +110,7 @@ func syscallCost(filtered bool) (float64, error) {
 // syscallChild is the child syscallCost runs.
 func syscallChild() error {
 	if os.Getenv("MOSAIC_BENCH_FILTERED") == "true" {
-		if err := sandbox.InstallSyscallFilter(nil); err != nil {
+		if err := inside.InstallSyscallFilter(nil); err != nil {
 			return err
 		}
 	}

@@ -18,7 +18,7 @@ import (
 	"os"
 
 	"mosaic/internal/acceptloop"
-	"mosaic/sandbox"
+	"mosaic/sandbox/inside"
 	"mosaic/sandbox/netstack"
 )
 
@@ -28,22 +28,22 @@ func main() {
 		os.Exit(2)
 	}
 	socket := os.Args[2]
-	if err := sandbox.Undumpable(); err != nil {
+	if err := inside.Undumpable(); err != nil {
 		fail(err)
 	}
-	tun, udp, tcp, ok := sandbox.TakeNetwork()
+	tun, udp, tcp, ok := inside.TakeNetwork()
 	if !ok {
-		fail(fmt.Errorf("the network device's descriptors did not arrive (%s)", sandbox.NetFDsEnv))
+		fail(fmt.Errorf("the network device's descriptors did not arrive (%s)", inside.NetFDsEnv))
 	}
 	dial := func(ctx context.Context) (net.Conn, error) {
-		return acceptloop.DialStarting(ctx, socket, sandbox.ProxyStartWait)
+		return acceptloop.DialStarting(ctx, socket, inside.ProxyStartWait)
 	}
 	if err := netstack.Start(tun, udp, tcp, dial); err != nil {
 		fail(err)
 	}
 	// The command's own syscall filter: what the session sends is parsed
 	// here, and the init starts mosaic-net before it filters itself.
-	if err := sandbox.InstallSyscallFilter(nil); err != nil {
+	if err := inside.InstallSyscallFilter(nil); err != nil {
 		fail(err)
 	}
 	select {} // served by the stack's goroutines until the sandbox ends

@@ -6,8 +6,9 @@
 //
 // It is mosaic's second binary, installed beside it and built from the same
 // tree (manager/stagebin refuses a session otherwise), so that each of those
-// process starts costs a small binary's: it links the sandbox and the
-// records, and no CLI library, D-Bus or HTTP (TestStageLinksLittle).
+// process starts costs a small binary's: it links the code that runs
+// inside a session (sandbox/inside), what the host wrote for it (sandbox)
+// and the records, and no CLI library, D-Bus or HTTP (TestStageLinksLittle).
 package main
 
 import (
@@ -16,17 +17,18 @@ import (
 
 	"mosaic/manager/records"
 	"mosaic/sandbox"
+	"mosaic/sandbox/inside"
 )
 
 func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case sandbox.ShimStage:
-			err := sandbox.ShimMain(os.Args[2:])
+			err := inside.ShimMain(os.Args[2:])
 			fmt.Fprintf(os.Stderr, "mosaic: refusing to build the sandbox: %v\n", err)
 			os.Exit(sandbox.ExitSandboxRefused)
 		case "init":
-			os.Exit(sandbox.Init(os.Args[2:]))
+			os.Exit(inside.Init(os.Args[2:]))
 		case sandbox.EndedStage:
 			records.EndedMain(os.Args[2:], os.Getenv)
 			os.Exit(0)

@@ -16,6 +16,8 @@ import (
 // session-ended stage: three process starts of a session) links
 // no CLI library, no D-Bus and no HTTP, so that each start costs a small
 // binary's; mosaic, which does, links them still (the check sees them).
+// And mosaic links none of the code that runs inside a session
+// (sandbox/inside).
 func TestStageLinksLittle(t *testing.T) {
 	heavy := []string{"github.com/urfave/cli/v2", "github.com/godbus/dbus/v5", "github.com/coreos/go-systemd/v22/dbus",
 		"github.com/coreos/go-systemd/v22/unit", "net/http"}
@@ -27,6 +29,12 @@ func TestStageLinksLittle(t *testing.T) {
 		if stage[h] {
 			t.Errorf("the stage binary links %s", h)
 		}
+	}
+	// The code that runs inside a session is the stage binary's alone:
+	// mosaic, on the host, builds the sandbox and never runs its init.
+	const inside = "mosaic/sandbox/inside"
+	if mosaic[inside] || !stage[inside] {
+		t.Errorf("%s is linked by mosaic %v, mosaic-stage %v; want by the stage binary, not mosaic", inside, mosaic[inside], stage[inside])
 	}
 	// The network stack is mosaic-net's alone: its package init and size
 	// cost each of the stage binary's process starts 3 ms.

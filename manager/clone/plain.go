@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"mosaic/internal/errcode"
+	"mosaic/sandbox"
 	"mosaic/units"
 )
 
@@ -93,7 +94,7 @@ func checkPlain(ws string) error {
 		switch {
 		case d.IsDir():
 			if p != root && d.Name() == ".git" {
-				if empty(p) {
+				if sandbox.EmptyDir(p) {
 					return fs.SkipDir // no repository, as for git: a direct session's placeholder
 				}
 				return refuse("%s is a repository nested in it, which its copy would not hold", filepath.Dir(p))
@@ -124,15 +125,4 @@ func checkPlain(ws string) error {
 		return errcode.BadWorkspace.New("clone mode cannot read workspace %s: %w; use --direct to let the session write it in place", ws, err)
 	}
 	return err
-}
-
-// empty reports whether dir is a directory with nothing in it.
-func empty(dir string) bool {
-	f, err := os.Open(dir)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	names, _ := f.Readdirnames(1)
-	return len(names) == 0
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"mosaic/internal/errcode"
+	"mosaic/sandbox"
 )
 
 // repository is where a workspace's git repository is, as clone mode
@@ -26,7 +27,7 @@ func findRepository(ws string) (repository, error) {
 		dotGit := filepath.Join(d, ".git")
 		fi, err := os.Lstat(dotGit)
 		switch {
-		case err == nil && fi.IsDir() && emptyDir(dotGit):
+		case err == nil && fi.IsDir() && sandbox.EmptyDir(dotGit):
 			// Not a repository: git goes on up past an empty .git, and
 			// a direct session's floor leaves one in a plain directory
 			// while it runs (sandbox/directfloor).
@@ -89,17 +90,6 @@ func checkRepository(ws string, r repository) (repository, error) {
 		return r, refuseKind(ws, "repository %s borrows objects from another (objects/info/alternates), which the session's copy could not reach", r.top)
 	}
 	return r, nil
-}
-
-// emptyDir reports whether dir is a directory with nothing in it.
-func emptyDir(dir string) bool {
-	f, err := os.Open(dir)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	names, _ := f.Readdirnames(1)
-	return len(names) == 0
 }
 
 // refuseKind is the one line of a workspace clone mode cannot copy: it

@@ -147,7 +147,7 @@ func (n *netw) serveDNSStream(c net.Conn) {
 }
 
 // serveLoopbackDNS answers DNS on the sockets the shim bound on
-// loopback port 53 (sandbox.LoopbackDNS), UDP and TCP.
+// loopback port 53 (inside.LoopbackDNS), UDP and TCP.
 func (n *netw) serveLoopbackDNS(udp, tcp []int) error {
 	for _, fd := range udp {
 		f := os.NewFile(uintptr(fd), "dns-udp")

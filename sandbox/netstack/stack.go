@@ -28,7 +28,7 @@ type Dialer = func(ctx context.Context) (net.Conn, error)
 // the proxy's answer); a SYN past it is dropped, and its client retries.
 const maxInFlight = 512
 
-// mtu is the device's (sandbox.TUNMTU).
+// mtu is the device's (inside.TUNMTU).
 const mtu = 65520
 
 // Start serves the session's network device tun (made by the exec shim,

@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/sandbox"
 )
 
 // The copy of a session's home between its tmpfs and its home on disk
@@ -60,14 +62,10 @@ const diskBlock = 4096
 // fastSymlink is the longest symlink text ext4 keeps in its inode.
 const fastSymlink = 59
 
-// CopyStats counts what a copy of a home copied and skipped.
-type CopyStats struct {
-	Files int   `json:"files"`
-	Bytes int64 `json:"bytes"`
-	// Unchanged counts the files (of Files; their bytes are in Bytes) a
-	// save linked from the previous home instead of writing them.
-	Unchanged int            `json:"unchanged,omitempty"`
-	Skipped   map[string]int `json:"skipped,omitempty"` // by why: fifo, socket, device, too-large, too-deep, too-many, mount-point
+// copyStats is a copy's count (sandbox.CopyStats, which the home's
+// report carries) and what the copy learnt of the trees on the way.
+type copyStats struct {
+	sandbox.CopyStats
 	// mounts are the entries of the source that were mount points (a
 	// bind below the home: the workspace), relative to its root.
 	mounts []string
@@ -81,11 +79,11 @@ type CopyStats struct {
 }
 
 // hide counts an entry of the source left out for a mount point in the
-// destination at rel, and remembers where (CopyStats.hidden).
+// destination at rel, and remembers where (copyStats.hidden).
 func (c *treeCopy) hide(rel string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.stats.skip("mount-point")
+	c.stats.Skip("mount-point")
 	c.stats.hidden = append(c.stats.hidden, rel)
 }
 
@@ -93,14 +91,7 @@ func (c *treeCopy) hide(rel string) {
 func (c *treeCopy) skip(why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.stats.skip(why)
-}
-
-func (s *CopyStats) skip(why string) {
-	if s.Skipped == nil {
-		s.Skipped = map[string]int{}
-	}
-	s.Skipped[why]++
+	c.stats.Skip(why)
 }
 
 // treeCopy is one copy of a home, from the directory src to dst.
@@ -114,7 +105,7 @@ type treeCopy struct {
 	// prev is the previous home's directory at the one being copied, for
 	// a save (-1: none, or not a directory there).
 	prev    int
-	stats   CopyStats
+	stats   copyStats
 	mu      sync.Mutex  // stats, which the pool's workers change too
 	crossFS atomic.Bool // copy_file_range refused a file of this copy: sendFile for the rest
 	// pool copies the files on goroutines of its own while the walk goes
@@ -135,16 +126,16 @@ type treeCopy struct {
 // to its file of the same path is linked from there, not written. An
 // error is one the copy cannot go on from (the destination full, a read
 // that failed); what it skips is in the stats.
-func copyHome(src, dst, prev int, budget, meta int64, progress func()) (CopyStats, error) {
+func copyHome(src, dst, prev int, budget, meta int64, progress func()) (copyStats, error) {
 	return copyHomeKnowing(src, dst, prev, budget, meta, progress, nil)
 }
 
 // copyHomeKnowing is copyHome that links the files same holds without
 // comparing their bytes again.
-func copyHomeKnowing(src, dst, prev int, budget, meta int64, progress func(), same sameFiles) (CopyStats, error) {
+func copyHomeKnowing(src, dst, prev int, budget, meta int64, progress func(), same sameFiles) (copyStats, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(src, &st); err != nil {
-		return CopyStats{}, err
+		return copyStats{}, err
 	}
 	c := &treeCopy{budget: budget, meta: meta, srcDev: st.Dev, dstRoot: dst, linked: map[[2]uint64]string{}, prev: prev, same: same, pacer: newPacer(progress)}
 	if weakened {

@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"crypto/rand"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/sandbox"
 )
 
 // The session's home is a tmpfs of its own (homeBind), bounded. Its home
@@ -28,74 +30,10 @@ import (
 // before leaves the previous home whole. It says what it did in
 // HomeReportName, which the session's end record takes up.
 
-// HomeFDEnv names the descriptor of the session's state directory, which
-// the init loads the home from and saves it to.
-const HomeFDEnv = "MOSAIC_HOME_FD"
-
-// ScopeHomeFD is that descriptor in a scope's bwrap (see ScopeInfoFD).
-const ScopeHomeFD = 6
-
-// The names in the state directory the load and the save use.
-const (
-	HomeDirName    = "home"         // the kept home
-	HomeSaving     = ".home-saving" // the save being written, then the old home being removed
-	HomeReportName = "home.json"    // HomeReport
-)
-
-// Home states, HomeReport.State.
-const (
-	HomeRunning   = "running"   // loaded; the session has not ended (or was killed before it could save)
-	HomeInSave    = "saving"    // the command has ended and the init saves (or was killed while it did)
-	HomeSaved     = "saved"     // saved back to the kept home
-	HomeDiscarded = "discarded" // not kept (a run without --name): nothing saved
-	HomeNotSaved  = "not-saved" // the save failed (Error says why); the kept home is as it was
-)
-
-// HomeReport is what the init says of a session's home, in its state
-// directory.
-type HomeReport struct {
-	State   string    `json:"state"`
-	Size    uint64    `json:"size,omitempty"`     // the home's bound, bytes
-	Full    bool      `json:"full,omitempty"`     // the home was at its bound when the command ended
-	TmpFull bool      `json:"tmp_full,omitempty"` // so was /tmp
-	Saved   CopyStats `json:"saved,omitempty"`
-	// Load and Save are how long the load into the tmpfs and the save
-	// back took, in seconds (make bench's kept-home rows read them).
-	Load  float64   `json:"load_seconds,omitempty"`
-	Save  float64   `json:"save_seconds,omitempty"`
-	Error string    `json:"error,omitempty"`
-	At    time.Time `json:"at"`
-}
-
-// ReadHomeReport reads the report in a session's state directory; false
-// when there is none (the session never loaded its home).
-func ReadHomeReport(stateDir string) (HomeReport, bool) {
-	var r HomeReport
-	b, err := os.ReadFile(stateDir + "/" + HomeReportName)
-	if err != nil || len(b) > 64<<10 || json.Unmarshal(b, &r) != nil {
-		return r, false
-	}
-	return r, true
-}
-
-// OpenHomeStore opens a session's state directory for the init
-// (HomeFDEnv), following no symlink on the way. The descriptor is
-// close-on-exec: the caller hands it on explicitly.
-func OpenHomeStore(stateDir string) (*os.File, error) {
-	fd, err := unix.Openat2(unix.AT_FDCWD, stateDir, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cannot open the session's state %s for its home: %w", stateDir, err)
-	}
-	return os.NewFile(uintptr(fd), stateDir), nil
-}
-
 // passHomeStore opens the state directory for the init the shim is about
 // to become bwrap of: inherited (no close-on-exec), named in env.
 func passHomeStore(stateDir string, env []string) ([]string, error) {
-	f, err := OpenHomeStore(stateDir)
+	f, err := sandbox.OpenHomeStore(stateDir)
 	if err != nil {
 		return nil, err
 	}
@@ -107,15 +45,15 @@ func passHomeStore(stateDir string, env []string) ([]string, error) {
 	// the descriptor at the next garbage collection (a start with 10,000
 	// variables collected before the exec, and the init found no home).
 	keep = append(keep, f)
-	os.Setenv(HomeFDEnv, strconv.Itoa(fd)) // for the weakened build, which hands bwrap the whole environment
-	return append(env, HomeFDEnv+"="+strconv.Itoa(fd)), nil
+	os.Setenv(sandbox.HomeFDEnv, strconv.Itoa(fd)) // for the weakened build, which hands bwrap the whole environment
+	return append(env, sandbox.HomeFDEnv+"="+strconv.Itoa(fd)), nil
 }
 
 // takeHomeStore is the init's descriptor of the state directory, marked
 // close-on-exec; -1 for none (a --sandbox landlock session: no tmpfs).
 func takeHomeStore() int {
-	v := os.Getenv(HomeFDEnv)
-	os.Unsetenv(HomeFDEnv)
+	v := os.Getenv(sandbox.HomeFDEnv)
+	os.Unsetenv(sandbox.HomeFDEnv)
 	fd, err := strconv.Atoi(v)
 	if err != nil || fd < 3 {
 		return -1
@@ -183,9 +121,9 @@ func loadHome(state int, home string, keep bool) (*homeStore, error) {
 	}
 	began := time.Now()
 	h := &homeStore{state: state, root: root, size: fs.Blocks * uint64(fs.Bsize), keep: keep, notify: -1}
-	src, err := openIn(state, HomeDirName, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	src, err := openIn(state, sandbox.HomeDirName, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err == nil {
-		var stats CopyStats
+		var stats copyStats
 		bound := int64(min(h.size, 1<<62))
 		stats, err = copyHome(src, root, -1, bound, bound, nil)
 		unix.Close(src)
@@ -194,25 +132,25 @@ func loadHome(state int, home string, keep bool) (*homeStore, error) {
 			err = unix.ENOSPC // left out now, it would be lost at the save
 		}
 		if errors.Is(err, unix.ENOSPC) {
-			return nil, fmt.Errorf("its kept home does not fit its bound (--home-size %s): raise it, or make the home smaller ($(mosaic home NAME))", SizeText(h.size))
+			return nil, fmt.Errorf("its kept home does not fit its bound (--home-size %s): raise it, or make the home smaller ($(mosaic home NAME))", sandbox.SizeText(h.size))
 		}
 	}
 	if err != nil && err != unix.ENOENT {
 		return nil, fmt.Errorf("cannot load the session's home: %w", err)
 	}
 	h.loadTook = time.Since(began)
-	h.report(HomeReport{State: HomeRunning})
+	h.report(sandbox.HomeReport{State: sandbox.HomeRunning})
 	return h, nil
 }
 
 // report writes r into the state directory, atomically.
-func (h *homeStore) report(r HomeReport) {
+func (h *homeStore) report(r sandbox.HomeReport) {
 	// In UTC: a local time would have the init read and parse the time
 	// zone (/etc/localtime) before the command starts.
 	r.Size, r.At = h.size, time.Now().UTC()
 	r.Load = h.loadTook.Seconds()
 	b, _ := json.Marshal(r)
-	tmp := HomeReportName + ".tmp"
+	tmp := sandbox.HomeReportName + ".tmp"
 	_ = unix.Unlinkat(h.state, tmp, 0)
 	fd, err := openIn(h.state, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
 	if err != nil {
@@ -221,7 +159,7 @@ func (h *homeStore) report(r HomeReport) {
 	_, werr := unix.Write(fd, b)
 	unix.Close(fd)
 	if werr == nil {
-		_ = unix.Renameat(h.state, tmp, h.state, HomeReportName)
+		_ = unix.Renameat(h.state, tmp, h.state, sandbox.HomeReportName)
 	}
 }
 
@@ -231,32 +169,31 @@ func (h *homeStore) report(r HomeReport) {
 // the session's stderr when the home or /tmp was full.
 func (h *homeStore) end() {
 	killTheRest()
-	r := HomeReport{State: HomeDiscarded, Full: isFull(h.root), TmpFull: isFullPath("/tmp")}
+	r := sandbox.HomeReport{State: sandbox.HomeDiscarded, Full: isFull(h.root), TmpFull: isFullPath("/tmp")}
 	if r.Full {
-		fmt.Fprintf(os.Stderr, "mosaic init: the session's home reached its bound (--home-size %s): writes there failed with \"No space left on device\"\n", SizeText(h.size))
+		fmt.Fprintf(os.Stderr, "mosaic init: the session's home reached its bound (--home-size %s): writes there failed with \"No space left on device\"\n", sandbox.SizeText(h.size))
 	}
 	if r.TmpFull {
 		fmt.Fprintln(os.Stderr, "mosaic init: the session's /tmp reached its bound (--tmp-size): writes there failed with \"No space left on device\"")
 	}
 	if h.keep {
-		var err error
 		began := time.Now()
-		r.Saved, err = h.save()
-		r.Save = time.Since(began).Seconds()
+		saved, err := h.save()
+		r.Saved, r.Save = saved.CopyStats, time.Since(began).Seconds()
 		if err != nil {
-			r.State, r.Error = HomeNotSaved, err.Error()
+			r.State, r.Error = sandbox.HomeNotSaved, err.Error()
 			fmt.Fprintf(os.Stderr, "mosaic init: the session's home was not saved (%v); its kept home is as it was when the session started\n", err)
 		} else {
-			r.State = HomeSaved
+			r.State = sandbox.HomeSaved
 		}
 	}
 	h.report(r)
-	if r.State == HomeSaved {
+	if r.State == sandbox.HomeSaved {
 		// The old home, after the report: a stop timeout's SIGKILL here
 		// leaves it for the next save, and status does not say the home
 		// was not saved when it was.
 		h.askForMore()
-		_ = removeTree(h.state, HomeSaving)
+		_ = removeTree(h.state, sandbox.HomeSaving)
 	}
 }
 
@@ -276,17 +213,17 @@ var saveHook = func() {}
 // save copies the tmpfs to HomeSaving, syncs it, and swaps it with the
 // kept home; the old one is then removed. A tmpfs the same as the kept
 // home (sameHome) is not copied: the kept home stays.
-func (h *homeStore) save() (CopyStats, error) {
+func (h *homeStore) save() (copyStats, error) {
 	var fs unix.Statfs_t
 	if err := unix.Fstatfs(h.root, &fs); err != nil {
-		return CopyStats{}, err
+		return copyStats{}, err
 	}
 	_ = unix.Fchmod(h.root, 0o700) // a chmod 000 of the home must not keep the save out
 	used := (fs.Blocks - fs.Bfree) * uint64(fs.Bsize)
 	bound := int64(min(h.size, 1<<62))
 	h.askForTime(used)
-	h.report(HomeReport{State: HomeInSave}) // a stop waits for it (manager's Stop)
-	prev, err := openIn(h.state, HomeDirName, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	h.report(sandbox.HomeReport{State: sandbox.HomeInSave}) // a stop waits for it (manager's Stop)
+	prev, err := openIn(h.state, sandbox.HomeDirName, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		prev = -1 // the first save: everything is written
 	} else {
@@ -302,38 +239,38 @@ func (h *homeStore) save() (CopyStats, error) {
 	}
 	meta, diskShort, err := h.diskRoom(used, bound)
 	if err != nil {
-		return CopyStats{}, err
+		return copyStats{}, err
 	}
-	if err := removeTree(h.state, HomeSaving); err != nil {
-		return CopyStats{}, fmt.Errorf("cannot remove an earlier save's %s: %w", HomeSaving, err)
+	if err := removeTree(h.state, sandbox.HomeSaving); err != nil {
+		return copyStats{}, fmt.Errorf("cannot remove an earlier save's %s: %w", sandbox.HomeSaving, err)
 	}
-	if err := unix.Mkdirat(h.state, HomeSaving, 0o700); err != nil {
-		return CopyStats{}, err
+	if err := unix.Mkdirat(h.state, sandbox.HomeSaving, 0o700); err != nil {
+		return copyStats{}, err
 	}
-	dst, err := openIn(h.state, HomeSaving, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	dst, err := openIn(h.state, sandbox.HomeSaving, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
-		return CopyStats{}, err
+		return copyStats{}, err
 	}
 	defer unix.Close(dst)
 	stats, err := copyHomeKnowing(h.root, dst, prev, bound, meta, h.askForMore, same)
 	if err == nil && diskShort && stats.metaFull {
-		err = fmt.Errorf("your disk has too little room left for the home's %d files and their directories (%s to spare)", stats.Files, SizeText(saveMargin))
+		err = fmt.Errorf("your disk has too little room left for the home's %d files and their directories (%s to spare)", stats.Files, sandbox.SizeText(saveMargin))
 	}
 	if err == nil {
 		err = unix.Syncfs(dst) // the new home is on disk before it is named the home
 	}
 	if err != nil {
-		_ = removeTree(h.state, HomeSaving)
+		_ = removeTree(h.state, sandbox.HomeSaving)
 		return stats, err
 	}
 	carryHidden(h.state, append(stats.mounts, h.hidden...))
 	saveHook()
-	err = unix.Renameat2(h.state, HomeSaving, h.state, HomeDirName, unix.RENAME_EXCHANGE)
+	err = unix.Renameat2(h.state, sandbox.HomeSaving, h.state, sandbox.HomeDirName, unix.RENAME_EXCHANGE)
 	if err == unix.ENOENT {
-		err = unix.Renameat2(h.state, HomeSaving, h.state, HomeDirName, unix.RENAME_NOREPLACE)
+		err = unix.Renameat2(h.state, sandbox.HomeSaving, h.state, sandbox.HomeDirName, unix.RENAME_NOREPLACE)
 	}
 	if err != nil {
-		_ = removeTree(h.state, HomeSaving)
+		_ = removeTree(h.state, sandbox.HomeSaving)
 		return stats, fmt.Errorf("cannot swap the saved home in: %w", err)
 	}
 	return stats, nil // HomeSaving is the old home now: end removes it once it said the home is saved
@@ -349,7 +286,7 @@ func (h *homeStore) diskRoom(used uint64, bound int64) (meta int64, short bool, 
 	}
 	free := disk.Bavail * uint64(disk.Bsize)
 	if free < used+saveMargin {
-		return 0, false, fmt.Errorf("your disk has %s free, and the home needs %s and %s to spare", SizeText(free), SizeText(used), SizeText(saveMargin))
+		return 0, false, fmt.Errorf("your disk has %s free, and the home needs %s and %s to spare", sandbox.SizeText(free), sandbox.SizeText(used), sandbox.SizeText(saveMargin))
 	}
 	if room := int64(min(free-used-saveMargin, 1<<62)); room < bound {
 		return room, true, nil
@@ -372,17 +309,17 @@ func (h *homeStore) diskRoom(used uint64, bound int64) (meta int64, short bool, 
 func carryHidden(state int, mounts []string) {
 	for _, rel := range mounts {
 		dir, base := filepath.Split(rel)
-		from, err := openIn(state, filepath.Join(HomeDirName, dir), unix.O_PATH|unix.O_DIRECTORY, 0)
+		from, err := openIn(state, filepath.Join(sandbox.HomeDirName, dir), unix.O_PATH|unix.O_DIRECTORY, 0)
 		if err != nil {
 			continue
 		}
 		var st unix.Stat_t
-		if unix.Fstatat(from, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && !carryTo(state, filepath.Join(HomeSaving, dir), from, base) {
+		if unix.Fstatat(from, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && !carryTo(state, filepath.Join(sandbox.HomeSaving, dir), from, base) {
 			// The session made a file or a link of a directory's name on
 			// the way: kept in a directory of its own at the top.
 			name := ".hidden-" + randomHex()
-			if unix.Mkdirat(state, filepath.Join(HomeSaving, name), 0o700) == nil {
-				carryTo(state, filepath.Join(HomeSaving, name), from, base)
+			if unix.Mkdirat(state, filepath.Join(sandbox.HomeSaving, name), 0o700) == nil {
+				carryTo(state, filepath.Join(sandbox.HomeSaving, name), from, base)
 			}
 		}
 		unix.Close(from)
@@ -474,18 +411,4 @@ func isFullPath(path string) bool {
 	}
 	defer unix.Close(fd)
 	return isFull(fd)
-}
-
-// SizeText is a size as a person reads it: "2 GiB", "512 MiB".
-func SizeText(n uint64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%d MiB", n>>20)
-	default:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
 }

@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"fmt"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/sandbox"
 )
 
 // The save of a kept home (issue 31, the size bound): the tmpfs it copies
@@ -157,7 +159,7 @@ func TestHomeSaveFIFO(t *testing.T) {
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan CopyStats, 1)
+	done := make(chan copyStats, 1)
 	go func() {
 		stats, _ := copyHome(s, d, -1, 8<<20, 8<<20, nil)
 		done <- stats
@@ -188,7 +190,7 @@ func TestHomeSaveFIFO(t *testing.T) {
 // the next save takes what it left.
 func TestHomeSaveSwap(t *testing.T) {
 	state, tmpfs := t.TempDir(), smallFSDir(t)
-	writeTestFile(t, filepath.Join(state, HomeDirName, "old"), "previous")
+	writeTestFile(t, filepath.Join(state, sandbox.HomeDirName, "old"), "previous")
 	writeTestFile(t, filepath.Join(tmpfs, "new"), "this session's")
 	sfd, _ := unix.Open(state, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	rfd, _ := unix.Open(tmpfs, unix.O_RDONLY|unix.O_DIRECTORY, 0)
@@ -201,24 +203,24 @@ func TestHomeSaveSwap(t *testing.T) {
 		_, _ = h.save()
 	}()
 	saveHook = func() {}
-	if b, err := os.ReadFile(filepath.Join(state, HomeDirName, "old")); err != nil || string(b) != "previous" {
+	if b, err := os.ReadFile(filepath.Join(state, sandbox.HomeDirName, "old")); err != nil || string(b) != "previous" {
 		t.Fatalf("a save cut short damaged the previous home: %q %v", b, err)
 	}
-	if _, err := os.Stat(filepath.Join(state, HomeDirName, "new")); err == nil {
+	if _, err := os.Stat(filepath.Join(state, sandbox.HomeDirName, "new")); err == nil {
 		t.Fatal("a save cut short changed the previous home")
 	}
 	h.end() // the save, its report, then the old home's removal
-	if r, ok := ReadHomeReport(state); !ok || r.State != HomeSaved {
+	if r, ok := sandbox.ReadHomeReport(state); !ok || r.State != sandbox.HomeSaved {
 		t.Fatalf("the save's report: %+v %v", r, ok)
 	}
-	if b, err := os.ReadFile(filepath.Join(state, HomeDirName, "new")); err != nil || string(b) != "this session's" {
+	if b, err := os.ReadFile(filepath.Join(state, sandbox.HomeDirName, "new")); err != nil || string(b) != "this session's" {
 		t.Fatalf("the save did not swap the new home in: %q %v", b, err)
 	}
-	if _, err := os.Stat(filepath.Join(state, HomeDirName, "old")); err == nil {
+	if _, err := os.Stat(filepath.Join(state, sandbox.HomeDirName, "old")); err == nil {
 		t.Error("the saved home still holds the old one's file")
 	}
-	if _, err := os.Lstat(filepath.Join(state, HomeSaving)); err == nil {
-		t.Errorf("%s is left behind", HomeSaving)
+	if _, err := os.Lstat(filepath.Join(state, sandbox.HomeSaving)); err == nil {
+		t.Errorf("%s is left behind", sandbox.HomeSaving)
 	}
 }
 
@@ -271,7 +273,7 @@ func TestHomeSaveLockedDirectory(t *testing.T) {
 	state, tmpfs := t.TempDir(), smallFSDir(t)
 	writeTestFile(t, filepath.Join(tmpfs, "x", "y"), "below a locked directory")
 	t.Cleanup(func() {
-		for _, d := range []string{filepath.Join(tmpfs, "x"), filepath.Join(state, HomeDirName, "x"), filepath.Join(state, HomeSaving, "x")} {
+		for _, d := range []string{filepath.Join(tmpfs, "x"), filepath.Join(state, sandbox.HomeDirName, "x"), filepath.Join(state, sandbox.HomeSaving, "x")} {
 			os.Chmod(d, 0o700)
 		}
 	})
@@ -285,14 +287,14 @@ func TestHomeSaveLockedDirectory(t *testing.T) {
 		withoutDAC(t, func() {
 			(&homeStore{state: sfd, root: rfd, size: 8 << 20, keep: true, notify: -1}).end()
 		})
-		if r, ok := ReadHomeReport(state); !ok || r.State != HomeSaved {
+		if r, ok := sandbox.ReadHomeReport(state); !ok || r.State != sandbox.HomeSaved {
 			t.Fatalf("save %d: %+v", i, r)
 		}
-		if b, err := os.ReadFile(filepath.Join(state, HomeDirName, "n")); err != nil || string(b) != strconv.Itoa(i) {
+		if b, err := os.ReadFile(filepath.Join(state, sandbox.HomeDirName, "n")); err != nil || string(b) != strconv.Itoa(i) {
 			t.Fatalf("save %d: the kept home holds %q (%v)", i, b, err)
 		}
-		if _, err := os.Lstat(filepath.Join(state, HomeSaving)); err == nil {
-			t.Errorf("save %d: the replaced home is left as %s", i, HomeSaving)
+		if _, err := os.Lstat(filepath.Join(state, sandbox.HomeSaving)); err == nil {
+			t.Errorf("save %d: the replaced home is left as %s", i, sandbox.HomeSaving)
 		}
 	}
 }
@@ -330,16 +332,16 @@ func withoutDAC(t *testing.T, fn func()) {
 // the way is not followed.
 func TestHomeSaveCarriesHidden(t *testing.T) {
 	state := t.TempDir()
-	writeTestFile(t, filepath.Join(state, HomeDirName, "src", "app", "notes"), "the user's")
-	os.MkdirAll(filepath.Join(state, HomeSaving, "src"), 0o700)
+	writeTestFile(t, filepath.Join(state, sandbox.HomeDirName, "src", "app", "notes"), "the user's")
+	os.MkdirAll(filepath.Join(state, sandbox.HomeSaving, "src"), 0o700)
 	outside := t.TempDir()
 	writeTestFile(t, filepath.Join(outside, "x", "secret"), "outside")
-	os.Symlink(outside, filepath.Join(state, HomeDirName, "link"))
-	os.MkdirAll(filepath.Join(state, HomeSaving, "link"), 0o700)
+	os.Symlink(outside, filepath.Join(state, sandbox.HomeDirName, "link"))
+	os.MkdirAll(filepath.Join(state, sandbox.HomeSaving, "link"), 0o700)
 	sfd, _ := unix.Open(state, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	defer unix.Close(sfd)
 	carryHidden(sfd, []string{"src/app", "link/x"})
-	if b, err := os.ReadFile(filepath.Join(state, HomeSaving, "src", "app", "notes")); err != nil || string(b) != "the user's" {
+	if b, err := os.ReadFile(filepath.Join(state, sandbox.HomeSaving, "src", "app", "notes")); err != nil || string(b) != "the user's" {
 		t.Errorf("the hidden entry was not carried: %q %v", b, err)
 	}
 	if _, err := os.Stat(filepath.Join(outside, "x", "secret")); err != nil {
@@ -356,7 +358,7 @@ func TestHomeStoreOutlivesCollection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd, err := strconv.Atoi(strings.TrimPrefix(env[len(env)-1], HomeFDEnv+"="))
+	fd, err := strconv.Atoi(strings.TrimPrefix(env[len(env)-1], sandbox.HomeFDEnv+"="))
 	if err != nil {
 		t.Fatal(err)
 	}

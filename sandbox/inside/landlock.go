@@ -1,7 +1,6 @@
-package sandbox
+package inside
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/sandbox"
 )
 
 // Landlock, the kernel's unprivileged access control, is mosaic's third
@@ -32,36 +33,12 @@ import (
 //     to the egress relay (network allow) or nowhere (none), and scopes
 //     abstract sockets and signals.
 
-// LandlockMinABI is the Landlock ABI a session needs for its scoping, and
-// that --sandbox landlock needs at all: 6 scopes abstract Unix sockets and
-// signals (Linux 6.12). Without signal scoping a session with no PID
-// namespace could kill any of the user's processes.
-const LandlockMinABI = 6
-
-// LandlockABI is the kernel's Landlock ABI version, 0 where Landlock is not
-// built in or disabled at boot (landlock_create_ruleset's version call).
-func LandlockABI() int {
-	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
-	if errno != 0 {
-		return 0
-	}
-	return int(v)
-}
-
-// LandlockFaultEnv, set to "old-kernel" in the init's environment (the
-// user manager's), makes the init see a kernel with Landlock ABI 5: tests
-// use it to run a session without the scoping, and to show that a session
-// of --sandbox landlock then refuses to start. It gives a session what an
-// older kernel would, never more: whoever can set the user manager's
-// environment can start unconfined units anyway.
-const LandlockFaultEnv = "MOSAIC_LANDLOCK_FAULT"
-
 // initABI is the ABI the init builds its rulesets for.
 func initABI() int {
-	if os.Getenv(LandlockFaultEnv) == "old-kernel" {
-		return min(LandlockABI(), LandlockMinABI-1)
+	if os.Getenv(sandbox.LandlockFaultEnv) == "old-kernel" {
+		return min(sandbox.LandlockABI(), sandbox.LandlockMinABI-1)
 	}
-	return LandlockABI()
+	return sandbox.LandlockABI()
 }
 
 // rulesetAttr is struct landlock_ruleset_attr up to ABI 6 (scoped). Passing
@@ -103,63 +80,6 @@ func fsHandled(abi int) uint64 {
 	return r
 }
 
-// LandlockPolicy is what a command in --sandbox landlock may do; the init
-// reads it from its command line. Paths that do not exist grant nothing.
-type LandlockPolicy struct {
-	Exec  []string `json:"exec"`  // read and execute beneath
-	Read  []string `json:"read"`  // read beneath
-	Write []string `json:"write"` // every access beneath
-	Dev   []string `json:"dev"`   // device files (and /dev/pts): read, write, ioctl
-	// Network is the session's network: none (no TCP connect at all), allow
-	// (TCP connect to ProxyPort only, the init's relay) or host (unlimited).
-	Network string `json:"network"`
-}
-
-// Encode is the policy as one argument.
-func (p LandlockPolicy) Encode() string {
-	b, _ := json.Marshal(p)
-	return string(b)
-}
-
-// DecodeLandlockPolicy reads an encoded policy.
-func DecodeLandlockPolicy(s string) (LandlockPolicy, error) {
-	var p LandlockPolicy
-	if err := json.Unmarshal([]byte(s), &p); err != nil || !ValidNetwork(p.Network) {
-		return p, fmt.Errorf("unreadable Landlock policy %q", s)
-	}
-	return p, nil
-}
-
-// LandlockOptions are the paths of one session in --sandbox landlock, where
-// they are seen at their own paths (systemd's layer hides the rest).
-type LandlockOptions struct {
-	Workspace, SessionHome string
-	Binary                 string
-	ExtraRO, ExtraRW       []string
-	Network                string
-}
-
-// landlockDevices are the device files a command may use, as bwrap's
-// private /dev offers them; the host's other devices stay closed.
-var landlockDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"}
-
-// LandlockPolicyFor is the policy of a session in --sandbox landlock: the
-// same system directories bwrap binds, read and execute; /proc readable
-// (there is no private one: the mode's main gap); writes only to the
-// session's own places.
-func LandlockPolicyFor(o LandlockOptions) LandlockPolicy {
-	p := LandlockPolicy{Read: []string{"/etc", "/proc"}, Dev: landlockDevices, Network: o.Network}
-	// The merged-/usr links resolve into /usr; where they are real
-	// directories they need their own rule; where absent they grant nothing.
-	p.Exec = append([]string{"/usr"}, mergedUsrLinks...)
-	if o.Binary != "" {
-		p.Exec = append(p.Exec, o.Binary)
-	}
-	p.Exec = append(p.Exec, o.ExtraRO...)
-	p.Write = append([]string{o.Workspace, o.SessionHome, "/tmp", "/dev/shm"}, o.ExtraRW...)
-	return p
-}
-
 // LandlockRuleset is a ruleset ready to be applied (StartRestricted): its
 // descriptor, and what it says (for the error of a failed restriction).
 type LandlockRuleset struct {
@@ -180,7 +100,7 @@ func createRuleset(attr rulesetAttr) (int, error) {
 // signals scoped, no access handled. It is nil (nothing to apply) where the
 // kernel's ABI is older than LandlockMinABI.
 func ScopeRuleset() (*LandlockRuleset, error) {
-	if initABI() < LandlockMinABI {
+	if initABI() < sandbox.LandlockMinABI {
 		return nil, nil
 	}
 	fd, err := createRuleset(rulesetAttr{scoped: scopeAll})
@@ -190,16 +110,16 @@ func ScopeRuleset() (*LandlockRuleset, error) {
 	return &LandlockRuleset{fd: fd, what: "abstract sockets and signals scoped"}, nil
 }
 
-// Ruleset builds the ruleset of policy p at the kernel's ABI, which must be
+// policyRuleset builds the ruleset of policy p at the kernel's ABI, which must be
 // LandlockMinABI or newer: a session in this mode never runs with less.
-func (p LandlockPolicy) Ruleset() (*LandlockRuleset, error) {
+func policyRuleset(p sandbox.LandlockPolicy) (*LandlockRuleset, error) {
 	abi := initABI()
-	if abi < LandlockMinABI {
-		return nil, fmt.Errorf("the kernel offers Landlock ABI %d, --sandbox landlock needs %d (Linux 6.12+)", abi, LandlockMinABI)
+	if abi < sandbox.LandlockMinABI {
+		return nil, fmt.Errorf("the kernel offers Landlock ABI %d, --sandbox landlock needs %d (Linux 6.12+)", abi, sandbox.LandlockMinABI)
 	}
 	handled := fsHandled(abi)
 	attr := rulesetAttr{handledFS: handled, scoped: scopeAll}
-	if p.Network != NetworkHost {
+	if p.Network != sandbox.NetworkHost {
 		attr.handledNet = unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
 	}
 	fd, err := createRuleset(attr)
@@ -217,10 +137,10 @@ func (p LandlockPolicy) Ruleset() (*LandlockRuleset, error) {
 			}
 		}
 	}
-	if p.Network == NetworkAllow {
-		rule := netPortAttr{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: ProxyPort}
+	if p.Network == sandbox.NetworkAllow {
+		rule := netPortAttr{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: sandbox.ProxyPort}
 		if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(fd), landlockRuleNetPort, uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
-			return fail(fmt.Errorf("landlock_add_rule (TCP port %d): %w", ProxyPort, errno))
+			return fail(fmt.Errorf("landlock_add_rule (TCP port %d): %w", sandbox.ProxyPort, errno))
 		}
 	}
 	return &LandlockRuleset{fd: fd, what: fmt.Sprintf("filesystem, TCP connect (network %s), abstract sockets and signals at ABI %d", p.Network, abi)}, nil
@@ -307,8 +227,8 @@ func (e *LandlockError) Error() string {
 // its namespaces against the host's already): the real home, the user bus
 // and systemd's socket hidden, /run, /sys (with the cgroup tree) and the
 // host's /dev/shm covered, no_new_privs set. Landlock itself is checked when it is applied.
-func CheckLandlockSession(p Promise) error {
-	if id := fileID(p.Home); id != "" && id == p.HomeID {
+func CheckLandlockSession(p sandbox.Promise) error {
+	if id := sandbox.FileID(p.Home); id != "" && id == p.HomeID {
 		return fmt.Errorf("the real home %s is visible in the session", p.Home)
 	}
 	for _, s := range []string{"bus", "systemd/private"} {
@@ -316,10 +236,10 @@ func CheckLandlockSession(p Promise) error {
 			return fmt.Errorf("%s/%s is reachable from the session", p.RuntimeDir, s)
 		}
 	}
-	if p.ShmID != "" && fileID("/dev/shm") == p.ShmID {
+	if p.ShmID != "" && sandbox.FileID("/dev/shm") == p.ShmID {
 		return errors.New("the host's /dev/shm is visible in the session")
 	}
-	if p.RunID != "" && fileID("/run") == p.RunID {
+	if p.RunID != "" && sandbox.FileID("/run") == p.RunID {
 		return errors.New("the host's /run (the system bus) is visible in the session")
 	}
 	if cgroupTreeVisible() {
@@ -356,7 +276,7 @@ func cgroupTreeVisible() bool {
 // --sandbox landlock, policy non-empty, systemd's) and returns the ruleset
 // the command is to start in: the scoping where the kernel has it, or the
 // mode's whole policy, which must apply.
-func confineCommand(p Promise, policy string) (*LandlockRuleset, error) {
+func confineCommand(p sandbox.Promise, policy string) (*LandlockRuleset, error) {
 	if policy == "" {
 		if err := CheckSandbox(p); err != nil {
 			return nil, err
@@ -366,7 +286,7 @@ func confineCommand(p Promise, policy string) (*LandlockRuleset, error) {
 		}
 		return ScopeRuleset()
 	}
-	pol, err := DecodeLandlockPolicy(policy)
+	pol, err := sandbox.DecodeLandlockPolicy(policy)
 	if err != nil {
 		return nil, err
 	}
@@ -378,17 +298,5 @@ func confineCommand(p Promise, policy string) (*LandlockRuleset, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("cannot become the session's subreaper: %w", err)
 	}
-	return pol.Ruleset()
+	return policyRuleset(pol)
 }
-
-// The sandbox modes (--sandbox): bwrap's layer inside systemd's (the
-// default), or Landlock inside systemd's where bwrap cannot run. A mode is
-// only ever what was asked for: mosaic never falls back from one to the
-// other.
-const (
-	ModeBwrap    = "bwrap"
-	ModeLandlock = "landlock"
-)
-
-// ValidMode reports whether m names a sandbox mode.
-func ValidMode(m string) bool { return m == ModeBwrap || m == ModeLandlock }

@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"encoding/binary"
@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/sandbox"
 )
 
 // The session's network device (network allow): a TUN device the exec
@@ -42,9 +44,9 @@ var TUNAddr = netip.MustParseAddr("240.0.0.1")
 // network namespace), brings it up with TUNAddr and routes every IPv4
 // address to it. IPv6 has no route: a connection there fails at once.
 func openTUN() (int, error) {
-	fd, err := unix.Open(TUNPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(sandbox.TUNPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return -1, fmt.Errorf("cannot open %s: %w", TUNPath, err)
+		return -1, fmt.Errorf("cannot open %s: %w", sandbox.TUNPath, err)
 	}
 	ifr, err := unix.NewIfreq(TUNDevice)
 	if err == nil {
@@ -238,10 +240,6 @@ func LoopbackDNS() []netip.Addr {
 	return addrs
 }
 
-// NetPath is where mosaic-net, the binary that serves the device (package
-// sandbox/netstack), is bound in a session that has the device.
-const NetPath = "/run/mosaic/net"
-
 // startNetOnUse starts mosaic-net (NetPath) on the device and DNS sockets
 // the shim handed the init once the command first uses one of them (a
 // packet on the device, a DNS query or connection), and does not wait for
@@ -304,9 +302,9 @@ func startNet(egressSocket string, fds []int) error {
 		list = append(list, strconv.Itoa(3+i))
 	}
 	env := []string{NetFDsEnv + "=" + strings.Join(list, ",")}
-	p, err := os.StartProcess(NetPath, []string{NetPath, "--egress-socket", egressSocket}, &os.ProcAttr{Env: env, Files: files})
+	p, err := os.StartProcess(sandbox.NetPath, []string{sandbox.NetPath, "--egress-socket", egressSocket}, &os.ProcAttr{Env: env, Files: files})
 	if err != nil {
-		return fmt.Errorf("cannot start the session's network device (%s): %w", NetPath, err)
+		return fmt.Errorf("cannot start the session's network device (%s): %w", sandbox.NetPath, err)
 	}
 	return p.Release() // reaped as every orphan is
 }

@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"os"
@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/internal/testhook"
+	"mosaic/sandbox"
 )
 
 // MonitorStatusEnv carries to a service's init the descriptor of the
@@ -19,11 +20,6 @@ import (
 // bwrap's monitor. The init reads it once (stopBeforeHeard) and closes it
 // before the command runs.
 const MonitorStatusEnv = "MOSAIC_MONITOR_STATUS_FD"
-
-// InitHoldEnv (a test build's only) holds bwrap's child this long before
-// it runs the init (testHoldBwrap): a sandbox still being built when a stop
-// comes.
-const InitHoldEnv = "MOSAIC_TEST_INIT_HOLD"
 
 // keepStopSignal, in the exec shim just before it becomes bwrap, keeps a
 // stop's SIGTERM from being lost before the init can take it. SIGTERM is
@@ -96,7 +92,7 @@ func termPending(status string) bool {
 // sleep of that long (ended sooner by a stop's SIGTERM). Any other argv,
 // or in mosaic itself, is returned as it is.
 func testHoldBwrap(argv []string) []string {
-	hold, err := time.ParseDuration(testhook.Value(InitHoldEnv))
+	hold, err := time.ParseDuration(testhook.Value(sandbox.InitHoldEnv))
 	if err != nil || hold <= 0 || len(argv) == 0 || filepath.Base(argv[0]) != "bwrap" {
 		return argv
 	}

@@ -1,13 +1,15 @@
-package sandbox
+package inside
 
 import (
 	"context"
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"mosaic/internal/acceptloop"
+	"mosaic/sandbox"
 )
 
 // relayEgress is the session side of network allow: the init listens on
@@ -42,4 +44,19 @@ func badGateway(c net.Conn, msg string) {
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: "+
 		strconv.Itoa(len(msg)+1)+"\r\nConnection: close\r\n\r\n"+msg+"\n")
+}
+
+// ProxyEnv are the variables that point a command at the relay. NO_PROXY
+// names loopback (the session's own) unless env sets it already, as a
+// session allowed a host loopback port does (those names go to the proxy).
+func ProxyEnv(env []string) []string {
+	u := "http://127.0.0.1:" + strconv.Itoa(sandbox.ProxyPort)
+	none := "localhost,127.0.0.1,::1"
+	out := []string{"HTTPS_PROXY=" + u, "HTTP_PROXY=" + u, "https_proxy=" + u, "http_proxy=" + u}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "NO_PROXY=") {
+			return out
+		}
+	}
+	return append(out, "NO_PROXY="+none, "no_proxy="+none)
 }

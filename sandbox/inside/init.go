@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"errors"
@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -17,95 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mosaic/internal/testhook"
+	"mosaic/sandbox"
 	"mosaic/sandbox/publish"
 )
-
-// NotifyFDEnv carries the number of the descriptor, connected to systemd's
-// notification socket, on which the init reports READY=1 once the sandbox
-// checked out and the command runs. The socket's path is never visible inside
-// the sandbox and the descriptor is closed before the command starts.
-const NotifyFDEnv = "MOSAIC_NOTIFY_FD"
-
-// ExitSandboxRefused is the init's exit status when the sandbox it was promised
-// is not there; the command never ran.
-const ExitSandboxRefused = 125
-
-// passEnv are the variables the init passes from the unit's environment to the
-// command; everything else the user manager holds (desktop sessions import
-// SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS, DISPLAY and tokens into it) is
-// dropped. Variables matching passEnvPrefixes pass too.
-var passEnv = []string{"PATH", "LANG", "LANGUAGE", "TERM", "COLORTERM", "NO_COLOR", "TZ", "USER", "LOGNAME"}
-
-var passEnvPrefixes = []string{"LC_"}
-
-// DefaultPath is the command's PATH when the unit has none.
-const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
-
-// InitOptions are what the init is told on its command line.
-type InitOptions struct {
-	Session, Home string
-	TTY           bool // stdin is a pseudo-terminal mosaic made for the session
-	KeepHome      bool // the home is kept: saved back to disk at the end (HomeStore)
-	// KillAfter, when set, is how long after a stop's SIGTERM the init
-	// kills a command that ignores it, so that the rest of the stop
-	// timeout is left to save the home (half of it, with KeepHome).
-	KillAfter time.Duration
-	Egress    bool // network allow: relay 127.0.0.1:ProxyPort to the egress proxy
-	// TUN: every connection through the egress proxy too (network allow in
-	// bwrap's network namespace, with the device and the capabilities to
-	// make it, which the init drops before the command runs; see package
-	// sandbox/netstack).
-	TUN          bool
-	Pass         []string // variables to let through when set
-	Credentials  []string // variables that must have arrived (names only)
-	SeccompAllow []string // rows of SyscallRules a profile lifted
-	Publish      []int    // session ports the host reaches through the publish forwarder (--publish)
-	// Landlock, for --sandbox landlock, is the encoded LandlockPolicy the
-	// command runs under (no bwrap: the init runs in the unit directly);
-	// EgressSocket is then the egress proxy's socket at its own path.
-	Landlock, EgressSocket string
-}
-
-// InitArgv is the argument list of mosaic's init (after the mosaic binary's
-// argv[0]) for one session's command.
-func InitArgv(o InitOptions, command []string) []string {
-	argv := []string{"init", "--session", o.Session, "--home", o.Home}
-	if o.TTY {
-		argv = append(argv, "--tty")
-	}
-	if o.KeepHome {
-		argv = append(argv, "--keep-home")
-	}
-	if o.KillAfter > 0 {
-		argv = append(argv, "--kill-after", o.KillAfter.String())
-	}
-	if o.Egress {
-		argv = append(argv, "--egress")
-	}
-	if o.TUN {
-		argv = append(argv, "--tun")
-	}
-	if o.TUN && testhook.Flag("MOSAIC_TEST_NET_UP_FRONT") {
-		argv = append(argv, "--test-net-up-front")
-	}
-	if o.Landlock != "" {
-		argv = append(argv, "--landlock", o.Landlock, "--egress-socket", o.EgressSocket)
-	}
-	pass, credentials := o.Pass, o.Credentials
-	for _, p := range pass {
-		argv = append(argv, "--pass", p)
-	}
-	for _, c := range credentials {
-		argv = append(argv, "--credential", c)
-	}
-	for _, r := range o.SeccompAllow {
-		argv = append(argv, "--seccomp-allow", r)
-	}
-	for _, p := range o.Publish {
-		argv = append(argv, "--publish", strconv.Itoa(p))
-	}
-	return append(append(argv, "--"), command...)
-}
 
 type stringList []string
 
@@ -120,37 +33,33 @@ func Init(args []string) int {
 	// First: nothing of this process (its environment holds the promise and
 	// the credentials) may be read or traced by the command.
 	if err := Undumpable(); err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
-		return ExitSandboxRefused
+		return refuse(-1, "", err)
 	}
-	if len(args) == 2 && args[0] == InitArgvFD {
+	if len(args) == 2 && args[0] == sandbox.InitArgvFD {
 		var err error
-		if args, err = readInitArgv(args[1]); err != nil {
+		if args, err = sandbox.ReadInitArgv(args[1]); err != nil {
 			fmt.Fprintf(os.Stderr, "mosaic init: %v\n", err)
-			return ExitSandboxRefused
+			return sandbox.ExitSandboxRefused
 		}
 	}
 	o, ok := parseInitOptions(args)
 	if !ok {
 		fmt.Fprintln(os.Stderr, "mosaic init: usage: init --session NAME --home DIR [--pass VAR]... [--credential VAR]... -- COMMAND [ARG...]")
-		return ExitSandboxRefused
+		return sandbox.ExitSandboxRefused
 	}
 	sigs, err := holdSignals(o)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
-		return ExitSandboxRefused
+		return refuse(-1, "", err)
 	}
 	stopBeforeHeard(sigs)
 	notify := notifyFD()
 	homeFD := takeHomeStore()
 	closeInherited()
-	promise, promiseErr := DecodePromise(os.Getenv(PromiseEnv))
-	os.Unsetenv(PromiseEnv)
+	promise, promiseErr := sandbox.DecodePromise(os.Getenv(sandbox.PromiseEnv))
+	os.Unsetenv(sandbox.PromiseEnv)
 	for _, c := range o.creds {
 		if _, ok := os.LookupEnv(c); !ok {
-			fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: credential %s did not arrive (its environment file was gone before the session started)\n", c)
-			notifyStatus(notify, "STATUS=credential "+c+" did not arrive")
-			return ExitSandboxRefused
+			return refuse(notify, "credential "+c+" did not arrive", fmt.Errorf("credential %s did not arrive (its environment file was gone before the session started)", c))
 		}
 	}
 	o.pass = append(o.pass, o.creds...)
@@ -160,22 +69,18 @@ func Init(args []string) int {
 		ruleset, err = confineCommand(promise, o.landlock)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
-		notifyStatus(notify, "STATUS=sandbox check failed: "+err.Error())
-		return ExitSandboxRefused
+		return refuse(notify, checkFailed+err.Error(), err)
 	}
 	home, err := loadHomeOf(homeFD, o)
 	var env []string
 	if err == nil {
-		env, err = commandNetwork(o, CommandEnv(os.Environ(), o.session, o.home, o.pass))
+		env, err = commandNetwork(o, sandbox.CommandEnv(os.Environ(), o.session, o.home, o.pass))
+	}
+	if err == nil {
+		err = InstallSyscallFilter(o.seccompAllow)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
-		return ExitSandboxRefused
-	}
-	if err := InstallSyscallFilter(o.seccompAllow); err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
-		return ExitSandboxRefused
+		return refuse(notify, "", err)
 	}
 	command := o.command
 	path, err := lookPath(command[0], env)
@@ -194,9 +99,7 @@ func Init(args []string) int {
 	proc, err := StartRestricted(ruleset, path, command, attr)
 	var lerr *LandlockError
 	if errors.As(err, &lerr) {
-		fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
-		notifyStatus(notify, "STATUS=sandbox check failed: "+err.Error())
-		return ExitSandboxRefused
+		return refuse(notify, checkFailed+err.Error(), err)
 	}
 	if errors.Is(err, unix.ENOEXEC) {
 		fmt.Fprintf(os.Stderr, "mosaic init: cannot start %s: %s\n", command[0], NotAProgram(path))
@@ -217,6 +120,22 @@ func Init(args []string) int {
 	return home.endWith(supervise(proc.Pid, o.tty, o.killAfter, sigs))
 }
 
+// checkFailed begins the unit's status line when a check of the sandbox
+// failed (refuse).
+const checkFailed = "sandbox check failed: "
+
+// refuse is the init's refusal to run the command: it says why on stderr
+// and, given a status, in the unit's status line (on systemd's
+// notification descriptor notify; -1 before the init has taken it), and
+// returns the exit status that says the command never ran.
+func refuse(notify int, status string, err error) int {
+	fmt.Fprintf(os.Stderr, "mosaic init: refusing to run the command: %v\n", err)
+	if status != "" {
+		notifyStatus(notify, "STATUS="+status)
+	}
+	return sandbox.ExitSandboxRefused
+}
+
 // loadHomeOf loads the session's home (loadHome) when the init was given
 // its state directory; nil when not (--sandbox landlock: the home is on
 // disk, no tmpfs).
@@ -233,7 +152,7 @@ func loadHomeOf(fd int, o initOptions) (*homeStore, error) {
 // the publish forwarder.
 func commandNetwork(o initOptions, env []string) ([]string, error) {
 	if o.relay {
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ProxyPort))
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(sandbox.ProxyPort))
 		if err != nil {
 			return nil, fmt.Errorf("cannot listen for the egress relay: %w", err)
 		}
@@ -303,7 +222,7 @@ type initOptions struct {
 func parseInitOptions(args []string) (initOptions, bool) {
 	var o initOptions
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
-	fs.IntVar(&o.goFD, InitGoFD[2:], -1, "a scope's go socket: say on it that the init is held, then wait for one byte; EOF means mosaic is gone: refuse")
+	fs.IntVar(&o.goFD, sandbox.InitGoFD[2:], -1, "a scope's go socket: say on it that the init is held, then wait for one byte; EOF means mosaic is gone: refuse")
 	if testhook.Enabled {
 		fs.BoolVar(&o.goOnEOF, "test-go-on-eof", false, "test hook: run on EOF of --go-fd too (the weakened init)")
 		fs.BoolVar(&o.ignoreHeld, "test-ignore-held", false, "test hook: ignore the forwarded signals while held (the weakened init)")
@@ -318,7 +237,7 @@ func parseInitOptions(args []string) (initOptions, bool) {
 	fs.BoolVar(&o.relay, "egress", false, "relay 127.0.0.1:3128 to the egress proxy's socket and point the command at it")
 	fs.BoolVar(&o.tun, "tun", false, "with --egress: make the network device that takes every connection to the egress proxy (needs CAP_NET_ADMIN, dropped before the command)")
 	fs.StringVar(&o.landlock, "landlock", "", "no bwrap: run the command under this Landlock policy (JSON)")
-	fs.StringVar(&o.egressSocket, "egress-socket", EgressSocketInside, "the egress proxy's socket")
+	fs.StringVar(&o.egressSocket, "egress-socket", sandbox.EgressSocketInside, "the egress proxy's socket")
 	fs.Var(&o.pass, "pass", "extra variable to pass to the command")
 	fs.Var(&o.creds, "credential", "credential that must have arrived, passed to the command")
 	fs.Var(&o.seccompAllow, "seccomp-allow", "row of the syscall filter to lift")
@@ -472,7 +391,7 @@ func supervise(pid int, group bool, killAfter time.Duration, sigs chan os.Signal
 			}
 		}
 	}
-	return ExitSandboxRefused // unreachable: sigs is never closed
+	return sandbox.ExitSandboxRefused // unreachable: sigs is never closed
 }
 
 // ExitCode maps a wait status to a shell-style exit code: the status, or
@@ -484,48 +403,12 @@ func ExitCode(ws unix.WaitStatus) int {
 	return ws.ExitStatus()
 }
 
-// CommandEnv is the command's environment: the allow-listed variables and the
-// ones named with --pass from environ, then HOME, TMPDIR and MOSAIC_SESSION.
-func CommandEnv(environ []string, session, home string, pass []string) []string {
-	allowed := allowedNames(pass)
-	var env []string
-	hasPath := false
-	for _, kv := range environ {
-		name, _, ok := strings.Cut(kv, "=")
-		if !ok || !(allowed[name] || hasAnyPrefix(name, passEnvPrefixes)) {
-			continue
-		}
-		hasPath = hasPath || name == "PATH"
-		env = append(env, kv)
-	}
-	if !hasPath {
-		env = append(env, "PATH="+DefaultPath)
-	}
-	if allowed[BusEnv] { // --may-launch: mosaic is on the PATH
-		for i, kv := range env {
-			if strings.HasPrefix(kv, "PATH=") {
-				env[i] = kv + ":" + filepath.Dir(BinInside)
-			}
-		}
-	}
-	return append(env, "HOME="+home, "TMPDIR=/tmp", "MOSAIC_SESSION="+session)
-}
-
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
-}
-
 // lookPath resolves name against the command's own PATH, not the init's.
 func lookPath(name string, env []string) (string, error) {
 	if strings.Contains(name, "/") {
 		return name, nil
 	}
-	path := DefaultPath
+	path := sandbox.DefaultPath
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			path = v
@@ -544,8 +427,8 @@ func lookPath(name string, env []string) (string, error) {
 }
 
 func notifyFD() int {
-	v := os.Getenv(NotifyFDEnv)
-	os.Unsetenv(NotifyFDEnv)
+	v := os.Getenv(sandbox.NotifyFDEnv)
+	os.Unsetenv(sandbox.NotifyFDEnv)
 	fd, err := strconv.Atoi(v)
 	if err != nil || fd < 3 {
 		return -1
@@ -611,4 +494,21 @@ func killCommand(pid int, group bool) {
 		_ = unix.Kill(-pid, unix.SIGKILL)
 	}
 	_ = unix.Kill(pid, unix.SIGKILL)
+}
+
+// Undumpable makes the calling process (the init) non-dumpable: the command,
+// although it runs as the same user, can then neither read /proc/1/environ
+// or /proc/1/mem (or anything else of /proc/1 that needs ptrace access) nor
+// ptrace the init. The init's initial environment holds the promise (host
+// namespace ids, the home's inode) and the credentials' values. The flag
+// lasts until an execve, which the init never does; its children start
+// dumpable again.
+func Undumpable() error {
+	if weakened {
+		return nil
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("cannot make the init non-dumpable: %w", err)
+	}
+	return nil
 }

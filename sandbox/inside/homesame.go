@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"bytes"
@@ -38,7 +38,7 @@ type homeCompare struct {
 	entries int
 	pool    *copyPool
 	mu      sync.Mutex // stats and same, which the pool's workers change too
-	stats   CopyStats
+	stats   copyStats
 	same    sameFiles
 	pacer
 }
@@ -55,10 +55,10 @@ type sameFiles map[uint64]uint64
 // would report; it also returns the files it found equal so far. budget
 // is the save's bound on the files' bytes; tick, when not nil, is called
 // as the comparison goes.
-func sameHome(src, prev int, budget int64, tick func()) (CopyStats, sameFiles, bool) {
+func sameHome(src, prev int, budget int64, tick func()) (copyStats, sameFiles, bool) {
 	var st unix.Stat_t
 	if unix.Fstat(src, &st) != nil {
-		return CopyStats{}, nil, false
+		return copyStats{}, nil, false
 	}
 	h := &homeCompare{srcDev: st.Dev, budget: budget, pool: newCopyPool(), same: sameFiles{}, pacer: newPacer(tick)}
 	var files sync.WaitGroup
@@ -248,7 +248,7 @@ func (h *homeCompare) count(n int64, unchanged bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if n < 0 {
-		h.stats.skip("mount-point")
+		h.stats.Skip("mount-point")
 		return
 	}
 	h.stats.Files++

@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"net"
@@ -7,17 +7,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"mosaic/sandbox"
 )
 
 // needLandlock skips where the kernel lacks the scoping (CI's kernel has it:
 // there the test must run).
 func needLandlock(t *testing.T) {
 	t.Helper()
-	if abi := LandlockABI(); abi < LandlockMinABI {
+	if abi := sandbox.LandlockABI(); abi < sandbox.LandlockMinABI {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("CI's kernel must offer Landlock ABI %d, has %d", LandlockMinABI, abi)
+			t.Fatalf("CI's kernel must offer Landlock ABI %d, has %d", sandbox.LandlockMinABI, abi)
 		}
-		t.Skipf("the kernel offers Landlock ABI %d, the scoping needs %d", abi, LandlockMinABI)
+		t.Skipf("the kernel offers Landlock ABI %d, the scoping needs %d", abi, sandbox.LandlockMinABI)
 	}
 }
 
@@ -31,7 +33,7 @@ func runIn(t *testing.T, make func() (*LandlockRuleset, error), script string) i
 	}
 	null, _ := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	defer null.Close()
-	p, err := StartRestricted(r, "/bin/sh", []string{"sh", "-c", script}, &os.ProcAttr{Env: []string{"PATH=" + DefaultPath}, Files: []*os.File{null, null, null}})
+	p, err := StartRestricted(r, "/bin/sh", []string{"sh", "-c", script}, &os.ProcAttr{Env: []string{"PATH=" + sandbox.DefaultPath}, Files: []*os.File{null, null, null}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,20 +119,20 @@ func TestLandlockPolicy(t *testing.T) {
 		network, script string
 		want            bool
 	}{
-		{NetworkNone, "cat " + secret, false},
-		{NetworkNone, "mktemp -p " + other, false},
-		{NetworkNone, "ls /sys/kernel", false},
-		{NetworkNone, "echo x > " + ws + "/written && cat " + ws + "/written", true},
-		{NetworkNone, "ls /usr/bin >/dev/null && cat /etc/passwd >/dev/null", true},
-		{NetworkNone, "exec 3<>/dev/tcp/127.0.0.1/" + port, false},
-		{NetworkHost, "exec 3<>/dev/tcp/127.0.0.1/" + port, true},
+		{sandbox.NetworkNone, "cat " + secret, false},
+		{sandbox.NetworkNone, "mktemp -p " + other, false},
+		{sandbox.NetworkNone, "ls /sys/kernel", false},
+		{sandbox.NetworkNone, "echo x > " + ws + "/written && cat " + ws + "/written", true},
+		{sandbox.NetworkNone, "ls /usr/bin >/dev/null && cat /etc/passwd >/dev/null", true},
+		{sandbox.NetworkNone, "exec 3<>/dev/tcp/127.0.0.1/" + port, false},
+		{sandbox.NetworkHost, "exec 3<>/dev/tcp/127.0.0.1/" + port, true},
 	} {
-		policy := LandlockPolicyFor(LandlockOptions{Workspace: ws, SessionHome: ws, Network: c.network})
+		policy := sandbox.LandlockPolicyFor(sandbox.LandlockOptions{Workspace: ws, SessionHome: ws, Network: c.network})
 		policy.Write = []string{ws} // not /tmp, which holds the stand-ins here
 		if c.want == false && runIn(t, unrestricted, "bash -c '"+c.script+"'") != 0 {
 			t.Fatalf("%q fails without Landlock: the stand-in is not there", c.script)
 		}
-		if got := runIn(t, policy.Ruleset, "bash -c '"+c.script+"'"); (got == 0) != c.want {
+		if got := runIn(t, rulesetOf(policy), "bash -c '"+c.script+"'"); (got == 0) != c.want {
 			t.Errorf("network %s, %q: exit %d, want success %v", c.network, c.script, got, c.want)
 		}
 	}
@@ -156,8 +158,8 @@ func TestNestedSandbox(t *testing.T) {
 	if got := runIn(t, ScopeRuleset, nested); got != 0 {
 		t.Errorf("bwrap in the scoping ruleset: exit %d, want 0", got)
 	}
-	policy := LandlockPolicyFor(LandlockOptions{Workspace: t.TempDir(), SessionHome: t.TempDir(), Network: NetworkHost})
-	if got := runIn(t, policy.Ruleset, nested); got == 0 {
+	policy := sandbox.LandlockPolicyFor(sandbox.LandlockOptions{Workspace: t.TempDir(), SessionHome: t.TempDir(), Network: sandbox.NetworkHost})
+	if got := runIn(t, rulesetOf(policy), nested); got == 0 {
 		t.Error("bwrap under a filesystem ruleset built its sandbox: the reason the scoping handles no filesystem access is gone")
 	}
 }
@@ -166,15 +168,15 @@ func TestNestedSandbox(t *testing.T) {
 // plain, in the scoping ruleset, and under a --sandbox landlock policy
 // (ruleset built, thread locked and restricted, fork, exec, wait).
 func BenchmarkStartCommand(b *testing.B) {
-	if LandlockABI() < LandlockMinABI {
+	if sandbox.LandlockABI() < sandbox.LandlockMinABI {
 		b.Skip("the kernel lacks Landlock ABI 6")
 	}
 	ws := b.TempDir()
-	policy := LandlockPolicyFor(LandlockOptions{Workspace: ws, SessionHome: ws, Network: NetworkNone})
+	policy := sandbox.LandlockPolicyFor(sandbox.LandlockOptions{Workspace: ws, SessionHome: ws, Network: sandbox.NetworkNone})
 	for _, c := range []struct {
 		name string
 		make func() (*LandlockRuleset, error)
-	}{{"plain", unrestricted}, {"scoped", ScopeRuleset}, {"landlock-policy", policy.Ruleset}} {
+	}{{"plain", unrestricted}, {"scoped", ScopeRuleset}, {"landlock-policy", rulesetOf(policy)}} {
 		b.Run(c.name, func(b *testing.B) {
 			null, _ := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 			defer null.Close()
@@ -191,4 +193,9 @@ func BenchmarkStartCommand(b *testing.B) {
 			}
 		})
 	}
+}
+
+// rulesetOf is policyRuleset of p, to be called later (runIn).
+func rulesetOf(p sandbox.LandlockPolicy) func() (*LandlockRuleset, error) {
+	return func() (*LandlockRuleset, error) { return policyRuleset(p) }
 }

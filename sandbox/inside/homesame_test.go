@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"crypto/rand"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/sandbox"
 )
 
 // TestHomeSaveOneChange: a session's home loaded from its kept home and
@@ -76,7 +78,7 @@ func TestHomeSaveOneChange(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			state, tmpfs := t.TempDir(), smallFSDir(t)
-			kept := filepath.Join(state, HomeDirName)
+			kept := filepath.Join(state, sandbox.HomeDirName)
 			makeTestHome(t, kept)
 			h := loadTestHome(t, state, tmpfs)
 			before := inodeOf(t, kept)
@@ -86,7 +88,7 @@ func TestHomeSaveOneChange(t *testing.T) {
 				}
 			}
 			h.end()
-			if r, ok := ReadHomeReport(state); !ok || r.State != HomeSaved {
+			if r, ok := sandbox.ReadHomeReport(state); !ok || r.State != sandbox.HomeSaved {
 				t.Fatalf("the save's report: %+v %v", r, ok)
 			}
 			want, got := treeOf(t, tmpfs), treeOf(t, kept)
@@ -103,8 +105,8 @@ func TestHomeSaveOneChange(t *testing.T) {
 			if tc.change == nil && inodeOf(t, kept) != before {
 				t.Error("an unchanged home was written again, not kept")
 			}
-			if _, err := os.Lstat(filepath.Join(state, HomeSaving)); err == nil {
-				t.Errorf("%s is left behind", HomeSaving)
+			if _, err := os.Lstat(filepath.Join(state, sandbox.HomeSaving)); err == nil {
+				t.Errorf("%s is left behind", sandbox.HomeSaving)
 			}
 		})
 	}
@@ -115,7 +117,7 @@ func TestHomeSaveOneChange(t *testing.T) {
 // which keeps them).
 func TestHomeSaveHardLinksKept(t *testing.T) {
 	state, tmpfs := t.TempDir(), smallFSDir(t)
-	kept := filepath.Join(state, HomeDirName)
+	kept := filepath.Join(state, sandbox.HomeDirName)
 	makeTestHome(t, kept)
 	if err := os.Link(filepath.Join(kept, "small", "s1"), filepath.Join(kept, "s1-too")); err != nil {
 		t.Fatal(err)
@@ -151,7 +153,7 @@ func loadTestHome(t *testing.T, state, home string) *homeStore {
 	t.Cleanup(func() { unix.Close(sfd) })
 	rfd, _ := unix.Open(home, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	t.Cleanup(func() { unix.Close(rfd) })
-	src, _ := unix.Open(filepath.Join(state, HomeDirName), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	src, _ := unix.Open(filepath.Join(state, sandbox.HomeDirName), unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	defer unix.Close(src)
 	if _, err := copyHome(src, rfd, -1, 64<<20, 64<<20, nil); err != nil {
 		t.Fatal(err)

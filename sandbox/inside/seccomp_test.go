@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"os"
@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/sandbox"
 	"mosaic/sandbox/syscallprobe"
 )
 
@@ -101,7 +102,7 @@ func TestSeccompAllowChecked(t *testing.T) {
 		{[]string{"terminal-injection"}, false},
 		{[]string{"nope"}, false},
 	} {
-		if err := CheckSeccompAllow(tc.names); (err == nil) != tc.ok {
+		if err := sandbox.CheckSeccompAllow(tc.names); (err == nil) != tc.ok {
 			t.Errorf("CheckSeccompAllow(%v) = %v", tc.names, err)
 		}
 	}
@@ -112,7 +113,7 @@ func TestSeccompAllowChecked(t *testing.T) {
 // x86_64-only call).
 func TestSyscallRulesComplete(t *testing.T) {
 	seen := map[string]bool{}
-	for _, r := range SyscallRules {
+	for _, r := range sandbox.SyscallRules {
 		if r.Reason == "" || r.Name == "" || seen[r.Name] || (r.Arg != nil) != (r.What != "") {
 			t.Errorf("row %q: needs a unique name, a reason, and What exactly when Arg narrows it", r.Name)
 		}

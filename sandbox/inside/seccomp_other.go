@@ -1,6 +1,6 @@
 //go:build !amd64 && !arm64
 
-package sandbox
+package inside
 
 // No filter is built for other architectures: SyscallFilter fails, and the
 // init refuses to run the command.

@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"mosaic/sandbox"
 )
 
 // TestHomeSaveWritesOnlyWhatChanged (issue 40): a save links the files
@@ -22,7 +24,7 @@ import (
 // size and time alone, changed.txt kept its old bytes (checked by hand).
 func TestHomeSaveWritesOnlyWhatChanged(t *testing.T) {
 	state, tmpfs := t.TempDir(), smallFSDir(t)
-	old := filepath.Join(state, HomeDirName)
+	old := filepath.Join(state, sandbox.HomeDirName)
 	big := make([]byte, 3<<20+17) // more than one of sameBytes' parts
 	rand.Read(big)
 	writeTestFile(t, filepath.Join(old, "same.txt"), "unchanged")
@@ -63,8 +65,8 @@ func TestHomeSaveWritesOnlyWhatChanged(t *testing.T) {
 	writeTestFile(t, filepath.Join(tmpfs, "new.txt"), "new")
 
 	h.end()
-	r, ok := ReadHomeReport(state)
-	if !ok || r.State != HomeSaved {
+	r, ok := sandbox.ReadHomeReport(state)
+	if !ok || r.State != sandbox.HomeSaved {
 		t.Fatalf("the save's report: %+v %v", r, ok)
 	}
 	if r.Saved.Unchanged != 2 || r.Saved.Files != 5 {
@@ -95,12 +97,12 @@ func TestHomeSaveWritesOnlyWhatChanged(t *testing.T) {
 // were, bytes and modes.
 func TestHomeSaveCutShortKeepsPrevious(t *testing.T) {
 	state, tmpfs := t.TempDir(), smallFSDir(t)
-	writeTestFile(t, filepath.Join(state, HomeDirName, "same.txt"), "unchanged")
+	writeTestFile(t, filepath.Join(state, sandbox.HomeDirName, "same.txt"), "unchanged")
 	sfd, _ := unix.Open(state, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	rfd, _ := unix.Open(tmpfs, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	defer unix.Close(sfd)
 	defer unix.Close(rfd)
-	src, _ := unix.Open(filepath.Join(state, HomeDirName), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	src, _ := unix.Open(filepath.Join(state, sandbox.HomeDirName), unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if _, err := copyHome(src, rfd, -1, 8<<20, 8<<20, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +114,8 @@ func TestHomeSaveCutShortKeepsPrevious(t *testing.T) {
 		_, _ = h.save()
 	}()
 	saveHook = func() {}
-	fi, err := os.Stat(filepath.Join(state, HomeDirName, "same.txt"))
-	if b, _ := os.ReadFile(filepath.Join(state, HomeDirName, "same.txt")); err != nil || string(b) != "unchanged" || fi.Mode().Perm() != 0o600 {
+	fi, err := os.Stat(filepath.Join(state, sandbox.HomeDirName, "same.txt"))
+	if b, _ := os.ReadFile(filepath.Join(state, sandbox.HomeDirName, "same.txt")); err != nil || string(b) != "unchanged" || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("a save cut short changed the previous home's file: %q %v", b, err)
 	}
 }
