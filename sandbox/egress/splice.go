@@ -68,6 +68,7 @@ type pipeMover struct {
 	src, dst syscall.RawConn
 	r, w     int  // the pipe's ends
 	grown    bool // the pipe holds spliceChunk
+	dstUnix  bool // dst is a unix socket (the session's end of the tunnel)
 }
 
 func newPipeMover(src, dst syscall.Conn) *pipeMover {
@@ -77,7 +78,8 @@ func newPipeMover(src, dst syscall.Conn) *pipeMover {
 	if err1 != nil || err2 != nil || unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK) != nil {
 		return nil
 	}
-	return &pipeMover{src: s, dst: d, r: p[0], w: p[1]}
+	_, dstUnix := dst.(*net.UnixConn)
+	return &pipeMover{src: s, dst: d, r: p[0], w: p[1], dstUnix: dstUnix}
 }
 
 // splice runs call, one splice(2) with the socket's descriptor, until it
@@ -115,6 +117,9 @@ func (m *pipeMover) read() (int, error) {
 		// that stays small some 0.1 ms, so only those that need it).
 		m.grown = true
 		_, _ = unix.FcntlInt(uintptr(m.w), unix.F_SETPIPE_SZ, spliceChunk)
+		if m.dstUnix {
+			growSendBuffer(m.dst)
+		}
 	}
 	return k, err
 }
@@ -135,4 +140,16 @@ func (m *pipeMover) write(k int) error {
 func (m *pipeMover) close() {
 	_ = unix.Close(m.r)
 	_ = unix.Close(m.w)
+}
+
+// growSendBuffer lets the unix socket c take a whole pipe's worth
+// (spliceChunk) at once, where its default (net.core.wmem_default, 208
+// KiB) took a fifth of each splice and woke the reader for each fifth
+// (a download through the relay: a third fewer context switches, the
+// speed.md figures). A TCP socket is left alone: the kernel sizes its
+// buffer to the connection, and a size set by hand ends that.
+func growSendBuffer(c syscall.RawConn) {
+	_ = c.Control(func(fd uintptr) {
+		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, spliceChunk)
+	})
 }
