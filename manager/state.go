@@ -42,7 +42,7 @@ func claim(ctx context.Context, spec *units.Spec, free func(context.Context, uni
 			return nil, nil, rec, busyName(spec.Name)
 		}
 		if err != nil {
-			return nil, nil, rec, errcode.StateDir.New("cannot claim the name %s: %v", spec.Name, statedir.Hint(err, filepath.Dir(statedir.LockPath(spec.StateDir))))
+			return nil, nil, rec, errcode.StateDir.New("cannot claim the name %s: %w", spec.Name, statedir.Hint(err, filepath.Dir(statedir.LockPath(spec.StateDir))))
 		}
 		testhook.Pause("claimed")
 		if err := free(ctx, *spec); err != nil {

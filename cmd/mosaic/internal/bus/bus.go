@@ -379,7 +379,7 @@ func (b *bus) answer(ctx context.Context, who caller, line []byte) Answer {
 			if jerr == nil {
 				jerr = errors.New("more than one value")
 			}
-			err = errcode.BadRequest.New("the request is not a JSON object of known fields on one line: %v", jerr)
+			err = errcode.BadRequest.New("the request is not a JSON object of known fields on one line: %w", jerr)
 		} else {
 			result, err = b.handle(ctx, who, req)
 		}
