@@ -14,9 +14,11 @@ import (
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
 	"mosaic/internal/errcode"
+	"mosaic/manager/clone"
 	"mosaic/manager/clone/patchcheck"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
+	"mosaic/manager/statedir"
 	"mosaic/units"
 )
 
@@ -490,5 +492,42 @@ func TestKnowChange(t *testing.T) {
 	s, _ = fx.m.Status(ctx, "c")
 	if err := fx.m.KnowChange(ctx, &s); err != nil || fx.finishes != 1 || s.Clone.Summary == nil {
 		t.Errorf("known again: %v, %d finish steps, clone %+v", err, fx.finishes, s.Clone)
+	}
+}
+
+// Settle finishes an interrupted apply before a command that only reads
+// the session shows it: a journal left (here one from before git ran,
+// which is only removed) is taken care of under the session's lock; while
+// another mosaic holds the lock the journal is left to it; a lock that
+// cannot be had at all is the state's error.
+func TestSettle(t *testing.T) {
+	fx := newChangeFixture(t)
+	ctx := context.Background()
+	dir := fx.h.Paths.SessionDir("c")
+	journal := mkdir(t, filepath.Join(dir, clone.JournalName))
+	lock, err := statedir.LockName(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.m.Settle(ctx, "c"); err != nil || !exists(journal) {
+		t.Fatalf("settle under another's lock: %v, journal left: %v (want nil, left)", err, exists(journal))
+	}
+	lock.Release()
+	if err := fx.m.Settle(ctx, "c"); err != nil || exists(journal) {
+		t.Fatalf("settle: %v, journal left: %v (want it removed)", err, exists(journal))
+	}
+	if err := fx.m.Settle(ctx, "nobody"); err != nil {
+		t.Errorf("settle of no session: %v", err)
+	}
+	mkdir(t, journal)
+	locks := filepath.Join(fx.h.Paths.StateRoot, "locks")
+	if err := os.RemoveAll(locks); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(locks, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.m.Settle(ctx, "c"); !errors.Is(err, errcode.StateDir.Target()) {
+		t.Errorf("settle without a lock to take: %v, want state-dir", err)
 	}
 }
