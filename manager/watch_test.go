@@ -50,3 +50,43 @@ func TestWatchSessions(t *testing.T) {
 		t.Errorf("watched %v, want %v", seen, want)
 	}
 }
+
+// stoppedBy tells why a watched session ended: a stop of mosaic's own
+// (signal), systemd's stop at its RuntimeMax (the Result it had when the
+// stop began was already timeout), another's stop (outside; a stop that
+// only later timed out too), or none: the command ended by itself.
+func TestStoppedBy(t *testing.T) {
+	f := &fakeSystemd{}
+	m := fakeManager(t, f)
+	stoppedWith := func(unit, resultAtStop string) *unitWatch {
+		w := m.watch(unit)
+		t.Cleanup(w.close)
+		f.announce(unit, serviceIface, map[string]any{"Result": resultAtStop})
+		f.announce(unit, unitIface, map[string]any{"ActiveState": "deactivating", "SubState": "stop-sigterm"})
+		for end := time.Now().Add(10 * time.Second); !w.wasStopped(); time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: the stop was never seen", unit)
+			}
+		}
+		return w
+	}
+	atMax, outside := stoppedWith("mosaic-a.service", "timeout"), stoppedWith("mosaic-b.service", "success")
+	ended := m.watch("mosaic-c.service")
+	defer ended.close()
+	for _, c := range []struct {
+		w      *unitWatch
+		byUs   bool
+		result string
+		want   string
+	}{
+		{atMax, true, "timeout", "signal"},
+		{atMax, false, "timeout", "runtime-max"},
+		{outside, false, "timeout", "outside"},
+		{outside, false, "signal", "outside"},
+		{ended, false, "success", ""},
+	} {
+		if got := stoppedBy(c.w, c.byUs, c.result); got != c.want {
+			t.Errorf("stoppedBy(%s, byUs %v, %s) = %q, want %q", c.w.path, c.byUs, c.result, got, c.want)
+		}
+	}
+}
