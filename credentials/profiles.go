@@ -377,7 +377,7 @@ func (p *Profile) set(name, value string) (err error) {
 	case "CredentialSet":
 		for _, v := range fields {
 			if err := credvar.ValidateName(v); err != nil {
-				return fmt.Errorf("CredentialSet: %v", err)
+				return fmt.Errorf("CredentialSet: %w", err)
 			}
 		}
 		if len(fields) > 0 {
