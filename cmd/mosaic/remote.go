@@ -334,43 +334,9 @@ func frameFor(args []string, lookup func(string) (string, bool)) (remote.Frame, 
 	if len(args) == 0 || (args[0] != "start" && args[0] != "run") {
 		return f, nil
 	}
-	cmd := findCommand(newApp(&output{}).Commands, args[0])
-	var kept []string
-	var creq credentials.Request
-	i := 1
-	for ; i < len(args); i++ {
-		a := args[i]
-		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
-			break
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !hasValue && takesValue(cmd, a) && i+1 < len(args) {
-			i++
-			value = args[i]
-		}
-		switch name {
-		case "credential":
-			creq.Credentials = append(creq.Credentials, value)
-			continue
-		case "env-file":
-			creq.EnvFiles = append(creq.EnvFiles, value)
-			continue
-		case "pass-env":
-			v, ok := lookup(value)
-			if !ok {
-				return f, errcode.BadEnv.New("--pass-env %s: %s is not set in your environment", value, value)
-			}
-			kept = append(kept, "--env", value+"="+v)
-			continue
-		case "profile":
-			creq.Profile = value
-		case "sign-in":
-			creq.SignIn = !hasValue || value == "true"
-		}
-		kept = append(kept, a)
-		if !strings.Contains(a, "=") && takesValue(cmd, a) {
-			kept = append(kept, value)
-		}
+	kept, creq, i, err := credentialFlags(args, lookup)
+	if err != nil {
+		return f, err
 	}
 	command := args[i:]
 	if len(command) > 0 && command[0] == "--" {
@@ -405,6 +371,50 @@ func frameFor(args []string, lookup func(string) (string, bool)) (remote.Frame, 
 	}
 	f.Args = append(append([]string{args[0]}, kept...), args[i:]...)
 	return f, nil
+}
+
+// credentialFlags takes the credential flags off start's or run's
+// options in args (--credential, --env-file: read here; --pass-env: its
+// value from lookup, as --env), into creq; kept is the rest of the
+// options, and args[i:] the command.
+func credentialFlags(args []string, lookup func(string) (string, bool)) (kept []string, creq credentials.Request, i int, err error) {
+	cmd := findCommand(newApp(&output{}).Commands, args[0])
+	i = 1
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !hasValue && takesValue(cmd, a) && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		switch name {
+		case "credential":
+			creq.Credentials = append(creq.Credentials, value)
+			continue
+		case "env-file":
+			creq.EnvFiles = append(creq.EnvFiles, value)
+			continue
+		case "pass-env":
+			v, ok := lookup(value)
+			if !ok {
+				return nil, creq, i, errcode.BadEnv.New("--pass-env %s: %s is not set in your environment", value, value)
+			}
+			kept = append(kept, "--env", value+"="+v)
+			continue
+		case "profile":
+			creq.Profile = value
+		case "sign-in":
+			creq.SignIn = !hasValue || value == "true"
+		}
+		kept = append(kept, a)
+		if !strings.Contains(a, "=") && takesValue(cmd, a) {
+			kept = append(kept, value)
+		}
+	}
+	return kept, creq, i, nil
 }
 
 // escaping writes what passes line by line with every control character
