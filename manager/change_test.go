@@ -61,9 +61,8 @@ func newChangeFixtureWith(t *testing.T, prepare func(ws string)) *changeFixture 
 		return "done", nil
 	}
 	fx.m = fakeManager(t, f)
-	fx.m.paths = h.Paths
-	spec := plan.Spec
-	l, err := fx.m.start(context.Background(), &spec, nil, false)
+	fx.m.paths, fx.m.host = h.Paths, &h
+	l, err := fx.m.start(context.Background(), plan, units.Launch{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +223,7 @@ func second[T any](_ T, err error) error { return err }
 // with nothing more: named NAME-finish with a state of its own, no
 // network, no credentials, bounded in time, running the finish script
 // with the base, the parent and apply's bound as its arguments.
-func TestFinishSpec(t *testing.T) {
+func TestFinishPlan(t *testing.T) {
 	fx := newChangeFixture(t)
 	dir := fx.h.Paths.SessionDir("c")
 	rec, err := records.ReadChecked(dir)
@@ -232,10 +231,11 @@ func TestFinishSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl, _ := records.ReadClone(dir)
-	spec, err := fx.m.finishSpec("c", rec, *cl, fx.h.Paths)
+	plan, err := fx.m.finishPlan("c", rec, *cl, fx.h.Paths)
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec := plan.Spec
 	want := []string{"/bin/sh", "-c", finishScript, "mosaic-finish", cl.Base, cl.Parent, strconv.Itoa(patchcheck.MaxPatchBytes)}
 	if strings.Join(spec.Command, "\x00") != strings.Join(want, "\x00") {
 		t.Errorf("command %q, want the finish script with base, parent and bound", spec.Command)
@@ -253,7 +253,7 @@ func TestFinishSpec(t *testing.T) {
 	if err := os.RemoveAll(fx.copy); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fx.m.finishSpec("c", rec, *cl, fx.h.Paths); !errors.Is(err, errcode.NoChange.Target()) || !errors.Is(err, os.ErrNotExist) {
+	if _, err := fx.m.finishPlan("c", rec, *cl, fx.h.Paths); !errors.Is(err, errcode.NoChange.Target()) || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("finish spec without the copy: %v, want no-change caused by the missing copy", err)
 	}
 }

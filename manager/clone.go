@@ -21,19 +21,21 @@ import (
 // (clone.Make), pins the copy and the user's objects by identity for the
 // sandbox's layers, and records where it started (clone.json). A copy an
 // earlier session of the name left with a change never applied nor
-// discarded is a refusal: a new copy would lose it.
-func makeClone(ctx context.Context, spec *units.Spec) error {
+// discarded is a refusal: a new copy would lose it. It returns a copy of
+// the plan with the copy's facts (its commits, its identities in the
+// promise): known only once it is made, after the name is claimed.
+func makeClone(ctx context.Context, spec units.Spec) (units.Spec, error) {
 	if c, ok := records.ReadClone(spec.StateDir); ok && c.Pending() {
 		if _, err := os.Lstat(spec.Clone.Dir); err == nil {
-			return errcode.UnappliedChanges.New("session %s has a change that was never applied nor discarded (%s): `mosaic diff %s`, then `mosaic apply %s` or `mosaic discard %s`, before it starts again", spec.Name, c.Line(), spec.Name, spec.Name, spec.Name)
+			return spec, errcode.UnappliedChanges.New("session %s has a change that was never applied nor discarded (%s): `mosaic diff %s`, then `mosaic apply %s` or `mosaic discard %s`, before it starts again", spec.Name, c.Line(), spec.Name, spec.Name, spec.Name)
 		}
 	}
-	removeClone(*spec)
-	ws, id, err := pinWorkspace(*spec)
+	removeClone(spec)
+	ws, id, err := pinWorkspace(spec)
 	if err != nil {
-		return err
+		return spec, err
 	}
-	root := stateRoot(*spec)
+	root := stateRoot(spec)
 	spare := spec.Clone.Kind != units.ClonePlain && clone.TakeSpare(root, spec.Workspace, id, spec.Clone.Objects, spec.Clone.Dir)
 	c, err := clone.Make(ctx, clone.Pinned(int(ws.Fd())), *spec.Clone, spare)
 	if err != nil && spare && !errors.Is(err, clone.ErrInterrupted) {
@@ -45,36 +47,36 @@ func makeClone(ctx context.Context, spec *units.Spec) error {
 	}
 	ws.Close()
 	if errors.Is(err, clone.ErrInterrupted) { // a Ctrl-C in the terminal reached git: the start is given up, not retried
-		return interruptedBeforeRun(spec.Name)
+		return spec, interruptedBeforeRun(spec.Name)
 	}
 	if err != nil {
 		if e := errcode.Of(err); e.Code != errcode.Unexpected.Name {
 			e.Message = strings.ReplaceAll(e.Message, clone.Pinned(int(ws.Fd())), spec.Workspace)
 		}
-		return err
+		return spec, err
 	}
 	spec.Clone = &c
 	// Make named the user's objects by the pinned path: the session's is the workspace's.
 	if err := clone.NameObjects(c, spec.Workspace); err != nil {
-		removeClone(*spec)
-		return errcode.CloneFailed.New("the session's copy %s: %w", c.Dir, err)
+		removeClone(spec)
+		return spec, errcode.CloneFailed.New("the session's copy %s: %w", c.Dir, err)
 	}
-	if err := workDirIn(*spec); err != nil {
-		removeClone(*spec)
-		return err
+	if err := workDirIn(spec); err != nil {
+		removeClone(spec)
+		return spec, err
 	}
-	if err := cloneIDs(spec); err != nil {
-		removeClone(*spec)
-		return errcode.CloneFailed.New("the session's copy %s: %w", c.Dir, err)
+	if err := cloneIDs(&spec); err != nil {
+		removeClone(spec)
+		return spec, errcode.CloneFailed.New("the session's copy %s: %w", c.Dir, err)
 	}
 	if !testSkipBindIdentity() {
 		spec.Promise.Binds = spec.BindIDs
 	}
 	if err := records.WriteClone(spec.StateDir, records.Clone{Base: c.Base, Parent: c.Parent, Ref: c.Ref, Kind: c.Kind, Subs: submodules(c.Subs)}); err != nil {
-		removeClone(*spec)
-		return errcode.StateDir.New("cannot write the session's clone.json: %v", statedir.Hint(err, spec.StateDir))
+		removeClone(spec)
+		return spec, errcode.StateDir.New("cannot write the session's clone.json: %v", statedir.Hint(err, spec.StateDir))
 	}
-	return nil
+	return spec, nil
 }
 
 // workDirIn makes, in the copy, the directory the session starts in when

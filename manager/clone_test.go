@@ -56,12 +56,12 @@ func TestCloneStartMakesTheCopy(t *testing.T) {
 		return "done", nil
 	}}
 	m := fakeManager(t, f)
-	spec := plan.Spec
-	l, err := m.start(context.Background(), &spec, nil, false)
+	l, err := m.start(context.Background(), plan, units.Launch{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.release()
+	spec := l.spec
 	// Once started, the spare copy for the next session is asked for.
 	if argv := fmt.Sprint(spareProps); !strings.Contains(argv, fmt.Sprintf("%q, %q, %q", clone.SpareStage, h.Paths.StateRoot, ws)) {
 		t.Errorf("no spare asked for after the start, or not of %s: %s", ws, argv)
@@ -98,8 +98,7 @@ func TestCloneStartMakesTheCopy(t *testing.T) {
 	}
 
 	f.units[units.UnitName("c")] = "inactive"
-	again := plan.Spec
-	_, err = m.start(context.Background(), &again, nil, false)
+	_, err = m.start(context.Background(), plan, units.Launch{}, false)
 	if !errors.Is(err, errcode.UnappliedChanges.Target()) {
 		t.Fatalf("a second start over an unapplied change: %v", err)
 	}
@@ -117,8 +116,7 @@ func TestCloneStartRefusedRemovesTheCopy(t *testing.T) {
 	plan := testPlan(t, h, request.Request{Name: "r", Workspace: ws, Mode: request.ModeClone})
 	exists := dbus.Error{Name: errUnitExists, Body: []any{"unit exists"}}
 	m := fakeManager(t, &fakeSystemd{onStart: func(string, []sd.Property) (string, error) { return "", exists }})
-	spec := plan.Spec
-	if _, err := m.start(context.Background(), &spec, nil, false); err == nil {
+	if _, err := m.start(context.Background(), plan, units.Launch{}, false); err == nil {
 		t.Fatal("the start was not refused")
 	}
 	for _, p := range []string{units.CloneDirName, records.CloneFile} {

@@ -165,7 +165,7 @@ func (m *Manager) Finish(ctx context.Context, name string) (Change, error) {
 	if cl.Discarded {
 		return Change{}, errcode.NoChange.New("session %s's change was discarded", name)
 	}
-	spec, err := m.finishSpec(name, rec, *cl, p)
+	plan, err := m.finishPlan(name, rec, *cl, p)
 	if err != nil {
 		return Change{}, err
 	}
@@ -185,7 +185,7 @@ func (m *Manager) Finish(ctx context.Context, name string) (Change, error) {
 	}
 	defer null.Close()
 	began := time.Now()
-	s, err := m.Run(ctx, Plan{Spec: spec}, [3]int{int(null.Fd()), int(log.Fd()), int(log.Fd())}, nil)
+	s, err := m.Run(ctx, plan, [3]int{int(null.Fd()), int(log.Fd()), int(log.Fd())}, nil)
 	if err != nil {
 		return Change{}, err
 	}
@@ -260,18 +260,19 @@ func overBound(dir string) (patchcheck.Summary, int64) {
 	return patchcheck.Summary{Files: []patchcheck.File{{Path: "(files not listed)", Status: "unknown"}}}, size
 }
 
-// finishSpec is the finish step's session: the session's own sandbox
+// finishPlan is the finish step's session: the session's own sandbox
 // around its copy (the same workspace, binds and identities), with no
 // network, no credentials, a home and /tmp of its own
-// (StateRoot/sessions/NAME-finish), running finishScript.
-func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, p request.Paths) (units.Spec, error) {
-	h, err := ThisHost()
+// (StateRoot/sessions/NAME-finish), running finishScript. It is planned as
+// every session is (newPlan, on this manager's host: planHost), the request
+// under the step's name and the session's copy.
+func (m *Manager) finishPlan(name string, rec records.Record, cl records.Clone, p request.Paths) (Plan, error) {
+	h, err := m.planHost()
 	if err != nil {
-		return units.Spec{}, err
+		return Plan{}, err
 	}
-	h.MosaicBin, h.Outside = m.opts.MosaicBin, m.opts.Outside
 	if h.BwrapErr != nil {
-		return units.Spec{}, noSandbox(h.BwrapErr, "the finish step runs in the session's sandbox")
+		return Plan{}, noSandbox(h.BwrapErr, "the finish step runs in the session's sandbox")
 	}
 	req := request.Request{
 		Workspace: rec.Workspace, Network: sandbox.NetworkNone, Profile: "generic", Mode: request.ModeClone, Own: true,
@@ -279,20 +280,16 @@ func (m *Manager) finishSpec(name string, rec records.Record, cl records.Clone, 
 		Command: append([]string{"/bin/sh", "-c", finishScript, "mosaic-finish", cl.Base, cl.Parent, strconv.Itoa(patchcheck.MaxPatchBytes)}, subArgs(cl.Subs)...),
 		Env:     []string{"LANG=C.UTF-8", "PATH=" + sandbox.DefaultPath},
 	}
-	spec, _, err := request.Prepare(req, p, h.Bwrap)
-	if err != nil {
-		return units.Spec{}, err
-	}
-	fname := units.FinishName(name)
-	spec.Name, spec.NameGiven, spec.StateDir = fname, true, p.SessionDir(fname)
-	spec.Clone = &units.Clone{Dir: filepath.Join(p.SessionDir(name), units.CloneDirName), Objects: spec.Clone.Objects, Base: cl.Base, Parent: cl.Parent, Ref: cl.Ref, Kind: cl.Kind, Subs: cloneSubs(cl.Subs)}
-	if err := cloneIDs(&spec); err != nil {
-		return units.Spec{}, errcode.NoChange.New("session %s's copy is gone (%w): nothing to finish", name, err)
-	}
-	if err := complete(&spec, h); err != nil {
-		return units.Spec{}, err
-	}
-	return spec, nil
+	h.Paths = p
+	return newPlan(req, h, func(spec *units.Spec) error {
+		fname := units.FinishName(name)
+		spec.Name, spec.NameGiven, spec.StateDir = fname, true, p.SessionDir(fname)
+		spec.Clone = &units.Clone{Dir: filepath.Join(p.SessionDir(name), units.CloneDirName), Objects: spec.Clone.Objects, Base: cl.Base, Parent: cl.Parent, Ref: cl.Ref, Kind: cl.Kind, Subs: cloneSubs(cl.Subs)}
+		if err := cloneIDs(spec); err != nil {
+			return errcode.NoChange.New("session %s's copy is gone (%w): nothing to finish", name, err)
+		}
+		return nil
+	})
 }
 
 // subArgs are the finish step's arguments of a copy's submodules: each

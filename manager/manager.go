@@ -48,6 +48,10 @@ type Manager struct {
 	// need them.
 	paths    request.Paths
 	pathsErr error
+	// host, when set, is the host this manager's plans are made against
+	// (Plan, the finish step's) in place of this one as opts say
+	// (hostFor): a test's.
+	host *Host
 
 	viaBus  bool   // through dbus-daemon: signals need Subscribe and match rules
 	private string // the manager's private socket, which a bulk connection dials

@@ -77,13 +77,31 @@ func (h Host) Net() (string, error) {
 // NewPlan is the one step from a request to a plan: the request checked
 // (request.Prepare; bad input is reported before anything about the host),
 // a sandbox the host can build for it, and the spec completed with the
-// host's facts (complete). It starts nothing and talks to no one; the
-// manager a plan is started on adds only what it alone knows (the
-// promise's PrivatePIDs, see start).
+// host's facts (complete). It starts nothing and talks to no one, and
+// nothing changes the plan after: what a start makes for it is its launch
+// (units.Launch), and the manager it is started on renders the two with
+// what it alone knows (units.Render: the promise's PrivatePIDs).
 func NewPlan(req request.Request, h Host) (Plan, error) {
+	plan, err := newPlan(req, h, nil)
+	if err == nil {
+		testPauseAfterCheck()
+	}
+	return plan, err
+}
+
+// newPlan is NewPlan with edit, when not nil, applied to the checked spec
+// before the host's facts complete it: how the finish step's plan
+// (finishPlan) is the session's request under a name and a copy of its
+// own, made the one way all the same.
+func newPlan(req request.Request, h Host, edit func(*units.Spec) error) (Plan, error) {
 	spec, secrets, err := request.Prepare(req, h.Paths, h.Bwrap)
 	if err != nil {
 		return Plan{}, err
+	}
+	if edit != nil {
+		if err := edit(&spec); err != nil {
+			return Plan{}, err
+		}
 	}
 	if err := sandboxAvailable(spec, h); err != nil {
 		return Plan{}, err
@@ -94,7 +112,6 @@ func NewPlan(req request.Request, h Host) (Plan, error) {
 	if h.StageKeep != nil {
 		h.StageKeep() // the request is good: only now is anything written
 	}
-	testPauseAfterCheck()
 	return Plan{Spec: spec, Secrets: secrets}, nil
 }
 
@@ -103,11 +120,19 @@ func NewPlan(req request.Request, h Host) (Plan, error) {
 // sessions on one connection (the bus, the probe, the bench).
 func (m *Manager) Plan(req request.Request) (Plan, error) {
 	cgwarm.Warm() // as in Open: the bus's launch checks its request meanwhile
-	h, err := hostFor(m.opts)
+	h, err := m.planHost()
 	if err != nil {
 		return Plan{}, err
 	}
 	return NewPlan(req, h)
+}
+
+// planHost is the host this manager's plans are made against.
+func (m *Manager) planHost() (Host, error) {
+	if m.host != nil {
+		return *m.host, nil
+	}
+	return hostFor(m.opts)
 }
 
 // hostFor is ThisHost as a manager of opts sees it: a binary under test

@@ -31,13 +31,11 @@ import (
 // A session named by the caller keeps its home for a later run of the same
 // name; one mosaic named leaves nothing.
 func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-chan os.Signal) (Session, error) {
-	spec := plan.Spec
-	spec.Stdio = &stdio
-	spec.TiePID = m.tiePID()
-	l, err := m.start(ctx, &spec, plan.Secrets, true)
+	l, err := m.start(ctx, plan, units.Launch{Stdio: &stdio, TiePID: m.tiePID()}, true)
 	if err != nil {
 		return Session{}, err
 	}
+	spec := l.spec
 	// The name is held until the run is over: gc never takes the state of a
 	// run it sees between its start and its unit. A name mosaic made up
 	// leaves nothing.
@@ -85,7 +83,7 @@ func (m *Manager) Run(ctx context.Context, plan Plan, stdio [3]int, interrupt <-
 	p := w.snapshot()
 	s := session.Of(spec.Name, units.KindService, p, p)
 	s.StoppedBy = stoppedBy(w, stopping, s.Result)
-	records.TidyWorkspace(recordAt(spec, l.began))
+	records.TidyWorkspace(recordAt(spec, l.launch, l.began))
 	s.Home = home
 	s.EgressRecord = egressRecord
 	if result != "done" && s.ExitStatus == nil {
@@ -119,13 +117,14 @@ func removeUnnamed(spec units.Spec) <-chan struct{} {
 	return done
 }
 
-// recordAt is the record of spec's session as mosaic wrote it at its
-// start, with began as its start (a moment before the file's own, so that
-// nothing the session changed is missed). It is made again rather than read
-// back: the session cannot reach its state directory, and reading and
-// decoding the file cost the end of every run a few hundred microseconds.
-func recordAt(spec units.Spec, began time.Time) records.Record {
-	r := statedir.RecordOf(spec)
+// recordAt is the record of spec's session, as launched l, as mosaic
+// wrote it at its start, with began as its start (a moment before the
+// file's own, so that nothing the session changed is missed). It is made
+// again rather than read back: the session cannot reach its state
+// directory, and reading and decoding the file cost the end of every run a
+// few hundred microseconds.
+func recordAt(spec units.Spec, l units.Launch, began time.Time) records.Record {
+	r := statedir.RecordOf(spec, l)
 	r.Started = began
 	return r
 }

@@ -10,11 +10,12 @@ import (
 	"mosaic/internal/testhook"
 	"mosaic/units"
 
+	sd "github.com/coreos/go-systemd/v22/dbus"
 	"golang.org/x/sys/unix"
 )
 
 // A `mosaic run` of the service path ties its session to its own lifetime:
-// the run puts its own process into a scope of its own (units.TieScope, as
+// the run puts its own process into a scope of its own (units.Rendered's Tie, as
 // `systemd-run --scope` does with itself), and the session's unit is
 // BindsTo= that scope. The run killed, even by SIGKILL, empties the scope,
 // which ends, and systemd stops the session; nothing runs unwatched, and gc
@@ -53,30 +54,29 @@ func (m *Manager) tiePID() uint32 {
 	return uint32(os.Getpid())
 }
 
-// startTie starts the run's tie scope with this process in it, and
-// returns once the run is in it. A scope whose start failed is forgotten;
-// one the run is not in is stopped (it does not hold the run). A scope
-// that holds the run is never stopped here: that would stop the run; it
-// ends as the run exits.
-func (m *Manager) startTie(ctx context.Context, spec units.Spec) error {
-	if spec.TiePID == 0 || spec.Scope || testOldTieOn() {
+// startTie starts the tie scope of session name's run (units.Rendered's
+// Tie; nil for none) with this process in it, and returns once the run is
+// in it. A scope whose start failed is forgotten; one the run is not in is
+// stopped (it does not hold the run). A scope that holds the run is never
+// stopped here: that would stop the run; it ends as the run exits.
+func (m *Manager) startTie(ctx context.Context, name string, tie *sd.PropertyCollection) error {
+	if tie == nil { // none, or started with the session (units.Render's weakened old tie)
 		return nil
 	}
 	testhook.Pause("tie-starting")
-	tie := units.TieScope(spec)
 	result, err := m.startUnit(ctx, tie.Name, tie.Properties, nil, nil)
 	if err != nil {
 		return err
 	}
 	if result != "done" {
 		m.forget(ctx, tie.Name)
-		return errcode.StartFailed.New("session %s was not started: systemd did not start its run's tie scope %s (start job %s): try again", spec.Name, tie.Name, result)
+		return errcode.StartFailed.New("session %s was not started: systemd did not start its run's tie scope %s (start job %s): try again", name, tie.Name, result)
 	}
 	if cg, _ := os.ReadFile("/proc/self/cgroup"); !strings.HasSuffix(strings.TrimSpace(string(cg)), "/"+tie.Name) {
 		cctx, cancel := bounded(ctx)
 		_, _ = m.conn.StopUnitContext(cctx, tie.Name, "replace", nil)
 		cancel()
-		return errcode.StartFailed.New("session %s was not started: systemd started its run's tie scope %s but did not move the run into it (its cgroup is %q): try again", spec.Name, tie.Name, strings.TrimSpace(string(cg)))
+		return errcode.StartFailed.New("session %s was not started: systemd started its run's tie scope %s but did not move the run into it (its cgroup is %q): try again", name, tie.Name, strings.TrimSpace(string(cg)))
 	}
 	mark(ctx, "tie scope started")
 	testhook.Pause("tie-started")

@@ -68,11 +68,12 @@ func (c *Connecting) RunScope(ctx context.Context, plan Plan, stdio [3]*os.File,
 		}
 		slice <- err
 	}()
-	release, undo, _, err := claim(ctx, &spec, free)
+	c2, err := claim(ctx, spec, units.Launch{}, free)
 	if err != nil {
 		return Session{}, err
 	}
-	defer release()
+	spec, undo := c2.spec, c2.undo
+	defer c2.release()
 	// One undo for every failure before the session runs.
 	defer func() {
 		if err != nil && undo != nil {
@@ -88,11 +89,11 @@ func (c *Connecting) RunScope(ctx context.Context, plan Plan, stdio [3]*os.File,
 	}
 	mark(ctx, "claim name, state directory")
 	if spec.Clone != nil {
-		if err = makeClone(ctx, &spec); err != nil {
+		if spec, err = makeClone(ctx, spec); err != nil {
 			return Session{}, err
 		}
-		before := undo
-		undo = func() { removeClone(spec); before() }
+		before, made := undo, spec
+		undo = func() { removeClone(made); before() }
 		mark(ctx, "clone: the session's copy")
 	}
 
@@ -133,13 +134,14 @@ func untilConnected(ctx context.Context, c *Connecting, signals <-chan os.Signal
 // init run, and relays signals to it until it ends. *undo, what a failed
 // start undoes, is cleared once the session ran: what it made is its own.
 func (m *Manager) runHeld(ctx context.Context, spec units.Spec, sb *held, signals chan os.Signal, began time.Time, undo *func()) (Session, error) {
-	unit := spec.Unit()
+	r := units.Render(spec, units.Launch{InitPID: uint32(sb.initPID)}, m.features)
+	unit := r.Unit
 	w := m.watch(unit)
 	defer w.close()
 	defer m.forgetLater(unit)
 	result, err := "done", error(nil)
 	if !testScopeOutside() {
-		result, err = m.startUnit(ctx, unit, units.ScopeProperties(spec, uint32(sb.initPID)), units.AuxUnits(spec), nil)
+		result, err = m.startUnit(ctx, unit, r.Properties, r.Aux, nil)
 	}
 	if err == nil && result != "done" {
 		err = errcode.StartFailed.New("session %s did not start: systemd's start job for %s ended %s", spec.Name, unit, result)
@@ -495,7 +497,7 @@ func scopeEnded(spec units.Spec, w *unitWatch, cmd *exec.Cmd, waitErr error, beg
 	now := time.Now()
 	s.Ended = &now
 	s.StoppedBy = stoppedBy(w, false, s.Result)
-	r := recordAt(spec, began)
+	r := recordAt(spec, units.Launch{}, began)
 	records.TidyWorkspace(r)
 	s.Home = session.HomeOf(spec.StateDir)
 	if spec.NameGiven {

@@ -96,8 +96,7 @@ func TestScopePromiseFollowsTheName(t *testing.T) {
 	if plan.Spec.Promise.Scope != "/mosaic.slice/mosaic-"+plan.Spec.Name+".scope" {
 		t.Fatalf("promise scope %q", plan.Spec.Promise.Scope)
 	}
-	spec := plan.Spec
-	rename(&spec)
+	spec := renamed(plan.Spec)
 	if spec.Promise.Scope != "/mosaic.slice/mosaic-"+spec.Name+".scope" || spec.Name == plan.Spec.Name {
 		t.Errorf("renamed %s to %s: promise scope %q", plan.Spec.Name, spec.Name, spec.Promise.Scope)
 	}

@@ -29,12 +29,30 @@ import (
 // has checked it and started the command (Type=notify). When it is not, the
 // unit is cleared and the error says why, with the unit's first log lines.
 func (m *Manager) Start(ctx context.Context, plan Plan) (Session, error) {
-	spec := plan.Spec
-	l, err := m.start(ctx, &spec, plan.Secrets, true)
+	return m.startService(ctx, plan, units.Launch{})
+}
+
+// Terminal is the pseudo-terminal mosaic made for a session started in
+// the background (start --pty): its slave side becomes the session's
+// stdin, stdout and stderr, its master goes to the unit that holds it for
+// `mosaic attach`. The plan's TTY says the init makes it the command's
+// controlling terminal.
+type Terminal struct{ Slave, Master int }
+
+// StartPTY is Start of a session with a terminal of its own (start --pty).
+func (m *Manager) StartPTY(ctx context.Context, plan Plan, term Terminal) (Session, error) {
+	return m.startService(ctx, plan, units.Launch{Stdio: &[3]int{term.Slave, term.Slave, term.Slave}, Attach: &term.Master})
+}
+
+// startService is Start with what the caller made for the session
+// (launch: a terminal).
+func (m *Manager) startService(ctx context.Context, plan Plan, launch units.Launch) (Session, error) {
+	l, err := m.start(ctx, plan, launch, true)
 	if err != nil {
 		return Session{}, err
 	}
 	defer l.release()
+	spec := l.spec
 	if l.result != "done" {
 		s, _ := m.Status(ctx, spec.Name)
 		reason := startFailure(l.result, s)
@@ -56,7 +74,7 @@ func (m *Manager) Start(ctx context.Context, plan Plan) (Session, error) {
 				reason += "; its ssh agent filter's log says: " + lines
 			}
 		}
-		if spec.Attach != nil {
+		if launch.Attach != nil {
 			if lines := journalLines(spec.PTYUnit(), l.began); lines != "" {
 				reason += "; its terminal holder's log says: " + lines
 			}
@@ -75,6 +93,10 @@ func (m *Manager) Start(ctx context.Context, plan Plan) (Session, error) {
 
 // startedUnit is a unit whose start job has finished, one way or the other.
 type startedUnit struct {
+	// spec is the plan as started: its name as claimed (see claim), its
+	// copy made (makeClone).
+	spec   units.Spec
+	launch units.Launch // what the start made for it
 	unit   string
 	result string          // the start job's result: "done" when the session runs
 	began  time.Time       // when the start was asked for
@@ -88,53 +110,55 @@ type startedUnit struct {
 }
 
 // start is the one way a plan's service starts (Start and Run): it claims
-// the name, prepares the state directory, holds the credentials, starts
-// the unit and waits for the start job. The credentials are let go as soon
-// as the job is over: systemd read them before the command ran. A name
-// mosaic made up may change (see claim): spec is updated. On success the
-// caller holds the name until it calls l.release.
-func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credvar.Var, watch bool) (l startedUnit, err error) {
+// the name, prepares the state directory, holds the credentials, renders
+// the plan and what it made for it (units.Render), starts the unit and
+// waits for the start job. The credentials are let go as soon as the job
+// is over: systemd read them before the command ran. The plan is not
+// changed: l.spec is the one started (renamed by claim, its copy made). On
+// success the caller holds the name until it calls l.release.
+func (m *Manager) start(ctx context.Context, plan Plan, launch units.Launch, watch bool) (l startedUnit, err error) {
+	spec := plan.Spec
 	l = startedUnit{unit: spec.Unit(), began: time.Now()}
-	// The one fact of the promise the plan leaves to the manager: the
-	// unit gets a PID namespace of its own where this manager has
-	// PrivatePIDs (units.Properties sends it), and the init checks it has.
-	spec.Promise.PIDs = !spec.Landlock() && m.features.PrivatePIDs
 	// The slice's limits are read (and set) while the name is claimed and
 	// the state made: its round trip to systemd costs nothing then.
 	slice := make(chan error, 1)
-	limits := spec.SliceLimits // read here: claim may change spec meanwhile
-	go func() { slice <- m.limitSlice(ctx, limits) }()
-	release, undo, rec, err := claim(ctx, spec, m.claimName)
+	go func() { slice <- m.limitSlice(ctx, plan.Spec.SliceLimits) }()
+	c, err := claim(ctx, spec, launch, m.claimName)
 	if err != nil {
 		return l, err
 	}
-	l.record = &rec
-	l.unit, l.undo, l.release = spec.Unit(), undo, release
+	spec, launch = c.spec, c.launch
+	l.record = &c.rec
+	l.unit, l.undo, l.release = spec.Unit(), c.undo, c.release
 	kept := false // a start whose connection was lost, and whose unit runs
 	defer func() {
 		if err != nil {
 			if !kept {
 				l.undo()
 			}
-			release()
+			c.release()
 		}
 	}()
 	mark(ctx, "claim name, state directory")
 	if spec.Clone != nil && spec.Clone.Base == "" { // a finish step's copy is made already
-		if err := makeClone(ctx, spec); err != nil {
+		if spec, err = makeClone(ctx, spec); err != nil {
 			return l, err
 		}
-		l.undo = func() { removeClone(*spec); undo() }
+		made := spec
+		l.undo = func() { removeClone(made); c.undo() }
 		mark(ctx, "clone: the session's copy")
 	}
+	l.spec = spec
 	// The credentials are held in memory for the start (credentials.Hold):
 	// a crash of mosaic at any point leaves none of them anywhere.
+	secrets := plan.Secrets
 	if spec.Intercepts() {
 		var h *credentials.Held
 		if secrets, h, err = holdEgress(spec, secrets); err != nil {
 			return l, err
 		}
 		defer h.Close()
+		launch.EgressCredentialFile = h.Path
 	}
 	if len(secrets) > 0 {
 		h, err := credentials.Hold(spec.RuntimeDir, spec.Name, secrets, testHoldByProc())
@@ -142,48 +166,49 @@ func (m *Manager) start(ctx context.Context, spec *units.Spec, secrets []credvar
 			return l, errcode.CredentialFile.New("cannot hold the session's credentials: %w", err)
 		}
 		defer h.Close()
-		spec.CredentialFile = h.Path
+		launch.CredentialFile = h.Path
 		testCredentialsOnDisk(spec.Name, secrets)
 		testhook.Pause("credentials-written")
 	}
+	l.launch = launch
 	mark(ctx, "credentials")
 	if err := <-slice; err != nil {
 		return l, err
 	}
 	mark(ctx, "slice limits (overlap)")
-	if err := m.startTie(ctx, *spec); err != nil {
+	r := units.Render(spec, launch, m.features)
+	if err := m.startTie(ctx, spec.Name, r.Tie); err != nil {
 		return l, err
 	}
 	if watch {
 		l.watch = m.watch(l.unit)
 	}
 	stateDir := spec.StateDir
-	props := testUnitProperties(units.Properties(*spec, m.features))
-	l.sent = props
-	l.result, err = m.startUnit(ctx, l.unit, props, testOldTieAux(*spec, units.AuxUnits(*spec)),
-		func() { _ = records.MarkLaunched(stateDir) })
+	l.sent = r.Properties
+	l.result, err = m.startUnit(ctx, l.unit, l.sent, r.Aux, func() { _ = records.MarkLaunched(stateDir) })
 	if err != nil {
 		if l.watch != nil {
 			l.watch.close()
 		}
 		if m.lost(err) && !testUndoOnLoss() {
-			kept, err = afterLostStart(ctx, *spec, err)
+			kept, err = afterLostStart(ctx, spec, err)
 		}
 		return l, err
 	}
 	mark(ctx, "start job done (READY)")
 	if l.result == "done" {
 		started(ctx)
-		m.makeSpare(ctx, *spec)
+		m.makeSpare(ctx, spec)
 	}
 	return l, nil
 }
 
 // holdEgress holds the egress proxy's own credentials (credentials.Hold):
-// the injected keys and lent git tokens go to its file only, the session's
-// keeps the rest and the keys' placeholders (the git tokens' are in its
+// the injected keys and lent git tokens go to its file only (the held
+// file's path is the launch's EgressCredentialFile), the session's keeps
+// the rest and the keys' placeholders (the git tokens' are in its
 // ~/.gitconfig), which it returns.
-func holdEgress(spec *units.Spec, secrets []credvar.Var) ([]credvar.Var, *credentials.Held, error) {
+func holdEgress(spec units.Spec, secrets []credvar.Var) ([]credvar.Var, *credentials.Held, error) {
 	var proxyVars, gitVars []credvar.Var
 	secrets, proxyVars = egress.Split(spec.Inject, secrets)
 	secrets, gitVars = egress.SplitGit(secrets)
@@ -201,7 +226,6 @@ func holdEgress(spec *units.Spec, secrets []credvar.Var) ([]credvar.Var, *creden
 	if err != nil {
 		return nil, nil, errcode.CredentialFile.New("cannot hold the egress proxy's credentials: %w", err)
 	}
-	spec.EgressCredentialFile = h.Path
 	testCredentialsOnDisk(spec.Name+"-egress", append(proxyVars, roots...))
 	return secrets, h, nil
 }

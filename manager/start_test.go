@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,33 +32,41 @@ func TestStartWritesStateAndDropsCredentials(t *testing.T) {
 	t.Setenv("MY_TOKEN", "s3cret")
 	plan := testPlan(t, h, request.Request{Name: "one", Credentials: []string{"MY_TOKEN"}})
 	f := &fakeSystemd{}
-	spec := plan.Spec
-	var during, target string
+	var during, target, path string
 	f.onStart = func(unit string, props []sd.Property) (string, error) {
-		b, _ := os.ReadFile(spec.CredentialFile)
+		for _, p := range props {
+			if p.Name == "EnvironmentFiles" { // [{PATH true}]
+				path = strings.Fields(strings.Trim(fmt.Sprint(p.Value.Value()), "[{}]"))[0]
+			}
+		}
+		b, _ := os.ReadFile(path)
 		during = string(b)
-		target, _ = os.Readlink(spec.CredentialFile)
+		target, _ = os.Readlink(path)
 		return "done", nil
 	}
 	m := fakeManager(t, f)
-	l, err := m.start(context.Background(), &spec, plan.Secrets, false)
+	l, err := m.start(context.Background(), plan, units.Launch{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.release()
+	spec := l.spec
+	if path == "" || path != l.launch.CredentialFile {
+		t.Fatalf("the unit's credential file %q, the launch's %q", path, l.launch.CredentialFile)
+	}
 	if l.result != "done" || len(f.started) != 1 || f.started[0] != "mosaic-one.service" {
 		t.Fatalf("result %q, started %v", l.result, f.started)
 	}
 	// The unit names a link (credentials.Hold), gone after the start, to
 	// the /proc path of the file in memory.
 	if !strings.HasPrefix(target, "/proc/") || during != "MY_TOKEN=\"s3cret\"\n" {
-		t.Errorf("the credential file %s -> %s during the start job held %q, want the token, in memory", spec.CredentialFile, target, during)
+		t.Errorf("the credential file %s -> %s during the start job held %q, want the token, in memory", path, target, during)
 	}
 	if l, err := os.Readlink(target); err == nil && strings.HasPrefix(l, "/memfd:mosaic-credentials-") {
 		t.Errorf("the credentials are still held after the start job")
 	}
-	if _, err := os.Lstat(spec.CredentialFile); !os.IsNotExist(err) {
-		t.Errorf("the unit's credential path %s names something after the start job: %v", spec.CredentialFile, err)
+	if _, err := os.Lstat(path); !os.IsNotExist(err) {
+		t.Errorf("the unit's credential path %s names something after the start job: %v", path, err)
 	}
 	if found, _ := filepath.Glob(filepath.Join(h.Paths.RuntimeDir, "mosaic", "credentials", "*")); len(found) > 0 {
 		t.Errorf("credentials on disk: %v", found)
@@ -66,8 +75,17 @@ func TestStartWritesStateAndDropsCredentials(t *testing.T) {
 	if !ok || rec.Name != "one" || rec.Credentials[0] != "MY_TOKEN" || rec.Workspace != spec.Workspace {
 		t.Errorf("record %+v (%v): want the session's description", rec, ok)
 	}
-	if !spec.Promise.PIDs {
-		t.Error("a 257 manager's service: the promise does not ask for the PID namespace PrivatePIDs gives")
+	var argv string
+	for _, p := range l.sent {
+		if p.Name == "ExecStartEx" {
+			argv = fmt.Sprint(p.Value.Value())
+		}
+	}
+	if !strings.Contains(argv, `"pids":true`) {
+		t.Errorf("a 257 manager's service: the promise does not ask for the PID namespace PrivatePIDs gives: %s", argv)
+	}
+	if plan.Spec.Promise.PIDs || plan.Spec.Name != spec.Name {
+		t.Error("the start changed the plan")
 	}
 }
 
@@ -80,7 +98,7 @@ func TestStartClaimsTheName(t *testing.T) {
 	f := &fakeSystemd{units: map[string]string{"mosaic-busy.service": "active"}}
 	m := fakeManager(t, f)
 	spec := plan.Spec
-	_, err := m.start(context.Background(), &spec, nil, false)
+	_, err := m.start(context.Background(), plan, units.Launch{}, false)
 	if !errors.Is(err, errcode.SessionExists.Target()) {
 		t.Fatalf("start of a running name: %v, want session-exists", err)
 	}
@@ -94,8 +112,7 @@ func TestStartClaimsTheName(t *testing.T) {
 	}
 
 	f.units["mosaic-busy.service"] = "failed"
-	spec = plan.Spec
-	l, err := m.start(context.Background(), &spec, nil, false)
+	l, err := m.start(context.Background(), plan, units.Launch{}, false)
 	if err != nil {
 		t.Fatalf("start of a failed name: %v", err)
 	}
@@ -118,14 +135,17 @@ func TestStartRenamesAMadeUpNameThatIsTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := fakeManager(t, &fakeSystemd{})
-	spec := plan.Spec
-	l, err := m.start(context.Background(), &spec, nil, false)
+	l, err := m.start(context.Background(), plan, units.Launch{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.release()
-	if spec.Name == taken || filepath.Base(spec.StateDir) != spec.Name || filepath.Base(filepath.Dir(spec.InitArgsFile)) != spec.Name || l.unit != units.UnitName(spec.Name) {
-		t.Errorf("renamed %s to %s: state %s, init args %s, unit %s", taken, spec.Name, spec.StateDir, spec.InitArgsFile, l.unit)
+	spec := l.spec
+	if spec.Name == taken || filepath.Base(spec.StateDir) != spec.Name || filepath.Base(filepath.Dir(l.launch.InitArgsFile)) != spec.Name || l.unit != units.UnitName(spec.Name) {
+		t.Errorf("renamed %s to %s: state %s, init args %s, unit %s", taken, spec.Name, spec.StateDir, l.launch.InitArgsFile, l.unit)
+	}
+	if plan.Spec.Name != taken {
+		t.Errorf("the rename changed the plan: %s", plan.Spec.Name)
 	}
 }
 
@@ -138,7 +158,7 @@ func TestStartRefusedIsUndone(t *testing.T) {
 	f := &fakeSystemd{onStart: func(string, []sd.Property) (string, error) { return "", exists }}
 	m := fakeManager(t, f)
 	spec := plan.Spec
-	_, err := m.start(context.Background(), &spec, nil, false)
+	_, err := m.start(context.Background(), plan, units.Launch{}, false)
 	if !errors.Is(err, errcode.SessionExists.Target()) {
 		t.Fatalf("start: %v, want session-exists", err)
 	}
@@ -174,7 +194,7 @@ func TestPlanKeepsSecretsApart(t *testing.T) {
 	if len(plan.Secrets) != 1 || plan.Secrets[0] != (credvar.Var{Name: "MY_TOKEN", Value: "s3cret-value"}) {
 		t.Fatalf("secrets %v", plan.Secrets)
 	}
-	for _, p := range units.Properties(plan.Spec, units.FeaturesFor(257)) {
+	for _, p := range units.Render(plan.Spec, units.Launch{CredentialFile: "/proc/1/fd/3"}, units.FeaturesFor(257)).Properties {
 		if strings.Contains(p.Value.String(), "s3cret-value") {
 			t.Errorf("property %s holds the secret", p.Name)
 		}
@@ -189,13 +209,13 @@ func TestStartRecordIsTheOneOnDisk(t *testing.T) {
 	h := testHost(t)
 	t.Setenv("MY_TOKEN", "s3cret")
 	plan := testPlan(t, h, request.Request{Name: "held", Credentials: []string{"MY_TOKEN"}})
-	spec := plan.Spec
 	m := fakeManager(t, &fakeSystemd{})
-	l, err := m.start(context.Background(), &spec, plan.Secrets, false)
+	l, err := m.start(context.Background(), plan, units.Launch{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.release()
+	spec := l.spec
 	onDisk, err := records.ReadChecked(spec.StateDir)
 	if err != nil || l.record == nil {
 		t.Fatalf("record on disk: %v; held: %v", err, l.record)

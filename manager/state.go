@@ -18,60 +18,83 @@ func busyName(name string) error {
 	return errcode.SessionExists.New("session %s is being started or removed by another mosaic command right now: pick another --name, or try again", name)
 }
 
+// claimed is a plan whose name a start holds, its state directory made.
+type claimed struct {
+	// spec is the plan as claimed: the one given, or a renamed copy of it
+	// (renamed) when mosaic made its name up and another had it.
+	spec units.Spec
+	// launch is the one given, with the file of the init's arguments in
+	// the state directory (a service's).
+	launch units.Launch
+	rec    records.Record // the session's record as written
+	// release lets the name go; undo removes what the claim made, for a
+	// start that fails: call undo before release.
+	release, undo func()
+}
+
 // claim takes the session's name and prepares its state directory; free
 // says whether systemd has the name free (claimName; a scope run that
 // made its name up need not ask). A name mosaic made up is taken only if
-// no state directory has it yet: on a clash another is made up (spec is
-// changed), so a session never reuses another's home. release lets the
-// name go; undo removes what this call made, for a start that fails; call
-// undo before release. rec is the session's record as written.
-func claim(ctx context.Context, spec *units.Spec, free func(context.Context, units.Spec) error) (release, undo func(), rec records.Record, err error) {
-	if !spec.Scope { // a scope's init gets them from mosaic directly (units.ScopeBwrap)
-		spec.InitArgsFile = filepath.Join(spec.StateDir, statedir.InitArgsName)
-	}
-	if err := units.UnitFileSafe(*spec); err != nil {
-		return nil, nil, rec, err
+// no state directory has it yet: on a clash the claim goes on with a copy
+// of the plan under another name (renamed), so a session never reuses
+// another's home; the plan given is never changed. The name is not settled
+// when the plan is made: only the lock taken here keeps it, and a plan
+// (the bench's, the bus's) may wait between being made and started.
+func claim(ctx context.Context, spec units.Spec, launch units.Launch, free func(context.Context, units.Spec) error) (c claimed, err error) {
+	launch.InitArgsFile = initArgsFile(spec)
+	if err := units.UnitFileSafe(spec, launch); err != nil {
+		return c, err
 	}
 	for try := 0; ; try++ {
 		lock, err := statedir.LockName(spec.StateDir)
 		if err == statedir.ErrBusy {
 			if !spec.NameGiven && try < 5 {
-				rename(spec)
+				spec = renamed(spec)
+				launch.InitArgsFile = initArgsFile(spec)
 				continue
 			}
-			return nil, nil, rec, busyName(spec.Name)
+			return c, busyName(spec.Name)
 		}
 		if err != nil {
-			return nil, nil, rec, errcode.StateDir.New("cannot claim the name %s: %w", spec.Name, statedir.Hint(err, filepath.Dir(statedir.LockPath(spec.StateDir))))
+			return c, errcode.StateDir.New("cannot claim the name %s: %w", spec.Name, statedir.Hint(err, filepath.Dir(statedir.LockPath(spec.StateDir))))
 		}
 		testhook.Pause("claimed")
-		if err := free(ctx, *spec); err != nil {
+		if err := free(ctx, spec); err != nil {
 			lock.Release()
-			return nil, nil, rec, err
+			return c, err
 		}
-		rec, undo, err := statedir.Prepare(*spec)
+		rec, undo, err := statedir.Prepare(spec, launch)
 		if err == statedir.ErrNameTaken && try < 5 {
 			lock.Release()
-			rename(spec)
+			spec = renamed(spec)
+			launch.InitArgsFile = initArgsFile(spec)
 			continue
 		}
 		if err != nil {
 			lock.Release()
-			return nil, nil, rec, err
+			return c, err
 		}
-		return lock.Release, undo, rec, nil
+		return claimed{spec: spec, launch: launch, rec: rec, release: lock.Release, undo: undo}, nil
 	}
 }
 
-// rename gives a spec whose name mosaic made up another one, with every
-// path that holds the name, and the scope its promise names.
-func rename(spec *units.Spec) {
+// initArgsFile is where a service's init's arguments are written
+// (Launch.InitArgsFile); a scope's init gets them from mosaic directly
+// (units.ScopeBwrap).
+func initArgsFile(spec units.Spec) string {
+	if spec.Scope {
+		return ""
+	}
+	return filepath.Join(spec.StateDir, statedir.InitArgsName)
+}
+
+// renamed is a copy of a plan whose name mosaic made up under another
+// one, with every path that holds the name, and the scope its promise
+// names.
+func renamed(spec units.Spec) units.Spec {
 	name := units.GenerateName(spec.Command)
 	spec.Name = name
 	spec.StateDir = filepath.Join(filepath.Dir(spec.StateDir), name)
-	if spec.InitArgsFile != "" {
-		spec.InitArgsFile = filepath.Join(spec.StateDir, statedir.InitArgsName)
-	}
 	if spec.Clone != nil {
 		c := *spec.Clone
 		c.Dir = filepath.Join(spec.StateDir, units.CloneDirName)
@@ -81,8 +104,9 @@ func rename(spec *units.Spec) {
 		spec.EgressDir = filepath.Join(filepath.Dir(spec.EgressDir), name)
 	}
 	if spec.Promise.Scope != "" {
-		spec.Promise.Scope = scopeCgroup(*spec)
+		spec.Promise.Scope = scopeCgroup(spec)
 	}
+	return spec
 }
 
 // sweepCredentials removes every session credential file, and its directory,

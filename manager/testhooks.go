@@ -15,8 +15,6 @@ import (
 	"mosaic/internal/testhook"
 	"mosaic/manager/request"
 	"mosaic/manager/statedir"
-	"mosaic/sandbox"
-	"mosaic/units"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -228,47 +226,12 @@ func testNoTie() bool { return testhook.Flag("MOSAIC_TEST_NO_TIE") }
 // that sends no SIGTERM after systemd's one to a session still starting.
 func testNoTermAgain() bool { return testhook.Flag("MOSAIC_TEST_NO_TERM_AGAIN") }
 
-// testUnitProperties changes a session's unit properties for a test:
-//   - MOSAIC_TEST_EGRESS_REQUIRES=1 ties the session to its egress proxy
-//     with Requires= in place of BindsTo=: the weakened mosaic whose
-//     session runs on when its proxy dies;
-//   - MOSAIC_TEST_INIT_HOLD=DURATION holds bwrap's child that long before
-//     it runs the init (a stop ends the hold), and MOSAIC_TEST_TERM_IGNORED=1 has the exec shim
-//     ignore SIGTERM (the weakened shim whose stop in that time is lost):
-//     both are for the unit's shim, so they go into its environment;
-//   - MOSAIC_TEST_OUTPUT_NULL=1 sends its output to /dev/null, as systemd
-//     does when it cannot reach journald (down while the session started),
-//     which a test cannot stop.
-func testUnitProperties(props []sd.Property) []sd.Property {
-	if testhook.Flag("MOSAIC_TEST_EGRESS_REQUIRES") {
-		for i := range props {
-			if props[i].Name == "BindsTo" {
-				props[i].Name = "Requires"
-			}
-		}
-	}
-	var env []string
-	for _, name := range []string{sandbox.InitHoldEnv, "MOSAIC_TEST_TERM_IGNORED"} {
-		if v := testhook.Value(name); v != "" {
-			env = append(env, name+"="+v)
-		}
-	}
-	if len(env) > 0 {
-		props = append(props, sd.Property{Name: "Environment", Value: dbus.MakeVariant(env)})
-	}
-	if testhook.Flag("MOSAIC_TEST_OUTPUT_NULL") {
-		props = append(props, sd.Property{Name: "StandardOutput", Value: dbus.MakeVariant("null")},
-			sd.Property{Name: "StandardError", Value: dbus.MakeVariant("null")})
-	}
-	return props
-}
-
 // testOldTieOn says MOSAIC_TEST_OLD_TIE=1 is set: the weakened mosaic that
-// starts a run's tie scope in the session's own call (an aux unit,
-// testOldTieAux), with a zombie child in it in place of the run
-// (testOldTie): the kernel skips the move of a dying process, systemd counts
-// it moved, and the scope runs on empty for good, as when a run is killed
-// between the call and the move.
+// starts a run's tie scope in the session's own call (an aux unit, as
+// units.Render makes it then), with a zombie child in it in place of the
+// run (testOldTie): the kernel skips the move of a dying process, systemd
+// counts it moved, and the scope runs on empty for good, as when a run is
+// killed between the call and the move.
 func testOldTieOn() bool { return testhook.Flag("MOSAIC_TEST_OLD_TIE") }
 
 // testOldTie, under MOSAIC_TEST_OLD_TIE=1, starts a child that exits at
@@ -288,15 +251,6 @@ func testOldTie() uint32 {
 		}
 	}
 	return uint32(c.Process.Pid)
-}
-
-// testOldTieAux adds the run's tie scope to the session's aux units under
-// MOSAIC_TEST_OLD_TIE=1.
-func testOldTieAux(spec units.Spec, aux []sd.PropertyCollection) []sd.PropertyCollection {
-	if spec.TiePID == 0 || spec.Scope || !testOldTieOn() {
-		return aux
-	}
-	return append(aux, units.TieScope(spec))
 }
 
 // testRemoveEnv, when a test pauses at statedir.RemoveStage, hands the

@@ -21,9 +21,10 @@ func TestBrokerUnits(t *testing.T) {
 	s.MosaicBin = "/usr/bin/mosaic"
 	s.RuntimeDir = "/run/user/1000"
 	master, slave := 7, 8
-	s.Stdio, s.Attach, s.TTY = &[3]int{slave, slave, slave}, &master, true
+	l := Launch{Stdio: &[3]int{slave, slave, slave}, Attach: &master}
+	s.TTY = true
 	s.Publish = []publish.Port{{Addr: "127.0.0.1", HostPort: 8080, Port: 8000}}
-	aux := AuxUnits(s)
+	aux := Render(s, l, Features{}).Aux
 	names := map[string][]string{}
 	for _, u := range aux {
 		m := props(u.Properties)
@@ -48,7 +49,7 @@ func TestBrokerUnits(t *testing.T) {
 	if b := names[s.PublishUnit()]; len(b) == 0 || !strings.Contains(b[0], PublishDir(s.RuntimeDir, s.Name)) || !strings.Contains(b[1], "127.0.0.1,8080,8000") {
 		t.Errorf("the forwarder: %v", b)
 	}
-	p := props(Properties(s, Features{}))
+	p := props(Render(s, l, Features{}).Properties)
 	for _, k := range []string{"BindsTo", "After"} {
 		if v := fmt.Sprint(p[k].Value.Value()); !strings.Contains(v, s.PTYUnit()) || !strings.Contains(v, s.PublishUnit()) {
 			t.Errorf("the session's %s: %s", k, v)
@@ -73,12 +74,12 @@ func TestSSHAgentUnit(t *testing.T) {
 	s := testSpec()
 	s.MosaicBin = "/usr/bin/mosaic"
 	s.RuntimeDir = "/run/user/1000"
-	if len(AuxUnits(s)) != 0 {
+	if len(Render(s, Launch{}, Features{}).Aux) != 0 {
 		t.Fatal("a session lent nothing has a broker")
 	}
 	s.SSHAgent = &SSHAgent{Upstream: "/tmp/ssh-XXXX/agent.1"}
 	var m map[string]sd.Property
-	for _, u := range AuxUnits(s) {
+	for _, u := range Render(s, Launch{}, Features{}).Aux {
 		if u.Name == s.SSHAgentUnit() {
 			m = props(u.Properties)
 		}
@@ -93,7 +94,7 @@ func TestSSHAgentUnit(t *testing.T) {
 	if argv := fmt.Sprint(m["ExecStartEx"].Value.Value()); !strings.Contains(argv, "ssh-agent "+s.Name) {
 		t.Errorf("the filter's command: %s", argv)
 	}
-	p := props(Properties(s, Features{}))
+	p := props(Render(s, Launch{}, Features{}).Properties)
 	if v := fmt.Sprint(p["BindsTo"].Value.Value()); !strings.Contains(v, s.SSHAgentUnit()) {
 		t.Errorf("the session's BindsTo: %s", v)
 	}

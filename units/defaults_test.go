@@ -27,7 +27,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("CPUQuota infinity sent as %d", q)
 	}
 	found := 0
-	for _, p := range EgressProperties(Spec{Name: "x", MosaicBin: "/m", EgressDir: "/e"}) {
+	for _, p := range egressProperties(session{Spec: Spec{Name: "x", MosaicBin: "/m", EgressDir: "/e"}}) {
 		if p.Name == "MemoryMax" || p.Name == "TasksMax" || p.Name == "CPUQuotaPerSecUSec" {
 			found++
 		}

@@ -12,7 +12,7 @@ import (
 
 // A session's egress proxy is started by systemd on the first connection
 // to it (socket activation), not with the session: a transient socket unit
-// (EgressSocketProperties) holds the proxy's socket and its control
+// (egressSocketProperties) holds the proxy's socket and its control
 // socket from the session's start, in systemd's own loop (no process), and
 // its service, of the same name, is made with it but started only when a
 // session's connection or a `mosaic allow` arrives (it takes both sockets,
@@ -45,13 +45,13 @@ type listenEntry struct {
 	Type, Address string
 }
 
-// EgressSocketProperties are the properties of the socket unit of s's
+// egressSocketProperties are the properties of the socket unit of s's
 // egress proxy: its socket (which the session's relay and device dial)
 // and its control socket (mosaic allow), both 0600 in directories mosaic
 // made (the control one 0700, which no session binds), removed when it
 // stops; stopped once the session no longer needs it, which stops the
 // proxy (BindsTo=, activatedProperties).
-func EgressSocketProperties(s Spec) []sd.Property {
+func egressSocketProperties(s Spec) []sd.Property {
 	listen := []listenEntry{{"Stream", filepath.Join(s.EgressDir, sandbox.EgressSocketName)}}
 	if c := egress.ControlDir(s.EgressDir); c != "" {
 		listen = append(listen, listenEntry{"Stream", filepath.Join(c, egress.ControlSocketName)})
@@ -86,7 +86,7 @@ func activatedProperties(s Spec, props []sd.Property) []sd.Property {
 	out = append(out, prop("PartOf", sock), prop("After", sock))
 	// MOSAIC_TEST_EGRESS_REQUIRES=1 (the hooked build only): the weakened
 	// mosaic whose session runs on when its proxy dies (and whose session
-	// is Requires= its socket unit: manager's testUnitProperties).
+	// is Requires= its socket unit: testProperties).
 	if testhook.Flag("MOSAIC_TEST_EGRESS_REQUIRES") {
 		return out
 	}

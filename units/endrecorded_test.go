@@ -10,27 +10,27 @@ func TestEndRecorded(t *testing.T) {
 	stdio := &[3]int{}
 	for _, c := range []struct {
 		name  string
-		edit  func(*Spec)
+		edit  func(*Spec, *Launch)
 		wants bool
 	}{
-		{"start", func(*Spec) {}, true},
-		{"one-shot run, name made up", func(s *Spec) { s.Stdio = stdio }, false},
-		{"one-shot run, named", func(s *Spec) { s.Stdio, s.NameGiven = stdio, true }, true},
-		{"start --pty", func(s *Spec) { s.Stdio, s.Attach = stdio, &fd }, true},
+		{"start", func(*Spec, *Launch) {}, true},
+		{"one-shot run, name made up", func(_ *Spec, l *Launch) { l.Stdio = stdio }, false},
+		{"one-shot run, named", func(s *Spec, l *Launch) { l.Stdio, s.NameGiven = stdio, true }, true},
+		{"start --pty", func(_ *Spec, l *Launch) { l.Stdio, l.Attach = stdio, &fd }, true},
 	} {
-		s := testSpec()
-		c.edit(&s)
-		_, post := props(Properties(s, Features{}))["ExecStopPost"]
-		if s.EndRecorded() != c.wants || post != c.wants {
-			t.Errorf("%s: EndRecorded %v, ExecStopPost %v, want %v", c.name, s.EndRecorded(), post, c.wants)
+		s, l := testSpec(), Launch{}
+		c.edit(&s, &l)
+		_, post := props(Render(s, l, Features{}).Properties)["ExecStopPost"]
+		if EndRecorded(s, l) != c.wants || post != c.wants {
+			t.Errorf("%s: EndRecorded %v, ExecStopPost %v, want %v", c.name, EndRecorded(s, l), post, c.wants)
 		}
 	}
 	s := testSpec()
 	s.Scope = true
-	if s.EndRecorded() {
+	if EndRecorded(s, Launch{}) {
 		t.Error("a scope mosaic named records its end")
 	}
-	if s.NameGiven = true; !s.EndRecorded() {
+	if s.NameGiven = true; !EndRecorded(s, Launch{}) {
 		t.Error("a named scope records no end")
 	}
 }

@@ -9,13 +9,13 @@ import (
 // landlockExecArgv is the command line of a --sandbox landlock session: the
 // exec shim checks systemd's layer and becomes mosaic's init directly (no
 // bwrap), which applies the session's Landlock policy to the command.
-func landlockExecArgv(s Spec) []string {
+func landlockExecArgv(s session) []string {
 	o := sandbox.InitOptions{Session: s.Name, Home: s.SessionHome(), TTY: s.TTY,
 		Egress: s.Network == sandbox.NetworkAllow, Pass: s.Pass, Credentials: s.Credentials,
 		Landlock: s.LandlockPolicy().Encode(), EgressSocket: filepath.Join(s.EgressDir, sandbox.EgressSocketName),
 		SeccompAllow: s.SeccompAllow}
 	// The shim becomes mosaic's init in place of bwrap.
-	shim := sandbox.Shim{Promise: s.Promise.Encode(), Drop: heldLink(s, s.CredentialFile), Bwrap: s.StageBin, Args: sandbox.InitArgv(o, s.Command)}
+	shim := sandbox.Shim{Promise: s.Promise.Encode(), Drop: heldLink(s.Spec, s.CredentialFile), Bwrap: s.StageBin, Args: sandbox.InitArgv(o, s.Command)}
 	return shim.Argv(s.StageBin)
 }
 

@@ -16,7 +16,7 @@ import (
 func TestPropertiesLandlock(t *testing.T) {
 	s := testSpec()
 	s.Sandbox, s.BwrapBin, s.Network = sandbox.ModeLandlock, "", sandbox.NetworkNone
-	p := props(Properties(s, FeaturesFor(252)))
+	p := props(Render(s, Launch{}, FeaturesFor(252)).Properties)
 	argv := p["ExecStartEx"].Value.Value().([]execEx)[0].Argv
 	if strings.Join(argv[:5], " ") != s.StageBin+" exec-bwrap --promise "+s.Promise.Encode()+" "+s.StageBin || argv[5] != "init" {
 		t.Errorf("ExecStart starts %v, want the shim, then mosaic's init", argv[:6])
@@ -61,7 +61,7 @@ func TestPropertiesLandlock(t *testing.T) {
 	if v, ok := p["InaccessiblePaths"]; !ok || !slices.Equal(v.Value.Value().([]string), []string{"-/sys/fs/cgroup"}) || v.Value.Signature().String() != "as" {
 		t.Errorf("InaccessiblePaths = %v, want the cgroup tree's mount point (systemd 257 mounts a sysfs with it)", v.Value)
 	}
-	if _, ok := props(Properties(s, FeaturesFor(257)))["PrivatePIDs"]; !ok {
+	if _, ok := props(Render(s, Launch{}, FeaturesFor(257)).Properties)["PrivatePIDs"]; !ok {
 		t.Error("PrivatePIDs not sent to a 257 manager for a landlock session: it has no PID namespace otherwise")
 	}
 }

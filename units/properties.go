@@ -65,15 +65,18 @@ func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value
 // binary), which becomes bwrap, which runs mosaic's init (the stage binary), which runs the command. It holds
 // credentials' names, never their values. (A scope's is ScopeBwrap.)
 //
-// With s.InitArgsFile the init's arguments stay out of it (the shim reads
+// With l.InitArgsFile the init's arguments stay out of it (the shim reads
 // them from that file): a command line of any length then fits systemd's
 // unit file, its D-Bus call and bwrap's 9,000 arguments.
-func ExecArgv(s Spec) []string {
+func ExecArgv(s Spec, l Launch) []string { return execArgv(session{s, l}) }
+
+// execArgv is ExecArgv of a plan and its launch.
+func execArgv(s session) []string {
 	if s.Landlock() {
 		return landlockExecArgv(s)
 	}
-	initArgv := append([]string{sandbox.InitPath}, InitArgs(s)...)
-	shim := sandbox.Shim{Promise: s.Promise.Encode(), Drop: heldLink(s, s.CredentialFile), Bwrap: s.BwrapBin, HomeStore: s.StateDir}
+	initArgv := append([]string{sandbox.InitPath}, InitArgs(s.Spec)...)
+	shim := sandbox.Shim{Promise: s.Promise.Encode(), Drop: heldLink(s.Spec, s.CredentialFile), Bwrap: s.BwrapBin, HomeStore: s.StateDir}
 	if s.InitArgsFile != "" {
 		initArgv = initArgv[:2] // InitPath "init"
 		shim.InitArgs = s.InitArgsFile
@@ -145,14 +148,14 @@ func (s Spec) killAfter() time.Duration {
 	return stop / 2
 }
 
-// Properties are the transient service's properties for spec s on a manager
-// with features f.
-func Properties(s Spec, f Features) []sd.Property {
+// properties are the transient service's properties for session s on a
+// manager with features f.
+func properties(s session, f Features) []sd.Property {
 	stop := s.StopTimeout
 	if stop <= 0 {
 		stop = DefaultStopTimeout
 	}
-	argv := ExecArgv(s)
+	argv := execArgv(s)
 	props := []sd.Property{
 		prop("Description", Description(s.Name, s.Command)),
 		prop("Slice", Slice),
@@ -163,19 +166,19 @@ func Properties(s Spec, f Features) []sd.Property {
 		// notify: the job finishes when the init inside the sandbox has
 		// checked it and started the command, not merely when fork succeeded.
 		prop("Type", "notify"),
-		prop("NotifyAccess", notifyAccess(s)),
+		prop("NotifyAccess", notifyAccess(s.Spec)),
 		prop("WorkingDirectory", s.Dir()),
 		// A 252 user manager needs PrivateUsers for any mount namespacing.
 		prop("PrivateUsers", true),
 		prop("PrivateTmp", true),
 		prop("ProtectSystem", "strict"),
 		// Without ":ro", so that the binds below can be made under them.
-		prop("TemporaryFileSystem", tmpfsOf(s)),
+		prop("TemporaryFileSystem", tmpfsOf(s.Spec)),
 		prop("BindPaths", readWriteBinds(s)),
 		// The shim and bwrap may live under the hidden home; the notification
 		// socket is the one file of the runtime dir the unit needs (the shim
 		// connects it; the sandbox never sees it).
-		prop("BindReadOnlyPaths", append(bindsOf(ReadOnlyPaths(s)), cloneReadOnly(s)...)),
+		prop("BindReadOnlyPaths", append(bindsOf(ReadOnlyPaths(s.Spec)), cloneReadOnly(s.Spec)...)),
 		prop("NoNewPrivileges", true),
 		prop("KillMode", "control-group"),
 		prop("TimeoutStopUSec", usec(stop)),
@@ -206,7 +209,7 @@ func Properties(s Spec, f Features) []sd.Property {
 	// A one-shot run that mosaic named itself keeps no record (mosaic run
 	// reports the end and removes its state), so it goes without: the
 	// ExecStopPost costs a second namespace setup, some 8 ms of every run.
-	if s.EndRecorded() {
+	if EndRecorded(s.Spec, s.Launch) {
 		post := EndedArgv(s.StageBin, s.StateDir, s.egressAlive())
 		// ExecStopPost, not ExecStopPostEx: systemd 252 writes the latter
 		// into the transient unit file under a key it cannot read back, so
@@ -248,7 +251,7 @@ func Properties(s Spec, f Features) []sd.Property {
 // when mosaic gives them (Stdio); a run's unit is then collected once it
 // ended, even failed, so that nothing is left (a start --pty session's
 // stays, as any started one's).
-func stdioProperties(s Spec) []sd.Property {
+func stdioProperties(s session) []sd.Property {
 	if s.Stdio == nil {
 		return nil
 	}
@@ -301,11 +304,12 @@ func SliceProperties(l Limits) []sd.Property {
 	return limitProperties(l)
 }
 
-// ScopeProperties are the transient scope's properties for spec s, whose
-// held init bwrap made as initPID. systemd takes no sandboxing property on a
-// scope: it only gives the session its cgroup (limits, accounting, `systemctl
-// --user` inspection, stop); bwrap's layer and the init are the sandbox.
-func ScopeProperties(s Spec, initPID uint32) []sd.Property {
+// scopeProperties are the transient scope's properties for session s,
+// whose held init bwrap made as s.InitPID. systemd takes no sandboxing
+// property on a scope: it only gives the session its cgroup (limits,
+// accounting, `systemctl --user` inspection, stop); bwrap's layer and the
+// init are the sandbox.
+func scopeProperties(s session) []sd.Property {
 	stop := s.StopTimeout
 	if stop <= 0 {
 		stop = DefaultStopTimeout
@@ -313,7 +317,7 @@ func ScopeProperties(s Spec, initPID uint32) []sd.Property {
 	props := []sd.Property{
 		prop("Description", Description(s.Name, s.Command)),
 		prop("Slice", Slice),
-		prop("PIDs", []uint32{initPID}),
+		prop("PIDs", []uint32{s.InitPID}),
 		prop("TimeoutStopUSec", usec(stop)),
 		prop("CollectMode", "inactive-or-failed"),
 	}
@@ -330,8 +334,8 @@ func ScopeProperties(s Spec, initPID uint32) []sd.Property {
 // ExecStopPost finds the proxy dead). So, for the same reason, with the
 // holder of its terminal (start --pty: a dead holder hangs the terminal up)
 // and its publish forwarder (--publish). A mosaic run's session needs its
-// run's tie scope (TieScope): the run killed, the session stops.
-func dependencies(s Spec) []sd.Property {
+// run's tie scope (Rendered.Tie): the run killed, the session stops.
+func dependencies(s session) []sd.Property {
 	var to []string
 	if s.EgressActivated() {
 		to = append(to, s.EgressSocketUnit())
@@ -373,8 +377,8 @@ func TieScopeName(name string, pid uint32) string {
 	return fmt.Sprintf("%s%s.run-%d%s", UnitPrefix, name, pid, ScopeSuffix)
 }
 
-// TieScope is the scope that holds a mosaic run itself (Spec.TiePID).
-func TieScope(s Spec) sd.PropertyCollection {
+// tieScope is the scope that holds a mosaic run itself (Launch.TiePID).
+func tieScope(s session) sd.PropertyCollection {
 	return sd.PropertyCollection{Name: TieScopeName(s.Name, s.TiePID), Properties: []sd.Property{
 		prop("Description", fmt.Sprintf("mosaic run of session %s: the session stops when it ends", s.Name)),
 		prop("Slice", Slice),
@@ -383,26 +387,26 @@ func TieScope(s Spec) sd.PropertyCollection {
 	}}
 }
 
-// AuxUnits are the units started with the session in the same call: its
+// auxUnits are the units started with the session in the same call: its
 // egress proxy, for network allow; the holder of its terminal, for start
 // --pty; its publish forwarder, for --publish. (A mosaic run's tie scope is
 // started before, in a call of its own: manager/runtie.go.)
-func AuxUnits(s Spec) []sd.PropertyCollection {
+func auxUnits(s session) []sd.PropertyCollection {
 	var aux []sd.PropertyCollection
 	if s.EgressActivated() {
-		aux = append(aux, sd.PropertyCollection{Name: s.EgressSocketUnit(), Properties: EgressSocketProperties(s)})
+		aux = append(aux, sd.PropertyCollection{Name: s.EgressSocketUnit(), Properties: egressSocketProperties(s.Spec)})
 	}
 	if s.Network == sandbox.NetworkAllow {
-		aux = append(aux, sd.PropertyCollection{Name: s.EgressUnit(), Properties: EgressProperties(s)})
+		aux = append(aux, sd.PropertyCollection{Name: s.EgressUnit(), Properties: egressProperties(s)})
 	}
 	if len(s.Publish) > 0 {
-		aux = append(aux, sd.PropertyCollection{Name: s.PublishUnit(), Properties: PublishProperties(s)})
+		aux = append(aux, sd.PropertyCollection{Name: s.PublishUnit(), Properties: publishProperties(s.Spec)})
 	}
 	if s.SSHAgent != nil {
-		aux = append(aux, sd.PropertyCollection{Name: s.SSHAgentUnit(), Properties: SSHAgentProperties(s)})
+		aux = append(aux, sd.PropertyCollection{Name: s.SSHAgentUnit(), Properties: sshAgentProperties(s.Spec)})
 	}
 	if s.Attach != nil && !s.Scope {
-		aux = append(aux, sd.PropertyCollection{Name: s.PTYUnit(), Properties: PTYProperties(s)})
+		aux = append(aux, sd.PropertyCollection{Name: s.PTYUnit(), Properties: ptyProperties(s)})
 	}
 	return aux
 }
@@ -416,29 +420,29 @@ const (
 	EgressTasksMax  uint64 = 64
 )
 
-// EgressProperties are the properties of the session's egress proxy: the
+// egressProperties are the properties of the session's egress proxy: the
 // mosaic binary in proxy mode, in the host's network (it is the way out),
 // confined otherwise (no home, no runtime dir but its own socket's
 // directory), stopped by systemd once the session no longer needs it
 // (StopWhenUnneeded), however the session ended.
-func EgressProperties(s Spec) []sd.Property {
+func egressProperties(s session) []sd.Property {
 	argv := egress.Config{Session: s.Name, Socket: filepath.Join(s.EgressDir, sandbox.EgressSocketName), Allow: s.Allow,
-		Inject: s.Inject, Git: s.GitLends, Control: egress.ControlDir(s.EgressDir), Record: egress.RecordDir(s.StateDir), Drop: heldLink(s, s.EgressCredentialFile), Ask: s.Ask}.Argv(s.MosaicBin)
+		Inject: s.Inject, Git: s.GitLends, Control: egress.ControlDir(s.EgressDir), Record: egress.RecordDir(s.StateDir), Drop: heldLink(s.Spec, s.EgressCredentialFile), Ask: s.Ask}.Argv(s.MosaicBin)
 	// The control directory (grants, `mosaic allow`) is the proxy's and the
 	// user's only: no session binds it.
 	// Its record (refusals, grants) goes beside the session's home, for
 	// status and run once it has ended.
-	binds := append(bindsOf([]string{s.EgressDir, egress.RecordDir(s.StateDir)}), heldLinkDir(s, s.EgressCredentialFile)...)
+	binds := append(bindsOf([]string{s.EgressDir, egress.RecordDir(s.StateDir)}), heldLinkDir(s.Spec, s.EgressCredentialFile)...)
 	if c := egress.ControlDir(s.EgressDir); c != s.EgressDir {
 		binds = append(binds, bindsOf([]string{c})...)
 	}
-	props := brokerProperties(s, broker{Description: "mosaic egress proxy of session " + s.Name, Unit: s.EgressUnit(),
+	props := brokerProperties(s.Spec, broker{Description: "mosaic egress proxy of session " + s.Name, Unit: s.EgressUnit(),
 		Argv: argv, Binds: binds, MemoryMax: EgressMemoryMax, TasksMax: EgressTasksMax, Procs: 2})
 	// Its CPU share (its memory and tasks are bounded above, with the Go
 	// runtime's settings that keep it within them).
 	props = append(props, prop("CPUQuotaPerSecUSec", EgressLimits.CPUQuota*10000))
 	if s.EgressActivated() {
-		props = activatedProperties(s, props)
+		props = activatedProperties(s.Spec, props)
 	}
 	if s.EgressCredentialFile != "" {
 		// The keys the proxy injects reach it, and only it, through its
@@ -488,13 +492,13 @@ func escapeInvalid(a string) string {
 
 // readWriteBinds are the unit's writable binds: the workspace, the session's
 // state and --rw paths.
-func readWriteBinds(s Spec) []bindEntry {
+func readWriteBinds(s session) []bindEntry {
 	b := append([]bindEntry{{Src: s.workspaceSource(), Dst: s.Workspace}}, bindsOf(append([]string{s.StateDir}, s.ExtraRW...))...)
 	if s.ToolCache != "" {
 		b = append(b, bindsOf([]string{s.ToolCache})...)
 	}
-	b = append(b, heldLinkDir(s, s.CredentialFile)...)
-	return append(b, bindsOf(landlockProtect(s, sandbox.KindRW))...)
+	b = append(b, heldLinkDir(s.Spec, s.CredentialFile)...)
+	return append(b, bindsOf(landlockProtect(s.Spec, sandbox.KindRW))...)
 }
 
 // heldLink is path when it is the link to credentials mosaic holds

@@ -29,14 +29,14 @@ const (
 	PTYTasksMax  uint64 = 32
 )
 
-// PTYProperties are the properties of the unit holding session s's
+// ptyProperties are the properties of the unit holding session s's
 // terminal: a broker (brokerProperties) with the terminal's master side
 // (s.Attach) as its stdin, its output to the journal (systemd would
 // otherwise have it inherit the master: into the session's terminal), no
 // network, and the attach sockets' directory the one it may write.
-func PTYProperties(s Spec) []sd.Property {
+func ptyProperties(s session) []sd.Property {
 	argv := ptyhold.Argv(s.MosaicBin, s.Name, AttachSocket(s.RuntimeDir, s.Name))
-	return append(brokerProperties(s, broker{Description: "mosaic terminal of session " + s.Name, Unit: s.PTYUnit(),
+	return append(brokerProperties(s.Spec, broker{Description: "mosaic terminal of session " + s.Name, Unit: s.PTYUnit(),
 		Argv: argv, Binds: bindsOf([]string{AttachDir(s.RuntimeDir)}), MemoryMax: PTYMemoryMax, TasksMax: PTYTasksMax, Procs: 1}),
 		prop("StandardInputFileDescriptor", dbus.UnixFD(*s.Attach)),
 		prop("StandardOutput", "journal"),

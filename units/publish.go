@@ -28,10 +28,10 @@ const (
 	PublishTasksMax  uint64 = 64
 )
 
-// PublishProperties are the properties of session s's publish forwarder:
+// publishProperties are the properties of session s's publish forwarder:
 // a broker (brokerProperties) listening on each published host address, in
 // the host's network, and on its socket, the one directory it may write.
-func PublishProperties(s Spec) []sd.Property {
+func publishProperties(s Spec) []sd.Property {
 	dir := PublishDir(s.RuntimeDir, s.Name)
 	argv := publish.Argv(s.MosaicBin, s.Name, filepath.Join(dir, publish.SocketName), s.Publish)
 	return brokerProperties(s, broker{Description: "mosaic publish forwarder of session " + s.Name, Unit: s.PublishUnit(),

@@ -1,8 +1,10 @@
-// Package units turns a session spec into what systemd needs to run it: the
-// unit name and the []dbus.Property of a transient service, gated by the user
-// manager's version so that no property it does not know is ever sent (an
-// unknown property fails the whole StartTransientUnit call). It is pure: it
-// reads nothing from the host and talks to no one.
+// Package units turns a session's plan (Spec) and what its start made for
+// it (Launch) into what systemd needs to run it, in one call (Render): the
+// unit name and the []dbus.Property of a transient service or scope and of
+// the units started with it, gated by the user manager's version so that
+// no property it does not know is ever sent (an unknown property fails the
+// whole StartTransientUnit call). It is pure: it reads nothing from the
+// host and talks to no one.
 package units
 
 import (
@@ -129,7 +131,10 @@ func GenerateName(command []string) string {
 	return base + "-" + hex.EncodeToString(r[:])
 }
 
-// Spec is one session, with every path already checked and resolved.
+// Spec is one session's plan, with every path already checked and
+// resolved: what the session is (its request and the host's facts), never
+// changed once made (manager.NewPlan). What a start makes for it is its
+// Launch, beside it; Render renders both.
 type Spec struct {
 	Name       string
 	NameGiven  bool // false when mosaic made the name up (and so it is free)
@@ -178,46 +183,27 @@ type Spec struct {
 	Pass               []string // names the init passes besides its allowlist (a profile's variables)
 	// SeccompAllow are the rows of sandbox.SyscallRules the profile lifted.
 	SeccompAllow []string
-	// Credentials are the names of the secrets in CredentialFile, which
-	// systemd reads (EnvironmentFiles=) and the init requires and passes on.
-	// The values are never in the spec: the file is held in mosaic's memory
-	// while it starts the unit, and its path (/proc/PID/fd/N) is set then
-	// (credentials.Hold).
-	Credentials    []string
-	CredentialFile string
-	// InitArgsFile, when set, holds the init's arguments (the command's
-	// among them) for the exec shim, rather than the unit's command line:
-	// see InitArgs and sandbox.Shim.InitArgs.
-	InitArgsFile string
-	Profile      string
-	Limits       Limits
+	// Credentials are the names of the secrets in the launch's
+	// CredentialFile, which systemd reads (EnvironmentFiles=) and the init
+	// requires and passes on. The values are never in the spec.
+	Credentials []string
+	Profile     string
+	Limits      Limits
 	// SliceLimits are mosaic.slice's, set when the slice has none.
 	SliceLimits Limits
 	// StopTimeout is how long systemd waits after SIGTERM before SIGKILL.
 	StopTimeout time.Duration
-	// Stdio, when set, hands these descriptors to the unit as its stdin,
-	// stdout and stderr (mosaic run), and the unit is collected once it ended
-	// even when it failed: a finished run leaves nothing behind.
-	Stdio *[3]int
-	// TiePID, for a mosaic run, is the run's own PID: the session's unit
-	// is BindsTo= the scope it is put in (TieScope), so that the run's
-	// death stops the session.
-	TiePID uint32
 	// TTY says the session's stdin, stdout and stderr are a pseudo-terminal
 	// mosaic made for it, which the init makes the command's controlling
 	// terminal.
 	TTY bool
 	// Publish are the session's published ports (--publish): its
-	// forwarder (PublishProperties) listens on the host side of each.
+	// forwarder (publishProperties) listens on the host side of each.
 	Publish []publish.Port
 	// SSHAgent, when set, is the user's ssh agent as lent to the session
-	// (--lend-ssh-key, --lend-ssh-sign): its filter (SSHAgentProperties)
+	// (--lend-ssh-key, --lend-ssh-sign): its filter (sshAgentProperties)
 	// is the only agent the session reaches.
 	SSHAgent *SSHAgent
-	// Attach, when set, is the master side of the session's terminal
-	// (Stdio is its slave side), handed to the unit that holds it for
-	// mosaic attach (start --pty, PTYProperties).
-	Attach *int
 	// MayLaunch binds the bus's socket directory (BusDir) into the session,
 	// which may then ask the bus to launch others.
 	MayLaunch bool
@@ -239,13 +225,11 @@ type Spec struct {
 	Allow     []string
 	EgressDir string
 	// Inject are the credentials the egress proxy puts into requests
-	// (names and hosts; the session holds placeholders), and
-	// EgressCredentialFile the proxy's own environment file with their
-	// values, held as the session's (CredentialFile).
-	Inject               []egress.Rule
-	EgressCredentialFile string
+	// (names and hosts; the session holds placeholders); their values
+	// travel in the launch's EgressCredentialFile.
+	Inject []egress.Rule
 	// GitLends are the git credentials lent to the session (--lend-git):
-	// the repositories and operations; their tokens travel in
+	// the repositories and operations; their tokens travel in the launch's
 	// EgressCredentialFile, the session's ~/.gitconfig holds placeholders.
 	GitLends []egress.GitLend
 	// CAFile is the session's --ca-file, which the egress proxy also trusts
@@ -351,17 +335,6 @@ type Limits struct {
 	// own, which a kept home is loaded into and saved from
 	// (sandbox.HomeStore).
 	HomeSize uint64
-}
-
-// EndRecorded reports whether how the session ended is written into its
-// state directory (end.json): by its ended stage, a service's ExecStopPost,
-// or by mosaic for a scope it named. A one-shot run that mosaic named
-// itself keeps no record: mosaic run reports the end and removes its state.
-func (s Spec) EndRecorded() bool {
-	if s.Scope {
-		return s.NameGiven
-	}
-	return s.Stdio == nil || s.Attach != nil || s.NameGiven
 }
 
 // SessionHome is the directory mounted as the session's HOME.

@@ -33,10 +33,10 @@ const (
 	SSHAgentTasksMax  uint64 = 32
 )
 
-// SSHAgentProperties are the properties of session s's agent filter: a
+// sshAgentProperties are the properties of session s's agent filter: a
 // broker (brokerProperties) that writes only its socket's directory and
 // reaches the user's agent by its socket, bound at its own path.
-func SSHAgentProperties(s Spec) []sd.Property {
+func sshAgentProperties(s Spec) []sd.Property {
 	dir := SSHAgentDir(s.RuntimeDir, s.Name)
 	argv := agentfilter.Argv(s.MosaicBin, s.Name, filepath.Join(dir, agentfilter.SocketName), s.SSHAgent.Upstream, s.SSHAgent.Lent)
 	return brokerProperties(s, broker{Description: "mosaic ssh agent filter of session " + s.Name, Unit: s.SSHAgentUnit(),

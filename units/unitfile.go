@@ -17,8 +17,10 @@ import (
 // comes back split in two, and the unit's ExecStopPost, which sets up its
 // namespace again, then fails: the session's end is never recorded. A quote
 // or a backslash would be read back as quoting, a colon as a separator.
-func UnitFileSafe(s Spec) error {
-	if err := argvFits(s); err != nil { // a scope's shim is exec'd too
+// l is the session's launch as far as the start has made it (its stdio and
+// init arguments' file: what its command line and call carry).
+func UnitFileSafe(s Spec, l Launch) error {
+	if err := argvFits(s, l); err != nil { // a scope's shim is exec'd too
 		return err
 	}
 	if err := carriable(s); err != nil {
@@ -41,7 +43,7 @@ func UnitFileSafe(s Spec) error {
 			return err
 		}
 	}
-	for _, p := range []string{s.Home, s.RuntimeDir, s.StateDir, s.MosaicBin, s.StageBin, s.NetBin, s.BwrapBin, s.Binary, s.BusDir, s.EgressDir, s.CredentialFile} {
+	for _, p := range []string{s.Home, s.RuntimeDir, s.StateDir, s.MosaicBin, s.StageBin, s.NetBin, s.BwrapBin, s.Binary, s.BusDir, s.EgressDir, l.CredentialFile} {
 		if err := check(p, errcode.StateDir, "mosaic's path"); err != nil {
 			return err
 		}
@@ -53,7 +55,7 @@ func UnitFileSafe(s Spec) error {
 // UTF-8 only (godbus refuses to send any other, and systemd would too). A
 // workspace or bind that is not UTF-8 is in the unit's properties and in
 // mosaic's records (JSON, UTF-8 too), so it is refused; a command's
-// arguments are not (the init reads them from Spec.InitArgsFile, a scope's
+// arguments are not (the init reads them from Launch.InitArgsFile, a scope's
 // bwrap is exec'd) and run as they are, but in --sandbox landlock, where
 // they are in the unit's command line. (Description escapes what it shows.)
 func carriable(s Spec) error {
@@ -85,7 +87,7 @@ func carriable(s Spec) error {
 }
 
 // What a session's command line must fit in. The command's arguments go to
-// its init in a file (Spec.InitArgsFile), so the unit's ExecStart
+// its init in a file (Launch.InitArgsFile), so the unit's ExecStart
 // holds only the shim's and bwrap's options; systemd writes that into its
 // transient unit file, one line, quoted and escaped, and reads it back at a
 // daemon-reload in lines of at most 1 MiB (LONG_LINE_MAX). bwrap takes at
@@ -106,7 +108,7 @@ const (
 
 // argvFits refuses, before anything starts, a session whose command line
 // cannot reach its command whole.
-func argvFits(s Spec) error {
+func argvFits(s Spec, l Launch) error {
 	total := 0
 	for i, a := range InitArgs(s) {
 		if len(a) > maxArg {
@@ -121,7 +123,7 @@ func argvFits(s Spec) error {
 	if s.Scope {
 		argv, _ = ScopeBwrap(s)
 	} else {
-		argv = ExecArgv(s)
+		argv = ExecArgv(s, l)
 	}
 	line, message, bwrapArgs, inBwrap := 0, 4096, 0, false
 	for _, a := range argv {
@@ -143,7 +145,7 @@ func argvFits(s Spec) error {
 	for _, e := range s.Env {
 		message += len(e) + 8
 	}
-	if s.Stdio != nil && message > maxWithFDs {
+	if l.Stdio != nil && message > maxWithFDs {
 		return errcode.TooManyArguments.New("mosaic run passes the terminal to systemd in one message, which must stay under %d bytes; its binds and --env make %d: use mosaic start, or pass less", maxWithFDs, message)
 	}
 	return nil

@@ -164,11 +164,10 @@ func TestPropertySignatures(t *testing.T) {
 	s := testSpec()
 	s.Limits = Limits{MemoryMax: 1 << 30, TasksMax: 64, CPUQuota: 50, RuntimeMax: time.Minute}
 	s.Env = []string{"TERM=xterm"}
-	s.Stdio = &[3]int{0, 1, 2}
+	l := Launch{Stdio: &[3]int{0, 1, 2}, CredentialFile: "/proc/4242/fd/7"}
 	s.NameGiven = true
 	s.Credentials = []string{"ANTHROPIC_API_KEY"}
-	s.CredentialFile = "/proc/4242/fd/7"
-	got := props(Properties(s, FeaturesFor(257)))
+	got := props(Render(s, l, FeaturesFor(257)).Properties)
 	want := map[string]string{
 		"Description": "s", "Slice": "s", "ExecStartEx": "a(sasas)", "Type": "s", "NotifyAccess": "s",
 		"WorkingDirectory": "s", "PrivateUsers": "b", "PrivateTmp": "b", "ProtectSystem": "s",
@@ -202,14 +201,14 @@ func TestPropertySignatures(t *testing.T) {
 
 func TestPropertiesGating(t *testing.T) {
 	s := testSpec()
-	p := props(Properties(s, FeaturesFor(252)))
+	p := props(Render(s, Launch{}, FeaturesFor(252)).Properties)
 	for _, absent := range []string{"PrivatePIDs", "MemoryMax", "TasksMax", "CPUQuotaPerSecUSec", "RuntimeMaxUSec",
 		"StandardInputFileDescriptor", "CollectMode", "Environment"} {
 		if _, ok := p[absent]; ok {
 			t.Errorf("%s sent to a 252 manager without being asked for", absent)
 		}
 	}
-	if _, ok := props(Properties(s, FeaturesFor(257)))["PrivatePIDs"]; !ok {
+	if _, ok := props(Render(s, Launch{}, FeaturesFor(257)).Properties)["PrivatePIDs"]; !ok {
 		t.Error("PrivatePIDs not sent to a 257 manager")
 	}
 	if v := p["TimeoutStopUSec"].Value.Value().(uint64); v != uint64(DefaultStopTimeout/time.Microsecond) {
@@ -219,7 +218,7 @@ func TestPropertiesGating(t *testing.T) {
 
 func TestPropertiesConfinement(t *testing.T) {
 	s := testSpec()
-	p := props(Properties(s, FeaturesFor(252)))
+	p := props(Render(s, Launch{}, FeaturesFor(252)).Properties)
 	tmpfs := p["TemporaryFileSystem"].Value.Value().([]tmpfsEntry)
 	if len(tmpfs) != 2 || tmpfs[0].Path != s.Home || tmpfs[1].Path != s.RuntimeDir {
 		t.Errorf("TemporaryFileSystem = %v, want the home and the runtime dir", tmpfs)
@@ -247,7 +246,7 @@ func TestPropertiesConfinement(t *testing.T) {
 		t.Errorf("BindReadOnlyPaths = %v, want %s", roPaths, want)
 	}
 	s.MayLaunch, s.BusDir = true, "/run/user/1000/mosaic/bus"
-	ro = props(Properties(s, FeaturesFor(252)))["BindReadOnlyPaths"].Value.Value().([]bindEntry)
+	ro = props(Render(s, Launch{}, FeaturesFor(252)).Properties)["BindReadOnlyPaths"].Value.Value().([]bindEntry)
 	if !slices.ContainsFunc(ro, func(b bindEntry) bool { return b.Src == s.MosaicBin }) {
 		t.Errorf("--may-launch: mosaic (bwrap binds it at %s) is not bound into the unit: %v", sandbox.BinInside, ro)
 	}
@@ -287,10 +286,10 @@ func TestDescription(t *testing.T) {
 func TestCredentialsInTheUnit(t *testing.T) {
 	s := testSpec()
 	s.Credentials = []string{"ANTHROPIC_API_KEY"}
-	s.CredentialFile = "/proc/4242/fd/7"
-	p := props(Properties(s, FeaturesFor(252)))
+	l := Launch{CredentialFile: "/proc/4242/fd/7"}
+	p := props(Render(s, l, FeaturesFor(252)).Properties)
 	ef := p["EnvironmentFiles"].Value.Value().([]envFile)
-	if len(ef) != 1 || ef[0].Path != s.CredentialFile || !ef[0].IgnoreMissing {
+	if len(ef) != 1 || ef[0].Path != l.CredentialFile || !ef[0].IgnoreMissing {
 		t.Errorf("EnvironmentFiles = %v", ef)
 	}
 	argv := strings.Join(p["ExecStartEx"].Value.Value().([]execEx)[0].Argv, " ")
@@ -302,13 +301,13 @@ func TestCredentialsInTheUnit(t *testing.T) {
 	}
 	// Held through a link in the runtime directory (credentials.Hold): the
 	// unit's first process removes the link, from its directory bound in.
-	s.CredentialFile = s.RuntimeDir + "/mosaic/credentials/s1/env"
-	p = props(Properties(s, FeaturesFor(252)))
+	l.CredentialFile = s.RuntimeDir + "/mosaic/credentials/s1/env"
+	p = props(Render(s, l, FeaturesFor(252)).Properties)
 	argv = strings.Join(p["ExecStartEx"].Value.Value().([]execEx)[0].Argv, " ")
-	if !strings.Contains(argv, "--drop "+s.CredentialFile+" ") {
+	if !strings.Contains(argv, "--drop "+l.CredentialFile+" ") {
 		t.Errorf("ExecStart %q: want the shim to drop the link", argv)
 	}
-	if rw := fmt.Sprint(p["BindPaths"].Value.Value()); !strings.Contains(rw, "{"+filepath.Dir(s.CredentialFile)+" "+filepath.Dir(s.CredentialFile)+" true") {
+	if rw := fmt.Sprint(p["BindPaths"].Value.Value()); !strings.Contains(rw, "{"+filepath.Dir(l.CredentialFile)+" "+filepath.Dir(l.CredentialFile)+" true") {
 		t.Errorf("the link's directory is not bound (missing allowed): %v", rw)
 	}
 }
@@ -327,15 +326,15 @@ func TestEndRecordOnlyWhereKept(t *testing.T) {
 		// Nothing on disk to guard: the credentials are held in memory.
 		{"unnamed run with a credential", true, false, true, false},
 	} {
-		s := testSpec()
+		s, l := testSpec(), Launch{}
 		s.NameGiven = tc.named
 		if tc.run {
-			s.Stdio = &[3]int{0, 1, 2}
+			l.Stdio = &[3]int{0, 1, 2}
 		}
 		if tc.cred {
-			s.CredentialFile = "/proc/4242/fd/7"
+			l.CredentialFile = "/proc/4242/fd/7"
 		}
-		_, got := props(Properties(s, FeaturesFor(252)))["ExecStopPost"]
+		_, got := props(Render(s, l, FeaturesFor(252)).Properties)["ExecStopPost"]
 		if got != tc.want {
 			t.Errorf("%s: ExecStopPost present %v, want %v", tc.label, got, tc.want)
 		}
@@ -348,7 +347,7 @@ func TestScopeProperties(t *testing.T) {
 	s := testSpec()
 	s.Scope = true
 	s.Limits = Limits{MemoryMax: 1 << 30, TasksMax: 64, CPUQuota: 50, RuntimeMax: time.Minute}
-	got := props(ScopeProperties(s, 4242))
+	got := props(Render(s, Launch{InitPID: 4242}, Features{}).Properties)
 	want := map[string]string{"Description": "s", "Slice": "s", "PIDs": "au", "TimeoutStopUSec": "t", "CollectMode": "s",
 		"MemoryMax": "t", "TasksMax": "t", "CPUQuotaPerSecUSec": "t", "RuntimeMaxUSec": "t"}
 	for name, sig := range want {
@@ -374,7 +373,7 @@ func TestScopeBwrap(t *testing.T) {
 	s := testSpec()
 	s.TTY = true
 	s.Command = []string{"secret-looking-command", "arg"}
-	svc := strings.Join(ExecArgv(s), " ")
+	svc := strings.Join(ExecArgv(s, Launch{}), " ")
 	if strings.Contains(svc, "--info-fd") || strings.Contains(svc, "--go-fd") {
 		t.Errorf("service argv reports or holds: %s", svc)
 	}
@@ -412,10 +411,10 @@ func TestNetworkProperties(t *testing.T) {
 	}{{"none", true, false}, {"allow", true, true}, {"host", false, false}} {
 		s.Network = tc.network
 		s.Allow = []string{"api.example.com:443"}
-		p := props(Properties(s, FeaturesFor(252)))
+		p := props(Render(s, Launch{}, FeaturesFor(252)).Properties)
 		_, pn := p["PrivateNetwork"]
 		_, req := p["BindsTo"] // a proxy that dies stops the session (31.14)
-		argv := strings.Join(ExecArgv(s), " ")
+		argv := strings.Join(ExecArgv(s, Launch{}), " ")
 		// The unit's network namespace is the sandbox's: bwrap makes none
 		// (a scope's bwrap does, TestScopeBwrap...).
 		if pn != tc.privateNet || req != tc.deps || strings.Contains(argv, "--unshare-net") {
@@ -431,7 +430,7 @@ func TestNetworkProperties(t *testing.T) {
 		if strings.Contains(argv, "--egress") != tc.deps || strings.Contains(argv, s.EgressDir) != tc.deps {
 			t.Errorf("%s: init or egress bind wrong: %s", tc.network, argv)
 		}
-		aux := AuxUnits(s)
+		aux := Render(s, Launch{}, Features{}).Aux
 		if (len(aux) == 2) != tc.deps || (!tc.deps && len(aux) != 0) {
 			t.Errorf("%s: aux units %v", tc.network, aux)
 		}
@@ -471,13 +470,13 @@ func TestEgressInjection(t *testing.T) {
 	s.Network = "allow"
 	s.EgressDir = "/run/user/1000/mosaic/egress/s1"
 	s.Inject = []egress.Rule{{Var: "ANTHROPIC_API_KEY", Headers: []string{"X-Api-Key"}, Hosts: []string{"api.anthropic.com:443"}}}
-	s.EgressCredentialFile = "/proc/4242/fd/8"
-	e := props(EgressProperties(s))
+	l := Launch{EgressCredentialFile: "/proc/4242/fd/8"}
+	e := props(egressProperties(session{s, l}))
 	argv := fmt.Sprint(e["ExecStartEx"].Value.Value())
 	if !strings.Contains(argv, "--inject ANTHROPIC_API_KEY=X-Api-Key@api.anthropic.com:443") || strings.Contains(argv, "--drop") {
 		t.Errorf("argv %s", argv)
 	}
-	if f := fmt.Sprint(e["EnvironmentFiles"].Value.Value()); !strings.Contains(f, s.EgressCredentialFile) {
+	if f := fmt.Sprint(e["EnvironmentFiles"].Value.Value()); !strings.Contains(f, l.EgressCredentialFile) {
 		t.Errorf("EnvironmentFiles %s", f)
 	}
 	if b := fmt.Sprint(e["BindPaths"].Value.Value()); strings.Contains(b, "/proc") {
@@ -624,12 +623,12 @@ func TestTUNCapabilitiesOnlyWithTheDevice(t *testing.T) {
 	for _, tun := range []bool{false, true} {
 		s := testSpec()
 		s.Network, s.TUN = sandbox.NetworkAllow, tun
-		got := props(Properties(s, FeaturesFor(257)))
+		got := props(Render(s, Launch{}, FeaturesFor(257)).Properties)
 		p, has := got["AmbientCapabilities"]
 		if has != tun || has && (p.Value.Signature().String() != "t" || p.Value.Value().(uint64) != 1<<12|1<<10) {
 			t.Errorf("TUN %v: AmbientCapabilities %v (present %v)", tun, p.Value, has)
 		}
-		argv := strings.Join(ExecArgv(s), " ")
+		argv := strings.Join(ExecArgv(s, Launch{}), " ")
 		if n := strings.Count(argv, " --tun "); tun && n != 2 || !tun && n != 0 {
 			t.Errorf("TUN %v: --tun %d times in %s", tun, n, argv)
 		}

@@ -157,7 +157,7 @@ func (b *bench) equivalent(name string, command []string, wait bool) ([]string, 
 	for _, x := range p {
 		argv = append(argv, "-p", x)
 	}
-	return append(argv, units.ExecArgv(spec)...), nil
+	return append(argv, units.ExecArgv(spec, units.Launch{})...), nil
 }
 
 // handRolled is the service a user would write by hand instead of mosaic

@@ -34,28 +34,24 @@ var detachKeys = []byte{0x10, 0x11}
 // stdin, stdout and stderr and whose master side goes to the unit that
 // holds it for `mosaic attach`. Its size is this terminal's, if any. The
 // returned function closes mosaic's own copies, once systemd has its own.
-func givePTY(spec *units.Spec, m *manager.Manager) (func(), error) {
+func givePTY(m *manager.Manager) (manager.Terminal, func(), error) {
 	paths, err := m.Paths()
 	if err != nil {
-		return nil, err
+		return manager.Terminal{}, nil, err
 	}
 	if err := os.MkdirAll(units.AttachDir(paths.RuntimeDir), 0o700); err != nil {
-		return nil, errcode.PTY.New("cannot make the directory of the attach sockets: %w", err)
+		return manager.Terminal{}, nil, errcode.PTY.New("cannot make the directory of the attach sockets: %w", err)
 	}
 	master, slave, err := openPTY()
 	if err != nil {
-		return nil, errcode.PTY.New("cannot give the session a pseudo-terminal: %w", err)
+		return manager.Terminal{}, nil, errcode.PTY.New("cannot give the session a pseudo-terminal: %w", err)
 	}
 	ws := &unix.Winsize{Row: 24, Col: 80}
 	if cur, err := unix.IoctlGetWinsize(int(os.Stdin.Fd()), unix.TIOCGWINSZ); err == nil && cur.Row > 0 && cur.Col > 0 {
 		ws = cur
 	}
 	_ = unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, ws)
-	fd, mfd := int(slave.Fd()), int(master.Fd())
-	spec.Stdio = &[3]int{fd, fd, fd}
-	spec.Attach = &mfd
-	spec.TTY = true
-	return func() { master.Close(); slave.Close() }, nil
+	return manager.Terminal{Slave: int(slave.Fd()), Master: int(master.Fd())}, func() { master.Close(); slave.Close() }, nil
 }
 
 func attachCommand(out *output) *cli.Command {

@@ -176,16 +176,20 @@ func startCommand(out *output) *cli.Command {
 			if out.json && !quiet { // the text result below says them
 				out.notes(spec.Notes)
 			}
-			if req.TTY {
-				release, err := givePTY(&plan.Spec, m)
+			start := m.Start
+			if req.TTY { // the plan says so too (TTY): the init makes it the command's terminal
+				term, release, err := givePTY(m)
 				if err != nil {
 					return err
 				}
 				defer release()
+				start = func(ctx context.Context, plan manager.Plan) (manager.Session, error) {
+					return m.StartPTY(ctx, plan, term)
+				}
 			}
-			prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr) && plan.Spec.Clone != nil, "mosaic start "+plan.Spec.Name)
-			prog.set("making the session's copy of " + termsafe.Escape(plan.Spec.Workspace, false) + " (clone mode)")
-			s, err := m.Start(ctx, plan)
+			prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr) && spec.Clone != nil, "mosaic start "+spec.Name)
+			prog.set("making the session's copy of " + termsafe.Escape(spec.Workspace, false) + " (clone mode)")
+			s, err := start(ctx, plan)
 			prog.done()
 			if ctx.Err() != nil {
 				if _, err := m.Stop(context.Background(), spec.Name, time.Second, nil); err != nil {

@@ -97,7 +97,7 @@ func TestPrepareResolves(t *testing.T) {
 	if spec.Workspace != app || spec.GivenAs != filepath.Join(p.Home, "app-link") {
 		t.Errorf("workspace %s given as %s: want the real path, and the link as given", spec.Workspace, spec.GivenAs)
 	}
-	if len(secrets) != 0 || spec.CredentialFile != "" {
+	if len(secrets) != 0 || len(spec.Credentials) != 0 {
 		t.Errorf("a generic session got secrets %v", secrets)
 	}
 	if spec.Profile != "generic" || spec.Network != sandbox.NetworkNone || !strings.HasPrefix(spec.Name, "true-") {

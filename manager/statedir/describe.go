@@ -9,17 +9,18 @@ import (
 	"mosaic/units"
 )
 
-// Describe is the description of the session spec starts (records.Description:
-// every attribute of a session is there; it is made here, where the spec is
-// known, so that records, which the stage binary links, links no units).
-func Describe(s units.Spec) records.Description {
+// Describe is the description of the session plan s starts as launched l
+// (records.Description: every attribute of a session is there; it is made
+// here, where the spec is known, so that records, which the stage binary
+// links, links no units).
+func Describe(s units.Spec, l units.Launch) records.Description {
 	binds := s.Binds()
 	if s.Landlock() {
 		binds = nil // no bwrap: the record says the mode, status its rows
 	}
 	return records.Description{Command: s.Command, Workspace: s.Workspace, WorkspaceGivenAs: s.GivenAs, Binds: binds,
 		Profile: s.Profile, Credentials: s.Credentials, MayLaunch: s.MayLaunch, Network: s.Network, AllowHosts: s.Allow, NetworkDevice: s.TUN,
-		Output: outputOf(s), SeccompAllow: s.SeccompAllow, Sandbox: s.Sandbox, HostExecWritable: s.AllowWriteHostExec,
+		Output: outputOf(s, l), SeccompAllow: s.SeccompAllow, Sandbox: s.Sandbox, HostExecWritable: s.AllowWriteHostExec,
 		WorkspaceCopied: s.Clone != nil, Injected: injected(s), Environment: s.Env, Published: published(s), SSHKeysLent: sshKeysLent(s), GitLent: gitLent(s), PathDropped: s.PathDropped, EnvironmentDropped: s.EnvDropped, OwnGitDir: s.OwnGitDir,
 		Limits: &records.Limits{MemoryMax: s.Limits.MemoryMax, TasksMax: s.Limits.TasksMax, CPUQuota: s.Limits.CPUQuota,
 			TmpSize: s.Limits.TmpSize, HomeSize: s.Limits.HomeSize}}
@@ -57,11 +58,11 @@ func gitLent(s units.Spec) []string {
 // outputOf is where a session's output goes: the journal for a
 // background service, the caller's terminal or pipes for mosaic run, a
 // terminal of its own for start --pty.
-func outputOf(s units.Spec) string {
-	if s.Attach != nil {
+func outputOf(s units.Spec, l units.Launch) string {
+	if l.Attach != nil {
 		return "pty"
 	}
-	if s.Stdio != nil || s.Scope {
+	if l.Stdio != nil || s.Scope {
 		return "terminal"
 	}
 	return "journal"
@@ -79,7 +80,8 @@ func injected(s units.Spec) map[string][]string {
 	return m
 }
 
-// RecordOf is the record of the session spec is about to start.
-func RecordOf(s units.Spec) records.Record {
-	return records.Record{Name: s.Name, Description: Describe(s), Started: time.Now(), Kind: s.Kind(), StartedBy: journald.Caller()}
+// RecordOf is the record of the session plan s is about to start as
+// launched l.
+func RecordOf(s units.Spec, l units.Launch) records.Record {
+	return records.Record{Name: s.Name, Description: Describe(s, l), Started: time.Now(), Kind: s.Kind(), StartedBy: journald.Caller()}
 }

@@ -379,7 +379,7 @@ func readAndUnlink(fd int) (dirs []string, removed int, _ error) {
 }
 
 // InitArgsName is the file in a state directory that holds the init's
-// arguments for the exec shim (units.Spec.InitArgsFile).
+// arguments for the exec shim (units.Launch.InitArgsFile).
 const InitArgsName = "init-args"
 
 // ErrNameTaken: a made-up name has a state directory already.
@@ -389,8 +389,10 @@ var ErrNameTaken = errors.New("generated name taken")
 // the same name (an agent's login and settings), tmp/ emptied each time,
 // and the record. It returns the record as written (a start's status
 // describes the session from it rather than read it back) and a function
-// that undoes what it created, for a start that fails.
-func Prepare(s units.Spec) (rec records.Record, undo func(), err error) {
+// that undoes what it created, for a start that fails. l is the session's
+// launch as the start has made it so far: its stdio, its terminal, the file
+// of its init's arguments, written here.
+func Prepare(s units.Spec, l units.Launch) (rec records.Record, undo func(), err error) {
 	fresh := false
 	var made []string // the socket directories this start made
 	undo = func() {
@@ -463,18 +465,18 @@ func Prepare(s units.Spec) (rec records.Record, undo func(), err error) {
 	}
 	// The room kept for end.json, by a session whose end is written
 	// (a one-shot run's is not: writing and removing it cost ~0.2 ms each).
-	if s.EndRecorded() {
+	if units.EndRecorded(s, l) {
 		if err := records.ReserveEnd(s.StateDir); err != nil {
 			return fail(err)
 		}
 	}
-	rec = RecordOf(s)
+	rec = RecordOf(s, l)
 	if err := records.Write(s.StateDir, rec); err != nil {
 		return fail(err)
 	}
-	if s.InitArgsFile != "" {
+	if l.InitArgsFile != "" {
 		// Read by the exec shim; the state directory is not the sandbox's.
-		if err := os.WriteFile(s.InitArgsFile, sandbox.EncodeInitArgs(units.InitArgs(s)[1:]), 0o600); err != nil {
+		if err := os.WriteFile(l.InitArgsFile, sandbox.EncodeInitArgs(units.InitArgs(s)[1:]), 0o600); err != nil {
 			return fail(err)
 		}
 	}
