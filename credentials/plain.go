@@ -89,35 +89,8 @@ func (g *Grant) plain(req Request, lookup func(string) (string, bool), secret ma
 		}
 		g.PassEnv = append(g.PassEnv, name+"="+vals[name])
 	}
-	// The endpoints: their hosts are allowed, and an agent that reads no
-	// variable for one gets it as arguments.
-	{
-		for _, name := range p.Endpoints {
-			v, ok := vals[name]
-			if !ok {
-				for _, s := range g.Secrets {
-					if s.Name == name {
-						v, ok = s.Value, true
-					}
-				}
-			}
-			if !ok || v == "" {
-				continue
-			}
-			host, err := EndpointHost(v)
-			if err != nil {
-				return errcode.BadEnv.New("%s=%s: %w", name, v, err)
-			}
-			g.Allow = append(g.Allow, host)
-			note := fmt.Sprintf("%s names %s: the session may reach it", name, host)
-			for _, a := range p.EndpointArgs[name] {
-				g.Args = append(g.Args, strings.ReplaceAll(a, "%s", v))
-			}
-			if len(p.EndpointArgs[name]) > 0 {
-				note += fmt.Sprintf(" (%s reads no variable for it: given as %s)", p.Binary, strings.Join(p.EndpointArgs[name], " "))
-			}
-			g.Notes = append(g.Notes, note)
-		}
+	if err := g.endpoints(vals); err != nil {
+		return err
 	}
 	if len(req.Command) > 0 && p.Binary != "" && filepath.Base(req.Command[0]) == p.Binary && !NoKeyNeeded(req.Command) {
 		g.Args = append(append([]string{}, p.Args...), g.Args...)
@@ -125,6 +98,40 @@ func (g *Grant) plain(req Request, lookup func(string) (string, bool), secret ma
 		g.Args = nil
 	}
 	sort.Strings(g.Allow)
+	return nil
+}
+
+// endpoints allows the hosts of the profile's endpoints (their values in
+// vals, the plain variables, or among the secrets), and gives an agent
+// that reads no variable for one its value as arguments.
+func (g *Grant) endpoints(vals map[string]string) error {
+	p := g.Profile
+	for _, name := range p.Endpoints {
+		v, ok := vals[name]
+		if !ok {
+			for _, s := range g.Secrets {
+				if s.Name == name {
+					v, ok = s.Value, true
+				}
+			}
+		}
+		if !ok || v == "" {
+			continue
+		}
+		host, err := EndpointHost(v)
+		if err != nil {
+			return errcode.BadEnv.New("%s=%s: %w", name, v, err)
+		}
+		g.Allow = append(g.Allow, host)
+		note := fmt.Sprintf("%s names %s: the session may reach it", name, host)
+		for _, a := range p.EndpointArgs[name] {
+			g.Args = append(g.Args, strings.ReplaceAll(a, "%s", v))
+		}
+		if len(p.EndpointArgs[name]) > 0 {
+			note += fmt.Sprintf(" (%s reads no variable for it: given as %s)", p.Binary, strings.Join(p.EndpointArgs[name], " "))
+		}
+		g.Notes = append(g.Notes, note)
+	}
 	return nil
 }
 

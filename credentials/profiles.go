@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -346,82 +347,91 @@ func readProfile(path string) (Profile, error) {
 		if o.Section != "Profile" {
 			return bad("unknown section [%s]: use [Profile]", o.Section)
 		}
-		fields := strings.Fields(o.Value)
-		switch o.Name {
-		case "Description":
-			p.Description = o.Value
-		case "Binary":
-			p.Binary = o.Value
-		case "CredentialSet":
-			for _, v := range fields {
-				if err := credvar.ValidateName(v); err != nil {
-					return bad("CredentialSet: %v", err)
-				}
-			}
-			if len(fields) > 0 {
-				p.CredentialSets = append(p.CredentialSets, fields)
-			}
-		case "PassEnvironment":
-			for _, v := range fields {
-				if !credvar.IsName(v) {
-					return bad("PassEnvironment: %q is not a variable name", v)
-				}
-			}
-			p.PassEnv = append(p.PassEnv, fields...)
-		case "Environment":
-			n, v, ok := strings.Cut(o.Value, "=")
-			if !ok || !credvar.IsName(n) || ValidateValue(n, v, "") != nil {
-				return bad("Environment=%s: use one NAME=VALUE per line, a plain value", o.Value)
-			}
-			p.Env = append(p.Env, o.Value)
-		case "ReadOnlyPaths":
-			for _, v := range fields {
-				if !filepath.IsAbs(v) {
-					return bad("ReadOnlyPaths: %q is not an absolute path", v)
-				}
-			}
-			p.ReadOnly = append(p.ReadOnly, fields...)
-		case "Toolchain":
-			if p.Toolchains, err = toolchainsOf(p.Toolchains, fields); err != nil {
-				return bad("%v", err)
-			}
-		case "Network":
-			if o.Value != "none" && o.Value != "allow" && o.Value != "host" {
-				return bad("Network=%s: use none, allow or host", o.Value)
-			}
-			p.Network = o.Value
-		case "Sandbox":
-			if o.Value != "bwrap" && o.Value != "landlock" {
-				return bad("Sandbox=%s: use bwrap or landlock", o.Value)
-			}
-			p.Sandbox = o.Value
-		case "Workspace":
-			if o.Value != "clone" && o.Value != "direct" {
-				return bad("Workspace=%s: use clone or direct", o.Value)
-			}
-			p.Workspace = o.Value
-		case "AllowHost":
-			p.AllowHosts = append(p.AllowHosts, fields...)
-		case "Ask":
-			if o.Value != "yes" && o.Value != "no" {
-				return bad("Ask=%s: use yes or no", o.Value)
-			}
-			p.Ask = o.Value == "yes"
-		case "Inject":
-			r, err := parseInject(o.Value)
-			if err != nil {
-				return bad("%v", err)
-			}
-			p.Inject = append(p.Inject, r)
-		case "SeccompAllow":
-			p.SeccompAllow = append(p.SeccompAllow, fields...)
-		default:
-			if err := p.setOther(o.Name, o.Value, fields); err != nil {
-				return bad("%v", err)
-			}
+		if err := p.set(o.Name, o.Value); err != nil {
+			return bad("%v", err)
 		}
 	}
 	return p, nil
+}
+
+// oneOf sets *v to value if it is one of choices; else its error names
+// the setting and the choices ("Network=x: use none, allow or host").
+func oneOf(v *string, name, value string, choices ...string) error {
+	if !slices.Contains(choices, value) {
+		last := len(choices) - 1
+		return fmt.Errorf("%s=%s: use %s or %s", name, value, strings.Join(choices[:last], ", "), choices[last])
+	}
+	*v = value
+	return nil
+}
+
+// set takes one option of a profile's [Profile] section into p; its error
+// says what is wrong with the line (readProfile names the file).
+func (p *Profile) set(name, value string) (err error) {
+	fields := strings.Fields(value)
+	switch name {
+	case "Description":
+		p.Description = value
+	case "Binary":
+		p.Binary = value
+	case "CredentialSet":
+		for _, v := range fields {
+			if err := credvar.ValidateName(v); err != nil {
+				return fmt.Errorf("CredentialSet: %w", err)
+			}
+		}
+		if len(fields) > 0 {
+			p.CredentialSets = append(p.CredentialSets, fields)
+		}
+	case "PassEnvironment":
+		for _, v := range fields {
+			if !credvar.IsName(v) {
+				return fmt.Errorf("PassEnvironment: %q is not a variable name", v)
+			}
+		}
+		p.PassEnv = append(p.PassEnv, fields...)
+	case "Environment":
+		n, v, ok := strings.Cut(value, "=")
+		if !ok || !credvar.IsName(n) || ValidateValue(n, v, "") != nil {
+			return fmt.Errorf("%s=%s: use one NAME=VALUE per line, a plain value", name, value)
+		}
+		p.Env = append(p.Env, value)
+	case "ReadOnlyPaths":
+		for _, v := range fields {
+			if !filepath.IsAbs(v) {
+				return fmt.Errorf("ReadOnlyPaths: %q is not an absolute path", v)
+			}
+		}
+		p.ReadOnly = append(p.ReadOnly, fields...)
+	case "Toolchain":
+		if p.Toolchains, err = toolchainsOf(p.Toolchains, fields); err != nil {
+			return err
+		}
+	case "Network":
+		return oneOf(&p.Network, name, value, "none", "allow", "host")
+	case "Sandbox":
+		return oneOf(&p.Sandbox, name, value, "bwrap", "landlock")
+	case "Workspace":
+		return oneOf(&p.Workspace, name, value, "clone", "direct")
+	case "AllowHost":
+		p.AllowHosts = append(p.AllowHosts, fields...)
+	case "Ask":
+		var ask string
+		err := oneOf(&ask, name, value, "yes", "no")
+		p.Ask = ask == "yes"
+		return err
+	case "Inject":
+		r, err := parseInject(value)
+		if err != nil {
+			return err
+		}
+		p.Inject = append(p.Inject, r)
+	case "SeccompAllow":
+		p.SeccompAllow = append(p.SeccompAllow, fields...)
+	default:
+		return p.setOther(name, value, fields)
+	}
+	return nil
 }
 
 // setOther sets a profile's limit or lend setting (readProfile), or

@@ -96,10 +96,10 @@ func (m *Manager) Apply(ctx context.Context, name, branch string) (Change, error
 		return Change{}, err
 	}
 	if ch.Refused != nil && !(branch != "" && ch.Clone.PatchBytes > 0) {
-		return ch, errcode.ChangeRefused.New("session %s's change is refused, nothing was changed: %v", name, ch.Refused)
+		return ch, errcode.ChangeRefused.New("session %s's change is refused, nothing was changed: %w", name, ch.Refused)
 	}
 	if err := patchcheck.CheckShown(ch.Clone.Shown, shownKey(ch)); err != nil {
-		return ch, errcode.ChangeRefused.New("session %s's change is refused, nothing was changed: %v (`mosaic diff %s` shows it now; then apply)", name, err, name)
+		return ch, errcode.ChangeRefused.New("session %s's change is refused, nothing was changed: %w (`mosaic diff %s` shows it now; then apply)", name, err, name)
 	}
 	if sub := InSubmodule(ch); branch != "" && sub != "" {
 		return ch, errcode.BadClone.New("session %s's change reaches into submodule %s, which a branch of %s cannot hold (it would carry the submodule's commit, not its files): `mosaic apply %s` writes the files into your checkout", name, sub, s.Workspace, name)
@@ -266,7 +266,7 @@ func (m *Manager) lockedSession(ctx context.Context, name, what string) (request
 		return p, Session{}, nil, busyName(name)
 	}
 	if err != nil {
-		return p, Session{}, nil, errcode.StateDir.New("cannot %s session %s: %v", what, name, statedir.Hint(err, p.StateRoot))
+		return p, Session{}, nil, errcode.StateDir.New("cannot %s session %s: %w", what, name, statedir.Hint(err, p.StateRoot))
 	}
 	s, err := m.Status(ctx, name)
 	if err == nil && s.Clone != nil {

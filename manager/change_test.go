@@ -14,9 +14,11 @@ import (
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
 	"mosaic/internal/errcode"
+	"mosaic/manager/clone"
 	"mosaic/manager/clone/patchcheck"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
+	"mosaic/manager/statedir"
 	"mosaic/units"
 )
 
@@ -421,5 +423,111 @@ func TestFinishNotBlockedBySubmodule(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "a.txt,lib/sub/f.txt" || strings.Contains(string(ch.Patch), "+mine") || !strings.Contains(string(ch.Patch), "+agent") {
 		t.Errorf("files %v, want a.txt,lib/sub/f.txt\n%s", got, ch.Patch)
+	}
+}
+
+// Shown binds apply to what diff showed: a change other than the one
+// shown is refused, and nothing is written; once diff has shown this
+// change (Shown), apply writes it. A change whose head is not the one
+// recorded (a newer snapshot) is not marked shown.
+func TestShownBindsApply(t *testing.T) {
+	fx := newChangeFixture(t)
+	fx.agent(t, map[string]string{"a.txt": "a, changed\n"})
+	ctx := context.Background()
+	ch, err := fx.m.Current(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := fx.h.Paths.SessionDir("c")
+	cl, _ := records.ReadClone(dir)
+	cl.Shown = "an older change"
+	if err := records.WriteClone(dir, *cl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.m.Apply(ctx, "c", ""); !errors.Is(err, errcode.ChangeRefused.Target()) || !strings.Contains(err.Error(), "`mosaic diff c` shows it now") {
+		t.Fatalf("apply of a change diff did not show: %v, want change-refused", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(fx.ws, "a.txt")); string(b) != "a\n" {
+		t.Fatalf("the refused apply changed a.txt: %q", b)
+	}
+	other := ch
+	other.Clone.Head = strings.Repeat("0", 40)
+	if err := fx.m.Shown("c", other); err != nil {
+		t.Fatal(err)
+	}
+	if cl, _ := records.ReadClone(dir); cl.Shown != "an older change" {
+		t.Errorf("a change of another head marked shown: %q", cl.Shown)
+	}
+	if err := fx.m.Shown("c", ch); err != nil {
+		t.Fatal(err)
+	}
+	if cl, _ := records.ReadClone(dir); cl.Shown != shownKey(ch) {
+		t.Errorf("shown %q, want %q", cl.Shown, shownKey(ch))
+	}
+	if _, err := fx.m.Apply(ctx, "c", ""); err != nil {
+		t.Fatalf("apply of the change diff showed: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(fx.ws, "a.txt")); string(b) != "a, changed\n" {
+		t.Errorf("a.txt after apply: %q", b)
+	}
+}
+
+// KnowChange reads the change of a session that ended since its last
+// snapshot into its Session (list and status show it without a diff),
+// once: known, it runs no second finish step.
+func TestKnowChange(t *testing.T) {
+	fx := newChangeFixture(t)
+	fx.agent(t, map[string]string{"b.txt": "new\n"})
+	ctx := context.Background()
+	s, err := fx.m.Status(ctx, "c")
+	if err != nil || !s.ChangeUnknown() {
+		t.Fatalf("status %+v, %v: want an ended session whose change is unknown", s, err)
+	}
+	if err := fx.m.KnowChange(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	if fx.finishes != 1 || s.Clone.Summary == nil || len(s.Clone.Summary.Files) != 1 || s.ChangeUnknown() {
+		t.Fatalf("after KnowChange: %d finish steps, clone %+v", fx.finishes, s.Clone)
+	}
+	s, _ = fx.m.Status(ctx, "c")
+	if err := fx.m.KnowChange(ctx, &s); err != nil || fx.finishes != 1 || s.Clone.Summary == nil {
+		t.Errorf("known again: %v, %d finish steps, clone %+v", err, fx.finishes, s.Clone)
+	}
+}
+
+// Settle finishes an interrupted apply before a command that only reads
+// the session shows it: a journal left (here one from before git ran,
+// which is only removed) is taken care of under the session's lock; while
+// another mosaic holds the lock the journal is left to it; a lock that
+// cannot be had at all is the state's error.
+func TestSettle(t *testing.T) {
+	fx := newChangeFixture(t)
+	ctx := context.Background()
+	dir := fx.h.Paths.SessionDir("c")
+	journal := mkdir(t, filepath.Join(dir, clone.JournalName))
+	lock, err := statedir.LockName(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.m.Settle(ctx, "c"); err != nil || !exists(journal) {
+		t.Fatalf("settle under another's lock: %v, journal left: %v (want nil, left)", err, exists(journal))
+	}
+	lock.Release()
+	if err := fx.m.Settle(ctx, "c"); err != nil || exists(journal) {
+		t.Fatalf("settle: %v, journal left: %v (want it removed)", err, exists(journal))
+	}
+	if err := fx.m.Settle(ctx, "nobody"); err != nil {
+		t.Errorf("settle of no session: %v", err)
+	}
+	mkdir(t, journal)
+	locks := filepath.Join(fx.h.Paths.StateRoot, "locks")
+	if err := os.RemoveAll(locks); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(locks, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.m.Settle(ctx, "c"); !errors.Is(err, errcode.StateDir.Target()) {
+		t.Errorf("settle without a lock to take: %v, want state-dir", err)
 	}
 }

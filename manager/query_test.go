@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,8 +13,10 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
+	"mosaic/internal/acceptloop"
 	"mosaic/internal/errcode"
 	"mosaic/manager/records"
+	"mosaic/sandbox/egress"
 	"mosaic/units"
 )
 
@@ -173,4 +177,77 @@ func mkdir(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// ListInvocations reads each session's InvocationID too (the bus keys
+// ownership by it); List does without.
+func TestListInvocations(t *testing.T) {
+	h := testHost(t)
+	f := &fakeSystemd{listed: []sd.UnitStatus{{Name: "mosaic-x.service", Description: units.DescriptionPrefix + "x", LoadState: "loaded", ActiveState: "active", SubState: "running", Path: unitPath("mosaic-x.service")}}}
+	sessionUnit(f, "mosaic-x.service", "active", "running", map[string]any{"Result": "success", "MainPID": uint32(7), "ExecMainStartTimestamp": uint64(1)})
+	m := fakeManager(t, f)
+	m.paths = h.Paths
+	with, err := m.ListInvocations(context.Background())
+	if err != nil || len(with) != 1 || with[0].InvocationID != "abcd" {
+		t.Errorf("ListInvocations: %+v, %v; want x with invocation abcd", with, err)
+	}
+	without, err := m.List(context.Background())
+	if err != nil || len(without) != 1 || without[0].InvocationID != "" {
+		t.Errorf("List: %+v, %v; want x without its invocation", without, err)
+	}
+}
+
+// A scope's leader is the one of its processes whose parent is outside
+// it (its init, started by mosaic's bwrap); parentOf reads /proc.
+func TestScopeLeader(t *testing.T) {
+	child := exec.Command("sleep", "60")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { child.Process.Kill(); child.Wait() }()
+	self, kid := uint32(os.Getpid()), uint32(child.Process.Pid)
+	if got := parentOf(int(kid)); got != os.Getpid() {
+		t.Errorf("parentOf(child) = %d, want %d", got, os.Getpid())
+	}
+	if got := scopeLeader([]uint32{kid, self}); got != self {
+		t.Errorf("leader of [child, self] = %d, want %d (self: its parent is outside)", got, self)
+	}
+	if got := scopeLeader([]uint32{kid}); got != kid {
+		t.Errorf("leader of [child] = %d, want the child", got)
+	}
+	if parentOf(1<<30) != 0 || scopeLeader(nil) != 0 {
+		t.Error("a process that does not exist has a parent")
+	}
+}
+
+// A proxy that held its mark of life and let go of it died; one that
+// holds it lives; one that never started (no mark) is judged by its
+// units: the socket unit up means it waits for a first connection.
+func TestEgressDied(t *testing.T) {
+	h := testHost(t)
+	f := &fakeSystemd{}
+	m := fakeManager(t, f)
+	m.paths = h.Paths
+	dir := mkdir(t, h.Paths.EgressDir("x"))
+	if !m.egressDied(context.Background(), "x") {
+		t.Error("no mark and no unit: want died")
+	}
+	f.units[units.EgressSocketUnitName("x")] = "active"
+	if m.egressDied(context.Background(), "x") {
+		t.Error("its socket unit waits: want alive")
+	}
+	delete(f.units, units.EgressSocketUnitName("x"))
+	mark := filepath.Join(dir, egress.AliveFile)
+	if err := os.WriteFile(mark, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !m.egressDied(context.Background(), "x") {
+		t.Error("a mark nobody holds: want died")
+	}
+	if err := acceptloop.HoldAlive(mark); err != nil {
+		t.Fatal(err)
+	}
+	if m.egressDied(context.Background(), "x") {
+		t.Error("a held mark: want alive")
+	}
 }

@@ -81,7 +81,7 @@ func (m *Manager) Remove(ctx context.Context, name string, force bool) error {
 	// directory, set aside for the background, before its unit does.
 	leftovers := statedir.RemoveLeftovers(p.StateRoot)
 	if err := m.removeState(ctx, p.SessionDir(name)); err != nil {
-		return errcode.StateDir.New("cannot remove the state of session %s: %v", name, statedir.Hint(err, p.SessionDir(name)))
+		return errcode.StateDir.New("cannot remove the state of session %s: %w", name, statedir.Hint(err, p.SessionDir(name)))
 	}
 	if leftovers != nil {
 		return errcode.StateDir.New("session %s is removed, but an earlier removal's leftovers are not: %w", name, leftovers)

@@ -56,7 +56,7 @@ func claim(ctx context.Context, spec units.Spec, launch units.Launch, free func(
 			return c, busyName(spec.Name)
 		}
 		if err != nil {
-			return c, errcode.StateDir.New("cannot claim the name %s: %v", spec.Name, statedir.Hint(err, filepath.Dir(statedir.LockPath(spec.StateDir))))
+			return c, errcode.StateDir.New("cannot claim the name %s: %w", spec.Name, statedir.Hint(err, filepath.Dir(statedir.LockPath(spec.StateDir))))
 		}
 		testhook.Pause("claimed")
 		if err := free(ctx, spec); err != nil {

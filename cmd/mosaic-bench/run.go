@@ -404,28 +404,7 @@ func (b *bench) concurrency(ctx context.Context, r *Report) error {
 	d = ms(time.Since(t))
 	r.Concurrency = append(r.Concurrency, Stat{Name: manyName, N: 1, MeanMs: d, MedianMs: d, MinMs: d, MaxMs: d})
 
-	// The peer: 100 systemd-run processes at once with the same properties
-	// and ExecStart, each returning at READY, as mosaic start does. Its
-	// time is what this machine's user manager takes for 100 such units,
-	// whoever asks.
-	progress("concurrency: %d systemd-run equivalents from %d processes", batch, batch)
-	peers := make([][]string, batch)
-	var peerUnits []string
-	for i := range peers {
-		name := fmt.Sprintf("bench-srmany-%03d", i)
-		argv, err := b.equivalent(name, []string{"sleep", "600"}, false)
-		if err != nil {
-			return err
-		}
-		peers[i] = argv
-		peerUnits = append(peerUnits, units.UnitName(name)+"-sr")
-	}
-	t = time.Now()
-	err := parallel(batch, func(i int) error { return runCmd(peers[i]) })
-	d = ms(time.Since(t))
-	r.Concurrency = append(r.Concurrency, Stat{Name: peerManyName, N: 1, MeanMs: d, MedianMs: d, MinMs: d, MaxMs: d})
-	_ = runCmd(append([]string{"systemctl", "--user", "stop"}, peerUnits...))
-	if err != nil {
+	if err := b.peerMany(r, batch); err != nil {
 		return err
 	}
 
@@ -451,6 +430,31 @@ func (b *bench) concurrency(ctx context.Context, r *Report) error {
 		_ = b.m.Remove(ctx, name, true)
 	}
 	return nil
+}
+
+// peerMany is concurrency's peer: batch systemd-run processes at once
+// with the same properties and ExecStart, each returning at READY, as
+// mosaic start does. Its time is what this machine's user manager takes
+// for that many such units, whoever asks; they are stopped after.
+func (b *bench) peerMany(r *Report, batch int) error {
+	progress("concurrency: %d systemd-run equivalents from %d processes", batch, batch)
+	peers := make([][]string, batch)
+	var peerUnits []string
+	for i := range peers {
+		name := fmt.Sprintf("bench-srmany-%03d", i)
+		argv, err := b.equivalent(name, []string{"sleep", "600"}, false)
+		if err != nil {
+			return err
+		}
+		peers[i] = argv
+		peerUnits = append(peerUnits, units.UnitName(name)+"-sr")
+	}
+	t := time.Now()
+	err := parallel(batch, func(i int) error { return runCmd(peers[i]) })
+	d := ms(time.Since(t))
+	r.Concurrency = append(r.Concurrency, Stat{Name: peerManyName, N: 1, MeanMs: d, MedianMs: d, MinMs: d, MaxMs: d})
+	_ = runCmd(append([]string{"systemctl", "--user", "stop"}, peerUnits...))
+	return err
 }
 
 func (b *bench) list(r *Report, label string) error {

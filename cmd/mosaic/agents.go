@@ -12,7 +12,6 @@ import (
 	"mosaic/credentials"
 	"mosaic/internal/errcode"
 	"mosaic/internal/termsafe"
-	"mosaic/manager/request"
 	"mosaic/manager/statedir"
 	"mosaic/sandbox"
 	"mosaic/units"
@@ -120,7 +119,7 @@ func homeCommand(out *output) *cli.Command {
 			if err := units.ValidateName(name); err != nil {
 				return err
 			}
-			paths, err := request.UserPaths()
+			paths, err := out.userPaths()
 			if err != nil {
 				return err
 			}

@@ -19,7 +19,6 @@ import (
 	"mosaic/internal/errcode"
 	"mosaic/internal/termsafe"
 	"mosaic/manager"
-	"mosaic/manager/request"
 	"mosaic/manager/session"
 	"mosaic/sandbox/egress"
 	"mosaic/sandbox/ptyhold"
@@ -70,7 +69,7 @@ func attachCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			paths, err := request.UserPaths()
+			paths, err := out.userPaths()
 			if err != nil {
 				return err
 			}

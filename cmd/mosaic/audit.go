@@ -12,7 +12,6 @@ import (
 	"mosaic/manager"
 	"mosaic/manager/audit"
 	"mosaic/manager/records"
-	"mosaic/manager/request"
 )
 
 // auditCommand is mosaic audit NAME: what a session did, in one
@@ -40,7 +39,7 @@ func auditCommand(out *output) *cli.Command {
 				if err != nil {
 					return err
 				}
-				p, err := request.UserPaths()
+				p, err := out.userPaths()
 				if err != nil {
 					return err
 				}

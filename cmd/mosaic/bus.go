@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"mosaic/internal/errcode"
-	"mosaic/manager/request"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
@@ -32,11 +31,11 @@ func busCommand(out *output) *cli.Command {
 		Description: "A session started with --may-launch reaches the bus at $MOSAIC_BUS and may launch sessions under\n" +
 			"the policy in ~/.config/mosaic/bus.conf; outside any session every verb is allowed.\n" +
 			"Install the bus with contrib/install-bus-unit.sh.",
-		Subcommands: []*cli.Command{busServeCommand(), busPrepareCommand(), busLaunchCommand(out), busStopCommand(out), busListCommand(out), busStatusCommand(out)},
+		Subcommands: []*cli.Command{busServeCommand(out), busPrepareCommand(out), busLaunchCommand(out), busStopCommand(out), busListCommand(out), busStatusCommand(out)},
 	}
 }
 
-func busServeCommand() *cli.Command {
+func busServeCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:         "serve",
 		Usage:        "run the bus in the foreground (what mosaic-bus.service runs); READY=1 once it listens",
@@ -45,18 +44,28 @@ func busServeCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 			defer stop()
-			return bus.Serve(ctx, func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) })
+			paths, err := out.userPaths()
+			if err != nil {
+				return err
+			}
+			return bus.Serve(ctx, paths, func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) })
 		},
 	}
 }
 
-func busPrepareCommand() *cli.Command {
+func busPrepareCommand(out *output) *cli.Command {
 	return &cli.Command{
 		Name:         "prepare",
 		Usage:        "what mosaic-bus.service runs unconfined before the bus: makes its directories, records the manager's namespaces",
 		Hidden:       true,
 		OnUsageError: usageError,
-		Action:       func(*cli.Context) error { return bus.Prepare() },
+		Action: func(*cli.Context) error {
+			paths, err := out.userPaths()
+			if err != nil {
+				return err
+			}
+			return bus.Prepare(paths)
+		},
 	}
 }
 
@@ -96,7 +105,7 @@ func busLaunchCommand(out *output) *cli.Command {
 				LendSSHKey: c.StringSlice("lend-ssh-key"), LendSSHSign: c.StringSlice("lend-ssh-sign"),
 				LendGit: c.StringSlice("lend-git")}
 			var s manager.Session
-			if err := askBus(req, &s); err != nil {
+			if err := askBus(out, req, &s); err != nil {
 				return err
 			}
 			out.result(s, func(w io.Writer) {
@@ -123,7 +132,7 @@ func busStopCommand(out *output) *cli.Command {
 				return err
 			}
 			var s manager.Session
-			if err := askBus(bus.Request{Verb: "stop", Name: name, Timeout: c.String("timeout")}, &s); err != nil {
+			if err := askBus(out, bus.Request{Verb: "stop", Name: name, Timeout: c.String("timeout")}, &s); err != nil {
 				return err
 			}
 			out.result(s, func(w io.Writer) { fmt.Fprintf(w, "stopped session %s (%s)\n", s.Name, s.How()) })
@@ -140,7 +149,7 @@ func busListCommand(out *output) *cli.Command {
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			list := []manager.Session{}
-			if err := askBus(bus.Request{Verb: "list"}, &list); err != nil {
+			if err := askBus(out, bus.Request{Verb: "list"}, &list); err != nil {
 				return err
 			}
 			out.result(list, func(w io.Writer) { printList(w, list, true) })
@@ -162,7 +171,7 @@ func busStatusCommand(out *output) *cli.Command {
 				return err
 			}
 			var s manager.Session
-			if err := askBus(bus.Request{Verb: "status", Name: name}, &s); err != nil {
+			if err := askBus(out, bus.Request{Verb: "status", Name: name}, &s); err != nil {
 				return err
 			}
 			out.result(s, func(w io.Writer) { printStatus(w, s, out.safe) })
@@ -173,11 +182,11 @@ func busStatusCommand(out *output) *cli.Command {
 
 // busSocket is where to reach the bus: $MOSAIC_BUS inside a session, else
 // the user's socket in the runtime directory.
-func busSocket() (string, error) {
+func busSocket(out *output) (string, error) {
 	if p := os.Getenv(sandbox.BusEnv); p != "" {
 		return p, nil
 	}
-	p, err := request.UserPaths()
+	p, err := out.userPaths()
 	if err != nil {
 		return "", err
 	}
@@ -206,8 +215,8 @@ func mayHaveHappened(req bus.Request) string {
 }
 
 // askBus sends one request and decodes the result into v.
-func askBus(req bus.Request, v any) error {
-	path, err := busSocket()
+func askBus(out *output, req bus.Request, v any) error {
+	path, err := busSocket(out)
 	if err != nil {
 		return err
 	}

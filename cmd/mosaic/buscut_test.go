@@ -42,7 +42,7 @@ func TestBusCutOff(t *testing.T) {
 		{bus.Request{Verb: "stop", Name: "w1"}, "may have been stopped all the same"},
 	} {
 		var v any
-		err := askBus(tc.req, &v)
+		err := askBus(&output{}, tc.req, &v)
 		if err == nil || !strings.Contains(err.Error(), "EOF") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want it to say %q", tc.req.Verb, err, tc.want)
 		}

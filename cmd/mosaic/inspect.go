@@ -191,6 +191,48 @@ func statusCommand(out *output) *cli.Command {
 
 // printStatus prints one session; safe escapes what the session chose.
 func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
+	printState(w, s)
+	if len(s.Command) > 0 {
+		fmt.Fprintf(w, "command:   %s\n", safe(shellQuote(s.Command)))
+	}
+	if s.MainPID != 0 || len(s.PIDs) > 0 {
+		fmt.Fprintf(w, "pids:      main %s, all %v\n", pid(s.MainPID), s.PIDs)
+	}
+	fmt.Fprintf(w, "resources: memory %s, tasks %s, cpu %s\n", humanBytes(s.MemoryBytes), count(s.Tasks), cpu(s.CPUNSec))
+	fmt.Fprintf(w, "limits:    memory %s, tasks %s, cpu %s (flags, profile, mosaic.conf or mosaic's defaults; `mosaic doctor` says whether they are enforced)\n",
+		orNone(humanBytes(s.MemoryMax)), orNone(count(s.TasksMax)), orNone(percent(s.CPUQuota)))
+	printStorage(w, s, safe)
+	printCredentials(w, s)
+	printLent(w, s, safe)
+	printNetwork(w, s)
+	if s.Profile != "" { // recorded by this mosaic: the filter was there
+		lifted := "every row (`mosaic doctor` lists them)"
+		if len(s.SeccompAllow) > 0 {
+			lifted = "every row but " + strings.Join(s.SeccompAllow, ", ") + ", lifted by the profile (`mosaic doctor` lists them)"
+		}
+		fmt.Fprintf(w, "syscalls:  filtered, EPERM for %s\n", lifted)
+	}
+	if s.Workspace != "" {
+		fmt.Fprintf(w, "workspace: %s", safe(s.Workspace))
+		if s.WorkspaceGivenAs != "" {
+			fmt.Fprintf(w, " (given as %s, a symlink: the real path is bound)", safe(s.WorkspaceGivenAs))
+		}
+		fmt.Fprintln(w)
+	}
+	printMode(w, s, safe)
+	if s.HostExecWritable {
+		fmt.Fprintln(w, "host-exec: WRITABLE (--allow-write-host-exec): the session may change .git/config, .git/hooks and the other files your tools run from the workspace")
+	}
+	printBinds(w, s.Binds, safe)
+	if s.Sandbox == sandbox.ModeLandlock {
+		printLandlockRows(w)
+	}
+	printOutput(w, s)
+}
+
+// printState prints what session s is and where it is: its kind, state,
+// problem and times.
+func printState(w io.Writer, s manager.Session) {
 	fmt.Fprintf(w, "session:   %s (%s)\n", s.Name, s.Unit)
 	if s.Kind == units.KindScope {
 		fmt.Fprintln(w, "kind:      scope: bwrap's sandbox alone, started by mosaic run --scope on its terminal (no unit sandbox, no journal)")
@@ -216,17 +258,11 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	if s.Ended != nil {
 		fmt.Fprintf(w, "ended:     %s\n", since(s.Ended))
 	}
-	if len(s.Command) > 0 {
-		fmt.Fprintf(w, "command:   %s\n", safe(shellQuote(s.Command)))
-	}
-	if s.MainPID != 0 || len(s.PIDs) > 0 {
-		fmt.Fprintf(w, "pids:      main %s, all %v\n", pid(s.MainPID), s.PIDs)
-	}
-	fmt.Fprintf(w, "resources: memory %s, tasks %s, cpu %s\n", humanBytes(s.MemoryBytes), count(s.Tasks), cpu(s.CPUNSec))
-	fmt.Fprintf(w, "limits:    memory %s, tasks %s, cpu %s (flags, profile, mosaic.conf or mosaic's defaults; `mosaic doctor` says whether they are enforced)\n",
-		orNone(humanBytes(s.MemoryMax)), orNone(count(s.TasksMax)), orNone(percent(s.CPUQuota)))
-	printStorage(w, s, safe)
-	printCredentials(w, s)
+}
+
+// printLent prints what session s was lent or given beyond its binds
+// (published ports, ssh keys, git, its environment) and what was left out.
+func printLent(w io.Writer, s manager.Session, safe func(string) string) {
 	if len(s.Published) > 0 {
 		fmt.Fprintf(w, "published: %s (host -> session, through %s)\n", strings.Join(s.Published, ", "), units.PublishUnitName(s.Name))
 	}
@@ -248,29 +284,11 @@ func printStatus(w io.Writer, s manager.Session, safe func(string) string) {
 	for _, d := range s.PathDropped {
 		fmt.Fprintf(w, "PATH:      dropped %s\n", safe(d))
 	}
-	printNetwork(w, s)
-	if s.Profile != "" { // recorded by this mosaic: the filter was there
-		lifted := "every row (`mosaic doctor` lists them)"
-		if len(s.SeccompAllow) > 0 {
-			lifted = "every row but " + strings.Join(s.SeccompAllow, ", ") + ", lifted by the profile (`mosaic doctor` lists them)"
-		}
-		fmt.Fprintf(w, "syscalls:  filtered, EPERM for %s\n", lifted)
-	}
-	if s.Workspace != "" {
-		fmt.Fprintf(w, "workspace: %s", safe(s.Workspace))
-		if s.WorkspaceGivenAs != "" {
-			fmt.Fprintf(w, " (given as %s, a symlink: the real path is bound)", safe(s.WorkspaceGivenAs))
-		}
-		fmt.Fprintln(w)
-	}
-	printMode(w, s, safe)
-	if s.HostExecWritable {
-		fmt.Fprintln(w, "host-exec: WRITABLE (--allow-write-host-exec): the session may change .git/config, .git/hooks and the other files your tools run from the workspace")
-	}
-	printBinds(w, s.Binds, safe)
-	if s.Sandbox == sandbox.ModeLandlock {
-		printLandlockRows(w)
-	}
+}
+
+// printOutput prints where session s's output is, and, while it runs,
+// how systemd shows it.
+func printOutput(w io.Writer, s manager.Session) {
 	switch {
 	case s.Output == "pty":
 		fmt.Fprintf(w, "output:    a terminal of its own, held by %s: mosaic attach %s (detach: Ctrl-P Ctrl-Q)\n", units.PTYUnitName(s.Name), s.Name)

@@ -68,49 +68,11 @@ func logsCommand(out *output) *cli.Command {
 					return err
 				}
 				egressOnly := c.Bool("egress")
-				if egressOnly && s.Network != "allow" {
-					return errcode.NoEgress.New("session %s has network %s, not allow: it has no egress proxy", name, orDash(s.Network))
+				if err := journaled(s, name, egressOnly); err != nil {
+					return err
 				}
-				if !egressOnly && (s.Kind == units.KindScope || s.Output == "terminal") {
-					if s.Running() {
-						return errcode.NoLogs.New("session %s runs in the foreground (mosaic run): its output goes to the terminal or pipes it runs on, not to the journal; start it with mosaic start to keep its output", name)
-					}
-					return errcode.NoLogs.New("session %s ran in the foreground (mosaic run): its output went to the terminal or pipes it ran on, not to the journal; start it with mosaic start to keep its output", name)
-				}
-				// journalctl, not go-systemd's sdjournal: sdjournal links
-				// libsystemd through cgo, and mosaic is one static binary that
-				// is also bound into every sandbox as its init. The match is
-				// SYSLOG_IDENTIFIER (the unit's SyslogIdentifier, in every
-				// stream's header), not MOSAIC_SESSION, which journald does not
-				// apply to a user manager's units, nor the unit, which it can
-				// miss for the last lines of a command that exits at once.
-				base := []string{"--user", "-t", units.UnitPrefix + name, "--no-pager", "-q", "-o", format}
-				if !egressOnly && s.Output == "pty" {
-					// A start --pty session's terminal holder writes what
-					// the session printed while nobody was attached, as text
-					// lines, to the journal (ptyhold's plain); attach has
-					// the terminal's own bytes.
-					ptyUnit := units.PTYUnitName(name)
-					base = []string{"--user", "-t", strings.TrimSuffix(ptyUnit, units.UnitSuffix), "_SYSTEMD_USER_UNIT=" + ptyUnit, "--no-pager", "-q", "-o", format}
-				}
-				if egressOnly {
-					// The proxy's identifier and its unit: journald sets the
-					// unit (a trusted field) from the sender's cgroup, so a
-					// session that writes a line with the proxy's identifier
-					// into the journal does not get it shown here. The proxy
-					// runs as long as its session, so its lines have their unit.
-					egressUnit := units.EgressUnitName(name)
-					base = []string{"--user", "-t", strings.TrimSuffix(egressUnit, units.UnitSuffix), "_SYSTEMD_USER_UNIT=" + egressUnit, "--no-pager", "-q", "-o", format}
-				}
-				first := append([]string{}, base...)
-				if n := c.Int("lines"); n > 0 || (n == 0 && !c.Bool("follow")) {
-					first = append(first, "-n", strconv.Itoa(n))
-				} else if n == 0 {
-					first = append(first, "--since", fmt.Sprintf("@%d.%06d", began.Unix(), began.Nanosecond()/1000))
-				}
-				if v := c.String("since"); v != "" {
-					first = append(first, "--since", v)
-				}
+				base := journalMatch(name, s.Output, format, egressOnly)
+				first := firstLines(c, base, began)
 				if !c.Bool("follow") || !s.Running() {
 					err = journalctl(first)
 				} else {
@@ -124,6 +86,70 @@ func logsCommand(out *output) *cli.Command {
 			})
 		},
 	}
+}
+
+// journaled refuses the logs session s (name) has none of: the proxy's
+// (egressOnly) of a session without one, the output of one that ran in
+// the foreground (a scope, or a run on a terminal).
+func journaled(s manager.Session, name string, egressOnly bool) error {
+	if egressOnly && s.Network != "allow" {
+		return errcode.NoEgress.New("session %s has network %s, not allow: it has no egress proxy", name, orDash(s.Network))
+	}
+	if !egressOnly && (s.Kind == units.KindScope || s.Output == "terminal") {
+		if s.Running() {
+			return errcode.NoLogs.New("session %s runs in the foreground (mosaic run): its output goes to the terminal or pipes it runs on, not to the journal; start it with mosaic start to keep its output", name)
+		}
+		return errcode.NoLogs.New("session %s ran in the foreground (mosaic run): its output went to the terminal or pipes it ran on, not to the journal; start it with mosaic start to keep its output", name)
+	}
+	return nil
+}
+
+// journalMatch is journalctl's arguments for session name's lines (its
+// terminal holder's for output pty, its egress proxy's with egressOnly)
+// in format.
+func journalMatch(name, output, format string, egressOnly bool) []string {
+	// journalctl, not go-systemd's sdjournal: sdjournal links
+	// libsystemd through cgo, and mosaic is one static binary that
+	// is also bound into every sandbox as its init. The match is
+	// SYSLOG_IDENTIFIER (the unit's SyslogIdentifier, in every
+	// stream's header), not MOSAIC_SESSION, which journald does not
+	// apply to a user manager's units, nor the unit, which it can
+	// miss for the last lines of a command that exits at once.
+	base := []string{"--user", "-t", units.UnitPrefix + name, "--no-pager", "-q", "-o", format}
+	if !egressOnly && output == "pty" {
+		// A start --pty session's terminal holder writes what
+		// the session printed while nobody was attached, as text
+		// lines, to the journal (ptyhold's plain); attach has
+		// the terminal's own bytes.
+		ptyUnit := units.PTYUnitName(name)
+		base = []string{"--user", "-t", strings.TrimSuffix(ptyUnit, units.UnitSuffix), "_SYSTEMD_USER_UNIT=" + ptyUnit, "--no-pager", "-q", "-o", format}
+	}
+	if egressOnly {
+		// The proxy's identifier and its unit: journald sets the
+		// unit (a trusted field) from the sender's cgroup, so a
+		// session that writes a line with the proxy's identifier
+		// into the journal does not get it shown here. The proxy
+		// runs as long as its session, so its lines have their unit.
+		egressUnit := units.EgressUnitName(name)
+		base = []string{"--user", "-t", strings.TrimSuffix(egressUnit, units.UnitSuffix), "_SYSTEMD_USER_UNIT=" + egressUnit, "--no-pager", "-q", "-o", format}
+	}
+	return base
+}
+
+// firstLines is the first journalctl's arguments: base and the lines
+// asked (--lines, --since; with --lines 0 and --follow, only those after
+// began).
+func firstLines(c *cli.Context, base []string, began time.Time) []string {
+	first := append([]string{}, base...)
+	if n := c.Int("lines"); n > 0 || (n == 0 && !c.Bool("follow")) {
+		first = append(first, "-n", strconv.Itoa(n))
+	} else if n == 0 {
+		first = append(first, "--since", fmt.Sprintf("@%d.%06d", began.Unix(), began.Nanosecond()/1000))
+	}
+	if v := c.String("since"); v != "" {
+		first = append(first, "--since", v)
+	}
+	return first
 }
 
 // warnDropped says on stderr when journald dropped lines since s started.

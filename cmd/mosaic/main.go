@@ -17,11 +17,13 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"time"
 
 	"mosaic/internal/errcode"
 	"mosaic/internal/termsafe"
 	"mosaic/manager/records"
+	"mosaic/manager/request"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
@@ -233,6 +235,20 @@ type output struct {
 	// should (the shell then prints its prompt on a new line, and a loop
 	// running mosaic stops).
 	dieOf os.Signal
+	// The user's paths (request.UserPaths), read from the environment
+	// once per command line, at the first command that needs them
+	// (userPaths), and passed down from there.
+	pathsOnce sync.Once
+	paths     request.Paths
+	pathsErr  error
+}
+
+// userPaths is the user's paths, derived from the environment on first use
+// and kept for the rest of this command line: the one place the CLI reads
+// them (the manager holds its own, Manager.Paths).
+func (o *output) userPaths() (request.Paths, error) {
+	o.pathsOnce.Do(func() { o.paths, o.pathsErr = request.UserPaths() })
+	return o.paths, o.pathsErr
 }
 
 // onTerminal reports whether w is a terminal, where control characters a

@@ -38,7 +38,7 @@ func policyCommand(out *output) *cli.Command {
 			if pol.Rules == nil {
 				pol.Rules = []request.PolicyRule{}
 			}
-			proj, _, err := projectOf(c.Args().First())
+			proj, _, err := projectOf(out, c.Args().First())
 			if err != nil {
 				return err
 			}

@@ -13,10 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"mosaic/credentials"
-	"mosaic/internal/credvar"
 	"mosaic/internal/errcode"
 	"mosaic/internal/termsafe"
 	"mosaic/internal/xdg"
@@ -43,8 +40,6 @@ type hostCall struct {
 // `list --all-hosts` reads ~/.config/mosaic/hosts. It returns no targets
 // for a local command.
 func hostArgs(args []string, env func(string) string) (hostCall, error) {
-	var names []string
-	var rest []string
 	call := hostCall{bound: hostBound * time.Second}
 	if v := env("MOSAIC_HOST_TIMEOUT"); v != "" {
 		d, err := units.ParseDuration("MOSAIC_HOST_TIMEOUT", v)
@@ -53,6 +48,48 @@ func hostArgs(args []string, env func(string) string) (hostCall, error) {
 		}
 		call.bound = d
 	}
+	f, err := takeHostFlags(args)
+	if err != nil {
+		return call, err
+	}
+	if f.allHosts {
+		listed, err := readHostsFile(xdg.ConfigHome(env("HOME"), env))
+		if err != nil {
+			return call, err
+		}
+		f.names = append(f.names, listed...)
+	}
+	if len(f.names) == 0 && env("MOSAIC_HOST") != "" {
+		f.names = []string{env("MOSAIC_HOST")}
+	}
+	if call.targets, err = targetsOf(f.names); err != nil {
+		return call, err
+	}
+	call.args = f.rest
+	if len(call.targets) > 1 && !f.isList {
+		return call, errcode.BadHost.New("only `mosaic list` takes several --host; give one, or run the command once per host")
+	}
+	if len(call.targets) == 1 && call.targets[0] == (remote.Target{}) && !f.isList {
+		call.targets = nil // --host local: this machine
+	}
+	if len(call.targets) > 0 {
+		return call, hostLends(f.rest)
+	}
+	return call, nil
+}
+
+// hostFlags is a command line with its --host flags taken out: the names
+// they gave, the rest, whether the command is list and it asked for
+// --all-hosts.
+type hostFlags struct {
+	names, rest      []string
+	isList, allHosts bool
+}
+
+// takeHostFlags takes the --host (-H) flags from the front of args and,
+// for list, from anywhere before -- (with --all-hosts).
+func takeHostFlags(args []string) (hostFlags, error) {
+	var f hostFlags
 	take := func(i int) (int, bool, error) {
 		a := args[i]
 		switch {
@@ -60,11 +97,11 @@ func hostArgs(args []string, env func(string) string) (hostCall, error) {
 			if i+1 >= len(args) {
 				return i, false, errcode.BadHost.New("%s needs a value: [USER@]HOST[:PORT]", a)
 			}
-			names = append(names, args[i+1])
+			f.names = append(f.names, args[i+1])
 			return i + 1, true, nil
 		case strings.HasPrefix(a, "--host=") || strings.HasPrefix(a, "-H="):
 			_, v, _ := strings.Cut(a, "=")
-			names = append(names, v)
+			f.names = append(f.names, v)
 			return i, true, nil
 		}
 		return i, false, nil
@@ -73,68 +110,53 @@ func hostArgs(args []string, env func(string) string) (hostCall, error) {
 	for ; i < len(args); i++ {
 		j, ok, err := take(i)
 		if err != nil {
-			return call, err
+			return f, err
 		}
 		if !ok {
 			break
 		}
 		i = j
 	}
-	isList := i < len(args) && args[i] == "list"
-	allHosts := false
+	f.isList = i < len(args) && args[i] == "list"
 	for ; i < len(args); i++ {
-		if isList && args[i] != "--" {
+		if f.isList && args[i] != "--" {
 			j, ok, err := take(i)
 			if err != nil {
-				return call, err
+				return f, err
 			}
 			if ok {
 				i = j
 				continue
 			}
 			if args[i] == "--all-hosts" {
-				allHosts = true
+				f.allHosts = true
 				continue
 			}
 		}
-		rest = append(rest, args[i])
+		f.rest = append(f.rest, args[i])
 		if args[i] == "--" {
-			rest = append(rest, args[i+1:]...)
+			f.rest = append(f.rest, args[i+1:]...)
 			break
 		}
 	}
-	if allHosts {
-		listed, err := readHostsFile(xdg.ConfigHome(env("HOME"), env))
-		if err != nil {
-			return call, err
-		}
-		names = append(names, listed...)
-	}
-	if len(names) == 0 && env("MOSAIC_HOST") != "" {
-		names = []string{env("MOSAIC_HOST")}
-	}
+	return f, nil
+}
+
+// targetsOf parses the hosts named ("local": this machine, the zero Target).
+func targetsOf(names []string) ([]remote.Target, error) {
+	var targets []remote.Target
 	for _, n := range names {
 		if n == "local" {
-			call.targets = append(call.targets, remote.Target{})
+			targets = append(targets, remote.Target{})
 			continue
 		}
 		t, err := remote.ParseTarget(n)
 		if err != nil {
-			return call, err
+			return nil, err
 		}
-		call.targets = append(call.targets, t)
+		targets = append(targets, t)
 	}
-	call.args = rest
-	if len(call.targets) > 1 && !isList {
-		return call, errcode.BadHost.New("only `mosaic list` takes several --host; give one, or run the command once per host")
-	}
-	if len(call.targets) == 1 && call.targets[0] == (remote.Target{}) && !isList {
-		call.targets = nil // --host local: this machine
-	}
-	if len(call.targets) > 0 {
-		return call, hostLends(rest)
-	}
-	return call, nil
+	return targets, nil
 }
 
 // hostLends refuses --lend-ssh-key and --lend-ssh-sign with --host, and a
@@ -312,43 +334,9 @@ func frameFor(args []string, lookup func(string) (string, bool)) (remote.Frame, 
 	if len(args) == 0 || (args[0] != "start" && args[0] != "run") {
 		return f, nil
 	}
-	cmd := findCommand(newApp(&output{}).Commands, args[0])
-	var kept []string
-	var creq credentials.Request
-	i := 1
-	for ; i < len(args); i++ {
-		a := args[i]
-		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
-			break
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !hasValue && takesValue(cmd, a) && i+1 < len(args) {
-			i++
-			value = args[i]
-		}
-		switch name {
-		case "credential":
-			creq.Credentials = append(creq.Credentials, value)
-			continue
-		case "env-file":
-			creq.EnvFiles = append(creq.EnvFiles, value)
-			continue
-		case "pass-env":
-			v, ok := lookup(value)
-			if !ok {
-				return f, errcode.BadEnv.New("--pass-env %s: %s is not set in your environment", value, value)
-			}
-			kept = append(kept, "--env", value+"="+v)
-			continue
-		case "profile":
-			creq.Profile = value
-		case "sign-in":
-			creq.SignIn = !hasValue || value == "true"
-		}
-		kept = append(kept, a)
-		if !strings.Contains(a, "=") && takesValue(cmd, a) {
-			kept = append(kept, value)
-		}
+	kept, creq, i, err := credentialFlags(args, lookup)
+	if err != nil {
+		return f, err
 	}
 	command := args[i:]
 	if len(command) > 0 && command[0] == "--" {
@@ -385,6 +373,50 @@ func frameFor(args []string, lookup func(string) (string, bool)) (remote.Frame, 
 	return f, nil
 }
 
+// credentialFlags takes the credential flags off start's or run's
+// options in args (--credential, --env-file: read here; --pass-env: its
+// value from lookup, as --env), into creq; kept is the rest of the
+// options, and args[i:] the command.
+func credentialFlags(args []string, lookup func(string) (string, bool)) (kept []string, creq credentials.Request, i int, err error) {
+	cmd := findCommand(newApp(&output{}).Commands, args[0])
+	i = 1
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !hasValue && takesValue(cmd, a) && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		switch name {
+		case "credential":
+			creq.Credentials = append(creq.Credentials, value)
+			continue
+		case "env-file":
+			creq.EnvFiles = append(creq.EnvFiles, value)
+			continue
+		case "pass-env":
+			v, ok := lookup(value)
+			if !ok {
+				return nil, creq, i, errcode.BadEnv.New("--pass-env %s: %s is not set in your environment", value, value)
+			}
+			kept = append(kept, "--env", value+"="+v)
+			continue
+		case "profile":
+			creq.Profile = value
+		case "sign-in":
+			creq.SignIn = !hasValue || value == "true"
+		}
+		kept = append(kept, a)
+		if !strings.Contains(a, "=") && takesValue(cmd, a) {
+			kept = append(kept, value)
+		}
+	}
+	return kept, creq, i, nil
+}
+
 // escaping writes what passes line by line with every control character
 // but the newline and tab escaped (termsafe), for a terminal.
 type escaping struct {
@@ -411,65 +443,37 @@ func (e *escaping) flush() {
 }
 
 // remoteExec is the remote side of --host (`mosaic remote-exec 1 stdin` or
-// `... hold PATH`): it reads the frame, puts the secrets in a file that
-// dies with this process (a memfd, named by its /proc path: no disk, and
-// gone however this process ends) given as the command's --env-file, and
-// runs the command line as if typed here.
+// `... hold PATH`): it takes the frame (remote.Receive), with the secrets
+// in a file that dies with this process given as the command's --env-file
+// (Frame.Argv), and runs the command line as if typed here.
 func remoteExec(args []string) int {
-	if len(args) < 2 || args[0] != remote.Protocol {
-		fmt.Fprintf(os.Stderr, "%s %s, this mosaic speaks %s\n", remote.VersionMarker, strings.Join(args[:min(1, len(args))], ""), remote.Protocol)
+	if !remote.SpeaksProtocol(args, 2, os.Stderr) {
 		return errcode.ExitRefused
 	}
 	// The exit line ends every other way out, so that the caller tells
 	// mosaic's failures from another program's (exitOf).
-	code := remoteExecFrame(args)
+	code := remoteExecFrame(args[1:])
 	if !isTerminal(os.Stderr) {
-		fmt.Fprintf(os.Stderr, "%s%d\n", remote.ExitMarker, code)
+		remote.WriteExit(os.Stderr, code)
 	}
 	return code
 }
 
 // remoteExecFrame is remoteExec once the protocol is known to be this
-// mosaic's: it reads the frame and runs its command line.
-func remoteExecFrame(args []string) int {
-	// A dropped connection ends this as a hang-up ends a terminal's
-	// command: `run` stops its session, `logs -f` returns.
-	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGHUP), 0, 0, 0)
-	if os.Getenv("XDG_RUNTIME_DIR") == "" { // a non-login ssh may not set it
-		if rt := fmt.Sprintf("/run/user/%d", os.Getuid()); isDir(rt) {
-			os.Setenv("XDG_RUNTIME_DIR", rt)
-		}
-	}
-	var f remote.Frame
-	var err error
-	switch {
-	case args[1] == "stdin":
-		f, err = remote.ReadFrame(os.Stdin)
-	case args[1] == "hold" && len(args) == 3:
-		f, err = remote.Fetch(remote.HoldDir(os.Getenv("XDG_RUNTIME_DIR")), args[2])
-	default:
-		err = fmt.Errorf("unknown mode %q", args[1])
+// mosaic's: it takes the frame as mode says and runs its command line.
+func remoteExecFrame(mode []string) int {
+	f, err := remote.Receive(mode, os.Stdin)
+	var argv []string
+	done := func() {}
+	if err == nil {
+		argv, done, err = f.Argv()
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic: --host: %v\n", err)
 		return errcode.ExitFailure
 	}
-	for n, v := range f.Env {
-		if passable(n) {
-			os.Setenv(n, v)
-		}
-	}
-	argv := append([]string{"mosaic"}, f.Args...)
+	defer done()
 	viaHost = true
-	if len(f.Secrets) > 0 {
-		path, done, err := secretsFile(f.Secrets)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "mosaic: --host: %v\n", err)
-			return errcode.ExitFailure
-		}
-		defer done()
-		argv = append([]string{"mosaic", f.Args[0], "--env-file", path}, f.Args[1:]...)
-	}
 	return runHere(argv, os.Stdout, os.Stderr)
 }
 
@@ -478,72 +482,8 @@ func remoteExecFrame(args []string) int {
 // LendSSHKey= or LendSSHSign= must not lend (requestFrom).
 var viaHost bool
 
-// passable reports whether a plain variable from the caller's side may be
-// set here: the terminal's and the profiles' (a model, a base URL), never
-// one that steers this process or what it starts (PATH, LD_*, HOME, the
-// runtime and bus addresses, mosaic's own).
-func passable(name string) bool {
-	if credvar.ValidateName(name) != nil {
-		return false
-	}
-	switch name {
-	case "PATH", "HOME", "USER", "LOGNAME", "SHELL", "IFS", "ENV", "BASH_ENV", "TMPDIR", "GOCOVERDIR":
-		return false
-	}
-	for _, p := range []string{"LD_", "XDG_", "DBUS_", "MOSAIC_", "SSH_", "SYSTEMD_", "GODEBUG", "GOTRACEBACK"} {
-		if strings.HasPrefix(name, p) {
-			return false
-		}
-	}
-	return true
-}
-
-// secretsFile writes the secrets to a memfd of mode 0600 and returns its
-// /proc path, which ReadEnvFile reads as a file of the user's.
-func secretsFile(secrets map[string]string) (string, func(), error) {
-	fd, err := unix.MemfdCreate("mosaic-remote-credentials", unix.MFD_CLOEXEC)
-	if err != nil {
-		return "", nil, fmt.Errorf("a memory file for the credentials: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "mosaic-remote-credentials")
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return "", nil, err
-	}
-	var b strings.Builder
-	for n, v := range secrets {
-		// ReadEnvFile takes one pair of quotes off and nothing else; the
-		// values were checked to hold no control character.
-		fmt.Fprintf(&b, "%s=\"%s\"\n", n, v)
-	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		f.Close()
-		return "", nil, err
-	}
-	return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), fd), func() { f.Close() }, nil
-}
-
 // remoteHold is `mosaic remote-hold 1`: keep a frame for one remote-exec.
-func remoteHold(args []string) int {
-	if len(args) < 1 || args[0] != remote.Protocol {
-		fmt.Fprintf(os.Stderr, "%s %s, this mosaic speaks %s\n", remote.VersionMarker, strings.Join(args[:min(1, len(args))], ""), remote.Protocol)
-		return errcode.ExitRefused
-	}
-	rt := os.Getenv("XDG_RUNTIME_DIR")
-	if rt == "" {
-		rt = fmt.Sprintf("/run/user/%d", os.Getuid())
-	}
-	if err := remote.Hold(os.Stdin, os.Stdout, remote.HoldDir(rt)); err != nil {
-		fmt.Fprintf(os.Stderr, "mosaic: --host: %v\n%s%d\n", err, remote.ExitMarker, errcode.ExitFailure)
-		return errcode.ExitFailure
-	}
-	return 0
-}
-
-func isDir(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.IsDir()
-}
+func remoteHold(args []string) int { return remote.HoldMain(args, os.Stdin, os.Stdout, os.Stderr) }
 
 // hostSessions is one host's answer to list.
 type hostSessions struct {

@@ -264,86 +264,113 @@ func runCommand(out *output) *cli.Command {
 		ArgsUsage:    "-- COMMAND [ARG...]",
 		Flags:        flags,
 		OnUsageError: usageError,
-		Action: func(c *cli.Context) error {
-			req, err := requestFrom(c)
-			if err != nil {
-				return err
-			}
-			req.Scope = c.Bool("scope")
-			// A run in the background of its shell (`mosaic run -- cmd &`,
-			// `timeout 20 mosaic run ...`) pipes, as systemd-run --pipe
-			// does: a pseudo-terminal would need the terminal's modes set,
-			// which stops a background job (SIGTTOU).
-			req.TTY = isTerminal(os.Stdin) && isTerminal(os.Stdout) && foreground(os.Stdin) && !req.Scope
-			if c.IsSet("pty") {
-				req.TTY = c.Bool("pty")
-			}
-			ctx := traced(context.Background())
-			conn, plan, err := manager.Open(ctx, req, manager.Options{TieSelf: true, Say: sayOnStderr}) // one run, then mosaic exits
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			spec := plan.Spec
-			warnUnconfined(out, spec)
-			announceRun(out, spec, c.Bool("quiet"))
-			stdin, closeStdin, err := runStdin(req)
-			if err != nil {
-				return err
-			}
-			defer closeStdin()
-			stdio := [3]*os.File{stdin, os.Stdout, os.Stderr}
-			var term *terminal
-			if req.TTY {
-				if term, err = openTerminal(os.Stdin, os.Stdout); err != nil {
-					return errcode.PTY.New("cannot give the session a pseudo-terminal: %w (run with --pty=false)", err)
-				}
-				defer term.restore()
-				stdio = [3]*os.File{term.slave, term.slave, term.slave}
-				ctx = manager.WithStarted(ctx, term.started)
-			}
-			var held []heldTerminal
-			drain := func() {}
-			if term == nil { // the session gets the user's own terminal, if any
-				held = holdTerminals(stdio[:]...)
-				defer restoreTerminals(held)
-				if drain, err = filterTerminalOutput(&stdio); err != nil {
-					return errcode.PTY.New("cannot give the session a pipe to filter its output by: %w", err)
-				}
-			}
-			forward := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP}
-			if req.Scope {
-				forward = append(forward, unix.SIGQUIT)
-			}
-			sigs := make(chan os.Signal, 4)
-			signal.Notify(sigs, forward...)
-			defer signal.Stop(sigs)
-			if req.Scope && term == nil {
-				defer forwardWinch(sigs)()
-			}
-			s, first, err := runPlan(ctx, conn, plan, stdio, sigs)
-			if term != nil {
-				term.finish()
-			}
-			drain()
-			restoreTerminals(held)
-			if req.Scope && errors.Is(err, errcode.Interrupted.Target()) {
-				return interrupted(out, err.Error()) // Ctrl-C before the command ran: 130, as a shell would
-			}
-			if err != nil {
-				return err
-			}
-			if spec.Clone != nil { // the finish step is a service of its own, for a scope's session too
-				if m, err := conn.Manager(ctx); err == nil {
-					finishAfter(ctx, out, m, spec.Name, !spec.NameGiven)
-				}
-			}
-			reportRun(out, s)
-			if interruptedRun(s, first) {
-				out.dieOf = unix.SIGINT
-			}
-			return nil
-		},
+		Action:       func(c *cli.Context) error { return runSession(c, out) },
+	}
+}
+
+// runSession is mosaic run: the session started, its terminal or pipes
+// relayed and the signals mosaic gets forwarded until it ends, then its
+// change's finish step and its end reported.
+func runSession(c *cli.Context, out *output) error {
+	req, err := runRequest(c)
+	if err != nil {
+		return err
+	}
+	ctx := traced(context.Background())
+	conn, plan, err := manager.Open(ctx, req, manager.Options{TieSelf: true, Say: sayOnStderr}) // one run, then mosaic exits
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	spec := plan.Spec
+	warnUnconfined(out, spec)
+	announceRun(out, spec, c.Bool("quiet"))
+	stdin, closeStdin, err := runStdin(req)
+	if err != nil {
+		return err
+	}
+	defer closeStdin()
+	stdio := [3]*os.File{stdin, os.Stdout, os.Stderr}
+	var term *terminal
+	if req.TTY {
+		if term, err = openTerminal(os.Stdin, os.Stdout); err != nil {
+			return errcode.PTY.New("cannot give the session a pseudo-terminal: %w (run with --pty=false)", err)
+		}
+		defer term.restore()
+		stdio = [3]*os.File{term.slave, term.slave, term.slave}
+		ctx = manager.WithStarted(ctx, term.started)
+	}
+	var held []heldTerminal
+	drain := func() {}
+	if term == nil { // the session gets the user's own terminal, if any
+		held = holdTerminals(stdio[:]...)
+		defer restoreTerminals(held)
+		if drain, err = filterTerminalOutput(&stdio); err != nil {
+			return errcode.PTY.New("cannot give the session a pipe to filter its output by: %w", err)
+		}
+	}
+	sigs, stopSignals := runSignals(req.Scope, term == nil)
+	defer stopSignals()
+	s, first, err := runPlan(ctx, conn, plan, stdio, sigs)
+	if term != nil {
+		term.finish()
+	}
+	drain()
+	restoreTerminals(held)
+	if req.Scope && errors.Is(err, errcode.Interrupted.Target()) {
+		return interrupted(out, err.Error()) // Ctrl-C before the command ran: 130, as a shell would
+	}
+	if err != nil {
+		return err
+	}
+	if spec.Clone != nil { // the finish step is a service of its own, for a scope's session too
+		if m, err := conn.Manager(ctx); err == nil {
+			finishAfter(ctx, out, m, spec.Name, !spec.NameGiven)
+		}
+	}
+	reportRun(out, s)
+	if interruptedRun(s, first) {
+		out.dieOf = unix.SIGINT
+	}
+	return nil
+}
+
+// runRequest is run's request from its flags: --scope, and whether the
+// session gets a pseudo-terminal of its own.
+func runRequest(c *cli.Context) (request.Request, error) {
+	req, err := requestFrom(c)
+	if err != nil {
+		return req, err
+	}
+	req.Scope = c.Bool("scope")
+	// A run in the background of its shell (`mosaic run -- cmd &`,
+	// `timeout 20 mosaic run ...`) pipes, as systemd-run --pipe
+	// does: a pseudo-terminal would need the terminal's modes set,
+	// which stops a background job (SIGTTOU).
+	req.TTY = isTerminal(os.Stdin) && isTerminal(os.Stdout) && foreground(os.Stdin) && !req.Scope
+	if c.IsSet("pty") {
+		req.TTY = c.Bool("pty")
+	}
+	return req, nil
+}
+
+// runSignals catches the signals a run forwards to its session (SIGQUIT
+// too for a scope, and SIGWINCH for a scope on the user's own terminal);
+// stop lets them go.
+func runSignals(scope, ownTerminal bool) (sigs chan os.Signal, stop func()) {
+	forward := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP}
+	if scope {
+		forward = append(forward, unix.SIGQUIT)
+	}
+	sigs = make(chan os.Signal, 4)
+	signal.Notify(sigs, forward...)
+	stopWinch := func() {}
+	if scope && ownTerminal {
+		stopWinch = forwardWinch(sigs)
+	}
+	return sigs, func() {
+		stopWinch()
+		signal.Stop(sigs)
 	}
 }
 

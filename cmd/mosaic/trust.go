@@ -33,7 +33,7 @@ func trustCommand(out *output) *cli.Command {
 			if c.NArg() > 1 {
 				return errcode.Usage.New("mosaic trust takes at most one DIR")
 			}
-			proj, paths, err := projectOf(c.Args().First())
+			proj, paths, err := projectOf(out, c.Args().First())
 			if err != nil {
 				return err
 			}
@@ -53,8 +53,8 @@ func trustCommand(out *output) *cli.Command {
 
 // projectOf reads the project file that applies to dir ("": the current
 // directory); nil if there is none.
-func projectOf(dir string) (*request.Project, request.Paths, error) {
-	paths, err := request.UserPaths()
+func projectOf(out *output, dir string) (*request.Project, request.Paths, error) {
+	paths, err := out.userPaths()
 	if err != nil {
 		return nil, paths, err
 	}

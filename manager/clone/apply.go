@@ -16,7 +16,7 @@ import (
 
 // refused is the refusal of a change patchcheck (or a check here) found.
 func refused(name string, err error) error {
-	return errcode.ChangeRefused.New("session %s's change is refused, nothing was changed: %v", name, err)
+	return errcode.ChangeRefused.New("session %s's change is refused, nothing was changed: %w", name, err)
 }
 
 // Apply writes a change patchcheck accepted (s is its summary) into the
@@ -220,7 +220,7 @@ func ApplyBranch(ctx context.Context, name, ws string, bundle []byte, head, base
 	}
 	fetch := append(append([]string{}, fsckStrict...), "fetch", "-q", "--no-tags", "--no-write-fetch-head", bpath, patchcheck.SnapshotRef+":refs/heads/change")
 	if _, err := git(ctx, scratch, nil, fetch...); err != nil {
-		return refused(name, fmt.Errorf("the bundle does not pass git's checks: %v", err))
+		return refused(name, fmt.Errorf("the bundle does not pass git's checks: %w", err))
 	}
 	if err := checkCommits(ctx, scratch, append(h.Prereqs, base)); err != nil {
 		return refused(name, err)

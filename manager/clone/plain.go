@@ -47,7 +47,7 @@ func makePlain(ctx context.Context, ws string, c units.Clone) (units.Clone, erro
 	}
 	fail := func(err error) (units.Clone, error) {
 		os.RemoveAll(c.Dir)
-		return c, errcode.CloneFailed.New("cannot make the session's copy of %s: %v", ws, err)
+		return c, errcode.CloneFailed.New("cannot make the session's copy of %s: %w", ws, err)
 	}
 	if _, err := git(ctx, filepath.Dir(c.Dir), nil, "init", "-q", "--template=", "-b", "main", c.Dir); err != nil {
 		return fail(err)

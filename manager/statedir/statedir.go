@@ -98,23 +98,25 @@ func (l *Lock) Release() {
 }
 
 // Hint says what to do about an error on mosaic's state: a full disk
-// is not a permission problem.
-func Hint(err error, dir string) string {
+// is not a permission problem. The error it returns reads as err with the
+// advice after it, and unwraps to err, so that a caller above can still
+// ask errors.Is of the cause (a full disk: unix.ENOSPC).
+func Hint(err error, dir string) error {
 	rt := os.Getenv("XDG_RUNTIME_DIR")
 	inRuntime := rt != "" && (dir == rt || strings.HasPrefix(dir, rt+"/"))
 	switch {
 	case inRuntime && (errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)):
 		// mosaic keeps only sockets' directories there, and gc frees
 		// nothing in it: what fills it is another program's.
-		return fmt.Sprintf("%v (the runtime directory %s, a small file system in memory, is full: see what fills it with `du -sh %s/* | sort -h` and remove it; `mosaic gc` frees nothing there)", err, rt, rt)
+		return fmt.Errorf("%w (the runtime directory %s, a small file system in memory, is full: see what fills it with `du -sh %s/* | sort -h` and remove it; `mosaic gc` frees nothing there)", err, rt, rt)
 	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
-		return fmt.Sprintf("%v (the file system of %s is full: free some space, e.g. with `mosaic gc`)", err, dir)
+		return fmt.Errorf("%w (the file system of %s is full: free some space, e.g. with `mosaic gc`)", err, dir)
 	case errors.Is(err, unix.EROFS):
-		return fmt.Sprintf("%v (%s is on a read-only file system)", err, dir)
+		return fmt.Errorf("%w (%s is on a read-only file system)", err, dir)
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return fmt.Sprintf("%v (check the permissions of %s)", err, dir)
+		return fmt.Errorf("%w (check the permissions of %s)", err, dir)
 	}
-	return err.Error()
+	return err
 }
 
 // Remove removes a session's state directory: renamed aside first
@@ -408,7 +410,7 @@ func Prepare(s units.Spec, l units.Launch) (rec records.Record, undo func(), err
 		if errors.As(err, &pe) {
 			dir = filepath.Dir(pe.Path)
 		}
-		return records.Record{}, nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %v", s.StateDir, Hint(err, dir))
+		return records.Record{}, nil, errcode.StateDir.New("cannot prepare the session's state directory %s: %w", s.StateDir, Hint(err, dir))
 	}
 	// mkdir makes a socket directory in the runtime directory, which undo
 	// removes again if this start made it.

@@ -1,6 +1,7 @@
 package statedir
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,11 +15,14 @@ import (
 
 // TestStateHint: a full disk is said to be full, not a permission problem.
 func TestStateHint(t *testing.T) {
-	full := Hint(fmt.Errorf("write x: %w", unix.ENOSPC), "/s")
+	full := Hint(fmt.Errorf("write x: %w", unix.ENOSPC), "/s").Error()
 	if !strings.Contains(full, "full") || strings.Contains(full, "permission") {
 		t.Errorf("ENOSPC: %q", full)
 	}
-	if denied := Hint(&os.PathError{Op: "mkdir", Path: "/s/x", Err: unix.EACCES}, "/s"); !strings.Contains(denied, "permissions") {
+	if err := Hint(fmt.Errorf("write x: %w", unix.ENOSPC), "/s"); !errors.Is(err, unix.ENOSPC) {
+		t.Errorf("ENOSPC: %v does not keep its cause", err)
+	}
+	if denied := Hint(&os.PathError{Op: "mkdir", Path: "/s/x", Err: unix.EACCES}, "/s").Error(); !strings.Contains(denied, "permissions") {
 		t.Errorf("EACCES: %q", denied)
 	}
 }

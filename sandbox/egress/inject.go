@@ -126,64 +126,12 @@ func (e *Egress) intercept(c net.Conn, br *bufio.Reader, hp string, once bool) {
 // relayInjected relays one request to hp with the credential in it, and
 // records it: method, path, status and sizes, never a header's value.
 func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string) {
-	if status, why := e.Inject.refusal(r, hp); why != "" {
-		e.logf("refused %s %s%s: %s", printable(r.Method), hp, printable(r.URL.EscapedPath()), why)
-		http.Error(w, "mosaic egress: refused: "+why, status)
+	lent, refused := e.injectRefused(w, r, hp)
+	if refused {
 		return
-	}
-	if why := e.registryRefusal(r, hp); why != "" {
-		e.logf("refused %s %s%s: %s", printable(r.Method), hp, printable(r.URL.EscapedPath()), why)
-		e.refused(hp, RefusedRegistry, why)
-		// JSON, as the registries answer: npm prints its "error", other
-		// clients the body as it is.
-		body, _ := json.Marshal(map[string]string{"error": e.sessionSays("refused: " + why)})
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Connection", "close")
-		w.WriteHeader(http.StatusForbidden)
-		w.Write(append(body, '\n'))
-		return
-	}
-	var lent *gitLent
-	if len(e.Inject.git[hp]) > 0 {
-		// A git host is lent for its repositories' fetch and push only:
-		// every other request to it is refused, the token never put in.
-		g := e.Inject.gitCheck(r, hp)
-		if g.why == "" && len(g.repoIDs) > 0 {
-			g.why = e.checkRepoIDs(&g)
-		}
-		e.gitEvent(hp, g)
-		if g.why != "" {
-			e.refused(hp, RefusedGit, g.why)
-			http.Error(w, e.sessionSays("refused: "+g.why), http.StatusForbidden)
-			return
-		}
-		lent = g.lend
 	}
 	var used []string
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme = "https"
-			pr.Out.URL.Host = hp
-			// The Host header is the rule's host, never the session's:
-			// a front end serving many sites (a CDN) delivers by Host, and
-			// the key must reach only the host the rule names.
-			pr.Out.Host = hp
-			if h, port, err := net.SplitHostPort(hp); err == nil && port == "443" {
-				pr.Out.Host = h
-			}
-			used = e.Inject.put(pr.Out.Header, hp, pr.In.URL)
-			if lent != nil && lent.putGit(pr.Out.Header) {
-				used = append(used, "git token for "+lent.URL())
-			}
-		},
-		Transport:     e.upstream(),
-		FlushInterval: -1, // server-sent events go on as they arrive
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			e.logf("request to %s failed: %s", hp, printable(err.Error()))
-			http.Error(w, "mosaic egress: "+printable(err.Error()), http.StatusBadGateway)
-		},
-		ErrorLog: log.New(logWriter{e, hp}, "", 0),
-	}
+	rp := e.injecting(hp, lent, &used)
 	// Full duplex: without it the server, when the answer's head goes
 	// back, reads the rest of the request body and closes it, while the
 	// transport may still be reading that body to its end; the transport
@@ -215,6 +163,75 @@ func (e *Egress) relayInjected(w http.ResponseWriter, r *http.Request, hp string
 	}()
 	rp.ServeHTTP(cw, r)
 	aborted = false
+}
+
+// injectRefused answers a request the rules refuse (its key's rule, a
+// registry's, a lent git host's other requests) and says so; else it
+// returns the git repositories lent for hp, if any.
+func (e *Egress) injectRefused(w http.ResponseWriter, r *http.Request, hp string) (lent *gitLent, refused bool) {
+	if status, why := e.Inject.refusal(r, hp); why != "" {
+		e.logf("refused %s %s%s: %s", printable(r.Method), hp, printable(r.URL.EscapedPath()), why)
+		http.Error(w, "mosaic egress: refused: "+why, status)
+		return nil, true
+	}
+	if why := e.registryRefusal(r, hp); why != "" {
+		e.logf("refused %s %s%s: %s", printable(r.Method), hp, printable(r.URL.EscapedPath()), why)
+		e.refused(hp, RefusedRegistry, why)
+		// JSON, as the registries answer: npm prints its "error", other
+		// clients the body as it is.
+		body, _ := json.Marshal(map[string]string{"error": e.sessionSays("refused: " + why)})
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusForbidden)
+		w.Write(append(body, '\n'))
+		return nil, true
+	}
+	if len(e.Inject.git[hp]) > 0 {
+		// A git host is lent for its repositories' fetch and push only:
+		// every other request to it is refused, the token never put in.
+		g := e.Inject.gitCheck(r, hp)
+		if g.why == "" && len(g.repoIDs) > 0 {
+			g.why = e.checkRepoIDs(&g)
+		}
+		e.gitEvent(hp, g)
+		if g.why != "" {
+			e.refused(hp, RefusedGit, g.why)
+			http.Error(w, e.sessionSays("refused: "+g.why), http.StatusForbidden)
+			return nil, true
+		}
+		lent = g.lend
+	}
+	return lent, false
+}
+
+// injecting is the reverse proxy that relays a request to hp with the
+// rule's credentials put in (and lent's git token), noting in used what
+// it put.
+func (e *Egress) injecting(hp string, lent *gitLent, used *[]string) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "https"
+			pr.Out.URL.Host = hp
+			// The Host header is the rule's host, never the session's:
+			// a front end serving many sites (a CDN) delivers by Host, and
+			// the key must reach only the host the rule names.
+			pr.Out.Host = hp
+			if h, port, err := net.SplitHostPort(hp); err == nil && port == "443" {
+				pr.Out.Host = h
+			}
+			*used = e.Inject.put(pr.Out.Header, hp, pr.In.URL)
+			if lent != nil && lent.putGit(pr.Out.Header) {
+				*used = append(*used, "git token for "+lent.URL())
+			}
+		},
+		Transport:     e.upstream(),
+		FlushInterval: -1, // server-sent events go on as they arrive
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			e.logf("request to %s failed: %s", hp, printable(err.Error()))
+			http.Error(w, "mosaic egress: "+printable(err.Error()), http.StatusBadGateway)
+		},
+		ErrorLog: log.New(logWriter{e, hp}, "", 0),
+	}
 }
 
 // put swaps the placeholder for the key in the rules' headers of h, for a

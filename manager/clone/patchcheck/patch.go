@@ -106,26 +106,8 @@ func Parse(patch []byte) (Summary, error) {
 		}
 		line := string(raw[:len(raw)-1])
 		if inHunk && (oldLeft > 0 || newLeft > 0) {
-			switch {
-			case strings.HasPrefix(line, "+"):
-				cur.Added++
-				newLeft--
-				cur.addTarget(line[1:])
-			case strings.HasPrefix(line, "-"):
-				cur.Deleted++
-				oldLeft--
-			case strings.HasPrefix(line, " "), line == "":
-				oldLeft--
-				newLeft--
-				if line != "" {
-					cur.addTarget(line[1:])
-				}
-			case strings.HasPrefix(line, `\`):
-			default:
-				return s, refuse(cur.name(), "line %d is not part of a hunk", i+1)
-			}
-			if oldLeft < 0 || newLeft < 0 {
-				return s, refuse(cur.name(), "line %d: a hunk longer than its header says", i+1)
+			if err := hunkLine(cur, line, i+1, &oldLeft, &newLeft); err != nil {
+				return s, err
 			}
 			continue
 		}
@@ -179,6 +161,33 @@ func Parse(patch []byte) (Summary, error) {
 		return s, err
 	}
 	return s, visitsOnce(s)
+}
+
+// hunkLine takes line n of the patch, inside a hunk of cur's with oldLeft
+// and newLeft lines of each side still to come, and counts it.
+func hunkLine(cur *File, line string, n int, oldLeft, newLeft *int) error {
+	switch {
+	case strings.HasPrefix(line, "+"):
+		cur.Added++
+		*newLeft--
+		cur.addTarget(line[1:])
+	case strings.HasPrefix(line, "-"):
+		cur.Deleted++
+		*oldLeft--
+	case strings.HasPrefix(line, " "), line == "":
+		*oldLeft--
+		*newLeft--
+		if line != "" {
+			cur.addTarget(line[1:])
+		}
+	case strings.HasPrefix(line, `\`):
+	default:
+		return refuse(cur.name(), "line %d is not part of a hunk", n)
+	}
+	if *oldLeft < 0 || *newLeft < 0 {
+		return refuse(cur.name(), "line %d: a hunk longer than its header says", n)
+	}
+	return nil
 }
 
 // visitsOnce refuses a patch that comes back to a directory it left, as

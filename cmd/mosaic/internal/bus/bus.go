@@ -173,14 +173,11 @@ func newBus(m Client, log *LaunchLog, paths request.Paths) *bus {
 		created: map[string]creation{}, reserved: map[string]int{}, starting: map[string]bool{}, conns: map[string]int{}}
 }
 
-// Serve runs the bus until ctx is done. ready is called once it listens.
+// Serve runs the bus until ctx is done, for the user whose paths are
+// paths (its caller's, read once). ready is called once it listens.
 // Its errors carry their exit codes: bad input (a policy or launch log it
 // cannot read) is 2, another bus already serving is 3.
-func Serve(ctx context.Context, ready func()) error {
-	paths, err := request.UserPaths()
-	if err != nil {
-		return err
-	}
+func Serve(ctx context.Context, paths request.Paths, ready func()) error {
 	policy, err := ReadPolicy(PolicyFile(paths.Home))
 	if err != nil {
 		return err
@@ -379,7 +376,7 @@ func (b *bus) answer(ctx context.Context, who caller, line []byte) Answer {
 			if jerr == nil {
 				jerr = errors.New("more than one value")
 			}
-			err = errcode.BadRequest.New("the request is not a JSON object of known fields on one line: %v", jerr)
+			err = errcode.BadRequest.New("the request is not a JSON object of known fields on one line: %w", jerr)
 		} else {
 			result, err = b.handle(ctx, who, req)
 		}

@@ -22,11 +22,7 @@ func outsideFile(p request.Paths) string {
 // the unit's ReadWritePaths= name (they must exist), and records the
 // outside that sessions the bus launches are checked against (see
 // sandbox.Outside).
-func Prepare() error {
-	p, err := request.UserPaths()
-	if err != nil {
-		return err
-	}
+func Prepare(p request.Paths) error {
 	for _, d := range []string{p.StateRoot, filepath.Join(p.RuntimeDir, "mosaic")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return errcode.StateDir.New("cannot make %s: %w", d, err)
