@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # agents.sh installs the real agent CLIs pinned in contrib/agents.txt from
 # npm into a cache outside the tree (reused between runs), and runs the
-# end-to-end test against them (TestAgents) in a network namespace with no
-# route off the machine: the agents and the built-in allowlists name vendor
-# hosts, and a misconfigured profile must meet no route, never the internet.
+# end-to-end tests against them (TestAgents, TestAgentsAttach: on both rigs,
+# systemd 252 and 257) in a network namespace with no route off the
+# machine: the agents and the built-in allowlists name vendor hosts, and a
+# misconfigured profile must meet no route, never the internet.
 #
 #   contrib/agents.sh install     # only install (needs node, npm and the registry)
 #   contrib/agents.sh test        # install, then the test (as root: the rig, in `unshare --net`)
@@ -140,11 +141,14 @@ test)
 	# Fetch the modules while the module proxy is reachable; the rig reads
 	# them from this cache.
 	(cd "$here" && go mod download)
+	# And the 257 rig's root, which the test runs on too (its TUI test
+	# drives a full-screen agent there as on the host's 252).
+	"$here/contrib/rig-root.sh" >/dev/null
 	exec unshare --net -- bash -c '
 		ip link set lo up
 		export GOPROXY=off MOSAIC_AGENTS_CACHE="$1" MOSAIC_AGENTS_TEST=1
 		# This shell keeps the lock (fd 9); the test does not inherit it.
-		"$2/contrib/with-user-manager.sh" go test -count=1 -timeout 20m -run "$3" -v ./cmd/mosaic/ 9>&-
+		"$2/contrib/with-user-manager.sh" --systemd host,257 go test -count=1 -timeout 20m -run "$3" -v ./cmd/mosaic/ 9>&-
 	' bash "$cache" "$here" "${MOSAIC_AGENTS_RUN:-^TestAgents}"
 	;;
 *) echo "usage: contrib/agents.sh install|test" >&2; exit 2 ;;

@@ -22,7 +22,8 @@ set -euo pipefail
 suite=trixie
 # systemd-journal-remote: the audit shipping test (journal-upload to journal-remote on loopback).
 # gh: the lent repository's pull request made by the real gh (TestLendGitGHPRCreate).
-packages=systemd,dbus,bubblewrap,dbus-user-session,python3,iproute2,socat,util-linux,procps,ca-certificates,curl,git,openssh-client,openssh-server,systemd-journal-remote,gh
+# vim, less: full-screen programs and a pager through the terminal filter (TestTerminalFilterFullScreen).
+packages=systemd,dbus,bubblewrap,dbus-user-session,python3,iproute2,socat,util-linux,procps,ca-certificates,curl,git,openssh-client,openssh-server,systemd-journal-remote,gh,vim,less
 # Installed by apt inside the root after debootstrap: debootstrap's resolver
 # does not follow virtual packages, and npm's node-* dependencies need them
 # (node-cli-table3 is provided by node-cli-table, ...).

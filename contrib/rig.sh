@@ -276,6 +276,13 @@ enter_root() {
 		mount -o remount,bind,ro "$m/usr/local/go"
 	fi
 	mount --bind "$home" "$m$home"
+	# The real agents' cache (contrib/agents.sh test), read-only at the
+	# same path: their tests, the TUI's among them, run on both rigs.
+	if [ -n "${MOSAIC_AGENTS_CACHE:-}" ] && [ -d "$MOSAIC_AGENTS_CACHE" ]; then
+		mkdir -p "$m$MOSAIC_AGENTS_CACHE"
+		mount --bind "$MOSAIC_AGENTS_CACHE" "$m$MOSAIC_AGENTS_CACHE"
+		mount -o remount,bind,ro "$m$MOSAIC_AGENTS_CACHE"
+	fi
 	rig_toolchains "$m"
 	if [ -n "${RIG_GOMODCACHE:-}" ] && [ -d "$RIG_GOMODCACHE" ]; then
 		mkdir -p "$m/var/cache/mosaic-rig/gomod"

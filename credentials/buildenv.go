@@ -2,6 +2,7 @@ package credentials
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -24,6 +25,32 @@ var BuildSettings = []string{
 	"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "PYTHONDONTWRITEBYTECODE",
 	// Node
 	"NPM_CONFIG_REGISTRY", "npm_config_registry", "NODE_OPTIONS",
+}
+
+// BuildEnvOf are the BuildSettings set in the environment lookup reads,
+// never nil: what a launch through the bus or --host carries for the
+// session (Request.BuildEnv), values unchecked (the session's side drops
+// and names one that looks like a credential).
+func BuildEnvOf(lookup func(string) (string, bool)) map[string]string {
+	env := map[string]string{}
+	for _, name := range BuildSettings {
+		if v, ok := lookup(name); ok {
+			env[name] = v
+		}
+	}
+	return env
+}
+
+// BuildEnvIn are the BuildSettings among environ's NAME=VALUE entries (a
+// session's record), never nil.
+func BuildEnvIn(environ []string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if n, v, ok := strings.Cut(kv, "="); ok && slices.Contains(BuildSettings, n) {
+			env[n] = v
+		}
+	}
+	return env
 }
 
 // buildSettings are the BuildSettings set in the launching environment

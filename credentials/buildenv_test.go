@@ -39,6 +39,32 @@ func TestBuildSettingsPass(t *testing.T) {
 	}
 }
 
+// TestBuildEnvGiven (issue 40): a BuildEnv given (a launch through the
+// bus) is where the build settings come from, not the launching
+// environment (the bus's own), even empty; its credential-looking value is
+// dropped and named as one of the environment's would be. BuildEnvOf and
+// BuildEnvIn take only the BuildSettings.
+func TestBuildEnvGiven(t *testing.T) {
+	own := env(map[string]string{"GOFLAGS": "-tags=bus-own", "CFLAGS": "-bus-own"})
+	g, err := Resolve(Request{Command: []string{"sh"}, ProfileDir: t.TempDir(), LookupEnv: own,
+		BuildEnv: map[string]string{"GOFLAGS": "-tags=asker", "GOPROXY": "https://ann:hunter2@proxy.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(g.PassEnv, []string{"GOFLAGS=-tags=asker"}) || !slices.Equal(g.Dropped, []string{"GOPROXY"}) {
+		t.Errorf("given: passed %q, dropped %q", g.PassEnv, g.Dropped)
+	}
+	if g, err := Resolve(Request{Command: []string{"sh"}, ProfileDir: t.TempDir(), LookupEnv: own, BuildEnv: map[string]string{}}); err != nil || len(g.PassEnv) != 0 {
+		t.Errorf("an empty BuildEnv: passed %q (%v), want none of the launching environment's", g.PassEnv, err)
+	}
+	if got := BuildEnvOf(env(map[string]string{"GOFLAGS": "x", "HOME": "/h"})); len(got) != 1 || got["GOFLAGS"] != "x" {
+		t.Errorf("BuildEnvOf: %q", got)
+	}
+	if got := BuildEnvIn([]string{"CC=gcc", "PATH=/bin", "ANTHROPIC_MODEL=m"}); len(got) != 1 || got["CC"] != "gcc" {
+		t.Errorf("BuildEnvIn: %q", got)
+	}
+}
+
 // TestCredentialIn: which values look like they carry a credential.
 func TestCredentialIn(t *testing.T) {
 	for v, want := range map[string]bool{

@@ -79,7 +79,11 @@ func (g *Grant) plain(req Request, lookup func(string) (string, bool), secret ma
 		}
 		set(n, v)
 	}
-	for _, kv := range g.buildSettings(lookup, vals, secret) {
+	build := lookup
+	if req.BuildEnv != nil {
+		build = func(name string) (string, bool) { v, ok := req.BuildEnv[name]; return v, ok }
+	}
+	for _, kv := range g.buildSettings(build, vals, secret) {
 		n, v, _ := strings.Cut(kv, "=")
 		set(n, v)
 	}

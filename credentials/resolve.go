@@ -24,6 +24,11 @@ type Request struct {
 	SignIn bool
 	// LookupEnv reads the launching environment; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// BuildEnv, when not nil, is where the BuildSettings come from instead
+	// of the launching environment: a launch through the bus, whose own
+	// environment is the service's, not the asker's (the asking shell's
+	// settings, or those the launching session was given at its start).
+	BuildEnv map[string]string
 }
 
 // Grant is what a session gets: the credentials (secret, for its

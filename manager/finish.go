@@ -17,6 +17,7 @@ import (
 	"mosaic/manager/clone/patchcheck"
 	"mosaic/manager/records"
 	"mosaic/manager/request"
+	"mosaic/manager/statedir"
 	"mosaic/sandbox"
 	"mosaic/units"
 )
@@ -169,15 +170,12 @@ func (m *Manager) Finish(ctx context.Context, name string) (Change, error) {
 	if err != nil {
 		return Change{}, err
 	}
-	log, err := os.CreateTemp(p.StateRoot, ".finish-"+name+"-*")
+	// The step's output, read back through the descriptor: a file with no
+	// name, so that a diff, apply or run killed meanwhile leaves none.
+	log, err := statedir.FinishLog(p.StateRoot, name)
 	if err != nil {
 		return Change{}, errcode.StateDir.New("cannot run the finish step of %s: %w", name, err)
 	}
-	// Unnamed at once: the step writes through the descriptor and its
-	// output is read back from it, so a diff, apply or run killed while
-	// the step runs leaves no file behind (statedir.RemoveLeftovers sweeps
-	// one left by an older mosaic).
-	os.Remove(log.Name())
 	defer log.Close()
 	null, err := os.Open(os.DevNull)
 	if err != nil {

@@ -116,7 +116,7 @@ var heldAnswers = map[string]string{"a": "allowed", "o": "let through once", "d"
 
 // answerHeld gives h its answer (one of heldAnswers' keys).
 func answerHeld(h heldRequest, answer string) error {
-	return withControl(h.Session, func(ctx context.Context, cc *egress.ControlClient) error {
+	return withControl(h.Session, func(ctx context.Context, cc *egress.ControlClient, s manager.Session) error {
 		var err error
 		switch answer {
 		case "a":

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"mosaic/credentials"
 	"mosaic/internal/errcode"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -103,7 +104,7 @@ func busLaunchCommand(out *output) *cli.Command {
 				StopTimeout: c.String("stop-timeout"), MayLaunch: c.Bool("may-launch"),
 				Network: c.String("network"), AllowHosts: c.StringSlice("allow-host"),
 				LendSSHKey: c.StringSlice("lend-ssh-key"), LendSSHSign: c.StringSlice("lend-ssh-sign"),
-				LendGit: c.StringSlice("lend-git")}
+				LendGit: c.StringSlice("lend-git"), BuildEnv: credentials.BuildEnvOf(os.LookupEnv)}
 			var s manager.Session
 			if err := askBus(out, req, &s); err != nil {
 				return err

@@ -450,3 +450,63 @@ func busConfined(t *testing.T, launched string) {
 		}
 	}
 }
+
+// TestBuildSettingsThroughBus (issue 40): a session the bus launches gets
+// the build settings of whoever asked, never the bus's own environment
+// (the user manager's): launched by the user's shell, that shell's
+// (GOFLAGS; CFLAGS unset there stays unset); launched by a session, those
+// the launcher was given at its start, not the ones its agent sets before
+// asking (a -toolexec for the command the policy fixes). Shown to fail
+// before the change: both children had the bus's.
+func TestBuildSettingsThroughBus(t *testing.T) {
+	needBusRig(t)
+	root := workspace(t)
+	child := filepath.Join(root, "child")
+	os.MkdirAll(child, 0o700)
+	policy := filepath.Join(configDir(), "mosaic", "bus.conf")
+	os.MkdirAll(filepath.Dir(policy), 0o700)
+	show := `sh -c 'echo "build=$GOFLAGS|${CFLAGS-unset}"'`
+	writeFile(t, policy, "[Launch]\nProfile=generic 2\nWorkspaceRoot="+root+"\nCommand=generic "+show+"\n")
+	t.Cleanup(func() { os.Remove(policy) })
+	if r := installScript(t, "--mosaic", mosaicBin); r.code != 0 {
+		t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	t.Cleanup(func() { installScript(t, "--uninstall") })
+	systemctl(t, "set-environment", "GOFLAGS=-tags=bus-own", "CFLAGS=-bus-own")
+	t.Cleanup(func() { systemctl(t, "unset-environment", "GOFLAGS", "CFLAGS") })
+	systemctl(t, "restart", "mosaic-bus.service")
+	t.Setenv("CFLAGS", "")
+	os.Unsetenv("CFLAGS")
+	built := func(name string) string {
+		t.Helper()
+		t.Cleanup(func() { mosaic(t, "rm", "--force", name) })
+		var line string
+		eventually(t, 20*time.Second, "the output of "+name, func() bool {
+			for _, l := range strings.Split(mosaic(t, "logs", name).stdout, "\n") {
+				if strings.HasPrefix(l, "build=") {
+					line = l
+					return true
+				}
+			}
+			return false
+		})
+		return line
+	}
+	byUser := sessionName(t)
+	if r := mosaicWith(t, []string{"GOFLAGS=-tags=user-shell"}, "", "bus", "launch", "--name", byUser, "-w", child, "--profile", "generic", "--", "sh", "-c", `echo "build=$GOFLAGS|${CFLAGS-unset}"`); r.code != 0 {
+		t.Fatalf("launch by the user: exit %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	if got := built(byUser); got != "build=-tags=user-shell|unset" {
+		t.Errorf("launched by the user's shell: %q, want its GOFLAGS and no CFLAGS", got)
+	}
+	bySession, pm := sessionName(t), sessionName(t)
+	t.Cleanup(func() { mosaic(t, "rm", "--force", pm) })
+	r := mosaicWith(t, []string{"GOFLAGS=-tags=launcher"}, "", "run", "--name", pm, "--may-launch", "-w", root, "--", "sh", "-c",
+		"GOFLAGS=-toolexec=/planted CFLAGS=-planted mosaic bus launch --name "+bySession+" -w "+child+" --profile generic")
+	if r.code != 0 {
+		t.Fatalf("launch by a session: exit %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	if got := built(bySession); got != "build=-tags=launcher|unset" {
+		t.Errorf("launched by a session: %q, want the launcher's GOFLAGS as it was started", got)
+	}
+}

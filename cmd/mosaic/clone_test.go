@@ -225,6 +225,58 @@ func TestApplyKilledMidway(t *testing.T) {
 	mustMosaic(t, "rm", name)
 }
 
+// TestFinishLogKilled (issue 40): a diff killed -9 once its finish step's
+// output file is made (paused there) leaves no file in the state root; on
+// a filesystem without O_TMPFILE (MOSAIC_TEST_FINISH_NAMED: the file is
+// named a moment, locked), the next diff of the session sweeps the one a
+// killed diff left, and never the one a live diff holds (paused there).
+func TestFinishLogKilled(t *testing.T) {
+	needRig(t)
+	ws := cloneRepo(t)
+	name := cloneSession(t)
+	// Running: each diff snapshots it anew (a finish step).
+	mustMosaic(t, "start", "--clone", "--name", name, "-w", ws, "--", "sh", "-c", "echo agent >> a.txt; exec sleep 300")
+	left := func() []string {
+		m, _ := filepath.Glob(filepath.Join(stateRoot(), ".finish-"+name+"-*"))
+		return m
+	}
+	killed := func(env ...string) {
+		cmd, _, _ := paused(t, "finish-log-made", env, "diff", name)
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	eventually(t, 20*time.Second, "the agent's change", func() bool { return strings.Contains(mustMosaic(t, "diff", name).stdout, "+agent") })
+	killed()
+	if l := left(); len(l) != 0 {
+		t.Errorf("a diff killed once its finish file was made left %v", l)
+	}
+	killed("MOSAIC_TEST_FINISH_NAMED=1")
+	if len(left()) != 1 {
+		t.Fatalf("the named fallback, killed at its pause, left %v: want its file, or this test proves nothing", left())
+	}
+	mustMosaic(t, "diff", name)
+	if l := left(); len(l) != 0 {
+		t.Errorf("the next diff left the file of the killed one: %v", l)
+	}
+	live, goOn, out := paused(t, "finish-log-made", []string{"MOSAIC_TEST_FINISH_NAMED=1"}, "diff", name)
+	if !strings.Contains(mustMosaic(t, "diff", name).stdout, "+agent") {
+		t.Error("diff beside a paused one does not show the change")
+	}
+	if l := left(); len(l) != 1 {
+		t.Errorf("after the next diff, the state root holds %v: want only the live diff's file", l)
+	}
+	goOn()
+	if err := live.Wait(); err != nil || !strings.Contains(out.String(), "+agent") {
+		t.Errorf("the diff paused beside another: %v\n%s", err, out)
+	}
+	if l := left(); len(l) != 0 {
+		t.Errorf("after both diffs, the state root holds %v", l)
+	}
+	mustMosaic(t, "stop", name)
+	mustMosaic(t, "discard", name)
+	mustMosaic(t, "rm", name)
+}
+
 // TestLargeChangeKept (issue 38): an agent that writes a 70 MB file beside
 // a one-line edit makes a patch over apply's bound. Before, diff said "0
 // files, +0 -0" and "no change", and rm without --force deleted it; now
@@ -278,6 +330,7 @@ func TestChangeKnownAtEnd(t *testing.T) {
 	if out := mustMosaic(t, "list", "--all").stdout; !strings.Contains(out, "1 file, +1 -0, not applied") {
 		t.Errorf("list --all does not show the stopped session's change:\n%s", out)
 	}
+	mustMosaic(t, "stop", name)
 	mustMosaic(t, "discard", name)
 	mustMosaic(t, "rm", name)
 }

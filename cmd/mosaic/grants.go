@@ -55,20 +55,38 @@ func allowCommand(out *output) *cli.Command {
 					return err
 				}
 			}
-			return withControl(name, func(ctx context.Context, cc *egress.ControlClient) error {
+			return withControl(name, func(ctx context.Context, cc *egress.ControlClient, s manager.Session) error {
 				grants, err := cc.Allow(ctx, entries, d)
 				if err != nil {
 					return controlError(name, err)
 				}
-				out.result(map[string]any{"session": name, "grants": grants}, func(w io.Writer) {
+				doc := map[string]any{"session": name, "grants": grants}
+				if s.ToolCache != "" && len(grants) > 0 {
+					doc["shared_tool_caches"] = s.ToolCache
+				}
+				out.result(doc, func(w io.Writer) {
 					for _, g := range grants {
 						fmt.Fprintf(w, "session %s may now reach %s%s, %s\n", name, g.Entry, hostList(g), untilText(g))
 					}
 				})
+				if s.ToolCache != "" && len(grants) > 0 {
+					out.notes([]string{sharedCachesNote(name, entries)})
+				}
 				return nil
 			})
 		},
 	}
+}
+
+// sharedCachesNote says that session name, granted entries live, shares
+// its tool caches with the sessions of its workspace started as it was,
+// which lack the grant: code one of them left there (a module's source, a
+// build or test cache entry) runs with it. A running session's caches are
+// bound at its start and cannot move; a session started with the grant
+// has caches of its own (request.ToolCacheDir keys them by its hosts).
+func sharedCachesNote(name string, entries []string) string {
+	return fmt.Sprintf("session %s shares its tool caches (Go's, npm's, pip's, cargo's) with its workspace's sessions started as it was, without this grant: code they left there runs with it; to keep them apart, start it with --allow-host %s instead",
+		name, strings.Join(entries, " --allow-host "))
 }
 
 // allowOnce is mosaic allow --once: the connections session name holds
@@ -77,7 +95,7 @@ func allowOnce(out *output, name string, entries []string, d string) error {
 	if d != "" {
 		return errcode.Usage.New("mosaic allow takes --once or --for, not both: --once grants nothing to end")
 	}
-	return withControl(name, func(ctx context.Context, cc *egress.ControlClient) error {
+	return withControl(name, func(ctx context.Context, cc *egress.ControlClient, s manager.Session) error {
 		if _, err := cc.AllowOnce(ctx, entries); err != nil {
 			return controlError(name, err)
 		}
@@ -102,7 +120,7 @@ func denyCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return withControl(name, func(ctx context.Context, cc *egress.ControlClient) error {
+			return withControl(name, func(ctx context.Context, cc *egress.ControlClient, s manager.Session) error {
 				closed, err := cc.Deny(ctx, entries)
 				if err != nil {
 					return controlError(name, err)
@@ -135,7 +153,7 @@ func nameAndEntries(c *cli.Context) (string, []string, error) {
 
 // withControl runs f against the control socket of session name's running
 // egress proxy, or says why there is none.
-func withControl(name string, f func(ctx context.Context, cc *egress.ControlClient) error) error {
+func withControl(name string, f func(ctx context.Context, cc *egress.ControlClient, s manager.Session) error) error {
 	return connected(func(ctx context.Context, m *manager.Manager) error {
 		s, err := m.Status(ctx, name)
 		if err != nil {
@@ -159,7 +177,7 @@ func withControl(name string, f func(ctx context.Context, cc *egress.ControlClie
 		}
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return f(ctx, egress.NewControlClient(p.EgressDir(name)))
+		return f(ctx, egress.NewControlClient(p.EgressDir(name)), s)
 	})
 }
 

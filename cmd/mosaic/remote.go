@@ -322,13 +322,20 @@ func annotate(w io.Writer, doc []byte, host string) {
 }
 
 // frameFor is what a command line sends: its arguments, the caller's
-// terminal variables, and for start and run the credentials, read here (from
+// terminal variables and build settings, and for start and run the credentials, read here (from
 // this environment and the --env-files, which are files of this machine) and
 // taken off the command line: the remote gets them in its credential file only.
 func frameFor(args []string, lookup func(string) (string, bool)) (remote.Frame, error) {
 	f := remote.Frame{Args: args, Env: map[string]string{}}
 	for _, kv := range callerEnv(os.Environ()) {
 		n, v, _ := strings.Cut(kv, "=")
+		f.Env[n] = v
+	}
+	// The build settings this shell exports travel as the credentials do:
+	// the session gets them as a start here would, over the remote's own
+	// (which give those this shell does not set); the remote's mosaic
+	// drops and names one that looks like a credential.
+	for n, v := range credentials.BuildEnvOf(lookup) {
 		f.Env[n] = v
 	}
 	if len(args) == 0 || (args[0] != "start" && args[0] != "run") {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,4 +84,47 @@ func toolCachesOf(ws string) []string {
 		}
 	}
 	return dirs
+}
+
+// TestLiveGrantSharedCaches (issue 40): a session of the workspace plants
+// a script in the module cache; a session started as it was (the same
+// powers: the same cache) runs it after `mosaic allow` gave it a host
+// (of the rig's test network), and the planted code reaches that host with the
+// grant. The caches of a running session cannot move, so the grant says
+// so, in one line naming the way out (start it with --allow-host), and in
+// --json; before, it said nothing. A session started with the host has
+// caches of its own, without the plant.
+func TestLiveGrantSharedCaches(t *testing.T) {
+	n := needTestNet(t)
+	l := listenMock(t, n)
+	go serve(l, "granted-service")
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	host := "mockhost.mosaic.test:" + port
+	ws := workspace(t)
+	get := "exec 3<>/dev/tcp/mockhost.mosaic.test/" + port + " && timeout 5 cat <&3"
+	plant := "mkdir -p ~/go/pkg/mod/plant && cat > ~/go/pkg/mod/plant/run.sh <<'EOF'\n" + get + "\nEOF\n"
+	mustMosaic(t, "run", "--direct", "-w", ws, "--network", "allow", "--", "bash", "-c", plant)
+	s := &shellSession{name: sessionName(t), ws: ws}
+	t.Cleanup(func() { mosaic(t, "rm", "--force", s.name) })
+	if r := mosaic(t, "start", "--direct", "--name", s.name, "-w", ws, "--network", "allow", "--", "bash", "-c", shellLoop); r.code != 0 {
+		t.Fatalf("start: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if out := s.run(t, "bash ~/go/pkg/mod/plant/run.sh"); strings.Contains(out, "granted-service") {
+		t.Fatalf("the planted script reached the port before any grant:\n%s", out)
+	}
+	// The name and the test network's prefix its address is in (a
+	// documentation range, which a name may resolve to only when allowed).
+	r := mustMosaic(t, "allow", "--json", s.name, host, n+".0/24")
+	if out := s.run(t, "bash ~/go/pkg/mod/plant/run.sh"); !strings.Contains(out, "granted-service") {
+		t.Fatalf("the planted script did not reach the granted port, so this test shows nothing:\n%s", out)
+	}
+	doc := decode[struct {
+		Shared string `json:"shared_tool_caches"`
+	}](t, r.stdout)
+	if doc.Shared == "" || !strings.Contains(r.stderr, "shares its tool caches") || !strings.Contains(r.stderr, "--allow-host "+host) {
+		t.Errorf("the grant does not say the session shares its caches with sessions without it: stdout %s\nstderr %s", r.stdout, r.stderr)
+	}
+	if out := mustMosaic(t, "run", "--direct", "-w", ws, "--network", "allow", "--allow-host", host, "--allow-host", n+".0/24", "--", "sh", "-c", "ls ~/go/pkg/mod/plant 2>/dev/null || echo none").stdout; out != "none\n" {
+		t.Errorf("a session started with the host shares the plant: %q", out)
+	}
 }

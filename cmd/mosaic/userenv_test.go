@@ -423,3 +423,33 @@ func TestBuildSettingsPassed(t *testing.T) {
 		t.Errorf("status:\n%s", text)
 	}
 }
+
+// TestBuildSettingsOverHost (issue 40): through --host the session gets
+// the build settings of the shell the command was typed in, as a start
+// here would (GOFLAGS), over the remote's own environment, which gives
+// those this shell does not set (CFLAGS, set by the remote's sshd); one
+// that looks like a credential (GOPROXY with user:pass@) is dropped and
+// named by the remote, never shown. Shown to fail before the change:
+// GOFLAGS did not arrive.
+func TestBuildSettingsOverHost(t *testing.T) {
+	needRig(t)
+	r := startSSHD(t, true, "CFLAGS=-O3", "GOFLAGS=-remote-flag")
+	name := sessionName(t)
+	t.Setenv("CFLAGS", "")
+	os.Unsetenv("CFLAGS") // unset here: the remote's gives it
+	env := []string{"GOFLAGS=-buildvcs=false -tags=host", "GOPROXY=https://ann:hunter2@proxy.mosaic.test", "CC=cc-of-the-shell"}
+	res := r.mosaic(t, env, "", "run", "--name", name, "-w", workspace(t), "--", "sh", "-c", `echo "$GOFLAGS|${GOPROXY-unset}|$CFLAGS|$CC"`)
+	defer mosaic(t, "rm", "--force", name)
+	if res.code != 0 || res.stdout != "-buildvcs=false -tags=host|unset|-O3|cc-of-the-shell\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %s", res.code, res.stdout, res.stderr)
+	}
+	if !strings.Contains(res.stderr, "GOPROXY of your environment was not passed") || strings.Contains(res.stderr, "hunter2") {
+		t.Errorf("the start's note: %s", res.stderr)
+	}
+	st := decode[struct {
+		Dropped []string `json:"environment_dropped"`
+	}](t, r.mosaic(t, nil, "", "status", "--json", name).stdout)
+	if !slices.Equal(st.Dropped, []string{"GOPROXY"}) {
+		t.Errorf("status over --host: dropped %q", st.Dropped)
+	}
+}

@@ -87,6 +87,11 @@ type Description struct {
 	// workspace's .git placeholder (directfloor.OwnGitDir), which is removed
 	// at its end.
 	OwnGitDir string `json:"own_git_dir,omitempty"`
+	// ToolCache is the directory of the tool caches the session shares with
+	// its workspace's sessions started with the same powers
+	// (request.ToolCacheDir), "" for none: a live grant gives it a power
+	// the others lack (mosaic allow says so).
+	ToolCache string `json:"tool_cache,omitempty"`
 }
 
 // Limits are a session's resource limits as it was started; 0 is none.

@@ -4,10 +4,11 @@
 //
 // What travels, and how: the remote command ssh runs is fixed (a short
 // POSIX sh script that finds mosaic and execs `mosaic remote-exec 1`); the
-// mosaic command line, the caller's non-secret terminal variables and every
-// credential travel inside one length-prefixed frame on ssh's stdin, never on
-// a command line (neither ssh's nor the remote's) and never in the remote's
-// environment. With a terminal (`ssh -t`, whose stdin is the user's
+// mosaic command line, the caller's non-secret terminal variables and build
+// settings (credentials.BuildSettings, set in the remote mosaic's own
+// environment) and every credential travel inside one length-prefixed frame
+// on ssh's stdin, never on a command line (neither ssh's nor the remote's);
+// a credential never in the remote's environment either. With a terminal (`ssh -t`, whose stdin is the user's
 // keyboard), a first ssh connection without a terminal hands the frame to
 // `mosaic remote-hold 1`, which keeps it in memory behind a socket of the
 // user's in $XDG_RUNTIME_DIR and gives it to the one remote-exec that asks.
@@ -195,7 +196,7 @@ func shellQuote(s string) string {
 // Frame is what the remote side reads before anything else.
 type Frame struct {
 	Args    []string          `json:"args"`              // mosaic's arguments after its name
-	Env     map[string]string `json:"env,omitempty"`     // non-secret: TERM, LANG, ...
+	Env     map[string]string `json:"env,omitempty"`     // non-secret: TERM, LANG, ..., the build settings
 	Secrets map[string]string `json:"secrets,omitempty"` // credentials, for the remote's credential file only
 }
 

@@ -61,6 +61,10 @@ type Request struct {
 	// launch through the bus, a command through --host), "" where it is:
 	// a profile's LendSSHKey= or LendSSHSign= is refused then.
 	NoAgent string
+	// BuildEnv, when not nil, gives the build settings
+	// (credentials.BuildSettings) instead of this process's environment:
+	// a launch through the bus (credentials.Request.BuildEnv).
+	BuildEnv map[string]string
 	// NoGitIdentity keeps the user's git identity (gitSettings) out.
 	NoGitIdentity bool
 	// AllowWriteHostExec leaves the workspace's host-executed entries
@@ -178,7 +182,7 @@ func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Gra
 	grant, err := credentials.Resolve(credentials.Request{
 		Profile: req.Profile, Credentials: req.Credentials, EnvFiles: req.EnvFiles,
 		ProfileDir: credentials.ProfileDir(p.Home), Command: req.Command,
-		Env: req.SetEnv, PassEnv: req.PassEnv, SignIn: req.SignIn,
+		Env: req.SetEnv, PassEnv: req.PassEnv, SignIn: req.SignIn, BuildEnv: req.BuildEnv,
 	})
 	if err != nil {
 		return units.Spec{}, none, err

@@ -21,7 +21,7 @@ func Describe(s units.Spec, l units.Launch) records.Description {
 	return records.Description{Command: s.Command, Workspace: s.Workspace, WorkspaceGivenAs: s.GivenAs, Binds: binds,
 		Profile: s.Profile, Credentials: s.Credentials, MayLaunch: s.MayLaunch, Network: s.Network, AllowHosts: s.Allow, NetworkDevice: s.TUN,
 		Output: outputOf(s, l), SeccompAllow: s.SeccompAllow, Sandbox: s.Sandbox, HostExecWritable: s.AllowWriteHostExec,
-		WorkspaceCopied: s.Clone != nil, Injected: injected(s), Environment: s.Env, Published: published(s), SSHKeysLent: sshKeysLent(s), GitLent: gitLent(s), PathDropped: s.PathDropped, EnvironmentDropped: s.EnvDropped, OwnGitDir: s.OwnGitDir,
+		WorkspaceCopied: s.Clone != nil, Injected: injected(s), Environment: s.Env, Published: published(s), SSHKeysLent: sshKeysLent(s), GitLent: gitLent(s), PathDropped: s.PathDropped, EnvironmentDropped: s.EnvDropped, OwnGitDir: s.OwnGitDir, ToolCache: s.ToolCache,
 		Limits: &records.Limits{MemoryMax: s.Limits.MemoryMax, TasksMax: s.Limits.TasksMax, CPUQuota: s.Limits.CPUQuota,
 			TmpSize: s.Limits.TmpSize, HomeSize: s.Limits.HomeSize}}
 }

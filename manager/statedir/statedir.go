@@ -631,22 +631,83 @@ func writeGitConfig(s units.Spec) {
 }
 
 // FinishLogStale is how old a .finish-NAME-* file in the state root must be
-// to be swept: a finish step's output file is unnamed right after it is
-// made (manager.Finish), so one still named after that long was left by a
-// command killed in between, or by a mosaic that kept it named while the
-// step ran (a diff, apply or run killed meanwhile left it for good).
+// to be swept when nothing tells whether its maker is alive: a mosaic
+// before issue 40 kept the file named while the step ran, and took no lock
+// on it (a diff, apply or run killed meanwhile left it for good).
 const FinishLogStale = time.Minute
 
-// removeFinishLogs removes the regular .finish-* files of stateRoot older
-// than FinishLogStale at now.
+// finishLockedSuffix ends the name of a finish step's output file that its
+// maker holds an exclusive flock on for as long as it lives (FinishLog's
+// fallback): one whose lock is free was left by a maker that is gone.
+const finishLockedSuffix = ".locked"
+
+// FinishLog makes the file session name's finish step writes its output
+// to, which its caller reads back through the descriptor. It has no name
+// (O_TMPFILE), so a diff, apply or run killed at any point leaves nothing
+// in the state root. Where the filesystem cannot make one (NFS, an old
+// kernel) it is named a moment, locked (flock) before it is unnamed, so
+// that the next command tells a file its maker left (killed in between)
+// from one in use. Either way it first sweeps what such makers left.
+func FinishLog(stateRoot, name string) (*os.File, error) {
+	sweepFinishLogs(stateRoot, ".finish-"+name+"-", time.Now())
+	path := filepath.Join(stateRoot, ".finish-"+name)
+	if !testhook.Flag("MOSAIC_TEST_FINISH_NAMED") {
+		fd, err := unix.Open(stateRoot, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+		if err == nil {
+			testhook.Pause("finish-log-made")
+			return os.NewFile(uintptr(fd), path), nil
+		}
+		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EINVAL) {
+			return nil, err
+		}
+	}
+	f, err := os.CreateTemp(stateRoot, ".finish-"+name+"-*"+finishLockedSuffix)
+	if err != nil {
+		return nil, err
+	}
+	// A sweep between the file's making and its lock may remove it: the
+	// step writes through the descriptor, which stays good.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	testhook.Pause("finish-log-made")
+	os.Remove(f.Name())
+	return f, nil
+}
+
+// removeFinishLogs removes the finish steps' output files of stateRoot
+// that their makers left (sweepFinishLogs), whatever the session.
 func removeFinishLogs(stateRoot string, now time.Time) {
+	sweepFinishLogs(stateRoot, ".finish-", now)
+}
+
+// sweepFinishLogs removes the regular files of stateRoot named with prefix
+// that no live command uses: one whose name ends finishLockedSuffix once
+// its lock is free (its maker is gone), any other once older than
+// FinishLogStale at now. A directory, a link or a FIFO of that name is
+// left.
+func sweepFinishLogs(stateRoot, prefix string, now time.Time) {
 	entries, _ := os.ReadDir(stateRoot)
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".finish-") || !e.Type().IsRegular() {
+		if !strings.HasPrefix(e.Name(), prefix) || !e.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(stateRoot, e.Name())
+		if strings.HasSuffix(e.Name(), finishLockedSuffix) {
+			f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+			if err != nil {
+				continue
+			}
+			if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+				os.Remove(path)
+			}
+			f.Close()
 			continue
 		}
 		if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > FinishLogStale {
-			os.Remove(filepath.Join(stateRoot, e.Name()))
+			os.Remove(path)
 		}
 	}
 }

@@ -268,6 +268,58 @@ func TestRemoveLeftoversFinishLogs(t *testing.T) {
 	}
 }
 
+// TestFinishLog (issue 40): the finish step's output file has no name in
+// the state root, on a filesystem that makes one without (O_TMPFILE); the
+// fallback's file (named a moment, locked) is swept by the next FinishLog
+// of its session once its maker let go of its lock, never while it holds
+// it; a file of another session is not this sweep's.
+func TestFinishLog(t *testing.T) {
+	root := t.TempDir()
+	f, err := FinishLog(root, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("out"); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+		t.Errorf("the finish log is named in the state root: %v", entries)
+	}
+	made := func(name string) (string, *os.File) {
+		path := filepath.Join(root, name)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+		return path, f
+	}
+	live, held := made(".finish-s-1" + finishLockedSuffix)
+	dead, gone := made(".finish-s-2" + finishLockedSuffix)
+	gone.Close()
+	other, otherF := made(".finish-t-3" + finishLockedSuffix)
+	otherF.Close()
+	unlocked := filepath.Join(root, ".finish-s-4")
+	os.WriteFile(unlocked, nil, 0o600)
+	g, err := FinishLog(root, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	if _, err := os.Lstat(dead); !os.IsNotExist(err) {
+		t.Errorf("the file of a maker that is gone is left: %v", err)
+	}
+	for _, p := range []string{live, other, unlocked} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s was swept: %v", p, err)
+		}
+	}
+	held.Close()
+}
+
 // TestRemoveAside: a state directory set aside goes with RemoveAside,
 // unless another removal holds its lock (the background unit's), which
 // RemoveLeftovers then leaves to it; the remove stage takes only a

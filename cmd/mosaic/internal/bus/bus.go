@@ -73,6 +73,11 @@ type Request struct {
 	// lends it (the bus asks the user's git credential helper); from a
 	// session, only what that session was lent itself (launchLends).
 	LendGit []string `json:"lend_git,omitempty"`
+	// BuildEnv are the build settings (credentials.BuildSettings) of the
+	// asking user's shell, for the launched session as mosaic start
+	// passes them. From a session it is not read: the launched session
+	// gets those its launcher was given at its start (launchBuildEnv).
+	BuildEnv map[string]string `json:"build_env,omitempty"`
 }
 
 // Answer is one answer line.

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mosaic/credentials"
 	"mosaic/internal/errcode"
 	"mosaic/manager/records"
 	"mosaic/units"
@@ -23,7 +24,10 @@ type caller struct {
 	workspace  string
 	copied     bool     // the caller works on a copy of its workspace (clone mode)
 	gitLent    []string // the repositories the caller was lent (its record's git_lent)
-	err        error    // the caller cannot be served at all
+	// buildEnv are the build settings the caller was given at its start
+	// (its record's environment), which a session it launches gets.
+	buildEnv map[string]string
+	err      error // the caller cannot be served at all
 }
 
 func (c caller) String() string {
@@ -107,9 +111,10 @@ func (b *bus) callerOf(unit, invocation string, err error) caller {
 	if invocation == "" {
 		return caller{err: errcode.NotPermitted.New("systemd gave no invocation id for %s, so the bus cannot tell this session from an earlier one of its name", unit)}
 	}
-	c := caller{session: name, invocation: invocation}
+	c := caller{session: name, invocation: invocation, buildEnv: map[string]string{}}
 	if rec, ok := records.Read(b.paths.SessionDir(name)); ok {
 		c.mayLaunch, c.workspace, c.copied, c.gitLent = rec.MayLaunch, rec.Workspace, rec.WorkspaceCopied, rec.GitLent
+		c.buildEnv = credentials.BuildEnvIn(rec.Environment)
 	}
 	return c
 }

@@ -33,6 +33,7 @@ func (b *bus) launch(ctx context.Context, who caller, req Request) (any, error) 
 	if err := launchLends(who, req); err != nil {
 		return nil, err
 	}
+	r.BuildEnv = launchBuildEnv(who, req)
 	var policy Policy
 	if who.session != "" {
 		if policy, err = b.checkSessionLaunch(who, &r); err != nil {
@@ -312,6 +313,21 @@ func gitLendsWithin(who caller, asked []string) error {
 		}
 	}
 	return nil
+}
+
+// launchBuildEnv are the build settings of a session the bus launches,
+// never the bus's own environment (the service's, not the asker's): the
+// asking shell's, as mosaic start passes them; for a launch from a session,
+// those the user's launch gave that session, never what it asks for (its
+// agent could set GOFLAGS=-toolexec=... for a command the policy fixed).
+func launchBuildEnv(who caller, req Request) map[string]string {
+	if who.session != "" {
+		return who.buildEnv
+	}
+	if req.BuildEnv == nil {
+		return map[string]string{}
+	}
+	return req.BuildEnv
 }
 
 // requestOf turns a launch request into a session request, checking its
