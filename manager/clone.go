@@ -74,7 +74,7 @@ func makeClone(ctx context.Context, spec units.Spec) (units.Spec, error) {
 	}
 	if err := records.WriteClone(spec.StateDir, records.Clone{Base: c.Base, Parent: c.Parent, Ref: c.Ref, Kind: c.Kind, Subs: submodules(c.Subs)}); err != nil {
 		removeClone(spec)
-		return spec, errcode.StateDir.New("cannot write the session's clone.json: %v", statedir.Hint(err, spec.StateDir))
+		return spec, errcode.StateDir.New("cannot write the session's clone.json: %w", statedir.Hint(err, spec.StateDir))
 	}
 	return spec, nil
 }

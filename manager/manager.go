@@ -115,6 +115,11 @@ type Options struct {
 	// it false: it would be moved into one scope after another, and a
 	// second Run's scope would have the first's name.
 	TieSelf bool
+	// Paths, when set, are the user's paths as the caller read them
+	// (request.UserPaths): a manager's and its plans' paths are then the
+	// same as the caller's, and the environment is read for them once. Nil:
+	// the manager reads them when it is made.
+	Paths *request.Paths
 	// Say, when set, is given the lines the manager has for the user as
 	// it goes, beside a command's result: an interrupted apply it rolled
 	// back. The CLI prints them on stderr; nil says none (the manager
@@ -233,9 +238,18 @@ func Connect(ctx context.Context, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.paths, m.pathsErr = request.UserPaths()
+	m.paths, m.pathsErr = optionPaths(opts)
 	m.sweepCredentials(ctx) // no secret outlives the next mosaic command
 	return m, nil
+}
+
+// optionPaths are opts' Paths, else the user's paths read from the
+// environment (request.UserPaths).
+func optionPaths(opts Options) (request.Paths, error) {
+	if opts.Paths != nil {
+		return *opts.Paths, nil
+	}
+	return request.UserPaths()
 }
 
 // connect is Connect without the sweep of credential files, for a caller

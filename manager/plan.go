@@ -57,10 +57,15 @@ func ThisHost() (Host, error) {
 	if err != nil {
 		return Host{}, err
 	}
+	return hostWith(paths), nil
+}
+
+// hostWith is ThisHost with the user's paths already read.
+func hostWith(paths request.Paths) Host {
 	bwrap, bwrapErr := sandbox.FindBwrap()
 	h := Host{Paths: paths, Bwrap: bwrap, BwrapErr: bwrapErr, MosaicBin: executable(), ownBuild: true}
 	h.StageBin, h.StageKeep, h.StageErr = stagebin.Find(h.MosaicBin, stagebin.Ours(), paths.StageCacheFile())
-	return h, nil
+	return h
 }
 
 // Net is mosaic-net beside MosaicBin when it is of its build
@@ -139,10 +144,11 @@ func (m *Manager) planHost() (Host, error) {
 // (the bench's MosaicBin) with a stage binary of its own build, and a
 // confined bus's Outside.
 func hostFor(opts Options) (Host, error) {
-	h, err := ThisHost()
+	paths, err := optionPaths(opts)
 	if err != nil {
 		return Host{}, err
 	}
+	h := hostWith(paths)
 	if opts.MosaicBin != "" && opts.MosaicBin != h.MosaicBin { // a binary under test (the bench): its own pair
 		h.StageBin, h.StageKeep, h.StageErr = stagebin.Find(opts.MosaicBin, stagebin.Of(opts.MosaicBin), h.Paths.StageCacheFile())
 		h.MosaicBin, h.ownBuild = opts.MosaicBin, false

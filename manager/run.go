@@ -385,7 +385,7 @@ func (m *Manager) StopInvocation(ctx context.Context, name, invocation string, t
 		return Session{}, busyName(name)
 	}
 	if err != nil {
-		return Session{}, errcode.StateDir.New("cannot lock the name %s: %v", name, statedir.Hint(err, filepath.Dir(statedir.LockPath(p.SessionDir(name)))))
+		return Session{}, errcode.StateDir.New("cannot lock the name %s: %w", name, statedir.Hint(err, filepath.Dir(statedir.LockPath(p.SessionDir(name)))))
 	}
 	defer lock.Release()
 	s, err := m.Status(ctx, name)

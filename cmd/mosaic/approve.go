@@ -47,7 +47,7 @@ func approveCommand(out *output) *cli.Command {
 			if c.Bool("notify") && out.json {
 				return errcode.Usage.New("mosaic approve takes --notify or --json, not both: --json lists what is held once")
 			}
-			return connected(func(ctx context.Context, m *manager.Manager) error {
+			return out.connected(func(ctx context.Context, m *manager.Manager) error {
 				if c.Bool("notify") {
 					return notifyHeld(ctx, m, out.stdout)
 				}

@@ -73,7 +73,7 @@ func attachCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return connected(func(ctx context.Context, m *manager.Manager) error {
+			return out.connected(func(ctx context.Context, m *manager.Manager) error {
 				s, err := m.Status(ctx, name)
 				if err != nil {
 					return err

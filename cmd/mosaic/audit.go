@@ -34,7 +34,7 @@ func auditCommand(out *output) *cli.Command {
 				return err
 			}
 			out.json = c.Bool("json")
-			return connected(func(ctx context.Context, m *manager.Manager) error {
+			return out.connected(func(ctx context.Context, m *manager.Manager) error {
 				s, err := m.Status(ctx, name)
 				if err != nil {
 					return err

@@ -206,7 +206,7 @@ func diffCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return connected(func(ctx context.Context, m *manager.Manager) error {
+			return out.connected(func(ctx context.Context, m *manager.Manager) error {
 				prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "mosaic diff "+name)
 				prog.set("snapshotting the session's copy")
 				err := m.Settle(ctx, name)
@@ -275,7 +275,7 @@ func applyCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return connected(func(ctx context.Context, m *manager.Manager) error {
+			return out.connected(func(ctx context.Context, m *manager.Manager) error {
 				prog := newProgress(out.stderr, !out.json && isTerminal(os.Stderr), "mosaic apply "+name)
 				prog.set("checking and applying the change")
 				ch, err := m.Apply(ctx, name, branch)
@@ -317,7 +317,7 @@ func discardCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return connected(func(ctx context.Context, m *manager.Manager) error {
+			return out.connected(func(ctx context.Context, m *manager.Manager) error {
 				if err := m.Discard(ctx, name); err != nil {
 					return err
 				}

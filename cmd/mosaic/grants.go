@@ -154,7 +154,7 @@ func nameAndEntries(c *cli.Context) (string, []string, error) {
 // withControl runs f against the control socket of session name's running
 // egress proxy, or says why there is none.
 func withControl(name string, f func(ctx context.Context, cc *egress.ControlClient, s manager.Session) error) error {
-	return connected(func(ctx context.Context, m *manager.Manager) error {
+	return connectedWith(manager.Options{TieSelf: true, Say: sayOnStderr}, func(ctx context.Context, m *manager.Manager) error {
 		s, err := m.Status(ctx, name)
 		if err != nil {
 			return err

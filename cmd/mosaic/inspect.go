@@ -32,7 +32,7 @@ func listCommand(out *output) *cli.Command {
 			&cli.BoolFlag{Name: "all-hosts", Usage: "list the sessions of every host in ~/.config/mosaic/hosts"}},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			return connected(func(ctx context.Context, m *manager.Manager) error {
+			return out.connected(func(ctx context.Context, m *manager.Manager) error {
 				list, err := m.List(ctx)
 				if c.Bool("all") {
 					list, err = m.ListAll(ctx)
@@ -148,7 +148,7 @@ func statusCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return connected(func(ctx context.Context, m *manager.Manager) error {
+			return out.connected(func(ctx context.Context, m *manager.Manager) error {
 				if err := m.Settle(ctx, name); err != nil {
 					return err
 				}
@@ -551,7 +551,7 @@ func rmCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return connected(func(ctx context.Context, m *manager.Manager) error {
+			return out.connected(func(ctx context.Context, m *manager.Manager) error {
 				return eachName(out, names, func(name string) (any, func(io.Writer), error) {
 					if c.Bool("force") {
 						if _, _, err := stopOne(ctx, m, out, name, units.DefaultStopTimeout); err != nil {
@@ -577,7 +577,7 @@ func gcCommand(out *output) *cli.Command {
 		Flags:        []cli.Flag{&cli.BoolFlag{Name: "homes", Usage: "also remove ended sessions whose home keeps an agent's sign-in or settings"}, jsonFlag},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			return connected(func(ctx context.Context, m *manager.Manager) error {
+			return out.connected(func(ctx context.Context, m *manager.Manager) error {
 				removed, kept, unapplied, err := m.GC(ctx, !c.Bool("homes"))
 				if err != nil {
 					return err

@@ -62,7 +62,7 @@ func logsCommand(out *output) *cli.Command {
 				return errcode.Usage.New("-o %s is not an output format of mosaic logs: use cat, short, short-iso, short-precise, json, json-pretty or verbose", format)
 			}
 			began := time.Now()
-			return connected(func(ctx context.Context, m *manager.Manager) error {
+			return out.connected(func(ctx context.Context, m *manager.Manager) error {
 				s, err := m.Status(ctx, name)
 				if err != nil {
 					return err

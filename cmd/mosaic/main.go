@@ -196,10 +196,18 @@ func usageError(c *cli.Context, err error, _ bool) error {
 	return errcode.Usage.New("%s: see `%s --help`", msg, commandPath(c))
 }
 
-// connected runs f with a connection to the user manager, closed after.
-func connected(f func(ctx context.Context, m *manager.Manager) error) error {
+// connected runs f with a connection to the user manager, closed after,
+// the manager given the paths this command line read.
+func (o *output) connected(f func(ctx context.Context, m *manager.Manager) error) error {
+	return connectedWith(o.managerOptions(manager.Options{TieSelf: true, Say: sayOnStderr}), f) // one command, then mosaic exits
+}
+
+// connectedWith runs f with a connection to the user manager of opts,
+// closed after; without an output (approve's answers), the manager reads
+// the user's paths itself.
+func connectedWith(opts manager.Options, f func(ctx context.Context, m *manager.Manager) error) error {
 	ctx := context.Background()
-	m, err := manager.Connect(ctx, manager.Options{TieSelf: true, Say: sayOnStderr}) // one command, then mosaic exits
+	m, err := manager.Connect(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -249,6 +257,16 @@ type output struct {
 func (o *output) userPaths() (request.Paths, error) {
 	o.pathsOnce.Do(func() { o.paths, o.pathsErr = request.UserPaths() })
 	return o.paths, o.pathsErr
+}
+
+// managerOptions are opts with the user's paths as this command line read
+// them (userPaths), so that the manager and its plans use the same; when
+// they cannot be read, the manager says why.
+func (o *output) managerOptions(opts manager.Options) manager.Options {
+	if p, err := o.userPaths(); err == nil {
+		opts.Paths = &p
+	}
+	return opts
 }
 
 // onTerminal reports whether w is a terminal, where control characters a

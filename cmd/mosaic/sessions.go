@@ -158,7 +158,7 @@ func startCommand(out *output) *cli.Command {
 			// the session starts anyway.
 			ctx, stop := signal.NotifyContext(traced(context.Background()), unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
 			defer stop()
-			conn, plan, err := manager.Open(ctx, req, manager.Options{Say: sayOnStderr})
+			conn, plan, err := manager.Open(ctx, req, out.managerOptions(manager.Options{Say: sayOnStderr}))
 			if ctx.Err() != nil {
 				return interrupted(out, "interrupted: nothing was started")
 			}
@@ -277,7 +277,7 @@ func runSession(c *cli.Context, out *output) error {
 		return err
 	}
 	ctx := traced(context.Background())
-	conn, plan, err := manager.Open(ctx, req, manager.Options{TieSelf: true, Say: sayOnStderr}) // one run, then mosaic exits
+	conn, plan, err := manager.Open(ctx, req, out.managerOptions(manager.Options{TieSelf: true, Say: sayOnStderr})) // one run, then mosaic exits
 	if err != nil {
 		return err
 	}
@@ -568,7 +568,7 @@ func stopCommand(out *output) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return connected(func(ctx context.Context, m *manager.Manager) error {
+			return out.connected(func(ctx context.Context, m *manager.Manager) error {
 				return eachName(out, names, func(name string) (any, func(io.Writer), error) {
 					s, wasRunning, err := stopOne(ctx, m, out, name, timeout)
 					if err != nil {
