@@ -126,7 +126,7 @@ func busLaunchCommand(out *output) *cli.Command {
 func droppedNotes(names []string) []string {
 	var notes []string
 	for _, n := range names {
-		notes = append(notes, fmt.Sprintf("%s of your environment was not passed: its value looks like it carries a credential (the bus passes none: mosaic start --credential %s)", n, n))
+		notes = append(notes, fmt.Sprintf("%s of your environment was not passed, for its value: one that looks like it carries a credential (the bus passes none: mosaic start --credential %s) or that an environment file cannot hold", n, n))
 	}
 	return notes
 }
