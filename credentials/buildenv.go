@@ -67,13 +67,14 @@ func (g *Grant) buildSettings(lookup func(string) (string, bool), given map[stri
 		if isGiven || isSecret || !ok {
 			continue
 		}
-		why := credentialIn(v)
+		why, way := credentialIn(v), fmt.Sprintf(" (pass it with --credential %s if the session needs it)", name)
 		if why == "" && ValidateValue(name, v, "") != nil {
-			why = "it cannot be passed (not UTF-8, too long or a control character)"
+			// --credential refuses such a value as well: no advice.
+			why, way = "it cannot be passed (not UTF-8, too long or a control character)", ""
 		}
 		if why != "" {
 			g.Dropped = append(g.Dropped, name)
-			g.Notes = append(g.Notes, fmt.Sprintf("%s of your environment was not passed: %s (pass it with --credential %s if the session needs it)", name, why, name))
+			g.Notes = append(g.Notes, fmt.Sprintf("%s of your environment was not passed: %s%s", name, why, way))
 			continue
 		}
 		pass = append(pass, name+"="+v)

@@ -39,6 +39,21 @@ func TestBuildSettingsPass(t *testing.T) {
 	}
 }
 
+// TestBuildSettingUnpassable: a build setting whose value an environment
+// file cannot hold (a newline) is dropped and named, and its note does not
+// send the user to --credential, which refuses the same value. Before, it
+// did.
+func TestBuildSettingUnpassable(t *testing.T) {
+	g, err := Resolve(Request{Command: []string{"sh"}, ProfileDir: t.TempDir(),
+		LookupEnv: env(map[string]string{"GOFLAGS": "-a\n-toolexec=/x"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(g.Dropped, []string{"GOFLAGS"}) || len(g.Notes) != 1 || strings.Contains(g.Notes[0], "--credential") || strings.Contains(g.Notes[0], "toolexec") {
+		t.Errorf("dropped %q, notes %q", g.Dropped, g.Notes)
+	}
+}
+
 // TestBuildEnvGiven (issue 40): a BuildEnv given (a launch through the
 // bus) is where the build settings come from, not the launching
 // environment (the bus's own), even empty; its credential-looking value is

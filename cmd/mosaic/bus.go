@@ -112,9 +112,23 @@ func busLaunchCommand(out *output) *cli.Command {
 			out.result(s, func(w io.Writer) {
 				fmt.Fprintf(w, "launched session %s (main pid %d) through the bus\n", s.Name, s.MainPID)
 			})
+			out.notes(droppedNotes(s.EnvironmentDropped))
 			return nil
 		},
 	}
+}
+
+// droppedNotes say which build settings a launch through the bus did not
+// pass for their values, as mosaic start says it (never the value): the
+// bus answers with the session's record, which names them, and a user
+// whose GOPROXY held a token would otherwise learn it only from a build
+// that fails inside.
+func droppedNotes(names []string) []string {
+	var notes []string
+	for _, n := range names {
+		notes = append(notes, fmt.Sprintf("%s of your environment was not passed, for its value: one that looks like it carries a credential (the bus passes none: mosaic start --credential %s) or that an environment file cannot hold", n, n))
+	}
+	return notes
 }
 
 func busStopCommand(out *output) *cli.Command {

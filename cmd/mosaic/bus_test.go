@@ -456,8 +456,10 @@ func busConfined(t *testing.T, launched string) {
 // (the user manager's): launched by the user's shell, that shell's
 // (GOFLAGS; CFLAGS unset there stays unset); launched by a session, those
 // the launcher was given at its start, not the ones its agent sets before
-// asking (a -toolexec for the command the policy fixes). Shown to fail
-// before the change: both children had the bus's.
+// asking (a -toolexec for the command the policy fixes). The user's launch
+// says which setting it left out for its value (GOPROXY with user:pass@),
+// never the value. Shown to fail before the change: both children had the
+// bus's; and before the launch said so, the GOPROXY left out silently.
 func TestBuildSettingsThroughBus(t *testing.T) {
 	needBusRig(t)
 	root := workspace(t)
@@ -493,15 +495,19 @@ func TestBuildSettingsThroughBus(t *testing.T) {
 		return line
 	}
 	byUser := sessionName(t)
-	if r := mosaicWith(t, []string{"GOFLAGS=-tags=user-shell"}, "", "bus", "launch", "--name", byUser, "-w", child, "--profile", "generic", "--", "sh", "-c", `echo "build=$GOFLAGS|${CFLAGS-unset}"`); r.code != 0 {
+	r := mosaicWith(t, []string{"GOFLAGS=-tags=user-shell", "GOPROXY=https://ann:hunter2@proxy.mosaic.test"}, "", "bus", "launch", "--name", byUser, "-w", child, "--profile", "generic", "--", "sh", "-c", `echo "build=$GOFLAGS|${CFLAGS-unset}"`)
+	if r.code != 0 {
 		t.Fatalf("launch by the user: exit %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "GOPROXY of your environment was not passed") || strings.Contains(r.stderr+r.stdout, "hunter2") {
+		t.Errorf("the launch does not say GOPROXY was not passed (or says its value): %s", r.stderr)
 	}
 	if got := built(byUser); got != "build=-tags=user-shell|unset" {
 		t.Errorf("launched by the user's shell: %q, want its GOFLAGS and no CFLAGS", got)
 	}
 	bySession, pm := sessionName(t), sessionName(t)
 	t.Cleanup(func() { mosaic(t, "rm", "--force", pm) })
-	r := mosaicWith(t, []string{"GOFLAGS=-tags=launcher"}, "", "run", "--name", pm, "--may-launch", "-w", root, "--", "sh", "-c",
+	r = mosaicWith(t, []string{"GOFLAGS=-tags=launcher"}, "", "run", "--name", pm, "--may-launch", "-w", root, "--", "sh", "-c",
 		"GOFLAGS=-toolexec=/planted CFLAGS=-planted mosaic bus launch --name "+bySession+" -w "+child+" --profile generic")
 	if r.code != 0 {
 		t.Fatalf("launch by a session: exit %d %s%s", r.code, r.stdout, r.stderr)

@@ -279,7 +279,7 @@ func printLent(w io.Writer, s manager.Session, safe func(string) string) {
 		fmt.Fprintf(w, "git:       the session's own repository is %s, not in the workspace (your git never runs it: git fetch from it is yours to choose)\n", safe(s.OwnGitDir))
 	}
 	if len(s.EnvironmentDropped) > 0 {
-		fmt.Fprintf(w, "environment: not passed from yours, their values looking like credentials: %s (pass one with --credential NAME)\n", strings.Join(s.EnvironmentDropped, " "))
+		fmt.Fprintf(w, "environment: not passed from yours, for their values (looking like credentials: pass one with --credential NAME; or holding what an environment file cannot): %s\n", strings.Join(s.EnvironmentDropped, " "))
 	}
 	for _, d := range s.PathDropped {
 		fmt.Fprintf(w, "PATH:      dropped %s\n", safe(d))
