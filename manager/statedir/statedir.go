@@ -666,8 +666,10 @@ func FinishLog(stateRoot, name string) (*os.File, error) {
 		return nil, err
 	}
 	// A sweep between the file's making and its lock may remove it: the
-	// step writes through the descriptor, which stays good.
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	// step writes through the descriptor, which stays good. The lock
+	// waits: another command's sweep holds it a moment while it looks
+	// (a lock that failed at once refused this command's finish step).
+	if err := flockRetry(int(f.Fd())); err != nil {
 		f.Close()
 		os.Remove(f.Name())
 		return nil, err
@@ -675,6 +677,16 @@ func FinishLog(stateRoot, name string) (*os.File, error) {
 	testhook.Pause("finish-log-made")
 	os.Remove(f.Name())
 	return f, nil
+}
+
+// flockRetry takes an exclusive flock on fd, waiting for it (a signal's
+// interruption retried).
+func flockRetry(fd int) error {
+	for {
+		if err := unix.Flock(fd, unix.LOCK_EX); err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // removeFinishLogs removes the finish steps' output files of stateRoot

@@ -364,3 +364,26 @@ func TestRemoveAside(t *testing.T) {
 		t.Errorf("SetAside of nothing: %v", err)
 	}
 }
+
+// TestFinishLogLockWaits: the named finish log's maker waits for a lock
+// another command's sweep holds a moment while it looks, where a lock that
+// failed at once refused the maker's finish step (red team, by reading).
+func TestFinishLogLockWaits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".finish-x-1"+finishLockedSuffix)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sweep, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(sweep.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(50 * time.Millisecond); sweep.Close() }()
+	if err := flockRetry(int(f.Fd())); err != nil {
+		t.Fatalf("the maker's lock while a sweep held it a moment: %v", err)
+	}
+}
