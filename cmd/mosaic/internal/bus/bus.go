@@ -199,7 +199,7 @@ func Serve(ctx context.Context, paths request.Paths, ready func()) error {
 	if err != nil {
 		return err
 	}
-	m, err := manager.Connect(ctx, manager.Options{Outside: out, Say: func(line string) { fmt.Fprintln(os.Stderr, line) }})
+	m, err := manager.Connect(ctx, manager.Options{Outside: out, Paths: &paths, Say: func(line string) { fmt.Fprintln(os.Stderr, line) }})
 	if err != nil {
 		return err
 	}
