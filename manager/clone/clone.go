@@ -154,8 +154,10 @@ func Make(ctx context.Context, ws string, c units.Clone, spare bool) (units.Clon
 		_, err = git(ctx, ws, nil, "clone", "-q", "--shared", "--no-checkout", ".", c.Dir)
 	}
 	gitDir := filepath.Join(c.Dir, ".git")
+	snapIndex := filepath.Join(gitDir, "mosaic-snapshot-index")
+	defer os.Remove(snapIndex)
 	if err == nil && c.Ref == "" {
-		c.Base, err = snapshot(ctx, ws, gitDir, index, parent, c.Objects)
+		c.Base, err = snapshot(ctx, ws, gitDir, snapIndex, index, parent, c.Objects)
 	}
 	wg.Wait()
 	if err == nil {
@@ -164,11 +166,7 @@ func Make(ctx context.Context, ws string, c units.Clone, spare bool) (units.Clon
 	if err != nil {
 		return fail(err)
 	}
-	checkout := []string{"-c", "checkout.workers=" + strconv.Itoa(runtime.NumCPU()), "checkout", "-q", "--no-track", "-B", branch, c.Base}
-	if c.Ref != "" || branch == "" {
-		checkout = []string{"-c", "checkout.workers=" + strconv.Itoa(runtime.NumCPU()), "checkout", "-q", "--detach", c.Base}
-	}
-	if _, err := git(ctx, c.Dir, nil, checkout...); err != nil {
+	if err := checkoutBase(ctx, ws, c, branch, spare, snapIndex, racyFrom(index, snapIndex)); err != nil {
 		return fail(err)
 	}
 	// gc.auto 0 (no gc of the copy in the session's git), written
@@ -190,6 +188,46 @@ func Make(ctx context.Context, ws string, c units.Clone, spare bool) (units.Clon
 		return fail(err)
 	}
 	return c, nil
+}
+
+// checkoutBase checks the copy at c.Dir out at c.Base, on branch (none:
+// detached). A new copy of the working tree (no spare, no --base) is
+// taken from the user's files where they are the base's (copyWorkTree,
+// from the snapshot's index at snapIndex; racy as it says); anything else
+// is git's checkout, which for a spare writes only what differs.
+func checkoutBase(ctx context.Context, ws string, c units.Clone, branch string, spare bool, snapIndex string, racy int64) error {
+	if !spare && c.Ref == "" {
+		head := make(chan error, 1)
+		go func() { head <- setHead(ctx, c.Dir, branch, c.Base) }()
+		err := copyWorkTree(ctx, ws, c.Dir, snapIndex, racy, oidLength(c.Base))
+		if herr := <-head; err == nil {
+			err = herr
+		}
+		if err != errIndexUnusual {
+			return err
+		}
+	}
+	workers := "checkout.workers=" + strconv.Itoa(runtime.NumCPU())
+	if c.Ref != "" || branch == "" {
+		_, err := git(ctx, c.Dir, nil, "-c", workers, "checkout", "-q", "--detach", c.Base)
+		return err
+	}
+	_, err := git(ctx, c.Dir, nil, "-c", workers, "checkout", "-q", "--no-track", "-B", branch, c.Base)
+	return err
+}
+
+// setHead points the copy's HEAD at base, as checkout -B branch (or
+// --detach, without a branch) does, the working tree aside.
+func setHead(ctx context.Context, dir, branch, base string) error {
+	if branch == "" {
+		_, err := git(ctx, dir, nil, "update-ref", "--no-deref", "HEAD", base)
+		return err
+	}
+	if _, err := git(ctx, dir, nil, "update-ref", "refs/heads/"+branch, base); err != nil {
+		return err
+	}
+	_, err := git(ctx, dir, nil, "symbolic-ref", "HEAD", "refs/heads/"+branch)
+	return err
 }
 
 // headOf reads, in one git, the index file of the repository at ws (a
@@ -216,10 +254,10 @@ func headOf(ctx context.Context, ws, rev string) (index, commit string) {
 // snapshot commits the working tree of ws as it is (the user's index,
 // userIndex, plus every change git add -A sees) on top of parent, into
 // the object store of the copy at gitDir, and returns the commit; parent
-// itself when nothing is uncommitted.
-func snapshot(ctx context.Context, ws, gitDir, userIndex, parent, objects string) (string, error) {
-	index := filepath.Join(gitDir, "mosaic-snapshot-index")
-	defer os.Remove(index)
+// itself when nothing is uncommitted. Its index is left at index: the
+// base's entries, with the stat of the user's files they were read from
+// (copyWorkTree).
+func snapshot(ctx context.Context, ws, gitDir, index, userIndex, parent, objects string) (string, error) {
 	if b, err := os.ReadFile(userIndex); err == nil {
 		if err := os.WriteFile(index, b, 0o600); err != nil {
 			return "", err

@@ -112,7 +112,9 @@ func makeSub(ctx context.Context, ws string, c units.Clone, p, gitlink string) (
 		return sub, false, err
 	}
 	if c.Ref == "" {
-		if sub.Base, err = snapshot(ctx, user, modDir, index, head, objects); err != nil {
+		snapIndex := filepath.Join(modDir, "mosaic-snapshot-index")
+		defer os.Remove(snapIndex)
+		if sub.Base, err = snapshot(ctx, user, modDir, snapIndex, index, head, objects); err != nil {
 			return sub, false, err
 		}
 	}

@@ -1,0 +1,288 @@
+package clone
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// A cold copy used to be git's checkout of the base: every blob inflated
+// from the object store and written, about half of it zlib (10,000 files,
+// 195 MB: 0.5-0.6 s with two workers on a quiet machine). Most of what
+// the base holds is already on the disk, byte for byte: the user's own
+// files, which the snapshot just hashed. So the copy takes them from
+// there (copy_file_range: no inflating, no user space copy; 0.13 s for
+// the same tree) and writes the index itself (index.go), and git checks
+// out only what the user's files cannot give.
+//
+// A file is taken from the user's checkout only when it is provably the
+// blob the base holds: the snapshot's index entry (written by git add -A
+// as it hashed the file, or trusted by it as unchanged) has the file's
+// stat exactly (mtime and ctime to the nanosecond, size, inode), before
+// and after the copy, and the entry is not racily clean (modified in the
+// second its index was written, which git itself does not trust by
+// stat). Anything else (a file the user is editing, a symlink, a file a
+// path through a symlink reaches, a special file, an entry not in the
+// index's plain form) is checked out by git from the base's blob
+// (checkout-index), as before. The content of a file taken is what the
+// user's git shows for it, filters and line endings included; git's
+// checkout would have made it with the same attributes.
+
+// copyHook is called once a file is known to be the entry's, before it
+// is copied: a unit test changes the user's file there.
+var copyHook = func(path string) {}
+
+// copyWorkers copy files side by side: the copy waits on the disk more
+// than on the CPU.
+func copyWorkers() int { return max(4, runtime.NumCPU()) }
+
+// copyWorkTree writes the working tree of the copy at dir (a clone with
+// no checkout) from the user's checkout ws for the entries of the
+// snapshot's index at index (what the base commit holds), writes the
+// copy's index, and has git check out what it could not take from ws.
+// racy is the second from which an entry's stat does not prove its bytes
+// (racyFrom). oidLen is the object id's length in bytes. errIndexUnusual
+// means nothing was written: the caller checks out with git.
+func copyWorkTree(ctx context.Context, ws, dir, index string, racy int64, oidLen int) error {
+	entries, err := readIndex(index, oidLen)
+	if err != nil {
+		return errIndexUnusual
+	}
+	for _, e := range entries {
+		if e.Mode != modeFile && e.Mode != modeExec && e.Mode != modeSymlink && e.Mode != modeGitlink {
+			return errIndexUnusual
+		}
+	}
+	root, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	if err := makeDirs(dir, entries); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	work := make(chan int, 256)
+	for range copyWorkers() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := copyEntry(root, dir, &entries[i], racy); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range entries {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil { // a Ctrl-C: as when it reaches a git (ErrInterrupted)
+		firstErr = &gitError{msg: "the copy was interrupted", interrupted: true}
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	return finishIndex(ctx, dir, entries, oidLen)
+}
+
+// racyFrom is the second from which the stat of an entry of the
+// snapshot's index does not prove the file's bytes: the second the index
+// the entry came from was written, the user's (its entries git add -A
+// trusted) or the snapshot's (those it hashed), whichever is older. A
+// file changed in the same second as its entry was recorded may keep the
+// entry's stat to the second (git compares no nanoseconds here: a build
+// without USE_NSEC, as Debian's), which is git's racy clean.
+func racyFrom(indexes ...string) int64 {
+	from := int64(1<<63 - 1)
+	for _, p := range indexes {
+		var st unix.Stat_t
+		if unix.Stat(p, &st) == nil {
+			from = min(from, st.Mtim.Sec)
+		}
+	}
+	return from
+}
+
+// makeDirs makes the directories the entries' files are in, as git's
+// checkout does (0777 less the umask).
+func makeDirs(dir string, entries []indexEntry) error {
+	made := map[string]bool{}
+	for _, e := range entries {
+		d := filepath.Dir(e.Path)
+		if e.Mode == modeGitlink {
+			d = e.Path // a submodule's place is an empty directory until makeSubs fills it
+		}
+		if d == "." || made[d] {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o777); err != nil {
+			return err
+		}
+		made[d] = true
+	}
+	return nil
+}
+
+// copyEntry writes e's file in the copy at dir from the checkout root when
+// it is the base's blob there, and sets e's stat to the new file's; it
+// leaves e's stat zero, for git to write (finishIndex), when it is not.
+// racy is the second from which an entry's stat is not trusted (git's
+// racy clean: modified in the second its index was written). An error is
+// the copy's own (its disk).
+func copyEntry(root int, dir string, e *indexEntry, racy int64) error {
+	taken := false
+	if e.Mode == modeFile || e.Mode == modeExec {
+		var err error
+		if taken, err = copyFile(root, dir, e, int64(e.MtimeSec) >= racy); err != nil {
+			return err
+		}
+	}
+	if !taken { // also a gitlink: a submodule's stat is its HEAD, not a file's
+		*e = indexEntry{Mode: e.Mode, OID: e.OID, Path: e.Path}
+	}
+	return nil
+}
+
+// copyFile copies e's file from the checkout root into the copy at dir
+// when the file there has the stat e recorded, before and after, and
+// sets e's stat to the copy's. With verify (a racily clean entry, whose
+// stat does not prove its bytes) the copy's bytes must also hash to e's
+// object id. It reports whether it took the file.
+func copyFile(root int, dir string, e *indexEntry, verify bool) (bool, error) {
+	// O_PATH first: nothing is opened for reading (a FIFO, a device) until
+	// it is known to be the regular file the index names; no symlink is
+	// followed on the way, and nothing outside the checkout is reached.
+	pfd, err := unix.Openat2(root, e.Path, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return false, nil
+	}
+	defer unix.Close(pfd)
+	var before unix.Stat_t
+	if unix.Fstat(pfd, &before) != nil || before.Mode&unix.S_IFMT != unix.S_IFREG || !sameStat(e, &before) {
+		return false, nil
+	}
+	// The O_PATH descriptor opened for reading: the same inode, whatever
+	// its path names now.
+	src, err := os.OpenFile("/proc/self/fd/"+strconv.Itoa(pfd), os.O_RDONLY, 0)
+	if err != nil {
+		return false, nil
+	}
+	defer src.Close()
+	perm := os.FileMode(0o666)
+	if e.Mode == modeExec {
+		perm = 0o777
+	}
+	dst, err := os.OpenFile(filepath.Join(dir, e.Path), os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return false, err
+	}
+	defer dst.Close()
+	copyHook(e.Path)
+	if _, err := io.Copy(dst, src); err != nil {
+		return false, nil // git writes it, or says why it cannot (a full disk)
+	}
+	var after, copied unix.Stat_t
+	if unix.Fstat(pfd, &after) != nil || !sameStat(e, &after) {
+		return false, nil // changed while it was copied: git writes the blob
+	}
+	if err := unix.Fstat(int(dst.Fd()), &copied); err != nil {
+		return false, err
+	}
+	if copied.Size != before.Size || verify && !isBlob(dst, copied.Size, e.OID) {
+		return false, nil
+	}
+	setStat(e, &copied)
+	return true, nil
+}
+
+// isBlob says whether the size bytes of f are the blob named oid.
+func isBlob(f *os.File, size int64, oid []byte) bool {
+	var h hash.Hash = sha1.New()
+	if len(oid) == sha256.Size {
+		h = sha256.New()
+	}
+	fmt.Fprintf(h, "blob %d\x00", size)
+	if n, err := io.Copy(h, io.NewSectionReader(f, 0, size)); err != nil || n != size {
+		return false
+	}
+	return bytes.Equal(h.Sum(nil), oid)
+}
+
+// sameStat says whether st is the stat git recorded in e.
+func sameStat(e *indexEntry, st *unix.Stat_t) bool {
+	return e.CtimeSec == uint32(st.Ctim.Sec) && e.CtimeNsec == uint32(st.Ctim.Nsec) &&
+		e.MtimeSec == uint32(st.Mtim.Sec) && e.MtimeNsec == uint32(st.Mtim.Nsec) &&
+		e.Ino == uint32(st.Ino) && e.Size == uint32(st.Size) && uint64(e.Size) == uint64(st.Size)
+}
+
+// setStat records st in e, as git does.
+func setStat(e *indexEntry, st *unix.Stat_t) {
+	e.CtimeSec, e.CtimeNsec = uint32(st.Ctim.Sec), uint32(st.Ctim.Nsec)
+	e.MtimeSec, e.MtimeNsec = uint32(st.Mtim.Sec), uint32(st.Mtim.Nsec)
+	e.Dev, e.Ino, e.UID, e.GID, e.Size = uint32(st.Dev), uint32(st.Ino), st.Uid, st.Gid, uint32(st.Size)
+}
+
+// finishIndex writes the copy's index (git's lock protocol: index.lock,
+// renamed), then has git write the files the user's checkout did not give
+// (their entries' stat is zero) from the base's blobs, updating their
+// entries.
+func finishIndex(ctx context.Context, dir string, entries []indexEntry, oidLen int) error {
+	gitDir := filepath.Join(dir, ".git")
+	lock := filepath.Join(gitDir, "index.lock")
+	if err := os.WriteFile(lock, encodeIndex(entries, oidLen), 0o666); err != nil {
+		os.Remove(lock)
+		return err
+	}
+	if err := os.Rename(lock, filepath.Join(gitDir, "index")); err != nil {
+		os.Remove(lock)
+		return err
+	}
+	var left strings.Builder
+	for _, e := range entries {
+		if e.Mode != modeGitlink && e.CtimeSec == 0 && e.MtimeSec == 0 && e.Ino == 0 {
+			left.WriteString(e.Path)
+			left.WriteByte(0)
+		}
+	}
+	if left.Len() == 0 {
+		return nil
+	}
+	_, err := gitIn(ctx, dir, left.String(), "checkout-index", "-f", "-u", "-z", "--stdin")
+	return err
+}
+
+// oidLength is the length in bytes of the object id id names in hex.
+func oidLength(id string) int {
+	if _, err := hex.DecodeString(id); err != nil {
+		return 0
+	}
+	return len(id) / 2
+}

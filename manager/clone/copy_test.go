@@ -1,0 +1,235 @@
+package clone
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"mosaic/units"
+)
+
+// copyRepo is a repository whose working tree holds every kind of entry
+// the copy meets: files in nested directories, an executable, a symlink,
+// an uncommitted change, an untracked file, a deleted file, an ignored
+// one; its index is settled (written a second after the files, so that
+// no entry is racily clean) when settled.
+func copyRepo(t *testing.T, settled bool) string {
+	t.Helper()
+	ws := userRepo(t)
+	os.MkdirAll(filepath.Join(ws, "d", "e"), 0o755)
+	os.WriteFile(filepath.Join(ws, "d", "e", "deep.txt"), []byte("deep\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "run.sh"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(ws, "gone.txt"), []byte("gone\n"), 0o644)
+	os.Symlink("a.txt", filepath.Join(ws, "link"))
+	run(t, ws, "add", "d", "run.sh", "gone.txt", "link")
+	run(t, ws, "commit", "-qm", "two")
+	os.Remove(filepath.Join(ws, "gone.txt"))
+	if settled {
+		time.Sleep(1100 * time.Millisecond)
+		run(t, ws, "update-index", "-q", "--really-refresh")
+	}
+	return ws
+}
+
+// makeCopy makes the copy of ws and returns it.
+func makeCopy(t *testing.T, ws string) (units.Clone, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "clone")
+	c, err := Make(context.Background(), ws, units.Clone{Dir: dir, Objects: filepath.Join(ws, ".git", "objects")}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, dir
+}
+
+// inCopy runs git in the copy at dir of ws, its objects reached where
+// the host has them (the copy's alternates name where a session sees
+// them), and returns its standard output.
+func inCopy(t *testing.T, ws, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_ALTERNATE_OBJECT_DIRECTORIES="+filepath.Join(ws, ".git", "objects"))
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %v in the copy: %v\n%s", args, err, errb.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// checkCopyIsBase fails unless the copy's working tree and index are
+// exactly the base commit: nothing git sees as changed once it hashes
+// every file again, HEAD at the base on the user's branch.
+func checkCopyIsBase(t *testing.T, ws string, c units.Clone, dir string) {
+	t.Helper()
+	if got := inCopy(t, ws, dir, "rev-parse", "HEAD"); got != c.Base {
+		t.Errorf("the copy's HEAD is %s, not the base %s", got, c.Base)
+	}
+	if got, want := inCopy(t, ws, dir, "symbolic-ref", "-q", "HEAD"), run(t, ws, "symbolic-ref", "-q", "HEAD"); got != want {
+		t.Errorf("the copy is on %s, the user on %s", got, want)
+	}
+	if got := inCopy(t, ws, dir, "diff-index", "--cached", "--name-only", "HEAD"); got != "" {
+		t.Errorf("the copy's index is not its base: %s", got)
+	}
+	// Every file hashed again, not trusted by its stat.
+	inCopy(t, ws, dir, "-c", "core.checkStat=default", "update-index", "-q", "--really-refresh")
+	if got := inCopy(t, ws, dir, "status", "--porcelain", "--untracked-files=all"); got != "" {
+		t.Errorf("the copy's working tree is not its base:\n%s", got)
+	}
+}
+
+func TestCopyWorkTreeIsTheBase(t *testing.T) {
+	ws := copyRepo(t, true)
+	c, dir := makeCopy(t, ws)
+	checkCopyIsBase(t, ws, c, dir)
+	if _, err := os.Lstat(filepath.Join(dir, "x.log")); err == nil {
+		t.Error("an ignored file reached the copy")
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "run.sh")); err != nil || fi.Mode()&0o100 == 0 {
+		t.Errorf("the executable lost its mode: %v %v", fi.Mode(), err)
+	}
+	if l, err := os.Readlink(filepath.Join(dir, "link")); err != nil || l != "a.txt" {
+		t.Errorf("the symlink is %q, %v", l, err)
+	}
+}
+
+// With a settled index every regular file is taken from the user's
+// checkout (copyHook sees each), none inflated by git.
+func TestCopyWorkTreeTakesTheUsersFiles(t *testing.T) {
+	ws := copyRepo(t, true)
+	var copied []string
+	copyHook = func(path string) { copied = append(copied, path) }
+	defer func() { copyHook = func(string) {} }()
+	c, dir := makeCopy(t, ws)
+	checkCopyIsBase(t, ws, c, dir)
+	sort.Strings(copied)
+	if got, want := strings.Join(copied, " "), ".gitignore a.txt d/e/deep.txt run.sh u.txt"; got != want {
+		t.Errorf("taken from the user's checkout: %s, want %s", got, want)
+	}
+}
+
+// A file the user changed, same size, in the second their git wrote the
+// index (racily clean: its stat proves nothing) is the base as the user
+// sees it, and the copy holds it: its bytes are hashed, not trusted.
+func TestCopyWorkTreeRacy(t *testing.T) {
+	ws := copyRepo(t, true)
+	a := filepath.Join(ws, "a.txt")
+	for try := 0; ; try++ {
+		// A fresh second, past the file system's clock's tick (coarse: a
+		// file written just after the second began has the second before).
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 20*time.Millisecond)))
+		run(t, ws, "add", "a.txt")
+		os.WriteFile(a, []byte("one\nMINE\n"), 0o644) // the size "one\nmine\n" has
+		fi, _ := os.Stat(a)
+		ii, _ := os.Stat(filepath.Join(ws, ".git", "index"))
+		if fi.ModTime().Unix() == ii.ModTime().Unix() {
+			break
+		}
+		if try == 3 {
+			t.Fatalf("cannot write the file in the second of its index: %v, %v", fi.ModTime(), ii.ModTime())
+		}
+	}
+	time.Sleep(1100 * time.Millisecond) // the copy is made in a later second
+	c, dir := makeCopy(t, ws)
+	checkCopyIsBase(t, ws, c, dir)
+	if got := inCopy(t, ws, dir, "show", c.Base+":a.txt"); got != "one\nMINE" {
+		t.Errorf("the base holds %q of a.txt, not what the user sees", got)
+	}
+}
+
+// A file the user writes while it is copied is not taken: git writes the
+// base's blob instead (copyHook stands for the user's write, after the
+// file's stat was found to be its entry's and before it is copied).
+func TestCopyWorkTreeChangedWhileCopied(t *testing.T) {
+	ws := copyRepo(t, true)
+	before, _ := os.ReadFile(filepath.Join(ws, "d", "e", "deep.txt"))
+	copyHook = func(path string) {
+		if path == "d/e/deep.txt" {
+			os.WriteFile(filepath.Join(ws, path), []byte("DEEP\n"), 0o644)
+		}
+	}
+	defer func() { copyHook = func(string) {} }()
+	c, dir := makeCopy(t, ws)
+	checkCopyIsBase(t, ws, c, dir)
+	if got, _ := os.ReadFile(filepath.Join(dir, "d", "e", "deep.txt")); !bytes.Equal(got, before) {
+		t.Errorf("the copy holds %q, the base %q", got, before)
+	}
+}
+
+// An index the copy does not take apart (version 4's paths, a split
+// index) leaves the copy to git's checkout, which makes the same copy.
+func TestCopyWorkTreeUnusualIndex(t *testing.T) {
+	for _, how := range [][]string{{"--index-version", "4"}, {"--split-index"}} {
+		t.Run(strings.Join(how, " "), func(t *testing.T) {
+			ws := copyRepo(t, true)
+			run(t, ws, append([]string{"update-index"}, how...)...)
+			c, dir := makeCopy(t, ws)
+			checkCopyIsBase(t, ws, c, dir)
+		})
+	}
+}
+
+// The index this file writes is one git reads as its own: the same
+// entries, and a clean tree where git's own index says so.
+func TestIndexRoundTrip(t *testing.T) {
+	for _, version := range []string{"2", "3", "4"} {
+		t.Run("version "+version, func(t *testing.T) {
+			ws := copyRepo(t, true)
+			run(t, ws, "update-index", "--index-version", version)
+			want := run(t, ws, "ls-files", "--debug", "-s")
+			entries, err := readIndex(filepath.Join(ws, ".git", "index"), 20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, ".git", "index"), encodeIndex(entries, 20), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if got := run(t, ws, "ls-files", "--debug", "-s"); got != want {
+				t.Errorf("git reads another index:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// An entry whose stat the file has but whose bytes it does not (a change
+// in the tick of the clock the entry was recorded in, which no stat
+// shows) is not taken when it is racily clean: its bytes are hashed, and
+// git writes the blob the entry names.
+func TestCopyWorkTreeHashesRacyEntries(t *testing.T) {
+	ws := copyRepo(t, true)
+	dir := filepath.Join(t.TempDir(), "clone")
+	run(t, ws, "clone", "-q", "--shared", "--no-checkout", ".", dir)
+	other := run(t, ws, "hash-object", "-w", "--stdin", "--path", "x") // the empty blob
+	oid, _ := hex.DecodeString(other)
+	entries, err := readIndex(filepath.Join(ws, ".git", "index"), 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range entries {
+		if entries[i].Path == "run.sh" {
+			entries[i].OID = oid // the stat of run.sh, the bytes of another blob
+		}
+	}
+	index := filepath.Join(t.TempDir(), "index")
+	os.WriteFile(index, encodeIndex(entries, 20), 0o644)
+	if err := copyWorkTree(context.Background(), ws, dir, index, 0, 20); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "run.sh")); len(b) != 0 {
+		t.Errorf("the copy's run.sh holds the user's %q, not the blob its entry names", b)
+	}
+	// The user's index names a.txt's committed bytes; the file has changed
+	// since (its stat is not the entry's): the entry's blob is written.
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "one\n" {
+		t.Errorf("the copy's a.txt: %q", b)
+	}
+}
