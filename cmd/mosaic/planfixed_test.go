@@ -21,8 +21,7 @@ import (
 // before it is returned, and so may set its fields: every other function
 // only reads a plan, or makes a new one from these. Each with why.
 var planMakers = map[string]string{
-	"mosaic/manager/request.prepare":         "builds the request's checked spec, field by field, and returns it",
-	"mosaic/manager/request.finishSpec":      "prepare's second half (profile, credentials, network, env) on prepare's own value",
+	"mosaic/manager/request.finishSpec":      "finishes the spec prepare made (mode, lends, injection, env) before prepare returns it",
 	"mosaic/manager/request.belowRepository": "prepare's clone mode (through cloneOf): the workspace moved to its repository's top",
 	"mosaic/manager/request.sshAgentOf":      "prepare's --lend-ssh-key and --lend-ssh-sign, through finishSpec",
 	"mosaic/manager/request.gitLendOf":       "prepare's --lend-git, through finishSpec",
