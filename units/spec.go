@@ -134,7 +134,9 @@ func GenerateName(command []string) string {
 // Spec is one session's plan, with every path already checked and
 // resolved: what the session is (its request and the host's facts), never
 // changed once made (manager.NewPlan). What a start makes for it is its
-// Launch, beside it; Render renders both.
+// Launch, beside it; Render renders both. Its fields are exported, and
+// only the functions that make a plan write them: a source test
+// (TestNothingChangesAPlan in cmd/mosaic) fails on any other write.
 type Spec struct {
 	Name       string
 	NameGiven  bool // false when mosaic made the name up (and so it is free)

@@ -170,105 +170,149 @@ func Prepare(req Request, p Paths, bwrapBin string) (units.Spec, []credvar.Var, 
 	return spec, grant.Secrets, nil
 }
 
+// prepare is Prepare with the session's grant whole: the request checked
+// (checkRequest), its spec made (spec) and finished (finishSpec).
 func prepare(req Request, p Paths, bwrapBin string) (units.Spec, credentials.Grant, error) {
-	var none credentials.Grant
+	c, err := checkRequest(req, p)
+	if err != nil {
+		return units.Spec{}, credentials.Grant{}, err
+	}
+	spec := c.spec(p, bwrapBin)
+	if err := finishSpec(&spec, c.req, &c.grant, p, c.gitConfig, c.pol, c.asked); err != nil {
+		return units.Spec{}, credentials.Grant{}, err
+	}
+	return spec, c.grant, nil
+}
+
+// checkedRequest is a request as its checks left it: every path resolved
+// and pinned, the credentials granted, the limits, the network, the inner
+// layer and the command settled. A session's spec is made of it.
+type checkedRequest struct {
+	req       Request // with the profile's command when it named none
+	ws        checked
+	ro, rw    []checked // ro with the command's files, the --ca-file and the toolchains
+	toolPath  userPath  // the session's PATH (pathOf)
+	grant     credentials.Grant
+	pol       Policy
+	asked     Asked
+	gitConfig func() []byte // the user's git settings, read meanwhile (startUserGitConfig)
+	limits    units.Limits
+	slice     units.Limits
+	caFile    string // the --ca-file's real path, "" for none
+	caBundle  string // its bundle's path (caFile)
+	network   string
+	allow     []string
+	mode      string // the inner layer (sandboxOf)
+	name      string
+	command   []string
+	binary    string
+}
+
+// checkRequest checks a request, in the order its refusals are reported:
+// what the caller said (checkWords), the credentials and the command they
+// may name, the --ro paths, the limits, the profile's syscalls, the
+// --ca-file, the network, the inner layer, /tmp's privacy, the command's
+// binary; and works out the session's PATH. It writes nothing; the user's
+// git settings are read in the background meanwhile.
+func checkRequest(req Request, p Paths) (checkedRequest, error) {
 	deny, wsc, rw, pol, err := checkWords(&req, p)
 	if err != nil {
-		return units.Spec{}, none, err
+		return checkedRequest{}, err
 	}
-	real, givenAs := wsc.real, wsc.givenAs
-	gitConfig := startUserGitConfig(req.NoGitIdentity, p.GitCacheFile()) // git runs while the rest is checked
+	c := checkedRequest{ws: wsc, rw: rw, pol: pol}
+	c.gitConfig = startUserGitConfig(req.NoGitIdentity, p.GitCacheFile()) // git runs while the rest is checked
 	// Then the credentials, whose profile may also name the command.
-	grant, err := credentials.Resolve(credentials.Request{
+	c.grant, err = credentials.Resolve(credentials.Request{
 		Profile: req.Profile, Credentials: req.Credentials, EnvFiles: req.EnvFiles,
 		ProfileDir: credentials.ProfileDir(p.Home), Command: req.Command,
 		Env: req.SetEnv, PassEnv: req.PassEnv, SignIn: req.SignIn, BuildEnv: req.BuildEnv,
 	})
 	if err != nil {
-		return units.Spec{}, none, err
+		return checkedRequest{}, err
 	}
-	if len(req.Command) == 0 && grant.Profile.Binary != "" {
-		req.Command = []string{grant.Profile.Binary}
+	if len(req.Command) == 0 && c.grant.Profile.Binary != "" {
+		req.Command = []string{c.grant.Profile.Binary}
 	}
 	if len(req.Command) == 0 || req.Command[0] == "" {
-		return units.Spec{}, none, errcode.NoCommand.New("no command given: put it after --, e.g. mosaic start --workspace . -- claude")
+		return checkedRequest{}, errcode.NoCommand.New("no command given: put it after --, e.g. mosaic start --workspace . -- claude")
 	}
-	ro, err := checkExtra("ro", append(append([]string{}, req.ExtraRO...), grant.Profile.ReadOnly...), deny)
-	if err != nil {
-		return units.Spec{}, none, err
+	if c.ro, err = checkExtra("ro", append(append([]string{}, req.ExtraRO...), c.grant.Profile.ReadOnly...), deny); err != nil {
+		return checkedRequest{}, err
 	}
-	asked := Asked{RO: realPaths(ro), RW: realPaths(rw), NetworkFrom: networkFrom(req, grant.Profile)}
-	limits, slice, err := limitsOf(req, grant.Profile, p, pol)
-	if err != nil {
-		return units.Spec{}, none, err
+	c.asked = Asked{RO: realPaths(c.ro), RW: realPaths(rw), NetworkFrom: networkFrom(req, c.grant.Profile)}
+	if c.limits, c.slice, err = limitsOf(req, c.grant.Profile, p, pol); err != nil {
+		return checkedRequest{}, err
 	}
-	if err := sandbox.CheckSeccompAllow(grant.Profile.SeccompAllow); err != nil {
-		return units.Spec{}, none, errcode.BadProfile.New("profile %s: %w", grant.Profile.Source, err)
+	if err := sandbox.CheckSeccompAllow(c.grant.Profile.SeccompAllow); err != nil {
+		return checkedRequest{}, errcode.BadProfile.New("profile %s: %w", c.grant.Profile.Source, err)
 	}
 	ca, caBundle, err := caFile(req.CAFile, deny, filepath.Join(p.RuntimeDir, "mosaic", "ca"))
 	if err != nil {
-		return units.Spec{}, none, err
+		return checkedRequest{}, err
 	}
-	network, allow, err := networkFor(req, &grant, pol)
-	if err != nil {
-		return units.Spec{}, none, err
+	if c.network, c.allow, err = networkFor(req, &c.grant, pol); err != nil {
+		return checkedRequest{}, err
 	}
-	mode, err := sandboxOf(req, grant.Profile)
-	if err != nil {
-		return units.Spec{}, none, err
-	}
-	ro = trustCA(ro, ca, caBundle, mode, &grant)
-	name := nameOf(req)
-	if err := notPrivateTmp(real, realPaths(rw), realPaths(ro)); err != nil {
-		return units.Spec{}, none, err
-	}
-	command, binary, ro, interpDirs, err := commandOf(req, &grant, real, deny, ro)
-	if err != nil {
-		return units.Spec{}, none, err
-	}
-	up := pathOf(&grant, interpDirs, p, name, real, ro, rw, deny)
-	ro = append(ro, up.Binds...)
-	spec := units.Spec{
-		Name:        name,
-		NameGiven:   req.Name != "",
-		Command:     command,
-		Binary:      binary,
-		Workspace:   real,
-		GivenAs:     givenAs,
-		Home:        p.Home,
-		RuntimeDir:  p.RuntimeDir,
-		StateDir:    p.SessionDir(name),
-		BwrapBin:    bwrapBin,
-		ExtraRO:     realPaths(ro),
-		ExtraRW:     realPaths(rw),
-		BindIDs:     bindIDs(append(append([]checked{wsc}, rw...), ro...)),
-		Env:         append(append([]string{}, req.Env...), grant.PassEnv...),
-		Pass:        varNames(grant.PassEnv),
-		Credentials: grant.Names(),
-		Profile:     grant.Profile.Name,
-		Limits:      limits,
-		SliceLimits: slice,
-		StopTimeout: req.StopTimeout,
-		Scope:       req.Scope,
-		TTY:         req.TTY,
-		MayLaunch:   req.MayLaunch,
-		BusDir:      p.BusDir(),
-		Network:     network,
-		Allow:       allow,
-		EgressDir:   p.EgressDir(name),
-		Notes:       grant.Notes,
-		Sandbox:     mode,
-		Toolchains:  realPaths(up.Binds),
-		PathDropped: up.Dropped,
-		EnvDropped:  grant.Dropped,
+	if c.mode, err = sandboxOf(req, c.grant.Profile); err != nil {
+		return checkedRequest{}, err
 	}
 	if ca != nil {
-		spec.CAFile, spec.CABundle = ca.real, caBundle
+		c.caFile, c.caBundle = ca.real, caBundle
 	}
-	if err := finishSpec(&spec, req, &grant, p, gitConfig, pol, asked); err != nil {
-		return units.Spec{}, none, err
+	c.ro = trustCA(c.ro, ca, caBundle, c.mode, &c.grant)
+	c.name = nameOf(req)
+	if err := notPrivateTmp(wsc.real, realPaths(rw), realPaths(c.ro)); err != nil {
+		return checkedRequest{}, err
 	}
-	return spec, grant, nil
+	var interpDirs []string
+	if c.command, c.binary, c.ro, interpDirs, err = commandOf(req, &c.grant, wsc.real, deny, c.ro); err != nil {
+		return checkedRequest{}, err
+	}
+	c.toolPath = pathOf(&c.grant, interpDirs, p, c.name, wsc.real, c.ro, rw, deny)
+	c.ro = append(c.ro, c.toolPath.Binds...)
+	c.req = req
+	return c, nil
+}
+
+// spec is the session's spec as its checked request makes it, before
+// finishSpec adds what follows from its mode, profile and secrets.
+func (c checkedRequest) spec(p Paths, bwrapBin string) units.Spec {
+	return units.Spec{
+		Name:        c.name,
+		NameGiven:   c.req.Name != "",
+		Command:     c.command,
+		Binary:      c.binary,
+		Workspace:   c.ws.real,
+		GivenAs:     c.ws.givenAs,
+		Home:        p.Home,
+		RuntimeDir:  p.RuntimeDir,
+		StateDir:    p.SessionDir(c.name),
+		BwrapBin:    bwrapBin,
+		ExtraRO:     realPaths(c.ro),
+		ExtraRW:     realPaths(c.rw),
+		BindIDs:     bindIDs(append(append([]checked{c.ws}, c.rw...), c.ro...)),
+		Env:         append(append([]string{}, c.req.Env...), c.grant.PassEnv...),
+		Pass:        varNames(c.grant.PassEnv),
+		Credentials: c.grant.Names(),
+		Profile:     c.grant.Profile.Name,
+		Limits:      c.limits,
+		SliceLimits: c.slice,
+		StopTimeout: c.req.StopTimeout,
+		Scope:       c.req.Scope,
+		TTY:         c.req.TTY,
+		MayLaunch:   c.req.MayLaunch,
+		BusDir:      p.BusDir(),
+		Network:     c.network,
+		Allow:       c.allow,
+		EgressDir:   p.EgressDir(c.name),
+		Notes:       c.grant.Notes,
+		Sandbox:     c.mode,
+		Toolchains:  realPaths(c.toolPath.Binds),
+		PathDropped: c.toolPath.Dropped,
+		EnvDropped:  c.grant.Dropped,
+		CAFile:      c.caFile,
+		CABundle:    c.caBundle,
+	}
 }
 
 // AskHold is how long --ask holds a connection for the user's answer:
