@@ -166,7 +166,7 @@ func Make(ctx context.Context, ws string, c units.Clone, spare bool) (units.Clon
 	if err != nil {
 		return fail(err)
 	}
-	if err := checkoutBase(ctx, ws, c, branch, spare, snapIndex, racyFrom(index, snapIndex)); err != nil {
+	if err := checkoutBase(ctx, ws, c, branch, spare, snapIndex); err != nil {
 		return fail(err)
 	}
 	// gc.auto 0 (no gc of the copy in the session's git), written
@@ -193,13 +193,13 @@ func Make(ctx context.Context, ws string, c units.Clone, spare bool) (units.Clon
 // checkoutBase checks the copy at c.Dir out at c.Base, on branch (none:
 // detached). A new copy of the working tree (no spare, no --base) is
 // taken from the user's files where they are the base's (copyWorkTree,
-// from the snapshot's index at snapIndex; racy as it says); anything else
+// from the snapshot's index at snapIndex); anything else
 // is git's checkout, which for a spare writes only what differs.
-func checkoutBase(ctx context.Context, ws string, c units.Clone, branch string, spare bool, snapIndex string, racy int64) error {
+func checkoutBase(ctx context.Context, ws string, c units.Clone, branch string, spare bool, snapIndex string) error {
 	if !spare && c.Ref == "" {
 		head := make(chan error, 1)
 		go func() { head <- setHead(ctx, c.Dir, branch, c.Base) }()
-		err := copyWorkTree(ctx, ws, c.Dir, snapIndex, racy, oidLength(c.Base))
+		err := copyWorkTree(ctx, ws, c.Dir, snapIndex, oidLength(c.Base))
 		if herr := <-head; err == nil {
 			err = herr
 		}

@@ -200,11 +200,11 @@ func TestIndexRoundTrip(t *testing.T) {
 	}
 }
 
-// An entry whose stat the file has but whose bytes it does not (a change
-// in the tick of the clock the entry was recorded in, which no stat
-// shows) is not taken when it is racily clean: its bytes are hashed, and
-// git writes the blob the entry names.
-func TestCopyWorkTreeHashesRacyEntries(t *testing.T) {
+// An entry whose file's bytes are not its blob (the stat of run.sh, the
+// object id of another blob: what a change in the clock's tick the entry
+// was recorded in would leave, which no stat shows) is not taken: the
+// copy is hashed, and git writes the blob the entry names.
+func TestCopyWorkTreeTakesOnlyTheBlob(t *testing.T) {
 	ws := copyRepo(t, true)
 	dir := filepath.Join(t.TempDir(), "clone")
 	run(t, ws, "clone", "-q", "--shared", "--no-checkout", ".", dir)
@@ -216,20 +216,44 @@ func TestCopyWorkTreeHashesRacyEntries(t *testing.T) {
 	}
 	for i := range entries {
 		if entries[i].Path == "run.sh" {
-			entries[i].OID = oid // the stat of run.sh, the bytes of another blob
+			entries[i].OID = oid
 		}
 	}
 	index := filepath.Join(t.TempDir(), "index")
 	os.WriteFile(index, encodeIndex(entries, 20), 0o644)
-	if err := copyWorkTree(context.Background(), ws, dir, index, 0, 20); err != nil {
+	if err := copyWorkTree(context.Background(), ws, dir, index, 20); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "run.sh")); len(b) != 0 {
 		t.Errorf("the copy's run.sh holds the user's %q, not the blob its entry names", b)
 	}
 	// The user's index names a.txt's committed bytes; the file has changed
-	// since (its stat is not the entry's): the entry's blob is written.
+	// since: the entry's blob is written.
 	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "one\n" {
 		t.Errorf("the copy's a.txt: %q", b)
+	}
+}
+
+// A file a filter of the user's own config changes on checkout is, in the
+// user's checkout, not the blob's bytes; git's checkout in the copy (whose
+// config has no such filter) writes the blob, and so does the copy.
+func TestCopyWorkTreeFilteredFile(t *testing.T) {
+	ws := copyRepo(t, true)
+	run(t, ws, "config", "filter.upper.smudge", "tr a-z A-Z")
+	run(t, ws, "config", "filter.upper.clean", "tr A-Z a-z")
+	os.WriteFile(filepath.Join(ws, ".gitattributes"), []byte("*.up filter=upper\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "f.up"), []byte("shout\n"), 0o644)
+	run(t, ws, "add", ".gitattributes", "f.up")
+	run(t, ws, "commit", "-qm", "filtered")
+	os.Remove(filepath.Join(ws, "f.up"))
+	run(t, ws, "checkout", "--", "f.up") // smudged: SHOUT
+	if b, _ := os.ReadFile(filepath.Join(ws, "f.up")); string(b) != "SHOUT\n" {
+		t.Fatalf("the user's f.up is %q: the filter did not run", b)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	run(t, ws, "update-index", "-q", "--really-refresh")
+	_, dir := makeCopy(t, ws)
+	if b, _ := os.ReadFile(filepath.Join(dir, "f.up")); string(b) != "shout\n" {
+		t.Errorf("the copy's f.up is %q, not the blob git's checkout writes", b)
 	}
 }
