@@ -67,7 +67,7 @@ func copyWorkTree(ctx context.Context, ws, dir, index string, oidLen int) error 
 		return errIndexUnusual
 	}
 	for _, e := range entries {
-		if e.Mode != modeFile && e.Mode != modeExec && e.Mode != modeSymlink && e.Mode != modeGitlink {
+		if e.Mode != modeFile && e.Mode != modeExec && e.Mode != modeSymlink && e.Mode != modeGitlink || !plainPath(e.Path) {
 			return errIndexUnusual
 		}
 	}
@@ -115,6 +115,22 @@ func copyWorkTree(ctx context.Context, ws, dir, index string, oidLen int) error 
 		return firstErr
 	}
 	return finishIndex(ctx, dir, entries, oidLen)
+}
+
+// plainPath says whether p, an index entry's, names a place below the
+// working tree's top that is not in a .git: no empty, ".", ".." or .git
+// component, not absolute. Git refuses the others itself (verify_path);
+// an index holding one is left to it.
+func plainPath(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") {
+		return false
+	}
+	for _, c := range strings.Split(p, "/") {
+		if c == "" || c == "." || c == ".." || strings.EqualFold(c, ".git") {
+			return false
+		}
+	}
+	return true
 }
 
 // byDirectory groups the entries' indexes by the directory they are in:

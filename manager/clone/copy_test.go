@@ -257,3 +257,31 @@ func TestCopyWorkTreeFilteredFile(t *testing.T) {
 		t.Errorf("the copy's f.up is %q, not the blob git's checkout writes", b)
 	}
 }
+
+// An index naming a path outside the working tree, or in a .git, is not
+// taken apart (git refuses such paths itself): nothing is written.
+func TestCopyWorkTreeRefusesOddPaths(t *testing.T) {
+	ws := copyRepo(t, true)
+	for _, p := range []string{"../escape.txt", "/abs.txt", "d/../../escape.txt", ".git/hooks/pre-commit", "d/.GIT/x", "d//x"} {
+		t.Run(p, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "clone")
+			run(t, ws, "clone", "-q", "--shared", "--no-checkout", ".", dir)
+			entries, err := readIndex(filepath.Join(ws, ".git", "index"), 20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries[0].Path = p
+			index := filepath.Join(t.TempDir(), "index")
+			os.WriteFile(index, encodeIndex(entries, 20), 0o644)
+			if err := copyWorkTree(context.Background(), ws, dir, index, 20); err != errIndexUnusual {
+				t.Errorf("copyWorkTree: %v, want errIndexUnusual", err)
+			}
+			if names, _ := os.ReadDir(dir); len(names) != 1 {
+				t.Errorf("the copy holds %d entries, want .git alone", len(names))
+			}
+			if _, err := os.Lstat(filepath.Join(filepath.Dir(dir), "escape.txt")); err == nil {
+				t.Error("a file was written outside the copy")
+			}
+		})
+	}
+}
