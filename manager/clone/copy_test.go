@@ -285,3 +285,62 @@ func TestCopyWorkTreeRefusesOddPaths(t *testing.T) {
 		})
 	}
 }
+
+// gitsCheckout is what git's checkout of the copy's index writes for each
+// file (checkout-index --all into a directory of its own), path -> bytes.
+func gitsCheckout(t *testing.T, ws, dir string) map[string]string {
+	t.Helper()
+	ref := t.TempDir() + "/"
+	inCopy(t, ws, dir, "checkout-index", "-f", "--all", "--prefix="+ref)
+	files := map[string]string{}
+	filepath.Walk(ref, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			b, _ := os.ReadFile(p)
+			files[strings.TrimPrefix(p, ref)] = string(b)
+		}
+		return nil
+	})
+	return files
+}
+
+// A file whose bytes are its blob's is still not the copy's when git's
+// checkout converts it: an eol or ident attribute the user committed after
+// their file was written (git does not write it again), or a global
+// core.autocrlf. The copy then holds what git's checkout writes.
+func TestCopyWorkTreeConvertedOnCheckout(t *testing.T) {
+	for _, tc := range []struct{ name, attrs, autocrlf string }{
+		{"eol attribute", "e.txt eol=crlf\n", ""},
+		{"ident attribute", "i.txt ident\n", ""},
+		{"text attribute and core.eol", "e.txt text\n", ""},
+		{"global autocrlf", "", "true"},
+		{"filter of the global config", "f.up filter=upper\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			global := filepath.Join(t.TempDir(), "gitconfig")
+			os.WriteFile(global, nil, 0o644)
+			t.Setenv("GIT_CONFIG_GLOBAL", global)
+			ws := copyRepo(t, false)
+			os.WriteFile(filepath.Join(ws, "e.txt"), []byte("line\nline\n"), 0o644)
+			os.WriteFile(filepath.Join(ws, "i.txt"), []byte("$Id$\n"), 0o644)
+			os.WriteFile(filepath.Join(ws, "f.up"), []byte("low\n"), 0o644)
+			run(t, ws, "config", "--global", "filter.upper.smudge", "tr a-z A-Z")
+			os.WriteFile(filepath.Join(ws, ".gitattributes"), []byte(tc.attrs), 0o644)
+			run(t, ws, "add", "e.txt", "i.txt", "f.up", ".gitattributes")
+			run(t, ws, "commit", "-qm", "attributes after the files")
+			if tc.autocrlf != "" {
+				run(t, ws, "config", "--global", "core.autocrlf", tc.autocrlf)
+			}
+			if tc.name == "text attribute and core.eol" {
+				run(t, ws, "config", "--global", "core.eol", "crlf")
+			}
+			time.Sleep(1100 * time.Millisecond)
+			run(t, ws, "update-index", "-q", "--really-refresh")
+			_, dir := makeCopy(t, ws)
+			for p, want := range gitsCheckout(t, ws, dir) {
+				if got, _ := os.ReadFile(filepath.Join(dir, p)); string(got) != want {
+					t.Errorf("the copy's %s is %q, git's checkout writes %q", p, got, want)
+				}
+			}
+		})
+	}
+}
