@@ -66,6 +66,12 @@ func parseIndex(b []byte, oidLen int) ([]indexEntry, error) {
 		return nil, errIndexUnusual
 	}
 	n := int(binary.BigEndian.Uint32(b[8:]))
+	// An entry takes at least its fixed part, a path's byte and its NUL:
+	// a count the bytes cannot hold would be made a slice of first (2^31
+	// entries: a fatal out of memory, no panic to recover).
+	if n > (len(body)-12)/(40+oidLen+2+2) {
+		return nil, errIndexUnusual
+	}
 	entries := make([]indexEntry, 0, n)
 	p, prev := 12, ""
 	for i := 0; i < n; i++ {
