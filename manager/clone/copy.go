@@ -48,7 +48,8 @@ import (
 // converts is not taken even when the user's bytes are the blob's (their
 // checkout predates the .gitattributes or the setting that converts it:
 // git does not write a file again for either): convertedOnCheckout asks
-// the copy's git which these are (one check-attr, ~15 ms for 10k files). Only regular files are
+// the copy's git which these are (a git config and a check-attr: 20-35
+// ms for 10k files on a busy 2-core machine, beside setHead's gits). Only regular files are
 // taken, reached by no symlink and on no other mount (openat2), opened
 // for reading only once known to be one (no FIFO, no device).
 
@@ -150,13 +151,18 @@ func convertedOnCheckout(ctx context.Context, dir, index string, entries []index
 	if len(at) == 0 {
 		return converted, nil
 	}
-	// Exit status 1 is no such setting.
-	autocrlf, _ := git(ctx, dir, nil, "config", "core.autocrlf")
-	coreEOL, _ := git(ctx, dir, nil, "config", "core.eol")
-	crlf := false
-	switch strings.ToLower(autocrlf) {
-	case "true", "yes", "on", "1":
-		crlf = true
+	// Exit status 1 is no such setting; the last of a key's values counts.
+	settings, _ := git(ctx, dir, nil, "config", "-z", "--get-regexp", `^core\.(autocrlf|eol)$`)
+	crlf, coreEOL := false, ""
+	for _, kv := range strings.Split(settings, "\x00") {
+		k, v, valued := strings.Cut(kv, "\n")
+		switch k {
+		case "core.autocrlf":
+			v = strings.ToLower(v)
+			crlf = v == "true" || v == "yes" || v == "on" || v == "1" || !valued // no value: true
+		case "core.eol":
+			coreEOL = v
+		}
 	}
 	out, err := gitWith(ctx, dir, []string{"GIT_INDEX_FILE=" + index}, paths.String(),
 		"check-attr", "--cached", "-z", "--stdin", "filter", "ident", "working-tree-encoding", "text", "eol")
