@@ -49,9 +49,10 @@ import (
 // checkout predates the .gitattributes or the setting that converts it:
 // git does not write a file again for either): convertedOnCheckout asks
 // the copy's git which these are (a git config and a check-attr: 20-35
-// ms for 10k files on a busy 2-core machine, beside setHead's gits). Only regular files are
-// taken, reached by no symlink and on no other mount (openat2), opened
-// for reading only once known to be one (no FIFO, no device).
+// ms for 10k files on a busy 2-core machine, beside setHead's gits).
+// Only regular files are taken, reached by no symlink and on no other
+// mount (openat2), opened for reading only once known to be one (no
+// FIFO, no device).
 
 // copyHook is called once a file is known to be a regular file, before
 // it is copied: a unit test changes the user's file there.
