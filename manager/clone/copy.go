@@ -6,6 +6,7 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -78,6 +79,9 @@ func copyWorkTree(ctx context.Context, ws, dir, index string, oidLen int) error 
 		}
 	}
 	converted, err := convertedOnCheckout(ctx, dir, index, entries)
+	if errors.Is(err, ErrInterrupted) { // a Ctrl-C: not a checkout by git instead
+		return err
+	}
 	if err != nil {
 		return errIndexUnusual
 	}
