@@ -200,7 +200,9 @@ func checkoutBase(ctx context.Context, ws string, c units.Clone, branch string, 
 		head := make(chan error, 1)
 		go func() { head <- setHead(ctx, c.Dir, branch, c.Base) }()
 		err := copyWorkTree(ctx, ws, c.Dir, snapIndex, oidLength(c.Base))
-		if herr := <-head; err == nil {
+		// A Ctrl-C that ended setHead's git gives the start up, not a
+		// checkout by git instead.
+		if herr := <-head; err == nil || errors.Is(herr, ErrInterrupted) {
 			err = herr
 		}
 		if err != errIndexUnusual {

@@ -346,27 +346,33 @@ func TestCopyWorkTreeConvertedOnCheckout(t *testing.T) {
 	}
 }
 
-// A Ctrl-C that ends the copy's check-attr (SIGINT reaches mosaic's group,
+// A Ctrl-C that ends a git of the copy's (SIGINT reaches mosaic's group,
 // git with it) gives the start up: Make's error is ErrInterrupted, and git
-// does not check the copy out instead.
-func TestCopyWorkTreeInterruptedCheckAttr(t *testing.T) {
-	ws := copyRepo(t, true)
+// does not check the copy out instead. The check-attr of a usual index;
+// the update-ref of HEAD beside an unusual one (split: git's checkout).
+func TestCopyWorkTreeInterrupted(t *testing.T) {
 	real, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("needs git")
 	}
-	bin := t.TempDir()
-	script := "#!/bin/sh\nfor a; do [ \"$a\" = check-attr ] && kill -INT $$; done\nexec " + real + " \"$@\"\n"
-	if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	dir := filepath.Join(t.TempDir(), "clone")
-	_, err = Make(context.Background(), ws, units.Clone{Dir: dir, Objects: filepath.Join(ws, ".git", "objects")}, false)
-	if !errors.Is(err, ErrInterrupted) {
-		t.Errorf("Make: %v, want ErrInterrupted", err)
-	}
-	if _, err := os.Lstat(dir); err == nil {
-		t.Error("the copy is left behind")
+	for _, tc := range []struct{ git, index string }{{"check-attr", "--no-split-index"}, {"update-ref", "--split-index"}} {
+		t.Run(tc.git, func(t *testing.T) {
+			ws := copyRepo(t, true)
+			run(t, ws, "update-index", tc.index)
+			bin := t.TempDir()
+			script := "#!/bin/sh\nfor a; do [ \"$a\" = " + tc.git + " ] && kill -INT $$; done\nexec " + real + " \"$@\"\n"
+			if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+			dir := filepath.Join(t.TempDir(), "clone")
+			_, err = Make(context.Background(), ws, units.Clone{Dir: dir, Objects: filepath.Join(ws, ".git", "objects")}, false)
+			if !errors.Is(err, ErrInterrupted) {
+				t.Errorf("Make: %v, want ErrInterrupted", err)
+			}
+			if _, err := os.Lstat(dir); err == nil {
+				t.Error("the copy is left behind")
+			}
+		})
 	}
 }
