@@ -267,7 +267,10 @@ func snapshot(ctx context.Context, ws, gitDir, index, userIndex, parent, objects
 	}
 	env := []string{"GIT_INDEX_FILE=" + index, "GIT_OBJECT_DIRECTORY=" + filepath.Join(gitDir, "objects"),
 		"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + objects}
-	if _, err := git(ctx, ws, env, "add", "-A"); err != nil {
+	// Unsplit: a split index's git add writes its shared index beside
+	// the user's (their .git, where the link names it), and the copy
+	// takes apart no split index (copyWorkTree).
+	if _, err := git(ctx, ws, env, "-c", "core.splitIndex=false", "add", "-A"); err != nil {
 		return "", err
 	}
 	tree, err := git(ctx, ws, env, "write-tree")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -166,10 +167,12 @@ func TestCopyWorkTreeChangedWhileCopied(t *testing.T) {
 	}
 }
 
-// An index the copy does not take apart (version 4's paths, a split
-// index) leaves the copy to git's checkout, which makes the same copy.
+// An index of another form (version 4's paths, a split index: the
+// snapshot's is unsplit) makes the same copy; one the copy does not take
+// apart (skip-worktree, an extended flag) leaves it to git's checkout,
+// which does too.
 func TestCopyWorkTreeUnusualIndex(t *testing.T) {
-	for _, how := range [][]string{{"--index-version", "4"}, {"--split-index"}} {
+	for _, how := range [][]string{{"--index-version", "4"}, {"--split-index"}, {"--skip-worktree", "run.sh"}} {
 		t.Run(strings.Join(how, " "), func(t *testing.T) {
 			ws := copyRepo(t, true)
 			run(t, ws, append([]string{"update-index"}, how...)...)
@@ -374,5 +377,34 @@ func TestCopyWorkTreeInterrupted(t *testing.T) {
 				t.Error("the copy is left behind")
 			}
 		})
+	}
+}
+
+// A split index (the user's core.splitIndex) leaves the user's .git as
+// it was: the snapshot's git add wrote its own shared index there (where
+// the link of the index it was given names them), a file of the user's
+// repository mosaic left behind. Unsplit, the snapshot's index is one the
+// copy takes apart: the user's files are taken.
+func TestCopyWorkTreeSplitIndex(t *testing.T) {
+	ws := copyRepo(t, true)
+	run(t, ws, "update-index", "--split-index")
+	for i := range 10 { // more than splitIndex.maxPercentChange (20%) of the entries: a new shared index
+		os.WriteFile(filepath.Join(ws, fmt.Sprintf("new%d.txt", i)), []byte("new\n"), 0o644)
+	}
+	shared := func() string {
+		names, _ := filepath.Glob(filepath.Join(ws, ".git", "sharedindex.*"))
+		return strings.Join(names, " ")
+	}
+	before := shared()
+	var copied []string
+	copyHook = func(path string) { copied = append(copied, path) }
+	defer func() { copyHook = func(string) {} }()
+	c, dir := makeCopy(t, ws)
+	checkCopyIsBase(t, ws, c, dir)
+	if after := shared(); after != before {
+		t.Errorf("the user's .git has shared indexes %s, had %s", after, before)
+	}
+	if len(copied) == 0 {
+		t.Error("no file was taken from the user's checkout")
 	}
 }
