@@ -3,6 +3,8 @@ package clone
 import (
 	"crypto/sha1"
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -36,5 +38,30 @@ func TestParseIndexCountBeyondItsBytes(t *testing.T) {
 	sum := sha1.Sum(b)
 	if _, err := parseIndex(append(b, sum[:]...), 20); err != errIndexUnusual {
 		t.Errorf("parseIndex: %v, want errIndexUnusual", err)
+	}
+}
+
+// An index git wrote without its checksum (index.skipHash, which git
+// 2.40's feature.manyFiles turns on: a trailer of zeros) is read as git
+// reads it, not left to git's checkout: the large repositories the copy
+// is fastest for are the ones that set it.
+func TestParseIndexSkipHash(t *testing.T) {
+	ws := copyRepo(t, true)
+	b, err := os.ReadFile(filepath.Join(ws, ".git", "index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := parseIndex(b, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(b[len(b)-20:], make([]byte, 20))
+	got, err := parseIndex(b, 20)
+	if err != nil || len(got) != len(want) {
+		t.Errorf("parseIndex: %d entries, %v; want %d", len(got), err, len(want))
+	}
+	b[len(b)-1] = 1 // neither zeros nor the checksum
+	if _, err := parseIndex(b, 20); err != errIndexUnusual {
+		t.Errorf("parseIndex of a wrong checksum: %v, want errIndexUnusual", err)
 	}
 }
