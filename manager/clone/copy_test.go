@@ -82,6 +82,8 @@ func checkCopyIsBase(t *testing.T, ws string, c units.Clone, dir string) {
 	if got := inCopy(t, ws, dir, "diff-index", "--cached", "--name-only", "HEAD"); got != "" {
 		t.Errorf("the copy's index is not its base: %s", got)
 	}
+	// The index as git's fsck reads it (its checksum, its objects).
+	inCopy(t, ws, dir, "fsck", "--no-dangling", "--no-progress")
 	// Every file hashed again, not trusted by its stat.
 	inCopy(t, ws, dir, "-c", "core.checkStat=default", "update-index", "-q", "--really-refresh")
 	if got := inCopy(t, ws, dir, "status", "--porcelain", "--untracked-files=all"); got != "" {
