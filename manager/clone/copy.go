@@ -145,15 +145,15 @@ func copyWorkTree(ctx context.Context, ws, dir, index string, oidLen int) error 
 func convertedOnCheckout(ctx context.Context, dir, index string, entries []indexEntry) ([]bool, error) {
 	converted := make([]bool, len(entries))
 	var paths strings.Builder
-	at := map[string]int{}
+	var asked []int // the entries asked about, in order
 	for i, e := range entries {
 		if e.Mode == modeFile || e.Mode == modeExec {
 			paths.WriteString(e.Path)
 			paths.WriteByte(0)
-			at[e.Path] = i
+			asked = append(asked, i)
 		}
 	}
-	if len(at) == 0 {
+	if len(asked) == 0 {
 		return converted, nil
 	}
 	// Exit status 1 is no such setting; the last of a key's values counts.
@@ -174,12 +174,17 @@ func convertedOnCheckout(ctx context.Context, dir, index string, entries []index
 	if err != nil {
 		return nil, err
 	}
-	// -z: path, attribute, value, each ended by a NUL.
+	// -z: path, attribute, value, each ended by a NUL; the paths in the
+	// order asked, each with the 5 attributes. By position, not by path:
+	// git's output is trimmed, and so is a first path's leading blank.
 	f := strings.Split(out, "\x00")
+	if len(f) != 15*len(asked)+1 {
+		return nil, fmt.Errorf("git check-attr gave %d fields for %d paths", len(f), len(asked))
+	}
 	for k := 0; k+2 < len(f); k += 3 {
-		i, ok := at[f[k]]
-		if !ok {
-			return nil, fmt.Errorf("git check-attr named %q, which was not asked", f[k])
+		i := asked[k/15]
+		if k > 0 && f[k] != entries[i].Path {
+			return nil, fmt.Errorf("git check-attr named %q, not %q", f[k], entries[i].Path)
 		}
 		name, value := f[k+1], f[k+2]
 		switch {

@@ -410,3 +410,24 @@ func TestCopyWorkTreeSplitIndex(t *testing.T) {
 		t.Error("no file was taken from the user's checkout")
 	}
 }
+
+// A path beginning with a blank (sorted first in the index) leaves the
+// check of attributes as it is: every file is still taken, not the whole
+// copy left to git's checkout.
+func TestCopyWorkTreeBlankFirstPath(t *testing.T) {
+	ws := copyRepo(t, false)
+	os.WriteFile(filepath.Join(ws, " lead.txt"), []byte("lead\n"), 0o644)
+	run(t, ws, "add", " lead.txt")
+	run(t, ws, "commit", "-qm", "a blank first")
+	time.Sleep(1100 * time.Millisecond)
+	run(t, ws, "update-index", "-q", "--really-refresh")
+	var copied []string
+	copyHook = func(path string) { copied = append(copied, path) }
+	defer func() { copyHook = func(string) {} }()
+	c, dir := makeCopy(t, ws)
+	checkCopyIsBase(t, ws, c, dir)
+	sort.Strings(copied)
+	if got, want := strings.Join(copied, ","), " lead.txt,.gitignore,a.txt,d/e/deep.txt,run.sh,u.txt"; got != want {
+		t.Errorf("taken from the user's checkout: %q, want %q", got, want)
+	}
+}
