@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"mosaic/units"
 )
 
@@ -429,5 +431,50 @@ func TestCopyWorkTreeBlankFirstPath(t *testing.T) {
 	sort.Strings(copied)
 	if got, want := strings.Join(copied, ","), " lead.txt,.gitignore,a.txt,d/e/deep.txt,run.sh,u.txt"; got != want {
 		t.Errorf("taken from the user's checkout: %q, want %q", got, want)
+	}
+}
+
+// What a direct-mode session may leave at a tracked path is not read
+// through: a directory made a symlink to a copy of it elsewhere (same
+// bytes: it would pass the hash), a file made a symlink, a FIFO (opening
+// it to read would wait for a writer). None is reached (copyHook), the
+// copy does not hang, and git writes each from its blob.
+func TestCopyWorkTreeReachesNothingElse(t *testing.T) {
+	ws := copyRepo(t, true)
+	outside := t.TempDir()
+	os.Rename(filepath.Join(ws, "d"), filepath.Join(outside, "d"))
+	os.Symlink(filepath.Join(outside, "d"), filepath.Join(ws, "d"))
+	gi, _ := os.ReadFile(filepath.Join(ws, ".gitignore"))
+	os.WriteFile(filepath.Join(outside, "gitignore"), gi, 0o644)
+	os.Remove(filepath.Join(ws, ".gitignore"))
+	os.Symlink(filepath.Join(outside, "gitignore"), filepath.Join(ws, ".gitignore"))
+	os.Remove(filepath.Join(ws, "run.sh"))
+	if err := unix.Mkfifo(filepath.Join(ws, "run.sh"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var copied []string
+	copyHook = func(path string) { copied = append(copied, path) }
+	defer func() { copyHook = func(string) {} }()
+	dir := filepath.Join(t.TempDir(), "clone")
+	run(t, ws, "clone", "-q", "--shared", "--no-checkout", ".", dir)
+	done := make(chan error, 1)
+	go func() { done <- copyWorkTree(context.Background(), ws, dir, filepath.Join(ws, ".git", "index"), 20) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the copy hangs on a FIFO at a tracked path")
+	}
+	if got := strings.Join(copied, " "); got != "a.txt" {
+		t.Errorf("reached in the user's checkout: %s, want a.txt alone", got)
+	}
+	for p, want := range map[string]string{"d/e/deep.txt": "deep\n", "run.sh": "#!/bin/sh\n", ".gitignore": string(gi)} {
+		if fi, err := os.Lstat(filepath.Join(dir, p)); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("the copy's %s: %v, %v", p, fi, err)
+		} else if b, _ := os.ReadFile(filepath.Join(dir, p)); string(b) != want {
+			t.Errorf("the copy's %s is %q, want %q", p, b, want)
+		}
 	}
 }
