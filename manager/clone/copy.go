@@ -77,6 +77,11 @@ func copyWorkTree(ctx context.Context, ws, dir, index string, oidLen int) error 
 		if e.Mode != modeFile && e.Mode != modeExec && e.Mode != modeSymlink && e.Mode != modeGitlink || !plainPath(e.Path) {
 			return errIndexUnusual
 		}
+		// The copy's files are named from its directory's path, git's
+		// relative to it: a path git writes may be too long joined.
+		if len(dir)+1+len(e.Path) >= unix.PathMax {
+			return errIndexUnusual
+		}
 	}
 	converted, err := convertedOnCheckout(ctx, dir, index, entries)
 	if errors.Is(err, ErrInterrupted) { // a Ctrl-C: not a checkout by git instead

@@ -478,3 +478,37 @@ func TestCopyWorkTreeReachesNothingElse(t *testing.T) {
 		}
 	}
 }
+
+// A path git takes (relative to the top: under PATH_MAX) but that is
+// longer than PATH_MAX once joined to the copy's directory is written as
+// git's checkout writes it, relative: such a file in the user's checkout
+// (one a direct-mode session can leave) failed every later start with
+// "file name too long".
+func TestCopyWorkTreeLongPath(t *testing.T) {
+	ws := copyRepo(t, true)
+	fd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp := strings.Repeat("x", 200)
+	for range 20 { // 20*201 bytes of directories and a name of 60: below PATH_MAX (4096)
+		if err := unix.Mkdirat(fd, comp, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(fd, comp, unix.O_PATH|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	leaf, err := unix.Openat(fd, strings.Repeat("l", 60), unix.O_WRONLY|unix.O_CREAT, 0o644)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(leaf, []byte("leaf\n"))
+	unix.Close(leaf)
+	c, dir := makeCopy(t, ws)
+	checkCopyIsBase(t, ws, c, dir)
+}
