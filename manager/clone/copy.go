@@ -313,7 +313,7 @@ func finishIndex(ctx context.Context, dir string, entries []indexEntry, oidLen i
 	if left.Len() == 0 {
 		return nil
 	}
-	_, err := gitIn(ctx, dir, left.String(), "checkout-index", "-f", "-u", "-z", "--stdin")
+	_, err := gitIn(ctx, dir, left.String(), "-c", "checkout.workers="+strconv.Itoa(runtime.NumCPU()), "checkout-index", "-f", "-u", "-z", "--stdin")
 	return err
 }
 
