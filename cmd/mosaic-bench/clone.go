@@ -85,8 +85,8 @@ func (b *bench) cloneMode(ctx context.Context, r *Report, only int) error {
 			name, cmd string
 			f         func() error
 		}{
-			{"by hand: git clone --shared + checkout, " + label, "git clone -q --shared REPO COPY", byHand(repo, "clone")},
-			{"by hand: git worktree add, " + label, "git worktree add -q --detach COPY", byHand(repo, "worktree")},
+			{"by hand: git clone --shared + checkout, " + label, "git clone -q --shared REPO COPY", b.byHand(repo, "clone")},
+			{"by hand: git worktree add, " + label, "git worktree add -q --detach COPY", b.byHand(repo, "worktree")},
 		} {
 			s, err := measureN(m.name, m.cmd, n, n > 1, m.f)
 			if err != nil {
@@ -106,8 +106,35 @@ func (b *bench) cloneMode(ctx context.Context, r *Report, only int) error {
 			return err
 		}
 		os.RemoveAll(repo)
+		os.RemoveAll(b.trashDir())
 	}
 	return nil
+}
+
+// The copies a measurement made are moved aside (toTrash) and removed
+// once the size is measured, not between its runs: on an ext4 without a
+// journal (this project's machines) the inode allocator skips, one by
+// one, every inode deleted in the last minute (fs/ext4/ialloc.c,
+// recently_deleted), and a copy made just after 10,000 files were
+// removed spent 1-2 s of system time in it, mosaic's and git's alike.
+// A cold start is one with no copy to reuse, not one just after a copy
+// was deleted.
+
+// trashDir is where the bench's copies wait for their removal.
+func (b *bench) trashDir() string { return filepath.Join(b.ws, "trash") }
+
+// toTrash moves the tree at p aside (one rename: the trash is in the
+// bench's directory, on the same file system as the home); it removes it
+// when it cannot.
+func (b *bench) toTrash(p string) {
+	os.MkdirAll(b.trashDir(), 0o700)
+	aside, err := os.MkdirTemp(b.trashDir(), "t")
+	if err == nil {
+		err = os.Rename(p, filepath.Join(aside, "t"))
+	}
+	if err != nil && !os.IsNotExist(err) {
+		os.RemoveAll(p)
+	}
 }
 
 // stateRoot is where mosaic keeps the sessions' state and the spare
@@ -129,7 +156,8 @@ func (b *bench) noSpare() error {
 			return fmt.Errorf("a spare copy is still being made after 5 minutes: %s", out)
 		}
 	}
-	return os.RemoveAll(clone.SparesDir(b.stateRoot()))
+	b.toTrash(clone.SparesDir(b.stateRoot()))
+	return nil
 }
 
 // spareOf waits until the repository at repo has a spare copy.
@@ -148,9 +176,11 @@ func (b *bench) spareOf(repo string) error {
 // repository) or clone warm (the spare the session before left made, which
 // the start takes and resets to its base), with a warm-up first when n > 1.
 // Only the start is timed: the session's stop and the copy's removal after
-// it are not.
+// it are not (a cold one's after the last run: toTrash says why).
 func (b *bench) cloneStarts(ctx context.Context, repo string, files, n int, name, command, mode string) (Stat, error) {
 	var ds []float64
+	var ended []string
+	defer func() { b.remove(ended...) }()
 	for k := 0; k < n+min(n-1, 1); k++ {
 		session := fmt.Sprintf("bench-clone-%d-%s-%d", files, mode, k)
 		argv := []string{b.mosaic, "start", "--name", session, "-w", repo}
@@ -173,8 +203,11 @@ func (b *bench) cloneStarts(ctx context.Context, repo string, files, n int, name
 		d := time.Since(t)
 		exec.Command("systemctl", "--user", "kill", "--signal=SIGKILL", "mosaic-"+session+".service").Run()
 		b.m.WaitEnded(ctx, session)
-		exec.Command(b.mosaic, "discard", session).Run()
-		exec.Command(b.mosaic, "rm", "--force", session).Run()
+		ended = append(ended, session)
+		if mode != "cold" { // a cold one's copy is removed after the last (toTrash's why)
+			b.remove(ended...)
+			ended = nil
+		}
 		if err != nil {
 			return Stat{Name: name, Command: command}, err
 		}
@@ -185,12 +218,20 @@ func (b *bench) cloneStarts(ctx context.Context, repo string, files, n int, name
 	return summarise(name, command, ds), nil
 }
 
+// remove discards the ended sessions' copies and removes them.
+func (b *bench) remove(sessions ...string) {
+	for _, s := range sessions {
+		exec.Command(b.mosaic, "discard", s).Run()
+		exec.Command(b.mosaic, "rm", "--force", s).Run()
+	}
+}
+
 // byHand is the same copy made by hand with git.
-func byHand(repo, how string) func() error {
+func (b *bench) byHand(repo, how string) func() error {
 	return func() error {
 		cp := repo + ".copy"
 		defer func() {
-			os.RemoveAll(cp)
+			b.toTrash(cp)
 			exec.Command("git", "-C", repo, "worktree", "prune").Run()
 		}()
 		if how == "clone" {

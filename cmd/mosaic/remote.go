@@ -580,7 +580,7 @@ func listOne(t remote.Target, args []string, bound time.Duration) hostSessions {
 	var list []map[string]any
 	if err == nil {
 		if jerr := json.Unmarshal(doc.Bytes(), &list); jerr != nil {
-			err = fmt.Errorf("its list is not mosaic's (%v)", jerr)
+			err = fmt.Errorf("its list is not mosaic's (%w)", jerr)
 		}
 	}
 	for _, s := range list {

@@ -15,21 +15,17 @@ import (
 	"mosaic/sandbox"
 )
 
-// TestHomeSaveOneChange: a session's home loaded from its kept home and
-// changed in one way only is saved as it is, whatever the way: the one
-// change is what the comparison of the tmpfs with the kept home (sameHome)
-// must find, else the kept home, which it then keeps, lacks it. With
-// sameHome saying "the same" always, every case but "nothing" failed; with
-// sameBytes saying "the same" always, the three cases that keep size and
-// times (same-size rewrite, and both writes through a shared mapping)
-// failed, and so did they with the save linking every file as if the
-// comparison had found it equal (sameFiles not checked). An unchanged home is kept as it is: its directory is the one
-// the load read (no new home swapped in).
-func TestHomeSaveOneChange(t *testing.T) {
-	cases := []struct {
-		name   string
-		change func(t *testing.T, home string) func()
-	}{
+// homeChange is one change a session makes to its home after the load,
+// each kind the save must see; change returns an undo to run after the
+// save, or nil.
+type homeChange struct {
+	name   string
+	change func(t *testing.T, home string) func()
+}
+
+// homeChanges are the changes the save tests make, "nothing" first.
+func homeChanges() []homeChange {
+	return []homeChange{
 		{"nothing", nil},
 		{"same size and time", func(t *testing.T, home string) func() {
 			return rewriteKeepingTimes(t, filepath.Join(home, "small", "s7"), []byte("x\n"))
@@ -75,6 +71,22 @@ func TestHomeSaveOneChange(t *testing.T) {
 			return inDirKeepingTimes(t, home, func() error { return os.Link(filepath.Join(home, "small", "s4"), filepath.Join(home, "s4-too")) })
 		}},
 	}
+}
+
+// TestHomeSaveOneChange: a session's home loaded from its kept home and
+// changed in one way only is saved as it is, whatever the way: the one
+// change is what the comparison of the tmpfs with the kept home (sameHome)
+// must find, else the kept home, which it then keeps, lacks it. With
+// sameHome saying "the same" always, every case but "nothing" failed; with
+// sameBytes saying "the same" always, the three cases that keep size and
+// times (same-size rewrite, and both writes through a shared mapping)
+// failed, and so did they with the save linking every file as if the
+// comparison had found it equal (sameFiles not checked). An unchanged home
+// is kept as it is: its directory is the one the load read (no new home
+// swapped in). The home is watched as the init watches it, so each case
+// also goes through the watch (TestHomeWatchSeesEveryChange).
+func TestHomeSaveOneChange(t *testing.T) {
+	cases := homeChanges()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			state, tmpfs := t.TempDir(), smallFSDir(t)
@@ -144,7 +156,8 @@ func makeTestHome(t *testing.T, home string) {
 }
 
 // loadTestHome loads the kept home of the state directory state into the
-// tmpfs (or a directory: smallFSDir) at home, to be saved.
+// tmpfs (or a directory: smallFSDir) at home, to be saved, watched as the
+// init watches it (loadHome).
 func loadTestHome(t *testing.T, state, home string) *homeStore {
 	sfd, err := unix.Open(state, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
@@ -155,10 +168,11 @@ func loadTestHome(t *testing.T, state, home string) *homeStore {
 	t.Cleanup(func() { unix.Close(rfd) })
 	src, _ := unix.Open(filepath.Join(state, sandbox.HomeDirName), unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	defer unix.Close(src)
-	if _, err := copyHome(src, rfd, -1, 64<<20, 64<<20, nil); err != nil {
+	stats, err := copyHome(src, rfd, -1, 64<<20, 64<<20, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &homeStore{state: sfd, root: rfd, size: 64 << 20, keep: true, notify: -1}
+	return &homeStore{state: sfd, root: rfd, size: 64 << 20, keep: true, notify: -1, loaded: stats.CopyStats, watch: watchHome(rfd)}
 }
 
 // treeOf describes every entry below root: its type, mode and
@@ -279,5 +293,37 @@ func writeMapped(t *testing.T, path string, off int) func() {
 		unix.Munmap(m)
 		unix.Stat(path, &after)
 		t.Logf("after the unmap: mtime moved %v, ctime moved %v", before.Mtim != after.Mtim, before.Ctim != after.Ctim)
+	}
+}
+
+// TestHomeWatchSeesEveryChange: the watch of a loaded home says it is
+// quiet when the session wrote nothing (the save then compares nothing),
+// and not when it made any of the changes the save must see; a write
+// through a shared mapping too, which moves no time (an open for writing,
+// closed at the unmap, or still open when the watch ends).
+func TestHomeWatchSeesEveryChange(t *testing.T) {
+	for _, tc := range homeChanges() {
+		t.Run(tc.name, func(t *testing.T) {
+			state, tmpfs := t.TempDir(), smallFSDir(t)
+			makeTestHome(t, filepath.Join(state, sandbox.HomeDirName))
+			h := loadTestHome(t, state, tmpfs)
+			if h.watch == nil {
+				t.Fatal("the home is not watched")
+			}
+			for _, p := range []string{"big.bin", "small/s1", "small"} { // read, as a session reads its home
+				if _, err := os.ReadFile(filepath.Join(tmpfs, p)); err != nil && p != "small" {
+					t.Fatal(err)
+				}
+				os.ReadDir(filepath.Join(tmpfs, p))
+			}
+			if tc.change != nil {
+				if undo := tc.change(t, tmpfs); undo != nil {
+					defer undo()
+				}
+			}
+			if quiet := h.watch.quiet(); quiet != (tc.change == nil) {
+				t.Errorf("the watch says quiet %v", quiet)
+			}
+		})
 	}
 }

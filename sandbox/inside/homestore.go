@@ -73,6 +73,10 @@ type homeStore struct {
 	// hidden are the kept home's entries the load met a bind over, for
 	// the save to carry (carryHidden) wherever the session moved the bind.
 	hidden []string
+	// watch sees whether the session wrote the tmpfs (homewatch.go), for
+	// a kept home; loaded is what the load copied into it.
+	watch  *homeWatch
+	loaded sandbox.CopyStats
 }
 
 // keepNotify keeps the init's descriptor on systemd's notification socket
@@ -127,7 +131,7 @@ func loadHome(state int, home string, keep bool) (*homeStore, error) {
 		bound := int64(min(h.size, 1<<62))
 		stats, err = copyHome(src, root, -1, bound, bound, nil)
 		unix.Close(src)
-		h.hidden = stats.hidden
+		h.hidden, h.loaded = stats.hidden, stats.CopyStats
 		if stats.Skipped["too-large"]+stats.Skipped["too-many"]+stats.Skipped["too-deep"] > 0 {
 			err = unix.ENOSPC // left out now, it would be lost at the save
 		}
@@ -137,6 +141,9 @@ func loadHome(state int, home string, keep bool) (*homeStore, error) {
 	}
 	if err != nil && err != unix.ENOENT {
 		return nil, fmt.Errorf("cannot load the session's home: %w", err)
+	}
+	if keep {
+		h.watch = watchHome(root) // before the command: it sees every write
 	}
 	h.loadTook = time.Since(began)
 	h.report(sandbox.HomeReport{State: sandbox.HomeRunning})
@@ -211,9 +218,11 @@ func (h *homeStore) endWith(code int) int {
 var saveHook = func() {}
 
 // save copies the tmpfs to HomeSaving, syncs it, and swaps it with the
-// kept home; the old one is then removed. A tmpfs the same as the kept
-// home (sameHome) is not copied: the kept home stays.
+// kept home; the old one is then removed. A tmpfs the session did not
+// write (homeWatch) or the same as the kept home (sameHome) is not
+// copied: the kept home stays.
 func (h *homeStore) save() (copyStats, error) {
+	quiet := h.watch.quiet() // before the save's own chmod below
 	var fs unix.Statfs_t
 	if err := unix.Fstatfs(h.root, &fs); err != nil {
 		return copyStats{}, err
@@ -230,6 +239,9 @@ func (h *homeStore) save() (copyStats, error) {
 		defer unix.Close(prev)
 	}
 	var same sameFiles
+	if prev >= 0 && quiet { // nothing written since the load: the kept home is the session's home
+		return copyStats{CopyStats: sandbox.CopyStats{Files: h.loaded.Files, Bytes: h.loaded.Bytes, Unchanged: h.loaded.Files}}, nil
+	}
 	if prev >= 0 {
 		stats, found, ok := sameHome(h.root, prev, bound, h.askForMore)
 		if ok {
