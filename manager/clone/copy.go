@@ -334,8 +334,8 @@ func copyFile(root int, dir string, e *indexEntry, buf []byte) (bool, error) {
 	}
 	fmt.Fprintf(h, "blob %d\x00", st.Size)
 	var n int64
-	for {
-		k, err := unix.Read(src, buf)
+	for n <= st.Size { // one byte past the size says the file grew: not taken, and a file that keeps growing is not read for ever
+		k, err := unix.Read(src, buf[:min(int64(len(buf)), st.Size+1-n)])
 		if err == unix.EINTR {
 			continue
 		}
