@@ -25,11 +25,11 @@ import (
 // files, which the snapshot just hashed. So the copy takes them from
 // there (no inflating: read, hashed, written), writes the index itself
 // (index.go), and git checks out only what the user's files cannot give.
-// The whole of Make on a journaled ext4, just
-// after the previous copy was removed (median of 3, alternated with the
-// checkout): 10,000 files of 195 MB 0.48 -> 0.27 s (user CPU 0.56 ->
-// 0.17 s), 100,000 files of 195 MB 1.81 -> 1.53 s (1.1 -> 0.46 s; there
-// most of it is the file system's creation of each file).
+// The whole of Make on a journaled ext4, just after the previous copy
+// was removed (median of 3, alternated with the checkout): 10,000 files
+// of 195 MB 0.48 -> 0.27 s (user CPU 0.56 -> 0.17 s), 100,000 files of
+// 195 MB 1.81 -> 1.53 s (1.1 -> 0.46 s; there most of it is the file
+// system's creation of each file).
 //
 // On an ext4 without a journal (this project's test machines) creating
 // files within a minute of deleting many is slow whatever makes them:
