@@ -327,3 +327,47 @@ func TestHomeWatchSeesEveryChange(t *testing.T) {
 		})
 	}
 }
+
+// TestHomeWatchSeesAFileStillOpenForWriting: a file still open for
+// writing when the watch ends (a shared mapping of a process outside the
+// session, a descriptor in flight or in an io_uring, which the kernel
+// closes after the session's processes were reaped) is a change, even
+// when the session also read the file at once: inotify merges an event
+// with the identical one queued last, so the read's open and the write's
+// open can reach the watch as one IN_OPEN, and the read's close then
+// balanced a count of opens with the write still open. The lock held
+// while the two opens are made stands for a watch slow to read (a busy
+// machine); unheld, 20 tries of 20 merged (three runs). With the count of
+// opens, the watch said quiet and the save kept the home without the
+// write.
+func TestHomeWatchSeesAFileStillOpenForWriting(t *testing.T) {
+	state, tmpfs := t.TempDir(), smallFSDir(t)
+	makeTestHome(t, filepath.Join(state, sandbox.HomeDirName))
+	h := loadTestHome(t, state, tmpfs)
+	if h.watch == nil {
+		t.Fatal("the home is not watched")
+	}
+	path := filepath.Join(tmpfs, "small", "s3")
+	h.watch.mu.Lock()
+	rw, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.watch.mu.Unlock()
+	unix.Close(ro)
+	m, err := unix.Mmap(rw, 0, 2, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m[0] = 'x'
+	unix.Close(rw) // the mapping holds the file open for writing
+	defer unix.Munmap(m)
+	h.end()
+	if b, err := os.ReadFile(filepath.Join(state, sandbox.HomeDirName, "small", "s3")); err != nil || string(b) != "x\n" {
+		t.Errorf("the kept home's s3 holds %q (%v), the session's home %q", b, err, "x\n")
+	}
+}
