@@ -330,7 +330,7 @@ func TestHomeWatchSeesEveryChange(t *testing.T) {
 
 // TestHomeWatchSeesAFileStillOpenForWriting: a file still open for
 // writing when the watch ends (a shared mapping of a process outside the
-// session, a descriptor in flight or in an io_uring, which the kernel
+// session, a descriptor in flight on a unix socket, which the kernel
 // closes after the session's processes were reaped) is a change, even
 // when the session also read the file at once: inotify merges an event
 // with the identical one queued last, so the read's open and the write's

@@ -20,8 +20,8 @@ import (
 // writing, whose last close (the mapping's end included) is an
 // IN_CLOSE_WRITE; the save comes after every process of the session was
 // killed and reaped (killTheRest), when every file it had is closed. A
-// file still open for writing then (a descriptor in flight, in an
-// io_uring, a mapping of a process outside the session: the kernel may
+// file still open for writing then (a descriptor in flight on a unix
+// socket, a mapping of a process outside the session: the kernel may
 // close it only after the reaping) counts as a change too: the watch
 // keeps the names of the files opened, and quiet asks the kernel of each
 // whether a writer holds it (a read lease is refused while one does).
@@ -279,9 +279,9 @@ func (w *homeWatch) quiet() bool {
 }
 
 // noWriter says whether no file the session opened is open for writing
-// (by anyone: a descriptor in flight, an io_uring's, a mapping outside
-// the session): the kernel refuses a read lease on a file open for
-// writing. Anything else it refuses (not a regular file, a lease not
+// (by anyone: a descriptor in flight, a mapping outside the session):
+// the kernel refuses a read lease on a file open for writing. It costs
+// three calls a file (20,000 files read: 45-49 ms). Anything else it refuses (not a regular file, a lease not
 // allowed) is a writer too. The open does not wait for a lease another
 // holds (O_NONBLOCK): quiet never blocks.
 func (w *homeWatch) noWriter() bool {
