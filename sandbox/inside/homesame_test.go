@@ -327,3 +327,110 @@ func TestHomeWatchSeesEveryChange(t *testing.T) {
 		})
 	}
 }
+
+// TestHomeWatchSeesAFileStillOpenForWriting: a file still open for
+// writing when the watch ends (a shared mapping of a process outside the
+// session, a descriptor in flight on a unix socket, which the kernel
+// closes after the session's processes were reaped) is a change, even
+// when the session also read the file at once: inotify merges an event
+// with the identical one queued last, so the read's open and the write's
+// open can reach the watch as one IN_OPEN, and the read's close then
+// balanced a count of opens with the write still open. The lock held
+// while the two opens are made stands for a watch slow to read (a busy
+// machine); unheld, 20 tries of 20 merged (three runs). With the count of
+// opens, the watch said quiet and the save kept the home without the
+// write.
+func TestHomeWatchSeesAFileStillOpenForWriting(t *testing.T) {
+	state, tmpfs := t.TempDir(), smallFSDir(t)
+	makeTestHome(t, filepath.Join(state, sandbox.HomeDirName))
+	h := loadTestHome(t, state, tmpfs)
+	if h.watch == nil {
+		t.Fatal("the home is not watched")
+	}
+	path := filepath.Join(tmpfs, "small", "s3")
+	h.watch.mu.Lock()
+	rw, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.watch.mu.Unlock()
+	unix.Close(ro)
+	m, err := unix.Mmap(rw, 0, 2, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m[0] = 'x'
+	unix.Close(rw) // the mapping holds the file open for writing
+	defer unix.Munmap(m)
+	h.end()
+	if b, err := os.ReadFile(filepath.Join(state, sandbox.HomeDirName, "small", "s3")); err != nil || string(b) != "x\n" {
+		t.Errorf("the kept home's s3 holds %q (%v), the session's home %q", b, err, "x\n")
+	}
+}
+
+// TestHomeWatchNeverWaitsForALease: a file the session opened that a
+// process outside it holds a write lease on (given the descriptor) does
+// not hold quiet up: its open of the file to ask for a read lease would
+// wait for the lease's break (lease-break-time, 45 s by default) but does
+// not wait (O_NONBLOCK), and the file counts as written. Without
+// O_NONBLOCK, quiet took 45 s.
+func TestHomeWatchNeverWaitsForALease(t *testing.T) {
+	state, tmpfs := t.TempDir(), smallFSDir(t)
+	makeTestHome(t, filepath.Join(state, sandbox.HomeDirName))
+	h := loadTestHome(t, state, tmpfs)
+	if h.watch == nil {
+		t.Fatal("the home is not watched")
+	}
+	fd, err := unix.Open(filepath.Join(tmpfs, "small", "s6"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_WRLCK); err != nil {
+		t.Skipf("no write lease here: %v", err)
+	}
+	began := time.Now()
+	if h.watch.quiet() {
+		t.Error("the watch says quiet with a file it could not ask about")
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("quiet took %v: it waited for a lease", took)
+	}
+}
+
+// TestHomeWatchOverflowIsAChange: a change whose event the kernel dropped
+// (the queue full: more than max_queued_events unread, the watch slow to
+// read) is a change: the overflow's event says so.
+func TestHomeWatchOverflowIsAChange(t *testing.T) {
+	state, tmpfs := t.TempDir(), smallFSDir(t)
+	makeTestHome(t, filepath.Join(state, sandbox.HomeDirName))
+	h := loadTestHome(t, state, tmpfs)
+	if h.watch == nil {
+		t.Fatal("the home is not watched")
+	}
+	b, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events")
+	if err != nil {
+		t.Skip(err)
+	}
+	var max int
+	fmt.Sscan(string(b), &max)
+	h.watch.mu.Lock() // run reads nothing: the queue fills
+	for i := range max + 10 {
+		// Two files in turn: inotify merges an event with the same
+		// one queued last.
+		fd, err := unix.Open(filepath.Join(tmpfs, "small", fmt.Sprintf("s%d", i%2)), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fd)
+	}
+	chmodKeepingTimes(t, filepath.Join(tmpfs, "small", "s9"), 0o640) // its event dropped
+	h.watch.mu.Unlock()
+	if h.watch.quiet() {
+		t.Error("the watch says quiet after its queue overflowed")
+	}
+}
