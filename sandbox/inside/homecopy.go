@@ -1,6 +1,7 @@
 package inside
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -166,8 +167,16 @@ func openIn(dir int, name string, flags int, mode uint32) (int, error) {
 // readNames lists a directory's entries ("." and ".." left out).
 func readNames(fd int) ([]string, error) {
 	var names []string
-	if _, err := unix.Seek(fd, 0, 0); err != nil { // from the start, however often it was read
-		return nil, err
+	err := eachEntry(fd, func(name string, _ byte) { names = append(names, name) })
+	return names, err
+}
+
+// eachEntry calls f with the name and type (DT_*, DT_UNKNOWN when the
+// file system gives none) of each entry of the directory fd, "." and ".."
+// left out, from its start however often it was read.
+func eachEntry(fd int, f func(name string, typ byte)) error {
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return err
 	}
 	buf := make([]byte, 32<<10)
 	for {
@@ -176,12 +185,22 @@ func readNames(fd int) ([]string, error) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if n <= 0 {
-			return names, nil
+			return nil
 		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+		for b := buf[:n]; len(b) >= 19; { // linux_dirent64: ino, off, reclen, type, name
+			reclen := int(binary.NativeEndian.Uint16(b[16:]))
+			if reclen < 19 || reclen > len(b) {
+				return unix.EINVAL
+			}
+			ino := binary.NativeEndian.Uint64(b[0:]) // 0: no file there (ParseDirent's rule)
+			if name := string(trimNUL(b[19:reclen])); ino != 0 && name != "." && name != ".." {
+				f(name, b[18])
+			}
+			b = b[reclen:]
+		}
 	}
 }
 

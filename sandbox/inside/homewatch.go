@@ -148,34 +148,16 @@ func (w *homeWatch) add(dir int, path string, dev uint64, dirs *int, depth int) 
 }
 
 // subdirNames lists the entries of the directory fd that may be
-// directories (their type in the entry, or none given), "." and ".."
-// left out: the files of a home of 100,000 are not stat'ed one by one.
+// directories (their type in the entry, or none given): the files of a
+// home of 100,000 are not stat'ed one by one.
 func subdirNames(fd int) ([]string, error) {
 	var names []string
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := unix.Getdents(fd, buf)
-		if err == unix.EINTR {
-			continue
+	err := eachEntry(fd, func(name string, typ byte) {
+		if typ == unix.DT_DIR || typ == unix.DT_UNKNOWN {
+			names = append(names, name)
 		}
-		if err != nil {
-			return nil, err
-		}
-		if n <= 0 {
-			return names, nil
-		}
-		for b := buf[:n]; len(b) >= 19; {
-			reclen := int(binary.NativeEndian.Uint16(b[16:]))
-			if reclen < 19 || reclen > len(b) {
-				return nil, unix.EINVAL
-			}
-			typ, name := b[18], string(trimNUL(b[19:reclen]))
-			if (typ == unix.DT_DIR || typ == unix.DT_UNKNOWN) && name != "." && name != ".." {
-				names = append(names, name)
-			}
-			b = b[reclen:]
-		}
-	}
+	})
+	return names, err
 }
 
 // run reads the events as they come, so that a session that opens many
