@@ -40,7 +40,10 @@ func (b *bench) egressTTFB(r *Report) error {
 	vendor.StartTLS()
 	defer vendor.Close()
 	_, port, _ := net.SplitHostPort(vendor.Listener.Addr().String())
-	injected, tunneled := "example.com:"+port, "tunnel.example.com:"+port
+	// The tunnel's host is the vendor's address (its certificate names
+	// 127.0.0.1): the proxy closes a tunnel whose TLS names a host other
+	// than the one it was opened to.
+	injected, tunneled := "example.com:"+port, "127.0.0.1:"+port
 	rule, err := egress.ParseRule("ANTHROPIC_API_KEY=x-api-key@" + injected)
 	if err != nil {
 		return err
@@ -170,7 +173,8 @@ func openThrough(sock, target string, roots *x509.CertPool) (*benchConn, error) 
 		c.Close()
 		return nil, fmt.Errorf("CONNECT %s: %v %v", target, resp, err)
 	}
-	tc := tls.Client(c, &tls.Config{RootCAs: roots, ServerName: "example.com", NextProtos: []string{"http/1.1"}})
+	host, _, _ := net.SplitHostPort(target)
+	tc := tls.Client(c, &tls.Config{RootCAs: roots, ServerName: host, NextProtos: []string{"http/1.1"}})
 	if err := tc.Handshake(); err != nil {
 		c.Close()
 		return nil, err

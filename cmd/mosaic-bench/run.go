@@ -137,7 +137,13 @@ func (b *bench) equivalent(name string, command []string, wait bool) ([]string, 
 	}
 	spec := plan.Spec
 	// The directories a start would make that the argv binds.
-	for _, d := range []string{spec.SessionHome(), spec.SessionTmp(), spec.OwnGitDir} {
+	dirs := []string{spec.SessionHome(), spec.SessionTmp(), spec.OwnGitDir}
+	for _, c := range sandbox.ToolCaches {
+		if spec.ToolCache != "" {
+			dirs = append(dirs, filepath.Join(spec.ToolCache, c.Name))
+		}
+	}
+	for _, d := range dirs {
 		if d == "" {
 			continue
 		}
@@ -150,6 +156,9 @@ func (b *bench) equivalent(name string, command []string, wait bool) ([]string, 
 		"BindPaths=" + spec.Workspace, "BindPaths=" + spec.StateDir,
 		"NoNewPrivileges=yes", "KillMode=control-group", "Type=notify", "NotifyAccess=all",
 		"Slice=" + units.Slice, "WorkingDirectory=" + spec.Workspace, "SyslogIdentifier=" + units.UnitPrefix + name}
+	if spec.ToolCache != "" { // the tool caches, bound writable as mosaic binds them
+		p = append(p, "BindPaths="+spec.ToolCache)
+	}
 	for _, ro := range units.ReadOnlyPaths(spec) { // the binds mosaic sends
 		p = append(p, "BindReadOnlyPaths="+ro)
 	}
