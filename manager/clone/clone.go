@@ -26,6 +26,11 @@ import (
 	"mosaic/units"
 )
 
+// parallelCheckout is the setting of every checkout mosaic has git make
+// (checkout, checkout-index): a worker per CPU, about twice as fast as
+// git's default of one.
+var parallelCheckout = "checkout.workers=" + strconv.Itoa(runtime.NumCPU())
+
 // gitTimeout bounds each git mosaic runs on the host.
 const gitTimeout = 10 * time.Minute
 
@@ -209,12 +214,11 @@ func checkoutBase(ctx context.Context, ws string, c units.Clone, branch string, 
 			return err
 		}
 	}
-	workers := "checkout.workers=" + strconv.Itoa(runtime.NumCPU())
 	if c.Ref != "" || branch == "" {
-		_, err := git(ctx, c.Dir, nil, "-c", workers, "checkout", "-q", "--detach", c.Base)
+		_, err := git(ctx, c.Dir, nil, "-c", parallelCheckout, "checkout", "-q", "--detach", c.Base)
 		return err
 	}
-	_, err := git(ctx, c.Dir, nil, "-c", workers, "checkout", "-q", "--no-track", "-B", branch, c.Base)
+	_, err := git(ctx, c.Dir, nil, "-c", parallelCheckout, "checkout", "-q", "--no-track", "-B", branch, c.Base)
 	return err
 }
 

@@ -3,12 +3,9 @@ package clone
 import (
 	"bytes"
 	"context"
-	"crypto/sha1"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -328,10 +325,7 @@ func copyFile(root int, dir string, e *indexEntry, buf []byte) (bool, error) {
 	}
 	defer unix.Close(dst)
 	copyHook(e.Path)
-	var h hash.Hash = sha1.New()
-	if len(e.OID) == sha256.Size {
-		h = sha256.New()
-	}
+	h := objectHash(len(e.OID))
 	fmt.Fprintf(h, "blob %d\x00", st.Size)
 	var n int64
 	for n <= st.Size { // one byte past the size says the file grew: not taken, and a file that keeps growing is not read for ever
@@ -409,7 +403,7 @@ func finishIndex(ctx context.Context, dir string, entries []indexEntry, oidLen i
 	if left.Len() == 0 {
 		return nil
 	}
-	_, err := gitIn(ctx, dir, left.String(), "-c", "checkout.workers="+strconv.Itoa(runtime.NumCPU()), "checkout-index", "-f", "-u", "-z", "--stdin")
+	_, err := gitIn(ctx, dir, left.String(), "-c", parallelCheckout, "checkout-index", "-f", "-u", "-z", "--stdin")
 	return err
 }
 

@@ -176,10 +176,16 @@ func encodeIndex(entries []indexEntry, oidLen int) []byte {
 
 // indexSum is an index's trailing checksum: its object format's hash.
 func indexSum(b []byte, oidLen int) []byte {
-	var h hash.Hash = sha1.New()
-	if oidLen == sha256.Size {
-		h = sha256.New()
-	}
+	h := objectHash(oidLen)
 	h.Write(b)
 	return h.Sum(nil)
+}
+
+// objectHash is the hash of the object format whose ids are oidLen bytes
+// long: SHA-256's for 32, else SHA-1's.
+func objectHash(oidLen int) hash.Hash {
+	if oidLen == sha256.Size {
+		return sha256.New()
+	}
+	return sha1.New()
 }

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 
 	"mosaic/internal/errcode"
@@ -68,7 +67,7 @@ func makePlain(ctx context.Context, ws string, c units.Clone) (units.Clone, erro
 		return fail(err)
 	}
 	c.Base, c.Parent = base, base
-	if _, err := git(ctx, c.Dir, nil, "-c", "checkout.workers="+strconv.Itoa(runtime.NumCPU()), "checkout", "-q", "-B", "main", base); err != nil {
+	if _, err := git(ctx, c.Dir, nil, "-c", parallelCheckout, "checkout", "-q", "-B", "main", base); err != nil {
 		return fail(err)
 	}
 	if _, err := git(ctx, c.Dir, nil, "config", "gc.auto", "0"); err != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,7 +107,7 @@ func MakeSpare(ctx context.Context, stateRoot, ws, objects string) error {
 	if _, err := git(ctx, pinned, nil, "clone", "-q", "--shared", "--no-checkout", ".", cp); err != nil {
 		return err
 	}
-	if _, err := git(ctx, cp, nil, "-c", "checkout.workers="+strconv.Itoa(runtime.NumCPU()), "checkout", "-q", "--detach", head); err != nil {
+	if _, err := git(ctx, cp, nil, "-c", parallelCheckout, "checkout", "-q", "--detach", head); err != nil {
 		return err
 	}
 	if err := settleIndex(ctx, cp); err != nil {

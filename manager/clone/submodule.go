@@ -5,8 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
 
 	"mosaic/internal/errcode"
@@ -119,9 +117,9 @@ func makeSub(ctx context.Context, ws string, c units.Clone, p, gitlink string) (
 		}
 	}
 	branch, _ := git(ctx, user, nil, "symbolic-ref", "-q", "--short", "HEAD")
-	checkout := []string{"-c", "checkout.workers=" + strconv.Itoa(runtime.NumCPU()), "checkout", "-q", "--no-recurse-submodules", "--no-track", "-B", branch, sub.Base}
+	checkout := []string{"-c", parallelCheckout, "checkout", "-q", "--no-recurse-submodules", "--no-track", "-B", branch, sub.Base}
 	if c.Ref != "" || branch == "" {
-		checkout = []string{"-c", "checkout.workers=" + strconv.Itoa(runtime.NumCPU()), "checkout", "-q", "--no-recurse-submodules", "--detach", sub.Base}
+		checkout = []string{"-c", parallelCheckout, "checkout", "-q", "--no-recurse-submodules", "--detach", sub.Base}
 	}
 	if _, err := git(ctx, copyDir, nil, checkout...); err != nil {
 		return sub, false, err
