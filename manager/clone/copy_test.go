@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,10 +37,37 @@ func copyRepo(t *testing.T, settled bool) string {
 	run(t, ws, "commit", "-qm", "two")
 	os.Remove(filepath.Join(ws, "gone.txt"))
 	if settled {
-		time.Sleep(1100 * time.Millisecond)
-		run(t, ws, "update-index", "-q", "--really-refresh")
+		settle(t, ws)
 	}
 	return ws
+}
+
+// settle writes the index of ws again a second after its files, so that
+// no entry is racily clean (its stat would not say the file is its own).
+func settle(t *testing.T, ws string) {
+	t.Helper()
+	time.Sleep(1100 * time.Millisecond)
+	run(t, ws, "update-index", "-q", "--really-refresh")
+}
+
+// takenPaths records, until the test ends, the paths the copy takes from
+// the user's checkout (copyHook, which the copy's workers call side by
+// side), and returns what it recorded so far, sorted.
+func takenPaths(t *testing.T) func() []string {
+	var mu sync.Mutex
+	var paths []string
+	copyHook = func(p string) {
+		mu.Lock()
+		defer mu.Unlock()
+		paths = append(paths, p)
+	}
+	t.Cleanup(func() { copyHook = func(string) {} })
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		sort.Strings(paths)
+		return append([]string(nil), paths...)
+	}
 }
 
 // makeCopy makes the copy of ws and returns it.
@@ -112,13 +140,10 @@ func TestCopyWorkTreeIsTheBase(t *testing.T) {
 // checkout (copyHook sees each), none inflated by git.
 func TestCopyWorkTreeTakesTheUsersFiles(t *testing.T) {
 	ws := copyRepo(t, true)
-	var copied []string
-	copyHook = func(path string) { copied = append(copied, path) }
-	defer func() { copyHook = func(string) {} }()
+	copied := takenPaths(t)
 	c, dir := makeCopy(t, ws)
 	checkCopyIsBase(t, ws, c, dir)
-	sort.Strings(copied)
-	if got, want := strings.Join(copied, " "), ".gitignore a.txt d/e/deep.txt run.sh u.txt"; got != want {
+	if got, want := strings.Join(copied(), " "), ".gitignore a.txt d/e/deep.txt run.sh u.txt"; got != want {
 		t.Errorf("taken from the user's checkout: %s, want %s", got, want)
 	}
 }
@@ -258,8 +283,7 @@ func TestCopyWorkTreeFilteredFile(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(ws, "f.up")); string(b) != "SHOUT\n" {
 		t.Fatalf("the user's f.up is %q: the filter did not run", b)
 	}
-	time.Sleep(1100 * time.Millisecond)
-	run(t, ws, "update-index", "-q", "--really-refresh")
+	settle(t, ws)
 	_, dir := makeCopy(t, ws)
 	if b, _ := os.ReadFile(filepath.Join(dir, "f.up")); string(b) != "shout\n" {
 		t.Errorf("the copy's f.up is %q, not the blob git's checkout writes", b)
@@ -341,8 +365,7 @@ func TestCopyWorkTreeConvertedOnCheckout(t *testing.T) {
 			if tc.name == "text attribute and core.eol" {
 				run(t, ws, "config", "--global", "core.eol", "crlf")
 			}
-			time.Sleep(1100 * time.Millisecond)
-			run(t, ws, "update-index", "-q", "--really-refresh")
+			settle(t, ws)
 			_, dir := makeCopy(t, ws)
 			for p, want := range gitsCheckout(t, ws, dir) {
 				if got, _ := os.ReadFile(filepath.Join(dir, p)); string(got) != want {
@@ -400,15 +423,13 @@ func TestCopyWorkTreeSplitIndex(t *testing.T) {
 		return strings.Join(names, " ")
 	}
 	before := shared()
-	var copied []string
-	copyHook = func(path string) { copied = append(copied, path) }
-	defer func() { copyHook = func(string) {} }()
+	copied := takenPaths(t)
 	c, dir := makeCopy(t, ws)
 	checkCopyIsBase(t, ws, c, dir)
 	if after := shared(); after != before {
 		t.Errorf("the user's .git has shared indexes %s, had %s", after, before)
 	}
-	if len(copied) == 0 {
+	if len(copied()) == 0 {
 		t.Error("no file was taken from the user's checkout")
 	}
 }
@@ -421,15 +442,11 @@ func TestCopyWorkTreeBlankFirstPath(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, " lead.txt"), []byte("lead\n"), 0o644)
 	run(t, ws, "add", " lead.txt")
 	run(t, ws, "commit", "-qm", "a blank first")
-	time.Sleep(1100 * time.Millisecond)
-	run(t, ws, "update-index", "-q", "--really-refresh")
-	var copied []string
-	copyHook = func(path string) { copied = append(copied, path) }
-	defer func() { copyHook = func(string) {} }()
+	settle(t, ws)
+	copied := takenPaths(t)
 	c, dir := makeCopy(t, ws)
 	checkCopyIsBase(t, ws, c, dir)
-	sort.Strings(copied)
-	if got, want := strings.Join(copied, ","), " lead.txt,.gitignore,a.txt,d/e/deep.txt,run.sh,u.txt"; got != want {
+	if got, want := strings.Join(copied(), ","), " lead.txt,.gitignore,a.txt,d/e/deep.txt,run.sh,u.txt"; got != want {
 		t.Errorf("taken from the user's checkout: %q, want %q", got, want)
 	}
 }
@@ -452,9 +469,7 @@ func TestCopyWorkTreeReachesNothingElse(t *testing.T) {
 	if err := unix.Mkfifo(filepath.Join(ws, "run.sh"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var copied []string
-	copyHook = func(path string) { copied = append(copied, path) }
-	defer func() { copyHook = func(string) {} }()
+	copied := takenPaths(t)
 	dir := filepath.Join(t.TempDir(), "clone")
 	run(t, ws, "clone", "-q", "--shared", "--no-checkout", ".", dir)
 	done := make(chan error, 1)
@@ -467,7 +482,7 @@ func TestCopyWorkTreeReachesNothingElse(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the copy hangs on a FIFO at a tracked path")
 	}
-	if got := strings.Join(copied, " "); got != "a.txt" {
+	if got := strings.Join(copied(), " "); got != "a.txt" {
 		t.Errorf("reached in the user's checkout: %s, want a.txt alone", got)
 	}
 	for p, want := range map[string]string{"d/e/deep.txt": "deep\n", "run.sh": "#!/bin/sh\n", ".gitignore": string(gi)} {
