@@ -175,6 +175,20 @@ func loadTestHome(t *testing.T, state, home string) *homeStore {
 	return &homeStore{state: sfd, root: rfd, size: 64 << 20, keep: true, notify: -1, loaded: stats.CopyStats, watch: watchHome(rfd)}
 }
 
+// watchedTestHome is a kept home (makeTestHome) in a new state directory,
+// loaded into a new tmpfs and watched: the state directory, the tmpfs and
+// the store.
+func watchedTestHome(t *testing.T) (state, tmpfs string, h *homeStore) {
+	t.Helper()
+	state, tmpfs = t.TempDir(), smallFSDir(t)
+	makeTestHome(t, filepath.Join(state, sandbox.HomeDirName))
+	h = loadTestHome(t, state, tmpfs)
+	if h.watch == nil {
+		t.Fatal("the home is not watched")
+	}
+	return state, tmpfs, h
+}
+
 // treeOf describes every entry below root: its type, mode and
 // modification time (not a symlink's), its bytes or its text, and its
 // inode's other names.
@@ -304,12 +318,7 @@ func writeMapped(t *testing.T, path string, off int) func() {
 func TestHomeWatchSeesEveryChange(t *testing.T) {
 	for _, tc := range homeChanges() {
 		t.Run(tc.name, func(t *testing.T) {
-			state, tmpfs := t.TempDir(), smallFSDir(t)
-			makeTestHome(t, filepath.Join(state, sandbox.HomeDirName))
-			h := loadTestHome(t, state, tmpfs)
-			if h.watch == nil {
-				t.Fatal("the home is not watched")
-			}
+			_, tmpfs, h := watchedTestHome(t)
 			for _, p := range []string{"big.bin", "small/s1", "small"} { // read, as a session reads its home
 				if _, err := os.ReadFile(filepath.Join(tmpfs, p)); err != nil && p != "small" {
 					t.Fatal(err)
@@ -341,12 +350,7 @@ func TestHomeWatchSeesEveryChange(t *testing.T) {
 // opens, the watch said quiet and the save kept the home without the
 // write.
 func TestHomeWatchSeesAFileStillOpenForWriting(t *testing.T) {
-	state, tmpfs := t.TempDir(), smallFSDir(t)
-	makeTestHome(t, filepath.Join(state, sandbox.HomeDirName))
-	h := loadTestHome(t, state, tmpfs)
-	if h.watch == nil {
-		t.Fatal("the home is not watched")
-	}
+	state, tmpfs, h := watchedTestHome(t)
 	path := filepath.Join(tmpfs, "small", "s3")
 	h.watch.mu.Lock()
 	rw, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
@@ -379,12 +383,7 @@ func TestHomeWatchSeesAFileStillOpenForWriting(t *testing.T) {
 // not wait (O_NONBLOCK), and the file counts as written. Without
 // O_NONBLOCK, quiet took 45 s.
 func TestHomeWatchNeverWaitsForALease(t *testing.T) {
-	state, tmpfs := t.TempDir(), smallFSDir(t)
-	makeTestHome(t, filepath.Join(state, sandbox.HomeDirName))
-	h := loadTestHome(t, state, tmpfs)
-	if h.watch == nil {
-		t.Fatal("the home is not watched")
-	}
+	_, tmpfs, h := watchedTestHome(t)
 	fd, err := unix.Open(filepath.Join(tmpfs, "small", "s6"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -406,12 +405,7 @@ func TestHomeWatchNeverWaitsForALease(t *testing.T) {
 // (the queue full: more than max_queued_events unread, the watch slow to
 // read) is a change: the overflow's event says so.
 func TestHomeWatchOverflowIsAChange(t *testing.T) {
-	state, tmpfs := t.TempDir(), smallFSDir(t)
-	makeTestHome(t, filepath.Join(state, sandbox.HomeDirName))
-	h := loadTestHome(t, state, tmpfs)
-	if h.watch == nil {
-		t.Fatal("the home is not watched")
-	}
+	_, tmpfs, h := watchedTestHome(t)
 	b, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events")
 	if err != nil {
 		t.Skip(err)

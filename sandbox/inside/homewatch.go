@@ -78,7 +78,7 @@ func watchHome(root int) *homeWatch {
 	w := &homeWatch{fd: fd, root: root, stop: [2]int{-1, -1}, done: make(chan struct{}), buf: make([]byte, 64<<10),
 		dirs: map[int32]string{}, opened: map[watchName]struct{}{}}
 	dirs := 0
-	if unix.Pipe2(w.stop[:], unix.O_CLOEXEC) != nil || !w.add(root, ".", st.Dev, &dirs, 0) || !w.discard() {
+	if unix.Pipe2(w.stop[:], unix.O_CLOEXEC) != nil || !w.add(root, ".", st.Dev, &dirs, 0) {
 		w.close()
 		return nil
 	}
@@ -95,24 +95,10 @@ func (w *homeWatch) close() {
 	}
 }
 
-// discard reads away the events the watch's own walk made (its opens and
-// closes of the directories): no process of the session runs yet.
-func (w *homeWatch) discard() bool {
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := unix.Read(w.fd, buf)
-		switch {
-		case err == unix.EINTR:
-		case err == unix.EAGAIN:
-			return true
-		case err != nil || n <= 0:
-			return false
-		}
-	}
-}
-
 // add watches the directory dir (path below the root) and those below it
-// on dev; dirs counts them.
+// on dev; dirs counts them. Its own opens of the directories are events
+// the watch takes for no change (IN_OPEN|IN_ISDIR; closes are not asked
+// for): the walk needs no events read away after it.
 func (w *homeWatch) add(dir int, path string, dev uint64, dirs *int, depth int) bool {
 	if *dirs++; *dirs > homeWatchDirs || depth > maxCopyDepth {
 		return false
